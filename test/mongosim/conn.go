@@ -1,0 +1,88 @@
+package mongosim
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"sync"
+)
+
+// conn is one client TCP connection. Requests on it are served one at a time, in order, by the
+// goroutine running serve; kill may be called from any goroutine.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	id      int32
+	ctx     context.Context // done when the connection is killed or the server closes
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	appName string // client.application.name from the handshake, for failCommand appName
+	killed  sync.Once
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	s.connMu.Lock()
+	s.nextConn++
+	id := s.nextConn
+	s.connMu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{s: s, nc: nc, id: id, ctx: ctx, cancel: cancel}
+}
+
+func (c *conn) kill() {
+	c.killed.Do(func() {
+		c.cancel()
+		_ = c.nc.Close()
+	})
+}
+
+func (c *conn) setAppName(name string) {
+	c.mu.Lock()
+	c.appName = name
+	c.mu.Unlock()
+}
+
+func (c *conn) application() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appName
+}
+
+// serve reads requests until the peer hangs up, the connection is killed or a request is
+// malformed (a real server closes the connection on framing errors too).
+func (c *conn) serve() {
+	defer c.kill()
+	br := bufio.NewReaderSize(c.nc, 64*1024)
+	var buf []byte
+	var out []byte
+	for {
+		h, body, err := readMessage(br, buf)
+		if err != nil {
+			return
+		}
+		buf = body[:0]
+		req, err := parseRequest(h, body)
+		if err != nil {
+			return
+		}
+		doc, closeConn := c.s.handle(c, req)
+		if closeConn {
+			return
+		}
+		if req.moreToCome || doc == nil {
+			continue
+		}
+		out = out[:0]
+		if req.legacy {
+			out = appendOpReply(out, c.s.nextRequestID(), h.requestID, doc)
+		} else {
+			out = appendMsgReply(out, c.s.nextRequestID(), h.requestID, doc)
+		}
+		if _, err := c.nc.Write(out); err != nil {
+			return
+		}
+		if cap(out) > 1<<20 {
+			out = nil // do not pin a large reply buffer per idle connection
+		}
+	}
+}

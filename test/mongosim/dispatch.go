@@ -1,0 +1,352 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// command is one decoded client command, as handlers see it.
+type command struct {
+	Name string // the command name exactly as sent (first key of the body)
+	DB   string // $db
+	Body bson.D // the body with kind-1 sequences merged in as arrays
+	conn *conn
+	ctx  context.Context // done when the connection dies or the server closes
+
+	// Session fields, parsed once by the dispatcher.
+	LSID         *bson.Binary // lsid.id, when present
+	TxnNumber    *int64       // txnNumber, when present
+	Autocommit   *bool        // autocommit, when present (false inside transactions)
+	StartTxn     bool         // startTransaction: true
+	ChangeStream bool         // set by handlers: the command is an aggregate/getMore of a change stream
+}
+
+// Arg returns the value of a top-level field of the command body.
+func (c *command) Arg(key string) (any, bool) {
+	for _, e := range c.Body {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}
+
+// Target returns the command's first value as a string (a collection name), or "".
+func (c *command) Target() string {
+	if len(c.Body) == 0 {
+		return ""
+	}
+	s, _ := c.Body[0].Value.(string)
+	return s
+}
+
+// InTransaction reports whether the command runs inside a multi-document transaction.
+func (c *command) InTransaction() bool {
+	return c.TxnNumber != nil && c.Autocommit != nil && !*c.Autocommit
+}
+
+// RetryableWrite reports whether the command is a retryable write (txnNumber, no autocommit).
+func (c *command) RetryableWrite() bool {
+	return c.TxnNumber != nil && c.Autocommit == nil
+}
+
+// handlerFunc executes a command and returns the reply fields before ok, $clusterTime and
+// operationTime, which the dispatcher appends. A *cmdError becomes an {ok:0} reply; any other
+// error is reported as InternalError.
+type handlerFunc func(s *Server, c *command) (bson.D, error)
+
+// cmdKind tells the dispatcher how a command behaves while the node is not primary.
+type cmdKind int
+
+const (
+	kindAdmin cmdKind = iota // always allowed (hello, ping, configureFailPoint, endSessions, ...)
+	kindRead                 // fails with NotPrimaryNoSecondaryOk while stepped down
+	kindWrite                // fails with NotWritablePrimary while stepped down
+)
+
+type cmdSpec struct {
+	handler handlerFunc
+	kind    cmdKind
+}
+
+var commandTable = map[string]cmdSpec{}
+
+// registerCommand adds a command handler; names are matched case-sensitively, as real
+// servers do, so aliases (isMaster/ismaster) are registered separately.
+func registerCommand(kind cmdKind, h handlerFunc, names ...string) {
+	for _, n := range names {
+		if _, dup := commandTable[n]; dup {
+			panic("mongosim: command registered twice: " + n)
+		}
+		commandTable[n] = cmdSpec{handler: h, kind: kind}
+	}
+}
+
+var requestIDs atomic.Int32
+
+func (s *Server) nextRequestID() int32 { return requestIDs.Add(1) }
+
+// handle runs one request and returns the encoded reply document (nil for no reply), or
+// closeConn when the connection must be dropped without a reply.
+func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
+	if len(req.body) == 0 {
+		return s.encodeReply(nil, errorf(codeFailedToParse, "empty command document"), nil), false
+	}
+	c := &command{Name: req.body[0].Key, Body: req.body, conn: cn, ctx: cn.ctx}
+	if db, ok := c.Arg("$db"); ok {
+		c.DB, _ = db.(string)
+	}
+	if err := parseSessionFields(c); err != nil {
+		return s.encodeReply(c, err, nil), false
+	}
+	if c.Name == "aggregate" {
+		c.ChangeStream = isChangeStreamPipeline(c)
+	}
+	start := time.Now()
+	var outcome error
+	defer func() { s.cmdLog.record(c, start, outcome) }()
+
+	if !s.waitUnpaused(c.ctx) {
+		return nil, true
+	}
+	if req.legacy && c.Name != "isMaster" && c.Name != "ismaster" && c.Name != "hello" {
+		return s.encodeReply(c, errorf(codeUnsupportedOpQueryCommand,
+			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", c.Name), nil), false
+	}
+	spec, known := commandTable[c.Name]
+
+	var wce bson.D
+	if c.Name != "configureFailPoint" {
+		act := s.fp.evalFailCommand(c)
+		if act != nil {
+			if act.blockFor > 0 {
+				t := time.NewTimer(act.blockFor)
+				select {
+				case <-t.C:
+				case <-c.ctx.Done():
+					t.Stop()
+					return nil, true
+				}
+			}
+			if act.closeConn {
+				outcome = errCloseConnection
+				return nil, true
+			}
+			if act.err != nil {
+				outcome = act.err
+				return s.encodeReply(c, act.err, nil), false
+			}
+			wce = act.writeConcernError
+		}
+	}
+	if !known {
+		return s.encodeReply(c, errorf(codeCommandNotFound, "no such command: '%s'", c.Name), nil), false
+	}
+	if err := s.state.checkPrimary(spec.kind); err != nil {
+		return s.encodeReply(c, err, nil), false
+	}
+	fields, err := spec.handler(s, c)
+	outcome = err
+	if errors.Is(err, errCloseConnection) {
+		return nil, true
+	}
+	if err == nil && wce != nil {
+		fields = append(fields, bson.E{Key: "writeConcernError", Value: wce})
+	}
+	return s.encodeReply(c, err, fields), false
+}
+
+// isChangeStreamPipeline reports whether an aggregate's first stage is $changeStream.
+func isChangeStreamPipeline(c *command) bool {
+	p, _ := c.Arg("pipeline")
+	arr, _ := p.(bson.A)
+	if len(arr) == 0 {
+		return false
+	}
+	st, _ := arr[0].(bson.D)
+	return len(st) > 0 && st[0].Key == "$changeStream"
+}
+
+// errCloseConnection asks the dispatcher to drop the connection without replying.
+var errCloseConnection = errors.New("close connection")
+
+func parseSessionFields(c *command) *cmdError {
+	if v, ok := c.Arg("lsid"); ok {
+		d, ok := v.(bson.D)
+		if !ok {
+			return errorf(codeTypeMismatch, "BSON field 'lsid' is the wrong type '%s', expected type 'object'", typeName(v))
+		}
+		for _, e := range d {
+			if e.Key == "id" {
+				b, ok := e.Value.(bson.Binary)
+				if !ok || b.Subtype != 4 || len(b.Data) != 16 {
+					return errorf(codeTypeMismatch, "BSON field 'lsid.id' must be a UUID (binary subtype 4)")
+				}
+				c.LSID = &b
+			}
+		}
+		if c.LSID == nil {
+			return errorf(codeFailedToParse, "BSON field 'lsid.id' is missing but a required field")
+		}
+	}
+	if v, ok := c.Arg("txnNumber"); ok {
+		n, ok := v.(int64)
+		if !ok {
+			return errorf(codeTypeMismatch, "BSON field 'txnNumber' is the wrong type '%s', expected type 'long'", typeName(v))
+		}
+		if c.LSID == nil {
+			return errorf(codeInvalidOptions, "Transaction number requires a session ID to also be specified")
+		}
+		c.TxnNumber = &n
+	}
+	if v, ok := c.Arg("autocommit"); ok {
+		b, ok := v.(bool)
+		if !ok {
+			return errorf(codeTypeMismatch, "BSON field 'autocommit' is the wrong type '%s', expected type 'bool'", typeName(v))
+		}
+		if b {
+			return errorf(codeInvalidOptions, "autocommit must be false")
+		}
+		c.Autocommit = &b
+	}
+	if v, ok := c.Arg("startTransaction"); ok {
+		b, _ := v.(bool)
+		if !b {
+			return errorf(codeInvalidOptions, "startTransaction must be true")
+		}
+		c.StartTxn = true
+	}
+	return nil
+}
+
+// encodeReply appends ok, the error fields and the cluster time to fields, and encodes it.
+func (s *Server) encodeReply(c *command, err error, fields bson.D) []byte {
+	ct := s.eng.clock.last()
+	var doc bson.D
+	if err != nil {
+		var ce *cmdError
+		if !errors.As(err, &ce) {
+			ce = &cmdError{Code: codeInternalError, Msg: err.Error()}
+		}
+		doc = bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: ce.Msg},
+			{Key: "code", Value: ce.Code}, {Key: "codeName", Value: codeName(ce.Code)}}
+		doc = append(doc, ce.Extra...)
+		labels := ce.Labels
+		if labels == nil && c != nil {
+			labels = computeLabels(c, ce.Code)
+		}
+		if len(labels) > 0 {
+			doc = append(doc, bson.E{Key: "errorLabels", Value: labels})
+		}
+		if tv, ok := s.state.topologyVersionFor(ce.Code); ok {
+			doc = append(doc, bson.E{Key: "topologyVersion", Value: tv})
+		}
+	} else {
+		doc = append(fields, bson.E{Key: "ok", Value: 1.0})
+	}
+	doc = append(doc,
+		bson.E{Key: "$clusterTime", Value: bson.D{
+			{Key: "clusterTime", Value: ct},
+			{Key: "signature", Value: bson.D{
+				{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}},
+				{Key: "keyId", Value: int64(0)},
+			}},
+		}},
+		bson.E{Key: "operationTime", Value: ct},
+	)
+	out, merr := bson.Marshal(doc)
+	if merr != nil {
+		out, _ = bson.Marshal(bson.D{{Key: "ok", Value: 0.0},
+			{Key: "errmsg", Value: fmt.Sprintf("mongosim: cannot encode reply: %v", merr)},
+			{Key: "code", Value: int32(codeInternalError)}, {Key: "codeName", Value: "InternalError"}})
+	}
+	return out
+}
+
+// Codes on which a retryable write or a change stream may be retried
+// (retryable-writes spec, "Determining Retryable Write Errors").
+var retriableCodes = []int32{6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
+
+// Extra codes that make a change-stream error resumable (reference §3.8).
+var resumableCSCodes = []int32{63, 150, 13388, 234, 133}
+
+// computeLabels applies the server's label rules (reference §4.3 and §3.8) to an error the
+// simulator raised on its own (fail points with errorLabels bypass this).
+func computeLabels(c *command, code int32) []string {
+	var labels []string
+	retriable := slices.Contains(retriableCodes, code)
+	isTxnEnd := c.Name == "commitTransaction" || c.Name == "abortTransaction"
+	switch {
+	case c.InTransaction() && !isTxnEnd:
+		if retriable || code == codeWriteConflict || code == codeLockTimeout || code == 267 || code == codeNoSuchTransaction {
+			labels = append(labels, "TransientTransactionError")
+		}
+	case (c.RetryableWrite() || isTxnEnd) && retriable:
+		labels = append(labels, "RetryableWriteError")
+	case isTxnEnd && code == codeNoSuchTransaction:
+		labels = append(labels, "TransientTransactionError")
+	}
+	if c.ChangeStream {
+		switch {
+		case retriable || slices.Contains(resumableCSCodes, code):
+			labels = append(labels, "ResumableChangeStreamError")
+		case code == codeChangeStreamFatalError || code == codeChangeStreamHistoryLost:
+			labels = append(labels, "NonResumableChangeStreamError")
+		}
+	}
+	return labels
+}
+
+// typeName returns the BSON type alias of a decoded value, as server messages spell it.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case float64:
+		return "double"
+	case string:
+		return "string"
+	case bson.D, bson.M:
+		return "object"
+	case bson.A:
+		return "array"
+	case bson.Binary:
+		return "binData"
+	case bson.ObjectID:
+		return "objectId"
+	case bool:
+		return "bool"
+	case bson.DateTime:
+		return "date"
+	case bson.Regex:
+		return "regex"
+	case int32:
+		return "int"
+	case bson.Timestamp:
+		return "timestamp"
+	case int64:
+		return "long"
+	case bson.Decimal128:
+		return "decimal"
+	case bson.MinKey:
+		return "minKey"
+	case bson.MaxKey:
+		return "maxKey"
+	case bson.Undefined:
+		return "undefined"
+	case bson.JavaScript, bson.CodeWithScope:
+		return "javascript"
+	case bson.Symbol:
+		return "symbol"
+	case bson.DBPointer:
+		return "dbPointer"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}

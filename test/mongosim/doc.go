@@ -1,0 +1,18 @@
+// Package mongosim is an in-process, MongoDB-wire-compatible replica-set primary for tests.
+//
+// The official Go driver (go.mongodb.org/mongo-driver/v2) connects to it unchanged over TCP:
+//
+//	srv, err := mongosim.Start(ctx, mongosim.Options{})
+//	if err != nil { ... }
+//	defer srv.Close()
+//	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+//
+// It answers the legacy OP_QUERY handshake and OP_MSG commands, reports itself as the primary of
+// replica set "rs0", and implements CRUD, indexes (unique, partial, TTL), sessions, retryable-write
+// dedupe, multi-document transactions and change streams with ordered, opaque resume tokens and a
+// bounded oplog. Faults are injected with the server's own configureFailPoint command or with Go
+// hooks (KillAllConnections, StepDown, TruncateOplog, Pause).
+//
+// Anything it does not support fails with a real-looking server error (CommandNotFound 59, or a
+// Location error whose message names the unsupported feature); it never answers silently wrong.
+package mongosim

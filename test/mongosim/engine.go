@@ -1,0 +1,61 @@
+package mongosim
+
+import (
+	"sync"
+)
+
+// engine is the simulated node's data: the catalog, the oplog, sessions and cursors.
+//
+// One mutex, mu, guards all of it. Every command holds mu only while it reads or changes
+// memory, never while it waits (awaitData getMores wait outside it, on the stream hub), so
+// writes are never slowed by idle readers.
+type engine struct {
+	s     *Server
+	clock *clusterClock
+
+	mu       sync.Mutex
+	dbs      map[string]*database // catalog.go
+	oplog    *oplog               // oplog.go
+	cursors  cursorTable          // cursor.go
+	sessions sessionTable         // session.go
+	hub      streamHub            // changestream.go: wakes waiting change-stream getMores
+
+	stop chan struct{} // closed by shutdown: background monitors end
+}
+
+func newEngine(s *Server) *engine {
+	e := &engine{
+		s:     s,
+		clock: newClusterClock(s.opts.Now),
+		dbs:   make(map[string]*database),
+		stop:  make(chan struct{}),
+	}
+	e.oplog = newOplog(s.opts.OplogCapacity, s.opts.OplogRetention, e.clock.last())
+	e.cursors.init()
+	e.sessions.init()
+	e.hub.init()
+	return e
+}
+
+// startBackground starts the engine's monitors (the TTL monitor). Each is owned by the
+// engine and ends when shutdown closes e.stop.
+func (e *engine) startBackground() {
+	e.s.wg.Add(1)
+	go func() {
+		defer e.s.wg.Done()
+		e.runTTLMonitor(e.stop)
+	}()
+}
+
+// shutdown ends the background monitors and wakes every waiting getMore.
+func (e *engine) shutdown() {
+	close(e.stop)
+	e.s.state.stop()
+	e.hub.closeAll()
+}
+
+// interruptChangeStreams fails the getMores of open change streams with a resumable
+// replica-set state-change error, as a stepdown does on a real server.
+func (e *engine) interruptChangeStreams() {
+	e.hub.interrupt()
+}

@@ -1,0 +1,218 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Options configures a simulated replica-set primary. The zero value is a usable default.
+type Options struct {
+	// Addr is the TCP address to listen on. Default "127.0.0.1:0" (a free loopback port).
+	Addr string
+	// ReplicaSet is the replica-set name reported by hello. Default "rs0".
+	ReplicaSet string
+	// WireVersion is the maxWireVersion reported by hello: 21 (MongoDB 7.0) or 25 (8.0).
+	// Default 25.
+	WireVersion int
+	// OplogCapacity bounds the retained change history, in oplog entries (one per changed
+	// document, plus one per drop/rename/dropDatabase). When it is exceeded the oldest entries
+	// are discarded, and resuming from a token older than the retained history fails with
+	// ChangeStreamHistoryLost (286). Default 1,000,000. Memory use is bounded by it.
+	OplogCapacity int
+	// OplogRetention, when positive, also discards entries whose wall time is older than this
+	// age. Default 0 (no age limit).
+	OplogRetention time.Duration
+	// TTLMonitorInterval is how often expired documents of TTL indexes are deleted.
+	// Default 60s, as on a real server.
+	TTLMonitorInterval time.Duration
+	// Now is the wall clock used for cluster times, $$NOW, wallTime and TTL expiry.
+	// Default time.Now. Tests inject a fake clock here.
+	Now func() time.Time
+	// DefaultAwaitTime is how long a change-stream getMore waits for events when the
+	// request carries no maxTimeMS. Default 1s, as on a real server.
+	DefaultAwaitTime time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.ReplicaSet == "" {
+		o.ReplicaSet = "rs0"
+	}
+	if o.WireVersion == 0 {
+		o.WireVersion = 25
+	}
+	if o.OplogCapacity == 0 {
+		o.OplogCapacity = 1_000_000
+	}
+	if o.TTLMonitorInterval == 0 {
+		o.TTLMonitorInterval = 60 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.DefaultAwaitTime == 0 {
+		o.DefaultAwaitTime = time.Second
+	}
+	return o
+}
+
+// Validate reports the first invalid field of o, by name.
+func (o Options) Validate() error {
+	if o.WireVersion != 0 && o.WireVersion != 21 && o.WireVersion != 25 {
+		return fmt.Errorf("mongosim: Options.WireVersion must be 21 or 25, got %d", o.WireVersion)
+	}
+	if o.OplogCapacity < 0 {
+		return fmt.Errorf("mongosim: Options.OplogCapacity must be >= 0, got %d", o.OplogCapacity)
+	}
+	if o.OplogRetention < 0 {
+		return fmt.Errorf("mongosim: Options.OplogRetention must be >= 0, got %s", o.OplogRetention)
+	}
+	if o.TTLMonitorInterval < 0 {
+		return fmt.Errorf("mongosim: Options.TTLMonitorInterval must be >= 0, got %s", o.TTLMonitorInterval)
+	}
+	if o.DefaultAwaitTime < 0 {
+		return fmt.Errorf("mongosim: Options.DefaultAwaitTime must be >= 0, got %s", o.DefaultAwaitTime)
+	}
+	return nil
+}
+
+// ErrClosed is returned by hooks called after Close.
+var ErrClosed = errors.New("mongosim: server closed")
+
+// Server is a running simulated replica-set primary. All methods are safe for concurrent use.
+type Server struct {
+	opts Options
+	ln   net.Listener
+	addr string
+
+	eng *engine
+
+	connMu   sync.Mutex
+	conns    map[*conn]struct{}
+	nextConn int32
+
+	cmdLog commandLog
+	fp     failPoints
+	state  nodeState
+
+	closing chan struct{}
+	closed  sync.Once
+	wg      sync.WaitGroup // accept loop, connections, background monitors
+}
+
+// Start listens on opts.Addr and serves until Close. The context bounds only the start-up.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("mongosim: listen on %s: %w", opts.Addr, err)
+	}
+	s := &Server{
+		opts:    opts,
+		ln:      ln,
+		addr:    ln.Addr().String(),
+		conns:   make(map[*conn]struct{}),
+		closing: make(chan struct{}),
+	}
+	s.state.init()
+	s.eng = newEngine(s)
+	s.wg.Add(1)
+	go s.acceptLoop()
+	s.eng.startBackground()
+	return s, nil
+}
+
+// Addr returns the host:port the server listens on, exactly as hello reports it in hosts and me.
+func (s *Server) Addr() string { return s.addr }
+
+// URI returns a connection string for the official driver, naming the replica set.
+func (s *Server) URI() string {
+	return "mongodb://" + s.addr + "/?replicaSet=" + s.opts.ReplicaSet
+}
+
+// Close stops accepting, closes every connection, wakes every waiting getMore and waits for
+// all of the server's goroutines to end. It is idempotent.
+func (s *Server) Close() error {
+	s.closed.Do(func() {
+		close(s.closing)
+		_ = s.ln.Close()
+		s.KillAllConnections()
+		s.eng.shutdown()
+	})
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		c := s.newConn(nc)
+		s.connMu.Lock()
+		if s.isClosing() {
+			s.connMu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.connMu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.connMu.Lock()
+			delete(s.conns, c)
+			s.connMu.Unlock()
+		}()
+	}
+}
+
+// KillAllConnections closes every open client connection at once, as a network partition or a
+// server restart would. Clients see a network error; the data is kept.
+func (s *Server) KillAllConnections() {
+	s.connMu.Lock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.connMu.Unlock()
+	for _, c := range cs {
+		c.kill()
+	}
+}
+
+// ConnectionCount returns the number of open client connections.
+func (s *Server) ConnectionCount() int {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	return len(s.conns)
+}

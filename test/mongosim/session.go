@@ -1,0 +1,6 @@
+package mongosim
+
+// PLACEHOLDER: replaced by the sessions implementation.
+type sessionTable struct{}
+
+func (t *sessionTable) init() {}
