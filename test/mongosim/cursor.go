@@ -89,6 +89,14 @@ func (e *engine) firstBatch(c *command, cur cursor, batchSize int) (bson.D, erro
 	return cursorDoc("firstBatch", batch, extra, id, cur.namespace()), nil
 }
 
+// cursorIsChangeStream reports whether id names an open change-stream cursor.
+func (e *engine) cursorIsChangeStream(id int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ent := e.cursors.open[id]
+	return ent != nil && ent.cur.isChangeStream()
+}
+
 func batchSizeArg(c *command) (int64, bool) {
 	if cv, ok := c.Arg("cursor"); ok {
 		if cd, ok := cv.(bson.D); ok {

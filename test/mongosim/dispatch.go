@@ -105,8 +105,15 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 	if err := parseSessionFields(c); err != nil {
 		return s.encodeReply(c, err, nil), false
 	}
-	if c.Name == "aggregate" {
+	switch c.Name {
+	case "aggregate":
 		c.ChangeStream = isChangeStreamPipeline(c)
+	case "getMore":
+		// Known before the handler runs, so that errors raised by the dispatcher itself (not
+		// primary) get change-stream labels too.
+		if id, ok := c.Body[0].Value.(int64); ok {
+			c.ChangeStream = s.eng.cursorIsChangeStream(id)
+		}
 	}
 	start := time.Now()
 	var outcome error
