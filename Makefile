@@ -1,0 +1,48 @@
+# watchtree — the two commands a new machine needs are `make demo` and `make test`.
+GO       ?= go
+PKGS     ?= ./...
+GOBIN    ?= $(shell $(GO) env GOPATH)/bin
+PROTOC_GEN_GO_VERSION ?= v1.36.12
+STATICCHECK_VERSION   ?= v0.8.2
+
+.PHONY: all test demo bench bench-mongosim proto lint vet fmt mongosim tools
+
+all: lint test
+
+## test: the whole test suite with the race detector (what CI runs).
+test:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set).
+demo:
+	$(GO) run ./cmd/demo
+
+## bench: every benchmark, reported with its figures.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+## bench-mongosim: the simulator's benchmarks only.
+bench-mongosim:
+	$(GO) test -run '^$$' -bench . -benchmem ./test/mongosim/
+
+## mongosim: run the simulator standalone on port 27017.
+mongosim:
+	$(GO) run ./cmd/mongosim --port 27017
+
+## proto: regenerate messages/ from proto/ (needs protoc; protoc-gen-go is installed here).
+proto:
+	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install -y protobuf-compiler"; exit 1; }
+	GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	PATH="$(GOBIN):$$PATH" protoc --proto_path=proto --go_out=. --go_opt=module=github.com/watchtree/watchtree \
+		$$(find proto -name '*.proto')
+
+## lint: gofmt, go vet and staticcheck.
+lint: fmt vet
+	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(GOBIN)/staticcheck $(PKGS)
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
