@@ -1,0 +1,187 @@
+package mongosim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+func runAdmin(t *testing.T, cl *mongo.Client, cmd bson.D) bson.Raw {
+	t.Helper()
+	out, err := cl.Database("admin").RunCommand(testCtx(t), cmd).Raw()
+	if err != nil {
+		t.Fatalf("%v: %v", cmd, err)
+	}
+	return out
+}
+
+func sessionCount(s *Server) int {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	return len(s.eng.sessions.m)
+}
+
+func hasSession(s *Server, id bson.Binary) bool {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	_, ok := s.eng.sessions.m[sessionKey(id)]
+	return ok
+}
+
+// sessionID returns the lsid.id of a driver session.
+func sessionID(t *testing.T, sess *mongo.Session) bson.Binary {
+	t.Helper()
+	var id bson.Binary
+	if err := bson.Raw(sess.ID()).Lookup("id").Unmarshal(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestAdminEndSessionsOnDisconnect checks that Client.Disconnect's endSessions makes the
+// server forget the client's sessions and their retryable-write history.
+func TestAdminEndSessionsOnDisconnect(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	ctx := testCtx(t)
+	cl, err := mongo.Connect(options.Client().ApplyURI(srv.URI()).SetAppName(newAppName()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sessionID(t, sess)
+	if _, err := runWithSession(ctx, cl.Database("test"), sess, bson.D{{Key: testRetryableWriteCmd, Value: 1}, {Key: "txnNumber", Value: int64(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if !hasSession(srv, id) {
+		t.Fatal("the session of a retryable write is not in the table")
+	}
+	sess.EndSession(ctx) // back to the driver's pool; Disconnect ends pooled sessions
+	if err := cl.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.CommandsNamed("endSessions")); n != 1 {
+		t.Fatalf("endSessions commands = %d, want 1", n)
+	}
+	if hasSession(srv, id) {
+		t.Fatal("the session survived endSessions")
+	}
+}
+
+// TestAdminEndSessionsCommand sends endSessions, killSessions, refreshSessions and
+// killAllSessions directly and checks their effect on the session table.
+func TestAdminEndSessionsCommand(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	var ids []bson.Binary
+	var sessions []*mongo.Session
+	for i := 0; i < 3; i++ { // all open at once: the driver's pool reuses ended sessions
+		sess, err := cl.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, sess)
+		ids = append(ids, sessionID(t, sess))
+		if _, err := runWithSession(ctx, cl.Database("test"), sess, bson.D{{Key: testRetryableWriteCmd, Value: 1}, {Key: "txnNumber", Value: int64(1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sess := range sessions {
+		sess.EndSession(ctx)
+	}
+	runAdmin(t, cl, bson.D{{Key: "refreshSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[0]}}}}})
+	runAdmin(t, cl, bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[0]}}}}})
+	if hasSession(srv, ids[0]) || !hasSession(srv, ids[1]) {
+		t.Fatal("endSessions did not end exactly the listed session")
+	}
+	runAdmin(t, cl, bson.D{{Key: "killSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[1]}}}}})
+	if hasSession(srv, ids[1]) || !hasSession(srv, ids[2]) {
+		t.Fatal("killSessions did not kill exactly the listed session")
+	}
+	runAdmin(t, cl, bson.D{{Key: "killAllSessions", Value: bson.A{}}})
+	if hasSession(srv, ids[2]) {
+		t.Fatal("killAllSessions left a session")
+	}
+	err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: "x"}}}}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != codeTypeMismatch {
+		t.Fatalf("endSessions with a bad id: %v, want TypeMismatch", err)
+	}
+}
+
+func TestAdminStartSession(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	out := runAdmin(t, cl, bson.D{{Key: "startSession", Value: 1}})
+	st, data, ok := out.Lookup("id", "id").BinaryOK()
+	if !ok || st != 4 || len(data) != 16 {
+		t.Fatalf("startSession reply %v: id.id is not a UUID", out)
+	}
+	id := bson.Binary{Subtype: st, Data: data}
+	if n, ok := out.Lookup("timeoutMinutes").Int32OK(); !ok || n != 30 {
+		t.Fatalf("timeoutMinutes = %v, want int32 30", out.Lookup("timeoutMinutes"))
+	}
+	if !hasSession(srv, id) {
+		t.Fatal("startSession's session is not in the table")
+	}
+}
+
+func TestAdminServerStatus(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	out := runAdmin(t, cl, bson.D{{Key: "serverStatus", Value: 1}})
+	if host, _ := out.Lookup("host").StringValueOK(); host != srv.Addr() {
+		t.Fatalf("host = %v, want %s", out.Lookup("host"), srv.Addr())
+	}
+	bi := runAdmin(t, cl, bson.D{{Key: "buildInfo", Value: 1}})
+	if v, _ := out.Lookup("version").StringValueOK(); v == "" || v != bi.Lookup("version").StringValue() {
+		t.Fatalf("version %v differs from buildInfo's %v", out.Lookup("version"), bi.Lookup("version"))
+	}
+	if up, ok := out.Lookup("uptime").DoubleOK(); !ok || up < 0 {
+		t.Fatalf("uptime = %v", out.Lookup("uptime"))
+	}
+	cur, ok := out.Lookup("connections", "current").Int32OK()
+	if !ok || int(cur) != srv.ConnectionCount() || cur < 1 {
+		t.Fatalf("connections.current = %v, server has %d connections", out.Lookup("connections", "current"), srv.ConnectionCount())
+	}
+}
+
+func TestAdminMiscCommands(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	out := runAdmin(t, cl, bson.D{{Key: "whatsmyuri", Value: 1}})
+	if you, _ := out.Lookup("you").StringValueOK(); !strings.HasPrefix(you, "127.0.0.1:") {
+		t.Fatalf("whatsmyuri = %v", out)
+	}
+	out = runAdmin(t, cl, bson.D{{Key: "connectionStatus", Value: 1}})
+	if users, ok := out.Lookup("authInfo", "authenticatedUsers").ArrayOK(); !ok || len(users) != 5 {
+		t.Fatalf("connectionStatus = %v, want authInfo.authenticatedUsers []", out)
+	}
+	out = runAdmin(t, cl, bson.D{{Key: "hostInfo", Value: 1}})
+	if n, ok := out.Lookup("system", "numCores").Int32OK(); !ok || n < 1 {
+		t.Fatalf("hostInfo = %v", out)
+	}
+	out = runAdmin(t, cl, bson.D{{Key: "listCommands", Value: 1}})
+	for _, name := range []string{"endSessions", "serverStatus", "hello", "listCommands"} {
+		if _, err := out.LookupErr("commands", name); err != nil {
+			t.Errorf("listCommands lacks %s", name)
+		}
+	}
+	out = runAdmin(t, cl, bson.D{{Key: "getLog", Value: "*"}})
+	if names, ok := out.Lookup("names").ArrayOK(); !ok || len(names) <= 5 {
+		t.Fatalf("getLog * = %v", out)
+	}
+	out = runAdmin(t, cl, bson.D{{Key: "getLog", Value: "global"}})
+	if lines, ok := out.Lookup("log").ArrayOK(); !ok || len(lines) != 5 {
+		t.Fatalf("getLog global = %v", out)
+	}
+	// Anything not implemented stays CommandNotFound.
+	err := cl.Database("admin").RunCommand(testCtx(t), bson.D{{Key: "replSetGetStatusX", Value: 1}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != codeCommandNotFound {
+		t.Fatalf("unknown command: %v, want CommandNotFound (59)", err)
+	}
+}

@@ -1,0 +1,215 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// testRetryableWriteCmd is a test-only write command that counts its executions per server and
+// goes through the same retryable-write dedupe as the real write commands. It isolates the
+// session machinery from the write path.
+const testRetryableWriteCmd = "mongosimTestRetryableWrite"
+
+var testWriteCounts sync.Map // *Server -> *atomic.Int64
+
+func init() {
+	registerCommand(kindWrite, func(s *Server, c *command) (bson.D, error) {
+		e := s.eng
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if reply, found, err := e.retryLookupLocked(c); err != nil {
+			return nil, err
+		} else if found {
+			return reply, nil
+		}
+		cnt, _ := testWriteCounts.LoadOrStore(s, new(atomic.Int64))
+		seq := cnt.(*atomic.Int64).Add(1)
+		reply := bson.D{{Key: "n", Value: int32(1)}, {Key: "seq", Value: seq}}
+		e.retryStoreLocked(c, reply)
+		return reply, nil
+	}, testRetryableWriteCmd)
+}
+
+func testWriteCount(s *Server) int64 {
+	cnt, ok := testWriteCounts.Load(s)
+	if !ok {
+		return 0
+	}
+	return cnt.(*atomic.Int64).Load()
+}
+
+// retryCmd builds a command as the dispatcher would parse it.
+func retryCmd(lsid bson.Binary, txn *int64, autocommit *bool) *command {
+	return &command{Name: testRetryableWriteCmd, LSID: &lsid, TxnNumber: txn, Autocommit: autocommit}
+}
+
+func testLSID(b byte) bson.Binary {
+	d := make([]byte, 16)
+	for i := range d {
+		d[i] = b
+	}
+	return bson.Binary{Subtype: 4, Data: d}
+}
+
+func TestSessionRetryLookupStore(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	e := srv.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	lsid := testLSID(1)
+	five, four, six := int64(5), int64(4), int64(6)
+
+	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &five, nil)); found || err != nil {
+		t.Fatalf("first lookup: found=%v err=%v, want a miss", found, err)
+	}
+	// A failed first attempt stores nothing: the retry executes again.
+	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &five, nil)); found || err != nil {
+		t.Fatalf("lookup before store: found=%v err=%v, want a miss", found, err)
+	}
+	stored := bson.D{{Key: "n", Value: int32(3)}}
+	e.retryStoreLocked(retryCmd(lsid, &five, nil), stored)
+	reply, found, err := e.retryLookupLocked(retryCmd(lsid, &five, nil))
+	if err != nil || !found || len(reply) != 1 || reply[0].Value != int32(3) {
+		t.Fatalf("retry lookup = %v, %v, %v; want the stored reply", reply, found, err)
+	}
+	if cap(reply) != len(reply) {
+		t.Fatalf("stored reply is not clipped: len %d cap %d", len(reply), cap(reply))
+	}
+	_, _, err = e.retryLookupLocked(retryCmd(lsid, &four, nil))
+	var ce *cmdError
+	if !errors.As(err, &ce) || ce.Code != codeTransactionTooOld {
+		t.Fatalf("lower txnNumber: err = %v, want TransactionTooOld (225)", err)
+	}
+	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &six, nil)); found || err != nil {
+		t.Fatalf("higher txnNumber: found=%v err=%v, want a miss", found, err)
+	}
+	// The higher number replaced the old one: 5 is now too old.
+	if _, _, err := e.retryLookupLocked(retryCmd(lsid, &five, nil)); !errors.As(err, &ce) || ce.Code != codeTransactionTooOld {
+		t.Fatalf("txnNumber 5 after 6: err = %v, want 225", err)
+	}
+	// Another session is independent.
+	if _, found, err := e.retryLookupLocked(retryCmd(testLSID(2), &four, nil)); found || err != nil {
+		t.Fatalf("other session: found=%v err=%v", found, err)
+	}
+	// Commands in a transaction (autocommit false) are not retryable writes: no-ops.
+	f := false
+	e.retryStoreLocked(retryCmd(lsid, &six, &f), bson.D{{Key: "x", Value: 1}})
+	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &four, &f)); found || err != nil {
+		t.Fatalf("transaction command: found=%v err=%v, want no-op", found, err)
+	}
+	if _, found, _ := e.retryLookupLocked(retryCmd(lsid, &six, nil)); found {
+		t.Fatal("a transaction command's reply was stored as a retryable write's")
+	}
+	// No txnNumber at all: no-op.
+	if _, found, err := e.retryLookupLocked(&command{LSID: &lsid}); found || err != nil {
+		t.Fatalf("no txnNumber: found=%v err=%v", found, err)
+	}
+}
+
+// TestSessionReapIdle checks that a session idle for longer than logicalSessionTimeoutMinutes
+// is forgotten once the injected clock passes the timeout.
+func TestSessionReapIdle(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	srv, _ := startServer(t, Options{Now: clock})
+	e := srv.eng
+	old, fresh := testLSID(7), testLSID(8)
+	seven := int64(7)
+	e.mu.Lock()
+	e.retryLookupLocked(retryCmd(old, &seven, nil))
+	e.retryStoreLocked(retryCmd(old, &seven, nil), bson.D{})
+	e.mu.Unlock()
+
+	advance(10 * time.Minute)
+	e.mu.Lock()
+	e.retryLookupLocked(retryCmd(fresh, &seven, nil))
+	_, kept := e.sessions.m[sessionKey(old)]
+	e.mu.Unlock()
+	if !kept {
+		t.Fatal("a session idle for 10 minutes was reaped")
+	}
+	advance(25 * time.Minute) // old: idle 35 min; fresh: 25 min
+	e.mu.Lock()
+	e.touchSessionLocked(&command{LSID: &fresh})
+	_, oldKept := e.sessions.m[sessionKey(old)]
+	_, freshKept := e.sessions.m[sessionKey(fresh)]
+	e.mu.Unlock()
+	if oldKept || !freshKept {
+		t.Fatalf("after 35 min: old kept=%v (want false), fresh kept=%v (want true)", oldKept, freshKept)
+	}
+}
+
+// runWithSession runs cmd on db inside the explicit session sess.
+func runWithSession(ctx context.Context, db *mongo.Database, sess *mongo.Session, cmd bson.D) (bson.M, error) {
+	var out bson.M
+	err := mongo.WithSession(ctx, sess, func(sc context.Context) error {
+		return db.RunCommand(sc, cmd).Decode(&out)
+	})
+	return out, err
+}
+
+// TestSessionTxnNumberThroughDriver drives the dedupe over the wire: the same (lsid,
+// txnNumber) executes once and the retry gets the stored reply; a lower txnNumber gets
+// TransactionTooOld (225); another session is independent.
+func TestSessionTxnNumberThroughDriver(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	db := cl.Database("test")
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	cmd := func(n int64) bson.D {
+		return bson.D{{Key: testRetryableWriteCmd, Value: 1}, {Key: "txnNumber", Value: n}}
+	}
+	first, err := runWithSession(ctx, db, sess, cmd(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := runWithSession(ctx, db, sess, cmd(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testWriteCount(srv) != 1 {
+		t.Fatalf("executions = %d after a retry with the same txnNumber, want 1", testWriteCount(srv))
+	}
+	if first["seq"] != again["seq"] {
+		t.Fatalf("retry reply seq %v != first reply seq %v", again["seq"], first["seq"])
+	}
+	_, err = runWithSession(ctx, db, sess, cmd(4))
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(225) {
+		t.Fatalf("lower txnNumber: err = %v, want TransactionTooOld (225)", err)
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Name != "TransactionTooOld" {
+		t.Fatalf("codeName = %q, want TransactionTooOld", ce.Name)
+	}
+	if _, err := runWithSession(ctx, db, sess, cmd(6)); err != nil {
+		t.Fatal(err)
+	}
+	if testWriteCount(srv) != 2 {
+		t.Fatalf("executions = %d after a higher txnNumber, want 2", testWriteCount(srv))
+	}
+	other, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.EndSession(ctx)
+	if _, err := runWithSession(ctx, db, other, cmd(1)); err != nil {
+		t.Fatalf("another session with a lower number: %v", err)
+	}
+	if testWriteCount(srv) != 3 {
+		t.Fatalf("executions = %d, want 3", testWriteCount(srv))
+	}
+}
