@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-func runAdmin(t *testing.T, cl *mongo.Client, cmd bson.D) bson.Raw {
+func admRun(t *testing.T, cl *mongo.Client, cmd bson.D) bson.Raw {
 	t.Helper()
 	out, err := cl.Database("admin").RunCommand(testCtx(t), cmd).Raw()
 	if err != nil {
@@ -19,21 +19,21 @@ func runAdmin(t *testing.T, cl *mongo.Client, cmd bson.D) bson.Raw {
 	return out
 }
 
-func sessionCount(s *Server) int {
+func admSessionCount(s *Server) int {
 	s.eng.mu.Lock()
 	defer s.eng.mu.Unlock()
 	return len(s.eng.sessions.m)
 }
 
-func hasSession(s *Server, id bson.Binary) bool {
+func admHasSession(s *Server, id bson.Binary) bool {
 	s.eng.mu.Lock()
 	defer s.eng.mu.Unlock()
 	_, ok := s.eng.sessions.m[sessionKey(id)]
 	return ok
 }
 
-// sessionID returns the lsid.id of a driver session.
-func sessionID(t *testing.T, sess *mongo.Session) bson.Binary {
+// admSessionID returns the lsid.id of a driver session.
+func admSessionID(t *testing.T, sess *mongo.Session) bson.Binary {
 	t.Helper()
 	var id bson.Binary
 	if err := bson.Raw(sess.ID()).Lookup("id").Unmarshal(&id); err != nil {
@@ -55,11 +55,11 @@ func TestAdminEndSessionsOnDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := sessionID(t, sess)
-	if _, err := runWithSession(ctx, cl.Database("test"), sess, bson.D{{Key: testRetryableWriteCmd, Value: 1}, {Key: "txnNumber", Value: int64(1)}}); err != nil {
+	id := admSessionID(t, sess)
+	if _, err := sessRun(ctx, cl.Database("test"), sess, bson.D{{Key: sessTestWriteCmd, Value: 1}, {Key: "txnNumber", Value: int64(1)}}); err != nil {
 		t.Fatal(err)
 	}
-	if !hasSession(srv, id) {
+	if !admHasSession(srv, id) {
 		t.Fatal("the session of a retryable write is not in the table")
 	}
 	sess.EndSession(ctx) // back to the driver's pool; Disconnect ends pooled sessions
@@ -69,7 +69,7 @@ func TestAdminEndSessionsOnDisconnect(t *testing.T) {
 	if n := len(srv.CommandsNamed("endSessions")); n != 1 {
 		t.Fatalf("endSessions commands = %d, want 1", n)
 	}
-	if hasSession(srv, id) {
+	if admHasSession(srv, id) {
 		t.Fatal("the session survived endSessions")
 	}
 }
@@ -87,25 +87,25 @@ func TestAdminEndSessionsCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		sessions = append(sessions, sess)
-		ids = append(ids, sessionID(t, sess))
-		if _, err := runWithSession(ctx, cl.Database("test"), sess, bson.D{{Key: testRetryableWriteCmd, Value: 1}, {Key: "txnNumber", Value: int64(1)}}); err != nil {
+		ids = append(ids, admSessionID(t, sess))
+		if _, err := sessRun(ctx, cl.Database("test"), sess, bson.D{{Key: sessTestWriteCmd, Value: 1}, {Key: "txnNumber", Value: int64(1)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, sess := range sessions {
 		sess.EndSession(ctx)
 	}
-	runAdmin(t, cl, bson.D{{Key: "refreshSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[0]}}}}})
-	runAdmin(t, cl, bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[0]}}}}})
-	if hasSession(srv, ids[0]) || !hasSession(srv, ids[1]) {
+	admRun(t, cl, bson.D{{Key: "refreshSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[0]}}}}})
+	admRun(t, cl, bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[0]}}}}})
+	if admHasSession(srv, ids[0]) || !admHasSession(srv, ids[1]) {
 		t.Fatal("endSessions did not end exactly the listed session")
 	}
-	runAdmin(t, cl, bson.D{{Key: "killSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[1]}}}}})
-	if hasSession(srv, ids[1]) || !hasSession(srv, ids[2]) {
+	admRun(t, cl, bson.D{{Key: "killSessions", Value: bson.A{bson.D{{Key: "id", Value: ids[1]}}}}})
+	if admHasSession(srv, ids[1]) || !admHasSession(srv, ids[2]) {
 		t.Fatal("killSessions did not kill exactly the listed session")
 	}
-	runAdmin(t, cl, bson.D{{Key: "killAllSessions", Value: bson.A{}}})
-	if hasSession(srv, ids[2]) {
+	admRun(t, cl, bson.D{{Key: "killAllSessions", Value: bson.A{}}})
+	if admHasSession(srv, ids[2]) {
 		t.Fatal("killAllSessions left a session")
 	}
 	err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: "x"}}}}}).Err()
@@ -117,7 +117,7 @@ func TestAdminEndSessionsCommand(t *testing.T) {
 
 func TestAdminStartSession(t *testing.T) {
 	srv, cl := startServer(t, Options{})
-	out := runAdmin(t, cl, bson.D{{Key: "startSession", Value: 1}})
+	out := admRun(t, cl, bson.D{{Key: "startSession", Value: 1}})
 	st, data, ok := out.Lookup("id", "id").BinaryOK()
 	if !ok || st != 4 || len(data) != 16 {
 		t.Fatalf("startSession reply %v: id.id is not a UUID", out)
@@ -126,18 +126,18 @@ func TestAdminStartSession(t *testing.T) {
 	if n, ok := out.Lookup("timeoutMinutes").Int32OK(); !ok || n != 30 {
 		t.Fatalf("timeoutMinutes = %v, want int32 30", out.Lookup("timeoutMinutes"))
 	}
-	if !hasSession(srv, id) {
+	if !admHasSession(srv, id) {
 		t.Fatal("startSession's session is not in the table")
 	}
 }
 
 func TestAdminServerStatus(t *testing.T) {
 	srv, cl := startServer(t, Options{})
-	out := runAdmin(t, cl, bson.D{{Key: "serverStatus", Value: 1}})
+	out := admRun(t, cl, bson.D{{Key: "serverStatus", Value: 1}})
 	if host, _ := out.Lookup("host").StringValueOK(); host != srv.Addr() {
 		t.Fatalf("host = %v, want %s", out.Lookup("host"), srv.Addr())
 	}
-	bi := runAdmin(t, cl, bson.D{{Key: "buildInfo", Value: 1}})
+	bi := admRun(t, cl, bson.D{{Key: "buildInfo", Value: 1}})
 	if v, _ := out.Lookup("version").StringValueOK(); v == "" || v != bi.Lookup("version").StringValue() {
 		t.Fatalf("version %v differs from buildInfo's %v", out.Lookup("version"), bi.Lookup("version"))
 	}
@@ -152,29 +152,29 @@ func TestAdminServerStatus(t *testing.T) {
 
 func TestAdminMiscCommands(t *testing.T) {
 	_, cl := startServer(t, Options{})
-	out := runAdmin(t, cl, bson.D{{Key: "whatsmyuri", Value: 1}})
+	out := admRun(t, cl, bson.D{{Key: "whatsmyuri", Value: 1}})
 	if you, _ := out.Lookup("you").StringValueOK(); !strings.HasPrefix(you, "127.0.0.1:") {
 		t.Fatalf("whatsmyuri = %v", out)
 	}
-	out = runAdmin(t, cl, bson.D{{Key: "connectionStatus", Value: 1}})
+	out = admRun(t, cl, bson.D{{Key: "connectionStatus", Value: 1}})
 	if users, ok := out.Lookup("authInfo", "authenticatedUsers").ArrayOK(); !ok || len(users) != 5 {
 		t.Fatalf("connectionStatus = %v, want authInfo.authenticatedUsers []", out)
 	}
-	out = runAdmin(t, cl, bson.D{{Key: "hostInfo", Value: 1}})
+	out = admRun(t, cl, bson.D{{Key: "hostInfo", Value: 1}})
 	if n, ok := out.Lookup("system", "numCores").Int32OK(); !ok || n < 1 {
 		t.Fatalf("hostInfo = %v", out)
 	}
-	out = runAdmin(t, cl, bson.D{{Key: "listCommands", Value: 1}})
+	out = admRun(t, cl, bson.D{{Key: "listCommands", Value: 1}})
 	for _, name := range []string{"endSessions", "serverStatus", "hello", "listCommands"} {
 		if _, err := out.LookupErr("commands", name); err != nil {
 			t.Errorf("listCommands lacks %s", name)
 		}
 	}
-	out = runAdmin(t, cl, bson.D{{Key: "getLog", Value: "*"}})
+	out = admRun(t, cl, bson.D{{Key: "getLog", Value: "*"}})
 	if names, ok := out.Lookup("names").ArrayOK(); !ok || len(names) <= 5 {
 		t.Fatalf("getLog * = %v", out)
 	}
-	out = runAdmin(t, cl, bson.D{{Key: "getLog", Value: "global"}})
+	out = admRun(t, cl, bson.D{{Key: "getLog", Value: "global"}})
 	if lines, ok := out.Lookup("log").ArrayOK(); !ok || len(lines) != 5 {
 		t.Fatalf("getLog global = %v", out)
 	}

@@ -12,12 +12,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// testRetryableWriteCmd is a test-only write command that counts its executions per server and
+// sessTestWriteCmd is a test-only write command that counts its executions per server and
 // goes through the same retryable-write dedupe as the real write commands. It isolates the
 // session machinery from the write path.
-const testRetryableWriteCmd = "mongosimTestRetryableWrite"
+const sessTestWriteCmd = "mongosimTestRetryableWrite"
 
-var testWriteCounts sync.Map // *Server -> *atomic.Int64
+var sessTestWriteCounts sync.Map // *Server -> *atomic.Int64
 
 func init() {
 	registerCommand(kindWrite, func(s *Server, c *command) (bson.D, error) {
@@ -29,28 +29,28 @@ func init() {
 		} else if found {
 			return reply, nil
 		}
-		cnt, _ := testWriteCounts.LoadOrStore(s, new(atomic.Int64))
+		cnt, _ := sessTestWriteCounts.LoadOrStore(s, new(atomic.Int64))
 		seq := cnt.(*atomic.Int64).Add(1)
 		reply := bson.D{{Key: "n", Value: int32(1)}, {Key: "seq", Value: seq}}
 		e.retryStoreLocked(c, reply)
 		return reply, nil
-	}, testRetryableWriteCmd)
+	}, sessTestWriteCmd)
 }
 
-func testWriteCount(s *Server) int64 {
-	cnt, ok := testWriteCounts.Load(s)
+func sessTestWriteCount(s *Server) int64 {
+	cnt, ok := sessTestWriteCounts.Load(s)
 	if !ok {
 		return 0
 	}
 	return cnt.(*atomic.Int64).Load()
 }
 
-// retryCmd builds a command as the dispatcher would parse it.
-func retryCmd(lsid bson.Binary, txn *int64, autocommit *bool) *command {
-	return &command{Name: testRetryableWriteCmd, LSID: &lsid, TxnNumber: txn, Autocommit: autocommit}
+// sessRetryCmd builds a command as the dispatcher would parse it.
+func sessRetryCmd(lsid bson.Binary, txn *int64, autocommit *bool) *command {
+	return &command{Name: sessTestWriteCmd, LSID: &lsid, TxnNumber: txn, Autocommit: autocommit}
 }
 
-func testLSID(b byte) bson.Binary {
+func sessTestLSID(b byte) bson.Binary {
 	d := make([]byte, 16)
 	for i := range d {
 		d[i] = b
@@ -63,48 +63,48 @@ func TestSessionRetryLookupStore(t *testing.T) {
 	e := srv.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	lsid := testLSID(1)
+	lsid := sessTestLSID(1)
 	five, four, six := int64(5), int64(4), int64(6)
 
-	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &five, nil)); found || err != nil {
+	if _, found, err := e.retryLookupLocked(sessRetryCmd(lsid, &five, nil)); found || err != nil {
 		t.Fatalf("first lookup: found=%v err=%v, want a miss", found, err)
 	}
 	// A failed first attempt stores nothing: the retry executes again.
-	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &five, nil)); found || err != nil {
+	if _, found, err := e.retryLookupLocked(sessRetryCmd(lsid, &five, nil)); found || err != nil {
 		t.Fatalf("lookup before store: found=%v err=%v, want a miss", found, err)
 	}
 	stored := bson.D{{Key: "n", Value: int32(3)}}
-	e.retryStoreLocked(retryCmd(lsid, &five, nil), stored)
-	reply, found, err := e.retryLookupLocked(retryCmd(lsid, &five, nil))
+	e.retryStoreLocked(sessRetryCmd(lsid, &five, nil), stored)
+	reply, found, err := e.retryLookupLocked(sessRetryCmd(lsid, &five, nil))
 	if err != nil || !found || len(reply) != 1 || reply[0].Value != int32(3) {
 		t.Fatalf("retry lookup = %v, %v, %v; want the stored reply", reply, found, err)
 	}
 	if cap(reply) != len(reply) {
 		t.Fatalf("stored reply is not clipped: len %d cap %d", len(reply), cap(reply))
 	}
-	_, _, err = e.retryLookupLocked(retryCmd(lsid, &four, nil))
+	_, _, err = e.retryLookupLocked(sessRetryCmd(lsid, &four, nil))
 	var ce *cmdError
 	if !errors.As(err, &ce) || ce.Code != codeTransactionTooOld {
 		t.Fatalf("lower txnNumber: err = %v, want TransactionTooOld (225)", err)
 	}
-	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &six, nil)); found || err != nil {
+	if _, found, err := e.retryLookupLocked(sessRetryCmd(lsid, &six, nil)); found || err != nil {
 		t.Fatalf("higher txnNumber: found=%v err=%v, want a miss", found, err)
 	}
 	// The higher number replaced the old one: 5 is now too old.
-	if _, _, err := e.retryLookupLocked(retryCmd(lsid, &five, nil)); !errors.As(err, &ce) || ce.Code != codeTransactionTooOld {
+	if _, _, err := e.retryLookupLocked(sessRetryCmd(lsid, &five, nil)); !errors.As(err, &ce) || ce.Code != codeTransactionTooOld {
 		t.Fatalf("txnNumber 5 after 6: err = %v, want 225", err)
 	}
 	// Another session is independent.
-	if _, found, err := e.retryLookupLocked(retryCmd(testLSID(2), &four, nil)); found || err != nil {
+	if _, found, err := e.retryLookupLocked(sessRetryCmd(sessTestLSID(2), &four, nil)); found || err != nil {
 		t.Fatalf("other session: found=%v err=%v", found, err)
 	}
 	// Commands in a transaction (autocommit false) are not retryable writes: no-ops.
 	f := false
-	e.retryStoreLocked(retryCmd(lsid, &six, &f), bson.D{{Key: "x", Value: 1}})
-	if _, found, err := e.retryLookupLocked(retryCmd(lsid, &four, &f)); found || err != nil {
+	e.retryStoreLocked(sessRetryCmd(lsid, &six, &f), bson.D{{Key: "x", Value: 1}})
+	if _, found, err := e.retryLookupLocked(sessRetryCmd(lsid, &four, &f)); found || err != nil {
 		t.Fatalf("transaction command: found=%v err=%v, want no-op", found, err)
 	}
-	if _, found, _ := e.retryLookupLocked(retryCmd(lsid, &six, nil)); found {
+	if _, found, _ := e.retryLookupLocked(sessRetryCmd(lsid, &six, nil)); found {
 		t.Fatal("a transaction command's reply was stored as a retryable write's")
 	}
 	// No txnNumber at all: no-op.
@@ -122,16 +122,16 @@ func TestSessionReapIdle(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	srv, _ := startServer(t, Options{Now: clock})
 	e := srv.eng
-	old, fresh := testLSID(7), testLSID(8)
+	old, fresh := sessTestLSID(7), sessTestLSID(8)
 	seven := int64(7)
 	e.mu.Lock()
-	e.retryLookupLocked(retryCmd(old, &seven, nil))
-	e.retryStoreLocked(retryCmd(old, &seven, nil), bson.D{})
+	e.retryLookupLocked(sessRetryCmd(old, &seven, nil))
+	e.retryStoreLocked(sessRetryCmd(old, &seven, nil), bson.D{})
 	e.mu.Unlock()
 
 	advance(10 * time.Minute)
 	e.mu.Lock()
-	e.retryLookupLocked(retryCmd(fresh, &seven, nil))
+	e.retryLookupLocked(sessRetryCmd(fresh, &seven, nil))
 	_, kept := e.sessions.m[sessionKey(old)]
 	e.mu.Unlock()
 	if !kept {
@@ -148,8 +148,8 @@ func TestSessionReapIdle(t *testing.T) {
 	}
 }
 
-// runWithSession runs cmd on db inside the explicit session sess.
-func runWithSession(ctx context.Context, db *mongo.Database, sess *mongo.Session, cmd bson.D) (bson.M, error) {
+// sessRun runs cmd on db inside the explicit session sess.
+func sessRun(ctx context.Context, db *mongo.Database, sess *mongo.Session, cmd bson.D) (bson.M, error) {
 	var out bson.M
 	err := mongo.WithSession(ctx, sess, func(sc context.Context) error {
 		return db.RunCommand(sc, cmd).Decode(&out)
@@ -170,23 +170,23 @@ func TestSessionTxnNumberThroughDriver(t *testing.T) {
 	}
 	defer sess.EndSession(ctx)
 	cmd := func(n int64) bson.D {
-		return bson.D{{Key: testRetryableWriteCmd, Value: 1}, {Key: "txnNumber", Value: n}}
+		return bson.D{{Key: sessTestWriteCmd, Value: 1}, {Key: "txnNumber", Value: n}}
 	}
-	first, err := runWithSession(ctx, db, sess, cmd(5))
+	first, err := sessRun(ctx, db, sess, cmd(5))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := runWithSession(ctx, db, sess, cmd(5))
+	again, err := sessRun(ctx, db, sess, cmd(5))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if testWriteCount(srv) != 1 {
-		t.Fatalf("executions = %d after a retry with the same txnNumber, want 1", testWriteCount(srv))
+	if sessTestWriteCount(srv) != 1 {
+		t.Fatalf("executions = %d after a retry with the same txnNumber, want 1", sessTestWriteCount(srv))
 	}
 	if first["seq"] != again["seq"] {
 		t.Fatalf("retry reply seq %v != first reply seq %v", again["seq"], first["seq"])
 	}
-	_, err = runWithSession(ctx, db, sess, cmd(4))
+	_, err = sessRun(ctx, db, sess, cmd(4))
 	var se mongo.ServerError
 	if !errors.As(err, &se) || !se.HasErrorCode(225) {
 		t.Fatalf("lower txnNumber: err = %v, want TransactionTooOld (225)", err)
@@ -195,21 +195,21 @@ func TestSessionTxnNumberThroughDriver(t *testing.T) {
 	if errors.As(err, &ce) && ce.Name != "TransactionTooOld" {
 		t.Fatalf("codeName = %q, want TransactionTooOld", ce.Name)
 	}
-	if _, err := runWithSession(ctx, db, sess, cmd(6)); err != nil {
+	if _, err := sessRun(ctx, db, sess, cmd(6)); err != nil {
 		t.Fatal(err)
 	}
-	if testWriteCount(srv) != 2 {
-		t.Fatalf("executions = %d after a higher txnNumber, want 2", testWriteCount(srv))
+	if sessTestWriteCount(srv) != 2 {
+		t.Fatalf("executions = %d after a higher txnNumber, want 2", sessTestWriteCount(srv))
 	}
 	other, err := cl.StartSession()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.EndSession(ctx)
-	if _, err := runWithSession(ctx, db, other, cmd(1)); err != nil {
+	if _, err := sessRun(ctx, db, other, cmd(1)); err != nil {
 		t.Fatalf("another session with a lower number: %v", err)
 	}
-	if testWriteCount(srv) != 3 {
-		t.Fatalf("executions = %d, want 3", testWriteCount(srv))
+	if sessTestWriteCount(srv) != 3 {
+		t.Fatalf("executions = %d, want 3", sessTestWriteCount(srv))
 	}
 }
