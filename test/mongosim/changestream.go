@@ -1,10 +1,764 @@
 package mongosim
 
-// PLACEHOLDER: replaced by the change-stream implementation.
-type streamHub struct{}
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
 
-func (h *streamHub) init()      {}
-func (h *streamHub) closeAll()  {}
-func (h *streamHub) interrupt() {}
+	"go.mongodb.org/mongo-driver/v2/bson"
 
-func (h *streamHub) notifyLocked([]*oplogEntry) {}
+	"github.com/watchtree/watchtree/test/mongosim/internal/query"
+)
+
+// ---------------------------------------------------------------------------------------------
+// The stream hub: which change streams a write must wake.
+
+// streamHub wakes the change streams a write concerns. Streams register by scope when they
+// open (collection streams under db and collection, database streams under db, cluster streams
+// globally) and stay registered until closed; a write signals only the streams registered for
+// its namespace, so idle streams on other namespaces cost a write nothing. Signals are
+// non-blocking sends on a one-slot channel per stream: a stream that is not waiting simply finds
+// the signal pending at its next wait, and rescans the oplog.
+//
+// The registration maps are guarded by engine.mu. The broadcast channels (interrupt, closing)
+// have their own mutex because StepDown and Close call in without engine.mu.
+type streamHub struct {
+	colls   map[string]map[string]map[*changeStream]struct{} // db -> coll -> streams
+	dbs     map[string]map[*changeStream]struct{}            // db -> database streams
+	cluster map[*changeStream]struct{}
+
+	bmu        sync.Mutex
+	interruptC chan struct{} // closed and replaced by interrupt()
+	closing    chan struct{} // closed by closeAll()
+	closed     bool
+}
+
+func (h *streamHub) init() {
+	h.colls = make(map[string]map[string]map[*changeStream]struct{})
+	h.dbs = make(map[string]map[*changeStream]struct{})
+	h.cluster = make(map[*changeStream]struct{})
+	h.interruptC = make(chan struct{})
+	h.closing = make(chan struct{})
+}
+
+// registerLocked adds cs to the sets its scope is woken through. Caller holds engine.mu.
+func (h *streamHub) registerLocked(cs *changeStream) {
+	f := &cs.filter
+	switch f.scope {
+	case scopeCollection:
+		m := h.colls[f.db]
+		if m == nil {
+			m = make(map[string]map[*changeStream]struct{})
+			h.colls[f.db] = m
+		}
+		set := m[f.coll]
+		if set == nil {
+			set = make(map[*changeStream]struct{})
+			m[f.coll] = set
+		}
+		set[cs] = struct{}{}
+	case scopeDatabase:
+		set := h.dbs[f.db]
+		if set == nil {
+			set = make(map[*changeStream]struct{})
+			h.dbs[f.db] = set
+		}
+		set[cs] = struct{}{}
+	default:
+		h.cluster[cs] = struct{}{}
+	}
+}
+
+// unregisterLocked removes cs and drops emptied sets. Caller holds engine.mu.
+func (h *streamHub) unregisterLocked(cs *changeStream) {
+	f := &cs.filter
+	switch f.scope {
+	case scopeCollection:
+		if m := h.colls[f.db]; m != nil {
+			if set := m[f.coll]; set != nil {
+				delete(set, cs)
+				if len(set) == 0 {
+					delete(m, f.coll)
+				}
+			}
+			if len(m) == 0 {
+				delete(h.colls, f.db)
+			}
+		}
+	case scopeDatabase:
+		if set := h.dbs[f.db]; set != nil {
+			delete(set, cs)
+			if len(set) == 0 {
+				delete(h.dbs, f.db)
+			}
+		}
+	default:
+		delete(h.cluster, cs)
+	}
+}
+
+// notifyLocked wakes the streams that may turn entries into events. Called by logLocked with
+// engine.mu held; it never blocks and costs O(streams registered for the entries' namespaces).
+func (h *streamHub) notifyLocked(entries []*oplogEntry) {
+	var lastDB, lastColl, lastOp string
+	for i, en := range entries {
+		if i > 0 && en.db == lastDB && en.coll == lastColl && en.op == lastOp {
+			continue // same streams as the previous entry, already signalled
+		}
+		lastDB, lastColl, lastOp = en.db, en.coll, en.op
+		if m := h.colls[en.db]; m != nil {
+			if en.op == "dropDatabase" {
+				for _, set := range m {
+					wakeAll(set)
+				}
+			} else {
+				wakeAll(m[en.coll])
+			}
+		}
+		wakeAll(h.dbs[en.db])
+		wakeAll(h.cluster)
+	}
+}
+
+func wakeAll(set map[*changeStream]struct{}) {
+	for cs := range set {
+		select {
+		case cs.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// closeAll wakes every waiting change-stream getMore for server shutdown; they return
+// InterruptedAtShutdown (11600) at once, and so do later ones.
+func (h *streamHub) closeAll() {
+	h.bmu.Lock()
+	defer h.bmu.Unlock()
+	if !h.closed {
+		h.closed = true
+		close(h.closing)
+	}
+}
+
+// interrupt fails the change-stream getMores that are waiting now with
+// InterruptedDueToReplStateChange (11602), as a stepdown does; the dispatcher labels it
+// ResumableChangeStreamError. Later getMores are refused by the dispatcher while the node is
+// not primary.
+func (h *streamHub) interrupt() {
+	h.bmu.Lock()
+	defer h.bmu.Unlock()
+	close(h.interruptC)
+	h.interruptC = make(chan struct{})
+}
+
+// signals returns the current interrupt and closing channels.
+func (h *streamHub) signals() (interrupt, closing <-chan struct{}) {
+	h.bmu.Lock()
+	defer h.bmu.Unlock()
+	return h.interruptC, h.closing
+}
+
+// ---------------------------------------------------------------------------------------------
+// The change-stream cursor.
+
+// userPipeline is the part of a change-stream pipeline after $changeStream: stages that map
+// one event to at most one document.
+type userPipeline interface {
+	Apply(doc bson.D, env *query.Env) (bson.D, bool, error)
+}
+
+// changeStream is an open change-stream cursor. It holds only its position in the oplog (no
+// queue of its own), so a slow watcher costs no memory: it reads the retained history by
+// position, and fails with ChangeStreamHistoryLost when the entries it still needs were
+// discarded.
+//
+// The position fields are used only by the goroutine running next (cursor.go checks a cursor
+// out to one getMore at a time).
+type changeStream struct {
+	e        *engine
+	ns       string // cursor.ns
+	filter   streamFilter
+	opts     eventOptions
+	pipeline userPipeline // nil when the pipeline has no stages after $changeStream
+
+	wake      chan struct{} // one slot; signalled by the hub on relevant writes
+	killed    chan struct{} // closed by close()
+	closeOnce sync.Once
+
+	afterSeq          uint64         // every entry with seq <= afterSeq has been consumed
+	minTS             bson.Timestamp // entries before this cluster time are skipped (start point)
+	pbrt              resumeToken    // the last postBatchResumeToken; never moves backwards
+	pendingInvalidate *oplogEntry    // an invalidating entry whose invalidate is not yet returned
+	done              bool           // the invalidate was returned
+}
+
+func (cs *changeStream) namespace() string    { return cs.ns }
+func (cs *changeStream) isChangeStream() bool { return true }
+
+// close unregisters the stream from the hub and ends a getMore waiting on it.
+func (cs *changeStream) close() {
+	cs.closeOnce.Do(func() {
+		cs.e.mu.Lock()
+		cs.e.hub.unregisterLocked(cs)
+		cs.e.mu.Unlock()
+		close(cs.killed)
+	})
+}
+
+// scanChunk bounds the oplog entries examined per hold of engine.mu.
+const scanChunk = 4096
+
+// next returns the next batch of events (at most n when n > 0; n < 0: an empty batch). With no
+// event to return it waits up to maxWait for a relevant write, the end of the connection, a
+// stepdown or server shutdown; on timeout it returns an empty batch with a fresh
+// postBatchResumeToken. done is true once the invalidate event has been returned.
+func (cs *changeStream) next(c *command, n int, maxWait time.Duration) ([]any, bson.D, bool, error) {
+	if cs.done {
+		return nil, cs.extra(), true, nil
+	}
+	if n < 0 {
+		return nil, cs.extra(), false, nil
+	}
+	interrupt, closing := cs.e.hub.signals()
+	var timer *time.Timer
+	for {
+		select { // a pending signal is covered by the scan below
+		case <-cs.wake:
+		default:
+		}
+		batch, err := cs.fill(n)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if len(batch) > 0 || cs.done || maxWait <= 0 {
+			return batch, cs.extra(), cs.done, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(maxWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-cs.wake:
+		case <-timer.C:
+			return nil, cs.extra(), false, nil
+		case <-interrupt:
+			return nil, nil, false, errorf(codeInterruptedDueToReplStateChange, "operation was interrupted")
+		case <-closing:
+			return nil, nil, false, errorf(codeInterruptedAtShutdown, "interrupted at shutdown")
+		case <-cs.killed:
+			return nil, nil, false, errorf(237, "cursor killed while a getMore was waiting")
+		case <-c.ctx.Done():
+			return nil, nil, false, errorf(codeInterrupted, "operation was interrupted")
+		}
+	}
+}
+
+func (cs *changeStream) extra() bson.D {
+	return bson.D{{Key: "postBatchResumeToken", Value: cs.pbrt.doc()}}
+}
+
+// scanItem is an oplog entry the stream must act on, copied out under engine.mu.
+type scanItem struct {
+	en         *oplogEntry
+	visible    bool   // becomes an event
+	invalidate bool   // ends the stream after its event
+	current    bson.D // updateLookup: the document at read time (nil if gone)
+}
+
+// fill collects the events available now, up to n (n == 0: as many as fit in a reply).
+// It holds engine.mu only to copy entry pointers out of the oplog (entries are immutable once
+// logged) and to look up current documents; events are built outside the lock.
+func (cs *changeStream) fill(n int) ([]any, error) {
+	var out []any
+	size := 0
+	full := func() bool { return n > 0 && len(out) >= n }
+	// emit runs ev through the user pipeline and appends it; false when the reply is full and
+	// ev must be returned by the next batch instead.
+	emit := func(ev bson.D, tok resumeToken, ts bson.Timestamp) (bool, error) {
+		doc, keep, err := cs.applyPipeline(ev, tok, ts)
+		if err != nil || !keep {
+			return true, err
+		}
+		sz := approxSize(doc)
+		if sz > maxBSONSize {
+			return false, errorf(10334, "BSONObjectTooLarge: change event of %d bytes exceeds the %d-byte document limit", sz, maxBSONSize)
+		}
+		if len(out) > 0 && size+sz > replyBudget {
+			return false, nil
+		}
+		size += sz
+		out = append(out, doc)
+		cs.pbrt = maxToken(cs.pbrt, tok)
+		return true, nil
+	}
+	finishInvalidate := func(en *oplogEntry) (bool, error) {
+		ok, err := emit(buildInvalidate(en), invalidateToken(en), en.ts)
+		if err != nil || !ok {
+			return ok, err
+		}
+		cs.pendingInvalidate = nil
+		cs.done = true
+		cs.pbrt = maxToken(cs.pbrt, invalidateToken(en))
+		return true, nil
+	}
+	if en := cs.pendingInvalidate; en != nil {
+		_, err := finishInvalidate(en)
+		return out, err
+	}
+	for !full() {
+		want := scanChunk
+		if n > 0 && n-len(out) < want {
+			want = n - len(out)
+		}
+		items, scannedTo, caughtUp, lastApplied, err := cs.scan(want)
+		if err != nil {
+			return out, err
+		}
+		for _, it := range items {
+			if full() {
+				cs.afterSeq = it.en.seq - 1
+				return out, nil
+			}
+			if it.visible {
+				ev, err := buildEvent(it.en, &cs.opts, it.current)
+				if err != nil {
+					return out, err
+				}
+				ok, err := emit(ev, eventToken(it.en), it.en.ts)
+				if err != nil {
+					return out, err
+				}
+				if !ok {
+					cs.afterSeq = it.en.seq - 1
+					return out, nil
+				}
+			}
+			cs.afterSeq = it.en.seq
+			if it.invalidate {
+				cs.pendingInvalidate = it.en
+				if full() {
+					return out, nil
+				}
+				_, err := finishInvalidate(it.en)
+				return out, err
+			}
+		}
+		if scannedTo > cs.afterSeq {
+			cs.afterSeq = scannedTo
+		}
+		if caughtUp {
+			if len(out) == 0 {
+				cs.pbrt = maxToken(cs.pbrt, hwmToken(tsNext(lastApplied)))
+			}
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// scan copies out up to want entries after the stream's position that it must act on.
+// scannedTo is the seq of the last entry examined; caughtUp reports that the scan reached the
+// end of the oplog; lastApplied is the cluster time at that moment. Fails with
+// ChangeStreamHistoryLost when entries the stream has not read were discarded.
+func (cs *changeStream) scan(want int) (items []scanItem, scannedTo uint64, caughtUp bool, lastApplied bson.Timestamp, err error) {
+	e := cs.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o := e.oplog
+	if (o.len() > 0 && o.at(0).seq > cs.afterSeq+1) || (o.len() == 0 && o.lastSeq() > cs.afterSeq) {
+		return nil, 0, false, bson.Timestamp{}, errHistoryLost()
+	}
+	scannedTo = cs.afterSeq
+	i := o.indexAfterSeq(cs.afterSeq)
+	examined := 0
+	for ; i < o.len() && len(items) < want && examined < scanChunk; i++ {
+		en := o.at(i)
+		examined++
+		scannedTo = en.seq
+		if tsLess(en.ts, cs.minTS) {
+			continue
+		}
+		vis := cs.filter.visible(en)
+		inv := cs.filter.invalidates(en)
+		if !vis && !inv {
+			continue
+		}
+		it := scanItem{en: en, visible: vis, invalidate: inv}
+		if vis && en.op == "update" && cs.opts.fullDocument == fullDocUpdateLookup {
+			it.current = lookupCurrent(e, en)
+		}
+		items = append(items, it)
+		if inv {
+			i++
+			break
+		}
+	}
+	caughtUp = i >= o.len()
+	if len(items) > 0 && items[len(items)-1].invalidate {
+		caughtUp = false
+	}
+	return items, scannedTo, caughtUp, e.clock.last(), nil
+}
+
+// errModifiedID is the error for an event whose _id the user's pipeline changed or removed.
+func errModifiedID() *cmdError {
+	return errorf(codeChangeStreamFatalError, "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.")
+}
+
+func errHistoryLost() *cmdError {
+	return errorf(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+}
+
+// applyPipeline runs ev through the user's stages; keep is false when a $match dropped it.
+// The result must keep the event's _id unchanged (ChangeStreamFatalError 280 otherwise).
+func (cs *changeStream) applyPipeline(ev bson.D, tok resumeToken, ts bson.Timestamp) (bson.D, bool, error) {
+	if cs.pipeline == nil {
+		return ev, true, nil
+	}
+	env := &query.Env{Now: cs.e.s.opts.Now(), ClusterTime: ts}
+	out, keep, err := cs.pipeline.Apply(ev, env)
+	if err != nil {
+		return nil, false, queryErr(err)
+	}
+	if !keep {
+		return nil, false, nil
+	}
+	id, ok := lookupD(out, "_id")
+	if !ok || !sameTokenDoc(id, tok) {
+		return nil, false, errModifiedID()
+	}
+	return out, true, nil
+}
+
+// sameTokenDoc reports whether v is exactly the token document of tok.
+func sameTokenDoc(v any, tok resumeToken) bool {
+	got, err1 := bson.Marshal(bson.D{{Key: "v", Value: v}})
+	want, err2 := bson.Marshal(bson.D{{Key: "v", Value: tok.doc()}})
+	return err1 == nil && err2 == nil && bytes.Equal(got, want)
+}
+
+// queryErr converts an error of the query package to a command error with the same code.
+func queryErr(err error) error {
+	if qe, ok := err.(*query.Error); ok {
+		return &cmdError{Code: qe.Code, Msg: qe.Msg}
+	}
+	return err
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening a stream: the aggregate with a $changeStream first stage.
+
+// Stages a change-stream pipeline may contain after $changeStream.
+var csAllowedStages = map[string]bool{
+	"$match": true, "$project": true, "$addFields": true, "$set": true, "$unset": true,
+	"$replaceRoot": true, "$replaceWith": true, "$redact": true,
+}
+
+// Other stage names a server knows: they are refused in a change stream rather than reported
+// as unknown.
+var csKnownStages = map[string]bool{
+	"$group": true, "$sort": true, "$limit": true, "$skip": true, "$count": true, "$unwind": true,
+	"$lookup": true, "$out": true, "$merge": true, "$facet": true, "$bucket": true, "$bucketAuto": true,
+	"$sample": true, "$geoNear": true, "$graphLookup": true, "$indexStats": true, "$collStats": true,
+	"$densify": true, "$fill": true, "$setWindowFields": true, "$unionWith": true, "$documents": true,
+	"$sortByCount": true, "$currentOp": true, "$listSessions": true, "$listLocalSessions": true,
+	"$planCacheStats": true, "$search": true, "$searchMeta": true, "$vectorSearch": true,
+	"$changeStreamSplitLargeEvent": true,
+}
+
+// $changeStream options the server has but mongosim does not implement.
+var csUnsupportedOptions = map[string]bool{
+	"showSystemEvents": true, "showRawUpdateDescription": true, "allowToRunOnConfigDB": true,
+	"allowToRunOnSystemNS": true, "showMigrationEvents": true, "$_resumeAfterClusterTime": true,
+	"$_generateV2ResumeTokens": true,
+}
+
+// csSpec is a parsed $changeStream stage.
+type csSpec struct {
+	fullDocument        string
+	fullDocBeforeChange string
+	resumeAfter         any
+	startAfter          any
+	startAt             *bson.Timestamp
+	expanded            bool
+	allChanges          bool
+}
+
+func parseCSSpec(v any) (*csSpec, *cmdError) {
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, errorf(50808, "$changeStream stage expects a document as argument")
+	}
+	sp := &csSpec{fullDocument: fullDocDefault, fullDocBeforeChange: fullDocOff}
+	boolOpt := func(key string, v any) (bool, *cmdError) {
+		b, ok := v.(bool)
+		if !ok {
+			return false, errorf(codeTypeMismatch, "BSON field '$changeStream.%s' is the wrong type '%s', expected type 'bool'", key, typeName(v))
+		}
+		return b, nil
+	}
+	var err *cmdError
+	for _, el := range d {
+		switch el.Key {
+		case "fullDocument":
+			s, ok := el.Value.(string)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.fullDocument' is the wrong type '%s', expected type 'string'", typeName(el.Value))
+			}
+			switch s {
+			case fullDocDefault, fullDocUpdateLookup, fullDocWhenAvailable, fullDocRequired:
+			default:
+				return nil, errorf(codeBadValue, "Enumeration value '%s' for field '$changeStream.fullDocument' is not a valid value.", s)
+			}
+			sp.fullDocument = s
+		case "fullDocumentBeforeChange":
+			s, ok := el.Value.(string)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.fullDocumentBeforeChange' is the wrong type '%s', expected type 'string'", typeName(el.Value))
+			}
+			switch s {
+			case fullDocOff, fullDocWhenAvailable, fullDocRequired:
+			default:
+				return nil, errorf(codeBadValue, "Enumeration value '%s' for field '$changeStream.fullDocumentBeforeChange' is not a valid value.", s)
+			}
+			sp.fullDocBeforeChange = s
+		case "resumeAfter":
+			sp.resumeAfter = el.Value
+		case "startAfter":
+			sp.startAfter = el.Value
+		case "startAtOperationTime":
+			ts, ok := el.Value.(bson.Timestamp)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.startAtOperationTime' is the wrong type '%s', expected type 'timestamp'", typeName(el.Value))
+			}
+			sp.startAt = &ts
+		case "showExpandedEvents":
+			if sp.expanded, err = boolOpt(el.Key, el.Value); err != nil {
+				return nil, err
+			}
+		case "allChangesForCluster":
+			if sp.allChanges, err = boolOpt(el.Key, el.Value); err != nil {
+				return nil, err
+			}
+		default:
+			if csUnsupportedOptions[el.Key] {
+				return nil, unsupported("the $changeStream option '%s'", el.Key)
+			}
+			return nil, errorf(40415, "BSON field '$changeStream.%s' is an unknown field.", el.Key)
+		}
+	}
+	if sp.resumeAfter != nil && sp.startAfter != nil {
+		return nil, errorf(50865, "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage")
+	}
+	if sp.startAt != nil && (sp.resumeAfter != nil || sp.startAfter != nil) {
+		return nil, errorf(40674, "Only one type of resume option is allowed, but multiple were found.")
+	}
+	return sp, nil
+}
+
+// compileUserStages checks and compiles the stages after $changeStream.
+func compileUserStages(stages bson.A) (userPipeline, *cmdError) {
+	for _, st := range stages {
+		d, ok := st.(bson.D)
+		if !ok || len(d) != 1 {
+			return nil, errorf(40323, "A pipeline stage specification object must contain exactly one field.")
+		}
+		name := d[0].Key
+		switch {
+		case name == "$changeStream":
+			return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
+		case csAllowedStages[name]:
+		case csKnownStages[name]:
+			return nil, errorf(codeIllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
+		default:
+			return nil, errorf(40324, "Unrecognized pipeline stage name: '%s'", name)
+		}
+	}
+	if len(stages) == 0 {
+		return nil, nil
+	}
+	p, err := compilePipeline(stages)
+	if err != nil {
+		if ce, ok := queryErr(err).(*cmdError); ok {
+			return nil, ce
+		}
+		return nil, errorf(codeBadValue, "%v", err)
+	}
+	return p, nil
+}
+
+// compilePipeline compiles the user's stages with the query package.
+func compilePipeline(stages bson.A) (userPipeline, error) {
+	return nil, unsupported("stages after $changeStream (the pipeline compiler is not ready yet)")
+}
+
+// lookupCurrent returns the current version of en's document for fullDocument: updateLookup,
+// or nil when it is gone. Caller holds engine.mu.
+func lookupCurrent(e *engine, en *oplogEntry) bson.D {
+	lk, ok := any(e).(interface {
+		lookupCurrentLocked(db, coll string, docKey bson.D) (bson.D, bool)
+	})
+	if !ok {
+		return nil
+	}
+	if doc, found := lk.lookupCurrentLocked(en.db, en.coll, en.docKey); found {
+		return doc
+	}
+	return nil
+}
+
+// cmdAggregateChangeStream opens a change stream: the aggregate handler (read.go) calls it when
+// the pipeline starts with $changeStream. The reply's firstBatch holds the events already
+// available (normally none) and always a postBatchResumeToken.
+func cmdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
+	c.ChangeStream = true
+	if c.InTransaction() {
+		return nil, errorf(263, "Operation not permitted in transaction: $changeStream cannot run in a multi-document transaction")
+	}
+	pv, _ := c.Arg("pipeline")
+	stages, ok := pv.(bson.A)
+	if !ok || len(stages) == 0 {
+		return nil, errorf(codeTypeMismatch, "'pipeline' option must be specified as an array")
+	}
+	first, _ := stages[0].(bson.D)
+	if len(first) != 1 || first[0].Key != "$changeStream" {
+		return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
+	}
+	sp, cerr := parseCSSpec(first[0].Value)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if v, ok := c.Arg("collation"); ok {
+		if d, ok := v.(bson.D); ok && len(d) > 0 {
+			if loc, _ := lookupD(d, "locale"); loc != "simple" {
+				return nil, unsupported("collations on change streams")
+			}
+		}
+	}
+
+	// Scope.
+	f := streamFilter{db: c.DB, expanded: sp.expanded}
+	var ns string
+	switch target := c.Body[0].Value.(type) {
+	case string:
+		if sp.allChanges {
+			return nil, errorf(codeInvalidOptions, "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database, and with no collection name")
+		}
+		switch c.DB {
+		case "admin", "config", "local":
+			return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s database", c.DB)
+		}
+		if strings.HasPrefix(target, "system.") {
+			return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s.%s collection", c.DB, target)
+		}
+		f.scope, f.coll, ns = scopeCollection, target, c.DB+"."+target
+	default:
+		if n, ok := asInt64(target); !ok || n != 1 {
+			return nil, errorf(codeFailedToParse, "Invalid command format: the 'aggregate' field must specify a collection name or 1")
+		}
+		ns = c.DB + ".$cmd.aggregate"
+		switch {
+		case sp.allChanges && c.DB == "admin":
+			f.scope = scopeCluster
+		case sp.allChanges:
+			return nil, errorf(codeInvalidOptions, "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database, and with no collection name")
+		case c.DB == "admin" || c.DB == "config" || c.DB == "local":
+			return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s database", c.DB)
+		default:
+			f.scope = scopeDatabase
+		}
+	}
+	pipe, cerr := compileUserStages(stages[1:])
+	if cerr != nil {
+		return nil, cerr
+	}
+
+	// Resume token (decoded before taking the lock).
+	var tok *resumeToken
+	startAfter := false
+	if sp.resumeAfter != nil || sp.startAfter != nil {
+		raw := sp.resumeAfter
+		if raw == nil {
+			raw, startAfter = sp.startAfter, true
+		}
+		t, cerr := decodeResumeToken(raw)
+		if cerr != nil {
+			return nil, cerr
+		}
+		if t.fromInvalidate && !startAfter {
+			return nil, errorf(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification")
+		}
+		tok = &t
+	}
+
+	cs := &changeStream{
+		e: s.eng, ns: ns, filter: f, pipeline: pipe,
+		opts:   eventOptions{fullDocument: sp.fullDocument, fullDocBeforeChange: sp.fullDocBeforeChange, expanded: sp.expanded},
+		wake:   make(chan struct{}, 1),
+		killed: make(chan struct{}),
+	}
+	if err := cs.position(tok, sp.startAt); err != nil {
+		return nil, err
+	}
+	n, _ := batchSizeArg(c)
+	return s.eng.firstBatch(c, cs, int(n))
+}
+
+// position sets the stream's start point (reference §3.4) and registers it with the hub, in
+// one hold of engine.mu so that no write falls between the two.
+func (cs *changeStream) position(tok *resumeToken, startAt *bson.Timestamp) *cmdError {
+	e := cs.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o := e.oplog
+	// seqBeforeTS returns the position just before the first retained entry at or after ts.
+	seqBeforeTS := func(ts bson.Timestamp) uint64 {
+		if i := o.indexAtTS(ts); i < o.len() {
+			return o.at(i).seq - 1
+		}
+		return o.lastSeq()
+	}
+	switch {
+	case tok == nil && startAt == nil:
+		// One tick beyond the most recent operation, so the stream does not return it.
+		start := tsNext(e.clock.last())
+		cs.afterSeq, cs.minTS, cs.pbrt = o.lastSeq(), start, hwmToken(start)
+	case startAt != nil:
+		if tsLess(*startAt, o.historyFloor()) {
+			return errHistoryLost()
+		}
+		cs.afterSeq, cs.minTS, cs.pbrt = seqBeforeTS(*startAt), *startAt, hwmToken(*startAt)
+	case tok.isHWM():
+		if tsLess(tok.ts, o.historyFloor()) {
+			return errHistoryLost()
+		}
+		cs.afterSeq, cs.minTS, cs.pbrt = seqBeforeTS(tok.ts), tok.ts, *tok
+	default:
+		if tsLess(tok.ts, o.historyFloor()) {
+			return errHistoryLost()
+		}
+		var en *oplogEntry
+		if i := o.indexAfterSeq(tok.seq - 1); i < o.len() {
+			if cand := o.at(i); cand.seq == tok.seq && cand.ts == tok.ts && cand.txnOpIndex == tok.txnOpIndex {
+				en = cand
+			}
+		}
+		if en == nil {
+			return errorf(codeChangeStreamFatalError, "cannot resume stream; the resume token was not found. {_data: \"%s\"}", tok.hex())
+		}
+		cs.afterSeq, cs.pbrt = en.seq, *tok
+		if !tok.fromInvalidate && cs.filter.invalidates(en) {
+			// Resuming after the event that invalidated the stream yields the invalidate again.
+			cs.pendingInvalidate = en
+		}
+	}
+	e.hub.registerLocked(cs)
+	return nil
+}
+
+// String describes the stream for debugging.
+func (cs *changeStream) String() string {
+	return fmt.Sprintf("changeStream(%s after seq %d)", cs.ns, cs.afterSeq)
+}
