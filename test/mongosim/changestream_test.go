@@ -139,7 +139,7 @@ func csToken(t *testing.T, v any) resumeToken {
 }
 
 func csEvID(ev bson.D) bson.D { v, _ := lookupD(ev, "_id"); return v.(bson.D) }
-func csEvOp(ev bson.D) string  { v, _ := lookupD(ev, "operationType"); s, _ := v.(string); return s }
+func csEvOp(ev bson.D) string { v, _ := lookupD(ev, "operationType"); s, _ := v.(string); return s }
 
 func csWantCode(t *testing.T, err error, code int32) {
 	t.Helper()

@@ -83,9 +83,9 @@ func (f *streamFilter) invalidates(en *oplogEntry) bool {
 
 // eventOptions are the $changeStream options that shape event documents.
 type eventOptions struct {
-	fullDocument       string // default, updateLookup, whenAvailable, required
+	fullDocument        string // default, updateLookup, whenAvailable, required
 	fullDocBeforeChange string // off, whenAvailable, required
-	expanded           bool   // showExpandedEvents
+	expanded            bool   // showExpandedEvents
 }
 
 // buildEvent turns an oplog entry into the change event document, with the fields in the
