@@ -16,7 +16,7 @@ import (
 // Filter is a compiled query filter: validated once, matched many times.
 // A Filter is immutable and safe for concurrent use.
 type Filter struct {
-	root node // nil matches everything
+	root filterNode // nil matches everything
 }
 
 // CompileFilter validates a find-style query filter and compiles it. Errors
@@ -51,13 +51,13 @@ func Match(filter bson.D, doc bson.D, env *Env) (bool, error) {
 
 // ---- logical nodes ----
 
-type node interface {
+type filterNode interface {
 	match(doc bson.D, env *Env) (bool, error)
 }
 
-type andNode []node
+type filterAnd []filterNode
 
-func (n andNode) match(doc bson.D, env *Env) (bool, error) {
+func (n filterAnd) match(doc bson.D, env *Env) (bool, error) {
 	for _, c := range n {
 		ok, err := c.match(doc, env)
 		if err != nil || !ok {
@@ -67,9 +67,9 @@ func (n andNode) match(doc bson.D, env *Env) (bool, error) {
 	return true, nil
 }
 
-type orNode []node
+type filterOr []filterNode
 
-func (n orNode) match(doc bson.D, env *Env) (bool, error) {
+func (n filterOr) match(doc bson.D, env *Env) (bool, error) {
 	for _, c := range n {
 		ok, err := c.match(doc, env)
 		if err != nil {
@@ -82,32 +82,32 @@ func (n orNode) match(doc bson.D, env *Env) (bool, error) {
 	return false, nil
 }
 
-type norNode []node
+type filterNor []filterNode
 
-func (n norNode) match(doc bson.D, env *Env) (bool, error) {
-	ok, err := orNode(n).match(doc, env)
+func (n filterNor) match(doc bson.D, env *Env) (bool, error) {
+	ok, err := filterOr(n).match(doc, env)
 	return !ok && err == nil, err
 }
 
-type constNode bool
+type filterConst bool
 
-func (n constNode) match(bson.D, *Env) (bool, error) { return bool(n), nil }
+func (n filterConst) match(bson.D, *Env) (bool, error) { return bool(n), nil }
 
-// pathNode applies an operator to the values found at a dotted path.
-type pathNode struct {
+// filterPath applies an operator to the values found at a dotted path.
+type filterPath struct {
 	parts []string
-	op    op
+	pred  matchOp
 }
 
-func (n *pathNode) match(doc bson.D, env *Env) (bool, error) {
+func (n *filterPath) match(doc bson.D, env *Env) (bool, error) {
 	c := &pathCtx{doc: doc, parts: n.parts}
-	return n.op.onPath(c, env)
+	return n.pred.onPath(c, env)
 }
 
-// exprNode is a top-level $expr.
-type exprNode struct{ expr any }
+// filterExpr is a top-level $expr.
+type filterExpr struct{ expr any }
 
-func (n exprNode) match(doc bson.D, env *Env) (bool, error) {
+func (n filterExpr) match(doc bson.D, env *Env) (bool, error) {
 	return evalExprBool(n.expr, doc, env)
 }
 
@@ -135,8 +135,8 @@ var unsupportedTop = map[string]bool{
 	"$isolated": true, "$atomic": true, "$search": true,
 }
 
-func compileAnd(filter bson.D) (node, error) {
-	var nodes andNode
+func compileAnd(filter bson.D) (filterNode, error) {
+	var nodes filterAnd
 	for _, e := range filter {
 		n, err := compileElem(e)
 		if err != nil {
@@ -155,20 +155,20 @@ func compileAnd(filter bson.D) (node, error) {
 	return nodes, nil
 }
 
-func compileElem(e bson.E) (node, error) {
+func compileElem(e bson.E) (filterNode, error) {
 	if strings.HasPrefix(e.Key, "$") {
 		switch e.Key {
 		case "$and", "$or", "$nor":
 			return compileLogical(e.Key, e.Value)
 		case "$expr":
-			return exprNode{expr: e.Value}, nil
+			return filterExpr{expr: e.Value}, nil
 		case "$comment":
 			return nil, nil
 		case "$alwaysTrue", "$alwaysFalse":
 			if !isNumber(e.Value) || compareNumbers(e.Value, int32(1)) != 0 {
 				return nil, errf(codeFailedToParse, "%s must be an integer value of 1", e.Key)
 			}
-			return constNode(e.Key == "$alwaysTrue"), nil
+			return filterConst(e.Key == "$alwaysTrue"), nil
 		}
 		if unsupportedTop[e.Key] {
 			return nil, errf(codeBadValue, "query operator %s is not supported by mongosim", e.Key)
@@ -179,15 +179,15 @@ func compileElem(e bson.E) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pathNode{parts: splitPath(e.Key), op: o}, nil
+	return &filterPath{parts: splitPath(e.Key), pred: o}, nil
 }
 
-func compileLogical(name string, v any) (node, error) {
+func compileLogical(name string, v any) (filterNode, error) {
 	arr, ok := v.(bson.A)
 	if !ok || len(arr) == 0 {
 		return nil, errf(codeBadValue, "%s must be a nonempty array", name)
 	}
-	nodes := make([]node, 0, len(arr))
+	nodes := make([]filterNode, 0, len(arr))
 	for _, x := range arr {
 		d, ok := x.(bson.D)
 		if !ok {
@@ -198,17 +198,17 @@ func compileLogical(name string, v any) (node, error) {
 			return nil, err
 		}
 		if n == nil {
-			n = constNode(true)
+			n = filterConst(true)
 		}
 		nodes = append(nodes, n)
 	}
 	switch name {
 	case "$and":
-		return andNode(nodes), nil
+		return filterAnd(nodes), nil
 	case "$or":
-		return orNode(nodes), nil
+		return filterOr(nodes), nil
 	}
-	return norNode(nodes), nil
+	return filterNor(nodes), nil
 }
 
 // isOperatorDoc reports whether v is a document of query operators: its
@@ -227,22 +227,22 @@ func isOperatorDoc(v any) (bson.D, bool) {
 
 // compileFieldValue compiles the value of a path in a filter: an operator
 // document, a regex (pattern match) or a literal (equality).
-func compileFieldValue(v any) (op, error) {
+func compileFieldValue(v any) (matchOp, error) {
 	if d, ok := isOperatorDoc(v); ok {
 		return compileOperators(d)
 	}
 	if re, ok := v.(bson.Regex); ok {
 		return newRegexOp(re.Pattern, re.Options)
 	}
-	return &cmpOp{kind: opEQ, rhs: v}, nil
+	return &matchCmp{kind: opEQ, rhs: v}, nil
 }
 
 // ---- operators ----
 
-// op is a compiled field-level operator. onPath applies it to a path of a
+// matchOp is a compiled field-level operator. onPath applies it to a path of a
 // document with the query language's array semantics; single applies it to
 // one value (inside a value-form $elemMatch).
-type op interface {
+type matchOp interface {
 	onPath(c *pathCtx, env *Env) (bool, error)
 	single(v any, missing bool, env *Env) (bool, error)
 }
@@ -269,7 +269,7 @@ func (c *pathCtx) items(expand bool) []item {
 }
 
 // anyItem reports whether o.single holds for any item of the path.
-func anyItem(c *pathCtx, expand bool, o op, env *Env) (bool, error) {
+func anyItem(c *pathCtx, expand bool, o matchOp, env *Env) (bool, error) {
 	for _, it := range c.items(expand) {
 		ok, err := o.single(it.v, it.missing, env)
 		if err != nil {
@@ -282,21 +282,21 @@ func anyItem(c *pathCtx, expand bool, o op, env *Env) (bool, error) {
 	return false, nil
 }
 
-type notOp struct{ inner op }
+type matchNot struct{ inner matchOp }
 
-func (o notOp) onPath(c *pathCtx, env *Env) (bool, error) {
+func (o matchNot) onPath(c *pathCtx, env *Env) (bool, error) {
 	ok, err := o.inner.onPath(c, env)
 	return !ok && err == nil, err
 }
 
-func (o notOp) single(v any, missing bool, env *Env) (bool, error) {
+func (o matchNot) single(v any, missing bool, env *Env) (bool, error) {
 	ok, err := o.inner.single(v, missing, env)
 	return !ok && err == nil, err
 }
 
-type andOp []op
+type matchAnd []matchOp
 
-func (o andOp) onPath(c *pathCtx, env *Env) (bool, error) {
+func (o matchAnd) onPath(c *pathCtx, env *Env) (bool, error) {
 	for _, x := range o {
 		ok, err := x.onPath(c, env)
 		if err != nil || !ok {
@@ -306,7 +306,7 @@ func (o andOp) onPath(c *pathCtx, env *Env) (bool, error) {
 	return true, nil
 }
 
-func (o andOp) single(v any, missing bool, env *Env) (bool, error) {
+func (o matchAnd) single(v any, missing bool, env *Env) (bool, error) {
 	for _, x := range o {
 		ok, err := x.single(v, missing, env)
 		if err != nil || !ok {
@@ -316,14 +316,14 @@ func (o andOp) single(v any, missing bool, env *Env) (bool, error) {
 	return true, nil
 }
 
-type constOp bool
+type matchConst bool
 
-func (o constOp) onPath(*pathCtx, *Env) (bool, error)  { return bool(o), nil }
-func (o constOp) single(any, bool, *Env) (bool, error) { return bool(o), nil }
+func (o matchConst) onPath(*pathCtx, *Env) (bool, error)  { return bool(o), nil }
+func (o matchConst) single(any, bool, *Env) (bool, error) { return bool(o), nil }
 
 // compileOperators compiles an operator document {$gt: 1, $lt: 5, ...}.
-func compileOperators(d bson.D) (op, error) {
-	var ops andOp
+func compileOperators(d bson.D) (matchOp, error) {
+	var ops matchAnd
 	var regexVal any
 	var options *string
 	haveRegex := false
@@ -387,20 +387,20 @@ var unsupportedField = map[string]bool{
 	"$jsonSchema": true, "$text": true, "$where": true,
 }
 
-func compileOperator(name string, v any) (op, error) {
+func compileOperator(name string, v any) (matchOp, error) {
 	switch name {
 	case "$eq":
-		return &cmpOp{kind: opEQ, rhs: v}, nil
+		return &matchCmp{kind: opEQ, rhs: v}, nil
 	case "$ne":
-		return notOp{&cmpOp{kind: opEQ, rhs: v}}, nil
+		return matchNot{&matchCmp{kind: opEQ, rhs: v}}, nil
 	case "$gt":
-		return &cmpOp{kind: opGT, rhs: v}, nil
+		return &matchCmp{kind: opGT, rhs: v}, nil
 	case "$gte":
-		return &cmpOp{kind: opGTE, rhs: v}, nil
+		return &matchCmp{kind: opGTE, rhs: v}, nil
 	case "$lt":
-		return &cmpOp{kind: opLT, rhs: v}, nil
+		return &matchCmp{kind: opLT, rhs: v}, nil
 	case "$lte":
-		return &cmpOp{kind: opLTE, rhs: v}, nil
+		return &matchCmp{kind: opLTE, rhs: v}, nil
 	case "$in":
 		return compileIn(name, v)
 	case "$nin":
@@ -408,9 +408,9 @@ func compileOperator(name string, v any) (op, error) {
 		if err != nil {
 			return nil, err
 		}
-		return notOp{o}, nil
+		return matchNot{o}, nil
 	case "$exists":
-		return existsOp(truthy(v)), nil
+		return matchExists(truthy(v)), nil
 	case "$type":
 		return compileType(v)
 	case "$not":
@@ -424,7 +424,7 @@ func compileOperator(name string, v any) (op, error) {
 	case "$mod":
 		return compileMod(v)
 	case "$comment":
-		return constOp(true), nil
+		return matchConst(true), nil
 	}
 	if unsupportedField[name] {
 		return nil, errf(codeBadValue, "query operator %s is not supported by mongosim", name)
@@ -444,14 +444,14 @@ const (
 	opLTE
 )
 
-type cmpOp struct {
+type matchCmp struct {
 	kind cmpKind
 	rhs  any
 }
 
-func (o *cmpOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
+func (o *matchCmp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
-func (o *cmpOp) single(v any, missing bool, _ *Env) (bool, error) {
+func (o *matchCmp) single(v any, missing bool, _ *Env) (bool, error) {
 	return cmpMatches(o.kind, v, missing, o.rhs), nil
 }
 
@@ -509,17 +509,17 @@ func cmpMatches(kind cmpKind, v any, missing bool, rhs any) bool {
 
 // ---- $in ----
 
-type inOp struct {
+type matchIn struct {
 	values  []any
-	regexes []*regexOp
+	regexes []*matchRegex
 }
 
-func compileIn(name string, v any) (op, error) {
+func compileIn(name string, v any) (matchOp, error) {
 	arr, ok := v.(bson.A)
 	if !ok {
 		return nil, errf(codeBadValue, "%s needs an array", name)
 	}
-	o := &inOp{}
+	o := &matchIn{}
 	for _, x := range arr {
 		if re, ok := x.(bson.Regex); ok {
 			r, err := newRegexOp(re.Pattern, re.Options)
@@ -537,9 +537,9 @@ func compileIn(name string, v any) (op, error) {
 	return o, nil
 }
 
-func (o *inOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
+func (o *matchIn) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
-func (o *inOp) single(v any, missing bool, env *Env) (bool, error) {
+func (o *matchIn) single(v any, missing bool, env *Env) (bool, error) {
 	for _, x := range o.values {
 		if cmpMatches(opEQ, v, missing, x) {
 			return true, nil
@@ -555,9 +555,9 @@ func (o *inOp) single(v any, missing bool, env *Env) (bool, error) {
 
 // ---- $exists ----
 
-type existsOp bool
+type matchExists bool
 
-func (o existsOp) onPath(c *pathCtx, env *Env) (bool, error) {
+func (o matchExists) onPath(c *pathCtx, env *Env) (bool, error) {
 	found := false
 	for _, it := range c.items(false) {
 		if !it.missing {
@@ -568,7 +568,7 @@ func (o existsOp) onPath(c *pathCtx, env *Env) (bool, error) {
 	return found == bool(o), nil
 }
 
-func (o existsOp) single(_ any, missing bool, _ *Env) (bool, error) {
+func (o matchExists) single(_ any, missing bool, _ *Env) (bool, error) {
 	return !missing == bool(o), nil
 }
 
@@ -630,13 +630,13 @@ func bsonTypeCode(v any) int32 {
 	return 0
 }
 
-type typeOp struct {
+type matchType struct {
 	codes  map[int32]bool
 	number bool
 }
 
-func compileType(v any) (op, error) {
-	o := &typeOp{codes: map[int32]bool{}}
+func compileType(v any) (matchOp, error) {
+	o := &matchType{codes: map[int32]bool{}}
 	add := func(x any) error {
 		if s, ok := x.(string); ok {
 			if s == "number" {
@@ -705,9 +705,9 @@ func integralValue(v any) (int64, bool) {
 	return 0, false
 }
 
-func (o *typeOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
+func (o *matchType) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
-func (o *typeOp) single(v any, missing bool, _ *Env) (bool, error) {
+func (o *matchType) single(v any, missing bool, _ *Env) (bool, error) {
 	if missing {
 		return false, nil
 	}
@@ -719,14 +719,14 @@ func (o *typeOp) single(v any, missing bool, _ *Env) (bool, error) {
 
 // ---- $not ----
 
-func compileNot(v any) (op, error) {
+func compileNot(v any) (matchOp, error) {
 	switch x := v.(type) {
 	case bson.Regex:
 		r, err := newRegexOp(x.Pattern, x.Options)
 		if err != nil {
 			return nil, err
 		}
-		return notOp{r}, nil
+		return matchNot{r}, nil
 	case bson.D:
 		if len(x) == 0 {
 			return nil, errf(codeBadValue, "$not cannot be empty")
@@ -738,18 +738,18 @@ func compileNot(v any) (op, error) {
 		if err != nil {
 			return nil, err
 		}
-		return notOp{inner}, nil
+		return matchNot{inner}, nil
 	}
 	return nil, errf(codeBadValue, "$not needs a regex or a document")
 }
 
 // ---- $elemMatch ----
 
-// elemMatchOp matches arrays with at least one element satisfying either
+// matchElem matches arrays with at least one element satisfying either
 // value operators (sub) or a sub-filter (filter).
-type elemMatchOp struct {
-	sub    op
-	filter node // object form; nil filter matches any document element
+type matchElem struct {
+	sub    matchOp
+	filter filterNode // object form; nil filter matches any document element
 	object bool
 }
 
@@ -758,7 +758,7 @@ var logicalInElemMatch = map[string]bool{
 	"$text": true, "$comment": true, "$alwaysTrue": true, "$alwaysFalse": true,
 }
 
-func compileElemMatch(v any) (op, error) {
+func compileElemMatch(v any) (matchOp, error) {
 	d, ok := v.(bson.D)
 	if !ok {
 		return nil, errf(codeBadValue, "$elemMatch needs an Object")
@@ -773,7 +773,7 @@ func compileElemMatch(v any) (op, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &elemMatchOp{sub: sub}, nil
+		return &matchElem{sub: sub}, nil
 	}
 	for _, e := range d {
 		if e.Key == "$where" {
@@ -784,12 +784,12 @@ func compileElemMatch(v any) (op, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &elemMatchOp{filter: n, object: true}, nil
+	return &matchElem{filter: n, object: true}, nil
 }
 
-func (o *elemMatchOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, false, o, env) }
+func (o *matchElem) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, false, o, env) }
 
-func (o *elemMatchOp) single(v any, missing bool, env *Env) (bool, error) {
+func (o *matchElem) single(v any, missing bool, env *Env) (bool, error) {
 	arr, ok := v.(bson.A)
 	if missing || !ok {
 		return false, nil
@@ -841,15 +841,15 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // ---- $all ----
 
-func compileAll(v any) (op, error) {
+func compileAll(v any) (matchOp, error) {
 	arr, ok := v.(bson.A)
 	if !ok {
 		return nil, errf(codeBadValue, "$all needs an array")
 	}
 	if len(arr) == 0 {
-		return constOp(false), nil
+		return matchConst(false), nil
 	}
-	var ops andOp
+	var ops matchAnd
 	elem := 0
 	for _, x := range arr {
 		if d, isOp := isOperatorDoc(x); isOp {
@@ -872,7 +872,7 @@ func compileAll(v any) (op, error) {
 			ops = append(ops, o)
 			continue
 		}
-		ops = append(ops, &cmpOp{kind: opEQ, rhs: x})
+		ops = append(ops, &matchCmp{kind: opEQ, rhs: x})
 	}
 	if elem > 0 && elem != len(ops) {
 		return nil, errf(codeBadValue, "$all/$elemMatch has to be consistent")
@@ -885,9 +885,9 @@ func compileAll(v any) (op, error) {
 
 // ---- $size ----
 
-type sizeOp int64
+type matchSize int64
 
-func compileSize(v any) (op, error) {
+func compileSize(v any) (matchOp, error) {
 	if !isNumber(v) {
 		return nil, errf(codeBadValue, "$size needs a number")
 	}
@@ -898,21 +898,21 @@ func compileSize(v any) (op, error) {
 	if i < 0 {
 		return nil, errf(codeBadValue, "$size may not be negative")
 	}
-	return sizeOp(i), nil
+	return matchSize(i), nil
 }
 
-func (o sizeOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, false, o, env) }
+func (o matchSize) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, false, o, env) }
 
-func (o sizeOp) single(v any, missing bool, _ *Env) (bool, error) {
+func (o matchSize) single(v any, missing bool, _ *Env) (bool, error) {
 	arr, ok := v.(bson.A)
 	return !missing && ok && int64(len(arr)) == int64(o), nil
 }
 
 // ---- $mod ----
 
-type modOp struct{ divisor, remainder int64 }
+type matchMod struct{ divisor, remainder int64 }
 
-func compileMod(v any) (op, error) {
+func compileMod(v any) (matchOp, error) {
 	arr, ok := v.(bson.A)
 	if !ok {
 		return nil, errf(codeBadValue, "malformed mod, needs to be an array")
@@ -940,7 +940,7 @@ func compileMod(v any) (op, error) {
 	if d == 0 {
 		return nil, errf(codeBadValue, "divisor cannot be 0")
 	}
-	return &modOp{divisor: d, remainder: r}, nil
+	return &matchMod{divisor: d, remainder: r}, nil
 }
 
 // truncInt64 truncates a number toward zero; false for NaN, infinities and
@@ -973,9 +973,9 @@ func truncInt64(v any) (int64, bool) {
 	return 0, false
 }
 
-func (o *modOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
+func (o *matchMod) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
-func (o *modOp) single(v any, missing bool, _ *Env) (bool, error) {
+func (o *matchMod) single(v any, missing bool, _ *Env) (bool, error) {
 	if missing || !isNumber(v) {
 		return false, nil
 	}
@@ -991,7 +991,7 @@ func (o *modOp) single(v any, missing bool, _ *Env) (bool, error) {
 
 // ---- regular expressions ----
 
-type regexOp struct {
+type matchRegex struct {
 	pattern, options string
 	re               *regexp.Regexp
 }
@@ -1002,12 +1002,12 @@ var regexCache sync.Map // "options/pattern" -> *regexp.Regexp
 // x, u) to a Go regexp. Constructs Go's RE2 engine cannot run (lookaround,
 // backreferences, possessive quantifiers, atomic groups) are reported as
 // unsupported (code 2); invalid patterns as 51091.
-func newRegexOp(pattern, options string) (*regexOp, error) {
+func newRegexOp(pattern, options string) (*matchRegex, error) {
 	re, err := compileRegex(pattern, options)
 	if err != nil {
 		return nil, err
 	}
-	return &regexOp{pattern: pattern, options: options, re: re}, nil
+	return &matchRegex{pattern: pattern, options: options, re: re}, nil
 }
 
 func compileRegex(pattern, options string) (*regexp.Regexp, error) {
@@ -1108,9 +1108,9 @@ func translatePattern(p string, extended, multiline bool) string {
 	return sb.String()
 }
 
-func (o *regexOp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
+func (o *matchRegex) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
-func (o *regexOp) single(v any, missing bool, _ *Env) (bool, error) {
+func (o *matchRegex) single(v any, missing bool, _ *Env) (bool, error) {
 	if missing {
 		return false, nil
 	}
