@@ -1134,3 +1134,150 @@ func evalExprBool(expr any, doc bson.D, env *Env) (bool, error) {
 	}
 	return truthy(v), nil
 }
+
+// ---- upsert seeding ----
+
+// eqField is one equality a query pins down: a dotted path and its value.
+type eqField struct {
+	path  string
+	parts []string
+	value any
+}
+
+// EqualityFields returns the document an upsert seeds from its query: the
+// fields fixed by equality (implicit {a: 1}, {a: {$eq: 1}}, a one-element
+// $in or $all, members of $and and of a one-branch $or), dotted paths
+// building nested documents, _id first. Regexes, ranges, $expr and other
+// operators seed nothing. Two equalities on the same path, or on a path and
+// its prefix, fail with code 54 (NotSingleValueField).
+func EqualityFields(filter bson.D) (bson.D, error) {
+	if _, err := CompileFilter(filter); err != nil {
+		return nil, err
+	}
+	var fields []eqField
+	if err := collectEqualities(filter, &fields); err != nil {
+		return nil, err
+	}
+	out := bson.D{}
+	for _, idFirst := range []bool{true, false} {
+		for _, f := range fields {
+			if (f.parts[0] == "_id") == idFirst {
+				out = setPathValue(out, f.parts, f.value)
+			}
+		}
+	}
+	return out, nil
+}
+
+func collectEqualities(filter bson.D, fields *[]eqField) error {
+	for _, e := range filter {
+		switch e.Key {
+		case "$and":
+			for _, sub := range e.Value.(bson.A) {
+				if err := collectEqualities(sub.(bson.D), fields); err != nil {
+					return err
+				}
+			}
+			continue
+		case "$or":
+			if arr := e.Value.(bson.A); len(arr) == 1 {
+				if err := collectEqualities(arr[0].(bson.D), fields); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(e.Key, "$") {
+			continue
+		}
+		if d, ok := isOperatorDoc(e.Value); ok {
+			for _, o := range d {
+				var vals []any
+				switch o.Key {
+				case "$eq":
+					vals = []any{o.Value}
+				case "$in":
+					if arr := o.Value.(bson.A); len(arr) == 1 {
+						if _, isRe := arr[0].(bson.Regex); !isRe {
+							vals = []any{arr[0]}
+						}
+					}
+				case "$all":
+					for _, x := range o.Value.(bson.A) {
+						_, isRe := x.(bson.Regex)
+						_, isOp := isOperatorDoc(x)
+						if !isRe && !isOp {
+							vals = append(vals, x)
+						}
+					}
+				}
+				for _, v := range vals {
+					if err := addEquality(fields, e.Key, v); err != nil {
+						return err
+					}
+				}
+			}
+			continue
+		}
+		if _, isRe := e.Value.(bson.Regex); isRe {
+			continue
+		}
+		if err := addEquality(fields, e.Key, e.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addEquality(fields *[]eqField, path string, v any) error {
+	parts := splitPath(path)
+	for _, f := range *fields {
+		if f.path == path {
+			return errf(codeNotSingleValueField, "cannot infer query fields to set, path '%s' is matched twice", path)
+		}
+		short, long := f.parts, parts
+		if len(short) > len(long) {
+			short, long = long, short
+		}
+		prefix := true
+		for i := range short {
+			if short[i] != long[i] {
+				prefix = false
+				break
+			}
+		}
+		if prefix {
+			return errf(codeNotSingleValueField, "cannot infer query fields to set, both paths '%s' and '%s' are matched", f.path, path)
+		}
+	}
+	*fields = append(*fields, eqField{path: path, parts: parts, value: v})
+	return nil
+}
+
+// setPathValue returns a copy of d with the dotted path set to v, creating
+// (or replacing non-document values with) intermediate documents.
+func setPathValue(d bson.D, parts []string, v any) bson.D {
+	out := make(bson.D, 0, len(d)+1)
+	found := false
+	for _, e := range d {
+		if e.Key == parts[0] && !found {
+			found = true
+			if len(parts) == 1 {
+				out = append(out, bson.E{Key: e.Key, Value: v})
+			} else {
+				sub, _ := e.Value.(bson.D)
+				out = append(out, bson.E{Key: e.Key, Value: setPathValue(sub, parts[1:], v)})
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	if !found {
+		if len(parts) == 1 {
+			out = append(out, bson.E{Key: parts[0], Value: v})
+		} else {
+			out = append(out, bson.E{Key: parts[0], Value: setPathValue(nil, parts[1:], v)})
+		}
+	}
+	return out
+}

@@ -402,3 +402,53 @@ func TestQueryFilterReuseConcurrent(t *testing.T) {
 		t.Error("nil filter must match everything")
 	}
 }
+
+func TestQueryEqualityFields(t *testing.T) {
+	cases := []struct{ filter, want string }{
+		{`{}`, `{}`},
+		{`{"a":1}`, `{"a":1}`},
+		{`{"a":1,"b":"x"}`, `{"a":1,"b":"x"}`},
+		{`{"b":2,"_id":7}`, `{"_id":7,"b":2}`},
+		{`{"a.b":1,"a.c":2,"d":3}`, `{"a":{"b":1,"c":2},"d":3}`},
+		{`{"x":1,"_id.k":5}`, `{"_id":{"k":5},"x":1}`},
+		{`{"a":{"$eq":[1,2]}}`, `{"a":[1,2]}`},
+		{`{"a":{"b":1}}`, `{"a":{"b":1}}`},
+		{`{"$and":[{"a":1},{"$and":[{"b":2}]}]}`, `{"a":1,"b":2}`},
+		{`{"$or":[{"a":1}]}`, `{"a":1}`},
+		{`{"$or":[{"a":1},{"b":2}]}`, `{}`},
+		{`{"a":{"$in":[5]}}`, `{"a":5}`},
+		{`{"a":{"$in":[5,6]}}`, `{}`},
+		{`{"a":{"$all":[5]}}`, `{"a":5}`},
+		{`{"a":{"$gt":1},"b":{"$regularExpression":{"pattern":"x","options":""}}}`, `{}`},
+		{`{"a":{"$elemMatch":{"b":1}}}`, `{}`},
+		{`{"a":{"$gt":1,"$eq":3}}`, `{"a":3}`},
+		{`{"$expr":{"$eq":["$a",1]},"c":null}`, `{"c":null}`},
+		{`{"a":{"$ne":1},"$comment":"x","b":{"$exists":true}}`, `{}`},
+	}
+	for _, c := range cases {
+		got, err := EqualityFields(qaDoc(t, c.filter))
+		if err != nil {
+			t.Errorf("EqualityFields(%s): %v", c.filter, err)
+			continue
+		}
+		want := qaDoc(t, c.want)
+		if HashKey(got) != HashKey(want) || len(got) != len(want) {
+			t.Errorf("EqualityFields(%s) = %v, want %v", c.filter, got, want)
+		}
+	}
+	for _, f := range []string{
+		`{"a":1,"$and":[{"a":2}]}`,
+		`{"a":1,"a.b":2}`,
+		`{"a.b.c":1,"a.b":2}`,
+		`{"a":{"$all":[1,2]}}`,
+		`{"a":{"$eq":1,"$in":[1]}}`,
+	} {
+		_, err := EqualityFields(qaDoc(t, f))
+		if qe, ok := err.(*Error); !ok || qe.Code != 54 {
+			t.Errorf("EqualityFields(%s) error = %v, want code 54", f, err)
+		}
+	}
+	if _, err := EqualityFields(qaDoc(t, `{"a":{"$bogus":1}}`)); err == nil {
+		t.Error("invalid filters must be rejected")
+	}
+}
