@@ -6,22 +6,22 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-type projKind int
+type fpKind int
 
 const (
-	projSubtree   projKind = iota // interior node: a document of child paths
-	projInclude                   // field: 1 / true / non-zero number
-	projExclude                   // field: 0 / false
-	projExpr                      // computed field: aggregation expression
-	projSlice                     // {$slice: n} or {$slice: [skip, limit]}
-	projElemMatch                 // {$elemMatch: {...}}, top-level fields only
+	fpSubtree   fpKind = iota // interior node: a document of child paths
+	fpInclude                 // field: 1 / true / non-zero number
+	fpExclude                 // field: 0 / false
+	fpExpr                    // computed field: aggregation expression
+	fpSlice                   // {$slice: n} or {$slice: [skip, limit]}
+	fpElemMatch               // {$elemMatch: {...}}, top-level fields only
 )
 
-// projNode is one node of a compiled projection tree.
-type projNode struct {
-	kind     projKind
+// fpNode is one node of a compiled projection tree.
+type fpNode struct {
+	kind     fpKind
 	names    []string // children in specification order
-	children map[string]*projNode
+	children map[string]*fpNode
 	expr     any
 	// $slice: with hasSkip, skip elements then take limit; otherwise take
 	// limit from the front (limit >= 0) or from the back (limit < 0).
@@ -31,24 +31,24 @@ type projNode struct {
 	hasExpr     bool // this subtree contains computed fields
 }
 
-func (n *projNode) child(name string) *projNode {
+func (n *fpNode) child(name string) *fpNode {
 	if n.children == nil {
 		return nil
 	}
 	return n.children[name]
 }
 
-func (n *projNode) addChild(name string, c *projNode) {
+func (n *fpNode) addChild(name string, c *fpNode) {
 	if n.children == nil {
-		n.children = map[string]*projNode{}
+		n.children = map[string]*fpNode{}
 	}
 	n.children[name] = c
 	n.names = append(n.names, name)
 }
 
-// projection is a compiled find projection.
-type projection struct {
-	root      *projNode
+// findProjection is a compiled find projection.
+type findProjection struct {
+	root      *fpNode
 	inclusion bool
 }
 
@@ -65,60 +65,60 @@ func Project(doc bson.D, spec bson.D, env *Env) (bson.D, error) {
 	if len(spec) == 0 {
 		return doc, nil
 	}
-	p, err := compileProjection(spec)
+	p, err := compileFindProjection(spec)
 	if err != nil {
 		return nil, err
 	}
 	return p.apply(doc, env)
 }
 
-func compileProjection(spec bson.D) (*projection, error) {
-	b := &projBuilder{root: &projNode{kind: projSubtree}}
+func compileFindProjection(spec bson.D) (*findProjection, error) {
+	b := &fpBuilder{root: &fpNode{kind: fpSubtree}}
 	if err := b.add("", spec); err != nil {
 		return nil, err
 	}
-	p := &projection{root: b.root}
+	p := &findProjection{root: b.root}
 	switch b.mode {
-	case modeInclusion:
+	case fpModeInclusion:
 		p.inclusion = true
-	case modeUnset:
+	case fpModeUnset:
 		// Only _id and/or $slice: {_id: 1} alone is an inclusion projection.
-		if id := b.root.child("_id"); id != nil && id.kind != projExclude && id.kind != projSlice && id.kind != projSubtree {
+		if id := b.root.child("_id"); id != nil && id.kind != fpExclude && id.kind != fpSlice && id.kind != fpSubtree {
 			p.inclusion = true
 		}
-		if id := b.root.child("_id"); id != nil && id.kind == projSubtree {
+		if id := b.root.child("_id"); id != nil && id.kind == fpSubtree {
 			p.inclusion = b.subtreeIncludes(id)
 		}
 	}
 	if p.inclusion && b.root.child("_id") == nil {
-		b.root.addChild("_id", &projNode{kind: projInclude})
+		b.root.addChild("_id", &fpNode{kind: fpInclude})
 		// _id comes first among the spec names so it is output first.
 		names := b.root.names
 		copy(names[1:], names[:len(names)-1])
 		names[0] = "_id"
 	}
-	markExprs(b.root)
+	fpMarkExprs(b.root)
 	return p, nil
 }
 
 const (
-	modeUnset = iota
-	modeInclusion
-	modeExclusion
+	fpModeUnset = iota
+	fpModeInclusion
+	fpModeExclusion
 )
 
-type projBuilder struct {
-	root *projNode
+type fpBuilder struct {
+	root *fpNode
 	mode int
 }
 
-func (b *projBuilder) subtreeIncludes(n *projNode) bool {
+func (b *fpBuilder) subtreeIncludes(n *fpNode) bool {
 	for _, name := range n.names {
 		c := n.children[name]
 		switch c.kind {
-		case projInclude, projExpr, projElemMatch:
+		case fpInclude, fpExpr, fpElemMatch:
 			return true
-		case projSubtree:
+		case fpSubtree:
 			if b.subtreeIncludes(c) {
 				return true
 			}
@@ -127,17 +127,17 @@ func (b *projBuilder) subtreeIncludes(n *projNode) bool {
 	return false
 }
 
-func markExprs(n *projNode) bool {
+func fpMarkExprs(n *fpNode) bool {
 	for _, name := range n.names {
 		c := n.children[name]
-		if c.kind == projExpr || c.kind == projSubtree && markExprs(c) {
+		if c.kind == fpExpr || c.kind == fpSubtree && fpMarkExprs(c) {
 			n.hasExpr = true
 		}
 	}
 	return n.hasExpr
 }
 
-func (b *projBuilder) add(prefix string, spec bson.D) error {
+func (b *fpBuilder) add(prefix string, spec bson.D) error {
 	for _, e := range spec {
 		if e.Key == "" {
 			return errf(40352, "FieldPath cannot be constructed with empty string")
@@ -176,18 +176,18 @@ func (b *projBuilder) add(prefix string, spec bson.D) error {
 }
 
 // leaf classifies a projection value; nil means a nested sub-projection.
-func (b *projBuilder) leaf(path string, v any) (*projNode, error) {
+func (b *fpBuilder) leaf(path string, v any) (*fpNode, error) {
 	switch x := v.(type) {
 	case bool:
 		if x {
-			return &projNode{kind: projInclude}, nil
+			return &fpNode{kind: fpInclude}, nil
 		}
-		return &projNode{kind: projExclude}, nil
+		return &fpNode{kind: fpExclude}, nil
 	case int32, int64, float64, bson.Decimal128:
 		if compareNumbers(x, int32(0)) == 0 {
-			return &projNode{kind: projExclude}, nil
+			return &fpNode{kind: fpExclude}, nil
 		}
-		return &projNode{kind: projInclude}, nil
+		return &fpNode{kind: fpInclude}, nil
 	case bson.D:
 		if len(x) == 0 {
 			return nil, errf(51270, "An empty sub-projection is not a valid value. Found empty object at path")
@@ -200,7 +200,7 @@ func (b *projBuilder) leaf(path string, v any) (*projNode, error) {
 			if len(x) > 1 {
 				return nil, errf(codeBadValue, "$slice projection for '%s' must be the only field of its object", path)
 			}
-			return compileSlice(path, x[0].Value)
+			return fpCompileSlice(path, x[0].Value)
 		case "$elemMatch":
 			if strings.Contains(path, ".") {
 				return nil, errf(31275, "Cannot use $elemMatch projection on a nested field.")
@@ -215,22 +215,22 @@ func (b *projBuilder) leaf(path string, v any) (*projNode, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &projNode{kind: projElemMatch, elem: o}, nil
+			return &fpNode{kind: fpElemMatch, elem: o}, nil
 		case "$meta":
 			return nil, errf(codeBadValue, "projection {$meta: ...} on '%s' is not supported by mongosim", path)
 		}
-		return &projNode{kind: projExpr, expr: x}, nil
+		return &fpNode{kind: fpExpr, expr: x}, nil
 	}
-	return &projNode{kind: projExpr, expr: v}, nil
+	return &fpNode{kind: fpExpr, expr: v}, nil
 }
 
-func compileSlice(path string, v any) (*projNode, error) {
+func fpCompileSlice(path string, v any) (*fpNode, error) {
 	if isNumber(v) {
 		n, ok := truncInt64(v)
 		if !ok {
 			return nil, errf(codeBadValue, "$slice for '%s' must be a finite number", path)
 		}
-		return &projNode{kind: projSlice, limit: n}, nil
+		return &fpNode{kind: fpSlice, limit: n}, nil
 	}
 	arr, ok := v.(bson.A)
 	if !ok || len(arr) != 2 || !isNumber(arr[0]) || !isNumber(arr[1]) {
@@ -244,40 +244,40 @@ func compileSlice(path string, v any) (*projNode, error) {
 	if limit <= 0 {
 		return nil, errf(28724, "$slice limit must be positive")
 	}
-	return &projNode{kind: projSlice, skip: skip, limit: limit, hasSkip: true}, nil
+	return &fpNode{kind: fpSlice, skip: skip, limit: limit, hasSkip: true}, nil
 }
 
-func (b *projBuilder) setMode(path string, k projKind) error {
+func (b *fpBuilder) setMode(path string, k fpKind) error {
 	isID := path == "_id"
 	switch k {
-	case projInclude, projExpr, projElemMatch:
-		if isID && k == projInclude {
+	case fpInclude, fpExpr, fpElemMatch:
+		if isID && k == fpInclude {
 			return nil
 		}
-		if b.mode == modeExclusion {
+		if b.mode == fpModeExclusion {
 			return errf(31253, "Cannot do inclusion on field %s in exclusion projection", path)
 		}
-		b.mode = modeInclusion
-	case projExclude:
+		b.mode = fpModeInclusion
+	case fpExclude:
 		if isID {
 			return nil
 		}
-		if b.mode == modeInclusion {
+		if b.mode == fpModeInclusion {
 			return errf(31254, "Cannot do exclusion on field %s in inclusion projection", path)
 		}
-		b.mode = modeExclusion
+		b.mode = fpModeExclusion
 	}
 	return nil
 }
 
-func (b *projBuilder) insert(parts []string, leaf *projNode) error {
+func (b *fpBuilder) insert(parts []string, leaf *fpNode) error {
 	n := b.root
 	for i, p := range parts[:len(parts)-1] {
 		c := n.child(p)
 		if c == nil {
-			c = &projNode{kind: projSubtree}
+			c = &fpNode{kind: fpSubtree}
 			n.addChild(p, c)
-		} else if c.kind != projSubtree {
+		} else if c.kind != fpSubtree {
 			return errf(31249, "Path collision at %s remaining portion %s", strings.Join(parts, "."), strings.Join(parts[i+1:], "."))
 		}
 		n = c
@@ -290,16 +290,16 @@ func (b *projBuilder) insert(parts []string, leaf *projNode) error {
 	return nil
 }
 
-func (p *projection) apply(doc bson.D, env *Env) (bson.D, error) {
+func (p *findProjection) apply(doc bson.D, env *Env) (bson.D, error) {
 	if p.inclusion {
-		return includeDoc(doc, p.root, doc, env)
+		return fpIncludeDoc(doc, p.root, doc, env)
 	}
-	return excludeDoc(doc, p.root), nil
+	return fpExcludeDoc(doc, p.root), nil
 }
 
-// includeDoc keeps the fields of d named by n (in d's order), then appends
+// fpIncludeDoc keeps the fields of d named by n (in d's order), then appends
 // n's computed fields in specification order.
-func includeDoc(d bson.D, n *projNode, root bson.D, env *Env) (bson.D, error) {
+func fpIncludeDoc(d bson.D, n *fpNode, root bson.D, env *Env) (bson.D, error) {
 	out := bson.D{}
 	for _, e := range d {
 		c := n.child(e.Key)
@@ -307,18 +307,18 @@ func includeDoc(d bson.D, n *projNode, root bson.D, env *Env) (bson.D, error) {
 			continue
 		}
 		switch c.kind {
-		case projInclude:
+		case fpInclude:
 			out = append(out, e)
-		case projSlice:
-			out = append(out, bson.E{Key: e.Key, Value: sliceValue(e.Value, c)})
-		case projElemMatch:
-			if v, ok, err := elemMatchValue(e.Value, c, env); err != nil {
+		case fpSlice:
+			out = append(out, bson.E{Key: e.Key, Value: fpSliceValue(e.Value, c)})
+		case fpElemMatch:
+			if v, ok, err := fpElemMatchValue(e.Value, c, env); err != nil {
 				return nil, err
 			} else if ok {
 				out = append(out, bson.E{Key: e.Key, Value: v})
 			}
-		case projSubtree:
-			v, keep, err := includeValue(e.Value, c, root, env)
+		case fpSubtree:
+			v, keep, err := fpIncludeValue(e.Value, c, root, env)
 			if err != nil {
 				return nil, err
 			}
@@ -333,19 +333,19 @@ func includeDoc(d bson.D, n *projNode, root bson.D, env *Env) (bson.D, error) {
 	for _, name := range n.names {
 		c := n.children[name]
 		switch {
-		case c.kind == projExpr:
-			v, missing, err := evalProjection(c.expr, root, env)
+		case c.kind == fpExpr:
+			v, missing, err := fpEval(c.expr, root, env)
 			if err != nil {
 				return nil, err
 			}
 			if !missing {
 				out = append(out, bson.E{Key: name, Value: v})
 			}
-		case c.kind == projSubtree && c.hasExpr:
+		case c.kind == fpSubtree && c.hasExpr:
 			if _, present := lookupField(out, name); present {
 				continue
 			}
-			sub, err := includeDoc(bson.D{}, c, root, env)
+			sub, err := fpIncludeDoc(bson.D{}, c, root, env)
 			if err != nil {
 				return nil, err
 			}
@@ -355,20 +355,20 @@ func includeDoc(d bson.D, n *projNode, root bson.D, env *Env) (bson.D, error) {
 	return out, nil
 }
 
-// includeValue applies an interior projection node to a value: documents
+// fpIncludeValue applies an interior projection node to a value: documents
 // recurse, arrays map over their elements (dropping scalars), scalars are
 // dropped unless the subtree computes fields.
-func includeValue(v any, n *projNode, root bson.D, env *Env) (any, bool, error) {
+func fpIncludeValue(v any, n *fpNode, root bson.D, env *Env) (any, bool, error) {
 	switch x := v.(type) {
 	case bson.D:
-		d, err := includeDoc(x, n, root, env)
+		d, err := fpIncludeDoc(x, n, root, env)
 		return d, err == nil, err
 	case bson.A:
 		out := bson.A{}
 		for _, e := range x {
 			switch e.(type) {
 			case bson.D, bson.A:
-				v, keep, err := includeValue(e, n, root, env)
+				v, keep, err := fpIncludeValue(e, n, root, env)
 				if err != nil {
 					return nil, false, err
 				}
@@ -377,7 +377,7 @@ func includeValue(v any, n *projNode, root bson.D, env *Env) (any, bool, error) 
 				}
 			default:
 				if n.hasExpr {
-					d, err := includeDoc(bson.D{}, n, root, env)
+					d, err := fpIncludeDoc(bson.D{}, n, root, env)
 					if err != nil {
 						return nil, false, err
 					}
@@ -388,15 +388,15 @@ func includeValue(v any, n *projNode, root bson.D, env *Env) (any, bool, error) 
 		return out, true, nil
 	}
 	if n.hasExpr {
-		d, err := includeDoc(bson.D{}, n, root, env)
+		d, err := fpIncludeDoc(bson.D{}, n, root, env)
 		return d, err == nil, err
 	}
 	return nil, false, nil
 }
 
-// excludeDoc removes the fields named by exclusion leaves, applying $slice
+// fpExcludeDoc removes the fields named by exclusion leaves, applying $slice
 // and recursing through documents and arrays for interior nodes.
-func excludeDoc(d bson.D, n *projNode) bson.D {
+func fpExcludeDoc(d bson.D, n *fpNode) bson.D {
 	out := make(bson.D, 0, len(d))
 	for _, e := range d {
 		c := n.child(e.Key)
@@ -405,11 +405,11 @@ func excludeDoc(d bson.D, n *projNode) bson.D {
 			continue
 		}
 		switch c.kind {
-		case projExclude:
-		case projSlice:
-			out = append(out, bson.E{Key: e.Key, Value: sliceValue(e.Value, c)})
-		case projSubtree:
-			out = append(out, bson.E{Key: e.Key, Value: excludeValue(e.Value, c)})
+		case fpExclude:
+		case fpSlice:
+			out = append(out, bson.E{Key: e.Key, Value: fpSliceValue(e.Value, c)})
+		case fpSubtree:
+			out = append(out, bson.E{Key: e.Key, Value: fpExcludeValue(e.Value, c)})
 		default:
 			out = append(out, e)
 		}
@@ -417,22 +417,22 @@ func excludeDoc(d bson.D, n *projNode) bson.D {
 	return out
 }
 
-func excludeValue(v any, n *projNode) any {
+func fpExcludeValue(v any, n *fpNode) any {
 	switch x := v.(type) {
 	case bson.D:
-		return excludeDoc(x, n)
+		return fpExcludeDoc(x, n)
 	case bson.A:
 		out := make(bson.A, len(x))
 		for i, e := range x {
-			out[i] = excludeValue(e, n)
+			out[i] = fpExcludeValue(e, n)
 		}
 		return out
 	}
 	return v
 }
 
-// sliceValue applies $slice to an array; other values are returned as is.
-func sliceValue(v any, n *projNode) any {
+// fpSliceValue applies $slice to an array; other values are returned as is.
+func fpSliceValue(v any, n *fpNode) any {
 	arr, ok := v.(bson.A)
 	if !ok {
 		return v
@@ -458,9 +458,9 @@ func sliceValue(v any, n *projNode) any {
 	return out
 }
 
-// elemMatchValue returns the first element of an array matching a
+// fpElemMatchValue returns the first element of an array matching a
 // $elemMatch projection, wrapped in a one-element array.
-func elemMatchValue(v any, n *projNode, env *Env) (any, bool, error) {
+func fpElemMatchValue(v any, n *fpNode, env *Env) (any, bool, error) {
 	arr, ok := v.(bson.A)
 	if !ok {
 		return nil, false, nil
@@ -477,9 +477,9 @@ func elemMatchValue(v any, n *projNode, env *Env) (any, bool, error) {
 	return nil, false, nil
 }
 
-// evalProjection evaluates a computed projection field; missing reports a
+// fpEval evaluates a computed projection field; missing reports a
 // result that should omit the field (a missing field path or $$REMOVE).
-func evalProjection(expr any, root bson.D, env *Env) (any, bool, error) {
+func fpEval(expr any, root bson.D, env *Env) (any, bool, error) {
 	v, err := evalValue(expr, root, env)
 	if err != nil {
 		return nil, false, err
