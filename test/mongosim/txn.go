@@ -1,0 +1,385 @@
+package mongosim
+
+import (
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func init() {
+	registerCommand(kindWrite, cmdCommitTransaction, "commitTransaction")
+	registerCommand(kindWrite, cmdAbortTransaction, "abortTransaction")
+}
+
+// Multi-document transactions.
+//
+// A transaction is identified by (lsid, txnNumber). Its writes go to private copy-on-write
+// views of the collections it touches (a view is a clone of the committed collection made on
+// the first write; reads of the transaction see it through viewLocked) and are recorded as
+// pending oplog entries. Commit re-applies the pending operations to the committed
+// collections under e.mu with one cluster time, so the writes become visible, and reach
+// change streams, all at once. Snapshot isolation is not provided: reads of collections the
+// transaction has not written see the latest committed data.
+//
+// Write conflicts: the transaction remembers, for each document it touches, the committed
+// version (slot) it saw at the first touch. If another writer (outside the transaction or
+// another transaction's commit) changes that document afterwards, the transaction's next
+// write of it, or its commit, fails with WriteConflict (112) and the transaction is aborted.
+
+type txnPhase int
+
+const (
+	txnActive txnPhase = iota
+	txnCommitted
+	txnAborted
+)
+
+// sessionTxn is the transaction state of one session.
+type sessionTxn struct {
+	number int64 // the session's highest transaction number
+	phase  txnPhase
+	txn    *transaction // the active transaction (nil once committed or aborted)
+}
+
+// transaction is an active multi-document transaction.
+type transaction struct {
+	lsid      bson.Binary
+	number    int64
+	startedBy *command
+	views     map[string]*txnView // by "db.coll"
+	ops       []txnOp
+}
+
+// txnView is the transaction's private copy of one collection.
+type txnView struct {
+	view *collection
+	base *collection         // the committed collection when the view was made; nil if the txn created it
+	seen map[string]*docSlot // committed slot of each touched _id at its first touch (nil: absent)
+}
+
+// txnOp is one pending write, re-applied at commit.
+type txnOp struct {
+	kind     string // create, insert, replace, update, delete
+	db, coll string
+	key      string   // _id hash key
+	slot     *docSlot // the new version (insert, replace, update)
+	entry    *oplogEntry
+	created  *collection // create: the view (uuid, options)
+}
+
+// txnTable holds the transaction state of every session, keyed by string(lsid.id). Guarded by
+// engine.mu.
+type txnTable struct {
+	m map[string]*sessionTxn
+}
+
+// txnTables holds each engine's txnTable. The engine struct belongs to the coordinator, so the
+// table lives here, keyed by engine; runTTLMonitor removes the entry when the engine stops.
+var txnTables sync.Map // *engine -> *txnTable
+
+func (e *engine) txnsLocked() *txnTable {
+	if t, ok := txnTables.Load(e); ok {
+		return t.(*txnTable)
+	}
+	t, _ := txnTables.LoadOrStore(e, &txnTable{m: make(map[string]*sessionTxn)})
+	return t.(*txnTable)
+}
+
+// txnForCommandLocked returns the active transaction a command in a transaction belongs to,
+// starting it when the command carries startTransaction. Errors: TransactionTooOld (225) for
+// an old txnNumber, NoSuchTransaction (251) for an unknown or aborted one,
+// TransactionCommitted (256) for a committed one. Caller holds e.mu.
+func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
+	if c.LSID == nil || c.TxnNumber == nil {
+		return nil, errorf(codeInvalidOptions, "Transactions require a session id and a transaction number")
+	}
+	key, n := string(c.LSID.Data), *c.TxnNumber
+	tab := e.txnsLocked()
+	st := tab.m[key]
+	if c.StartTxn {
+		if st != nil {
+			switch {
+			case st.phase == txnActive && st.number == n && st.txn.startedBy == c:
+				return st.txn, nil
+			case n < st.number:
+				return nil, errorf(codeTransactionTooOld, "Cannot start transaction %d on session %s because a newer transaction %d has already started.",
+					n, formatLSID(*c.LSID), st.number)
+			case n == st.number:
+				return nil, errorf(codeConflictingOperationInProgress, "Cannot start a transaction at given transaction number %d a transaction with the same number is in state %s",
+					n, [...]string{"TxnInProgress", "TxnCommitted", "TxnAborted"}[st.phase])
+			}
+		}
+		if se := e.sessions.m[key]; se != nil && se.hasTxn && n < se.txnNumber {
+			return nil, errorf(codeTransactionTooOld, "Cannot start transaction %d on session %s because a newer retryable write %d has already started.",
+				n, formatLSID(*c.LSID), se.txnNumber)
+		}
+		t := &transaction{lsid: *c.LSID, number: n, startedBy: c, views: make(map[string]*txnView)}
+		tab.m[key] = &sessionTxn{number: n, phase: txnActive, txn: t}
+		return t, nil
+	}
+	switch {
+	case st == nil || n > st.number:
+		return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions.", n)
+	case n < st.number:
+		return nil, errorf(codeTransactionTooOld, "txnNumber %d is less than last txnNumber %d seen in session %s", n, st.number, formatLSID(*c.LSID))
+	}
+	switch st.phase {
+	case txnAborted:
+		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", n)
+	case txnCommitted:
+		return nil, errorf(codeTransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", n)
+	}
+	return st.txn, nil
+}
+
+// abortOlderTxnLocked aborts the session's active transaction when a retryable write with a
+// higher txnNumber arrives on the same session, as a real server does. Caller holds e.mu.
+func (e *engine) abortOlderTxnLocked(c *command) {
+	if c.LSID == nil || c.TxnNumber == nil {
+		return
+	}
+	st := e.txnsLocked().m[string(c.LSID.Data)]
+	if st != nil && st.phase == txnActive && st.number < *c.TxnNumber {
+		st.phase, st.txn = txnAborted, nil
+	}
+}
+
+// abortTxnLocked discards an active transaction. Caller holds e.mu.
+func (e *engine) abortTxnLocked(t *transaction) {
+	st := e.txnsLocked().m[string(t.lsid.Data)]
+	if st != nil && st.txn == t {
+		st.phase, st.txn = txnAborted, nil
+	}
+}
+
+// abortSessionTxnsLocked aborts the session's active transaction, if any, and forgets the
+// session's transaction state (endSessions, killAllSessions). lsid is string(lsid.id bytes).
+// Caller holds e.mu.
+func (e *engine) abortSessionTxnsLocked(lsid string) {
+	delete(e.txnsLocked().m, lsid)
+}
+
+// viewForWrite returns the transaction's view of db.coll, cloning the committed collection
+// on first use. When the collection does not exist it is created in the view if create is
+// set (a pending "create" operation), else nil is returned.
+func (t *transaction) viewForWrite(e *engine, db, coll string, create bool) (*txnView, *cmdError) {
+	ns := db + "." + coll
+	if tv, ok := t.views[ns]; ok {
+		return tv, nil
+	}
+	base := e.collLocked(db, coll)
+	if base == nil {
+		if !create {
+			return nil, nil
+		}
+		if err := validCollName(db, coll); err != nil {
+			return nil, err
+		}
+		v := newCollection(db, coll)
+		tv := &txnView{view: v, seen: make(map[string]*docSlot)}
+		t.views[ns] = tv
+		t.ops = append(t.ops, txnOp{kind: "create", db: db, coll: coll, created: v, entry: createEntry(v)})
+		return tv, nil
+	}
+	tv := &txnView{view: base.clone(), base: base, seen: make(map[string]*docSlot)}
+	t.views[ns] = tv
+	return tv, nil
+}
+
+func writeConflict() *cmdError {
+	return errorf(codeWriteConflict, "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
+}
+
+// touch records the committed version of a document the transaction is about to write and
+// fails with WriteConflict when it changed since the transaction first touched it.
+func (t *transaction) touch(e *engine, db, coll, key string) *cmdError {
+	tv := t.views[db+"."+coll]
+	if tv == nil {
+		return nil
+	}
+	committed := e.collLocked(db, coll)
+	if committed != tv.base {
+		return writeConflict()
+	}
+	var cur *docSlot
+	if committed != nil {
+		cur = committed.slot(key)
+	}
+	exp, seen := tv.seen[key]
+	if !seen {
+		exp = tv.view.slot(key)
+		tv.seen[key] = exp
+	}
+	if cur != exp {
+		return writeConflict()
+	}
+	return nil
+}
+
+// checkCommitLocked verifies that committing t cannot conflict: every collection and
+// document it touched is unchanged, and no key its writes add to a unique index is held by a
+// document it did not touch. Caller holds e.mu.
+func (t *transaction) checkCommitLocked(e *engine) *cmdError {
+	for _, tv := range t.views {
+		committed := e.collLocked(tv.view.db, tv.view.name)
+		if committed != tv.base {
+			return writeConflict()
+		}
+		if committed == nil {
+			continue
+		}
+		for key, exp := range tv.seen {
+			if committed.slot(key) != exp {
+				return writeConflict()
+			}
+		}
+		if len(committed.indexes) != len(tv.view.indexes) {
+			return writeConflict()
+		}
+		for i, ix := range committed.indexes {
+			if tv.view.indexes[i].name != ix.name {
+				return writeConflict()
+			}
+		}
+	}
+	for _, op := range t.ops {
+		if op.slot == nil {
+			continue
+		}
+		tv := t.views[op.db+"."+op.coll]
+		committed := tv.base
+		if committed == nil {
+			continue
+		}
+		keys, err := committed.indexKeysOf(op.slot.doc)
+		if err != nil {
+			return err
+		}
+		for i, ks := range keys {
+			for _, k := range ks {
+				holder, ok := committed.indexes[i].entries[k.hash]
+				if _, touched := tv.seen[holder]; ok && !touched {
+					return writeConflict()
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// commitLocked applies t's pending writes to the committed catalog with one cluster time
+// and logs them with txnOpIndex 0..n-1. Caller holds e.mu.
+func (t *transaction) commitLocked(e *engine) *cmdError {
+	if len(t.ops) == 0 {
+		return nil
+	}
+	if err := t.checkCommitLocked(e); err != nil {
+		return err
+	}
+	ts := e.clock.tick()
+	lsid := bson.D{{Key: "id", Value: t.lsid}, {Key: "uid", Value: bson.Binary{Subtype: 0, Data: make([]byte, 32)}}}
+	num := t.number
+	entries := make([]*oplogEntry, 0, len(t.ops))
+	for i, op := range t.ops {
+		if op.kind == "create" {
+			coll := newCollection(op.db, op.coll)
+			coll.uuid, coll.options = op.created.uuid, op.created.options
+			e.addCollectionLocked(coll, op.entry)
+		} else {
+			coll := e.collLocked(op.db, op.coll)
+			if coll == nil {
+				return errorf(codeInternalError, "mongosim: transaction commit lost collection %s.%s", op.db, op.coll)
+			}
+			var err *cmdError
+			switch op.kind {
+			case "insert":
+				err = coll.insertSlot(op.slot)
+			case "delete":
+				coll.removeSlot(op.key)
+			default:
+				err = coll.replaceSlot(op.slot)
+			}
+			if err != nil {
+				return errorf(codeInternalError, "mongosim: transaction commit failed half-way: %v", err)
+			}
+		}
+		en := op.entry
+		en.ts, en.txnOpIndex, en.lsid, en.txnNumber = ts, uint32(i), lsid, &num
+		entries = append(entries, en)
+	}
+	e.logLocked(entries...)
+	return nil
+}
+
+// txnEndArgs checks the session fields of commitTransaction/abortTransaction.
+func txnEndArgs(c *command) *cmdError {
+	if c.DB != "admin" {
+		return errorf(codeUnauthorized, "%s may only be run against the admin database.", c.Name)
+	}
+	if c.LSID == nil || c.TxnNumber == nil || c.Autocommit == nil {
+		return errorf(codeInvalidOptions, "%s must be run within a transaction", c.Name)
+	}
+	return nil
+}
+
+func cmdCommitTransaction(s *Server, c *command) (bson.D, error) {
+	if err := txnEndArgs(c); err != nil {
+		return nil, err
+	}
+	e := s.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.txnsLocked().m[string(c.LSID.Data)]
+	n := *c.TxnNumber
+	switch {
+	case st == nil || n > st.number:
+		if c.StartTxn {
+			return bson.D{}, nil // an empty transaction started and committed at once
+		}
+		return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions.", n)
+	case n < st.number:
+		return nil, errorf(codeTransactionTooOld, "txnNumber %d is less than last txnNumber %d seen in session %s", n, st.number, formatLSID(*c.LSID))
+	}
+	switch st.phase {
+	case txnCommitted:
+		return bson.D{}, nil // a retried commit: idempotent
+	case txnAborted:
+		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", n)
+	}
+	t := st.txn
+	if err := t.commitLocked(e); err != nil {
+		st.phase, st.txn = txnAborted, nil
+		if err.Code == codeWriteConflict {
+			// The whole transaction can be retried: label it so WithTransaction does.
+			err.Labels = []string{"TransientTransactionError"}
+		}
+		return nil, err
+	}
+	st.phase, st.txn = txnCommitted, nil
+	return bson.D{}, nil
+}
+
+func cmdAbortTransaction(s *Server, c *command) (bson.D, error) {
+	if err := txnEndArgs(c); err != nil {
+		return nil, err
+	}
+	e := s.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.txnsLocked().m[string(c.LSID.Data)]
+	n := *c.TxnNumber
+	switch {
+	case st == nil || n > st.number:
+		return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions.", n)
+	case n < st.number:
+		return nil, errorf(codeTransactionTooOld, "txnNumber %d is less than last txnNumber %d seen in session %s", n, st.number, formatLSID(*c.LSID))
+	}
+	switch st.phase {
+	case txnCommitted:
+		return nil, errorf(codeTransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", n)
+	case txnAborted:
+		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", n)
+	}
+	st.phase, st.txn = txnAborted, nil
+	return bson.D{}, nil
+}

@@ -1,0 +1,759 @@
+package mongosim
+
+import (
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/test/mongosim/internal/query"
+)
+
+func init() {
+	registerCommand(kindWrite, cmdInsert, "insert")
+	registerCommand(kindWrite, cmdUpdate, "update")
+	registerCommand(kindWrite, cmdDelete, "delete")
+}
+
+// Codes of document validation failures.
+const (
+	codeBSONObjectTooLarge = 10334
+	codeDocTooLargeUpdate  = 17419
+)
+
+// writeCtx is the state of one write command: where its writes go (the committed catalog,
+// or a transaction's views) and the expression environment. Used under e.mu.
+type writeCtx struct {
+	e    *engine
+	c    *command
+	db   string
+	name string
+	txn  *transaction // nil outside a multi-document transaction
+	env  *query.Env
+}
+
+// newWriteCtxLocked prepares a write to db.name: it resolves the command's transaction and
+// its let variables. Caller holds e.mu.
+func (e *engine) newWriteCtxLocked(c *command, name string) (*writeCtx, *cmdError) {
+	w := &writeCtx{e: e, c: c, db: c.DB, name: name}
+	if c.InTransaction() {
+		t, err := e.txnForCommandLocked(c)
+		if err != nil {
+			return nil, err
+		}
+		w.txn = t
+	} else if c.RetryableWrite() {
+		e.abortOlderTxnLocked(c)
+	}
+	env, err := e.commandEnvLocked(c)
+	if err != nil {
+		return nil, err
+	}
+	w.env = env
+	return w, nil
+}
+
+// commandEnvLocked builds the expression environment of a command: $$NOW, $$CLUSTER_TIME
+// and its let variables (each evaluated once). Caller holds e.mu.
+func (e *engine) commandEnvLocked(c *command) (*query.Env, *cmdError) {
+	env := &query.Env{Now: e.s.opts.Now(), ClusterTime: e.clock.last()}
+	if lv, ok := c.Arg("let"); ok && lv != nil {
+		ld, ok := lv.(bson.D)
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "BSON field 'let' is the wrong type '%s', expected type 'object'", typeName(lv))
+		}
+		env.Vars = make(map[string]any, len(ld))
+		for _, f := range ld {
+			v, err := query.Eval(f.Value, bson.D{}, env)
+			if err != nil {
+				return nil, qerrToCmd(err)
+			}
+			env.Vars[f.Key] = v
+		}
+	}
+	return env, nil
+}
+
+// target returns the collection the write reads and modifies: the transaction's view inside a
+// transaction, else the committed collection. When create is true a missing collection is
+// created (implicitly, as a real server does on the first write); otherwise nil is returned.
+func (w *writeCtx) target(create bool) (*collection, *cmdError) {
+	if w.txn != nil {
+		tv, err := w.txn.viewForWrite(w.e, w.db, w.name, create)
+		if err != nil || tv == nil {
+			return nil, err
+		}
+		return tv.view, nil
+	}
+	coll := w.e.collLocked(w.db, w.name)
+	if coll == nil && create {
+		if err := validCollName(w.db, w.name); err != nil {
+			return nil, err
+		}
+		coll = newCollection(w.db, w.name)
+		w.e.addCollectionLocked(coll, nil)
+	}
+	return coll, nil
+}
+
+// record logs one document write: outside a transaction at once, with its own cluster time;
+// inside one as a pending operation applied at commit.
+func (w *writeCtx) record(coll *collection, kind, key string, slot *docSlot, entry *oplogEntry) {
+	entry.db, entry.coll, entry.collUUID = coll.db, coll.name, coll.uuid
+	if w.txn != nil {
+		w.txn.ops = append(w.txn.ops, txnOp{kind: kind, db: coll.db, coll: coll.name, key: key, slot: slot, entry: entry})
+		return
+	}
+	entry.ts = w.e.clock.tick()
+	w.e.logLocked(entry)
+}
+
+// touch checks, inside a transaction, that the document key of coll was not changed by
+// anyone else since the transaction first touched it (WriteConflict otherwise).
+func (w *writeCtx) touch(key string) *cmdError {
+	if w.txn == nil {
+		return nil
+	}
+	return w.txn.touch(w.e, w.db, w.name, key)
+}
+
+// insertDoc inserts a validated document (from prepareInsert).
+func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
+	id := doc[0].Value
+	s := &docSlot{doc: doc, key: query.HashKey(id), size: size}
+	if err := w.touch(s.key); err != nil {
+		return err
+	}
+	if err := coll.insertSlot(s); err != nil {
+		return err
+	}
+	w.record(coll, "insert", s.key, s, &oplogEntry{op: "insert", docKey: bson.D{{Key: "_id", Value: id}}, doc: doc})
+	return nil
+}
+
+// replaceDoc stores the result of an update of old.
+func (w *writeCtx) replaceDoc(coll *collection, old *docSlot, res *query.UpdateResult, size int) *cmdError {
+	if err := w.touch(old.key); err != nil {
+		return err
+	}
+	s := &docSlot{doc: res.Doc, key: old.key, size: size}
+	if err := coll.replaceSlot(s); err != nil {
+		return err
+	}
+	en := &oplogEntry{docKey: bson.D{{Key: "_id", Value: docID(res.Doc)}}}
+	if res.Replacement {
+		en.op, en.doc = "replace", res.Doc
+	} else {
+		en.op = "update"
+		en.updateDesc = oplogUpdateDesc(res)
+	}
+	if coll.preAndPostImages {
+		en.pre, en.post = old.doc, res.Doc
+	}
+	w.record(coll, en.op, s.key, s, en)
+	return nil
+}
+
+// deleteDoc removes a document.
+func (w *writeCtx) deleteDoc(coll *collection, old *docSlot) *cmdError {
+	if err := w.touch(old.key); err != nil {
+		return err
+	}
+	coll.removeSlot(old.key)
+	en := &oplogEntry{op: "delete", docKey: bson.D{{Key: "_id", Value: docID(old.doc)}}}
+	if coll.preAndPostImages {
+		en.pre = old.doc
+	}
+	w.record(coll, "delete", old.key, nil, en)
+	return nil
+}
+
+// oplogUpdateDesc is the change-stream updateDescription of an update.
+func oplogUpdateDesc(res *query.UpdateResult) bson.D {
+	updated := res.UpdatedFields
+	if updated == nil {
+		updated = bson.D{}
+	}
+	removed := bson.A{}
+	for _, f := range res.RemovedFields {
+		removed = append(removed, f)
+	}
+	trunc := bson.A{}
+	for _, t := range res.TruncatedArrays {
+		trunc = append(trunc, bson.D{{Key: "field", Value: t.Field}, {Key: "newSize", Value: int32(t.NewSize)}})
+	}
+	return bson.D{{Key: "updatedFields", Value: updated}, {Key: "removedFields", Value: removed},
+		{Key: "truncatedArrays", Value: trunc}}
+}
+
+// prepareInsert validates a document to insert and returns it with _id first (generated as an
+// ObjectID when absent) and its encoded size.
+func prepareInsert(v any) (bson.D, int, *cmdError) {
+	doc, ok := v.(bson.D)
+	if !ok {
+		return nil, 0, errorf(codeTypeMismatch, "BSON field 'insert.documents' must be an array of objects, but found %s", typeName(v))
+	}
+	idx := -1
+	for i, f := range doc {
+		if strings.HasPrefix(f.Key, "$") {
+			return nil, 0, errorf(codeBadValue, "Document can't have $ prefixed field names: %s", f.Key)
+		}
+		if f.Key == "_id" && idx < 0 {
+			idx = i
+		}
+	}
+	switch {
+	case idx < 0:
+		nd := make(bson.D, 0, len(doc)+1)
+		nd = append(nd, bson.E{Key: "_id", Value: bson.NewObjectID()})
+		doc = append(nd, doc...)
+	case idx > 0:
+		nd := make(bson.D, 0, len(doc))
+		nd = append(nd, doc[idx])
+		nd = append(nd, doc[:idx]...)
+		doc = append(nd, doc[idx+1:]...)
+	}
+	if err := checkID(doc[0].Value); err != nil {
+		return nil, 0, err
+	}
+	size, err := docSize(doc)
+	if err != nil {
+		return nil, 0, err
+	}
+	if size > maxBSONSize {
+		return nil, 0, errorf(codeBSONObjectTooLarge, "object to insert too large. size in bytes: %d, max size: %d", size, maxBSONSize)
+	}
+	return doc, size, nil
+}
+
+// checkID rejects _id values a server refuses to store.
+func checkID(id any) *cmdError {
+	switch id.(type) {
+	case bson.A:
+		return errorf(codeInvalidIdField, "The '_id' value cannot be of type array")
+	case bson.Regex:
+		return errorf(codeBadValue, "can't use a regex for _id")
+	case bson.Undefined:
+		return errorf(codeBadValue, "can't use a undefined for _id")
+	}
+	return nil
+}
+
+func docSize(doc bson.D) (int, *cmdError) {
+	b, err := bson.Marshal(doc)
+	if err != nil {
+		return 0, errorf(codeBadValue, "cannot encode document: %v", err)
+	}
+	return len(b), nil
+}
+
+// idEquality returns the _id value a filter pins by equality ({_id: v} or {_id: {$eq: v}}),
+// for the by-_id fast path. The full filter is still applied to the candidate.
+func idEquality(q bson.D) (any, bool) {
+	v, ok := lookupD(q, "_id")
+	if !ok {
+		return nil, false
+	}
+	switch x := v.(type) {
+	case bson.D:
+		if len(x) == 1 && x[0].Key == "$eq" {
+			v = x[0].Value
+		} else if len(x) > 0 && strings.HasPrefix(x[0].Key, "$") {
+			return nil, false
+		}
+	}
+	switch v.(type) {
+	case bson.Regex, bson.A:
+		return nil, false
+	}
+	return v, true
+}
+
+// matching returns the slots of coll that match the filter, in natural order; at most one
+// when one is true.
+func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one bool) ([]*docSlot, *cmdError) {
+	var out []*docSlot
+	var merr *cmdError
+	test := func(s *docSlot) bool {
+		ok, err := f.Match(s.doc, w.env)
+		if err != nil {
+			merr = qerrToCmd(err)
+			return false
+		}
+		if ok {
+			out = append(out, s)
+			return !one
+		}
+		return true
+	}
+	if id, ok := idEquality(q); ok {
+		if s := coll.slot(query.HashKey(id)); s != nil {
+			test(s)
+		}
+		return out, merr
+	}
+	coll.scanSlots(test)
+	return out, merr
+}
+
+// pickSorted returns the first of slots in sort order.
+func pickSorted(slots []*docSlot, sortSpec bson.D) (*docSlot, *cmdError) {
+	if len(slots) <= 1 {
+		if len(slots) == 0 {
+			return nil, nil
+		}
+		return slots[0], nil
+	}
+	docs := make([]bson.D, len(slots))
+	byDoc := make(map[string]*docSlot, len(slots))
+	for i, s := range slots {
+		docs[i] = s.doc
+		byDoc[s.key] = s
+	}
+	if err := query.SortDocs(docs, sortSpec); err != nil {
+		return nil, qerrToCmd(err)
+	}
+	return byDoc[query.HashKey(docID(docs[0]))], nil
+}
+
+// updateSpec is one update statement (of update or findAndModify).
+type updateSpec struct {
+	q            bson.D
+	u            any
+	upsert       bool
+	multi        bool
+	arrayFilters bson.A
+	sort         bson.D
+}
+
+// updateOutcome is what one update statement did.
+type updateOutcome struct {
+	matched    int
+	modified   int
+	upserted   bool
+	upsertedID any
+	pre, post  bson.D // the first matched document before and after (findAndModify)
+}
+
+// update runs one update statement.
+func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
+	f, err := query.CompileFilter(sp.q)
+	if err != nil {
+		return nil, qerrToCmd(err)
+	}
+	if err := query.ValidateUpdate(sp.u); err != nil {
+		return nil, qerrToCmd(err)
+	}
+	if sp.multi && isReplacement(sp.u) {
+		return nil, errorf(codeFailedToParse, "multi update is not supported for replacement-style update")
+	}
+	out := &updateOutcome{}
+	coll, cerr := w.target(false)
+	if cerr != nil {
+		return nil, cerr
+	}
+	var slots []*docSlot
+	if coll != nil {
+		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil)
+		if cerr != nil {
+			return nil, cerr
+		}
+		if !sp.multi && len(slots) > 1 {
+			s, err := pickSorted(slots, sp.sort)
+			if err != nil {
+				return nil, err
+			}
+			slots = []*docSlot{s}
+		}
+	}
+	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: w.env}
+	for _, s := range slots {
+		res, err := query.ApplyUpdate(s.doc, sp.u, opts)
+		if err != nil {
+			return nil, qerrToCmd(err)
+		}
+		out.matched++
+		if out.pre == nil {
+			out.pre, out.post = s.doc, s.doc
+		}
+		if !res.Changed {
+			continue
+		}
+		size, cerr := finishUpdatedDoc(res, docID(s.doc))
+		if cerr != nil {
+			return nil, cerr
+		}
+		if err := w.replaceDoc(coll, s, res, size); err != nil {
+			return nil, err
+		}
+		if out.modified == 0 {
+			out.post = res.Doc
+		}
+		out.modified++
+	}
+	if out.matched > 0 || !sp.upsert {
+		return out, nil
+	}
+	// Upsert: seed from the query's equality fields, then apply the update as an insert.
+	seed, err := query.EqualityFields(sp.q)
+	if err != nil {
+		return nil, qerrToCmd(err)
+	}
+	opts.Inserting = true
+	res, err := query.ApplyUpdate(seed, sp.u, opts)
+	if err != nil {
+		return nil, qerrToCmd(err)
+	}
+	doc := res.Doc
+	if _, ok := lookupD(doc, "_id"); !ok {
+		if id, ok := lookupD(seed, "_id"); ok {
+			doc = append(bson.D{{Key: "_id", Value: id}}, doc...)
+		}
+	}
+	doc, size, cerr := prepareInsert(doc)
+	if cerr != nil {
+		return nil, cerr
+	}
+	coll, cerr = w.target(true)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if err := w.insertDoc(coll, doc, size); err != nil {
+		return nil, err
+	}
+	out.upserted, out.upsertedID, out.post = true, doc[0].Value, doc
+	return out, nil
+}
+
+// finishUpdatedDoc checks an updated document: _id unchanged (put back first when the update
+// dropped it), within the size limit. It returns the encoded size.
+func finishUpdatedDoc(res *query.UpdateResult, oldID any) (int, *cmdError) {
+	doc := res.Doc
+	idx := -1
+	for i, f := range doc {
+		if f.Key == "_id" {
+			idx = i
+			break
+		}
+	}
+	switch {
+	case idx < 0:
+		doc = append(bson.D{{Key: "_id", Value: oldID}}, doc...)
+	case !query.Equal(doc[idx].Value, oldID) || query.TypeOrder(doc[idx].Value) != query.TypeOrder(oldID):
+		var sb strings.Builder
+		writeShellValue(&sb, doc[idx].Value)
+		return 0, errorf(codeImmutableField, "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", sb.String())
+	case idx > 0:
+		nd := make(bson.D, 0, len(doc))
+		nd = append(nd, doc[idx])
+		nd = append(nd, doc[:idx]...)
+		doc = append(nd, doc[idx+1:]...)
+	}
+	res.Doc = doc
+	size, err := docSize(doc)
+	if err != nil {
+		return 0, err
+	}
+	if size > maxBSONSize {
+		return 0, errorf(codeDocTooLargeUpdate, "Resulting document after update is larger than %d", maxBSONSize)
+	}
+	return size, nil
+}
+
+// isReplacement reports whether u is a replacement document (no $-operators).
+func isReplacement(u any) bool {
+	d, ok := u.(bson.D)
+	return ok && (len(d) == 0 || !strings.HasPrefix(d[0].Key, "$"))
+}
+
+// deleteMatching deletes the documents matching q (at most one when one is set, the first
+// in sort order when sortSpec is given) and returns the deleted documents.
+func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D, *cmdError) {
+	f, err := query.CompileFilter(q)
+	if err != nil {
+		return nil, qerrToCmd(err)
+	}
+	coll, cerr := w.target(false)
+	if cerr != nil || coll == nil {
+		return nil, cerr
+	}
+	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if one && len(slots) > 1 {
+		s, err := pickSorted(slots, sortSpec)
+		if err != nil {
+			return nil, err
+		}
+		slots = []*docSlot{s}
+	}
+	out := make([]bson.D, 0, len(slots))
+	for _, s := range slots {
+		if err := w.deleteDoc(coll, s); err != nil {
+			return out, err
+		}
+		out = append(out, s.doc)
+	}
+	return out, nil
+}
+
+// writeErrorDoc renders a statement failure as a writeErrors element.
+func writeErrorDoc(i int, err *cmdError) bson.D {
+	d := bson.D{{Key: "index", Value: int32(i)}, {Key: "code", Value: err.Code}}
+	d = append(d, err.Extra...)
+	return append(d, bson.E{Key: "errmsg", Value: err.Msg})
+}
+
+// orderedArg reads the ordered flag (default true).
+func orderedArg(c *command) bool {
+	if v, ok := c.Arg("ordered"); ok {
+		if b, ok := v.(bool); ok {
+			return b
+		}
+	}
+	return true
+}
+
+// statements returns the array argument of a write command (documents, updates, deletes).
+func statements(c *command, field string) (bson.A, *cmdError) {
+	v, ok := c.Arg(field)
+	if !ok {
+		return nil, errorf(codeFailedToParse, "BSON field '%s.%s' is missing but a required field", c.Name, field)
+	}
+	arr, ok := v.(bson.A)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", c.Name, field, typeName(v))
+	}
+	if len(arr) > 100_000 {
+		return nil, errorf(codeInvalidLength, "Write batch sizes must be between 1 and 100000. Got %d operations.", len(arr))
+	}
+	return arr, nil
+}
+
+// runWrite is the common frame of insert, update and delete: it holds e.mu, answers retries
+// of retryable writes from the session, runs the statements, aborts the transaction on a
+// failure inside one, and stores the reply for retries.
+func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int, v any) *cmdError, finish func(bson.D) bson.D) (bson.D, error) {
+	name, err := collectionArg(c)
+	if err != nil {
+		return nil, err
+	}
+	arr, err := statements(c, field)
+	if err != nil {
+		return nil, err
+	}
+	if cerr := checkUnsupportedWriteArgs(c); cerr != nil {
+		return nil, cerr
+	}
+	ordered := orderedArg(c)
+	e := s.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if reply, found, rerr := e.retryLookupLocked(c); rerr != nil || found {
+		return reply, rerr
+	}
+	w, cerr := e.newWriteCtxLocked(c, name)
+	if cerr != nil {
+		return nil, cerr
+	}
+	var writeErrors bson.A
+	for i, v := range arr {
+		if err := stmt(w, i, v); err != nil {
+			if w.txn != nil {
+				// Any failure inside a transaction aborts it (later commands get 251).
+				e.abortTxnLocked(w.txn)
+				if err.Code == codeWriteConflict {
+					return nil, err
+				}
+			}
+			writeErrors = append(writeErrors, writeErrorDoc(i, err))
+			if ordered || w.txn != nil {
+				break
+			}
+		}
+	}
+	reply := finish(nil)
+	if len(writeErrors) > 0 {
+		reply = append(reply, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	e.retryStoreLocked(c, reply)
+	return reply, nil
+}
+
+// checkUnsupportedWriteArgs rejects command-level options the simulator does not implement.
+func checkUnsupportedWriteArgs(c *command) *cmdError {
+	if v, ok := c.Arg("bypassDocumentValidation"); ok && truthy(v) {
+		return nil // there is no validation to bypass
+	}
+	return nil
+}
+
+// checkStatementOptions rejects per-statement hint and non-simple collation.
+func checkStatementOptions(st bson.D) *cmdError {
+	if h, ok := lookupD(st, "hint"); ok {
+		if !(isEmptyHint(h)) {
+			return unsupported("hint on writes")
+		}
+	}
+	if col, ok := lookupD(st, "collation"); ok && !isSimpleCollation(col) {
+		return unsupported("collations other than simple")
+	}
+	return nil
+}
+
+func isEmptyHint(h any) bool {
+	switch x := h.(type) {
+	case string:
+		return x == ""
+	case bson.D:
+		return len(x) == 0
+	case nil:
+		return true
+	}
+	return false
+}
+
+func cmdInsert(s *Server, c *command) (bson.D, error) {
+	n := 0
+	return s.runWrite(c, "documents", func(w *writeCtx, _ int, v any) *cmdError {
+		doc, size, err := prepareInsert(v)
+		if err != nil {
+			return err
+		}
+		coll, err := w.target(true)
+		if err != nil {
+			return err
+		}
+		if err := w.insertDoc(coll, doc, size); err != nil {
+			return err
+		}
+		n++
+		return nil
+	}, func(bson.D) bson.D {
+		return bson.D{{Key: "n", Value: int32(n)}}
+	})
+}
+
+func cmdUpdate(s *Server, c *command) (bson.D, error) {
+	n, modified := 0, 0
+	var upserted bson.A
+	return s.runWrite(c, "updates", func(w *writeCtx, i int, v any) *cmdError {
+		st, ok := v.(bson.D)
+		if !ok {
+			return errorf(codeTypeMismatch, "BSON field 'update.updates' must be an array of objects")
+		}
+		sp, err := parseUpdateStatement(st)
+		if err != nil {
+			return err
+		}
+		out, err := w.update(sp)
+		if err != nil {
+			return err
+		}
+		n += out.matched
+		modified += out.modified
+		if out.upserted {
+			n++
+			upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: out.upsertedID}})
+		}
+		return nil
+	}, func(bson.D) bson.D {
+		r := bson.D{{Key: "n", Value: int32(n)}, {Key: "nModified", Value: int32(modified)}}
+		if len(upserted) > 0 {
+			r = append(r, bson.E{Key: "upserted", Value: upserted})
+		}
+		return r
+	})
+}
+
+// parseUpdateStatement reads {q, u, upsert, multi, arrayFilters, sort, hint, collation}.
+func parseUpdateStatement(st bson.D) (updateSpec, *cmdError) {
+	var sp updateSpec
+	if err := checkStatementOptions(st); err != nil {
+		return sp, err
+	}
+	qv, ok := lookupD(st, "q")
+	if !ok {
+		return sp, errorf(codeFailedToParse, "BSON field 'update.updates.q' is missing but a required field")
+	}
+	if sp.q, ok = qv.(bson.D); !ok {
+		return sp, errorf(codeTypeMismatch, "BSON field 'update.updates.q' is the wrong type '%s', expected type 'object'", typeName(qv))
+	}
+	uv, ok := lookupD(st, "u")
+	if !ok {
+		return sp, errorf(codeFailedToParse, "BSON field 'update.updates.u' is missing but a required field")
+	}
+	switch uv.(type) {
+	case bson.D, bson.A:
+		sp.u = uv
+	default:
+		return sp, errorf(codeFailedToParse, "Update argument must be either an object or an array")
+	}
+	for _, f := range st {
+		switch f.Key {
+		case "upsert":
+			sp.upsert = truthy(f.Value)
+		case "multi":
+			sp.multi = truthy(f.Value)
+		case "arrayFilters":
+			af, ok := f.Value.(bson.A)
+			if !ok {
+				return sp, errorf(codeTypeMismatch, "BSON field 'update.updates.arrayFilters' is the wrong type '%s', expected type 'array'", typeName(f.Value))
+			}
+			sp.arrayFilters = af
+		case "sort":
+			sd, ok := f.Value.(bson.D)
+			if !ok {
+				return sp, errorf(codeTypeMismatch, "BSON field 'update.updates.sort' is the wrong type '%s', expected type 'object'", typeName(f.Value))
+			}
+			if len(sd) > 0 {
+				sp.sort = sd
+			}
+		case "q", "u", "hint", "collation", "upsertSupplied", "c":
+		default:
+			return sp, errorf(40415, "BSON field 'update.updates.%s' is an unknown field.", f.Key)
+		}
+	}
+	if sp.multi && sp.sort != nil {
+		return sp, errorf(codeFailedToParse, "Cannot specify sort with multi=true")
+	}
+	return sp, nil
+}
+
+func cmdDelete(s *Server, c *command) (bson.D, error) {
+	n := 0
+	return s.runWrite(c, "deletes", func(w *writeCtx, _ int, v any) *cmdError {
+		st, ok := v.(bson.D)
+		if !ok {
+			return errorf(codeTypeMismatch, "BSON field 'delete.deletes' must be an array of objects")
+		}
+		if err := checkStatementOptions(st); err != nil {
+			return err
+		}
+		qv, ok := lookupD(st, "q")
+		if !ok {
+			return errorf(codeFailedToParse, "BSON field 'delete.deletes.q' is missing but a required field")
+		}
+		q, ok := qv.(bson.D)
+		if !ok {
+			return errorf(codeTypeMismatch, "BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeName(qv))
+		}
+		lv, ok := lookupD(st, "limit")
+		if !ok {
+			return errorf(codeFailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
+		}
+		limit, _ := asInt64(lv)
+		if limit != 0 && limit != 1 {
+			return errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
+		}
+		var sortSpec bson.D
+		if sv, ok := lookupD(st, "sort"); ok {
+			sortSpec, _ = sv.(bson.D)
+		}
+		deleted, err := w.deleteMatching(q, limit == 1, sortSpec)
+		n += len(deleted)
+		return err
+	}, func(bson.D) bson.D {
+		return bson.D{{Key: "n", Value: int32(n)}}
+	})
+}
