@@ -383,7 +383,6 @@ var unsupportedField = map[string]bool{
 	"$near": true, "$nearSphere": true, "$geoWithin": true, "$geoIntersects": true,
 	"$within": true, "$maxDistance": true, "$minDistance": true, "$geometry": true,
 	"$box": true, "$center": true, "$centerSphere": true, "$polygon": true,
-	"$bitsAllSet": true, "$bitsAllClear": true, "$bitsAnySet": true, "$bitsAnyClear": true,
 	"$jsonSchema": true, "$text": true, "$where": true,
 }
 
@@ -425,6 +424,8 @@ func compileOperator(name string, v any) (matchOp, error) {
 		return compileMod(v)
 	case "$comment":
 		return matchConst(true), nil
+	case "$bitsAllSet", "$bitsAllClear", "$bitsAnySet", "$bitsAnyClear":
+		return compileBits(name, v)
 	}
 	if unsupportedField[name] {
 		return nil, errf(codeBadValue, "query operator %s is not supported by mongosim", name)
@@ -989,6 +990,98 @@ func (o *matchMod) single(v any, missing bool, _ *Env) (bool, error) {
 	return i%o.divisor == o.remainder, nil
 }
 
+// ---- bitwise ----
+
+// matchBits implements $bitsAllSet, $bitsAnySet, $bitsAllClear and
+// $bitsAnyClear over integral numbers (two's complement, sign-extended past
+// bit 63) and binData (little-endian bit order).
+type matchBits struct {
+	positions []int
+	wantSet   bool // test for set (true) or clear (false) bits
+	all       bool // all positions (true) or any position (false)
+}
+
+func compileBits(name string, v any) (matchOp, error) {
+	o := &matchBits{
+		wantSet: name == "$bitsAllSet" || name == "$bitsAnySet",
+		all:     name == "$bitsAllSet" || name == "$bitsAllClear",
+	}
+	switch x := v.(type) {
+	case bson.Binary:
+		for i, b := range x.Data {
+			for j := 0; j < 8; j++ {
+				if b&(1<<j) != 0 {
+					o.positions = append(o.positions, i*8+j)
+				}
+			}
+		}
+	case bson.A:
+		for _, p := range x {
+			i, ok := integralValue(p)
+			if !isNumber(p) || !ok {
+				return nil, errf(codeBadValue, "%s bit positions must be integers, found %v", name, p)
+			}
+			if i < 0 || i > math.MaxInt32 {
+				return nil, errf(codeBadValue, "%s bit positions must be non-negative 32-bit integers, found %d", name, i)
+			}
+			o.positions = append(o.positions, int(i))
+		}
+	default:
+		if !isNumber(v) {
+			return nil, errf(codeBadValue, "%s takes an Array, a number, or a BinData but received: %v", name, v)
+		}
+		mask, ok := integralValue(v)
+		if !ok {
+			return nil, errf(codeFailedToParse, "%s bitmask must be an integer representable as a 64-bit integer", name)
+		}
+		if mask < 0 {
+			return nil, errf(codeFailedToParse, "%s bitmask must be a non-negative integer", name)
+		}
+		for i := 0; i < 63; i++ {
+			if mask&(1<<i) != 0 {
+				o.positions = append(o.positions, i)
+			}
+		}
+	}
+	return o, nil
+}
+
+func (o *matchBits) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
+
+func (o *matchBits) single(v any, missing bool, _ *Env) (bool, error) {
+	if missing {
+		return false, nil
+	}
+	var bit func(p int) bool
+	switch x := v.(type) {
+	case bson.Binary:
+		bit = func(p int) bool { return p/8 < len(x.Data) && x.Data[p/8]&(1<<(p%8)) != 0 }
+	case int32, int64, float64, bson.Decimal128:
+		n, ok := integralValue(x)
+		if !ok {
+			return false, nil
+		}
+		bit = func(p int) bool {
+			if p >= 64 {
+				return n < 0
+			}
+			return n&(1<<p) != 0
+		}
+	default:
+		return false, nil
+	}
+	for _, p := range o.positions {
+		if bit(p) == o.wantSet {
+			if !o.all {
+				return true, nil
+			}
+		} else if o.all {
+			return false, nil
+		}
+	}
+	return o.all, nil
+}
+
 // ---- regular expressions ----
 
 type matchRegex struct {
@@ -997,6 +1090,9 @@ type matchRegex struct {
 }
 
 var regexCache sync.Map // "options/pattern" -> *regexp.Regexp
+
+// inlineMultiline finds an inline flag group turning on m, e.g. "(?im)".
+var inlineMultiline = regexp.MustCompile(`\(\?[imsxU]*m`)
 
 // newRegexOp compiles a PCRE-style pattern with MongoDB options (i, m, s,
 // x, u) to a Go regexp. Constructs Go's RE2 engine cannot run (lookaround,
@@ -1037,6 +1133,9 @@ func compileRegex(pattern, options string) (*regexp.Regexp, error) {
 		default:
 			return nil, errf(51108, "invalid flag in regex options: %c", c)
 		}
+	}
+	if inlineMultiline.MatchString(pattern) {
+		multiline = true // keep $ as written when (?m) appears in the pattern
 	}
 	src := translatePattern(pattern, extended, multiline)
 	if flags != "" {

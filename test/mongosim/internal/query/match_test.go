@@ -223,6 +223,9 @@ func TestQueryMatchRegex(t *testing.T) {
 		{`{"a":{"$regex":"a b # comment\n c","$options":"x"}}`, `{"a":"abc"}`, true},
 		{`{"a":{"$regex":"a[ ]b","$options":"x"}}`, `{"a":"a b"}`, true},
 		{`{"a":{"$regex":"b$"}}`, `{"a":"ab\n"}`, true},
+		{`{"a":{"$regex":"b$"}}`, `{"a":"ab\nc"}`, false},
+		{`{"a":{"$regex":"(?m)^b$"}}`, `{"a":"a\nb\nc"}`, true},
+		{`{"a":{"$regex":"^\\$b"}}`, `{"a":"$b"}`, true},
 		{`{"a":{"$regex":"b\\Z"}}`, `{"a":"ab\n"}`, true},
 		{`{"a":{"$regex":"[]a]"}}`, `{"a":"]"}`, true},
 		{`{"a":{"$regex":"[$]"}}`, `{"a":"$"}`, true},
@@ -450,5 +453,33 @@ func TestQueryEqualityFields(t *testing.T) {
 	}
 	if _, err := EqualityFields(qaDoc(t, `{"a":{"$bogus":1}}`)); err == nil {
 		t.Error("invalid filters must be rejected")
+	}
+}
+
+func TestQueryMatchBits(t *testing.T) {
+	runMatchCases(t, []qaMatchCase{
+		{`{"a":{"$bitsAllSet":5}}`, `{"a":7}`, true},
+		{`{"a":{"$bitsAllSet":5}}`, `{"a":6}`, false},
+		{`{"a":{"$bitsAllSet":[0,2]}}`, `{"a":{"$numberLong":"5"}}`, true},
+		{`{"a":{"$bitsAnySet":[1,3]}}`, `{"a":8}`, true},
+		{`{"a":{"$bitsAnySet":[1,3]}}`, `{"a":5}`, false},
+		{`{"a":{"$bitsAllClear":[1,3]}}`, `{"a":5}`, true},
+		{`{"a":{"$bitsAnyClear":[0,2]}}`, `{"a":5}`, false},
+		{`{"a":{"$bitsAllSet":[70]}}`, `{"a":-1}`, true},
+		{`{"a":{"$bitsAllSet":[70]}}`, `{"a":1}`, false},
+		{`{"a":{"$bitsAllSet":1}}`, `{"a":1.5}`, false},
+		{`{"a":{"$bitsAllSet":1}}`, `{"a":3.0}`, true},
+		{`{"a":{"$bitsAllSet":1}}`, `{"a":"1"}`, false},
+		{`{"a":{"$bitsAllSet":[]}}`, `{"a":0}`, true},
+		{`{"a":{"$bitsAnySet":[]}}`, `{"a":255}`, false},
+		{`{"a":{"$bitsAllSet":{"$binary":{"base64":"AQI=","subType":"00"}}}}`, `{"a":513}`, true},
+		{`{"a":{"$bitsAllSet":[9]}}`, `{"a":{"$binary":{"base64":"AQI=","subType":"00"}}}`, true},
+		{`{"a":{"$bitsAllSet":[1]}}`, `{"a":{"$binary":{"base64":"AQI=","subType":"00"}}}`, false},
+		{`{"a":{"$bitsAnySet":2}}`, `{"a":[1,2]}`, true},
+	})
+	for _, f := range []string{`{"a":{"$bitsAllSet":-1}}`, `{"a":{"$bitsAllSet":[-1]}}`, `{"a":{"$bitsAllSet":"x"}}`, `{"a":{"$bitsAnySet":1.5}}`} {
+		if _, err := CompileFilter(qaDoc(t, f)); err == nil {
+			t.Errorf("CompileFilter(%s) must fail", f)
+		}
 	}
 }
