@@ -1279,7 +1279,18 @@ func collectEqualities(filter bson.D, fields *[]eqField) error {
 			}
 			continue
 		case "$or":
-			if arr := e.Value.(bson.A); len(arr) == 1 {
+			// A one-branch $or (after dropping duplicate branches, as the
+			// server's optimizer does) is an $and of its branch.
+			arr := e.Value.(bson.A)
+			first := HashKey(arr[0])
+			single := true
+			for _, b := range arr[1:] {
+				if HashKey(b) != first {
+					single = false
+					break
+				}
+			}
+			if single {
 				if err := collectEqualities(arr[0].(bson.D), fields); err != nil {
 					return err
 				}

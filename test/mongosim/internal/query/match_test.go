@@ -419,6 +419,11 @@ func TestQueryEqualityFields(t *testing.T) {
 		{`{"$and":[{"a":1},{"$and":[{"b":2}]}]}`, `{"a":1,"b":2}`},
 		{`{"$or":[{"a":1}]}`, `{"a":1}`},
 		{`{"$or":[{"a":1},{"b":2}]}`, `{}`},
+		{`{"$or":[{"_id":1},{"_id":1}]}`, `{"_id":1}`},
+		{`{"_id":1,"$and":[{"c":1},{"d":1}],"a":12}`, `{"_id":1,"c":1,"d":1,"a":12}`},
+		{`{"$and":[{"c":1},{"$or":[{"x":1}]}],"$or":[{"x":1},{"x":2}]}`, `{"c":1,"x":1}`},
+		{`{"x.x":{"$eq":1},"x.y.z":1}`, `{"x":{"x":1,"y":{"z":1}}}`},
+		{`{"x":{"$eq":{"$gt":5}}}`, `{"x":{"$gt":5}}`},
 		{`{"a":{"$in":[5]}}`, `{"a":5}`},
 		{`{"a":{"$in":[5,6]}}`, `{}`},
 		{`{"a":{"$all":[5]}}`, `{"a":5}`},
@@ -445,6 +450,9 @@ func TestQueryEqualityFields(t *testing.T) {
 		`{"a.b.c":1,"a.b":2}`,
 		`{"a":{"$all":[1,2]}}`,
 		`{"a":{"$eq":1,"$in":[1]}}`,
+		`{"a.b":1,"a":{"a":1,"b":1}}`,
+		`{"a":{},"a.c":2}`,
+		`{"c":2,"$and":[{"c":1},{"d":1}]}`,
 	} {
 		_, err := EqualityFields(qaDoc(t, f))
 		if qe, ok := err.(*Error); !ok || qe.Code != 54 {
@@ -480,6 +488,72 @@ func TestQueryMatchBits(t *testing.T) {
 	for _, f := range []string{`{"a":{"$bitsAllSet":-1}}`, `{"a":{"$bitsAllSet":[-1]}}`, `{"a":{"$bitsAllSet":"x"}}`, `{"a":{"$bitsAnySet":1.5}}`} {
 		if _, err := CompileFilter(qaDoc(t, f)); err == nil {
 			t.Errorf("CompileFilter(%s) must fail", f)
+		}
+	}
+}
+
+// TestQueryMatchNullSemanticsDataset checks null/missing semantics over
+// nested paths and arrays against the outcomes the server documents for
+// the same data set (undefined values left out: see TypeOrder).
+func TestQueryMatchNullSemanticsDataset(t *testing.T) {
+	docs := []string{
+		`{"_id":"a_empty_subobject","a":{}}`,
+		`{"_id":"a_null","a":null}`,
+		`{"_id":"a_number","a":4}`,
+		`{"_id":"a_subobject_b_not_null","a":{"b":"hi"}}`,
+		`{"_id":"a_subobject_b_null","a":{"b":null}}`,
+		`{"_id":"no_a"}`,
+		`{"_id":"a_double_array","a":[[]]}`,
+		`{"_id":"a_empty_array","a":[]}`,
+		`{"_id":"a_object_array_no_b_nulls","a":[{"b":1},{"b":3},{"b":"string"}]}`,
+		`{"_id":"a_object_array_some_b_nulls","a":[{"b":null},{"b":3},{"b":null}]}`,
+		`{"_id":"a_object_array_some_b_missing","a":[{"b":3},{}]}`,
+		`{"_id":"a_value_array_all_nulls","a":[null,null]}`,
+		`{"_id":"a_value_array_no_nulls","a":[1,"string",4]}`,
+		`{"_id":"a_value_array_with_null","a":[1,"string",null,4]}`,
+	}
+	cases := []struct{ filter, want string }{
+		{`{"a":{"$eq":null}}`, "a_null,no_a,a_value_array_all_nulls,a_value_array_with_null"},
+		{`{"a":{"$in":[null,75]}}`, "a_null,no_a,a_value_array_all_nulls,a_value_array_with_null"},
+		{`{"a":{"$nin":[null,[]]}}`, "a_empty_subobject,a_number,a_subobject_b_not_null,a_subobject_b_null,a_object_array_no_b_nulls,a_object_array_some_b_nulls,a_object_array_some_b_missing,a_value_array_no_nulls"},
+		{`{"a":{"$exists":false}}`, "no_a"},
+		{`{"a":{"$elemMatch":{"$eq":null}}}`, "a_value_array_all_nulls,a_value_array_with_null"},
+		{`{"a":{"$elemMatch":{"$ne":null}}}`, "a_double_array,a_object_array_no_b_nulls,a_object_array_some_b_nulls,a_object_array_some_b_missing,a_value_array_no_nulls,a_value_array_with_null"},
+		{`{"a.b":{"$eq":null}}`, "a_empty_subobject,a_null,a_number,a_subobject_b_null,no_a,a_object_array_some_b_nulls,a_object_array_some_b_missing"},
+		{`{"a.b":{"$ne":null}}`, "a_subobject_b_not_null,a_double_array,a_empty_array,a_object_array_no_b_nulls,a_value_array_all_nulls,a_value_array_no_nulls,a_value_array_with_null"},
+		{`{"a.b":{"$nin":[null,{"$regularExpression":{"pattern":"^str.*","options":""}}]}}`, "a_subobject_b_not_null,a_double_array,a_empty_array,a_value_array_all_nulls,a_value_array_no_nulls,a_value_array_with_null"},
+		{`{"a.b":{"$elemMatch":{"$eq":null}}}`, ""},
+		{`{"a":{"$elemMatch":{"b":{"$eq":null}}}}`, "a_double_array,a_object_array_some_b_nulls,a_object_array_some_b_missing"},
+		{`{"a":{"$elemMatch":{"b":{"$ne":null}}}}`, "a_object_array_no_b_nulls,a_object_array_some_b_nulls,a_object_array_some_b_missing"},
+		{`{"a.b":{"$exists":false}}`, "a_empty_subobject,a_null,a_number,no_a,a_double_array,a_empty_array,a_value_array_all_nulls,a_value_array_no_nulls,a_value_array_with_null"},
+	}
+	for _, c := range cases {
+		f, err := CompileFilter(qaDoc(t, c.filter))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, s := range docs {
+			d := qaDoc(t, s)
+			if ok, _ := f.Match(d, nil); ok {
+				got[d[0].Value.(string)] = true
+			}
+		}
+		want := map[string]bool{}
+		for _, id := range strings.Split(c.want, ",") {
+			if id != "" {
+				want[id] = true
+			}
+		}
+		for id := range want {
+			if !got[id] {
+				t.Errorf("%s: %s should match", c.filter, id)
+			}
+		}
+		for id := range got {
+			if !want[id] {
+				t.Errorf("%s: %s should not match", c.filter, id)
+			}
 		}
 	}
 }

@@ -108,3 +108,28 @@ func TestQueryProjectErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryProjectDottedNullDataset(t *testing.T) {
+	// {"a.b": 1, _id: 0} over documents of many shapes, as the server projects them.
+	cases := [][2]string{
+		{`{"a":{}}`, `{"a":{}}`},
+		{`{"a":null}`, `{}`},
+		{`{"a":4}`, `{}`},
+		{`{}`, `{}`},
+		{`{"a":{"b":null}}`, `{"a":{"b":null}}`},
+		{`{"a":[[]]}`, `{"a":[[]]}`},
+		{`{"a":[]}`, `{"a":[]}`},
+		{`{"a":[null,null]}`, `{"a":[]}`},
+		{`{"a":[{"b":3},{}]}`, `{"a":[{"b":3},{}]}`},
+		{`{"a":[{"b":1,"c":2},{"c":3}]}`, `{"a":[{"b":1},{}]}`},
+	}
+	for _, c := range cases {
+		got, err := Project(qaDoc(t, c[0]), qaDoc(t, `{"a.b":1,"_id":0}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := qaDoc(t, c[1]); HashKey(got) != HashKey(want) {
+			t.Errorf("project %s = %v, want %v", c[0], got, want)
+		}
+	}
+}
