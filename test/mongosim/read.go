@@ -1,0 +1,653 @@
+package mongosim
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/test/mongosim/internal/query"
+)
+
+func init() {
+	registerCommand(kindRead, cmdFind, "find")
+	registerCommand(kindRead, cmdCount, "count")
+	registerCommand(kindRead, cmdDistinct, "distinct")
+	registerCommand(kindRead, cmdAggregate, "aggregate")
+}
+
+// readQueryErr converts an error of the query package into the command error with the same
+// code and message; other errors pass through.
+func readQueryErr(err error) error {
+	var qe *query.Error
+	if errors.As(err, &qe) {
+		return &cmdError{Code: qe.Code, Msg: qe.Msg}
+	}
+	return err
+}
+
+// readGenericFields are the fields any read command accepts besides its own (§2.1 of the
+// reference); fields starting with '$' are always accepted.
+var readGenericFields = map[string]bool{
+	"lsid": true, "txnNumber": true, "autocommit": true, "startTransaction": true,
+	"readConcern": true, "writeConcern": true, "maxTimeMS": true, "comment": true,
+	"apiVersion": true, "apiStrict": true, "apiDeprecationErrors": true,
+	"mayBypassWriteBlocking": true, "rawData": true, "readPreference": true,
+	"databaseVersion": true, "shardVersion": true, "clientOperationKey": true,
+	"maxTimeMSOpOnly": true, "usesDefaultMaxTimeMS": true,
+}
+
+// readCheckFields fails with 40415 on a field the command does not know, as a real server
+// does; known lists the command's own fields.
+func readCheckFields(c *command, known map[string]bool) error {
+	for _, e := range c.Body[1:] {
+		if strings.HasPrefix(e.Key, "$") || readGenericFields[e.Key] || known[e.Key] {
+			continue
+		}
+		return errorf(40415, "BSON field '%s.%s' is an unknown field.", c.Name, e.Key)
+	}
+	return nil
+}
+
+// readDocArg returns the optional document field key ({} when absent or null).
+func readDocArg(c *command, key string) (bson.D, error) {
+	v, ok := c.Arg(key)
+	if !ok || v == nil {
+		return bson.D{}, nil
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", c.Name, key, typeName(v))
+	}
+	return d, nil
+}
+
+// readIntArg returns the optional integral field key, failing for non-numbers and, when
+// nonNeg, for negative values (code 51024, as the server's IDL validators do).
+func readIntArg(c *command, key string, nonNeg bool) (int64, bool, error) {
+	v, ok := c.Arg(key)
+	if !ok || v == nil {
+		return 0, false, nil
+	}
+	n, ok := asInt64(v)
+	if !ok {
+		return 0, false, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[long, int, decimal, double]'", c.Name, key, typeName(v))
+	}
+	if nonNeg && n < 0 {
+		return 0, false, errorf(51024, "BSON field '%s' value must be >= 0, actual value '%d'", key, n)
+	}
+	return n, true, nil
+}
+
+// readBoolArg returns the optional boolean field key (numbers count as booleans, as in the
+// server's IDL).
+func readBoolArg(c *command, key string) (bool, error) {
+	v, ok := c.Arg(key)
+	if !ok || v == nil {
+		return false, nil
+	}
+	switch b := v.(type) {
+	case bool:
+		return b, nil
+	case int32:
+		return b != 0, nil
+	case int64:
+		return b != 0, nil
+	case float64:
+		return b != 0, nil
+	}
+	return false, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'bool'", c.Name, key, typeName(v))
+}
+
+// readMaxTimeArg validates maxTimeMS. The simulator accepts it: reads are computed in memory
+// and never run long enough to expire.
+func readMaxTimeArg(c *command) error {
+	if v, ok := c.Arg("maxTimeMS"); ok && v != nil {
+		n, ok := asInt64(v)
+		if !ok || n < 0 {
+			return errorf(codeBadValue, "%v is not a valid value for maxTimeMS", v)
+		}
+	}
+	return nil
+}
+
+// readCollationArg accepts an absent or "simple" collation; any other collation changes
+// string comparison, which the simulator does not implement.
+func readCollationArg(c *command) error {
+	v, ok := c.Arg("collation")
+	if !ok || v == nil {
+		return nil
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return errorf(codeTypeMismatch, "BSON field '%s.collation' is the wrong type '%s', expected type 'object'", c.Name, typeName(v))
+	}
+	if loc, _ := lookupD(d, "locale"); loc == "simple" && len(d) == 1 {
+		return nil
+	}
+	return unsupported("collation %v (only the simple binary collation is implemented)", d)
+}
+
+// readEnv builds the expression environment of one read: $$NOW, $$CLUSTER_TIME and the
+// command's let variables, each evaluated once as a constant expression.
+func readEnv(s *Server, c *command) (*query.Env, error) {
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	let, err := readDocArg(c, "let")
+	if err != nil {
+		return nil, err
+	}
+	if len(let) > 0 {
+		env.Vars = make(map[string]any, len(let))
+		for _, e := range let {
+			if e.Key == "" || !(e.Key[0] >= 'a' && e.Key[0] <= 'z' || e.Key[0] >= 0x80) {
+				return nil, errorf(16867, "'%s' starts with an invalid character for a user variable name", e.Key)
+			}
+			v, err := query.Eval(e.Value, bson.D{}, env)
+			if err != nil {
+				return nil, readQueryErr(err)
+			}
+			env.Vars[e.Key] = v
+		}
+	}
+	return env, nil
+}
+
+// readCollName returns the collection a command targets (its first value).
+func readCollName(c *command) (string, error) {
+	name, ok := c.Body[0].Value.(string)
+	if !ok {
+		return "", errorf(codeInvalidNamespace, "collection name has invalid type %s", typeName(c.Body[0].Value))
+	}
+	if name == "" {
+		return "", errorf(codeInvalidNamespace, "Invalid namespace specified '%s.'", c.DB)
+	}
+	return name, nil
+}
+
+// readSnapshot returns the documents of db.coll in natural order, as the command sees them
+// (inside a transaction: with the transaction's own writes), and whether the collection
+// exists. Only the slice is built under e.mu: documents are immutable, so the caller filters,
+// sorts and projects them after the lock is released. A read in a transaction that is unknown,
+// aborted or committed fails as the transaction code says (251, 225, 256); startTransaction on
+// a read starts the transaction.
+func (e *engine) readSnapshot(c *command, db, coll string) ([]bson.D, bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.touchSessionLocked(c)
+	if c.InTransaction() {
+		if _, cerr := e.txnForCommandLocked(c); cerr != nil {
+			return nil, false, cerr
+		}
+	}
+	col := e.viewLocked(c, db, coll)
+	if col == nil {
+		return nil, false, nil
+	}
+	var docs []bson.D
+	col.scan(func(d bson.D) bool {
+		docs = append(docs, d)
+		return true
+	})
+	return docs, true, nil
+}
+
+// readMatch returns the documents of docs matching f, in order, stopping after max matches
+// when max > 0.
+func readMatch(docs []bson.D, f *query.Filter, env *query.Env, max int64) ([]bson.D, error) {
+	var out []bson.D
+	for _, d := range docs {
+		ok, err := f.Match(d, env)
+		if err != nil {
+			return nil, readQueryErr(err)
+		}
+		if ok {
+			out = append(out, d)
+			if max > 0 && int64(len(out)) >= max {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// rdSingleBatchCursor returns one batch and is then exhausted (find singleBatch / FindOne).
+type rdSingleBatchCursor struct{ *staticCursor }
+
+func (sb rdSingleBatchCursor) next(c *command, n int, wait time.Duration) ([]any, bson.D, bool, error) {
+	batch, extra, _, err := sb.staticCursor.next(c, n, wait)
+	return batch, extra, true, err
+}
+
+var rdFindFields = map[string]bool{
+	"filter": true, "projection": true, "sort": true, "hint": true, "skip": true, "limit": true,
+	"batchSize": true, "singleBatch": true, "max": true, "min": true, "returnKey": true,
+	"showRecordId": true, "tailable": true, "oplogReplay": true, "noCursorTimeout": true,
+	"awaitData": true, "allowPartialResults": true, "collation": true, "allowDiskUse": true,
+	"let": true, "readOnce": true, "term": true, "includeQueryStatsMetrics": true,
+}
+
+// cmdFind runs a find: filter, sort, skip, limit and projection are applied in that order
+// over a snapshot of the collection, and the result is served by a static cursor whose first
+// batch holds batchSize documents (default 101). limit bounds the whole result across
+// getMores; singleBatch (or a FindOne) closes the cursor after the first batch. A missing
+// collection gives an empty result. Options that would change the result and are not
+// implemented (min, max, returnKey, showRecordId, non-simple collation) fail with a
+// "mongosim does not support" error; tailable fails as on a non-capped collection.
+func cmdFind(s *Server, c *command) (bson.D, error) {
+	coll, err := readCollName(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := readCheckFields(c, rdFindFields); err != nil {
+		return nil, err
+	}
+	filter, err := readDocArg(c, "filter")
+	if err != nil {
+		return nil, err
+	}
+	proj, err := readDocArg(c, "projection")
+	if err != nil {
+		return nil, err
+	}
+	sortSpec, err := readDocArg(c, "sort")
+	if err != nil {
+		return nil, err
+	}
+	skip, _, err := readIntArg(c, "skip", true)
+	if err != nil {
+		return nil, err
+	}
+	limit, _, err := readIntArg(c, "limit", true)
+	if err != nil {
+		return nil, err
+	}
+	batchSize, _, err := readIntArg(c, "batchSize", true)
+	if err != nil {
+		return nil, err
+	}
+	single, err := readBoolArg(c, "singleBatch")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"returnKey", "showRecordId"} {
+		if b, err := readBoolArg(c, name); err != nil {
+			return nil, err
+		} else if b {
+			return nil, unsupported("find option %s", name)
+		}
+	}
+	for _, name := range []string{"min", "max"} {
+		if d, err := readDocArg(c, name); err != nil {
+			return nil, err
+		} else if len(d) > 0 {
+			return nil, unsupported("find option %s", name)
+		}
+	}
+	tailable, err := readBoolArg(c, "tailable")
+	if err != nil {
+		return nil, err
+	}
+	awaitData, err := readBoolArg(c, "awaitData")
+	if err != nil {
+		return nil, err
+	}
+	if awaitData && !tailable {
+		return nil, errorf(codeFailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
+	}
+	if tailable {
+		return nil, errorf(codeBadValue, "error processing query: ns=%s.%s: tailable cursor requested on non capped collection", c.DB, coll)
+	}
+	for _, name := range []string{"noCursorTimeout", "allowPartialResults", "allowDiskUse", "oplogReplay", "readOnce"} {
+		if _, err := readBoolArg(c, name); err != nil {
+			return nil, err
+		}
+	}
+	if err := readCollationArg(c); err != nil {
+		return nil, err
+	}
+	if err := readMaxTimeArg(c); err != nil {
+		return nil, err
+	}
+	env, err := readEnv(s, c)
+	if err != nil {
+		return nil, err
+	}
+	f, err := query.CompileFilter(filter)
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	if len(proj) > 0 {
+		// Validate the projection even when nothing matches, as the server parses it up front.
+		if _, err := query.Project(bson.D{}, proj, env); err != nil {
+			return nil, readQueryErr(err)
+		}
+	}
+
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	if err != nil {
+		return nil, err
+	}
+	var max int64
+	if len(sortSpec) == 0 && limit > 0 {
+		max = skip + limit // natural order: stop scanning once enough documents matched
+	}
+	out, err := readMatch(docs, f, env, max)
+	if err != nil {
+		return nil, err
+	}
+	if len(sortSpec) > 0 {
+		if err := query.SortDocs(out, sortSpec); err != nil {
+			return nil, readQueryErr(err)
+		}
+	}
+	if skip >= int64(len(out)) {
+		out = nil
+	} else {
+		out = out[skip:]
+	}
+	if limit > 0 && int64(len(out)) > limit {
+		out = out[:limit]
+	}
+	res := make([]any, len(out))
+	for i, d := range out {
+		if len(proj) > 0 {
+			p, err := query.Project(d, proj, env)
+			if err != nil {
+				return nil, readQueryErr(err)
+			}
+			res[i] = p
+		} else {
+			res[i] = d
+		}
+	}
+	var cur cursor = newStaticCursor(c.DB+"."+coll, res)
+	if single {
+		cur = rdSingleBatchCursor{cur.(*staticCursor)}
+	}
+	return s.eng.firstBatch(c, cur, int(batchSize))
+}
+
+var rdCountFields = map[string]bool{
+	"query": true, "skip": true, "limit": true, "hint": true, "collation": true, "fields": true,
+}
+
+// cmdCount counts the documents matching query after skip, up to limit (a negative limit
+// counts as its absolute value, as on a real server). A missing collection counts 0;
+// estimatedDocumentCount sends {count: coll} alone.
+func cmdCount(s *Server, c *command) (bson.D, error) {
+	coll, err := readCollName(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := readCheckFields(c, rdCountFields); err != nil {
+		return nil, err
+	}
+	filter, err := readDocArg(c, "query")
+	if err != nil {
+		return nil, err
+	}
+	skip, _, err := readIntArg(c, "skip", false)
+	if err != nil {
+		return nil, err
+	}
+	if skip < 0 {
+		return nil, errorf(codeBadValue, "skip value is negative in count query")
+	}
+	limit, _, err := readIntArg(c, "limit", false)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 0 {
+		limit = -limit
+	}
+	if err := readCollationArg(c); err != nil {
+		return nil, err
+	}
+	if err := readMaxTimeArg(c); err != nil {
+		return nil, err
+	}
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	f, err := query.CompileFilter(filter)
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	if err != nil {
+		return nil, err
+	}
+	var max int64
+	if limit > 0 {
+		max = skip + limit
+	}
+	out, err := readMatch(docs, f, env, max)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(out)) - skip
+	if n < 0 {
+		n = 0
+	}
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	return bson.D{{Key: "n", Value: rdNumber(n)}}, nil
+}
+
+// rdNumber returns n as int32 when it fits, as the server's appendNumber does.
+func rdNumber(n int64) any {
+	if n >= -1<<31 && n < 1<<31 {
+		return int32(n)
+	}
+	return n
+}
+
+var rdDistinctFields = map[string]bool{"key": true, "query": true, "collation": true, "hint": true}
+
+// cmdDistinct returns the distinct values of key among the documents matching query, sorted in
+// BSON order. Dotted keys descend into embedded documents and through arrays of documents; an
+// array at the end of the path contributes its elements. Equal values of different numeric
+// types count once.
+func cmdDistinct(s *Server, c *command) (bson.D, error) {
+	coll, err := readCollName(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := readCheckFields(c, rdDistinctFields); err != nil {
+		return nil, err
+	}
+	kv, ok := c.Arg("key")
+	if !ok {
+		return nil, errorf(40414, "BSON field 'distinct.key' is missing but a required field")
+	}
+	key, ok := kv.(string)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'distinct.key' is the wrong type '%s', expected type 'string'", typeName(kv))
+	}
+	filter, err := readDocArg(c, "query")
+	if err != nil {
+		return nil, err
+	}
+	if err := readCollationArg(c); err != nil {
+		return nil, err
+	}
+	if err := readMaxTimeArg(c); err != nil {
+		return nil, err
+	}
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	f, err := query.CompileFilter(filter)
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	if err != nil {
+		return nil, err
+	}
+	out, err := readMatch(docs, f, env, 0)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(key, ".")
+	seen := make(map[string]bool)
+	values := bson.A{}
+	for _, d := range out {
+		rdDistinctValues(d, parts, func(v any) {
+			h := query.HashKey(v)
+			if !seen[h] {
+				seen[h] = true
+				values = append(values, v)
+			}
+		})
+	}
+	rdSortValues(values)
+	return bson.D{{Key: "values", Value: values}}, nil
+}
+
+// rdDistinctValues calls add for every value at the dotted path parts of v: arrays met on the
+// way are traversed element by element (or indexed by a numeric part), and an array at the end
+// of the path contributes its elements.
+func rdDistinctValues(v any, parts []string, add func(any)) {
+	if len(parts) == 0 {
+		if arr, ok := v.(bson.A); ok {
+			for _, x := range arr {
+				add(x)
+			}
+			return
+		}
+		add(v)
+		return
+	}
+	switch t := v.(type) {
+	case bson.D:
+		if sub, ok := lookupD(t, parts[0]); ok {
+			rdDistinctValues(sub, parts[1:], add)
+		}
+	case bson.A:
+		if i, err := strconv.Atoi(parts[0]); err == nil && i >= 0 {
+			if i < len(t) {
+				rdDistinctValues(t[i], parts[1:], add)
+			}
+			return
+		}
+		for _, x := range t {
+			if d, ok := x.(bson.D); ok {
+				rdDistinctValues(d, parts, add)
+			}
+		}
+	}
+}
+
+// rdSortValues sorts values in BSON order (insertion sort is stable and the lists are short;
+// the server returns them ordered).
+func rdSortValues(values bson.A) {
+	slices.SortStableFunc(values, query.Compare)
+}
+
+var rdAggregateFields = map[string]bool{
+	"pipeline": true, "cursor": true, "explain": true, "allowDiskUse": true,
+	"bypassDocumentValidation": true, "collation": true, "hint": true, "let": true,
+	"fromMongos": true, "needsMerge": true, "isMapReduceCommand": true,
+}
+
+// cmdAggregate runs an aggregation pipeline over a snapshot of the collection and serves the
+// result through a static cursor (cursor.batchSize as the first batch size, default 101).
+// A $changeStream pipeline is handed whole to the change-stream implementation. The cursor
+// option is required, as on a real server. $out and $merge, explain, database-level
+// aggregation (aggregate: 1) and non-simple collations are not supported.
+func cmdAggregate(s *Server, c *command) (bson.D, error) {
+	if c.ChangeStream {
+		return rdAggregateChangeStream(s, c)
+	}
+	if err := readCheckFields(c, rdAggregateFields); err != nil {
+		return nil, err
+	}
+	pv, ok := c.Arg("pipeline")
+	if !ok {
+		return nil, errorf(40414, "BSON field 'aggregate.pipeline' is missing but a required field")
+	}
+	pipeline, ok := pv.(bson.A)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeName(pv))
+	}
+	if explain, err := readBoolArg(c, "explain"); err != nil {
+		return nil, err
+	} else if explain {
+		return nil, unsupported("aggregate explain")
+	}
+	cv, ok := c.Arg("cursor")
+	if !ok {
+		return nil, errorf(codeFailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+	}
+	if _, ok := cv.(bson.D); !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'aggregate.cursor' is the wrong type '%s', expected type 'object'", typeName(cv))
+	}
+	batchSize, _ := batchSizeArg(c)
+	if batchSize < 0 {
+		return nil, errorf(51024, "BSON field 'batchSize' value must be >= 0, actual value '%d'", batchSize)
+	}
+	for i, st := range pipeline {
+		sd, ok := st.(bson.D)
+		if !ok || len(sd) != 1 {
+			return nil, errorf(40323, "A pipeline stage specification object must contain exactly one field.")
+		}
+		switch sd[0].Key {
+		case "$out", "$merge":
+			return nil, unsupported("the %s aggregation stage (aggregate into a collection)", sd[0].Key)
+		case "$changeStream":
+			if i > 0 {
+				return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
+			}
+		case "$documents", "$currentOp", "$listLocalSessions", "$listSessions", "$collStats",
+			"$indexStats", "$planCacheStats", "$lookup", "$graphLookup", "$unionWith", "$facet":
+			return nil, unsupported("the %s aggregation stage", sd[0].Key)
+		}
+	}
+	coll, ok := c.Body[0].Value.(string)
+	if !ok {
+		if n, isNum := asInt64(c.Body[0].Value); isNum && n == 1 {
+			return nil, unsupported("database-level aggregate (aggregate: 1) other than change streams")
+		}
+		return nil, errorf(codeInvalidNamespace, "Invalid {aggregate: %v} namespace", c.Body[0].Value)
+	}
+	if coll == "" {
+		return nil, errorf(codeInvalidNamespace, "Invalid namespace specified '%s.'", c.DB)
+	}
+	if _, err := readBoolArg(c, "allowDiskUse"); err != nil {
+		return nil, err
+	}
+	if err := readCollationArg(c); err != nil {
+		return nil, err
+	}
+	if err := readMaxTimeArg(c); err != nil {
+		return nil, err
+	}
+	env, err := readEnv(s, c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := query.CompilePipeline(pipeline)
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.Run(docs, env)
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	res := make([]any, len(out))
+	for i, d := range out {
+		res[i] = d
+	}
+	return s.eng.firstBatch(c, newStaticCursor(c.DB+"."+coll, res), int(batchSize))
+}
+
+// rdAggregateChangeStream hands a $changeStream aggregate, whole, to the change-stream
+// implementation (changestream.go).
+func rdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
+	return cmdAggregateChangeStream(s, c)
+}
