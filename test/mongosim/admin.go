@@ -50,19 +50,17 @@ func (e *engine) endSessionsLocked(keys []string, all bool) []cursor {
 			toClose = append(toClose, ent.cur)
 		}
 	}
+	if all {
+		// Sessions that only ran transactions are known to the transaction table alone.
+		for k := range e.txnsLocked().m {
+			set[k] = true
+		}
+	}
 	for k := range set {
 		e.endSessionLocked(k)
-		e.abortSessionTxnsHook(k, all)
+		e.abortSessionTxnsLocked(k)
 	}
 	return toClose
-}
-
-// abortSessionTxnsHook aborts the open transaction of session key (all: of every session).
-// Transactions are helper C1's (txn.go); until its abortSessionTxnsLocked exists this is a
-// no-op.
-func (e *engine) abortSessionTxnsHook(key string, all bool) {
-	_ = key
-	_ = all
 }
 
 func (e *engine) endSessionsAndClose(keys []string, all bool) {

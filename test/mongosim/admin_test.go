@@ -165,7 +165,7 @@ func TestAdminMiscCommands(t *testing.T) {
 		t.Fatalf("hostInfo = %v", out)
 	}
 	out = admRun(t, cl, bson.D{{Key: "listCommands", Value: 1}})
-	for _, name := range []string{"endSessions", "serverStatus", "hello", "listCommands"} {
+	for _, name := range []string{"find", "aggregate", "endSessions", "serverStatus", "hello", "listCommands"} {
 		if _, err := out.LookupErr("commands", name); err != nil {
 			t.Errorf("listCommands lacks %s", name)
 		}
