@@ -108,7 +108,25 @@ func docSortKey(doc bson.D, f sortField) sortKey {
 // smallest element ascending and its largest descending; missing sorts as
 // null; an empty array sorts below null. An empty spec leaves docs as they
 // are. Invalid specs return an *Error and leave docs unchanged.
+//
+// {$natural: 1} alone keeps docs in their given (natural) order and
+// {$natural: -1} reverses it; $natural combined with other keys is an error.
 func SortDocs(docs []bson.D, spec bson.D) error {
+	if len(spec) > 0 && spec[0].Key == "$natural" {
+		if len(spec) > 1 {
+			return errf(codeBadValue, "$natural sort cannot be combined with other sort keys in mongosim")
+		}
+		switch {
+		case isNumber(spec[0].Value) && compareNumbers(spec[0].Value, int32(1)) == 0:
+		case isNumber(spec[0].Value) && compareNumbers(spec[0].Value, int32(-1)) == 0:
+			for i, j := 0, len(docs)-1; i < j; i, j = i+1, j-1 {
+				docs[i], docs[j] = docs[j], docs[i]
+			}
+		default:
+			return errf(codeBadValue, "$natural sort direction must be 1 or -1")
+		}
+		return nil
+	}
 	fields, err := compileSort(spec)
 	if err != nil || len(fields) == 0 || len(docs) < 2 {
 		return err

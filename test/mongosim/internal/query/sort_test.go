@@ -42,6 +42,8 @@ func TestQuerySortDocs(t *testing.T) {
 		{`{"a.b":-1}`, []string{`{"id":"x","a":[{"b":9},{"b":2}]}`, `{"id":"y","a":{"b":3}}`, `{"id":"z","a":[{"b":5},{"c":1}]}`}, "x,z,y"},
 		{`{"a.1":1}`, []string{`{"id":"x","a":[0,9]}`, `{"id":"y","a":[9,1]}`}, "y,x"},
 		{`{}`, []string{`{"id":"x","a":2}`, `{"id":"y","a":1}`}, "x,y"},
+		{`{"$natural":1}`, []string{`{"id":"x","a":2}`, `{"id":"y","a":1}`, `{"id":"z"}`}, "x,y,z"},
+		{`{"$natural":-1}`, []string{`{"id":"x","a":2}`, `{"id":"y","a":1}`, `{"id":"z"}`}, "z,y,x"},
 	}
 	for _, c := range cases {
 		var docs []bson.D
@@ -59,7 +61,7 @@ func TestQuerySortDocs(t *testing.T) {
 }
 
 func TestQuerySortErrors(t *testing.T) {
-	for _, spec := range []string{`{"a":2}`, `{"a":0}`, `{"a":"x"}`, `{"a":{"$meta":"textScore"}}`, `{"a":{"b":1}}`, `{"$a":1}`, `{"":1}`} {
+	for _, spec := range []string{`{"a":2}`, `{"a":0}`, `{"a":"x"}`, `{"a":{"$meta":"textScore"}}`, `{"a":{"b":1}}`, `{"$a":1}`, `{"":1}`, `{"$natural":1,"a":1}`, `{"$natural":2}`} {
 		docs := []bson.D{qaDoc(t, `{"a":2}`), qaDoc(t, `{"a":1}`)}
 		err := SortDocs(docs, qaDoc(t, spec))
 		if _, ok := err.(*Error); !ok {
