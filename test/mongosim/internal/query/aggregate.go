@@ -251,6 +251,9 @@ func parseProjSpec(stage string, t *projTree, spec bson.D, prefix string, addFie
 			continue
 		}
 		leaf := &projTree{kind: projExpr, expr: e.Value}
+		if err := checkExpr(e.Value); err != nil {
+			return err
+		}
 		if !addFields {
 			switch v := e.Value.(type) {
 			case bool:
@@ -516,6 +519,9 @@ func parseReplaceRootStage(name string) stageParser {
 			}
 			expr = nr
 		}
+		if err := checkExpr(expr); err != nil {
+			return nil, err
+		}
 		return &pstage{apply: func(doc bson.D, env *Env) (bson.D, bool, error) {
 			v, err := evalValue(expr, doc, env)
 			if err != nil {
@@ -533,6 +539,9 @@ func parseReplaceRootStage(name string) stageParser {
 // ---------------------------------------------------------------- $redact
 
 func parseRedactStage(spec any) (*pstage, error) {
+	if err := checkExpr(spec); err != nil {
+		return nil, err
+	}
 	return &pstage{apply: func(doc bson.D, env *Env) (bson.D, bool, error) {
 		ev := newEvaluator(doc, env)
 		return redactDoc(ev, spec, doc)
@@ -698,6 +707,9 @@ func parseGroupSpec(spec any) (*groupSpec, error) {
 	hasID := false
 	for _, e := range d {
 		if e.Key == "_id" {
+			if err := checkExpr(e.Value); err != nil {
+				return nil, err
+			}
 			g.id, hasID = e.Value, true
 			continue
 		}
@@ -720,6 +732,9 @@ func parseGroupSpec(spec any) (*groupSpec, error) {
 				return nil, errf(9000001, "mongosim does not support the %s accumulator", op)
 			}
 			return nil, errf(15952, "unknown group operator '%s'", op)
+		}
+		if err := checkExpr(ad[0].Value); err != nil {
+			return nil, err
 		}
 		if op == "$count" {
 			if cd, ok := ad[0].Value.(bson.D); !ok || len(cd) != 0 {
@@ -889,6 +904,9 @@ func parseGroupStage(spec any) (*pstage, error) {
 func parseSortByCountStage(spec any) (*pstage, error) {
 	if s, ok := spec.(string); ok && !strings.HasPrefix(s, "$") || !ok && !isExprObject(spec) {
 		return nil, errf(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")
+	}
+	if err := checkExpr(spec); err != nil {
+		return nil, err
 	}
 	g := &groupSpec{id: spec, accs: []accSpec{{field: "count", op: "$sum", expr: int32(1)}}}
 	return &pstage{run: func(docs []bson.D, env *Env) ([]bson.D, error) {

@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -447,6 +448,76 @@ func narrowInt(v int64) any {
 	return v
 }
 
+// toDecimalParts returns v as significand and base-10 exponent. Doubles
+// are converted with 15 significant digits, as the server does.
+func toDecimalParts(v any) (*big.Int, int, bool) {
+	switch x := v.(type) {
+	case int32:
+		return big.NewInt(int64(x)), 0, true
+	case int64:
+		return big.NewInt(x), 0, true
+	case float64:
+		d, err := bson.ParseDecimal128(strconv.FormatFloat(x, 'g', 15, 64))
+		if err != nil {
+			return nil, 0, false
+		}
+		return toDecimalParts(d)
+	case bson.Decimal128:
+		bi, exp, err := x.BigInt()
+		if err != nil {
+			return nil, 0, false
+		}
+		return bi, exp, true
+	}
+	return nil, 0, false
+}
+
+var bigTen = big.NewInt(10)
+
+// decimalArith adds, subtracts or multiplies when an operand is a
+// Decimal128, rounding half-even to 34 digits. NaN and infinities are not
+// supported.
+func decimalArith(op string, a, b any) (any, error) {
+	x, ex, ok1 := toDecimalParts(a)
+	y, ey, ok2 := toDecimalParts(b)
+	if !ok1 || !ok2 {
+		return nil, errDecimal(op + " with NaN or Infinity")
+	}
+	var r *big.Int
+	var e int
+	switch op {
+	case "*":
+		r, e = new(big.Int).Mul(x, y), ex+ey
+	default:
+		e = min(ex, ey)
+		x = new(big.Int).Mul(x, new(big.Int).Exp(bigTen, big.NewInt(int64(ex-e)), nil))
+		y = new(big.Int).Mul(y, new(big.Int).Exp(bigTen, big.NewInt(int64(ey-e)), nil))
+		if op == "+" {
+			r = new(big.Int).Add(x, y)
+		} else {
+			r = new(big.Int).Sub(x, y)
+		}
+	}
+	limit := new(big.Int).Exp(bigTen, big.NewInt(34), nil)
+	for new(big.Int).Abs(r).Cmp(limit) >= 0 {
+		q, m := new(big.Int).QuoRem(r, bigTen, new(big.Int))
+		m.Abs(m)
+		if c := m.Cmp(big.NewInt(5)); c > 0 || c == 0 && q.Bit(0) == 1 {
+			if r.Sign() < 0 {
+				q.Sub(q, big.NewInt(1))
+			} else {
+				q.Add(q, big.NewInt(1))
+			}
+		}
+		r, e = q, e+1
+	}
+	d, ok := bson.ParseDecimal128FromBigInt(r, e)
+	if !ok {
+		return nil, errDecimal(op + " overflow")
+	}
+	return d, nil
+}
+
 func errDecimal(op string) error {
 	return errf(9000001, "mongosim does not support decimal128 arithmetic (%s)", op)
 }
@@ -460,7 +531,7 @@ func arith(op string, a, b any) (any, error) {
 		r = rb
 	}
 	if r == 4 {
-		return nil, errDecimal(op)
+		return decimalArith(op, a, b)
 	}
 	if r == 3 {
 		x, y := numFloat(a), numFloat(b)
@@ -1673,4 +1744,64 @@ func writeRender(sb *strings.Builder, v any) {
 	default:
 		fmt.Fprintf(sb, "%v", x)
 	}
+}
+
+// checkExpr validates an expression without evaluating it, as the server
+// does when it parses a pipeline: unknown operators (168), unsupported
+// ones, several operators in one object (15983), $-prefixed field names in
+// object literals (16410) and malformed field paths.
+func checkExpr(expr any) error {
+	switch e := expr.(type) {
+	case string:
+		if !strings.HasPrefix(e, "$") {
+			return nil
+		}
+		if e == "$" {
+			return errf(16872, "'$' by itself is not a valid FieldPath")
+		}
+		rest := e[1:]
+		if strings.HasPrefix(e, "$$") {
+			rest = e[2:]
+			if rest == "" || rest[0] == '.' {
+				return errf(16869, "empty variable name")
+			}
+		}
+		for _, p := range strings.Split(rest, ".") {
+			if p == "" {
+				return errf(15998, "FieldPath field names may not be empty strings.")
+			}
+		}
+	case bson.D:
+		if len(e) > 0 && strings.HasPrefix(e[0].Key, "$") {
+			if len(e) != 1 {
+				return errf(15983, "an expression specification must contain exactly one field, the name of the expression. Found %d fields in %s", len(e), renderValue(e))
+			}
+			name := e[0].Key
+			if _, ok := exprOps[name]; !ok {
+				if knownUnsupportedExprs[name] {
+					return errf(9000001, "mongosim does not support the aggregation expression operator %s", name)
+				}
+				return errf(168, "Unrecognized expression '%s'", name)
+			}
+			if name == "$literal" {
+				return nil
+			}
+			return checkExpr(e[0].Value)
+		}
+		for _, el := range e {
+			if strings.HasPrefix(el.Key, "$") {
+				return errf(16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			}
+			if err := checkExpr(el.Value); err != nil {
+				return err
+			}
+		}
+	case bson.A:
+		for _, x := range e {
+			if err := checkExpr(x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

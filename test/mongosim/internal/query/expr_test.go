@@ -235,7 +235,32 @@ func TestQueryEvalArithmeticTyping(t *testing.T) {
 			t.Errorf("%v %s %v = %#v (%v), want %#v", tc.a, tc.op, tc.b, got, err, tc.want)
 		}
 	}
-	if _, err := arith("+", bson.Decimal128{}, int32(1)); qbCode(err) != 9000001 {
-		t.Errorf("decimal arithmetic: want unsupported error, got %v", err)
+	dec := func(s string) bson.Decimal128 {
+		d, err := bson.ParseDecimal128(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	decTests := []struct {
+		a, b any
+		op   string
+		want string
+	}{
+		{dec("1.5"), int32(1), "+", "2.5"},
+		{dec("0.1"), 0.2, "+", "0.3"},
+		{int64(10), dec("0.25"), "-", "9.75"},
+		{dec("1.5"), int32(2), "*", "3.0"},
+		{dec("9999999999999999999999999999999999"), int32(1), "+", "1.000000000000000000000000000000000E+34"},
+	}
+	for _, tc := range decTests {
+		got, err := arith(tc.op, tc.a, tc.b)
+		d, ok := got.(bson.Decimal128)
+		if err != nil || !ok || d.String() != tc.want {
+			t.Errorf("%v %s %v = %v (%v), want decimal %s", tc.a, tc.op, tc.b, got, err, tc.want)
+		}
+	}
+	if _, err := arith("+", dec("NaN"), int32(1)); qbCode(err) != 9000001 {
+		t.Errorf("decimal NaN arithmetic: want unsupported error, got %v", err)
 	}
 }

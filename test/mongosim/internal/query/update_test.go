@@ -132,6 +132,8 @@ func TestQueryUpdateModifiers(t *testing.T) {
 			updated: `{"a": 3, "n": {"$numberLong": "3"}}`},
 		{name: "inc int32 overflow widens", doc: `{"_id": 1, "a": 2147483647}`, u: `{"$inc": {"a": 1}}`,
 			want: `{"_id": 1, "a": {"$numberLong": "2147483648"}}`},
+		{name: "inc decimal", doc: `{"_id": 1, "a": {"$numberDecimal": "1.10"}}`, u: `{"$inc": {"a": 1}}`,
+			want: `{"_id": 1, "a": {"$numberDecimal": "2.10"}}`},
 		{name: "inc double", doc: `{"_id": 1, "a": 1}`, u: `{"$inc": {"a": 0.5}}`, want: `{"_id": 1, "a": 1.5}`},
 		{name: "inc by zero is a no-op", doc: base, u: `{"$inc": {"a": 0}}`, noop: true},
 		{name: "inc non-numeric field", doc: base, u: `{"$inc": {"s": 1}}`, code: 14,
@@ -348,6 +350,9 @@ func TestQueryValidateUpdate(t *testing.T) {
 		{`[{"$foo": {}}]`, 40324},
 		{`{"$inc": {"a": "1"}}`, 14},
 		{`{"$bit": {"a": {"and": 1}}}`, 9000001},
+		{`[{"$set": {"a": {"$bogus": 1}}}]`, 168},
+		{`[{"$set": {"a": {"$add": [1], "$sub": 1}}}]`, 15983},
+		{`[{"$replaceWith": {"$dateToString": {}}}]`, 9000001},
 	}
 	for _, tc := range tests {
 		err := ValidateUpdate(qbVal(t, tc.u))
