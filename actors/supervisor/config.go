@@ -1,0 +1,154 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+)
+
+// DefaultChildName is the actor name of the stream actor under its supervisor: the stream actor
+// of the supervisor "order-stream" has the PID id "<parent>/order-stream/stream".
+const DefaultChildName = "stream"
+
+// Sibling is an actor the supervisor spawns once, next to the stream actor, and does not restart
+// when the stream actor restarts (design §2): the checkpointer and the dispatcher keep their
+// settled-but-unflushed progress across cursor deaths.
+type Sibling struct {
+	// Name is the actor name under the supervisor, e.g. "checkpointer". Required and unique.
+	Name string
+	// Props spawns the sibling. Required.
+	Props *actor.Props
+}
+
+// Config configures one stream supervisor. Only Stream and Child are required; every other zero
+// field means its default.
+type Config struct {
+	// Stream is the stream name, carried by every log line, Transition and StatusReply. Required.
+	Stream string
+	// Child spawns the restartable stream actor. The supervisor adds a receiver middleware that
+	// numbers its incarnations (see Incarnation) and captures panic stacks. Required.
+	Child *actor.Props
+	// ChildName is the stream actor's name under the supervisor. Default DefaultChildName.
+	ChildName string
+	// Siblings are spawned, in this order, when the supervisor starts, before the stream actor.
+	// protoactor stops children in reverse spawn order, so the stream actor stops first when the
+	// supervisor stops.
+	Siblings []Sibling
+	// Policy is the RestartPolicy. It is validated by New.
+	Policy Policy
+	// Classify decides whether a failure is terminal. Default DefaultClassifier() (everything is
+	// transient).
+	Classify Classifier
+	// Clock schedules restarts. Default clock.Real().
+	Clock clock.Clock
+	// Rand returns uniform numbers in [0, 1) for the jitter. It is called on the supervisor's
+	// goroutine; when several supervisors share it, it must be safe for concurrent use. Default
+	// math/rand/v2.Float64.
+	Rand func() float64
+	// Logger receives every transition, with the field stream=<Stream>. Default zap.NewNop().
+	Logger *zap.Logger
+	// OnTransition, when set, is called for every state transition, on the supervisor's goroutine,
+	// after the transition is logged. It must not block (hand the value to a channel or a
+	// goroutine of your own); a panic in it is recovered and logged, it never breaks the
+	// supervisor.
+	OnTransition func(Transition)
+	// StartStopped leaves the stream in the stopped state when the supervisor starts, until an
+	// operator Start. By default the stream actor is spawned at once.
+	StartStopped bool
+}
+
+// Transition reports one state change of a stream.
+type Transition struct {
+	Stream string
+	From   State
+	To     State
+	// Why is the one-line reason, as in StatusReply.Why.
+	Why string
+	// At is the time of the transition (the supervisor's clock).
+	At time.Time
+	// Attempt is the attempt counter after the transition for starting, backoff and crashed; for
+	// running it is the counter just before the reset (0 when the stream started without a
+	// preceding death), so "restarted{attempt, cause}" can be reported.
+	Attempt int
+	// MaxAttempts is the policy limit; 0 means unlimited.
+	MaxAttempts int
+	// Delay is the scheduled restart delay, for backoff.
+	Delay time.Duration
+	// Cause is the error of the latest death, for backoff, crashed and running after a restart.
+	Cause error
+	// Incarnation is the stream actor incarnation concerned.
+	Incarnation uint64
+}
+
+// Validate checks the configuration. The error names the field (Config.Stream, Config.Child,
+// Config.Siblings[i].Name, Policy.<Field>); several broken rules are joined.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Stream == "" {
+		errs = append(errs, errors.New("supervisor: Config.Stream must not be empty"))
+	}
+	if c.Child == nil {
+		errs = append(errs, errors.New("supervisor: Config.Child must not be nil"))
+	}
+	names := map[string]bool{c.childName(): true}
+	for i, s := range c.Siblings {
+		switch {
+		case s.Name == "":
+			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Name must not be empty", i))
+		case names[s.Name]:
+			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Name %q is already used", i, s.Name))
+		}
+		names[s.Name] = true
+		if s.Props == nil {
+			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Props must not be nil", i))
+		}
+	}
+	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) childName() string {
+	if c.ChildName == "" {
+		return DefaultChildName
+	}
+	return c.ChildName
+}
+
+func (c Config) withDefaults() Config {
+	c.ChildName = c.childName()
+	c.Policy = c.Policy.WithDefaults()
+	if c.Classify == nil {
+		c.Classify = DefaultClassifier()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	return c
+}
+
+// New validates cfg and returns the props of the supervisor actor. Spawn it under the runtime
+// (or the user's own actor); it spawns its siblings and the stream actor when it starts. Each
+// supervisor instance owns its state: if the supervisor itself is restarted by its parent, the
+// tree starts afresh.
+func New(cfg Config) (*actor.Props, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return newSupervisor(cfg) }), nil
+}

@@ -1,0 +1,32 @@
+// Package supervisor is the per-stream supervisor actor: the lifecycle state machine of one
+// change stream (starting, standby, running, backoff, stopped, crashed) and its RestartPolicy.
+//
+// The tree under one supervisor (design §2):
+//
+//	supervisor "order-stream"   this package; implements actor.SupervisorStrategy itself
+//	├── checkpointer            sibling: spawned once, never restarted with the stream actor
+//	├── dispatcher              sibling
+//	└── stream                  the restartable stream actor (owns the cursor goroutine)
+//
+// The stream actor is restarted in place (same PID, new instance) after a death, following
+// Policy: delay(n) = min(InitialDelay × Multiplier^(n-1), MaxDelay), optionally × U(0.8, 1.2)
+// floored at 1ms. The attempt counter n resets when the new instance reports its cursor open
+// with NotifyResubscribed; every death consumes one attempt; the death that would need attempt
+// MaxAttempts+1, or any death classified terminal, gives up at once (crashed, stream actor
+// stopped) until an operator Start. Siblings keep their PIDs and state across those restarts.
+//
+// Control is by protobuf messages (package messages): Start, Stop, Restart and StatusRequest,
+// each answered with a StatusReply when sent as a request. Every transition is logged with zap
+// (field stream), counted (StatusReply.Transitions) and reported to Config.OnTransition.
+//
+// What the stream actor must do:
+//   - call NotifyResubscribed(ctx) once its change stream is open;
+//   - fail (panic, or ctx.(actor.Supervisor).EscalateFailure) when its cursor dies, with an
+//     error the Classifier can recognise as terminal when it is;
+//   - cancel its cursor goroutine on both *actor.Restarting and *actor.Stopping.
+//
+// Panics in a supervised actor are recovered by a receiver middleware the supervisor adds to
+// its children, and reach the Classifier as *PanicError with the stack. Panics while handling
+// *actor.Restarting, *actor.Stopping or *actor.Stopped are logged and dropped instead: failing
+// there would wedge protoactor's stop protocol.
+package supervisor

@@ -1,0 +1,51 @@
+package supervisor
+
+import "github.com/watchtree/watchtree/messages"
+
+// State is the lifecycle state of one stream.
+//
+//	starting → running            the stream actor sent Resubscribed for its incarnation
+//	starting|running → backoff    the stream actor died; a restart is scheduled
+//	backoff → starting            the restart timer fired, or an operator Start/Restart
+//	any → crashed                 a terminal error, or attempts exhausted (give-up)
+//	any → stopped                 an operator Stop, or the supervisor itself stopping
+//	stopped|crashed → starting    an operator Start or Restart
+//
+// Standby (SINGLE_LEADER, waiting for the lease) is reserved for the leader actor; nothing in
+// this package enters it yet.
+type State uint8
+
+// The states, in the order of the protobuf enum SupervisorState.
+const (
+	StateUnspecified State = iota
+	StateStarting
+	StateStandby
+	StateRunning
+	StateBackoff
+	StateStopped
+	StateCrashed
+)
+
+var stateNames = [...]string{"unspecified", "starting", "standby", "running", "backoff", "stopped", "crashed"}
+
+// String returns the lower-case state name used in logs and in StatusReply.transitions.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// Proto returns the protobuf enum value of s.
+func (s State) Proto() messages.SupervisorState { return messages.SupervisorState(s) }
+
+// StateFromProto converts the protobuf enum back into a State.
+func StateFromProto(s messages.SupervisorState) State {
+	if s < 0 || int(s) >= len(stateNames) {
+		return StateUnspecified
+	}
+	return State(s)
+}
+
+// down reports whether the stream actor is not supposed to run in s.
+func (s State) down() bool { return s == StateStopped || s == StateCrashed }

@@ -1,0 +1,513 @@
+package supervisor
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// Supervisor is the per-stream supervisor actor. It is its own actor.SupervisorStrategy: protoactor
+// calls HandleFailure on the supervisor's mailbox goroutine, so the attempt counter, the restart
+// timer and the epochs are plain fields, touched by one goroutine only.
+//
+// A death of the stream actor (a panic, an EscalateFailure, or the actor stopping by itself) is
+// classified; a terminal cause, or a death once MaxAttempts restarts have been used, gives up at
+// once (crashed, the stream actor is stopped). Otherwise the attempt counter grows by one, a
+// restart is scheduled on the injected clock after the policy delay and the stream is in backoff;
+// the failed actor stays suspended (messages sent to it queue) until the timer's RestartTick
+// restarts it in place, keeping its PID. Nothing ever sleeps, so a stream in backoff never delays
+// another stream's supervisor.
+//
+// Every timer and operator command bumps an epoch; a RestartTick of an older epoch is dropped, so
+// an operator Stop or Start cancels a pending restart even if its timer already fired.
+type Supervisor struct {
+	cfg  Config
+	log  *zap.Logger
+	self *actor.PID
+	root *actor.RootContext
+	sup  actor.Supervisor
+
+	state State
+	why   string
+	since time.Time
+
+	attempt     int
+	epoch       uint64
+	timer       clock.Timer
+	nextRetryAt time.Time
+	lastDelay   time.Duration
+	lastCause   error
+
+	child         *actor.PID
+	childQ        *incarnations
+	inc           uint64
+	dying         bool // a Stop was sent to child; its Terminated has not arrived
+	launchPending bool // spawn a new child once the dying one is gone
+
+	siblings     []*actor.PID
+	siblingNames map[string]string     // PID id → sibling name
+	siblingsDown map[string]*actor.PID // failed siblings, suspended until the next launch
+
+	failSeq  uint64
+	failures map[uint64]failure
+
+	deaths, restarts, stale uint64
+	transitions             map[State]uint64
+}
+
+// failure is a HandleFailure waiting for its DeathNotice.
+type failure struct {
+	who    *actor.PID
+	reason any
+	inc    uint64
+}
+
+var _ actor.SupervisorStrategy = (*Supervisor)(nil)
+
+// instances numbers supervisor instances; each starts its epochs at instance<<32, so a restart
+// tick left over from a previous instance (the supervisor restarted by its own parent) can never
+// match a current epoch.
+var instances atomic.Uint64
+
+func newSupervisor(cfg Config) *Supervisor {
+	return &Supervisor{
+		epoch:        instances.Add(1) << 32,
+		cfg:          cfg,
+		log:          cfg.Logger,
+		siblingNames: map[string]string{},
+		siblingsDown: map[string]*actor.PID{},
+		failures:     map[uint64]failure{},
+		transitions:  map[State]uint64{},
+	}
+}
+
+// Receive handles lifecycle and control messages.
+func (s *Supervisor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.onStarted(ctx)
+	case *actor.Restarting:
+		s.cancelTimer() // the next instance starts with its own epochs
+	case *actor.Stopping:
+		s.cancelTimer()
+		if !s.state.down() {
+			s.transition(StateStopped, "supervisor stopping", nil)
+		}
+	case *actor.Terminated:
+		s.onTerminated(ctx, m.Who)
+	case *messages.DeathNotice:
+		s.onDeathNotice(ctx, m.GetSeq())
+	case *messages.RestartTick:
+		s.onRestartTick(ctx, m.GetEpoch())
+	case *messages.Resubscribed:
+		s.onResubscribed(m.GetIncarnation())
+	case *messages.Start:
+		s.onStart(ctx, m.GetReason())
+		s.respond(ctx)
+	case *messages.Stop:
+		s.onStop(m.GetReason())
+		s.respond(ctx)
+	case *messages.Restart:
+		s.onRestart(ctx, m.GetReason())
+		s.respond(ctx)
+	case *messages.StatusRequest:
+		s.respond(ctx)
+	}
+}
+
+// HandleFailure implements actor.SupervisorStrategy. It runs on the supervisor's goroutine as a
+// system message, which overtakes user messages, so it only records the failure and posts a
+// DeathNotice to itself: the death is then handled after any message the failed actor sent before
+// dying (a Resubscribed right before a panic counts first, and the death still consumes an
+// attempt).
+func (s *Supervisor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	var inc uint64
+	if pe, ok := reason.(*PanicError); ok {
+		inc = pe.Incarnation
+	} else if s.child != nil && child.Equal(s.child) {
+		inc = s.inc
+	}
+	s.failSeq++
+	s.failures[s.failSeq] = failure{who: child, reason: reason, inc: inc}
+	s.root.Send(s.self, &messages.DeathNotice{Seq: s.failSeq})
+}
+
+func (s *Supervisor) onStarted(ctx actor.Context) {
+	s.self = ctx.Self()
+	s.root = ctx.ActorSystem().Root
+	sup, ok := ctx.(actor.Supervisor)
+	if !ok {
+		// protoactor's actorContext implements Supervisor; only a context decorator can hide it.
+		panic(fmt.Sprintf("supervisor: context %T does not implement actor.Supervisor (no context decorators on supervisor props)", ctx))
+	}
+	s.sup = sup
+	s.since = s.cfg.Clock.Now()
+	for _, sib := range s.cfg.Siblings {
+		props := sib.Props.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)))
+		pid, err := ctx.SpawnNamed(props, sib.Name)
+		if err != nil {
+			s.log.Error("sibling spawn failed", zap.String("sibling", sib.Name), zap.Error(err))
+			continue
+		}
+		s.siblings = append(s.siblings, pid)
+		s.siblingNames[pid.Id] = sib.Name
+	}
+	if s.cfg.StartStopped {
+		s.transition(StateStopped, "spawned stopped; waiting for an operator start", nil)
+		return
+	}
+	s.launch(ctx, "spawned")
+}
+
+// launch (re)starts the stream actor as a new incarnation and enters starting.
+func (s *Supervisor) launch(ctx actor.Context, why string) {
+	s.cancelTimer()
+	s.inc++
+	for id, pid := range s.siblingsDown {
+		s.sup.RestartChildren(pid)
+		delete(s.siblingsDown, id)
+	}
+	switch {
+	case s.child != nil && !s.dying:
+		s.childQ.push(s.inc)
+		s.sup.RestartChildren(s.child)
+	case s.dying:
+		s.launchPending = true
+	default:
+		s.spawnChild(ctx)
+	}
+	s.transition(StateStarting, why, nil)
+}
+
+func (s *Supervisor) spawnChild(ctx actor.Context) {
+	q := &incarnations{}
+	q.push(s.inc)
+	props := s.cfg.Child.Clone(actor.WithReceiverMiddleware(childMiddleware(q)))
+	pid, err := ctx.SpawnNamed(props, s.cfg.ChildName)
+	if err != nil {
+		// Only a name clash can get here; treat it as a death so the policy retries later.
+		s.log.Error("stream actor spawn failed", zap.Error(err))
+		s.death(fmt.Errorf("supervisor: spawn %s: %w", s.cfg.ChildName, err))
+		return
+	}
+	s.child, s.childQ = pid, q
+}
+
+// stopChild stops the stream actor (if any) and forgets any pending launch.
+func (s *Supervisor) stopChild() {
+	s.launchPending = false
+	if s.child != nil && !s.dying {
+		s.sup.StopChildren(s.child)
+		s.dying = true
+	}
+}
+
+func (s *Supervisor) onTerminated(ctx actor.Context, who *actor.PID) {
+	if s.child != nil && who.Equal(s.child) {
+		s.child, s.childQ = nil, nil
+		if s.dying {
+			s.dying = false
+			if s.launchPending {
+				s.launchPending = false
+				s.spawnChild(ctx)
+			}
+			return
+		}
+		if s.state == StateStarting || s.state == StateRunning {
+			s.death(ErrChildStopped)
+		}
+		return
+	}
+	if name, ok := s.siblingNames[who.Id]; ok {
+		s.log.Warn("sibling stopped", zap.String("sibling", name))
+		delete(s.siblingNames, who.Id)
+		delete(s.siblingsDown, who.Id)
+		for i, p := range s.siblings {
+			if p.Equal(who) {
+				s.siblings = append(s.siblings[:i], s.siblings[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
+	f, ok := s.failures[seq]
+	if !ok {
+		return
+	}
+	delete(s.failures, seq)
+	if name, ok := s.siblingNames[f.who.Id]; ok {
+		s.onSiblingFailure(name, f)
+		return
+	}
+	if s.child == nil || !f.who.Equal(s.child) || s.dying || f.inc != s.inc ||
+		(s.state != StateStarting && s.state != StateRunning) {
+		s.stale++
+		s.log.Debug("stale failure dropped", zap.Uint64("incarnation", f.inc),
+			zap.Uint64("current", s.inc), zap.Stringer("state", s.state), zap.Any("reason", f.reason))
+		return
+	}
+	s.death(f.reason)
+}
+
+// onSiblingFailure keeps the failed sibling suspended until the next launch and, when the stream
+// is up, stops the stream actor and handles the failure as a death: the tree resumes from the
+// checkpointer's position once the policy delay has passed.
+func (s *Supervisor) onSiblingFailure(name string, f failure) {
+	s.siblingsDown[f.who.Id] = f.who
+	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(AsError(f.reason)))
+	if s.state != StateStarting && s.state != StateRunning {
+		return
+	}
+	s.stopChild()
+	s.death(&siblingError{name: name, reason: f.reason})
+}
+
+// siblingError is the reason of a death caused by a sibling's failure. It matches
+// ErrSiblingFailed and unwraps to the sibling's own cause, so a terminal sentinel raised by a
+// sibling (e.g. history lost in the checkpointer) stays terminal.
+type siblingError struct {
+	name   string
+	reason any
+}
+
+func (e *siblingError) Error() string {
+	return fmt.Sprintf("%v %s: %v", ErrSiblingFailed, e.name, AsError(e.reason))
+}
+
+func (e *siblingError) Unwrap() []error { return []error{ErrSiblingFailed, AsError(e.reason)} }
+
+// death applies the RestartPolicy to one death of the stream actor.
+func (s *Supervisor) death(reason any) {
+	terminal, cause := s.classify(reason)
+	s.deaths++
+	s.lastCause = cause
+	if terminal {
+		s.giveUp("terminal error: " + cause.Error())
+		return
+	}
+	s.attempt++
+	maxA := s.cfg.Policy.MaxAttempts
+	if maxA > 0 && s.attempt > maxA {
+		s.giveUp(fmt.Sprintf("gave up after %d restart attempts: %v", maxA, cause))
+		return
+	}
+	delay := s.cfg.Policy.JitteredDelay(s.attempt, s.cfg.Rand())
+	s.armTimer(delay)
+	s.transition(StateBackoff, fmt.Sprintf("restart attempt %d/%s in %v after: %v",
+		s.attempt, s.maxString(), delay, cause), cause)
+}
+
+func (s *Supervisor) classify(reason any) (terminal bool, cause error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("classifier panicked; treating the failure as transient", zap.Any("panic", r))
+			terminal, cause = false, AsError(reason)
+		}
+	}()
+	terminal, cause = s.cfg.Classify(reason)
+	if cause == nil {
+		cause = AsError(reason)
+	}
+	return terminal, cause
+}
+
+// giveUp is terminal: the stream actor is stopped and the stream stays crashed until an
+// operator Start.
+func (s *Supervisor) giveUp(why string) {
+	s.cancelTimer()
+	s.stopChild()
+	s.transition(StateCrashed, why, s.lastCause)
+}
+
+func (s *Supervisor) armTimer(delay time.Duration) {
+	s.cancelTimer()
+	epoch := s.epoch
+	root, self := s.root, s.self
+	s.timer = s.cfg.Clock.AfterFunc(delay, func() { root.Send(self, &messages.RestartTick{Epoch: epoch}) })
+	s.nextRetryAt = s.cfg.Clock.Now().Add(delay)
+	s.lastDelay = delay
+}
+
+// cancelTimer stops the pending restart, if any, and bumps the epoch so that a tick already in
+// the mailbox is dropped.
+func (s *Supervisor) cancelTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.epoch++
+	s.nextRetryAt = time.Time{}
+}
+
+func (s *Supervisor) onRestartTick(ctx actor.Context, epoch uint64) {
+	if epoch != s.epoch || s.state != StateBackoff {
+		s.stale++
+		s.log.Debug("stale restart tick dropped", zap.Uint64("epoch", epoch), zap.Uint64("current", s.epoch),
+			zap.Stringer("state", s.state))
+		return
+	}
+	s.timer = nil
+	s.restarts++
+	s.launch(ctx, fmt.Sprintf("restart attempt %d/%s after: %v", s.attempt, s.maxString(), s.lastCause))
+}
+
+func (s *Supervisor) onResubscribed(inc uint64) {
+	if inc != s.inc || s.state != StateStarting || s.child == nil || s.dying {
+		if inc != s.inc || s.state != StateRunning {
+			s.stale++
+			s.log.Debug("stale resubscribed dropped", zap.Uint64("incarnation", inc),
+				zap.Uint64("current", s.inc), zap.Stringer("state", s.state))
+		}
+		return
+	}
+	prev := s.attempt
+	s.attempt = 0
+	why := fmt.Sprintf("cursor open (incarnation %d)", inc)
+	var cause error
+	if prev > 0 {
+		why += fmt.Sprintf(" after restart attempt %d: %v", prev, s.lastCause)
+		cause = s.lastCause
+	}
+	s.transitionAttempt(StateRunning, why, cause, prev)
+}
+
+func (s *Supervisor) onStart(ctx actor.Context, reason string) {
+	switch s.state {
+	case StateStarting, StateRunning, StateStandby:
+		s.log.Info("operator start ignored: already up", zap.Stringer("state", s.state), zap.String("reason", reason))
+		return
+	}
+	s.attempt = 0
+	s.launch(ctx, operatorWhy("start", reason))
+}
+
+func (s *Supervisor) onStop(reason string) {
+	if s.state == StateStopped {
+		return
+	}
+	s.cancelTimer()
+	s.stopChild()
+	s.transition(StateStopped, operatorWhy("stop", reason), nil)
+}
+
+func (s *Supervisor) onRestart(ctx actor.Context, reason string) {
+	s.attempt = 0
+	s.launch(ctx, operatorWhy("restart", reason))
+}
+
+func operatorWhy(verb, reason string) string {
+	if reason == "" {
+		return "operator " + verb
+	}
+	return "operator " + verb + ": " + reason
+}
+
+func (s *Supervisor) maxString() string {
+	if s.cfg.Policy.MaxAttempts == 0 {
+		return "∞"
+	}
+	return strconv.Itoa(s.cfg.Policy.MaxAttempts)
+}
+
+func (s *Supervisor) transition(to State, why string, cause error) {
+	s.transitionAttempt(to, why, cause, s.attempt)
+}
+
+// transitionAttempt records, counts, logs and reports one transition.
+func (s *Supervisor) transitionAttempt(to State, why string, cause error, attempt int) {
+	from := s.state
+	now := s.cfg.Clock.Now()
+	s.state, s.why, s.since = to, why, now
+	s.transitions[to]++
+	t := Transition{
+		Stream: s.cfg.Stream, From: from, To: to, Why: why, At: now,
+		Attempt: attempt, MaxAttempts: s.cfg.Policy.MaxAttempts, Cause: cause, Incarnation: s.inc,
+	}
+	if to == StateBackoff {
+		t.Delay = s.lastDelay
+	}
+	level := zapcore.InfoLevel
+	switch to {
+	case StateBackoff:
+		level = zapcore.WarnLevel
+	case StateCrashed:
+		level = zapcore.ErrorLevel
+	}
+	fields := []zap.Field{
+		zap.Stringer("from", from), zap.Stringer("to", to), zap.String("why", why),
+		zap.Int("attempt", attempt), zap.Uint64("incarnation", s.inc),
+	}
+	if t.Delay > 0 {
+		fields = append(fields, zap.Duration("delay", t.Delay))
+	}
+	if cause != nil {
+		fields = append(fields, zap.Error(cause))
+		if pe := panicOf(cause); pe != nil {
+			fields = append(fields, zap.ByteString("stack", pe.Stack))
+		}
+	}
+	s.log.Log(level, "stream "+to.String(), fields...)
+	s.notify(t)
+}
+
+func (s *Supervisor) notify(t Transition) {
+	if s.cfg.OnTransition == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("OnTransition panicked", zap.Any("panic", r))
+		}
+	}()
+	s.cfg.OnTransition(t)
+}
+
+func (s *Supervisor) respond(ctx actor.Context) {
+	if ctx.Sender() != nil {
+		ctx.Respond(s.status())
+	}
+}
+
+func (s *Supervisor) status() *messages.StatusReply {
+	r := &messages.StatusReply{
+		Stream:       s.cfg.Stream,
+		State:        s.state.Proto(),
+		Why:          s.why,
+		Since:        timestamppb.New(s.since),
+		Attempt:      uint32(s.attempt),
+		MaxAttempts:  uint32(s.cfg.Policy.MaxAttempts),
+		Incarnation:  s.inc,
+		Deaths:       s.deaths,
+		Restarts:     s.restarts,
+		StaleDropped: s.stale,
+		Transitions:  make(map[string]uint64, len(s.transitions)),
+	}
+	if !s.nextRetryAt.IsZero() {
+		r.NextRetryAt = timestamppb.New(s.nextRetryAt)
+	}
+	if s.lastDelay > 0 {
+		r.LastDelay = durationpb.New(s.lastDelay)
+	}
+	if s.lastCause != nil {
+		r.LastCause = s.lastCause.Error()
+		if pe := panicOf(s.lastCause); pe != nil {
+			r.LastCauseStack = string(pe.Stack)
+		}
+	}
+	for st, n := range s.transitions {
+		r.Transitions[st.String()] = n
+	}
+	return r
+}
