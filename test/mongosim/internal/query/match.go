@@ -161,6 +161,11 @@ func compileElem(e bson.E) (filterNode, error) {
 		case "$and", "$or", "$nor":
 			return compileLogical(e.Key, e.Value)
 		case "$expr":
+			// checkExpr (expr.go) rejects unknown expression operators up
+			// front, as the server's parser does.
+			if err := checkExpr(e.Value); err != nil {
+				return nil, err
+			}
 			return filterExpr{expr: e.Value}, nil
 		case "$comment":
 			return nil, nil

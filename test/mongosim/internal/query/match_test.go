@@ -371,9 +371,13 @@ func TestQueryMatchExpr(t *testing.T) {
 		{`{"$expr":{"$eq":["$a.b",1]},"c":1}`, `{"a":{"b":1},"c":1}`, true},
 		{`{"$or":[{"$expr":{"$eq":["$a",5]}},{"b":1}]}`, `{"a":5}`, true},
 	})
-	_, err := Match(qaDoc(t, `{"$expr":{"$nosuchop":1}}`), qaDoc(t, `{}`), nil)
+	_, err := CompileFilter(qaDoc(t, `{"$or":[{"a":1},{"$expr":{"$nosuchop":1}}]}`))
+	if qe, ok := err.(*Error); !ok || qe.Code != 168 {
+		t.Errorf("unknown expression operator must fail to compile with 168, got %v", err)
+	}
+	_, err = Match(qaDoc(t, `{"$expr":{"$divide":["$a",0]}}`), qaDoc(t, `{"a":1}`), nil)
 	if err == nil {
-		t.Error("unknown expression operator must fail")
+		t.Error("run-time expression errors must be returned")
 	}
 }
 

@@ -219,7 +219,13 @@ func (b *fpBuilder) leaf(path string, v any) (*fpNode, error) {
 		case "$meta":
 			return nil, errf(codeBadValue, "projection {$meta: ...} on '%s' is not supported by mongosim", path)
 		}
+		if err := checkExpr(x); err != nil {
+			return nil, err
+		}
 		return &fpNode{kind: fpExpr, expr: x}, nil
+	}
+	if err := checkExpr(v); err != nil {
+		return nil, err
 	}
 	return &fpNode{kind: fpExpr, expr: v}, nil
 }

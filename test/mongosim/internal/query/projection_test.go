@@ -95,6 +95,7 @@ func TestQueryProjectErrors(t *testing.T) {
 		{`{"a":{"$slice":"x"}}`, 28667, "$slice"},
 		{`{"a":{}}`, 51270, "empty sub-projection"},
 		{`{"$a":1}`, 16410, "may not start with '$'"},
+		{`{"x":{"$nosuchop":1}}`, 168, "Unrecognized expression"},
 	}
 	for _, c := range cases {
 		_, err := Project(qaDoc(t, `{"a":[1]}`), qaDoc(t, c.spec), nil)
