@@ -309,6 +309,9 @@ func (f *failPoints) evalFailCommand(c *command) *failAction {
 			// The fail point fires before the cursor is checked out, so the server cannot know
 			// the getMore belongs to a change stream (SERVER-46091): compute labels without it.
 			act.err.Labels = computeLabels(&command{Name: c.Name, TxnNumber: c.TxnNumber, Autocommit: c.Autocommit}, *fp.errorCode)
+			if act.err.Labels == nil {
+				act.err.Labels = []string{} // computed: none (nil would mean "compute from c")
+			}
 		}
 	}
 	return act
