@@ -19,6 +19,7 @@ type engine struct {
 	cursors  cursorTable          // cursor.go
 	sessions sessionTable         // session.go
 	hub      streamHub            // changestream.go: wakes waiting change-stream getMores
+	txns     *txnTable            // txn.go: open and recently committed transactions per session
 
 	stop chan struct{} // closed by shutdown: background monitors end
 }
