@@ -23,6 +23,8 @@ func init() {
 	registerCommand(kindAdmin, cmdServerStatus, "serverStatus")
 	registerCommand(kindAdmin, cmdListCommands, "listCommands")
 	registerCommand(kindAdmin, cmdGetLog, "getLog")
+	registerCommand(kindRead, cmdDBStats, "dbStats", "dbstats")
+	registerCommand(kindRead, cmdCollStats, "collStats", "collstats")
 }
 
 // endSessionsLocked forgets the given sessions, aborts their open transactions and returns
@@ -268,4 +270,111 @@ func cmdGetLog(_ *Server, c *command) (bson.D, error) {
 		return nil, errorf(codeOperationFailed, "No log named '%s'", name)
 	}
 	return bson.D{{Key: "totalLinesWritten", Value: int32(0)}, {Key: "log", Value: bson.A{}}}, nil
+}
+
+// statsScale returns the scale argument of dbStats/collStats (default 1; sizes are divided by
+// it).
+func statsScale(c *command) (int64, error) {
+	v, ok := c.Arg("scale")
+	if !ok {
+		return 1, nil
+	}
+	n, ok := asInt64(v)
+	if !ok || n < 1 {
+		return 0, errorf(codeBadValue, "scale has to be >= 1")
+	}
+	return n, nil
+}
+
+// collStatsLocked returns the live document count and data size (encoded bytes) of a
+// collection, and its index names. Caller holds e.mu.
+func collStatsLocked(coll *collection) (count int64, size int64, indexes []string) {
+	for _, ix := range coll.indexes {
+		indexes = append(indexes, ix.name)
+	}
+	return int64(coll.count()), coll.size, indexes
+}
+
+// cmdDBStats reports the committed size of a database: collections, documents and their
+// encoded size. Storage and index sizes are not simulated and reported as the data size and 0.
+// A database that does not exist reports zeros, as on a real server.
+func cmdDBStats(s *Server, c *command) (bson.D, error) {
+	scale, err := statsScale(c)
+	if err != nil {
+		return nil, err
+	}
+	e := s.eng
+	var colls, nIndexes int32
+	var objects, size int64
+	e.mu.Lock()
+	if d := e.dbs[c.DB]; d != nil {
+		for _, coll := range d.colls {
+			n, sz, ix := collStatsLocked(coll)
+			colls++
+			objects += n
+			size += sz
+			nIndexes += int32(len(ix))
+		}
+	}
+	e.mu.Unlock()
+	avg := 0.0
+	if objects > 0 {
+		avg = float64(size) / float64(objects)
+	}
+	scaled := float64(size / scale)
+	return bson.D{
+		{Key: "db", Value: c.DB},
+		{Key: "collections", Value: int64(colls)},
+		{Key: "views", Value: int64(0)},
+		{Key: "objects", Value: objects},
+		{Key: "avgObjSize", Value: avg},
+		{Key: "dataSize", Value: scaled},
+		{Key: "storageSize", Value: scaled},
+		{Key: "indexes", Value: int64(nIndexes)},
+		{Key: "indexSize", Value: 0.0},
+		{Key: "totalSize", Value: scaled},
+		{Key: "scaleFactor", Value: scale},
+	}, nil
+}
+
+// cmdCollStats reports a collection's committed document count and data size, and its index
+// names (index sizes are not simulated: 0). A missing collection fails with NamespaceNotFound
+// (26), as on MongoDB 7.0+.
+func cmdCollStats(s *Server, c *command) (bson.D, error) {
+	name, ok := c.Body[0].Value.(string)
+	if !ok || name == "" {
+		return nil, errorf(codeInvalidNamespace, "collection name has invalid type %s", typeName(c.Body[0].Value))
+	}
+	scale, err := statsScale(c)
+	if err != nil {
+		return nil, err
+	}
+	e := s.eng
+	e.mu.Lock()
+	coll := e.collLocked(c.DB, name)
+	if coll == nil {
+		e.mu.Unlock()
+		return nil, errorf(codeNamespaceNotFound, "Collection [%s.%s] not found.", c.DB, name)
+	}
+	n, size, indexes := collStatsLocked(coll)
+	e.mu.Unlock()
+	avg := int64(0)
+	if n > 0 {
+		avg = size / n
+	}
+	sizes := make(bson.D, 0, len(indexes))
+	for _, ix := range indexes {
+		sizes = append(sizes, bson.E{Key: ix, Value: int64(0)})
+	}
+	return bson.D{
+		{Key: "ns", Value: c.DB + "." + name},
+		{Key: "size", Value: size / scale},
+		{Key: "count", Value: n},
+		{Key: "avgObjSize", Value: avg},
+		{Key: "storageSize", Value: size / scale},
+		{Key: "nindexes", Value: int64(len(indexes))},
+		{Key: "totalIndexSize", Value: int64(0)},
+		{Key: "indexSizes", Value: sizes},
+		{Key: "scaleFactor", Value: scale},
+	}, nil
 }

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -183,5 +184,117 @@ func TestAdminMiscCommands(t *testing.T) {
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) || ce.Code != codeCommandNotFound {
 		t.Fatalf("unknown command: %v, want CommandNotFound (59)", err)
+	}
+}
+
+func TestAdminStats(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	db := cl.Database("stats")
+	docs := []any{bson.D{{Key: "_id", Value: 1}, {Key: "s", Value: "abc"}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}
+	if _, err := db.Collection("a").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("b").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, d := range docs {
+		b, _ := bson.Marshal(d)
+		size += int64(len(b))
+	}
+	cs, err := db.RunCommand(ctx, bson.D{{Key: "collStats", Value: "a"}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := cs.Lookup("count").AsInt64OK(); n != 3 {
+		t.Fatalf("collStats count = %v, want 3", cs.Lookup("count"))
+	}
+	if sz, _ := cs.Lookup("size").AsInt64OK(); sz != size {
+		t.Fatalf("collStats size = %v, want %d", cs.Lookup("size"), size)
+	}
+	if _, err := cs.LookupErr("indexSizes", "_id_"); err != nil {
+		t.Fatalf("collStats indexSizes lacks _id_: %v", cs)
+	}
+	err = db.RunCommand(ctx, bson.D{{Key: "collStats", Value: "nothere"}}).Err()
+	rdWantCode(t, "collStats of a missing collection", err, codeNamespaceNotFound)
+
+	ds, err := db.RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ds.Lookup("collections").AsInt64OK(); n != 2 {
+		t.Fatalf("dbStats collections = %v, want 2", ds.Lookup("collections"))
+	}
+	if n, _ := ds.Lookup("objects").AsInt64OK(); n != 4 {
+		t.Fatalf("dbStats objects = %v, want 4", ds.Lookup("objects"))
+	}
+	ds, err = cl.Database("nodb").RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ds.Lookup("objects").AsInt64OK(); n != 0 {
+		t.Fatalf("dbStats of a missing database: objects = %v", ds.Lookup("objects"))
+	}
+}
+
+// TestAdminEndSessionsKillsCursorsAndAbortsTransactions: ending sessions kills their open
+// cursors (getMore then fails with CursorNotFound) and aborts their open transactions (the
+// commit then fails with NoSuchTransaction and the writes never appear). killAllSessions does
+// the same for every session.
+func TestAdminEndSessionsKillsCursorsAndAbortsTransactions(t *testing.T) {
+	for _, kill := range []string{"endSessions", "killAllSessions"} {
+		t.Run(kill, func(t *testing.T) {
+			_, cl := startServer(t, Options{})
+			ctx := testCtx(t)
+			c := rdSeed(t, cl, "es", 10)
+			curSess, err := cl.StartSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer curSess.EndSession(ctx)
+			txnSess, err := cl.StartSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer txnSess.EndSession(ctx)
+
+			var cur *mongo.Cursor
+			err = mongo.WithSession(ctx, curSess, func(sc context.Context) error {
+				var err error
+				cur, err = c.Find(sc, bson.D{}, options.Find().SetBatchSize(2))
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := cur.ID()
+			if err := txnSess.StartTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			err = mongo.WithSession(ctx, txnSess, func(sc context.Context) error {
+				_, err := c.InsertOne(sc, bson.D{{Key: "_id", Value: 100}})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			cmd := bson.D{{Key: "killAllSessions", Value: bson.A{}}}
+			if kill == "endSessions" {
+				cmd = bson.D{{Key: "endSessions", Value: bson.A{
+					bson.D{{Key: "id", Value: admSessionID(t, curSess)}}, bson.D{{Key: "id", Value: admSessionID(t, txnSess)}}}}}
+			}
+			admRun(t, cl, cmd)
+
+			err = cl.Database("test").RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "es"}}).Err()
+			rdWantCode(t, "getMore of an ended session's cursor", err, codeCursorNotFound)
+			_ = cur.Close(ctx)
+			err = txnSess.CommitTransaction(ctx)
+			rdWantCode(t, "commit of an ended session's transaction", err, codeNoSuchTransaction)
+			if n, err := c.CountDocuments(ctx, bson.D{{Key: "_id", Value: 100}}); err != nil || n != 0 {
+				t.Fatalf("the aborted transaction's insert is visible: %d, %v", n, err)
+			}
+		})
 	}
 }
