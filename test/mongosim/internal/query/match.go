@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -1171,13 +1173,19 @@ func translatePattern(p string, extended, multiline bool) string {
 		c := p[i]
 		switch {
 		case c == '\\' && i+1 < len(p):
-			if !inClass && p[i+1] == 'Z' {
+			r, size := utf8.DecodeRuneInString(p[i+1:])
+			switch {
+			case !inClass && r == 'Z':
 				sb.WriteString(`(?:\n?\z)`)
-			} else {
+			case r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsPunct(r) || unicode.IsSymbol(r)):
 				sb.WriteByte(c)
-				sb.WriteByte(p[i+1])
+				sb.WriteString(p[i+1 : i+1+size])
+			default:
+				// PCRE lets any other character be escaped to stand for
+				// itself (e.g. "\ " under x); RE2 does not.
+				sb.WriteString(regexp.QuoteMeta(string(r)))
 			}
-			i++
+			i += size
 			continue
 		case inClass:
 			if c == ']' {
