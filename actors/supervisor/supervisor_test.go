@@ -662,3 +662,24 @@ func TestPanicWhileStoppingDoesNotWedge(t *testing.T) {
 	}
 	h.await(StateRunning)
 }
+
+// TestRealClockRestart runs the default (real) clock end to end with a 1ms delay.
+func TestRealClockRestart(t *testing.T) {
+	h := scripted(t, func(inc uint64) action {
+		if inc == 1 {
+			return actPanic
+		}
+		return actResubscribe
+	}, func(c *Config) {
+		c.Clock = nil
+		c.Policy = Policy{InitialDelay: time.Millisecond}
+	})
+	h.await(StateStarting)
+	h.started()
+	if tr := h.await(StateBackoff); tr.Delay != time.Millisecond {
+		t.Fatalf("delay %v", tr.Delay)
+	}
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+}
