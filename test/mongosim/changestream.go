@@ -591,19 +591,20 @@ func compileUserStages(stages bson.A) (userPipeline, *cmdError) {
 
 // compilePipeline compiles the user's stages with the query package.
 func compilePipeline(stages bson.A) (userPipeline, error) {
-	return nil, unsupported("stages after $changeStream (the pipeline compiler is not ready yet)")
+	p, err := query.CompilePipeline(stages)
+	if err != nil {
+		return nil, err
+	}
+	if !p.PerDocument() {
+		return nil, unsupported("this combination of stages after $changeStream")
+	}
+	return p, nil
 }
 
 // lookupCurrent returns the current version of en's document for fullDocument: updateLookup,
 // or nil when it is gone. Caller holds engine.mu.
 func lookupCurrent(e *engine, en *oplogEntry) bson.D {
-	lk, ok := any(e).(interface {
-		lookupCurrentLocked(db, coll string, docKey bson.D) (bson.D, bool)
-	})
-	if !ok {
-		return nil
-	}
-	if doc, found := lk.lookupCurrentLocked(en.db, en.coll, en.docKey); found {
+	if doc, found := e.lookupCurrentLocked(en.db, en.coll, en.docKey); found {
 		return doc
 	}
 	return nil
