@@ -2,6 +2,8 @@ package query
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -192,5 +194,83 @@ func TestQueryTypeOrder(t *testing.T) {
 	}
 	if !(TypeOrder(bson.MinKey{}) < TypeOrder(nil) && TypeOrder(true) < TypeOrder(bson.DateTime(0)) && TypeOrder(bson.DateTime(0)) < TypeOrder(bson.Timestamp{}) && TypeOrder(bson.Regex{}) < TypeOrder(bson.MaxKey{})) {
 		t.Error("bracket order wrong")
+	}
+}
+
+// qaRandomValue builds a random BSON value biased towards values that
+// compare equal across types (small numbers in every numeric type).
+func qaRandomValue(r *rand.Rand, depth int) any {
+	n := r.IntN(16)
+	if depth > 2 && n >= 12 {
+		n = r.IntN(12)
+	}
+	small := int64(r.IntN(5) - 2)
+	switch n {
+	case 0:
+		return int32(small)
+	case 1:
+		return small
+	case 2:
+		return float64(small) + []float64{0, 0.5, 0}[r.IntN(3)]
+	case 3:
+		d, _ := bson.ParseDecimal128([]string{"0", "-0", "1", "1.0", "0.5", "2", "-1", "NaN"}[r.IntN(8)])
+		return d
+	case 4:
+		return []any{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)}[r.IntN(4)]
+	case 5:
+		return []string{"", "a", "b", "ab"}[r.IntN(4)]
+	case 6:
+		return bson.Symbol([]string{"a", "b"}[r.IntN(2)])
+	case 7:
+		return []any{nil, bson.Undefined{}, bson.MinKey{}, bson.MaxKey{}}[r.IntN(4)]
+	case 8:
+		return r.IntN(2) == 0
+	case 9:
+		return bson.DateTime(small)
+	case 10:
+		return bson.Timestamp{T: uint32(r.IntN(2)), I: uint32(r.IntN(2))}
+	case 11:
+		return bson.Binary{Subtype: byte(r.IntN(2)), Data: []byte{byte(r.IntN(2))}[:r.IntN(2)]}
+	case 12, 13:
+		var a bson.A
+		for i := r.IntN(3); i > 0; i-- {
+			a = append(a, qaRandomValue(r, depth+1))
+		}
+		return a
+	default:
+		var d bson.D
+		for i := r.IntN(3); i > 0; i-- {
+			d = append(d, bson.E{Key: []string{"a", "b"}[r.IntN(2)], Value: qaRandomValue(r, depth+1)})
+		}
+		return d
+	}
+}
+
+func TestQueryCompareProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	vals := make([]any, 300)
+	for i := range vals {
+		vals[i] = qaRandomValue(r, 0)
+	}
+	for _, a := range vals {
+		for _, b := range vals {
+			ab, ba := Compare(a, b), Compare(b, a)
+			if ab != -ba {
+				t.Fatalf("Compare not antisymmetric: %#v vs %#v: %d, %d", a, b, ab, ba)
+			}
+			if (ab == 0) != (HashKey(a) == HashKey(b)) {
+				t.Fatalf("Equal/HashKey disagree for %#v and %#v (%d, %q, %q)", a, b, ab, HashKey(a), HashKey(b))
+			}
+		}
+	}
+	// Transitivity, checked by sorting and verifying every pair is ordered.
+	sorted := append([]any(nil), vals...)
+	slices.SortFunc(sorted, Compare)
+	for i := range sorted {
+		for j := i + 1; j < len(sorted); j++ {
+			if Compare(sorted[i], sorted[j]) > 0 {
+				t.Fatalf("order not transitive: %#v > %#v", sorted[i], sorted[j])
+			}
+		}
 	}
 }
