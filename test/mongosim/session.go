@@ -93,7 +93,8 @@ func (e *engine) endSessionLocked(key string) {
 // retryLookupLocked implements the server half of retryable writes (reference §2.2). For a
 // retryable write (txnNumber without autocommit) it compares txnNumber with the highest one
 // the session has started:
-//   - lower: error TransactionTooOld (225), nothing is executed;
+//   - lower (than the last retryable write's or transaction's): error TransactionTooOld (225),
+//     nothing is executed;
 //   - equal, and that write already succeeded: found is true and reply is the stored reply,
 //     which the caller returns as is, without executing the command again;
 //   - equal without a stored reply, or higher: found is false and the caller executes the
@@ -106,6 +107,12 @@ func (e *engine) retryLookupLocked(c *command) (reply bson.D, found bool, err er
 	}
 	st := e.sessionLocked(*c.LSID)
 	n := *c.TxnNumber
+	// txnNumbers are shared with the session's multi-document transactions (txn.go).
+	if tx := e.txnsLocked().m[sessionKey(*c.LSID)]; tx != nil && n < tx.number {
+		return nil, false, errorf(codeTransactionTooOld,
+			"Retryable write with txnNumber %d is prohibited on session %s because a newer transaction with txnNumber %d has already started on this session.",
+			n, formatLSID(*c.LSID), tx.number)
+	}
 	switch {
 	case st.hasTxn && n < st.txnNumber:
 		return nil, false, errorf(codeTransactionTooOld,

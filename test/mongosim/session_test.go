@@ -213,3 +213,124 @@ func TestSessionTxnNumberThroughDriver(t *testing.T) {
 		t.Fatalf("executions = %d, want 3", sessTestWriteCount(srv))
 	}
 }
+
+// sessInsertsOf returns the txnNumber and lsid.id of every logged insert into coll.
+func sessInsertsOf(t *testing.T, s *Server, coll string) (txns []int64, lsids []string, errs []error) {
+	t.Helper()
+	for _, r := range s.CommandsNamed("insert") {
+		if tgt, _ := r.Body[0].Value.(string); tgt != coll {
+			continue
+		}
+		n, _ := lookupD(r.Body, "txnNumber")
+		txn, ok := n.(int64)
+		if !ok {
+			t.Fatalf("insert without an Int64 txnNumber: %v", r.Body)
+		}
+		l, _ := lookupD(r.Body, "lsid")
+		ld, _ := l.(bson.D)
+		id, _ := lookupD(ld, "id")
+		b, _ := id.(bson.Binary)
+		txns, lsids, errs = append(txns, txn), append(lsids, string(b.Data)), append(errs, r.Err)
+	}
+	return txns, lsids, errs
+}
+
+// TestSessionRetryableInsertAfterClosedConnection: the first insert attempt loses its
+// connection before executing; the driver retries with the same (lsid, txnNumber) and the
+// document is inserted exactly once.
+func TestSessionRetryableInsertAfterClosedConnection(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	c := cl.Database("test").Collection("retry_cc")
+	if err := srv.ConfigureFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "closeConnection", Value: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("InsertOne was not retried: %v", err)
+	}
+	n, err := c.CountDocuments(ctx, bson.D{})
+	if err != nil || n != 1 {
+		t.Fatalf("count = %d, %v; want exactly 1", n, err)
+	}
+	txns, lsids, errs := sessInsertsOf(t, srv, "retry_cc")
+	if len(txns) != 2 || txns[0] != txns[1] || lsids[0] != lsids[1] {
+		t.Fatalf("inserts: txnNumbers %v, same lsid %v; want 2 with one (lsid, txnNumber)", txns, len(lsids) == 2 && lsids[0] == lsids[1])
+	}
+	if errs[0] == nil || errs[1] != nil {
+		t.Fatalf("insert outcomes %v; want the first dropped and the retry ok", errs)
+	}
+}
+
+// TestSessionInsertTxnNumberTooOld sends inserts with explicit txnNumbers through RunCommand:
+// a repeat is not executed again and a lower number fails with TransactionTooOld.
+func TestSessionInsertTxnNumberTooOld(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	db := cl.Database("test")
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	ins := func(txn int64, id int) (bson.M, error) {
+		return sessRun(ctx, db, sess, bson.D{{Key: "insert", Value: "too_old"},
+			{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}, {Key: "txnNumber", Value: txn}})
+	}
+	if _, err := ins(10, 1); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ins(10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, dup := again["writeErrors"]; dup {
+		t.Fatalf("the repeated insert executed again: %v", again)
+	}
+	_, err = ins(9, 2)
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(225) {
+		t.Fatalf("lower txnNumber: %v, want TransactionTooOld (225)", err)
+	}
+	n, err := db.Collection("too_old").CountDocuments(ctx, bson.D{})
+	if err != nil || n != 1 {
+		t.Fatalf("count = %d, %v; want 1", n, err)
+	}
+}
+
+// TestSessionRetryableWriteOlderThanTransaction: txnNumbers are shared between retryable
+// writes and transactions of a session, so a retryable write numbered below the session's
+// transaction fails with TransactionTooOld.
+func TestSessionRetryableWriteOlderThanTransaction(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	db := cl.Database("test")
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	if _, err := sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		return db.Collection("old_txn").InsertOne(sc, bson.D{{Key: "_id", Value: 1}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	commits := srv.CommandsNamed("commitTransaction")
+	if len(commits) != 1 {
+		t.Fatalf("commitTransaction commands = %d", len(commits))
+	}
+	v, _ := lookupD(commits[0].Body, "txnNumber")
+	txn, ok := v.(int64)
+	if !ok || txn < 1 {
+		t.Fatalf("commit txnNumber = %#v", v)
+	}
+	_, err = sessRun(ctx, db, sess, bson.D{{Key: sessTestWriteCmd, Value: 1}, {Key: "txnNumber", Value: txn - 1}})
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(225) {
+		t.Fatalf("retryable write below the transaction's number: %v, want TransactionTooOld (225)", err)
+	}
+	if _, err := sessRun(ctx, db, sess, bson.D{{Key: sessTestWriteCmd, Value: 1}, {Key: "txnNumber", Value: txn + 1}}); err != nil {
+		t.Fatalf("retryable write above the transaction's number: %v", err)
+	}
+}
