@@ -302,7 +302,7 @@ func parseIndexSpec(raw any) (*index, *cmdError) {
 	}
 	for _, f := range key {
 		switch v := f.Value.(type) {
-		case int32, int64, float64:
+		case int32, int64, float64, int:
 			n, _ := toFloat(v)
 			if n == 0 || math.IsNaN(n) {
 				return nil, errorf(67, "Values in the index key pattern can't be 0 or NaN: %s", formatKeyValue(key))
@@ -422,6 +422,8 @@ func toFloat(v any) (float64, bool) {
 		return float64(x), true
 	case float64:
 		return x, true
+	case int:
+		return float64(x), true
 	}
 	return 0, false
 }

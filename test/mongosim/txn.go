@@ -159,6 +159,12 @@ func (e *engine) abortSessionTxnsLocked(lsid string) {
 	delete(e.txnsLocked().m, lsid)
 }
 
+// abortAllTxnsLocked aborts every session's transaction and forgets all transaction state
+// (killAllSessions). Caller holds e.mu.
+func (e *engine) abortAllTxnsLocked() {
+	clear(e.txnsLocked().m)
+}
+
 // viewForWrite returns the transaction's view of db.coll, cloning the committed collection
 // on first use. When the collection does not exist it is created in the view if create is
 // set (a pending "create" operation), else nil is returned.
