@@ -170,10 +170,12 @@ func readCollName(c *command) (string, error) {
 // readSnapshot returns the documents of db.coll in natural order, as the command sees them
 // (inside a transaction: with the transaction's own writes), and whether the collection
 // exists. Only the slice is built under e.mu: documents are immutable, so the caller filters,
-// sorts and projects them after the lock is released. A read in a transaction that is unknown,
-// aborted or committed fails as the transaction code says (251, 225, 256); startTransaction on
-// a read starts the transaction.
-func (e *engine) readSnapshot(c *command, db, coll string) ([]bson.D, bool, error) {
+// sorts and projects them after the lock is released. When filter is an equality on _id
+// alone, only that document is returned (the caller still matches it). A read in a
+// transaction that is unknown, aborted or committed fails as the transaction code says (251,
+// 225, 256); startTransaction on a read starts the transaction.
+func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bson.D, bool, error) {
+	id, byID := rdIDEquality(filter)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.touchSessionLocked(c)
@@ -186,12 +188,56 @@ func (e *engine) readSnapshot(c *command, db, coll string) ([]bson.D, bool, erro
 	if col == nil {
 		return nil, false, nil
 	}
-	var docs []bson.D
+	if byID {
+		if d, ok := col.findByID(id); ok {
+			return []bson.D{d}, true, nil
+		}
+		return nil, true, nil
+	}
+	docs := make([]bson.D, 0, col.count())
 	col.scan(func(d bson.D) bool {
 		docs = append(docs, d)
 		return true
 	})
 	return docs, true, nil
+}
+
+// rdIDEquality reports whether filter is {_id: v} or {_id: {$eq: v}} for a v that can only
+// equal a document's _id through the _id index (not an array, regex, null or operator
+// document), and returns v.
+func rdIDEquality(filter bson.D) (any, bool) {
+	if len(filter) != 1 || filter[0].Key != "_id" {
+		return nil, false
+	}
+	v := filter[0].Value
+	if d, ok := v.(bson.D); ok && len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
+		if len(d) != 1 || d[0].Key != "$eq" {
+			return nil, false
+		}
+		v = d[0].Value
+	}
+	switch t := v.(type) {
+	case nil, bson.A, bson.Regex, bson.Undefined, bson.MinKey, bson.MaxKey:
+		return nil, false
+	case bson.D:
+		if len(t) > 0 && strings.HasPrefix(t[0].Key, "$") {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// rdReverseNaturalHint reports whether the command hints {$natural: -1}: the one hint that
+// changes a result (reverse insertion order). Other hints only choose an index and are
+// accepted without effect.
+func rdReverseNaturalHint(c *command) bool {
+	h, _ := c.Arg("hint")
+	d, ok := h.(bson.D)
+	if !ok || len(d) != 1 || d[0].Key != "$natural" {
+		return false
+	}
+	n, ok := asInt64(d[0].Value)
+	return ok && n < 0
 }
 
 // readMatch returns the documents of docs matching f, in order, stopping after max matches
@@ -326,9 +372,12 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		}
 	}
 
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
 	if err != nil {
 		return nil, err
+	}
+	if len(sortSpec) == 0 && rdReverseNaturalHint(c) {
+		slices.Reverse(docs) // docs is this command's own slice
 	}
 	var max int64
 	if len(sortSpec) == 0 && limit > 0 {
@@ -414,7 +463,7 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -481,7 +530,7 @@ func cmdDistinct(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +680,7 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll)
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, nil)
 	if err != nil {
 		return nil, err
 	}

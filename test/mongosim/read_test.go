@@ -84,6 +84,12 @@ func TestReadFindFilterSortSkipLimit(t *testing.T) {
 	rdWantIDs(t, "skip+limit sorted", rdFindIDs(t, c, bson.D{}, options.Find().SetSort(bson.D{{Key: "a", Value: -1}}).SetSkip(2).SetLimit(3)), 7, 6, 5)
 	rdWantIDs(t, "skip+limit natural", rdFindIDs(t, c, bson.D{}, options.Find().SetSkip(8).SetLimit(5)), 8, 9)
 	rdWantIDs(t, "skip past the end", rdFindIDs(t, c, bson.D{}, options.Find().SetSkip(50)))
+	rdWantIDs(t, "$natural -1 hint", rdFindIDs(t, c, bson.D{{Key: "a", Value: bson.D{{Key: "$lt", Value: 4}}}}, options.Find().SetHint(bson.D{{Key: "$natural", Value: -1}}).SetLimit(3)), 3, 2, 1)
+	rdWantIDs(t, "$natural -1 sort", rdFindIDs(t, c, bson.D{}, options.Find().SetSort(bson.D{{Key: "$natural", Value: -1}}).SetLimit(2)), 9, 8)
+	rdWantIDs(t, "_id equality", rdFindIDs(t, c, bson.D{{Key: "_id", Value: 4.0}}), 4)
+	rdWantIDs(t, "_id $eq", rdFindIDs(t, c, bson.D{{Key: "_id", Value: bson.D{{Key: "$eq", Value: int64(5)}}}}), 5)
+	rdWantIDs(t, "_id equality, no match", rdFindIDs(t, c, bson.D{{Key: "_id", Value: 42}}))
+	rdWantIDs(t, "_id operator", rdFindIDs(t, c, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: 7}}}}), 8, 9)
 	rdWantIDs(t, "missing collection", rdFindIDs(t, cl.Database("test").Collection("nothere"), bson.D{}))
 
 	ctx := testCtx(t)
