@@ -417,6 +417,26 @@ func TestReadAggregate(t *testing.T) {
 		t.Fatalf("getMores = %d, want 3 (3+3+3+1)", n)
 	}
 
+	// $unwind, $project with let variables, $count.
+	cur, err = c.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$lt", Value: 4}}}}}},
+		{{Key: "$unwind", Value: "$tags"}},
+		{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}, {Key: "tag", Value: "$tags"},
+			{Key: "big", Value: bson.D{{Key: "$gt", Value: bson.A{"$a", "$$cut"}}}}}}},
+		{{Key: "$match", Value: bson.D{{Key: "big", Value: true}}}},
+		{{Key: "$count", Value: "n"}},
+	}, options.Aggregate().SetLet(bson.D{{Key: "cut", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted []bson.M
+	if err := cur.All(ctx, &counted); err != nil {
+		t.Fatal(err)
+	}
+	if len(counted) != 1 || counted[0]["n"] != int32(4) { // a=2,3 with two tags each
+		t.Fatalf("$unwind/$project/$count = %v, want [{n: 4}]", counted)
+	}
+
 	db := cl.Database("test")
 	err = db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: "ag"}, {Key: "pipeline", Value: bson.A{}}}).Err()
 	rdWantCode(t, "aggregate without cursor", err, codeFailedToParse)
@@ -484,4 +504,76 @@ func TestReadInTransactionSeesOwnWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdWantIDs(t, "after commit", rdFindIDs(t, other, bson.D{}), 0, 1, 100)
+}
+
+// TestReadConcurrentWithWrites runs finds, counts, distincts and aggregates while other
+// clients update and insert, under -race: reads filter and sort outside the engine lock, over
+// documents that writers never modify in place.
+func TestReadConcurrentWithWrites(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	c := rdSeed(t, cl, "conc", 50)
+	ctx := testCtx(t)
+	errs := make(chan error, 8)
+	done := make(chan struct{})
+	for w := 0; w < 2; w++ {
+		go func(w int) {
+			for i := 0; i < 100; i++ {
+				if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(i % 50)}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "$push", Value: bson.D{{Key: "tags", Value: "w"}}}}); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: int32(1000 + w*1000 + i)}, {Key: "a", Value: int32(i)}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(w)
+	}
+	for r := 0; r < 2; r++ {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				cur, err := c.Find(ctx, bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 0}}}}, options.Find().SetSort(bson.D{{Key: "a", Value: -1}}).SetBatchSize(7))
+				if err == nil {
+					var docs []bson.D
+					err = cur.All(ctx, &docs)
+					if err == nil && len(docs) < 50 {
+						err = errors.New("a find saw fewer than the 50 seeded documents")
+					}
+				}
+				if err == nil {
+					_, err = c.CountDocuments(ctx, bson.D{{Key: "tags", Value: "w"}})
+				}
+				if err == nil {
+					err = c.Distinct(ctx, "tags", bson.D{}).Err()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			close(done)
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := c.CountDocuments(ctx, bson.D{})
+	if err != nil || n != 250 {
+		t.Fatalf("count after the writers = %d, %v; want 250", n, err)
+	}
 }
