@@ -1,0 +1,120 @@
+package watchtree
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+	"unicode"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+)
+
+// defaultShutdownTimeout bounds Stop when the caller's context has no deadline.
+const defaultShutdownTimeout = 30 * time.Second
+
+// maxInstanceID is the longest Config.InstanceID accepted.
+const maxInstanceID = 200
+
+// Config configures a runtime. The zero value of every field but Client means its documented
+// default. Validate (also run by New) fails fast with a *ConfigError naming the field and the
+// rule.
+type Config struct {
+	// Client is the MongoDB client (driver v2) the stores (checkpoints, dead letters, gap records,
+	// leases) use, and every stream that does not bring its own Stream.Client. Required.
+	Client *mongo.Client
+	// Database is the default database: where the stores live, and the watched database of a
+	// stream that sets a Collection but no Database. When empty, the stores of each stream live
+	// in that stream's own Database, and a stream that watches a collection or the whole cluster
+	// must then name a Database itself (Spawn fails otherwise).
+	Database string
+	// Logger receives the runtime's logs; protoactor's slog output is bridged into it. Every
+	// line carries the stream name. Default zap.NewNop().
+	Logger *zap.Logger
+	// ActorSystem is an existing protoactor system to embed the stream trees into. Default: the
+	// runtime creates its own, and shuts it down on Stop.
+	ActorSystem *actor.ActorSystem
+	// Observer receives the typed events (see Observer); it never blocks or breaks the runtime.
+	// Default NopObserver.
+	Observer Observer
+	// InstanceID identifies this process in lease records, checkpoints and the console. Default
+	// "<hostname>-<pid>-<6 random hex digits>". At most 200 printable characters.
+	InstanceID string
+	// ShutdownTimeout bounds Stop when its context has no earlier deadline: draining in-flight
+	// events, flushing checkpoints and releasing leases. Default 30s. Must be >= 0; 0 means the
+	// default.
+	ShutdownTimeout time.Duration
+}
+
+// Validate checks c without contacting any server. It returns nil, or the broken rules as
+// *ConfigError values joined with errors.Join, for example
+// `watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1s`.
+func (c Config) Validate() error {
+	ce := &configErrors{prefix: "Config."}
+	if c.Client == nil {
+		ce.add("Client", "is required, got nil")
+	}
+	if c.Database != "" {
+		if rule := databaseNameRule(c.Database); rule != "" {
+			ce.add("Database", "%s, got %q", rule, c.Database)
+		}
+	}
+	if c.InstanceID != "" {
+		if rule := instanceIDRule(c.InstanceID); rule != "" {
+			ce.add("InstanceID", "%s, got %q", rule, c.InstanceID)
+		}
+	}
+	if c.ShutdownTimeout < 0 {
+		ce.add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
+	}
+	return ce.err()
+}
+
+// withDefaults returns c with every zero field but Client, Database and ActorSystem replaced by
+// its default.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = defaultInstanceID()
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = defaultShutdownTimeout
+	}
+	return c
+}
+
+func instanceIDRule(id string) string {
+	if len(id) > maxInstanceID {
+		return "must be at most " + strconv.Itoa(maxInstanceID) + " bytes"
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return "must be printable characters without spaces"
+		}
+	}
+	return ""
+}
+
+// defaultInstanceID returns "<hostname>-<pid>-<6 random hex digits>".
+func defaultInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	id := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	if instanceIDRule(id) != "" { // an exotic hostname: keep only the safe part
+		id = fmt.Sprintf("host-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return id
+}

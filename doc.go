@@ -1,0 +1,50 @@
+// Package watchtree runs MongoDB change-stream consumers inside a Go service, each as a
+// supervised actor tree (protoactor-go), with at-least-once delivery, per-document ordering,
+// checkpoints, retries, dead letters and restarts that the user controls.
+//
+// # What a user writes
+//
+//	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "shop", Logger: logger})
+//	err = rt.Start(ctx)
+//	h, err := rt.Spawn(watchtree.Stream[Order]{
+//		Name:       "order-stream",
+//		Collection: "orders",
+//		Lanes:      8,
+//		Retry:      watchtree.RetryPolicy{MaxAttempts: 5},
+//		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+//			return charge(ctx, ev.ID(), ev.FullDocument) // ev.ID() is stable across redeliveries
+//		},
+//	})
+//	defer rt.Stop(ctx)
+//
+// A Stream[T] is a value describing one consumer; it satisfies the non-generic Spec interface
+// the runtime accepts, because Go methods cannot have type parameters. The zero value of every
+// policy field means its documented default, and Validate (run by Spawn) fails fast with a
+// *ConfigError naming the field and the rule.
+//
+// # Guarantees
+//
+//   - At least once, never silent loss: a resume position is persisted only for settled events.
+//     An event settles when its handler returned nil or Skip, the Filter rejected it, no handler
+//     matched, or its dead letter was durably written. A failed dead-letter write leaves the
+//     event unsettled; it is retried, never skipped.
+//   - Order per document: events of one document key are handled in order, on one lane.
+//   - Stable identity: Event.ID is the resume token's _data, the same on every redelivery.
+//   - Explained: every lifecycle change, retry, dead letter, checkpoint, history loss and gap is
+//     logged with the stream name and reported to the Observer, which can never block or break
+//     the runtime.
+//
+// # Errors
+//
+// Handler errors are retried by the RetryPolicy unless marked with Permanent (dead letter at
+// once) or made by Skip (settle on purpose, no dead letter). Decode errors are permanent.
+// Terminal stream failures match the sentinels ErrHistoryLost, ErrGaveUp, ErrInvalidated and
+// ErrFenced with errors.Is.
+//
+// # Files
+//
+// stream.go (Stream, Spec), event.go (Event), policy.go (RetryPolicy, RestartPolicy,
+// CheckpointPolicy, DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost,
+// OnInvalidate, fullDocument modes), errors.go, observer.go, config.go. The actors live under
+// actors/, their protobuf messages under messages/.
+package watchtree

@@ -1,0 +1,210 @@
+package watchtree
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Match them with errors.Is: the runtime wraps them with the stream name and the
+// cause, so comparing with == does not work.
+var (
+	// ErrInvalidConfig is matched by every *ConfigError: a Config or Stream value broke a rule.
+	ErrInvalidConfig = errors.New("watchtree: invalid configuration")
+
+	// ErrDuplicateStream means a stream with the same Name is already spawned on the runtime.
+	// Names identify checkpoint, lease and dead-letter records, so they must be unique.
+	ErrDuplicateStream = errors.New("watchtree: duplicate stream name")
+
+	// ErrNoHandler means a Stream sets none of OnInsert, OnUpdate, OnReplace, OnDelete and OnChange.
+	ErrNoHandler = errors.New("watchtree: stream has no handler")
+
+	// ErrUnknownStream means no stream of that name is spawned on the runtime.
+	ErrUnknownStream = errors.New("watchtree: unknown stream")
+
+	// ErrNotStarted means the runtime (or the stream) has not been started yet.
+	ErrNotStarted = errors.New("watchtree: not started")
+
+	// ErrAlreadyStarted means Start was called on a runtime (or stream) that is already running.
+	ErrAlreadyStarted = errors.New("watchtree: already started")
+
+	// ErrStopped means the runtime (or the stream) is stopped and refuses the request.
+	ErrStopped = errors.New("watchtree: stopped")
+
+	// ErrHistoryLost means the saved resume position is no longer in the oplog
+	// (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280 or CappedPositionLost 136) and the
+	// stream's OnHistoryLost policy is Fail. It is terminal: the stream stays crashed until an
+	// operator acts.
+	ErrHistoryLost = errors.New("watchtree: change stream history lost")
+
+	// ErrGaveUp means the RestartPolicy ran out of attempts. It is terminal: the stream stays
+	// crashed until an operator starts it.
+	ErrGaveUp = errors.New("watchtree: restart attempts exhausted")
+
+	// ErrInvalidated means the change stream was invalidated (drop, rename or dropDatabase of the
+	// watched namespace) and the stream's OnInvalidate policy is InvalidateStop. It is terminal.
+	ErrInvalidated = errors.New("watchtree: change stream invalidated")
+
+	// ErrFenced means a checkpoint or lease write was refused because another instance holds a
+	// newer lease epoch. The deposed instance stops processing the stream at once.
+	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
+)
+
+// ConfigError reports one broken configuration rule. Every Validate method of this package
+// returns *ConfigError values (joined with errors.Join when several rules are broken), so a caller
+// can find the field with errors.As:
+//
+//	var ce *watchtree.ConfigError
+//	if errors.As(err, &ce) { fmt.Println(ce.Field) } // "Retry.Multiplier"
+//
+// A ConfigError matches ErrInvalidConfig with errors.Is, and also its Err when set (for example
+// ErrNoHandler or ErrDuplicateStream).
+type ConfigError struct {
+	// Stream is the Name of the stream being validated; empty for Config and for a policy
+	// validated on its own.
+	Stream string
+	// Field is the dotted path of the offending field: relative to the Stream value when Stream
+	// is set ("Lanes", "Retry.Multiplier"), otherwise starting with the type name
+	// ("Config.ShutdownTimeout", "RetryPolicy.MaxAttempts").
+	Field string
+	// Rule is the broken rule, including the rejected value, e.g. "must be finite and >= 1, got NaN".
+	Rule string
+	// Err is an optional sentinel that classifies the error (ErrNoHandler, ErrDuplicateStream).
+	Err error
+
+	inStream bool // render the Stream prefix even when the name is empty
+}
+
+// Error renders `watchtree: Stream "orders": Retry.Multiplier must be finite and >= 1, got NaN`,
+// or `watchtree: Config.ShutdownTimeout must be >= 0, got -1s` outside a stream.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString("watchtree: ")
+	if e.Stream != "" || e.inStream {
+		fmt.Fprintf(&b, "Stream %q: ", e.Stream)
+	}
+	b.WriteString(e.Field)
+	b.WriteByte(' ')
+	b.WriteString(e.Rule)
+	return b.String()
+}
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Unwrap returns the classifying sentinel, if any.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// configErrors collects broken rules while validating one value. Nested collectors (for a
+// policy inside a Stream) share the parent's list, so the parent's err sees every rule.
+type configErrors struct {
+	stream   string
+	inStream bool
+	prefix   string // prepended to every field, e.g. "Retry." or "Config."
+	list     *[]error
+}
+
+func (c *configErrors) add(field, format string, args ...any) {
+	c.addErr(field, nil, format, args...)
+}
+
+func (c *configErrors) addErr(field string, sentinel error, format string, args ...any) {
+	if c.list == nil {
+		c.list = new([]error)
+	}
+	*c.list = append(*c.list, &ConfigError{Stream: c.stream, Field: c.prefix + field,
+		Rule: fmt.Sprintf(format, args...), Err: sentinel, inStream: c.inStream})
+}
+
+// nested returns a collector for a nested struct: same stream, same list, longer prefix.
+func (c *configErrors) nested(prefix string) *configErrors {
+	if c.list == nil {
+		c.list = new([]error)
+	}
+	return &configErrors{stream: c.stream, inStream: c.inStream, prefix: c.prefix + prefix, list: c.list}
+}
+
+func (c *configErrors) err() error {
+	if c.list == nil {
+		return nil
+	}
+	return errors.Join(*c.list...)
+}
+
+// Permanent marks err as permanent: the event's remaining retries are skipped and it is
+// dead-lettered at once. The mark survives wrapping (fmt.Errorf("...: %w", Permanent(err)) is
+// still permanent); detect it with IsPermanent. Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Permanent() bool { return true }
+
+// permanenter is the behaviour IsPermanent looks for anywhere in an error chain. Users may
+// implement it on their own error types instead of calling Permanent.
+type permanenter interface{ Permanent() bool }
+
+// IsPermanent reports whether err, or any error it wraps, is permanent: made by Permanent, a
+// *DecodeError, or any error type with a `Permanent() bool` method returning true.
+func IsPermanent(err error) bool {
+	for _, e := range chain(err) {
+		if p, ok := e.(permanenter); ok && p.Permanent() {
+			return true
+		}
+	}
+	return false
+}
+
+// Skip returns an error that settles the event on purpose: no retry, no dead letter. The event
+// counts as skipped (messages.Outcome SKIPPED), is logged with reason and reported to the Observer
+// as a Skipped event. The mark survives wrapping; detect it with IsSkip.
+func Skip(reason string) error { return &skipError{reason: reason} }
+
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "watchtree: skipped: " + e.reason }
+
+// IsSkip reports whether err, or any error it wraps, was made by Skip. A Skip takes precedence
+// over Permanent when an error chain carries both.
+func IsSkip(err error) bool {
+	var s *skipError
+	return errors.As(err, &s)
+}
+
+// skipReason returns the reason given to Skip, if err carries one.
+func skipReason(err error) (string, bool) {
+	var s *skipError
+	if errors.As(err, &s) {
+		return s.reason, true
+	}
+	return "", false
+}
+
+// chain flattens an error tree (Unwrap() error and Unwrap() []error) in depth-first order.
+func chain(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		out = append(out, e)
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return out
+}

@@ -1,0 +1,573 @@
+package watchtree
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// OperationType is a change event's operationType, as the server spells it.
+//
+// It is a string type rather than a closed enum so that event kinds this package has no constant
+// for (the expanded events create, createIndexes, modify, ... that a Pipeline may let through)
+// keep their server name instead of collapsing into an opaque "other"; they reach OnChange. Use
+// Known to tell them apart.
+type OperationType string
+
+// Operation types with a constant; all others reach OnChange with their server name.
+const (
+	OpInsert       OperationType = "insert"
+	OpUpdate       OperationType = "update"
+	OpReplace      OperationType = "replace"
+	OpDelete       OperationType = "delete"
+	OpDrop         OperationType = "drop"
+	OpRename       OperationType = "rename"
+	OpDropDatabase OperationType = "dropDatabase"
+	OpInvalidate   OperationType = "invalidate"
+)
+
+// Known reports whether op is one of the Op constants.
+func (op OperationType) Known() bool {
+	switch op {
+	case OpInsert, OpUpdate, OpReplace, OpDelete, OpDrop, OpRename, OpDropDatabase, OpInvalidate:
+		return true
+	}
+	return false
+}
+
+// Namespace is a database and collection name. Coll is empty for a dropDatabase event.
+type Namespace struct {
+	DB   string
+	Coll string
+}
+
+// String returns "db.coll", or "db" when Coll is empty.
+func (n Namespace) String() string {
+	if n.Coll == "" {
+		return n.DB
+	}
+	return n.DB + "." + n.Coll
+}
+
+// UpdateDescription is the updateDescription of an update event: what the update changed.
+type UpdateDescription struct {
+	// UpdatedFields maps each updated dotted path ("status", "items.2.qty") to its new value.
+	UpdatedFields bson.Raw
+	// RemovedFields lists the dotted paths removed by the update ($unset).
+	RemovedFields []string
+	// TruncatedArrays lists the arrays shortened by the update, with their new length.
+	TruncatedArrays []TruncatedArray
+}
+
+// TruncatedArray is one entry of UpdateDescription.TruncatedArrays: the array at Field now has
+// NewSize elements; the elements from index NewSize on were removed.
+type TruncatedArray struct {
+	Field   string
+	NewSize int
+}
+
+// Changed reports whether the update touched path, a dotted path such as "address.city" or
+// "items.2". It is true when, for some changed path C of the description:
+//   - C is an updated or removed field and C == path, C is a parent of path (the whole
+//     sub-document was set or removed: "address" for "address.city"), or C is a child of path
+//     (something inside path changed: "address.city" for "address");
+//   - C is a truncated array and C == path, C is a child of path, or path is inside C at a
+//     removed index (index >= NewSize: "items.5" when items shrank to 5) or under a non-numeric
+//     segment ("items.qty", which may have lived in a removed element).
+//
+// Paths are compared segment by segment: "addr" is unrelated to "address". The empty path is
+// the root: true when anything changed. Changed on a nil *UpdateDescription is false.
+func (u *UpdateDescription) Changed(path string) bool {
+	if u == nil {
+		return false
+	}
+	if len(u.UpdatedFields) > 4 {
+		rem := u.UpdatedFields[4:]
+		for len(rem) > 1 {
+			el, next, ok := bsoncore.ReadElement(rem)
+			if !ok {
+				break
+			}
+			if pathsRelated(el.Key(), path) {
+				return true
+			}
+			rem = next
+		}
+	}
+	for _, f := range u.RemovedFields {
+		if pathsRelated(f, path) {
+			return true
+		}
+	}
+	for _, t := range u.TruncatedArrays {
+		if t.Field == path || isParentPath(path, t.Field) {
+			return true
+		}
+		if isParentPath(t.Field, path) {
+			seg := path[len(t.Field):]
+			if t.Field != "" {
+				seg = seg[1:] // the dot
+			}
+			if i := strings.IndexByte(seg, '.'); i >= 0 {
+				seg = seg[:i]
+			}
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= t.NewSize {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pathsRelated reports whether a and b are equal or one is a parent of the other.
+func pathsRelated(a, b string) bool {
+	return a == b || isParentPath(a, b) || isParentPath(b, a)
+}
+
+// isParentPath reports whether parent is a strict ancestor of child; "" is the ancestor of every
+// non-empty path.
+func isParentPath(parent, child string) bool {
+	if parent == "" {
+		return child != ""
+	}
+	return len(child) > len(parent) && child[len(parent)] == '.' && strings.HasPrefix(child, parent)
+}
+
+// TxnInfo identifies the multi-document transaction an event belongs to.
+type TxnInfo struct {
+	// LSID is the logical session id document ({id: UUID, uid: BinData}).
+	LSID bson.Raw
+	// TxnNumber is the transaction number within the session.
+	TxnNumber int64
+}
+
+// Event is one change event, decoded once and handed to the stream's handler. The same *Event is
+// passed to every attempt of a retried event, with Attempt updated; handlers must not keep it
+// after they return, nor modify it.
+//
+// The decoded documents are fields, so handlers use them directly; everything else is read
+// through methods.
+type Event[T any] struct {
+	// FullDocument is the document decoded into T: always set on insert and replace, on update
+	// only with a FullDocument mode other than FullDocumentDefault, never on delete. It is nil
+	// when the server sent no document or null (for example updateLookup on a deleted document).
+	FullDocument *T
+	// FullDocumentBeforeChange is the pre-image decoded into T, on update, replace and delete
+	// with a PreImageMode other than PreImageOff; nil when absent or null.
+	FullDocumentBeforeChange *T
+	// UpdateDescription is set on update events only; nil otherwise.
+	UpdateDescription *UpdateDescription
+
+	raw         bson.Raw
+	id          string
+	token       bson.Raw
+	op          OperationType
+	ns          Namespace
+	to          Namespace
+	hasTo       bool
+	documentKey bson.Raw
+	clusterTime bson.Timestamp
+	wallTime    time.Time
+	txn         TxnInfo
+	hasLSID     bool
+	hasTxnNum   bool
+	stream      string
+	attempt     int
+}
+
+// ID returns the event's stable identity: the resume token's _data string. It is the same on
+// every redelivery of the event (a retry, a replay after a crash, a dead-letter replay), and
+// unique per event within a deployment, so it can serve as an idempotency key.
+func (e *Event[T]) ID() string { return e.id }
+
+// ResumeToken returns the event's _id document, the position to resume after it.
+func (e *Event[T]) ResumeToken() bson.Raw { return e.token }
+
+// OperationType returns the event's operation type.
+func (e *Event[T]) OperationType() OperationType { return e.op }
+
+// DocumentKey returns the documentKey ({_id: ...}, with the shard key fields first on a sharded
+// collection); nil for events without one (drop, rename, dropDatabase, invalidate).
+func (e *Event[T]) DocumentKey() bson.Raw { return e.documentKey }
+
+// DocumentID returns the documentKey's _id, or the zero RawValue when there is none. Use the
+// RawValue accessors for its type: ObjectIDOK, StringValueOK, Int64OK, AsInt64OK, ...
+func (e *Event[T]) DocumentID() bson.RawValue {
+	if e.documentKey == nil {
+		return bson.RawValue{}
+	}
+	v, err := e.documentKey.LookupErr("_id")
+	if err != nil {
+		return bson.RawValue{}
+	}
+	return v
+}
+
+// ClusterTime returns the oplog time of the write. All events of one transaction share the
+// commit time.
+func (e *Event[T]) ClusterTime() bson.Timestamp { return e.clusterTime }
+
+// WallTime returns the server's wall-clock time of the write (millisecond precision, UTC), or
+// the zero time when the server did not send it (before MongoDB 6.0).
+func (e *Event[T]) WallTime() time.Time { return e.wallTime }
+
+// Namespace returns the database and collection the event happened in; empty for invalidate.
+func (e *Event[T]) Namespace() Namespace { return e.ns }
+
+// To returns the new namespace of a rename event, and false for every other event.
+func (e *Event[T]) To() (Namespace, bool) { return e.to, e.hasTo }
+
+// Txn returns the transaction of an event written by a multi-document transaction, and false
+// otherwise (false unless both lsid and txnNumber are present).
+func (e *Event[T]) Txn() (TxnInfo, bool) { return e.txn, e.hasLSID && e.hasTxnNum }
+
+// Attempt returns the 1-based number of the current handler call for this event.
+func (e *Event[T]) Attempt() int { return e.attempt }
+
+// Raw returns the change event document exactly as the server sent it.
+func (e *Event[T]) Raw() bson.Raw { return e.raw }
+
+// Stream returns the name of the stream the event was read by.
+func (e *Event[T]) Stream() string { return e.stream }
+
+// Changed reports whether the event may have changed the document at path. For an update it is
+// UpdateDescription.Changed (see there for the exact rule; true if the description is missing).
+// For insert, replace and delete it is true: the whole document was written or removed. For every
+// other operation it is false.
+func (e *Event[T]) Changed(path string) bool {
+	switch e.op {
+	case OpUpdate:
+		if e.UpdateDescription == nil {
+			return true
+		}
+		return e.UpdateDescription.Changed(path)
+	case OpInsert, OpReplace, OpDelete:
+		return true
+	}
+	return false
+}
+
+// DecodeError reports a change event that could not be decoded: a document that does not fit T,
+// or a malformed event field. It is permanent (IsPermanent is true): the event is dead-lettered at
+// once, with this error, and never retried.
+type DecodeError struct {
+	// Stream is the stream that read the event.
+	Stream string
+	// Field is the event field that failed: "fullDocument", "fullDocumentBeforeChange",
+	// "clusterTime", ...; empty when the event document itself is malformed.
+	Field string
+	// Type is what the field was decoded into: the Go type for documents ("main.Order"), the
+	// expected BSON type otherwise ("timestamp").
+	Type string
+	// Err is the underlying error.
+	Err error
+}
+
+// Error renders `watchtree: Stream "orders": cannot decode fullDocument into main.Order: <err>`.
+func (e *DecodeError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "watchtree: Stream %q: cannot decode ", e.Stream)
+	if e.Field == "" {
+		b.WriteString("change event")
+	} else {
+		b.WriteString(e.Field)
+	}
+	if e.Type != "" {
+		b.WriteString(" into ")
+		b.WriteString(e.Type)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Permanent reports true: a decode error does not go away on retry.
+func (e *DecodeError) Permanent() bool { return true }
+
+// errMissing is the DecodeError cause for a required field that is absent.
+var errMissing = errors.New("missing")
+
+// peekOperationType returns the operationType of a raw change event without decoding anything
+// else, so that the router can pick a handler before paying for the document decode.
+func peekOperationType(raw bson.Raw) (OperationType, bool) {
+	v, err := bsoncore.Document(raw).LookupErr("operationType")
+	if err != nil {
+		return "", false
+	}
+	s, ok := v.StringValueOK()
+	return OperationType(s), ok
+}
+
+// decodeEvent decodes a raw change event (the shape of mongo-wire §3.3) into an Event[T], once.
+// Documents are decoded into T with the driver's default registry; the event keeps raw (no copy).
+// Unknown fields (collectionUUID, operationDescription, ...) are ignored. A field of the wrong
+// BSON type, or a document that does not decode into T, gives a *DecodeError.
+func decodeEvent[T any](raw bson.Raw, stream string, attempt int) (*Event[T], error) {
+	ev := &Event[T]{}
+	if err := fillEvent(ev, raw, stream, attempt); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// fillEvent decodes raw into ev, which the caller may have allocated as part of a larger value.
+func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int) error {
+	ev.raw, ev.stream, ev.attempt = raw, stream, attempt
+	bad := func(field, typ string, err error) error {
+		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
+	}
+	length, rem, ok := bsoncore.ReadLength(raw)
+	if !ok || int(length) != len(raw) || length < 5 {
+		return bad("", "", fmt.Errorf("malformed BSON document (%d bytes)", len(raw)))
+	}
+	rem = rem[:len(rem)-1] // drop the trailing NUL
+	var hasID, hasOp bool
+	for len(rem) > 0 {
+		el, next, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			return bad("", "", errors.New("malformed BSON element"))
+		}
+		rem = next
+		keyBytes := el.KeyBytes()
+		val := el.Value()
+		switch string(keyBytes) { // no allocation: the compiler compares in place
+		case "_id":
+			doc, ok := val.DocumentOK()
+			if !ok {
+				return bad("_id", "document", fmt.Errorf("got %s", val.Type))
+			}
+			data, ok := doc.Lookup("_data").StringValueOK()
+			if !ok {
+				return bad("_id._data", "string", errMissing)
+			}
+			ev.token, ev.id, hasID = bson.Raw(doc), data, true
+		case "operationType":
+			op, ok := readOperationType(val)
+			if !ok {
+				return bad("operationType", "string", fmt.Errorf("got %s", val.Type))
+			}
+			ev.op, hasOp = op, true
+		case "clusterTime":
+			t, i, ok := val.TimestampOK()
+			if !ok {
+				return bad("clusterTime", "timestamp", fmt.Errorf("got %s", val.Type))
+			}
+			ev.clusterTime = bson.Timestamp{T: t, I: i}
+		case "wallTime":
+			ms, ok := val.DateTimeOK()
+			if !ok {
+				return bad("wallTime", "date", fmt.Errorf("got %s", val.Type))
+			}
+			ev.wallTime = time.UnixMilli(ms).UTC()
+		case "ns":
+			ns, err := decodeNamespace(val)
+			if err != nil {
+				return bad("ns", "document", err)
+			}
+			ev.ns = ns
+		case "to":
+			ns, err := decodeNamespace(val)
+			if err != nil {
+				return bad("to", "document", err)
+			}
+			ev.to, ev.hasTo = ns, true
+		case "documentKey":
+			doc, ok := val.DocumentOK()
+			if !ok {
+				return bad("documentKey", "document", fmt.Errorf("got %s", val.Type))
+			}
+			ev.documentKey = bson.Raw(doc)
+		case "fullDocument":
+			doc, err := decodeDocument[T](val)
+			if err != nil {
+				return bad("fullDocument", typeName[T](), err)
+			}
+			ev.FullDocument = doc
+		case "fullDocumentBeforeChange":
+			doc, err := decodeDocument[T](val)
+			if err != nil {
+				return bad("fullDocumentBeforeChange", typeName[T](), err)
+			}
+			ev.FullDocumentBeforeChange = doc
+		case "updateDescription":
+			ud, err := decodeUpdateDescription(val)
+			if err != nil {
+				return bad("updateDescription", "document", err)
+			}
+			ev.UpdateDescription = ud
+		case "lsid":
+			doc, ok := val.DocumentOK()
+			if !ok {
+				return bad("lsid", "document", fmt.Errorf("got %s", val.Type))
+			}
+			ev.txn.LSID, ev.hasLSID = bson.Raw(doc), true
+		case "txnNumber":
+			n, ok := val.AsInt64OK()
+			if !ok {
+				return bad("txnNumber", "integer", fmt.Errorf("got %s", val.Type))
+			}
+			ev.txn.TxnNumber, ev.hasTxnNum = n, true
+		}
+	}
+	if !hasID {
+		return bad("_id", "document", errMissing)
+	}
+	if !hasOp {
+		return bad("operationType", "string", errMissing)
+	}
+	return nil
+}
+
+// readOperationType reads a string value as an OperationType, without allocating for the known
+// types.
+func readOperationType(val bsoncore.Value) (OperationType, bool) {
+	if val.Type != bsoncore.TypeString {
+		return "", false
+	}
+	b, ok := readStringBytes(val.Data)
+	if !ok {
+		return "", false
+	}
+	switch string(b) {
+	case string(OpInsert):
+		return OpInsert, true
+	case string(OpUpdate):
+		return OpUpdate, true
+	case string(OpReplace):
+		return OpReplace, true
+	case string(OpDelete):
+		return OpDelete, true
+	case string(OpDrop):
+		return OpDrop, true
+	case string(OpRename):
+		return OpRename, true
+	case string(OpDropDatabase):
+		return OpDropDatabase, true
+	case string(OpInvalidate):
+		return OpInvalidate, true
+	}
+	return OperationType(b), true
+}
+
+// readStringBytes returns the bytes of a BSON string value (int32 length, bytes, NUL) without
+// copying them.
+func readStringBytes(data []byte) ([]byte, bool) {
+	n, rem, ok := bsoncore.ReadLength(data)
+	if !ok || n < 1 || int(n) > len(rem) || rem[n-1] != 0 {
+		return nil, false
+	}
+	return rem[:n-1], true
+}
+
+// decodeDocument decodes a document value into a new T; nil for null. A T of bson.Raw shares
+// the event's bytes instead of copying them.
+func decodeDocument[T any](val bsoncore.Value) (*T, error) {
+	if val.Type == bsoncore.TypeNull || val.Type == bsoncore.TypeUndefined {
+		return nil, nil
+	}
+	doc, ok := val.DocumentOK()
+	if !ok {
+		return nil, fmt.Errorf("got BSON %s, want a document or null", val.Type)
+	}
+	out := new(T)
+	if r, ok := any(out).(*bson.Raw); ok {
+		*r = bson.Raw(doc)
+		return out, nil
+	}
+	if err := bson.Unmarshal(doc, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
+func decodeNamespace(val bsoncore.Value) (Namespace, error) {
+	doc, ok := val.DocumentOK()
+	if !ok {
+		return Namespace{}, fmt.Errorf("got %s", val.Type)
+	}
+	var ns Namespace
+	if v, err := doc.LookupErr("db"); err == nil {
+		if ns.DB, ok = v.StringValueOK(); !ok {
+			return Namespace{}, fmt.Errorf("db: got %s, want string", v.Type)
+		}
+	}
+	if v, err := doc.LookupErr("coll"); err == nil {
+		if ns.Coll, ok = v.StringValueOK(); !ok {
+			return Namespace{}, fmt.Errorf("coll: got %s, want string", v.Type)
+		}
+	}
+	return ns, nil
+}
+
+func decodeUpdateDescription(val bsoncore.Value) (*UpdateDescription, error) {
+	doc, ok := val.DocumentOK()
+	if !ok {
+		return nil, fmt.Errorf("got %s", val.Type)
+	}
+	ud := &UpdateDescription{}
+	if v, err := doc.LookupErr("updatedFields"); err == nil {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, fmt.Errorf("updatedFields: got %s, want document", v.Type)
+		}
+		ud.UpdatedFields = bson.Raw(d)
+	}
+	if v, err := doc.LookupErr("removedFields"); err == nil {
+		arr, ok := v.ArrayOK()
+		if !ok {
+			return nil, fmt.Errorf("removedFields: got %s, want array", v.Type)
+		}
+		vals, err := arr.Values()
+		if err != nil {
+			return nil, fmt.Errorf("removedFields: %w", err)
+		}
+		ud.RemovedFields = make([]string, 0, len(vals))
+		for _, x := range vals {
+			s, ok := x.StringValueOK()
+			if !ok {
+				return nil, fmt.Errorf("removedFields: got %s element, want string", x.Type)
+			}
+			ud.RemovedFields = append(ud.RemovedFields, s)
+		}
+	}
+	if v, err := doc.LookupErr("truncatedArrays"); err == nil {
+		arr, ok := v.ArrayOK()
+		if !ok {
+			return nil, fmt.Errorf("truncatedArrays: got %s, want array", v.Type)
+		}
+		vals, err := arr.Values()
+		if err != nil {
+			return nil, fmt.Errorf("truncatedArrays: %w", err)
+		}
+		for _, x := range vals {
+			d, ok := x.DocumentOK()
+			if !ok {
+				return nil, fmt.Errorf("truncatedArrays: got %s element, want document", x.Type)
+			}
+			field, ok := d.Lookup("field").StringValueOK()
+			if !ok {
+				return nil, errors.New("truncatedArrays: element without a string field")
+			}
+			n, ok := d.Lookup("newSize").AsInt64OK()
+			if !ok {
+				return nil, errors.New("truncatedArrays: element without a numeric newSize")
+			}
+			ud.TruncatedArrays = append(ud.TruncatedArrays, TruncatedArray{Field: field, NewSize: int(n)})
+		}
+	}
+	return ud, nil
+}

@@ -1,0 +1,356 @@
+package watchtree
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree/actors/dispatcher"
+)
+
+// maxLanes is the largest Stream.Lanes accepted.
+const maxLanes = 1024
+
+// Handler handles one change event. Returning nil settles the event. Any other error is retried
+// following the stream's RetryPolicy, unless it is marked with Permanent (dead letter at once) or
+// made by Skip (settled on purpose, no dead letter). A panic is recovered by the runtime into an
+// error carrying the stack, and treated like a returned error. ctx is cancelled when the stream
+// stops; a handler should return promptly then (its event stays unsettled and is redelivered).
+type Handler[T any] func(ctx context.Context, ev *Event[T]) error
+
+// Stream describes one change-stream consumer of documents of type T. Pass it to the runtime's
+// Spawn (or Props). It is a value: the runtime takes a validated copy when it is spawned, and
+// later changes to the value have no effect.
+//
+// The zero value of every field but Name and the handlers means its documented default.
+// Validate (also run by Spawn) fails fast with a *ConfigError naming the field and the rule.
+//
+// What is watched is decided by Collection and Database alone:
+//   - Collection set: that collection (Collection.Watch), in Database, or, when Database is
+//     empty, in the runtime's Config.Database;
+//   - Collection empty, Database set: the whole database (Database.Watch), all its collections
+//     but system.*;
+//   - both empty: the whole cluster (Client.Watch), all databases but admin, config and local.
+type Stream[T any] struct {
+	// Name identifies the stream: the _id of its checkpoint and lease, the stream field of its
+	// dead letters and gap records, the cursor comment "watchtree:<Name>", the actor names, and
+	// every log line. It must be unique in the runtime and be 1-100 characters from
+	// [A-Za-z0-9._-], starting with a letter or digit. Renaming a stream orphans its checkpoint.
+	Name string
+	// Client is an optional client for this stream's cursor (multi-cluster setups). Default: the
+	// runtime's Config.Client. Checkpoints, dead letters and leases always use Config.Client.
+	Client *mongo.Client
+	// Database is the watched database; see the type's doc for the empty case.
+	Database string
+	// Collection is the watched collection; empty for a database- or cluster-wide stream.
+	Collection string
+	// Pipeline holds server-side stages appended after $changeStream: a mongo.Pipeline, a bson.A
+	// of documents, a []bson.M, or any slice whose elements marshal to BSON documents. Each stage
+	// must have exactly one field, a "$" operator other than $changeStream, $out and $merge. The
+	// stages must keep the event's _id (the resume token) unmodified, or the server fails the
+	// cursor with ChangeStreamFatalError 280. Filtering out drop, rename or invalidate events
+	// hides them from OnInvalidate handling. The pipeline is marshalled once, when spawned.
+	Pipeline any
+	// Filter is an optional in-process predicate. It runs after decoding, only for events that
+	// have a handler; an event it rejects (false) settles as filtered, without a handler call.
+	// Event.Attempt is 0 inside Filter. It must be fast and must not block; a panic in it is an
+	// error of the event, like a handler panic.
+	Filter func(ev *Event[T]) bool
+	// FullDocument is the fullDocument option: what Event.FullDocument holds on updates.
+	// Default FullDocumentDefault (nothing on updates).
+	FullDocument FullDocumentMode
+	// FullDocumentBeforeChange is the fullDocumentBeforeChange option (pre-images).
+	// Default PreImageOff.
+	FullDocumentBeforeChange PreImageMode
+	// Mode is the deployment mode. Default AllInstances.
+	Mode Mode
+	// Lanes is the number of events processed concurrently. Events of the same document key
+	// always go to the same lane, in order; different keys run in parallel. With 1 lane
+	// processing is strictly sequential. Default 1, at most 1024.
+	Lanes int
+	// StartPosition is where a newly spawned stream starts. Default Resume.
+	StartPosition StartPosition
+	// Retry governs handler retries. Default 3 attempts, 500ms × 2^(n-1) capped at 30s, ±20%.
+	Retry RetryPolicy
+	// Restart governs restarts of the stream after a crash. Default unlimited, 1s × 2^(n-1)
+	// capped at 60s.
+	Restart RestartPolicy
+	// Checkpoint governs when the resume position is persisted. Default every 100 settlements or
+	// 1s.
+	Checkpoint CheckpointPolicy
+	// DeadLetter governs where events that exhausted their attempts go. Default on,
+	// "_wt_dead_letters", 14 days.
+	DeadLetter DeadLetterPolicy
+	// OnHistoryLost is applied when the saved position is no longer in the oplog. Default Fail.
+	OnHistoryLost HistoryLostPolicy
+	// OnInvalidate is applied after an invalidate event. Default InvalidateStop.
+	OnInvalidate InvalidatePolicy
+
+	// OnInsert, OnUpdate, OnReplace and OnDelete handle the events of their operation type. An
+	// event whose type has no typed handler goes to OnChange; with no OnChange either, it settles
+	// as unhandled. drop, rename, dropDatabase, invalidate and any other operation type reach
+	// OnChange only. At least one handler must be set.
+	OnInsert  Handler[T]
+	OnUpdate  Handler[T]
+	OnReplace Handler[T]
+	OnDelete  Handler[T]
+	OnChange  Handler[T]
+}
+
+// Spec is a stream description the runtime can spawn, whatever its document type. Stream[T]
+// implements it; the interface is sealed (compile is unexported), because Go methods cannot take
+// type parameters and the runtime must not see T.
+type Spec interface {
+	// StreamName returns the stream's Name.
+	StreamName() string
+	// Validate checks the spec; see Stream.Validate.
+	Validate() error
+	// compile validates the spec and returns its defaulted, non-generic form.
+	compile() (*compiledStream, error)
+}
+
+var _ Spec = Stream[bson.Raw]{}
+
+// StreamName returns s.Name.
+func (s Stream[T]) StreamName() string { return s.Name }
+
+// Validate checks s without contacting any server. It returns nil, or the broken rules as
+// *ConfigError values (joined with errors.Join), each naming the field and the rule, for example
+// `watchtree: Stream "orders": Retry.Multiplier must be finite and >= 1, got NaN`. The errors match
+// ErrInvalidConfig; a missing handler also matches ErrNoHandler.
+//
+// Validate cannot know whether the Pipeline lets a typed handler's events through, nor whether
+// the collection records pre-images; those are not errors.
+func (s Stream[T]) Validate() error {
+	_, err := s.check()
+	return err
+}
+
+// check validates s and returns the marshalled pipeline.
+func (s Stream[T]) check() ([]bson.Raw, error) {
+	c := &configErrors{stream: s.Name, inStream: true}
+	if rule := streamNameRule(s.Name); rule != "" {
+		c.add("Name", "%s, got %q", rule, s.Name)
+	}
+	if s.Database != "" {
+		if rule := databaseNameRule(s.Database); rule != "" {
+			c.add("Database", "%s, got %q", rule, s.Database)
+		}
+	}
+	if s.Collection != "" {
+		if rule := collectionNameRule(s.Collection); rule != "" {
+			c.add("Collection", "%s, got %q", rule, s.Collection)
+		}
+	}
+	pipeline, perr := marshalPipeline(s.Pipeline)
+	if perr != nil {
+		c.add(perr.field, "%s", perr.rule)
+	}
+	if !s.FullDocument.valid() {
+		c.add("FullDocument", `must be one of "", "updateLookup", "whenAvailable", "required", got %q`, string(s.FullDocument))
+	}
+	if !s.FullDocumentBeforeChange.valid() {
+		c.add("FullDocumentBeforeChange", `must be one of "", "whenAvailable", "required", got %q`, string(s.FullDocumentBeforeChange))
+	}
+	if s.Mode != AllInstances && s.Mode != SingleLeader {
+		c.add("Mode", "must be AllInstances or SingleLeader, got %v", s.Mode)
+	}
+	if s.Lanes < 0 || s.Lanes > maxLanes {
+		c.add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
+	}
+	if rule := s.StartPosition.atRule(); rule != "" {
+		c.add("StartPosition", "%s", rule)
+	}
+	s.Retry.validate(c.nested("Retry."))
+	s.Restart.validate(c.nested("Restart."))
+	s.Checkpoint.validate(c.nested("Checkpoint."))
+	s.DeadLetter.validate(c.nested("DeadLetter."))
+	if s.OnHistoryLost.kind == historyRebuild && s.OnHistoryLost.rebuild == nil {
+		c.add("OnHistoryLost", "Rebuild needs a non-nil function")
+	}
+	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
+		c.add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
+	}
+	if s.OnInsert == nil && s.OnUpdate == nil && s.OnReplace == nil && s.OnDelete == nil && s.OnChange == nil {
+		c.addErr("OnChange", ErrNoHandler, "must be set when no typed handler (OnInsert, OnUpdate, OnReplace, OnDelete) is; the stream has no handler")
+	}
+	return pipeline, c.err()
+}
+
+// watchScope is what a stream watches.
+type watchScope uint8
+
+const (
+	scopeCollection watchScope = iota // Collection.Watch
+	scopeDatabase                     // Database.Watch
+	scopeCluster                      // Client.Watch
+)
+
+func (w watchScope) String() string {
+	switch w {
+	case scopeCollection:
+		return "collection"
+	case scopeDatabase:
+		return "database"
+	case scopeCluster:
+		return "cluster"
+	}
+	return fmt.Sprintf("watchScope(%d)", w)
+}
+
+// compiledStream is the validated, defaulted, non-generic form of a Stream[T]: everything the
+// actors of one stream tree need. The only generic piece, decoding and calling the handlers, is
+// behind router.
+type compiledStream struct {
+	name       string
+	client     *mongo.Client // nil: the runtime's Config.Client
+	scope      watchScope
+	database   string // empty for a collection stream: the runtime's Config.Database
+	collection string
+	pipeline   []bson.Raw // user stages, marshalled; appended after $changeStream
+
+	fullDocument FullDocumentMode
+	preImage     PreImageMode
+	mode         Mode
+	lanes        int
+	start        StartPosition
+
+	retry         RetryPolicy
+	restart       RestartPolicy
+	checkpoint    CheckpointPolicy
+	deadLetter    DeadLetterPolicy
+	onHistoryLost HistoryLostPolicy
+	onInvalidate  InvalidatePolicy
+
+	router dispatcher.Router
+}
+
+// compile validates s and returns its compiled form, with every policy defaulted.
+func (s Stream[T]) compile() (*compiledStream, error) {
+	pipeline, err := s.check()
+	if err != nil {
+		return nil, err
+	}
+	cs := &compiledStream{
+		name:          s.Name,
+		client:        s.Client,
+		database:      s.Database,
+		collection:    s.Collection,
+		pipeline:      pipeline,
+		fullDocument:  s.FullDocument,
+		preImage:      s.FullDocumentBeforeChange,
+		mode:          s.Mode,
+		lanes:         s.Lanes,
+		start:         s.StartPosition,
+		retry:         s.Retry.withDefaults(),
+		restart:       s.Restart.withDefaults(),
+		checkpoint:    s.Checkpoint.withDefaults(),
+		deadLetter:    s.DeadLetter.withDefaults(),
+		onHistoryLost: s.OnHistoryLost,
+		onInvalidate:  s.OnInvalidate,
+		router:        newRouter(s),
+	}
+	switch {
+	case s.Collection != "":
+		cs.scope = scopeCollection
+	case s.Database != "":
+		cs.scope = scopeDatabase
+	default:
+		cs.scope = scopeCluster
+	}
+	if cs.lanes == 0 {
+		cs.lanes = 1
+	}
+	return cs, nil
+}
+
+// cursorComment is the comment every cursor of the stream carries, so operators can find it in
+// currentOp and the server logs.
+func (c *compiledStream) cursorComment() string { return "watchtree:" + c.name }
+
+// changeStreamOptions returns the options every cursor of the stream is opened with: the
+// fullDocument modes and the comment. The stream actor adds the start position (resumeAfter,
+// startAfter or startAtOperationTime) and batch settings.
+func (c *compiledStream) changeStreamOptions() *options.ChangeStreamOptionsBuilder {
+	o := options.ChangeStream().SetComment(c.cursorComment())
+	if c.fullDocument != FullDocumentDefault {
+		o.SetFullDocument(options.FullDocument(c.fullDocument))
+	}
+	if c.preImage != PreImageOff {
+		o.SetFullDocumentBeforeChange(options.FullDocument(c.preImage))
+	}
+	return o
+}
+
+// watchPipeline returns the user stages in the form mongo's Watch methods accept.
+func (c *compiledStream) watchPipeline() []bson.Raw {
+	if c.pipeline == nil {
+		return []bson.Raw{}
+	}
+	return c.pipeline
+}
+
+// pipelineError names the pipeline element that broke a rule.
+type pipelineError struct{ field, rule string }
+
+// marshalPipeline turns a user pipeline into marshalled stages and checks each: a document with
+// exactly one field, a "$" operator other than $changeStream, $out and $merge.
+func marshalPipeline(p any) ([]bson.Raw, *pipelineError) {
+	if p == nil {
+		return nil, nil
+	}
+	switch p.(type) {
+	case bson.D, bson.M, bson.Raw, map[string]any:
+		return nil, &pipelineError{"Pipeline", fmt.Sprintf("must be a list of stages (mongo.Pipeline, bson.A, []bson.M), got a single document %T", p)}
+	}
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Slice && v.Kind() != reflect.Array {
+		return nil, &pipelineError{"Pipeline", fmt.Sprintf("must be a list of stages (mongo.Pipeline, bson.A, []bson.M), got %T", p)}
+	}
+	if v.Kind() == reflect.Slice && v.IsNil() {
+		return nil, nil
+	}
+	stages := make([]bson.Raw, 0, v.Len())
+	for i := range v.Len() {
+		field := fmt.Sprintf("Pipeline[%d]", i)
+		elem := v.Index(i).Interface()
+		var raw bson.Raw
+		switch e := elem.(type) {
+		case nil:
+			return nil, &pipelineError{field, "must be a stage document, got nil"}
+		case bson.Raw:
+			if err := e.Validate(); err != nil {
+				return nil, &pipelineError{field, "must be a valid BSON document: " + err.Error()}
+			}
+			raw = append(bson.Raw(nil), e...)
+		default:
+			b, err := bson.Marshal(e)
+			if err != nil {
+				return nil, &pipelineError{field, fmt.Sprintf("must marshal to a BSON document, got %T: %v", elem, err)}
+			}
+			raw = b
+		}
+		elems, err := raw.Elements()
+		if err != nil {
+			return nil, &pipelineError{field, "must be a valid BSON document: " + err.Error()}
+		}
+		if len(elems) != 1 {
+			return nil, &pipelineError{field, fmt.Sprintf("must have exactly one field (the stage operator), got %d", len(elems))}
+		}
+		switch op := elems[0].Key(); {
+		case !strings.HasPrefix(op, "$"):
+			return nil, &pipelineError{field, fmt.Sprintf(`must be a stage operator starting with "$", got %q`, op)}
+		case op == "$changeStream":
+			return nil, &pipelineError{field, "must not be $changeStream; watchtree adds it"}
+		case op == "$out" || op == "$merge":
+			return nil, &pipelineError{field, fmt.Sprintf("must not be %s; a change stream cannot write", op)}
+		}
+		stages = append(stages, raw)
+	}
+	return stages, nil
+}
