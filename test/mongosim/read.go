@@ -419,6 +419,10 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	return s.eng.firstBatch(c, cur, int(batchSize))
 }
 
+// codeOperationNotSupportedInTransaction is the server's code for commands a transaction may
+// not run (count).
+const codeOperationNotSupportedInTransaction = 263
+
 var rdCountFields = map[string]bool{
 	"query": true, "skip": true, "limit": true, "hint": true, "collation": true, "fields": true,
 }
@@ -433,6 +437,9 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 	}
 	if err := readCheckFields(c, rdCountFields); err != nil {
 		return nil, err
+	}
+	if c.InTransaction() {
+		return nil, errorf(codeOperationNotSupportedInTransaction, "Cannot run 'count' in a multi-document transaction.")
 	}
 	filter, err := readDocArg(c, "query")
 	if err != nil {

@@ -496,6 +496,19 @@ func TestReadInTransactionSeesOwnWrites(t *testing.T) {
 		if n != 3 {
 			t.Errorf("CountDocuments inside the transaction = %d, want 3", n)
 		}
+		var dist []int32
+		if err := c.Distinct(sc, "_id", bson.D{}).Decode(&dist); err != nil {
+			return nil, err
+		}
+		if len(dist) != 3 {
+			t.Errorf("distinct inside the transaction = %v, want 3 ids", dist)
+		}
+		// The count command is not allowed in a transaction (CountDocuments, an aggregate, is).
+		err = cl.Database("test").RunCommand(sc, bson.D{{Key: "count", Value: "tx"}}).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != 263 {
+			t.Errorf("count in a transaction: %v, want OperationNotSupportedInTransaction (263)", err)
+		}
 		otherIDs := rdFindIDs(t, other, bson.D{})
 		rdWantIDs(t, "another client before commit", otherIDs, 0, 1)
 		return nil, nil
