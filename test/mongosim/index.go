@@ -389,11 +389,9 @@ func parseIndexSpec(raw any) (*index, *cmdError) {
 		}
 		ix.spec = append(ix.spec, f)
 	}
-	if ix.name == "_id_" || (len(key) == 1 && key[0].Key == "_id") {
-		// The _id index always exists; a matching spec is "already exists".
-		if ix.name != "_id_" || len(key) != 1 || key[0].Key != "_id" {
-			return nil, errorf(codeBadValue, "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}")
-		}
+	if ix.name == "_id_" && len(key) == 1 && key[0].Key == "_id" {
+		// The _id index always exists: a matching spec is "already exists". Other specs on
+		// {_id: 1}, or named _id_, fail as conflicts in createIndexes.
 		ix.isID, ix.unique = true, true
 	}
 	if ix.unique {

@@ -138,6 +138,16 @@ func TestIndexConflicts(t *testing.T) {
 		t.Fatalf("same name and key, other options = %+v, want 85", ce)
 	}
 	ce = wRunErr(t, db, bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "id_again"}}}}})
+	if ce.Code != codeIndexOptionsConflict {
+		t.Fatalf("{_id: 1} under another name = %+v, want 85", ce)
+	}
+	raw := wRun(t, db, bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}}}}})
+	if raw.Lookup("note").StringValue() != "all indexes already exist" {
+		t.Fatalf("_id_ again = %s", raw)
+	}
+	ce = wRunErr(t, db, bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
 		bson.D{{Key: "key", Value: bson.D{{Key: "t", Value: "text"}}}, {Key: "name", Value: "t_text"}}}}})
 	if ce.Code != codeUnsupported || !strings.Contains(ce.Message, "text") {
 		t.Fatalf("text index = %+v, want an unsupported error naming it", ce)

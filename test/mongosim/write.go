@@ -323,6 +323,7 @@ type updateSpec struct {
 	multi        bool
 	arrayFilters bson.A
 	sort         bson.D
+	constants    bson.D // c: variables of a pipeline update, in addition to let
 }
 
 // updateOutcome is what one update statement did.
@@ -365,7 +366,19 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 			slots = []*docSlot{s}
 		}
 	}
-	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: w.env}
+	env := w.env
+	if len(sp.constants) > 0 {
+		cp := *env
+		cp.Vars = make(map[string]any, len(env.Vars)+len(sp.constants))
+		for k, v := range env.Vars {
+			cp.Vars[k] = v
+		}
+		for _, f := range sp.constants {
+			cp.Vars[f.Key] = f.Value
+		}
+		env = &cp
+	}
+	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: env}
 	for _, s := range slots {
 		res, err := query.ApplyUpdate(s.doc, sp.u, opts)
 		if err != nil {
@@ -709,7 +722,13 @@ func parseUpdateStatement(st bson.D) (updateSpec, *cmdError) {
 			if len(sd) > 0 {
 				sp.sort = sd
 			}
-		case "q", "u", "hint", "collation", "upsertSupplied", "c":
+		case "c":
+			cd, ok := f.Value.(bson.D)
+			if !ok {
+				return sp, errorf(codeTypeMismatch, "BSON field 'update.updates.c' is the wrong type '%s', expected type 'object'", typeName(f.Value))
+			}
+			sp.constants = cd
+		case "q", "u", "hint", "collation", "upsertSupplied":
 		default:
 			return sp, errorf(40415, "BSON field 'update.updates.%s' is an unknown field.", f.Key)
 		}
