@@ -1679,6 +1679,10 @@ func opReduce(ev *evaluator, operand any) (any, error) {
 
 // ------------------------------------------------------------- formatting
 
+// renderElem renders one field as the server's BSONElement::toString does
+// in error messages: `a: 1`, `s: "x"`.
+func renderElem(key string, v any) string { return key + ": " + renderValue(v) }
+
 // renderValue renders v roughly as the mongo shell does in server error
 // messages: {_id: 1, s: "x"}, [1, 2], ObjectId('…').
 func renderValue(v any) string {

@@ -22,7 +22,7 @@ type Truncation struct {
 type UpdateResult struct {
 	Doc             bson.D       // the new document (the input document itself when nothing changed)
 	Changed         bool         // false for a no-op
-	Replacement     bool         // u was a replacement document
+	Replacement     bool         // the change is logged as a replacement ("replace" event): u was a replacement document, or a pipeline update whose delta is not smaller than the new document (see diff.go)
 	UpdatedFields   bson.D       // change-stream updateDescription.updatedFields (dotted paths); never nil
 	RemovedFields   []string     // updateDescription.removedFields; never nil
 	TruncatedArrays []Truncation // updateDescription.truncatedArrays; never nil
@@ -123,29 +123,22 @@ func applyReplacement(doc bson.D, u bson.D) (*UpdateResult, error) {
 	res.Replacement = true
 	oldID, hasOld := docField(doc, "_id")
 	newID, hasNew := docField(u, "_id")
-	out := make(bson.D, 0, len(u)+1)
+	var out bson.D
 	switch {
 	case hasNew && hasOld && !Equal(oldID, newID):
 		return nil, errf(66, "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", renderValue(newID))
-	case hasOld:
-		out = append(out, bson.E{Key: "_id", Value: oldID})
-		for _, e := range u {
-			if e.Key != "_id" {
-				out = append(out, e)
-			}
-		}
-	case hasNew:
-		out = append(out, bson.E{Key: "_id", Value: newID})
-		for _, e := range u {
-			if e.Key != "_id" {
-				out = append(out, e)
-			}
-		}
+	case hasNew || !hasOld:
+		// the replacement is stored as given (with its own _id, where it put it)
+		out = append(bson.D{}, u...)
 	default:
+		out = make(bson.D, 0, len(u)+1)
+		out = append(out, bson.E{Key: "_id", Value: oldID})
 		out = append(out, u...)
 	}
 	res.Doc = out
-	res.Changed = !identical(doc, out)
+	// Like the server, only a replacement binary-identical to the stored
+	// document (including its _id) is a no-op.
+	res.Changed = !identical(doc, u)
 	if !res.Changed {
 		res.Doc = doc
 	}
@@ -181,10 +174,10 @@ func applyPipelineUpdate(doc bson.D, p *Pipeline, opts UpdateOptions) (*UpdateRe
 	}
 	if oldID, ok := docField(doc, "_id"); ok {
 		newID, ok := docField(out, "_id")
-		if !ok {
-			return nil, errf(66, "After applying the update, the (immutable) field '_id' was found to have been removed.")
-		}
-		if !Equal(oldID, newID) {
+		switch {
+		case !ok: // like a replacement without _id: the original _id stays
+			out = append(bson.D{{Key: "_id", Value: oldID}}, out...)
+		case !Equal(oldID, newID):
 			return nil, errf(66, "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", renderValue(newID))
 		}
 	}
@@ -194,7 +187,13 @@ func applyPipelineUpdate(doc bson.D, p *Pipeline, opts UpdateOptions) (*UpdateRe
 	}
 	res.Doc = out
 	res.Changed = true
-	diffDocs(doc, out, "", res)
+	if delta := computeDocDiff(doc, out, oplogDeltaPadding); delta != nil {
+		delta.describe("", res)
+	} else {
+		// The server logs a replacement when the delta is not smaller
+		// than the new document.
+		res.Replacement = true
+	}
 	return res, nil
 }
 
@@ -313,15 +312,15 @@ func wholeNumber(v any) (int64, bool) {
 }
 
 func parseModArg(m *modOp) error {
-	one := func() string { return renderValue(bson.D{{Key: m.path, Value: m.arg}}) }
+	one := func() string { return renderElem(m.path, m.arg) }
 	switch m.op {
 	case "$inc":
 		if !isNum(m.arg) {
-			return errf(14, "Cannot increment with non-numeric argument: %s", one())
+			return errf(14, "Cannot increment with non-numeric argument: {%s}", one())
 		}
 	case "$mul":
 		if !isNum(m.arg) {
-			return errf(14, "Cannot multiply with non-numeric argument: %s", one())
+			return errf(14, "Cannot multiply with non-numeric argument: {%s}", one())
 		}
 	case "$currentDate":
 		switch a := m.arg.(type) {
@@ -360,23 +359,39 @@ func parseModArg(m *modOp) error {
 		if _, ok := m.arg.(bson.A); !ok {
 			return errf(2, "$pullAll requires an array argument but was given a %s", typeNameOf(m.arg))
 		}
-	case "$push", "$addToSet":
+	case "$addToSet":
 		d, ok := m.arg.(bson.D)
 		if !ok || len(d) == 0 || d[0].Key != "$each" {
 			return nil
 		}
 		each, ok := d[0].Value.(bson.A)
 		if !ok {
-			return errf(2, "The argument to $each in %s must be an array but it was of type: %s", m.op, typeNameOf(d[0].Value))
+			return errf(14, "The argument to $each in $addToSet must be an array but it was of type %s", typeNameOf(d[0].Value))
+		}
+		if len(d) > 1 {
+			return errf(2, "Found unexpected fields after $each in $addToSet: %s", renderValue(d))
 		}
 		m.each, m.hasEach = each, true
-		if m.op == "$addToSet" {
-			if len(d) > 1 {
-				return errf(2, "Found unexpected fields after $each in $addToSet: %s", renderValue(d))
-			}
+	case "$push":
+		d, ok := m.arg.(bson.D)
+		if !ok {
 			return nil
 		}
-		for _, c := range d[1:] {
+		eachV, hasEach := docField(d, "$each")
+		if !hasEach {
+			return nil
+		}
+		each, ok := eachV.(bson.A)
+		if !ok {
+			return errf(2, "The argument to $each in $push must be an array but it was of type: %s", typeNameOf(eachV))
+		}
+		m.each, m.hasEach = each, true
+		seen := map[string]bool{}
+		for _, c := range d {
+			if seen[c.Key] {
+				return errf(2, "Only one %s is supported.", c.Key)
+			}
+			seen[c.Key] = true
 			switch c.Key {
 			case "$slice":
 				n, ok := wholeNumber(c.Value)
@@ -396,7 +411,6 @@ func parseModArg(m *modOp) error {
 				}
 				m.sortSpec, m.hasSort = c.Value, true
 			case "$each":
-				return errf(2, "Only one $each clause is supported.")
 			default:
 				return errf(2, "Unrecognized clause in $push: %s", c.Key)
 			}
@@ -438,8 +452,7 @@ type updater struct {
 	ts       bson.Timestamp
 	filters  map[string]*Filter
 	used     map[string]bool
-	updated  []string
-	removed  []string
+	log      []logEntry
 	appendOK bool // current op may log appends as "arr.N"
 }
 
@@ -492,9 +505,9 @@ func applyModifiers(doc bson.D, u bson.D, mods []*modOp, opts UpdateOptions) (*U
 		if fn == nil {
 			continue
 		}
-		up.appendOK = m.op == "$push" || m.op == "$addToSet"
+		up.appendOK = false
 		create := creatingOps[m.op] || (m.op == "$rename" && m.renameTo)
-		nv, err := up.walk(cur, m.parts, nil, create, false, fn)
+		nv, err := up.walk(cur, m.parts, upath{}, create, false, fn)
 		if err != nil {
 			return nil, err
 		}
@@ -514,15 +527,12 @@ func applyModifiers(doc bson.D, u bson.D, mods []*modOp, opts UpdateOptions) (*U
 		}
 	}
 	res := newResult(doc)
-	if len(up.updated) == 0 && len(up.removed) == 0 {
+	if len(up.log) == 0 {
 		return res, nil
 	}
 	res.Doc = cur
 	res.Changed = true
-	res.UpdatedFields, res.RemovedFields = logToDescription(cur, up.updated, up.removed)
-	if len(res.UpdatedFields) == 0 && len(res.RemovedFields) == 0 {
-		res.Changed = !identical(doc, cur)
-	}
+	describeLog(cur, up.log, res)
 	return res, nil
 }
 
@@ -605,9 +615,9 @@ type leafFn func(old any, exists bool, path string) (any, leafAction, error)
 
 func (up *updater) idString() string {
 	if id, ok := docField(up.orig, "_id"); ok {
-		return renderValue(bson.D{{Key: "_id", Value: id}})
+		return "{" + renderElem("_id", id) + "}"
 	}
-	return "{}"
+	return "{no id}"
 }
 
 func (up *updater) leafFunc(m *modOp) (leafFn, error) {
@@ -701,7 +711,7 @@ func (up *updater) leafFunc(m *modOp) (leafFn, error) {
 			if exists {
 				a, ok := old.(bson.A)
 				if !ok {
-					return nil, actNone, errf(2, "The field '%s' must be an array but is of type %s in document %s", lastPart(path), typeNameOf(old), up.idString())
+					return nil, actNone, errf(2, "The field '%s' must be an array but is of type %s in document %s", path, typeNameOf(old), up.idString())
 				}
 				arr = a
 			}
@@ -712,6 +722,15 @@ func (up *updater) leafFunc(m *modOp) (leafFn, error) {
 			if exists && identical(old, nv) {
 				return nil, actNone, nil
 			}
+			// Like the server, a push that only appended to a non-empty
+			// array is logged element by element, anything else as the
+			// whole array.
+			added := int64(1)
+			if m.hasEach {
+				added = int64(len(m.each))
+			}
+			trimmed := m.slice != nil && absInt64(*m.slice) < int64(len(arr))+added
+			up.appendOK = len(arr) > 0 && (m.position == nil || *m.position > int64(len(arr))) && !m.hasSort && !trimmed
 			return nv, actSet, nil
 		}, nil
 	case "$addToSet":
@@ -925,6 +944,13 @@ func subValue(v any, path string) any {
 	return x
 }
 
+func absInt64(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
 func lastPart(path string) string {
 	if i := strings.LastIndexByte(path, '.'); i >= 0 {
 		return path[i+1:]
@@ -950,26 +976,49 @@ func arrIndex(s string) (int, bool) {
 	return n, true
 }
 
-func (up *updater) logSet(path string, quiet bool) {
+// upath is the concrete path walked so far; idx[i] tells whether parts[i]
+// is an array index.
+type upath struct {
+	parts []string
+	idx   []bool
+}
+
+// child returns p extended by part (a fresh copy, never aliasing p).
+func (p upath) child(part string, isIdx bool) upath {
+	n := upath{parts: make([]string, len(p.parts)+1), idx: make([]bool, len(p.idx)+1)}
+	copy(n.parts, p.parts)
+	copy(n.idx, p.idx)
+	n.parts[len(p.parts)], n.idx[len(p.idx)] = part, isIdx
+	return n
+}
+
+func (p upath) String() string {
+	return (logEntry{parts: p.parts}).path()
+}
+
+func (p upath) last() string {
+	if len(p.parts) == 0 {
+		return ""
+	}
+	return p.parts[len(p.parts)-1]
+}
+
+func (up *updater) logAt(p upath, kind logKind, quiet bool) {
 	if !quiet {
-		up.updated = append(up.updated, path)
+		up.log = append(up.log, logEntry{parts: p.parts, idx: p.idx, kind: kind})
 	}
 }
 
-// walk applies fn at parts below cur (a bson.D or bson.A whose own path is
-// done) and returns the new cur. create allows creating missing fields and
+// walk applies fn at parts below cur (a bson.D or bson.A at path at) and
+// returns the new cur. create allows creating missing fields and
 // intermediate documents; quiet suppresses logging inside a subtree that is
 // already logged as a whole.
-func (up *updater) walk(cur any, parts []string, done []string, create, quiet bool, fn leafFn) (any, error) {
+func (up *updater) walk(cur any, parts []string, at upath, create, quiet bool, fn leafFn) (any, error) {
 	part := parts[0]
 	if id, ok := filterID(part); ok {
 		arr, isArr := cur.(bson.A)
 		if !isArr {
-			parent := "?"
-			if len(done) > 0 {
-				parent = done[len(done)-1]
-			}
-			return nil, errf(2, "Cannot apply array updates to non-array element %s: %s", parent, renderValue(cur))
+			return nil, errf(2, "Cannot apply array updates to non-array element %s: %s", at.last(), renderValue(cur))
 		}
 		out := append(bson.A{}, arr...)
 		for i, el := range arr {
@@ -983,7 +1032,7 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 				}
 			}
 			idx := strconv.Itoa(i)
-			nv, err := up.walk(out, append([]string{idx}, parts[1:]...), done, create, quiet, fn)
+			nv, err := up.walk(out, append([]string{idx}, parts[1:]...), at, create, quiet, fn)
 			if err != nil {
 				return nil, err
 			}
@@ -991,23 +1040,21 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 		}
 		return out, nil
 	}
-	here := joinPath(done, part)
 	switch c := cur.(type) {
 	case bson.D:
+		here := at.child(part, false)
 		child, exists := docField(c, part)
 		if len(parts) == 1 {
-			nv, act, err := fn(child, exists, here)
+			nv, act, err := fn(child, exists, here.String())
 			if err != nil {
 				return nil, err
 			}
 			switch act {
 			case actSet:
-				up.logArraySet(child, exists, nv, here, quiet)
+				up.logSetValue(child, exists, nv, here, quiet)
 				return withField(c, part, nv), nil
 			case actRemove:
-				if !quiet {
-					up.removed = append(up.removed, here)
-				}
+				up.logAt(here, logDeleted, quiet)
 				return withoutField(c, part), nil
 			}
 			return c, nil
@@ -1020,7 +1067,7 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 		}
 		switch ch := child.(type) {
 		case bson.D, bson.A:
-			nv, err := up.walk(ch, parts[1:], append(done, part), create, quiet, fn)
+			nv, err := up.walk(ch, parts[1:], here, create, quiet, fn)
 			if err != nil {
 				return nil, err
 			}
@@ -1033,13 +1080,13 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 			if _, next := filterID(parts[1]); next {
 				return nil, errf(2, "Cannot apply array updates to non-array element %s: %s", part, renderValue(child))
 			}
-			return nil, errf(28, "Cannot create field '%s' in element %s", parts[1], renderValue(bson.D{{Key: part, Value: child}}))
+			return nil, errf(28, "Cannot create field '%s' in element %s", parts[1], "{"+renderElem(part, child)+"}")
 		}
-		nv, err := up.walk(bson.D{}, parts[1:], append(done, part), create, true, fn)
+		nv, err := up.walk(bson.D{}, parts[1:], here, create, true, fn)
 		if err != nil {
 			return nil, err
 		}
-		up.logSet(here, quiet)
+		up.logAt(here, logCreated, quiet)
 		return withField(c, part, nv), nil
 	case bson.A:
 		idx, ok := arrIndex(part)
@@ -1047,15 +1094,19 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 			if !create {
 				return c, nil
 			}
-			return nil, errf(28, "Cannot create field '%s' in element %s", part, renderValue(bson.D{{Key: lastOr(done), Value: c}}))
+			return nil, errf(28, "Cannot create field '%s' in element %s", part, "{"+renderElem(at.last(), c)+"}")
 		}
+		if idx > len(c)+maxArrayPadding {
+			return nil, errf(2, "can't backfill more than %d elements", maxArrayPadding)
+		}
+		here := at.child(part, true)
 		var child any
 		exists := idx < len(c)
 		if exists {
 			child = c[idx]
 		}
 		if len(parts) == 1 {
-			nv, act, err := fn(child, exists, here)
+			nv, act, err := fn(child, exists, here.String())
 			if err != nil {
 				return nil, err
 			}
@@ -1063,25 +1114,22 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 			case actSet:
 				out := append(bson.A{}, c...)
 				for len(out) <= idx {
-					if len(out) < idx {
-						up.logSet(joinPath(done, strconv.Itoa(len(out))), quiet)
-					}
 					out = append(out, nil)
 				}
-				up.logArraySet(child, exists, nv, here, quiet)
+				up.logSetValue(child, exists, nv, here, quiet)
 				out[idx] = nv
 				return out, nil
 			case actRemove:
 				out := append(bson.A{}, c...)
 				out[idx] = nil
-				up.logSet(here, quiet)
+				up.logAt(here, logUpdated, quiet)
 				return out, nil
 			}
 			return c, nil
 		}
 		switch ch := child.(type) {
 		case bson.D, bson.A:
-			nv, err := up.walk(ch, parts[1:], append(done, part), create, quiet, fn)
+			nv, err := up.walk(ch, parts[1:], here, create, quiet, fn)
 			if err != nil {
 				return nil, err
 			}
@@ -1093,36 +1141,29 @@ func (up *updater) walk(cur any, parts []string, done []string, create, quiet bo
 			return c, nil
 		}
 		if exists {
-			return nil, errf(28, "Cannot create field '%s' in element %s", parts[1], renderValue(bson.D{{Key: part, Value: child}}))
+			return nil, errf(28, "Cannot create field '%s' in element %s", parts[1], "{"+renderElem(part, child)+"}")
 		}
-		nv, err := up.walk(bson.D{}, parts[1:], append(done, part), create, true, fn)
+		nv, err := up.walk(bson.D{}, parts[1:], here, create, true, fn)
 		if err != nil {
 			return nil, err
 		}
 		out := append(bson.A{}, c...)
 		for len(out) <= idx {
-			if len(out) < idx {
-				up.logSet(joinPath(done, strconv.Itoa(len(out))), quiet)
-			}
 			out = append(out, nil)
 		}
 		out[idx] = nv
-		up.logSet(here, quiet)
+		up.logAt(here, logCreated, quiet)
 		return out, nil
 	}
 	return cur, nil
 }
 
-func lastOr(done []string) string {
-	if len(done) == 0 {
-		return ""
-	}
-	return done[len(done)-1]
-}
+// maxArrayPadding is the most nulls an update may add to reach an index.
+const maxArrayPadding = 1500000
 
-// logArraySet logs a set; an array that only grew (old elements kept) by
-// $push/$addToSet is logged as its new elements "arr.N", like the server.
-func (up *updater) logArraySet(old any, exists bool, nv any, path string, quiet bool) {
+// logSetValue logs a set; a $push that only appended to a non-empty array
+// is logged as its new elements "arr.N", like the server.
+func (up *updater) logSetValue(old any, exists bool, nv any, p upath, quiet bool) {
 	if quiet {
 		return
 	}
@@ -1131,12 +1172,16 @@ func (up *updater) logArraySet(old any, exists bool, nv any, path string, quiet 
 		na, ok2 := nv.(bson.A)
 		if ok1 && ok2 && len(na) > len(oa) && identical(oa, na[:len(oa)]) {
 			for i := len(oa); i < len(na); i++ {
-				up.updated = append(up.updated, path+"."+strconv.Itoa(i))
+				up.logAt(p.child(strconv.Itoa(i), true), logUpdated, false)
 			}
 			return
 		}
 	}
-	up.updated = append(up.updated, path)
+	kind := logUpdated
+	if !exists && (len(p.idx) == 0 || !p.idx[len(p.idx)-1]) {
+		kind = logCreated
+	}
+	up.logAt(p, kind, false)
 }
 
 // ---------------------------------------------------------------- identity

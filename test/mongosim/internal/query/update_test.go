@@ -19,6 +19,7 @@ type qbUpdateCase struct {
 	removed   []string
 	trunc     []Truncation
 	noop      bool
+	replace   bool   // expect Replacement (a "replace" event)
 	code      int32  // expected error code
 	msg       string // expected error message (exact) when set
 }
@@ -60,6 +61,9 @@ func runUpdateCases(t *testing.T, cases []qbUpdateCase) {
 			}
 			if !res.Changed {
 				t.Fatalf("Changed = false")
+			}
+			if res.Replacement != tc.replace {
+				t.Fatalf("Replacement = %v, want %v", res.Replacement, tc.replace)
 			}
 			if want := qbDoc(t, tc.want); !identical(res.Doc, want) {
 				t.Fatalf("doc\n got: %s\nwant: %s", qbJSON(res.Doc), qbJSON(want))
@@ -112,11 +116,11 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		{name: "set array element", doc: base, u: `{"$set": {"arr.1": 9}}`,
 			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 9, 3], "sub": {"c": 1}}`, updated: `{"arr.1": 9}`},
 		{name: "set past array end pads with null", doc: `{"_id": 1, "arr": [1]}`, u: `{"$set": {"arr.3": 9}}`,
-			want: `{"_id": 1, "arr": [1, null, null, 9]}`, updated: `{"arr.1": null, "arr.2": null, "arr.3": 9}`},
+			want: `{"_id": 1, "arr": [1, null, null, 9]}`, updated: `{"arr.3": 9}`},
 		{name: "set field of array element doc", doc: `{"_id": 1, "arr": [{"k": 1}, {"k": 2}]}`, u: `{"$set": {"arr.1.k": 3}}`,
 			want: `{"_id": 1, "arr": [{"k": 1}, {"k": 3}]}`, updated: `{"arr.1.k": 3}`},
 		{name: "set through scalar", doc: base, u: `{"$set": {"a.b": 1}}`, code: 28,
-			msg: "Cannot create field 'b' in element { a: 1 }"},
+			msg: "Cannot create field 'b' in element {a: 1}"},
 		{name: "set through null", doc: `{"_id": 1, "a": null}`, u: `{"$set": {"a.b": 1}}`, code: 28},
 		{name: "set field name on array", doc: base, u: `{"$set": {"arr.x": 1}}`, code: 28},
 		{name: "set empty path part", doc: base, u: `{"$set": {"a..b": 1}}`, code: 56},
@@ -137,9 +141,9 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		{name: "inc double", doc: `{"_id": 1, "a": 1}`, u: `{"$inc": {"a": 0.5}}`, want: `{"_id": 1, "a": 1.5}`},
 		{name: "inc by zero is a no-op", doc: base, u: `{"$inc": {"a": 0}}`, noop: true},
 		{name: "inc non-numeric field", doc: base, u: `{"$inc": {"s": 1}}`, code: 14,
-			msg: "Cannot apply $inc to a value of non-numeric type. { _id: 1 } has the field 's' of non-numeric type string"},
+			msg: "Cannot apply $inc to a value of non-numeric type. {_id: 1} has the field 's' of non-numeric type string"},
 		{name: "inc non-numeric argument", doc: base, u: `{"$inc": {"a": "x"}}`, code: 14,
-			msg: `Cannot increment with non-numeric argument: { a: "x" }`},
+			msg: `Cannot increment with non-numeric argument: {a: "x"}`},
 		{name: "mul", doc: base, u: `{"$mul": {"a": 3}}`,
 			want: `{"_id": 1, "a": 3, "s": "str", "arr": [1, 2, 3], "sub": {"c": 1}}`},
 		{name: "mul missing sets zero of argument type", doc: `{"_id": 1}`, u: `{"$mul": {"a": {"$numberLong": "3"}}}`,
@@ -175,6 +179,18 @@ func TestQueryUpdateModifiers(t *testing.T) {
 			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 2, 3, 4], "sub": {"c": 1}}`, updated: `{"arr.3": 4}`},
 		{name: "push to missing creates array", doc: `{"_id": 1}`, u: `{"$push": {"arr": 4}}`,
 			want: `{"_id": 1, "arr": [4]}`, updated: `{"arr": [4]}`},
+		{name: "push to empty array reports whole array", doc: `{"_id": 1, "arr": []}`, u: `{"$push": {"arr": 1}}`,
+			want: `{"_id": 1, "arr": [1]}`, updated: `{"arr": [1]}`},
+		{name: "push position past end is an append", doc: `{"_id": 1, "arr": [1]}`, u: `{"$push": {"arr": {"$each": [2], "$position": 5}}}`,
+			want: `{"_id": 1, "arr": [1, 2]}`, updated: `{"arr.1": 2}`},
+		{name: "push slice that trims reports whole array", doc: `{"_id": 1, "arr": [1, 2]}`, u: `{"$push": {"arr": {"$each": [3], "$slice": 2}}}`,
+			want: `{"_id": 1, "arr": [1, 2]}`, noop: true},
+		{name: "push slice -2 reports whole array", doc: `{"_id": 1, "arr": [1, 2]}`, u: `{"$push": {"arr": {"$each": [3], "$slice": -2}}}`,
+			want: `{"_id": 1, "arr": [2, 3]}`, updated: `{"arr": [2, 3]}`},
+		{name: "push each not first", doc: `{"_id": 1, "arr": [1]}`, u: `{"$push": {"arr": {"$slice": 5, "$each": [2]}}}`,
+			want: `{"_id": 1, "arr": [1, 2]}`, updated: `{"arr.1": 2}`},
+		{name: "push to non-array message", doc: `{"_id": 1, "sub": {"x": 1}}`, u: `{"$push": {"sub.x": 1}}`, code: 2,
+			msg: "The field 'sub.x' must be an array but is of type int in document {_id: 1}"},
 		{name: "push each", doc: `{"_id": 1, "arr": [1]}`, u: `{"$push": {"arr": {"$each": [2, 3]}}}`,
 			want: `{"_id": 1, "arr": [1, 2, 3]}`, updated: `{"arr.1": 2, "arr.2": 3}`},
 		{name: "push position reports whole array", doc: `{"_id": 1, "arr": [1, 2]}`, u: `{"$push": {"arr": {"$each": [0], "$position": 0}}}`,
@@ -193,9 +209,10 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		// $addToSet
 		{name: "addToSet existing is a no-op", doc: base, u: `{"$addToSet": {"arr": 2.0}}`, noop: true},
 		{name: "addToSet new", doc: base, u: `{"$addToSet": {"arr": 4}}`,
-			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 2, 3, 4], "sub": {"c": 1}}`, updated: `{"arr.3": 4}`},
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 2, 3, 4], "sub": {"c": 1}}`, updated: `{"arr": [1, 2, 3, 4]}`},
 		{name: "addToSet each dedupes", doc: `{"_id": 1, "arr": [1]}`, u: `{"$addToSet": {"arr": {"$each": [1, 2, 2, 3]}}}`,
-			want: `{"_id": 1, "arr": [1, 2, 3]}`, updated: `{"arr.1": 2, "arr.2": 3}`},
+			want: `{"_id": 1, "arr": [1, 2, 3]}`, updated: `{"arr": [1, 2, 3]}`},
+		{name: "addToSet each non-array", doc: base, u: `{"$addToSet": {"arr": {"$each": 1}}}`, code: 14},
 		{name: "addToSet missing", doc: `{"_id": 1}`, u: `{"$addToSet": {"tags": "x"}}`, want: `{"_id": 1, "tags": ["x"]}`, updated: `{"tags": ["x"]}`},
 		{name: "addToSet non-array", doc: base, u: `{"$addToSet": {"a": 1}}`, code: 2},
 		// $pull / $pullAll / $pop
@@ -259,12 +276,15 @@ func TestQueryUpdateModifiers(t *testing.T) {
 
 func TestQueryUpdateReplacement(t *testing.T) {
 	runUpdateCases(t, []qbUpdateCase{
-		{name: "replace keeps _id", doc: `{"_id": 1, "a": 1}`, u: `{"b": 2}`, want: `{"_id": 1, "b": 2}`},
-		{name: "replace with same _id", doc: `{"_id": 1, "a": 1}`, u: `{"b": 2, "_id": 1}`, want: `{"_id": 1, "b": 2}`},
-		{name: "replace with other _id", doc: `{"_id": 1, "a": 1}`, u: `{"_id": 2, "b": 2}`, code: 66},
+		{name: "replace keeps _id", doc: `{"_id": 1, "a": 1}`, u: `{"b": 2}`, want: `{"_id": 1, "b": 2}`, replace: true},
+		{name: "replace with same _id keeps its order", doc: `{"_id": 1, "a": 1}`, u: `{"b": 2, "_id": 1}`, want: `{"b": 2, "_id": 1}`, replace: true},
+		{name: "replace with numerically equal _id", doc: `{"_id": 1, "a": 1}`, u: `{"_id": 1.0}`, want: `{"_id": 1.0}`, replace: true},
+		{name: "replace with other _id", doc: `{"_id": 1, "a": 1}`, u: `{"_id": 2, "b": 2}`, code: 66,
+			msg: "After applying the update, the (immutable) field '_id' was found to have been altered to _id: 2"},
 		{name: "replace with $ field", doc: `{"_id": 1, "a": 1}`, u: `{"b": 2, "$set": {"a": 1}}`, code: 52},
-		{name: "identical replacement is a no-op", doc: `{"_id": 1, "a": 1}`, u: `{"a": 1}`, noop: true},
-		{name: "empty replacement", doc: `{"_id": 1, "a": 1}`, u: `{}`, want: `{"_id": 1}`},
+		{name: "identical replacement is a no-op", doc: `{"_id": 1, "a": 1}`, u: `{"_id": 1, "a": 1}`, noop: true},
+		{name: "replacement without _id is never a no-op", doc: `{"_id": 1, "a": 1}`, u: `{"a": 1}`, want: `{"_id": 1, "a": 1}`, replace: true},
+		{name: "empty replacement", doc: `{"_id": 1, "a": 1}`, u: `{}`, want: `{"_id": 1}`, replace: true},
 	})
 	res, err := ApplyUpdate(qbDoc(t, `{"_id": 1, "a": 1}`), qbVal(t, `{"b": 2}`), UpdateOptions{})
 	if err != nil || !res.Replacement {
@@ -277,60 +297,87 @@ func TestQueryUpdateReplacement(t *testing.T) {
 }
 
 func TestQueryUpdatePipeline(t *testing.T) {
-	// $$NOW is 2026-01-02T03:04:05Z in qbEnv.
+	// $$NOW is 2026-01-02T03:04:05Z in qbEnv. Documents carry a padding
+	// field so that their deltas are smaller than they are (else the server
+	// logs a replacement, see TestQueryUpdatePipelineReplacementFallback).
 	const lease = `[{"$set": {
 		"owner": {"$cond": [{"$or": [{"$lt": ["$expiresAt", "$$NOW"]}, {"$eq": ["$owner", "me"]}]}, "me", "$owner"]},
 		"epoch": {"$add": [{"$ifNull": ["$epoch", 0]}, 1]},
 		"expiresAt": {"$add": ["$$NOW", 60000]}}}]`
 	runUpdateCases(t, []qbUpdateCase{
-		{name: "lease takeover of expired lease", doc: `{"_id": "L", "owner": "other", "epoch": 3, "expiresAt": {"$date": "2026-01-01T00:00:00Z"}}`,
+		{name: "lease takeover of expired lease", doc: `{"_id": "L", "owner": "other", "epoch": 3, "expiresAt": {"$date": "2026-01-01T00:00:00Z"}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
 			u:       lease,
-			want:    `{"_id": "L", "owner": "me", "epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`,
+			want:    `{"_id": "L", "owner": "me", "epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
 			updated: `{"owner": "me", "epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`},
-		{name: "lease held by other keeps owner", doc: `{"_id": "L", "owner": "other", "epoch": 3, "expiresAt": {"$date": "2027-01-01T00:00:00Z"}}`,
+		{name: "lease held by other keeps owner", doc: `{"_id": "L", "owner": "other", "epoch": 3, "expiresAt": {"$date": "2027-01-01T00:00:00Z"}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
 			u:       lease,
-			want:    `{"_id": "L", "owner": "other", "epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`,
+			want:    `{"_id": "L", "owner": "other", "epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
 			updated: `{"epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`},
-		{name: "lease on upsert seed", doc: `{"_id": "L"}`, u: lease, inserting: true,
-			want:    `{"_id": "L", "owner": "me", "epoch": 1, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`,
-			updated: `{"owner": "me", "epoch": 1, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`},
+		{name: "lease on upsert seed", doc: `{"_id": "L"}`, u: lease, inserting: true, replace: true,
+			want: `{"_id": "L", "owner": "me", "epoch": 1, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`},
 		{name: "lease renew with $max", doc: `{"_id": "L", "owner": "me", "expiresAt": {"$date": "2027-01-01T00:00:00Z"}}`,
 			u: `[{"$set": {"expiresAt": {"$max": ["$expiresAt", {"$add": ["$$NOW", 60000]}]}}}]`, noop: true},
-		{name: "lease renew with $max advancing", doc: `{"_id": "L", "owner": "me", "expiresAt": {"$date": "2020-01-01T00:00:00Z"}}`,
+		{name: "lease renew with $max advancing", doc: `{"_id": "L", "owner": "me", "expiresAt": {"$date": "2020-01-01T00:00:00Z"}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
 			u:       `[{"$set": {"expiresAt": {"$max": ["$expiresAt", {"$add": ["$$NOW", 60000]}]}}}]`,
-			want:    `{"_id": "L", "owner": "me", "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`,
+			want:    `{"_id": "L", "owner": "me", "expiresAt": {"$date": "2026-01-02T03:05:05Z"}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
 			updated: `{"expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`},
-		{name: "spec test: array truncation", doc: `{"_id": 1, "array": ["foo", {"a": "bar"}, 1, 2, 3]}`,
+		{name: "spec test: array truncation", doc: `{"_id": 1, "a": 1, "array": ["foo", {"a": "bar"}, 1, 2, 3]}`,
 			u:    `[{"$set": {"array": ["foo", {"a": "bar"}]}}]`,
-			want: `{"_id": 1, "array": ["foo", {"a": "bar"}]}`, updated: `{}`,
+			want: `{"_id": 1, "a": 1, "array": ["foo", {"a": "bar"}]}`, updated: `{}`,
 			trunc: []Truncation{{Field: "array", NewSize: 2}}},
-		{name: "array element change and truncation", doc: `{"_id": 1, "arr": [1, {"a": 1, "b": 2}, 3]}`,
-			u:    `[{"$set": {"arr": [1, {"a": 1, "b": 5}]}}]`,
-			want: `{"_id": 1, "arr": [1, {"a": 1, "b": 5}]}`, updated: `{"arr.1.b": 5}`,
+		{name: "array element change and truncation", doc: `{"_id": 1, "arr": [1, {"a": 1, "b": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}, 3]}`,
+			u:    `[{"$set": {"arr": [1, {"a": 1, "b": 5, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}]}}]`,
+			want: `{"_id": 1, "arr": [1, {"a": 1, "b": 5, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}]}`, updated: `{"arr.1.b": 5}`,
 			trunc: []Truncation{{Field: "arr", NewSize: 2}}},
-		{name: "array grows", doc: `{"_id": 1, "arr": [1]}`, u: `[{"$set": {"arr": [1, 2]}}]`,
-			want: `{"_id": 1, "arr": [1, 2]}`, updated: `{"arr.1": 2}`},
-		{name: "nested subdocument diff", doc: `{"_id": 1, "a": {"b": 1, "c": 2}, "x": 1}`, u: `[{"$set": {"a.b": 5, "y": 1}}]`,
-			want: `{"_id": 1, "a": {"b": 5, "c": 2}, "x": 1, "y": 1}`, updated: `{"a.b": 5, "y": 1}`},
-		{name: "nested addFields merges into subdocument", doc: `{"_id": 1, "a": {"b": 1}}`, u: `[{"$addFields": {"a": {"c": 2}}}]`,
-			want: `{"_id": 1, "a": {"b": 1, "c": 2}}`, updated: `{"a.c": 2}`},
-		{name: "type change reported whole", doc: `{"_id": 1, "a": {"b": 1}}`, u: `[{"$set": {"a": 5}}]`,
-			want: `{"_id": 1, "a": 5}`, updated: `{"a": 5}`},
-		{name: "unset stage", doc: `{"_id": 1, "a": 1, "b": {"c": 1, "d": 2}}`, u: `[{"$unset": ["a", "b.c"]}]`,
-			want: `{"_id": 1, "b": {"d": 2}}`, updated: `{}`, removed: []string{"a", "b.c"}},
-		{name: "project stage", doc: `{"_id": 1, "a": 1, "b": 2}`, u: `[{"$project": {"a": 1}}]`,
-			want: `{"_id": 1, "a": 1}`, removed: []string{"b"}},
-		{name: "replaceWith stage", doc: `{"_id": 1, "a": 1, "b": 2}`, u: `[{"$replaceWith": {"_id": "$_id", "z": "$a"}}]`,
-			want: `{"_id": 1, "z": 1}`, updated: `{"z": 1}`, removed: []string{"a", "b"}},
-		{name: "REMOVE drops field", doc: `{"_id": 1, "a": 1, "b": 2}`, u: `[{"$set": {"a": "$$REMOVE"}}]`,
-			want: `{"_id": 1, "b": 2}`, removed: []string{"a"}},
+		{name: "small array element reported whole", doc: `{"_id": 1, "arr": [1, {"a": 1, "b": 2}], "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`,
+			u:    `[{"$set": {"arr": [1, {"a": 1, "b": 5}]}}]`,
+			want: `{"_id": 1, "arr": [1, {"a": 1, "b": 5}], "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, updated: `{"arr.1": {"a": 1, "b": 5}}`},
+		{name: "array grows", doc: `{"_id": 1, "arr": [1, "0123456789012345678901234567890123456789012345678901234567890123456789"], "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$set": {"arr": [1, "0123456789012345678901234567890123456789012345678901234567890123456789", 2]}}]`,
+			want: `{"_id": 1, "arr": [1, "0123456789012345678901234567890123456789012345678901234567890123456789", 2], "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, updated: `{"arr.2": 2}`},
+		{name: "nested subdocument diff", doc: `{"_id": 1, "a": {"b": 1, "c": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}, "x": 1}`, u: `[{"$set": {"a.b": 5, "y": 1}}]`,
+			want: `{"_id": 1, "a": {"b": 5, "c": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}, "x": 1, "y": 1}`, updated: `{"y": 1, "a.b": 5}`},
+		{name: "small subdocument reported whole", doc: `{"_id": 1, "a": {"b": 1}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$set": {"a.b": 5}}]`,
+			want: `{"_id": 1, "a": {"b": 5}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, updated: `{"a": {"b": 5}}`},
+		{name: "nested addFields merges into subdocument", doc: `{"_id": 1, "a": {"b": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}}`, u: `[{"$addFields": {"a": {"c": 2}}}]`,
+			want: `{"_id": 1, "a": {"b": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789", "c": 2}}`, updated: `{"a.c": 2}`},
+		{name: "type change reported whole", doc: `{"_id": 1, "a": {"b": 1}, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$set": {"a": 5}}]`,
+			want: `{"_id": 1, "a": 5, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, updated: `{"a": 5}`},
+		{name: "unset stage", doc: `{"_id": 1, "a": 1, "b": {"c": 1, "d": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}}`, u: `[{"$unset": ["a", "b.c"]}]`,
+			want: `{"_id": 1, "b": {"d": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}}`, updated: `{}`, removed: []string{"a", "b.c"}},
+		{name: "project stage", doc: `{"_id": 1, "a": 1, "b": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$project": {"a": 1, "pad": 1}}]`,
+			want: `{"_id": 1, "a": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, removed: []string{"b"}},
+		{name: "field inserted before others re-inserts them", doc: `{"_id": 1, "a": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$replaceWith": {"_id": 1, "n": 0, "a": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}}]`,
+			want: `{"_id": 1, "n": 0, "a": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, replace: true},
+		{name: "replaceWith stage", doc: `{"_id": 1, "a": 1, "b": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$replaceWith": {"_id": "$_id", "pad": "$pad", "z": "$a"}}]`,
+			want: `{"_id": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789", "z": 1}`, updated: `{"z": 1}`, removed: []string{"a", "b"}},
+		{name: "REMOVE drops field", doc: `{"_id": 1, "a": 1, "b": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$set": {"a": "$$REMOVE"}}]`,
+			want: `{"_id": 1, "b": 2, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, removed: []string{"a"}},
 		{name: "no-op pipeline", doc: `{"_id": 1, "a": 1}`, u: `[{"$set": {"a": 1}}]`, noop: true},
 		{name: "pipeline changes _id", doc: `{"_id": 1, "a": 1}`, u: `[{"$set": {"_id": 2}}]`, code: 66},
-		{name: "pipeline removes _id", doc: `{"_id": 1, "a": 1}`, u: `[{"$project": {"_id": 0, "a": 1}}]`, code: 66},
+		{name: "pipeline dropping _id keeps it", doc: `{"_id": 1, "a": 1, "pad": "0123456789012345678901234567890123456789012345678901234567890123456789"}`, u: `[{"$project": {"_id": 0, "a": 1}}]`,
+			want: `{"_id": 1, "a": 1}`, replace: true},
 		{name: "pipeline group not allowed", doc: `{"_id": 1}`, u: `[{"$group": {"_id": 1}}]`, code: 72},
 		{name: "pipeline unknown stage", doc: `{"_id": 1}`, u: `[{"$bogus": {}}]`, code: 40324},
 		{name: "pipeline unknown expression", doc: `{"_id": 1}`, u: `[{"$set": {"a": {"$bogus": 1}}}]`, code: 168},
 		{name: "pipeline with arrayFilters", doc: `{"_id": 1}`, u: `[{"$set": {"a": 1}}]`, filters: `[{"x": 1}]`, code: 9},
+	})
+}
+
+// A real server logs a pipeline update as a replacement when the delta is
+// not smaller than the new document (plus 15 bytes): small lease documents
+// rewritten by the lease pipeline give "replace" events.
+func TestQueryUpdatePipelineReplacementFallback(t *testing.T) {
+	runUpdateCases(t, []qbUpdateCase{
+		{name: "small lease document", doc: `{"_id": "L", "owner": "other", "epoch": 3, "expiresAt": {"$date": "2026-01-01T00:00:00Z"}}`,
+			u: `[{"$set": {"owner": "me", "epoch": 4, "expiresAt": {"$add": ["$$NOW", 60000]}}}]`, replace: true,
+			want: `{"_id": "L", "owner": "me", "epoch": 4, "expiresAt": {"$date": "2026-01-02T03:05:05Z"}}`},
+		{name: "two of four fields of a small document", doc: `{"_id": "L", "owner": "other", "epoch": 3, "expiresAt": {"$date": "2026-01-01T00:00:00Z"}}`,
+			u:    `[{"$set": {"owner": "me", "epoch": 4}}]`,
+			want: `{"_id": "L", "owner": "me", "epoch": 4, "expiresAt": {"$date": "2026-01-01T00:00:00Z"}}`, updated: `{"owner": "me", "epoch": 4}`},
+		{name: "one small change in a small document", doc: `{"_id": 1, "a": 1}`, u: `[{"$set": {"a": 2}}]`, replace: true,
+			want: `{"_id": 1, "a": 2}`},
+		{name: "one small change in a larger document", doc: `{"_id": 1, "a": 1, "b": "0123456789"}`, u: `[{"$set": {"a": 2}}]`,
+			want: `{"_id": 1, "a": 2, "b": "0123456789"}`, updated: `{"a": 2}`},
 	})
 }
 
