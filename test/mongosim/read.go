@@ -470,19 +470,31 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
-	if err != nil {
-		return nil, err
+	var total int64
+	if len(filter) == 0 {
+		// estimatedDocumentCount and unfiltered counts: the collection's size, no scan.
+		s.eng.mu.Lock()
+		s.eng.touchSessionLocked(c)
+		if col := s.eng.collLocked(c.DB, coll); col != nil {
+			total = int64(col.count())
+		}
+		s.eng.mu.Unlock()
+	} else {
+		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+		if err != nil {
+			return nil, err
+		}
+		var max int64
+		if limit > 0 {
+			max = skip + limit
+		}
+		out, err := readMatch(docs, f, env, max)
+		if err != nil {
+			return nil, err
+		}
+		total = int64(len(out))
 	}
-	var max int64
-	if limit > 0 {
-		max = skip + limit
-	}
-	out, err := readMatch(docs, f, env, max)
-	if err != nil {
-		return nil, err
-	}
-	n := int64(len(out)) - skip
+	n := total - skip
 	if n < 0 {
 		n = 0
 	}
