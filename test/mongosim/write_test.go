@@ -722,3 +722,52 @@ func TestWriteCompactionKeepsScansProportional(t *testing.T) {
 		t.Fatalf("size = %d", c.size)
 	}
 }
+
+// TestWriteRetryableDedupe replays a retryable write with the same (lsid, txnNumber): the
+// stored reply comes back and nothing executes twice.
+func TestWriteRetryableDedupe(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	lsid := bson.Binary{Subtype: 4, Data: []byte("retry-session-01")}
+	retryable := func(body bson.D, n int64) *command {
+		return &command{Name: body[0].Key, DB: "w", Body: body, LSID: &lsid, TxnNumber: &n}
+	}
+	ins := retryable(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: int32(1)}, {Key: "n", Value: int32(0)}}}}}, 1)
+	for i := 0; i < 2; i++ {
+		reply, err := cmdInsert(srv, ins)
+		if err != nil || wJSON(reply) != `{"n": {"$numberInt":"1"}}` {
+			t.Fatalf("insert attempt %d = %v, %v", i, reply, err)
+		}
+	}
+	fam := retryable(bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: int32(1)}}},
+		{Key: "update", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int32(1)}}}}}, {Key: "new", Value: true}}, 2)
+	var first bson.D
+	for i := 0; i < 2; i++ {
+		reply, err := cmdFindAndModify(srv, fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = reply
+		} else if wJSON(reply) != wJSON(first) {
+			t.Fatalf("retried findAndModify = %v, want the stored %v", reply, first)
+		}
+	}
+	docs := wDocs(srv, "w", "c")
+	if len(docs) != 1 || wJSON(docs[0]) != `{"_id": {"$numberInt":"1"},"n": {"$numberInt":"1"}}` {
+		t.Fatalf("documents = %v: a retry executed twice", docs)
+	}
+	if ens := wDocEntries(srv, "w", "c"); len(ens) != 2 {
+		t.Fatalf("%d oplog entries, want 2", len(ens))
+	}
+	// An older txnNumber is refused.
+	if _, err := cmdInsert(srv, retryable(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: int32(2)}}}}}, 1)); txCode(err) != codeTransactionTooOld {
+		t.Fatalf("old txnNumber = %v, want 225", err)
+	}
+	// updateLookup sees the current committed version.
+	srv.eng.mu.Lock()
+	cur, ok := srv.eng.lookupCurrentLocked("w", "c", bson.D{{Key: "_id", Value: 1.0}})
+	srv.eng.mu.Unlock()
+	if !ok || wJSON(cur) != wJSON(docs[0]) {
+		t.Fatalf("lookupCurrentLocked = %v %v", cur, ok)
+	}
+}
