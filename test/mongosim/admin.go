@@ -52,15 +52,13 @@ func (e *engine) endSessionsLocked(keys []string, all bool) []cursor {
 			toClose = append(toClose, ent.cur)
 		}
 	}
-	if all {
-		// Sessions that only ran transactions are known to the transaction table alone.
-		for k := range e.txnsLocked().m {
-			set[k] = true
-		}
-	}
 	for k := range set {
 		e.endSessionLocked(k)
 		e.abortSessionTxnsLocked(k)
+	}
+	if all {
+		// Including sessions that only ran transactions, known to txn.go alone.
+		e.abortAllTxnsLocked()
 	}
 	return toClose
 }
