@@ -474,20 +474,8 @@ func applyModifiers(doc bson.D, u bson.D, mods []*modOp, opts UpdateOptions) (*U
 	if err := up.compileFilters(); err != nil {
 		return nil, err
 	}
-	for _, m := range mods {
-		for _, p := range m.parts {
-			if id, ok := filterID(p); ok && id != "" {
-				if up.filters[id] == nil {
-					return nil, errf(2, "No array filter found for identifier '%s' in path '%s'", id, m.path)
-				}
-				up.used[id] = true
-			}
-		}
-	}
-	for id := range up.filters {
-		if !up.used[id] {
-			return nil, errf(9, "The array filter for identifier '%s' was not used in the update %s", id, renderValue(u))
-		}
+	if err := up.checkFilterUse(u, mods); err != nil {
+		return nil, err
 	}
 	// The server applies the modifications in field-name order, which is
 	// also the order new fields are appended in.
@@ -542,13 +530,31 @@ var creatingOps = map[string]bool{
 	"$currentDate": true, "$push": true, "$addToSet": true,
 }
 
+// lessParts orders update paths component by component the way the
+// server orders the children of its update tree (lessPathPart).
 func lessParts(a, b []string) bool {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i] != b[i] {
-			return a[i] < b[i]
+			return lessPathPart(a[i], b[i])
 		}
 	}
 	return len(a) < len(b)
+}
+
+// lessPathPart compares two field names, ordering names that start with a
+// digit (and are not zero-padded) by length first, so array indexes sort
+// numerically ("9" < "10"); other names compare bytewise.
+func lessPathPart(a, b string) bool {
+	isNumLike := func(s string) bool {
+		return s != "" && s[0] >= '0' && s[0] <= '9' && !(s[0] == '0' && len(s) > 1)
+	}
+	if !isNumLike(a) || !isNumLike(b) {
+		return a < b
+	}
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
 }
 
 // filterID parses "$[]" (id "") and "$[name]".
@@ -557,6 +563,62 @@ func filterID(part string) (string, bool) {
 		return part[2 : len(part)-1], true
 	}
 	return "", false
+}
+
+// checkFilterUse requires an array filter for every $[<id>] and a use for
+// every array filter.
+func (up *updater) checkFilterUse(u bson.D, mods []*modOp) error {
+	for _, m := range mods {
+		for _, p := range m.parts {
+			if id, ok := filterID(p); ok && id != "" {
+				if up.filters[id] == nil {
+					return errf(2, "No array filter found for identifier '%s' in path '%s'", id, m.path)
+				}
+				up.used[id] = true
+			}
+		}
+	}
+	ids := make([]string, 0, len(up.filters))
+	for id := range up.filters {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if !up.used[id] {
+			return errf(9, "The array filter for identifier '%s' was not used in the update %s", id, renderValue(u))
+		}
+	}
+	return nil
+}
+
+// ValidateUpdateOptions is ValidateUpdate plus the checks that need the
+// statement's options: arrayFilters that do not parse, $[<id>] without a
+// filter (2), filters no path uses (9), arrayFilters with a pipeline or a
+// replacement (9). The server makes these checks even when no document
+// matches.
+func ValidateUpdateOptions(u any, opts UpdateOptions) error {
+	if err := ValidateUpdate(u); err != nil {
+		return err
+	}
+	d, isDoc := u.(bson.D)
+	if !isDoc || !isModifierUpdate(d) {
+		if len(opts.ArrayFilters) > 0 {
+			if isDoc {
+				return errf(9, "Cannot use array filters with a replacement-style update")
+			}
+			return errf(9, "arrayFilters may not be specified for pipeline-style updates")
+		}
+		return nil
+	}
+	mods, err := parseModifiers(d)
+	if err != nil {
+		return err
+	}
+	up := &updater{opts: opts, used: map[string]bool{}}
+	if err := up.compileFilters(); err != nil {
+		return err
+	}
+	return up.checkFilterUse(d, mods)
 }
 
 func (up *updater) compileFilters() error {
@@ -850,6 +912,10 @@ func (up *updater) pullMatcher(m *modOp) (func(any) (bool, error), error) {
 		}, nil
 	}
 	cond, isDoc := m.arg.(bson.D)
+	if re, isRe := m.arg.(bson.Regex); isRe {
+		// a regex pulls the strings it matches
+		cond, isDoc = bson.D{{Key: "$regex", Value: re}}, true
+	}
 	if !isDoc {
 		return func(x any) (bool, error) { return Equal(x, m.arg), nil }, nil
 	}

@@ -105,6 +105,8 @@ func TestQueryUpdateModifiers(t *testing.T) {
 			want: `{"_id": 1, "a": 1.0}`, updated: `{"a": 1.0}`},
 		{name: "set new fields appended in name order", doc: `{"_id": 1}`, u: `{"$set": {"z": 1, "b": 2}, "$inc": {"m": 1}}`,
 			want: `{"_id": 1, "b": 2, "m": 1, "z": 1}`, updated: `{"b": 2, "m": 1, "z": 1}`},
+		{name: "numeric field names ordered numerically", doc: `{"_id": 1, "o": {}}`, u: `{"$set": {"o.10": 1, "o.9": 2, "o.b": 3, "o.a": 4}}`,
+			want: `{"_id": 1, "o": {"9": 2, "10": 1, "a": 4, "b": 3}}`, updated: `{"o.9": 2, "o.10": 1, "o.a": 4, "o.b": 3}`},
 		{name: "set dotted into existing subdoc", doc: base, u: `{"$set": {"sub.d": 2}}`,
 			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 2, 3], "sub": {"c": 1, "d": 2}}`, updated: `{"sub.d": 2}`},
 		{name: "set whole subdoc", doc: base, u: `{"$set": {"sub": {"x": 1}}}`,
@@ -222,6 +224,10 @@ func TestQueryUpdateModifiers(t *testing.T) {
 			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1], "sub": {"c": 1}}`},
 		{name: "pull document query", doc: `{"_id": 1, "objs": [{"k": 1, "x": 1}, {"k": 2}, 3]}`, u: `{"$pull": {"objs": {"k": 1}}}`,
 			want: `{"_id": 1, "objs": [{"k": 2}, 3]}`},
+		{name: "pull regex", doc: `{"_id": 1, "tags": ["apple", "banana", "avocado", 1]}`, u: `{"$pull": {"tags": {"$regularExpression": {"pattern": "^a", "options": ""}}}}`,
+			want: `{"_id": 1, "tags": ["banana", 1]}`},
+		{name: "pull in", doc: base, u: `{"$pull": {"arr": {"$in": [1, 3]}}}`,
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [2], "sub": {"c": 1}}`},
 		{name: "pull nothing is a no-op", doc: base, u: `{"$pull": {"arr": 7, "missing": 1}}`, noop: true},
 		{name: "pullAll", doc: base, u: `{"$pullAll": {"arr": [1, 3]}}`,
 			want: `{"_id": 1, "a": 1, "s": "str", "arr": [2], "sub": {"c": 1}}`},
@@ -409,6 +415,31 @@ func TestQueryValidateUpdate(t *testing.T) {
 	}
 	if err := ValidateUpdate("x"); err == nil {
 		t.Errorf("ValidateUpdate(string) = nil")
+	}
+}
+
+func TestQueryValidateUpdateOptions(t *testing.T) {
+	tests := []struct {
+		u, filters string
+		code       int32
+	}{
+		{`{"$set": {"a.$[x]": 1}}`, `[{"x": 1}]`, 0},
+		{`{"$set": {"a.$[x]": 1}}`, `[]`, 2},
+		{`{"$set": {"a.$[]": 1}}`, `[{"x": 1}]`, 9},
+		{`{"$set": {"a.$[x]": 1}}`, `[{"x": 1}, {"x": 2}]`, 9},
+		{`{"$set": {"a.$[x]": 1}}`, `[{"x": 1, "y": 2}]`, 9},
+		{`{"$set": {"a.$[X]": 1}}`, `[{"X": 1}]`, 2},
+		{`{"$set": {"a.$[x]": 1}}`, `[{"x": {"$bogus": 1}}]`, -2},
+		{`{"a": 1}`, `[{"x": 1}]`, 9},
+		{`[{"$set": {"a": 1}}]`, `[{"x": 1}]`, 9},
+		{`{"$set": {}}`, `[]`, 9},
+	}
+	for _, tc := range tests {
+		err := ValidateUpdateOptions(qbVal(t, tc.u), UpdateOptions{ArrayFilters: qbVal(t, tc.filters).(bson.A)})
+		switch {
+		case tc.code == 0 && err != nil, tc.code > 0 && qbCode(err) != tc.code, tc.code < 0 && err == nil:
+			t.Errorf("ValidateUpdateOptions(%s, %s) = %v, want code %d", tc.u, tc.filters, err, tc.code)
+		}
 	}
 }
 
