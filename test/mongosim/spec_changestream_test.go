@@ -104,8 +104,8 @@ type specEnv struct {
 
 func newSpecEnv(t *testing.T) *specEnv {
 	t.Helper()
-	srv, cl := startServer(t, Options{})
-	return &specEnv{t: t, srv: srv, client: cl, global: connectClient(t, srv, nil), ctx: testCtx(t)}
+	srv, _ := startServer(t, Options{})
+	return &specEnv{t: t, srv: srv, client: csFastRecoveryClient(t, srv), global: connectClient(t, srv, nil), ctx: testCtx(t)}
 }
 
 func (s *specEnv) coll0() *mongo.Collection {
