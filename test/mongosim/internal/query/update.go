@@ -33,6 +33,7 @@ type UpdateOptions struct {
 	Inserting    bool   // the update builds an upserted document: apply $setOnInsert
 	ArrayFilters bson.A // the statement's arrayFilters, for $[<identifier>] paths
 	Env          *Env   // $$NOW etc. for pipeline updates and $currentDate; nil = wall clock
+	Query        bson.D // the statement's filter, for the positional $ operator ("a.$.b"); nil = $ fails
 }
 
 // modifier operators, in the order the server lists them.
@@ -291,7 +292,13 @@ func checkUpdatePath(p string) error {
 			return errf(56, "The update path '%s' contains an empty field name, which is not allowed.", p)
 		}
 		if part == "$" {
-			return errf(9000001, "mongosim does not support the positional $ update operator (path '%s'); use $[] or $[<identifier>] with arrayFilters", p)
+			if strings.Count("."+p+".", ".$.") > 1 {
+				return errf(2, "Too many positional (i.e. '$') elements found in path '%s'", p)
+			}
+			if p == "$" || strings.HasPrefix(p, "$.") {
+				return errf(2, "Cannot have positional (i.e. '$') element in the first position in path '%s'", p)
+			}
+			continue
 		}
 		if strings.HasPrefix(part, "$") && !(strings.HasPrefix(part, "$[") && strings.HasSuffix(part, "]")) {
 			return errf(52, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", part, p)
@@ -495,7 +502,11 @@ func applyModifiers(doc bson.D, u bson.D, mods []*modOp, opts UpdateOptions) (*U
 		}
 		up.appendOK = false
 		create := creatingOps[m.op] || (m.op == "$rename" && m.renameTo)
-		nv, err := up.walk(cur, m.parts, upath{}, create, false, fn)
+		parts, err := up.resolvePositional(m.parts)
+		if err != nil {
+			return nil, err
+		}
+		nv, err := up.walk(cur, parts, upath{}, create, false, fn)
 		if err != nil {
 			return nil, err
 		}
@@ -563,6 +574,120 @@ func filterID(part string) (string, bool) {
 		return part[2 : len(part)-1], true
 	}
 	return "", false
+}
+
+// resolvePositional replaces the positional "$" of parts by the index of
+// the array element the statement's query matched, as the server does: the
+// position comes from the query predicates on that array (the last one
+// that matched decides).
+func (up *updater) resolvePositional(parts []string) ([]string, error) {
+	k := -1
+	for i, p := range parts {
+		if p == "$" {
+			k = i
+		}
+	}
+	if k < 0 {
+		return parts, nil
+	}
+	notFound := errf(2, "The positional operator did not find the match needed from the query.")
+	if up.opts.Query == nil || up.opts.Inserting {
+		return nil, notFound
+	}
+	arrPath := strings.Join(parts[:k], ".")
+	v, ok := GetPath(up.orig, arrPath)
+	arr, isArr := v.(bson.A)
+	if !ok || !isArr {
+		return nil, notFound
+	}
+	idx := -1
+	if err := positionalIndex(up.opts.Query, arrPath, arr, up.opts.Env, &idx); err != nil {
+		return nil, err
+	}
+	if idx < 0 {
+		return nil, notFound
+	}
+	out := append([]string(nil), parts...)
+	out[k] = strconv.Itoa(idx)
+	return out, nil
+}
+
+// positionalIndex looks for predicates of filter on arrPath ("a": cond,
+// "a.x": cond, also inside $and) and sets *idx to the first element of arr
+// matching each of them in turn.
+func positionalIndex(filter bson.D, arrPath string, arr bson.A, env *Env, idx *int) error {
+	for _, e := range filter {
+		switch {
+		case e.Key == "$and":
+			clauses, _ := e.Value.(bson.A)
+			for _, c := range clauses {
+				if cd, ok := c.(bson.D); ok {
+					if err := positionalIndex(cd, arrPath, arr, env, idx); err != nil {
+						return err
+					}
+				}
+			}
+		case e.Key == arrPath || strings.HasPrefix(e.Key, arrPath+"."):
+			match, err := elementPredicate(e.Key, arrPath, e.Value)
+			if err != nil {
+				return err
+			}
+			for i, el := range arr {
+				ok, err := match(el, env)
+				if err != nil {
+					return err
+				}
+				if ok {
+					*idx = i
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// elementPredicate turns the predicate key: cond (key is arrPath or below
+// it) into a test of one array element.
+func elementPredicate(key, arrPath string, cond any) (func(any, *Env) (bool, error), error) {
+	if key != arrPath {
+		f, err := CompileFilter(bson.D{{Key: key[len(arrPath)+1:], Value: cond}})
+		if err != nil {
+			return nil, err
+		}
+		return func(el any, env *Env) (bool, error) {
+			d, ok := el.(bson.D)
+			if !ok {
+				return false, nil
+			}
+			return f.Match(d, env)
+		}, nil
+	}
+	if cd, ok := cond.(bson.D); ok && len(cd) == 1 && cd[0].Key == "$elemMatch" {
+		inner, _ := cd[0].Value.(bson.D)
+		if len(inner) > 0 && strings.HasPrefix(inner[0].Key, "$") && inner[0].Key != "$and" && inner[0].Key != "$or" && inner[0].Key != "$nor" && inner[0].Key != "$expr" {
+			cond = inner
+		} else {
+			f, err := CompileFilter(inner)
+			if err != nil {
+				return nil, err
+			}
+			return func(el any, env *Env) (bool, error) {
+				d, ok := el.(bson.D)
+				if !ok {
+					return false, nil
+				}
+				return f.Match(d, env)
+			}, nil
+		}
+	}
+	f, err := CompileFilter(bson.D{{Key: "v", Value: cond}})
+	if err != nil {
+		return nil, err
+	}
+	return func(el any, env *Env) (bool, error) {
+		return f.Match(bson.D{{Key: "v", Value: el}}, env)
+	}, nil
 }
 
 // checkFilterUse requires an array filter for every $[<id>] and a use for

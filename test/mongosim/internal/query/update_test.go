@@ -14,6 +14,7 @@ type qbUpdateCase struct {
 	u         string // Extended JSON value: document or pipeline array
 	inserting bool
 	filters   string // Extended JSON array of arrayFilters
+	query     string // the statement's filter (for the positional $)
 	want      string // new document
 	updated   string // updatedFields
 	removed   []string
@@ -33,6 +34,9 @@ func runUpdateCases(t *testing.T, cases []qbUpdateCase) {
 			opts := UpdateOptions{Inserting: tc.inserting, Env: qbEnv()}
 			if tc.filters != "" {
 				opts.ArrayFilters = qbVal(t, tc.filters).(bson.A)
+			}
+			if tc.query != "" {
+				opts.Query = qbDoc(t, tc.query)
 			}
 			res, err := ApplyUpdate(doc, qbVal(t, tc.u), opts)
 			if !identical(doc, orig) {
@@ -260,7 +264,21 @@ func TestQueryUpdateModifiers(t *testing.T) {
 			msg: "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"},
 		{name: "non-$ field after modifier", doc: base, u: `{"$set": {"a": 1}, "b": 1}`, code: 9},
 		{name: "modifier argument not a document", doc: base, u: `{"$set": 1}`, code: 9},
-		{name: "positional $ unsupported", doc: base, u: `{"$set": {"arr.$": 1}}`, code: 9000001},
+		{name: "positional $ without query", doc: base, u: `{"$set": {"arr.$": 1}}`, code: 2,
+			msg: "The positional operator did not find the match needed from the query."},
+		{name: "positional $ on a value", doc: base, u: `{"$set": {"arr.$": 20}}`, query: `{"arr": 2}`,
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 20, 3], "sub": {"c": 1}}`, updated: `{"arr.1": 20}`},
+		{name: "positional $ with an operator", doc: base, u: `{"$inc": {"arr.$": 100}}`, query: `{"_id": 1, "arr": {"$gt": 1}}`,
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 102, 3], "sub": {"c": 1}}`},
+		{name: "positional $ on a sub-field", doc: `{"_id": 1, "items": [{"id": 1, "q": 0}, {"id": 2, "q": 0}]}`,
+			u: `{"$set": {"items.$.q": 5}}`, query: `{"items.id": 2}`,
+			want: `{"_id": 1, "items": [{"id": 1, "q": 0}, {"id": 2, "q": 5}]}`, updated: `{"items.1.q": 5}`},
+		{name: "positional $ with elemMatch", doc: `{"_id": 1, "items": [{"id": 1, "q": 0}, {"id": 2, "q": 0}]}`,
+			u: `{"$unset": {"items.$.q": ""}}`, query: `{"$and": [{"items": {"$elemMatch": {"id": {"$gte": 2}}}}]}`,
+			want: `{"_id": 1, "items": [{"id": 1, "q": 0}, {"id": 2}]}`, removed: []string{"items.1.q"}},
+		{name: "positional $ without predicate on the array", doc: base, u: `{"$set": {"arr.$": 1}}`, query: `{"a": 1}`, code: 2},
+		{name: "two positional $", doc: base, u: `{"$set": {"arr.$.x.$": 1}}`, query: `{"arr": 1}`, code: 2},
+		{name: "positional $ first", doc: base, u: `{"$set": {"$": 1}}`, code: 2},
 		// $[] and $[<id>]
 		{name: "all positional", doc: base, u: `{"$inc": {"arr.$[]": 10}}`,
 			want: `{"_id": 1, "a": 1, "s": "str", "arr": [11, 12, 13], "sub": {"c": 1}}`, updated: `{"arr.0": 11, "arr.1": 12, "arr.2": 13}`},
