@@ -607,8 +607,8 @@ func rdDistinctValues(v any, parts []string, add func(any)) {
 	}
 }
 
-// rdSortValues sorts values in BSON order (insertion sort is stable and the lists are short;
-// the server returns them ordered).
+// rdSortValues sorts distinct values in BSON order (query.Compare), as the server's
+// ordered value set returns them.
 func rdSortValues(values bson.A) {
 	slices.SortStableFunc(values, query.Compare)
 }
