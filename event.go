@@ -1,11 +1,13 @@
 package watchtree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -306,8 +308,7 @@ func peekOperationType(raw bson.Raw) (OperationType, bool) {
 	if err != nil {
 		return "", false
 	}
-	s, ok := v.StringValueOK()
-	return OperationType(s), ok
+	return readOperationType(v)
 }
 
 // decodeEvent decodes a raw change event (the shape of mongo-wire §3.3) into an Event[T], once.
@@ -315,15 +316,48 @@ func peekOperationType(raw bson.Raw) (OperationType, bool) {
 // Unknown fields (collectionUUID, operationDescription, ...) are ignored. A field of the wrong
 // BSON type, or a document that does not decode into T, gives a *DecodeError.
 func decodeEvent[T any](raw bson.Raw, stream string, attempt int) (*Event[T], error) {
-	ev := &Event[T]{}
-	if err := fillEvent(ev, raw, stream, attempt); err != nil {
+	buf := &eventBuf[T]{}
+	if err := fillEvent(buf, raw, stream, attempt, nil); err != nil {
 		return nil, err
 	}
-	return ev, nil
+	return &buf.ev, nil
 }
 
-// fillEvent decodes raw into ev, which the caller may have allocated as part of a larger value.
-func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int) error {
+// eventBuf holds an event and the storage of its two documents, so that decoding one event
+// allocates once for all three (the documents point into docs).
+type eventBuf[T any] struct {
+	ev   Event[T]
+	docs [2]T // FullDocument, FullDocumentBeforeChange
+}
+
+// nsCache remembers the last decoded namespace of a stream, so that the common case (every event
+// of a collection stream has the same ns) does not allocate its strings again. It is shared by
+// the lanes of one router.
+type nsCache struct{ last atomic.Pointer[nsEntry] }
+
+type nsEntry struct {
+	raw []byte // the ns document's bytes
+	ns  Namespace
+}
+
+// decode returns the namespace of the ns document doc, from the cache when doc is unchanged.
+func (c *nsCache) decode(val bsoncore.Value) (Namespace, error) {
+	if c == nil {
+		return decodeNamespace(val)
+	}
+	if e := c.last.Load(); e != nil && val.Type == bsoncore.TypeEmbeddedDocument && bytes.Equal(e.raw, val.Data) {
+		return e.ns, nil
+	}
+	ns, err := decodeNamespace(val)
+	if err == nil {
+		c.last.Store(&nsEntry{raw: bytes.Clone(val.Data), ns: ns})
+	}
+	return ns, err
+}
+
+// fillEvent decodes raw into buf. cache may be nil.
+func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int, cache *nsCache) error {
+	ev := &buf.ev
 	ev.raw, ev.stream, ev.attempt = raw, stream, attempt
 	bad := func(field, typ string, err error) error {
 		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
@@ -372,7 +406,7 @@ func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int) er
 			}
 			ev.wallTime = time.UnixMilli(ms).UTC()
 		case "ns":
-			ns, err := decodeNamespace(val)
+			ns, err := cache.decode(val)
 			if err != nil {
 				return bad("ns", "document", err)
 			}
@@ -390,13 +424,13 @@ func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int) er
 			}
 			ev.documentKey = bson.Raw(doc)
 		case "fullDocument":
-			doc, err := decodeDocument[T](val)
+			doc, err := decodeDocument(val, &buf.docs[0])
 			if err != nil {
 				return bad("fullDocument", typeName[T](), err)
 			}
 			ev.FullDocument = doc
 		case "fullDocumentBeforeChange":
-			doc, err := decodeDocument[T](val)
+			doc, err := decodeDocument(val, &buf.docs[1])
 			if err != nil {
 				return bad("fullDocumentBeforeChange", typeName[T](), err)
 			}
@@ -471,9 +505,9 @@ func readStringBytes(data []byte) ([]byte, bool) {
 	return rem[:n-1], true
 }
 
-// decodeDocument decodes a document value into a new T; nil for null. A T of bson.Raw shares
-// the event's bytes instead of copying them.
-func decodeDocument[T any](val bsoncore.Value) (*T, error) {
+// decodeDocument decodes a document value into out and returns out; nil for null. A T of
+// bson.Raw shares the event's bytes instead of copying them.
+func decodeDocument[T any](val bsoncore.Value, out *T) (*T, error) {
 	if val.Type == bsoncore.TypeNull || val.Type == bsoncore.TypeUndefined {
 		return nil, nil
 	}
@@ -481,7 +515,6 @@ func decodeDocument[T any](val bsoncore.Value) (*T, error) {
 	if !ok {
 		return nil, fmt.Errorf("got BSON %s, want a document or null", val.Type)
 	}
-	out := new(T)
 	if r, ok := any(out).(*bson.Raw); ok {
 		*r = bson.Raw(doc)
 		return out, nil

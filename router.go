@@ -19,6 +19,7 @@ type router[T any] struct {
 	onReplace Handler[T]
 	onDelete  Handler[T]
 	onChange  Handler[T]
+	ns        nsCache
 }
 
 var _ dispatcher.Router = (*router[bson.Raw])(nil)
@@ -62,14 +63,14 @@ func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome
 		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 	}
 	inv := &invocation[T]{}
-	if err := fillEvent(&inv.ev, raw, r.stream, 0); err != nil {
+	if err := fillEvent(&inv.buf, raw, r.stream, 0, &r.ns); err != nil {
 		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, err
 	}
-	inv.handler = r.handlerFor(inv.ev.op)
+	inv.handler = r.handlerFor(inv.buf.ev.op)
 	if inv.handler == nil { // unreachable: fillEvent found the same operationType
 		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 	}
-	if r.filter != nil && !r.filter(&inv.ev) {
+	if r.filter != nil && !r.filter(&inv.buf.ev) {
 		return nil, messages.Outcome_OUTCOME_FILTERED, nil
 	}
 	return inv, messages.Outcome_OUTCOME_UNSPECIFIED, nil
@@ -90,15 +91,15 @@ func classify(err error) dispatcher.ErrorClass {
 	return dispatcher.Retryable
 }
 
-// invocation is one routed event bound to its handler; event and invocation share one
-// allocation.
+// invocation is one routed event bound to its handler; the invocation, the event and its
+// documents share one allocation.
 type invocation[T any] struct {
-	ev      Event[T]
+	buf     eventBuf[T]
 	handler Handler[T]
 }
 
 // Call implements dispatcher.Invocation. It does not recover panics.
 func (i *invocation[T]) Call(ctx context.Context, attempt int) error {
-	i.ev.attempt = attempt
-	return i.handler(ctx, &i.ev)
+	i.buf.ev.attempt = attempt
+	return i.handler(ctx, &i.buf.ev)
 }

@@ -3,8 +3,10 @@ package watchtree
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -568,5 +570,48 @@ func BenchmarkRoute(b *testing.B) {
 		if err := inv.Call(ctx, 1); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRouterNamespaceCache routes events of alternating namespaces, from several goroutines as
+// the lanes do: the cached namespace must never leak from one event into another.
+func TestRouterNamespaceCache(t *testing.T) {
+	s := Stream[bson.Raw]{Name: "s", Database: "shop", OnChange: func(ctx context.Context, ev *Event[bson.Raw]) error {
+		want := ev.Raw().Lookup("ns", "db").StringValue() + "." + ev.Raw().Lookup("ns", "coll").StringValue()
+		if got := ev.Namespace().String(); got != want {
+			return fmt.Errorf("namespace %q, want %q", got, want)
+		}
+		return nil
+	}}
+	cs, err := s.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raws := []bson.Raw{
+		changeEvent(t, "insert", "8201", bson.E{Key: "ns", Value: nsDoc("shop", "orders")}),
+		changeEvent(t, "insert", "8202", bson.E{Key: "ns", Value: nsDoc("shop", "people")}),
+		changeEvent(t, "insert", "8203", bson.E{Key: "ns", Value: nsDoc("shop", "orders")}),
+		changeEvent(t, "insert", "8204", bson.E{Key: "ns", Value: nsDoc("shoq", "orders")}),
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				inv, _, err := cs.router.Route(raws[(g+i)%len(raws)])
+				if err == nil {
+					err = inv.Call(context.Background(), 1)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
