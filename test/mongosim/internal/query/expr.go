@@ -855,16 +855,37 @@ func opCmp(name string, res func(int) any) opFunc {
 		if err != nil {
 			return nil, err
 		}
-		return res(Compare(cmpNorm(args[0]), cmpNorm(args[1]))), nil
+		return res(compareAgg(args[0], args[1])), nil
 	}
 }
 
-// cmpNorm maps missing to nil for Compare (aggregation orders missing like null).
-func cmpNorm(v any) any {
-	if isMissing(v) {
-		return nil
+// compareAgg is the aggregation comparison: Compare, except that missing
+// and undefined sort together below null (only MinKey is lower), so
+// {$eq: ["$missing", null]} is false.
+func compareAgg(a, b any) int {
+	low := func(v any) bool {
+		switch v.(type) {
+		case missingT, bson.Undefined:
+			return true
+		}
+		return false
 	}
-	return v
+	la, lb := low(a), low(b)
+	switch {
+	case la && lb:
+		return 0
+	case la:
+		if _, ok := b.(bson.MinKey); ok {
+			return 1
+		}
+		return -1
+	case lb:
+		if _, ok := a.(bson.MinKey); ok {
+			return -1
+		}
+		return 1
+	}
+	return Compare(a, b)
 }
 
 func opAnd(ev *evaluator, operand any) (any, error) {
@@ -1076,7 +1097,7 @@ func opIn(ev *evaluator, operand any) (any, error) {
 		return nil, errf(40081, "$in requires an array as a second argument, found: %s", typeNameOf(args[1]))
 	}
 	for _, x := range a {
-		if Equal(cmpNorm(args[0]), x) {
+		if compareAgg(args[0], x) == 0 {
 			return true, nil
 		}
 	}
