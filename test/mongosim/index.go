@@ -684,7 +684,7 @@ func cmdDropIndexes(s *Server, c *command) (bson.D, error) {
 	return bson.D{{Key: "nIndexesWas", Value: was}}, nil
 }
 
-const codeAmbiguousIndexKeyPattern = 238
+const codeAmbiguousIndexKeyPattern = 181
 
 func cmdListIndexes(s *Server, c *command) (bson.D, error) {
 	name, err := collectionArg(c)

@@ -341,11 +341,24 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 	if err != nil {
 		return nil, qerrToCmd(err)
 	}
-	if err := query.ValidateUpdate(sp.u); err != nil {
-		return nil, qerrToCmd(err)
-	}
 	if sp.multi && isReplacement(sp.u) {
 		return nil, errorf(codeFailedToParse, "multi update is not supported for replacement-style update")
+	}
+	env := w.env
+	if len(sp.constants) > 0 {
+		cp := *env
+		cp.Vars = make(map[string]any, len(env.Vars)+len(sp.constants))
+		for k, v := range env.Vars {
+			cp.Vars[k] = v
+		}
+		for _, f := range sp.constants {
+			cp.Vars[f.Key] = f.Value
+		}
+		env = &cp
+	}
+	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: env}
+	if err := query.ValidateUpdateOptions(sp.u, opts); err != nil {
+		return nil, qerrToCmd(err)
 	}
 	out := &updateOutcome{}
 	coll, cerr := w.target(false)
@@ -366,19 +379,6 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 			slots = []*docSlot{s}
 		}
 	}
-	env := w.env
-	if len(sp.constants) > 0 {
-		cp := *env
-		cp.Vars = make(map[string]any, len(env.Vars)+len(sp.constants))
-		for k, v := range env.Vars {
-			cp.Vars[k] = v
-		}
-		for _, f := range sp.constants {
-			cp.Vars[f.Key] = f.Value
-		}
-		env = &cp
-	}
-	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: env}
 	for _, s := range slots {
 		res, err := query.ApplyUpdate(s.doc, sp.u, opts)
 		if err != nil {
