@@ -1540,3 +1540,90 @@ func TestChangeStreamEngineUserPipeline(t *testing.T) {
 		t.Fatalf("labels %v", labels)
 	}
 }
+
+func TestChangeStreamShowExpandedEvents(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	db := cl.Database("db")
+	fast := options.ChangeStream().SetMaxAwaitTime(10 * time.Millisecond)
+	plain, err := db.Watch(ctx, mongo.Pipeline{}, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close(context.Background())
+	expanded, err := db.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetShowExpandedEvents(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer expanded.Close(context.Background())
+	if err := db.CreateCollection(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("c").Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "x", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// Without the option only the insert is seen, without collectionUUID.
+	ev := csNext(t, plain)
+	if csGet(ev, "operationType") != "insert" {
+		t.Fatalf("plain stream saw %v first", csGet(ev, "operationType"))
+	}
+	if _, ok := lookupD(ev, "collectionUUID"); ok {
+		t.Fatal("collectionUUID without showExpandedEvents")
+	}
+	create := csNext(t, expanded)
+	if csGet(create, "operationType") != "create" || fmt.Sprint(csKeys(create)) != "[_id operationType clusterTime wallTime ns collectionUUID operationDescription]" {
+		t.Fatalf("create event %v", create)
+	}
+	uuid, ok := csGet(create, "collectionUUID").(bson.Binary)
+	if !ok || uuid.Subtype != 4 || len(uuid.Data) != 16 {
+		t.Fatalf("collectionUUID %v", csGet(create, "collectionUUID"))
+	}
+	ci := csNext(t, expanded)
+	if csGet(ci, "operationType") != "createIndexes" || csGet(ci, "operationDescription", "indexes") == nil {
+		t.Fatalf("createIndexes event %v", ci)
+	}
+	ins := csNext(t, expanded)
+	if csGet(ins, "operationType") != "insert" || csJSON(csGet(ins, "collectionUUID")) != csJSON(uuid) {
+		t.Fatalf("insert event with showExpandedEvents %v", ins)
+	}
+}
+
+func TestChangeStreamEngineBatchesStayUnder16MB(t *testing.T) {
+	h := newCSHarness(t, Options{})
+	cur, _, _, err := h.open("db", "c", bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 6<<20)
+	for i := 0; i < 3; i++ {
+		en := csIns("db", "c", int32(i))
+		en.doc = bson.D{{Key: "_id", Value: int32(i)}, {Key: "blob", Value: bson.Binary{Data: big}}}
+		h.log(en)
+	}
+	var sizes []int
+	var seen int
+	for seen < 3 {
+		got, _, _, err := cur.getMore(0, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatal("empty batch with events pending")
+		}
+		size := 0
+		for _, ev := range got {
+			size += approxSize(ev)
+		}
+		if size > maxBSONSize {
+			t.Fatalf("batch of %d bytes exceeds 16MB", size)
+		}
+		sizes = append(sizes, len(got))
+		seen += len(got)
+	}
+	if fmt.Sprint(sizes) != "[2 1]" {
+		t.Fatalf("batch sizes %v, want [2 1]", sizes)
+	}
+}

@@ -118,7 +118,7 @@ func decodeResumeToken(v any) (resumeToken, *cmdError) {
 	var t resumeToken
 	d, ok := v.(bson.D)
 	if !ok {
-		return t, errorf(codeTypeMismatch, "BSON field 'resumeAfter' is the wrong type '%s', expected type 'object'", typeName(v))
+		return t, errorf(codeTypeMismatch, "Bad resume token: the token must be an object, got %s", typeName(v))
 	}
 	var data any
 	found := false
