@@ -348,8 +348,11 @@ func parseModArg(m *modOp) error {
 		if err := checkUpdatePath(to); err != nil {
 			return err
 		}
-		if strings.Contains(to, "$") || strings.Contains(m.path, "$") {
-			return errf(2, "The source and destination field for $rename may not be dynamic: %s", one())
+		if strings.Contains(m.path, "$") {
+			return errf(2, "The source field for $rename may not be dynamic: %s", m.path)
+		}
+		if strings.Contains(to, "$") {
+			return errf(2, "The destination field for $rename may not be dynamic: %s", to)
 		}
 		if to == m.path {
 			return errf(2, "The source and target field for $rename must differ: %s", one())
@@ -869,11 +872,22 @@ func (up *updater) leafFunc(m *modOp) (leafFn, error) {
 				v = up.ts
 			}
 		}
-		return setTo(v), nil
+		// the server always rewrites the field, even with the same value
+		return func(any, bool, string) (any, leafAction, error) { return v, actSet, nil }, nil
 	case "$rename":
 		if !m.renameTo {
-			if err := up.checkRenamePath(m.path, "source"); err != nil {
+			err := up.checkRenamePath(m.path, "source")
+			if _, ok := GetPath(up.orig, m.path); !ok {
+				if qe, isQ := err.(*Error); isQ && qe.Code == 28 {
+					return nil, err
+				}
+				return nil, nil // a missing source makes the rename a no-op
+			}
+			if err != nil {
 				return nil, err
+			}
+			if m.parts[0] == "_id" {
+				return nil, errf(66, "Unsetting the path '%s' using $rename would modify the immutable field '_id'", m.path)
 			}
 			return func(_ any, exists bool, _ string) (any, leafAction, error) {
 				if !exists {
@@ -890,6 +904,9 @@ func (up *updater) leafFunc(m *modOp) (leafFn, error) {
 			return nil, err
 		}
 		return func(old any, exists bool, _ string) (any, leafAction, error) {
+			if exists && identical(old, v) {
+				return nil, actNone, nil
+			}
 			return v, actSet, nil
 		}, nil
 	case "$push":
@@ -1008,16 +1025,33 @@ func (up *updater) checkRenamePath(path, which string) error {
 	parts := strings.Split(path, ".")
 	var cur any = up.orig
 	for i, p := range parts[:len(parts)-1] {
-		d, ok := cur.(bson.D)
-		if !ok {
-			return nil
+		var v any
+		var ok bool
+		switch c := cur.(type) {
+		case bson.D:
+			v, ok = docField(c, p)
+		case bson.A:
+			if n, isIdx := arrIndex(p); isIdx && n < len(c) {
+				v, ok = c[n], true
+			}
 		}
-		v, ok := docField(d, p)
 		if !ok {
 			return nil
 		}
 		if _, isArr := v.(bson.A); isArr {
-			return errf(2, "The %s field cannot be an array element, '%s' in doc with %s has an array field called '%s'", which, path, up.idString(), strings.Join(parts[:i+1], "."))
+			id := "no id"
+			if idv, ok := docField(up.orig, "_id"); ok {
+				id = renderElem("_id", idv)
+			}
+			return errf(2, "The %s field cannot be an array element, '%s' in doc with %s has an array field called '%s'", which, path, id, parts[i])
+		}
+		switch v.(type) {
+		case bson.D:
+		default:
+			if which == "source" {
+				return errf(28, "cannot use the part (%s of %s) to traverse the element ({%s})", parts[i+1], path, renderElem(p, v))
+			}
+			return nil
 		}
 		cur = v
 	}
