@@ -163,8 +163,12 @@ type EventBatch struct {
 	// post_batch_resume_token is the server's PBRT for the batch (BSON), present on empty
 	// batches too, so that idle streams keep their position fresh.
 	PostBatchResumeToken []byte `protobuf:"bytes,3,opt,name=post_batch_resume_token,json=postBatchResumeToken,proto3" json:"post_batch_resume_token,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// through_seq is the seq of the last event read so far, including this batch (for an empty
+	// batch: the last seq of an earlier batch, or next_seq-1 of the incarnation when none). The
+	// PBRT is a valid resume position once every event with seq <= through_seq has settled.
+	ThroughSeq    uint64 `protobuf:"varint,4,opt,name=through_seq,json=throughSeq,proto3" json:"through_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EventBatch) Reset() {
@@ -218,6 +222,59 @@ func (x *EventBatch) GetPostBatchResumeToken() []byte {
 	return nil
 }
 
+func (x *EventBatch) GetThroughSeq() uint64 {
+	if x != nil {
+		return x.ThroughSeq
+	}
+	return 0
+}
+
+// Subscribe is sent by a (re)started stream actor to the dispatcher before its first batch;
+// the dispatcher answers with a Demand for that incarnation.
+type Subscribe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscribe) Reset() {
+	*x = Subscribe{}
+	mi := &file_watchtree_v1_stream_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscribe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscribe) ProtoMessage() {}
+
+func (x *Subscribe) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_stream_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscribe.ProtoReflect.Descriptor instead.
+func (*Subscribe) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Subscribe) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
 // Demand grants the stream actor credit for more events (flow control).
 type Demand struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -230,7 +287,7 @@ type Demand struct {
 
 func (x *Demand) Reset() {
 	*x = Demand{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[2]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +299,7 @@ func (x *Demand) String() string {
 func (*Demand) ProtoMessage() {}
 
 func (x *Demand) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[2]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +312,7 @@ func (x *Demand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Demand.ProtoReflect.Descriptor instead.
 func (*Demand) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Demand) GetIncarnation() uint64 {
@@ -272,6 +329,69 @@ func (x *Demand) GetCredit() uint32 {
 	return 0
 }
 
+// Progress tells the checkpointer about a batch the dispatcher accepted: its PBRT becomes the
+// resume position once every event with seq <= through_seq has settled. It is sent before any
+// Settled of that batch (one sender, FIFO), so the checkpointer always knows the boundary first.
+type Progress struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation          uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	ThroughSeq           uint64                 `protobuf:"varint,2,opt,name=through_seq,json=throughSeq,proto3" json:"through_seq,omitempty"`
+	PostBatchResumeToken []byte                 `protobuf:"bytes,3,opt,name=post_batch_resume_token,json=postBatchResumeToken,proto3" json:"post_batch_resume_token,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_watchtree_v1_stream_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_stream_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Progress) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *Progress) GetThroughSeq() uint64 {
+	if x != nil {
+		return x.ThroughSeq
+	}
+	return 0
+}
+
+func (x *Progress) GetPostBatchResumeToken() []byte {
+	if x != nil {
+		return x.PostBatchResumeToken
+	}
+	return nil
+}
+
 // Settled reports one finished event to the checkpointer.
 type Settled struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -284,7 +404,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[3]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +416,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[3]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +429,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Settled) GetSeq() uint64 {
@@ -344,7 +464,7 @@ type SettledBatch struct {
 
 func (x *SettledBatch) Reset() {
 	*x = SettledBatch{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[4]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +476,7 @@ func (x *SettledBatch) String() string {
 func (*SettledBatch) ProtoMessage() {}
 
 func (x *SettledBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[4]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +489,7 @@ func (x *SettledBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledBatch.ProtoReflect.Descriptor instead.
 func (*SettledBatch) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SettledBatch) GetIncarnation() uint64 {
@@ -394,15 +514,24 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03raw\x18\x02 \x01(\fR\x03raw\x12!\n" +
-	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\"\x92\x01\n" +
+	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\"\xb3\x01\n" +
 	"\n" +
 	"EventBatch\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
 	"\x06events\x18\x02 \x03(\v2\x13.watchtree.v1.EventR\x06events\x125\n" +
-	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"B\n" +
+	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\x12\x1f\n" +
+	"\vthrough_seq\x18\x04 \x01(\x04R\n" +
+	"throughSeq\"-\n" +
+	"\tSubscribe\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"B\n" +
 	"\x06Demand\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x16\n" +
-	"\x06credit\x18\x02 \x01(\rR\x06credit\"o\n" +
+	"\x06credit\x18\x02 \x01(\rR\x06credit\"\x84\x01\n" +
+	"\bProgress\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
+	"\vthrough_seq\x18\x02 \x01(\x04R\n" +
+	"throughSeq\x125\n" +
+	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"o\n" +
 	"\aSettled\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\fR\vresumeToken\x12/\n" +
@@ -431,19 +560,21 @@ func file_watchtree_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_watchtree_v1_stream_proto_goTypes = []any{
 	(Outcome)(0),         // 0: watchtree.v1.Outcome
 	(*Event)(nil),        // 1: watchtree.v1.Event
 	(*EventBatch)(nil),   // 2: watchtree.v1.EventBatch
-	(*Demand)(nil),       // 3: watchtree.v1.Demand
-	(*Settled)(nil),      // 4: watchtree.v1.Settled
-	(*SettledBatch)(nil), // 5: watchtree.v1.SettledBatch
+	(*Subscribe)(nil),    // 3: watchtree.v1.Subscribe
+	(*Demand)(nil),       // 4: watchtree.v1.Demand
+	(*Progress)(nil),     // 5: watchtree.v1.Progress
+	(*Settled)(nil),      // 6: watchtree.v1.Settled
+	(*SettledBatch)(nil), // 7: watchtree.v1.SettledBatch
 }
 var file_watchtree_v1_stream_proto_depIdxs = []int32{
 	1, // 0: watchtree.v1.EventBatch.events:type_name -> watchtree.v1.Event
 	0, // 1: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
-	4, // 2: watchtree.v1.SettledBatch.settled:type_name -> watchtree.v1.Settled
+	6, // 2: watchtree.v1.SettledBatch.settled:type_name -> watchtree.v1.Settled
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -462,7 +593,7 @@ func file_watchtree_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_stream_proto_rawDesc), len(file_watchtree_v1_stream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
