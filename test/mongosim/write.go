@@ -455,12 +455,8 @@ func finishUpdatedDoc(res *query.UpdateResult, oldID any) (int, *cmdError) {
 		var sb strings.Builder
 		writeShellValue(&sb, doc[idx].Value)
 		return 0, errorf(codeImmutableField, "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", sb.String())
-	case idx > 0:
-		nd := make(bson.D, 0, len(doc))
-		nd = append(nd, doc[idx])
-		nd = append(nd, doc[:idx]...)
-		doc = append(nd, doc[idx+1:]...)
 	}
+	// A replacement carrying its own _id keeps its field order, as the server stores it.
 	res.Doc = doc
 	size, err := docSize(doc)
 	if err != nil {
