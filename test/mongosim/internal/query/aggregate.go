@@ -277,6 +277,9 @@ func parseProjSpec(stage string, t *projTree, spec bson.D, prefix string, addFie
 					*mode = -1
 				}
 			case projInclude, projExpr:
+				if isID && leaf.kind == projInclude {
+					break // {_id: 1} fits both kinds of projection
+				}
 				if *mode == -1 {
 					if leaf.kind == projExpr {
 						return errf(31252, "Invalid %s :: caused by :: Cannot use expression other than $meta in exclusion projection", stage)
@@ -430,6 +433,9 @@ func parseProjectStage(spec any) (*pstage, error) {
 	mode := 0
 	if err := parseProjSpec("$project", t, d, "", false, &mode); err != nil {
 		return nil, err
+	}
+	if idLeaf := t.children["_id"]; mode == 0 && idLeaf != nil && idLeaf.kind == projInclude {
+		mode = 1 // {_id: 1} alone is an inclusion projection
 	}
 	if mode == -1 || mode == 0 {
 		// exclusion (possibly only {_id: 0})

@@ -92,8 +92,68 @@ func runUpdateCases(t *testing.T, cases []qbUpdateCase) {
 					t.Fatalf("truncatedArrays = %#v, want %#v", res.TruncatedArrays, tc.trunc)
 				}
 			}
+			if !res.Replacement {
+				// A consumer applying the description to the old document
+				// must get the new one.
+				if got := qbReplay(t, orig, res); !identical(got, res.Doc) {
+					t.Fatalf("replaying the description gives\n%s\nnot\n%s", qbJSON(got), qbJSON(res.Doc))
+				}
+			}
 		})
 	}
+}
+
+// qbReplay applies an update description to doc the way a change-stream
+// consumer would: truncations, then removals, then dotted sets (numeric
+// components index arrays, padding with nulls).
+func qbReplay(t *testing.T, doc bson.D, res *UpdateResult) bson.D {
+	t.Helper()
+	var set func(cur any, parts []string, v any, remove bool) any
+	set = func(cur any, parts []string, v any, remove bool) any {
+		switch c := cur.(type) {
+		case bson.D:
+			if len(parts) == 1 {
+				if remove {
+					return withoutField(c, parts[0])
+				}
+				return withField(c, parts[0], v)
+			}
+			child, _ := docField(c, parts[0])
+			if child == nil {
+				child = bson.D{}
+			}
+			return withField(c, parts[0], set(child, parts[1:], v, remove))
+		case bson.A:
+			i, ok := arrIndex(parts[0])
+			if !ok {
+				t.Fatalf("replay: non-index %q into array", parts[0])
+			}
+			out := append(bson.A{}, c...)
+			for len(out) <= i {
+				out = append(out, nil)
+			}
+			if len(parts) == 1 {
+				out[i] = v
+				return out
+			}
+			out[i] = set(out[i], parts[1:], v, remove)
+			return out
+		}
+		t.Fatalf("replay: cannot descend into %T", cur)
+		return nil
+	}
+	cur := doc
+	for _, tr := range res.TruncatedArrays {
+		v, _ := GetPath(cur, tr.Field)
+		cur = set(cur, strings.Split(tr.Field, "."), v.(bson.A)[:tr.NewSize], false).(bson.D)
+	}
+	for _, f := range res.RemovedFields {
+		cur = set(cur, strings.Split(f, "."), nil, true).(bson.D)
+	}
+	for _, e := range res.UpdatedFields {
+		cur = set(cur, strings.Split(e.Key, "."), e.Value, false).(bson.D)
+	}
+	return cur
 }
 
 func TestQueryUpdateModifiers(t *testing.T) {
