@@ -1,0 +1,62 @@
+package store
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Checkpoint sources: the values of Checkpoint.Source.
+const (
+	// SourceEvent: the token of the low-water-mark event (the newest event with every earlier
+	// event settled).
+	SourceEvent = "event"
+	// SourcePBRT: a post-batch resume token, persisted when everything before it has settled
+	// (also the idle-stream position).
+	SourcePBRT = "pbrt"
+	// SourceInitial: the position captured on the very first start, before anything was consumed.
+	SourceInitial = "initial"
+	// SourceResumeFromNow: the position captured after history was lost under ResumeFromNow.
+	SourceResumeFromNow = "resumeFromNow"
+	// SourceRebuild: the position captured before a Rebuild after history was lost.
+	SourceRebuild = "rebuild"
+)
+
+// Checkpoint is a stream's durable resume position. There is at most one per stream; saving
+// one replaces the previous one (an upsert keyed by Stream), conditional on Epoch (fencing).
+type Checkpoint struct {
+	// Stream is the stream name, the record's key.
+	Stream string
+	// Token is the resume token document ({_data: …}) to resume after; nil = none (a position
+	// known only by ClusterTime, e.g. a StartAt(t) start before any event).
+	Token bson.Raw
+	// ClusterTime is the cluster time of the position when known (for gap records and lag);
+	// the zero Timestamp = unknown.
+	ClusterTime bson.Timestamp
+	// Source says how the position was obtained: one of the Source* constants.
+	Source string
+	// Epoch is the fencing epoch of the writer (0 in ALL_INSTANCES mode). A Save with an Epoch
+	// lower than the stored one fails with ErrFenced; an equal or higher one succeeds.
+	Epoch int64
+	// Owner is the instance id of the writer (informational).
+	Owner string
+	// Settled counts the events settled by this stream's incarnation chain (informational).
+	Settled uint64
+	// UpdatedAt is the writer's wall-clock time of the save. Stores keep it as given, truncated
+	// to milliseconds by stores that persist BSON dates.
+	UpdatedAt time.Time
+}
+
+// Clone returns a deep copy of c (its Token does not share memory with c's).
+func (c Checkpoint) Clone() Checkpoint {
+	c.Token = cloneRaw(c.Token)
+	return c
+}
+
+// cloneRaw copies r; nil stays nil.
+func cloneRaw(r bson.Raw) bson.Raw {
+	if r == nil {
+		return nil
+	}
+	return append(bson.Raw(make([]byte, 0, len(r))), r...)
+}

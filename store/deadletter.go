@@ -1,0 +1,55 @@
+package store
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// DeadLetter is an event whose attempts ran out (or whose error was permanent). The event
+// settles only once its dead letter has been written durably.
+type DeadLetter struct {
+	// ID is stable: the event ID (the resume token's _data). A redelivered event's dead letter
+	// overwrites the previous one (PutDeadLetter is an upsert by ID), never duplicates it.
+	ID string
+	// Stream is the stream name; dead letters are listed per stream.
+	Stream string
+	// Token is the event's resume token document.
+	Token bson.Raw
+	// OperationType is the change event's operationType ("insert", "update", …).
+	OperationType string
+	// DocumentKey is the change event's documentKey; nil for events without one.
+	DocumentKey bson.Raw
+	// Namespace is "db.collection" of the event; empty for database-level events.
+	Namespace string
+	// Event is the raw change event.
+	Event bson.Raw
+	// Error is the last error's message; ErrorType its Go type (e.g. "*errors.errorString")
+	// or a classification ("panic", "decode", "permanent"); Stack the panic stack, if any.
+	Error     string
+	ErrorType string
+	Stack     string
+	// Attempts is the number of handler invocations made (including the first).
+	Attempts int
+	// FirstAttemptAt and LastAttemptAt bound the attempts; CreatedAt is when the dead letter
+	// was written. Dead letters of a stream are listed by CreatedAt.
+	FirstAttemptAt time.Time
+	LastAttemptAt  time.Time
+	CreatedAt      time.Time
+	// ExpiresAt is when the store may delete the record (retention); zero = never. Expired
+	// records are not returned by reads, and are removed eventually (mongostore: by the
+	// server's TTL monitor, within about a minute).
+	ExpiresAt time.Time
+	// ReplayCount counts the replays of this dead letter (MarkReplayed); LastReplayAt is the
+	// latest one's time (zero = never replayed).
+	ReplayCount  int
+	LastReplayAt time.Time
+}
+
+// Clone returns a deep copy of d.
+func (d DeadLetter) Clone() DeadLetter {
+	d.Token = cloneRaw(d.Token)
+	d.DocumentKey = cloneRaw(d.DocumentKey)
+	d.Event = cloneRaw(d.Event)
+	return d
+}

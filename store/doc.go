@@ -1,0 +1,13 @@
+// Package store holds the durable records of a stream tree and the sentinel errors every store
+// implementation returns: a stream's resume position (Checkpoint), the record of history skipped
+// on purpose (Gap) and the record of an event whose attempts ran out (DeadLetter).
+//
+// The package defines no store interface. Each consumer defines the small interface it needs where
+// it is used (actors/checkpointer: Load/Save and RecordGap; actors/dispatcher: PutDeadLetter; the
+// root: listing and replay). store/memstore (in memory, for tests and benchmarks) and
+// store/mongostore (MongoDB) implement all of them, and store/storetest holds the contract suites
+// both pass.
+//
+// Records are plain values. Implementations copy the byte slices (bson.Raw) they are given and
+// the ones they return, so a caller may reuse its buffers.
+package store

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Gap policies: the values of Gap.Policy.
+const (
+	// GapResumeFromNow: processing restarted at the current position; the lost history was
+	// skipped.
+	GapResumeFromNow = "resumeFromNow"
+	// GapRebuild: the user's rebuild function ran, and processing restarted at the operation
+	// time captured before it.
+	GapRebuild = "rebuild"
+)
+
+// Gap is the durable record of history skipped on purpose (OnHistoryLost other than Fail). A
+// gap is never silent: the checkpointer writes one before it resumes past lost history.
+type Gap struct {
+	// ID identifies the record (unique; the writer chooses it, e.g. stream + "/" + time). A
+	// second RecordGap with the same ID overwrites the first, so a retried write never duplicates.
+	ID string
+	// Stream is the stream name.
+	Stream string
+	// FromToken and FromTime are the last durable position before the gap (either may be empty
+	// when the stream never had one).
+	FromToken bson.Raw
+	FromTime  bson.Timestamp
+	// ToToken and ToTime are where processing restarts.
+	ToToken bson.Raw
+	ToTime  bson.Timestamp
+	// Policy is the OnHistoryLost policy applied: GapResumeFromNow or GapRebuild.
+	Policy string
+	// Reason is the server error that lost the history (code and message).
+	Reason string
+	// At is when the gap was recorded (the writer's clock). Gaps of a stream are listed in
+	// ascending At order (ties by ID).
+	At time.Time
+}
+
+// Clone returns a deep copy of g.
+func (g Gap) Clone() Gap {
+	g.FromToken = cloneRaw(g.FromToken)
+	g.ToToken = cloneRaw(g.ToToken)
+	return g
+}
