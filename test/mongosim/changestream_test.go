@@ -1627,3 +1627,34 @@ func TestChangeStreamEngineBatchesStayUnder16MB(t *testing.T) {
 		t.Fatalf("batch sizes %v, want [2 1]", sizes)
 	}
 }
+
+func TestChangeStreamWaitingGetMoreEndsWhenConnectionDies(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	cl := csFastRecoveryClient(t, srv)
+	ctx := testCtx(t)
+	coll := cl.Database("db").Collection("c")
+	cs := csWatch(t, coll, nil, options.ChangeStream().SetMaxAwaitTime(10*time.Second))
+	if cs.TryNext(ctx) {
+		t.Fatal("unexpected event")
+	}
+	got := make(chan bool, 1)
+	go func() { got <- cs.Next(ctx) }()
+	waitFor(t, 5*time.Second, "getMore waiting", func() bool { return csWaitingGetMore(srv) })
+	srv.KillAllConnections()
+	// The server-side getMore ends at once (its connection is gone) and its cursor is dropped.
+	waitFor(t, 2*time.Second, "the waiting getMore to end", func() bool { return !csWaitingGetMore(srv) })
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ok := <-got:
+		if !ok || csGet(csEvent(t, cs), "documentKey", "_id") != int32(1) {
+			t.Fatalf("after the connection kill: ok %v err %v", ok, cs.Err())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no event after the connection kill")
+	}
+	if n := len(srv.CommandsNamed("aggregate")); n != 2 {
+		t.Fatalf("%d aggregates, want a resume", n)
+	}
+}
