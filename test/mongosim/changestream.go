@@ -386,7 +386,8 @@ func (cs *changeStream) scan(want int) (items []scanItem, scannedTo uint64, caug
 			continue
 		}
 		it := scanItem{en: en, visible: vis, invalidate: inv}
-		if vis && en.op == "update" && cs.opts.fullDocument == fullDocUpdateLookup {
+		if vis && en.op == "update" && (cs.opts.fullDocument == fullDocUpdateLookup ||
+			(cs.opts.expanded && en.post == nil && hasAmbiguousPath(en.updateDesc))) {
 			it.current = lookupCurrent(e, en)
 		}
 		items = append(items, it)

@@ -1658,3 +1658,35 @@ func TestChangeStreamWaitingGetMoreEndsWhenConnectionDies(t *testing.T) {
 		t.Fatalf("%d aggregates, want a resume", n)
 	}
 }
+
+func TestChangeStreamEngineDisambiguatedPaths(t *testing.T) {
+	h := newCSHarness(t, Options{})
+	cur, _, _, err := h.open("db", "c", bson.D{{Key: "showExpandedEvents", Value: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd := func(ud bson.D, post bson.D) *oplogEntry {
+		return &oplogEntry{op: "update", db: "db", coll: "c", docKey: bson.D{{Key: "_id", Value: int32(1)}}, updateDesc: ud, post: post}
+	}
+	h.log(
+		// Plain paths: an empty disambiguatedPaths.
+		upd(bson.D{{Key: "updatedFields", Value: bson.D{{Key: "x.y", Value: 1}}}}, nil),
+		// Numeric components resolved against the post-image.
+		upd(bson.D{{Key: "updatedFields", Value: bson.D{{Key: "arr.2.5", Value: 1}}}, {Key: "removedFields", Value: bson.A{"m.7"}}},
+			bson.D{{Key: "_id", Value: int32(1)}, {Key: "arr", Value: bson.A{0, 1, bson.D{{Key: "5", Value: 1}}}}, {Key: "m", Value: bson.D{}}}),
+		// Numeric path, no image and the document is gone: the stream refuses to guess.
+		upd(bson.D{{Key: "updatedFields", Value: bson.D{{Key: "a.1", Value: 1}}}}, nil),
+	)
+	got, _, _, err := cur.getMore(2, time.Second)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("getMore: %v %v", got, err)
+	}
+	if dp := csJSON(csGet(got[0], "updateDescription", "disambiguatedPaths")); dp != "{}" {
+		t.Fatalf("plain paths: %s", dp)
+	}
+	if dp := csJSON(csGet(got[1], "updateDescription", "disambiguatedPaths")); dp != `{"arr.2.5":["arr",2,"5"],"m.7":["m","7"]}` {
+		t.Fatalf("numeric paths: %s", dp)
+	}
+	_, _, _, err = cur.getMore(0, time.Second)
+	csWantCode(t, err, codeUnsupported)
+}

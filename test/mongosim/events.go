@@ -132,7 +132,15 @@ func buildEvent(en *oplogEntry, opts *eventOptions, current bson.D) (bson.D, err
 		ev = append(ev, bson.E{Key: "documentKey", Value: en.docKey})
 	}
 	if en.op == "update" {
-		ev = append(ev, bson.E{Key: "updateDescription", Value: updateDescription(en.updateDesc)})
+		ud := updateDescription(en.updateDesc)
+		if opts.expanded {
+			dp, err := disambiguatedPaths(en, current)
+			if err != nil {
+				return nil, err
+			}
+			ud = append(ud, bson.E{Key: "disambiguatedPaths", Value: dp})
+		}
+		ev = append(ev, bson.E{Key: "updateDescription", Value: ud})
 	}
 	if en.op == "update" || en.op == "replace" || en.op == "delete" {
 		switch opts.fullDocBeforeChange {
@@ -229,4 +237,130 @@ func eventString(ev bson.D, en *oplogEntry) string {
 		return fmt.Sprint(d)
 	}
 	return string(b)
+}
+
+// updatePaths returns the dotted paths an update description names: updated and removed
+// fields and truncated arrays.
+func updatePaths(ud bson.D) []string {
+	var paths []string
+	for _, e := range ud {
+		switch e.Key {
+		case "updatedFields":
+			if d, ok := e.Value.(bson.D); ok {
+				for _, f := range d {
+					paths = append(paths, f.Key)
+				}
+			}
+		case "removedFields":
+			if a, ok := e.Value.(bson.A); ok {
+				for _, f := range a {
+					if s, ok := f.(string); ok {
+						paths = append(paths, s)
+					}
+				}
+			}
+		case "truncatedArrays":
+			if a, ok := e.Value.(bson.A); ok {
+				for _, t := range a {
+					if d, ok := t.(bson.D); ok {
+						if f, ok := lookupD(d, "field"); ok {
+							if s, ok := f.(string); ok {
+								paths = append(paths, s)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return paths
+}
+
+// hasAmbiguousPath reports whether an update description names a path with a numeric
+// component, which may be an array index or a field name.
+func hasAmbiguousPath(ud bson.D) bool {
+	for _, p := range updatePaths(ud) {
+		for _, c := range strings.Split(p, ".") {
+			if isNumericComponent(c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isNumericComponent(c string) bool {
+	if c == "" {
+		return false
+	}
+	for _, r := range c {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// disambiguatedPaths builds updateDescription.disambiguatedPaths (showExpandedEvents): for each
+// path with a numeric component, its components with array indexes as int32 and field names as
+// strings. A description that already carries disambiguatedPaths (from the writer) is passed
+// through. Otherwise the structure is read from the post-image, else from current (the
+// document at read time); when neither exists the stream fails rather than guess.
+func disambiguatedPaths(en *oplogEntry, current bson.D) (bson.D, error) {
+	if v, ok := lookupD(en.updateDesc, "disambiguatedPaths"); ok {
+		if d, ok := v.(bson.D); ok {
+			return d, nil
+		}
+	}
+	out := bson.D{}
+	if !hasAmbiguousPath(en.updateDesc) {
+		return out, nil
+	}
+	doc := en.post
+	if doc == nil {
+		doc = current
+	}
+	if doc == nil {
+		return nil, unsupported("updateDescription.disambiguatedPaths for an update of a document that no longer exists (enable changeStreamPreAndPostImages on the collection)")
+	}
+	seen := map[string]bool{}
+	for _, p := range updatePaths(en.updateDesc) {
+		comps := strings.Split(p, ".")
+		ambiguous := false
+		for _, c := range comps {
+			ambiguous = ambiguous || isNumericComponent(c)
+		}
+		if !ambiguous || seen[p] {
+			continue
+		}
+		seen[p] = true
+		var cur any = doc
+		parts := make(bson.A, 0, len(comps))
+		for _, c := range comps {
+			switch v := cur.(type) {
+			case bson.A:
+				idx := 0
+				if isNumericComponent(c) {
+					fmt.Sscan(c, &idx)
+					parts = append(parts, int32(idx))
+					if idx < len(v) {
+						cur = v[idx]
+					} else {
+						cur = nil
+					}
+					continue
+				}
+				parts = append(parts, c)
+				cur = nil
+			case bson.D:
+				parts = append(parts, c)
+				cur, _ = lookupD(v, c)
+			default:
+				parts = append(parts, c)
+				cur = nil
+			}
+		}
+		out = append(out, bson.E{Key: p, Value: parts})
+	}
+	return out, nil
 }

@@ -647,3 +647,39 @@ func TestChangeStreamSpecFullDocumentBeforeChangeOffWithChangeStreamPreAndPostIm
 	prePostImagesCase(t, false, options.ChangeStream().SetFullDocumentBeforeChange(options.Off),
 		bson.D{{Key: "fullDocumentBeforeChange", Value: specAbsent{}}}, false)
 }
+
+// --- change-streams-disambiguatedPaths.json ----------------------------------------------------
+
+// disambiguatedPathsCase inserts doc into database0.collection0, opens a stream (with
+// showExpandedEvents when expanded), runs updateOne {_id: 1} {$set: set} and matches the
+// event's updateDescription.disambiguatedPaths against want (specAbsent: not present).
+func disambiguatedPathsCase(t *testing.T, doc bson.D, expanded bool, set bson.D, want any) {
+	s := newSpecEnv(t)
+	s.insert(s.coll0(), doc)
+	opts := options.ChangeStream()
+	if expanded {
+		opts.SetShowExpandedEvents(true)
+	}
+	cs := s.watch(nil, opts)
+	if _, err := s.coll0().UpdateOne(s.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		t.Fatal(err)
+	}
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "update"}, {Key: "ns", Value: ns00},
+		{Key: "updateDescription", Value: bson.D{{Key: "updatedFields", Value: specExists{}}, {Key: "removedFields", Value: specExists{}},
+			{Key: "truncatedArrays", Value: specExists{}}, {Key: "disambiguatedPaths", Value: want}}}})
+}
+
+func TestChangeStreamSpecDisambiguatedPathsIsNotPresentWhenShowExpandedEventsIsFalseOrUnset(t *testing.T) {
+	disambiguatedPathsCase(t, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.D{{Key: "1", Value: 1}}}}, false,
+		bson.D{{Key: "a.1", Value: 2}}, specAbsent{})
+}
+
+func TestChangeStreamSpecDisambiguatedPathsIsPresentOnUpdateDescriptionWhenAnAmbiguousPathIsPresent(t *testing.T) {
+	disambiguatedPathsCase(t, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.D{{Key: "1", Value: 1}}}}, true,
+		bson.D{{Key: "a.1", Value: 2}}, bson.D{{Key: "a.1", Value: bson.A{"a", "1"}}})
+}
+
+func TestChangeStreamSpecDisambiguatedPathsReturnsArrayIndicesAsIntegers(t *testing.T) {
+	disambiguatedPathsCase(t, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.A{bson.D{{Key: "1", Value: 1}}}}}, true,
+		bson.D{{Key: "a.0.1", Value: 2}}, bson.D{{Key: "a.0.1", Value: bson.A{"a", specAnyType("int"), "1"}}})
+}
