@@ -1029,7 +1029,12 @@ func toStringValue(name string, v any) (any, error) {
 	case int64:
 		return strconv.FormatInt(x, 10), nil
 	case float64:
-		return formatDouble(x), nil
+		// the server prints doubles with 15 significant digits (%.15g)
+		switch {
+		case math.IsInf(x, 0), math.IsNaN(x):
+			return formatDouble(x), nil
+		}
+		return strconv.FormatFloat(x, 'g', 15, 64), nil
 	case bson.Decimal128:
 		return x.String(), nil
 	case bool:
@@ -1829,4 +1834,921 @@ func checkExpr(expr any) error {
 		}
 	}
 	return nil
+}
+
+// ------------------------------------------------------------- more operators
+
+func init() {
+	more := map[string]opFunc{
+		"$strLenBytes":     opStrLen("$strLenBytes", false),
+		"$strLenCP":        opStrLen("$strLenCP", true),
+		"$substrBytes":     opSubstr("$substrBytes", false),
+		"$substr":          opSubstr("$substr", false),
+		"$substrCP":        opSubstr("$substrCP", true),
+		"$split":           opSplit,
+		"$trim":            opTrim("$trim", true, true),
+		"$ltrim":           opTrim("$ltrim", true, false),
+		"$rtrim":           opTrim("$rtrim", false, true),
+		"$strcasecmp":      opStrcasecmp,
+		"$round":           opRound,
+		"$sqrt":            opMath1("$sqrt", math.Sqrt, func(f float64) bool { return f >= 0 }),
+		"$exp":             opMath1("$exp", math.Exp, nil),
+		"$ln":              opMath1("$ln", math.Log, func(f float64) bool { return f > 0 }),
+		"$log10":           opMath1("$log10", math.Log10, func(f float64) bool { return f > 0 }),
+		"$pow":             opPow,
+		"$range":           opRange,
+		"$reverseArray":    opReverseArray,
+		"$indexOfArray":    opIndexOfArray,
+		"$objectToArray":   opObjectToArray,
+		"$arrayToObject":   opArrayToObject,
+		"$setUnion":        opSetUnion,
+		"$setIntersection": opSetIntersection,
+		"$setDifference":   opSetDifference,
+		"$setEquals":       opSetEquals,
+		"$setIsSubset":     opSetIsSubset,
+		"$allElementsTrue": opElementsTrue("$allElementsTrue", true),
+		"$anyElementTrue":  opElementsTrue("$anyElementTrue", false),
+		"$toDate":          opToDate,
+		"$dateToString":    opDateToString,
+		"$dateAdd":         opDateAdd("$dateAdd", 1),
+		"$dateSubtract":    opDateAdd("$dateSubtract", -1),
+		"$year":            opDatePart("$year", func(t time.Time) int { return t.Year() }),
+		"$month":           opDatePart("$month", func(t time.Time) int { return int(t.Month()) }),
+		"$dayOfMonth":      opDatePart("$dayOfMonth", func(t time.Time) int { return t.Day() }),
+		"$hour":            opDatePart("$hour", func(t time.Time) int { return t.Hour() }),
+		"$minute":          opDatePart("$minute", func(t time.Time) int { return t.Minute() }),
+		"$second":          opDatePart("$second", func(t time.Time) int { return t.Second() }),
+		"$millisecond":     opDatePart("$millisecond", func(t time.Time) int { return t.Nanosecond() / 1e6 }),
+		"$dayOfWeek":       opDatePart("$dayOfWeek", func(t time.Time) int { return int(t.Weekday()) + 1 }),
+		"$dayOfYear":       opDatePart("$dayOfYear", func(t time.Time) int { return t.YearDay() }),
+		"$week":            opDatePart("$week", sundayWeek),
+		"$isoWeek":         opDatePart("$isoWeek", func(t time.Time) int { _, w := t.ISOWeek(); return w }),
+		"$isoWeekYear":     opDatePart("$isoWeekYear", func(t time.Time) int { y, _ := t.ISOWeek(); return y }),
+		"$isoDayOfWeek":    opDatePart("$isoDayOfWeek", isoWeekday),
+	}
+	for k, f := range more {
+		exprOps[k] = f
+		delete(knownUnsupportedExprs, k)
+	}
+}
+
+func opStrLen(name string, codePoints bool) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		args, err := ev.evalN(name, operand, 1)
+		if err != nil {
+			return nil, err
+		}
+		s, ok := args[0].(string)
+		if !ok {
+			return nil, errf(34471, "%s requires a string argument, found: %s", name, typeNameOf(args[0]))
+		}
+		if codePoints {
+			return narrowInt(int64(len([]rune(s)))), nil
+		}
+		return narrowInt(int64(len(s))), nil
+	}
+}
+
+func opSubstr(name string, codePoints bool) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		args, err := ev.evalN(name, operand, 3)
+		if err != nil {
+			return nil, err
+		}
+		if isNullish(args[0]) {
+			return "", nil
+		}
+		s, err := toStringValue(name, args[0])
+		if err != nil {
+			return nil, err
+		}
+		if !isNum(args[1]) || !isNum(args[2]) {
+			return nil, errf(16034, "%s: starting index and length must be numeric types", name)
+		}
+		start, n := numInt(args[1]), numInt(args[2])
+		if codePoints {
+			r := []rune(s.(string))
+			if start < 0 {
+				return nil, errf(34455, "%s: the starting index must be nonnegative integer.", name)
+			}
+			if start > int64(len(r)) {
+				return "", nil
+			}
+			end := int64(len(r))
+			if n >= 0 && start+n < end {
+				end = start + n
+			}
+			return string(r[start:end]), nil
+		}
+		b := s.(string)
+		if start < 0 || start > int64(len(b)) {
+			return "", nil
+		}
+		end := int64(len(b))
+		if n >= 0 && start+n < end {
+			end = start + n
+		}
+		return b[start:end], nil
+	}
+}
+
+func opSplit(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$split", operand, 2)
+	if err != nil {
+		return nil, err
+	}
+	if isNullish(args[0]) {
+		return nil, nil
+	}
+	s, ok1 := args[0].(string)
+	d, ok2 := args[1].(string)
+	if !ok1 {
+		return nil, errf(40085, "$split requires an expression that evaluates to a string as a first argument, found: %s", typeNameOf(args[0]))
+	}
+	if !ok2 {
+		return nil, errf(40086, "$split requires an expression that evaluates to a string as a second argument, found: %s", typeNameOf(args[1]))
+	}
+	if d == "" {
+		return nil, errf(40087, "$split requires a non-empty separator")
+	}
+	out := bson.A{}
+	for _, p := range strings.Split(s, d) {
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func opTrim(name string, left, right bool) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		d, ok := operand.(bson.D)
+		if !ok {
+			return nil, errf(50696, "%s only supports an object as an argument, found: %s", name, typeNameOf(operand))
+		}
+		inE, hasIn := docField(d, "input")
+		if !hasIn {
+			return nil, errf(50695, "%s requires an 'input' parameter", name)
+		}
+		in, err := ev.eval(inE)
+		if err != nil {
+			return nil, err
+		}
+		if isNullish(in) {
+			return nil, nil
+		}
+		s, ok := in.(string)
+		if !ok {
+			return nil, errf(50699, "%s requires its input to be a string, got %s", name, renderValue(in))
+		}
+		cut := " \t\n\v\f\r\u0000\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+		if cE, ok := docField(d, "chars"); ok {
+			c, err := ev.eval(cE)
+			if err != nil {
+				return nil, err
+			}
+			if isNullish(c) {
+				return nil, nil
+			}
+			cs, ok := c.(string)
+			if !ok {
+				return nil, errf(50700, "%s requires 'chars' to be a string, got %s", name, renderValue(c))
+			}
+			cut = cs
+		}
+		if left {
+			s = strings.TrimLeft(s, cut)
+		}
+		if right {
+			s = strings.TrimRight(s, cut)
+		}
+		return s, nil
+	}
+}
+
+func opStrcasecmp(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$strcasecmp", operand, 2)
+	if err != nil {
+		return nil, err
+	}
+	var ss [2]string
+	for i, a := range args {
+		if isNullish(a) {
+			continue
+		}
+		s, err := toStringValue("$strcasecmp", a)
+		if err != nil {
+			return nil, err
+		}
+		ss[i] = s.(string)
+	}
+	return int32(strings.Compare(strings.ToUpper(ss[0]), strings.ToUpper(ss[1]))), nil
+}
+
+// opRound rounds half to even at the given decimal place (default 0).
+func opRound(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalArgs(operand)
+	if err != nil {
+		return nil, err
+	}
+	if len(args) < 1 || len(args) > 2 {
+		return nil, errf(28667, "Expression $round takes at least 1 argument, and at most 2, but %d were passed in.", len(args))
+	}
+	place := int64(0)
+	if len(args) == 2 {
+		if isNullish(args[1]) {
+			return nil, nil
+		}
+		p, ok := wholeNumber(args[1])
+		if !ok || p < -20 || p > 100 {
+			return nil, errf(5155301, "$round requires \"place\" argument to be an integer between -20 and 100, but got %s", renderValue(args[1]))
+		}
+		place = p
+	}
+	switch x := args[0].(type) {
+	case nil, missingT, bson.Undefined:
+		return nil, nil
+	case int32, int64:
+		if place >= 0 {
+			return x, nil
+		}
+		f := math.RoundToEven(numFloat(x)/math.Pow(10, float64(-place))) * math.Pow(10, float64(-place))
+		if _, is32 := x.(int32); is32 && f >= math.MinInt32 && f <= math.MaxInt32 {
+			return int32(f), nil
+		}
+		return int64(f), nil
+	case float64:
+		scale := math.Pow(10, float64(place))
+		return math.RoundToEven(x*scale) / scale, nil
+	case bson.Decimal128:
+		return nil, errDecimal("$round")
+	}
+	return nil, errf(51081, "$round only supports numeric types, not %s", typeNameOf(args[0]))
+}
+
+func opMath1(name string, f func(float64) float64, valid func(float64) bool) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		args, err := ev.evalN(name, operand, 1)
+		if err != nil {
+			return nil, err
+		}
+		if isNullish(args[0]) {
+			return nil, nil
+		}
+		if !isNum(args[0]) {
+			return nil, errf(28765, "%s only supports numeric types, not %s", name, typeNameOf(args[0]))
+		}
+		if numRank(args[0]) == 4 {
+			return nil, errDecimal(name)
+		}
+		x := numFloat(args[0])
+		if valid != nil && !valid(x) && !math.IsNaN(x) {
+			return nil, errf(28714, "%s's argument must be a valid number, but is %s", name, renderValue(args[0]))
+		}
+		return f(x), nil
+	}
+}
+
+func opPow(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$pow", operand, 2)
+	if err != nil {
+		return nil, err
+	}
+	if isNullish(args[0]) || isNullish(args[1]) {
+		return nil, nil
+	}
+	if !isNum(args[0]) || !isNum(args[1]) {
+		return nil, errf(28762, "$pow's base must be numeric, not %s", typeNameOf(args[0]))
+	}
+	if numRank(args[0]) == 4 || numRank(args[1]) == 4 {
+		return nil, errDecimal("$pow")
+	}
+	r := max(numRank(args[0]), numRank(args[1]))
+	b, e := numFloat(args[0]), numFloat(args[1])
+	if b == 0 && e < 0 {
+		return nil, errf(28764, "$pow cannot take a base of 0 and a negative exponent")
+	}
+	if r == 3 || e < 0 {
+		return math.Pow(b, e), nil
+	}
+	acc := any(int32(1))
+	if r == 2 {
+		acc = int64(1)
+	}
+	for i := int64(0); i < numInt(args[1]); i++ {
+		if acc, err = arith("*", acc, args[0]); err != nil {
+			return nil, err
+		}
+		if _, isF := acc.(float64); isF {
+			return math.Pow(b, e), nil
+		}
+	}
+	return acc, nil
+}
+
+func opRange(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalArgs(operand)
+	if err != nil {
+		return nil, err
+	}
+	if len(args) < 2 || len(args) > 3 {
+		return nil, errf(28667, "Expression $range takes at least 2 arguments, and at most 3, but %d were passed in.", len(args))
+	}
+	vals := []int64{0, 0, 1}
+	for i, a := range args {
+		n, ok := wholeNumber(a)
+		if !ok || n > math.MaxInt32 || n < math.MinInt32 {
+			return nil, errf(34443+int32(i), "$range requires a numeric argument that can be represented as a 32-bit integer, found: %s", renderValue(a))
+		}
+		vals[i] = n
+	}
+	if vals[2] == 0 {
+		return nil, errf(34449, "$range requires a non-zero step value")
+	}
+	out := bson.A{}
+	for v := vals[0]; (vals[2] > 0 && v < vals[1]) || (vals[2] < 0 && v > vals[1]); v += vals[2] {
+		out = append(out, int32(v))
+	}
+	return out, nil
+}
+
+func arrayArg(name string, v any) (bson.A, bool, error) {
+	if isNullish(v) {
+		return nil, true, nil
+	}
+	a, ok := v.(bson.A)
+	if !ok {
+		return nil, false, errf(34435, "The argument to %s must be an array, but was of type: %s", name, typeNameOf(v))
+	}
+	return a, false, nil
+}
+
+func opReverseArray(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$reverseArray", operand, 1)
+	if err != nil {
+		return nil, err
+	}
+	a, null, err := arrayArg("$reverseArray", args[0])
+	if err != nil || null {
+		return nil, err
+	}
+	out := make(bson.A, len(a))
+	for i, x := range a {
+		out[len(a)-1-i] = x
+	}
+	return out, nil
+}
+
+func opIndexOfArray(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalArgs(operand)
+	if err != nil {
+		return nil, err
+	}
+	if len(args) < 2 || len(args) > 4 {
+		return nil, errf(28667, "Expression $indexOfArray takes at least 2 arguments, and at most 4, but %d were passed in.", len(args))
+	}
+	a, null, err := arrayArg("$indexOfArray", args[0])
+	if err != nil || null {
+		return nil, err
+	}
+	start, end := int64(0), int64(len(a))
+	if len(args) > 2 {
+		n, ok := wholeNumber(args[2])
+		if !ok || n < 0 {
+			return nil, errf(40097, "$indexOfArray requires an integral starting index, found a value of type: %s", typeNameOf(args[2]))
+		}
+		start = n
+	}
+	if len(args) > 3 {
+		n, ok := wholeNumber(args[3])
+		if !ok || n < 0 {
+			return nil, errf(40097, "$indexOfArray requires an integral ending index, found a value of type: %s", typeNameOf(args[3]))
+		}
+		end = min(n, end)
+	}
+	for i := start; i < end; i++ {
+		if compareAgg(a[i], args[1]) == 0 {
+			return narrowInt(i), nil
+		}
+	}
+	return int32(-1), nil
+}
+
+func opObjectToArray(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$objectToArray", operand, 1)
+	if err != nil {
+		return nil, err
+	}
+	if isNullish(args[0]) {
+		return nil, nil
+	}
+	d, ok := args[0].(bson.D)
+	if !ok {
+		return nil, errf(40390, "$objectToArray requires a document input, found: %s", typeNameOf(args[0]))
+	}
+	out := bson.A{}
+	for _, e := range d {
+		out = append(out, bson.D{{Key: "k", Value: e.Key}, {Key: "v", Value: e.Value}})
+	}
+	return out, nil
+}
+
+func opArrayToObject(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$arrayToObject", operand, 1)
+	if err != nil {
+		return nil, err
+	}
+	a, null, err := arrayArg("$arrayToObject", args[0])
+	if err != nil || null {
+		return nil, err
+	}
+	out := bson.D{}
+	for _, x := range a {
+		var k, v any
+		switch e := x.(type) {
+		case bson.A:
+			if len(e) != 2 {
+				return nil, errf(40397, "$arrayToObject requires an array of size 2 arrays,found array of size: %d", len(e))
+			}
+			k, v = e[0], e[1]
+		case bson.D:
+			kk, ok1 := docField(e, "k")
+			vv, ok2 := docField(e, "v")
+			if len(e) != 2 || !ok1 || !ok2 {
+				return nil, errf(40392, "$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys:%d", len(e))
+			}
+			k, v = kk, vv
+		default:
+			return nil, errf(40398, "Unrecognised input type format for $arrayToObject: %s", typeNameOf(x))
+		}
+		ks, ok := k.(string)
+		if !ok {
+			return nil, errf(40395, "$arrayToObject requires an array of key-value pairs, where the key must be of type string. Found key type: %s", typeNameOf(k))
+		}
+		out = withField(out, ks, v)
+	}
+	return out, nil
+}
+
+// setArgs evaluates the array arguments of a set operator; null reports
+// whether one of them is null or missing.
+func setArgs(ev *evaluator, name string, operand any, n int) ([]bson.A, bool, error) {
+	var args []any
+	var err error
+	if n > 0 {
+		args, err = ev.evalN(name, operand, n)
+	} else {
+		args, err = ev.evalArgs(operand)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]bson.A, len(args))
+	null := false
+	for i, a := range args {
+		if isNullish(a) {
+			null = true
+			continue
+		}
+		arr, ok := a.(bson.A)
+		if !ok {
+			return nil, false, errf(17044, "All operands of %s must be arrays. One argument is of type: %s", name, typeNameOf(a))
+		}
+		out[i] = arr
+	}
+	return out, null, nil
+}
+
+func dedupe(vals bson.A) (bson.A, map[string]bool) {
+	seen := map[string]bool{}
+	out := bson.A{}
+	for _, v := range vals {
+		k := HashKey(v)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
+	return out, seen
+}
+
+func opSetUnion(ev *evaluator, operand any) (any, error) {
+	arrs, null, err := setArgs(ev, "$setUnion", operand, 0)
+	if err != nil || null {
+		return nil, err
+	}
+	all := bson.A{}
+	for _, a := range arrs {
+		all = append(all, a...)
+	}
+	out, _ := dedupe(all)
+	return out, nil
+}
+
+func opSetIntersection(ev *evaluator, operand any) (any, error) {
+	arrs, null, err := setArgs(ev, "$setIntersection", operand, 0)
+	if err != nil || null {
+		return nil, err
+	}
+	if len(arrs) == 0 {
+		return bson.A{}, nil
+	}
+	out, _ := dedupe(arrs[0])
+	for _, a := range arrs[1:] {
+		_, in := dedupe(a)
+		next := bson.A{}
+		for _, v := range out {
+			if in[HashKey(v)] {
+				next = append(next, v)
+			}
+		}
+		out = next
+	}
+	return out, nil
+}
+
+func opSetDifference(ev *evaluator, operand any) (any, error) {
+	arrs, null, err := setArgs(ev, "$setDifference", operand, 2)
+	if err != nil || null {
+		return nil, err
+	}
+	first, _ := dedupe(arrs[0])
+	_, second := dedupe(arrs[1])
+	out := bson.A{}
+	for _, v := range first {
+		if !second[HashKey(v)] {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func opSetEquals(ev *evaluator, operand any) (any, error) {
+	arrs, null, err := setArgs(ev, "$setEquals", operand, 0)
+	if err != nil {
+		return nil, err
+	}
+	if null || len(arrs) < 2 {
+		return nil, errf(17045, "$setEquals needs at least two arguments had: %d", len(arrs))
+	}
+	_, first := dedupe(arrs[0])
+	for _, a := range arrs[1:] {
+		_, s := dedupe(a)
+		if len(s) != len(first) {
+			return false, nil
+		}
+		for k := range s {
+			if !first[k] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+func opSetIsSubset(ev *evaluator, operand any) (any, error) {
+	arrs, null, err := setArgs(ev, "$setIsSubset", operand, 2)
+	if err != nil {
+		return nil, err
+	}
+	if null {
+		return nil, errf(17046, "both operands of $setIsSubset must be arrays")
+	}
+	_, super := dedupe(arrs[1])
+	for _, v := range arrs[0] {
+		if !super[HashKey(v)] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func opElementsTrue(name string, all bool) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		args, err := ev.evalN(name, operand, 1)
+		if err != nil {
+			return nil, err
+		}
+		a, ok := args[0].(bson.A)
+		if !ok {
+			return nil, errf(17040, "%s's argument must be an array, but is %s", name, typeNameOf(args[0]))
+		}
+		for _, x := range a {
+			if truthyV(x) != all {
+				return !all, nil
+			}
+		}
+		return all, nil
+	}
+}
+
+// ------------------------------------------------------------- dates
+
+// location parses a $date* timezone: an Olson name, "UTC"/"GMT", or an
+// offset "+hh", "+hhmm", "+hh:mm".
+func location(v any) (*time.Location, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, errf(40517, "timezone must evaluate to a string, found %s", typeNameOf(v))
+	}
+	if s == "" || s == "UTC" || s == "GMT" || s == "Z" {
+		return time.UTC, nil
+	}
+	if s[0] == '+' || s[0] == '-' {
+		digits := strings.ReplaceAll(s[1:], ":", "")
+		if len(digits) == 2 || len(digits) == 4 {
+			h, err1 := strconv.Atoi(digits[:2])
+			m := 0
+			var err2 error
+			if len(digits) == 4 {
+				m, err2 = strconv.Atoi(digits[2:])
+			}
+			if err1 == nil && err2 == nil {
+				off := (h*60 + m) * 60
+				if s[0] == '-' {
+					off = -off
+				}
+				return time.FixedZone(s, off), nil
+			}
+		}
+	}
+	loc, err := time.LoadLocation(s)
+	if err != nil {
+		return nil, errf(40485, "unrecognized time zone identifier: \"%s\"", s)
+	}
+	return loc, nil
+}
+
+// dateValue converts a date-like value ($toDate rules without strings).
+func dateValue(name string, v any) (time.Time, error) {
+	switch x := v.(type) {
+	case bson.DateTime:
+		return x.Time().UTC(), nil
+	case bson.Timestamp:
+		return time.Unix(int64(x.T), 0).UTC(), nil
+	case bson.ObjectID:
+		return x.Timestamp().UTC(), nil
+	}
+	return time.Time{}, errf(16006, "can't convert from BSON type %s to Date", typeNameOf(v))
+}
+
+// dateArgs evaluates the {date, timezone} (or bare date) operand of the
+// date part operators; ok is false for a null or missing date.
+func dateArgs(ev *evaluator, name string, operand any, dateKey string) (time.Time, bool, error) {
+	dateE, tzE := operand, any(nil)
+	if d, isDoc := operand.(bson.D); isDoc && len(d) > 0 && !strings.HasPrefix(d[0].Key, "$") {
+		var has bool
+		if dateE, has = docField(d, dateKey); !has {
+			return time.Time{}, false, errf(40539, "missing '%s' argument to %s, provided: %s", dateKey, name, renderValue(d))
+		}
+		tzE, _ = docField(d, "timezone")
+	} else if a, isArr := operand.(bson.A); isArr && len(a) == 1 {
+		dateE = a[0]
+	}
+	v, err := ev.eval(dateE)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if isNullish(v) {
+		return time.Time{}, false, nil
+	}
+	t, err := dateValue(name, v)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if tzE != nil {
+		tz, err := ev.eval(tzE)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if isNullish(tz) {
+			return time.Time{}, false, nil
+		}
+		loc, err := location(tz)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		t = t.In(loc)
+	}
+	return t, true, nil
+}
+
+func opDatePart(name string, part func(time.Time) int) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		t, ok, err := dateArgs(ev, name, operand, "date")
+		if err != nil || !ok {
+			return nil, err
+		}
+		return int32(part(t)), nil
+	}
+}
+
+// sundayWeek is the week of the year with weeks starting on Sunday (the
+// days before the first Sunday are week 0), as %U and $week count.
+func sundayWeek(t time.Time) int {
+	return (t.YearDay() + 6 - int(t.Weekday())) / 7
+}
+
+func isoWeekday(t time.Time) int {
+	if t.Weekday() == time.Sunday {
+		return 7
+	}
+	return int(t.Weekday())
+}
+
+func opToDate(ev *evaluator, operand any) (any, error) {
+	args, err := ev.evalN("$toDate", operand, 1)
+	if err != nil {
+		return nil, err
+	}
+	switch x := args[0].(type) {
+	case nil, missingT, bson.Undefined:
+		return nil, nil
+	case bson.DateTime:
+		return x, nil
+	case int64:
+		return bson.DateTime(x), nil
+	case float64:
+		return bson.DateTime(int64(x)), nil
+	case string:
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.000Z0700", "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+			if t, err := time.Parse(layout, x); err == nil {
+				return bson.NewDateTimeFromTime(t), nil
+			}
+		}
+		return nil, errf(241, "Error parsing date string '%s'", x)
+	}
+	t, err := dateValue("$toDate", args[0])
+	if err != nil {
+		return nil, errf(241, "Unsupported conversion from %s to date in $convert with no onError value", typeNameOf(args[0]))
+	}
+	return bson.NewDateTimeFromTime(t), nil
+}
+
+func opDateToString(ev *evaluator, operand any) (any, error) {
+	d, ok := operand.(bson.D)
+	if !ok {
+		return nil, errf(18629, "$dateToString only supports an object as its argument")
+	}
+	format := "%Y-%m-%dT%H:%M:%S.%LZ"
+	if fE, ok := docField(d, "format"); ok {
+		f, err := ev.eval(fE)
+		if err != nil {
+			return nil, err
+		}
+		if isNullish(f) {
+			return nil, nil
+		}
+		fs, ok := f.(string)
+		if !ok {
+			return nil, errf(18533, "$dateToString requires that 'format' be a string, found: %s with value %s", typeNameOf(f), renderValue(f))
+		}
+		format = fs
+	}
+	for _, e := range d {
+		switch e.Key {
+		case "date", "format", "timezone", "onNull":
+		default:
+			return nil, errf(18534, "Unrecognized argument to $dateToString: %s", e.Key)
+		}
+	}
+	t, ok, err := dateArgs(ev, "$dateToString", withoutField(withoutField(d, "format"), "onNull"), "date")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if onNull, has := docField(d, "onNull"); has {
+			return ev.eval(onNull)
+		}
+		return nil, nil
+	}
+	var sb strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			sb.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(format) {
+			return nil, errf(18535, "Unmatched '%%' at end of format string")
+		}
+		i++
+		_, off := t.Zone()
+		switch format[i] {
+		case 'Y':
+			fmt.Fprintf(&sb, "%04d", t.Year())
+		case 'm':
+			fmt.Fprintf(&sb, "%02d", int(t.Month()))
+		case 'd':
+			fmt.Fprintf(&sb, "%02d", t.Day())
+		case 'H':
+			fmt.Fprintf(&sb, "%02d", t.Hour())
+		case 'M':
+			fmt.Fprintf(&sb, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&sb, "%02d", t.Second())
+		case 'L':
+			fmt.Fprintf(&sb, "%03d", t.Nanosecond()/1e6)
+		case 'j':
+			fmt.Fprintf(&sb, "%03d", t.YearDay())
+		case 'w':
+			fmt.Fprintf(&sb, "%d", int(t.Weekday())+1)
+		case 'u':
+			fmt.Fprintf(&sb, "%d", isoWeekday(t))
+		case 'U':
+			fmt.Fprintf(&sb, "%02d", sundayWeek(t))
+		case 'V':
+			_, w := t.ISOWeek()
+			fmt.Fprintf(&sb, "%02d", w)
+		case 'G':
+			y, _ := t.ISOWeek()
+			fmt.Fprintf(&sb, "%04d", y)
+		case 'z':
+			sign := '+'
+			if off < 0 {
+				sign, off = '-', -off
+			}
+			fmt.Fprintf(&sb, "%c%02d%02d", sign, off/3600, off%3600/60)
+		case 'Z':
+			fmt.Fprintf(&sb, "%d", off/60)
+		case '%':
+			sb.WriteByte('%')
+		default:
+			return nil, errf(18536, "Invalid format character '%%%c' in format string", format[i])
+		}
+	}
+	return sb.String(), nil
+}
+
+func opDateAdd(name string, dir int) opFunc {
+	return func(ev *evaluator, operand any) (any, error) {
+		d, ok := operand.(bson.D)
+		if !ok {
+			return nil, errf(5166400, "%s expects an object as its argument", name)
+		}
+		get := func(k string) (any, error) {
+			e, ok := docField(d, k)
+			if !ok {
+				if k == "timezone" {
+					return "UTC", nil
+				}
+				return nil, errf(5166402, "%s requires '%s' to be present", name, k)
+			}
+			return ev.eval(e)
+		}
+		start, err := get("startDate")
+		if err != nil {
+			return nil, err
+		}
+		unit, err := get("unit")
+		if err != nil {
+			return nil, err
+		}
+		amount, err := get("amount")
+		if err != nil {
+			return nil, err
+		}
+		tz, err := get("timezone")
+		if err != nil {
+			return nil, err
+		}
+		if isNullish(start) || isNullish(unit) || isNullish(amount) || isNullish(tz) {
+			return nil, nil
+		}
+		t, err := dateValue(name, start)
+		if err != nil {
+			return nil, errf(5166403, "%s requires startDate to be convertible to a date", name)
+		}
+		n, ok := wholeNumber(amount)
+		if !ok {
+			return nil, errf(5166405, "%s expects integer amount of time units", name)
+		}
+		n *= int64(dir)
+		loc, err := location(tz)
+		if err != nil {
+			return nil, err
+		}
+		t = t.In(loc)
+		switch unit {
+		case "year":
+			t = t.AddDate(int(n), 0, 0)
+		case "quarter":
+			t = t.AddDate(0, 3*int(n), 0)
+		case "month":
+			t = t.AddDate(0, int(n), 0)
+		case "week":
+			t = t.AddDate(0, 0, 7*int(n))
+		case "day":
+			t = t.AddDate(0, 0, int(n))
+		case "hour":
+			t = t.Add(time.Duration(n) * time.Hour)
+		case "minute":
+			t = t.Add(time.Duration(n) * time.Minute)
+		case "second":
+			t = t.Add(time.Duration(n) * time.Second)
+		case "millisecond":
+			t = t.Add(time.Duration(n) * time.Millisecond)
+		default:
+			return nil, errf(5439014, "%s: unknown time unit value: %s", name, renderValue(unit))
+		}
+		return bson.NewDateTimeFromTime(t), nil
+	}
 }

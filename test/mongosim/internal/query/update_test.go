@@ -493,7 +493,7 @@ func TestQueryValidateUpdate(t *testing.T) {
 		{`{"$bit": {"a": {"and": 1}}}`, 9000001},
 		{`[{"$set": {"a": {"$bogus": 1}}}]`, 168},
 		{`[{"$set": {"a": {"$add": [1], "$sub": 1}}}]`, 15983},
-		{`[{"$replaceWith": {"$dateToString": {}}}]`, 9000001},
+		{`[{"$replaceWith": {"$regexFind": {}}}]`, 9000001},
 	}
 	for _, tc := range tests {
 		err := ValidateUpdate(qbVal(t, tc.u))
