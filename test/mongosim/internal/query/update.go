@@ -1183,13 +1183,6 @@ func lastPart(path string) string {
 	return path
 }
 
-func joinPath(done []string, part string) string {
-	if len(done) == 0 {
-		return part
-	}
-	return strings.Join(done, ".") + "." + part
-}
-
 func arrIndex(s string) (int, bool) {
 	if s == "" || len(s) > 1 && s[0] == '0' || len(s) > 9 {
 		return 0, false
