@@ -1,0 +1,113 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/watchtree/watchtree/store"
+)
+
+// expired reports whether dl's retention has run out at now.
+func expired(dl store.DeadLetter, now time.Time) bool {
+	return !dl.ExpiresAt.IsZero() && now.After(dl.ExpiresAt)
+}
+
+// PutDeadLetter stores a copy of dl, replacing any dead letter with the same ID (idempotent by
+// ID).
+func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
+	if err := s.enter(ctx, OpPutDeadLetter); err != nil {
+		return err
+	}
+	s.puts.Add(1)
+	dl = dl.Clone()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadLetters[dl.ID] = dl
+	return nil
+}
+
+// ListDeadLetters returns copies of up to limit (limit ≤ 0: all) unexpired dead letters of the
+// stream, oldest first: ascending CreatedAt, ties by ID.
+func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error) {
+	if err := s.enter(ctx, OpListDeadLetters); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	var out []store.DeadLetter
+	for _, dl := range s.deadLetters {
+		if dl.Stream == stream && !expired(dl, now) {
+			out = append(out, dl)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b store.DeadLetter) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	for i := range out {
+		out[i] = out[i].Clone()
+	}
+	return out, nil
+}
+
+// GetDeadLetter returns a copy of the dead letter with that ID; store.ErrNotFound if there is
+// none or it has expired.
+func (s *Store) GetDeadLetter(ctx context.Context, id string) (store.DeadLetter, error) {
+	if err := s.enter(ctx, OpGetDeadLetter); err != nil {
+		return store.DeadLetter{}, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dl, ok := s.deadLetters[id]
+	if !ok || expired(dl, now) {
+		return store.DeadLetter{}, notFound(id)
+	}
+	return dl.Clone(), nil
+}
+
+// DeleteDeadLetter removes the dead letter with that ID; store.ErrNotFound if there is none or
+// it has expired.
+func (s *Store) DeleteDeadLetter(ctx context.Context, id string) error {
+	if err := s.enter(ctx, OpDeleteDeadLetter); err != nil {
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dl, ok := s.deadLetters[id]
+	if !ok || expired(dl, now) {
+		return notFound(id)
+	}
+	delete(s.deadLetters, id)
+	return nil
+}
+
+// MarkReplayed increments the dead letter's ReplayCount and sets its LastReplayAt to at;
+// store.ErrNotFound if there is none or it has expired.
+func (s *Store) MarkReplayed(ctx context.Context, id string, at time.Time) error {
+	if err := s.enter(ctx, OpMarkReplayed); err != nil {
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dl, ok := s.deadLetters[id]
+	if !ok || expired(dl, now) {
+		return notFound(id)
+	}
+	dl.ReplayCount++
+	dl.LastReplayAt = at
+	s.deadLetters[id] = dl
+	return nil
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("memstore: dead letter %q: %w", id, store.ErrNotFound)
+}

@@ -1,0 +1,104 @@
+package memstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/watchtree/watchtree/store"
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// Now is the clock that decides dead-letter expiry (a dead letter is expired once Now() is
+	// after its ExpiresAt). Default time.Now. Tests inject a fake clock's Now.
+	Now func() time.Time
+}
+
+// Op names a Store method, for SetFault.
+type Op string
+
+// The operations a fault can target.
+const (
+	OpLoad             Op = "Load"
+	OpSave             Op = "Save"
+	OpRecordGap        Op = "RecordGap"
+	OpListGaps         Op = "ListGaps"
+	OpPutDeadLetter    Op = "PutDeadLetter"
+	OpListDeadLetters  Op = "ListDeadLetters"
+	OpGetDeadLetter    Op = "GetDeadLetter"
+	OpDeleteDeadLetter Op = "DeleteDeadLetter"
+	OpMarkReplayed     Op = "MarkReplayed"
+)
+
+// Fault is called at the start of every Store method (after the context check) with the
+// method's context and name. A non-nil error is returned by the method as is, and the method
+// changes nothing. A Fault may block (e.g. until ctx is done, to simulate a hung server); it is
+// called without the Store's lock held.
+type Fault func(ctx context.Context, op Op) error
+
+// Stats counts the calls that reached the store (after the context check and the fault).
+type Stats struct {
+	Saves, Fenced, Loads, Gaps, DeadLetterPuts uint64
+}
+
+// Store is the in-memory store. Create it with New.
+type Store struct {
+	now   func() time.Time
+	fault atomic.Pointer[Fault]
+
+	saves, fenced, loads, gaps, puts atomic.Uint64
+
+	mu          sync.Mutex
+	checkpoints map[string]store.Checkpoint
+	gapRecs     map[string]store.Gap
+	deadLetters map[string]store.DeadLetter
+}
+
+// New returns an empty Store.
+func New(opts Options) *Store {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{
+		now:         opts.Now,
+		checkpoints: make(map[string]store.Checkpoint),
+		gapRecs:     make(map[string]store.Gap),
+		deadLetters: make(map[string]store.DeadLetter),
+	}
+}
+
+// SetFault installs f (nil removes it). It takes effect for calls that start afterwards.
+func (s *Store) SetFault(f Fault) {
+	if f == nil {
+		s.fault.Store(nil)
+		return
+	}
+	s.fault.Store(&f)
+}
+
+// Stats returns the call counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Saves: s.saves.Load(), Fenced: s.fenced.Load(), Loads: s.loads.Load(),
+		Gaps: s.gaps.Load(), DeadLetterPuts: s.puts.Load(),
+	}
+}
+
+// enter checks ctx and runs the fault, if any.
+func (s *Store) enter(ctx context.Context, op Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f := s.fault.Load(); f != nil {
+		if err := (*f)(ctx, op); err != nil {
+			return err
+		}
+		// A blocking fault may have outlived the context.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

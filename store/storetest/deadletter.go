@@ -1,0 +1,324 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/store"
+)
+
+// TestDeadLetterStore runs the dead-letter contract against stores made by newStore (a fresh,
+// empty store per call). now is the store's clock for retention: the store must treat a dead
+// letter as expired (absent from every read) once now() is after its ExpiresAt. The suite's
+// clock starts at the wall-clock time (so that a real server's TTL monitor, which uses its own
+// clock, does not delete records while a case runs) and only moves when a case advances it.
+//
+// Cases: missing IDs (ErrNotFound), exact round trips, idempotent put by ID, listing by stream
+// (oldest first: ascending CreatedAt, ties by ID) with a limit, delete, mark replayed,
+// retention, defensive copies and done contexts.
+func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) DeadLetterStore) {
+	t.Helper()
+	cases := []struct {
+		name string
+		run  func(t *testing.T, s DeadLetterStore, clk *clock.Fake)
+	}{
+		{"Missing", dlMissing},
+		{"RoundTrip", dlRoundTrip},
+		{"RoundTripMinimal", dlRoundTripMinimal},
+		{"PutIsIdempotentByID", dlIdempotent},
+		{"ListOrderAndLimit", dlListOrderAndLimit},
+		{"Delete", dlDelete},
+		{"MarkReplayed", dlMarkReplayed},
+		{"Retention", dlRetention},
+		{"CopiesBytes", dlCopies},
+		{"DoneContext", dlDoneContext},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
+			c.run(t, newStore(t, clk.Now), clk)
+		})
+	}
+}
+
+// sampleDeadLetter returns a complete dead letter created createdMs after base.
+func sampleDeadLetter(stream, id string, base time.Time, createdMs int) store.DeadLetter {
+	created := base.Add(timeMs(createdMs))
+	tok := token(id)
+	key := doc(bson.D{{Key: "_id", Value: "order-" + id}})
+	return store.DeadLetter{
+		ID:            id,
+		Stream:        stream,
+		Token:         tok,
+		OperationType: "insert",
+		DocumentKey:   key,
+		Namespace:     "shop.orders",
+		Event: doc(bson.D{
+			{Key: "_id", Value: tok},
+			{Key: "operationType", Value: "insert"},
+			{Key: "clusterTime", Value: bson.Timestamp{T: 1_773_500_000, I: 3}},
+			{Key: "ns", Value: bson.D{{Key: "db", Value: "shop"}, {Key: "coll", Value: "orders"}}},
+			{Key: "documentKey", Value: key},
+			{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: "order-" + id}, {Key: "total", Value: 12.5}}},
+		}),
+		Error:          "charge declined: card expired",
+		ErrorType:      "*errors.errorString",
+		Stack:          "goroutine 7 [running]:\nmain.charge(...)\n\t/app/charge.go:42",
+		Attempts:       3,
+		FirstAttemptAt: created.Add(-2 * time.Second),
+		LastAttemptAt:  created.Add(-time.Millisecond),
+		CreatedAt:      created,
+		ExpiresAt:      created.Add(14 * 24 * time.Hour),
+	}
+}
+
+func mustPut(t *testing.T, s DeadLetterStore, dl store.DeadLetter) {
+	t.Helper()
+	if err := s.PutDeadLetter(testCtx(t), dl); err != nil {
+		t.Fatalf("PutDeadLetter(%q): %v", dl.ID, err)
+	}
+}
+
+func mustGet(t *testing.T, s DeadLetterStore, id string) store.DeadLetter {
+	t.Helper()
+	dl, err := s.GetDeadLetter(testCtx(t), id)
+	if err != nil {
+		t.Fatalf("GetDeadLetter(%q): %v", id, err)
+	}
+	return dl
+}
+
+func wantDeadLetter(t *testing.T, s DeadLetterStore, want store.DeadLetter) {
+	t.Helper()
+	if d := diffDeadLetter(want, mustGet(t, s, want.ID)); d != "" {
+		t.Fatalf("GetDeadLetter(%q): %s", want.ID, d)
+	}
+}
+
+func wantNotFound(t *testing.T, s DeadLetterStore, id string) {
+	t.Helper()
+	if dl, err := s.GetDeadLetter(testCtx(t), id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetDeadLetter(%q): err = %v (record %+v), want store.ErrNotFound", id, err, dl)
+	}
+}
+
+func mustList(t *testing.T, s DeadLetterStore, stream string, limit int) []store.DeadLetter {
+	t.Helper()
+	dls, err := s.ListDeadLetters(testCtx(t), stream, limit)
+	if err != nil {
+		t.Fatalf("ListDeadLetters(%q, %d): %v", stream, limit, err)
+	}
+	return dls
+}
+
+func wantList(t *testing.T, s DeadLetterStore, stream string, limit int, want ...store.DeadLetter) {
+	t.Helper()
+	got := mustList(t, s, stream, limit)
+	if len(got) != len(want) {
+		t.Fatalf("ListDeadLetters(%q, %d): %v, want %v", stream, limit, dlIDs(got), dlIDs(want))
+	}
+	for i := range want {
+		if d := diffDeadLetter(want[i], got[i]); d != "" {
+			t.Fatalf("ListDeadLetters(%q, %d)[%d]: %s (order %v)", stream, limit, i, d, dlIDs(got))
+		}
+	}
+}
+
+func dlIDs(dls []store.DeadLetter) []string {
+	ids := make([]string, len(dls))
+	for i, d := range dls {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+func dlMissing(t *testing.T, s DeadLetterStore, _ *clock.Fake) {
+	wantNotFound(t, s, "nope")
+	if err := s.DeleteDeadLetter(testCtx(t), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteDeadLetter of a missing ID: err = %v, want store.ErrNotFound", err)
+	}
+	if err := s.MarkReplayed(testCtx(t), "nope", baseTime); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("MarkReplayed of a missing ID: err = %v, want store.ErrNotFound", err)
+	}
+	if dls := mustList(t, s, "orders", 0); len(dls) != 0 {
+		t.Errorf("ListDeadLetters on an empty store: %v", dlIDs(dls))
+	}
+}
+
+func dlRoundTrip(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	dl := sampleDeadLetter("orders", "8263A1B2C3000000012B0229296E04", clk.Now(), 0)
+	dl.ReplayCount = 2
+	dl.LastReplayAt = clk.Now().Add(-time.Hour)
+	mustPut(t, s, dl)
+	wantDeadLetter(t, s, dl)
+	wantList(t, s, "orders", 0, dl)
+}
+
+func dlRoundTripMinimal(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	// A database-level event: no document key, no namespace, never expires, never replayed.
+	dl := store.DeadLetter{
+		ID:            "min",
+		Stream:        "orders",
+		Token:         token("min"),
+		OperationType: "dropDatabase",
+		Event:         doc(bson.D{{Key: "operationType", Value: "dropDatabase"}}),
+		Error:         "permanent",
+		Attempts:      1,
+		CreatedAt:     clk.Now(),
+	}
+	mustPut(t, s, dl)
+	got := mustGet(t, s, "min")
+	if len(got.DocumentKey) != 0 || !got.ExpiresAt.IsZero() || !got.LastReplayAt.IsZero() {
+		t.Fatalf("minimal dead letter came back with DocumentKey %v, ExpiresAt %v, LastReplayAt %v",
+			got.DocumentKey, got.ExpiresAt, got.LastReplayAt)
+	}
+	wantDeadLetter(t, s, dl)
+	clk.Advance(100 * 365 * 24 * time.Hour) // zero ExpiresAt = never expires
+	wantDeadLetter(t, s, dl)
+}
+
+func dlIdempotent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	dl := sampleDeadLetter("orders", "e1", clk.Now(), 0)
+	mustPut(t, s, dl)
+	redelivered := sampleDeadLetter("orders", "e1", clk.Now(), 50) // same event, dead-lettered again
+	redelivered.Attempts = 6
+	redelivered.Error = "still declined"
+	mustPut(t, s, redelivered)
+	wantList(t, s, "orders", 0, redelivered)
+	wantDeadLetter(t, s, redelivered)
+}
+
+func dlListOrderAndLimit(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	base := clk.Now()
+	d1 := sampleDeadLetter("orders", "z1", base, 10)
+	d2a := sampleDeadLetter("orders", "a2", base, 20) // same CreatedAt: ties broken by ID
+	d2b := sampleDeadLetter("orders", "b2", base, 20)
+	d3 := sampleDeadLetter("orders", "c3", base, 30)
+	d4 := sampleDeadLetter("orders", "a4", base, 40)
+	other := sampleDeadLetter("payments", "p1", base, 1)
+	for _, dl := range []store.DeadLetter{d3, other, d2b, d4, d1, d2a} {
+		mustPut(t, s, dl)
+	}
+	wantList(t, s, "orders", 0, d1, d2a, d2b, d3, d4)
+	wantList(t, s, "orders", -1, d1, d2a, d2b, d3, d4)
+	wantList(t, s, "orders", 2, d1, d2a)
+	wantList(t, s, "orders", 3, d1, d2a, d2b)
+	wantList(t, s, "orders", 100, d1, d2a, d2b, d3, d4)
+	wantList(t, s, "payments", 1, other)
+	wantList(t, s, "nobody", 0)
+}
+
+func dlDelete(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	a := sampleDeadLetter("orders", "a", clk.Now(), 1)
+	b := sampleDeadLetter("orders", "b", clk.Now(), 2)
+	mustPut(t, s, a)
+	mustPut(t, s, b)
+	if err := s.DeleteDeadLetter(testCtx(t), "a"); err != nil {
+		t.Fatalf("DeleteDeadLetter: %v", err)
+	}
+	wantNotFound(t, s, "a")
+	wantList(t, s, "orders", 0, b)
+	if err := s.DeleteDeadLetter(testCtx(t), "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second DeleteDeadLetter: err = %v, want store.ErrNotFound", err)
+	}
+}
+
+func dlMarkReplayed(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	dl := sampleDeadLetter("orders", "r", clk.Now(), 0)
+	mustPut(t, s, dl)
+	first := clk.Now().Add(time.Minute)
+	second := clk.Now().Add(2 * time.Minute)
+	for _, at := range []time.Time{first, second} {
+		if err := s.MarkReplayed(testCtx(t), "r", at); err != nil {
+			t.Fatalf("MarkReplayed: %v", err)
+		}
+	}
+	dl.ReplayCount, dl.LastReplayAt = 2, second
+	wantDeadLetter(t, s, dl) // every other field unchanged
+}
+
+func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	base := clk.Now()
+	short := sampleDeadLetter("orders", "short", base, 0)
+	short.ExpiresAt = base.Add(time.Hour)
+	long := sampleDeadLetter("orders", "long", base, 1)
+	long.ExpiresAt = base.Add(48 * time.Hour)
+	forever := sampleDeadLetter("orders", "forever", base, 2)
+	forever.ExpiresAt = time.Time{}
+	for _, dl := range []store.DeadLetter{short, long, forever} {
+		mustPut(t, s, dl)
+	}
+
+	clk.Advance(time.Hour - time.Millisecond)
+	wantList(t, s, "orders", 0, short, long, forever)
+	wantDeadLetter(t, s, short)
+
+	clk.Advance(2 * time.Millisecond) // now after short.ExpiresAt
+	wantNotFound(t, s, "short")
+	wantList(t, s, "orders", 0, long, forever)
+	wantList(t, s, "orders", 1, long) // the limit counts unexpired records only
+	if err := s.MarkReplayed(testCtx(t), "short", clk.Now()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("MarkReplayed of an expired dead letter: err = %v, want store.ErrNotFound", err)
+	}
+
+	// The same event dead-lettered again gets a fresh record.
+	again := sampleDeadLetter("orders", "short", clk.Now(), 0)
+	again.ExpiresAt = clk.Now().Add(time.Hour)
+	mustPut(t, s, again)
+	wantDeadLetter(t, s, again)
+
+	clk.Advance(49 * time.Hour)
+	wantList(t, s, "orders", 0, forever)
+}
+
+func dlCopies(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	dl := sampleDeadLetter("orders", "c", clk.Now(), 0)
+	want := dl.Clone()
+	mustPut(t, s, dl)
+	for _, b := range [][]byte{dl.Token, dl.DocumentKey, dl.Event} {
+		b[len(b)-2] = 'X' // the caller reuses its buffers
+	}
+	wantDeadLetter(t, s, want)
+	got := mustGet(t, s, "c")
+	listed := mustList(t, s, "orders", 0)
+	for _, d := range []store.DeadLetter{got, listed[0]} {
+		for _, b := range [][]byte{d.Token, d.DocumentKey, d.Event} {
+			b[len(b)-2] = 'Y' // the caller changes what it read
+		}
+	}
+	wantDeadLetter(t, s, want)
+}
+
+func dlDoneContext(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	dl := sampleDeadLetter("orders", "d", clk.Now(), 0)
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"cancelled", cancelledCtx(), context.Canceled},
+		{"deadline", expiredCtx(t), context.DeadlineExceeded},
+	} {
+		calls := []struct {
+			name string
+			call func() error
+		}{
+			{"PutDeadLetter", func() error { return s.PutDeadLetter(c.ctx, dl) }},
+			{"ListDeadLetters", func() error { _, err := s.ListDeadLetters(c.ctx, "orders", 0); return err }},
+			{"GetDeadLetter", func() error { _, err := s.GetDeadLetter(c.ctx, "d"); return err }},
+			{"DeleteDeadLetter", func() error { return s.DeleteDeadLetter(c.ctx, "d") }},
+			{"MarkReplayed", func() error { return s.MarkReplayed(c.ctx, "d", clk.Now()) }},
+		}
+		for _, call := range calls {
+			if err := promptly(t, call.name, call.call); !errors.Is(err, c.want) {
+				t.Errorf("%s on a %s context: err = %v, want %v", call.name, c.name, err, c.want)
+			}
+		}
+	}
+	wantNotFound(t, s, "d")
+}

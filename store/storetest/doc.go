@@ -1,0 +1,17 @@
+// Package storetest holds the contract suites every store implementation must pass:
+// TestCheckpointStore, TestGapStore and TestDeadLetterStore. An implementation's own tests call
+// them with a constructor that returns a fresh, empty store per call:
+//
+//	func TestContract(t *testing.T) {
+//		storetest.TestCheckpointStore(t, func(t *testing.T) storetest.CheckpointStore { return newStore(t) })
+//	}
+//
+// Each suite runs its cases as subtests and calls the constructor once per subtest. The
+// constructor must register its own cleanup (t.Cleanup). The suites need no network and no
+// sleeping: time-dependent behaviour (dead-letter expiry) is driven by a clock the suite passes
+// to the constructor. Every case bounds its context, so a store that hangs fails the case instead
+// of the whole test binary.
+//
+// Times in the records the suites write are truncated to milliseconds (the precision of a BSON
+// date) and compared with time.Equal, so stores may return them in any location.
+package storetest
