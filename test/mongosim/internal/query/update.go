@@ -52,8 +52,8 @@ func isModifierUpdate(u bson.D) bool {
 // ValidateUpdate checks u (a bson.D of operators, a replacement bson.D, or a
 // bson.A pipeline) without a document: unknown operators (9), empty
 // modifiers (9), bad arguments, conflicting paths (40), $-prefixed
-// replacement fields (52) and invalid pipeline stages. arrayFilters are
-// checked by ApplyUpdate.
+// replacement fields (52) and invalid pipeline stages or expressions.
+// arrayFilters are checked by ValidateUpdateOptions (and ApplyUpdate).
 func ValidateUpdate(u any) error {
 	switch x := u.(type) {
 	case bson.A:
@@ -81,10 +81,16 @@ func validateReplacement(u bson.D) error {
 }
 
 // ApplyUpdate applies u to doc and returns the new document with its change
-// description. doc is never mutated. Modifier updates report the paths they
-// modified the way a $v:2 oplog diff does (see diff.go); pipeline updates
-// report the computed difference between the old and new document;
-// replacements report no fields (Replacement is true).
+// description. doc is never mutated, and errors carry the server's codes
+// (see ValidateUpdate; 14 for $inc/$mul on non-numbers, 28 for paths that
+// cannot be created, 66 for _id changes, 2 for array-operator misuse).
+// Modifiers are applied in field-name order, so new fields are appended in
+// that order; dotted paths create intermediate documents and numeric parts
+// index arrays (padding with nulls). Modifier updates report the paths they
+// modified the way a $v:2 oplog diff does; pipeline updates report the
+// server's delta between the old and the new document, or Replacement when
+// that delta is not smaller than the new document; replacement documents
+// report no fields (Replacement is true). See diff.go.
 func ApplyUpdate(doc bson.D, u any, opts UpdateOptions) (*UpdateResult, error) {
 	switch x := u.(type) {
 	case bson.A:
