@@ -37,14 +37,14 @@ func (e *engine) collLocked(db, coll string) *collection {
 }
 
 // viewLocked returns the collection a command sees: inside a multi-document transaction the
-// transaction's private view (its own writes visible) when it has written to db.coll, else
-// the committed collection; nil if absent. A command carrying startTransaction starts the
-// transaction. Caller holds e.mu.
+// transaction's private view of db.coll (a snapshot taken at the transaction's first access
+// to the collection, plus its own writes), else the committed collection; nil if absent. A
+// command carrying startTransaction starts the transaction. Caller holds e.mu.
 func (e *engine) viewLocked(c *command, db, coll string) *collection {
 	if c != nil && c.InTransaction() {
 		if t, err := e.txnForCommandLocked(c); err == nil {
-			if v, ok := t.views[db+"."+coll]; ok {
-				return v.view
+			if tv, _ := t.viewFor(e, db, coll, false); tv != nil {
+				return tv.view
 			}
 		}
 	}

@@ -13,18 +13,22 @@ func init() {
 
 // Multi-document transactions.
 //
-// A transaction is identified by (lsid, txnNumber). Its writes go to private copy-on-write
-// views of the collections it touches (a view is a clone of the committed collection made on
-// the first write; reads of the transaction see it through viewLocked) and are recorded as
-// pending oplog entries. Commit re-applies the pending operations to the committed
-// collections under e.mu with one cluster time, so the writes become visible, and reach
-// change streams, all at once. Snapshot isolation is not provided: reads of collections the
-// transaction has not written see the latest committed data.
+// A transaction is identified by (lsid, txnNumber). It works on private copy-on-write views
+// of the collections it accesses: a view is a clone of the committed collection made at the
+// transaction's first access to it, read or write (reads see it through viewLocked), so each
+// collection is read from a snapshot plus the transaction's own writes. (A real server takes
+// one snapshot for all collections at the first operation.) Writes are recorded as pending
+// oplog entries; commit re-applies them to the committed collections under e.mu with one
+// cluster time, so the writes become visible, and reach change streams, all at once.
 //
-// Write conflicts: the transaction remembers, for each document it touches, the committed
-// version (slot) it saw at the first touch. If another writer (outside the transaction or
-// another transaction's commit) changes that document afterwards, the transaction's next
-// write of it, or its commit, fails with WriteConflict (112) and the transaction is aborted.
+// Write conflicts: when the transaction first writes a document it remembers the version
+// (slot) its snapshot holds. If the committed document is not that version (another writer,
+// outside any transaction or by another transaction's commit, changed it since the snapshot),
+// that write, a later one, or the commit fails with WriteConflict (112) and the transaction is
+// aborted. A read-modify-write therefore never loses a concurrent write.
+// A transaction writing a document another open transaction has written fails at once with
+// WriteConflict, as on a real server. Unlike a real server, a write outside any transaction
+// does not wait for the open transaction: it proceeds, and the transaction loses.
 
 type txnPhase int
 
@@ -48,13 +52,15 @@ type transaction struct {
 	startedBy *command
 	views     map[string]*txnView // by "db.coll"
 	ops       []txnOp
+	owned     []string // keys of txnTable.owners this transaction holds
 }
 
 // txnView is the transaction's private copy of one collection.
 type txnView struct {
-	view *collection
-	base *collection         // the committed collection when the view was made; nil if the txn created it
-	seen map[string]*docSlot // committed slot of each touched _id at its first touch (nil: absent)
+	view    *collection
+	base    *collection         // the committed collection when the view was made; nil if the txn created it
+	seen    map[string]*docSlot // snapshot slot of each written _id at its first write (nil: absent)
+	written bool                // the transaction has written to this collection
 }
 
 // txnOp is one pending write, re-applied at commit.
@@ -71,6 +77,23 @@ type txnOp struct {
 // engine.mu.
 type txnTable struct {
 	m map[string]*sessionTxn
+	// owners maps "db.coll\x00<_id hash>" to the active transaction that has written the
+	// document: another transaction writing it fails at once with WriteConflict, as on a real
+	// server, where the first writer holds the document until it commits or aborts.
+	owners map[string]*transaction
+}
+
+// end finishes the session's transaction with phase and releases its documents.
+func (tab *txnTable) end(st *sessionTxn, phase txnPhase) {
+	if st.txn != nil {
+		for _, k := range st.txn.owned {
+			if tab.owners[k] == st.txn {
+				delete(tab.owners, k)
+			}
+		}
+		st.txn.owned = nil
+	}
+	st.phase, st.txn = phase, nil
 }
 
 // txnTables holds each engine's txnTable. The engine struct belongs to the coordinator, so the
@@ -81,7 +104,7 @@ func (e *engine) txnsLocked() *txnTable {
 	if t, ok := txnTables.Load(e); ok {
 		return t.(*txnTable)
 	}
-	t, _ := txnTables.LoadOrStore(e, &txnTable{m: make(map[string]*sessionTxn)})
+	t, _ := txnTables.LoadOrStore(e, &txnTable{m: make(map[string]*sessionTxn), owners: make(map[string]*transaction)})
 	return t.(*txnTable)
 }
 
@@ -113,6 +136,9 @@ func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
 			return nil, errorf(codeTransactionTooOld, "Cannot start transaction %d on session %s because a newer retryable write %d has already started.",
 				n, formatLSID(*c.LSID), se.txnNumber)
 		}
+		if st != nil && st.txn != nil {
+			tab.end(st, txnAborted) // a newer transaction number aborts the open one
+		}
 		t := &transaction{lsid: *c.LSID, number: n, startedBy: c, views: make(map[string]*txnView)}
 		tab.m[key] = &sessionTxn{number: n, phase: txnActive, txn: t}
 		return t, nil
@@ -138,17 +164,19 @@ func (e *engine) abortOlderTxnLocked(c *command) {
 	if c.LSID == nil || c.TxnNumber == nil {
 		return
 	}
-	st := e.txnsLocked().m[string(c.LSID.Data)]
+	tab := e.txnsLocked()
+	st := tab.m[string(c.LSID.Data)]
 	if st != nil && st.phase == txnActive && st.number < *c.TxnNumber {
-		st.phase, st.txn = txnAborted, nil
+		tab.end(st, txnAborted)
 	}
 }
 
 // abortTxnLocked discards an active transaction. Caller holds e.mu.
 func (e *engine) abortTxnLocked(t *transaction) {
-	st := e.txnsLocked().m[string(t.lsid.Data)]
+	tab := e.txnsLocked()
+	st := tab.m[string(t.lsid.Data)]
 	if st != nil && st.txn == t {
-		st.phase, st.txn = txnAborted, nil
+		tab.end(st, txnAborted)
 	}
 }
 
@@ -156,19 +184,25 @@ func (e *engine) abortTxnLocked(t *transaction) {
 // session's transaction state (endSessions, killAllSessions). lsid is string(lsid.id bytes).
 // Caller holds e.mu.
 func (e *engine) abortSessionTxnsLocked(lsid string) {
-	delete(e.txnsLocked().m, lsid)
+	tab := e.txnsLocked()
+	if st := tab.m[lsid]; st != nil {
+		tab.end(st, txnAborted)
+	}
+	delete(tab.m, lsid)
 }
 
 // abortAllTxnsLocked aborts every session's transaction and forgets all transaction state
 // (killAllSessions). Caller holds e.mu.
 func (e *engine) abortAllTxnsLocked() {
-	clear(e.txnsLocked().m)
+	tab := e.txnsLocked()
+	clear(tab.m)
+	clear(tab.owners)
 }
 
-// viewForWrite returns the transaction's view of db.coll, cloning the committed collection
-// on first use. When the collection does not exist it is created in the view if create is
+// viewFor returns the transaction's view of db.coll, cloning the committed collection on
+// first use. When the collection does not exist it is created in the view if create is
 // set (a pending "create" operation), else nil is returned.
-func (t *transaction) viewForWrite(e *engine, db, coll string, create bool) (*txnView, *cmdError) {
+func (t *transaction) viewFor(e *engine, db, coll string, create bool) (*txnView, *cmdError) {
 	ns := db + "." + coll
 	if tv, ok := t.views[ns]; ok {
 		return tv, nil
@@ -182,7 +216,7 @@ func (t *transaction) viewForWrite(e *engine, db, coll string, create bool) (*tx
 			return nil, err
 		}
 		v := newCollection(db, coll)
-		tv := &txnView{view: v, seen: make(map[string]*docSlot)}
+		tv := &txnView{view: v, seen: make(map[string]*docSlot), written: true}
 		t.views[ns] = tv
 		t.ops = append(t.ops, txnOp{kind: "create", db: db, coll: coll, created: v, entry: createEntry(v)})
 		return tv, nil
@@ -203,6 +237,18 @@ func (t *transaction) touch(e *engine, db, coll, key string) *cmdError {
 	if tv == nil {
 		return nil
 	}
+	tab := e.txnsLocked()
+	ownKey := db + "." + coll + "\x00" + key
+	if o := tab.owners[ownKey]; o != t {
+		if o != nil {
+			if ost := tab.m[string(o.lsid.Data)]; ost != nil && ost.txn == o {
+				return writeConflict() // another open transaction has written this document
+			}
+		}
+		tab.owners[ownKey] = t
+		t.owned = append(t.owned, ownKey)
+	}
+	tv.written = true
 	committed := e.collLocked(db, coll)
 	if committed != tv.base {
 		return writeConflict()
@@ -227,6 +273,9 @@ func (t *transaction) touch(e *engine, db, coll, key string) *cmdError {
 // document it did not touch. Caller holds e.mu.
 func (t *transaction) checkCommitLocked(e *engine) *cmdError {
 	for _, tv := range t.views {
+		if !tv.written {
+			continue // only read: nothing to apply
+		}
 		committed := e.collLocked(tv.view.db, tv.view.name)
 		if committed != tv.base {
 			return writeConflict()
@@ -335,7 +384,8 @@ func cmdCommitTransaction(s *Server, c *command) (bson.D, error) {
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.txnsLocked().m[string(c.LSID.Data)]
+	tab := e.txnsLocked()
+	st := tab.m[string(c.LSID.Data)]
 	n := *c.TxnNumber
 	switch {
 	case st == nil || n > st.number:
@@ -354,14 +404,14 @@ func cmdCommitTransaction(s *Server, c *command) (bson.D, error) {
 	}
 	t := st.txn
 	if err := t.commitLocked(e); err != nil {
-		st.phase, st.txn = txnAborted, nil
+		tab.end(st, txnAborted)
 		if err.Code == codeWriteConflict {
 			// The whole transaction can be retried: label it so WithTransaction does.
 			err.Labels = []string{"TransientTransactionError"}
 		}
 		return nil, err
 	}
-	st.phase, st.txn = txnCommitted, nil
+	tab.end(st, txnCommitted)
 	return bson.D{}, nil
 }
 
@@ -372,7 +422,8 @@ func cmdAbortTransaction(s *Server, c *command) (bson.D, error) {
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.txnsLocked().m[string(c.LSID.Data)]
+	tab := e.txnsLocked()
+	st := tab.m[string(c.LSID.Data)]
 	n := *c.TxnNumber
 	switch {
 	case st == nil || n > st.number:
@@ -386,6 +437,6 @@ func cmdAbortTransaction(s *Server, c *command) (bson.D, error) {
 	case txnAborted:
 		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", n)
 	}
-	st.phase, st.txn = txnAborted, nil
+	tab.end(st, txnAborted)
 	return bson.D{}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -383,5 +384,110 @@ func TestTxnStateMachine(t *testing.T) {
 	srv.eng.mu.Unlock()
 	if got := txCode(adm("commitTransaction", 4)); got != codeNoSuchTransaction {
 		t.Fatalf("commit after endSessions: code %d, want 251", got)
+	}
+}
+
+// TestTxnConcurrentTransactionsConflictAtOnce: the second of two open transactions writing
+// one document fails at once; the first commits.
+func TestTxnConcurrentTransactionsConflictAtOnce(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	coll := cl.Database("tx").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "owner", Value: ""}}); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (*mongo.Session, context.Context) {
+		sess, err := cl.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sess.EndSession(context.Background()) })
+		if err := sess.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		return sess, mongo.NewSessionContext(ctx, sess)
+	}
+	a, actx := start()
+	b, bctx := start()
+	set := func(who string) bson.D { return bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: who}}}} }
+	if _, err := coll.UpdateOne(actx, bson.D{{Key: "_id", Value: 1}}, set("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := coll.UpdateOne(bctx, bson.D{{Key: "_id", Value: 1}}, set("b"))
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != codeWriteConflict || !ce.HasErrorLabel("TransientTransactionError") {
+		t.Fatalf("second transaction's write = %v, want WriteConflict with TransientTransactionError", err)
+	}
+	if err := b.AbortTransaction(ctx); err != nil {
+		t.Logf("abort of the failed transaction: %v", err)
+	}
+	if err := a.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := lookupD(wDocs(srv, "tx", "c")[0], "owner"); v != "a" {
+		t.Fatalf("owner = %v, want a", v)
+	}
+	// The document is free again: a new transaction can write it.
+	b2, b2ctx := start()
+	if _, err := coll.UpdateOne(b2ctx, bson.D{{Key: "_id", Value: 1}}, set("b")); err != nil {
+		t.Fatalf("after the first committed: %v", err)
+	}
+	if err := b2.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := lookupD(wDocs(srv, "tx", "c")[0], "owner"); v != "b" {
+		t.Fatalf("owner = %v, want b", v)
+	}
+}
+
+// TestTxnReadModifyWriteLosesNothing: concurrent transactions each read a counter and write
+// it back plus one. Snapshot reads plus write-conflict detection make every lost update a
+// WriteConflict that WithTransaction retries, so the final count is exact.
+func TestTxnReadModifyWriteLosesNothing(t *testing.T) {
+	srv, cl1 := startServer(t, Options{})
+	cl2 := connectClient(t, srv, nil)
+	ctx := testCtx(t)
+	if _, err := cl1.Database("tx").Collection("ctr").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: int32(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	const perClient = 6
+	errs := make(chan error, 2*perClient)
+	done := make(chan struct{})
+	var running sync.WaitGroup
+	for _, cl := range []*mongo.Client{cl1, cl2} {
+		coll := cl.Database("tx").Collection("ctr")
+		for i := 0; i < perClient; i++ {
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				sess, err := cl.StartSession()
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer sess.EndSession(context.Background())
+				_, err = sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+					var doc struct {
+						N int32 `bson:"n"`
+					}
+					if err := coll.FindOne(sctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil {
+						return nil, err
+					}
+					return coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: doc.N + 1}}}})
+				})
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	go func() { running.Wait(); close(done) }()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n, _ := lookupD(wDocs(srv, "tx", "ctr")[0], "n"); n != int32(2*perClient) {
+		t.Fatalf("n = %v, want %d: a transaction lost an update", n, 2*perClient)
 	}
 }

@@ -78,7 +78,7 @@ func (e *engine) commandEnvLocked(c *command) (*query.Env, *cmdError) {
 // created (implicitly, as a real server does on the first write); otherwise nil is returned.
 func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 	if w.txn != nil {
-		tv, err := w.txn.viewForWrite(w.e, w.db, w.name, create)
+		tv, err := w.txn.viewFor(w.e, w.db, w.name, create)
 		if err != nil || tv == nil {
 			return nil, err
 		}
