@@ -250,9 +250,6 @@ func parseModifiers(u bson.D) ([]*modOp, error) {
 		if !updateOps[e.Key] {
 			return nil, errf(9, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", e.Key)
 		}
-		if e.Key == "$bit" {
-			return nil, errf(9000001, "mongosim does not support the $bit update operator")
-		}
 		fields, ok := e.Value.(bson.D)
 		if !ok {
 			return nil, errf(9, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s: %s}", typeNameOf(e.Value), e.Key, renderValue(e.Value))
@@ -365,6 +362,24 @@ func parseModArg(m *modOp) error {
 		}
 		if strings.HasPrefix(to, m.path+".") || strings.HasPrefix(m.path, to+".") {
 			return errf(2, "The source and target field for $rename must not be on the same path: %s", one())
+		}
+	case "$bit":
+		d, ok := m.arg.(bson.D)
+		if !ok {
+			return errf(2, "The $bit modifier is not compatible with a %s. You must pass in an embedded document: {$bit: {field: {and/or/xor: #}}", typeNameOf(m.arg))
+		}
+		if len(d) == 0 {
+			return errf(2, "You must pass in at least one bitwise operation. The format is: {$bit: {field: {and/or/xor: #}}")
+		}
+		for _, e := range d {
+			if e.Key != "and" && e.Key != "or" && e.Key != "xor" {
+				return errf(2, "The $bit modifier only supports 'and', 'or', and 'xor', not '%s' which is an unknown operator: {%s}", e.Key, renderElem(e.Key, e.Value))
+			}
+			switch e.Value.(type) {
+			case int32, int64:
+			default:
+				return errf(2, "The $bit modifier field must be an Integer(32/64 bit); a '%s' is not supported here: {%s}", typeNameOf(e.Value), renderElem(e.Key, e.Value))
+			}
 		}
 	case "$pop":
 		n, ok := wholeNumber(m.arg)
@@ -547,7 +562,7 @@ func applyModifiers(doc bson.D, u bson.D, mods []*modOp, opts UpdateOptions) (*U
 // creatingOps may create missing fields and intermediate documents.
 var creatingOps = map[string]bool{
 	"$set": true, "$setOnInsert": true, "$inc": true, "$mul": true, "$min": true, "$max": true,
-	"$currentDate": true, "$push": true, "$addToSet": true,
+	"$currentDate": true, "$push": true, "$addToSet": true, "$bit": true,
 }
 
 // lessParts orders update paths component by component the way the
@@ -974,6 +989,42 @@ func (up *updater) leafFunc(m *modOp) (leafFn, error) {
 				return nil, actNone, nil
 			}
 			return out, actSet, nil
+		}, nil
+	case "$bit":
+		ops := m.arg.(bson.D)
+		return func(old any, exists bool, path string) (any, leafAction, error) {
+			var cur any = int32(0)
+			if exists {
+				switch old.(type) {
+				case int32, int64:
+					cur = old
+				default:
+					return nil, actNone, errf(2, "Cannot apply $bit to a value of non-integral type.%s has the field %s of non-integer type %s", up.idString(), lastPart(path), typeNameOf(old))
+				}
+			}
+			for _, e := range ops {
+				a, b := numInt(cur), numInt(e.Value)
+				var r int64
+				switch e.Key {
+				case "and":
+					r = a & b
+				case "or":
+					r = a | b
+				default:
+					r = a ^ b
+				}
+				_, wide1 := cur.(int64)
+				_, wide2 := e.Value.(int64)
+				if wide1 || wide2 {
+					cur = r
+				} else {
+					cur = int32(r)
+				}
+			}
+			if exists && identical(old, cur) {
+				return nil, actNone, nil
+			}
+			return cur, actSet, nil
 		}, nil
 	case "$pop":
 		n, _ := wholeNumber(m.arg)

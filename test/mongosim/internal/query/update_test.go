@@ -215,6 +215,11 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		{name: "mul missing sets zero of argument type", doc: `{"_id": 1}`, u: `{"$mul": {"a": {"$numberLong": "3"}}}`,
 			want: `{"_id": 1, "a": {"$numberLong": "0"}}`},
 		{name: "mul non-numeric", doc: base, u: `{"$mul": {"s": 2}}`, code: 14},
+		// $bit
+		{name: "bit and or xor", doc: `{"_id": 1, "a": 13, "b": {"$numberLong": "1"}}`, u: `{"$bit": {"a": {"and": 10, "or": 1}, "b": {"xor": 3}, "c": {"or": 4}}}`,
+			want: `{"_id": 1, "a": 9, "b": {"$numberLong": "2"}, "c": 4}`, updated: `{"a": 9, "b": {"$numberLong": "2"}, "c": 4}`},
+		{name: "bit no-op", doc: `{"_id": 1, "a": 1}`, u: `{"$bit": {"a": {"or": 1}}}`, noop: true},
+		{name: "bit on double", doc: `{"_id": 1, "a": 1.5}`, u: `{"$bit": {"a": {"or": 1}}}`, code: 2},
 		// $min / $max
 		{name: "min lowers", doc: base, u: `{"$min": {"a": 0}}`, want: `{"_id": 1, "a": 0, "s": "str", "arr": [1, 2, 3], "sub": {"c": 1}}`},
 		{name: "min keeps", doc: base, u: `{"$min": {"a": 5}}`, noop: true},
@@ -490,7 +495,9 @@ func TestQueryValidateUpdate(t *testing.T) {
 		{`[{"$match": {}}]`, 72},
 		{`[{"$foo": {}}]`, 40324},
 		{`{"$inc": {"a": "1"}}`, 14},
-		{`{"$bit": {"a": {"and": 1}}}`, 9000001},
+		{`{"$bit": {"a": {"and": 1}}}`, 0},
+		{`{"$bit": {"a": {"nand": 1}}}`, 2},
+		{`{"$bit": {"a": {"and": 1.0}}}`, 2},
 		{`[{"$set": {"a": {"$bogus": 1}}}]`, 168},
 		{`[{"$set": {"a": {"$add": [1], "$sub": 1}}}]`, 15983},
 		{`[{"$replaceWith": {"$regexFind": {}}}]`, 9000001},
