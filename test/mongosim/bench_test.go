@@ -1,0 +1,232 @@
+package mongosim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// The benchmarks report the issue's figures through b.ReportMetric (run them with
+// `go test -run '^$' -bench . ./test/mongosim/`). Targets on the 2-core CI machine, reported
+// not asserted: >= 30,000 events/s to one watcher, p99 insert-to-event latency < 5 ms, and
+// inserts with 100 idle watchers >= 0.8 x inserts with none.
+
+// benchDoc is the document every benchmark inserts: small, like an order event.
+func benchDoc(i int) bson.D {
+	return bson.D{{Key: "i", Value: int64(i)}, {Key: "status", Value: "new"}, {Key: "amount", Value: 12.5}}
+}
+
+// BenchmarkInsert measures acknowledged single-document inserts from one client, one at a
+// time (each a round trip), and reports inserts/s.
+func BenchmarkInsert(b *testing.B) {
+	_, cl := startServer(b, Options{})
+	coll := cl.Database("bench").Collection("insert")
+	ctx := context.Background()
+	if _, err := coll.InsertOne(ctx, benchDoc(-1)); err != nil { // connect and create outside the timer
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := coll.InsertOne(ctx, benchDoc(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "inserts/s")
+}
+
+// BenchmarkInsertParallel measures single-document inserts from GOMAXPROCS*4 goroutines
+// sharing one client (and its pool), and reports inserts/s.
+func BenchmarkInsertParallel(b *testing.B) {
+	_, cl := startServer(b, Options{})
+	coll := cl.Database("bench").Collection("insertpar")
+	if _, err := coll.InsertOne(context.Background(), benchDoc(-1)); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if _, err := coll.InsertOne(context.Background(), benchDoc(i)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "inserts/s")
+}
+
+// BenchmarkChangeStreamThroughput measures change events delivered per second to one
+// watcher while a writer inserts b.N documents in batches of 1,000 (so the writer is not the
+// bottleneck). The clock runs from the first insert to the last event received.
+func BenchmarkChangeStreamThroughput(b *testing.B) {
+	srv, cl := startServer(b, Options{})
+	writer := connectClient(b, srv, nil).Database("bench").Collection("tp")
+	ctx := context.Background()
+	cs, err := cl.Database("bench").Collection("tp").Watch(ctx, mongo.Pipeline{},
+		options.ChangeStream().SetMaxAwaitTime(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close(ctx)
+
+	b.ResetTimer()
+	start := time.Now()
+	werr := make(chan error, 1)
+	go func() {
+		const batch = 1000
+		docs := make([]any, 0, batch)
+		for i := 0; i < b.N; i++ {
+			docs = append(docs, benchDoc(i))
+			if len(docs) == batch || i == b.N-1 {
+				if _, err := writer.InsertMany(ctx, docs); err != nil {
+					werr <- err
+					return
+				}
+				docs = docs[:0]
+			}
+		}
+		werr <- nil
+	}()
+	for n := 0; n < b.N; n++ {
+		if !cs.Next(ctx) {
+			b.Fatalf("after %d events: %v", n, cs.Err())
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := <-werr; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}
+
+// BenchmarkChangeStreamLatency measures, for each of b.N inserts made one at a time, the
+// time from just before the insert is sent until one watcher (waiting in an awaitData
+// getMore) has received its event. It reports p50, p99 and max in milliseconds; the figure
+// includes the insert's own round trip, so it bounds the server's wake-up latency from above.
+func BenchmarkChangeStreamLatency(b *testing.B) {
+	srv, cl := startServer(b, Options{})
+	writer := connectClient(b, srv, nil).Database("bench").Collection("lat")
+	ctx := context.Background()
+	if _, err := writer.InsertOne(ctx, benchDoc(-1)); err != nil {
+		b.Fatal(err)
+	}
+	cs, err := cl.Database("bench").Collection("lat").Watch(ctx, mongo.Pipeline{},
+		options.ChangeStream().SetMaxAwaitTime(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close(ctx)
+
+	got := make(chan time.Time)
+	rerr := make(chan error, 1)
+	rctx, stop := context.WithCancel(ctx)
+	go func() {
+		for {
+			if !cs.Next(rctx) {
+				rerr <- cs.Err()
+				return
+			}
+			select {
+			case got <- time.Now():
+			case <-rctx.Done():
+				rerr <- nil
+				return
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sent := time.Now()
+		if _, err := writer.InsertOne(ctx, benchDoc(i)); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case at := <-got:
+			lat = append(lat, at.Sub(sent))
+		case err := <-rerr:
+			b.Fatalf("watcher: %v", err)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(pct(1), "max-ms")
+	b.ReportMetric(float64(len(lat)), "samples")
+	stop()
+	<-rerr // the reader has returned: the deferred Close does not race its Next
+}
+
+// BenchmarkInsertWithIdleWatchers measures single-document inserts/s with no watcher, then
+// with 100 idle watchers (each waiting in an awaitData getMore on its own collection of the
+// same database, so none of the inserts concern them), b.N inserts each, in the same run,
+// and reports both rates and their ratio (target >= 0.8).
+func BenchmarkInsertWithIdleWatchers(b *testing.B) {
+	const watchers = 100
+	srv, cl := startServer(b, Options{})
+	coll := cl.Database("bench").Collection("hot")
+	ctx := context.Background()
+	if _, err := coll.InsertOne(ctx, benchDoc(-1)); err != nil {
+		b.Fatal(err)
+	}
+	rate := func() float64 {
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			if _, err := coll.InsertOne(ctx, benchDoc(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(b.N) / time.Since(start).Seconds()
+	}
+
+	b.ResetTimer()
+	without := rate()
+	b.StopTimer()
+
+	wcl := connectClient(b, srv, func(o *options.ClientOptions) { o.SetMaxPoolSize(watchers + 10) })
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var css []*mongo.ChangeStream
+	for w := 0; w < watchers; w++ {
+		cs, err := wcl.Database("bench").Collection(fmt.Sprintf("idle%d", w)).Watch(ctx, mongo.Pipeline{},
+			options.ChangeStream().SetMaxAwaitTime(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		css = append(css, cs)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cs.Next(wctx) {
+			}
+		}()
+	}
+	// Every watcher must be parked in a getMore before measuring.
+	waitFor(b, 10*time.Second, "the idle watchers' getMores", func() bool { return len(srv.CommandsNamed("getMore")) >= watchers })
+
+	b.StartTimer()
+	with := rate()
+	b.StopTimer()
+	cancel()
+	wg.Wait()
+	for _, cs := range css {
+		_ = cs.Close(ctx)
+	}
+	b.ReportMetric(without, "inserts/s-0-watchers")
+	b.ReportMetric(with, "inserts/s-100-watchers")
+	b.ReportMetric(with/without, "ratio")
+}
