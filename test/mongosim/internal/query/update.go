@@ -1335,9 +1335,6 @@ func (up *updater) walk(cur any, parts []string, at upath, create, quiet bool, f
 			return c, nil
 		}
 		if _, next := filterID(parts[1]); next && !exists {
-			if !create {
-				return c, nil
-			}
 			return nil, errf(2, "The path '%s' must exist in the document in order to apply array updates.", here)
 		}
 		switch ch := child.(type) {

@@ -368,7 +368,11 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		{name: "missing array filter", doc: base, u: `{"$set": {"arr.$[x]": 0}}`, code: 2,
 			msg: "No array filter found for identifier 'x' in path 'arr.$[x]'"},
 		{name: "unused array filter", doc: base, u: `{"$set": {"arr.$[]": 0}}`, filters: `[{"x": 1}]`, code: 9},
-		{name: "positional on missing array", doc: base, u: `{"$set": {"nope.$[]": 0}}`, code: 2},
+		{name: "positional on missing array", doc: base, u: `{"$set": {"nope.$[]": 0}}`, code: 2,
+			msg: "The path 'nope' must exist in the document in order to apply array updates."},
+		{name: "positional unset on missing array", doc: base, u: `{"$unset": {"nope.$[].x": 1}}`, code: 2},
+		{name: "positional unset", doc: `{"_id": 1, "arr": [{"x": 1, "y": 1}, {"y": 2}]}`, u: `{"$unset": {"arr.$[].x": 1}}`,
+			want: `{"_id": 1, "arr": [{"y": 1}, {"y": 2}]}`, removed: []string{"arr.0.x"}},
 		{name: "positional on non-array", doc: base, u: `{"$set": {"a.$[]": 0}}`, code: 2},
 	})
 }
