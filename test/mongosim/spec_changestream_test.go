@@ -799,3 +799,57 @@ func TestChangeStreamSpecWhenShowExpandedEventsIsTrueModifyEventsAreReported(t *
 	}
 	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "modify"}})
 }
+
+// --- change-streams-resume-allowlist.json (the cases that apply to 4.3+ servers) ----------------
+
+func TestChangeStreamSpecChangeStreamResumesAfterANetworkError(t *testing.T) {
+	s := newSpecEnv(t)
+	s.failPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "closeConnection", Value: true}}}})
+	cs := s.watch(nil)
+	s.insert(s.globalColl("database0", "collection0"), bson.D{{Key: "x", Value: 1}})
+	s.expectEvent(cs, bson.D{{Key: "_id", Value: specExists{}}, {Key: "documentKey", Value: specExists{}},
+		{Key: "operationType", Value: "insert"}, {Key: "ns", Value: ns00},
+		{Key: "fullDocument", Value: bson.D{{Key: "x", Value: 1}, {Key: "_id", Value: specExists{}}}}})
+	s.expectResumed()
+}
+
+func TestChangeStreamSpecChangeStreamResumesAfterCursorNotFound(t *testing.T) {
+	s := newSpecEnv(t)
+	s.failPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 43}, {Key: "closeConnection", Value: false}}}})
+	cs := s.watch(nil)
+	s.insert(s.globalColl("database0", "collection0"), bson.D{{Key: "x", Value: 1}})
+	s.expectEvent(cs, bson.D{{Key: "_id", Value: specExists{}}, {Key: "documentKey", Value: specExists{}},
+		{Key: "operationType", Value: "insert"}, {Key: "ns", Value: ns00},
+		{Key: "fullDocument", Value: bson.D{{Key: "x", Value: 1}, {Key: "_id", Value: specExists{}}}}})
+	s.expectResumed()
+}
+
+// --- change-streams-clusterTime.json -----------------------------------------------------------
+
+func TestChangeStreamSpecClusterTimeIsPresent(t *testing.T) {
+	s := newSpecEnv(t)
+	cs := s.watch(nil)
+	s.insert(s.coll0(), bson.D{{Key: "_id", Value: 1}})
+	s.expectEvent(cs, bson.D{{Key: "ns", Value: ns00}, {Key: "clusterTime", Value: specAnyType("timestamp")}})
+}
+
+// --- README.md prose test 13 -------------------------------------------------------------------
+
+// TestChangeStreamSpecProse13ResumesAfterKillCursorsOfItsCursor: the server-side cursor is
+// killed behind the driver's back; the next getMore fails with CursorNotFound and the stream
+// resumes.
+func TestChangeStreamSpecProse13ResumesAfterKillCursorsOfItsCursor(t *testing.T) {
+	s := newSpecEnv(t)
+	cs := s.watch(nil)
+	if err := s.global.Database("database0").RunCommand(s.ctx, bson.D{{Key: "killCursors", Value: "collection0"},
+		{Key: "cursors", Value: bson.A{cs.ID()}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.insert(s.globalColl("database0", "collection0"), bson.D{{Key: "x", Value: 1}})
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "insert"}, {Key: "fullDocument", Value: bson.D{{Key: "x", Value: 1}, {Key: "_id", Value: specExists{}}}}})
+	if n := len(s.srv.CommandsNamed("aggregate")); n != 2 {
+		t.Fatalf("%d aggregates, want a resume", n)
+	}
+}
