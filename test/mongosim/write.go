@@ -551,9 +551,6 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	if err != nil {
 		return nil, err
 	}
-	if cerr := checkUnsupportedWriteArgs(c); cerr != nil {
-		return nil, cerr
-	}
 	ordered := orderedArg(c)
 	e := s.eng
 	e.mu.Lock()
@@ -587,14 +584,6 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	}
 	e.retryStoreLocked(c, reply)
 	return reply, nil
-}
-
-// checkUnsupportedWriteArgs rejects command-level options the simulator does not implement.
-func checkUnsupportedWriteArgs(c *command) *cmdError {
-	if v, ok := c.Arg("bypassDocumentValidation"); ok && truthy(v) {
-		return nil // there is no validation to bypass
-	}
-	return nil
 }
 
 // checkStatementOptions rejects per-statement hint and non-simple collation.

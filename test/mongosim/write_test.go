@@ -771,3 +771,54 @@ func TestWriteRetryableDedupe(t *testing.T) {
 		t.Fatalf("lookupCurrentLocked = %v %v", cur, ok)
 	}
 }
+
+func TestWriteBulkWriteCounts(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	coll := cl.Database("w").Collection("bulk")
+	ctx := testCtx(t)
+	models := []mongo.WriteModel{
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: "a"}}),
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 2}, {Key: "g", Value: "a"}}),
+		mongo.NewUpdateManyModel().SetFilter(bson.D{{Key: "g", Value: "a"}}).SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: true}}}}),
+		mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: 3}}).SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "g", Value: "b"}}}}).SetUpsert(true),
+		mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: 1}}).SetReplacement(bson.D{{Key: "g", Value: "c"}}),
+		mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: 4}}).SetReplacement(bson.D{{Key: "g", Value: "d"}}).SetUpsert(true),
+		mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: 2}}),
+		mongo.NewDeleteManyModel().SetFilter(bson.D{{Key: "g", Value: "zzz"}}),
+	}
+	res, err := coll.BulkWrite(ctx, models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InsertedCount != 2 || res.MatchedCount != 3 || res.ModifiedCount != 3 || res.UpsertedCount != 2 || res.DeletedCount != 1 {
+		t.Fatalf("BulkWrite result = %+v", res)
+	}
+	if res.UpsertedIDs[3] != int32(3) || res.UpsertedIDs[5] != int32(4) {
+		t.Fatalf("UpsertedIDs = %v, want {3: 3, 5: 4}", res.UpsertedIDs)
+	}
+	var got []string
+	for _, d := range wDocs(srv, "w", "bulk") {
+		got = append(got, wJSON(d))
+	}
+	want := `{"_id": {"$numberInt":"1"},"g": "c"} {"_id": {"$numberInt":"3"},"g": "b"} {"_id": {"$numberInt":"4"},"g": "d"}`
+	if strings.Join(got, " ") != want {
+		t.Fatalf("documents = %s\nwant %s", strings.Join(got, " "), want)
+	}
+	// An ordered bulk stops at the first failure; the error reports its model index.
+	_, err = coll.BulkWrite(ctx, []mongo.WriteModel{
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 10}}),
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 1}}),
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 11}}),
+	})
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) != 1 || bwe.WriteErrors[0].Index != 1 || bwe.WriteErrors[0].Code != 11000 {
+		t.Fatalf("ordered bulk with a duplicate = %v", err)
+	}
+	if _, ok := func() (bson.D, bool) {
+		srv.eng.mu.Lock()
+		defer srv.eng.mu.Unlock()
+		return srv.eng.collLocked("w", "bulk").findByID(int32(11))
+	}(); ok {
+		t.Fatal("ordered bulk went on after the failure")
+	}
+}
