@@ -242,7 +242,12 @@ func (cs *changeStream) next(c *command, n int, maxWait time.Duration) ([]any, b
 		select {
 		case <-cs.wake:
 		case <-timer.C:
-			return nil, cs.extra(), false, nil
+			// A last look refreshes the high-water mark past writes elsewhere.
+			batch, err := cs.fill(n)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			return batch, cs.extra(), cs.done, nil
 		case <-interrupt:
 			return nil, nil, false, errorf(codeInterruptedDueToReplStateChange, "operation was interrupted")
 		case <-closing:
