@@ -33,6 +33,10 @@ import (
 //     element as "arr.N"; every other array change ($push to an empty
 //     array or with $sort/$position/$slice, $addToSet, $pull, $pullAll,
 //     $pop) reports the whole array "arr";
+//   - $[] and $[<id>] matching several elements report the array whole
+//     when more than one element changed, or the one changed element whole
+//     ("arr.1": {...}); matching a single element, it reports the precise
+//     path ("arr.1.k");
 //   - $unset (and the source of $rename) go to removedFields; $unset of an
 //     array element sets it to null and reports "arr.N": null;
 //   - modifications that leave a value binary-identical are not reported,

@@ -1295,7 +1295,7 @@ func (up *updater) walk(cur any, parts []string, at upath, create, quiet bool, f
 		if !isArr {
 			return nil, errf(2, "Cannot apply array updates to non-array element %s: %s", at.last(), renderValue(cur))
 		}
-		out := append(bson.A{}, arr...)
+		var matching []int
 		for i, el := range arr {
 			if id != "" {
 				ok, err := up.filters[id].Match(bson.D{{Key: id, Value: el}}, up.opts.Env)
@@ -1306,12 +1306,31 @@ func (up *updater) walk(cur any, parts []string, at upath, create, quiet bool, f
 					continue
 				}
 			}
+			matching = append(matching, i)
+		}
+		// Like the server: when several elements match, the elements do not
+		// log themselves; the array logs the one modified element whole, or
+		// itself whole when more than one changed.
+		selfLog := len(matching) <= 1
+		out := append(bson.A{}, arr...)
+		modified := []int{}
+		for _, i := range matching {
 			idx := strconv.Itoa(i)
-			nv, err := up.walk(out, append([]string{idx}, parts[1:]...), at, create, quiet, fn)
+			nv, err := up.walk(out, append([]string{idx}, parts[1:]...), at, create, quiet || !selfLog, fn)
 			if err != nil {
 				return nil, err
 			}
 			out = nv.(bson.A)
+			if !identical(arr[i], out[i]) {
+				modified = append(modified, i)
+			}
+		}
+		switch {
+		case selfLog || quiet:
+		case len(modified) > 1:
+			up.logAt(at, logUpdated, false)
+		case len(modified) == 1:
+			up.logAt(at.child(strconv.Itoa(modified[0]), true), logUpdated, false)
 		}
 		return out, nil
 	}

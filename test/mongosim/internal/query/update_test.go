@@ -356,11 +356,15 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		{name: "positional $ first", doc: base, u: `{"$set": {"$": 1}}`, code: 2},
 		// $[] and $[<id>]
 		{name: "all positional", doc: base, u: `{"$inc": {"arr.$[]": 10}}`,
-			want: `{"_id": 1, "a": 1, "s": "str", "arr": [11, 12, 13], "sub": {"c": 1}}`, updated: `{"arr.0": 11, "arr.1": 12, "arr.2": 13}`},
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [11, 12, 13], "sub": {"c": 1}}`, updated: `{"arr": [11, 12, 13]}`},
 		{name: "all positional nested", doc: `{"_id": 1, "arr": [{"k": 1}, {"k": 2}]}`, u: `{"$set": {"arr.$[].k": 0}}`,
-			want: `{"_id": 1, "arr": [{"k": 0}, {"k": 0}]}`, updated: `{"arr.0.k": 0, "arr.1.k": 0}`},
+			want: `{"_id": 1, "arr": [{"k": 0}, {"k": 0}]}`, updated: `{"arr": [{"k": 0}, {"k": 0}]}`},
+		{name: "all positional one element modified", doc: `{"_id": 1, "arr": [{"k": 0}, {"k": 1}]}`, u: `{"$set": {"arr.$[].k": 0}}`,
+			want: `{"_id": 1, "arr": [{"k": 0}, {"k": 0}]}`, updated: `{"arr.1": {"k": 0}}`},
+		{name: "all positional single element logs itself", doc: `{"_id": 1, "arr": [{"k": 1, "j": 1}]}`, u: `{"$set": {"arr.$[].k": 0}}`,
+			want: `{"_id": 1, "arr": [{"k": 0, "j": 1}]}`, updated: `{"arr.0.k": 0}`},
 		{name: "filtered positional", doc: base, u: `{"$set": {"arr.$[big]": 0}}`, filters: `[{"big": {"$gte": 2}}]`,
-			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 0, 0], "sub": {"c": 1}}`, updated: `{"arr.1": 0, "arr.2": 0}`},
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 0, 0], "sub": {"c": 1}}`, updated: `{"arr": [1, 0, 0]}`},
 		{name: "filtered positional on subfield", doc: `{"_id": 1, "arr": [{"k": 1, "v": 0}, {"k": 2, "v": 0}]}`,
 			u: `{"$inc": {"arr.$[e].v": 1}}`, filters: `[{"e.k": 2}]`,
 			want: `{"_id": 1, "arr": [{"k": 1, "v": 0}, {"k": 2, "v": 1}]}`, updated: `{"arr.1.v": 1}`},
@@ -372,7 +376,7 @@ func TestQueryUpdateModifiers(t *testing.T) {
 			msg: "The path 'nope' must exist in the document in order to apply array updates."},
 		{name: "positional unset on missing array", doc: base, u: `{"$unset": {"nope.$[].x": 1}}`, code: 2},
 		{name: "positional unset", doc: `{"_id": 1, "arr": [{"x": 1, "y": 1}, {"y": 2}]}`, u: `{"$unset": {"arr.$[].x": 1}}`,
-			want: `{"_id": 1, "arr": [{"y": 1}, {"y": 2}]}`, removed: []string{"arr.0.x"}},
+			want: `{"_id": 1, "arr": [{"y": 1}, {"y": 2}]}`, updated: `{"arr.0": {"y": 1}}`},
 		{name: "positional on non-array", doc: base, u: `{"$set": {"a.$[]": 0}}`, code: 2},
 	})
 }
