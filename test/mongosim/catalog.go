@@ -301,11 +301,13 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	if from == to {
 		return nil, errorf(codeIllegalOperation, "Can't rename a collection to itself")
 	}
+	desc := bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: tdb}, {Key: "coll", Value: tcoll}}}}
 	if dst := e.collLocked(tdb, tcoll); dst != nil {
 		if !dropTarget {
 			return nil, errorf(codeNamespaceExists, "target namespace exists")
 		}
 		e.dropCollectionLocked(dst)
+		desc = append(desc, bson.E{Key: "dropTarget", Value: dst.uuid})
 	}
 	e.removeCollectionLocked(fdb, fcoll)
 	// The renamed collection keeps its documents and UUID; the catalog entry is a new
@@ -319,8 +321,7 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	}
 	d.colls[tcoll] = &moved
 	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "rename", db: fdb, coll: fcoll, collUUID: src.uuid,
-		toDB: tdb, toColl: tcoll,
-		opDesc: bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: tdb}, {Key: "coll", Value: tcoll}}}}})
+		toDB: tdb, toColl: tcoll, opDesc: desc})
 	return bson.D{}, nil
 }
 

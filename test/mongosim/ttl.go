@@ -11,7 +11,6 @@ import (
 // (default 60s, as a real server's TTL monitor) until stop is closed. Its deletes are ordinary
 // "delete" oplog entries, so change streams see them.
 func (e *engine) runTTLMonitor(stop <-chan struct{}) {
-	defer txnTables.Delete(e) // the engine is shutting down: drop its transaction table
 	interval := e.s.opts.TTLMonitorInterval
 	if interval <= 0 {
 		<-stop

@@ -1,8 +1,6 @@
 package mongosim
 
 import (
-	"sync"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -96,16 +94,13 @@ func (tab *txnTable) end(st *sessionTxn, phase txnPhase) {
 	st.phase, st.txn = phase, nil
 }
 
-// txnTables holds each engine's txnTable. The engine struct belongs to the coordinator, so the
-// table lives here, keyed by engine; runTTLMonitor removes the entry when the engine stops.
-var txnTables sync.Map // *engine -> *txnTable
-
+// txnsLocked returns the engine's transaction table, creating it on first use. Caller holds
+// e.mu.
 func (e *engine) txnsLocked() *txnTable {
-	if t, ok := txnTables.Load(e); ok {
-		return t.(*txnTable)
+	if e.txns == nil {
+		e.txns = &txnTable{m: make(map[string]*sessionTxn), owners: make(map[string]*transaction)}
 	}
-	t, _ := txnTables.LoadOrStore(e, &txnTable{m: make(map[string]*sessionTxn), owners: make(map[string]*transaction)})
-	return t.(*txnTable)
+	return e.txns
 }
 
 // txnForCommandLocked returns the active transaction a command in a transaction belongs to,

@@ -356,7 +356,7 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 		}
 		env = &cp
 	}
-	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: env}
+	opts := query.UpdateOptions{ArrayFilters: sp.arrayFilters, Env: env, Query: sp.q}
 	if err := query.ValidateUpdateOptions(sp.u, opts); err != nil {
 		return nil, qerrToCmd(err)
 	}

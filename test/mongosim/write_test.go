@@ -417,6 +417,18 @@ func TestWriteUpdateArrayFiltersPipelineLet(t *testing.T) {
 	if g, _ := lookupD(wDocs(srv, "w", "c")[0], "g"); fmt.Sprint(g) != "[1 0 0]" {
 		t.Fatalf("arrayFilters: g = %v, want [1 0 0]", g)
 	}
+	// The positional operator gets the statement's filter.
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}, {Key: "items", Value: bson.A{
+		bson.D{{Key: "k", Value: 1}, {Key: "q", Value: 1}}, bson.D{{Key: "k", Value: 2}, {Key: "q", Value: 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 2}, {Key: "items.k", Value: 2}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "items.$.q", Value: 5}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if items, _ := lookupD(wDocs(srv, "w", "c")[1], "items"); wJSON(bson.D{{Key: "i", Value: items}}) != `{"i": [{"k": {"$numberInt":"1"},"q": {"$numberInt":"1"}},{"k": {"$numberInt":"2"},"q": {"$numberInt":"5"}}]}` {
+		t.Fatalf("positional $: items = %v", items)
+	}
 	// Pipeline update with a let variable and $$NOW.
 	raw := wRun(t, db, bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
 		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.A{
