@@ -481,6 +481,13 @@ var csUnsupportedOptions = map[string]bool{
 	"$_generateV2ResumeTokens": true,
 }
 
+// csAggregateFields are the aggregate fields a change-stream aggregate accepts besides the
+// generic ones (lsid, comment, maxTimeMS, readConcern, ...).
+var csAggregateFields = map[string]bool{
+	"pipeline": true, "cursor": true, "collation": true, "allowDiskUse": true, "explain": true,
+	"hint": true, "let": true, "bypassDocumentValidation": true,
+}
+
 // csSpec is a parsed $changeStream stage.
 type csSpec struct {
 	fullDocument        string
@@ -621,6 +628,17 @@ func lookupCurrent(e *engine, en *oplogEntry) bson.D {
 // available (normally none) and always a postBatchResumeToken.
 func cmdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 	c.ChangeStream = true
+	if err := readCheckFields(c, csAggregateFields); err != nil {
+		return nil, err
+	}
+	if v, ok := c.Arg("explain"); ok && v != false {
+		return nil, unsupported("explain of a $changeStream aggregate")
+	}
+	if v, ok := c.Arg("cursor"); !ok {
+		return nil, errorf(codeFailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+	} else if _, ok := v.(bson.D); !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'aggregate.cursor' is the wrong type '%s', expected type 'object'", typeName(v))
+	}
 	if c.InTransaction() {
 		return nil, errorf(263, "Operation not permitted in transaction: $changeStream cannot run in a multi-document transaction")
 	}

@@ -1690,3 +1690,31 @@ func TestChangeStreamEngineDisambiguatedPaths(t *testing.T) {
 	_, _, _, err = cur.getMore(0, time.Second)
 	csWantCode(t, err, codeUnsupported)
 }
+
+func TestChangeStreamEngineAggregateFields(t *testing.T) {
+	h := newCSHarness(t, Options{})
+	pipeline := bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}}
+	for _, tc := range []struct {
+		name string
+		body bson.D
+		code int32
+	}{
+		{"unknown field", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}}, {Key: "bogus", Value: 1}}, 40415},
+		{"no cursor", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: pipeline}}, codeFailedToParse},
+		{"explain", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}}, {Key: "explain", Value: true}}, codeUnsupported},
+		{"non-simple collation", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}},
+			{Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}}, codeUnsupported},
+	} {
+		_, err := cmdAggregateChangeStream(h.srv, h.command("db", tc.body))
+		var ce *cmdError
+		if !errors.As(err, &ce) || ce.Code != tc.code {
+			t.Errorf("%s: %v, want code %d", tc.name, err, tc.code)
+		}
+	}
+	// comment and maxTimeMS are accepted.
+	ok := bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}},
+		{Key: "comment", Value: "x"}, {Key: "maxTimeMS", Value: int64(5)}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}}}
+	if _, err := cmdAggregateChangeStream(h.srv, h.command("db", ok)); err != nil {
+		t.Fatal(err)
+	}
+}
