@@ -721,22 +721,9 @@ func TestChangeStreamSpecWhenShowExpandedEventsIsTrueNewFieldsOnChangeStreamEven
 	}
 	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "insert"}, {Key: "ns", Value: ns00}, {Key: "collectionUUID", Value: specExists{}}})
 	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "createIndexes"}, {Key: "ns", Value: ns00}, {Key: "operationDescription", Value: specExists{}}})
-	ev, err := s.iterate(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := specMatch("event", bson.D{{Key: "operationType", Value: "rename"}, {Key: "ns", Value: ns00},
-		{Key: "to", Value: bson.D{{Key: "db", Value: "database0"}, {Key: "coll", Value: "foo"}}}}, ev, true); err != nil {
-		t.Fatalf("%v\nevent: %s", err, csJSON(ev))
-	}
-	if _, ok := csGet(ev, "operationDescription").(bson.D); !ok {
-		t.Fatalf("rename without operationDescription: %s", csJSON(ev))
-	}
-	if csGet(ev, "operationDescription", "dropTarget") == nil {
-		// The catalog does not record the dropped target's UUID yet (requested from C1 in
-		// notes/requests.md); everything else of this case is checked above.
-		t.Skip("rename operationDescription.dropTarget not recorded by renameCollection yet")
-	}
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "rename"}, {Key: "ns", Value: ns00},
+		{Key: "to", Value: bson.D{{Key: "db", Value: "database0"}, {Key: "coll", Value: "foo"}}},
+		{Key: "operationDescription", Value: bson.D{{Key: "to", Value: specExists{}}, {Key: "dropTarget", Value: specExists{}}}}})
 }
 
 func TestChangeStreamSpecWhenShowExpandedEventsIsTrueCreateIndexEventsAreReported(t *testing.T) {
