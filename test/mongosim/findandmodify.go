@@ -84,6 +84,12 @@ func parseFindAndModify(c *command) (*famArgs, *cmdError) {
 	if a.query == nil {
 		a.query = bson.D{}
 	}
+	if a.fields != nil {
+		// An invalid projection fails before anything is modified, as on a server.
+		if _, err := query.Project(bson.D{{Key: "_id", Value: int32(0)}}, a.fields, nil); err != nil {
+			return nil, qerrToCmd(err)
+		}
+	}
 	switch {
 	case a.remove && hasUpdate:
 		return nil, errorf(codeFailedToParse, "Cannot specify both an update and remove=true")

@@ -82,6 +82,15 @@ func wJSON(v any) string {
 	return bson.Raw(b).String()
 }
 
+// wAllJSON renders documents one after the other, for comparisons.
+func wAllJSON(docs []bson.D) string {
+	parts := make([]string, len(docs))
+	for i, d := range docs {
+		parts[i] = wJSON(d)
+	}
+	return strings.Join(parts, " ")
+}
+
 // wRunErr runs a command that must fail and returns its command error.
 func wRunErr(t *testing.T, db *mongo.Database, cmd bson.D) mongo.CommandError {
 	t.Helper()
@@ -543,7 +552,7 @@ func TestWriteOplogEntries(t *testing.T) {
 }
 
 func TestWriteFindAndModifyShapes(t *testing.T) {
-	_, cl := startServer(t, Options{})
+	srv, cl := startServer(t, Options{})
 	db := cl.Database("w")
 	ctx := testCtx(t)
 	if _, err := db.Collection("c").InsertMany(ctx, []any{
@@ -592,6 +601,13 @@ func TestWriteFindAndModifyShapes(t *testing.T) {
 	ce := wRunErr(t, db, bson.D{{Key: "findAndModify", Value: "c"}, {Key: "remove", Value: true}, {Key: "update", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}}})
 	if ce.Code != codeFailedToParse {
 		t.Fatalf("remove+update: %v", ce)
+	}
+	before := wAllJSON(wDocs(srv, "w", "c"))
+	ce = wRunErr(t, db, bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "update", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "bad", Value: 1}}}}},
+		{Key: "fields", Value: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 0}}}})
+	if after := wAllJSON(wDocs(srv, "w", "c")); ce.Code == 0 || after != before {
+		t.Fatalf("invalid projection: %+v; documents before %s after %s", ce, before, after)
 	}
 
 	// Driver helpers.
