@@ -1,0 +1,122 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree/store"
+)
+
+// unexpired is the filter clause that hides expired dead letters at now (the TTL monitor may
+// not have deleted them yet).
+func unexpired(now time.Time) bson.E {
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$gte", Value: now}}}},
+	}}
+}
+
+// byID is the filter of the unexpired dead letter id.
+func (s *Store) byID(id string) bson.D {
+	return bson.D{{Key: "_id", Value: id}, unexpired(s.now())}
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("mongostore: dead letter %q: %w", id, store.ErrNotFound)
+}
+
+// PutDeadLetter upserts dl by dl.ID: a second put of the same ID replaces the whole document.
+func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := s.deadLetters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: dl.ID}}, toDeadLetterDoc(dl),
+		options.Replace().SetUpsert(true))
+	if err != nil {
+		return wrap(ctx, err, "put dead letter %q of stream %q", dl.ID, dl.Stream)
+	}
+	return nil
+}
+
+// ListDeadLetters returns up to limit (limit ≤ 0: all) unexpired dead letters of the stream,
+// oldest first: ascending createdAt, ties by ID.
+func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	cur, err := s.deadLetters.Find(ctx, bson.D{{Key: "stream", Value: stream}, unexpired(s.now())}, opts)
+	if err != nil {
+		return nil, wrap(ctx, err, "list dead letters of stream %q", stream)
+	}
+	var docs []deadLetterDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(ctx, err, "list dead letters of stream %q", stream)
+	}
+	out := make([]store.DeadLetter, len(docs))
+	for i, d := range docs {
+		out[i] = d.record()
+	}
+	return out, nil
+}
+
+// GetDeadLetter returns the dead letter with that ID; store.ErrNotFound if there is none or it
+// has expired.
+func (s *Store) GetDeadLetter(ctx context.Context, id string) (store.DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return store.DeadLetter{}, err
+	}
+	var d deadLetterDoc
+	err := s.deadLetters.FindOne(ctx, s.byID(id)).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return store.DeadLetter{}, notFound(id)
+	}
+	if err != nil {
+		return store.DeadLetter{}, wrap(ctx, err, "get dead letter %q", id)
+	}
+	return d.record(), nil
+}
+
+// DeleteDeadLetter removes the dead letter with that ID; store.ErrNotFound if there is none or
+// it has expired.
+func (s *Store) DeleteDeadLetter(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res, err := s.deadLetters.DeleteOne(ctx, s.byID(id))
+	if err != nil {
+		return wrap(ctx, err, "delete dead letter %q", id)
+	}
+	if res.DeletedCount == 0 {
+		return notFound(id)
+	}
+	return nil
+}
+
+// MarkReplayed increments the dead letter's replayCount and sets its lastReplayAt to at, in one
+// update; store.ErrNotFound if there is none or it has expired.
+func (s *Store) MarkReplayed(ctx context.Context, id string, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res, err := s.deadLetters.UpdateOne(ctx, s.byID(id), bson.D{
+		{Key: "$inc", Value: bson.D{{Key: "replayCount", Value: 1}}},
+		{Key: "$set", Value: bson.D{{Key: "lastReplayAt", Value: at}}},
+	})
+	if err != nil {
+		return wrap(ctx, err, "mark dead letter %q replayed", id)
+	}
+	if res.MatchedCount == 0 {
+		return notFound(id)
+	}
+	return nil
+}

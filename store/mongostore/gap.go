@@ -1,0 +1,43 @@
+package mongostore
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree/store"
+)
+
+// RecordGap upserts g by g.ID (a retried write never duplicates).
+func (s *Store) RecordGap(ctx context.Context, g store.Gap) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := s.gaps.ReplaceOne(ctx, bson.D{{Key: "_id", Value: g.ID}}, toGapDoc(g), options.Replace().SetUpsert(true))
+	if err != nil {
+		return wrap(ctx, err, "record gap %q of stream %q", g.ID, g.Stream)
+	}
+	return nil
+}
+
+// ListGaps returns the stream's gaps in ascending At order, ties by ID.
+func (s *Store) ListGaps(ctx context.Context, stream string) ([]store.Gap, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cur, err := s.gaps.Find(ctx, bson.D{{Key: "stream", Value: stream}},
+		options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrap(ctx, err, "list gaps of stream %q", stream)
+	}
+	var docs []gapDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(ctx, err, "list gaps of stream %q", stream)
+	}
+	out := make([]store.Gap, len(docs))
+	for i, d := range docs {
+		out[i] = d.record()
+	}
+	return out, nil
+}

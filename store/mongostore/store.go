@@ -1,0 +1,162 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// Default collection names.
+const (
+	DefaultCheckpointCollection = "_wt_checkpoints"
+	DefaultDeadLetterCollection = "_wt_dead_letters"
+	DefaultGapCollection        = "_wt_gaps"
+)
+
+// Index names created by EnsureIndexes.
+const (
+	IndexDeadLetterTTL    = "expiresAt_ttl"
+	IndexDeadLetterStream = "stream_1_createdAt_1"
+	IndexGapStream        = "stream_1_at_1"
+)
+
+// Options configures a Store. The zero value is the documented default for every field.
+type Options struct {
+	// CheckpointCollection names the checkpoint collection. Default "_wt_checkpoints".
+	CheckpointCollection string
+	// DeadLetterCollection names the dead-letter collection. Default "_wt_dead_letters".
+	DeadLetterCollection string
+	// GapCollection names the gap collection. Default "_wt_gaps".
+	GapCollection string
+	// WriteConcern of every write. Default majority (a save that reported success survives a
+	// failover).
+	WriteConcern *writeconcern.WriteConcern
+	// Now is the clock that decides dead-letter expiry on reads (expired = Now() after
+	// expiresAt). Default time.Now. Tests inject a fake clock's Now.
+	Now func() time.Time
+}
+
+// Validate reports the first invalid field, by name.
+func (o Options) Validate() error {
+	for _, c := range []struct{ field, name string }{
+		{"CheckpointCollection", o.CheckpointCollection},
+		{"DeadLetterCollection", o.DeadLetterCollection},
+		{"GapCollection", o.GapCollection},
+	} {
+		if c.name == "" {
+			continue
+		}
+		if err := validCollectionName(c.name); err != nil {
+			return fmt.Errorf("mongostore: Options.%s %q: %w", c.field, c.name, err)
+		}
+	}
+	return nil
+}
+
+func validCollectionName(name string) error {
+	for _, r := range name {
+		if r == '$' || r == 0 {
+			return errors.New("must not contain '$' or NUL")
+		}
+	}
+	if len(name) >= 7 && name[:7] == "system." {
+		return errors.New("must not start with \"system.\"")
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.CheckpointCollection == "" {
+		o.CheckpointCollection = DefaultCheckpointCollection
+	}
+	if o.DeadLetterCollection == "" {
+		o.DeadLetterCollection = DefaultDeadLetterCollection
+	}
+	if o.GapCollection == "" {
+		o.GapCollection = DefaultGapCollection
+	}
+	if o.WriteConcern == nil {
+		o.WriteConcern = writeconcern.Majority()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Store implements the checkpoint, gap and dead-letter stores on one database. It is safe for
+// concurrent use; it holds no state besides the collection handles.
+type Store struct {
+	checkpoints *mongo.Collection
+	deadLetters *mongo.Collection
+	gaps        *mongo.Collection
+	now         func() time.Time
+}
+
+// New returns a Store on db. It does no I/O; call EnsureIndexes once (it is idempotent) before
+// relying on dead-letter retention.
+func New(db *mongo.Database, opts Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mongostore: New: nil database")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	collOpts := options.Collection().
+		SetWriteConcern(opts.WriteConcern).
+		SetReadPreference(readpref.Primary())
+	return &Store{
+		checkpoints: db.Collection(opts.CheckpointCollection, collOpts),
+		deadLetters: db.Collection(opts.DeadLetterCollection, collOpts),
+		gaps:        db.Collection(opts.GapCollection, collOpts),
+		now:         opts.Now,
+	}, nil
+}
+
+// EnsureIndexes creates the dead-letter TTL index on expiresAt (expireAfterSeconds 0), the
+// dead-letter listing index {stream: 1, createdAt: 1} and the gap listing index
+// {stream: 1, at: 1}. Creating an index that already exists with the same options is a no-op.
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := s.deadLetters.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{
+			Keys:    bson.D{{Key: "expiresAt", Value: 1}},
+			Options: options.Index().SetName(IndexDeadLetterTTL).SetExpireAfterSeconds(0),
+		},
+		{
+			Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "createdAt", Value: 1}},
+			Options: options.Index().SetName(IndexDeadLetterStream),
+		},
+	})
+	if err != nil {
+		return wrap(ctx, err, "create dead-letter indexes on %s", s.deadLetters.Name())
+	}
+	_, err = s.gaps.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "at", Value: 1}},
+		Options: options.Index().SetName(IndexGapStream),
+	})
+	if err != nil {
+		return wrap(ctx, err, "create gap index on %s", s.gaps.Name())
+	}
+	return nil
+}
+
+// wrap describes a failed operation. If ctx is done, the result matches ctx.Err() even when the
+// driver's error does not say so.
+func wrap(ctx context.Context, err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("mongostore: %s: %w (%v)", msg, cerr, err)
+	}
+	return fmt.Errorf("mongostore: %s: %w", msg, err)
+}
