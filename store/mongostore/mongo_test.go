@@ -358,9 +358,11 @@ func TestServerDown(t *testing.T) {
 	}
 	calls := func(s *mongostore.Store) map[string]func(ctx context.Context) error {
 		return map[string]func(ctx context.Context) error{
-			"Save":            func(ctx context.Context) error { return s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1}) },
-			"Load":            func(ctx context.Context) error { _, _, err := s.Load(ctx, "orders"); return err },
-			"PutDeadLetter":   func(ctx context.Context) error { return s.PutDeadLetter(ctx, store.DeadLetter{ID: "x", Stream: "orders"}) },
+			"Save": func(ctx context.Context) error { return s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1}) },
+			"Load": func(ctx context.Context) error { _, _, err := s.Load(ctx, "orders"); return err },
+			"PutDeadLetter": func(ctx context.Context) error {
+				return s.PutDeadLetter(ctx, store.DeadLetter{ID: "x", Stream: "orders"})
+			},
 			"ListDeadLetters": func(ctx context.Context) error { _, err := s.ListDeadLetters(ctx, "orders", 0); return err },
 			"RecordGap":       func(ctx context.Context) error { return s.RecordGap(ctx, store.Gap{ID: "g", Stream: "orders"}) },
 		}
