@@ -750,11 +750,14 @@ func cmdDelete(s *Server, c *command) (bson.D, error) {
 		if limit != 0 && limit != 1 {
 			return errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
 		}
-		var sortSpec bson.D
-		if sv, ok := lookupD(st, "sort"); ok {
-			sortSpec, _ = sv.(bson.D)
+		for _, f := range st {
+			switch f.Key {
+			case "q", "limit", "hint", "collation":
+			default:
+				return errorf(40415, "BSON field 'delete.deletes.%s' is an unknown field.", f.Key)
+			}
 		}
-		deleted, err := w.deleteMatching(q, limit == 1, sortSpec)
+		deleted, err := w.deleteMatching(q, limit == 1, nil)
 		n += len(deleted)
 		return err
 	}, func(bson.D) bson.D {

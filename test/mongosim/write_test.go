@@ -375,7 +375,7 @@ func TestWriteUpdateUpsertSeed(t *testing.T) {
 }
 
 func TestWriteUpdateErrors(t *testing.T) {
-	_, cl := startServer(t, Options{})
+	srv, cl := startServer(t, Options{})
 	coll := cl.Database("w").Collection("c")
 	ctx := testCtx(t)
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
@@ -401,9 +401,27 @@ func TestWriteUpdateErrors(t *testing.T) {
 			t.Fatalf("unsupported option %v: %s", st, raw)
 		}
 	}
-	// A simple collation is accepted.
+	// updateOne's sort (8.0) picks the document to update.
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
 	raw := wRun(t, cl.Database("w"), bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
-		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}}}}}})
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "picked", Value: true}}}}}, {Key: "sort", Value: bson.D{{Key: "_id", Value: -1}}}}}}})
+	if wInt32(t, raw, "nModified") != 1 {
+		t.Fatalf("update with sort: %s", raw)
+	}
+	if _, picked := lookupD(wDocs(srv, "w", "c")[1], "picked"); !picked {
+		t.Fatalf("sort {_id: -1} did not pick _id 2: %v", wDocs(srv, "w", "c"))
+	}
+	// Unknown statement fields fail.
+	raw = wRun(t, cl.Database("w"), bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: int32(1)}, {Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}}}}}})
+	if vals, _ := raw.Lookup("writeErrors").Array().Values(); len(vals) != 1 || wInt32(t, vals[0].Document(), "code") != 40415 {
+		t.Fatalf("delete with an unknown field: %s", raw)
+	}
+	// A simple collation is accepted.
+	raw = wRun(t, cl.Database("w"), bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}}}}}})
 	if wInt32(t, raw, "nModified") != 1 {
 		t.Fatalf("simple collation: %s", raw)
 	}
