@@ -1,0 +1,139 @@
+package dispatcher
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/store"
+)
+
+// DeadLetterWriter stores dead letters. PutDeadLetter must be idempotent by DeadLetter.ID (an
+// upsert): a redelivered event that fails again overwrites its record. It is called from the
+// lanes concurrently, with a context cancelled when the dispatcher stops and bounded by
+// Config.DeadLetterTimeout. A nil error means the record is durable.
+type DeadLetterWriter interface {
+	PutDeadLetter(ctx context.Context, dl store.DeadLetter) error
+}
+
+// eventID returns the event's stable identity: the resume token's _data. It falls back to the
+// raw event's _id._data, then to a hash of the raw event (stable across redeliveries of the
+// same bytes), so even an event with a broken token gets a deterministic dead-letter ID.
+func eventID(token, raw []byte) string {
+	if id, ok := tokenData(token); ok {
+		return id
+	}
+	if v, err := bsoncore.Document(raw).LookupErr("_id"); err == nil {
+		if doc, ok := v.DocumentOK(); ok {
+			if id, ok := tokenData(doc); ok {
+				return id
+			}
+		}
+	}
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func tokenData(token []byte) (string, bool) {
+	if len(token) < 5 {
+		return "", false
+	}
+	v, err := bsoncore.Document(token).LookupErr("_data")
+	if err != nil {
+		return "", false
+	}
+	s, ok := v.StringValueOK()
+	return s, ok && s != ""
+}
+
+// failure is the state of an event that is being dead-lettered.
+type failure struct {
+	err       error
+	attempts  int
+	first     time.Time // when the first attempt ended
+	last      time.Time // when the last attempt ended
+	permanent bool
+	decode    bool // Route failed: the event does not decode
+}
+
+// newDeadLetter builds the record of an event: the fields are read from the raw event leniently
+// (an undecodable event still gets a record with whatever could be read).
+func newDeadLetter(stream string, id string, token, raw []byte, f failure, now time.Time, retention time.Duration) store.DeadLetter {
+	dl := store.DeadLetter{
+		ID:             id,
+		Stream:         stream,
+		Token:          cloneBytes(token),
+		Event:          cloneBytes(raw),
+		Error:          f.err.Error(),
+		ErrorType:      errorType(f),
+		Attempts:       f.attempts,
+		FirstAttemptAt: f.first,
+		LastAttemptAt:  f.last,
+		CreatedAt:      now,
+	}
+	if retention > 0 {
+		dl.ExpiresAt = now.Add(retention)
+	}
+	var pe *PanicError
+	if errors.As(f.err, &pe) {
+		dl.Stack = string(pe.Stack)
+	}
+	doc := bsoncore.Document(raw)
+	if v, err := doc.LookupErr("operationType"); err == nil {
+		dl.OperationType, _ = v.StringValueOK()
+	}
+	if v, err := doc.LookupErr("documentKey"); err == nil {
+		if d, ok := v.DocumentOK(); ok {
+			dl.DocumentKey = cloneBytes(d)
+		}
+	}
+	if v, err := doc.LookupErr("ns"); err == nil {
+		if d, ok := v.DocumentOK(); ok {
+			db, _ := d.Lookup("db").StringValueOK()
+			coll, _ := d.Lookup("coll").StringValueOK()
+			switch {
+			case coll != "":
+				dl.Namespace = db + "." + coll
+			default:
+				dl.Namespace = db
+			}
+		}
+	}
+	return dl
+}
+
+// errorType names the error for DeadLetter.ErrorType: "panic" for a recovered panic, "decode"
+// for an event the Router could not decode, else the Go type of the outermost error.
+func errorType(f failure) string {
+	var pe *PanicError
+	switch {
+	case errors.As(f.err, &pe):
+		return "panic"
+	case f.decode:
+		return "decode"
+	}
+	return fmt.Sprintf("%T", f.err)
+}
+
+func cloneBytes(b []byte) bson.Raw {
+	if b == nil {
+		return nil
+	}
+	return append(bson.Raw(nil), b...)
+}
+
+// putDeadLetter calls w, turning a panic of the writer into an error.
+func putDeadLetter(ctx context.Context, w DeadLetterWriter, dl store.DeadLetter) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = newPanicError(r)
+		}
+	}()
+	return w.PutDeadLetter(ctx, dl)
+}

@@ -1,0 +1,533 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// lanesSettled is the one LanesSettled value the lanes send (it has no fields).
+var lanesSettled = &messages.LanesSettled{}
+
+// dispatcher is the actor. Every field is touched only on the actor's goroutine, except what the
+// lanes share through laneShared, lane queues and settleBuf.
+type dispatcher struct {
+	cfg  Config
+	log  *zap.Logger
+	self *actor.PID
+	sys  *actor.ActorSystem
+
+	checkpointer *actor.PID
+
+	// lanes
+	lanes  []*lane
+	stage  [][]item // per lane: items routed by the current message, pushed once per message
+	settle *settleBuf
+	spare  []settlement
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ended  bool // lanes cancelled and waited for
+
+	// flow control
+	incarnation uint64     // current subscribed incarnation
+	stream      *actor.PID // where Demand goes
+	credit      int        // granted to the current incarnation and not yet used
+	inFlight    int        // accepted and not settled
+	inLanes     int        // pushed to lanes (or staged) and not settled
+	paused      bool
+	held        []item // accepted events waiting behind a barrier (Lanes > 1)
+	barrier     bool   // a keyless event is in lane 0; nothing else runs until it settles
+
+	// settlement flushing
+	pending    []settlement // taken from the lanes, not yet sent
+	flushGen   uint64
+	flushTimer clock.Timer
+
+	// drain
+	draining   bool
+	drainTo    *actor.PID
+	drainGen   uint64
+	drainTimer clock.Timer
+	drained    bool // Drained sent: the dispatcher accepts nothing anymore
+
+	stats  messages.DispatcherStats
+	counts Counts
+}
+
+func newDispatcher(cfg Config) *dispatcher {
+	return &dispatcher{cfg: cfg, log: cfg.Logger}
+}
+
+// Receive implements actor.Actor.
+func (d *dispatcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.EventBatch:
+		d.onBatch(ctx, m)
+	case *messages.LanesSettled:
+		d.onSettled(ctx)
+	case *messages.Subscribe:
+		d.onSubscribe(ctx, m)
+	case *messages.FlowControl:
+		d.onFlowControl(ctx, m)
+	case *messages.SettleFlushTick:
+		if m.Generation == d.flushGen {
+			d.flushTimer = nil
+			d.flushAll(ctx)
+		}
+	case *messages.Drain:
+		d.onDrain(ctx, m)
+	case *messages.DrainDeadline:
+		if d.draining && m.Generation == d.drainGen {
+			d.drainTimer = nil
+			d.log.Warn("drain deadline passed; cancelling the handlers still running",
+				zap.Int("unsettled", d.inFlight))
+			d.stopLanes(ctx)
+			d.finishDrain(ctx, true)
+		}
+	case *messages.DispatcherStatsRequest:
+		ctx.Respond(d.snapshot())
+	case *messages.AttachCheckpointer:
+		d.checkpointer = actor.NewPID(m.Address, m.Id)
+		d.attach(ctx)
+	case *actor.Started:
+		d.start(ctx)
+	case *actor.Stopping:
+		d.shutdown(ctx, "stopping")
+	case *actor.Restarting:
+		d.shutdown(ctx, "restarting")
+	}
+}
+
+// start resolves the checkpointer and starts the lanes.
+func (d *dispatcher) start(ctx actor.Context) {
+	d.self, d.sys = ctx.Self(), ctx.ActorSystem()
+	d.checkpointer = d.cfg.Checkpointer
+	if d.checkpointer == nil {
+		if p := ctx.Parent(); p != nil {
+			d.checkpointer = actor.NewPID(p.Address, p.Id+"/"+d.cfg.CheckpointerName)
+		}
+	}
+	d.attach(ctx)
+	self, root := d.self, d.sys.Root
+	d.settle = &settleBuf{notify: func() { root.Send(self, lanesSettled) }}
+	sh := &laneShared{
+		stream:    d.cfg.Stream,
+		router:    d.cfg.Router,
+		retry:     d.cfg.Retry,
+		rnd:       d.cfg.Rand,
+		clk:       d.cfg.Clock,
+		log:       d.log,
+		events:    d.cfg.Events,
+		dl:        d.cfg.DeadLetters,
+		dlTimeout: d.cfg.DeadLetterTimeout,
+		retention: d.cfg.DeadLetterRetention,
+		settle:    d.settle,
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.lanes = make([]*lane, d.cfg.Lanes)
+	d.stage = make([][]item, d.cfg.Lanes)
+	d.wg.Add(d.cfg.Lanes)
+	for i := range d.lanes {
+		d.lanes[i] = newLane(i, sh)
+		go d.lanes[i].run(lctx, d.wg.Done)
+	}
+	d.stats.Capacity = uint32(d.cfg.Capacity)
+	d.stats.Lanes = uint32(d.cfg.Lanes)
+	d.log.Debug("dispatcher started", zap.Int("lanes", d.cfg.Lanes), zap.Int("capacity", d.cfg.Capacity))
+}
+
+// attach tells the checkpointer where to send FlowControl.
+func (d *dispatcher) attach(ctx actor.Context) {
+	if d.checkpointer == nil {
+		d.log.Warn("dispatcher has no checkpointer yet: Config.Checkpointer is nil and it has no parent; send AttachCheckpointer")
+		return
+	}
+	ctx.Send(d.checkpointer, &messages.AttachDispatcher{Address: d.self.Address, Id: d.self.Id})
+}
+
+// onSubscribe starts a new incarnation: its credit is whatever capacity the events still in
+// flight (of older incarnations) leave free. The answer is always a Demand, possibly of 0.
+func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
+	if m.Incarnation < d.incarnation {
+		d.log.Debug("stale Subscribe dropped", zap.Uint64("incarnation", m.Incarnation), zap.Uint64("current", d.incarnation))
+		return
+	}
+	sender := ctx.Sender()
+	if sender == nil {
+		d.log.Error("Subscribe without a sender: send it as a request so that Demand can be answered",
+			zap.Uint64("incarnation", m.Incarnation))
+		return
+	}
+	d.incarnation, d.stream, d.credit = m.Incarnation, sender, 0
+	grant := 0
+	if !d.paused && !d.draining && !d.drained {
+		grant = max(d.cfg.Capacity-d.inFlight, 0)
+	}
+	d.credit = grant
+	ctx.Send(d.stream, &messages.Demand{Incarnation: d.incarnation, Credit: uint32(grant)})
+}
+
+// onBatch accepts a batch of the current incarnation within its credit: Progress to the
+// checkpointer first, then the events to their lanes.
+func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
+	if b.Incarnation != d.incarnation || d.stream == nil {
+		if b.Incarnation > d.incarnation {
+			// No credit was ever granted to it: the stream actor broke the protocol, and its
+			// events would be lost if dropped silently. Fail loudly.
+			panic(fmt.Errorf("dispatcher: stream %q: EventBatch of incarnation %d before its Subscribe (current %d)",
+				d.cfg.Stream, b.Incarnation, d.incarnation))
+		}
+		d.stats.StaleBatches++
+		d.log.Debug("stale EventBatch dropped; the new cursor re-reads its events",
+			zap.Uint64("incarnation", b.Incarnation), zap.Uint64("current", d.incarnation), zap.Int("events", len(b.Events)))
+		return
+	}
+	if d.draining || d.drained {
+		d.stats.StaleBatches++
+		d.log.Debug("EventBatch dropped while draining; its events stay unsettled and are re-read on the next start",
+			zap.Int("events", len(b.Events)))
+		return
+	}
+	n := len(b.Events)
+	if n > d.credit {
+		panic(fmt.Errorf("dispatcher: stream %q: EventBatch of %d events exceeds the credit %d of incarnation %d (protocol error)",
+			d.cfg.Stream, n, d.credit, b.Incarnation))
+	}
+	d.credit -= n
+	d.inFlight += n
+	d.stats.Accepted += uint64(n)
+	if d.checkpointer != nil {
+		ctx.Send(d.checkpointer, &messages.Progress{
+			Incarnation: b.Incarnation, ThroughSeq: b.ThroughSeq, PostBatchResumeToken: b.PostBatchResumeToken,
+		})
+	}
+	if n == 0 {
+		return
+	}
+	if len(d.held) > 0 || d.barrier {
+		for _, ev := range b.Events {
+			d.held = append(d.held, item{ev: ev, incarnation: b.Incarnation})
+		}
+	} else if d.cfg.Lanes == 1 {
+		d.stage[0] = d.stage[0][:0]
+		for _, ev := range b.Events {
+			d.stage[0] = append(d.stage[0], item{ev: ev, incarnation: b.Incarnation})
+		}
+		d.inLanes += n
+	} else {
+		for i, ev := range b.Events {
+			if !d.route(item{ev: ev, incarnation: b.Incarnation}) {
+				for _, ev := range b.Events[i:] {
+					d.held = append(d.held, item{ev: ev, incarnation: b.Incarnation})
+				}
+				break
+			}
+		}
+	}
+	d.pushStaged()
+}
+
+// route stages it on its lane. It reports false when it must wait: it is a barrier and earlier
+// events are still in the lanes, or a barrier is running.
+func (d *dispatcher) route(it item) bool {
+	if d.barrier {
+		return false
+	}
+	key, ok := laneKey(it.ev.Raw)
+	if !ok {
+		if d.inLanes > 0 {
+			return false
+		}
+		d.barrier = true
+		d.stage[0] = append(d.stage[0], it)
+		d.inLanes++
+		return true
+	}
+	i := laneOf(key, len(d.lanes))
+	d.stage[i] = append(d.stage[i], it)
+	d.inLanes++
+	return true
+}
+
+// pushStaged hands the staged items to their lanes: one lock and one wake per lane per message.
+func (d *dispatcher) pushStaged() {
+	for i, s := range d.stage {
+		if len(s) == 0 {
+			continue
+		}
+		d.lanes[i].push(s)
+		clear(s)
+		d.stage[i] = s[:0]
+	}
+}
+
+// releaseHeld routes held events in order until one has to wait again.
+func (d *dispatcher) releaseHeld() {
+	if len(d.held) == 0 || d.ended {
+		return
+	}
+	i := 0
+	for i < len(d.held) && d.route(d.held[i]) {
+		i++
+	}
+	if i > 0 {
+		n := copy(d.held, d.held[i:])
+		clear(d.held[n:])
+		d.held = d.held[:n]
+		d.pushStaged()
+	}
+}
+
+// onSettled takes the lanes' settlements: counts them, sends them on in batches, frees capacity
+// and, when a quarter of it is free, grants it again.
+func (d *dispatcher) onSettled(ctx actor.Context) {
+	taken, urgent := d.settle.take(d.spare)
+	n := len(taken)
+	if n > 0 {
+		for i := range taken {
+			d.count(&taken[i])
+		}
+		d.pending = append(d.pending, taken...)
+		clear(taken)
+		d.inFlight -= n
+		d.inLanes -= n
+		if d.barrier && d.inLanes == 0 {
+			d.barrier = false
+		}
+		d.releaseHeld()
+	}
+	d.spare = taken[:0]
+	batch := d.cfg.SettleBatch
+	for len(d.pending) >= batch {
+		d.sendSettled(ctx, d.pending[:batch])
+		d.pending = d.pending[:copy(d.pending, d.pending[batch:])]
+	}
+	if len(d.pending) > 0 {
+		if d.inFlight == 0 || urgent {
+			d.flushAll(ctx)
+		} else if d.flushTimer == nil {
+			d.flushGen++
+			gen, self, root := d.flushGen, d.self, d.sys.Root
+			d.flushTimer = d.cfg.Clock.AfterFunc(d.cfg.SettleFlushInterval, func() {
+				root.Send(self, &messages.SettleFlushTick{Generation: gen})
+			})
+		}
+	}
+	if d.draining && d.inFlight == 0 {
+		d.finishDrain(ctx, false)
+		return
+	}
+	d.replenish(ctx)
+}
+
+func (d *dispatcher) count(s *settlement) {
+	c := &d.counts
+	c.Settled++
+	switch s.outcome {
+	case messages.Outcome_OUTCOME_HANDLED:
+		c.Handled++
+	case messages.Outcome_OUTCOME_FILTERED:
+		c.Filtered++
+	case messages.Outcome_OUTCOME_UNHANDLED:
+		c.Unhandled++
+	case messages.Outcome_OUTCOME_SKIPPED:
+		c.Skipped++
+	case messages.Outcome_OUTCOME_DEAD_LETTERED:
+		if s.dropped {
+			c.Dropped++
+		} else {
+			c.DeadLettered++
+		}
+	}
+}
+
+// flushAll sends every pending settlement and disarms the flush timer.
+func (d *dispatcher) flushAll(ctx actor.Context) {
+	if d.flushTimer != nil {
+		d.flushTimer.Stop()
+		d.flushTimer = nil
+		d.flushGen++
+	}
+	for len(d.pending) > 0 {
+		n := min(len(d.pending), d.cfg.SettleBatch)
+		d.sendSettled(ctx, d.pending[:n])
+		d.pending = d.pending[:copy(d.pending, d.pending[n:])]
+	}
+	clear(d.pending[len(d.pending):cap(d.pending)])
+}
+
+// sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations. The
+// Settled messages of a batch share one allocation.
+func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
+	for len(ss) > 0 {
+		inc := ss[0].incarnation
+		n := 1
+		for n < len(ss) && ss[n].incarnation == inc {
+			n++
+		}
+		run := ss[:n]
+		ss = ss[n:]
+		slab := make([]messages.Settled, len(run))
+		ptrs := make([]*messages.Settled, len(run))
+		for i := range run {
+			slab[i].Seq = run[i].seq
+			slab[i].ResumeToken = run[i].token
+			slab[i].Outcome = run[i].outcome
+			ptrs[i] = &slab[i]
+		}
+		if d.checkpointer != nil {
+			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Settled: ptrs})
+		}
+	}
+	c := d.counts
+	emit(d.log, "Counted", func() { d.cfg.Events.Counted(c) })
+}
+
+// replenish grants the current incarnation the free capacity once it is worth a message: a
+// quarter of the capacity, or everything when nothing is in flight.
+func (d *dispatcher) replenish(ctx actor.Context) {
+	if d.paused || d.draining || d.drained || d.stream == nil {
+		return
+	}
+	free := d.cfg.Capacity - d.inFlight - d.credit
+	if free <= 0 {
+		return
+	}
+	if free < max(d.cfg.Capacity/4, 1) && d.inFlight > 0 {
+		return
+	}
+	d.credit += free
+	ctx.Send(d.stream, &messages.Demand{Incarnation: d.incarnation, Credit: uint32(free)})
+}
+
+func (d *dispatcher) onFlowControl(ctx actor.Context, m *messages.FlowControl) {
+	if m.Paused == d.paused {
+		return
+	}
+	d.paused = m.Paused
+	if d.paused {
+		d.log.Warn("checkpointer paused the flow: no more credit until it catches up",
+			zap.Int("inFlight", d.inFlight), zap.Int("credit", d.credit))
+		return
+	}
+	d.log.Info("checkpointer resumed the flow")
+	d.replenish(ctx)
+}
+
+// onDrain stops accepting batches and answers Drained once every accepted event settled.
+func (d *dispatcher) onDrain(ctx actor.Context, m *messages.Drain) {
+	if d.drained {
+		ctx.Respond(&messages.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight)})
+		return
+	}
+	d.drainTo = ctx.Sender()
+	if d.draining {
+		return
+	}
+	d.draining = true
+	d.log.Info("draining", zap.Int("inFlight", d.inFlight))
+	if d.inFlight == 0 {
+		d.finishDrain(ctx, false)
+		return
+	}
+	timeout := d.cfg.DrainTimeout
+	if m.TimeoutMs > 0 {
+		timeout = time.Duration(m.TimeoutMs) * time.Millisecond
+	}
+	d.drainGen++
+	gen, self, root := d.drainGen, d.self, d.sys.Root
+	d.drainTimer = d.cfg.Clock.AfterFunc(timeout, func() {
+		root.Send(self, &messages.DrainDeadline{Generation: gen})
+	})
+}
+
+func (d *dispatcher) finishDrain(ctx actor.Context, timedOut bool) {
+	if d.drainTimer != nil {
+		d.drainTimer.Stop()
+		d.drainTimer = nil
+	}
+	d.flushAll(ctx)
+	d.draining, d.drained = false, true
+	reply := &messages.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight), TimedOut: timedOut}
+	d.log.Info("drained", zap.Uint64("settled", reply.Settled), zap.Uint64("unsettled", reply.Unsettled),
+		zap.Bool("timedOut", timedOut))
+	if d.drainTo != nil {
+		ctx.Send(d.drainTo, reply)
+	}
+}
+
+// stopLanes cancels the lanes and waits for them (bounded by StopTimeout), then takes their
+// last settlements. Events still queued or interrupted stay unsettled.
+func (d *dispatcher) stopLanes(ctx actor.Context) {
+	if d.ended || d.cancel == nil {
+		return
+	}
+	d.ended = true
+	d.cancel()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	timeout := make(chan struct{})
+	t := d.cfg.Clock.AfterFunc(d.cfg.StopTimeout, func() { close(timeout) })
+	select {
+	case <-done:
+		t.Stop()
+	case <-timeout:
+		d.log.Error("lanes did not stop within StopTimeout: a handler ignores its context",
+			zap.Duration("stopTimeout", d.cfg.StopTimeout))
+	}
+	// Count what the lanes settled before they ended; do not replenish or release anything.
+	taken, _ := d.settle.take(d.spare)
+	for i := range taken {
+		d.count(&taken[i])
+	}
+	d.pending = append(d.pending, taken...)
+	d.inFlight -= len(taken)
+	d.inLanes -= len(taken)
+	clear(taken)
+	d.spare = taken[:0]
+}
+
+// shutdown ends the lanes and sends what settled, on Stopping and Restarting.
+func (d *dispatcher) shutdown(ctx actor.Context, why string) {
+	if d.flushTimer != nil {
+		d.flushTimer.Stop()
+		d.flushTimer = nil
+	}
+	d.stopLanes(ctx)
+	if d.draining {
+		d.finishDrain(ctx, true)
+	} else {
+		d.flushAll(ctx)
+	}
+	d.log.Debug("dispatcher "+why, zap.Int("unsettled", d.inFlight))
+}
+
+func (d *dispatcher) snapshot() *messages.DispatcherStats {
+	s := &messages.DispatcherStats{
+		Incarnation:  d.incarnation,
+		Capacity:     d.stats.Capacity,
+		InFlight:     uint32(d.inFlight),
+		Credit:       uint32(d.credit),
+		Paused:       d.paused,
+		Draining:     d.draining,
+		Lanes:        d.stats.Lanes,
+		Accepted:     d.stats.Accepted,
+		Settled:      d.counts.Settled,
+		Handled:      d.counts.Handled,
+		Filtered:     d.counts.Filtered,
+		Unhandled:    d.counts.Unhandled,
+		Skipped:      d.counts.Skipped,
+		DeadLettered: d.counts.DeadLettered,
+		Dropped:      d.counts.Dropped,
+		StaleBatches: d.stats.StaleBatches,
+	}
+	return s
+}

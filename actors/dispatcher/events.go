@@ -1,0 +1,113 @@
+package dispatcher
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Events receives the dispatcher's typed reports; the root maps them onto watchtree.Observer.
+//
+// Methods are called from the lane goroutines (Counted: from the actor's goroutine), several at
+// a time, so an implementation must be safe for concurrent use. They must not block: hand the
+// value to a channel or counter of your own. A panic in a method is recovered and logged; it
+// never breaks a lane.
+type Events interface {
+	// RetryScheduled: an attempt failed with a retryable error; the next one runs after Delay.
+	RetryScheduled(RetryScheduled)
+	// DeadLettered: the event's dead letter was written (or, with dead letters disabled, the
+	// event was dropped: Dropped is set). The event settles right after.
+	DeadLettered(DeadLettered)
+	// DeadLetterFailed: writing a dead letter failed; it is retried after Delay and the event
+	// stays unsettled meanwhile.
+	DeadLetterFailed(DeadLetterFailed)
+	// Skipped: the handler returned a Skipped-class error; the event settles OUTCOME_SKIPPED.
+	Skipped(EventSkipped)
+	// HandlerPanicked: the Router or the handler panicked; the panic is an error of the event.
+	HandlerPanicked(HandlerPanicked)
+	// Counted reports the dispatcher's cumulative outcome counters after each SettledBatch it
+	// sends (so at most once per batch, never per event).
+	Counted(Counts)
+}
+
+// RetryScheduled reports a failed attempt that will be retried.
+type RetryScheduled struct {
+	Seq     uint64
+	ID      string // the event ID (resume token _data)
+	Lane    int
+	Attempt int // the attempt that failed (1-based)
+	Delay   time.Duration
+	Err     error
+}
+
+// DeadLettered reports an event whose attempts ran out or whose error was permanent.
+type DeadLettered struct {
+	Seq      uint64
+	ID       string
+	Lane     int
+	Attempts int
+	Err      error
+	// Permanent is set when the error skipped the remaining attempts (permanent or decode error).
+	Permanent bool
+	// Dropped is set when dead letters are disabled: no record was written.
+	Dropped bool
+}
+
+// DeadLetterFailed reports a failed dead-letter write.
+type DeadLetterFailed struct {
+	Seq   uint64
+	ID    string
+	Lane  int
+	Write int // the failed write's number, from 1
+	Delay time.Duration
+	Err   error
+}
+
+// EventSkipped reports an event settled on purpose by the handler.
+type EventSkipped struct {
+	Seq    uint64
+	ID     string
+	Lane   int
+	Reason string
+}
+
+// HandlerPanicked reports a recovered panic of the Router or the handler.
+type HandlerPanicked struct {
+	Seq     uint64
+	ID      string
+	Lane    int
+	Attempt int
+	Value   any
+	Stack   []byte
+}
+
+// Counts are cumulative outcome counters of one dispatcher instance.
+type Counts struct {
+	Settled      uint64
+	Handled      uint64
+	Filtered     uint64
+	Unhandled    uint64
+	Skipped      uint64
+	DeadLettered uint64
+	Dropped      uint64
+}
+
+// NopEvents ignores every report.
+type NopEvents struct{}
+
+func (NopEvents) RetryScheduled(RetryScheduled)     {}
+func (NopEvents) DeadLettered(DeadLettered)         {}
+func (NopEvents) DeadLetterFailed(DeadLetterFailed) {}
+func (NopEvents) Skipped(EventSkipped)              {}
+func (NopEvents) HandlerPanicked(HandlerPanicked)   {}
+func (NopEvents) Counted(Counts)                    {}
+
+// emit calls f, recovering and logging a panic of the Events implementation.
+func emit(log *zap.Logger, name string, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("dispatcher Events callback panicked", zap.String("callback", name), zap.Any("panic", r))
+		}
+	}()
+	f()
+}

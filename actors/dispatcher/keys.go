@@ -1,0 +1,33 @@
+package dispatcher
+
+import (
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// laneKey returns the bytes that pick an event's lane: the documentKey document of the raw
+// change event (with its length prefix). ok is false for events without one (drop, rename,
+// dropDatabase, invalidate) and for malformed events; those are barriers (see Config.Lanes).
+func laneKey(raw []byte) (key []byte, ok bool) {
+	if len(raw) < 5 {
+		return nil, false
+	}
+	v, err := bsoncore.Document(raw).LookupErr("documentKey")
+	if err != nil {
+		return nil, false
+	}
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, false
+	}
+	return d, true
+}
+
+// laneOf hashes key with 64-bit FNV-1a (deterministic, allocation-free) onto one of n lanes.
+func laneOf(key []byte, n int) int {
+	h := uint64(14695981039346656037)
+	for _, b := range key {
+		h ^= uint64(b)
+		h *= 1099511628211
+	}
+	return int(h % uint64(n))
+}

@@ -1,0 +1,280 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// laneFlushBatch is the most settlements a lane keeps before handing them to the actor while
+// the actor is busy (when it is idle, each settlement is handed over at once).
+const laneFlushBatch = 64
+
+// item is one accepted event queued on a lane.
+type item struct {
+	ev          *messages.Event
+	incarnation uint64
+}
+
+// laneShared is what the lanes of one dispatcher instance share. Read-only once the lanes run.
+type laneShared struct {
+	stream    string
+	router    Router
+	retry     RetryPolicy
+	rnd       func() float64
+	clk       clock.Clock
+	log       *zap.Logger
+	events    Events
+	dl        DeadLetterWriter
+	dlTimeout time.Duration
+	retention time.Duration
+	settle    *settleBuf
+}
+
+// lane is one goroutine processing its queue strictly in order. The actor appends to q under mu
+// and signals wake; the lane swaps q with spare and works through it without the lock.
+type lane struct {
+	id   int
+	sh   *laneShared
+	mu   sync.Mutex
+	q    []item
+	sp   []item // spare queue, owned by whoever holds it: the lane between swaps
+	wake chan struct{}
+
+	local []settlement // settled, not yet published (lane goroutine only)
+}
+
+func newLane(id int, sh *laneShared) *lane {
+	return &lane{id: id, sh: sh, wake: make(chan struct{}, 1)}
+}
+
+// push appends items to the lane's queue and wakes it (actor goroutine).
+func (l *lane) push(items []item) {
+	l.mu.Lock()
+	l.q = append(l.q, items...)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run processes the queue until ctx is cancelled. An event interrupted by the cancellation stays
+// unsettled (it is redelivered after the next start).
+func (l *lane) run(ctx context.Context, done func()) {
+	defer done()
+	defer l.publish()
+	for {
+		l.mu.Lock()
+		batch := l.q
+		if len(batch) == 0 {
+			l.mu.Unlock()
+			select {
+			case <-l.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		l.q = l.sp[:0]
+		l.sp = nil
+		l.mu.Unlock()
+
+		for i := range batch {
+			s, ok := l.process(ctx, &batch[i])
+			if !ok {
+				return
+			}
+			l.local = append(l.local, s)
+			if len(l.local) >= laneFlushBatch || !l.sh.settle.poked.Load() {
+				l.publish()
+			}
+		}
+		l.publish()
+		clear(batch) // drop the event references for the GC
+		l.mu.Lock()
+		l.sp = batch[:0]
+		l.mu.Unlock()
+	}
+}
+
+func (l *lane) publish() {
+	l.sh.settle.publish(l.local)
+	l.local = l.local[:0]
+}
+
+// process runs one event to its settlement. ok is false when ctx was cancelled first.
+func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
+	ev := it.ev
+	s = settlement{seq: ev.Seq, incarnation: it.incarnation, token: ev.ResumeToken}
+	sh := l.sh
+	var (
+		inv Invocation
+		f   failure
+	)
+	for attempt := 1; ; attempt++ {
+		var err error
+		routeErr := false
+		if inv == nil {
+			var outcome messages.Outcome
+			inv, outcome, err = l.route(ev.Raw)
+			switch {
+			case err != nil:
+				var pe *PanicError
+				routeErr = !errors.As(err, &pe) // a decode error, not a panic of the Filter
+			case inv == nil && (outcome == messages.Outcome_OUTCOME_UNHANDLED || outcome == messages.Outcome_OUTCOME_FILTERED):
+				s.outcome = outcome
+				return s, true
+			case inv == nil:
+				err, routeErr = errors.New("dispatcher: Router.Route returned no invocation, no error and outcome "+outcome.String()), true
+			}
+		}
+		if err == nil {
+			if err = callHandler(ctx, inv, attempt); err == nil {
+				s.outcome = messages.Outcome_OUTCOME_HANDLED
+				return s, true
+			}
+		}
+		if ctx.Err() != nil {
+			return s, false
+		}
+		now := sh.clk.Now()
+		if attempt == 1 {
+			f.first = now
+		}
+		f.last, f.err, f.attempts = now, err, attempt
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			l.panicked(ev, attempt, pe)
+		}
+		class := Permanent
+		if !routeErr {
+			class = sh.router.Classify(err)
+		}
+		switch {
+		case class == Skipped:
+			id := eventID(ev.ResumeToken, ev.Raw)
+			sh.log.Info("event skipped by its handler", zap.Uint64("seq", ev.Seq), zap.String("id", id),
+				zap.Int("lane", l.id), zap.String("reason", err.Error()))
+			emit(sh.log, "Skipped", func() {
+				sh.events.Skipped(EventSkipped{Seq: ev.Seq, ID: id, Lane: l.id, Reason: err.Error()})
+			})
+			s.outcome = messages.Outcome_OUTCOME_SKIPPED
+			return s, true
+		case class == Retryable && attempt < sh.retry.MaxAttempts:
+			delay := sh.retry.Delay(attempt, sh.rnd)
+			id := eventID(ev.ResumeToken, ev.Raw)
+			sh.log.Info("handler failed; retrying", zap.Uint64("seq", ev.Seq), zap.String("id", id),
+				zap.Int("lane", l.id), zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
+			emit(sh.log, "RetryScheduled", func() {
+				sh.events.RetryScheduled(RetryScheduled{Seq: ev.Seq, ID: id, Lane: l.id, Attempt: attempt, Delay: delay, Err: err})
+			})
+			if !l.sleep(ctx, delay) {
+				return s, false
+			}
+			continue
+		}
+		f.permanent = class == Permanent
+		f.decode = routeErr
+		return l.deadLetter(ctx, s, ev, f)
+	}
+}
+
+// route calls Router.Route, recovering a panic (of the Filter) into a *PanicError.
+func (l *lane) route(raw []byte) (inv Invocation, outcome messages.Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			inv, outcome, err = nil, messages.Outcome_OUTCOME_UNSPECIFIED, newPanicError(r)
+		}
+	}()
+	return l.sh.router.Route(bson.Raw(raw))
+}
+
+// callHandler runs one attempt, recovering a panic into a *PanicError.
+func callHandler(ctx context.Context, inv Invocation, attempt int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = newPanicError(r)
+		}
+	}()
+	return inv.Call(ctx, attempt)
+}
+
+func (l *lane) panicked(ev *messages.Event, attempt int, pe *PanicError) {
+	sh := l.sh
+	id := eventID(ev.ResumeToken, ev.Raw)
+	sh.log.Error("handler panicked", zap.Uint64("seq", ev.Seq), zap.String("id", id), zap.Int("lane", l.id),
+		zap.Int("attempt", attempt), zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+	emit(sh.log, "HandlerPanicked", func() {
+		sh.events.HandlerPanicked(HandlerPanicked{Seq: ev.Seq, ID: id, Lane: l.id, Attempt: attempt, Value: pe.Value, Stack: pe.Stack})
+	})
+}
+
+// deadLetter writes the event's dead letter, retrying the write until it succeeds or ctx ends.
+// The event settles only after a successful write; with dead letters disabled it is dropped.
+func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event, f failure) (settlement, bool) {
+	sh := l.sh
+	id := eventID(ev.ResumeToken, ev.Raw)
+	fields := []zap.Field{zap.Uint64("seq", ev.Seq), zap.String("id", id), zap.Int("lane", l.id),
+		zap.Int("attempts", f.attempts), zap.Bool("permanent", f.permanent), zap.Error(f.err)}
+	s.outcome = messages.Outcome_OUTCOME_DEAD_LETTERED
+	if sh.dl == nil {
+		sh.log.Error("event dropped: its attempts ran out and dead letters are disabled", fields...)
+		emit(sh.log, "DeadLettered", func() {
+			sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, Lane: l.id, Attempts: f.attempts, Err: f.err,
+				Permanent: f.permanent, Dropped: true})
+		})
+		s.dropped = true
+		return s, true
+	}
+	for write := 1; ; write++ {
+		dl := newDeadLetter(sh.stream, id, ev.ResumeToken, ev.Raw, f, sh.clk.Now(), sh.retention)
+		wctx, cancel := context.WithTimeout(ctx, sh.dlTimeout)
+		err := putDeadLetter(wctx, sh.dl, dl)
+		cancel()
+		if err == nil {
+			sh.log.Warn("event dead-lettered", fields...)
+			emit(sh.log, "DeadLettered", func() {
+				sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, Lane: l.id, Attempts: f.attempts, Err: f.err,
+					Permanent: f.permanent})
+			})
+			return s, true
+		}
+		if ctx.Err() != nil {
+			return s, false
+		}
+		delay := sh.retry.Delay(write, sh.rnd)
+		sh.log.Error("dead-letter write failed; the event stays unsettled and the write is retried",
+			append(fields[:len(fields):len(fields)], zap.Int("write", write), zap.Duration("delay", delay),
+				zap.NamedError("writeError", err))...)
+		emit(sh.log, "DeadLetterFailed", func() {
+			sh.events.DeadLetterFailed(DeadLetterFailed{Seq: ev.Seq, ID: id, Lane: l.id, Write: write, Delay: delay, Err: err})
+		})
+		if !l.sleep(ctx, delay) {
+			return s, false
+		}
+	}
+}
+
+// sleep waits d on the injected clock, handing the lane's settled events to the actor first so
+// that a blocked lane holds nothing back. It reports false when ctx ended first.
+func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
+	l.sh.settle.publishUrgent(l.local)
+	l.local = l.local[:0]
+	ch := make(chan struct{})
+	t := l.sh.clk.AfterFunc(d, func() { close(ch) })
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}

@@ -1,0 +1,69 @@
+package dispatcher
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// settlement is one finished event, as a lane hands it back to the actor.
+type settlement struct {
+	seq         uint64
+	incarnation uint64 // of the EventBatch the event came in
+	token       []byte
+	outcome     messages.Outcome
+	dropped     bool // dead letters disabled: settled without a record
+}
+
+// settleBuf is where the lanes leave settlements for the actor. Lanes append under mu and wake
+// the actor with one LanesSettled message per burst: poked is true from the first append after a
+// take until the next take, so at most one LanesSettled is outstanding and the hot path costs a
+// lock and an append per group of events, not an actor message per event.
+type settleBuf struct {
+	mu     sync.Mutex
+	buf    []settlement
+	poked  atomic.Bool
+	urgent atomic.Bool // a lane is about to block: send everything now, do not wait for the timer
+	notify func()      // sends LanesSettled to the actor
+}
+
+// publish hands local over to the actor. local may be reused by the caller afterwards.
+func (s *settleBuf) publish(local []settlement) {
+	if len(local) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.buf = append(s.buf, local...)
+	s.mu.Unlock()
+	if !s.poked.Swap(true) {
+		s.notify()
+	}
+}
+
+// publishUrgent hands local over and asks the actor to send every pending settlement to the
+// checkpointer at once: the lane is about to block (retry delay, dead-letter write retry), so
+// what settled must not wait for the flush interval. It pokes the actor even when local is empty.
+func (s *settleBuf) publishUrgent(local []settlement) {
+	s.urgent.Store(true)
+	s.mu.Lock()
+	s.buf = append(s.buf, local...)
+	s.mu.Unlock()
+	if !s.poked.Swap(true) {
+		s.notify()
+	}
+}
+
+// take returns everything published so far, swapping in spare (emptied) as the new buffer. The
+// caller gives the returned slice back as spare on its next take. // urgent reports whether a lane asked for an immediate flush since the last take.
+func (s *settleBuf) take(spare []settlement) (out []settlement, urgent bool) {
+	// Clear the flags first: a publish racing with this take either lands in the swapped-out
+	// buffer (taken now) or pokes again (taken by the next take). No wake-up is lost.
+	s.poked.Store(false)
+	urgent = s.urgent.Swap(false)
+	s.mu.Lock()
+	out = s.buf
+	s.buf = spare[:0]
+	s.mu.Unlock()
+	return out, urgent
+}
