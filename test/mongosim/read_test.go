@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -588,5 +589,63 @@ func TestReadConcurrentWithWrites(t *testing.T) {
 	n, err := c.CountDocuments(ctx, bson.D{})
 	if err != nil || n != 250 {
 		t.Fatalf("count after the writers = %d, %v; want 250", n, err)
+	}
+}
+
+func TestReadIDEqualityFastPath(t *testing.T) {
+	oid := bson.NewObjectID()
+	for _, tc := range []struct {
+		filter bson.D
+		want   any
+		ok     bool
+	}{
+		{bson.D{{Key: "_id", Value: int32(1)}}, int32(1), true},
+		{bson.D{{Key: "_id", Value: oid}}, oid, true},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$eq", Value: "x"}}}}, "x", true},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "a", Value: int32(1)}}}}, bson.D{{Key: "a", Value: int32(1)}}, true},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: 1}}}}, nil, false},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$eq", Value: bson.D{{Key: "$gt", Value: 1}}}}}}, nil, false},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$eq", Value: 1}, {Key: "$ne", Value: 2}}}}, nil, false},
+		{bson.D{{Key: "_id", Value: nil}}, nil, false},
+		{bson.D{{Key: "_id", Value: bson.A{1}}}, nil, false},
+		{bson.D{{Key: "_id", Value: bson.Regex{Pattern: "a"}}}, nil, false},
+		{bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}}, nil, false},
+		{bson.D{{Key: "a", Value: 1}}, nil, false},
+		{bson.D{}, nil, false},
+	} {
+		got, ok := rdIDEquality(tc.filter)
+		if ok != tc.ok || (ok && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("rdIDEquality(%v) = %v, %v; want %v, %v", tc.filter, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestReadDistinctPathValues(t *testing.T) {
+	doc := bson.D{
+		{Key: "a", Value: bson.A{
+			bson.D{{Key: "b", Value: bson.A{int32(1), bson.A{int32(2)}}}},
+			bson.D{{Key: "b", Value: int32(3)}},
+			int32(4),
+			bson.A{bson.D{{Key: "b", Value: int32(5)}}}, // nested arrays are not traversed
+		}},
+		{Key: "c", Value: bson.D{{Key: "d", Value: "x"}}},
+	}
+	for _, tc := range []struct {
+		path string
+		want []any
+	}{
+		{"a.b", []any{int32(1), bson.A{int32(2)}, int32(3)}},
+		{"a.0.b", []any{int32(1), bson.A{int32(2)}}},
+		{"a.2", []any{int32(4)}},
+		{"c.d", []any{"x"}},
+		{"c", []any{bson.D{{Key: "d", Value: "x"}}}},
+		{"c.d.e", nil},
+		{"nope", nil},
+	} {
+		var got []any
+		rdDistinctValues(doc, strings.Split(tc.path, "."), func(v any) { got = append(got, v) })
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("values at %q = %v, want %v", tc.path, got, tc.want)
+		}
 	}
 }
