@@ -219,6 +219,9 @@ func (coll *collection) indexByName(name string) *index {
 // uniqueKeys computes the keys doc has in each unique index (other than _id_) and checks that
 // no other document holds them. The result is aligned with coll.indexes.
 func (coll *collection) uniqueKeys(doc bson.D, idKey string) ([][]indexKey, *cmdError) {
+	if len(coll.indexes) == 1 {
+		return nil, nil // only _id_, whose keys are byID
+	}
 	out := make([][]indexKey, len(coll.indexes))
 	for i, ix := range coll.indexes {
 		if ix.isID || !ix.unique {
@@ -241,6 +244,9 @@ func (coll *collection) uniqueKeys(doc bson.D, idKey string) ([][]indexKey, *cmd
 // indexKeysOf computes the keys of a stored document in each unique index, without
 // checking for duplicates.
 func (coll *collection) indexKeysOf(doc bson.D) ([][]indexKey, *cmdError) {
+	if len(coll.indexes) == 1 {
+		return nil, nil
+	}
 	out := make([][]indexKey, len(coll.indexes))
 	for i, ix := range coll.indexes {
 		if ix.isID || !ix.unique {
