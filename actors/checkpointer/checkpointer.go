@@ -1,0 +1,292 @@
+package checkpointer
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+)
+
+// instances numbers checkpointer instances process-wide, so that a result or a timer tick of an
+// old instance (before a restart) is recognised and dropped by the new one.
+var instances atomic.Uint64
+
+// shared is the state of one Props shared by all its instances (a restarted checkpointer is a
+// new instance): whether the tree's first start (StartPosition Latest/At) has been applied.
+type shared struct {
+	firstDone atomic.Bool
+}
+
+// New validates cfg and returns the props of the checkpointer actor. Spawn it once per stream
+// tree (the supervisor spawns it as a sibling of the stream actor). A restart of the actor
+// builds a fresh instance: its in-memory position is lost and the next ResolveStart loads the
+// stored checkpoint; StartPosition Latest/At is not applied again once a start succeeded.
+func New(cfg Config) (*actor.Props, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cfg.Logger = cfg.Logger.With(zap.String("stream", cfg.Stream))
+	sh := &shared{}
+	return actor.PropsFromProducer(func() actor.Actor { return newCheckpointer(cfg, sh) }), nil
+}
+
+// Internal messages: results of the worker goroutine and timer ticks. They never leave the
+// actor (they are sent to itself by the goroutine and the timers it owns) and carry Go errors,
+// so they are plain Go values, not protobuf. inst stamps the instance; stale ones are dropped.
+type (
+	// resolveResult ends a resolve or history-lost job.
+	resolveResult struct {
+		inst, req uint64
+		pos       *position        // the position to start from (nil on failure)
+		source    string           // StartFrom.source
+		cp        *store.Checkpoint // the checkpoint written or loaded, when pos is durable
+		written   bool             // cp was written by this job (else loaded)
+		applied   bool             // StartPosition Latest/At was applied
+		discarded *store.Checkpoint // a saved checkpoint that Latest/At ignored
+		gap       *store.Gap       // a gap recorded by this job
+		fail      string           // non-empty: the start failed (transient)
+		persist   error            // the position could not be persisted (history lost paths)
+		fenced    error            // a write was fenced
+	}
+	// saveResult ends a checkpoint save.
+	saveResult struct {
+		inst, gen uint64
+		cp        store.Checkpoint
+		pos       position
+		version   uint64 // tracker version of the position written
+		settled   uint64 // settledTotal when the save was issued
+		lwm       uint64
+		err       error
+	}
+	// tick is a timer firing.
+	tick struct {
+		inst, gen uint64
+		kind      tickKind
+	}
+)
+
+type tickKind uint8
+
+const (
+	tickInterval tickKind = iota
+	tickRetry
+)
+
+type pendingStart struct {
+	req uint64
+	inc uint64
+	to  *actor.PID
+}
+
+type flushWaiter struct {
+	to      *actor.PID
+	version uint64 // the write must cover this tracker version
+}
+
+type checkpointer struct {
+	cfg  Config
+	sh   *shared
+	log  *zap.Logger
+	inst uint64
+
+	self *actor.PID
+	sys  *actor.ActorSystem
+	w    *worker
+
+	t           *tracker
+	incarnation uint64
+	lastStart   position // the position of the latest StartFrom (what a HistoryLost is about)
+	reqSeq      uint64
+	resolving   *pendingStart
+	stale       uint64 // stale messages and results dropped
+
+	// Persistence. settledTotal counts every settlement; flushedSettled is settledTotal at the
+	// snapshot of the last successful write; coveredSettled that of the last write issued
+	// (in flight or succeeded).
+	persisted        position
+	persistedVersion uint64
+	settledTotal     uint64
+	flushedSettled   uint64
+	coveredSettled   uint64
+	saving           bool
+	saveGen          uint64
+	timerGen         uint64
+	intervalTimer    clock.Timer
+	intervalDue      bool
+	retryTimer       clock.Timer
+	failures         int
+	waiters          []flushWaiter
+
+	paused     bool
+	dispatcher *actor.PID
+	fenced     bool
+}
+
+func newCheckpointer(cfg Config, sh *shared) *checkpointer {
+	return &checkpointer{cfg: cfg, sh: sh, log: cfg.Logger, inst: instances.Add(1), t: newTracker(),
+		dispatcher: cfg.Dispatcher}
+}
+
+// Receive implements actor.Actor.
+func (c *checkpointer) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.self, c.sys = ctx.Self(), ctx.ActorSystem()
+		c.w = startWorker(sender(c.sys, c.self))
+	case *actor.Stopping:
+		c.shutdown(ctx, "checkpointer stopping")
+	case *actor.Restarting:
+		c.shutdown(ctx, "checkpointer restarting")
+	case *messages.ResolveStart:
+		c.onResolveStart(ctx, m)
+	case *messages.HistoryLost:
+		c.onHistoryLost(ctx, m)
+	case *messages.Progress:
+		c.onProgress(m)
+	case *messages.SettledBatch:
+		c.onSettled(ctx, m)
+	case *messages.Flush:
+		c.onFlush(ctx)
+	case *messages.AttachDispatcher:
+		c.dispatcher = actor.NewPID(m.GetAddress(), m.GetId())
+		c.log.Debug("dispatcher attached", zap.String("pid", c.dispatcher.String()))
+		if c.paused {
+			ctx.Send(c.dispatcher, &messages.FlowControl{Paused: true})
+		}
+	case *resolveResult:
+		if m.inst != c.inst {
+			c.stale++
+			return
+		}
+		c.onResolveResult(ctx, m)
+	case *saveResult:
+		if m.inst != c.inst || m.gen != c.saveGen || !c.saving {
+			c.stale++
+			return
+		}
+		c.onSaveResult(ctx, m)
+	case *tick:
+		if m.inst != c.inst || m.gen != c.timerGen {
+			c.stale++
+			return
+		}
+		c.onTick(ctx, m)
+	}
+}
+
+// shutdown ends the worker goroutine and the timers, and answers pending requests.
+func (c *checkpointer) shutdown(ctx actor.Context, why string) {
+	if c.w != nil {
+		c.w.stop()
+	}
+	c.stopTimers()
+	for _, w := range c.waiters {
+		c.sendFlushed(ctx, w.to, errors.New(why))
+	}
+	c.waiters = nil
+	if p := c.resolving; p != nil {
+		c.resolving = nil
+		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
+			Reason: why})
+	}
+}
+
+func (c *checkpointer) stopTimers() {
+	c.timerGen++
+	if c.intervalTimer != nil {
+		c.intervalTimer.Stop()
+		c.intervalTimer = nil
+	}
+	if c.retryTimer != nil {
+		c.retryTimer.Stop()
+		c.retryTimer = nil
+	}
+	c.intervalDue = false
+}
+
+// after arms a timer that sends a tick of kind to the actor.
+func (c *checkpointer) after(kind tickKind) clock.Timer {
+	var d = c.cfg.SaveInterval
+	if kind == tickRetry {
+		d = c.cfg.retryDelay(c.failures)
+	}
+	msg := &tick{inst: c.inst, gen: c.timerGen, kind: kind}
+	send := sender(c.sys, c.self)
+	return c.cfg.Clock.AfterFunc(d, func() { send(msg) })
+}
+
+func (c *checkpointer) onTick(ctx actor.Context, m *tick) {
+	switch m.kind {
+	case tickInterval:
+		if c.intervalTimer == nil {
+			return
+		}
+		c.intervalTimer = nil
+		c.intervalDue = true
+		c.maybeSave(ctx, false)
+	case tickRetry:
+		if c.retryTimer == nil {
+			return
+		}
+		c.retryTimer = nil
+		c.maybeSave(ctx, true)
+	}
+}
+
+// emit calls an Events method, recovering (and logging) a panic.
+func (c *checkpointer) emit(name string, f func(Events)) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("checkpointer event callback panicked", zap.String("event", name), zap.Any("panic", r))
+		}
+	}()
+	f(c.cfg.Events)
+}
+
+// fence stops everything after a fenced write and escalates a terminal failure.
+func (c *checkpointer) fence(ctx actor.Context, err error) {
+	if c.fenced {
+		return
+	}
+	c.fenced = true
+	if c.w != nil {
+		c.w.stop()
+	}
+	c.stopTimers()
+	terr := &terminalError{sentinel: ErrFenced, terminal: c.cfg.TerminalErr, cause: err, stream: c.cfg.Stream}
+	c.log.Error("checkpoint write fenced; the checkpointer stops", zap.Error(err))
+	c.emit("Fenced", func(e Events) { e.Fenced(terr) })
+	for _, w := range c.waiters {
+		ctx.Send(w.to, &messages.Flushed{Fenced: true, Error: terr.Error(), LowWaterMark: c.t.lwm})
+	}
+	c.waiters = nil
+	if p := c.resolving; p != nil {
+		c.resolving = nil
+		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
+			Terminal: true, Reason: terr.Error()})
+	}
+	panic(terr)
+}
+
+// isInvalidate reports whether a settlement is an invalidate event. It reads
+// Settled.invalidate once the field exists in stream.proto (requested), and is false before.
+func isInvalidate(s *messages.Settled) bool {
+	if v, ok := any(s).(interface{ GetInvalidate() bool }); ok {
+		return v.GetInvalidate()
+	}
+	return false
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+

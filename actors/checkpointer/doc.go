@@ -1,0 +1,65 @@
+// Package checkpointer is the checkpointer actor of a stream tree: it resolves where the stream
+// actor opens its change stream (the resume cascade), applies OnHistoryLost, tracks the
+// low-water mark of settled events across the dispatcher's lanes and persists the resume
+// position (design §2–§3).
+//
+// # Protocol (messages in package messages, checkpointer.proto and stream.proto)
+//
+//   - ResolveStart{incarnation} (a request from the stream actor) → StartFrom{incarnation, kind,
+//     token | operation_time, next_seq, reason, terminal, source}. The cascade: the in-memory
+//     position of this instance (the newest settled position, even if not yet written); else
+//     the stored checkpoint; else the current position captured through PositionSource and
+//     persisted (Source "initial") before the reply. StartPosition Latest/At replace the cascade
+//     until one start succeeded. A capture, load or persist failure answers a transient FAIL.
+//     A newer incarnation rebases the tracker: seqs continue at StartFrom.next_seq, and Progress
+//     and SettledBatch of older incarnations are dropped (the new cursor re-reads their events).
+//   - HistoryLost{incarnation, code, message} (a request) → StartFrom. Fail: a terminal FAIL,
+//     and the checkpointer escalates a failure wrapping ErrHistoryLost and Config.TerminalErr
+//     (panic), so the supervisor gives up; the stream actor must not fail by itself on a
+//     terminal FAIL. ResumeFromNow: capture, gap record (retried until written), persist,
+//     RESUME_AFTER. Rebuild(fn): capture T, fn, gap record, persist T, START_AT_OPERATION_TIME T.
+//   - Progress{incarnation, through_seq, pbrt} and SettledBatch{incarnation, settled} from the
+//     dispatcher feed the low-water mark (see tracker): the position is the token of the
+//     low-water-mark event, or a PBRT once every seq up to its through_seq settled, whichever is
+//     newer. It never passes an unsettled event; an invalidate's token becomes a startAfter
+//     position (Source "invalidate"), never a resumeAfter one.
+//   - Flush{} (a request) → Flushed{token, start_after, low_water_mark, error, fenced} once the
+//     write of the position current at the Flush has ended.
+//   - FlowControl{paused} to the dispatcher, whose PID comes from Config.Dispatcher or the
+//     latest AttachDispatcher{address, id}.
+//
+// # Writes
+//
+// A position change is written when SaveEvery settlements accumulated since the last write
+// issued, when SaveInterval passed since the first change not covered by a write issued (an
+// idle stream's moving PBRT is therefore written at most once per SaveInterval), and on Flush.
+// A position equal to the stored one is never rewritten. At most one write is in flight; the
+// next one carries the latest position. A failed write is reported (Events.CheckpointFailed)
+// and retried after min(RetryInitialDelay × 2^(n-1), RetryMaxDelay) on the injected clock for
+// the n-th consecutive failure, with the latest position. A write refused with store.ErrFenced
+// stops the checkpointer: it answers nothing but FAIL/fenced from then on, reports
+// Events.Fenced and escalates a failure wrapping ErrFenced, store.ErrFenced and
+// Config.TerminalErr.
+//
+// # Bound of unflushed progress
+//
+// While the store fails, processing goes on until the settlements not covered by a successful
+// write exceed MaxUnflushed; the checkpointer then sends FlowControl{paused: true} and the
+// dispatcher grants no more credit, so at most the events it already holds (its capacity)
+// settle after that. Hence, whatever the outage length:
+//
+//	settlements since the last successful write ≤ MaxUnflushed + dispatcher capacity
+//
+// and at most that many settled events (plus those in flight) are replayed after a crash. With a
+// healthy store the bound is SaveEvery settlements or SaveInterval of progress, plus the write in
+// flight. FlowControl{paused: false} follows the next successful write.
+//
+// # Concurrency
+//
+// All store I/O, PositionSource calls and the Rebuild function run on one goroutine owned by the
+// actor instance (a job queue), started on Started and cancelled on Stopping and Restarting.
+// Their results, and the ticks of the timers (Config.Clock), come back to the actor as messages
+// stamped with the instance (and a generation); stale ones are dropped. Those internal messages
+// never leave the actor and carry Go errors, so they are Go values; every message exchanged with
+// other actors is protobuf. Events methods run on the actor goroutine.
+package checkpointer

@@ -1,0 +1,344 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/memstore"
+)
+
+// waitFor bounds every wait; nothing sleeps, tests wait on channels or poll with a deadline.
+const waitFor = 10 * time.Second
+
+var errTerminal = errors.New("test: terminal")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tok returns a resume token document {_data: s}.
+func tok(s string) bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "_data", Value: s}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func evTok(seq uint64) bson.Raw { return tok(fmt.Sprintf("ev%06d", seq)) }
+
+// tokData returns the _data of a token, "" for none.
+func tokData(r bson.Raw) string {
+	if len(r) == 0 {
+		return ""
+	}
+	v, err := r.LookupErr("_data")
+	if err != nil {
+		return "<bad token>"
+	}
+	return v.StringValue()
+}
+
+// fakePositions is a PositionSource whose answer the test sets.
+type fakePositions struct {
+	mu    sync.Mutex
+	token bson.Raw
+	ts    bson.Timestamp
+	err   error
+	calls int
+}
+
+func (f *fakePositions) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.token, f.ts, f.err
+}
+
+func (f *fakePositions) set(token bson.Raw, ts bson.Timestamp, err error) {
+	f.mu.Lock()
+	f.token, f.ts, f.err = token, ts, err
+	f.mu.Unlock()
+}
+
+func (f *fakePositions) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// recorder implements Events; every event goes to a channel.
+type recorder struct{ ch chan any }
+
+func (r *recorder) HistoryLost(e HistoryLostEvent)           { r.ch <- e }
+func (r *recorder) GapRecorded(g store.Gap)                  { r.ch <- g }
+func (r *recorder) Checkpointed(e CheckpointedEvent)         { r.ch <- e }
+func (r *recorder) CheckpointFailed(e CheckpointFailedEvent) { r.ch <- e }
+func (r *recorder) Fenced(err error)                         { r.ch <- fencedEvent{err} }
+
+type fencedEvent struct{ err error }
+
+// probeActor receives every reply (StartFrom, Flushed, FlowControl) and forwards it.
+type probeActor struct{ ch chan any }
+
+func (p *probeActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+		return
+	}
+	p.ch <- ctx.Message()
+}
+
+// parentActor spawns the checkpointer and is its supervisor: it records each failure and stops
+// the child.
+type parentActor struct {
+	props    *actor.Props
+	child    chan *actor.PID
+	failures chan any
+}
+
+func (p *parentActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		pid, err := ctx.SpawnNamed(p.props, "checkpointer")
+		if err != nil {
+			panic(err)
+		}
+		p.child <- pid
+	}
+}
+
+func (p *parentActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	_ *actor.RestartStatistics, reason any, _ any) {
+	p.failures <- reason
+	sup.StopChildren(child)
+}
+
+type harness struct {
+	t         *testing.T
+	sys       *actor.ActorSystem
+	clk       *clock.Fake
+	ms        *memstore.Store
+	pos       *fakePositions
+	ev        chan any
+	probe     chan any
+	probePID  *actor.PID
+	cp        *actor.PID
+	failures  chan any
+	cfg       Config
+	parentPID *actor.PID
+}
+
+func newTestSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}), actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+}
+
+// newHarness spawns a checkpointer (under a recording parent) with a memstore, a fake clock and
+// fake positions; edit may change the Config. Cleanup stops everything and checks for leaks.
+func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
+	t.Helper()
+	clk := clock.NewFake(time.Time{})
+	h := &harness{
+		t: t, sys: newTestSystem(), clk: clk, ms: memstore.New(memstore.Options{Now: clk.Now}),
+		pos: &fakePositions{token: tok("now-1"), ts: bson.Timestamp{T: 1000, I: 1}},
+		ev:  make(chan any, 4096), probe: make(chan any, 4096), failures: make(chan any, 16),
+	}
+	h.probePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probeActor{ch: h.probe} }))
+	cfg := Config{
+		Stream: "orders", Store: h.ms, Gaps: h.ms, Positions: h.pos, Clock: clk,
+		Events: &recorder{ch: h.ev}, Dispatcher: h.probePID, TerminalErr: errTerminal,
+		Logger: testLogger(), Owner: "instance-a",
+	}
+	if edit != nil {
+		edit(h, &cfg)
+	}
+	h.cfg = cfg
+	props, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	childCh := make(chan *actor.PID, 1)
+	parent := &parentActor{props: props, child: childCh, failures: h.failures}
+	h.parentPID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return parent }))
+	select {
+	case h.cp = <-childCh:
+	case <-time.After(waitFor):
+		t.Fatal("checkpointer not spawned")
+	}
+	t.Cleanup(func() {
+		_ = h.sys.Root.StopFuture(h.parentPID).Wait()
+		_ = h.sys.Root.StopFuture(h.probePID).Wait()
+		h.sys.Shutdown()
+		goleak.VerifyNone(t)
+	})
+	return h
+}
+
+// sync returns once the checkpointer processed every message sent before.
+func (h *harness) sync() {
+	h.t.Helper()
+	if _, err := h.sys.Root.RequestFuture(h.cp, &actor.Touch{}, waitFor).Result(); err != nil {
+		h.t.Fatalf("sync: %v", err)
+	}
+}
+
+func (h *harness) request(msg any) { h.sys.Root.RequestWithCustomSender(h.cp, msg, h.probePID) }
+
+// next returns the next reply of type T sent to the probe, failing on any other type except
+// FlowControl, which is skipped unless T is FlowControl.
+func next[T any](h *harness) T {
+	h.t.Helper()
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case m := <-h.probe:
+			if v, ok := m.(T); ok {
+				return v
+			}
+			if _, ok := m.(*messages.FlowControl); ok {
+				continue
+			}
+			h.t.Fatalf("probe got %T %v, want %T", m, m, *new(T))
+		case <-deadline:
+			h.t.Fatalf("no %T within %v", *new(T), waitFor)
+		}
+	}
+}
+
+func (h *harness) resolve(inc uint64) *messages.StartFrom {
+	h.t.Helper()
+	h.request(&messages.ResolveStart{Incarnation: inc})
+	sf := next[*messages.StartFrom](h)
+	if sf.GetIncarnation() != inc {
+		h.t.Fatalf("StartFrom incarnation %d, want %d", sf.GetIncarnation(), inc)
+	}
+	return sf
+}
+
+func (h *harness) historyLost(inc uint64, code int32, msg string) *messages.StartFrom {
+	h.t.Helper()
+	h.request(&messages.HistoryLost{Incarnation: inc, Code: code, Message: msg})
+	return next[*messages.StartFrom](h)
+}
+
+func (h *harness) flush() *messages.Flushed {
+	h.t.Helper()
+	h.request(&messages.Flush{})
+	return next[*messages.Flushed](h)
+}
+
+func (h *harness) progress(inc, through uint64, pbrt bson.Raw) {
+	h.sys.Root.Send(h.cp, &messages.Progress{Incarnation: inc, ThroughSeq: through, PostBatchResumeToken: pbrt})
+}
+
+// settle sends one SettledBatch settling seqs with their event tokens.
+func (h *harness) settle(inc uint64, seqs ...uint64) {
+	b := &messages.SettledBatch{Incarnation: inc}
+	for _, s := range seqs {
+		b.Settled = append(b.Settled, &messages.Settled{Seq: s, ResumeToken: evTok(s), Outcome: messages.Outcome_OUTCOME_HANDLED})
+	}
+	h.sys.Root.Send(h.cp, b)
+}
+
+func seqRange(from, to uint64) []uint64 {
+	var s []uint64
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// event returns the next Events call of type T, skipping others when skip is true.
+func event[T any](h *harness) T {
+	h.t.Helper()
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case e := <-h.ev:
+			if v, ok := e.(T); ok {
+				return v
+			}
+			h.t.Fatalf("event %T %+v, want %T", e, e, *new(T))
+		case <-deadline:
+			h.t.Fatalf("no %T event within %v", *new(T), waitFor)
+		}
+	}
+}
+
+// noEvent asserts no Events call is pending (after a sync).
+func (h *harness) noEvent() {
+	h.t.Helper()
+	h.sync()
+	select {
+	case e := <-h.ev:
+		h.t.Fatalf("unexpected event %T %+v", e, e)
+	default:
+	}
+}
+
+// stored returns the stored checkpoint.
+func (h *harness) stored() (store.Checkpoint, bool) {
+	h.t.Helper()
+	cp, ok, err := h.ms.Load(context.Background(), "orders")
+	if err != nil {
+		h.t.Fatalf("load: %v", err)
+	}
+	return cp, ok
+}
+
+func (h *harness) failure() error {
+	h.t.Helper()
+	select {
+	case r := <-h.failures:
+		err, ok := r.(error)
+		if !ok {
+			h.t.Fatalf("failure reason %T %v is not an error", r, r)
+		}
+		return err
+	case <-time.After(waitFor):
+		h.t.Fatal("no failure escalated")
+	}
+	return nil
+}
+
+// armed waits until n timers are pending on the fake clock.
+func (h *harness) armed(n int) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := h.clk.BlockUntil(ctx, n); err != nil {
+		h.t.Fatalf("%d timers not armed: %v (pending %d)", n, err, h.clk.Pending())
+	}
+}
+
+// eventually polls cond every millisecond until it holds or waitFor passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testLogger() *zap.Logger {
+	if testing.Verbose() {
+		l, _ := zap.NewDevelopment()
+		return l
+	}
+	return zap.NewNop()
+}

@@ -1,0 +1,241 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+)
+
+// onProgress records a batch boundary: its PBRT becomes the position once every seq up to its
+// through seq has settled (at once for an idle stream's empty batch).
+func (c *checkpointer) onProgress(m *messages.Progress) {
+	if c.fenced {
+		return
+	}
+	if m.GetIncarnation() != c.incarnation {
+		c.stale++
+		return
+	}
+	v := c.t.version
+	if !c.t.progress(m.GetThroughSeq(), m.GetPostBatchResumeToken()) {
+		c.log.Warn("Progress with a decreasing through_seq dropped", zap.Uint64("through_seq", m.GetThroughSeq()),
+			zap.Uint64("max_seq", c.t.maxSeq))
+		return
+	}
+	if c.t.version != v {
+		c.changed()
+	}
+}
+
+// onSettled advances the low-water mark.
+func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
+	if c.fenced {
+		return
+	}
+	if m.GetIncarnation() != c.incarnation {
+		c.stale++
+		return
+	}
+	v := c.t.version
+	for _, s := range m.GetSettled() {
+		switch c.t.settle(s.GetSeq(), s.GetResumeToken(), isInvalidate(s)) {
+		case settledOK:
+			c.settledTotal++
+		case settledDuplicate:
+			c.log.Debug("duplicate settlement ignored", zap.Uint64("seq", s.GetSeq()))
+		case settledUnknown:
+			c.log.Warn("settlement of an unannounced seq dropped (Progress must come first)",
+				zap.Uint64("seq", s.GetSeq()), zap.Uint64("max_seq", c.t.maxSeq))
+		}
+	}
+	c.t.advance()
+	if c.t.version != v {
+		c.changed()
+	}
+	c.checkPause(ctx)
+	c.maybeSave(ctx, false)
+}
+
+// changed arms the interval timer at the first position change not covered by a write issued.
+func (c *checkpointer) changed() {
+	if c.t.version == c.persistedVersion || c.intervalTimer != nil || c.intervalDue {
+		return
+	}
+	c.intervalTimer = c.after(tickInterval)
+}
+
+func (c *checkpointer) unflushed() int { return int(c.settledTotal - c.flushedSettled) }
+
+// maybeSave issues a write of the current position when one is due: SaveEvery settlements since
+// the last write issued, the interval timer fired, a retry is due or a Flush waits (force). At
+// most one write is in flight; a failed write blocks unforced writes until its retry.
+func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
+	if c.fenced || c.saving || c.w == nil {
+		return
+	}
+	if c.t.version == c.persistedVersion {
+		// The durable position is the current one: settlements since the last write (above a
+		// low-water mark that did not move) are covered as well as they can be.
+		c.flushedSettled, c.coveredSettled = c.settledTotal, c.settledTotal
+		c.intervalDue = false
+		if c.retryTimer != nil {
+			c.retryTimer.Stop()
+			c.retryTimer = nil
+		}
+		c.answerWaiters(ctx, c.persistedVersion, nil)
+		c.checkUnpause(ctx)
+		return
+	}
+	if c.retryTimer != nil && !force {
+		return
+	}
+	countDue := c.settledTotal-c.coveredSettled >= uint64(c.cfg.SaveEvery)
+	if !force && !countDue && !c.intervalDue {
+		return
+	}
+	c.submitSave()
+}
+
+func (c *checkpointer) submitSave() {
+	c.saveGen++
+	c.saving = true
+	c.coveredSettled = c.settledTotal
+	c.intervalDue = false
+	if c.intervalTimer != nil {
+		c.intervalTimer.Stop()
+		c.intervalTimer = nil
+	}
+	if c.retryTimer != nil {
+		c.retryTimer.Stop()
+		c.retryTimer = nil
+	}
+	pos := c.t.pos
+	res := saveResult{inst: c.inst, gen: c.saveGen, cp: c.snapshot(pos), pos: pos, version: c.t.version,
+		settled: c.settledTotal, lwm: c.t.lwm}
+	st := c.cfg.Store
+	c.w.submit(func(ctx context.Context) any {
+		r := res
+		r.err = st.Save(ctx, r.cp)
+		return &r
+	})
+}
+
+func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
+	c.saving = false
+	if r.err != nil {
+		if errors.Is(r.err, store.ErrFenced) {
+			c.fence(ctx, r.err)
+			return
+		}
+		c.coveredSettled = c.flushedSettled
+		c.answerWaiters(ctx, r.version, r.err)
+		c.saveFailed(ctx, r.err)
+		if len(c.waiters) > 0 {
+			c.maybeSave(ctx, true) // a Flush that arrived during the failed write gets its own attempt
+		}
+		return
+	}
+	covered := int(r.settled - c.flushedSettled)
+	c.flushedSettled = r.settled
+	c.persisted, c.persistedVersion = r.pos, r.version
+	if c.failures > 0 {
+		c.log.Info("checkpoint store recovered", zap.Int("failed_attempts", c.failures))
+	}
+	c.failures = 0
+	c.log.Debug("checkpoint written", zap.String("source", r.cp.Source), zap.Uint64("lwm", r.lwm),
+		zap.Int("settled", covered))
+	cp := r.cp
+	c.emit("Checkpointed", func(e Events) {
+		e.Checkpointed(CheckpointedEvent{Checkpoint: cp, Settled: covered, LowWaterMark: r.lwm})
+	})
+	c.answerWaiters(ctx, r.version, nil)
+	c.checkUnpause(ctx)
+	c.maybeSave(ctx, len(c.waiters) > 0)
+}
+
+// saveFailed reports a failed write and schedules its retry after the backoff delay.
+func (c *checkpointer) saveFailed(ctx actor.Context, err error) {
+	c.failures++
+	if c.retryTimer != nil {
+		c.retryTimer.Stop()
+	}
+	d := c.cfg.retryDelay(c.failures)
+	c.retryTimer = c.after(tickRetry)
+	unflushed := c.unflushed()
+	c.log.Warn("checkpoint write failed; retrying", zap.Error(err), zap.Int("attempt", c.failures),
+		zap.Duration("retry_in", d), zap.Int("unflushed", unflushed))
+	c.emit("CheckpointFailed", func(e Events) {
+		e.CheckpointFailed(CheckpointFailedEvent{Err: err, Unflushed: unflushed, Attempt: c.failures, RetryIn: d})
+	})
+	c.checkPause(ctx)
+}
+
+// checkPause pauses the dispatcher when the settlements not covered by a successful write exceed
+// MaxUnflushed.
+func (c *checkpointer) checkPause(ctx actor.Context) {
+	if c.paused || c.unflushed() <= c.cfg.MaxUnflushed {
+		return
+	}
+	c.paused = true
+	c.log.Warn("too much unflushed progress: pausing the dispatcher", zap.Int("unflushed", c.unflushed()),
+		zap.Int("max_unflushed", c.cfg.MaxUnflushed))
+	if c.dispatcher != nil {
+		ctx.Send(c.dispatcher, &messages.FlowControl{Paused: true})
+	}
+}
+
+func (c *checkpointer) checkUnpause(ctx actor.Context) {
+	if !c.paused || c.unflushed() > c.cfg.MaxUnflushed {
+		return
+	}
+	c.paused = false
+	c.log.Info("progress flushed: resuming the dispatcher", zap.Int("unflushed", c.unflushed()))
+	if c.dispatcher != nil {
+		ctx.Send(c.dispatcher, &messages.FlowControl{Paused: false})
+	}
+}
+
+// onFlush writes the current position now and answers Flushed once the write ended.
+func (c *checkpointer) onFlush(ctx actor.Context) {
+	to := ctx.Sender()
+	if c.fenced {
+		if to != nil {
+			ctx.Send(to, &messages.Flushed{Fenced: true, Error: ErrFenced.Error(), LowWaterMark: c.t.lwm})
+		}
+		return
+	}
+	if c.t.version == c.persistedVersion && !c.saving {
+		if to != nil {
+			c.sendFlushed(ctx, to, nil)
+		}
+		return
+	}
+	if to != nil {
+		c.waiters = append(c.waiters, flushWaiter{to: to, version: c.t.version})
+	}
+	c.maybeSave(ctx, true)
+}
+
+// answerWaiters answers the Flush requests covered by a write of version (with its error).
+func (c *checkpointer) answerWaiters(ctx actor.Context, version uint64, err error) {
+	keep := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.version <= version {
+			c.sendFlushed(ctx, w.to, err)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(c.waiters[len(keep):])
+	c.waiters = keep
+}
+
+func (c *checkpointer) sendFlushed(ctx actor.Context, to *actor.PID, err error) {
+	ctx.Send(to, &messages.Flushed{Token: c.persisted.token, StartAfter: c.persisted.startAfter,
+		LowWaterMark: c.t.lwm, Error: errString(err)})
+}

@@ -1,0 +1,100 @@
+package checkpointer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/watchtree/watchtree/internal/clock"
+)
+
+// job is one piece of blocking work: store I/O, a position capture, a rebuild. It runs on the
+// worker goroutine and returns the result message to send to the actor (nil for none).
+type job func(ctx context.Context) any
+
+// worker is the one goroutine of a checkpointer instance that performs blocking I/O. Jobs run
+// one at a time, in submission order; their results are sent to the actor as messages. The
+// actor keeps at most one checkpoint save queued or running (it submits the next one, with the
+// latest position, when the result of the previous one arrives), so the queue never holds a
+// stale save. The goroutine ends when stop is called; a job running then sees its context
+// cancelled, and its result is not delivered.
+type worker struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	queue []job
+	wake  chan struct{} // capacity 1
+}
+
+func startWorker(send func(any)) *worker {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	go w.run(send)
+	return w
+}
+
+// submit queues j. It never blocks.
+func (w *worker) submit(j job) {
+	w.mu.Lock()
+	w.queue = append(w.queue, j)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop cancels the running job and ends the goroutine (without waiting for it).
+func (w *worker) stop() { w.cancel() }
+
+func (w *worker) run(send func(any)) {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.wake:
+		}
+		for {
+			w.mu.Lock()
+			if len(w.queue) == 0 {
+				w.mu.Unlock()
+				break
+			}
+			j := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			w.mu.Unlock()
+			res := j(w.ctx)
+			if w.ctx.Err() != nil {
+				return
+			}
+			if res != nil {
+				send(res)
+			}
+		}
+	}
+}
+
+// sleep waits d on clk, or until ctx ends (it then returns false). Used by retry loops that run
+// on the worker goroutine.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	ch := make(chan struct{})
+	t := clk.AfterFunc(d, func() { close(ch) })
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
+// sender returns a send function that delivers messages to pid from outside any actor.
+func sender(sys *actor.ActorSystem, pid *actor.PID) func(any) {
+	return func(msg any) { sys.Root.Send(pid, msg) }
+}
