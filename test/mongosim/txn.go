@@ -153,17 +153,24 @@ func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
 	return st.txn, nil
 }
 
-// abortOlderTxnLocked aborts the session's active transaction when a retryable write with a
-// higher txnNumber arrives on the same session, as a real server does. Caller holds e.mu.
-func (e *engine) abortOlderTxnLocked(c *command) {
+// retryableVsTxnLocked orders a retryable write after the session's transactions: a
+// txnNumber below the session's latest transaction fails with TransactionTooOld (225), a higher
+// one aborts the session's open transaction, as a real server does. Caller holds e.mu.
+func (e *engine) retryableVsTxnLocked(c *command) *cmdError {
 	if c.LSID == nil || c.TxnNumber == nil {
-		return
+		return nil
 	}
 	tab := e.txnsLocked()
 	st := tab.m[string(c.LSID.Data)]
-	if st != nil && st.phase == txnActive && st.number < *c.TxnNumber {
+	switch {
+	case st == nil:
+	case *c.TxnNumber < st.number:
+		return errorf(codeTransactionTooOld, "Retryable write with txnNumber %d is prohibited on session %s because a newer transaction with txnNumber %d has already started on this session.",
+			*c.TxnNumber, formatLSID(*c.LSID), st.number)
+	case st.phase == txnActive && st.number < *c.TxnNumber:
 		tab.end(st, txnAborted)
 	}
+	return nil
 }
 
 // abortTxnLocked discards an active transaction. Caller holds e.mu.

@@ -375,14 +375,28 @@ func TestTxnStateMachine(t *testing.T) {
 	if !slices.Equal(ids, []any{int32(1), int32(2)}) {
 		t.Fatalf("committed ids = %v, want only txn 1's [1 2]", ids)
 	}
+	// A retryable write below the latest transaction number is too old; above it, it aborts
+	// the open transaction.
+	if _, err := cmdInsert(srv, &command{Name: "insert", DB: "tx", Body: txInsert(20), LSID: &lsid, TxnNumber: txPtr(int64(2))}); txCode(err) != codeTransactionTooOld {
+		t.Fatalf("retryable write with txnNumber 2 after transaction 3: %v, want 225", err)
+	}
+	if err := ins(21, 5, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmdInsert(srv, &command{Name: "insert", DB: "tx", Body: txInsert(22), LSID: &lsid, TxnNumber: txPtr(int64(6))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := txCode(adm("commitTransaction", 5)); got != codeTransactionTooOld && got != codeNoSuchTransaction {
+		t.Fatalf("commit of the transaction a newer retryable write aborted: code %d", got)
+	}
 	// endSessions forgets the session's transactions.
-	if err := ins(10, 4, true); err != nil {
+	if err := ins(10, 7, true); err != nil {
 		t.Fatal(err)
 	}
 	srv.eng.mu.Lock()
 	srv.eng.abortSessionTxnsLocked(string(lsid.Data))
 	srv.eng.mu.Unlock()
-	if got := txCode(adm("commitTransaction", 4)); got != codeNoSuchTransaction {
+	if got := txCode(adm("commitTransaction", 7)); got != codeNoSuchTransaction {
 		t.Fatalf("commit after endSessions: code %d, want 251", got)
 	}
 }

@@ -42,7 +42,9 @@ func (e *engine) newWriteCtxLocked(c *command, name string) (*writeCtx, *cmdErro
 		}
 		w.txn = t
 	} else if c.RetryableWrite() {
-		e.abortOlderTxnLocked(c)
+		if err := e.retryableVsTxnLocked(c); err != nil {
+			return nil, err
+		}
 	}
 	env, err := e.commandEnvLocked(c)
 	if err != nil {
