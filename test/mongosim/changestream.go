@@ -255,7 +255,9 @@ func (cs *changeStream) next(c *command, n int, maxWait time.Duration) ([]any, b
 		case <-cs.killed:
 			return nil, nil, false, errorf(237, "cursor killed while a getMore was waiting")
 		case <-c.ctx.Done():
-			return nil, nil, false, errorf(codeInterrupted, "operation was interrupted")
+			// The connection is gone (killed, or the server closes): no reply can be sent, and
+			// none must race the socket's close.
+			return nil, nil, false, errCloseConnection
 		}
 	}
 }

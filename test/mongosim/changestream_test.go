@@ -1111,6 +1111,31 @@ func csRawToD(t *testing.T, raw bson.Raw) bson.D {
 	return d
 }
 
+// csNextResult is the outcome of a Next run in the background.
+type csNextResult struct {
+	ok bool
+	at time.Time // when Next returned
+}
+
+// csGoNext runs cs.Next in a goroutine. Its cleanup (registered after the stream's own Close,
+// so it runs first) cancels that Next and waits for it, so Close never races Next even when
+// the test fails early.
+func csGoNext(t *testing.T, ctx context.Context, cs *mongo.ChangeStream) <-chan csNextResult {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan csNextResult, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		ok := cs.Next(ctx)
+		out <- csNextResult{ok, time.Now()}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
+	return out
+}
+
 // csWaitingGetMore reports whether a change-stream getMore is blocked in the server.
 func csWaitingGetMore(srv *Server) bool {
 	srv.eng.mu.Lock()
@@ -1131,15 +1156,7 @@ func TestChangeStreamAwaitDataWakeUpLatency(t *testing.T) {
 	if cs.TryNext(ctx) { // consume the empty first batch, so Next goes straight to a getMore
 		t.Fatal("unexpected event")
 	}
-	type result struct {
-		ok bool
-		at time.Time
-	}
-	got := make(chan result, 1)
-	go func() {
-		ok := cs.Next(ctx)
-		got <- result{ok, time.Now()}
-	}()
+	got := csGoNext(t, ctx, cs)
 	// Let the getMore reach the server and block: poll the command log.
 	waitFor(t, 5*time.Second, "getMore waiting in the server", func() bool { return csWaitingGetMore(srv) })
 	start := time.Now()
@@ -1333,8 +1350,7 @@ func TestChangeStreamResumesAcrossStepDown(t *testing.T) {
 	if cs.TryNext(ctx) {
 		t.Fatal("unexpected event")
 	}
-	got := make(chan bool, 1)
-	go func() { got <- cs.Next(ctx) }()
+	got := csGoNext(t, ctx, cs)
 	waitFor(t, 5*time.Second, "getMore waiting", func() bool { return csWaitingGetMore(srv) })
 	if err := srv.StepDown(300 * time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -1355,7 +1371,8 @@ func TestChangeStreamResumesAcrossStepDown(t *testing.T) {
 		t.Fatal(insertErr)
 	}
 	select {
-	case ok := <-got:
+	case r := <-got:
+		ok := r.ok
 		if !ok {
 			t.Fatalf("stream ended: %v", cs.Err())
 		}
@@ -1637,17 +1654,31 @@ func TestChangeStreamWaitingGetMoreEndsWhenConnectionDies(t *testing.T) {
 	if cs.TryNext(ctx) {
 		t.Fatal("unexpected event")
 	}
-	got := make(chan bool, 1)
-	go func() { got <- cs.Next(ctx) }()
+	id := cs.ID() // read before Next runs concurrently
+	got := csGoNext(t, ctx, cs)
 	waitFor(t, 5*time.Second, "getMore waiting", func() bool { return csWaitingGetMore(srv) })
 	srv.KillAllConnections()
 	// The server-side getMore ends at once (its connection is gone) and its cursor is dropped.
-	waitFor(t, 2*time.Second, "the waiting getMore to end", func() bool { return !csWaitingGetMore(srv) })
-	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
-		t.Fatal(err)
+	waitFor(t, 2*time.Second, "the waiting getMore to end", func() bool {
+		srv.eng.mu.Lock()
+		defer srv.eng.mu.Unlock()
+		return srv.eng.cursors.open[id] == nil
+	})
+	// The client's pool was cleared by the kill: an insert racing that may fail once.
+	var insertErr error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		_, insertErr = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+		if insertErr == nil || mongo.IsDuplicateKeyError(insertErr) {
+			insertErr = nil
+			break
+		}
+	}
+	if insertErr != nil {
+		t.Fatal(insertErr)
 	}
 	select {
-	case ok := <-got:
+	case r := <-got:
+		ok := r.ok
 		if !ok || csGet(csEvent(t, cs), "documentKey", "_id") != int32(1) {
 			t.Fatalf("after the connection kill: ok %v err %v", ok, cs.Err())
 		}
