@@ -359,6 +359,10 @@ func TestChangeStreamEngineInvalidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cluster, _, _, err := h.open("admin", int32(1), bson.D{{Key: "allChangesForCluster", Value: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	es := h.log(csIns("db", "c", 1), &oplogEntry{op: "drop", db: "db", coll: "c"},
 		&oplogEntry{op: "dropDatabase", db: "db"})
 	// batchSize 1: insert, then drop, then invalidate with cursor id 0.
@@ -402,6 +406,18 @@ func TestChangeStreamEngineInvalidate(t *testing.T) {
 	}
 	if fmt.Sprint(ops) != "[insert drop dropDatabase invalidate]" || id != 0 {
 		t.Fatalf("database stream ops %v id %d", ops, id)
+	}
+	// The cluster stream sees the same events and is never invalidated.
+	got, _, id, err = cluster.getMore(0, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops = nil
+	for _, ev := range got {
+		ops = append(ops, csEvOp(ev))
+	}
+	if fmt.Sprint(ops) != "[insert drop dropDatabase]" || id == 0 {
+		t.Fatalf("cluster stream ops %v id %d", ops, id)
 	}
 	// resumeAfter the drop: the invalidate comes again at once. startAfter the invalidate:
 	// no second invalidate for the same drop; the recreated collection is seen.
