@@ -24,6 +24,12 @@ type DeadLetter struct {
 	Namespace string
 	// Event is the raw change event.
 	Event bson.Raw
+	// EventOmitted reports that a store left Event out because the record would have exceeded
+	// its size limit (mongostore: the 16 MiB BSON document limit; a change event may itself be
+	// up to 16 MiB). Token, DocumentKey and Namespace still identify the event. Dropping the
+	// copy is better than a dead-letter write that can never succeed, which would block the
+	// event's lane forever. Writers leave it false.
+	EventOmitted bool
 	// Error is the last error's message; ErrorType its Go type (e.g. "*errors.errorString")
 	// or a classification ("panic", "decode", "permanent"); Stack the panic stack, if any.
 	Error     string

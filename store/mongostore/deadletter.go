@@ -31,12 +31,28 @@ func notFound(id string) error {
 	return fmt.Errorf("mongostore: dead letter %q: %w", id, store.ErrNotFound)
 }
 
+// maxDocumentSize is the server's BSON document limit (16 MiB).
+const maxDocumentSize = 16 * 1024 * 1024
+
 // PutDeadLetter upserts dl by dl.ID: a second put of the same ID replaces the whole document.
+// A record that would exceed the 16 MiB document limit is stored without its Event, with
+// EventOmitted set (store.DeadLetter.EventOmitted).
 func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := s.deadLetters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: dl.ID}}, toDeadLetterDoc(dl),
+	doc, err := bson.Marshal(toDeadLetterDoc(dl))
+	if err != nil {
+		return fmt.Errorf("mongostore: put dead letter %q of stream %q: encode: %w", dl.ID, dl.Stream, err)
+	}
+	if len(doc) > maxDocumentSize && len(dl.Event) > 0 {
+		// The record cannot be stored with its event: keep the rest, which identifies the event.
+		dl.Event, dl.EventOmitted = nil, true
+		if doc, err = bson.Marshal(toDeadLetterDoc(dl)); err != nil {
+			return fmt.Errorf("mongostore: put dead letter %q of stream %q: encode: %w", dl.ID, dl.Stream, err)
+		}
+	}
+	_, err = s.deadLetters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: dl.ID}}, bson.Raw(doc),
 		options.Replace().SetUpsert(true))
 	if err != nil {
 		return wrap(ctx, err, "put dead letter %q of stream %q", dl.ID, dl.Stream)

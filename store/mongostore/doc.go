@@ -7,9 +7,10 @@
 //     {_id: stream, token, clusterTime, source, epoch, owner, settled, updatedAt}.
 //     token and clusterTime are left out when unknown.
 //   - _wt_dead_letters: one document per event ID,
-//     {_id: event ID, stream, token, operationType, documentKey, namespace, event, error,
+//     {_id: event ID, stream, token, operationType, documentKey, namespace, event, eventOmitted, error,
 //     errorType, stack, attempts, firstAttemptAt, lastAttemptAt, createdAt, expiresAt,
-//     replayCount, lastReplayAt}; optional fields are left out when empty. Indexes: a TTL index on
+//     replayCount, lastReplayAt}; optional fields are left out when empty; event is left out
+//     (eventOmitted: true) when the record would exceed the 16 MiB document limit. Indexes: a TTL index on
 //     expiresAt (expireAfterSeconds 0: the server deletes a document once its expiresAt has
 //     passed; documents without expiresAt never expire) and {stream: 1, createdAt: 1} for
 //     listing.

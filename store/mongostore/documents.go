@@ -70,6 +70,7 @@ type deadLetterDoc struct {
 	DocumentKey    bson.Raw  `bson:"documentKey,omitempty"`
 	Namespace      string    `bson:"namespace,omitempty"`
 	Event          bson.Raw  `bson:"event,omitempty"`
+	EventOmitted   bool      `bson:"eventOmitted,omitempty"`
 	Error          string    `bson:"error"`
 	ErrorType      string    `bson:"errorType,omitempty"`
 	Stack          string    `bson:"stack,omitempty"`
@@ -85,7 +86,7 @@ type deadLetterDoc struct {
 func toDeadLetterDoc(dl store.DeadLetter) deadLetterDoc {
 	return deadLetterDoc{
 		ID: dl.ID, Stream: dl.Stream, Token: dl.Token, OperationType: dl.OperationType,
-		DocumentKey: dl.DocumentKey, Namespace: dl.Namespace, Event: dl.Event,
+		DocumentKey: dl.DocumentKey, Namespace: dl.Namespace, Event: dl.Event, EventOmitted: dl.EventOmitted,
 		Error: dl.Error, ErrorType: dl.ErrorType, Stack: dl.Stack, Attempts: int64(dl.Attempts),
 		FirstAttemptAt: dl.FirstAttemptAt, LastAttemptAt: dl.LastAttemptAt,
 		CreatedAt: dl.CreatedAt, ExpiresAt: dl.ExpiresAt,
@@ -96,7 +97,7 @@ func toDeadLetterDoc(dl store.DeadLetter) deadLetterDoc {
 func (d deadLetterDoc) record() store.DeadLetter {
 	return store.DeadLetter{
 		ID: d.ID, Stream: d.Stream, Token: d.Token, OperationType: d.OperationType,
-		DocumentKey: d.DocumentKey, Namespace: d.Namespace, Event: d.Event,
+		DocumentKey: d.DocumentKey, Namespace: d.Namespace, Event: d.Event, EventOmitted: d.EventOmitted,
 		Error: d.Error, ErrorType: d.ErrorType, Stack: d.Stack, Attempts: int(d.Attempts),
 		FirstAttemptAt: d.FirstAttemptAt, LastAttemptAt: d.LastAttemptAt,
 		CreatedAt: d.CreatedAt, ExpiresAt: d.ExpiresAt,

@@ -556,3 +556,46 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("zero Options: %v", err)
 	}
 }
+
+// TestOversizedDeadLetterKeepsRecord: a change event near the 16 MiB limit cannot be stored
+// inside a dead letter; the record is stored without it (eventOmitted) rather than failing
+// forever, and a large event that fits is stored whole.
+func TestOversizedDeadLetterKeepsRecord(t *testing.T) {
+	e := newEnv(t, mongosim.Options{})
+	s, _ := e.newStore(t, mongostore.Options{})
+	ctx := testCtx(t)
+	event := func(size int) bson.Raw {
+		return mustMarshal(bson.D{{Key: "operationType", Value: "insert"},
+			{Key: "fullDocument", Value: bson.D{{Key: "blob", Value: strings.Repeat("x", size)}}}})
+	}
+	key := mustMarshal(bson.D{{Key: "_id", Value: 1}})
+	big := store.DeadLetter{ID: "big", Stream: "orders", Token: mustMarshal(bson.D{{Key: "_data", Value: "big"}}),
+		OperationType: "insert", DocumentKey: key, Namespace: "shop.orders", Event: event(16*1024*1024 - 200),
+		Error: "boom", Attempts: 3, CreatedAt: t0}
+	if err := s.PutDeadLetter(ctx, big); err != nil {
+		t.Fatalf("PutDeadLetter of a 16 MiB event: %v", err)
+	}
+	got, err := s.GetDeadLetter(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.EventOmitted || got.Event != nil {
+		t.Fatalf("oversized dead letter: EventOmitted %v, Event of %d bytes; want the event omitted", got.EventOmitted, len(got.Event))
+	}
+	if !bytes.Equal(got.DocumentKey, key) || got.Namespace != "shop.orders" || got.Attempts != 3 {
+		t.Fatalf("oversized dead letter lost its identity: %+v", got)
+	}
+
+	fits := big
+	fits.ID, fits.Event = "fits", event(8*1024*1024)
+	if err := s.PutDeadLetter(ctx, fits); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.GetDeadLetter(ctx, "fits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.EventOmitted || !bytes.Equal(got.Event, fits.Event) {
+		t.Fatalf("an 8 MiB event was not stored whole (EventOmitted %v, %d bytes)", got.EventOmitted, len(got.Event))
+	}
+}

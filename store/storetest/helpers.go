@@ -117,6 +117,9 @@ func diffDeadLetter(want, got store.DeadLetter) string {
 	d.raw("DocumentKey", want.DocumentKey, got.DocumentKey)
 	d.str("Namespace", want.Namespace, got.Namespace)
 	d.raw("Event", want.Event, got.Event)
+	if want.EventOmitted != got.EventOmitted {
+		d.diffs = append(d.diffs, fmt.Sprintf("EventOmitted: want %v, got %v", want.EventOmitted, got.EventOmitted))
+	}
 	d.str("Error", want.Error, got.Error)
 	d.str("ErrorType", want.ErrorType, got.ErrorType)
 	d.str("Stack", want.Stack, got.Stack)
