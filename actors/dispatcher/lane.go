@@ -13,10 +13,6 @@ import (
 	"github.com/watchtree/watchtree/messages"
 )
 
-// laneFlushBatch is the most settlements a lane keeps before handing them to the actor while
-// the actor is busy (when it is idle, each settlement is handed over at once).
-const laneFlushBatch = 64
-
 // item is one accepted event queued on a lane.
 type item struct {
 	ev          *messages.Event
@@ -47,8 +43,6 @@ type lane struct {
 	q    []item
 	sp   []item // spare queue, owned by whoever holds it: the lane between swaps
 	wake chan struct{}
-
-	local []settlement // settled, not yet published (lane goroutine only)
 }
 
 func newLane(id int, sh *laneShared) *lane {
@@ -70,7 +64,6 @@ func (l *lane) push(items []item) {
 // unsettled (it is redelivered after the next start).
 func (l *lane) run(ctx context.Context, done func()) {
 	defer done()
-	defer l.publish()
 	for {
 		l.mu.Lock()
 		batch := l.q
@@ -92,22 +85,13 @@ func (l *lane) run(ctx context.Context, done func()) {
 			if !ok {
 				return
 			}
-			l.local = append(l.local, s)
-			if len(l.local) >= laneFlushBatch || !l.sh.settle.poked.Load() {
-				l.publish()
-			}
+			l.sh.settle.publish(s)
 		}
-		l.publish()
 		clear(batch) // drop the event references for the GC
 		l.mu.Lock()
 		l.sp = batch[:0]
 		l.mu.Unlock()
 	}
-}
-
-func (l *lane) publish() {
-	l.sh.settle.publish(l.local)
-	l.local = l.local[:0]
 }
 
 // process runs one event to its settlement. ok is false when ctx was cancelled first.
@@ -263,11 +247,10 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event,
 	}
 }
 
-// sleep waits d on the injected clock, handing the lane's settled events to the actor first so
+// sleep waits d on the injected clock, first asking the actor to send what settled so far, so
 // that a blocked lane holds nothing back. It reports false when ctx ended first.
 func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
-	l.sh.settle.publishUrgent(l.local)
-	l.local = l.local[:0]
+	l.sh.settle.flushUrgently()
 	ch := make(chan struct{})
 	t := l.sh.clk.AfterFunc(d, func() { close(ch) })
 	select {

@@ -16,10 +16,11 @@ type settlement struct {
 	dropped     bool // dead letters disabled: settled without a record
 }
 
-// settleBuf is where the lanes leave settlements for the actor. Lanes append under mu and wake
-// the actor with one LanesSettled message per burst: poked is true from the first append after a
-// take until the next take, so at most one LanesSettled is outstanding and the hot path costs a
-// lock and an append per group of events, not an actor message per event.
+// settleBuf is where the lanes leave settlements for the actor. Lanes append under mu, one
+// settlement at a time as soon as it settles (a lane never holds one back: its next handler may
+// block), and wake the actor with one LanesSettled message per burst: poked is true from the
+// first append after a take until the next take, so at most one LanesSettled is outstanding and
+// the hot path costs a lock and an append per event, not an actor message per event.
 type settleBuf struct {
 	mu     sync.Mutex
 	buf    []settlement
@@ -28,27 +29,21 @@ type settleBuf struct {
 	notify func()      // sends LanesSettled to the actor
 }
 
-// publish hands local over to the actor. local may be reused by the caller afterwards.
-func (s *settleBuf) publish(local []settlement) {
-	if len(local) == 0 {
-		return
-	}
+// publish hands one settlement over to the actor.
+func (s *settleBuf) publish(st settlement) {
 	s.mu.Lock()
-	s.buf = append(s.buf, local...)
+	s.buf = append(s.buf, st)
 	s.mu.Unlock()
-	if !s.poked.Swap(true) {
+	if !s.poked.Load() && !s.poked.Swap(true) {
 		s.notify()
 	}
 }
 
-// publishUrgent hands local over and asks the actor to send every pending settlement to the
-// checkpointer at once: the lane is about to block (retry delay, dead-letter write retry), so
-// what settled must not wait for the flush interval. It pokes the actor even when local is empty.
-func (s *settleBuf) publishUrgent(local []settlement) {
+// flushUrgently asks the actor to send every pending settlement to the checkpointer at once: a
+// lane is about to block (retry delay, dead-letter write retry), so what settled must not wait
+// for the flush interval.
+func (s *settleBuf) flushUrgently() {
 	s.urgent.Store(true)
-	s.mu.Lock()
-	s.buf = append(s.buf, local...)
-	s.mu.Unlock()
 	if !s.poked.Swap(true) {
 		s.notify()
 	}

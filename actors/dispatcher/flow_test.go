@@ -1,0 +1,481 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// gate is a handler that blocks every call until released (or its context ends), counting the
+// calls running.
+type gate struct {
+	mu      sync.Mutex
+	release chan struct{}
+	started atomic.Int32
+	running atomic.Int32
+	maxRun  atomic.Int32
+}
+
+func newGate() *gate { return &gate{release: make(chan struct{}, 1<<16)} }
+
+func (g *gate) handle(ctx context.Context, _ call) error {
+	g.started.Add(1)
+	n := g.running.Add(1)
+	defer g.running.Add(-1)
+	for {
+		m := g.maxRun.Load()
+		if n <= m || g.maxRun.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) open(n int) {
+	for range n {
+		g.release <- struct{}{}
+	}
+}
+
+// TestCreditNeverExceededAndMemoryBounded: a stream that always sends its whole credit, with a
+// slow handler, never has more than Capacity events accepted or granted; credit comes back in
+// quarters of the capacity.
+func TestCreditNeverExceededAndMemoryBounded(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 8; c.Lanes = 4 })
+	if c := h.subscribe(1); c != 8 {
+		t.Fatalf("initial credit %d, want 8", c)
+	}
+	var seq uint64
+	sendAll := func() {
+		var evs []tev
+		for range h.credit {
+			seq++
+			evs = append(evs, mkEvent(seq, fmt.Sprintf("k%d", seq)))
+		}
+		h.send(evs...)
+	}
+	sendAll()
+	check := func() {
+		t.Helper()
+		st := h.stats()
+		if int(st.InFlight)+int(st.Credit) > 8 {
+			t.Fatalf("in flight %d + credit %d > capacity 8", st.InFlight, st.Credit)
+		}
+	}
+	check()
+	h.noDemand()
+	g.open(1) // one settles: 1 free < a quarter (2): no Demand yet
+	eventually(t, "one settled", func() bool { return h.stats().Settled == 1 })
+	h.noDemand()
+	g.open(1)
+	d := h.demand()
+	if d.Credit != 2 || d.Incarnation != 1 {
+		t.Fatalf("Demand %v, want credit 2", d)
+	}
+	h.credit += int(d.Credit)
+	check()
+	for round := 0; round < 20; round++ {
+		sendAll()
+		check()
+		g.open(2)
+		select {
+		case m := <-h.streamCh:
+			d := m.(*messages.Demand)
+			h.credit += int(d.Credit)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: no Demand; stats %v, started %d running %d", round, h.stats(), g.started.Load(), g.running.Load())
+		}
+		check()
+	}
+	g.open(1 << 10)
+	eventually(t, "all settled", func() bool { return h.stats().InFlight == 0 })
+	if g.maxRun.Load() > 8 {
+		t.Fatalf("%d handlers ran at once with capacity 8", g.maxRun.Load())
+	}
+}
+
+// TestBatchOverCreditFailsTheDispatcher: a batch larger than the credit is a protocol error of
+// the stream actor; the dispatcher fails loudly instead of dropping events.
+func TestBatchOverCreditFailsTheDispatcher(t *testing.T) {
+	h := newHarness(t, &fakeRouter{}, func(c *Config) { c.Capacity = 2 })
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "c"))
+	select {
+	case reason := <-h.failures:
+		if !strings.Contains(fmt.Sprint(reason), "exceeds the credit 2") {
+			t.Fatalf("failure reason %v", reason)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the dispatcher did not fail")
+	}
+}
+
+func TestBatchBeforeSubscribeFailsTheDispatcher(t *testing.T) {
+	h := newHarness(t, &fakeRouter{})
+	h.sendInc(3, mkEvent(1, "a"))
+	select {
+	case reason := <-h.failures:
+		if !strings.Contains(fmt.Sprint(reason), "before its Subscribe") {
+			t.Fatalf("failure reason %v", reason)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the dispatcher did not fail")
+	}
+}
+
+func TestProgressPrecedesSettled(t *testing.T) {
+	h := newHarness(t, &fakeRouter{}, func(c *Config) { c.Lanes = 3; c.SettleBatch = 0 })
+	h.subscribe(1)
+	var seq uint64
+	for range 20 {
+		var evs []tev
+		for range 5 {
+			seq++
+			evs = append(evs, mkEvent(seq, fmt.Sprintf("k%d", seq%7)))
+		}
+		h.send(evs...)
+	}
+	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 100, PostBatchResumeToken: []byte("pbrt")}) // empty: its PBRT becomes a Progress too
+	var progress []uint64
+	settledAfter := map[uint64]uint64{} // seq → highest through_seq seen before it
+	var maxThrough uint64
+	deadline := time.After(waitFor)
+	for len(settledAfter) < int(seq) || len(progress) < 21 {
+		select {
+		case m := <-h.cpCh:
+			switch m := m.(type) {
+			case *messages.Progress:
+				progress = append(progress, m.ThroughSeq)
+				maxThrough = max(maxThrough, m.ThroughSeq)
+				if string(m.PostBatchResumeToken) != "pbrt" || m.Incarnation != 1 {
+					t.Fatalf("Progress %v", m)
+				}
+			case *messages.SettledBatch:
+				for _, s := range m.Settled {
+					settledAfter[s.Seq] = maxThrough
+				}
+			}
+		case <-deadline:
+			t.Fatalf("timeout: %d progress, %d settled", len(progress), len(settledAfter))
+		}
+	}
+	for s, through := range settledAfter {
+		if through < s {
+			t.Fatalf("seq %d settled when Progress had only reached %d", s, through)
+		}
+	}
+	for i := range 20 {
+		if progress[i] != uint64(5*(i+1)) {
+			t.Fatalf("Progress through_seqs %v", progress)
+		}
+	}
+	if progress[20] != 100 {
+		t.Fatalf("empty batch Progress %d, want 100", progress[20])
+	}
+}
+
+// TestStaleIncarnation: after Subscribe{2}, batches of incarnation 1 still queued are dropped;
+// the events of incarnation 1 accepted before keep running and settle under incarnation 1; the
+// new incarnation's credit leaves room for them.
+func TestStaleIncarnation(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 10; c.Lanes = 2 })
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "a"))
+	eventually(t, "handlers started", func() bool { return g.started.Load() >= 1 })
+	if c := h.subscribe(2); c != 7 {
+		t.Fatalf("credit of incarnation 2 = %d, want 10-3 in flight", c)
+	}
+	h.sendInc(1, mkEvent(4, "c")) // stale
+	h.sendInc(2, mkEvent(4, "d"), mkEvent(5, "a"))
+	g.open(1 << 10)
+	h.waitSettled(1, 2, 3, 4, 5)
+	for s, want := range map[uint64]uint64{1: 1, 2: 1, 3: 1, 4: 2, 5: 2} {
+		if h.setInc[s] != want {
+			t.Fatalf("seq %d settled under incarnation %d, want %d", s, h.setInc[s], want)
+		}
+	}
+	if st := h.stats(); st.StaleBatches != 1 || st.Accepted != 5 || st.Settled != 5 {
+		t.Fatalf("stats %v", st)
+	}
+	if g.started.Load() != 5 {
+		t.Fatalf("%d handler calls, want 5 (the stale batch must not run)", g.started.Load())
+	}
+	// A stale Subscribe changes nothing.
+	h.sys.Root.RequestWithCustomSender(h.disp, &messages.Subscribe{Incarnation: 1}, h.stream)
+	if st := h.stats(); st.Incarnation != 2 {
+		t.Fatalf("incarnation %d after a stale Subscribe", st.Incarnation)
+	}
+}
+
+func TestFlowControlPausesCredit(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 4 })
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"))
+	h.sys.Root.Send(h.disp, &messages.FlowControl{Paused: true})
+	g.open(4)
+	eventually(t, "all settled", func() bool { return h.stats().Settled == 4 })
+	h.noDemand()
+	if st := h.stats(); !st.Paused {
+		t.Fatal("not paused")
+	}
+	// A new incarnation subscribing while paused gets no credit either.
+	if c := h.subscribe(2); c != 0 {
+		t.Fatalf("credit while paused = %d", c)
+	}
+	h.sys.Root.Send(h.disp, &messages.FlowControl{Paused: false})
+	if d := h.demand(); d.Credit != 4 || d.Incarnation != 2 {
+		t.Fatalf("Demand after resume = %v", d)
+	}
+}
+
+func TestSettleBatching(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) {
+		c.SettleBatch = 3
+		c.SettleFlushInterval = 40 * time.Millisecond
+	})
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"), mkEvent(5, "a"))
+	// Settle 1..4 one by one while 5 keeps the lane busy: one batch of 3, then 4 waits for the
+	// flush interval.
+	for i := range 4 {
+		g.open(1)
+		eventually(t, "settled", func() bool { return h.stats().Settled == uint64(i+1) })
+	}
+	var batches [][]uint64
+	collect := func() {
+		h.stats()
+		for {
+			select {
+			case m := <-h.cpCh:
+				if b, ok := m.(*messages.SettledBatch); ok {
+					var s []uint64
+					for _, x := range b.Settled {
+						s = append(s, x.Seq)
+					}
+					batches = append(batches, s)
+				}
+				continue
+			default:
+			}
+			return
+		}
+	}
+	collect()
+	if fmt.Sprint(batches) != "[[1 2 3]]" {
+		t.Fatalf("batches %v, want [[1 2 3]] before the flush interval", batches)
+	}
+	if d := h.armed(1); d != 40*time.Millisecond {
+		t.Fatalf("flush timer %v", d)
+	}
+	h.clk.Advance(40 * time.Millisecond)
+	eventually(t, "flushed", func() bool { collect(); return len(batches) == 2 })
+	if fmt.Sprint(batches) != "[[1 2 3] [4]]" {
+		t.Fatalf("batches %v", batches)
+	}
+	// The last event settles with nothing in flight: sent at once.
+	g.open(1)
+	eventually(t, "last", func() bool { collect(); return len(batches) == 3 })
+	if fmt.Sprint(batches[2]) != "[5]" {
+		t.Fatalf("batches %v", batches)
+	}
+}
+
+func TestDrainFinishesInFlightEventsIncludingRetries(t *testing.T) {
+	var fails atomic.Int32
+	r := &fakeRouter{handle: func(_ context.Context, c call) error {
+		if c.key == "flaky" && fails.Add(1) == 1 {
+			return fmt.Errorf("transient")
+		}
+		return nil
+	}}
+	h := newHarness(t, r)
+	h.subscribe(1)
+	h.send(mkEvent(1, "flaky"), mkEvent(2, "b"))
+	h.armed(1) // seq 1's retry
+	fut := h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor)
+	h.send(mkEvent(3, "c")) // after Drain: dropped, stays unsettled
+	h.stats()
+	h.clk.Advance(time.Second)
+	res, err := fut.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr := res.(*messages.Drained)
+	if dr.Settled != 2 || dr.Unsettled != 0 || dr.TimedOut {
+		t.Fatalf("Drained %v", dr)
+	}
+	h.waitSettled(1, 2)
+	h.drainCP()
+	if h.settled[3] != nil {
+		t.Fatal("a batch sent after Drain was processed")
+	}
+	// After the drain, a new Subscribe gets no credit and a second Drain answers at once.
+	if c := h.subscribe(2); c != 0 {
+		t.Fatalf("credit after drain %d", c)
+	}
+	res, err = h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor).Result()
+	if err != nil || res.(*messages.Drained).Settled != 2 {
+		t.Fatalf("second Drain: %v %v", res, err)
+	}
+}
+
+func TestDrainDeadlineCancelsHandlers(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Lanes = 2 })
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "a"))
+	eventually(t, "handlers running", func() bool { return g.running.Load() >= 1 })
+	fut := h.sys.Root.RequestFuture(h.disp, &messages.Drain{TimeoutMs: 1500}, waitFor)
+	if d := h.armed(1); d != 1500*time.Millisecond {
+		t.Fatalf("drain deadline %v", d)
+	}
+	h.clk.Advance(1500 * time.Millisecond)
+	res, err := fut.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr := res.(*messages.Drained)
+	if !dr.TimedOut || dr.Unsettled != 3 || dr.Settled != 0 {
+		t.Fatalf("Drained %v", dr)
+	}
+	if g.running.Load() != 0 {
+		t.Fatal("handlers still running after the drain deadline")
+	}
+	h.drainCP()
+	if len(h.order) != 0 {
+		t.Fatalf("cancelled events settled: %v", h.order)
+	}
+}
+
+// TestRestartEndsLanes: a failure restarts nothing by itself here (the test parent stops the
+// dispatcher); the lanes of the failed instance end (goleak in the harness cleanup), and a
+// handler blocked in one sees its context cancelled.
+func TestStopCancelsHandlersAndEndsLanes(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Lanes = 8 })
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "b"))
+	eventually(t, "handlers running", func() bool { return g.running.Load() >= 1 })
+	if err := h.sys.Root.StopFuture(h.disp).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if g.running.Load() != 0 {
+		t.Fatal("handlers still running after Stop")
+	}
+}
+
+func TestRestartingInstanceEndsItsLanes(t *testing.T) {
+	g := newGate()
+	sys := newTestSystem()
+	defer sys.Shutdown()
+	var starts atomic.Int32
+	cp := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	props, err := New(Config{Stream: "s", Router: &fakeRouter{handle: g.handle}, Lanes: 4, Checkpointer: cp,
+		Events: countStarts{&starts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := sys.Root.Spawn(props) // a root actor: protoactor restarts it on failure
+	sys.Root.RequestWithCustomSender(pid, &messages.Subscribe{Incarnation: 1}, cp)
+	e := mkEvent(1, "a").build()
+	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 1, Events: []*messages.Event{{Seq: 1, Raw: e.raw, ResumeToken: e.token}}})
+	eventually(t, "handler running", func() bool { return g.running.Load() == 1 })
+	// An over-credit batch of a newer incarnation fails the instance; protoactor restarts it.
+	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 9})
+	eventually(t, "old handler cancelled by the restart", func() bool { return g.running.Load() == 0 })
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	_ = sys.Root.StopFuture(cp).Wait()
+}
+
+type countStarts struct{ n *atomic.Int32 }
+
+func (countStarts) RetryScheduled(RetryScheduled)     {}
+func (countStarts) DeadLettered(DeadLettered)         {}
+func (countStarts) DeadLetterFailed(DeadLetterFailed) {}
+func (countStarts) Skipped(EventSkipped)              {}
+func (countStarts) HandlerPanicked(HandlerPanicked)   {}
+func (countStarts) Counted(Counts)                    {}
+
+// TestAllMessagesAreProto lists every message the dispatcher sends or receives.
+func TestAllMessagesAreProto(t *testing.T) {
+	msgs := []any{
+		// received
+		&messages.Subscribe{}, &messages.EventBatch{}, &messages.Event{}, &messages.FlowControl{},
+		&messages.Drain{}, &messages.DispatcherStatsRequest{}, &messages.AttachCheckpointer{},
+		&messages.LanesSettled{}, &messages.SettleFlushTick{}, &messages.DrainDeadline{},
+		// sent
+		&messages.Demand{}, &messages.Progress{}, &messages.SettledBatch{}, &messages.Settled{},
+		&messages.Drained{}, &messages.DispatcherStats{}, &messages.AttachDispatcher{},
+	}
+	for _, m := range msgs {
+		if _, ok := m.(proto.Message); !ok {
+			t.Errorf("%T is not a proto.Message", m)
+		}
+	}
+	// The probes of every other test also fail on any non-proto message they receive.
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Stream: "s", Router: &fakeRouter{}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	cases := []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Stream = "" }, "dispatcher: Config.Stream must not be empty"},
+		{func(c *Config) { c.Router = nil }, "dispatcher: Config.Router must not be nil"},
+		{func(c *Config) { c.Lanes = -1 }, "dispatcher: Config.Lanes must be between 1 and 1024 (0 means the default 1), got -1"},
+		{func(c *Config) { c.Lanes = 1025 }, "Config.Lanes must be between 1 and 1024"},
+		{func(c *Config) { c.Capacity = -5 }, "dispatcher: Config.Capacity must be between 1 and 16777216 (0 means the default 1024), got -5"},
+		{func(c *Config) { c.Retry.MaxAttempts = -1 }, "dispatcher: Config.Retry.MaxAttempts must be >= 1 (0 means the default 3), got -1"},
+		{func(c *Config) { c.Retry.InitialDelay = -time.Second }, "dispatcher: Config.Retry.InitialDelay must be > 0 (0 means the default 500ms), got -1s"},
+		{func(c *Config) { c.Retry.MaxDelay = -time.Second }, "dispatcher: Config.Retry.MaxDelay must be > 0 (0 means the default 30s), got -1s"},
+		{func(c *Config) { c.Retry.Multiplier = 0.5 }, "dispatcher: Config.Retry.Multiplier must be finite and >= 1 (0 means the default 2), got 0.5"},
+		{func(c *Config) { c.Retry.InitialDelay = time.Minute }, "dispatcher: Config.Retry.MaxDelay must be >= InitialDelay (1m0s), got 30s"},
+		{func(c *Config) { c.DeadLetterRetention = -1 }, "dispatcher: Config.DeadLetterRetention must be >= 0"},
+		{func(c *Config) { c.DeadLetterTimeout = -1 }, "dispatcher: Config.DeadLetterTimeout must be >= 0"},
+		{func(c *Config) { c.SettleFlushInterval = -1 }, "dispatcher: Config.SettleFlushInterval must be >= 0"},
+		{func(c *Config) { c.DrainTimeout = -1 }, "dispatcher: Config.DrainTimeout must be >= 0"},
+		{func(c *Config) { c.StopTimeout = -1 }, "dispatcher: Config.StopTimeout must be >= 0"},
+		{func(c *Config) { c.SettleBatch = -1 }, "dispatcher: Config.SettleBatch must be >= 1 (0 means the default 256), got -1"},
+	}
+	for _, tc := range cases {
+		c := ok
+		tc.edit(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want %q", err, tc.want)
+		}
+		if _, err := New(c); err == nil {
+			t.Errorf("New accepted an invalid config (%s)", tc.want)
+		}
+	}
+	multi := Config{Lanes: -1}.Validate()
+	for _, f := range []string{"Config.Stream", "Config.Router", "Config.Lanes"} {
+		if !strings.Contains(multi.Error(), f) {
+			t.Errorf("joined error %q misses %s", multi, f)
+		}
+	}
+}
