@@ -38,9 +38,15 @@ const (
 // called without the Store's lock held.
 type Fault func(ctx context.Context, op Op) error
 
-// Stats counts the calls that reached the store (after the context check and the fault).
+// Stats counts the calls that reached the store (past the context check and the fault).
 type Stats struct {
-	Saves, Fenced, Loads, Gaps, DeadLetterPuts uint64
+	// Saves counts Save calls, the fenced ones included; Fenced counts those refused with
+	// store.ErrFenced. Saves - Fenced checkpoints were written.
+	Saves, Fenced uint64
+	// Loads counts Load calls.
+	Loads uint64
+	// Gaps counts RecordGap calls; DeadLetterPuts counts PutDeadLetter calls.
+	Gaps, DeadLetterPuts uint64
 }
 
 // Store is the in-memory store. Create it with New.

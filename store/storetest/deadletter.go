@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() ti
 		{"ListOrderAndLimit", dlListOrderAndLimit},
 		{"Delete", dlDelete},
 		{"MarkReplayed", dlMarkReplayed},
+		{"MarkReplayedConcurrently", dlMarkReplayedConcurrently},
 		{"Retention", dlRetention},
 		{"CopiesBytes", dlCopies},
 		{"DoneContext", dlDoneContext},
@@ -240,6 +242,31 @@ func dlMarkReplayed(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	}
 	dl.ReplayCount, dl.LastReplayAt = 2, second
 	wantDeadLetter(t, s, dl) // every other field unchanged
+}
+
+// dlMarkReplayedConcurrently: concurrent replays each count once (no lost increment).
+func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	dl := sampleDeadLetter("orders", "r", clk.Now(), 0)
+	mustPut(t, s, dl)
+	const n = 16
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := s.MarkReplayed(ctx, "r", clk.Now().Add(timeMs(i))); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("MarkReplayed: %v", err)
+	}
+	if got := mustGet(t, s, "r"); got.ReplayCount != n {
+		t.Fatalf("ReplayCount after %d concurrent replays = %d", n, got.ReplayCount)
+	}
 }
 
 func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
