@@ -26,9 +26,11 @@
 // epoch; so Save retries once, and only a second DuplicateKey (the document now exists, and its
 // epoch is higher) is ErrFenced.
 //
-// Durability: writes use write concern majority and reads read from the primary, unless the
-// Options say otherwise, so a save that reported success survives a failover. Retryable writes
-// (the driver's default) make a save whose connection died mid-flight safe to retry.
+// Durability: writes use write concern majority (Options.WriteConcern) and reads go to the
+// primary, so a save that reported success survives a failover. Retryable writes (the driver's
+// default) make a write whose connection died mid-flight safe to retry; without them a write
+// may be applied yet reported failed, which is harmless because every write is an idempotent
+// upsert by _id (MarkReplayed excepted: its retry may count a replay twice).
 //
 // Expiry: the TTL monitor of a real server runs every 60 seconds, so an expired dead letter may
 // linger for up to a minute. Reads therefore also filter on expiresAt with the store's clock
