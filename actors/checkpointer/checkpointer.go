@@ -43,16 +43,16 @@ type (
 	// resolveResult ends a resolve or history-lost job.
 	resolveResult struct {
 		inst, req uint64
-		pos       *position        // the position to start from (nil on failure)
-		source    string           // StartFrom.source
+		pos       *position         // the position to start from (nil on failure)
+		source    string            // StartFrom.source
 		cp        *store.Checkpoint // the checkpoint written or loaded, when pos is durable
-		written   bool             // cp was written by this job (else loaded)
-		applied   bool             // StartPosition Latest/At was applied
+		written   bool              // cp was written by this job (else loaded)
+		applied   bool              // StartPosition Latest/At was applied
 		discarded *store.Checkpoint // a saved checkpoint that Latest/At ignored
-		gap       *store.Gap       // a gap recorded by this job
-		fail      string           // non-empty: the start failed (transient)
-		persist   error            // the position could not be persisted (history lost paths)
-		fenced    error            // a write was fenced
+		gap       *store.Gap        // a gap recorded by this job
+		fail      string            // non-empty: the start failed (transient)
+		persist   error             // the position could not be persisted (history lost paths)
+		fenced    error             // a write was fenced
 	}
 	// saveResult ends a checkpoint save.
 	saveResult struct {
@@ -106,14 +106,17 @@ type checkpointer struct {
 	resolving   *pendingStart
 	stale       uint64 // stale messages and results dropped
 
-	// Persistence. settledTotal counts every settlement; flushedSettled is settledTotal at the
-	// snapshot of the last successful write; coveredSettled that of the last write issued
-	// (in flight or succeeded).
+	// Persistence. settledTotal counts every settlement; writtenSettled is settledTotal at the
+	// snapshot of the last successful write; coveredSettled that of the last write issued (in
+	// flight or succeeded; the SaveEvery count runs from it); flushedSettled that of the last
+	// successful write or of the last time the durable position was the current one (the
+	// MaxUnflushed count runs from it).
 	persisted        position
 	persistedVersion uint64
 	settledTotal     uint64
-	flushedSettled   uint64
+	writtenSettled   uint64
 	coveredSettled   uint64
+	flushedSettled   uint64
 	saving           bool
 	saveGen          uint64
 	timerGen         uint64
@@ -289,4 +292,3 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
-

@@ -80,8 +80,10 @@ func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 	}
 	if c.t.version == c.persistedVersion {
 		// The durable position is the current one: settlements since the last write (above a
-		// low-water mark that did not move) are covered as well as they can be.
-		c.flushedSettled, c.coveredSettled = c.settledTotal, c.settledTotal
+		// low-water mark that did not move) are covered as well as they can be, so they do not
+		// count towards MaxUnflushed. They still count towards SaveEvery: once the low-water
+		// mark moves, the write is due at once.
+		c.flushedSettled = c.settledTotal
 		c.intervalDue = false
 		if c.retryTimer != nil {
 			c.retryTimer.Stop()
@@ -132,7 +134,7 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 			c.fence(ctx, r.err)
 			return
 		}
-		c.coveredSettled = c.flushedSettled
+		c.coveredSettled = c.writtenSettled
 		c.answerWaiters(ctx, r.version, r.err)
 		c.saveFailed(ctx, r.err)
 		if len(c.waiters) > 0 {
@@ -140,8 +142,9 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 		}
 		return
 	}
-	covered := int(r.settled - c.flushedSettled)
-	c.flushedSettled = r.settled
+	covered := int(r.settled - c.writtenSettled)
+	c.writtenSettled = r.settled
+	c.flushedSettled = max(c.flushedSettled, r.settled)
 	c.persisted, c.persistedVersion = r.pos, r.version
 	if c.failures > 0 {
 		c.log.Info("checkpoint store recovered", zap.Int("failed_attempts", c.failures))

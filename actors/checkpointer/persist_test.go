@@ -1,0 +1,327 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/memstore"
+)
+
+// started returns a harness whose stream resolved incarnation 1 (initial position written).
+func started(t *testing.T, edit func(*harness, *Config)) *harness {
+	t.Helper()
+	h := newHarness(t, edit)
+	h.resolve(1)
+	if ev := event[CheckpointedEvent](h); ev.Checkpoint.Source != store.SourceInitial {
+		t.Fatalf("first write %+v", ev)
+	}
+	return h
+}
+
+func TestFlushByCount(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) { c.SaveEvery = 10 })
+	h.progress(1, 20, pbrtTok(20))
+	h.settle(1, seqRange(1, 9)...)
+	h.noEvent()
+	h.settle(1, 10)
+	ev := event[CheckpointedEvent](h)
+	if tokData(ev.Checkpoint.Token) != tokData(evTok(10)) || ev.Settled != 10 || ev.LowWaterMark != 10 ||
+		ev.Checkpoint.Source != store.SourceEvent || ev.Checkpoint.Settled != 10 {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	// Out of order: 12..20 settle, 11 still in flight: 9 settlements do not trigger; the 10th
+	// (11) does, and the position jumps to the PBRT of the batch.
+	h.settle(1, seqRange(12, 20)...)
+	h.noEvent()
+	h.settle(1, 11)
+	ev = event[CheckpointedEvent](h)
+	if tokData(ev.Checkpoint.Token) != "pbrt-000020" || ev.Settled != 10 || ev.Checkpoint.Source != store.SourcePBRT {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+}
+
+func TestFlushByInterval(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) { c.SaveInterval = time.Second })
+	h.progress(1, 10, pbrtTok(10))
+	h.settle(1, 1, 2, 3)
+	h.sync()
+	if d, ok := h.clk.NextDeadline(); !ok || d != time.Second {
+		t.Fatalf("interval timer %v %v, want 1s", d, ok)
+	}
+	h.clk.Advance(500 * time.Millisecond)
+	h.settle(1, 4) // a later change does not re-arm the timer
+	h.sync()
+	h.clk.Advance(499 * time.Millisecond)
+	h.noEvent()
+	h.clk.Advance(time.Millisecond)
+	ev := event[CheckpointedEvent](h)
+	if tokData(ev.Checkpoint.Token) != tokData(evTok(4)) || ev.Settled != 4 {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	if h.clk.Pending() != 0 {
+		t.Fatalf("%d timers pending after the write", h.clk.Pending())
+	}
+}
+
+func TestFlushRequest(t *testing.T) {
+	h := started(t, nil)
+	// Clean: answered at once with the stored position.
+	fl := h.flush()
+	if tokData(fl.GetToken()) != "now-1" || fl.GetError() != "" {
+		t.Fatalf("Flushed %v", fl)
+	}
+	h.noEvent()
+	h.progress(1, 5, pbrtTok(5))
+	h.settle(1, 1, 2, 4)
+	fl = h.flush()
+	if tokData(fl.GetToken()) != tokData(evTok(2)) || fl.GetLowWaterMark() != 2 || fl.GetError() != "" {
+		t.Fatalf("Flushed %v", fl)
+	}
+	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(2)) {
+		t.Fatalf("stored %q", tokData(cp.Token))
+	}
+	if ev := event[CheckpointedEvent](h); ev.Settled != 3 {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+}
+
+func TestFlushDuringWriteWaitsForNewerWrite(t *testing.T) {
+	release := make(chan struct{})
+	var block atomic.Bool
+	h := started(t, func(_ *harness, c *Config) { c.SaveEvery = 2 })
+	block.Store(true)
+	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
+		if op == memstore.OpSave && block.Load() {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	h.progress(1, 10, pbrtTok(10))
+	h.settle(1, 1, 2) // write of ev2 starts and blocks
+	h.settle(1, 3)
+	h.request(&messages.Flush{})
+	h.sync()
+	block.Store(false)
+	close(release)
+	fl := next[*messages.Flushed](h)
+	if tokData(fl.GetToken()) != tokData(evTok(3)) {
+		t.Fatalf("Flushed %v, want ev3 (the write issued after the Flush)", fl)
+	}
+	if a, b := event[CheckpointedEvent](h), event[CheckpointedEvent](h); tokData(a.Checkpoint.Token) != tokData(evTok(2)) ||
+		tokData(b.Checkpoint.Token) != tokData(evTok(3)) {
+		t.Fatalf("writes %q then %q", tokData(a.Checkpoint.Token), tokData(b.Checkpoint.Token))
+	}
+}
+
+func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) { c.SaveInterval = time.Second })
+	h.progress(1, 2, pbrtTok(2))
+	h.settle(1, 1, 2)
+	h.sync()
+	h.clk.Advance(time.Second)
+	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002" {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	// Idle: empty batches keep moving the PBRT; one write per interval, with the newest.
+	h.progress(1, 2, tok("idle-a"))
+	h.sync()
+	h.clk.Advance(400 * time.Millisecond)
+	h.progress(1, 2, tok("idle-b"))
+	h.progress(1, 2, tok("idle-c"))
+	h.sync()
+	h.clk.Advance(599 * time.Millisecond)
+	h.noEvent()
+	h.clk.Advance(time.Millisecond)
+	ev := event[CheckpointedEvent](h)
+	if tokData(ev.Checkpoint.Token) != "idle-c" || ev.Settled != 0 || ev.Checkpoint.Source != store.SourcePBRT {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	h.sync()
+	// An unchanged PBRT writes nothing and arms nothing.
+	h.progress(1, 2, tok("idle-c"))
+	h.sync()
+	if h.clk.Pending() != 0 {
+		t.Fatal("an unchanged PBRT armed the interval timer")
+	}
+	h.clk.Advance(time.Hour)
+	h.noEvent()
+	// With an event in flight the PBRT of its batch is not a position.
+	h.progress(1, 3, tok("busy"))
+	h.sync()
+	if h.clk.Pending() != 0 {
+		t.Fatal("a PBRT ahead of an unsettled event changed the position")
+	}
+}
+
+func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
+	var down atomic.Bool
+	h := started(t, func(_ *harness, c *Config) {
+		c.SaveEvery = 2
+		c.MaxUnflushed = 5
+		c.SaveInterval = time.Hour
+		c.RetryInitialDelay = 100 * time.Millisecond
+		c.RetryMaxDelay = 400 * time.Millisecond
+	})
+	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
+		if op == memstore.OpSave && down.Load() {
+			return errors.New("store unreachable")
+		}
+		return nil
+	})
+	down.Store(true)
+	h.progress(1, 100, pbrtTok(100))
+	h.settle(1, 1, 2)
+	for i, want := range []time.Duration{100, 200, 400, 400} {
+		want *= time.Millisecond
+		f := event[CheckpointFailedEvent](h)
+		if f.Attempt != i+1 || f.RetryIn != want || f.Unflushed != 2 || f.Err == nil {
+			t.Fatalf("failure %d: %+v", i+1, f)
+		}
+		h.sync()
+		if d, _ := h.clk.NextDeadline(); d != want {
+			t.Fatalf("retry %d in %v, want %v", i+1, d, want)
+		}
+		if i < 3 {
+			h.clk.Advance(want)
+		}
+	}
+	// Processing goes on; past MaxUnflushed the dispatcher is paused.
+	h.settle(1, 3, 4, 5)
+	h.sync()
+	select {
+	case m := <-h.probe:
+		t.Fatalf("unexpected %v at 5 unflushed", m)
+	default:
+	}
+	h.settle(1, 6)
+	if fc := next[*messages.FlowControl](h); !fc.GetPaused() {
+		t.Fatalf("FlowControl %v, want paused", fc)
+	}
+	// The store comes back: the pending retry writes the newest position and unpauses.
+	down.Store(false)
+	h.clk.Advance(400 * time.Millisecond)
+	ev := event[CheckpointedEvent](h)
+	if tokData(ev.Checkpoint.Token) != tokData(evTok(6)) || ev.Settled != 6 {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	if fc := next[*messages.FlowControl](h); fc.GetPaused() {
+		t.Fatalf("FlowControl %v, want unpaused", fc)
+	}
+	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(6)) {
+		t.Fatalf("stored %q", tokData(cp.Token))
+	}
+	// The backoff starts over after a success.
+	down.Store(true)
+	h.settle(1, 7, 8)
+	if f := event[CheckpointFailedEvent](h); f.Attempt != 1 || f.RetryIn != 100*time.Millisecond {
+		t.Fatalf("failure after recovery %+v", f)
+	}
+	// A Flush during the outage answers with the error.
+	fl := h.flush()
+	if fl.GetError() == "" || tokData(fl.GetToken()) != tokData(evTok(6)) {
+		t.Fatalf("Flushed %v, want the error and the last durable position", fl)
+	}
+	event[CheckpointFailedEvent](h)
+	down.Store(false)
+}
+
+func TestAttachDispatcherGetsCurrentPause(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) {
+		c.Dispatcher = nil
+		c.SaveEvery = 1
+		c.MaxUnflushed = 1
+	})
+	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
+		if op == memstore.OpSave {
+			return errors.New("down")
+		}
+		return nil
+	})
+	h.progress(1, 3, nil)
+	h.settle(1, 1, 2)
+	event[CheckpointFailedEvent](h)
+	h.sync()
+	h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id})
+	if fc := next[*messages.FlowControl](h); !fc.GetPaused() {
+		t.Fatalf("FlowControl %v", fc)
+	}
+	h.ms.SetFault(nil)
+}
+
+func TestFencedWriteIsTerminal(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) { c.Epoch = func() int64 { return 3 } })
+	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Epoch: 2, Source: store.SourceEvent}); err != nil {
+		t.Fatal(err)
+	}
+	h.resolve(1)
+	// Another owner takes over with epoch 4.
+	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("theirs"), Epoch: 4, Source: store.SourceEvent}); err != nil {
+		t.Fatal(err)
+	}
+	h.progress(1, 2, nil)
+	h.settle(1, 1, 2)
+	fl := h.flush()
+	if !fl.GetFenced() || fl.GetError() == "" {
+		t.Fatalf("Flushed %v, want fenced", fl)
+	}
+	fe := event[fencedEvent](h)
+	err := h.failure()
+	for _, e := range []error{fe.err, err} {
+		if !errors.Is(e, ErrFenced) || !errors.Is(e, store.ErrFenced) || !errors.Is(e, errTerminal) {
+			t.Fatalf("error %v does not match ErrFenced, store.ErrFenced and TerminalErr", e)
+		}
+	}
+	if cp, _ := h.stored(); tokData(cp.Token) != "theirs" {
+		t.Fatalf("stored %q, the newer owner's record was overwritten", tokData(cp.Token))
+	}
+}
+
+func TestFencedInitialWriteFailsStartTerminally(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = Latest })
+	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("theirs"), Epoch: 9}); err != nil {
+		t.Fatal(err)
+	}
+	sf := h.resolve(1)
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
+		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
+	}
+	if err := h.failure(); !errors.Is(err, ErrFenced) {
+		t.Fatalf("escalated %v", err)
+	}
+}
+
+func TestEventsPanicDoesNotBreakCheckpointer(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) { c.Events = panicEvents{} })
+	h.resolve(1)
+	h.progress(1, 1, nil)
+	h.settle(1, 1)
+	if fl := h.flush(); tokData(fl.GetToken()) != tokData(evTok(1)) {
+		t.Fatalf("Flushed %v", fl)
+	}
+}
+
+type panicEvents struct{ NopEvents }
+
+func (panicEvents) Checkpointed(CheckpointedEvent) { panic("observer bug") }
+
+func TestStaleProgressAndSettlementsDropped(t *testing.T) {
+	h := started(t, nil)
+	h.resolve(2) // rebase: incarnation 1 is stale
+	h.progress(1, 3, pbrtTok(3))
+	h.settle(1, 1, 2, 3)
+	fl := h.flush()
+	if tokData(fl.GetToken()) != "now-1" || fl.GetLowWaterMark() != 0 {
+		t.Fatalf("Flushed %v: stale messages were applied", fl)
+	}
+	_ = bson.Raw(nil)
+}
