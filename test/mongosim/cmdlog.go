@@ -20,6 +20,8 @@ type CommandRecord struct {
 	Name     string        // command name as sent
 	Body     bson.D        // the command, with kind-1 sequences merged in; do not modify
 	Err      error         // nil on success; a failure reply or a dropped connection otherwise
+	Code     int32         // the error code sent, 0 on success or a dropped connection
+	Labels   []string      // the errorLabels sent (on an error, or with a writeConcernError)
 }
 
 // commandLog keeps the most recent commandLogSize records in a ring.
@@ -30,9 +32,10 @@ type commandLog struct {
 	full    bool
 }
 
-func (l *commandLog) record(c *command, start time.Time, err error) {
+func (l *commandLog) record(c *command, start time.Time, err error, code int32, labels []string) {
 	r := CommandRecord{Time: start, Duration: time.Since(start), ConnID: c.conn.id,
-		AppName: c.conn.application(), DB: c.DB, Name: c.Name, Body: c.Body, Err: err}
+		AppName: c.conn.application(), DB: c.DB, Name: c.Name, Body: c.Body, Err: err,
+		Code: code, Labels: labels}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.records) < commandLogSize {

@@ -96,14 +96,35 @@ func (s *Server) nextRequestID() int32 { return requestIDs.Add(1) }
 // closeConn when the connection must be dropped without a reply.
 func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 	if len(req.body) == 0 {
-		return s.encodeReply(nil, errorf(codeFailedToParse, "empty command document"), nil), false
+		out, _, _ := s.encodeReply(nil, errorf(codeFailedToParse, "empty command document"), nil)
+		return out, false
 	}
 	c := &command{Name: req.body[0].Key, Body: req.body, conn: cn, ctx: cn.ctx}
 	if db, ok := c.Arg("$db"); ok {
 		c.DB, _ = db.(string)
 	}
+	start := time.Now()
+	// Every path below records the command once, with the error it ended in (nil on success),
+	// the code and the labels actually sent.
+	var (
+		outcome error
+		code    int32
+		labels  []string
+	)
+	defer func() { s.cmdLog.record(c, start, outcome, code, labels) }()
+	fail := func(err error) ([]byte, bool) {
+		outcome = err
+		var out []byte
+		out, code, labels = s.encodeReply(c, err, nil)
+		return out, false
+	}
+	drop := func() ([]byte, bool) {
+		outcome = errCloseConnection
+		return nil, true
+	}
+
 	if err := parseSessionFields(c); err != nil {
-		return s.encodeReply(c, err, nil), false
+		return fail(err)
 	}
 	switch c.Name {
 	case "aggregate":
@@ -115,58 +136,64 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 			c.ChangeStream = s.eng.cursorIsChangeStream(id)
 		}
 	}
-	start := time.Now()
-	var outcome error
-	defer func() { s.cmdLog.record(c, start, outcome) }()
-
 	if !s.waitUnpaused(c.ctx) {
-		return nil, true
+		return drop()
 	}
 	if req.legacy && c.Name != "isMaster" && c.Name != "ismaster" && c.Name != "hello" {
-		return s.encodeReply(c, errorf(codeUnsupportedOpQueryCommand,
-			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", c.Name), nil), false
+		return fail(errorf(codeUnsupportedOpQueryCommand,
+			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", c.Name))
 	}
 	spec, known := commandTable[c.Name]
 
 	var wce bson.D
 	if c.Name != "configureFailPoint" {
-		act := s.fp.evalFailCommand(c)
-		if act != nil {
+		if act := s.fp.evalFailCommand(c); act != nil {
 			if act.blockFor > 0 {
 				t := time.NewTimer(act.blockFor)
 				select {
 				case <-t.C:
 				case <-c.ctx.Done():
 					t.Stop()
-					return nil, true
+					return drop()
 				}
 			}
 			if act.closeConn {
-				outcome = errCloseConnection
-				return nil, true
+				return drop()
 			}
 			if act.err != nil {
-				outcome = act.err
-				return s.encodeReply(c, act.err, nil), false
+				return fail(act.err)
 			}
 			wce = act.writeConcernError
 		}
 	}
 	if !known {
-		return s.encodeReply(c, errorf(codeCommandNotFound, "no such command: '%s'", c.Name), nil), false
+		return fail(errorf(codeCommandNotFound, "no such command: '%s'", c.Name))
 	}
 	if err := s.state.checkPrimary(spec.kind); err != nil {
-		return s.encodeReply(c, err, nil), false
+		return fail(err)
 	}
 	fields, err := spec.handler(s, c)
-	outcome = err
 	if errors.Is(err, errCloseConnection) {
-		return nil, true
+		return drop()
 	}
-	if err == nil && wce != nil {
+	if err != nil {
+		return fail(err)
+	}
+	if wce != nil {
 		fields = append(fields, bson.E{Key: "writeConcernError", Value: wce})
+		// A real server labels a reply by its writeConcernError code too (reference §4.3);
+		// driver v2 retries a write-concern error only when the label is there.
+		if v, ok := lookupD(wce, "code"); ok && !hasKey(fields, "errorLabels") {
+			if n, ok := asInt64(v); ok {
+				if ls := computeLabels(c, int32(n)); len(ls) > 0 {
+					fields = append(fields, bson.E{Key: "errorLabels", Value: ls})
+					labels = ls
+				}
+			}
+		}
 	}
-	return s.encodeReply(c, err, fields), false
+	out, _, _ := s.encodeReply(c, nil, fields)
+	return out, false
 }
 
 // isChangeStreamPipeline reports whether an aggregate's first stage is $changeStream.
@@ -232,8 +259,9 @@ func parseSessionFields(c *command) *cmdError {
 	return nil
 }
 
-// encodeReply appends ok, the error fields and the cluster time to fields, and encodes it.
-func (s *Server) encodeReply(c *command, err error, fields bson.D) []byte {
+// encodeReply appends ok, the error fields and the cluster time to fields, and encodes it. For an
+// error it also returns the code and the labels it sent.
+func (s *Server) encodeReply(c *command, err error, fields bson.D) (out []byte, code int32, labels []string) {
 	ct := s.eng.clock.last()
 	var doc bson.D
 	if err != nil {
@@ -244,7 +272,8 @@ func (s *Server) encodeReply(c *command, err error, fields bson.D) []byte {
 		doc = bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: ce.Msg},
 			{Key: "code", Value: ce.Code}, {Key: "codeName", Value: codeName(ce.Code)}}
 		doc = append(doc, ce.Extra...)
-		labels := ce.Labels
+		code = ce.Code
+		labels = ce.Labels
 		if labels == nil && c != nil {
 			labels = computeLabels(c, ce.Code)
 		}
@@ -272,8 +301,9 @@ func (s *Server) encodeReply(c *command, err error, fields bson.D) []byte {
 		out, _ = bson.Marshal(bson.D{{Key: "ok", Value: 0.0},
 			{Key: "errmsg", Value: fmt.Sprintf("mongosim: cannot encode reply: %v", merr)},
 			{Key: "code", Value: int32(codeInternalError)}, {Key: "codeName", Value: "InternalError"}})
+		code, labels = codeInternalError, nil
 	}
-	return out
+	return out, code, labels
 }
 
 // Codes on which a retryable write or a change stream may be retried
