@@ -97,7 +97,11 @@ func (s *Server) awaitTopologyChange(c *command, tvArg any) error {
 	if pid != curPID || cnt != curCnt {
 		return nil // the client's view is stale: answer at once
 	}
-	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	wait := time.Duration(ms) * time.Millisecond
+	if wait > s.opts.HelloAwaitLimit {
+		wait = s.opts.HelloAwaitLimit
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:

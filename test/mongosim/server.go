@@ -35,6 +35,14 @@ type Options struct {
 	// DefaultAwaitTime is how long a change-stream getMore waits for events when the
 	// request carries no maxTimeMS. Default 1s, as on a real server.
 	DefaultAwaitTime time.Duration
+	// HelloAwaitLimit caps how long an awaitable hello (the driver's streaming heartbeat) is
+	// held when the topology does not change. A real server holds it for the client's full
+	// maxAwaitTimeMS (its heartbeat interval, 10s by default); mongosim answers after at most
+	// this long, so that a client which misses its own cancellation of that hello (a race in
+	// driver v2.10.0's Disconnect and pool clearing) stalls at most this long instead of 10s.
+	// Topology changes (StepDown, re-election) still answer every held hello at once.
+	// Default 1s.
+	HelloAwaitLimit time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -59,6 +67,9 @@ func (o Options) withDefaults() Options {
 	if o.DefaultAwaitTime == 0 {
 		o.DefaultAwaitTime = time.Second
 	}
+	if o.HelloAwaitLimit == 0 {
+		o.HelloAwaitLimit = time.Second
+	}
 	return o
 }
 
@@ -78,6 +89,9 @@ func (o Options) Validate() error {
 	}
 	if o.DefaultAwaitTime < 0 {
 		return fmt.Errorf("mongosim: Options.DefaultAwaitTime must be >= 0, got %s", o.DefaultAwaitTime)
+	}
+	if o.HelloAwaitLimit < 0 {
+		return fmt.Errorf("mongosim: Options.HelloAwaitLimit must be >= 0, got %s", o.HelloAwaitLimit)
 	}
 	return nil
 }
