@@ -211,9 +211,8 @@ func (p *probe) Receive(ctx actor.Context) {
 
 // parentActor spawns the dispatcher as its child and records its failures.
 type parentActor struct {
-	props    *actor.Props
-	pidCh    chan *actor.PID
-	failures chan any
+	props *actor.Props
+	pidCh chan *actor.PID
 }
 
 func (p *parentActor) Receive(ctx actor.Context) {
