@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // sessTestWriteCmd is a test-only write command that counts its executions per server and
@@ -263,6 +264,43 @@ func TestSessionRetryableInsertAfterClosedConnection(t *testing.T) {
 	}
 }
 
+// TestSessionRetryableInsertAfterWriteConcernError: the first insert executes but its reply
+// carries a retryable writeConcernError; the driver retries with the same (lsid, txnNumber),
+// and the retry is answered from the stored reply without inserting again (no duplicate key
+// error, one document).
+func TestSessionRetryableInsertAfterWriteConcernError(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	c := cl.Database("test").Collection("retry_wce")
+	if err := srv.ConfigureFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
+			{Key: "errorLabels", Value: bson.A{"RetryableWriteError"}},
+			// ExceededTimeLimit: retryable, and not a state-change error that would make the
+			// driver wait for its next heartbeat before retrying.
+			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 262}, {Key: "errmsg", Value: "operation exceeded time limit"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	if err != nil {
+		t.Fatalf("InsertOne: %v (the retry must get the stored reply, not a duplicate key error)", err)
+	}
+	if res.InsertedID != int32(1) {
+		t.Fatalf("InsertedID = %v", res.InsertedID)
+	}
+	n, err := c.CountDocuments(ctx, bson.D{})
+	if err != nil || n != 1 {
+		t.Fatalf("count = %d, %v; want exactly 1", n, err)
+	}
+	txns, lsids, errs := sessInsertsOf(t, srv, "retry_wce")
+	if len(txns) != 2 || txns[0] != txns[1] || lsids[0] != lsids[1] {
+		t.Fatalf("inserts: txnNumbers %v; want 2 with one (lsid, txnNumber)", txns)
+	}
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("insert outcomes %v; both must succeed at the command level", errs)
+	}
+}
+
 // TestSessionInsertTxnNumberTooOld sends inserts with explicit txnNumbers through RunCommand:
 // a repeat is not executed again and a lower number fails with TransactionTooOld.
 func TestSessionInsertTxnNumberTooOld(t *testing.T) {
@@ -332,5 +370,54 @@ func TestSessionRetryableWriteOlderThanTransaction(t *testing.T) {
 	}
 	if _, err := sessRun(ctx, db, sess, bson.D{{Key: sessTestWriteCmd, Value: 1}, {Key: "txnNumber", Value: txn + 1}}); err != nil {
 		t.Fatalf("retryable write above the transaction's number: %v", err)
+	}
+}
+
+// TestSessionRetryableNonIdempotentWritesAfterWriteConcernError: $inc through updateOne and
+// findOneAndUpdate, retried by the driver after a retryable writeConcernError, is applied
+// once: the retry is answered from the stored reply.
+func TestSessionRetryableNonIdempotentWritesAfterWriteConcernError(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	c := cl.Database("test").Collection("retry_inc")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	failOnce := func(cmd string) {
+		t.Helper()
+		if err := srv.ConfigureFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{cmd}},
+				{Key: "errorLabels", Value: bson.A{"RetryableWriteError"}},
+				{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 262}, {Key: "errmsg", Value: "operation exceeded time limit"}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}
+	failOnce("update")
+	res, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, inc)
+	if err != nil {
+		t.Fatalf("UpdateOne: %v", err)
+	}
+	if res.ModifiedCount != 1 {
+		t.Fatalf("UpdateOne modified %d, want the stored reply's 1", res.ModifiedCount)
+	}
+	failOnce("findAndModify")
+	var after bson.M
+	if err := c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 1}}, inc, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after); err != nil {
+		t.Fatalf("FindOneAndUpdate: %v", err)
+	}
+	if after["n"] != int32(2) {
+		t.Fatalf("FindOneAndUpdate returned n = %v, want 2", after["n"])
+	}
+	var doc bson.M
+	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["n"] != int32(2) {
+		t.Fatalf("n = %v after two retried increments, want 2 (each applied once)", doc["n"])
+	}
+	if a, b := len(srv.CommandsNamed("update")), len(srv.CommandsNamed("findAndModify")); a != 2 || b != 2 {
+		t.Fatalf("update/findAndModify commands = %d/%d, want 2/2 (each retried once)", a, b)
 	}
 }
