@@ -157,6 +157,10 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 	case *messages.Flush:
 		c.onFlush(ctx)
 	case *messages.AttachDispatcher:
+		if m.GetId() == "" {
+			c.log.Warn("AttachDispatcher without an id ignored")
+			return
+		}
 		c.dispatcher = actor.NewPID(m.GetAddress(), m.GetId())
 		c.log.Debug("dispatcher attached", zap.String("pid", c.dispatcher.String()))
 		if c.paused {

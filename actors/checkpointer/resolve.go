@@ -179,6 +179,13 @@ func (c *checkpointer) historyJob(req uint64, policy HistoryLostPolicy, from pos
 	cfg, inst, log := c.cfg, c.inst, c.log
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
+		if from.empty() {
+			// The start position came from an earlier instance: the stored one is the best
+			// knowledge of where the gap begins.
+			if cp, ok, err := cfg.Store.Load(ctx, cfg.Stream); err == nil && ok {
+				from = positionOf(cp)
+			}
+		}
 		tok, ts, err := cfg.Positions.Current(ctx)
 		if err != nil {
 			r.fail = "capture the current position after history lost: " + err.Error()
