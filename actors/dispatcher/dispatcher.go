@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,6 +16,10 @@ import (
 
 // lanesSettled is the one LanesSettled value the lanes send (it has no fields).
 var lanesSettled = &messages.LanesSettled{}
+
+// generations numbers timer messages process-wide, so a tick of an earlier instance (queued
+// across a restart) never matches a timer of the current one.
+var generations atomic.Uint64
 
 // dispatcher is the actor. Every field is touched only on the actor's goroutine, except what the
 // lanes share through laneShared, lane queues and settleBuf.
@@ -77,7 +82,7 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 	case *messages.FlowControl:
 		d.onFlowControl(ctx, m)
 	case *messages.SettleFlushTick:
-		if m.Generation == d.flushGen {
+		if d.flushTimer != nil && m.Generation == d.flushGen {
 			d.flushTimer = nil
 			d.flushAll(ctx)
 		}
@@ -314,7 +319,7 @@ func (d *dispatcher) onSettled(ctx actor.Context) {
 		if d.inFlight == 0 || urgent {
 			d.flushAll(ctx)
 		} else if d.flushTimer == nil {
-			d.flushGen++
+			d.flushGen = generations.Add(1)
 			gen, self, root := d.flushGen, d.self, d.sys.Root
 			d.flushTimer = d.cfg.Clock.AfterFunc(d.cfg.SettleFlushInterval, func() {
 				root.Send(self, &messages.SettleFlushTick{Generation: gen})
@@ -354,7 +359,7 @@ func (d *dispatcher) flushAll(ctx actor.Context) {
 	if d.flushTimer != nil {
 		d.flushTimer.Stop()
 		d.flushTimer = nil
-		d.flushGen++
+		d.flushGen = 0
 	}
 	for len(d.pending) > 0 {
 		n := min(len(d.pending), d.cfg.SettleBatch)
@@ -442,7 +447,7 @@ func (d *dispatcher) onDrain(ctx actor.Context, m *messages.Drain) {
 	if m.TimeoutMs > 0 {
 		timeout = time.Duration(m.TimeoutMs) * time.Millisecond
 	}
-	d.drainGen++
+	d.drainGen = generations.Add(1)
 	gen, self, root := d.drainGen, d.self, d.sys.Root
 	d.drainTimer = d.cfg.Clock.AfterFunc(timeout, func() {
 		root.Send(self, &messages.DrainDeadline{Generation: gen})

@@ -474,3 +474,72 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// siblingParent spawns a checkpointer probe and then the dispatcher, like the stream supervisor.
+type siblingParent struct {
+	props *actor.Props
+	cpCh  chan any
+	pidCh chan *actor.PID
+}
+
+func (p *siblingParent) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		ch := p.cpCh
+		if _, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: ch, nonProt: make(chan string, 8)} }), "checkpointer"); err != nil {
+			panic(err)
+		}
+		pid, err := ctx.SpawnNamed(p.props, "dispatcher")
+		if err != nil {
+			panic(err)
+		}
+		p.pidCh <- pid
+	}
+}
+
+// TestCheckpointerResolution: without Config.Checkpointer the dispatcher talks to its sibling
+// "checkpointer"; AttachCheckpointer redirects it.
+func TestCheckpointerResolution(t *testing.T) {
+	sys := newTestSystem()
+	defer sys.Shutdown()
+	props, err := New(Config{Stream: "s", Router: &fakeRouter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpCh, other, streamCh := make(chan any, 64), make(chan any, 64), make(chan any, 64)
+	pidCh := make(chan *actor.PID, 1)
+	parent := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &siblingParent{props: props, cpCh: cpCh, pidCh: pidCh}
+	}))
+	disp := <-pidCh
+	next := func(ch chan any) any {
+		select {
+		case m := <-ch:
+			return m
+		case <-time.After(waitFor):
+			t.Fatal("nothing received")
+		}
+		return nil
+	}
+	if m, ok := next(cpCh).(*messages.AttachDispatcher); !ok || m.Id != disp.Id {
+		t.Fatalf("sibling checkpointer got %v, want AttachDispatcher", m)
+	}
+	otherPID := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: other, nonProt: make(chan string, 8)} }))
+	stream := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: streamCh, nonProt: make(chan string, 8)} }))
+	sys.Root.Send(disp, &messages.AttachCheckpointer{Address: otherPID.Address, Id: otherPID.Id})
+	if _, ok := next(other).(*messages.AttachDispatcher); !ok {
+		t.Fatal("attached checkpointer not told")
+	}
+	sys.Root.RequestWithCustomSender(disp, &messages.Subscribe{Incarnation: 1}, stream)
+	next(streamCh)
+	e := mkEvent(1, "a").build()
+	sys.Root.Send(disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Events: []*messages.Event{{Seq: 1, Raw: e.raw, ResumeToken: e.token}}})
+	if _, ok := next(other).(*messages.Progress); !ok {
+		t.Fatal("Progress did not go to the attached checkpointer")
+	}
+	if b, ok := next(other).(*messages.SettledBatch); !ok || b.Settled[0].Seq != 1 {
+		t.Fatalf("got %v, want SettledBatch", b)
+	}
+	for _, p := range []*actor.PID{parent, otherPID, stream} {
+		_ = sys.Root.StopFuture(p).Wait()
+	}
+}
