@@ -28,29 +28,58 @@ type cursor interface {
 }
 
 type cursorEntry struct {
-	cur   cursor
-	lsid  *bson.Binary
-	inUse bool
+	cur      cursor
+	lsid     *bson.Binary
+	inUse    bool
+	lastUsed time.Time // wall time of the last getMore (or creation), for the idle timeout
 }
 
 // cursorTable maps cursor ids to open cursors. Guarded by engine.mu.
 type cursorTable struct {
-	open map[int64]*cursorEntry
+	open       map[int64]*cursorEntry
+	lastReaped time.Time
 }
 
 func (t *cursorTable) init() { t.open = make(map[int64]*cursorEntry) }
 
-// registerCursor stores cur and returns its new id (a positive Int64, never reused).
-func (e *engine) registerCursor(cur cursor, lsid *bson.Binary) int64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for {
-		id := rand.Int64N(1<<62) + 1
-		if _, taken := e.cursors.open[id]; !taken {
-			e.cursors.open[id] = &cursorEntry{cur: cur, lsid: lsid}
-			return id
+// reapIdleLocked closes cursors not used for Options.CursorTimeout, as a real server's cursor
+// timeout does (cursorTimeoutMillis, 10 minutes), so abandoned cursors do not accumulate. It
+// runs lazily, at most once a minute, from cursor creation. The caller closes the returned
+// cursors after releasing e.mu.
+func (e *engine) reapIdleLocked(now time.Time) []cursor {
+	t := &e.cursors
+	if now.Sub(t.lastReaped) < time.Minute {
+		return nil
+	}
+	t.lastReaped = now
+	var dead []cursor
+	for id, ent := range t.open {
+		if !ent.inUse && now.Sub(ent.lastUsed) > e.s.opts.CursorTimeout {
+			delete(t.open, id)
+			dead = append(dead, ent.cur)
 		}
 	}
+	return dead
+}
+
+// registerCursor stores cur and returns its new id (a positive Int64, never reused).
+func (e *engine) registerCursor(cur cursor, lsid *bson.Binary) int64 {
+	now := e.s.opts.Now()
+	e.mu.Lock()
+	dead := e.reapIdleLocked(now)
+	var id int64
+	for {
+		id = rand.Int64N(1<<62) + 1
+		if _, taken := e.cursors.open[id]; !taken {
+			e.cursors.open[id] = &cursorEntry{cur: cur, lsid: lsid, lastUsed: now}
+			break
+		}
+	}
+	e.mu.Unlock()
+	for _, d := range dead {
+		d.close()
+	}
+	return id
 }
 
 // firstBatch runs a new cursor's first batch and builds the reply's cursor document. The cursor
@@ -165,6 +194,7 @@ func cmdGetMore(s *Server, c *command) (bson.D, error) {
 		return nil, errorf(codeCursorInUse, "cursor id %d is already in use", id)
 	}
 	ent.inUse = true
+	ent.lastUsed = s.opts.Now()
 	e.mu.Unlock()
 	c.ChangeStream = ent.cur.isChangeStream()
 

@@ -43,6 +43,10 @@ type Options struct {
 	// Topology changes (StepDown, re-election) still answer every held hello at once.
 	// Default 1s.
 	HelloAwaitLimit time.Duration
+	// CursorTimeout closes cursors (find, aggregate and change streams) that no getMore has
+	// used for this long, as a real server's cursorTimeoutMillis does; a later getMore gets
+	// CursorNotFound (43). Default 10 minutes.
+	CursorTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +74,9 @@ func (o Options) withDefaults() Options {
 	if o.HelloAwaitLimit == 0 {
 		o.HelloAwaitLimit = time.Second
 	}
+	if o.CursorTimeout == 0 {
+		o.CursorTimeout = 10 * time.Minute
+	}
 	return o
 }
 
@@ -89,6 +96,9 @@ func (o Options) Validate() error {
 	}
 	if o.DefaultAwaitTime < 0 {
 		return fmt.Errorf("mongosim: Options.DefaultAwaitTime must be >= 0, got %s", o.DefaultAwaitTime)
+	}
+	if o.CursorTimeout < 0 {
+		return fmt.Errorf("mongosim: Options.CursorTimeout must be >= 0, got %s", o.CursorTimeout)
 	}
 	if o.HelloAwaitLimit < 0 {
 		return fmt.Errorf("mongosim: Options.HelloAwaitLimit must be >= 0, got %s", o.HelloAwaitLimit)
