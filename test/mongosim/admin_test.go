@@ -134,7 +134,11 @@ func TestAdminStartSession(t *testing.T) {
 
 func TestAdminServerStatus(t *testing.T) {
 	srv, cl := startServer(t, Options{})
+	// The driver opens and closes its monitoring and RTT connections on its own schedule, so
+	// the count is only pinned between the server's own counts before and after the command.
+	before := srv.ConnectionCount()
 	out := admRun(t, cl, bson.D{{Key: "serverStatus", Value: 1}})
+	after := srv.ConnectionCount()
 	if host, _ := out.Lookup("host").StringValueOK(); host != srv.Addr() {
 		t.Fatalf("host = %v, want %s", out.Lookup("host"), srv.Addr())
 	}
@@ -146,8 +150,9 @@ func TestAdminServerStatus(t *testing.T) {
 		t.Fatalf("uptime = %v", out.Lookup("uptime"))
 	}
 	cur, ok := out.Lookup("connections", "current").Int32OK()
-	if !ok || int(cur) != srv.ConnectionCount() || cur < 1 {
-		t.Fatalf("connections.current = %v, server has %d connections", out.Lookup("connections", "current"), srv.ConnectionCount())
+	lo, hi := min(before, after), max(before, after)
+	if !ok || cur < 1 || int(cur) < lo || int(cur) > hi {
+		t.Fatalf("connections.current = %v, server had %d then %d connections", out.Lookup("connections", "current"), before, after)
 	}
 }
 
