@@ -159,7 +159,8 @@ func (d *dispatcher) attach(ctx actor.Context) {
 }
 
 // onSubscribe starts a new incarnation: its credit is whatever capacity the events still in
-// flight (of older incarnations) leave free. The answer is always a Demand, possibly of 0.
+// flight (of older incarnations) leave free. The answer is always a Demand, possibly of 0; a
+// repeated Subscribe of the current incarnation gets a Demand of 0 (its credit stands).
 func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
 	if m.Incarnation < d.incarnation {
 		d.log.Debug("stale Subscribe dropped", zap.Uint64("incarnation", m.Incarnation), zap.Uint64("current", d.incarnation))
@@ -169,6 +170,14 @@ func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
 	if sender == nil {
 		d.log.Error("Subscribe without a sender: send it as a request so that Demand can be answered",
 			zap.Uint64("incarnation", m.Incarnation))
+		return
+	}
+	if m.Incarnation == d.incarnation && d.stream != nil {
+		// A repeated Subscribe must not reset the credit: the stream may still hold what it was
+		// granted, and granting it again could exceed Capacity. Answer with nothing new.
+		d.log.Warn("repeated Subscribe of the current incarnation; no extra credit", zap.Uint64("incarnation", m.Incarnation))
+		d.stream = sender
+		ctx.Send(sender, &messages.Demand{Incarnation: d.incarnation, Credit: 0})
 		return
 	}
 	d.incarnation, d.stream, d.credit = m.Incarnation, sender, 0

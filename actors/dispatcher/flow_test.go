@@ -214,6 +214,14 @@ func TestStaleIncarnation(t *testing.T) {
 	if g.started.Load() != 5 {
 		t.Fatalf("%d handler calls, want 5 (the stale batch must not run)", g.started.Load())
 	}
+	// A repeated Subscribe grants nothing new.
+	h.stats()
+	for len(h.streamCh) > 0 {
+		<-h.streamCh // replenishing Demands already sent
+	}
+	if c := h.subscribe(2); c != 0 {
+		t.Fatalf("repeated Subscribe granted %d", c)
+	}
 	// A stale Subscribe changes nothing.
 	h.sys.Root.RequestWithCustomSender(h.disp, &messages.Subscribe{Incarnation: 1}, h.stream)
 	if st := h.stats(); st.Incarnation != 2 {
