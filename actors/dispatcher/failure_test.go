@@ -295,3 +295,35 @@ func TestRedeliveredDeadLetterOverwrites(t *testing.T) {
 	}
 	var _ store.DeadLetter = list[0]
 }
+
+// panickyEvents panics in every callback.
+type panickyEvents struct{}
+
+func (panickyEvents) RetryScheduled(RetryScheduled)     { panic("observer bug") }
+func (panickyEvents) DeadLettered(DeadLettered)         { panic("observer bug") }
+func (panickyEvents) DeadLetterFailed(DeadLetterFailed) { panic("observer bug") }
+func (panickyEvents) Skipped(EventSkipped)              { panic("observer bug") }
+func (panickyEvents) HandlerPanicked(HandlerPanicked)   { panic("observer bug") }
+func (panickyEvents) Counted(Counts)                    { panic("observer bug") }
+
+func TestPanickingEventsNeverBreakTheDispatcher(t *testing.T) {
+	r := &fakeRouter{handle: func(_ context.Context, c call) error {
+		switch c.key {
+		case "skip":
+			return errSkip
+		case "perm":
+			return errPermanent
+		}
+		return nil
+	}}
+	h := newHarness(t, r, func(c *Config) { c.Events = panickyEvents{} })
+	h.subscribe(1)
+	h.send(mkEvent(1, "skip"), mkEvent(2, "perm"), mkEvent(3, "ok"))
+	got := h.waitSettled(1, 2, 3)
+	if got[1] != messages.Outcome_OUTCOME_SKIPPED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
+		t.Fatalf("outcomes %v", got)
+	}
+	if h.logs.FilterMessage("dispatcher Events callback panicked").Len() == 0 {
+		t.Fatal("observer panics not logged")
+	}
+}
