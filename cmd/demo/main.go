@@ -249,16 +249,16 @@ func generateLoad(ctx context.Context, cfg config, db *mongo.Database, st *stats
 	return nil
 }
 
-// retry runs op until it succeeds, retrying network and retryable errors a few times (the
-// driver already retries once; a connection kill can cost a second attempt).
+// retry runs op until it succeeds, retrying a few times what lost connections cause (network
+// errors, a cleared connection pool) and server errors labelled retryable. The driver already
+// retries once; a connection kill can cost a second attempt.
 func retry(ctx context.Context, op func() error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = op(); err == nil {
 			return nil
 		}
-		var le mongo.LabeledError
-		if !mongo.IsNetworkError(err) && !(errors.As(err, &le) && le.HasErrorLabel("RetryableWriteError")) {
+		if serverRejected(err) {
 			return err
 		}
 		select {
@@ -268,6 +268,17 @@ func retry(ctx context.Context, op func() error) error {
 		}
 	}
 	return err
+}
+
+// serverRejected reports whether err is the server's answer (an error code or write errors)
+// not labelled retryable, as opposed to a lost connection.
+func serverRejected(err error) bool {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code != 0 {
+		return !ce.HasErrorLabel("RetryableWriteError")
+	}
+	var we mongo.WriteException
+	return errors.As(err, &we) && len(we.WriteErrors) > 0
 }
 
 // consumer charges orders from the change stream.
