@@ -90,6 +90,7 @@ type stats struct {
 	charged         atomic.Int64 // payments written
 	driverResumes   atomic.Int64 // change-stream aggregates the driver re-issued by itself
 	consumerRestart atomic.Int64
+	reopened        atomic.Int64 // streams the consumer reopened after an error the driver gave up on
 	aggregates      atomic.Int64
 	lastEvent       atomic.Int64 // unix nanos of the last new event
 	getMoreInFlight atomic.Int64 // the consumer's getMores sent and not yet answered
@@ -189,7 +190,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st.driverResumes.Store(st.aggregates.Load() - 1 - st.consumerRestart.Load())
+	st.driverResumes.Store(st.aggregates.Load() - 1 - st.consumerRestart.Load() - st.reopened.Load())
 	printSummary(out, st, lost, doubled, elapsed)
 	if lost > 0 || doubled > 0 {
 		return fmt.Errorf("%d orders not charged, %d charged more than once", lost, doubled)
@@ -318,7 +319,19 @@ func (c *consumer) run(ctx context.Context, expected int64) error {
 	sinceCheckpoint := 0
 	for c.st.unique.Load() < expected {
 		if !c.cs.Next(ctx) {
-			return fmt.Errorf("change stream ended: %w", c.cs.Err())
+			// The driver resumes by itself once per error; if that resume also meets a dead
+			// connection the error surfaces, and the consumer resumes from the stream's token.
+			err := c.cs.Err()
+			if ctx.Err() != nil || err == nil || serverRejected(err) || c.st.reopened.Load() >= 10 {
+				return fmt.Errorf("change stream ended: %w", err)
+			}
+			c.st.reopened.Add(1)
+			tok := append(bson.Raw(nil), c.cs.ResumeToken()...)
+			_ = c.cs.Close(ctx)
+			if err := retry(ctx, func() error { return c.open(ctx, tok) }); err != nil {
+				return err
+			}
+			continue
 		}
 		var ev struct {
 			ID            bson.Raw `bson:"_id"`
@@ -413,8 +426,9 @@ func printSummary(out io.Writer, st *stats, lost, doubled int, elapsed time.Dura
 	written := st.ordersWritten.Load() + st.updatesWritten.Load()
 	row("written", written, fmt.Sprintf("%d orders inserted, %d updated", st.ordersWritten.Load(), st.updatesWritten.Load()))
 	row("delivered", st.delivered.Load(), fmt.Sprintf("%d distinct events", st.unique.Load()))
-	row("resumed", st.driverResumes.Load()+st.consumerRestart.Load(),
-		fmt.Sprintf("%d by the driver after connection kills, %d consumer restart", st.driverResumes.Load(), st.consumerRestart.Load()))
+	row("resumed", st.driverResumes.Load()+st.consumerRestart.Load()+st.reopened.Load(),
+		fmt.Sprintf("%d by the driver after connection kills, %d consumer restart, %d reopened by the consumer",
+			st.driverResumes.Load(), st.consumerRestart.Load(), st.reopened.Load()))
 	row("duplicates absorbed", st.duplicates.Load(), "repeated events whose payment already existed")
 	row("charged", st.charged.Load(), fmt.Sprintf("%d orders charged twice", doubled))
 	row("lost", lost, "orders never charged")
