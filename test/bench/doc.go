@@ -1,0 +1,28 @@
+// Package bench holds watchtree's benchmarks: the performance targets of issue 3, measured with
+// `go test -bench` and reported through b.ReportMetric, never asserted in timed unit tests.
+// The package has no tests; `make test` compiles it and runs nothing.
+//
+//	go test -run '^$' -bench . -benchmem ./test/bench/
+//
+// The benchmarks and their targets (on the 2-core CI machine):
+//
+//   - BenchmarkPipelineOverhead: a synthetic stream actor feeds the real tree (stream
+//     supervisor, checkpointer with memstore, dispatcher with a no-op Router). Reports events/s
+//     (target ≥ 1,000,000), exact allocs/event, checkpoint writes per 100,000 events, and the
+//     ratio to a messaging floor measured in the same run (the same batches sent to an actor
+//     that only grants credit back).
+//   - BenchmarkEndToEnd: events already in a mongosim oplog, read by a raw driver loop
+//     (ChangeStream.Next + Decode into T) and by a watchtree stream (decode + handler +
+//     checkpointing), in the same run. Reports both rates and their ratio (target ≥ 0.9).
+//   - BenchmarkLanes: a handler sleeping 1ms, 8 lanes against 1 lane in the same run, with
+//     per-key order checked. Reports the speed-up (target ≥ 7).
+//   - BenchmarkCheckpointWrites: 100,000 events through a stream with the default
+//     CheckpointPolicy; reports checkpoint writes per 100,000 events, counted by the server's
+//     command log (update commands on the checkpoint collection) and by the Observer.
+//   - BenchmarkIdleStreamMemory: 1,000 idle streams spawned on one runtime, with mongosim in
+//     a child process so only the client side is measured. Reports live heap per stream
+//     (target ≤ 64 KB) against a baseline of 1,000 raw driver change streams.
+//
+// Ratios compare figures measured in the same run, so that the load of a shared machine
+// affects both sides alike; where a phase could drift, the baseline runs before and after.
+package bench
