@@ -1,0 +1,267 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// unsupervised numbers the incarnations of stream actors that do not run under a stream
+// supervisor (supervisor.Incarnation is 0 for them). It is process-wide and only grows, so a new
+// instance always has a higher incarnation than the previous one, as the checkpointer and the
+// dispatcher require.
+var unsupervised atomic.Uint64
+
+// streamActor is one instance (incarnation) of the stream actor. protoactor builds a fresh one on
+// every restart; the reader goroutine of an instance is cancelled on Restarting and Stopping.
+type streamActor struct {
+	cfg Config
+	log *zap.Logger
+
+	inc          uint64
+	self         *actor.PID
+	checkpointer *actor.PID
+	dispatcher   *actor.PID
+
+	phase       messages.StreamPhase
+	gen         uint64
+	rd          *reader
+	credit      *credit
+	stats       counters
+	subscribed  bool
+	opens       uint32
+	invalidated uint32
+	startKind   messages.StartKind
+	startSource string
+	nextSeq     uint64
+}
+
+func newStreamActor(cfg Config) *streamActor {
+	return &streamActor{cfg: cfg, log: cfg.Logger, credit: newCredit()}
+}
+
+// Receive implements actor.Actor.
+func (s *streamActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.onStarted(ctx)
+	case *messages.StartFrom:
+		s.onStartFrom(ctx, m)
+	case *messages.ReaderOpened:
+		s.onOpened(ctx, m)
+	case *messages.Demand:
+		if m.GetIncarnation() != s.inc {
+			s.log.Debug("stale Demand dropped", zap.Uint64("incarnation", m.GetIncarnation()), zap.Uint64("current", s.inc))
+			return
+		}
+		s.credit.add(uint64(m.GetCredit()))
+	case *messages.ReaderEnded:
+		s.onEnded(ctx, m)
+	case *messages.StreamStatsRequest:
+		ctx.Respond(s.statsReply())
+	case *actor.Restarting:
+		s.stopReader("restarting")
+	case *actor.Stopping:
+		s.stopReader("stopping")
+	}
+}
+
+func (s *streamActor) onStarted(ctx actor.Context) {
+	s.self = ctx.Self()
+	s.inc = supervisor.Incarnation(ctx)
+	if s.inc == 0 {
+		s.inc = unsupervised.Add(1)
+	}
+	s.checkpointer = s.sibling(ctx, s.cfg.CheckpointerPID, s.cfg.Checkpointer)
+	s.dispatcher = s.sibling(ctx, s.cfg.DispatcherPID, s.cfg.Dispatcher)
+	s.log = s.cfg.Logger.With(zap.Uint64("incarnation", s.inc))
+	if s.checkpointer == nil || s.dispatcher == nil {
+		// Without a parent and without PIDs there is nobody to talk to: a wiring bug.
+		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+			Detail: "no checkpointer or dispatcher: the actor has no parent and Config.CheckpointerPID/DispatcherPID are nil"})
+	}
+	s.phase = messages.StreamPhase_STREAM_PHASE_RESOLVING
+	s.log.Debug("resolving the start position")
+	ctx.Request(s.checkpointer, &messages.ResolveStart{Incarnation: s.inc})
+}
+
+func (s *streamActor) sibling(ctx actor.Context, pid *actor.PID, name string) *actor.PID {
+	if pid != nil {
+		return pid
+	}
+	if p := ctx.Parent(); p != nil {
+		return actor.NewPID(p.Address, p.Id+"/"+name)
+	}
+	return nil
+}
+
+// onStartFrom opens the cursor from the resolved position, or fails.
+func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
+	if m.GetIncarnation() != s.inc {
+		s.log.Debug("stale StartFrom dropped", zap.Uint64("for", m.GetIncarnation()))
+		return
+	}
+	if s.phase != messages.StreamPhase_STREAM_PHASE_RESOLVING && s.phase != messages.StreamPhase_STREAM_PHASE_HISTORY_LOST {
+		s.log.Warn("unexpected StartFrom dropped", zap.Stringer("phase", s.phase), zap.Stringer("kind", m.GetKind()))
+		return
+	}
+	pos := Position{Kind: m.GetKind(), Token: bson.Raw(m.GetToken())}
+	switch m.GetKind() {
+	case messages.StartKind_START_KIND_FAIL:
+		if m.GetTerminal() {
+			// The checkpointer has escalated the terminal failure itself; failing here too could
+			// race it and turn it into a transient restart. Wait to be stopped.
+			s.phase = messages.StreamPhase_STREAM_PHASE_FAILED
+			s.log.Error("start failed terminally; waiting for the supervisor to stop the stream", zap.String("reason", m.GetReason()))
+			return
+		}
+		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: m.GetReason()})
+	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
+		if len(pos.Token) == 0 {
+			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+				Detail: fmt.Sprintf("StartFrom %v without a token", m.GetKind())})
+		}
+	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
+		ot := m.GetOperationTime()
+		pos.OperationTime = bson.Timestamp{T: ot.GetSeconds(), I: ot.GetIncrement()}
+	default:
+		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+			Detail: fmt.Sprintf("StartFrom of unknown kind %v", m.GetKind())})
+	}
+	next := m.GetNextSeq()
+	if next == 0 {
+		next = 1
+	}
+	s.startKind, s.startSource = m.GetKind(), m.GetSource()
+	s.launch(ctx, pos, next)
+}
+
+// launch starts a new reader generation.
+func (s *streamActor) launch(ctx actor.Context, pos Position, next uint64) {
+	pos.MaxAwaitTime = s.cfg.MaxAwaitTime
+	pos.Comment = CommentPrefix + s.cfg.Stream
+	s.gen++
+	s.nextSeq = next
+	s.stats.next.Store(next)
+	s.phase = messages.StreamPhase_STREAM_PHASE_OPENING
+	s.rd = &reader{cfg: &s.cfg, log: s.log.With(zap.Uint64("generation", s.gen)), root: ctx.ActorSystem().Root,
+		self: s.self, dispatcher: s.dispatcher, inc: s.inc, gen: s.gen, pos: pos, seq: next,
+		credit: s.credit, stats: &s.stats}
+	s.log.Debug("opening the change stream", zap.Stringer("kind", pos.Kind), zap.Uint64("next_seq", next),
+		zap.Uint64("generation", s.gen))
+	s.rd.start()
+}
+
+func (s *streamActor) current(inc, gen uint64) bool {
+	return inc == s.inc && s.rd != nil && gen == s.gen
+}
+
+// onOpened reports the cursor open: the supervisor resets its attempt counter, and the first
+// open of the instance subscribes to the dispatcher (its Demand starts the reading).
+func (s *streamActor) onOpened(ctx actor.Context, m *messages.ReaderOpened) {
+	if !s.current(m.GetIncarnation(), m.GetGeneration()) {
+		return
+	}
+	s.phase = messages.StreamPhase_STREAM_PHASE_STREAMING
+	s.opens++
+	reopen := s.opens > 1
+	s.log.Info("change stream open", zap.Stringer("kind", s.rd.pos.Kind), zap.String("source", s.startSource),
+		zap.Uint64("next_seq", s.nextSeq), zap.Bool("reopen", reopen))
+	supervisor.NotifyResubscribed(ctx)
+	if !s.subscribed {
+		s.subscribed = true
+		ctx.Request(s.dispatcher, &messages.Subscribe{Incarnation: s.inc})
+	}
+	ev := OpenedEvent{Incarnation: s.inc, Kind: s.rd.pos.Kind, Source: s.startSource, NextSeq: s.nextSeq,
+		Reopen: reopen, At: s.cfg.Clock.Now()}
+	s.emit("Opened", func(e Events) { e.Opened(ev) })
+}
+
+// onEnded handles the end of the reader goroutine.
+func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
+	if !s.current(m.GetIncarnation(), m.GetGeneration()) {
+		return
+	}
+	rd := s.rd
+	s.rd = nil
+	s.nextSeq = m.GetNextSeq()
+	switch m.GetEnd() {
+	case messages.ReaderEnd_READER_END_HISTORY_LOST:
+		s.phase = messages.StreamPhase_STREAM_PHASE_HISTORY_LOST
+		s.log.Warn("start position lost from the oplog; asking the checkpointer", zap.Int32("code", m.GetCode()),
+			zap.String("error", m.GetError()))
+		ctx.Request(s.checkpointer, &messages.HistoryLost{Incarnation: s.inc, Code: m.GetCode(), Message: m.GetError()})
+	case messages.ReaderEnd_READER_END_INVALIDATED:
+		s.onInvalidated(ctx, m)
+	default:
+		cause := rd.getErr()
+		if cause == nil {
+			cause = errors.New(m.GetError())
+		}
+		open := m.GetEnd() == messages.ReaderEnd_READER_END_OPEN_FAILED
+		detail := "cursor died"
+		if open {
+			detail = "opening the change stream failed"
+		}
+		err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrCursor, Cause: cause, Detail: detail}
+		s.log.Warn("change stream failed; the supervisor restarts the stream", zap.Error(err), zap.Int32("code", m.GetCode()))
+		ev := CursorFailedEvent{Incarnation: s.inc, Err: err, Code: m.GetCode(), Open: open, At: s.cfg.Clock.Now()}
+		s.emit("CursorFailed", func(e Events) { e.CursorFailed(ev) })
+		panic(err)
+	}
+}
+
+// onInvalidated follows an invalidate event, which the reader already delivered as the last
+// event of its batch: reopen with startAfter its token, or fail terminally.
+func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) {
+	s.invalidated++
+	tok := bson.Raw(m.GetInvalidateToken())
+	restart := s.cfg.InvalidateRestart && len(tok) > 0
+	ev := InvalidatedEvent{Incarnation: s.inc, Seq: m.GetNextSeq() - 1, Token: tok, Restart: restart, At: s.cfg.Clock.Now()}
+	s.emit("Invalidated", func(e Events) { e.Invalidated(ev) })
+	if restart {
+		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", ev.Seq))
+		s.startSource = "invalidate"
+		s.launch(ctx, Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
+		return
+	}
+	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated, Terminal: s.cfg.TerminalErr,
+		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", ev.Seq)}
+	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
+	panic(err)
+}
+
+func (s *streamActor) stopReader(why string) {
+	if s.rd != nil {
+		s.log.Debug("cancelling the reader", zap.String("why", why))
+		s.rd.stop()
+		s.rd = nil
+	}
+}
+
+func (s *streamActor) statsReply() *messages.StreamStats {
+	st := &messages.StreamStats{
+		Stream: s.cfg.Stream, Incarnation: s.inc, Phase: s.phase, Credit: s.credit.get(),
+		Events: s.stats.events.Load(), Batches: s.stats.batches.Load(), PbrtBatches: s.stats.pbrtBatches.Load(),
+		Opens: s.opens, Invalidations: s.invalidated, LastPbrt: s.stats.pbrt(), StartKind: s.startKind,
+		StartSource: s.startSource, NextSeq: s.stats.next.Load(),
+	}
+	return st
+}
+
+// emit calls an Events method, recovering a panic.
+func (s *streamActor) emit(name string, f func(Events)) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("Events."+name+" panicked; ignored", zap.Any("panic", r))
+		}
+	}()
+	f(s.cfg.Events)
+}

@@ -1,0 +1,217 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// Defaults of the zero Config fields.
+const (
+	// DefaultMaxBatch is the default Config.MaxBatch (events per EventBatch).
+	DefaultMaxBatch = 256
+	// DefaultMaxAwaitTime is the default Config.MaxAwaitTime.
+	DefaultMaxAwaitTime = time.Second
+	// DefaultCloseTimeout is the default Config.CloseTimeout.
+	DefaultCloseTimeout = 5 * time.Second
+	// DefaultCheckpointerName and DefaultDispatcherName are the sibling names the stream actor
+	// resolves under its parent (the stream supervisor) when no PID is configured.
+	DefaultCheckpointerName = "checkpointer"
+	DefaultDispatcherName   = "dispatcher"
+	// CommentPrefix prefixes the stream name in the change stream's comment.
+	CommentPrefix = "watchtree:"
+)
+
+// DefaultHistoryLostCodes are the server error codes that mean the start position is no longer
+// in the oplog: ChangeStreamHistoryLost (286), ChangeStreamFatalError (280) and
+// CappedPositionLost (136).
+var DefaultHistoryLostCodes = []int32{286, 280, 136}
+
+// Watcher opens the change stream at a position. The root implements it with the driver
+// (Client/Database/Collection.Watch by the stream's scope, with its pipeline and fullDocument
+// modes). Open is blocking I/O: the stream actor calls it on its reader goroutine, with a context
+// cancelled when the actor stops or restarts.
+type Watcher interface {
+	Open(ctx context.Context, from Position) (Cursor, error)
+}
+
+// WatcherFunc adapts a function to Watcher.
+type WatcherFunc func(ctx context.Context, from Position) (Cursor, error)
+
+// Open calls f.
+func (f WatcherFunc) Open(ctx context.Context, from Position) (Cursor, error) { return f(ctx, from) }
+
+// Position is where and how to open the change stream. The Watcher must apply every field:
+//
+//	Kind RESUME_AFTER             options.ChangeStream().SetResumeAfter(Token)
+//	Kind START_AFTER              SetStartAfter(Token)   (after an invalidate)
+//	Kind START_AT_OPERATION_TIME  SetStartAtOperationTime(&OperationTime)
+//	Kind UNSPECIFIED              no start option (the current position); not sent by the
+//	                              checkpointer today, kept for Watchers used on their own
+//	MaxAwaitTime                  SetMaxAwaitTime(MaxAwaitTime) (always > 0)
+//	Comment                       SetComment(Comment) ("watchtree:<stream>")
+type Position struct {
+	Kind          messages.StartKind
+	Token         bson.Raw
+	OperationTime bson.Timestamp
+	// MaxAwaitTime is Config.MaxAwaitTime (defaulted): how long an empty getMore waits on the
+	// server, hence how often an idle stream sees a fresh post-batch resume token.
+	MaxAwaitTime time.Duration
+	// Comment is "watchtree:<stream>", so the cursor can be found in currentOp and server logs.
+	Comment string
+}
+
+// Cursor is the part of *mongo.ChangeStream the stream actor uses; ChangeStreamCursor adapts a
+// *mongo.ChangeStream. Its methods are called from the reader goroutine only.
+type Cursor interface {
+	// TryNext returns true with the next event in Current, or false after at most one getMore
+	// (which waits up to MaxAwaitTime on the server) when none is available or on error.
+	TryNext(ctx context.Context) bool
+	// Current is the event TryNext returned. The stream actor copies it before the next call.
+	Current() bson.Raw
+	// ResumeToken is the current event's _id, or the post-batch resume token once the batch is
+	// exhausted (and after an empty getMore).
+	ResumeToken() bson.Raw
+	// RemainingBatchLength is the number of events buffered from the latest reply.
+	RemainingBatchLength() int
+	// Err is the error that ended the cursor (after the driver's own resume attempt).
+	Err() error
+	// Close kills the server cursor.
+	Close(ctx context.Context) error
+}
+
+// Config configures one stream actor. Stream and Watcher are required; every other zero field
+// means its documented default.
+type Config struct {
+	// Stream is the stream name: every log line carries it (field "stream") and the cursor's
+	// comment is "watchtree:<Stream>". Required.
+	Stream string
+	// Watcher opens the change stream. Required.
+	Watcher Watcher
+
+	// Checkpointer and Dispatcher are the names of the sibling actors under the stream actor's
+	// parent (the stream supervisor): their PIDs are "<parent id>/<name>". Defaults
+	// "checkpointer" and "dispatcher", the names the root gives them.
+	Checkpointer, Dispatcher string
+	// CheckpointerPID and DispatcherPID, when set, are used instead of the sibling names (an
+	// actor tree wired differently, or tests).
+	CheckpointerPID, DispatcherPID *actor.PID
+
+	// MaxBatch is the largest number of events per EventBatch; a batch also never exceeds the
+	// credit the dispatcher granted. Default 256. Must be >= 0.
+	MaxBatch int
+	// MaxAwaitTime is passed to the Watcher (Position.MaxAwaitTime): the server-side wait of an
+	// empty getMore. Default 1s. Must be >= 0.
+	MaxAwaitTime time.Duration
+	// CloseTimeout bounds Cursor.Close (killCursors) when the reader goroutine ends, on a fresh
+	// context (wall clock). Default 5s. Must be >= 0.
+	CloseTimeout time.Duration
+
+	// InvalidateRestart decides what follows an invalidate event (drop, rename, dropDatabase),
+	// which is always delivered to the dispatcher as an event first: true reopens the change
+	// stream with startAfter the invalidate's token in the same incarnation (seqs continue);
+	// false (the default) fails terminally with an error wrapping ErrInvalidated and TerminalErr,
+	// so the supervisor gives up. Both are reported (Events.Invalidated).
+	InvalidateRestart bool
+	// HistoryLostCodes are the server error codes that mean the start position was lost. An open
+	// failing with one of them (or a getMore failing with one before the first event of that
+	// cursor) sends HistoryLost to the checkpointer instead of failing. Default
+	// DefaultHistoryLostCodes (286, 280, 136). Codes must be > 0.
+	HistoryLostCodes []int32
+	// TerminalErr is wrapped, together with ErrInvalidated, into the terminal failure of an
+	// invalidate under InvalidateRestart false, so that the supervisor's classifier recognises it
+	// (the root passes watchtree.ErrInvalidated). Optional: ErrInvalidated is always wrapped.
+	TerminalErr error
+
+	// Clock stamps events and statistics. Default clock.Real().
+	Clock clock.Clock
+	// Logger receives the log lines, each with the field stream=<Stream>. Default zap.NewNop().
+	Logger *zap.Logger
+	// Events receives what the stream actor does, on the actor goroutine. Default NopEvents.
+	Events Events
+}
+
+// Validate checks the configuration. The error names the field and the rule; several broken
+// rules are joined.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("stream: Config."+format, args...))
+	}
+	if c.Stream == "" {
+		bad("Stream must not be empty")
+	}
+	if c.Watcher == nil {
+		bad("Watcher must not be nil")
+	}
+	if c.MaxBatch < 0 {
+		bad("MaxBatch must be >= 1 (0 means the default %d), got %d", DefaultMaxBatch, c.MaxBatch)
+	}
+	if c.MaxAwaitTime < 0 {
+		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", DefaultMaxAwaitTime, c.MaxAwaitTime)
+	}
+	if c.CloseTimeout < 0 {
+		bad("CloseTimeout must be > 0 (0 means the default %v), got %v", DefaultCloseTimeout, c.CloseTimeout)
+	}
+	for i, code := range c.HistoryLostCodes {
+		if code <= 0 {
+			bad("HistoryLostCodes[%d] must be > 0, got %d", i, code)
+		}
+	}
+	if c.Checkpointer != "" && c.Checkpointer == c.Dispatcher && c.CheckpointerPID == nil && c.DispatcherPID == nil {
+		bad("Dispatcher must differ from Checkpointer, both are %q", c.Checkpointer)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Checkpointer == "" {
+		c.Checkpointer = DefaultCheckpointerName
+	}
+	if c.Dispatcher == "" {
+		c.Dispatcher = DefaultDispatcherName
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxAwaitTime == 0 {
+		c.MaxAwaitTime = DefaultMaxAwaitTime
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if len(c.HistoryLostCodes) == 0 {
+		c.HistoryLostCodes = DefaultHistoryLostCodes
+	}
+	c.HistoryLostCodes = append([]int32(nil), c.HistoryLostCodes...)
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	if c.Events == nil {
+		c.Events = NopEvents{}
+	}
+	return c
+}
+
+// New validates cfg and returns the props of the stream actor. The root passes them as the
+// stream supervisor's Child (supervisor.Config.Child), next to the siblings "checkpointer" and
+// "dispatcher".
+func New(cfg Config) (*actor.Props, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return newStreamActor(cfg) }), nil
+}

@@ -1,0 +1,27 @@
+package stream
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// ChangeStreamCursor adapts a *mongo.ChangeStream to Cursor (Current is a field of
+// *mongo.ChangeStream, a method here). It also exposes ID, which the stream actor uses to tell a
+// cursor the server closed (id 0, no error) from an idle one.
+func ChangeStreamCursor(cs *mongo.ChangeStream) Cursor { return changeStream{cs} }
+
+type changeStream struct{ cs *mongo.ChangeStream }
+
+func (c changeStream) TryNext(ctx context.Context) bool { return c.cs.TryNext(ctx) }
+func (c changeStream) Current() bson.Raw                { return c.cs.Current }
+func (c changeStream) ResumeToken() bson.Raw            { return c.cs.ResumeToken() }
+func (c changeStream) RemainingBatchLength() int        { return c.cs.RemainingBatchLength() }
+func (c changeStream) Err() error                       { return c.cs.Err() }
+func (c changeStream) Close(ctx context.Context) error  { return c.cs.Close(ctx) }
+func (c changeStream) ID() int64                        { return c.cs.ID() }
+
+// idCursor is implemented by cursors that know their server cursor id (ChangeStreamCursor).
+// A cursor whose id is 0 is closed on the server: TryNext would return false forever.
+type idCursor interface{ ID() int64 }

@@ -1,0 +1,61 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels of the failures the stream actor reports to its supervisor (it panics with an error
+// matching one of them; the supervisor's middleware turns the panic into a *PanicError that
+// unwraps to it).
+var (
+	// ErrInvalidated: an invalidate event ended the change stream and Config.InvalidateRestart
+	// is false. Terminal: the failure also wraps Config.TerminalErr.
+	ErrInvalidated = errors.New("stream: change stream invalidated")
+	// ErrCursor: the cursor died after the driver's own resume attempt (or opening it failed).
+	// Transient: the supervisor restarts the stream actor after its RestartPolicy delay. The
+	// failure also wraps the driver's error, so a classifier can look for auth or configuration
+	// errors.
+	ErrCursor = errors.New("stream: change stream cursor failed")
+	// ErrStartFailed: the checkpointer answered a non-terminal StartFrom FAIL (the start position
+	// could not be captured or persisted, a rebuild failed). Transient.
+	ErrStartFailed = errors.New("stream: start position not resolved")
+)
+
+// Error is the failure the stream actor panics with. It matches its sentinel (ErrInvalidated,
+// ErrCursor, ErrStartFailed), Config.TerminalErr when terminal, and the cause.
+type Error struct {
+	Stream      string
+	Incarnation uint64
+	// Sentinel is ErrInvalidated, ErrCursor or ErrStartFailed.
+	Sentinel error
+	// Terminal is Config.TerminalErr for a terminal failure (may be nil).
+	Terminal error
+	// Cause is the driver's error, when there is one.
+	Cause error
+	// Detail is a one-line explanation.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%v (stream %q, incarnation %d)", e.Sentinel, e.Stream, e.Incarnation)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns the sentinel, the terminal error and the cause.
+func (e *Error) Unwrap() []error {
+	errs := []error{e.Sentinel}
+	if e.Terminal != nil {
+		errs = append(errs, e.Terminal)
+	}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	return errs
+}

@@ -1,0 +1,241 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// ErrCursorClosed is the cause of a READER_END_CURSOR_CLOSED failure: the server closed the
+// change stream's cursor (id 0) without an error and without an invalidate event.
+var ErrCursorClosed = errors.New("stream: the server closed the change stream cursor")
+
+// counters are the statistics of one actor instance, written by its reader goroutines and read
+// by the actor (StreamStats).
+type counters struct {
+	events, batches, pbrtBatches atomic.Uint64
+	next                         atomic.Uint64 // the seq of the next event to send
+	mu                           sync.Mutex
+	lastPBRT                     []byte
+}
+
+func (c *counters) setPBRT(p []byte) {
+	c.mu.Lock()
+	c.lastPBRT = p
+	c.mu.Unlock()
+}
+
+func (c *counters) pbrt() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastPBRT
+}
+
+// reader is one generation of the cursor goroutine: it opens the change stream, reads it with
+// TryNext and sends EventBatch messages straight to the dispatcher, within the credit. It is
+// owned by one actor instance, which cancels it on Restarting and Stopping; it then closes its
+// cursor and ends without reporting anything. When it ends by itself it posts ReaderEnded to the
+// actor (after closing the cursor), keeping the Go error in err.
+type reader struct {
+	cfg        *Config
+	log        *zap.Logger
+	root       *actor.RootContext
+	self       *actor.PID
+	dispatcher *actor.PID
+	inc, gen   uint64
+	pos        Position
+	seq        uint64 // the seq of the next event; owned by the goroutine until it ends
+	credit     *credit
+	stats      *counters
+	cancel     context.CancelFunc
+	done       chan struct{}
+
+	mu  sync.Mutex
+	err error // the error that ended the reader; read by the actor after ReaderEnded
+}
+
+func (r *reader) setErr(err error) {
+	r.mu.Lock()
+	r.err = err
+	r.mu.Unlock()
+}
+
+func (r *reader) getErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// start launches the goroutine.
+func (r *reader) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.done = make(chan struct{})
+	go r.run(ctx)
+}
+
+// stop cancels the goroutine; it closes its cursor and ends by itself (never waited for on the
+// actor goroutine: Close is I/O).
+func (r *reader) stop() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+func (r *reader) run(ctx context.Context) {
+	defer close(r.done)
+	end := r.read(ctx)
+	if ctx.Err() != nil {
+		return // cancelled by the actor: nothing to report
+	}
+	end.Incarnation, end.Generation, end.NextSeq = r.inc, r.gen, r.seq
+	r.root.Send(r.self, end)
+}
+
+// read opens the cursor and reads it until it ends or ctx is cancelled.
+func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
+	cur, err := r.cfg.Watcher.Open(ctx, r.pos)
+	if err != nil {
+		return r.failed(err, true, false)
+	}
+	if cur == nil {
+		return r.failed(errors.New("Watcher.Open returned no cursor and no error"), true, false)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), r.cfg.CloseTimeout)
+		defer cancel()
+		if err := cur.Close(cctx); err != nil {
+			r.log.Debug("closing the change stream failed", zap.Error(err))
+		}
+	}()
+	r.root.Send(r.self, &messages.ReaderOpened{Incarnation: r.inc, Generation: r.gen})
+
+	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
+	gotEvent := false
+	for {
+		n, ok := r.credit.wait(ctx)
+		if !ok {
+			return nil
+		}
+		limit := min(n, uint64(r.cfg.MaxBatch))
+		var events []*messages.Event
+		var invalidate []byte
+		for uint64(len(events)) < limit {
+			if !cur.TryNext(ctx) {
+				break
+			}
+			raw := bytes.Clone(cur.Current())
+			ev := &messages.Event{Seq: r.seq, Raw: raw}
+			if id, err := bson.Raw(raw).LookupErr("_id"); err == nil {
+				ev.ResumeToken = id.Value // a sub-slice of the copy
+			}
+			r.seq++
+			events = append(events, ev)
+			if op, ok := bson.Raw(raw).Lookup("operationType").StringValueOK(); ok && op == "invalidate" {
+				invalidate = ev.ResumeToken
+				break
+			}
+			if cur.RemainingBatchLength() == 0 {
+				break // do not start a getMore (it may wait MaxAwaitTime) while holding events
+			}
+		}
+		if ctx.Err() != nil {
+			return nil // events read but not sent are re-read by the next cursor
+		}
+		if len(events) > 0 {
+			gotEvent = true
+			var pbrt []byte
+			if invalidate == nil {
+				// The last event's _id, or the server's PBRT when the batch is exhausted; either is
+				// a valid position once every event up to through_seq settled. After an
+				// invalidate none is sent: the PBRT would be the invalidate token itself, which
+				// is never a resumeAfter position.
+				pbrt = bytes.Clone(cur.ResumeToken())
+			}
+			r.credit.take(uint64(len(events)))
+			r.send(&messages.EventBatch{Incarnation: r.inc, Events: events, PostBatchResumeToken: pbrt,
+				ThroughSeq: r.seq - 1})
+			r.stats.events.Add(uint64(len(events)))
+			r.stats.next.Store(r.seq)
+			if pbrt != nil {
+				last = pbrt
+				r.stats.setPBRT(pbrt)
+			}
+			if invalidate != nil {
+				return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_INVALIDATED,
+					InvalidateToken: invalidate}
+			}
+		}
+		if err := cur.Err(); err != nil {
+			return r.failed(err, false, gotEvent)
+		}
+		if len(events) > 0 {
+			continue
+		}
+		if ic, ok := cur.(idCursor); ok && ic.ID() == 0 {
+			r.setErr(ErrCursorClosed)
+			return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_CURSOR_CLOSED, Error: ErrCursorClosed.Error()}
+		}
+		// An empty round (one getMore that found nothing): report the PBRT when it moved.
+		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) {
+			last = bytes.Clone(pbrt)
+			r.send(&messages.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
+			r.stats.pbrtBatches.Add(1)
+			r.stats.setPBRT(last)
+		}
+	}
+}
+
+func (r *reader) send(b *messages.EventBatch) {
+	r.stats.batches.Add(1)
+	r.root.Send(r.dispatcher, b)
+}
+
+// failed classifies an error that ended the reader: a history-lost code while opening, or before
+// the first event of this cursor, asks the checkpointer for another position; anything else fails.
+func (r *reader) failed(err error, open, gotEvent bool) *messages.ReaderEnded {
+	code, lost := r.serverCode(err)
+	r.setErr(err)
+	end := &messages.ReaderEnded{Error: err.Error(), Code: code}
+	switch {
+	case lost && !gotEvent:
+		end.End = messages.ReaderEnd_READER_END_HISTORY_LOST
+	case open:
+		end.End = messages.ReaderEnd_READER_END_OPEN_FAILED
+	default:
+		end.End = messages.ReaderEnd_READER_END_CURSOR_FAILED
+	}
+	return end
+}
+
+// serverCode returns the server error code of err (the history-lost one when several) and
+// whether it is a history-lost code.
+func (r *reader) serverCode(err error) (int32, bool) {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return 0, false
+	}
+	codes := se.ErrorCodes()
+	for _, c := range codes {
+		if slices.Contains(r.cfg.HistoryLostCodes, int32(c)) {
+			return int32(c), true
+		}
+	}
+	if len(codes) > 0 {
+		return int32(codes[0]), false
+	}
+	return 0, false
+}
+
+func (r *reader) String() string { return fmt.Sprintf("reader(inc %d, gen %d)", r.inc, r.gen) }
