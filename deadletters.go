@@ -1,0 +1,184 @@
+package watchtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/mongostore"
+)
+
+// DeadLetter is a dead-lettered event as stored in the stream's dead-letter collection (default
+// "_wt_dead_letters"): an event whose attempts ran out, whose error was permanent, or that did
+// not decode. See DeadLetterPolicy.
+type DeadLetter struct {
+	// ID is the event ID (Event.ID, the resume token's _data): stable across redeliveries, so a
+	// redelivered event overwrites its record. Pass it to Replay.
+	ID string
+	// Stream is the stream name.
+	Stream string
+	// Token is the event's resume token document.
+	Token bson.Raw
+	// OperationType, DocumentKey and Namespace ("db.coll") identify the change.
+	OperationType OperationType
+	DocumentKey   bson.Raw
+	Namespace     string
+	// Event is the raw change event; nil when EventOmitted.
+	Event bson.Raw
+	// EventOmitted reports that the event was not stored because the record would have exceeded
+	// the 16 MiB document limit; such a dead letter cannot be replayed (Replay fails), re-read the
+	// document by DocumentKey instead.
+	EventOmitted bool
+	// Error is the last error's message; ErrorType its classification ("panic", "decode") or Go
+	// type; Stack the panic stack, if any.
+	Error, ErrorType, Stack string
+	// Attempts is the number of handler calls made.
+	Attempts int
+	// FirstAttemptAt and LastAttemptAt bound the attempts; CreatedAt is when the record was
+	// written; ExpiresAt when retention removes it (zero: never).
+	FirstAttemptAt, LastAttemptAt, CreatedAt, ExpiresAt time.Time
+	// ReplayCount counts the failed replays of this record (a successful replay deletes it);
+	// LastReplayAt is the latest one.
+	ReplayCount  int
+	LastReplayAt time.Time
+}
+
+func deadLetterOf(d store.DeadLetter) DeadLetter {
+	return DeadLetter{
+		ID: d.ID, Stream: d.Stream, Token: d.Token, OperationType: OperationType(d.OperationType),
+		DocumentKey: d.DocumentKey, Namespace: d.Namespace, Event: d.Event, EventOmitted: d.EventOmitted,
+		Error: d.Error, ErrorType: d.ErrorType, Stack: d.Stack, Attempts: d.Attempts,
+		FirstAttemptAt: d.FirstAttemptAt, LastAttemptAt: d.LastAttemptAt, CreatedAt: d.CreatedAt,
+		ExpiresAt: d.ExpiresAt, ReplayCount: d.ReplayCount, LastReplayAt: d.LastReplayAt,
+	}
+}
+
+// DeadLetters returns up to limit (limit <= 0: all) unexpired dead letters of the stream, oldest
+// first. The stream must be spawned on rt (its DeadLetterPolicy.Collection and store database
+// are used); a stream that is not spawned is looked up in the default collection of
+// Config.Database, and fails with ErrUnknownStream when Config.Database is empty.
+func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([]DeadLetter, error) {
+	st, _, err := rt.deadLetterStore(stream)
+	if err != nil {
+		return nil, err
+	}
+	list, err := st.ListDeadLetters(ctx, stream, limit)
+	if err != nil {
+		return nil, fmt.Errorf("watchtree: stream %q: list dead letters: %w", stream, err)
+	}
+	out := make([]DeadLetter, len(list))
+	for i, d := range list {
+		out[i] = deadLetterOf(d)
+	}
+	return out, nil
+}
+
+// ErrReplayUnavailable means a dead letter cannot be replayed: its event was not stored
+// (DeadLetter.EventOmitted) or it belongs to another stream.
+var ErrReplayUnavailable = errors.New("watchtree: dead letter cannot be replayed")
+
+// Replay runs the dead-lettered event id once more through the stream's handler: in the
+// caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic recovered into
+// an error carrying its stack. The stream must be spawned on rt (its handlers are needed); it
+// need not be running.
+//
+// On success — the handler returned nil or Skip, the Filter rejected the event, or no handler
+// matches its operation type — the record is deleted, and Replay returns nil. On failure the
+// record is kept, its ReplayCount and LastReplayAt are updated, and the handler's error is
+// returned (a decode error for an event that still does not decode). Errors: ErrUnknownStream,
+// an error matching store.ErrNotFound for an unknown or expired id, ErrReplayUnavailable.
+//
+// Replay does not go through the stream's lanes, so it may run concurrently with the stream's
+// own events of the same document: make the handler idempotent by Event.ID (as at-least-once
+// delivery requires anyway).
+func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
+	st, e, err := rt.deadLetterStore(stream)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return fmt.Errorf("%w: %q (Replay needs the stream's handlers: spawn it first)", ErrUnknownStream, stream)
+	}
+	dl, err := st.GetDeadLetter(ctx, id)
+	if err != nil {
+		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
+	}
+	switch {
+	case dl.Stream != stream:
+		return fmt.Errorf("%w: %s belongs to stream %q, not %q", ErrReplayUnavailable, id, dl.Stream, stream)
+	case dl.EventOmitted || len(dl.Event) == 0:
+		return fmt.Errorf("%w: the event of %s was not stored (too large); re-read document %v instead",
+			ErrReplayUnavailable, id, dl.DocumentKey)
+	}
+	herr := replayOnce(ctx, e, dl.Event)
+	now := rt.clk.Now()
+	if herr == nil || IsSkip(herr) {
+		if err := st.DeleteDeadLetter(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("watchtree: stream %q: replay %s succeeded, but deleting the dead letter failed: %w", stream, id, err)
+		}
+		e.log.Info("dead letter replayed", zap.String("id", id))
+		return nil
+	}
+	if err := st.MarkReplayed(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.log.Warn("dead letter replay not recorded", zap.String("id", id), zap.Error(err))
+	}
+	e.log.Warn("dead letter replay failed", zap.String("id", id), zap.Error(herr))
+	return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, herr)
+}
+
+// replayOnce routes and calls the handler once, recovering panics.
+func replayOnce(ctx context.Context, e *streamEntry, raw bson.Raw) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &replayPanic{value: p, stack: debug.Stack()}
+		}
+	}()
+	inv, outcome, err := e.cs.router.Route(raw)
+	if err != nil {
+		return err
+	}
+	if inv == nil || outcome != messages.Outcome_OUTCOME_UNSPECIFIED {
+		return nil // filtered or unhandled: settles, as in the stream
+	}
+	return inv.Call(ctx, 1)
+}
+
+// replayPanic is a handler panic during Replay.
+type replayPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *replayPanic) Error() string {
+	return fmt.Sprintf("handler panicked: %v\n%s", p.value, p.stack)
+}
+
+func (p *replayPanic) Unwrap() error {
+	err, _ := p.value.(error)
+	return err
+}
+
+// deadLetterStore returns the store of stream's dead letters and its entry (nil when the
+// stream is not spawned on rt).
+func (rt *Runtime) deadLetterStore(stream string) (*mongostore.Store, *streamEntry, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.state == rtNew {
+		return nil, nil, ErrNotStarted
+	}
+	if e, ok := rt.streams[stream]; ok {
+		return e.store, e, nil
+	}
+	if rt.cfg.Database == "" {
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownStream, stream)
+	}
+	st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
+	return st, nil, err
+}

@@ -1,0 +1,264 @@
+package watchtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/store/mongostore"
+)
+
+// runtimeState is the lifecycle of a Runtime: new → started → stopped (final).
+type runtimeState uint8
+
+const (
+	rtNew runtimeState = iota
+	rtStarted
+	rtStopping
+	rtStopped
+)
+
+// runtimeSeq numbers runtimes in the process, so that several runtimes can share one actor
+// system (Config.ActorSystem) without actor-name clashes.
+var runtimeSeq atomic.Uint64
+
+// Runtime runs stream trees: one supervisor per stream, with its checkpointer, dispatcher and
+// stream actor (design §2). Create it with New, start it with Start, add streams with Spawn (or
+// Props), and stop everything with Stop. All methods are safe for concurrent use.
+//
+// Lifecycle: New validates and does no I/O; Start creates (or joins) the actor system and
+// prepares the stores; Spawn needs a started runtime; Stop is final (a stopped runtime cannot be
+// started again: create a new one, which resumes every stream from its checkpoint).
+type Runtime struct {
+	cfg    Config
+	log    *zap.Logger
+	prefix string // actor-name prefix of this runtime's supervisors: "watchtree-<n>"
+	clk    clock.Clock
+
+	// sysOpts are extra options for the runtime's own actor system (tests).
+	sysOpts []actor.ConfigOption
+
+	mu        sync.Mutex
+	state     runtimeState
+	sys       *actor.ActorSystem
+	ownSystem bool
+	obs       *safeObserver
+	streams   map[string]*streamEntry
+	stores    map[storeKey]*mongostore.Store
+}
+
+// New validates cfg and returns a runtime. It does not connect to anything; Start does the
+// first I/O. The error is a *ConfigError (several joined) naming the field.
+func New(cfg Config) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Runtime{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
+		clk:     clock.Real(),
+		streams: map[string]*streamEntry{},
+		stores:  map[storeKey]*mongostore.Store{},
+	}, nil
+}
+
+// Start starts the runtime: it creates its actor system (or uses Config.ActorSystem), with
+// protoactor's logs bridged into Config.Logger, starts the Observer's delivery goroutine, and,
+// when Config.Database is set, creates the indexes of the stores in that database
+// (_wt_dead_letters TTL and listing indexes, _wt_gaps listing index). It fails with
+// ErrAlreadyStarted or ErrStopped when called twice or after Stop, and with the store error
+// when the indexes cannot be created within ctx (the runtime then stays unstarted; Start may be
+// called again).
+func (rt *Runtime) Start(ctx context.Context) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch rt.state {
+	case rtStarted:
+		return ErrAlreadyStarted
+	case rtStopping, rtStopped:
+		return ErrStopped
+	}
+	if rt.cfg.Database != "" {
+		st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
+		if err != nil {
+			return err
+		}
+		if err := st.EnsureIndexes(ctx); err != nil {
+			return fmt.Errorf("watchtree: start: %w", err)
+		}
+		indexedByRuntime.Store(indexKey{client: rt.cfg.Client, k: storeKey{rt.cfg.Database, defaultDeadLetterColl}}, true)
+	}
+	if rt.cfg.ActorSystem != nil {
+		rt.sys = rt.cfg.ActorSystem
+	} else {
+		rt.sys = newActorSystem(rt.log, rt.sysOpts...)
+		rt.ownSystem = true
+	}
+	rt.obs = newSafeObserver(rt.cfg.Observer, 0, rt.log)
+	rt.state = rtStarted
+	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID),
+		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
+	return nil
+}
+
+// Stop stops every stream gracefully, then the runtime. For each stream, in parallel: the
+// dispatcher drains (accepts no more events, finishes the ones in flight, retries and
+// dead-letter writes included, and reports them settled), the checkpointer writes the final
+// position, and the stream tree (supervisor, stream actor, dispatcher, checkpointer) stops.
+// Then the actor system is shut down if the runtime created it, and the Observer receives the
+// queued events and is closed.
+//
+// ctx bounds the whole stop, and so does Config.ShutdownTimeout (default 30s) when it is
+// earlier. When the bound passes, the remaining steps are cut short: in-flight handlers are
+// cancelled, their events stay unsettled and are redelivered on the next start (at least once);
+// Stop then returns an error matching context.DeadlineExceeded that names the streams that did
+// not stop cleanly. Stop is idempotent: a second call returns nil at once. A never-started
+// runtime stops at once.
+func (rt *Runtime) Stop(ctx context.Context) error {
+	rt.mu.Lock()
+	switch rt.state {
+	case rtNew:
+		rt.state = rtStopped
+		rt.mu.Unlock()
+		return nil
+	case rtStopping, rtStopped:
+		rt.mu.Unlock()
+		return nil
+	}
+	rt.state = rtStopping
+	entries := make([]*streamEntry, 0, len(rt.streams))
+	for _, e := range rt.streams {
+		entries = append(entries, e)
+	}
+	rt.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
+	defer cancel()
+	start := time.Now()
+
+	errs := make([]error, len(entries))
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.shutdown(ctx, "runtime stop")
+		}()
+	}
+	wg.Wait()
+
+	rt.mu.Lock()
+	sys, own := rt.sys, rt.ownSystem
+	rt.state = rtStopped
+	rt.mu.Unlock()
+	if own {
+		sys.Shutdown()
+	}
+	obsErr := rt.obs.Close(ctx)
+	err := errors.Join(errors.Join(errs...), obsErr)
+	if err != nil {
+		rt.log.Warn("watchtree runtime stopped with errors", zap.Duration("took", time.Since(start)), zap.Error(err))
+		return fmt.Errorf("watchtree: stop: %w", err)
+	}
+	rt.log.Info("watchtree runtime stopped", zap.Duration("took", time.Since(start)),
+		zap.Int("streams", len(entries)))
+	return nil
+}
+
+// Streams returns the status of every stream spawned on the runtime, sorted by name, from the
+// runtime's cache of the supervisors' transitions (no actor round trip; Handle.Status asks the
+// supervisor itself).
+func (rt *Runtime) Streams() []StreamStatus {
+	rt.mu.Lock()
+	entries := make([]*streamEntry, 0, len(rt.streams))
+	for _, e := range rt.streams {
+		entries = append(entries, e)
+	}
+	rt.mu.Unlock()
+	out := make([]StreamStatus, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.cachedStatus())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Handle returns the handle of a spawned stream (also one spawned through Props), or an error
+// matching ErrUnknownStream.
+func (rt *Runtime) Handle(name string) (*Handle, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	e, ok := rt.streams[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownStream, name)
+	}
+	return e.handle, nil
+}
+
+// storeKey identifies one mongostore: the database of the records and the dead-letter
+// collection (DeadLetterPolicy.Collection).
+type storeKey struct{ database, deadLetters string }
+
+// storeLocked returns the store of key, creating it without I/O. rt.mu must be held.
+func (rt *Runtime) storeLocked(database, deadLetters string) (*mongostore.Store, error) {
+	k := storeKey{database, deadLetters}
+	if st, ok := rt.stores[k]; ok {
+		return st, nil
+	}
+	st, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
+	if err != nil {
+		return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
+	}
+	rt.stores[k] = st
+	return st, nil
+}
+
+// indexedByRuntime caches the stores whose indexes were created, by client and store key.
+var indexedByRuntime sync.Map
+
+// ensureIndexes creates the indexes of st (key k) once per client, bounded by timeout. A
+// failure is logged and retried by the next Spawn that uses the same store: indexes only serve
+// retention and listing, never correctness of the stream.
+func (rt *Runtime) ensureIndexes(st *mongostore.Store, k storeKey) {
+	key := indexKey{client: rt.cfg.Client, k: k}
+	if _, ok := indexedByRuntime.Load(key); ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := st.EnsureIndexes(ctx); err != nil {
+		rt.log.Warn("store indexes not created; dead-letter retention and listing may be slow until they are",
+			zap.String("database", k.database), zap.String("dead_letters", k.deadLetters), zap.Error(err))
+		return
+	}
+	indexedByRuntime.Store(key, true)
+}
+
+type indexKey struct {
+	client *mongo.Client
+	k      storeKey
+}
+
+// system returns the actor system, or an error when the runtime is not started.
+func (rt *Runtime) system() (*actor.ActorSystem, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch rt.state {
+	case rtNew:
+		return nil, ErrNotStarted
+	case rtStopping, rtStopped:
+		return nil, ErrStopped
+	}
+	return rt.sys, nil
+}

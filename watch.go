@@ -1,0 +1,113 @@
+package watchtree
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// defaultMaxAwaitTime is how long a change-stream getMore waits for events on the server before
+// it returns an empty batch (with a fresh post-batch resume token).
+const defaultMaxAwaitTime = time.Second
+
+// driverWatcher opens a stream's change stream with the MongoDB driver: Collection.Watch,
+// Database.Watch or Client.Watch by the compiled scope, with the user's pipeline, the
+// fullDocument modes, the comment "watchtree:<stream>", MaxAwaitTime and the start position.
+// It implements the stream actor's Watcher and the checkpointer's PositionSource; its calls run
+// on the stream actor's reader goroutine and the checkpointer's I/O goroutine (blocking I/O),
+// never on an actor goroutine.
+type driverWatcher struct {
+	cs       *compiledStream
+	client   *mongo.Client // Stream.Client, else Config.Client
+	database string        // resolved watched database (empty for a cluster stream)
+	maxAwait time.Duration
+}
+
+func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string) *driverWatcher {
+	if cs.client != nil {
+		client = cs.client
+	}
+	return &driverWatcher{cs: cs, client: client, database: database, maxAwait: defaultMaxAwaitTime}
+}
+
+// Open implements stream.Watcher: it opens the change stream at from (resumeAfter, startAfter,
+// startAtOperationTime, or the current position for an unspecified kind), with from's
+// MaxAwaitTime and comment. It runs on the stream actor's reader goroutine.
+func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
+	o := w.cs.changeStreamOptions()
+	if from.MaxAwaitTime > 0 {
+		o.SetMaxAwaitTime(from.MaxAwaitTime)
+	} else {
+		o.SetMaxAwaitTime(w.maxAwait)
+	}
+	if from.Comment != "" {
+		o.SetComment(from.Comment)
+	}
+	switch from.Kind {
+	case messages.StartKind_START_KIND_RESUME_AFTER:
+		o.SetResumeAfter(from.Token)
+	case messages.StartKind_START_KIND_START_AFTER:
+		o.SetStartAfter(from.Token)
+	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
+		ts := from.OperationTime
+		o.SetStartAtOperationTime(&ts)
+	case messages.StartKind_START_KIND_UNSPECIFIED:
+	default:
+		return nil, fmt.Errorf("watchtree: stream %q: cannot open a change stream at start kind %v", w.cs.name, from.Kind)
+	}
+	cs, err := w.watch(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return stream.ChangeStreamCursor(cs), nil
+}
+
+// watch calls the Watch method of the stream's scope.
+func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (*mongo.ChangeStream, error) {
+	pipeline := w.cs.watchPipeline()
+	switch w.cs.scope {
+	case scopeCollection:
+		return w.client.Database(w.database).Collection(w.cs.collection).Watch(ctx, pipeline, o)
+	case scopeDatabase:
+		return w.client.Database(w.database).Watch(ctx, pipeline, o)
+	default:
+		return w.client.Watch(ctx, pipeline, o)
+	}
+}
+
+// Current implements the checkpointer's PositionSource: it opens a change stream on the
+// stream's scope (with its pipeline and comment), reads the initial post-batch resume token of
+// the aggregate reply and the reply's operation time (through an explicit session), and closes
+// the stream. The token resumes right after everything committed before the call.
+func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
+	sess, err := w.client.StartSession()
+	if err != nil {
+		return nil, bson.Timestamp{}, fmt.Errorf("watchtree: stream %q: capture the current position: %w", w.cs.name, err)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	sctx := mongo.NewSessionContext(ctx, sess)
+	cs, err := w.watch(sctx, w.cs.changeStreamOptions().SetMaxAwaitTime(w.maxAwait))
+	if err != nil {
+		return nil, bson.Timestamp{}, fmt.Errorf("watchtree: stream %q: capture the current position: %w", w.cs.name, err)
+	}
+	token := append(bson.Raw(nil), cs.ResumeToken()...)
+	closeErr := cs.Close(context.WithoutCancel(ctx))
+	if len(token) == 0 {
+		return nil, bson.Timestamp{}, fmt.Errorf("watchtree: stream %q: capture the current position: the server sent no post-batch resume token", w.cs.name)
+	}
+	var opTime bson.Timestamp
+	if t := sess.OperationTime(); t != nil {
+		opTime = *t
+	}
+	// A failed close (killCursors) does not lose the captured position; the server cursor
+	// times out by itself.
+	_ = closeErr
+	return token, opTime, nil
+}
