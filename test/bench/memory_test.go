@@ -1,0 +1,143 @@
+//go:build watchtree_runtime
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree"
+)
+
+const (
+	// idleStreams is the number of streams of BenchmarkIdleStreamMemory, as in the issue.
+	idleStreams = 1000
+	// idleSettle is how long the streams idle before the heap is read: three MaxAwaitTime
+	// periods (1s), so every cursor has completed empty getMores and sits in its next one.
+	idleSettle = 3 * time.Second
+)
+
+// memReading is the process's memory after two forced collections.
+type memReading struct {
+	heap, stack uint64 // live heap (HeapAlloc right after GC), goroutine stacks (StackInuse)
+	goroutines  int
+}
+
+func readMem() memReading {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memReading{heap: ms.HeapAlloc, stack: ms.StackInuse, goroutines: runtime.NumGoroutine()}
+}
+
+// perStream returns (after - before) / idleStreams in KiB, for heap and stack, and the
+// goroutines per stream.
+func perStream(before, after memReading) (heapKB, stackKB, goroutines float64) {
+	d := func(a, b uint64) float64 { return (float64(a) - float64(b)) / idleStreams / 1024 }
+	return d(after.heap, before.heap), d(after.stack, before.stack),
+		float64(after.goroutines-before.goroutines) / idleStreams
+}
+
+// rawIdleStreams opens idleStreams raw driver change streams (one per collection, each read by
+// its own goroutine in ChangeStream.Next, MaxAwaitTime 1s), lets them idle, reads the memory,
+// and closes them: the cost of the cursors themselves, without watchtree.
+func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	before = readMem()
+	var wg sync.WaitGroup
+	css := make([]*mongo.ChangeStream, 0, idleStreams)
+	for i := range idleStreams {
+		cs, err := cl.Database(benchDB).Collection(fmt.Sprintf("raw-idle-%04d", i)).Watch(ctx, mongo.Pipeline{},
+			options.ChangeStream().SetMaxAwaitTime(time.Second))
+		if err != nil {
+			b.Fatalf("watch %d: %v", i, err)
+		}
+		css = append(css, cs)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cs.Next(ctx) {
+			}
+		}()
+	}
+	time.Sleep(idleSettle) // a steady state to measure, not a wait for a condition
+	after = readMem()
+	cancel()
+	wg.Wait()
+	for _, cs := range css {
+		_ = cs.Close(context.Background())
+	}
+	return before, after
+}
+
+// BenchmarkIdleStreamMemory measures the memory of idle streams: idleStreams streams (one per
+// collection, nothing written) spawned on one runtime, with mongosim in a child process so that
+// only the client side is in the measured process, on a client whose pool holds a connection
+// per cursor. After idleSettle the live heap is read (after two GCs) and compared with the heap
+// after rt.Start. In the same run, before the runtime starts, the same number of raw driver
+// change streams (each read by its own goroutine) give the baseline. Reported:
+//   - heap-KB/stream: watchtree's live heap per idle stream, cursor and connection included
+//     (target ≤ 64 KB);
+//   - raw-heap-KB/stream and own-heap-KB/stream (= watchtree − raw, what watchtree adds);
+//   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap);
+//   - spawn-ms/stream: Spawn until every stream is running.
+func BenchmarkIdleStreamMemory(b *testing.B) {
+	uri := startMongosimProcess(b)
+	cl := connect(b, uri, func(o *options.ClientOptions) { o.SetMaxPoolSize(idleStreams + 100) })
+	for i := 0; i < b.N; i++ {
+		rawBefore, rawAfter := rawIdleStreams(b, cl)
+		rawHeap, _, _ := perStream(rawBefore, rawAfter)
+
+		rt, stop := startRuntime(b, cl, nil)
+		before := readMem()
+		start := time.Now()
+		for s := range idleStreams {
+			name := fmt.Sprintf("idle-%04d-%d", s, i)
+			if _, err := rt.Spawn(watchtree.Stream[bson.Raw]{
+				Name:       name,
+				Collection: name,
+				OnChange:   func(context.Context, *watchtree.Event[bson.Raw]) error { return nil },
+			}); err != nil {
+				b.Fatalf("spawn %s: %v", name, err)
+			}
+		}
+		deadline := time.Now().Add(stallAfter)
+		for {
+			running := 0
+			for _, st := range rt.Streams() {
+				if isRunning(st.State) {
+					running++
+				}
+			}
+			if running == idleStreams {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d streams running after %v", running, idleStreams, stallAfter)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		spawnMS := float64(time.Since(start).Milliseconds()) / idleStreams
+		time.Sleep(idleSettle) // a steady state to measure, not a wait for a condition
+		after := readMem()
+		stop()
+
+		heap, stack, gor := perStream(before, after)
+		b.ReportMetric(heap, "heap-KB/stream")
+		b.ReportMetric(rawHeap, "raw-heap-KB/stream")
+		b.ReportMetric(heap-rawHeap, "own-heap-KB/stream")
+		b.ReportMetric(stack, "stack-KB/stream")
+		b.ReportMetric(gor, "goroutines/stream")
+		b.ReportMetric(spawnMS, "spawn-ms/stream")
+	}
+}
