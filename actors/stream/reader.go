@@ -82,6 +82,7 @@ func (r *reader) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.done = make(chan struct{})
+	liveReaders.Add(1)
 	go r.run(ctx)
 }
 
@@ -93,7 +94,11 @@ func (r *reader) stop() {
 	}
 }
 
+// liveReaders counts the reader goroutines running in the process (tests assert it drops back).
+var liveReaders atomic.Int64
+
 func (r *reader) run(ctx context.Context) {
+	defer liveReaders.Add(-1)
 	defer close(r.done)
 	end := r.read(ctx)
 	if ctx.Err() != nil {
