@@ -1,5 +1,3 @@
-//go:build watchtree_runtime
-
 package bench
 
 import (

@@ -1,5 +1,3 @@
-//go:build watchtree_runtime
-
 package bench
 
 import (
@@ -115,7 +113,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		for {
 			running := 0
 			for _, st := range rt.Streams() {
-				if isRunning(st.State) {
+				if st.State == watchtree.StateRunning {
 					running++
 				}
 			}

@@ -1,10 +1,7 @@
-//go:build watchtree_runtime
-
 package bench
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,7 +39,7 @@ func startMongosim(b *testing.B) (*mongosim.Server, *mongo.Client) {
 	b.Cleanup(func() { _ = srv.Close() })
 	// startPoint's second must not be the server's first one: the oplog's history starts at
 	// {start second, 1}, and a start at {start second, 0} would be history lost.
-	if wait := time.Unix(int64(srv.ClusterTime().T)+1, 0).Sub(time.Now()); wait > 0 {
+	if wait := time.Until(time.Unix(int64(srv.ClusterTime().T)+1, 0)); wait > 0 {
 		time.Sleep(wait)
 	}
 	return srv, connect(b, srv.URI(), nil)
@@ -139,9 +136,6 @@ func stopHandle(b *testing.B, h *watchtree.Handle) {
 		b.Fatalf("stop %s: %v", h.Name(), err)
 	}
 }
-
-// isRunning reports whether a StreamStatus.State names the running state.
-func isRunning(state string) bool { return strings.EqualFold(state, "running") }
 
 // countdown closes done when its n-th tick arrives.
 type countdown struct {
