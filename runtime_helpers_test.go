@@ -1,0 +1,221 @@
+package watchtree
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/watchtree/watchtree/test/mongosim"
+)
+
+// rtWait bounds every wait of the runtime tests; nothing sleeps, they poll with a deadline.
+const rtWait = 20 * time.Second
+
+// rtURIEnv points the runtime tests at a real replica set instead of mongosim.
+const rtURIEnv = "WATCHTREE_MONGODB_URI"
+
+// rtEnv is one test's server (nil against a real replica set), client and database.
+type rtEnv struct {
+	srv    *mongosim.Server
+	client *mongo.Client
+	db     string
+}
+
+// newRTEnv connects to WATCHTREE_MONGODB_URI when set, else starts a mongosim, and picks a
+// database unique to the test (dropped at the end against a real server).
+func newRTEnv(t *testing.T) *rtEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e := &rtEnv{}
+	uri := os.Getenv(rtURIEnv)
+	if uri == "" {
+		srv, err := mongosim.Start(ctx, mongosim.Options{})
+		if err != nil {
+			t.Fatalf("mongosim.Start: %v", err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		e.srv, uri = srv, srv.URI()
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatalf("mongo.Connect: %v", err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	e.db = "wt_rt_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if e.srv == nil {
+			_ = client.Database(e.db).Drop(ctx)
+		}
+		_ = client.Disconnect(ctx)
+	})
+	e.client = client
+	return e
+}
+
+// needSim skips t against a real replica set: it needs mongosim's hooks.
+func (e *rtEnv) needSim(t *testing.T) {
+	t.Helper()
+	if e.srv == nil {
+		t.Skipf("needs mongosim's hooks; %s is set", rtURIEnv)
+	}
+}
+
+func (e *rtEnv) coll(name string) *mongo.Collection { return e.client.Database(e.db).Collection(name) }
+
+// newRuntime creates and starts a runtime on e's database with a recording observer; edit may
+// change the Config. The runtime is stopped when t ends (before the client disconnects).
+func (e *rtEnv) newRuntime(t *testing.T, edit func(*Config)) (*Runtime, *obsRecorder) {
+	t.Helper()
+	rec := &obsRecorder{}
+	cfg := Config{Client: e.client, Database: e.db, Observer: rec, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
+	if edit != nil {
+		edit(&cfg)
+	}
+	rt, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rtWait)
+	defer cancel()
+	if err := rt.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rtWait)
+		defer cancel()
+		if err := rt.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return rt, rec
+}
+
+// obsRecorder is an Observer that keeps every event.
+type obsRecorder struct {
+	mu     sync.Mutex
+	events []ObserverEvent
+}
+
+func (r *obsRecorder) OnEvent(ev ObserverEvent) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+func (r *obsRecorder) all() []ObserverEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ObserverEvent(nil), r.events...)
+}
+
+// count returns how many recorded events match.
+func (r *obsRecorder) count(match func(ObserverEvent) bool) int {
+	n := 0
+	for _, ev := range r.all() {
+		if match(ev) {
+			n++
+		}
+	}
+	return n
+}
+
+func isEvent[E ObserverEvent](ev ObserverEvent) bool {
+	_, ok := ev.(E)
+	return ok
+}
+
+// waitFor polls cond every millisecond until it holds, failing t after rtWait.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(rtWait)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", rtWait, what)
+		}
+		<-tick.C
+	}
+}
+
+// waitState polls the handle's status until it is in state want.
+func waitState(t *testing.T, h *Handle, want StreamState) StreamStatus {
+	t.Helper()
+	var st StreamStatus
+	waitFor(t, "stream "+h.Name()+" "+string(want), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), rtWait)
+		defer cancel()
+		var err error
+		st, err = h.Status(ctx)
+		if err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		return st.State == want
+	})
+	return st
+}
+
+// order is the document type of the tests.
+type order struct {
+	ID     int    `bson:"_id"`
+	Item   string `bson:"item"`
+	Qty    int    `bson:"qty"`
+	Poison bool   `bson:"poison,omitempty"`
+}
+
+// seen records handled events by ID, counting redeliveries.
+type seen struct {
+	mu    sync.Mutex
+	byID  map[string]int
+	order []string // operation:doc id, in handling order
+}
+
+func newSeen() *seen { return &seen{byID: map[string]int{}} }
+
+func (s *seen) add(ev *Event[order], what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID[ev.ID()]++
+	s.order = append(s.order, what)
+}
+
+func (s *seen) distinct() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}
+
+func (s *seen) dups() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.byID {
+		n += c - 1
+	}
+	return n
+}
+
+func (s *seen) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.order...)
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), rtWait)
+	t.Cleanup(cancel)
+	return ctx
+}

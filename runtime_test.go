@@ -1,0 +1,476 @@
+package watchtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
+
+	"github.com/watchtree/watchtree/store/mongostore"
+)
+
+// ordersStream returns a stream over the "orders" collection recording every handled event.
+func ordersStream(name string, s *seen) Stream[order] {
+	return Stream[order]{
+		Name:       name,
+		Collection: "orders",
+		Checkpoint: CheckpointPolicy{SaveInterval: 20 * time.Millisecond},
+		Restart:    RestartPolicy{InitialDelay: 10 * time.Millisecond},
+		OnInsert: func(_ context.Context, ev *Event[order]) error {
+			s.add(ev, fmt.Sprintf("insert:%d:%s", ev.FullDocument.ID, ev.FullDocument.Item))
+			return nil
+		},
+		OnChange: func(_ context.Context, ev *Event[order]) error {
+			s.add(ev, string(ev.OperationType()))
+			return nil
+		},
+	}
+}
+
+func insertOrders(t *testing.T, e *rtEnv, from, to int) {
+	t.Helper()
+	docs := make([]any, 0, to-from)
+	for i := from; i < to; i++ {
+		docs = append(docs, order{ID: i, Item: fmt.Sprintf("item-%d", i), Qty: i})
+	}
+	if _, err := e.coll("orders").InsertMany(testCtx(t), docs); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+}
+
+// TestRuntimeTypedDispatch: typed handlers get their operation types decoded into T, the
+// fallback OnChange gets the rest, end to end through the whole tree.
+func TestRuntimeTypedDispatch(t *testing.T) {
+	e := newRTEnv(t)
+	rt, rec := e.newRuntime(t, nil)
+	s := newSeen()
+	h, err := rt.Spawn(Stream[order]{
+		Name:         "typed",
+		Collection:   "orders",
+		FullDocument: FullDocumentUpdateLookup,
+		OnInsert: func(_ context.Context, ev *Event[order]) error {
+			s.add(ev, fmt.Sprintf("insert:%s:%d", ev.FullDocument.Item, ev.FullDocument.Qty))
+			return nil
+		},
+		OnUpdate: func(_ context.Context, ev *Event[order]) error {
+			if !ev.Changed("qty") {
+				return Permanent(errors.New("update without qty"))
+			}
+			s.add(ev, fmt.Sprintf("update:%s:%d", ev.FullDocument.Item, ev.FullDocument.Qty))
+			return nil
+		},
+		OnChange: func(_ context.Context, ev *Event[order]) error {
+			s.add(ev, "change:"+string(ev.OperationType()))
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatalf("Spawn: %v", err)
+	}
+	if h.Name() != "typed" {
+		t.Fatalf("Name = %q", h.Name())
+	}
+	waitState(t, h, StateRunning)
+	ctx := testCtx(t)
+	c := e.coll("orders")
+	if _, err := c.InsertOne(ctx, order{ID: 1, Item: "book", Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "qty", Value: 5}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// updateLookup reads the document when the event is read: delete only once it was handled.
+	waitFor(t, "insert and update", func() bool { return s.distinct() == 2 })
+	if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "3 events", func() bool { return s.distinct() == 3 })
+	want := []string{"insert:book:1", "update:book:5", "change:delete"}
+	if got := s.list(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("handled %v, want %v", got, want)
+	}
+	if n := rec.count(isEvent[Started]); n < 1 {
+		t.Fatalf("no Started event: %v", rec.all())
+	}
+	waitFor(t, "settled counts", func() bool {
+		st := rt.Streams()
+		return len(st) == 1 && st[0].Handled == 3 && st[0].Settled == 3
+	})
+	st := rt.Streams()[0]
+	if st.Name != "typed" || st.State != StateRunning {
+		t.Fatalf("Streams()[0] = %+v", st)
+	}
+}
+
+// TestRuntimeSpawnValidation: Spawn fails fast, naming the field and the rule.
+func TestRuntimeSpawnValidation(t *testing.T) {
+	e := newRTEnv(t)
+	noop := func(context.Context, *Event[order]) error { return nil }
+
+	unstarted, err := New(Config{Client: e.client, Database: e.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unstarted.Spawn(Stream[order]{Name: "x", Collection: "c", OnChange: noop}); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Spawn before Start: %v, want ErrNotStarted", err)
+	}
+	if err := unstarted.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop of an unstarted runtime: %v", err)
+	}
+
+	rt, _ := e.newRuntime(t, nil)
+	noDB, _ := e.newRuntime(t, func(c *Config) { c.Database = "" })
+	if _, err := rt.Spawn(Stream[order]{Name: "dup", Collection: "c", OnChange: noop}); err != nil {
+		t.Fatalf("Spawn: %v", err)
+	}
+	cases := []struct {
+		name    string
+		rt      *Runtime
+		spec    Spec
+		field   string
+		rule    string
+		matches error
+	}{
+		{"duplicate", rt, Stream[order]{Name: "dup", Collection: "c", OnChange: noop}, "Name", "already spawned", ErrDuplicateStream},
+		{"no handler", rt, Stream[order]{Name: "h", Collection: "c"}, "OnChange", "no handler", ErrNoHandler},
+		{"bad name", rt, Stream[order]{Name: "a b", Collection: "c", OnChange: noop}, "Name", "[A-Za-z0-9._-]", ErrInvalidConfig},
+		{"negative lanes", rt, Stream[order]{Name: "l", Collection: "c", Lanes: -1, OnChange: noop}, "Lanes", "got -1", ErrInvalidConfig},
+		{"NaN multiplier", rt, Stream[order]{Name: "m", Collection: "c", Retry: RetryPolicy{Multiplier: math.NaN()}, OnChange: noop}, "Retry.Multiplier", "finite", ErrInvalidConfig},
+		{"negative restarts", rt, Stream[order]{Name: "r", Collection: "c", Restart: RestartPolicy{MaxAttempts: -2}, OnChange: noop}, "Restart.MaxAttempts", "got -2", ErrInvalidConfig},
+		{"bad pipeline", rt, Stream[order]{Name: "p", Collection: "c", Pipeline: bson.A{bson.D{{Key: "$out", Value: "x"}}}, OnChange: noop}, "Pipeline[0]", "$out", ErrInvalidConfig},
+		{"collection without database", noDB, Stream[order]{Name: "d", Collection: "c", OnChange: noop}, "Database", "must be set", ErrInvalidConfig},
+		{"cluster without database", noDB, Stream[order]{Name: "cl", OnChange: noop}, "Database", "must be set", ErrInvalidConfig},
+		{"nil spec", rt, nil, "Spec", "must not be nil", ErrInvalidConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.rt.Spawn(tc.spec)
+			if err == nil {
+				t.Fatal("Spawn succeeded")
+			}
+			if !errors.Is(err, tc.matches) {
+				t.Fatalf("%v does not match %v", err, tc.matches)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field || !strings.Contains(ce.Rule, tc.rule) {
+				t.Fatalf("error %q: want field %q and rule containing %q", err, tc.field, tc.rule)
+			}
+		})
+	}
+	if _, err := Props(rt, Stream[order]{Name: "dup", Collection: "c", OnChange: noop}); !errors.Is(err, ErrDuplicateStream) {
+		t.Fatalf("Props duplicate: %v", err)
+	}
+	if len(rt.Streams()) != 1 {
+		t.Fatalf("failed spawns registered streams: %+v", rt.Streams())
+	}
+	if _, err := rt.Handle("nope"); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("Handle(nope): %v", err)
+	}
+	ctx := testCtx(t)
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := rt.Spawn(Stream[order]{Name: "late", Collection: "c", OnChange: noop}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Spawn after Stop: %v, want ErrStopped", err)
+	}
+	if err := rt.Start(ctx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+}
+
+// TestRuntimeStopIsGraceful: Stop drains and flushes, so the checkpoint resumes exactly after
+// the last handled event; a new runtime then handles every later event, none twice, none skipped.
+func TestRuntimeStopIsGraceful(t *testing.T) {
+	e := newRTEnv(t)
+	rt, rec := e.newRuntime(t, nil)
+	s := newSeen()
+	spec := ordersStream("graceful", s)
+	spec.Checkpoint = CheckpointPolicy{SaveEvery: 1000, SaveInterval: time.Hour} // only Stop flushes
+	h, err := rt.Spawn(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 50)
+	waitFor(t, "50 events handled", func() bool { return s.distinct() == 50 })
+	if err := rt.Stop(testCtx(t)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if n := rec.count(func(ev ObserverEvent) bool { st, ok := ev.(Stopped); return ok && st.Reason == Graceful && st.Cause == nil }); n != 1 {
+		t.Fatalf("want one Stopped{Graceful}, got %d: %v", n, rec.all())
+	}
+	if err := rt.Stop(testCtx(t)); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+
+	// The stored checkpoint resumes right after event 49: the next event is the marker.
+	ctx := testCtx(t)
+	ms, err := mongostore.New(e.client.Database(e.db), mongostore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, ok, err := ms.Load(ctx, "graceful")
+	if err != nil || !ok {
+		t.Fatalf("Load: %v %v", ok, err)
+	}
+	cs, err := e.coll("orders").Watch(ctx, []bson.D{}, options.ChangeStream().SetResumeAfter(cp.Token))
+	if err != nil {
+		t.Fatalf("resume at the checkpoint: %v", err)
+	}
+	defer cs.Close(context.Background())
+	insertOrders(t, e, 1000, 1001)
+	if !cs.Next(ctx) {
+		t.Fatalf("no event after the checkpoint: %v", cs.Err())
+	}
+	if id := cs.Current.Lookup("documentKey", "_id").AsInt64(); id != 1000 {
+		t.Fatalf("first event after the checkpoint is document %d, want the marker 1000 (checkpoint %s)", id, cp.Source)
+	}
+
+	// A new runtime resumes: every later event once, nothing replayed.
+	insertOrders(t, e, 50, 70)
+	rt2, _ := e.newRuntime(t, nil)
+	h2, err := rt2.Spawn(ordersStream("graceful", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h2, StateRunning)
+	waitFor(t, "71 events handled", func() bool { return s.distinct() == 71 })
+	if d := s.dups(); d != 0 {
+		t.Fatalf("%d events handled twice after a graceful stop", d)
+	}
+}
+
+// TestRuntimeHandleStopStartRestart: a handle stops its stream (drained, flushed), starts it
+// again from the checkpoint, and restarts it in place.
+func TestRuntimeHandleStopStartRestart(t *testing.T) {
+	e := newRTEnv(t)
+	rt, _ := e.newRuntime(t, nil)
+	s := newSeen()
+	h, err := rt.Spawn(ordersStream("ctl", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, h, StateRunning)
+	if st.Incarnation != 1 {
+		t.Fatalf("incarnation %d, want 1", st.Incarnation)
+	}
+	insertOrders(t, e, 0, 10)
+	waitFor(t, "10 events", func() bool { return s.distinct() == 10 })
+
+	ctx := testCtx(t)
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	st, err = h.Status(ctx)
+	if err != nil || st.State != StateStopped {
+		t.Fatalf("status after Stop: %+v, %v", st, err)
+	}
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	insertOrders(t, e, 10, 20) // written while stopped
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitState(t, h, StateRunning)
+	waitFor(t, "20 events", func() bool { return s.distinct() == 20 })
+	if d := s.dups(); d != 0 {
+		t.Fatalf("%d events redelivered after a graceful handle stop", d)
+	}
+
+	if err := h.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	waitFor(t, "incarnation 2 running", func() bool {
+		st, err := h.Status(ctx)
+		return err == nil && st.State == StateRunning && st.Incarnation == 2
+	})
+	insertOrders(t, e, 20, 25)
+	waitFor(t, "25 events", func() bool { return s.distinct() == 25 })
+	if err := h.Start(ctx); err != nil { // already running: no-op
+		t.Fatalf("Start of a running stream: %v", err)
+	}
+}
+
+// TestRuntimeRestartsAfterCursorDeath: a getMore failing without the resumable label kills the
+// cursor; the supervisor restarts the stream after the RestartPolicy delay and nothing is lost.
+func TestRuntimeRestartsAfterCursorDeath(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	rt, rec := e.newRuntime(t, nil)
+	s := newSeen()
+	h, err := rt.Spawn(ordersStream("dies", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 5)
+	waitFor(t, "5 events", func() bool { return s.distinct() == 5 })
+	err = e.srv.ConfigureFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 6}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Restarted event", func() bool { return rec.count(isEvent[Restarted]) > 0 })
+	insertOrders(t, e, 5, 10)
+	waitFor(t, "10 events", func() bool { return s.distinct() == 10 })
+	st := waitState(t, h, StateRunning)
+	if st.Deaths != 1 || st.Restarts != 1 || st.Incarnation != 2 {
+		t.Fatalf("status %+v: want 1 death, 1 restart, incarnation 2", st)
+	}
+	var crashed []Stopped
+	for _, ev := range rec.all() {
+		if sv, ok := ev.(Stopped); ok && sv.Reason == Crashed {
+			crashed = append(crashed, sv)
+		}
+	}
+	if len(crashed) != 1 || crashed[0].Terminal || crashed[0].Cause == nil {
+		t.Fatalf("want one non-terminal Stopped{Crashed}, got %+v", crashed)
+	}
+}
+
+// TestRuntimeDeadLettersReplay: a poison event is dead-lettered (the stream goes on), listed
+// through the API, replayed: a failing replay keeps the record and counts it, a successful one
+// deletes it.
+func TestRuntimeDeadLettersReplay(t *testing.T) {
+	e := newRTEnv(t)
+	rt, rec := e.newRuntime(t, nil)
+	s := newSeen()
+	fixed := make(chan struct{})
+	h, err := rt.Spawn(Stream[order]{
+		Name:       "poison",
+		Collection: "orders",
+		Retry:      RetryPolicy{MaxAttempts: 2, InitialDelay: time.Millisecond, DisableJitter: true},
+		OnInsert: func(_ context.Context, ev *Event[order]) error {
+			if ev.FullDocument.Poison {
+				select {
+				case <-fixed:
+				default:
+					panic("poison order")
+				}
+			}
+			s.add(ev, fmt.Sprint(ev.FullDocument.ID))
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	ctx := testCtx(t)
+	if _, err := e.coll("orders").InsertMany(ctx, []any{order{ID: 1}, order{ID: 2, Poison: true}, order{ID: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
+	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[DeadLettered]) == 1 })
+
+	dls, err := rt.DeadLetters(ctx, "poison", 0)
+	if err != nil {
+		t.Fatalf("DeadLetters: %v", err)
+	}
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+	dl := dls[0]
+	if dl.Stream != "poison" || dl.OperationType != OpInsert || dl.Attempts != 2 || dl.ErrorType != "panic" ||
+		!strings.Contains(dl.Stack, "runtime_test.go") || len(dl.Event) == 0 || dl.ID == "" {
+		t.Fatalf("dead letter %+v", dl)
+	}
+
+	err = rt.Replay(ctx, "poison", dl.ID)
+	if err == nil || !strings.Contains(err.Error(), "poison order") {
+		t.Fatalf("failing Replay: %v", err)
+	}
+	dls, err = rt.DeadLetters(ctx, "poison", 10)
+	if err != nil || len(dls) != 1 || dls[0].ReplayCount != 1 {
+		t.Fatalf("after a failed replay: %+v, %v", dls, err)
+	}
+
+	close(fixed)
+	if err := rt.Replay(ctx, "poison", dl.ID); err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	if s.distinct() != 3 {
+		t.Fatalf("replayed event not handled: %v", s.list())
+	}
+	if dls, err := rt.DeadLetters(ctx, "poison", 10); err != nil || len(dls) != 0 {
+		t.Fatalf("after a successful replay: %+v, %v", dls, err)
+	}
+	if err := rt.Replay(ctx, "poison", dl.ID); err == nil {
+		t.Fatal("replaying a deleted dead letter succeeded")
+	}
+	if err := rt.Replay(ctx, "unknown", dl.ID); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("Replay on an unknown stream: %v", err)
+	}
+}
+
+// TestRuntimeProps: the supervisor's props run the stream under the caller's own actor; the
+// runtime's handle reaches it and Runtime.Stop stops it.
+func TestRuntimeProps(t *testing.T) {
+	e := newRTEnv(t)
+	rt, _ := e.newRuntime(t, nil)
+	s := newSeen()
+	props, err := Props(rt, ordersStream("user-owned", s))
+	if err != nil {
+		t.Fatalf("Props: %v", err)
+	}
+	pid, err := rt.sys.Root.SpawnNamed(props, "my-supervisor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := rt.Handle("user-owned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 3)
+	waitFor(t, "3 events", func() bool { return s.distinct() == 3 })
+	ctx := testCtx(t)
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	waitState(t, h, StateStopped)
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitState(t, h, StateRunning)
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("runtime Stop: %v", err)
+	}
+	if h.e.supervisorPID() != nil {
+		t.Fatalf("supervisor %v still tracked after Stop", pid)
+	}
+}
+
+// TestRuntimeStopLeavesNoGoroutine: after Stop (and closing the client and the server) no
+// goroutine of the runtime, the actors or the driver is left.
+func TestRuntimeStopLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Run("run", func(t *testing.T) {
+		e := newRTEnv(t)
+		rt, _ := e.newRuntime(t, nil)
+		var all []*seen
+		for i := range 3 {
+			s := newSeen()
+			all = append(all, s)
+			h, err := rt.Spawn(ordersStream(fmt.Sprintf("leak-%d", i), s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, h, StateRunning)
+		}
+		insertOrders(t, e, 0, 20)
+		waitFor(t, "20 events per stream", func() bool {
+			return all[0].distinct() == 20 && all[1].distinct() == 20 && all[2].distinct() == 20
+		})
+	})
+	goleak.VerifyNone(t, before)
+}
