@@ -1,0 +1,101 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree"
+)
+
+// The worker process of TestCrashResumeSIGKILL: the test binary re-executed with envWorker set.
+const (
+	envWorker       = "WATCHTREE_IT_WORKER" // "1": run workerMain instead of the tests
+	envWorkerURI    = "WATCHTREE_IT_WORKER_URI"
+	envWorkerDB     = "WATCHTREE_IT_WORKER_DB"
+	envWorkerRun    = "WATCHTREE_IT_WORKER_RUN"
+	workerStream    = "killme"
+	workerSaveEvery = 25
+)
+
+// workerMain runs one watchtree runtime with the stream "killme" on <db>.orders. Its handler
+// records every delivery in <db>.deliveries as {event: ID, doc: order id, run: N}. Once the
+// stream is open it writes {_id: N} to <db>.workers, so the parent knows it is consuming. On
+// SIGTERM it stops the runtime gracefully and exits 0; SIGKILL ends it wherever it is.
+func workerMain() int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "worker: "+format+"\n", args...)
+		return 2
+	}
+	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
+	run, err := strconv.Atoi(os.Getenv(envWorkerRun))
+	if uri == "" || db == "" || err != nil {
+		return fail("needs %s, %s and %s", envWorkerURI, envWorkerDB, envWorkerRun)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(fmt.Sprintf("wt-it-worker-%d", run)).
+		SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		return fail("connect: %v", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cl.Disconnect(dctx)
+	}()
+	started := make(chan struct{}, 1)
+	obs := watchtree.ObserverFunc(func(ev watchtree.ObserverEvent) {
+		if _, ok := ev.(watchtree.Started); ok {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	})
+	rt, err := watchtree.New(watchtree.Config{Client: cl, Database: db, Observer: obs})
+	if err != nil {
+		return fail("New: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	if err := rt.Start(sctx); err != nil {
+		return fail("Start: %v", err)
+	}
+	deliveries := cl.Database(db).Collection("deliveries")
+	_, err = rt.Spawn(watchtree.Stream[Order]{
+		Name: workerStream, Collection: "orders", Lanes: 1,
+		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: workerSaveEvery, SaveInterval: 200 * time.Millisecond},
+		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+			_, err := deliveries.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "doc", Value: ev.FullDocument.ID}, {Key: "run", Value: run}})
+			return err
+		},
+	})
+	if err != nil {
+		return fail("Spawn: %v", err)
+	}
+	select {
+	case <-started:
+	case <-sctx.Done():
+		return fail("the stream did not start: %v", sctx.Err())
+	}
+	if _, err := cl.Database(db).Collection("workers").InsertOne(sctx, bson.D{{Key: "_id", Value: run}}); err != nil {
+		return fail("ready: %v", err)
+	}
+	<-ctx.Done() // SIGTERM
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), waitLimit)
+	defer cancelStop()
+	if err := rt.Stop(stopCtx); err != nil {
+		return fail("Stop: %v", err)
+	}
+	return 0
+}
