@@ -215,4 +215,3 @@ func TestInvalidate(t *testing.T) {
 		}
 	}
 }
-
