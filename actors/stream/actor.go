@@ -172,14 +172,15 @@ func (s *streamActor) onOpened(ctx actor.Context, m *messages.ReaderOpened) {
 	s.phase = messages.StreamPhase_STREAM_PHASE_STREAMING
 	s.opens++
 	reopen := s.opens > 1
-	s.log.Info("change stream open", zap.Stringer("kind", s.rd.pos.Kind), zap.String("source", s.startSource),
+	kind := s.rd.openedKind()
+	s.log.Info("change stream open", zap.Stringer("kind", kind), zap.String("source", s.startSource),
 		zap.Uint64("next_seq", s.nextSeq), zap.Bool("reopen", reopen))
 	supervisor.NotifyResubscribed(ctx)
 	if !s.subscribed {
 		s.subscribed = true
 		ctx.Request(s.dispatcher, &messages.Subscribe{Incarnation: s.inc})
 	}
-	ev := OpenedEvent{Incarnation: s.inc, Kind: s.rd.pos.Kind, Source: s.startSource, NextSeq: s.nextSeq,
+	ev := OpenedEvent{Incarnation: s.inc, Kind: kind, Source: s.startSource, NextSeq: s.nextSeq,
 		Reopen: reopen, At: s.cfg.Clock.Now()}
 	s.emit("Opened", func(e Events) { e.Opened(ev) })
 }

@@ -291,6 +291,8 @@ type harnessOpts struct {
 	initCredit uint32 // default 1000
 	// before runs before the tree is spawned (scripting answers, preparing data).
 	before func(h *harness)
+	// noTree: do not spawn the tree with fakes; the test calls spawn itself.
+	noTree bool
 }
 
 // newHarness starts mongosim, captures a start token, and spawns a real stream supervisor whose
@@ -329,6 +331,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		o.before(h)
 	}
 
+	if o.noTree {
+		return h
+	}
 	cfg := Config{Stream: "orders", Watcher: h.watcher, MaxAwaitTime: 50 * time.Millisecond,
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Events: h.ev, TerminalErr: errTerminalTest}
 	if o.edit != nil {
@@ -339,18 +344,27 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	w := h.w
-	supProps, err := supervisor.New(supervisor.Config{
+	h.spawn(supervisor.Config{
 		Stream: "orders",
 		Child:  child,
 		Siblings: []supervisor.Sibling{
 			{Name: "checkpointer", Props: actor.PropsFromProducer(func() actor.Actor { return &fakeCheckpointer{w: w} })},
 			{Name: "dispatcher", Props: actor.PropsFromProducer(func() actor.Actor { return &fakeDispatcher{w: w} })},
 		},
-		Classify:     supervisor.DefaultClassifier(ErrInvalidated),
-		Clock:        h.clk,
-		Logger:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		OnTransition: func(tr supervisor.Transition) { h.trans <- tr },
 	})
+	return h
+}
+
+// spawn starts the supervisor of cfg (Classify, Clock, Logger and OnTransition are set here) on a
+// fresh actor system; cleanup stops it and checks the credit and that every reader ended.
+func (h *harness) spawn(cfg supervisor.Config) {
+	t := h.t
+	t.Helper()
+	cfg.Classify = supervisor.DefaultClassifier(ErrInvalidated)
+	cfg.Clock = h.clk
+	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	cfg.OnTransition = func(tr supervisor.Transition) { h.trans <- tr }
+	supProps, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatalf("supervisor.New: %v", err)
 	}
@@ -361,6 +375,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatalf("spawn: %v", err)
 	}
+	w := h.w
 	t.Cleanup(func() {
 		if err := h.sys.Root.StopFuture(h.sup).Wait(); err != nil {
 			t.Errorf("stop supervisor: %v", err)
@@ -376,7 +391,6 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			t.Errorf("non-proto messages received by the fakes: %v", w.nonProto)
 		}
 	})
-	return h
 }
 
 // currentToken opens a change stream and returns its initial post-batch resume token (what the

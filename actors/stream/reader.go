@@ -61,8 +61,15 @@ type reader struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
 
-	mu  sync.Mutex
-	err error // the error that ended the reader; read by the actor after ReaderEnded
+	mu   sync.Mutex
+	err  error              // the error that ended the reader; read by the actor after ReaderEnded
+	kind messages.StartKind // how the cursor was opened; read by the actor after ReaderOpened
+}
+
+func (r *reader) openedKind() messages.StartKind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.kind
 }
 
 func (r *reader) setErr(err error) {
@@ -110,7 +117,16 @@ func (r *reader) run(ctx context.Context) {
 
 // read opens the cursor and reads it until it ends or ctx is cancelled.
 func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
-	cur, err := r.cfg.Watcher.Open(ctx, r.pos)
+	pos := r.pos
+	cur, err := r.cfg.Watcher.Open(ctx, pos)
+	if err != nil && pos.Kind == messages.StartKind_START_KIND_RESUME_AFTER && hasCode(err, codeInvalidResumeToken) {
+		// The position is an invalidate's token, which the server accepts only with startAfter
+		// (a checkpointer that cannot tell invalidate settlements apart saved it for resumeAfter).
+		// Both continue after the token; reopen with startAfter.
+		r.log.Warn("resumeAfter refused for an invalidate token; reopening with startAfter", zap.Error(err))
+		pos.Kind = messages.StartKind_START_KIND_START_AFTER
+		cur, err = r.cfg.Watcher.Open(ctx, pos)
+	}
 	if err != nil {
 		return r.failed(err, true, false)
 	}
@@ -124,6 +140,9 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			r.log.Debug("closing the change stream failed", zap.Error(err))
 		}
 	}()
+	r.mu.Lock()
+	r.kind = pos.Kind
+	r.mu.Unlock()
 	r.root.Send(r.self, &messages.ReaderOpened{Incarnation: r.inc, Generation: r.gen})
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
@@ -169,14 +188,14 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				pbrt = bytes.Clone(cur.ResumeToken())
 			}
 			r.credit.take(uint64(len(events)))
-			r.send(&messages.EventBatch{Incarnation: r.inc, Events: events, PostBatchResumeToken: pbrt,
-				ThroughSeq: r.seq - 1})
 			r.stats.events.Add(uint64(len(events)))
 			r.stats.next.Store(r.seq)
 			if pbrt != nil {
 				last = pbrt
 				r.stats.setPBRT(pbrt)
 			}
+			r.send(&messages.EventBatch{Incarnation: r.inc, Events: events, PostBatchResumeToken: pbrt,
+				ThroughSeq: r.seq - 1})
 			if invalidate != nil {
 				return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_INVALIDATED,
 					InvalidateToken: invalidate}
@@ -195,9 +214,9 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 		// An empty round (one getMore that found nothing): report the PBRT when it moved.
 		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) {
 			last = bytes.Clone(pbrt)
-			r.send(&messages.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
 			r.stats.pbrtBatches.Add(1)
 			r.stats.setPBRT(last)
+			r.send(&messages.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
 		}
 	}
 }
@@ -222,6 +241,16 @@ func (r *reader) failed(err error, open, gotEvent bool) *messages.ReaderEnded {
 		end.End = messages.ReaderEnd_READER_END_CURSOR_FAILED
 	}
 	return end
+}
+
+// codeInvalidResumeToken is the server's InvalidResumeToken (260), the answer to resumeAfter an
+// invalidate token.
+const codeInvalidResumeToken = 260
+
+// hasCode reports whether err is a server error with the code.
+func hasCode(err error, code int) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(code)
 }
 
 // serverCode returns the server error code of err (the history-lost one when several) and
