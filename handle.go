@@ -367,6 +367,7 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 		e.closed = true
 	}
 	pid := e.pid
+	wasCrashed := e.st.State == StateCrashed
 	e.mu.Unlock()
 	if pid == nil {
 		return nil
@@ -383,7 +384,7 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	}
 	// 2. Drain the dispatcher: every accepted event settles, the last SettledBatch is sent.
 	var drained *messages.Drained
-	if res, err := request(ctx, sys, siblingPID(pid, "dispatcher"), &messages.Drain{TimeoutMs: remainingMs(ctx)}); err != nil {
+	if res, err := request(ctx, sys, siblingPID(pid, dispatcherName), &messages.Drain{TimeoutMs: drainBudgetMs(ctx)}); err != nil {
 		errs = append(errs, fmt.Errorf("drain the dispatcher: %w", err))
 	} else if d, ok := res.(*messages.Drained); ok {
 		drained = d
@@ -394,7 +395,7 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	}
 	// 3. Flush the checkpointer: the final position (after the last settled event) is written.
 	var flushed *messages.Flushed
-	if res, err := request(ctx, sys, siblingPID(pid, "checkpointer"), &messages.Flush{}); err != nil {
+	if res, err := request(ctx, sys, siblingPID(pid, checkpointerName), &messages.Flush{}); err != nil {
 		errs = append(errs, fmt.Errorf("flush the checkpoint: %w", err))
 	} else if f, ok := res.(*messages.Flushed); ok {
 		flushed = f
@@ -424,11 +425,15 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	err := errors.Join(errs...)
 	if err != nil {
 		e.log.Warn("stream stopped with errors", append(fields, zap.Error(err))...)
-		e.rt.obs.OnEvent(Stopped{Meta: Meta{Stream: e.name, Time: now}, Reason: Graceful, Cause: err})
+	} else {
+		e.log.Info("stream stopped", fields...)
+	}
+	if !wasCrashed { // a crashed stream already reported its (terminal) Stopped
+		e.rt.obs.OnEvent(Stopped{Meta: Meta{Stream: e.name, Time: now}, Reason: Graceful}) // a cut-short stop is in Stop's error and the log
+	}
+	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: %w", e.name, err)
 	}
-	e.log.Info("stream stopped", fields...)
-	e.rt.obs.OnEvent(Stopped{Meta: Meta{Stream: e.name, Time: now}, Reason: Graceful})
 	return nil
 }
 
@@ -445,7 +450,7 @@ func (e *streamEntry) stopUserOwned(ctx context.Context, why string) error {
 	if _, err := request(ctx, sys, pid, &messages.Stop{Reason: why}); err != nil {
 		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
 	}
-	res, err := request(ctx, sys, siblingPID(pid, "checkpointer"), &messages.Flush{})
+	res, err := request(ctx, sys, siblingPID(pid, checkpointerName), &messages.Flush{})
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: flush the checkpoint: %w", e.name, err)
 	}
@@ -519,12 +524,13 @@ func stopActor(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) erro
 	}
 }
 
-// remainingMs returns the time left before ctx's deadline in milliseconds (0: none, the
-// dispatcher's own default applies).
-func remainingMs(ctx context.Context) int64 {
+// drainBudgetMs returns the dispatcher's drain timeout: three quarters of the time left before
+// ctx's deadline, so the final flush and the stop still fit (0 without a deadline: the
+// dispatcher's own default, 30s, applies).
+func drainBudgetMs(ctx context.Context) int64 {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0
 	}
-	return max(time.Until(dl).Milliseconds(), 1)
+	return max(time.Until(dl).Milliseconds()*3/4, 1)
 }

@@ -203,7 +203,10 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	if err := rt.Stop(testCtx(t)); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if n := rec.count(func(ev ObserverEvent) bool { st, ok := ev.(Stopped); return ok && st.Reason == Graceful && st.Cause == nil }); n != 1 {
+	if n := rec.count(func(ev ObserverEvent) bool {
+		st, ok := ev.(Stopped)
+		return ok && st.Reason == Graceful && st.Cause == nil
+	}); n != 1 {
 		t.Fatalf("want one Stopped{Graceful}, got %d: %v", n, rec.all())
 	}
 	if err := rt.Stop(testCtx(t)); err != nil {

@@ -1,0 +1,141 @@
+package watchtree
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// nextEvent reads the next event from c with TryNext, polling up to rtWait.
+func nextEvent(t *testing.T, c stream.Cursor) bson.Raw {
+	t.Helper()
+	ctx := testCtx(t)
+	deadline := time.Now().Add(rtWait)
+	for time.Now().Before(deadline) {
+		if c.TryNext(ctx) {
+			return append(bson.Raw(nil), c.Current()...)
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("cursor: %v", err)
+		}
+	}
+	t.Fatalf("no event within %v", rtWait)
+	return nil
+}
+
+// TestDriverWatcherPositions: Current captures a position (token and operation time) that
+// resumes right after everything written before it, and Open honours resumeAfter,
+// startAtOperationTime and the unspecified (now) kind, for every scope.
+func TestDriverWatcherPositions(t *testing.T) {
+	e := newRTEnv(t)
+	noop := func(context.Context, *Event[bson.Raw]) error { return nil }
+	for _, tc := range []struct {
+		name string
+		spec Stream[bson.Raw]
+	}{
+		{"collection", Stream[bson.Raw]{Name: "w-coll", Collection: "orders", OnChange: noop}},
+		{"database", Stream[bson.Raw]{Name: "w-db", Database: e.db, OnChange: noop}},
+		{"cluster", Stream[bson.Raw]{Name: "w-cluster", OnChange: noop}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := tc.spec.compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newDriverWatcher(cs, e.client, e.db)
+			ctx := testCtx(t)
+			base := 100 * (1 + len(tc.name))
+			insertOrders(t, e, base-1, base) // before the position: never seen
+			tok, ts, err := w.Current(ctx)
+			if err != nil {
+				t.Fatalf("Current: %v", err)
+			}
+			if len(tok) == 0 || ts.IsZero() {
+				t.Fatalf("Current = %v, %v", tok, ts)
+			}
+			insertOrders(t, e, base, base+1)
+			for _, pos := range []stream.Position{
+				{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: tok},
+				{Kind: messages.StartKind_START_KIND_START_AT_OPERATION_TIME, OperationTime: bson.Timestamp{T: ts.T, I: ts.I + 1}},
+			} {
+				c, err := w.Open(ctx, pos)
+				if err != nil {
+					t.Fatalf("Open %v: %v", pos.Kind, err)
+				}
+				ev := nextEvent(t, c)
+				if id := ev.Lookup("documentKey", "_id").AsInt64(); id != int64(base) {
+					t.Fatalf("%v: first event is document %d, want %d", pos.Kind, id, base)
+				}
+				if err := c.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestDriverWatcherOptions: the aggregate carries the comment "watchtree:<stream>", the
+// fullDocument modes and the user's pipeline; getMores wait MaxAwaitTime.
+func TestDriverWatcherOptions(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	spec := Stream[bson.Raw]{
+		Name: "opts", Collection: "orders",
+		FullDocument:             FullDocumentUpdateLookup,
+		FullDocumentBeforeChange: PreImageWhenAvailable,
+		Pipeline:                 bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}},
+		OnChange:                 func(context.Context, *Event[bson.Raw]) error { return nil },
+	}
+	cs, err := spec.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newDriverWatcher(cs, e.client, e.db)
+	ctx := testCtx(t)
+	e.srv.ResetCommands()
+	c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 20 * time.Millisecond, Comment: "watchtree:opts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for range 2 { // the first TryNext may only look at the aggregate's empty first batch
+		if c.TryNext(ctx) {
+			t.Fatal("event on an idle collection")
+		}
+	}
+	aggs := e.srv.CommandsNamed("aggregate")
+	if len(aggs) != 1 {
+		t.Fatalf("%d aggregates", len(aggs))
+	}
+	body, _ := bson.Marshal(aggs[0].Body)
+	raw := bson.Raw(body)
+	if got := raw.Lookup("comment").StringValue(); got != "watchtree:opts" {
+		t.Fatalf("comment %q", got)
+	}
+	stages := raw.Lookup("pipeline").Array()
+	vals, _ := stages.Values()
+	if len(vals) != 2 {
+		t.Fatalf("pipeline %v", stages)
+	}
+	csOpts := vals[0].Document().Lookup("$changeStream").Document()
+	if csOpts.Lookup("fullDocument").StringValue() != "updateLookup" ||
+		csOpts.Lookup("fullDocumentBeforeChange").StringValue() != "whenAvailable" {
+		t.Fatalf("$changeStream %v", csOpts)
+	}
+	if _, err := vals[1].Document().LookupErr("$match"); err != nil {
+		t.Fatalf("user stage %v", vals[1])
+	}
+	gms := e.srv.CommandsNamed("getMore")
+	if len(gms) == 0 {
+		t.Fatal("no getMore")
+	}
+	gb, _ := bson.Marshal(gms[0].Body)
+	if ms := bson.Raw(gb).Lookup("maxTimeMS").AsInt64(); ms != 20 {
+		t.Fatalf("getMore maxTimeMS %d, want 20", ms)
+	}
+}
