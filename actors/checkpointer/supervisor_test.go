@@ -1,0 +1,162 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/goleak"
+
+	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/memstore"
+)
+
+// streamStub plays the stream actor's side of the protocol: ResolveStart on start, HistoryLost
+// when told the position is gone, and nothing on a terminal FAIL (the checkpointer escalated).
+type streamStub struct {
+	lost    bool // answer every start position with HistoryLost 286
+	starts  chan *messages.StartFrom
+	sibling *actor.PID
+}
+
+func (s *streamStub) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.sibling = actor.NewPID(ctx.Self().Address, ctx.Parent().Id+"/checkpointer")
+		ctx.Request(s.sibling, &messages.ResolveStart{Incarnation: supervisor.Incarnation(ctx)})
+	case *messages.StartFrom:
+		s.starts <- m
+		switch {
+		case m.GetKind() == messages.StartKind_START_KIND_FAIL && m.GetTerminal():
+			// Wait to be stopped by the supervisor.
+		case m.GetKind() == messages.StartKind_START_KIND_FAIL:
+			panic(errors.New("stub: transient start failure: " + m.GetReason()))
+		case s.lost && tokData(m.GetToken()) == "old":
+			ctx.Request(s.sibling, &messages.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
+		default:
+			supervisor.NotifyResubscribed(ctx)
+		}
+	}
+}
+
+// TestUnderSupervisorHistoryLostFailGivesUp runs the checkpointer as the supervisor's sibling:
+// history lost under Fail must crash the stream at once (terminal), not restart it.
+func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
+	sys := newTestSystem()
+	clk := clock.NewFake(time.Time{})
+	ms := memstore.New(memstore.Options{})
+	if err := ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("old")}); err != nil {
+		t.Fatal(err)
+	}
+	cpProps, err := New(Config{Stream: "orders", Store: ms, Positions: &fakePositions{token: tok("now")},
+		Clock: clk, TerminalErr: errTerminal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := make(chan *messages.StartFrom, 16)
+	transitions := make(chan supervisor.Transition, 64)
+	supProps, err := supervisor.New(supervisor.Config{
+		Stream:       "orders",
+		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{lost: true, starts: starts} }),
+		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
+		Classify:     supervisor.DefaultClassifier(errTerminal),
+		Clock:        clk,
+		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := sys.Root.SpawnNamed(supProps, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = sys.Root.StopFuture(pid).Wait()
+		sys.Shutdown()
+		goleak.VerifyNone(t)
+	}()
+	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
+		t.Fatalf("first start %v", sf)
+	}
+	// The terminal FAIL may or may not reach the stub: the supervisor stops it (dropping its
+	// mailbox) as soon as the checkpointer's failure arrives. What matters is the give-up.
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case tr := <-transitions:
+			if tr.To == supervisor.StateBackoff {
+				t.Fatalf("history lost under Fail was treated as transient: %v", tr.Cause)
+			}
+			if tr.To != supervisor.StateCrashed {
+				continue
+			}
+			if !errors.Is(tr.Cause, ErrHistoryLost) || !errors.Is(tr.Cause, errTerminal) {
+				t.Fatalf("crashed with %v", tr.Cause)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the supervisor did not give up")
+		}
+	}
+}
+
+// TestUnderSupervisorResumeFromNow: the stream gets a fresh position and runs; the gap is stored.
+func TestUnderSupervisorResumeFromNow(t *testing.T) {
+	sys := newTestSystem()
+	clk := clock.NewFake(time.Time{})
+	ms := memstore.New(memstore.Options{})
+	if err := ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("old")}); err != nil {
+		t.Fatal(err)
+	}
+	cpProps, err := New(Config{Stream: "orders", Store: ms, Gaps: ms, OnHistoryLost: ResumeFromNow,
+		Positions: &fakePositions{token: tok("now"), ts: bson.Timestamp{T: 7}}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := make(chan *messages.StartFrom, 16)
+	stub := &streamStub{lost: true, starts: starts}
+	supProps, err := supervisor.New(supervisor.Config{
+		Stream:   "orders",
+		Child:    actor.PropsFromProducer(func() actor.Actor { return stub }),
+		Siblings: []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
+		Clock:    clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := sys.Root.SpawnNamed(supProps, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = sys.Root.StopFuture(pid).Wait()
+		sys.Shutdown()
+		goleak.VerifyNone(t)
+	}()
+	recv(t, starts)
+	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now" {
+		t.Fatalf("after history lost %v", sf)
+	}
+	gaps, err := ms.ListGaps(context.Background(), "orders")
+	if err != nil || len(gaps) != 1 || tokData(gaps[0].FromToken) != "old" || tokData(gaps[0].ToToken) != "now" {
+		t.Fatalf("gaps %+v %v", gaps, err)
+	}
+}
+
+func recv[T any](t *testing.T, ch chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatalf("nothing received within %v", waitFor)
+	}
+	var zero T
+	return zero
+}
