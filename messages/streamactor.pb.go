@@ -226,9 +226,13 @@ type ReaderEnded struct {
 	// invalidate_token is the invalidate event's _id (BSON), for READER_END_INVALIDATED.
 	InvalidateToken []byte `protobuf:"bytes,6,opt,name=invalidate_token,json=invalidateToken,proto3" json:"invalidate_token,omitempty"`
 	// next_seq is the seq the next event of this incarnation gets.
-	NextSeq       uint64 `protobuf:"varint,7,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextSeq uint64 `protobuf:"varint,7,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	// invalidate_cause is the operationType of the event read right before the invalidate on the
+	// same cursor ("drop", "rename", "dropDatabase"); empty when none was read (a pipeline that
+	// filtered it out, or an invalidate alone).
+	InvalidateCause string `protobuf:"bytes,8,opt,name=invalidate_cause,json=invalidateCause,proto3" json:"invalidate_cause,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReaderEnded) Reset() {
@@ -308,6 +312,13 @@ func (x *ReaderEnded) GetNextSeq() uint64 {
 		return x.NextSeq
 	}
 	return 0
+}
+
+func (x *ReaderEnded) GetInvalidateCause() string {
+	if x != nil {
+		return x.InvalidateCause
+	}
+	return ""
 }
 
 // StreamStatsRequest asks the stream actor for a StreamStats (send it as a request).
@@ -505,7 +516,7 @@ const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xea\x01\n" +
+	"generation\"\x95\x02\n" +
 	"\vReaderEnded\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
@@ -515,7 +526,8 @@ const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\x05R\x04code\x12)\n" +
 	"\x10invalidate_token\x18\x06 \x01(\fR\x0finvalidateToken\x12\x19\n" +
-	"\bnext_seq\x18\a \x01(\x04R\anextSeq\"\x14\n" +
+	"\bnext_seq\x18\a \x01(\x04R\anextSeq\x12)\n" +
+	"\x10invalidate_cause\x18\b \x01(\tR\x0finvalidateCause\"\x14\n" +
 	"\x12StreamStatsRequest\"\xb4\x03\n" +
 	"\vStreamStats\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +

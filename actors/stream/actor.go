@@ -225,7 +225,8 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) 
 	s.invalidated++
 	tok := bson.Raw(m.GetInvalidateToken())
 	restart := s.cfg.InvalidateRestart && len(tok) > 0
-	ev := InvalidatedEvent{Incarnation: s.inc, Seq: m.GetNextSeq() - 1, Token: tok, Restart: restart, At: s.cfg.Clock.Now()}
+	ev := InvalidatedEvent{Incarnation: s.inc, Seq: m.GetNextSeq() - 1, Token: tok, Cause: m.GetInvalidateCause(),
+		Restart: restart, At: s.cfg.Clock.Now()}
 	s.emit("Invalidated", func(e Events) { e.Invalidated(ev) })
 	if restart {
 		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", ev.Seq))

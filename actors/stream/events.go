@@ -45,6 +45,10 @@ type InvalidatedEvent struct {
 	Seq uint64
 	// Token is the invalidate event's _id (the startAfter position).
 	Token bson.Raw
+	// Cause is the operationType of the event read right before the invalidate on the same
+	// cursor: "drop", "rename" or "dropDatabase"; empty when none was read (filtered out by the
+	// pipeline, or the server sent the invalidate alone).
+	Cause string
 	// Restart: the stream reopens with startAfter Token (Config.InvalidateRestart); otherwise it
 	// fails terminally with ErrInvalidated.
 	Restart bool

@@ -147,6 +147,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
+	lastOp := "" // operationType of the latest event: the cause of an invalidate
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -166,10 +167,12 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			}
 			r.seq++
 			events = append(events, ev)
-			if op, ok := bson.Raw(raw).Lookup("operationType").StringValueOK(); ok && op == "invalidate" {
+			op, _ := bson.Raw(raw).Lookup("operationType").StringValueOK()
+			if op == "invalidate" {
 				invalidate = ev.ResumeToken
 				break
 			}
+			lastOp = op
 			if cur.RemainingBatchLength() == 0 {
 				break // do not start a getMore (it may wait MaxAwaitTime) while holding events
 			}
@@ -198,7 +201,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				ThroughSeq: r.seq - 1})
 			if invalidate != nil {
 				return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_INVALIDATED,
-					InvalidateToken: invalidate}
+					InvalidateToken: invalidate, InvalidateCause: lastOp}
 			}
 		}
 		if err := cur.Err(); err != nil {

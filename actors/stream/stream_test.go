@@ -321,7 +321,7 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 		t.Fatalf("events after the reopen are of documents %d, %d", docID(evs[3].GetRaw()), docID(evs[4].GetRaw()))
 	}
 	_, inv, _ := h.ev.snapshot()
-	if len(inv) != 1 || !inv[0].Restart || inv[0].Seq != 3 || !bytes.Equal(inv[0].Token, evs[2].GetResumeToken()) {
+	if len(inv) != 1 || !inv[0].Restart || inv[0].Seq != 3 || inv[0].Cause != "drop" || !bytes.Equal(inv[0].Token, evs[2].GetResumeToken()) {
 		t.Fatalf("Invalidated events %+v", inv)
 	}
 	if subs := h.w.subscribeList(); len(subs) != 1 {
@@ -354,7 +354,7 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 		t.Fatalf("%d events delivered before the crash, want insert, rename, invalidate", len(evs))
 	}
 	_, inv, _ := h.ev.snapshot()
-	if len(inv) != 1 || inv[0].Restart {
+	if len(inv) != 1 || inv[0].Restart || inv[0].Cause != "rename" {
 		t.Fatalf("Invalidated events %+v", inv)
 	}
 	eventually(t, "the reader ended", func() bool { return liveReaders.Load() == 0 })
