@@ -127,6 +127,7 @@ type streamEntry struct {
 	closed    bool       // runtime stopping: never spawn the tree again
 	firstDone bool       // the tree was spawned once (Latest/At applied)
 	st        StreamStatus
+	lastCause error // the latest death's cause, as reported
 }
 
 func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watchDB string, owned bool) *streamEntry {
@@ -234,6 +235,7 @@ func (e *streamEntry) onTransition(t supervisor.Transition) {
 	}
 	if cause != nil {
 		e.st.LastCause = cause.Error()
+		e.lastCause = cause
 	}
 	e.mu.Unlock()
 
@@ -368,6 +370,9 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	}
 	pid := e.pid
 	wasCrashed := e.st.State == StateCrashed
+	// A sibling (checkpointer, dispatcher) that failed stays suspended until the next launch and
+	// would answer neither Drain nor Flush: skip both and only stop the tree.
+	siblingDown := (e.st.State == StateCrashed || e.st.State == StateBackoff) && errors.Is(e.lastCause, supervisor.ErrSiblingFailed)
 	e.mu.Unlock()
 	if pid == nil {
 		return nil
@@ -384,7 +389,9 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	}
 	// 2. Drain the dispatcher: every accepted event settles, the last SettledBatch is sent.
 	var drained *messages.Drained
-	if res, err := request(ctx, sys, siblingPID(pid, dispatcherName), &messages.Drain{TimeoutMs: drainBudgetMs(ctx)}); err != nil {
+	if siblingDown {
+		e.log.Warn("a sibling actor failed: stopping without drain and flush; events since the last checkpoint are redelivered")
+	} else if res, err := request(ctx, sys, siblingPID(pid, dispatcherName), &messages.Drain{TimeoutMs: drainBudgetMs(ctx)}); err != nil {
 		errs = append(errs, fmt.Errorf("drain the dispatcher: %w", err))
 	} else if d, ok := res.(*messages.Drained); ok {
 		drained = d
@@ -395,12 +402,14 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	}
 	// 3. Flush the checkpointer: the final position (after the last settled event) is written.
 	var flushed *messages.Flushed
-	if res, err := request(ctx, sys, siblingPID(pid, checkpointerName), &messages.Flush{}); err != nil {
-		errs = append(errs, fmt.Errorf("flush the checkpoint: %w", err))
-	} else if f, ok := res.(*messages.Flushed); ok {
-		flushed = f
-		if f.GetError() != "" {
-			errs = append(errs, fmt.Errorf("flush the checkpoint: %s", f.GetError()))
+	if !siblingDown {
+		if res, err := request(ctx, sys, siblingPID(pid, checkpointerName), &messages.Flush{}); err != nil {
+			errs = append(errs, fmt.Errorf("flush the checkpoint: %w", err))
+		} else if f, ok := res.(*messages.Flushed); ok {
+			flushed = f
+			if f.GetError() != "" {
+				errs = append(errs, fmt.Errorf("flush the checkpoint: %s", f.GetError()))
+			}
 		}
 	}
 	// 4. Stop the supervisor and its children (protoactor stops them in reverse spawn order).

@@ -384,7 +384,7 @@ func (s streamEvents) Invalidated(ev stream.InvalidatedEvent) {
 	if ev.Restart {
 		action = InvalidateRestart
 	}
-	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Action: action})
+	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: s.e.watcher.invalidateCause(), Action: action})
 }
 
 // CursorFailed is reported as the supervisor's Stopped{Crashed} that follows.

@@ -3,6 +3,7 @@ package watchtree
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -28,6 +29,7 @@ type driverWatcher struct {
 	client   *mongo.Client // Stream.Client, else Config.Client
 	database string        // resolved watched database (empty for a cluster stream)
 	maxAwait time.Duration
+	lastDDL  atomic.Value // OperationType of the latest drop/rename/dropDatabase read
 }
 
 func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string) *driverWatcher {
@@ -66,8 +68,41 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	if err != nil {
 		return nil, err
 	}
-	return stream.ChangeStreamCursor(cs), nil
+	w.lastDDL.Store(OperationType(""))
+	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, lastDDL: &w.lastDDL}, nil
 }
+
+// invalidateCause returns the operation type (drop, rename, dropDatabase) of the latest such
+// event read by the current cursor: what an invalidate that follows was caused by.
+func (w *driverWatcher) invalidateCause() OperationType {
+	op, _ := w.lastDDL.Load().(OperationType)
+	return op
+}
+
+// opCursor is the stream actor's cursor: the stream package's adapter of *mongo.ChangeStream,
+// which also remembers the last namespace-level operation read (for Invalidated.Cause).
+type opCursor struct {
+	stream.Cursor
+	cs      *mongo.ChangeStream
+	lastDDL *atomic.Value
+}
+
+// TryNext reads the next event, noting drop, rename and dropDatabase events.
+func (c *opCursor) TryNext(ctx context.Context) bool {
+	if !c.Cursor.TryNext(ctx) {
+		return false
+	}
+	if op, ok := peekOperationType(c.cs.Current); ok {
+		switch op {
+		case OpDrop, OpRename, OpDropDatabase:
+			c.lastDDL.Store(op)
+		}
+	}
+	return true
+}
+
+// ID returns the server cursor id (0 once the server closed the cursor).
+func (c *opCursor) ID() int64 { return c.cs.ID() }
 
 // watch calls the Watch method of the stream's scope.
 func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (*mongo.ChangeStream, error) {
