@@ -106,6 +106,7 @@ type parentActor struct {
 	props    *actor.Props
 	child    chan *actor.PID
 	failures chan any
+	resume   bool // resume the failed child instead of stopping it
 }
 
 func (p *parentActor) Receive(ctx actor.Context) {
@@ -121,6 +122,10 @@ func (p *parentActor) Receive(ctx actor.Context) {
 func (p *parentActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
 	_ *actor.RestartStatistics, reason any, _ any) {
 	p.failures <- reason
+	if p.resume {
+		sup.ResumeChildren(child)
+		return
+	}
 	sup.StopChildren(child)
 }
 
@@ -137,6 +142,7 @@ type harness struct {
 	failures  chan any
 	cfg       Config
 	parentPID *actor.PID
+	resume    bool // the parent resumes a failed checkpointer (set in edit)
 }
 
 func newTestSystem() *actor.ActorSystem {
@@ -170,7 +176,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	childCh := make(chan *actor.PID, 1)
-	parent := &parentActor{props: props, child: childCh, failures: h.failures}
+	parent := &parentActor{props: props, child: childCh, failures: h.failures, resume: h.resume}
 	h.parentPID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return parent }))
 	select {
 	case h.cp = <-childCh:

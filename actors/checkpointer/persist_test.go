@@ -325,3 +325,42 @@ func TestStaleProgressAndSettlementsDropped(t *testing.T) {
 	}
 	_ = bson.Raw(nil)
 }
+
+// TestResumedAfterTerminalFailureStillAnswers: after escalating (history lost under Fail, or
+// fenced) the checkpointer's state is consistent, so a supervisor that resumes it instead of
+// leaving it suspended gets answers: Flush replies (fenced: with fenced set) and a start fails
+// terminally again.
+func TestResumedAfterTerminalFailureStillAnswers(t *testing.T) {
+	t.Run("history lost", func(t *testing.T) {
+		h := newHarness(t, func(h *harness, c *Config) { h.resume = true })
+		h.resolve(1)
+		h.progress(1, 1, nil)
+		h.settle(1, 1)
+		if sf := h.historyLost(1, 286, "gone"); !sf.GetTerminal() {
+			t.Fatalf("StartFrom %v", sf)
+		}
+		h.failure()
+		if fl := h.flush(); tokData(fl.GetToken()) != tokData(evTok(1)) || fl.GetError() != "" {
+			t.Fatalf("Flushed %v", fl)
+		}
+	})
+	t.Run("fenced", func(t *testing.T) {
+		h := newHarness(t, func(h *harness, c *Config) { h.resume = true })
+		h.resolve(1)
+		if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("theirs"), Epoch: 4}); err != nil {
+			t.Fatal(err)
+		}
+		h.progress(1, 1, nil)
+		h.settle(1, 1)
+		if fl := h.flush(); !fl.GetFenced() {
+			t.Fatalf("Flushed %v", fl)
+		}
+		h.failure()
+		if fl := h.flush(); !fl.GetFenced() {
+			t.Fatalf("Flushed after resume %v", fl)
+		}
+		if sf := h.resolve(2); sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
+			t.Fatalf("StartFrom after fencing %v", sf)
+		}
+	})
+}

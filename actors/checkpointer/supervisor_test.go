@@ -99,6 +99,14 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 			if !errors.Is(tr.Cause, ErrHistoryLost) || !errors.Is(tr.Cause, errTerminal) {
 				t.Fatalf("crashed with %v", tr.Cause)
 			}
+			// Stopping the crashed tree (the failed checkpointer is still suspended) is prompt.
+			start := time.Now()
+			if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("stop took %v", d)
+			}
 			return
 		case <-deadline:
 			t.Fatal("the supervisor did not give up")
