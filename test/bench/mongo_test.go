@@ -37,13 +37,14 @@ func startMongosim(b *testing.B) (*mongosim.Server, *mongo.Client) {
 		b.Fatalf("mongosim.Start: %v", err)
 	}
 	b.Cleanup(func() { _ = srv.Close() })
-	// startPoint's second must not be the server's first one: the oplog's history starts at
-	// {start second, 1}, and a start at {start second, 0} would be history lost.
-	if wait := time.Until(time.Unix(int64(srv.ClusterTime().T)+1, 0)); wait > 0 {
-		time.Sleep(wait)
-	}
+	waitNextSecond()
 	return srv, connect(b, srv.URI(), nil)
 }
+
+// waitNextSecond sleeps until the next wall-clock second, so that startPoint's second is not a
+// server's first one: a new server's history starts at {start second, 1}, and a start at
+// {start second, 0} would be history lost. Call it after the server has started.
+func waitNextSecond() { time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) }
 
 // connect connects a driver client to uri; configure may adjust the options. A 500ms heartbeat
 // (the driver's minimum) bounds driver v2.10.0's Disconnect race with an awaitable hello.
