@@ -298,22 +298,26 @@ func (e *streamEntry) setCheckpoint(cp store.Checkpoint) {
 	e.mu.Unlock()
 }
 
-// spawnTree spawns the stream's tree under the actor system's root. first applies the stream's
-// StartPosition; later spawns (after Handle.Stop) resume.
+// spawnTree spawns the stream's tree under the actor system's root. The first spawn applies the
+// stream's StartPosition; later spawns (after Handle.Stop) resume from the checkpoint. e.opMu
+// must be held (so a concurrent shutdown either sees the new PID or prevents the spawn); e.mu is
+// not held while spawning, since the supervisor reports its first transitions under it.
 func (e *streamEntry) spawnTree() error {
 	sys, err := e.rt.system()
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return ErrStopped
 	}
 	if e.pid != nil {
+		e.mu.Unlock()
 		return nil
 	}
 	props, err := e.treeProps(!e.firstDone)
+	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -321,8 +325,10 @@ func (e *streamEntry) spawnTree() error {
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: spawn: %w", e.name, err)
 	}
+	e.mu.Lock()
 	e.firstDone = true
 	e.pid = pid
+	e.mu.Unlock()
 	return nil
 }
 

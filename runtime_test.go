@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -476,4 +477,107 @@ func TestRuntimeStopLeavesNoGoroutine(t *testing.T) {
 		})
 	})
 	goleak.VerifyNone(t, before)
+}
+
+// TestRuntimeObserverEvents: the tree's reports reach the Observer as typed events, and an
+// Observer that panics on every event breaks nothing.
+func TestRuntimeObserverEvents(t *testing.T) {
+	e := newRTEnv(t)
+	var panics obsRecorder
+	rt, rec := e.newRuntime(t, func(c *Config) {
+		inner := c.Observer
+		c.Observer = MultiObserver(inner, ObserverFunc(func(ev ObserverEvent) {
+			panics.OnEvent(ev)
+			panic("observer bug")
+		}))
+	})
+	s := newSeen()
+	h, err := rt.Spawn(ordersStream("observed", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 5)
+	waitFor(t, "5 events", func() bool { return s.distinct() == 5 })
+	waitFor(t, "a Checkpointed event covering events", func() bool {
+		return rec.count(func(ev ObserverEvent) bool {
+			c, ok := ev.(Checkpointed)
+			return ok && c.Settled > 0 && len(c.Token) > 0
+		}) > 0
+	})
+	ctx := testCtx(t)
+	if err := h.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two Started events", func() bool { return rec.count(isEvent[Started]) == 2 })
+	var positions []string
+	for _, ev := range rec.all() {
+		if st, ok := ev.(Started); ok {
+			positions = append(positions, st.Position)
+			if st.Stream != "observed" || st.Time.IsZero() {
+				t.Fatalf("Started %+v", st)
+			}
+		}
+	}
+	if strings.Join(positions, ",") != "initial,checkpoint" {
+		t.Fatalf("Started positions %v, want initial,checkpoint", positions)
+	}
+	if err := h.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Stopped{Graceful}", func() bool {
+		return rec.count(func(ev ObserverEvent) bool { st, ok := ev.(Stopped); return ok && st.Reason == Graceful }) == 1
+	})
+	st := rt.Streams()[0]
+	if st.State != StateStopped || st.Handled != 5 || st.Checkpoint == nil || st.CheckpointAt.IsZero() {
+		t.Fatalf("Streams()[0] = %+v", st)
+	}
+	if rt.obs.Panics() == 0 || panics.count(func(ObserverEvent) bool { return true }) != len(rec.all()) {
+		t.Fatalf("panicking observer: %d panics, %d vs %d events", rt.obs.Panics(), len(panics.all()), len(rec.all()))
+	}
+}
+
+// TestRuntimeStopBoundedByContext: a handler that never returns cannot hold Stop past its
+// context: Stop returns DeadlineExceeded, the handler's context is cancelled, the event stays
+// unsettled and is delivered again by the next runtime.
+func TestRuntimeStopBoundedByContext(t *testing.T) {
+	e := newRTEnv(t)
+	rt, _ := e.newRuntime(t, nil)
+	stuck := make(chan struct{}, 1)
+	var cancelled sync.WaitGroup
+	cancelled.Add(1)
+	var once sync.Once
+	h, err := rt.Spawn(Stream[order]{
+		Name: "stuck", Collection: "orders",
+		OnInsert: func(ctx context.Context, ev *Event[order]) error {
+			stuck <- struct{}{}
+			<-ctx.Done()
+			once.Do(cancelled.Done)
+			return ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 1)
+	<-stuck
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = rt.Stop(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Stop took %v", d)
+	}
+	cancelled.Wait() // the handler's context was cancelled
+
+	s := newSeen()
+	rt2, _ := e.newRuntime(t, nil)
+	if _, err := rt2.Spawn(ordersStream("stuck", s)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unsettled event redelivered", func() bool { return s.distinct() == 1 })
 }

@@ -40,7 +40,10 @@ func (rt *Runtime) Spawn(spec Spec) (*Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.spawnTree(); err != nil {
+	e.opMu.Lock()
+	err = e.spawnTree()
+	e.opMu.Unlock()
+	if err != nil {
 		rt.unregister(e)
 		return nil, err
 	}
