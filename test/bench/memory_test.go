@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/store/mongostore"
 )
 
 const (
@@ -87,11 +90,23 @@ func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
 //   - heap-KB/stream: watchtree's live heap per idle stream, cursor and connection included
 //     (target ≤ 64 KB);
 //   - raw-heap-KB/stream and own-heap-KB/stream (= watchtree − raw, what watchtree adds);
-//   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap);
+//   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap), and
+//     heap+stack-KB/stream;
+//   - idle-checkpoint-writes/s: checkpoint writes of all the idle streams together while they
+//     idle (an idle stream writes its moving post-batch resume token at most once per
+//     SaveInterval, 1s by default; counted with a command monitor on the client);
 //   - spawn-ms/stream: Spawn until every stream is running.
 func BenchmarkIdleStreamMemory(b *testing.B) {
 	uri := startMongosimProcess(b)
-	cl := connect(b, uri, func(o *options.ClientOptions) { o.SetMaxPoolSize(idleStreams + 100) })
+	var ckptWrites atomic.Int64 // checkpoint writes sent by this client
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "update" {
+			if coll, ok := e.Command.Lookup("update").StringValueOK(); ok && coll == mongostore.DefaultCheckpointCollection {
+				ckptWrites.Add(1)
+			}
+		}
+	}}
+	cl := connect(b, uri, func(o *options.ClientOptions) { o.SetMaxPoolSize(idleStreams + 100).SetMonitor(monitor) })
 	for i := 0; i < b.N; i++ {
 		rawBefore, rawAfter := rawIdleStreams(b, cl)
 		rawHeap, _, _ := perStream(rawBefore, rawAfter)
@@ -126,7 +141,9 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		spawnMS := float64(time.Since(start).Milliseconds()) / idleStreams
+		writesBefore := ckptWrites.Load()
 		time.Sleep(idleSettle) // a steady state to measure, not a wait for a condition
+		idleWrites := float64(ckptWrites.Load()-writesBefore) / idleSettle.Seconds()
 		after := readMem()
 		stop()
 
@@ -135,6 +152,8 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		b.ReportMetric(rawHeap, "raw-heap-KB/stream")
 		b.ReportMetric(heap-rawHeap, "own-heap-KB/stream")
 		b.ReportMetric(stack, "stack-KB/stream")
+		b.ReportMetric(heap+stack, "heap+stack-KB/stream")
+		b.ReportMetric(idleWrites, "idle-checkpoint-writes/s")
 		b.ReportMetric(gor, "goroutines/stream")
 		b.ReportMetric(spawnMS, "spawn-ms/stream")
 	}
