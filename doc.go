@@ -43,8 +43,11 @@
 //
 // # Files
 //
-// stream.go (Stream, Spec), event.go (Event), policy.go (RetryPolicy, RestartPolicy,
-// CheckpointPolicy, DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost,
-// OnInvalidate, fullDocument modes), errors.go, observer.go, config.go. The actors live under
-// actors/, their protobuf messages under messages/.
+// runtime.go (Runtime: New, Start, Stop, Streams, Handle), spawn.go (Spawn, Props: the tree of
+// one stream and the mapping of its actors' reports to the Observer), handle.go (Handle,
+// StreamStatus), deadletters.go (DeadLetters, Replay), watch.go (the driver-backed change
+// streams), logging.go (zap, and protoactor's slog bridged into it), stream.go (Stream, Spec),
+// event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy, DeadLetterPolicy),
+// options.go (Mode, StartPosition, OnHistoryLost, OnInvalidate, fullDocument modes), errors.go,
+// observer.go, config.go. The actors live under actors/, their protobuf messages under messages/.
 package watchtree
