@@ -147,7 +147,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
-	lastOp := "" // operationType of the latest event: the cause of an invalidate
+	var lastOp []byte // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -155,20 +155,33 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 		}
 		limit := min(n, uint64(r.cfg.MaxBatch))
 		var events []*messages.Event
+		var block []messages.Event // the batch's events, allocated at once
 		var invalidate []byte
 		for uint64(len(events)) < limit {
 			if !cur.TryNext(ctx) {
 				break
 			}
+			if events == nil {
+				// At most the rest of the driver's batch is read in this round.
+				n := min(limit, uint64(cur.RemainingBatchLength())+1)
+				block = make([]messages.Event, n)
+				events = make([]*messages.Event, 0, n)
+			}
 			raw := bytes.Clone(cur.Current())
-			ev := &messages.Event{Seq: r.seq, Raw: raw}
+			var ev *messages.Event
+			if i := len(events); i < len(block) {
+				ev = &block[i]
+			} else {
+				ev = new(messages.Event)
+			}
+			ev.Seq, ev.Raw = r.seq, raw
 			if id, err := bson.Raw(raw).LookupErr("_id"); err == nil {
 				ev.ResumeToken = id.Value // a sub-slice of the copy
 			}
 			r.seq++
 			events = append(events, ev)
-			op, _ := bson.Raw(raw).Lookup("operationType").StringValueOK()
-			if op == "invalidate" {
+			op := operationType(raw)
+			if string(op) == "invalidate" { // no allocation
 				invalidate = ev.ResumeToken
 				break
 			}
@@ -201,7 +214,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				ThroughSeq: r.seq - 1})
 			if invalidate != nil {
 				return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_INVALIDATED,
-					InvalidateToken: invalidate, InvalidateCause: lastOp}
+					InvalidateToken: invalidate, InvalidateCause: string(lastOp)}
 			}
 		}
 		if err := cur.Err(); err != nil {
@@ -222,6 +235,16 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			r.send(&messages.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
 		}
 	}
+}
+
+// operationType returns the event's operationType bytes (nil when absent or not a string),
+// without allocating.
+func operationType(raw bson.Raw) []byte {
+	v, err := raw.LookupErr("operationType")
+	if err != nil || v.Type != bson.TypeString || len(v.Value) < 5 {
+		return nil
+	}
+	return v.Value[4 : len(v.Value)-1] // int32 length, bytes, NUL
 }
 
 func (r *reader) send(b *messages.EventBatch) {
