@@ -143,6 +143,8 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 		c.self, c.sys = ctx.Self(), ctx.ActorSystem()
 		c.w = startWorker(sender(c.sys, c.self))
 	case *actor.Stopping:
+		c.log.Debug("checkpointer stopping", zap.Uint64("lwm", c.t.lwm), zap.Int("unflushed", c.unflushed()),
+			zap.Uint64("stale_dropped", c.stale))
 		c.shutdown(ctx, "checkpointer stopping")
 	case *actor.Restarting:
 		c.shutdown(ctx, "checkpointer restarting")

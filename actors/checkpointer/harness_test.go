@@ -329,18 +329,6 @@ func (h *harness) armed(n int) {
 	}
 }
 
-// eventually polls cond every millisecond until it holds or waitFor passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func testLogger() *zap.Logger {
 	if testing.Verbose() {
 		l, _ := zap.NewDevelopment()

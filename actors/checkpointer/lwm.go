@@ -92,9 +92,6 @@ func (t *tracker) rebase() {
 // nextSeq is the seq of the next event a new cursor reads.
 func (t *tracker) nextSeq() uint64 { return t.maxSeq + 1 }
 
-// inFlight reports whether some announced event has not settled.
-func (t *tracker) inFlight() bool { return t.maxSeq > t.lwm }
-
 // progress records a Progress. It returns false for a protocol violation (through below an
 // earlier through).
 func (t *tracker) progress(through uint64, pbrt []byte) bool {

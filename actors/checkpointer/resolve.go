@@ -170,12 +170,12 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 	}
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
-	c.w.submit(c.historyJob(c.reqSeq, policy, from, reason, c.snapshot(position{})))
+	c.w.submit(c.historyJob(c.reqSeq, inc, policy, from, reason, c.snapshot(position{})))
 }
 
 // historyJob captures the current position, runs the rebuild (Rebuild), records the gap
 // (retried with backoff until it succeeds or the checkpointer stops) and persists the position.
-func (c *checkpointer) historyJob(req uint64, policy HistoryLostPolicy, from position, reason string, base store.Checkpoint) job {
+func (c *checkpointer) historyJob(req, inc uint64, policy HistoryLostPolicy, from position, reason string, base store.Checkpoint) job {
 	cfg, inst, log := c.cfg, c.inst, c.log
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
@@ -213,7 +213,7 @@ func (c *checkpointer) historyJob(req uint64, policy HistoryLostPolicy, from pos
 			p = position{token: tok, opTime: ts, source: store.SourceResumeFromNow}
 		}
 		now := cfg.Clock.Now()
-		gap := store.Gap{ID: fmt.Sprintf("%s/%d", cfg.Stream, now.UnixNano()), Stream: cfg.Stream,
+		gap := store.Gap{ID: fmt.Sprintf("%s/%d/%d", cfg.Stream, now.UnixNano(), inc), Stream: cfg.Stream,
 			FromToken: from.token, FromTime: from.opTime, ToToken: tok, ToTime: ts,
 			Policy: gapPolicy, Reason: reason, At: now}
 		for n := 1; ; n++ {
