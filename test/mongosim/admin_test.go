@@ -20,12 +20,6 @@ func admRun(t *testing.T, cl *mongo.Client, cmd bson.D) bson.Raw {
 	return out
 }
 
-func admSessionCount(s *Server) int {
-	s.eng.mu.Lock()
-	defer s.eng.mu.Unlock()
-	return len(s.eng.sessions.m)
-}
-
 func admHasSession(s *Server, id bson.Binary) bool {
 	s.eng.mu.Lock()
 	defer s.eng.mu.Unlock()
