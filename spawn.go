@@ -28,11 +28,11 @@ const (
 // checkpointer and the dispatcher as siblings and the stream actor as its restartable child.
 // The stream starts at once; its handle reports and controls it.
 //
-// Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate), a
-// duplicate name (a *ConfigError on field Name matching ErrDuplicateStream), and the database
-// rules: a collection or cluster-wide stream needs a Database (its own, or Config.Database), and
-// the stores (checkpoints, dead letters, gaps) live in Config.Database, else in the stream's
-// Database. The first Spawn that uses a store database or dead-letter collection creates its
+// Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate); a
+// duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); Mode SingleLeader,
+// refused until the lease actor exists; and the database rules: a collection or cluster-wide
+// stream needs a Database (its own, or Config.Database). The stores (checkpoints, dead letters,
+// gaps) live in Config.Database, else in the stream's Database. The first Spawn that uses a store database or dead-letter collection creates its
 // indexes (idempotent; a failure is logged, not returned: indexes serve retention and listing
 // only). Spawn fails with ErrNotStarted before Start and ErrStopped after Stop.
 func (rt *Runtime) Spawn(spec Spec) (*Handle, error) {
@@ -126,8 +126,14 @@ func (rt *Runtime) unregister(e *streamEntry) {
 	rt.mu.Unlock()
 }
 
-// databases resolves the watched database and the store database of cs.
+// databases resolves the watched database and the store database of cs. It also rejects the
+// SingleLeader mode, whose lease actor does not exist yet: running such a stream on every
+// instance would break its promise of one consumer at a time.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
+	if cs.mode == SingleLeader {
+		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Mode",
+			Rule: "SingleLeader is not available in this version (no lease actor yet); use AllInstances"}
+	}
 	watchDB = cs.database
 	if cs.scope == scopeCollection && watchDB == "" {
 		watchDB = rt.cfg.Database
