@@ -31,12 +31,6 @@ func (r *recRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome
 
 func (r *recRouter) Classify(error) dispatcher.ErrorClass { return dispatcher.Retryable }
 
-func (r *recRouter) count(id int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.handled[id]
-}
-
 // all reports whether every document in [from, to) was handled.
 func (r *recRouter) all(from, to int) bool {
 	r.mu.Lock()
