@@ -109,7 +109,14 @@ type parentActor struct {
 	resume   bool // resume the failed child instead of stopping it
 }
 
+// restartChild asks the parent to restart the checkpointer (a test-only message).
+type restartChild struct{}
+
 func (p *parentActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(restartChild); ok {
+		ctx.(actor.Supervisor).RestartChildren(ctx.Children()...)
+		return
+	}
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		pid, err := ctx.SpawnNamed(p.props, "checkpointer")
 		if err != nil {

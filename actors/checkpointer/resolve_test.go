@@ -366,3 +366,36 @@ func TestNewInstanceOfSamePropsResumesFromStore(t *testing.T) {
 		t.Fatalf("StartFrom %v, want stored ev2", sf)
 	}
 }
+
+// TestRestartCancelsRunningJob: a restart of the checkpointer cancels the job running on its I/O
+// goroutine (here a Rebuild that waits for its context), the pending start is answered with a
+// transient FAIL, the goroutine ends (goleak at cleanup) and the new instance works.
+func TestRestartCancelsRunningJob(t *testing.T) {
+	running := make(chan struct{})
+	cancelled := make(chan struct{})
+	h := newHarness(t, func(_ *harness, c *Config) {
+		c.OnHistoryLost = Rebuild(func(ctx context.Context) error {
+			close(running)
+			<-ctx.Done()
+			close(cancelled)
+			return ctx.Err()
+		})
+	})
+	h.resolve(1)
+	h.request(&messages.HistoryLost{Incarnation: 1, Code: 286, Message: "gone"})
+	recv(t, running)
+	h.sys.Root.Send(h.parentPID, restartChild{})
+	select {
+	case <-cancelled:
+	case <-time.After(waitFor):
+		t.Fatal("the rebuild's context was not cancelled by the restart")
+	}
+	sf := next[*messages.StartFrom](h)
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+		t.Fatalf("StartFrom %v, want transient FAIL", sf)
+	}
+	// The new instance has no memory: it loads the stored (initial) position.
+	if sf := h.resolve(2); tokData(sf.GetToken()) != "now-1" || sf.GetSource() != store.SourceInitial {
+		t.Fatalf("after restart %v", sf)
+	}
+}
