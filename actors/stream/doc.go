@@ -58,7 +58,9 @@
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
 // startAfter the invalidate's token (seqs continue); otherwise it panics with an *Error wrapping
 // ErrInvalidated and Config.TerminalErr, which the supervisor's classifier treats as terminal.
-// Both are reported (Events.Invalidated).
+// Both are reported (Events.Invalidated, with the operationType read right before the
+// invalidate as its cause). A resumeAfter refused with InvalidResumeToken (260) — the resolved
+// position is an invalidate's token — is retried once, at once, with startAfter the same token.
 //
 // # Stopping
 //

@@ -59,7 +59,6 @@ type reader struct {
 	credit     *credit
 	stats      *counters
 	cancel     context.CancelFunc
-	done       chan struct{}
 
 	mu   sync.Mutex
 	err  error              // the error that ended the reader; read by the actor after ReaderEnded
@@ -88,7 +87,6 @@ func (r *reader) getErr() error {
 func (r *reader) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.done = make(chan struct{})
 	liveReaders.Add(1)
 	go r.run(ctx)
 }
@@ -106,7 +104,6 @@ var liveReaders atomic.Int64
 
 func (r *reader) run(ctx context.Context) {
 	defer liveReaders.Add(-1)
-	defer close(r.done)
 	end := r.read(ctx)
 	if ctx.Err() != nil {
 		return // cancelled by the actor: nothing to report
