@@ -168,3 +168,66 @@ func recv[T any](t *testing.T, ch chan T) T {
 	var zero T
 	return zero
 }
+
+// TestUnderSupervisorFencedGivesUp: a fenced checkpoint write crashes the stream at once.
+func TestUnderSupervisorFencedGivesUp(t *testing.T) {
+	sys := newTestSystem()
+	clk := clock.NewFake(time.Time{})
+	ms := memstore.New(memstore.Options{})
+	cpProps, err := New(Config{Stream: "orders", Store: ms, Positions: &fakePositions{token: tok("now")},
+		Clock: clk, TerminalErr: errTerminal, Epoch: func() int64 { return 1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := make(chan *messages.StartFrom, 16)
+	transitions := make(chan supervisor.Transition, 64)
+	supProps, err := supervisor.New(supervisor.Config{
+		Stream:       "orders",
+		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{starts: starts} }),
+		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
+		Classify:     supervisor.DefaultClassifier(errTerminal),
+		Clock:        clk,
+		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := sys.Root.SpawnNamed(supProps, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = sys.Root.StopFuture(pid).Wait()
+		sys.Shutdown()
+		goleak.VerifyNone(t)
+	}()
+	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
+		t.Fatalf("start %v", sf)
+	}
+	// A newer owner (epoch 2) writes; our next write is fenced.
+	if err := ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("theirs"), Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cp := actor.NewPID(pid.Address, pid.Id+"/checkpointer")
+	sys.Root.Send(cp, &messages.Progress{Incarnation: 1, ThroughSeq: 1})
+	sys.Root.Send(cp, &messages.SettledBatch{Incarnation: 1, Settled: []*messages.Settled{{Seq: 1, ResumeToken: evTok(1)}}})
+	sys.Root.Send(cp, &messages.Flush{})
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case tr := <-transitions:
+			if tr.To == supervisor.StateBackoff {
+				t.Fatalf("fencing was treated as transient: %v", tr.Cause)
+			}
+			if tr.To != supervisor.StateCrashed {
+				continue
+			}
+			if !errors.Is(tr.Cause, ErrFenced) || !errors.Is(tr.Cause, store.ErrFenced) || !errors.Is(tr.Cause, errTerminal) {
+				t.Fatalf("crashed with %v", tr.Cause)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the supervisor did not give up")
+		}
+	}
+}
