@@ -169,6 +169,9 @@ type Config struct {
 	// the checkpointer sends FlowControl{paused: true} to the dispatcher; it sends
 	// FlowControl{paused: false} after the next successful write. Default
 	// DefaultMaxUnflushedFactor × SaveEvery. Must be >= 0 (0 = default) and >= SaveEvery.
+	// While the store is down, settlements since the last successful write stay
+	// ≤ MaxUnflushed + the dispatcher's capacity, which bounds the replays after a crash (see
+	// the package documentation).
 	MaxUnflushed int
 	// RetryInitialDelay and RetryMaxDelay shape the backoff of failed checkpoint and gap writes:
 	// the n-th consecutive failure is retried after min(RetryInitialDelay × 2^(n-1),
