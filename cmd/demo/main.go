@@ -1,14 +1,15 @@
-// Command demo is the first end-to-end demonstration (make demo): a change stream on
-// shop.orders feeds a consumer that charges every new order exactly once into shop.payments,
-// while a load generator writes orders and the connections are cut under it.
+// Command demo is the end-to-end demonstration of watchtree (make demo): a watchtree runtime
+// runs the stream "orders" on <db>.orders, whose handler charges every new order exactly once
+// into <db>.payments, idempotent by the event's ID. A load generator writes orders; some are
+// poison (their charge always fails) and end as dead letters after their retries. A third of the
+// way in the runtime is stopped as if the process crashed (a stop given no time to drain or
+// flush: in-flight work is abandoned and the checkpoint stays where the last periodic write left
+// it); halfway a new runtime is started. It resumes from the checkpoint, and the events replayed
+// after it are absorbed by the idempotent payment.
 //
-// With MONGODB_URI unset it starts the embedded simulator (test/mongosim) and, halfway
-// through the load, kills every client connection to show the driver resuming the change
-// stream. Midway the consumer also "crashes" and restarts from its last checkpoint (saved
-// every --checkpoint-every events), so some events are delivered twice: the payment is keyed
-// by the event's resume token, so the repeat is absorbed instead of charging twice.
-//
-// It ends with a summary table and exits 1 if any order was not charged exactly once.
+// With MONGODB_URI unset it starts the embedded simulator (test/mongosim) and says so. It shows
+// progress while it runs, ends with a summary table, and exits 1 if any order was lost (neither
+// charged nor dead-lettered) or charged twice.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -25,10 +27,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -38,25 +41,33 @@ func main() {
 	}
 }
 
+// streamName is the demo stream's name: the _id of its checkpoint, the stream of its dead letters.
+const streamName = "orders"
+
 // config holds the flags.
 type config struct {
-	uri             string // MONGODB_URI; empty: embedded mongosim
-	db              string
-	orders          int
-	updateEvery     int
-	checkpointEvery int
-	timeout         time.Duration
+	uri         string // MONGODB_URI; empty: embedded mongosim
+	db          string
+	orders      int
+	poisonEvery int
+	lanes       int
+	rate        int           // orders per second the load generator writes; 0: as fast as it can
+	crashAfter  time.Duration // how long the crash-like stop may take
+	timeout     time.Duration
+	verbose     bool
+	progress    time.Duration
 }
 
 func newCommand(out io.Writer) *cobra.Command {
 	var cfg config
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Charge every new order exactly once from a change stream, across connection kills",
-		Long: "demo watches <db>.orders, charges each inserted order into <db>.payments idempotently\n" +
-			"(keyed by the event's resume token) and prints a summary. MONGODB_URI selects a real\n" +
-			"replica set; unset, an embedded mongosim is started. It drops <db>.orders, payments and\n" +
-			"checkpoints first.",
+		Short: "Charge every new order exactly once with a watchtree stream, across a crash and restart",
+		Long: "demo runs a watchtree runtime whose stream \"orders\" charges each order inserted into\n" +
+			"<db>.orders into <db>.payments, idempotent by the event ID; poison orders end as dead\n" +
+			"letters. Midway the runtime is stopped as if it crashed and started again. MONGODB_URI\n" +
+			"selects a real replica set; unset, an embedded mongosim is started. It drops <db>.orders,\n" +
+			"<db>.payments and the watchtree collections (_wt_*) of <db> first.",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -72,42 +83,66 @@ func newCommand(out io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.db, "db", "shop", "database holding orders, payments and checkpoints")
+	f.StringVar(&cfg.db, "db", "shop", "database holding orders, payments and watchtree's records")
 	f.IntVar(&cfg.orders, "orders", 3000, "orders the load generator inserts")
-	f.IntVar(&cfg.updateEvery, "update-every", 3, "update every n-th order's status (0: none)")
-	f.IntVar(&cfg.checkpointEvery, "checkpoint-every", 50, "events between consumer checkpoints")
-	f.DurationVar(&cfg.timeout, "timeout", 45*time.Second, "give up (and fail) after this long")
+	f.IntVar(&cfg.poisonEvery, "poison-every", 97, "every n-th order is poison: its charge always fails (0: none)")
+	f.IntVar(&cfg.lanes, "lanes", 4, "lanes of the stream (parallel across orders)")
+	f.IntVar(&cfg.rate, "rate", 1000, "orders per second the load generator writes (0: as fast as it can)")
+	f.DurationVar(&cfg.crashAfter, "crash-stop", 0, "time the midway stop may take to drain and flush (0: none, like a kill)")
+	f.DurationVar(&cfg.timeout, "timeout", 50*time.Second, "give up (and fail) after this long")
+	f.DurationVar(&cfg.progress, "progress", 500*time.Millisecond, "interval of the progress lines")
+	f.BoolVar(&cfg.verbose, "verbose", false, "log the runtime (zap, development format) to stderr")
 	return cmd
+}
+
+// Order is the demo's document type.
+type Order struct {
+	ID       int64   `bson:"_id"`
+	Customer string  `bson:"customer"`
+	Amount   float64 `bson:"amount"`
+	Poison   bool    `bson:"poison,omitempty"`
 }
 
 // stats are the figures of the summary table.
 type stats struct {
-	ordersWritten   atomic.Int64
-	updatesWritten  atomic.Int64
-	delivered       atomic.Int64 // events handed to the consumer, repeats included
-	unique          atomic.Int64 // distinct events (by resume token)
-	duplicates      atomic.Int64 // repeats absorbed by the idempotent payment write
-	charged         atomic.Int64 // payments written
-	driverResumes   atomic.Int64 // change-stream aggregates the driver re-issued by itself
-	consumerRestart atomic.Int64
-	reopened        atomic.Int64 // streams the consumer reopened after an error the driver gave up on
-	aggregates      atomic.Int64
-	lastEvent       atomic.Int64 // unix nanos of the last new event
-	getMoreInFlight atomic.Int64 // the consumer's getMores sent and not yet answered
+	written      atomic.Int64 // orders inserted
+	calls        atomic.Int64 // handler calls, retries and replays included
+	charged      atomic.Int64 // payments written
+	absorbed     atomic.Int64 // replays whose payment already existed
+	declined     atomic.Int64 // failed charges of poison orders (each attempt)
+	failed       atomic.Int64 // charges that failed otherwise (retried; e.g. cut off by the crash)
+	deadLettered atomic.Int64 // DeadLettered observer events
+	retries      atomic.Int64 // RetryScheduled observer events
+	checkpoints  atomic.Int64 // Checkpointed observer events
+	restarts     atomic.Int64 // Restarted observer events
+}
+
+// observer counts the runtime's events; it never blocks (the runtime queues for it anyway).
+type observer struct{ st *stats }
+
+func (o observer) OnEvent(ev watchtree.ObserverEvent) {
+	switch ev.(type) {
+	case watchtree.DeadLettered:
+		o.st.deadLettered.Add(1)
+	case watchtree.RetryScheduled:
+		o.st.retries.Add(1)
+	case watchtree.Checkpointed:
+		o.st.checkpoints.Add(1)
+	case watchtree.Restarted:
+		o.st.restarts.Add(1)
+	}
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
-	if cfg.orders <= 0 || cfg.checkpointEvery <= 0 || cfg.updateEvery < 0 {
-		return errors.New("--orders and --checkpoint-every must be positive, --update-every >= 0")
+	if cfg.orders <= 0 || cfg.poisonEvery < 0 || cfg.lanes <= 0 || cfg.crashAfter < 0 || cfg.progress <= 0 || cfg.rate < 0 {
+		return errors.New("--orders, --lanes and --progress must be positive, --poison-every, --rate and --crash-stop >= 0")
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
-	var srv *mongosim.Server
 	uri := cfg.uri
 	if uri == "" {
-		var err error
-		srv, err = mongosim.Start(ctx, mongosim.Options{})
+		srv, err := mongosim.Start(ctx, mongosim.Options{})
 		if err != nil {
 			return err
 		}
@@ -115,87 +150,253 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		uri = srv.URI()
 		fmt.Fprintf(out, "MONGODB_URI is not set: started the embedded mongosim at %s\n", uri)
 	} else {
-		fmt.Fprintf(out, "using MONGODB_URI (connection kills are only simulated on the embedded server)\n")
+		fmt.Fprintf(out, "using MONGODB_URI\n")
 	}
-
-	st := &stats{}
-	// The consumer's client counts the change-stream aggregates it sends: every one after
-	// the first (and after each consumer restart) is the driver resuming on its own.
-	mon := &event.CommandMonitor{
-		Started: func(_ context.Context, e *event.CommandStartedEvent) {
-			switch e.CommandName {
-			case "aggregate":
-				st.aggregates.Add(1)
-			case "getMore":
-				st.getMoreInFlight.Add(1)
-			}
-		},
-		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
-			if e.CommandName == "getMore" {
-				st.getMoreInFlight.Add(-1)
-			}
-		},
-		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
-			if e.CommandName == "getMore" {
-				st.getMoreInFlight.Add(-1)
-			}
-		},
-	}
-	consumerCl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("demo-consumer").
-		SetMonitor(mon).SetHeartbeatInterval(500 * time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer disconnect(consumerCl)
-	loadCl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("demo-load").
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("watchtree-demo").
 		SetHeartbeatInterval(500 * time.Millisecond))
 	if err != nil {
 		return err
 	}
-	defer disconnect(loadCl)
-
-	db := loadCl.Database(cfg.db)
-	for _, c := range []string{"orders", "payments", "checkpoints"} {
+	defer disconnect(client)
+	db := client.Database(cfg.db)
+	for _, c := range []string{"orders", "payments", "_wt_checkpoints", "_wt_dead_letters", "_wt_gaps"} {
 		if err := db.Collection(c).Drop(ctx); err != nil {
 			return fmt.Errorf("reset %s.%s: %w", cfg.db, c, err)
 		}
 	}
-
-	updates := 0
-	if cfg.updateEvery > 0 {
-		updates = cfg.orders / cfg.updateEvery
+	logger := zap.NewNop()
+	if cfg.verbose {
+		if logger, err = zap.NewDevelopment(); err != nil {
+			return err
+		}
+		defer func() { _ = logger.Sync() }()
 	}
-	expected := int64(cfg.orders + updates)
-	c := &consumer{cfg: cfg, st: st, db: consumerCl.Database(cfg.db), out: out, restartAt: expected / 2}
-	if err := c.open(ctx, nil); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "watching %s.orders; writing %d orders and %d status updates\n", cfg.db, cfg.orders, updates)
 
+	st := &stats{}
 	start := time.Now()
-	consumerErr := make(chan error, 1)
-	go func() { consumerErr <- c.run(ctx, expected) }()
+	d := &demo{cfg: cfg, st: st, out: out, client: client, db: db, logger: logger, start: start}
+	stopProgress := d.progressLoop()
+	defer stopProgress()
 
-	if err := generateLoad(ctx, cfg, db, st, srv, out); err != nil {
-		cancel()
-		<-consumerErr
-		return err
-	}
-	if err := <-consumerErr; err != nil {
-		return fmt.Errorf("consumer: %w (delivered %d of %d events)", err, st.unique.Load(), expected)
-	}
-	elapsed := time.Duration(st.lastEvent.Load() - start.UnixNano())
-
-	lost, doubled, err := verify(ctx, db, cfg.orders)
+	// The load generator writes every order, paced, while the runtime below crashes and
+	// restarts under it.
+	rt1, err := d.startRuntime(ctx)
 	if err != nil {
 		return err
 	}
-	st.driverResumes.Store(st.aggregates.Load() - 1 - st.consumerRestart.Load() - st.reopened.Load())
-	printSummary(out, st, lost, doubled, elapsed)
-	if lost > 0 || doubled > 0 {
-		return fmt.Errorf("%d orders not charged, %d charged more than once", lost, doubled)
+	genErr := make(chan error, 1)
+	go func() { genErr <- d.writeOrders(ctx, 1, int64(cfg.orders)) }()
+	waitWritten := func(n int64) {
+		for st.written.Load() < n && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	// A third of the way in, crash: the runtime is stopped with --crash-stop to drain and
+	// flush (default none at all), so in-flight work is abandoned and the checkpoint stays where
+	// the last periodic write left it, as when the process is killed.
+	waitWritten(int64(cfg.orders) / 3)
+	crashCtx, cancelCrash := context.WithTimeout(ctx, cfg.crashAfter)
+	stopErr := rt1.Stop(crashCtx)
+	cancelCrash()
+	how := "cut short: nothing drained or flushed"
+	if stopErr == nil {
+		how = "graceful"
+	}
+	fmt.Fprintf(out, "  ... crash: runtime stopped after %d charges (%s); orders keep coming while it is down\n",
+		st.charged.Load(), how)
+
+	// Halfway, a new runtime resumes the stream from its checkpoint.
+	waitWritten(int64(cfg.orders) / 2)
+	rt2, err := d.startRuntime(ctx)
+	if err != nil {
+		cancel()
+		<-genErr
+		return err
+	}
+	fmt.Fprintf(out, "  ... restart: a new runtime resumes the stream from its checkpoint\n")
+	if err := <-genErr; err != nil {
+		_ = rt2.Stop(context.Background())
+		return err
+	}
+
+	poison := int64(0)
+	if cfg.poisonEvery > 0 {
+		poison = int64(cfg.orders / cfg.poisonEvery)
+	}
+	good := int64(cfg.orders) - poison
+	var dls []watchtree.DeadLetter
+	payments := db.Collection("payments")
+	for ctx.Err() == nil {
+		if n, err := payments.CountDocuments(ctx, bson.D{}); err == nil && n >= good {
+			if dls, err = rt2.DeadLetters(ctx, streamName, 0); err == nil && int64(len(dls)) >= poison {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelStop()
+	if err := rt2.Stop(stopCtx); err != nil {
+		fmt.Fprintf(out, "  ... stop: %v\n", err)
+	}
+	stopProgress()
+
+	res, err := verify(context.Background(), db, cfg.orders, dls)
+	if err != nil {
+		return err
+	}
+	printSummary(out, st, res, elapsed)
+	if res.lost > 0 || res.doubled > 0 {
+		return fmt.Errorf("%d orders lost, %d charged more than once", res.lost, res.doubled)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("timed out after %v: %w", cfg.timeout, ctx.Err())
 	}
 	return nil
+}
+
+// demo is one run's shared state.
+type demo struct {
+	cfg    config
+	st     *stats
+	out    io.Writer
+	client *mongo.Client
+	db     *mongo.Database
+	logger *zap.Logger
+	start  time.Time // the load generator's schedule starts here
+}
+
+// startRuntime starts a runtime and spawns the orders stream on it.
+func (d *demo) startRuntime(ctx context.Context) (*watchtree.Runtime, error) {
+	rt, err := watchtree.New(watchtree.Config{Client: d.client, Database: d.cfg.db, Logger: d.logger,
+		Observer: observer{d.st}})
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Start(ctx); err != nil {
+		return nil, err
+	}
+	payments := d.db.Collection("payments")
+	h, err := rt.Spawn(watchtree.Stream[Order]{
+		Name:       streamName,
+		Collection: "orders",
+		Lanes:      d.cfg.lanes,
+		Retry:      watchtree.RetryPolicy{MaxAttempts: 3, InitialDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 200, SaveInterval: time.Second},
+		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+			d.st.calls.Add(1)
+			o := ev.FullDocument
+			if o.Poison {
+				d.st.declined.Add(1)
+				return fmt.Errorf("order %d: card declined", o.ID)
+			}
+			// Charge once: the payment's _id is the event ID, stable across redeliveries, so a
+			// replay after the crash hits the duplicate key and is absorbed.
+			_, err := payments.InsertOne(ctx, bson.D{{Key: "_id", Value: ev.ID()}, {Key: "order", Value: o.ID},
+				{Key: "amount", Value: o.Amount}})
+			switch {
+			case err == nil:
+				d.st.charged.Add(1)
+			case mongo.IsDuplicateKeyError(err):
+				d.st.absorbed.Add(1)
+			default:
+				d.st.failed.Add(1)
+				return err // retried by the RetryPolicy
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		_ = rt.Stop(context.Background())
+		return nil, err
+	}
+	// Wait until the cursor is open: on the very first start the stream begins at the position
+	// it captures then (StartPosition Resume with no checkpoint), so orders written before that
+	// would not be part of it.
+	for {
+		st, err := h.Status(ctx)
+		if err == nil && st.State == watchtree.StateRunning {
+			return rt, nil
+		}
+		if ctx.Err() != nil {
+			_ = rt.Stop(context.Background())
+			return nil, fmt.Errorf("stream %s did not start: %w (status %+v)", streamName, ctx.Err(), st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// writeOrders inserts orders from..to in batches of 50.
+func (d *demo) writeOrders(ctx context.Context, from, to int64) error {
+	orders := d.db.Collection("orders")
+	const batch = 50
+	for lo := from; lo <= to; lo += batch {
+		hi := min(lo+batch-1, to)
+		docs := make([]any, 0, hi-lo+1)
+		for i := lo; i <= hi; i++ {
+			docs = append(docs, Order{ID: i, Customer: fmt.Sprintf("c%03d", i%97), Amount: float64(10 + i%90),
+				Poison: d.cfg.poisonEvery > 0 && i%int64(d.cfg.poisonEvery) == 0})
+		}
+		// Unordered, so a retry after a lost reply skips the orders that landed (duplicate key).
+		_, err := orders.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		if err != nil && !onlyDuplicates(err) {
+			return fmt.Errorf("insert orders %d..%d: %w", lo, hi, err)
+		}
+		written := d.st.written.Add(hi - lo + 1)
+		if d.cfg.rate > 0 { // pace the load: order n is due at start + n/rate
+			due := d.start.Add(time.Duration(float64(written) / float64(d.cfg.rate) * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// onlyDuplicates reports whether every write error of err is a duplicate key.
+func onlyDuplicates(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return false
+	}
+	for _, we := range bwe.WriteErrors {
+		if we.Code != 11000 {
+			return false
+		}
+	}
+	return true
+}
+
+// progressLoop prints a progress line every cfg.progress until the returned stop is called.
+func (d *demo) progressLoop() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(d.cfg.progress)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fmt.Fprintf(d.out, "  written %5d orders, charged %5d, replays absorbed %4d, dead letters %3d\n",
+					d.st.written.Load(), d.st.charged.Load(), d.st.absorbed.Load(), d.st.deadLettered.Load())
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
 }
 
 func disconnect(cl *mongo.Client) {
@@ -204,238 +405,67 @@ func disconnect(cl *mongo.Client) {
 	_ = cl.Disconnect(ctx)
 }
 
-// generateLoad inserts the orders one at a time, updates every n-th order's status, and kills
-// all connections of the embedded server halfway through.
-func generateLoad(ctx context.Context, cfg config, db *mongo.Database, st *stats, srv *mongosim.Server, out io.Writer) error {
-	orders := db.Collection("orders")
-	for i := 1; i <= cfg.orders; i++ {
-		if i == cfg.orders/2 && srv != nil {
-			// Cut the connections while the consumer waits in a getMore, so the driver has to
-			// resume the change stream (a cursor outlives its connection: a kill between
-			// getMores would go unnoticed).
-			written := st.ordersWritten.Load() + st.updatesWritten.Load()
-			deadline := time.Now().Add(5 * time.Second)
-			for (st.unique.Load() < written || st.getMoreInFlight.Load() == 0) && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			fmt.Fprintf(out, "  ... order %d: killing every client connection (KillAllConnections)\n", i)
-			srv.KillAllConnections()
-		}
-		order := bson.D{{Key: "_id", Value: int64(i)}, {Key: "customer", Value: fmt.Sprintf("c%03d", i%97)},
-			{Key: "amount", Value: float64(10 + i%90)}, {Key: "status", Value: "new"}}
-		if err := retry(ctx, func() error {
-			_, err := orders.InsertOne(ctx, order)
-			if mongo.IsDuplicateKeyError(err) {
-				return nil // an earlier attempt landed: inserting is idempotent by _id
-			}
-			return err
-		}); err != nil {
-			return fmt.Errorf("insert order %d: %w", i, err)
-		}
-		st.ordersWritten.Add(1)
-		if cfg.updateEvery > 0 && i%cfg.updateEvery == 0 {
-			if err := retry(ctx, func() error {
-				_, err := orders.UpdateOne(ctx, bson.D{{Key: "_id", Value: int64(i)}},
-					bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: "confirmed"}}}})
-				return err
-			}); err != nil {
-				return fmt.Errorf("update order %d: %w", i, err)
-			}
-			st.updatesWritten.Add(1)
-		}
-		if i%1000 == 0 {
-			fmt.Fprintf(out, "  written %5d orders, consumer has %5d events\n", i, st.unique.Load())
-		}
-	}
-	return nil
+// result is what verify found in the database.
+type result struct {
+	paid, doubled, deadLettered, lost int
 }
 
-// retry runs op until it succeeds, retrying a few times what lost connections cause (network
-// errors, a cleared connection pool) and server errors labelled retryable. The driver already
-// retries once; a connection kill can cost a second attempt.
-func retry(ctx context.Context, op func() error) error {
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if err = op(); err == nil {
-			return nil
-		}
-		if serverRejected(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
-		}
-	}
-	return err
-}
-
-// serverRejected reports whether err is the server's answer (an error code or write errors)
-// not labelled retryable, as opposed to a lost connection.
-func serverRejected(err error) bool {
-	var ce mongo.CommandError
-	if errors.As(err, &ce) && ce.Code != 0 {
-		return !ce.HasErrorLabel("RetryableWriteError")
-	}
-	var we mongo.WriteException
-	return errors.As(err, &we) && len(we.WriteErrors) > 0
-}
-
-// consumer charges orders from the change stream.
-type consumer struct {
-	cfg       config
-	st        *stats
-	db        *mongo.Database
-	out       io.Writer
-	cs        *mongo.ChangeStream
-	seen      map[string]bool // resume tokens already delivered (for the duplicate count only)
-	restartAt int64           // simulate one crash after this many distinct events
-	restarted bool
-}
-
-func (c *consumer) open(ctx context.Context, resumeAfter bson.Raw) error {
-	opts := options.ChangeStream().SetMaxAwaitTime(500 * time.Millisecond)
-	if resumeAfter != nil {
-		opts.SetResumeAfter(resumeAfter)
-	}
-	cs, err := c.db.Collection("orders").Watch(ctx, mongo.Pipeline{}, opts)
-	if err != nil {
-		return fmt.Errorf("watch %s.orders: %w", c.cfg.db, err)
-	}
-	c.cs = cs
-	if c.seen == nil {
-		c.seen = make(map[string]bool)
-	}
-	return nil
-}
-
-// run consumes until expected distinct events were handled.
-func (c *consumer) run(ctx context.Context, expected int64) error {
-	defer func() { _ = c.cs.Close(context.Background()) }()
-	payments := c.db.Collection("payments")
-	checkpoints := c.db.Collection("checkpoints")
-	var checkpoint bson.Raw // the last token saved; restarts resume after it
-	sinceCheckpoint := 0
-	for c.st.unique.Load() < expected {
-		if !c.cs.Next(ctx) {
-			// The driver resumes by itself once per error; if that resume also meets a dead
-			// connection the error surfaces, and the consumer resumes from the stream's token.
-			err := c.cs.Err()
-			if ctx.Err() != nil || err == nil || serverRejected(err) || c.st.reopened.Load() >= 10 {
-				return fmt.Errorf("change stream ended: %w", err)
-			}
-			c.st.reopened.Add(1)
-			tok := append(bson.Raw(nil), c.cs.ResumeToken()...)
-			_ = c.cs.Close(ctx)
-			if err := retry(ctx, func() error { return c.open(ctx, tok) }); err != nil {
-				return err
-			}
-			continue
-		}
-		var ev struct {
-			ID            bson.Raw `bson:"_id"`
-			OperationType string   `bson:"operationType"`
-			FullDocument  struct {
-				ID     int64   `bson:"_id"`
-				Amount float64 `bson:"amount"`
-			} `bson:"fullDocument"`
-		}
-		if err := c.cs.Decode(&ev); err != nil {
-			return err
-		}
-		c.st.delivered.Add(1)
-		token := ev.ID.Lookup("_data").StringValue()
-		if !c.seen[token] {
-			c.seen[token] = true
-			c.st.unique.Add(1)
-			c.st.lastEvent.Store(time.Now().UnixNano())
-		}
-		if ev.OperationType == "insert" {
-			// Charge the order, keyed by the event's resume token: a repeat of the event
-			// fails with a duplicate key and is absorbed.
-			_, err := payments.InsertOne(ctx, bson.D{{Key: "_id", Value: token},
-				{Key: "order", Value: ev.FullDocument.ID}, {Key: "amount", Value: ev.FullDocument.Amount}})
-			switch {
-			case err == nil:
-				c.st.charged.Add(1)
-			case mongo.IsDuplicateKeyError(err):
-				c.st.duplicates.Add(1)
-			default:
-				return fmt.Errorf("charge order %d: %w", ev.FullDocument.ID, err)
-			}
-		}
-		if sinceCheckpoint++; sinceCheckpoint == c.cfg.checkpointEvery {
-			sinceCheckpoint = 0
-			checkpoint = append(bson.Raw(nil), c.cs.ResumeToken()...)
-			if _, err := checkpoints.UpdateOne(ctx, bson.D{{Key: "_id", Value: "payments"}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: "token", Value: checkpoint}}}}, options.UpdateOne().SetUpsert(true)); err != nil {
-				return fmt.Errorf("checkpoint: %w", err)
-			}
-		}
-		if !c.restarted && checkpoint != nil && c.st.unique.Load() >= c.restartAt && sinceCheckpoint > c.cfg.checkpointEvery/2 {
-			// Simulated crash: the progress since the last checkpoint is forgotten and the
-			// consumer starts over from the checkpoint, so those events come again.
-			c.restarted = true
-			c.st.consumerRestart.Add(1)
-			fmt.Fprintf(c.out, "  ... consumer restarts from its checkpoint (%d events after it will come again)\n", sinceCheckpoint)
-			_ = c.cs.Close(ctx)
-			if err := c.open(ctx, checkpoint); err != nil {
-				return err
-			}
-			sinceCheckpoint = 0
-		}
-	}
-	return nil
-}
-
-// verify checks that every order was charged exactly once.
-func verify(ctx context.Context, db *mongo.Database, orders int) (lost, doubled int, err error) {
+// verify checks that every order was charged exactly once or dead-lettered.
+func verify(ctx context.Context, db *mongo.Database, orders int, dls []watchtree.DeadLetter) (result, error) {
+	var res result
 	cur, err := db.Collection("payments").Aggregate(ctx, mongo.Pipeline{
 		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$order"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("verify: %w", err)
+		return res, fmt.Errorf("verify: %w", err)
 	}
 	var groups []struct {
 		ID int64 `bson:"_id"`
 		N  int32 `bson:"n"`
 	}
 	if err := cur.All(ctx, &groups); err != nil {
-		return 0, 0, fmt.Errorf("verify: %w", err)
+		return res, fmt.Errorf("verify: %w", err)
 	}
-	paid := make(map[int64]bool, len(groups))
+	done := make(map[int64]bool, orders)
 	for _, g := range groups {
-		paid[g.ID] = true
+		done[g.ID] = true
+		res.paid++
 		if g.N > 1 {
-			doubled++
+			res.doubled++
+		}
+	}
+	for _, dl := range dls {
+		if id, ok := dl.DocumentKey.Lookup("_id").AsInt64OK(); ok && !done[id] {
+			done[id] = true
+			res.deadLettered++
 		}
 	}
 	for i := 1; i <= orders; i++ {
-		if !paid[int64(i)] {
-			lost++
+		if !done[int64(i)] {
+			res.lost++
 		}
 	}
-	return lost, doubled, nil
+	return res, nil
 }
 
-func printSummary(out io.Writer, st *stats, lost, doubled int, elapsed time.Duration) {
+func printSummary(out io.Writer, st *stats, res result, elapsed time.Duration) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(name string, v any, note string) { fmt.Fprintf(tw, "%s\t%v\t  %s\n", name, v, note) }
-	written := st.ordersWritten.Load() + st.updatesWritten.Load()
-	row("written", written, fmt.Sprintf("%d orders inserted, %d updated", st.ordersWritten.Load(), st.updatesWritten.Load()))
-	row("delivered", st.delivered.Load(), fmt.Sprintf("%d distinct events", st.unique.Load()))
-	row("resumed", st.driverResumes.Load()+st.consumerRestart.Load()+st.reopened.Load(),
-		fmt.Sprintf("%d by the driver after connection kills, %d consumer restart, %d reopened by the consumer",
-			st.driverResumes.Load(), st.consumerRestart.Load(), st.reopened.Load()))
-	row("duplicates absorbed", st.duplicates.Load(), "repeated events whose payment already existed")
-	row("charged", st.charged.Load(), fmt.Sprintf("%d orders charged twice", doubled))
-	row("lost", lost, "orders never charged")
+	row("written", st.written.Load(), "orders inserted by the load generator")
+	row("handled", st.calls.Load(), fmt.Sprintf("handler calls: %d charges, %d replays, %d declined attempts, %d failed",
+		st.charged.Load(), st.absorbed.Load(), st.declined.Load(), st.failed.Load()))
+	row("charged", res.paid, fmt.Sprintf("orders with a payment, %d of them charged twice", res.doubled))
+	row("replays absorbed", st.absorbed.Load(), "events redelivered after the crash, absorbed by the idempotent payment")
+	row("dead letters", res.deadLettered, fmt.Sprintf("poison orders, after %d retries (%d dead-letter writes)",
+		st.retries.Load(), st.deadLettered.Load()))
+	row("lost", res.lost, "orders neither charged nor dead-lettered")
+	row("checkpoints", st.checkpoints.Load(), "checkpoint writes")
 	rate := 0.0
 	if elapsed > 0 {
-		rate = float64(st.unique.Load()) / elapsed.Seconds()
+		rate = float64(st.written.Load()) / elapsed.Seconds()
 	}
-	row("events/s", fmt.Sprintf("%.0f", rate), fmt.Sprintf("over %s", elapsed.Round(time.Millisecond)))
+	row("events/s", fmt.Sprintf("%.0f", rate), fmt.Sprintf("orders settled per second over %s, crash and restart included (load paced by --rate)",
+		elapsed.Round(time.Millisecond)))
 	_ = tw.Flush()
 }
