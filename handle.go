@@ -130,7 +130,7 @@ type streamEntry struct {
 	lastCause error // the latest death's cause, as reported
 }
 
-func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watchDB string, owned bool) *streamEntry {
+func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watchDB, storeDB string, owned bool) *streamEntry {
 	e := &streamEntry{
 		rt:      rt,
 		name:    cs.name,
@@ -140,6 +140,7 @@ func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watch
 		watcher: newDriverWatcher(cs, rt.cfg.Client, watchDB),
 		owned:   owned,
 	}
+	e.watcher.excludeStores(storeDB, cs.deadLetter.Collection)
 	e.handle = &Handle{e: e}
 	e.st = StreamStatus{Name: cs.name, State: StateStarting, Why: "spawned", Since: rt.clk.Now(),
 		MaxAttempts: uint32(cs.restart.MaxAttempts)}

@@ -582,3 +582,61 @@ func TestRuntimeStopBoundedByContext(t *testing.T) {
 	}
 	waitFor(t, "the unsettled event redelivered", func() bool { return s.distinct() == 1 })
 }
+
+// TestRuntimeWideStreamsSkipStoreCollections: database- and cluster-wide streams whose scope
+// holds the stores never see watchtree's own writes (checkpoints, dead letters), which would
+// otherwise feed back into the stream.
+func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
+	e := newRTEnv(t)
+	rt, rec := e.newRuntime(t, nil)
+	var mu sync.Mutex
+	nss := map[string]map[string]int{}
+	handler := func(stream string) Handler[bson.Raw] {
+		return func(_ context.Context, ev *Event[bson.Raw]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if nss[stream] == nil {
+				nss[stream] = map[string]int{}
+			}
+			nss[stream][ev.Namespace().String()]++
+			if ev.Namespace().Coll == "poison" {
+				return Permanent(errors.New("poison")) // a dead-letter write in the store database
+			}
+			return nil
+		}
+	}
+	for _, spec := range []Stream[bson.Raw]{
+		{Name: "db-wide", Database: e.db, OnChange: handler("db-wide")},
+		{Name: "cluster-wide", OnChange: handler("cluster-wide")},
+	} {
+		spec.Checkpoint = CheckpointPolicy{SaveEvery: 1, SaveInterval: 5 * time.Millisecond}
+		h, err := rt.Spawn(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, h, StateRunning)
+	}
+	insertOrders(t, e, 0, 5)
+	if _, err := e.coll("poison").InsertOne(testCtx(t), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both dead letters and later checkpoints", func() bool {
+		return rec.count(isEvent[DeadLettered]) == 2 && rec.count(isEvent[Checkpointed]) >= 10
+	})
+	insertOrders(t, e, 5, 6) // a marker: once it is seen, every earlier store write was too
+	orders := e.db + ".orders"
+	waitFor(t, "the marker", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return nss["db-wide"][orders] == 6 && nss["cluster-wide"][orders] == 6
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for stream, m := range nss {
+		for ns := range m {
+			if strings.Contains(ns, "._wt_") {
+				t.Errorf("stream %s saw an event of %s: %v", stream, ns, m)
+			}
+		}
+	}
+}

@@ -111,7 +111,7 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 		rt.mu.Unlock()
 		return nil, err
 	}
-	e := newStreamEntry(rt, cs, st, watchDB, owned)
+	e := newStreamEntry(rt, cs, st, watchDB, storeDB, owned)
 	rt.streams[cs.name] = e
 	rt.mu.Unlock()
 	rt.ensureIndexes(st, storeKey{storeDB, cs.deadLetter.Collection})

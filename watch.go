@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store/mongostore"
 )
 
 // defaultMaxAwaitTime is how long a change-stream getMore waits for events on the server before
@@ -30,13 +31,43 @@ type driverWatcher struct {
 	database string        // resolved watched database (empty for a cluster stream)
 	maxAwait time.Duration
 	lastDDL  atomic.Value // OperationType of the latest drop/rename/dropDatabase read
+	pipeline []bson.Raw   // the stages after $changeStream: see excludeStores
 }
 
 func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string) *driverWatcher {
 	if cs.client != nil {
 		client = cs.client
 	}
-	return &driverWatcher{cs: cs, client: client, database: database, maxAwait: defaultMaxAwaitTime}
+	return &driverWatcher{cs: cs, client: client, database: database, maxAwait: defaultMaxAwaitTime,
+		pipeline: cs.watchPipeline()}
+}
+
+// storeCollections are the collections of watchtree's own records.
+func storeCollections(deadLetters string) bson.A {
+	names := bson.A{mongostore.DefaultCheckpointCollection, mongostore.DefaultGapCollection, "_wt_leases",
+		mongostore.DefaultDeadLetterCollection}
+	if deadLetters != mongostore.DefaultDeadLetterCollection {
+		names = append(names, deadLetters)
+	}
+	return names
+}
+
+// excludeStores makes a database- or cluster-wide stream whose scope contains the store
+// database skip the events of watchtree's own collections there (checkpoint writes, dead
+// letters, gaps, leases): otherwise every checkpoint write would be an event of the stream, and
+// its handling another checkpoint write. The stage goes first, so the user's stages never see
+// those events. A collection stream needs nothing (the store collections are never watched).
+func (w *driverWatcher) excludeStores(storeDB, deadLetters string) {
+	if w.cs.scope == scopeCollection || (w.cs.scope == scopeDatabase && w.database != storeDB) {
+		return
+	}
+	stage, err := bson.Marshal(bson.D{{Key: "$match", Value: bson.D{{Key: "$nor", Value: bson.A{
+		bson.D{{Key: "ns.db", Value: storeDB}, {Key: "ns.coll", Value: bson.D{{Key: "$in", Value: storeCollections(deadLetters)}}}},
+	}}}}})
+	if err != nil { // unreachable: a fixed document of strings
+		panic(err)
+	}
+	w.pipeline = append([]bson.Raw{stage}, w.cs.watchPipeline()...)
 }
 
 // Open implements stream.Watcher: it opens the change stream at from (resumeAfter, startAfter,
@@ -106,7 +137,7 @@ func (c *opCursor) ID() int64 { return c.cs.ID() }
 
 // watch calls the Watch method of the stream's scope.
 func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (*mongo.ChangeStream, error) {
-	pipeline := w.cs.watchPipeline()
+	pipeline := w.pipeline
 	switch w.cs.scope {
 	case scopeCollection:
 		return w.client.Database(w.database).Collection(w.cs.collection).Watch(ctx, pipeline, o)
