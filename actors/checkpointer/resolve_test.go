@@ -399,3 +399,40 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 		t.Fatalf("after restart %v", sf)
 	}
 }
+
+// TestHistoryLostPersistFailureStillResumes: once the gap is durable, a failed checkpoint write
+// does not block the start: the new position is used (from memory), reported as a failed write
+// and retried.
+func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) {
+		c.OnHistoryLost = ResumeFromNow
+		c.RetryInitialDelay = 50 * time.Millisecond
+	})
+	h.resolve(1)
+	event[CheckpointedEvent](h)
+	var down atomic.Bool
+	down.Store(true)
+	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
+		if op == memstore.OpSave && down.Load() {
+			return errors.New("store down")
+		}
+		return nil
+	})
+	h.pos.set(tok("now-3"), bson.Timestamp{T: 3000}, nil)
+	sf := h.historyLost(1, 286, "gone")
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-3" {
+		t.Fatalf("StartFrom %v", sf)
+	}
+	event[HistoryLostEvent](h)
+	event[store.Gap](h)
+	if f := event[CheckpointFailedEvent](h); f.Attempt != 1 || f.RetryIn != 50*time.Millisecond {
+		t.Fatalf("CheckpointFailed %+v", f)
+	}
+	down.Store(false)
+	h.sync()
+	h.clk.Advance(50 * time.Millisecond)
+	ev := event[CheckpointedEvent](h)
+	if tokData(ev.Checkpoint.Token) != "now-3" || ev.Checkpoint.Source != store.SourceResumeFromNow {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+}
