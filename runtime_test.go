@@ -13,7 +13,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
 
@@ -638,5 +640,42 @@ func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
 				t.Errorf("stream %s saw an event of %s: %v", stream, ns, m)
 			}
 		}
+	}
+}
+
+// TestRuntimeEmbeddedActorSystem: with Config.ActorSystem the trees run in the user's system,
+// which Stop leaves running; two runtimes share it without name clashes.
+func TestRuntimeEmbeddedActorSystem(t *testing.T) {
+	e := newRTEnv(t)
+	sys := newActorSystem(zap.NewNop())
+	defer sys.Shutdown()
+	s1, s2 := newSeen(), newSeen()
+	rt1, _ := e.newRuntime(t, func(c *Config) { c.ActorSystem = sys })
+	rt2, _ := e.newRuntime(t, func(c *Config) { c.ActorSystem = sys; c.Database = e.db + "_2" })
+	h1, err := rt1.Spawn(ordersStream("same", s1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec2 := ordersStream("same", s2)
+	spec2.Database = e.db // watch the same collection; the stores live in the other database
+	h2, err := rt2.Spawn(spec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h1, StateRunning)
+	waitState(t, h2, StateRunning)
+	insertOrders(t, e, 0, 3)
+	waitFor(t, "3 events in both", func() bool { return s1.distinct() == 3 && s2.distinct() == 3 })
+	if err := rt1.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	insertOrders(t, e, 3, 4)
+	waitFor(t, "the other runtime goes on", func() bool { return s2.distinct() == 4 })
+	res, err := sys.Root.RequestFuture(rt2.streams["same"].supervisorPID(), &messages.StatusRequest{}, rtWait).Result()
+	if err != nil {
+		t.Fatalf("the shared system stopped with the first runtime: %v", err)
+	}
+	if st, ok := res.(*messages.StatusReply); !ok || st.GetStream() != "same" {
+		t.Fatalf("status reply %v", res)
 	}
 }
