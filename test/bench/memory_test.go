@@ -90,8 +90,8 @@ func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
 //   - heap-KB/stream: watchtree's live heap per idle stream, cursor and connection included
 //     (target ≤ 64 KB);
 //   - raw-heap-KB/stream and own-heap-KB/stream (= watchtree − raw, what watchtree adds);
-//   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap), and
-//     heap+stack-KB/stream;
+//   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap; the raw
+//     baseline's in raw-stack-KB/stream), and heap+stack-KB/stream;
 //   - idle-checkpoint-writes/s: checkpoint writes of all the idle streams together while they
 //     idle (an idle stream writes its moving post-batch resume token at most once per
 //     SaveInterval, 1s by default; counted with a command monitor on the client);
@@ -109,7 +109,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 	cl := connect(b, uri, func(o *options.ClientOptions) { o.SetMaxPoolSize(idleStreams + 100).SetMonitor(monitor) })
 	for i := 0; i < b.N; i++ {
 		rawBefore, rawAfter := rawIdleStreams(b, cl)
-		rawHeap, _, _ := perStream(rawBefore, rawAfter)
+		rawHeap, rawStack, _ := perStream(rawBefore, rawAfter)
 
 		rt, stop := startRuntime(b, cl, nil)
 		before := readMem()
@@ -152,6 +152,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		b.ReportMetric(rawHeap, "raw-heap-KB/stream")
 		b.ReportMetric(heap-rawHeap, "own-heap-KB/stream")
 		b.ReportMetric(stack, "stack-KB/stream")
+		b.ReportMetric(rawStack, "raw-stack-KB/stream")
 		b.ReportMetric(heap+stack, "heap+stack-KB/stream")
 		b.ReportMetric(idleWrites, "idle-checkpoint-writes/s")
 		b.ReportMetric(gor, "goroutines/stream")
