@@ -82,7 +82,8 @@ func (h *Handle) Name() string { return h.e.name }
 // Handle.Stop or Runtime.Stop) answers from the runtime's cache.
 func (h *Handle) Status(ctx context.Context) (StreamStatus, error) { return h.e.status(ctx) }
 
-// Stop stops the stream gracefully and waits, bounded by ctx: the dispatcher drains (in-flight
+// Stop stops the stream gracefully and waits, bounded by ctx and Config.ShutdownTimeout (the
+// earlier): the dispatcher drains (in-flight
 // events finish and settle; later ones are left for the next start), the checkpointer writes
 // the final position, and the stream's actors stop. The stream stays registered (its name stays
 // taken) in state stopped; Start brings it back from its checkpoint. Stopping a stopped stream
@@ -358,6 +359,8 @@ func (e *streamEntry) stop(ctx context.Context, why string) error {
 	if _, err := e.rt.system(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, e.rt.cfg.ShutdownTimeout)
+	defer cancel()
 	if !e.owned {
 		return e.stopUserOwned(ctx, why)
 	}
