@@ -98,7 +98,10 @@ type Event struct {
 	// raw is the change event document, exactly as the server sent it.
 	Raw []byte `protobuf:"bytes,2,opt,name=raw,proto3" json:"raw,omitempty"`
 	// resume_token is the event's _id document (BSON), the position to resume after it.
-	ResumeToken   []byte `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	ResumeToken []byte `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// invalidate is true for an invalidate event: its token is never a resumeAfter position
+	// (the server refuses it with InvalidResumeToken 260), only a startAfter one.
+	Invalidate    bool `protobuf:"varint,4,opt,name=invalidate,proto3" json:"invalidate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +155,13 @@ func (x *Event) GetResumeToken() []byte {
 		return x.ResumeToken
 	}
 	return nil
+}
+
+func (x *Event) GetInvalidate() bool {
+	if x != nil {
+		return x.Invalidate
+	}
+	return false
 }
 
 // EventBatch carries events from the stream actor to the dispatcher.
@@ -394,10 +404,13 @@ func (x *Progress) GetPostBatchResumeToken() []byte {
 
 // Settled reports one finished event to the checkpointer.
 type Settled struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	ResumeToken   []byte                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
-	Outcome       Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	ResumeToken []byte                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	Outcome     Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
+	// invalidate is copied from Event.invalidate: the checkpointer makes the token a startAfter
+	// position, never a resumeAfter one.
+	Invalidate    bool `protobuf:"varint,4,opt,name=invalidate,proto3" json:"invalidate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +464,13 @@ func (x *Settled) GetOutcome() Outcome {
 		return x.Outcome
 	}
 	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *Settled) GetInvalidate() bool {
+	if x != nil {
+		return x.Invalidate
+	}
+	return false
 }
 
 // SettledBatch carries settlements from the dispatcher to the checkpointer, in batches.
@@ -510,11 +530,14 @@ var File_watchtree_v1_stream_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\x19watchtree/v1/stream.proto\x12\fwatchtree.v1\"N\n" +
+	"\x19watchtree/v1/stream.proto\x12\fwatchtree.v1\"n\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03raw\x18\x02 \x01(\fR\x03raw\x12!\n" +
-	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\"\xb3\x01\n" +
+	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\x12\x1e\n" +
+	"\n" +
+	"invalidate\x18\x04 \x01(\bR\n" +
+	"invalidate\"\xb3\x01\n" +
 	"\n" +
 	"EventBatch\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
@@ -531,11 +554,14 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vthrough_seq\x18\x02 \x01(\x04R\n" +
 	"throughSeq\x125\n" +
-	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"o\n" +
+	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"\x8f\x01\n" +
 	"\aSettled\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\fR\vresumeToken\x12/\n" +
-	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\"a\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1e\n" +
+	"\n" +
+	"invalidate\x18\x04 \x01(\bR\n" +
+	"invalidate\"a\n" +
 	"\fSettledBatch\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12/\n" +
 	"\asettled\x18\x02 \x03(\v2\x15.watchtree.v1.SettledR\asettled*\x94\x01\n" +

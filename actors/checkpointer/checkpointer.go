@@ -283,14 +283,9 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 	panic(terr)
 }
 
-// isInvalidate reports whether a settlement is an invalidate event. It reads
-// Settled.invalidate once the field exists in stream.proto (requested), and is false before.
-func isInvalidate(s *messages.Settled) bool {
-	if v, ok := any(s).(interface{ GetInvalidate() bool }); ok {
-		return v.GetInvalidate()
-	}
-	return false
-}
+// isInvalidate reports whether a settlement is an invalidate event (flagged by the stream
+// actor on the Event and copied by the dispatcher).
+func isInvalidate(s *messages.Settled) bool { return s.GetInvalidate() }
 
 func errString(err error) string {
 	if err == nil {

@@ -22,10 +22,8 @@
 //     dispatcher feed the low-water mark (see tracker): the position is the token of the
 //     low-water-mark event, or a PBRT once every seq up to its through_seq settled, whichever is
 //     newer. It never passes an unsettled event; an invalidate's token becomes a startAfter
-//     position (Source "invalidate"), never a resumeAfter one. (Settled carries no invalidate
-//     flag yet; the checkpointer reads Settled.invalidate as soon as stream.proto has it. Until
-//     then an invalidate's token is kept as a resumeAfter position, and the stream actor retries
-//     a resumeAfter refused with 260 with startAfter.)
+//     position (Source "invalidate"), never a resumeAfter one: the stream actor flags the
+//     invalidate Event and the dispatcher copies the flag to its Settled.
 //   - Flush{} (a request) → Flushed{token, start_after, low_water_mark, error, fenced} once the
 //     write of the position current at the Flush has ended.
 //   - FlowControl{paused} to the dispatcher, whose PID comes from Config.Dispatcher or the

@@ -395,6 +395,7 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 			slab[i].Seq = run[i].seq
 			slab[i].ResumeToken = run[i].token
 			slab[i].Outcome = run[i].outcome
+			slab[i].Invalidate = run[i].invalidate
 			ptrs[i] = &slab[i]
 		}
 		if d.checkpointer != nil {

@@ -551,3 +551,21 @@ func TestCheckpointerResolution(t *testing.T) {
 		_ = sys.Root.StopFuture(p).Wait()
 	}
 }
+
+// The stream actor flags an invalidate Event; the dispatcher must carry the flag to its Settled,
+// because the checkpointer may use an invalidate's token only as a startAfter position.
+func TestInvalidateFlagReachesSettled(t *testing.T) {
+	h := newHarness(t, &fakeRouter{handle: func(context.Context, call) error { return nil }})
+	h.subscribe(1)
+	ins := mkEvent(1, "a").build()
+	inv := tev{seq: 2, op: "invalidate"}.build()
+	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 2, Events: []*messages.Event{
+		{Seq: ins.seq, Raw: ins.raw, ResumeToken: ins.token},
+		{Seq: inv.seq, Raw: inv.raw, ResumeToken: inv.token, Invalidate: true},
+	}})
+	h.credit -= 2
+	h.waitSettled(1, 2)
+	if h.settled[1].GetInvalidate() || !h.settled[2].GetInvalidate() {
+		t.Fatalf("Settled.invalidate = %v, %v; want false, true", h.settled[1].GetInvalidate(), h.settled[2].GetInvalidate())
+	}
+}

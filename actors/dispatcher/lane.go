@@ -97,7 +97,7 @@ func (l *lane) run(ctx context.Context, done func()) {
 // process runs one event to its settlement. ok is false when ctx was cancelled first.
 func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 	ev := it.ev
-	s = settlement{seq: ev.Seq, incarnation: it.incarnation, token: ev.ResumeToken}
+	s = settlement{seq: ev.Seq, incarnation: it.incarnation, token: ev.ResumeToken, invalidate: ev.Invalidate}
 	sh := l.sh
 	var (
 		inv Invocation

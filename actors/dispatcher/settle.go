@@ -14,6 +14,7 @@ type settlement struct {
 	token       []byte
 	outcome     messages.Outcome
 	dropped     bool // dead letters disabled: settled without a record
+	invalidate  bool // an invalidate event: its token is a startAfter position only
 }
 
 // settleBuf is where the lanes leave settlements for the actor. Lanes append under mu, one

@@ -179,6 +179,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			events = append(events, ev)
 			op := operationType(raw)
 			if string(op) == "invalidate" { // no allocation
+				ev.Invalidate = true
 				invalidate = ev.ResumeToken
 				break
 			}

@@ -302,6 +302,10 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 	if opType(evs[1].GetRaw()) != "drop" || opType(evs[2].GetRaw()) != "invalidate" {
 		t.Fatalf("events %q %q, want drop, invalidate", opType(evs[1].GetRaw()), opType(evs[2].GetRaw()))
 	}
+	if evs[0].GetInvalidate() || evs[1].GetInvalidate() || !evs[2].GetInvalidate() {
+		t.Fatalf("Event.invalidate flags %v %v %v, want only the invalidate flagged",
+			evs[0].GetInvalidate(), evs[1].GetInvalidate(), evs[2].GetInvalidate())
+	}
 	for _, b := range h.w.batchList() {
 		if n := len(b.GetEvents()); n > 0 && opType(b.GetEvents()[n-1].GetRaw()) == "invalidate" && len(b.GetPostBatchResumeToken()) != 0 {
 			t.Fatal("the invalidate's batch carries a PBRT")
