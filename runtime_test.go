@@ -129,6 +129,9 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	}
 
 	rt, _ := e.newRuntime(t, nil)
+	if err := rt.Start(testCtx(t)); !errors.Is(err, ErrAlreadyStarted) {
+		t.Fatalf("second Start: %v, want ErrAlreadyStarted", err)
+	}
 	noDB, _ := e.newRuntime(t, func(c *Config) { c.Database = "" })
 	if _, err := rt.Spawn(Stream[order]{Name: "dup", Collection: "c", OnChange: noop}); err != nil {
 		t.Fatalf("Spawn: %v", err)
