@@ -364,16 +364,15 @@ func (e *streamEntry) stop(ctx context.Context, why string) error {
 	if !e.owned {
 		return e.stopUserOwned(ctx, why)
 	}
-	return e.shutdown(ctx, why)
+	return e.shutdown(ctx, why, false)
 }
 
 // shutdown stops the tree gracefully: stream actor stopped (supervisor Stop), dispatcher
 // drained, checkpointer flushed, supervisor stopped; each step bounded by ctx. Used by
-// Handle.Stop and Runtime.Stop (which also marks the entry closed).
-func (e *streamEntry) shutdown(ctx context.Context, why string) error {
+// Handle.Stop and Runtime.Stop (closing: the entry is marked closed, never spawned again).
+func (e *streamEntry) shutdown(ctx context.Context, why string, closing bool) error {
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
-	closing := why == "runtime stop"
 	e.mu.Lock()
 	if closing {
 		e.closed = true

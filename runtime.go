@@ -153,7 +153,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.shutdown(ctx, "runtime stop")
+			errs[i] = e.shutdown(ctx, "runtime stop", true)
 		}()
 	}
 	wg.Wait()
