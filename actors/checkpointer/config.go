@@ -21,6 +21,8 @@ const (
 	DefaultSaveEvery = 100
 	// DefaultSaveInterval is the default Config.SaveInterval.
 	DefaultSaveInterval = time.Second
+	// DefaultIdleSaveInterval is the default Config.IdleSaveInterval.
+	DefaultIdleSaveInterval = 5 * time.Minute
 	// DefaultMaxUnflushedFactor gives the default Config.MaxUnflushed = factor × SaveEvery.
 	DefaultMaxUnflushedFactor = 100
 	// DefaultRetryInitialDelay is the default Config.RetryInitialDelay.
@@ -160,11 +162,18 @@ type Config struct {
 	// SaveEvery is the number of settlements since the last write that triggers a write.
 	// Default DefaultSaveEvery (100). Must be >= 0 (0 = default).
 	SaveEvery int
-	// SaveInterval is the maximum age of an unwritten position change: a changed position is
-	// written at most SaveInterval after its first unwritten change (and an idle stream's moving
-	// PBRT at most once per SaveInterval). Default DefaultSaveInterval (1s). Must be >= 0
-	// (0 = default).
+	// SaveInterval is the maximum age of an unwritten position change after events settled: such
+	// a position is written at most SaveInterval after its first unwritten change. (An idle
+	// stream's moving PBRT waits IdleSaveInterval instead.) Default DefaultSaveInterval (1s).
+	// Must be >= 0 (0 = default).
 	SaveInterval time.Duration
+	// IdleSaveInterval is how long a position change that is only a moved PBRT (no event settled
+	// since the last write) waits before it is written. It keeps idle streams inside the oplog
+	// window without a write per SaveInterval: every checkpoint write is itself an oplog entry
+	// that moves every other stream's PBRT, so a short period would make idle streams write
+	// each other's checkpoints forever. Default DefaultIdleSaveInterval (5 minutes; oplog
+	// windows are hours). Must be >= 0 (0 means the default).
+	IdleSaveInterval time.Duration
 	// MaxUnflushed is the number of settlements not covered by a successful write above which
 	// the checkpointer sends FlowControl{paused: true} to the dispatcher; it sends
 	// FlowControl{paused: false} after the next successful write. Default
@@ -251,6 +260,9 @@ func (c Config) Validate() error {
 			add("MaxUnflushed", "must be >= SaveEvery (%d), got %d", d.SaveEvery, d.MaxUnflushed)
 		}
 	}
+	if c.IdleSaveInterval < 0 {
+		add("IdleSaveInterval", "must be >= 0 (0 means %v), got %v", DefaultIdleSaveInterval, c.IdleSaveInterval)
+	}
 	if c.SaveInterval < 0 {
 		add("SaveInterval", "must be >= 0 (0 means %v), got %v", DefaultSaveInterval, c.SaveInterval)
 	}
@@ -276,6 +288,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.SaveEvery == 0 {
 		c.SaveEvery = DefaultSaveEvery
+	}
+	if c.IdleSaveInterval == 0 {
+		c.IdleSaveInterval = DefaultIdleSaveInterval
 	}
 	if c.SaveInterval == 0 {
 		c.SaveInterval = DefaultSaveInterval

@@ -61,11 +61,21 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 	c.maybeSave(ctx, false)
 }
 
-// changed arms the interval timer at the first position change not covered by a write issued.
+// changed arms the interval timer at the first position change not covered by a write issued:
+// SaveInterval when events settled since the last write issued, IdleSaveInterval when only the
+// PBRT moved. A settlement during an idle wait re-arms the shorter timer.
 func (c *checkpointer) changed() {
-	if c.t.version == c.persistedVersion || c.intervalTimer != nil || c.intervalDue {
+	if c.t.version == c.persistedVersion || c.intervalDue {
 		return
 	}
+	idle := c.settledTotal == c.coveredSettled
+	if c.intervalTimer != nil {
+		if !c.intervalIdle || idle {
+			return
+		}
+		c.intervalTimer.Stop()
+	}
+	c.intervalIdle = idle
 	c.intervalTimer = c.after(tickInterval)
 }
 

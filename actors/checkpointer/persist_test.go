@@ -124,7 +124,7 @@ func TestFlushDuringWriteWaitsForNewerWrite(t *testing.T) {
 }
 
 func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
-	h := started(t, func(_ *harness, c *Config) { c.SaveInterval = time.Second })
+	h := started(t, func(_ *harness, c *Config) { c.SaveInterval = time.Second; c.IdleSaveInterval = time.Second })
 	h.progress(1, 2, pbrtTok(2))
 	h.settle(1, 1, 2)
 	h.sync()
@@ -160,6 +160,47 @@ func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
 	h.sync()
 	if h.clk.Pending() != 0 {
 		t.Fatal("a PBRT ahead of an unsettled event changed the position")
+	}
+}
+
+// A moved PBRT alone waits IdleSaveInterval, not SaveInterval (checkpoint writes are oplog entries
+// that move every idle stream's PBRT: a short period would make idle streams write forever); a
+// settlement during that wait brings the write back to SaveInterval.
+func TestIdlePBRTWaitsIdleSaveInterval(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) {
+		c.SaveInterval = time.Second
+		c.IdleSaveInterval = time.Minute
+	})
+	h.progress(1, 2, pbrtTok(2))
+	h.settle(1, 1, 2)
+	h.sync()
+	h.clk.Advance(time.Second)
+	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002" {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	h.sync()
+	h.progress(1, 2, tok("idle-a"))
+	h.sync()
+	if d, ok := h.clk.NextDeadline(); !ok || d != time.Minute {
+		t.Fatalf("idle PBRT armed a %v timer, want IdleSaveInterval (1m)", d)
+	}
+	h.clk.Advance(59 * time.Second)
+	h.noEvent()
+	h.clk.Advance(time.Second)
+	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "idle-a" {
+		t.Fatalf("Checkpointed %+v", ev)
+	}
+	h.sync()
+	// Idle wait, then an event settles: the write is due SaveInterval after it, not after the minute.
+	h.progress(1, 2, tok("idle-b"))
+	h.sync()
+	h.clk.Advance(10 * time.Second)
+	h.progress(1, 3, pbrtTok(3))
+	h.settle(1, 3, 3)
+	h.sync()
+	h.clk.Advance(time.Second)
+	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000003" || ev.Settled != 1 {
+		t.Fatalf("Checkpointed %+v", ev)
 	}
 }
 
