@@ -268,6 +268,9 @@ func (s *Supervisor) onSiblingFailure(name string, f failure) {
 	s.siblingsDown[f.who.Id] = f.who
 	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(AsError(f.reason)))
 	if s.state != StateStarting && s.state != StateRunning {
+		if s.state == StateCrashed || s.state == StateStopped {
+			s.resumeFailedSiblings()
+		}
 		return
 	}
 	s.stopChild()
@@ -328,7 +331,18 @@ func (s *Supervisor) classify(reason any) (terminal bool, cause error) {
 func (s *Supervisor) giveUp(why string) {
 	s.cancelTimer()
 	s.stopChild()
+	s.resumeFailedSiblings()
 	s.transition(StateCrashed, why, s.lastCause)
+}
+
+// resumeFailedSiblings lets failed siblings process messages again while the stream is down, so
+// that a crashed tree still answers Drain, Flush and status requests (a failed child's mailbox
+// stays suspended until its supervisor decides). They stay in siblingsDown: the next launch
+// restarts them with fresh state.
+func (s *Supervisor) resumeFailedSiblings() {
+	for _, pid := range s.siblingsDown {
+		s.sup.ResumeChildren(pid)
+	}
 }
 
 func (s *Supervisor) armTimer(delay time.Duration) {

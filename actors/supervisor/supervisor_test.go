@@ -468,6 +468,29 @@ func TestSiblingFailureRestartsTree(t *testing.T) {
 	}
 }
 
+// A sibling whose failure made the supervisor give up (a terminal error, e.g. history lost in the
+// checkpointer) must still answer requests while the tree is crashed: the runtime's graceful stop
+// asks it to flush.
+func TestCrashedTreeSiblingStillAnswers(t *testing.T) {
+	errHistoryLost := errors.New("history lost")
+	h := newHarnessH(t, func(h *harness, c *Config) {
+		c.Siblings = []Sibling{h.siblingProps("checkpointer")}
+		c.Classify = DefaultClassifier(errHistoryLost)
+	})
+	h.await(StateStarting)
+	h.await(StateRunning)
+	h.started()
+	cp := actor.NewPID(h.sys.Address(), h.pid.Id+"/checkpointer")
+	h.tell(cp, panicCmd{errHistoryLost})
+	tr := h.await(StateCrashed)
+	if !errors.Is(tr.Cause, errHistoryLost) {
+		t.Fatalf("cause = %v", tr.Cause)
+	}
+	if res, err := h.sys.Root.RequestFuture(cp, getCmd{}, waitFor).Result(); err != nil {
+		t.Fatalf("the failed sibling of a crashed tree does not answer: %v %v", res, err)
+	}
+}
+
 // TestStaleMessagesDropped: restart ticks of an old epoch, ticks outside backoff and
 // Resubscribed of an old incarnation are dropped and counted.
 func TestStaleMessagesDropped(t *testing.T) {
