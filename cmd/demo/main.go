@@ -139,6 +139,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
+	out = &syncWriter{w: out} // the progress goroutine writes too
 
 	uri := cfg.uri
 	if uri == "" {
@@ -397,6 +398,18 @@ func (d *demo) progressLoop() (stop func()) {
 			wg.Wait()
 		})
 	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func disconnect(cl *mongo.Client) {
