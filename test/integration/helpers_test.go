@@ -403,15 +403,30 @@ func (h *handled) handler() watchtree.Handler[Order] {
 	}
 }
 
-// insertOrders inserts orders with _id from..to (inclusive), one statement each, version 0.
+// insertOrders inserts orders with _id from..to (inclusive), one statement each, version 0. A
+// write cut off by a fault the test injected (a killed connection, a cleared pool, a stepdown)
+// is retried: the test's writer must get its orders in whatever the fault, and inserting is
+// idempotent by _id.
 func (e *env) insertOrders(coll string, from, to int64) {
 	e.t.Helper()
 	c := e.db.Collection(coll)
 	for i := from; i <= to; i++ {
 		e.must(func(ctx context.Context) error {
-			_, err := c.InsertOne(ctx, Order{ID: i, Amount: float64(i), Key: fmt.Sprintf("k%d", i%7)})
-			if mongo.IsDuplicateKeyError(err) { // a retried insert that landed the first time
-				return nil
+			var err error
+			for attempt := 0; attempt < 20; attempt++ {
+				_, err = c.InsertOne(ctx, Order{ID: i, Amount: float64(i), Key: fmt.Sprintf("k%d", i%7)})
+				if err == nil || mongo.IsDuplicateKeyError(err) { // a retried insert that landed the first time
+					return nil
+				}
+				var se mongo.ServerError
+				if errors.As(err, &se) && !se.HasErrorLabel("RetryableWriteError") && !mongo.IsNetworkError(err) {
+					return err // the server refused it: not a fault of the connection
+				}
+				select {
+				case <-ctx.Done():
+					return err
+				case <-time.After(10 * time.Millisecond): // back off before the next attempt
+				}
 			}
 			return err
 		})
