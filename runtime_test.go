@@ -627,8 +627,14 @@ func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
 	}
 	waitFor(t, "both dead letters and checkpoints of both streams", func() bool {
 		return rec.count(isEvent[DeadLettered]) == 2 &&
-			rec.count(func(ev ObserverEvent) bool { c, ok := ev.(Checkpointed); return ok && c.Settled > 0 && c.Stream == "db-wide" }) > 0 &&
-			rec.count(func(ev ObserverEvent) bool { c, ok := ev.(Checkpointed); return ok && c.Settled > 0 && c.Stream == "cluster-wide" }) > 0
+			rec.count(func(ev ObserverEvent) bool {
+				c, ok := ev.(Checkpointed)
+				return ok && c.Settled > 0 && c.Stream == "db-wide"
+			}) > 0 &&
+			rec.count(func(ev ObserverEvent) bool {
+				c, ok := ev.(Checkpointed)
+				return ok && c.Settled > 0 && c.Stream == "cluster-wide"
+			}) > 0
 	})
 	insertOrders(t, e, 5, 6) // a marker: once it is seen, every earlier store write was too
 	orders := e.db + ".orders"
