@@ -249,6 +249,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	printSummary(out, st, res, elapsed)
+	if len(dls) > 0 {
+		dl := dls[0]
+		id, _ := dl.DocumentKey.Lookup("_id").AsInt64OK()
+		fmt.Fprintf(out, "\nfirst dead letter (rt.DeadLetters): order %d, %d attempts, error %q\n", id, dl.Attempts, dl.Error)
+	}
 	if res.lost > 0 || res.doubled > 0 {
 		return fmt.Errorf("%d orders lost, %d charged more than once", res.lost, res.doubled)
 	}

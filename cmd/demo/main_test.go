@@ -34,6 +34,7 @@ func TestDemoEmbeddedChargesEveryOrderOnce(t *testing.T) {
 		`lost\s+0\s`,
 		`replays absorbed\s+\d+\s`,
 		`events/s\s+\d+\s`,
+		`first dead letter \(rt.DeadLetters\): order \d+, 3 attempts, error "order \d+: card declined"`,
 	} {
 		if !regexp.MustCompile(want).MatchString(s) {
 			t.Errorf("output lacks %q:\n%s", want, s)
