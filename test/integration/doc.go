@@ -10,7 +10,9 @@
 // points (configureFailPoint failCommand) need a server started with
 // --setParameter enableTestCommands=1; they are scoped to the runtime's client by appName, so
 // tests never disturb each other. Scenarios that need a simulator-only hook (StepDown,
-// TruncateOplog, KillAllConnections, Pause) skip with a message saying so when a real URI is set.
+// TruncateOplog, KillAllConnections) skip with a message saying so when a real URI is set.
+//
+// WATCHTREE_IT_LOG=1 sends each runtime's logs (zap, debug level) to the test log.
 //
 // The crash-resume drill with SIGKILL re-executes the test binary as a worker process
 // (environment variable WATCHTREE_IT_WORKER, see worker_test.go), kills it mid-stream and starts
