@@ -15,6 +15,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
@@ -688,5 +690,27 @@ func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 	}
 	if st, ok := res.(*messages.StatusReply); !ok || st.GetStream() != "same" {
 		t.Fatalf("status reply %v", res)
+	}
+}
+
+// TestSkippedReason: the Observer's Skipped carries the reason given to Skip, also when the
+// handler wrapped it.
+func TestSkippedReason(t *testing.T) {
+	obs := &obsRecorder{}
+	rt := &Runtime{clk: clock.Real(), obs: newSafeObserver(obs, 0, nil)}
+	e := &streamEntry{rt: rt, name: "s"}
+	for _, err := range []error{Skip("not for us"), fmt.Errorf("handler: %w", Skip("not for us"))} {
+		dispatcherEvents{e}.Skipped(dispatcher.EventSkipped{ID: "x", Reason: err.Error()})
+	}
+	if err := rt.obs.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range obs.all() {
+		if sk := ev.(Skipped); sk.Reason != "not for us" || sk.EventID != "x" {
+			t.Fatalf("Skipped %+v", sk)
+		}
+	}
+	if len(obs.all()) != 2 {
+		t.Fatalf("%d events", len(obs.all()))
 	}
 }

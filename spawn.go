@@ -323,9 +323,18 @@ func (d dispatcherEvents) DeadLetterFailed(r dispatcher.DeadLetterFailed) {
 	d.e.rt.obs.OnEvent(DeadLetterFailed{Meta: d.meta(), EventID: r.ID, Err: r.Err})
 }
 
+// Skipped reports the reason given to Skip: the dispatcher passes the error's text, which ends
+// with "watchtree: skipped: <reason>" (after any wrapping prefix).
 func (d dispatcherEvents) Skipped(r dispatcher.EventSkipped) {
-	d.e.rt.obs.OnEvent(Skipped{Meta: d.meta(), EventID: r.ID, Reason: r.Reason})
+	reason := r.Reason
+	if i := strings.LastIndex(reason, skipPrefix); i >= 0 {
+		reason = reason[i+len(skipPrefix):]
+	}
+	d.e.rt.obs.OnEvent(Skipped{Meta: d.meta(), EventID: r.ID, Reason: reason})
 }
+
+// skipPrefix is what (*skipError).Error puts before the reason.
+const skipPrefix = "watchtree: skipped: "
 
 // HandlerPanicked is logged by the dispatcher and becomes a RetryScheduled or DeadLettered
 // event; nothing more to report.
