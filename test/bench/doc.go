@@ -11,18 +11,22 @@
 //     (target ≥ 1,000,000), exact allocs/event, checkpoint writes per 100,000 events, and the
 //     ratio to a messaging floor measured in the same run (the same batches sent to an actor
 //     that only grants credit back).
-//   - BenchmarkEndToEnd: events already in a mongosim oplog, read by a raw driver loop
-//     (ChangeStream.Next + Decode into T) and by a watchtree stream (decode + handler +
-//     checkpointing), in the same run. Reports both rates and their ratio (target ≥ 0.9).
+//   - BenchmarkEndToEnd: orders already in the oplog of a mongosim running in a child process,
+//     read by watchtree streams (decode into Event[T] + handler + checkpointing) and by a raw
+//     driver loop (ChangeStream.Next + the fullDocument decoded into T), in alternating phases of
+//     the same run. Reports both rates and their ratio (target ≥ 0.9).
 //   - BenchmarkLanes: a handler sleeping 1ms, 8 lanes against 1 lane in the same run, with
-//     per-key order checked. Reports the speed-up (target ≥ 7).
+//     per-document order and completeness checked. Reports the speed-up (target ≥ 7).
 //   - BenchmarkCheckpointWrites: 100,000 events through a stream with the default
 //     CheckpointPolicy; reports checkpoint writes per 100,000 events, counted by the server's
 //     command log (update commands on the checkpoint collection) and by the Observer.
 //   - BenchmarkIdleStreamMemory: 1,000 idle streams spawned on one runtime, with mongosim in
 //     a child process so only the client side is measured. Reports live heap per stream
-//     (target ≤ 64 KB) against a baseline of 1,000 raw driver change streams.
+//     (target ≤ 64 KB) against a baseline of 1,000 raw driver change streams, goroutine stacks,
+//     and the idle streams' checkpoint write rate.
 //
 // Ratios compare figures measured in the same run, so that the load of a shared machine
-// affects both sides alike; where a phase could drift, the baseline runs before and after.
+// affects both sides alike: baseline phases run before and after (or alternate with) the
+// measured ones. The child-process server is this test binary re-executed with the environment
+// variable WATCHTREE_BENCH_MONGOSIM_CHILD=1 (see TestMain).
 package bench

@@ -93,8 +93,10 @@ func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
 //   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap; the raw
 //     baseline's in raw-stack-KB/stream), and heap+stack-KB/stream;
 //   - idle-checkpoint-writes/s: checkpoint writes of all the idle streams together while they
-//     idle (an idle stream writes its moving post-batch resume token at most once per
-//     SaveInterval, 1s by default; counted with a command monitor on the client);
+//     idle, counted with a command monitor on the client (an idle stream writes its moving
+//     post-batch resume token once per IdleSaveInterval, 5 minutes by default, so this should
+//     be 0; each such write moves every other stream's PBRT, so a short interval makes idle
+//     streams keep each other writing);
 //   - spawn-ms/stream: Spawn until every stream is running.
 func BenchmarkIdleStreamMemory(b *testing.B) {
 	uri := startMongosimProcess(b)
