@@ -1,0 +1,104 @@
+package watchtree
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/actors/checkpointer"
+	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/store"
+)
+
+// TestClassifyFailure: the actors' terminal failures are terminal and match the root
+// sentinels; auth and configuration server errors are terminal; the rest is transient.
+func TestClassifyFailure(t *testing.T) {
+	wrapped := func(err error) error { return fmt.Errorf("actor: %w", err) }
+	for _, tc := range []struct {
+		name     string
+		reason   any
+		terminal bool
+		matches  error
+	}{
+		{"history lost (checkpointer)", wrapped(checkpointer.ErrHistoryLost), true, ErrHistoryLost},
+		{"fenced (checkpointer)", wrapped(checkpointer.ErrFenced), true, ErrFenced},
+		{"fenced (store)", wrapped(store.ErrFenced), true, ErrFenced},
+		{"invalidated (stream actor)", &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated, Terminal: ErrInvalidated}, true, ErrInvalidated},
+		{"invalidated in a panic", &supervisor.PanicError{Value: wrapped(stream.ErrInvalidated)}, true, ErrInvalidated},
+		{"history lost via a sibling", fmt.Errorf("%w: %w", supervisor.ErrSiblingFailed, checkpointer.ErrHistoryLost), true, ErrHistoryLost},
+		{"auth", &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: mongo.CommandError{Code: 18, Message: "auth failed"}}, true, stream.ErrCursor},
+		{"unauthorized", mongo.CommandError{Code: 13}, true, nil},
+		{"cursor death", &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: mongo.CommandError{Code: 6}}, false, stream.ErrCursor},
+		{"a panic value", "boom", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			terminal, cause := classifyFailure(tc.reason)
+			if terminal != tc.terminal {
+				t.Fatalf("terminal = %v, want %v (%v)", terminal, tc.terminal, cause)
+			}
+			if cause == nil || (tc.matches != nil && !errors.Is(cause, tc.matches)) {
+				t.Fatalf("cause %v does not match %v", cause, tc.matches)
+			}
+		})
+	}
+}
+
+// TestTransitionMapping: supervisor transitions become Observer events and the status cache.
+func TestTransitionMapping(t *testing.T) {
+	obs := &obsRecorder{}
+	rt := &Runtime{clk: clock.Real(), log: zap.NewNop(), obs: newSafeObserver(obs, 0, nil)}
+	e := &streamEntry{rt: rt, name: "s", log: zap.NewNop()}
+	at := time.Unix(1700000000, 0)
+	cause := errors.New("cursor died")
+	for _, tr := range []supervisor.Transition{
+		{To: supervisor.StateStarting, At: at, Incarnation: 1},
+		{To: supervisor.StateRunning, At: at, Incarnation: 1},
+		{To: supervisor.StateBackoff, At: at, Attempt: 1, MaxAttempts: 2, Delay: time.Second, Cause: cause, Incarnation: 1},
+		{To: supervisor.StateRunning, At: at, Attempt: 1, MaxAttempts: 2, Cause: cause, Incarnation: 2},
+		{To: supervisor.StateBackoff, At: at, Attempt: 1, MaxAttempts: 2, Delay: time.Second, Cause: cause, Incarnation: 2},
+		{To: supervisor.StateBackoff, At: at, Attempt: 2, MaxAttempts: 2, Delay: 2 * time.Second, Cause: cause, Incarnation: 3},
+		{To: supervisor.StateCrashed, At: at, Attempt: 3, MaxAttempts: 2, Cause: cause, Incarnation: 4},
+		{To: supervisor.StateCrashed, At: at, Cause: &terminalError{sentinel: ErrHistoryLost, cause: cause}, Incarnation: 5},
+		{To: supervisor.StateStopped, At: at, Incarnation: 5},
+	} {
+		e.onTransition(tr)
+	}
+	st := e.cachedStatus()
+	if st.State != StateStopped || st.Deaths != 5 || st.Restarts != 1 || st.Incarnation != 5 {
+		t.Fatalf("cache %+v", st)
+	}
+	if err := rt.obs.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range obs.all() {
+		switch ev := ev.(type) {
+		case Restarted:
+			got = append(got, fmt.Sprintf("restarted %d", ev.Attempt))
+		case Stopped:
+			s := fmt.Sprintf("stopped %v terminal=%v", ev.Reason, ev.Terminal)
+			switch {
+			case errors.Is(ev.Cause, ErrGaveUp) && errors.Is(ev.Cause, cause):
+				s += " gave-up"
+			case errors.Is(ev.Cause, ErrHistoryLost):
+				s += " history-lost"
+			}
+			got = append(got, s)
+		default:
+			got = append(got, fmt.Sprintf("%T", ev))
+		}
+	}
+	want := []string{
+		"stopped crashed terminal=false", "restarted 1", "stopped crashed terminal=false", "stopped crashed terminal=false",
+		"stopped crashed terminal=true gave-up", "stopped crashed terminal=true history-lost", "stopped graceful terminal=false",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events\n got %v\nwant %v", got, want)
+	}
+}
