@@ -112,10 +112,13 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops every stream gracefully, then the runtime. For each stream, in parallel: the
-// dispatcher drains (accepts no more events, finishes the ones in flight, retries and
-// dead-letter writes included, and reports them settled), the checkpointer writes the final
-// position, and the stream tree (supervisor, stream actor, dispatcher, checkpointer) stops.
+// Stop stops every stream gracefully, then the runtime. For each stream, in parallel: the stream
+// actor stops (its cursor is closed, no more events are read), the dispatcher drains (finishes
+// the events in flight, retries and dead-letter writes included, and reports them settled), the
+// checkpointer writes the final position (right after the last settled event, so nothing is
+// redelivered after a graceful stop), and the stream tree (supervisor, dispatcher,
+// checkpointer) stops. A stream whose checkpointer or dispatcher failed (and is suspended by its
+// supervisor) is stopped without drain and flush.
 // Then the actor system is shut down if the runtime created it, and the Observer receives the
 // queued events and is closed.
 //
