@@ -379,9 +379,10 @@ func (e *streamEntry) shutdown(ctx context.Context, why string, closing bool) er
 	}
 	pid := e.pid
 	wasCrashed := e.st.State == StateCrashed
-	// A sibling (checkpointer, dispatcher) that failed stays suspended until the next launch and
-	// would answer neither Drain nor Flush: skip both and only stop the tree.
-	siblingDown := (e.st.State == StateCrashed || e.st.State == StateBackoff) && errors.Is(e.lastCause, supervisor.ErrSiblingFailed)
+	// A sibling (checkpointer, dispatcher) that failed stays suspended during the backoff that
+	// follows (the supervisor resumes it only once the tree is crashed) and would answer neither
+	// Drain nor Flush: skip both and only stop the tree.
+	siblingDown := e.st.State == StateBackoff && errors.Is(e.lastCause, supervisor.ErrSiblingFailed)
 	e.mu.Unlock()
 	if pid == nil {
 		return nil
@@ -416,7 +417,11 @@ func (e *streamEntry) shutdown(ctx context.Context, why string, closing bool) er
 			errs = append(errs, fmt.Errorf("flush the checkpoint: %w", err))
 		} else if f, ok := res.(*messages.Flushed); ok {
 			flushed = f
-			if f.GetError() != "" {
+			switch {
+			case f.GetFenced():
+				// Another instance owns the stream; it already crashed with ErrFenced.
+				e.log.Warn("final checkpoint not written: fenced by a newer epoch")
+			case f.GetError() != "":
 				errs = append(errs, fmt.Errorf("flush the checkpoint: %s", f.GetError()))
 			}
 		}

@@ -402,7 +402,11 @@ func (s streamEvents) Invalidated(ev stream.InvalidatedEvent) {
 	if ev.Restart {
 		action = InvalidateRestart
 	}
-	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: s.e.watcher.invalidateCause(), Action: action})
+	cause := OperationType(ev.Cause)
+	if cause == "" {
+		cause = s.e.watcher.invalidateCause()
+	}
+	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: cause, Action: action})
 }
 
 // CursorFailed is reported as the supervisor's Stopped{Crashed} that follows.
