@@ -17,6 +17,7 @@ const (
 	defaultRestartMultiplier  = 2.0
 	defaultSaveEvery          = 100
 	defaultSaveInterval       = time.Second
+	defaultIdleInterval       = 5 * time.Minute
 	defaultMaxUnflushedFactor = 100
 	defaultDeadLetterColl     = "_wt_dead_letters"
 	defaultDeadLetterTTL      = 14 * 24 * time.Hour
@@ -249,7 +250,7 @@ func backoff(initial, maxDelay time.Duration, mult float64, attempt int, jitter 
 // A write happens when SaveEvery settlements have accumulated since the last successful write,
 // when the oldest unwritten settlement is SaveInterval old, and on a graceful stop. When nothing
 // is in flight and the server's post-batch resume token moved, that token is written at most once
-// per SaveInterval, so an idle stream never ages out of the oplog.
+// per IdleInterval, so an idle stream never ages out of the oplog.
 //
 // The bound of unflushed progress, which is also the bound of replays after a crash:
 //   - with a healthy store, fewer than SaveEvery settled events, all settled within the last
@@ -263,9 +264,16 @@ type CheckpointPolicy struct {
 	// SaveEvery is the number of settlements that triggers a write. Default 100. Must be >= 0;
 	// 0 means the default.
 	SaveEvery int
-	// SaveInterval is the maximum age of unwritten progress, and the idle-token period. Default
-	// 1s. Must be >= 0; 0 means the default.
+	// SaveInterval is the maximum age of unwritten progress. Default 1s. Must be >= 0; 0 means
+	// the default.
 	SaveInterval time.Duration
+	// IdleInterval is the idle-token period: how long a moved post-batch resume token waits
+	// before it is written when no event settled since the last write. Default 5 minutes (oplog
+	// windows are hours). It is much longer than SaveInterval on purpose: every checkpoint write
+	// is itself an oplog entry that moves every other idle stream's token, so a short period
+	// makes idle streams keep writing each other's checkpoints. Must be >= 0; 0 means the
+	// default.
+	IdleInterval time.Duration
 	// MaxUnflushed is the number of settled but unwritten events at which the stream pauses while
 	// the checkpoint store fails. Default 100 × SaveEvery (10,000 with the default SaveEvery).
 	// Must be >= 0 (0 means the default) and >= SaveEvery.
@@ -278,6 +286,9 @@ func (p CheckpointPolicy) withDefaults() CheckpointPolicy {
 	}
 	if p.SaveInterval == 0 {
 		p.SaveInterval = defaultSaveInterval
+	}
+	if p.IdleInterval == 0 {
+		p.IdleInterval = defaultIdleInterval
 	}
 	if p.MaxUnflushed == 0 {
 		if p.SaveEvery > math.MaxInt/defaultMaxUnflushedFactor {
@@ -305,6 +316,9 @@ func (p CheckpointPolicy) validate(c *configErrors) {
 	}
 	if p.SaveInterval < 0 {
 		c.add("SaveInterval", "must be > 0 (0 means the default %v), got %v", defaultSaveInterval, p.SaveInterval)
+	}
+	if p.IdleInterval < 0 {
+		c.add("IdleInterval", "must be > 0 (0 means the default %v), got %v", defaultIdleInterval, p.IdleInterval)
 	}
 	if p.MaxUnflushed < 0 {
 		c.add("MaxUnflushed", "must be >= SaveEvery (0 means the default %d × SaveEvery), got %d", defaultMaxUnflushedFactor, p.MaxUnflushed)

@@ -129,7 +129,7 @@ func TestPolicyDefaults(t *testing.T) {
 	if got, want := (RestartPolicy{}).withDefaults(), (RestartPolicy{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("RestartPolicy defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (CheckpointPolicy{}).withDefaults(), (CheckpointPolicy{SaveEvery: 100, SaveInterval: time.Second, MaxUnflushed: 10000}); got != want {
+	if got, want := (CheckpointPolicy{}).withDefaults(), (CheckpointPolicy{SaveEvery: 100, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000}); got != want {
 		t.Errorf("CheckpointPolicy defaults = %+v, want %+v", got, want)
 	}
 	if got, want := (CheckpointPolicy{SaveEvery: 7}).withDefaults().MaxUnflushed, 700; got != want {
@@ -266,6 +266,8 @@ func TestCheckpointPolicyValidate(t *testing.T) {
 			[]string{"watchtree: CheckpointPolicy.SaveEvery must be >= 1 (0 means the default 100), got -1"}},
 		{"negative SaveInterval", CheckpointPolicy{SaveInterval: -time.Second}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.SaveInterval must be > 0 (0 means the default 1s), got -1s"}},
+		{"negative IdleInterval", CheckpointPolicy{IdleInterval: -time.Second}.Validate(),
+			[]string{"watchtree: CheckpointPolicy.IdleInterval must be > 0 (0 means the default 5m0s), got -1s"}},
 		{"negative MaxUnflushed", CheckpointPolicy{MaxUnflushed: -1}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (0 means the default 100 × SaveEvery), got -1"}},
 		{"MaxUnflushed below default SaveEvery", CheckpointPolicy{MaxUnflushed: 50}.Validate(),

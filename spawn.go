@@ -174,19 +174,20 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 		hl = checkpointer.Rebuild(cs.onHistoryLost.rebuild)
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
-		Stream:        cs.name,
-		Store:         e.store,
-		Gaps:          e.store,
-		Positions:     e.watcher,
-		StartPosition: start,
-		OnHistoryLost: hl,
-		SaveEvery:     cs.checkpoint.SaveEvery,
-		SaveInterval:  cs.checkpoint.SaveInterval,
-		MaxUnflushed:  cs.checkpoint.MaxUnflushed,
-		Owner:         rt.cfg.InstanceID,
-		Clock:         rt.clk,
-		Logger:        rt.log,
-		Events:        checkpointerEvents{e},
+		Stream:           cs.name,
+		Store:            e.store,
+		Gaps:             e.store,
+		Positions:        e.watcher,
+		StartPosition:    start,
+		OnHistoryLost:    hl,
+		SaveEvery:        cs.checkpoint.SaveEvery,
+		SaveInterval:     cs.checkpoint.SaveInterval,
+		IdleSaveInterval: cs.checkpoint.IdleInterval,
+		MaxUnflushed:     cs.checkpoint.MaxUnflushed,
+		Owner:            rt.cfg.InstanceID,
+		Clock:            rt.clk,
+		Logger:           rt.log,
+		Events:           checkpointerEvents{e},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.name, err)
