@@ -117,6 +117,9 @@ func TestDriverWatcherOptions(t *testing.T) {
 	if got := raw.Lookup("comment").StringValue(); got != "watchtree:opts" {
 		t.Fatalf("comment %q", got)
 	}
+	if got, ok := raw.Lookup("cursor", "batchSize").AsInt64OK(); !ok || got != int64(watchBatchSize) {
+		t.Fatalf("cursor.batchSize %v, want %d", raw.Lookup("cursor", "batchSize"), watchBatchSize)
+	}
 	stages := raw.Lookup("pipeline").Array()
 	vals, _ := stages.Values()
 	if len(vals) != 2 {
