@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	bo "github.com/watchtree/watchtree/internal/backoff"
 )
 
 // Policy defaults; the zero value of every policy field means the default listed here.
@@ -21,13 +23,6 @@ const (
 	defaultMaxUnflushedFactor = 100
 	defaultDeadLetterColl     = "_wt_dead_letters"
 	defaultDeadLetterTTL      = 14 * 24 * time.Hour
-)
-
-// jitterLow and jitterHigh bound the jitter factor U(0.8, 1.2) (±20%).
-const (
-	jitterLow   = 0.8
-	jitterSpan  = 0.4
-	jitterFloor = time.Millisecond
 )
 
 // RetryPolicy decides how often a failing handler is called again for the same event, and how
@@ -214,32 +209,14 @@ func validateBackoff(c *configErrors, initial, maxDelay time.Duration, mult floa
 // U(0.8, 1.2) floored at 1ms. It works in float64 so that large exponents saturate at maxDelay
 // instead of overflowing.
 func backoff(initial, maxDelay time.Duration, mult float64, attempt int, jitter bool, rnd func() float64) time.Duration {
-	if attempt < 1 {
-		attempt = 1
+	d := bo.Delay(initial, maxDelay, mult, attempt)
+	if !jitter {
+		return d
 	}
-	d := float64(initial) * math.Pow(mult, float64(attempt-1))
-	if math.IsNaN(d) || d > float64(maxDelay) {
-		d = float64(maxDelay)
+	if rnd == nil {
+		rnd = rand.Float64
 	}
-	if jitter {
-		if rnd == nil {
-			rnd = rand.Float64
-		}
-		r := rnd()
-		if r < 0 || math.IsNaN(r) {
-			r = 0
-		} else if r > 1 {
-			r = 1
-		}
-		d *= jitterLow + jitterSpan*r
-		if d < float64(jitterFloor) {
-			d = float64(jitterFloor)
-		}
-	}
-	if d >= math.MaxInt64 {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(d)
+	return bo.Jitter(d, rnd())
 }
 
 // CheckpointPolicy decides when the stream's resume position is persisted. The position written

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/clock"
 )
 
@@ -110,32 +111,14 @@ func (p RetryPolicy) validate(errs []error) []error {
 // math/rand/v2.Float64). A huge exponent gives MaxDelay; the result never overflows.
 func (p RetryPolicy) Delay(attempt int, rnd func() float64) time.Duration {
 	p = p.WithDefaults()
-	if attempt < 1 {
-		attempt = 1
+	d := backoff.Delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt)
+	if p.DisableJitter {
+		return d
 	}
-	d := float64(p.InitialDelay) * math.Pow(p.Multiplier, float64(attempt-1))
-	if math.IsNaN(d) || d > float64(p.MaxDelay) {
-		d = float64(p.MaxDelay)
+	if rnd == nil {
+		rnd = rand.Float64
 	}
-	if !p.DisableJitter {
-		if rnd == nil {
-			rnd = rand.Float64
-		}
-		r := rnd()
-		if r < 0 || math.IsNaN(r) {
-			r = 0
-		} else if r > 1 {
-			r = 1
-		}
-		d *= 0.8 + 0.4*r
-		if d < float64(time.Millisecond) {
-			d = float64(time.Millisecond)
-		}
-	}
-	if d >= math.MaxInt64 {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(d)
+	return backoff.Jitter(d, rnd())
 }
 
 // Config configures one dispatcher. Stream and Router are required; every other zero field

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/watchtree/watchtree/internal/backoff"
 )
 
 // Policy defaults: the zero value of each Policy field means the default below.
@@ -16,7 +18,7 @@ const (
 	// DefaultMultiplier is the growth factor between consecutive delays.
 	DefaultMultiplier = 2.0
 	// MinJitteredDelay is the floor of a jittered delay.
-	MinJitteredDelay = time.Millisecond
+	MinJitteredDelay = backoff.MinJittered
 )
 
 // Policy is the RestartPolicy as the supervisor applies it (design §3). The root package converts
@@ -95,14 +97,7 @@ func (p Policy) WithDefaults() Policy {
 // product beyond MaxDelay (or beyond the range of time.Duration) is MaxDelay.
 func (p Policy) Delay(n int) time.Duration {
 	p = p.WithDefaults()
-	if n < 1 {
-		n = 1
-	}
-	d := float64(p.InitialDelay) * math.Pow(p.Multiplier, float64(n-1))
-	if math.IsNaN(d) || d >= float64(p.MaxDelay) {
-		return p.MaxDelay
-	}
-	return time.Duration(d)
+	return backoff.Delay(p.InitialDelay, p.MaxDelay, p.Multiplier, n)
 }
 
 // JitteredDelay returns Delay(n), multiplied by 0.8 + 0.4×r when Jitter is set, floored at 1ms.
@@ -113,10 +108,5 @@ func (p Policy) JitteredDelay(n int, r float64) time.Duration {
 	if !p.Jitter {
 		return d
 	}
-	if math.IsNaN(r) || r < 0 {
-		r = 0
-	} else if r > 1 {
-		r = 1
-	}
-	return max(time.Duration(float64(d)*(0.8+0.4*r)), MinJitteredDelay)
+	return backoff.Jitter(d, r)
 }
