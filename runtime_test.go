@@ -714,3 +714,38 @@ func TestSkippedReason(t *testing.T) {
 		t.Fatalf("%d events", len(obs.all()))
 	}
 }
+
+// TestRuntimePipelineRemovingIDIsTerminal: a Pipeline that drops the event's _id makes the server
+// fail with ChangeStreamFatalError (280) — the code it also uses for a resume token no longer
+// found. It is a configuration error: the stream crashes terminally at once, and OnHistoryLost
+// (here ResumeFromNow) must not treat it as lost history and skip events behind a gap record.
+func TestRuntimePipelineRemovingIDIsTerminal(t *testing.T) {
+	e := newRTEnv(t)
+	rt, rec := e.newRuntime(t, nil)
+	h, err := rt.Spawn(Stream[order]{
+		Name:          "no-id",
+		Collection:    "orders",
+		Pipeline:      bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}},
+		OnHistoryLost: ResumeFromNow,
+		Restart:       RestartPolicy{InitialDelay: time.Millisecond},
+		OnInsert:      func(context.Context, *Event[order]) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 1)
+	st := waitState(t, h, StateCrashed)
+	if !strings.Contains(st.LastCause, "280") && !strings.Contains(st.LastCause, "modified by the pipeline") {
+		t.Fatalf("crash cause %q, want the server's 280 about the modified _id", st.LastCause)
+	}
+	if st.Deaths != 1 {
+		t.Fatalf("status %+v: want exactly one death (terminal at once, no restart loop)", st)
+	}
+	if n := rec.count(isEvent[GapRecorded]); n != 0 {
+		t.Fatalf("%d gap records: a modified _id is not lost history", n)
+	}
+	if n := rec.count(isEvent[HistoryLost]); n != 0 {
+		t.Fatalf("%d HistoryLost events: a modified _id is not lost history", n)
+	}
+}

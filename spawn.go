@@ -279,6 +279,10 @@ func classifyFailure(reason any) (bool, error) {
 			return true, cause
 		}
 	}
+	if stream.PipelineModifiedID(cause) {
+		// The user's Pipeline removes or changes the event's _id: no restart can fix it.
+		return true, cause
+	}
 	var se mongo.ServerError
 	if errors.As(cause, &se) {
 		for _, code := range terminalCodes {
