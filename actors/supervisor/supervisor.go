@@ -57,6 +57,7 @@ type Supervisor struct {
 	siblings     []*actor.PID
 	siblingNames map[string]string     // PID id → sibling name
 	siblingsDown map[string]*actor.PID // failed siblings, suspended until the next launch
+	stopping     bool                  // the supervisor itself is stopping: its children stop too
 
 	failSeq  uint64
 	failures map[uint64]failure
@@ -99,6 +100,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		s.cancelTimer() // the next instance starts with its own epochs
 	case *actor.Stopping:
+		s.stopping = true
 		s.cancelTimer()
 		if !s.state.down() {
 			s.transition(StateStopped, "supervisor stopping", nil)
@@ -229,7 +231,11 @@ func (s *Supervisor) onTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	if name, ok := s.siblingNames[who.Id]; ok {
-		s.log.Warn("sibling stopped", zap.String("sibling", name))
+		if s.stopping {
+			s.log.Debug("sibling stopped", zap.String("sibling", name)) // part of our own stop
+		} else {
+			s.log.Warn("sibling stopped", zap.String("sibling", name))
+		}
 		delete(s.siblingNames, who.Id)
 		delete(s.siblingsDown, who.Id)
 		for i, p := range s.siblings {
