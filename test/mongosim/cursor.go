@@ -300,7 +300,11 @@ func (sc *staticCursor) next(_ *command, n int, _ time.Duration) ([]any, bson.D,
 
 func (sc *staticCursor) namespace() string    { return sc.ns }
 func (sc *staticCursor) isChangeStream() bool { return false }
-func (sc *staticCursor) close()               { sc.docs = nil }
+
+// close does nothing: a static cursor holds only immutable documents, and killCursors or
+// endSessions may close it while a getMore still reads it (the next batch is computed under no
+// lock the closer holds).
+func (sc *staticCursor) close() {}
 
 // approxSize returns the encoded size of a document (exact for bson.Raw, encoded otherwise).
 func approxSize(v any) int {
