@@ -383,6 +383,11 @@ func TestRuntimeDeadLettersReplay(t *testing.T) {
 	}
 	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
 	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[DeadLettered]) == 1 })
+	for _, ev := range rec.all() {
+		if d, ok := ev.(DeadLettered); ok && (d.OperationType != OpInsert || d.Attempts != 2 || d.Dropped) {
+			t.Fatalf("DeadLettered %+v: want an insert, 2 attempts, written", d)
+		}
+	}
 
 	dls, err := rt.DeadLetters(ctx, "poison", 0)
 	if err != nil {

@@ -321,7 +321,8 @@ func (d dispatcherEvents) RetryScheduled(r dispatcher.RetryScheduled) {
 }
 
 func (d dispatcherEvents) DeadLettered(r dispatcher.DeadLettered) {
-	d.e.rt.obs.OnEvent(DeadLettered{Meta: d.meta(), EventID: r.ID, Attempts: r.Attempts, Err: r.Err, Dropped: r.Dropped})
+	d.e.rt.obs.OnEvent(DeadLettered{Meta: d.meta(), EventID: r.ID, OperationType: OperationType(r.OperationType),
+		Attempts: r.Attempts, Err: r.Err, Dropped: r.Dropped})
 }
 
 func (d dispatcherEvents) DeadLetterFailed(r dispatcher.DeadLetterFailed) {

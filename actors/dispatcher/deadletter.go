@@ -137,3 +137,13 @@ func putDeadLetter(ctx context.Context, w DeadLetterWriter, dl store.DeadLetter)
 	}()
 	return w.PutDeadLetter(ctx, dl)
 }
+
+// rawOperationType returns the operationType field of a raw change event, or "".
+func rawOperationType(raw []byte) string {
+	v, err := bson.Raw(raw).LookupErr("operationType")
+	if err != nil {
+		return ""
+	}
+	op, _ := v.StringValueOK()
+	return op
+}

@@ -42,11 +42,13 @@ type RetryScheduled struct {
 
 // DeadLettered reports an event whose attempts ran out or whose error was permanent.
 type DeadLettered struct {
-	Seq      uint64
-	ID       string
-	Lane     int
-	Attempts int
-	Err      error
+	Seq uint64
+	ID  string
+	// OperationType is the event's operationType ("insert", "update", ...), empty if unreadable.
+	OperationType string
+	Lane          int
+	Attempts      int
+	Err           error
 	// Permanent is set when the error skipped the remaining attempts (permanent or decode error).
 	Permanent bool
 	// Dropped is set when dead letters are disabled: no record was written.

@@ -212,8 +212,8 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event,
 	if sh.dl == nil {
 		sh.log.Error("event dropped: its attempts ran out and dead letters are disabled", fields...)
 		emit(sh.log, "DeadLettered", func() {
-			sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, Lane: l.id, Attempts: f.attempts, Err: f.err,
-				Permanent: f.permanent, Dropped: true})
+			sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, OperationType: rawOperationType(ev.Raw),
+				Lane: l.id, Attempts: f.attempts, Err: f.err, Permanent: f.permanent, Dropped: true})
 		})
 		s.dropped = true
 		return s, true
@@ -226,8 +226,8 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event,
 		if err == nil {
 			sh.log.Warn("event dead-lettered", fields...)
 			emit(sh.log, "DeadLettered", func() {
-				sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, Lane: l.id, Attempts: f.attempts, Err: f.err,
-					Permanent: f.permanent})
+				sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, OperationType: dl.OperationType,
+					Lane: l.id, Attempts: f.attempts, Err: f.err, Permanent: f.permanent})
 			})
 			return s, true
 		}
