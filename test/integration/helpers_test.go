@@ -418,8 +418,7 @@ func (e *env) insertOrders(coll string, from, to int64) {
 				if err == nil || mongo.IsDuplicateKeyError(err) { // a retried insert that landed the first time
 					return nil
 				}
-				var se mongo.ServerError
-				if errors.As(err, &se) && !se.HasErrorLabel("RetryableWriteError") && !mongo.IsNetworkError(err) {
+				if serverRefused(err) {
 					return err // the server refused it: not a fault of the connection
 				}
 				select {
@@ -551,4 +550,21 @@ func (e *env) collCount(coll string, filter bson.D) int64 {
 		e.t.Fatalf("count %s: %v", coll, err)
 	}
 	return n
+}
+
+// serverRefused reports whether err is the server's own refusal (a non-zero error code without
+// RetryableWriteError), as opposed to a fault of the connection: a network error, or the
+// driver's "connection pool was cleared" error that a concurrent operation on a killed
+// connection causes (it carries no server code).
+func serverRefused(err error) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) || mongo.IsNetworkError(err) || se.HasErrorLabel("RetryableWriteError") {
+		return false
+	}
+	for _, c := range se.ErrorCodes() {
+		if c != 0 {
+			return true
+		}
+	}
+	return false
 }
