@@ -21,6 +21,10 @@ const maxLanes = 1024
 // made by Skip (settled on purpose, no dead letter). A panic is recovered by the runtime into an
 // error carrying the stack, and treated like a returned error. ctx is cancelled when the stream
 // stops; a handler should return promptly then (its event stays unsettled and is redelivered).
+//
+// A handler must return or panic: runtime.Goexit (testing's t.FailNow and t.Fatal do that)
+// cannot be recovered and ends the lane's goroutine, after which that lane's events stay
+// unsettled until the stream restarts. In tests, report failures with t.Error and return.
 type Handler[T any] func(ctx context.Context, ev *Event[T]) error
 
 // Stream describes one change-stream consumer of documents of type T. Pass it to the runtime's
