@@ -24,7 +24,8 @@ const maxLanes = 1024
 //
 // A handler must return or panic: runtime.Goexit (testing's t.FailNow and t.Fatal do that)
 // cannot be recovered and ends the lane's goroutine, after which that lane's events stay
-// unsettled until the stream restarts. In tests, report failures with t.Error and return.
+// unsettled (never skipped) until the stream is stopped and started again. In tests, report
+// failures with t.Error and return.
 type Handler[T any] func(ctx context.Context, ev *Event[T]) error
 
 // Stream describes one change-stream consumer of documents of type T. Pass it to the runtime's
