@@ -22,10 +22,9 @@ const maxLanes = 1024
 // error carrying the stack, and treated like a returned error. ctx is cancelled when the stream
 // stops; a handler should return promptly then (its event stays unsettled and is redelivered).
 //
-// A handler must return or panic: runtime.Goexit (testing's t.FailNow and t.Fatal do that)
-// cannot be recovered and ends the lane's goroutine, after which that lane's events stay
-// unsettled (never skipped) until the stream is stopped and started again. In tests, report
-// failures with t.Error and return.
+// A handler that calls runtime.Goexit (testing's t.FailNow and t.Fatal do) fails that attempt
+// with dispatcher.ErrHandlerGoexit, a retryable error; the lane goes on in a new goroutine. In
+// tests, prefer t.Error and return.
 type Handler[T any] func(ctx context.Context, ev *Event[T]) error
 
 // Stream describes one change-stream consumer of documents of type T. Pass it to the runtime's

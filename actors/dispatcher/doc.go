@@ -46,7 +46,9 @@
 // that is cancelled when the dispatcher stops (or a drain times out). Panics of Route or Call are
 // recovered into a *PanicError carrying runtime/debug.Stack (which includes the panic site) and
 // treated like a returned error; a panicking Route (a Filter) is routed again on the next
-// attempt. An error is classified by Router.Classify, except that a non-panic Route error (a
+// attempt. A Call or Route that ends its goroutine with runtime.Goexit fails that attempt with
+// ErrHandlerGoexit (retryable), and the lane continues from the same event in a new goroutine.
+// An error is classified by Router.Classify, except that a non-panic Route error (a
 // decode error) is always Permanent:
 //   - Retryable: after attempt n the lane waits RetryPolicy.Delay(n) on Config.Clock, blocking
 //     only that lane, then calls again; after MaxAttempts attempts the event is dead-lettered;

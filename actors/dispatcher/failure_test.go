@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,5 +326,46 @@ func TestPanickingEventsNeverBreakTheDispatcher(t *testing.T) {
 	}
 	if h.logs.FilterMessage("dispatcher Events callback panicked").Len() == 0 {
 		t.Fatal("observer panics not logged")
+	}
+}
+
+// A handler that calls runtime.Goexit (t.FailNow does) ends its lane's goroutine, which no
+// recover can prevent. The lane must go on in a new goroutine: the attempt counts as failed
+// (ErrHandlerGoexit, retryable), a later attempt may succeed, an event that always does it is
+// dead-lettered, and the events behind it are processed. goleak (TestMain) checks that the
+// replacement goroutines end with the dispatcher.
+func TestHandlerGoexitDoesNotStallTheLane(t *testing.T) {
+	var calls sync.Map // key -> attempts seen
+	r := &fakeRouter{handle: func(_ context.Context, c call) error {
+		n, _ := calls.LoadOrStore(c.key, new(atomic.Int32))
+		k := n.(*atomic.Int32).Add(1)
+		switch {
+		case c.key == "once" && k == 1, c.key == "always":
+			runtime.Goexit()
+		}
+		return nil
+	}}
+	h := newHarness(t, r, func(c *Config) {
+		c.Retry.MaxAttempts = 2
+		c.Retry.DisableJitter = true
+		c.Retry.InitialDelay = time.Second
+	})
+	h.subscribe(1)
+	h.send(mkEvent(1, "once"), mkEvent(2, "always"), mkEvent(3, "after"))
+	h.armed(1) // the retry of seq 1
+	h.clk.Advance(time.Second)
+	h.armed(1) // the retry of seq 2
+	h.clk.Advance(time.Second)
+	got := h.waitSettled(1, 2, 3)
+	if got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED ||
+		got[3] != messages.Outcome_OUTCOME_HANDLED {
+		t.Fatalf("outcomes %v: want handled (2nd attempt), dead-lettered, handled", got)
+	}
+	dl, err := h.dlStore.GetDeadLetter(context.Background(), "T00000002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Attempts != 2 || !strings.Contains(dl.Error, "Goexit") {
+		t.Fatalf("dead letter: attempts %d error %q; want 2 attempts and ErrHandlerGoexit", dl.Attempts, dl.Error)
 	}
 }

@@ -17,7 +17,17 @@ import (
 type item struct {
 	ev          *messages.Event
 	incarnation uint64
+	// attempt is the attempt in progress (0 before the first); goexit is set when that attempt
+	// ended its goroutine with runtime.Goexit, and first is when the first attempt failed.
+	attempt int
+	goexit  bool
+	first   time.Time
 }
+
+// ErrHandlerGoexit is the error of an attempt whose handler (or Filter) called runtime.Goexit,
+// as testing's t.FailNow does. It cannot be recovered like a panic; the lane goes on in a new
+// goroutine and the attempt counts as failed (retryable).
+var ErrHandlerGoexit = errors.New("dispatcher: the handler called runtime.Goexit")
 
 // laneShared is what the lanes of one dispatcher instance share. Read-only once the lanes run.
 type laneShared struct {
@@ -43,6 +53,11 @@ type lane struct {
 	q    []item
 	sp   []item // spare queue, owned by whoever holds it: the lane between swaps
 	wake chan struct{}
+
+	// cur[pos] is the event being processed. They belong to the lane's goroutine and pass to its
+	// successor when a handler ends that goroutine with runtime.Goexit.
+	cur []item
+	pos int
 }
 
 func newLane(id int, sh *laneShared) *lane {
@@ -62,31 +77,52 @@ func (l *lane) push(items []item) {
 
 // run processes the queue until ctx is cancelled. An event interrupted by the cancellation stays
 // unsettled (it is redelivered after the next start).
+//
+// A handler that calls runtime.Goexit ends this goroutine (deferred calls run, nothing can stop
+// it). The deferred hand-over then marks the attempt failed with ErrHandlerGoexit and continues the
+// lane, from that same event, in a new goroutine that inherits done: the lane never stalls.
 func (l *lane) run(ctx context.Context, done func()) {
-	defer done()
-	for {
-		l.mu.Lock()
-		batch := l.q
-		if len(batch) == 0 {
-			l.mu.Unlock()
-			select {
-			case <-l.wake:
-				continue
-			case <-ctx.Done():
-				return
-			}
+	returned := false
+	defer func() {
+		if returned {
+			done()
+			return
 		}
-		l.q = l.sp[:0]
-		l.sp = nil
-		l.mu.Unlock()
-
-		for i := range batch {
-			s, ok := l.process(ctx, &batch[i])
+		it := &l.cur[l.pos]
+		it.goexit = true
+		l.sh.log.Error("handler called runtime.Goexit; the lane goes on in a new goroutine",
+			zap.Uint64("seq", it.ev.Seq), zap.Int("lane", l.id), zap.Int("attempt", it.attempt))
+		go l.run(ctx, done)
+	}()
+	for {
+		if l.cur == nil {
+			l.mu.Lock()
+			batch := l.q
+			if len(batch) == 0 {
+				l.mu.Unlock()
+				select {
+				case <-l.wake:
+					continue
+				case <-ctx.Done():
+					returned = true
+					return
+				}
+			}
+			l.q = l.sp[:0]
+			l.sp = nil
+			l.mu.Unlock()
+			l.cur, l.pos = batch, 0
+		}
+		for ; l.pos < len(l.cur); l.pos++ {
+			s, ok := l.process(ctx, &l.cur[l.pos])
 			if !ok {
+				returned = true
 				return
 			}
 			l.sh.settle.publish(s)
 		}
+		batch := l.cur
+		l.cur, l.pos = nil, 0
 		clear(batch) // drop the event references for the GC
 		l.mu.Lock()
 		l.sp = batch[:0]
@@ -103,10 +139,15 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		inv Invocation
 		f   failure
 	)
-	for attempt := 1; ; attempt++ {
+	f.first = it.first
+	for attempt := max(it.attempt, 1); ; attempt++ {
 		var err error
 		routeErr := false
-		if inv == nil {
+		if it.goexit {
+			// The previous goroutine died in this attempt's handler: it failed, retryably.
+			it.goexit = false
+			err = ErrHandlerGoexit
+		} else if inv == nil {
 			var outcome messages.Outcome
 			inv, outcome, err = l.route(ev.Raw)
 			switch {
@@ -120,6 +161,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 				err, routeErr = errors.New("dispatcher: Router.Route returned no invocation, no error and outcome "+outcome.String()), true
 			}
 		}
+		it.attempt = attempt
 		if err == nil {
 			if err = callHandler(ctx, inv, attempt); err == nil {
 				s.outcome = messages.Outcome_OUTCOME_HANDLED
@@ -130,8 +172,8 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			return s, false
 		}
 		now := sh.clk.Now()
-		if attempt == 1 {
-			f.first = now
+		if f.first.IsZero() {
+			f.first, it.first = now, now
 		}
 		f.last, f.err, f.attempts = now, err, attempt
 		var pe *PanicError
