@@ -45,7 +45,8 @@ func newEnv(t testing.TB, simOpts mongosim.Options, clientOpts ...func(*options.
 		e.srv, uri = srv, srv.URI()
 	}
 	// A short heartbeat: after a killed connection the driver finds the primary again quickly
-	// (see the driver race noted in /work/notes/requests.md by helper D).
+	// (driver v2.10.0 sometimes misses cancelling its in-flight streaming hello after a closed
+	// connection and then waits a whole heartbeat interval before it can select a server).
 	co := options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond)
 	for _, f := range clientOpts {
 		f(co)
