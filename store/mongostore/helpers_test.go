@@ -56,7 +56,9 @@ func newEnv(t testing.TB, simOpts mongosim.Options, clientOpts ...func(*options.
 		t.Fatalf("mongo.Connect: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Disconnect ends the client's sessions on the server; when a test closed the server,
+		// that waits for server selection until the deadline, so keep it short.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = client.Disconnect(ctx)
 	})
