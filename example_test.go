@@ -1,0 +1,87 @@
+package watchtree_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/test/mongosim"
+)
+
+type Order struct {
+	ID     int     `bson:"_id"`
+	Amount float64 `bson:"amount"`
+}
+
+// A stream that charges every new order once. The handler is idempotent by ev.ID(), which
+// stays the same when an event is delivered again after a crash. mongosim stands in for the
+// replica set; with a real one, pass its client instead.
+func Example() {
+	ctx := context.Background()
+	srv, err := mongosim.Start(ctx, mongosim.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Disconnect(ctx)
+
+	// The Observer gets typed lifecycle events; here it tells when the stream's cursor is open.
+	started := make(chan struct{}, 1)
+	observer := watchtree.ObserverFunc(func(ev watchtree.ObserverEvent) {
+		if _, ok := ev.(watchtree.Started); ok {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	})
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "shop", Observer: observer})
+	if err != nil {
+		panic(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer rt.Stop(ctx)
+
+	charged := make(chan string, 3)
+	_, err = rt.Spawn(watchtree.Stream[Order]{
+		Name:       "orders",
+		Collection: "orders",
+		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+			charged <- fmt.Sprintf("charged order %d: %.2f", ev.FullDocument.ID, ev.FullDocument.Amount)
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// A new stream starts from the current position: write once its cursor is open.
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		panic("the stream did not start")
+	}
+	orders := client.Database("shop").Collection("orders")
+	for i, amount := range []float64{12.5, 30, 7.25} {
+		if _, err := orders.InsertOne(ctx, bson.D{{Key: "_id", Value: i + 1}, {Key: "amount", Value: amount}}); err != nil {
+			panic(err)
+		}
+	}
+	for range 3 {
+		fmt.Println(<-charged)
+	}
+	// Output:
+	// charged order 1: 12.50
+	// charged order 2: 30.00
+	// charged order 3: 7.25
+}
