@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/test/mongosim/internal/query"
 )
 
 // command is one decoded client command, as handlers see it.
@@ -341,49 +343,4 @@ func computeLabels(c *command, code int32) []string {
 }
 
 // typeName returns the BSON type alias of a decoded value, as server messages spell it.
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case float64:
-		return "double"
-	case string:
-		return "string"
-	case bson.D, bson.M:
-		return "object"
-	case bson.A:
-		return "array"
-	case bson.Binary:
-		return "binData"
-	case bson.ObjectID:
-		return "objectId"
-	case bool:
-		return "bool"
-	case bson.DateTime:
-		return "date"
-	case bson.Regex:
-		return "regex"
-	case int32:
-		return "int"
-	case bson.Timestamp:
-		return "timestamp"
-	case int64:
-		return "long"
-	case bson.Decimal128:
-		return "decimal"
-	case bson.MinKey:
-		return "minKey"
-	case bson.MaxKey:
-		return "maxKey"
-	case bson.Undefined:
-		return "undefined"
-	case bson.JavaScript, bson.CodeWithScope:
-		return "javascript"
-	case bson.Symbol:
-		return "symbol"
-	case bson.DBPointer:
-		return "dbPointer"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
-}
+func typeName(v any) string { return query.TypeName(v) }

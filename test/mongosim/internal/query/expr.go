@@ -1195,6 +1195,10 @@ func opIsNumber(ev *evaluator, operand any) (any, error) {
 
 // ------------------------------------------------------------- types
 
+// TypeName is the server's name of the BSON type of a decoded value, as $type and the server's
+// "wrong type" error messages spell it ("double", "object", "long", ...).
+func TypeName(v any) string { return typeNameOf(v) }
+
 // typeNameOf is the server's $type name of v ("missing" for an absent value).
 func typeNameOf(v any) string {
 	switch v.(type) {
