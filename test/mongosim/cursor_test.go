@@ -11,26 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// fakeNow is an injectable wall clock for Options.Now.
-type fakeNow struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (f *fakeNow) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
-func (f *fakeNow) Advance(d time.Duration) {
-	f.mu.Lock()
-	f.t = f.t.Add(d)
-	f.mu.Unlock()
-}
-
 func TestCursorIdleTimeoutClosesAbandonedCursors(t *testing.T) {
-	clock := &fakeNow{t: time.Now()}
+	clock := &ttlClock{now: time.Now()}
+	advance := func(d time.Duration) { clock.Set(clock.Now().Add(d)) }
 	srv, cl := startServer(t, Options{Now: clock.Now, CursorTimeout: 10 * time.Minute})
 	ctx := testCtx(t)
 	coll := cl.Database("db").Collection("c")
@@ -53,11 +36,11 @@ func TestCursorIdleTimeoutClosesAbandonedCursors(t *testing.T) {
 	defer fresh.Close(ctx)
 
 	// Used 9 minutes ago: not idle long enough. Creating a cursor runs the reaper.
-	clock.Advance(9 * time.Minute)
+	advance(9 * time.Minute)
 	if !fresh.Next(ctx) { // a getMore refreshes fresh's idle time
 		t.Fatalf("fresh getMore: %v", fresh.Err())
 	}
-	clock.Advance(2 * time.Minute) // stale: 11 minutes idle, fresh: 2 minutes
+	advance(2 * time.Minute) // stale: 11 minutes idle, fresh: 2 minutes
 	third := open()
 	defer third.Close(ctx)
 
