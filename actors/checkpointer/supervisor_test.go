@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -29,7 +30,7 @@ func (s *streamStub) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.sibling = actor.NewPID(ctx.Self().Address, ctx.Parent().Id+"/checkpointer")
-		ctx.Request(s.sibling, &messages.ResolveStart{Incarnation: supervisor.Incarnation(ctx)})
+		ctx.Request(s.sibling, &messages.ResolveStart{Incarnation: treekit.Incarnation(ctx)})
 	case *messages.StartFrom:
 		s.starts <- m
 		switch {
@@ -40,7 +41,7 @@ func (s *streamStub) Receive(ctx actor.Context) {
 		case s.lost && tokData(m.GetToken()) == "old":
 			ctx.Request(s.sibling, &messages.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
 		default:
-			supervisor.NotifyResubscribed(ctx)
+			treekit.NotifyResubscribed(ctx)
 		}
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
 
 // unsupervised numbers the incarnations of stream actors that do not run under a stream
-// supervisor (supervisor.Incarnation is 0 for them). It is process-wide and only grows, so a new
+// supervisor (treekit.Incarnation is 0 for them). It is process-wide and only grows, so a new
 // instance always has a higher incarnation than the previous one, as the checkpointer and the
 // dispatcher require.
 var unsupervised atomic.Uint64
@@ -75,7 +75,7 @@ func (s *streamActor) Receive(ctx actor.Context) {
 
 func (s *streamActor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
-	s.inc = supervisor.Incarnation(ctx)
+	s.inc = treekit.Incarnation(ctx)
 	if s.inc == 0 {
 		s.inc = unsupervised.Add(1)
 	}
@@ -175,7 +175,7 @@ func (s *streamActor) onOpened(ctx actor.Context, m *messages.ReaderOpened) {
 	kind := s.rd.openedKind()
 	s.log.Info("change stream open", zap.Stringer("kind", kind), zap.String("source", s.startSource),
 		zap.Uint64("next_seq", s.nextSeq), zap.Bool("reopen", reopen))
-	supervisor.NotifyResubscribed(ctx)
+	treekit.NotifyResubscribed(ctx)
 	if !s.subscribed {
 		s.subscribed = true
 		ctx.Request(s.dispatcher, &messages.Subscribe{Incarnation: s.inc})

@@ -18,7 +18,7 @@
 //	reader        → dispatcher    EventBatch{incarnation, events[{seq, raw, resume_token}], post_batch_resume_token, through_seq}
 //	anyone        → StreamStatsRequest → StreamStats
 //
-// The incarnation is supervisor.Incarnation(ctx); an actor running without a stream supervisor
+// The incarnation is treekit.Incarnation(ctx); an actor running without a stream supervisor
 // numbers itself from a process-wide counter. Seqs start at StartFrom.next_seq and grow by one
 // per event, without gaps, within the incarnation (across reopens after an invalidate too).
 //

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -80,20 +81,20 @@ type fakeStream struct{ p *probe }
 func (f *fakeStream) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		inc := Incarnation(ctx)
+		inc := treekit.Incarnation(ctx)
 		f.p.started <- startedEvent{pid: ctx.Self(), incarnation: inc}
 		switch f.p.action(inc) {
 		case actResubscribe, actPanicOnStopping:
-			NotifyResubscribed(ctx)
+			treekit.NotifyResubscribed(ctx)
 		case actPanic:
 			panic(fmt.Errorf("fake stream: cursor died in incarnation %d", inc))
 		case actResubscribePanic:
-			NotifyResubscribed(ctx)
+			treekit.NotifyResubscribed(ctx)
 			panic(fmt.Errorf("fake stream: died right after resubscribing (incarnation %d)", inc))
 		}
 	case *actor.Stopping:
 		f.p.stopping <- ctx.Self()
-		if f.p.action(Incarnation(ctx)) == actPanicOnStopping {
+		if f.p.action(treekit.Incarnation(ctx)) == actPanicOnStopping {
 			panic("fake stream: panic while stopping")
 		}
 	case panicCmd:

@@ -7,9 +7,8 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/ctxext"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/treekit"
 )
 
 // PanicError is the failure reason of a supervised actor that panicked: the middleware this
@@ -32,44 +31,6 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
-
-// Incarnation returns the incarnation number the supervisor gave to the current instance of the
-// stream actor, from 1; it is 0 for an actor that is not a supervised stream child. It changes on
-// every restart (protoactor keeps the context, the supervisor numbers the instances). Call it
-// from the actor's own goroutine.
-func Incarnation(ctx actor.ReceiverContext) uint64 {
-	ext, _ := getExtension(ctx).(*incarnationExt)
-	if ext == nil {
-		return 0
-	}
-	return ext.n
-}
-
-// NotifyResubscribed tells the parent supervisor that this stream actor's cursor is open, which
-// resets the attempt counter and moves the stream to running. The stream actor calls it from its
-// own goroutine once the change stream is open (not when the cursor goroutine is merely started).
-func NotifyResubscribed(ctx actor.Context) {
-	if p := ctx.Parent(); p != nil {
-		ctx.Send(p, &messages.Resubscribed{Incarnation: Incarnation(ctx)})
-	}
-}
-
-// getExtension reads the incarnation extension. protoactor's extension table panics on an id it
-// has not grown to yet, which means the extension was never set.
-func getExtension(ctx actor.ReceiverContext) (ext ctxext.ContextExtension) {
-	defer func() {
-		if recover() != nil {
-			ext = nil
-		}
-	}()
-	return ctx.Get(incarnationExtID)
-}
-
-var incarnationExtID = ctxext.NextContextExtensionID()
-
-type incarnationExt struct{ n uint64 }
-
-func (*incarnationExt) ExtensionID() ctxext.ContextExtensionID { return incarnationExtID }
 
 // incarnations is the FIFO of incarnation numbers handed from the supervisor to one spawned
 // child PID. The supervisor pushes a number right before each spawn or RestartChildren, and the
@@ -105,7 +66,7 @@ func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 			if q != nil {
 				if _, ok := env.Message.(*actor.Started); ok {
 					if n, ok := q.pop(); ok {
-						ctx.Set(&incarnationExt{n: n})
+						treekit.SetIncarnation(ctx, n)
 					}
 				}
 			}
@@ -116,7 +77,7 @@ func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 				}
 				pe, ok := r.(*PanicError) // already wrapped by an inner layer
 				if !ok {
-					pe = &PanicError{Value: r, Stack: debug.Stack(), Incarnation: Incarnation(ctx)}
+					pe = &PanicError{Value: r, Stack: debug.Stack(), Incarnation: treekit.Incarnation(ctx)}
 				}
 				switch env.Message.(type) {
 				case *actor.Restarting, *actor.Stopping, *actor.Stopped:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/watchtree/watchtree/internal/treekit"
 )
 
 func TestPolicyDefaultsDelays(t *testing.T) {
@@ -164,7 +165,7 @@ func TestIncarnationOutsideSupervisor(t *testing.T) {
 	got := make(chan uint64, 1)
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
-			got <- Incarnation(ctx)
+			got <- treekit.Incarnation(ctx)
 		}
 	}))
 	if n := <-got; n != 0 {

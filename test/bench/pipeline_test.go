@@ -16,6 +16,7 @@ import (
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -120,7 +121,7 @@ type feeder struct {
 func (f *feeder) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		f.incarnation = max(supervisor.Incarnation(ctx), 1)
+		f.incarnation = max(treekit.Incarnation(ctx), 1)
 		if f.target != nil { // floor: no tree around it
 			f.next = 1
 			ctx.Request(f.target, &messages.Subscribe{Incarnation: f.incarnation})
@@ -133,7 +134,7 @@ func (f *feeder) Receive(ctx actor.Context) {
 			panic(fmt.Sprintf("feeder: start failed: %s", m.Reason))
 		}
 		f.next = m.NextSeq
-		supervisor.NotifyResubscribed(ctx)
+		treekit.NotifyResubscribed(ctx)
 		p := ctx.Parent()
 		f.target = actor.NewPID(p.Address, p.Id+"/dispatcher")
 		ctx.Request(f.target, &messages.Subscribe{Incarnation: f.incarnation})
