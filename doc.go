@@ -6,7 +6,7 @@
 //
 //	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "shop", Logger: logger})
 //	err = rt.Start(ctx)
-//	h, err := rt.Spawn(watchtree.Stream[Order]{
+//	h, err := rt.Spawn(ctx, watchtree.Stream[Order]{
 //		Name:       "order-stream",
 //		Collection: "orders",
 //		Lanes:      8,

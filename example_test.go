@@ -54,7 +54,7 @@ func Example() {
 	defer rt.Stop(ctx)
 
 	charged := make(chan string, 3)
-	_, err = rt.Spawn(watchtree.Stream[Order]{
+	_, err = rt.Spawn(ctx, watchtree.Stream[Order]{
 		Name:       "orders",
 		Collection: "orders",
 		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {

@@ -12,7 +12,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
@@ -22,7 +21,7 @@ import (
 // StreamState is the lifecycle state of a stream, as its supervisor reports it.
 type StreamState string
 
-// The states of a stream (design §2).
+// The states of a stream, as its supervisor reports them.
 const (
 	// StateStarting: the stream actor is (re)starting; its cursor is not open yet.
 	StateStarting StreamState = "starting"
@@ -36,9 +35,13 @@ const (
 	StateStopped StreamState = "stopped"
 	// StateCrashed: terminal failure or restart attempts exhausted; down until Handle.Start.
 	StateCrashed StreamState = "crashed"
+	// StateStopping: a graceful stop is under way (cursor closed, dispatcher draining, final
+	// checkpoint being written); stopped follows.
+	StateStopping StreamState = "stopping"
 )
 
-// StreamStatus is a snapshot of one stream.
+// StreamStatus is a snapshot of one stream, as its supervisor reports it: the Go view of the
+// supervisor's StatusReply message, which the Handle and the remote console share.
 type StreamStatus struct {
 	// Name is the stream's Name.
 	Name string
@@ -54,21 +57,81 @@ type StreamStatus struct {
 	NextRetryAt          time.Time
 	// LastCause is the error of the latest death ("" if none).
 	LastCause string
-	// Incarnation numbers the stream actor's (re)starts within the current tree, from 1.
+	// Incarnation numbers the stream actor's (re)starts since the tree was spawned, from 1.
 	Incarnation uint64
 	// Deaths and Restarts count deaths of the stream actor and restarts carried out by the
-	// RestartPolicy, within the current tree.
+	// RestartPolicy since the tree was spawned.
 	Deaths, Restarts uint64
-	// Checkpoint is the resume token of the latest checkpoint written by this runtime (nil when
-	// none was written yet), CheckpointSource its Checkpoint.Source ("event", "pbrt", "initial",
-	// ...) and CheckpointAt when it was written; time.Since(CheckpointAt) is the checkpoint age.
+	// Checkpoint is the resume token of the latest checkpoint written since the tree was spawned
+	// (nil when none was written yet, or for a position that is an operation time),
+	// CheckpointSource its source ("event", "pbrt", "initial", ...) and CheckpointAt when it was
+	// written; time.Since(CheckpointAt) is the checkpoint age.
 	Checkpoint       bson.Raw
 	CheckpointSource string
 	CheckpointAt     time.Time
-	// Settled counts the events settled by the dispatcher of the current tree, by outcome:
-	// Handled + Filtered + Unhandled + Skipped + DeadLettered = Settled. Updated once per
-	// settlement batch, so it may lag by at most one batch (≤ 256 events or 50ms).
+	// Settled counts the events settled since the tree was spawned, by outcome:
+	// Handled + Filtered + Unhandled + Skipped + DeadLettered = Settled (DeadLettered includes
+	// the events dropped with dead letters disabled). The dispatcher reports once per settlement
+	// batch, so the counts lag by at most one batch (256 events or 50ms).
 	Settled, Handled, Filtered, Unhandled, Skipped, DeadLettered uint64
+	// LastStop reports the latest graceful stop; nil when the stream was never stopped.
+	LastStop *StopReport
+}
+
+// StopReport tells how a graceful stop went.
+type StopReport struct {
+	// Settled and Unsettled are the dispatcher's counts when its drain ended; unsettled events
+	// are redelivered on the next start.
+	Settled, Unsettled uint64
+	// LowWaterMark is the highest sequence number the final checkpoint covers.
+	LowWaterMark uint64
+	// Drained and Flushed report whether the drain and the final checkpoint write completed.
+	Drained, Flushed bool
+	// Fenced reports a final write refused because another instance holds a newer lease epoch.
+	Fenced bool
+	// HeldUpBy names the step that did not finish in time ("stream actor stop", "drain",
+	// "checkpoint flush"); Skipped the steps left out because their actor had failed; Error the
+	// first error of the sequence. All are empty after a clean stop.
+	HeldUpBy, Skipped, Error string
+	// Took is how long the stop sequence ran.
+	Took time.Duration
+}
+
+// statusOf converts the supervisor's reply: the one place where the status shape is read.
+func statusOf(r *messages.StatusReply) StreamStatus {
+	st := StreamStatus{
+		Name:        r.GetStream(),
+		State:       StreamState(supervisor.StateFromProto(r.GetState()).String()),
+		Why:         r.GetWhy(),
+		Since:       r.GetSince().AsTime(),
+		Attempt:     r.GetAttempt(),
+		MaxAttempts: r.GetMaxAttempts(),
+		LastCause:   r.GetLastCause(),
+		Incarnation: r.GetIncarnation(),
+		Deaths:      r.GetDeaths(),
+		Restarts:    r.GetRestarts(),
+	}
+	if r.GetNextRetryAt() != nil {
+		st.NextRetryAt = r.GetNextRetryAt().AsTime()
+	}
+	if cp := r.GetCheckpoint(); cp != nil {
+		if len(cp.GetToken()) > 0 {
+			st.Checkpoint = append(bson.Raw(nil), cp.GetToken()...)
+		}
+		st.CheckpointSource = cp.GetSource()
+		st.CheckpointAt = cp.GetWrittenAt().AsTime()
+	}
+	c := r.GetSettlements()
+	st.Settled, st.Handled, st.Filtered = c.GetSettled(), c.GetHandled(), c.GetFiltered()
+	st.Unhandled, st.Skipped, st.DeadLettered = c.GetUnhandled(), c.GetSkipped(), c.GetDeadLettered()+c.GetDropped()
+	if ls := r.GetLastStop(); ls != nil {
+		st.LastStop = &StopReport{
+			Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
+			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(),
+			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration(),
+		}
+	}
+	return st
 }
 
 // Handle controls one spawned stream. It is safe for concurrent use.
@@ -78,35 +141,43 @@ type Handle struct{ e *streamEntry }
 func (h *Handle) Name() string { return h.e.name }
 
 // Status asks the stream's supervisor for its current status (one actor round trip, bounded
-// by ctx; 5s when ctx has no deadline). A stream whose tree is not running (stopped by
-// Handle.Stop or Runtime.Stop) answers from the runtime's cache.
+// by ctx; 5s when ctx has no deadline). Once the runtime has stopped, it returns the last
+// status the supervisor reported.
 func (h *Handle) Status(ctx context.Context) (StreamStatus, error) { return h.e.status(ctx) }
 
-// Stop stops the stream gracefully and waits, bounded by ctx and Config.ShutdownTimeout (the
-// earlier): the dispatcher drains (in-flight
-// events finish and settle; later ones are left for the next start), the checkpointer writes
-// the final position, and the stream's actors stop. The stream stays registered (its name stays
-// taken) in state stopped; Start brings it back from its checkpoint. Stopping a stopped stream
-// returns nil.
+// Stop stops the stream gracefully and waits for it, bounded by ctx and Config.ShutdownTimeout
+// (the earlier). The stream's supervisor runs the sequence: the stream actor stops (its cursor
+// is closed, no more events are read), the dispatcher drains (in-flight events finish, retries
+// and dead-letter writes included, and settle; later ones are left for the next start), and the
+// checkpointer writes the final position. Nothing settled before the stop is redelivered after
+// it. The stream stays registered in state stopped; Start resumes it from that position.
+// Stopping a stopped stream returns nil.
 //
-// For a stream spawned through Props the user owns the supervisor actor: Stop then stops only
-// the stream actor (supervisor state stopped), and flushes the checkpoint; events already
-// handed to the dispatcher still finish in the background.
+// The same sequence runs for a stream spawned through Props, and for a Stop message sent to
+// the supervisor by any other actor. When a step does not finish in time, Stop returns an error
+// matching context.DeadlineExceeded that names the step (Status().LastStop has the details);
+// the events left unsettled are redelivered on the next start.
 func (h *Handle) Stop(ctx context.Context) error { return h.e.stop(ctx, "operator stop") }
 
 // Start starts a stopped or crashed stream: it resumes after its checkpoint (Latest and At
 // start positions apply to the first start after Spawn only). Starting a stream that is up
 // (starting, running, backoff) is a no-op, except that during backoff the pending restart
 // happens now (an operator start wins over the RestartPolicy's delay) and the attempt counter
-// resets.
-func (h *Handle) Start(ctx context.Context) error { return h.e.start(ctx, false) }
+// resets. During a graceful stop it is ignored: start again once Stop returned.
+func (h *Handle) Start(ctx context.Context) error {
+	return h.e.command(ctx, &messages.Start{Reason: "handle"})
+}
 
 // Restart restarts the stream actor now (a new cursor from the checkpointer's latest position)
 // and resets the attempt counter; a stopped stream is started.
-func (h *Handle) Restart(ctx context.Context) error { return h.e.start(ctx, true) }
+func (h *Handle) Restart(ctx context.Context) error {
+	return h.e.command(ctx, &messages.Restart{Reason: "handle"})
+}
 
-// streamEntry is the runtime's record of one stream: its compiled spec, stores, the supervisor
-// PID while its tree runs, and the status cache fed by the tree's callbacks.
+// streamEntry is the runtime's record of one stream: its compiled spec, stores, and the
+// supervisor's PID while its tree runs. Everything the stream does is asked of the supervisor
+// with the same protobuf messages a remote console sends; the entry keeps only the last reply,
+// for a tree that is gone.
 type streamEntry struct {
 	rt      *Runtime
 	name    string
@@ -117,18 +188,18 @@ type streamEntry struct {
 	owned   bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle  *Handle
 
-	// shuttingDown is set while stop/shutdown runs: the supervisor's transition to stopped is
-	// then not reported, the Stopped{Graceful} event follows the final flush instead.
-	shuttingDown atomic.Bool
+	// stopFromCrashed is set when a graceful stop starts from crashed: that stream already
+	// reported its terminal Stopped, so the stop's end reports nothing more. Written and read on
+	// the supervisor's goroutine (one supervisor at a time).
+	stopFromCrashed atomic.Bool
 
-	opMu sync.Mutex // serialises stop/start/restart/shutdown
+	opMu sync.Mutex // serialises stop and shutdown
 
 	mu        sync.Mutex
-	pid       *actor.PID // the supervisor, nil while the tree is not running
-	closed    bool       // runtime stopping: never spawn the tree again
-	firstDone bool       // the tree was spawned once (Latest/At applied)
-	st        StreamStatus
-	lastCause error // the latest death's cause, as reported
+	pid       *actor.PID            // the supervisor, nil while the tree is not running
+	closed    bool                  // runtime stopping: never spawn the tree again
+	last      *messages.StatusReply // the latest reply, answered once the tree is gone
+	lastCause error                 // the latest death's cause, as reported (errors.Is works on it)
 }
 
 func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watchDB, storeDB string, owned bool) *streamEntry {
@@ -143,8 +214,6 @@ func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watch
 	}
 	e.watcher.excludeStores(storeDB, cs.deadLetter.Collection)
 	e.handle = &Handle{e: e}
-	e.st = StreamStatus{Name: cs.name, State: StateStarting, Why: "spawned", Since: rt.clk.Now(),
-		MaxAttempts: uint32(cs.restart.MaxAttempts)}
 	return e
 }
 
@@ -155,92 +224,83 @@ func (e *streamEntry) supervisorPID() *actor.PID {
 	return e.pid
 }
 
-// siblingPID returns the PID of a sibling ("checkpointer", "dispatcher") under sup.
-func siblingPID(sup *actor.PID, name string) *actor.PID {
-	return actor.NewPID(sup.Address, sup.Id+"/"+name)
-}
-
-// cachedStatus returns the status cache.
-func (e *streamEntry) cachedStatus() StreamStatus {
+// remember keeps r as the last reply.
+func (e *streamEntry) remember(r *messages.StatusReply) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	st := e.st
-	st.Checkpoint = append(bson.Raw(nil), e.st.Checkpoint...)
-	if len(st.Checkpoint) == 0 {
-		st.Checkpoint = nil
-	}
-	return st
+	e.last = r
+	e.mu.Unlock()
 }
 
-func (e *streamEntry) status(ctx context.Context) (StreamStatus, error) {
-	sys, err := e.rt.system()
-	pid := e.supervisorPID()
-	if err != nil || pid == nil {
-		return e.cachedStatus(), nil
+// lastStatus is the status when the supervisor cannot be asked.
+func (e *streamEntry) lastStatus() StreamStatus {
+	e.mu.Lock()
+	last := e.last
+	e.mu.Unlock()
+	if last == nil {
+		return StreamStatus{Name: e.name, State: StateStopped, Why: "the stream's supervisor is not running"}
 	}
-	res, err := request(ctx, sys, pid, &messages.StatusRequest{})
+	return statusOf(last)
+}
+
+// ask sends msg to the supervisor and returns its StatusReply.
+func (e *streamEntry) ask(ctx context.Context, pid *actor.PID, msg any) (*messages.StatusReply, error) {
+	res, err := request(ctx, e.rt.sys, pid, msg)
 	if err != nil {
-		if errors.Is(err, actor.ErrDeadLetter) { // the tree stopped meanwhile
-			return e.cachedStatus(), nil
-		}
-		return StreamStatus{}, fmt.Errorf("watchtree: stream %q: status: %w", e.name, err)
+		return nil, err
 	}
 	r, ok := res.(*messages.StatusReply)
 	if !ok {
-		return StreamStatus{}, fmt.Errorf("watchtree: stream %q: status: unexpected reply %T", e.name, res)
+		return nil, fmt.Errorf("unexpected reply %T", res)
 	}
-	st := e.cachedStatus()
-	st.State = StreamState(supervisor.StateFromProto(r.GetState()).String())
-	st.Why = r.GetWhy()
-	st.Since = r.GetSince().AsTime()
-	st.Attempt = r.GetAttempt()
-	st.MaxAttempts = r.GetMaxAttempts()
-	st.NextRetryAt = time.Time{}
-	if r.GetNextRetryAt() != nil {
-		st.NextRetryAt = r.GetNextRetryAt().AsTime()
-	}
-	st.LastCause = r.GetLastCause()
-	st.Incarnation = r.GetIncarnation()
-	st.Deaths = r.GetDeaths()
-	st.Restarts = r.GetRestarts()
-	return st, nil
+	e.remember(r)
+	return r, nil
 }
 
-// onTransition runs on the supervisor's goroutine: it updates the cache and reports the
-// transition to the Observer (never blocking: safeObserver queues).
+func (e *streamEntry) status(ctx context.Context) (StreamStatus, error) {
+	if _, err := e.rt.system(); err != nil {
+		return e.lastStatus(), nil
+	}
+	pid := e.supervisorPID()
+	if pid == nil {
+		return e.lastStatus(), nil
+	}
+	r, err := e.ask(ctx, pid, &messages.StatusRequest{})
+	if err != nil {
+		if errors.Is(err, actor.ErrDeadLetter) { // the tree stopped meanwhile
+			return e.lastStatus(), nil
+		}
+		return StreamStatus{}, fmt.Errorf("watchtree: stream %q: status: %w", e.name, err)
+	}
+	return statusOf(r), nil
+}
+
+// command sends Start or Restart to the supervisor.
+func (e *streamEntry) command(ctx context.Context, msg any) error {
+	if _, err := e.rt.system(); err != nil {
+		return err
+	}
+	pid := e.supervisorPID()
+	if pid == nil {
+		return fmt.Errorf("watchtree: stream %q: its supervisor is not running: %w", e.name, ErrStopped)
+	}
+	if _, err := e.ask(ctx, pid, msg); err != nil {
+		return fmt.Errorf("watchtree: stream %q: %w", e.name, err)
+	}
+	return nil
+}
+
+// onTransition runs on the supervisor's goroutine: it reports the transition to the Observer
+// (never blocking: safeObserver queues) and keeps the cause of a death for Spawn's error.
 func (e *streamEntry) onTransition(t supervisor.Transition) {
 	cause := t.Cause
 	if t.To == supervisor.StateCrashed && cause != nil && isGiveUp(t) && !errors.Is(cause, ErrGaveUp) {
 		cause = &terminalError{sentinel: ErrGaveUp, cause: cause}
 	}
-	e.mu.Lock()
-	e.st.State = StreamState(t.To.String())
-	e.st.Why = t.Why
-	e.st.Since = t.At
-	e.st.Attempt = uint32(t.Attempt)
-	e.st.MaxAttempts = uint32(t.MaxAttempts)
-	e.st.Incarnation = t.Incarnation
-	e.st.NextRetryAt = time.Time{}
-	switch t.To {
-	case supervisor.StateBackoff:
-		e.st.NextRetryAt = t.At.Add(t.Delay)
-		e.st.Deaths++
-	case supervisor.StateCrashed:
-		if t.Cause != nil {
-			e.st.Deaths++
-		}
-	case supervisor.StateRunning:
-		e.st.Attempt = 0
-		if t.Attempt > 0 {
-			e.st.Restarts++
-		}
-	}
-	if cause != nil {
-		e.st.LastCause = cause.Error()
+	if cause != nil && (t.To == supervisor.StateBackoff || t.To == supervisor.StateCrashed) {
+		e.mu.Lock()
 		e.lastCause = cause
+		e.mu.Unlock()
 	}
-	e.mu.Unlock()
-
 	obs := e.rt.obs
 	meta := Meta{Stream: e.name, Time: t.At}
 	switch t.To {
@@ -252,10 +312,13 @@ func (e *streamEntry) onTransition(t supervisor.Transition) {
 		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause})
 	case supervisor.StateCrashed:
 		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause, Terminal: true})
+	case supervisor.StateStopping:
+		e.stopFromCrashed.Store(t.From == supervisor.StateCrashed)
 	case supervisor.StateStopped:
-		if !e.shuttingDown.Load() {
-			obs.OnEvent(Stopped{Meta: meta, Reason: Graceful})
+		if t.From == supervisor.StateStopping && e.stopFromCrashed.Load() {
+			return // a crashed stream already reported its terminal Stopped
 		}
+		obs.OnEvent(Stopped{Meta: meta, Reason: Graceful})
 	}
 }
 
@@ -283,43 +346,18 @@ func startedPosition(source string) string {
 	return "checkpoint"
 }
 
-// setCounts records the dispatcher's counters (from dispatcher.Events.Counted).
-func (e *streamEntry) setCounts(c dispatcher.Counts) {
-	e.mu.Lock()
-	e.st.Settled, e.st.Handled, e.st.Filtered = c.Settled, c.Handled, c.Filtered
-	e.st.Unhandled, e.st.Skipped, e.st.DeadLettered = c.Unhandled, c.Skipped, c.DeadLettered+c.Dropped
-	e.mu.Unlock()
-}
-
-// setCheckpoint records a checkpoint write (from checkpointer.Events.Checkpointed).
-func (e *streamEntry) setCheckpoint(cp store.Checkpoint) {
-	e.mu.Lock()
-	e.st.Checkpoint = append(e.st.Checkpoint[:0], cp.Token...)
-	e.st.CheckpointSource = cp.Source
-	e.st.CheckpointAt = cp.UpdatedAt
-	e.mu.Unlock()
-}
-
-// spawnTree spawns the stream's tree under the actor system's root. The first spawn applies the
-// stream's StartPosition; later spawns (after Handle.Stop) resume from the checkpoint. e.opMu
-// must be held (so a concurrent shutdown either sees the new PID or prevents the spawn); e.mu is
-// not held while spawning, since the supervisor reports its first transitions under it.
+// spawnTree spawns the stream's tree under the actor system's root.
 func (e *streamEntry) spawnTree() error {
 	sys, err := e.rt.system()
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.closed {
-		e.mu.Unlock()
 		return ErrStopped
 	}
-	if e.pid != nil {
-		e.mu.Unlock()
-		return nil
-	}
-	props, err := e.treeProps(!e.firstDone)
-	e.mu.Unlock()
+	props, err := e.treeProps()
 	if err != nil {
 		return err
 	}
@@ -327,11 +365,66 @@ func (e *streamEntry) spawnTree() error {
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: spawn: %w", e.name, err)
 	}
-	e.mu.Lock()
-	e.firstDone = true
 	e.pid = pid
-	e.mu.Unlock()
 	return nil
+}
+
+// awaitRunning waits until the stream's cursor is open (its start position is fixed), bounded by
+// ctx (defaultSpawnTimeout without a deadline). A crashed stream fails at once with its cause.
+func (e *streamEntry) awaitRunning(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultSpawnTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	r, err := e.ask(ctx, e.supervisorPID(), &messages.AwaitRunning{})
+	if err != nil {
+		st := e.lastStatus()
+		e.mu.Lock()
+		cause := e.lastCause
+		e.mu.Unlock()
+		detail := "its change stream did not open"
+		if cause != nil {
+			detail += ": " + cause.Error()
+		}
+		if st.State == StateBackoff {
+			detail += fmt.Sprintf(" (restart attempt %d pending)", st.Attempt)
+		}
+		return fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
+			time.Since(start).Round(time.Millisecond), detail, err)
+	}
+	if supervisor.StateFromProto(r.GetState()) == supervisor.StateCrashed {
+		e.mu.Lock()
+		cause := e.lastCause
+		e.mu.Unlock()
+		if cause == nil {
+			cause = errors.New(r.GetLastCause())
+		}
+		return fmt.Errorf("watchtree: stream %q: crashed while starting: %w", e.name, cause)
+	}
+	return nil
+}
+
+// defaultSpawnTimeout bounds Spawn's wait for the cursor when ctx has no deadline.
+const defaultSpawnTimeout = 30 * time.Second
+
+// abandon stops the tree of a Spawn that failed and frees the name.
+func (e *streamEntry) abandon() {
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	e.mu.Lock()
+	pid := e.pid
+	e.pid, e.closed = nil, true
+	e.mu.Unlock()
+	if pid != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), e.rt.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := stopActor(ctx, e.rt.sys, pid); err != nil {
+			e.log.Warn("abandoned stream tree did not stop", zap.Error(err))
+		}
+	}
+	e.rt.unregister(e)
 }
 
 // trackPID is the receiver middleware of a Props-built supervisor: it records the supervisor's
@@ -354,158 +447,72 @@ func (e *streamEntry) trackPID(next actor.ReceiverFunc) actor.ReceiverFunc {
 	}
 }
 
-// stop is Handle.Stop.
+// stop is Handle.Stop: a graceful Stop request to the supervisor; the tree stays, stopped.
 func (e *streamEntry) stop(ctx context.Context, why string) error {
 	if _, err := e.rt.system(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.rt.cfg.ShutdownTimeout)
 	defer cancel()
-	if !e.owned {
-		return e.stopUserOwned(ctx, why)
-	}
-	return e.shutdown(ctx, why, false)
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	return e.gracefulStop(ctx, why)
 }
 
-// shutdown stops the tree gracefully: stream actor stopped (supervisor Stop), dispatcher
-// drained, checkpointer flushed, supervisor stopped; each step bounded by ctx. Used by
-// Handle.Stop and Runtime.Stop (closing: the entry is marked closed, never spawned again).
-func (e *streamEntry) shutdown(ctx context.Context, why string, closing bool) error {
+// gracefulStop asks the supervisor to run its stop sequence and turns its report into an error.
+// The supervisor gets nine tenths of the time left, so that its report (naming the step that
+// held the stop up) arrives before ctx ends.
+func (e *streamEntry) gracefulStop(ctx context.Context, why string) error {
+	pid := e.supervisorPID()
+	if pid == nil {
+		return nil
+	}
+	var timeoutMs int64
+	if dl, ok := ctx.Deadline(); ok {
+		timeoutMs = max(time.Until(dl).Milliseconds()*9/10, 1)
+	}
+	r, err := e.ask(ctx, pid, &messages.Stop{Reason: why, Graceful: true, TimeoutMs: timeoutMs})
+	if err != nil {
+		if errors.Is(err, actor.ErrDeadLetter) {
+			return nil // the tree is gone already
+		}
+		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
+	}
+	ls := r.GetLastStop()
+	switch {
+	case ls == nil || ls.GetError() == "":
+		return nil
+	case ls.GetHeldUpBy() != "":
+		return fmt.Errorf("watchtree: stream %q: stop held up by the %s: %s: %w", e.name, ls.GetHeldUpBy(),
+			ls.GetError(), context.DeadlineExceeded)
+	default:
+		return fmt.Errorf("watchtree: stream %q: stop: %s", e.name, ls.GetError())
+	}
+}
+
+// shutdown is a stream's part of Runtime.Stop: the graceful stop, then the supervisor actor and
+// its children stop, also for a tree spawned through Props (its stores and Observer go away with
+// the runtime, so it must not be started again). The entry is closed: never spawned again.
+func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	e.mu.Lock()
-	if closing {
-		e.closed = true
-	}
+	e.closed = true
 	pid := e.pid
-	wasCrashed := e.st.State == StateCrashed
-	// A sibling (checkpointer, dispatcher) that failed stays suspended during the backoff that
-	// follows (the supervisor resumes it only once the tree is crashed) and would answer neither
-	// Drain nor Flush: skip both and only stop the tree.
-	siblingDown := e.st.State == StateBackoff && errors.Is(e.lastCause, supervisor.ErrSiblingFailed)
 	e.mu.Unlock()
 	if pid == nil {
 		return nil
 	}
-	sys := e.rt.sys
-	e.shuttingDown.Store(true)
-	defer e.shuttingDown.Store(false)
-	start := time.Now()
-
-	var errs []error
-	// 1. Stop the stream actor: no more batches, the cursor is closed.
-	if _, err := request(ctx, sys, pid, &messages.Stop{Reason: why}); err != nil {
-		errs = append(errs, fmt.Errorf("stop the stream actor: %w", err))
-	}
-	// 2. Drain the dispatcher: every accepted event settles, the last SettledBatch is sent.
-	var drained *messages.Drained
-	if siblingDown {
-		e.log.Warn("a sibling actor failed: stopping without drain and flush; events since the last checkpoint are redelivered")
-	} else if res, err := request(ctx, sys, siblingPID(pid, dispatcherName), &messages.Drain{TimeoutMs: drainBudgetMs(ctx)}); err != nil {
-		errs = append(errs, fmt.Errorf("drain the dispatcher: %w", err))
-	} else if d, ok := res.(*messages.Drained); ok {
-		drained = d
-		if d.GetTimedOut() {
-			errs = append(errs, fmt.Errorf("drain the dispatcher: %w (%d events unsettled, redelivered on the next start)",
-				context.DeadlineExceeded, d.GetUnsettled()))
-		}
-	}
-	// 3. Flush the checkpointer: the final position (after the last settled event) is written.
-	var flushed *messages.Flushed
-	if !siblingDown {
-		if res, err := request(ctx, sys, siblingPID(pid, checkpointerName), &messages.Flush{}); err != nil {
-			errs = append(errs, fmt.Errorf("flush the checkpoint: %w", err))
-		} else if f, ok := res.(*messages.Flushed); ok {
-			flushed = f
-			switch {
-			case f.GetFenced():
-				// Another instance owns the stream; it already crashed with ErrFenced.
-				e.log.Warn("final checkpoint not written: fenced by a newer epoch")
-			case f.GetError() != "":
-				errs = append(errs, fmt.Errorf("flush the checkpoint: %s", f.GetError()))
-			}
-		}
-	}
-	// 4. Stop the supervisor and its children (protoactor stops them in reverse spawn order).
-	if err := stopActor(ctx, sys, pid); err != nil {
-		errs = append(errs, fmt.Errorf("stop the supervisor: %w", err))
+	err := e.gracefulStop(ctx, why)
+	if serr := stopActor(ctx, e.rt.sys, pid); serr != nil {
+		err = errors.Join(err, fmt.Errorf("watchtree: stream %q: stop the supervisor: %w", e.name, serr))
 	}
 	e.mu.Lock()
 	if e.pid != nil && e.pid.Equal(pid) {
 		e.pid = nil
 	}
-	now := e.rt.clk.Now()
-	e.st.State, e.st.Why, e.st.Since, e.st.NextRetryAt = StateStopped, why, now, time.Time{}
 	e.mu.Unlock()
-
-	fields := []zap.Field{zap.String("why", why), zap.Duration("took", time.Since(start))}
-	if drained != nil {
-		fields = append(fields, zap.Uint64("settled", drained.GetSettled()), zap.Uint64("unsettled", drained.GetUnsettled()))
-	}
-	if flushed != nil {
-		fields = append(fields, zap.Uint64("low_water_mark", flushed.GetLowWaterMark()))
-	}
-	err := errors.Join(errs...)
-	if err != nil {
-		e.log.Warn("stream stopped with errors", append(fields, zap.Error(err))...)
-	} else {
-		e.log.Info("stream stopped", fields...)
-	}
-	if !wasCrashed { // a crashed stream already reported its (terminal) Stopped
-		e.rt.obs.OnEvent(Stopped{Meta: Meta{Stream: e.name, Time: now}, Reason: Graceful}) // a cut-short stop is in Stop's error and the log
-	}
-	if err != nil {
-		return fmt.Errorf("watchtree: stream %q: %w", e.name, err)
-	}
-	return nil
-}
-
-// stopUserOwned stops the stream actor of a Props-spawned tree and flushes its checkpoint; the
-// supervisor actor stays (the user owns it).
-func (e *streamEntry) stopUserOwned(ctx context.Context, why string) error {
-	e.opMu.Lock()
-	defer e.opMu.Unlock()
-	pid := e.supervisorPID()
-	if pid == nil {
-		return nil
-	}
-	sys := e.rt.sys
-	if _, err := request(ctx, sys, pid, &messages.Stop{Reason: why}); err != nil {
-		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
-	}
-	res, err := request(ctx, sys, siblingPID(pid, checkpointerName), &messages.Flush{})
-	if err != nil {
-		return fmt.Errorf("watchtree: stream %q: flush the checkpoint: %w", e.name, err)
-	}
-	if f, ok := res.(*messages.Flushed); ok && f.GetError() != "" {
-		return fmt.Errorf("watchtree: stream %q: flush the checkpoint: %s", e.name, f.GetError())
-	}
-	return nil
-}
-
-// start is Handle.Start (restart=false) and Handle.Restart.
-func (e *streamEntry) start(ctx context.Context, restart bool) error {
-	sys, err := e.rt.system()
-	if err != nil {
-		return err
-	}
-	e.opMu.Lock()
-	defer e.opMu.Unlock()
-	pid := e.supervisorPID()
-	if pid == nil {
-		if !e.owned {
-			return fmt.Errorf("watchtree: stream %q: its supervisor (spawned through Props) is not running: %w", e.name, ErrStopped)
-		}
-		return e.spawnTree()
-	}
-	var msg any = &messages.Start{Reason: "handle"}
-	if restart {
-		msg = &messages.Restart{Reason: "handle"}
-	}
-	if _, err := request(ctx, sys, pid, msg); err != nil {
-		return fmt.Errorf("watchtree: stream %q: %w", e.name, err)
-	}
-	return nil
+	return err
 }
 
 // defaultRequestTimeout bounds an actor request when ctx has no deadline.
@@ -545,15 +552,4 @@ func stopActor(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// drainBudgetMs returns the dispatcher's drain timeout: three quarters of the time left before
-// ctx's deadline, so the final flush and the stop still fit (0 without a deadline: the
-// dispatcher's own default, 30s, applies).
-func drainBudgetMs(ctx context.Context) int64 {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return 0
-	}
-	return max(time.Until(dl).Milliseconds()*3/4, 1)
 }

@@ -156,7 +156,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.shutdown(ctx, "runtime stop", true)
+			errs[i] = e.shutdown(ctx, "runtime stop")
 		}()
 	}
 	wg.Wait()
@@ -179,22 +179,36 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Streams returns the status of every stream spawned on the runtime, sorted by name, from the
-// runtime's cache of the supervisors' transitions (no actor round trip; Handle.Status asks the
-// supervisor itself).
-func (rt *Runtime) Streams() []StreamStatus {
+// Streams asks every stream's supervisor for its status, in parallel, each bounded by ctx (5s
+// when ctx has no deadline), and returns them sorted by name. A stream whose supervisor did not
+// answer is left out and named in the error; the others are returned all the same. After Stop
+// it returns each stream's last reported status.
+func (rt *Runtime) Streams(ctx context.Context) ([]StreamStatus, error) {
 	rt.mu.Lock()
 	entries := make([]*streamEntry, 0, len(rt.streams))
 	for _, e := range rt.streams {
 		entries = append(entries, e)
 	}
 	rt.mu.Unlock()
+	sts := make([]StreamStatus, len(entries))
+	errs := make([]error, len(entries))
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sts[i], errs[i] = e.status(ctx)
+		}()
+	}
+	wg.Wait()
 	out := make([]StreamStatus, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, e.cachedStatus())
+	for i, st := range sts {
+		if errs[i] == nil {
+			out = append(out, st)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, errors.Join(errs...)
 }
 
 // Handle returns the handle of a spawned stream (also one spawned through Props), or an error

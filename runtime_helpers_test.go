@@ -219,3 +219,13 @@ func testCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// mustStreams returns rt.Streams, failing the test on an error.
+func mustStreams(t *testing.T, rt *Runtime) []StreamStatus {
+	t.Helper()
+	sts, err := rt.Streams(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sts
+}

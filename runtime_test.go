@@ -56,7 +56,7 @@ func TestRuntimeTypedDispatch(t *testing.T) {
 	e := newRTEnv(t)
 	rt, rec := e.newRuntime(t, nil)
 	s := newSeen()
-	h, err := rt.Spawn(Stream[order]{
+	h, err := rt.Spawn(testCtx(t), Stream[order]{
 		Name:         "typed",
 		Collection:   "orders",
 		FullDocument: FullDocumentUpdateLookup,
@@ -105,10 +105,10 @@ func TestRuntimeTypedDispatch(t *testing.T) {
 		t.Fatalf("no Started event: %v", rec.all())
 	}
 	waitFor(t, "settled counts", func() bool {
-		st := rt.Streams()
+		st := mustStreams(t, rt)
 		return len(st) == 1 && st[0].Handled == 3 && st[0].Settled == 3
 	})
-	st := rt.Streams()[0]
+	st := mustStreams(t, rt)[0]
 	if st.Name != "typed" || st.State != StateRunning {
 		t.Fatalf("Streams()[0] = %+v", st)
 	}
@@ -123,7 +123,7 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := unstarted.Spawn(Stream[order]{Name: "x", Collection: "c", OnChange: noop}); !errors.Is(err, ErrNotStarted) {
+	if _, err := unstarted.Spawn(testCtx(t), Stream[order]{Name: "x", Collection: "c", OnChange: noop}); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Spawn before Start: %v, want ErrNotStarted", err)
 	}
 	if err := unstarted.Stop(context.Background()); err != nil {
@@ -135,7 +135,7 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 		t.Fatalf("second Start: %v, want ErrAlreadyStarted", err)
 	}
 	noDB, _ := e.newRuntime(t, func(c *Config) { c.Database = "" })
-	if _, err := rt.Spawn(Stream[order]{Name: "dup", Collection: "c", OnChange: noop}); err != nil {
+	if _, err := rt.Spawn(testCtx(t), Stream[order]{Name: "dup", Collection: "c", OnChange: noop}); err != nil {
 		t.Fatalf("Spawn: %v", err)
 	}
 	cases := []struct {
@@ -160,7 +160,7 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.rt.Spawn(tc.spec)
+			_, err := tc.rt.Spawn(testCtx(t), tc.spec)
 			if err == nil {
 				t.Fatal("Spawn succeeded")
 			}
@@ -176,8 +176,8 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	if _, err := Props(rt, Stream[order]{Name: "dup", Collection: "c", OnChange: noop}); !errors.Is(err, ErrDuplicateStream) {
 		t.Fatalf("Props duplicate: %v", err)
 	}
-	if len(rt.Streams()) != 1 {
-		t.Fatalf("failed spawns registered streams: %+v", rt.Streams())
+	if len(mustStreams(t, rt)) != 1 {
+		t.Fatalf("failed spawns registered streams: %+v", mustStreams(t, rt))
 	}
 	if _, err := rt.Handle("nope"); !errors.Is(err, ErrUnknownStream) {
 		t.Fatalf("Handle(nope): %v", err)
@@ -186,7 +186,7 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	if err := rt.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if _, err := rt.Spawn(Stream[order]{Name: "late", Collection: "c", OnChange: noop}); !errors.Is(err, ErrStopped) {
+	if _, err := rt.Spawn(testCtx(t), Stream[order]{Name: "late", Collection: "c", OnChange: noop}); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Spawn after Stop: %v, want ErrStopped", err)
 	}
 	if err := rt.Start(ctx); !errors.Is(err, ErrStopped) {
@@ -202,7 +202,7 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	s := newSeen()
 	spec := ordersStream("graceful", s)
 	spec.Checkpoint = CheckpointPolicy{SaveEvery: 1000, SaveInterval: time.Hour} // only Stop flushes
-	h, err := rt.Spawn(spec)
+	h, err := rt.Spawn(testCtx(t), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	// A new runtime resumes: every later event once, nothing replayed.
 	insertOrders(t, e, 50, 70)
 	rt2, _ := e.newRuntime(t, nil)
-	h2, err := rt2.Spawn(ordersStream("graceful", s))
+	h2, err := rt2.Spawn(testCtx(t), ordersStream("graceful", s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestRuntimeHandleStopStartRestart(t *testing.T) {
 	e := newRTEnv(t)
 	rt, _ := e.newRuntime(t, nil)
 	s := newSeen()
-	h, err := rt.Spawn(ordersStream("ctl", s))
+	h, err := rt.Spawn(testCtx(t), ordersStream("ctl", s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,12 +297,19 @@ func TestRuntimeHandleStopStartRestart(t *testing.T) {
 		t.Fatalf("%d events redelivered after a graceful handle stop", d)
 	}
 
+	before, err := h.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Incarnation != 2 { // the start after the stop was incarnation 2 of the same tree
+		t.Fatalf("incarnation after Stop and Start: %d, want 2", before.Incarnation)
+	}
 	if err := h.Restart(ctx); err != nil {
 		t.Fatalf("Restart: %v", err)
 	}
-	waitFor(t, "incarnation 2 running", func() bool {
+	waitFor(t, "incarnation 3 running", func() bool {
 		st, err := h.Status(ctx)
-		return err == nil && st.State == StateRunning && st.Incarnation == 2
+		return err == nil && st.State == StateRunning && st.Incarnation == 3
 	})
 	insertOrders(t, e, 20, 25)
 	waitFor(t, "25 events", func() bool { return s.distinct() == 25 })
@@ -318,7 +325,7 @@ func TestRuntimeRestartsAfterCursorDeath(t *testing.T) {
 	e.needSim(t)
 	rt, rec := e.newRuntime(t, nil)
 	s := newSeen()
-	h, err := rt.Spawn(ordersStream("dies", s))
+	h, err := rt.Spawn(testCtx(t), ordersStream("dies", s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +364,7 @@ func TestRuntimeDeadLettersReplay(t *testing.T) {
 	rt, rec := e.newRuntime(t, nil)
 	s := newSeen()
 	fixed := make(chan struct{})
-	h, err := rt.Spawn(Stream[order]{
+	h, err := rt.Spawn(testCtx(t), Stream[order]{
 		Name:       "poison",
 		Collection: "orders",
 		Retry:      RetryPolicy{MaxAttempts: 2, InitialDelay: time.Millisecond, DisableJitter: true},
@@ -478,7 +485,7 @@ func TestRuntimeStopLeavesNoGoroutine(t *testing.T) {
 		for i := range 3 {
 			s := newSeen()
 			all = append(all, s)
-			h, err := rt.Spawn(ordersStream(fmt.Sprintf("leak-%d", i), s))
+			h, err := rt.Spawn(testCtx(t), ordersStream(fmt.Sprintf("leak-%d", i), s))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -505,7 +512,7 @@ func TestRuntimeObserverEvents(t *testing.T) {
 		}))
 	})
 	s := newSeen()
-	h, err := rt.Spawn(ordersStream("observed", s))
+	h, err := rt.Spawn(testCtx(t), ordersStream("observed", s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +548,7 @@ func TestRuntimeObserverEvents(t *testing.T) {
 	waitFor(t, "Stopped{Graceful}", func() bool {
 		return rec.count(func(ev ObserverEvent) bool { st, ok := ev.(Stopped); return ok && st.Reason == Graceful }) == 1
 	})
-	st := rt.Streams()[0]
+	st := mustStreams(t, rt)[0]
 	if st.State != StateStopped || st.Handled != 5 || st.Checkpoint == nil || st.CheckpointAt.IsZero() {
 		t.Fatalf("Streams()[0] = %+v", st)
 	}
@@ -560,7 +567,7 @@ func TestRuntimeStopBoundedByContext(t *testing.T) {
 	var cancelled sync.WaitGroup
 	cancelled.Add(1)
 	var once sync.Once
-	h, err := rt.Spawn(Stream[order]{
+	h, err := rt.Spawn(testCtx(t), Stream[order]{
 		Name: "stuck", Collection: "orders",
 		OnInsert: func(ctx context.Context, ev *Event[order]) error {
 			stuck <- struct{}{}
@@ -589,7 +596,7 @@ func TestRuntimeStopBoundedByContext(t *testing.T) {
 
 	s := newSeen()
 	rt2, _ := e.newRuntime(t, nil)
-	if _, err := rt2.Spawn(ordersStream("stuck", s)); err != nil {
+	if _, err := rt2.Spawn(testCtx(t), ordersStream("stuck", s)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the unsettled event redelivered", func() bool { return s.distinct() == 1 })
@@ -622,7 +629,7 @@ func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
 		{Name: "cluster-wide", OnChange: handler("cluster-wide")},
 	} {
 		spec.Checkpoint = CheckpointPolicy{SaveEvery: 1, SaveInterval: 5 * time.Millisecond}
-		h, err := rt.Spawn(spec)
+		h, err := rt.Spawn(testCtx(t), spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -670,13 +677,13 @@ func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 	s1, s2 := newSeen(), newSeen()
 	rt1, _ := e.newRuntime(t, func(c *Config) { c.ActorSystem = sys })
 	rt2, _ := e.newRuntime(t, func(c *Config) { c.ActorSystem = sys; c.Database = e.db + "_2" })
-	h1, err := rt1.Spawn(ordersStream("same", s1))
+	h1, err := rt1.Spawn(testCtx(t), ordersStream("same", s1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec2 := ordersStream("same", s2)
 	spec2.Database = e.db // watch the same collection; the stores live in the other database
-	h2, err := rt2.Spawn(spec2)
+	h2, err := rt2.Spawn(testCtx(t), spec2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +734,7 @@ func TestSkippedReason(t *testing.T) {
 func TestRuntimePipelineRemovingIDIsTerminal(t *testing.T) {
 	e := newRTEnv(t)
 	rt, rec := e.newRuntime(t, nil)
-	h, err := rt.Spawn(Stream[order]{
+	h, err := rt.Spawn(testCtx(t), Stream[order]{
 		Name:          "no-id",
 		Collection:    "orders",
 		Pipeline:      bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}},

@@ -1,6 +1,7 @@
 package watchtree
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,27 +25,37 @@ const (
 	dispatcherName   = "dispatcher"
 )
 
-// Spawn validates spec and starts its stream tree: a supervisor (the RestartPolicy) with the
-// checkpointer and the dispatcher as siblings and the stream actor as its restartable child.
-// The stream starts at once; its handle reports and controls it.
+// Spawn validates spec, starts its stream tree and waits until the stream's change stream is
+// open: when Spawn returns without error, the stream's start position is fixed, and every write
+// committed after that is delivered to the handlers (with the default Resume and no checkpoint,
+// and with Latest, the position captured at the start is persisted before the cursor opens).
+//
+// The tree is a supervisor (the RestartPolicy) with the checkpointer and the dispatcher as
+// siblings and the stream actor as its restartable child; the handle reports and controls it.
 //
 // Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate); a
 // duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); Mode SingleLeader,
 // refused until the lease actor exists; and the database rules: a collection or cluster-wide
 // stream needs a Database (its own, or Config.Database). The stores (checkpoints, dead letters,
-// gaps) live in Config.Database, else in the stream's Database. The first Spawn that uses a store database or dead-letter collection creates its
-// indexes (idempotent; a failure is logged, not returned: indexes serve retention and listing
-// only). Spawn fails with ErrNotStarted before Start and ErrStopped after Stop.
-func (rt *Runtime) Spawn(spec Spec) (*Handle, error) {
+// gaps) live in Config.Database, else in the stream's Database.
+//
+// The wait is bounded by ctx (30s when ctx has no deadline). A start that fails with an error
+// no restart can fix (a pipeline with an unknown stage, a bad namespace, authentication) returns
+// at once with the server's error; a transient failure is retried by the RestartPolicy until ctx
+// ends, and the error then names the last cause. In both cases nothing stays registered: the
+// tree is stopped and the name is free again. Spawn fails with ErrNotStarted before Start and
+// ErrStopped after Stop.
+func (rt *Runtime) Spawn(ctx context.Context, spec Spec) (*Handle, error) {
 	e, err := rt.register(spec, true)
 	if err != nil {
 		return nil, err
 	}
-	e.opMu.Lock()
-	err = e.spawnTree()
-	e.opMu.Unlock()
-	if err != nil {
+	if err := e.spawnTree(); err != nil {
 		rt.unregister(e)
+		return nil, err
+	}
+	if err := e.awaitRunning(ctx); err != nil {
+		e.abandon()
 		return nil, err
 	}
 	e.log.Info("stream spawned", zap.Stringer("scope", e.cs.scope), zap.String("database", e.watcher.database),
@@ -57,21 +68,19 @@ func (rt *Runtime) Spawn(spec Spec) (*Handle, error) {
 // supervisor (spawn it in the runtime's actor system, Config.ActorSystem, exactly once; the
 // name is the caller's choice).
 //
-// The user then owns the supervisor actor: its spawning, its parent's strategy (a restart of the
-// supervisor rebuilds the whole tree from the stored checkpoint) and its stopping. The runtime
-// still owns the stream's registration (the name stays taken on rt), its stores, its Observer
-// events and its Handle (rt.Handle(name)): Handle.Stop stops the stream actor and flushes the
-// checkpoint but leaves the supervisor actor to the user, and Runtime.Stop drains, flushes and
-// stops the tree if it is still alive.
+// The user then owns the supervisor actor: its spawning and its parent's strategy (a restart of
+// the supervisor rebuilds the whole tree from the stored checkpoint). The tree speaks the same
+// protocol as one spawned by Spawn: Handle.Stop, or a graceful Stop message from the user's own
+// actor, drains the dispatcher and flushes the checkpoint. The runtime owns the stream's
+// registration (the name stays taken on rt), its stores, its Observer events and its Handle
+// (rt.Handle(name)); Runtime.Stop stops the tree gracefully and then stops the supervisor actor,
+// since the tree cannot outlive the runtime's stores.
 func Props(rt *Runtime, spec Spec) (*actor.Props, error) {
 	e, err := rt.register(spec, false)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	props, err := e.treeProps(true)
-	e.firstDone = true
-	e.mu.Unlock()
+	props, err := e.treeProps()
 	if err != nil {
 		rt.unregister(e)
 		return nil, err
@@ -153,18 +162,17 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 	return watchDB, storeDB, nil
 }
 
-// treeProps builds the props of the stream's supervisor and its tree. first applies the
-// stream's StartPosition (Latest, At); later trees resume from the checkpoint. e.mu is held.
-func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
+// treeProps builds the props of the stream's supervisor and its tree. The StartPosition (Latest,
+// At) applies to the first start of the tree only: the checkpointer's instances share that
+// memory, so later starts, and a tree rebuilt by a user's parent, resume from the checkpoint.
+func (e *streamEntry) treeProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
 	start := checkpointer.Resume
-	if first {
-		switch cs.start.kind {
-		case startLatest:
-			start = checkpointer.Latest
-		case startAt:
-			start = checkpointer.At(cs.start.at)
-		}
+	switch cs.start.kind {
+	case startLatest:
+		start = checkpointer.Latest
+	case startAt:
+		start = checkpointer.At(cs.start.at)
 	}
 	hl := checkpointer.Fail
 	switch cs.onHistoryLost.kind {
@@ -346,7 +354,8 @@ const skipPrefix = "watchtree: skipped: "
 // event; nothing more to report.
 func (d dispatcherEvents) HandlerPanicked(dispatcher.HandlerPanicked) {}
 
-func (d dispatcherEvents) Counted(c dispatcher.Counts) { d.e.setCounts(c) }
+// Counted: the dispatcher reports its counts to the supervisor itself (StatusReply.settlements).
+func (d dispatcherEvents) Counted(dispatcher.Counts) {}
 
 // checkpointerEvents maps the checkpointer's reports to Observer events, on its goroutine.
 type checkpointerEvents struct{ e *streamEntry }
@@ -363,7 +372,6 @@ func (c checkpointerEvents) GapRecorded(g store.Gap) {
 }
 
 func (c checkpointerEvents) Checkpointed(ev checkpointer.CheckpointedEvent) {
-	c.e.setCheckpoint(ev.Checkpoint)
 	c.e.rt.obs.OnEvent(Checkpointed{Meta: c.meta(), Token: ev.Checkpoint.Token, Settled: ev.Settled})
 }
 

@@ -67,13 +67,18 @@ func TestTransitionMapping(t *testing.T) {
 		{To: supervisor.StateBackoff, At: at, Attempt: 2, MaxAttempts: 2, Delay: 2 * time.Second, Cause: cause, Incarnation: 3},
 		{To: supervisor.StateCrashed, At: at, Attempt: 3, MaxAttempts: 2, Cause: cause, Incarnation: 4},
 		{To: supervisor.StateCrashed, At: at, Cause: &terminalError{sentinel: ErrHistoryLost, cause: cause}, Incarnation: 5},
-		{To: supervisor.StateStopped, At: at, Incarnation: 5},
+		// A graceful stop of a crashed stream reports nothing more; of a running one, Graceful.
+		{From: supervisor.StateCrashed, To: supervisor.StateStopping, At: at, Incarnation: 5},
+		{From: supervisor.StateStopping, To: supervisor.StateStopped, At: at, Incarnation: 5},
+		{From: supervisor.StateStopped, To: supervisor.StateStarting, At: at, Incarnation: 6},
+		{From: supervisor.StateStarting, To: supervisor.StateRunning, At: at, Incarnation: 6},
+		{From: supervisor.StateRunning, To: supervisor.StateStopping, At: at, Incarnation: 6},
+		{From: supervisor.StateStopping, To: supervisor.StateStopped, At: at, Incarnation: 6},
 	} {
 		e.onTransition(tr)
 	}
-	st := e.cachedStatus()
-	if st.State != StateStopped || st.Deaths != 5 || st.Restarts != 1 || st.Incarnation != 5 {
-		t.Fatalf("cache %+v", st)
+	if !errors.Is(e.lastCause, ErrHistoryLost) {
+		t.Fatalf("lastCause = %v, want the history-lost cause kept for Spawn's error", e.lastCause)
 	}
 	if err := rt.obs.Close(testCtx(t)); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,9 @@ const (
 	// The supervisor gave up (attempts exhausted or a terminal error). It stays down until an
 	// operator Start.
 	SupervisorState_SUPERVISOR_STATE_CRASHED SupervisorState = 6
+	// A graceful Stop is under way: the cursor is closed, the dispatcher drains and the
+	// checkpointer flushes. Stopped follows once the final position is written.
+	SupervisorState_SUPERVISOR_STATE_STOPPING SupervisorState = 7
 )
 
 // Enum value maps for SupervisorState.
@@ -59,6 +62,7 @@ var (
 		4: "SUPERVISOR_STATE_BACKOFF",
 		5: "SUPERVISOR_STATE_STOPPED",
 		6: "SUPERVISOR_STATE_CRASHED",
+		7: "SUPERVISOR_STATE_STOPPING",
 	}
 	SupervisorState_value = map[string]int32{
 		"SUPERVISOR_STATE_UNSPECIFIED": 0,
@@ -68,6 +72,7 @@ var (
 		"SUPERVISOR_STATE_BACKOFF":     4,
 		"SUPERVISOR_STATE_STOPPED":     5,
 		"SUPERVISOR_STATE_CRASHED":     6,
+		"SUPERVISOR_STATE_STOPPING":    7,
 	}
 )
 
@@ -147,12 +152,26 @@ func (x *Start) GetReason() string {
 	return ""
 }
 
-// Stop stops the stream actor and cancels any pending restart. The stream stays down until a
-// Start. Siblings (checkpointer, dispatcher) keep running. When sent as a request, the reply is
-// a StatusReply.
+// Stop stops the stream and cancels any pending restart. The stream stays down until a Start.
+//
+// A graceful Stop runs the whole sequence in the supervisor, whoever sends it (the Handle, a
+// remote console, the user's own parent actor): the stream actor stops (its cursor is closed, no
+// more events are read), the dispatcher drains (every accepted event finishes and settles), the
+// checkpointer writes the final position, then the state is stopped. Nothing settled before the
+// stop is redelivered after it. The reply, when sent as a request, is a StatusReply sent once the
+// sequence ended, with last_stop saying how it went. A Stop sent while a graceful stop runs joins
+// it and gets the same reply.
+//
+// A non-graceful Stop only stops the stream actor: events already accepted by the dispatcher
+// finish in the background and the checkpoint follows its policy; the reply comes at once.
 type Stop struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Reason   string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Graceful bool                   `protobuf:"varint,2,opt,name=graceful,proto3" json:"graceful,omitempty"`
+	// timeout_ms bounds a graceful stop; 0 means 30 seconds. Three quarters go to the drain, the
+	// rest to the final checkpoint write. When it passes, the stop completes anyway and
+	// last_stop.held_up_by names the step that did not finish.
+	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +211,20 @@ func (x *Stop) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Stop) GetGraceful() bool {
+	if x != nil {
+		return x.Graceful
+	}
+	return false
+}
+
+func (x *Stop) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 // Restart restarts the stream actor now (a new cursor from the resolved position), cancelling any
@@ -278,6 +311,332 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{3}
 }
 
+// AwaitRunning asks for a StatusReply once the stream has left starting and backoff: it is
+// running (its cursor is open, so its start position is fixed), standby, stopped or crashed.
+// While the stream starts or waits in backoff the reply waits; the requester bounds the wait.
+type AwaitRunning struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitRunning) Reset() {
+	*x = AwaitRunning{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitRunning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitRunning) ProtoMessage() {}
+
+func (x *AwaitRunning) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitRunning.ProtoReflect.Descriptor instead.
+func (*AwaitRunning) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{4}
+}
+
+// SettlementCounts counts settled events by outcome. The dispatcher reports increments to its
+// parent supervisor after each SettledBatch; StatusReply.settlements holds the totals since the
+// supervisor started. settled = handled + filtered + unhandled + skipped + dead_lettered + dropped.
+type SettlementCounts struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Settled   uint64                 `protobuf:"varint,1,opt,name=settled,proto3" json:"settled,omitempty"`
+	Handled   uint64                 `protobuf:"varint,2,opt,name=handled,proto3" json:"handled,omitempty"`
+	Filtered  uint64                 `protobuf:"varint,3,opt,name=filtered,proto3" json:"filtered,omitempty"`
+	Unhandled uint64                 `protobuf:"varint,4,opt,name=unhandled,proto3" json:"unhandled,omitempty"`
+	Skipped   uint64                 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// dead_lettered counts events whose dead letter was durably written.
+	DeadLettered uint64 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// dropped counts events whose attempts ran out with dead letters disabled.
+	Dropped       uint64 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettlementCounts) Reset() {
+	*x = SettlementCounts{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettlementCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettlementCounts) ProtoMessage() {}
+
+func (x *SettlementCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettlementCounts.ProtoReflect.Descriptor instead.
+func (*SettlementCounts) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SettlementCounts) GetSettled() uint64 {
+	if x != nil {
+		return x.Settled
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetHandled() uint64 {
+	if x != nil {
+		return x.Handled
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetFiltered() uint64 {
+	if x != nil {
+		return x.Filtered
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetUnhandled() uint64 {
+	if x != nil {
+		return x.Unhandled
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetDeadLettered() uint64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+// CheckpointWritten is sent by the checkpointer to its parent supervisor after every successful
+// checkpoint write; StatusReply.checkpoint is the latest one.
+type CheckpointWritten struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the resume token written (BSON), empty for an operation-time position.
+	Token []byte `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// source is the checkpoint's source: "event", "pbrt", "initial", "resume-from-now", ...
+	Source        string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	WrittenAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointWritten) Reset() {
+	*x = CheckpointWritten{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointWritten) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointWritten) ProtoMessage() {}
+
+func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
+func (*CheckpointWritten) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CheckpointWritten) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CheckpointWritten) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CheckpointWritten) GetWrittenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WrittenAt
+	}
+	return nil
+}
+
+// StopReport tells how the latest graceful stop went.
+type StopReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// settled and unsettled are the dispatcher's counts when the drain ended; unsettled events
+	// are redelivered on the next start.
+	Settled   uint64 `protobuf:"varint,1,opt,name=settled,proto3" json:"settled,omitempty"`
+	Unsettled uint64 `protobuf:"varint,2,opt,name=unsettled,proto3" json:"unsettled,omitempty"`
+	// low_water_mark is the highest seq whose position the final checkpoint covers.
+	LowWaterMark uint64 `protobuf:"varint,3,opt,name=low_water_mark,json=lowWaterMark,proto3" json:"low_water_mark,omitempty"`
+	// drained and flushed report whether those steps completed.
+	Drained bool `protobuf:"varint,4,opt,name=drained,proto3" json:"drained,omitempty"`
+	Flushed bool `protobuf:"varint,5,opt,name=flushed,proto3" json:"flushed,omitempty"`
+	// fenced: the final write was refused because another instance holds a newer lease epoch.
+	Fenced bool `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// error is the first error of the sequence ("" when it completed cleanly).
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// held_up_by names the step that did not finish within the stop's timeout ("drain",
+	// "checkpoint flush", "stream actor stop"), empty when none.
+	HeldUpBy string               `protobuf:"bytes,8,opt,name=held_up_by,json=heldUpBy,proto3" json:"held_up_by,omitempty"`
+	Took     *durationpb.Duration `protobuf:"bytes,9,opt,name=took,proto3" json:"took,omitempty"`
+	// skipped names the steps left out because a sibling had failed and is suspended.
+	Skipped       string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopReport) Reset() {
+	*x = StopReport{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopReport) ProtoMessage() {}
+
+func (x *StopReport) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopReport.ProtoReflect.Descriptor instead.
+func (*StopReport) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *StopReport) GetSettled() uint64 {
+	if x != nil {
+		return x.Settled
+	}
+	return 0
+}
+
+func (x *StopReport) GetUnsettled() uint64 {
+	if x != nil {
+		return x.Unsettled
+	}
+	return 0
+}
+
+func (x *StopReport) GetLowWaterMark() uint64 {
+	if x != nil {
+		return x.LowWaterMark
+	}
+	return 0
+}
+
+func (x *StopReport) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
+}
+
+func (x *StopReport) GetFlushed() bool {
+	if x != nil {
+		return x.Flushed
+	}
+	return false
+}
+
+func (x *StopReport) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *StopReport) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StopReport) GetHeldUpBy() string {
+	if x != nil {
+		return x.HeldUpBy
+	}
+	return ""
+}
+
+func (x *StopReport) GetTook() *durationpb.Duration {
+	if x != nil {
+		return x.Took
+	}
+	return nil
+}
+
+func (x *StopReport) GetSkipped() string {
+	if x != nil {
+		return x.Skipped
+	}
+	return ""
+}
+
 // StatusReply is one stream's supervision status.
 type StatusReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -310,14 +669,20 @@ type StatusReply struct {
 	// because their epoch or incarnation was no longer current.
 	StaleDropped uint64 `protobuf:"varint,14,opt,name=stale_dropped,json=staleDropped,proto3" json:"stale_dropped,omitempty"`
 	// transitions counts how often each state was entered, by state name ("backoff": 3).
-	Transitions   map[string]uint64 `protobuf:"bytes,15,rep,name=transitions,proto3" json:"transitions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Transitions map[string]uint64 `protobuf:"bytes,15,rep,name=transitions,proto3" json:"transitions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// settlements totals the dispatcher's settled events since the supervisor started.
+	Settlements *SettlementCounts `protobuf:"bytes,16,opt,name=settlements,proto3" json:"settlements,omitempty"`
+	// checkpoint is the latest checkpoint written since the supervisor started, unset when none.
+	Checkpoint *CheckpointWritten `protobuf:"bytes,17,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// last_stop reports the latest graceful stop, unset when none.
+	LastStop      *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +694,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +707,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatusReply) GetStream() string {
@@ -450,6 +815,27 @@ func (x *StatusReply) GetTransitions() map[string]uint64 {
 	return nil
 }
 
+func (x *StatusReply) GetSettlements() *SettlementCounts {
+	if x != nil {
+		return x.Settlements
+	}
+	return nil
+}
+
+func (x *StatusReply) GetCheckpoint() *CheckpointWritten {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *StatusReply) GetLastStop() *StopReport {
+	if x != nil {
+		return x.LastStop
+	}
+	return nil
+}
+
 // Resubscribed is sent by the stream actor to its parent supervisor once its cursor is open.
 // It resets the attempt counter. A Resubscribed whose incarnation is not the current one is
 // dropped.
@@ -462,7 +848,7 @@ type Resubscribed struct {
 
 func (x *Resubscribed) Reset() {
 	*x = Resubscribed{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +860,7 @@ func (x *Resubscribed) String() string {
 func (*Resubscribed) ProtoMessage() {}
 
 func (x *Resubscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +873,7 @@ func (x *Resubscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resubscribed.ProtoReflect.Descriptor instead.
 func (*Resubscribed) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Resubscribed) GetIncarnation() uint64 {
@@ -508,7 +894,7 @@ type RestartTick struct {
 
 func (x *RestartTick) Reset() {
 	*x = RestartTick{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +906,7 @@ func (x *RestartTick) String() string {
 func (*RestartTick) ProtoMessage() {}
 
 func (x *RestartTick) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +919,7 @@ func (x *RestartTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartTick.ProtoReflect.Descriptor instead.
 func (*RestartTick) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RestartTick) GetEpoch() uint64 {
@@ -555,7 +941,7 @@ type DeathNotice struct {
 
 func (x *DeathNotice) Reset() {
 	*x = DeathNotice{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +953,7 @@ func (x *DeathNotice) String() string {
 func (*DeathNotice) ProtoMessage() {}
 
 func (x *DeathNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +966,7 @@ func (x *DeathNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeathNotice.ProtoReflect.Descriptor instead.
 func (*DeathNotice) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeathNotice) GetSeq() uint64 {
@@ -596,12 +982,43 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
 	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1f\n" +
 	"\x05Start\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x1e\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"Y\n" +
 	"\x04Stop\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"!\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bgraceful\x18\x02 \x01(\bR\bgraceful\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"!\n" +
 	"\aRestart\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0f\n" +
-	"\rStatusRequest\"\xa7\x05\n" +
+	"\rStatusRequest\"\x0e\n" +
+	"\fAwaitRunning\"\xd9\x01\n" +
+	"\x10SettlementCounts\x12\x18\n" +
+	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x18\n" +
+	"\ahandled\x18\x02 \x01(\x04R\ahandled\x12\x1a\n" +
+	"\bfiltered\x18\x03 \x01(\x04R\bfiltered\x12\x1c\n" +
+	"\tunhandled\x18\x04 \x01(\x04R\tunhandled\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x04R\askipped\x12#\n" +
+	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x18\n" +
+	"\adropped\x18\a \x01(\x04R\adropped\"|\n" +
+	"\x11CheckpointWritten\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x129\n" +
+	"\n" +
+	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xb3\x02\n" +
+	"\n" +
+	"StopReport\x12\x18\n" +
+	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x1c\n" +
+	"\tunsettled\x18\x02 \x01(\x04R\tunsettled\x12$\n" +
+	"\x0elow_water_mark\x18\x03 \x01(\x04R\flowWaterMark\x12\x18\n" +
+	"\adrained\x18\x04 \x01(\bR\adrained\x12\x18\n" +
+	"\aflushed\x18\x05 \x01(\bR\aflushed\x12\x16\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x1c\n" +
+	"\n" +
+	"held_up_by\x18\b \x01(\tR\bheldUpBy\x12-\n" +
+	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
+	"\askipped\x18\n" +
+	" \x01(\tR\askipped\"\xe1\x06\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -620,7 +1037,12 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x06deaths\x18\f \x01(\x04R\x06deaths\x12\x1a\n" +
 	"\brestarts\x18\r \x01(\x04R\brestarts\x12#\n" +
 	"\rstale_dropped\x18\x0e \x01(\x04R\fstaleDropped\x12L\n" +
-	"\vtransitions\x18\x0f \x03(\v2*.watchtree.v1.StatusReply.TransitionsEntryR\vtransitions\x1a>\n" +
+	"\vtransitions\x18\x0f \x03(\v2*.watchtree.v1.StatusReply.TransitionsEntryR\vtransitions\x12@\n" +
+	"\vsettlements\x18\x10 \x01(\v2\x1e.watchtree.v1.SettlementCountsR\vsettlements\x12?\n" +
+	"\n" +
+	"checkpoint\x18\x11 \x01(\v2\x1f.watchtree.v1.CheckpointWrittenR\n" +
+	"checkpoint\x125\n" +
+	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"0\n" +
@@ -629,7 +1051,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\vRestartTick\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x1f\n" +
 	"\vDeathNotice\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq*\xe8\x01\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq*\x87\x02\n" +
 	"\x0fSupervisorState\x12 \n" +
 	"\x1cSUPERVISOR_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19SUPERVISOR_STATE_STARTING\x10\x01\x12\x1c\n" +
@@ -637,7 +1059,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x18SUPERVISOR_STATE_RUNNING\x10\x03\x12\x1c\n" +
 	"\x18SUPERVISOR_STATE_BACKOFF\x10\x04\x12\x1c\n" +
 	"\x18SUPERVISOR_STATE_STOPPED\x10\x05\x12\x1c\n" +
-	"\x18SUPERVISOR_STATE_CRASHED\x10\x06B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x18SUPERVISOR_STATE_CRASHED\x10\x06\x12\x1d\n" +
+	"\x19SUPERVISOR_STATE_STOPPING\x10\aB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
 
 var (
 	file_watchtree_v1_supervisor_proto_rawDescOnce sync.Once
@@ -652,32 +1075,41 @@ func file_watchtree_v1_supervisor_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_watchtree_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	(SupervisorState)(0),          // 0: watchtree.v1.SupervisorState
 	(*Start)(nil),                 // 1: watchtree.v1.Start
 	(*Stop)(nil),                  // 2: watchtree.v1.Stop
 	(*Restart)(nil),               // 3: watchtree.v1.Restart
 	(*StatusRequest)(nil),         // 4: watchtree.v1.StatusRequest
-	(*StatusReply)(nil),           // 5: watchtree.v1.StatusReply
-	(*Resubscribed)(nil),          // 6: watchtree.v1.Resubscribed
-	(*RestartTick)(nil),           // 7: watchtree.v1.RestartTick
-	(*DeathNotice)(nil),           // 8: watchtree.v1.DeathNotice
-	nil,                           // 9: watchtree.v1.StatusReply.TransitionsEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*AwaitRunning)(nil),          // 5: watchtree.v1.AwaitRunning
+	(*SettlementCounts)(nil),      // 6: watchtree.v1.SettlementCounts
+	(*CheckpointWritten)(nil),     // 7: watchtree.v1.CheckpointWritten
+	(*StopReport)(nil),            // 8: watchtree.v1.StopReport
+	(*StatusReply)(nil),           // 9: watchtree.v1.StatusReply
+	(*Resubscribed)(nil),          // 10: watchtree.v1.Resubscribed
+	(*RestartTick)(nil),           // 11: watchtree.v1.RestartTick
+	(*DeathNotice)(nil),           // 12: watchtree.v1.DeathNotice
+	nil,                           // 13: watchtree.v1.StatusReply.TransitionsEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
 }
 var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
-	0,  // 0: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
-	10, // 1: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
-	10, // 2: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
-	11, // 3: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
-	9,  // 4: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
-	5,  // [5:5] is the sub-list for method output_type
-	5,  // [5:5] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	14, // 0: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
+	15, // 1: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
+	0,  // 2: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
+	14, // 3: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
+	14, // 4: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
+	15, // 5: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
+	13, // 6: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
+	6,  // 7: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
+	7,  // 8: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
+	8,  // 9: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }
@@ -691,7 +1123,7 @@ func file_watchtree_v1_supervisor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_supervisor_proto_rawDesc), len(file_watchtree_v1_supervisor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
@@ -260,6 +261,13 @@ func (c *checkpointer) emit(name string, f func(Events)) {
 		}
 	}()
 	f(c.cfg.Events)
+}
+
+// reportWrite tells the parent supervisor about a successful write, for its status.
+func (c *checkpointer) reportWrite(ctx actor.Context, cp store.Checkpoint) {
+	if p := ctx.Parent(); p != nil {
+		ctx.Send(p, &messages.CheckpointWritten{Token: cp.Token, Source: cp.Source, WrittenAt: timestamppb.New(cp.UpdatedAt)})
+	}
 }
 
 // fence stops everything after a fenced write and escalates a terminal failure.

@@ -166,6 +166,7 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 	c.emit("Checkpointed", func(e Events) {
 		e.Checkpointed(CheckpointedEvent{Checkpoint: cp, Settled: covered, LowWaterMark: r.lwm})
 	})
+	c.reportWrite(ctx, cp)
 	c.answerWaiters(ctx, r.version, nil)
 	c.checkUnpause(ctx)
 	c.maybeSave(ctx, len(c.waiters) > 0)

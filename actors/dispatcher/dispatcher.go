@@ -62,8 +62,9 @@ type dispatcher struct {
 	drainTimer clock.Timer
 	drained    bool // Drained sent: the dispatcher accepts nothing anymore
 
-	stats  messages.DispatcherStats
-	counts Counts
+	stats    messages.DispatcherStats
+	counts   Counts
+	reported Counts // counts as last reported to the parent (reportCounts)
 }
 
 func newDispatcher(cfg Config) *dispatcher {
@@ -404,6 +405,22 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 	}
 	c := d.counts
 	emit(d.log, "Counted", func() { d.cfg.Events.Counted(c) })
+	d.reportCounts(ctx)
+}
+
+// reportCounts sends the parent supervisor what settled since the last report, so that its
+// status carries the totals across dispatcher restarts (increments add up; absolute counts of
+// a restarted instance would not).
+func (d *dispatcher) reportCounts(ctx actor.Context) {
+	p := ctx.Parent()
+	c, r := d.counts, d.reported
+	if p == nil || c.Settled == r.Settled {
+		return
+	}
+	d.reported = c
+	ctx.Send(p, &messages.SettlementCounts{Settled: c.Settled - r.Settled, Handled: c.Handled - r.Handled,
+		Filtered: c.Filtered - r.Filtered, Unhandled: c.Unhandled - r.Unhandled, Skipped: c.Skipped - r.Skipped,
+		DeadLettered: c.DeadLettered - r.DeadLettered, Dropped: c.Dropped - r.Dropped})
 }
 
 // replenish grants the current incarnation the free capacity once it is worth a message: a

@@ -58,6 +58,9 @@ type Config struct {
 	// goroutine of your own); a panic in it is recovered and logged, it never breaks the
 	// supervisor.
 	OnTransition func(Transition)
+	// Dispatcher and Checkpointer name the siblings a graceful Stop drains and flushes. Defaults
+	// "dispatcher" and "checkpointer". A step whose sibling does not exist is left out.
+	Dispatcher, Checkpointer string
 	// StartStopped leaves the stream in the stopped state when the supervisor starts, until an
 	// operator Start. By default the stream actor is spawned at once.
 	StartStopped bool
@@ -124,6 +127,12 @@ func (c Config) childName() string {
 
 func (c Config) withDefaults() Config {
 	c.ChildName = c.childName()
+	if c.Dispatcher == "" {
+		c.Dispatcher = "dispatcher"
+	}
+	if c.Checkpointer == "" {
+		c.Checkpointer = "checkpointer"
+	}
 	c.Policy = c.Policy.WithDefaults()
 	if c.Classify == nil {
 		c.Classify = DefaultClassifier()

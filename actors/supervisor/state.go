@@ -8,7 +8,8 @@ import "github.com/watchtree/watchtree/messages"
 //	starting|running → backoff    the stream actor died; a restart is scheduled
 //	backoff → starting            the restart timer fired, or an operator Start/Restart
 //	any → crashed                 a terminal error, or attempts exhausted (give-up)
-//	any → stopped                 an operator Stop, or the supervisor itself stopping
+//	any → stopping → stopped      a graceful Stop: cursor closed, dispatcher drained, checkpoint flushed
+//	any → stopped                 a non-graceful Stop, or the supervisor itself stopping
 //	stopped|crashed → starting    an operator Start or Restart
 //
 // Standby (SINGLE_LEADER, waiting for the lease) is reserved for the leader actor; nothing in
@@ -24,9 +25,12 @@ const (
 	StateBackoff
 	StateStopped
 	StateCrashed
+	// StateStopping: a graceful stop is under way (cursor closed, dispatcher draining,
+	// checkpointer flushing); stopped follows.
+	StateStopping
 )
 
-var stateNames = [...]string{"unspecified", "starting", "standby", "running", "backoff", "stopped", "crashed"}
+var stateNames = [...]string{"unspecified", "starting", "standby", "running", "backoff", "stopped", "crashed", "stopping"}
 
 // String returns the lower-case state name used in logs and in StatusReply.transitions.
 func (s State) String() string {

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -62,6 +63,15 @@ type Supervisor struct {
 	failSeq  uint64
 	failures map[uint64]failure
 
+	stop              *stopRun // the graceful stop under way, if any
+	stopGen           uint64
+	restartDispatcher bool // the dispatcher was drained by a stop: restart it on the next launch
+	lastStop          *messages.StopReport
+	awaiting          []*actor.PID // AwaitRunning requesters, answered when starting/backoff ends
+
+	settlements messages.SettlementCounts   // totals reported by the dispatcher
+	checkpoint  *messages.CheckpointWritten // latest write reported by the checkpointer
+
 	deaths, restarts, stale uint64
 	transitions             map[State]uint64
 }
@@ -101,6 +111,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.cancelTimer() // the next instance starts with its own epochs
 	case *actor.Stopping:
 		s.stopping = true
+		s.abortStop()
 		s.cancelTimer()
 		if !s.state.down() {
 			s.transition(StateStopped, "supervisor stopping", nil)
@@ -114,16 +125,36 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *messages.Resubscribed:
 		s.onResubscribed(m.GetIncarnation())
 	case *messages.Start:
-		s.onStart(ctx, m.GetReason())
+		if !s.refuseWhileStopping("start", m.GetReason()) {
+			s.onStart(ctx, m.GetReason())
+		}
 		s.respond(ctx)
 	case *messages.Stop:
+		if m.GetGraceful() || s.stop != nil {
+			s.onGracefulStop(ctx, m)
+			return
+		}
 		s.onStop(m.GetReason())
 		s.respond(ctx)
 	case *messages.Restart:
-		s.onRestart(ctx, m.GetReason())
+		if !s.refuseWhileStopping("restart", m.GetReason()) {
+			s.onRestart(ctx, m.GetReason())
+		}
 		s.respond(ctx)
 	case *messages.StatusRequest:
 		s.respond(ctx)
+	case *messages.AwaitRunning:
+		s.onAwaitRunning(ctx)
+	case *messages.Drained:
+		s.onDrained(ctx, m)
+	case *messages.Flushed:
+		s.onFlushed(m)
+	case *stopDeadline:
+		s.onStopDeadline(m)
+	case *messages.SettlementCounts:
+		s.addSettlements(m)
+	case *messages.CheckpointWritten:
+		s.checkpoint = m
 	}
 }
 
@@ -179,6 +210,12 @@ func (s *Supervisor) launch(ctx actor.Context, why string) {
 		s.sup.RestartChildren(pid)
 		delete(s.siblingsDown, id)
 	}
+	if s.restartDispatcher {
+		s.restartDispatcher = false
+		if pid := s.siblingByName(s.cfg.Dispatcher); pid != nil {
+			s.sup.RestartChildren(pid)
+		}
+	}
 	switch {
 	case s.child != nil && !s.dying:
 		s.childQ.push(s.inc)
@@ -223,6 +260,9 @@ func (s *Supervisor) onTerminated(ctx actor.Context, who *actor.PID) {
 				s.launchPending = false
 				s.spawnChild(ctx)
 			}
+			if s.stop != nil && s.stop.phase == phaseStream {
+				s.stopAdvance(ctx)
+			}
 			return
 		}
 		if s.state == StateStarting || s.state == StateRunning {
@@ -255,6 +295,9 @@ func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
 	delete(s.failures, seq)
 	if name, ok := s.siblingNames[f.who.Id]; ok {
 		s.onSiblingFailure(name, f)
+		if s.stop != nil {
+			s.onSiblingFailedWhileStopping(ctx, name)
+		}
 		return
 	}
 	if s.child == nil || !f.who.Equal(s.child) || s.dying || f.inc != s.inc ||
@@ -480,6 +523,47 @@ func (s *Supervisor) transitionAttempt(to State, why string, cause error, attemp
 	}
 	s.log.Log(level, "stream "+to.String(), fields...)
 	s.notify(t)
+	if to != StateStarting && to != StateBackoff && len(s.awaiting) > 0 {
+		reply := s.status()
+		for _, w := range s.awaiting {
+			s.root.Send(w, reply)
+		}
+		s.awaiting = nil
+	}
+}
+
+// onAwaitRunning answers at once unless the stream is starting or in backoff; then the answer
+// waits for the next transition out of those states.
+func (s *Supervisor) onAwaitRunning(ctx actor.Context) {
+	if ctx.Sender() == nil {
+		return
+	}
+	if s.state == StateStarting || s.state == StateBackoff {
+		s.awaiting = append(s.awaiting, ctx.Sender())
+		return
+	}
+	ctx.Respond(s.status())
+}
+
+// refuseWhileStopping reports (and logs) that an operator command waits for nothing: a graceful
+// stop under way finishes first, then the command can be sent again.
+func (s *Supervisor) refuseWhileStopping(verb, reason string) bool {
+	if s.stop == nil {
+		return false
+	}
+	s.log.Info("operator "+verb+" ignored: a graceful stop is under way", zap.String("reason", reason))
+	return true
+}
+
+func (s *Supervisor) addSettlements(m *messages.SettlementCounts) {
+	t := &s.settlements
+	t.Settled += m.GetSettled()
+	t.Handled += m.GetHandled()
+	t.Filtered += m.GetFiltered()
+	t.Unhandled += m.GetUnhandled()
+	t.Skipped += m.GetSkipped()
+	t.DeadLettered += m.GetDeadLettered()
+	t.Dropped += m.GetDropped()
 }
 
 func (s *Supervisor) notify(t Transition) {
@@ -528,6 +612,14 @@ func (s *Supervisor) status() *messages.StatusReply {
 	}
 	for st, n := range s.transitions {
 		r.Transitions[st.String()] = n
+	}
+	totals := proto.Clone(&s.settlements).(*messages.SettlementCounts)
+	r.Settlements = totals
+	if s.checkpoint != nil {
+		r.Checkpoint = s.checkpoint
+	}
+	if s.lastStop != nil {
+		r.LastStop = s.lastStop
 	}
 	return r
 }

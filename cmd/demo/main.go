@@ -285,7 +285,7 @@ func (d *demo) startRuntime(ctx context.Context) (*watchtree.Runtime, error) {
 		return nil, err
 	}
 	payments := d.db.Collection("payments")
-	h, err := rt.Spawn(watchtree.Stream[Order]{
+	h, err := rt.Spawn(ctx, watchtree.Stream[Order]{
 		Name:       streamName,
 		Collection: "orders",
 		Lanes:      d.cfg.lanes,

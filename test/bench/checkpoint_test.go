@@ -70,7 +70,7 @@ func BenchmarkCheckpointWrites(b *testing.B) {
 		cd := newCountdown(checkpointEvents)
 		since := time.Now()
 		b.StartTimer()
-		h, err := rt.Spawn(watchtree.Stream[order]{
+		h, err := rt.Spawn(context.Background(), watchtree.Stream[order]{
 			Name:          name,
 			Collection:    name,
 			StartPosition: watchtree.At(at),

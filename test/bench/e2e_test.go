@@ -87,7 +87,7 @@ func watchtreePhase(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, name 
 	cd := newCountdown(n)
 	b.StartTimer()
 	start := time.Now()
-	h, err := rt.Spawn(watchtree.Stream[order]{
+	h, err := rt.Spawn(context.Background(), watchtree.Stream[order]{
 		Name:          name,
 		Collection:    name,
 		StartPosition: watchtree.At(at),

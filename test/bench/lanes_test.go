@@ -71,7 +71,7 @@ func lanesPhase(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, name stri
 		b.StartTimer()
 	}
 	start := time.Now()
-	h, err := rt.Spawn(watchtree.Stream[bson.Raw]{
+	h, err := rt.Spawn(ctx, watchtree.Stream[bson.Raw]{
 		Name:          name,
 		Collection:    name,
 		Lanes:         lanes,

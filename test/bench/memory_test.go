@@ -118,7 +118,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		start := time.Now()
 		for s := range idleStreams {
 			name := fmt.Sprintf("idle-%04d-%d", s, i)
-			if _, err := rt.Spawn(watchtree.Stream[bson.Raw]{
+			if _, err := rt.Spawn(context.Background(), watchtree.Stream[bson.Raw]{
 				Name:       name,
 				Collection: name,
 				OnChange:   func(context.Context, *watchtree.Event[bson.Raw]) error { return nil },
@@ -129,7 +129,8 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		deadline := time.Now().Add(stallAfter)
 		for {
 			running := 0
-			for _, st := range rt.Streams() {
+			sts, _ := rt.Streams(context.Background())
+			for _, st := range sts {
 				if st.State == watchtree.StateRunning {
 					running++
 				}

@@ -46,7 +46,7 @@ func TestNoGoroutineSurvivesStop(t *testing.T) {
 		got := map[string]*handled{"a": newHandled(), "b": newHandled(), "c": newHandled()}
 		held := make(chan struct{})
 		for i, name := range []string{"a", "b", "c"} {
-			_, err := rt.Spawn(watchtree.Stream[Order]{Name: "leak-" + name, Collection: "orders", Lanes: 1 + 3*i,
+			_, err := rt.Spawn(ctx, watchtree.Stream[Order]{Name: "leak-" + name, Collection: "orders", Lanes: 1 + 3*i,
 				Retry: quickRetry,
 				OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 					switch {
@@ -66,7 +66,8 @@ func TestNoGoroutineSurvivesStop(t *testing.T) {
 		}
 		waitFor(t, "three streams running", func() bool {
 			n := 0
-			for _, st := range rt.Streams() {
+			sts, _ := rt.Streams(ctx)
+			for _, st := range sts {
 				if st.State == watchtree.StateRunning {
 					n++
 				}

@@ -198,7 +198,9 @@ func (r *rtEnv) stop(t *testing.T) {
 // spawn spawns spec and fails the test on error.
 func (r *rtEnv) spawn(t *testing.T, spec watchtree.Spec) *watchtree.Handle {
 	t.Helper()
-	h, err := r.rt.Spawn(spec)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	h, err := r.rt.Spawn(ctx, spec)
 	if err != nil {
 		t.Fatalf("Spawn(%s): %v", spec.StreamName(), err)
 	}

@@ -36,7 +36,8 @@ func historyLostOf(r *rtEnv) []watchtree.ObserverEvent {
 }
 
 // TestHistoryLostFail: under Fail (the default) a stream whose checkpoint fell out of the oplog
-// stops terminally with ErrHistoryLost, reports it, writes no gap and handles nothing.
+// stops terminally with ErrHistoryLost: Spawn returns that error and frees the name, the loss is
+// reported, no gap is written and nothing is handled.
 func TestHistoryLostFail(t *testing.T) {
 	e := newEnv(t)
 	e.needSim("TruncateOplog")
@@ -44,8 +45,15 @@ func TestHistoryLostFail(t *testing.T) {
 	loseHistory(t, e, got)
 
 	r := e.startRuntime(nil)
-	h := r.spawn(t, watchtree.Stream[Order]{Name: "hl", Collection: "orders", Restart: fastRestart, OnInsert: got.handler()})
-	waitState(t, h, watchtree.StateCrashed)
+	spec := watchtree.Stream[Order]{Name: "hl", Collection: "orders", Restart: fastRestart, OnInsert: got.handler()}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if _, err := r.rt.Spawn(ctx, spec); !errors.Is(err, watchtree.ErrHistoryLost) {
+		t.Fatalf("Spawn: %v, want an error matching ErrHistoryLost", err)
+	}
+	if _, err := r.rt.Handle("hl"); !errors.Is(err, watchtree.ErrUnknownStream) {
+		t.Errorf("after a failed Spawn the name is still taken: %v", err)
+	}
 	stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
 		s, ok := ev.(watchtree.Stopped)
 		return ok && s.Terminal

@@ -72,7 +72,7 @@ func workerMain() int {
 		return fail("Start: %v", err)
 	}
 	deliveries := cl.Database(db).Collection("deliveries")
-	_, err = rt.Spawn(watchtree.Stream[Order]{
+	_, err = rt.Spawn(ctx, watchtree.Stream[Order]{
 		Name: workerStream, Collection: "orders", Lanes: 1,
 		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: workerSaveEvery, SaveInterval: 200 * time.Millisecond},
 		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {

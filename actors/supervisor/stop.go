@@ -1,0 +1,243 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// DefaultStopTimeout bounds a graceful Stop whose timeout_ms is 0.
+const DefaultStopTimeout = 30 * time.Second
+
+// stopPhase is the step a graceful stop waits for.
+type stopPhase uint8
+
+const (
+	phaseStream stopPhase = iota // the stream actor is stopping (its cursor closes)
+	phaseDrain                   // Drain sent to the dispatcher, waiting for Drained
+	phaseFlush                   // Flush sent to the checkpointer, waiting for Flushed
+)
+
+var phaseNames = [...]string{"stream actor stop", "drain", "checkpoint flush"}
+
+func (p stopPhase) String() string { return phaseNames[p] }
+
+// stopRun is one graceful stop in progress. Every Stop that arrives meanwhile joins it.
+type stopRun struct {
+	gen      uint64
+	reason   string
+	phase    stopPhase
+	started  time.Time
+	deadline time.Time
+	timer    clock.Timer
+	waiters  []*actor.PID
+	report   *messages.StopReport
+}
+
+// stopDeadline is the graceful stop's own timer firing (a message to self, plain Go). A
+// deadline of an older run is dropped.
+type stopDeadline struct{ gen uint64 }
+
+// onGracefulStop starts the sequence stream actor stop → drain → flush → stopped, or joins the
+// one under way. The requester (if any) gets the StatusReply when the sequence ends.
+func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
+	if s.stop != nil {
+		if ctx.Sender() != nil {
+			s.stop.waiters = append(s.stop.waiters, ctx.Sender())
+		}
+		return
+	}
+	if s.state == StateStopped {
+		s.respond(ctx)
+		return
+	}
+	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
+	if timeout <= 0 {
+		timeout = DefaultStopTimeout
+	}
+	now := s.cfg.Clock.Now()
+	s.stopGen++
+	run := &stopRun{gen: s.stopGen, reason: m.GetReason(), started: now, deadline: now.Add(timeout),
+		report: &messages.StopReport{}}
+	if ctx.Sender() != nil {
+		run.waiters = append(run.waiters, ctx.Sender())
+	}
+	root, self, gen := s.root, s.self, run.gen
+	run.timer = s.cfg.Clock.AfterFunc(timeout, func() { root.Send(self, &stopDeadline{gen: gen}) })
+	s.stop = run
+	s.cancelTimer()
+	s.transition(StateStopping, operatorWhy("stop", m.GetReason())+": closing the cursor", nil)
+	if s.child == nil {
+		s.stopAdvance(ctx)
+		return
+	}
+	s.stopChild()
+}
+
+// stopAdvance moves the graceful stop past the step it waited for.
+func (s *Supervisor) stopAdvance(ctx actor.Context) {
+	run := s.stop
+	switch run.phase {
+	case phaseStream:
+		run.phase = phaseDrain
+		if pid := s.healthySibling(s.cfg.Dispatcher, run); pid != nil {
+			s.why = operatorWhy("stop", run.reason) + ": draining the dispatcher"
+			ctx.Request(pid, &messages.Drain{TimeoutMs: s.drainBudgetMs(run)})
+			return
+		}
+		fallthrough
+	case phaseDrain:
+		run.phase = phaseFlush
+		if pid := s.healthySibling(s.cfg.Checkpointer, run); pid != nil {
+			s.why = operatorWhy("stop", run.reason) + ": writing the final checkpoint"
+			ctx.Request(pid, &messages.Flush{})
+			return
+		}
+		fallthrough
+	default:
+		s.finishStop()
+	}
+}
+
+// healthySibling returns the PID of the named sibling, or nil (noting the skipped step) when it
+// does not exist or failed and is suspended: a suspended actor would answer nothing.
+func (s *Supervisor) healthySibling(name string, run *stopRun) *actor.PID {
+	pid := s.siblingByName(name)
+	if pid == nil {
+		return nil
+	}
+	if _, down := s.siblingsDown[pid.Id]; down {
+		note := run.phase.String() + " (the " + name + " failed)"
+		if run.report.Skipped != "" {
+			note = run.report.Skipped + ", " + note
+		}
+		run.report.Skipped = note
+		return nil
+	}
+	return pid
+}
+
+// drainBudgetMs gives the drain three quarters of the time left, so that the final flush fits.
+func (s *Supervisor) drainBudgetMs(run *stopRun) int64 {
+	left := run.deadline.Sub(s.cfg.Clock.Now())
+	return max(left.Milliseconds()*3/4, 1)
+}
+
+// onDrained records the dispatcher's answer and goes on to the flush.
+func (s *Supervisor) onDrained(ctx actor.Context, m *messages.Drained) {
+	if s.stop == nil || s.stop.phase != phaseDrain {
+		return
+	}
+	r := s.stop.report
+	r.Settled, r.Unsettled, r.Drained = m.GetSettled(), m.GetUnsettled(), !m.GetTimedOut()
+	if m.GetTimedOut() {
+		s.stopError(fmt.Sprintf("drain timed out: %d events unsettled, redelivered on the next start", m.GetUnsettled()))
+		r.HeldUpBy = phaseDrain.String()
+	}
+	s.stopAdvance(ctx)
+}
+
+// onFlushed records the checkpointer's answer and ends the stop.
+func (s *Supervisor) onFlushed(m *messages.Flushed) {
+	if s.stop == nil || s.stop.phase != phaseFlush {
+		return
+	}
+	r := s.stop.report
+	r.LowWaterMark, r.Fenced = m.GetLowWaterMark(), m.GetFenced()
+	switch {
+	case m.GetFenced():
+		// Another instance owns the stream and resumes from its own position.
+		s.log.Warn("final checkpoint not written: fenced by a newer lease epoch")
+	case m.GetError() != "":
+		s.stopError("final checkpoint write failed: " + m.GetError())
+	default:
+		r.Flushed = true
+	}
+	s.finishStop()
+}
+
+// onStopDeadline ends a stop whose step did not answer in time, naming the step.
+func (s *Supervisor) onStopDeadline(m *stopDeadline) {
+	if s.stop == nil || s.stop.gen != m.gen {
+		return
+	}
+	step := s.stop.phase.String()
+	s.stop.report.HeldUpBy = step
+	s.stopError(fmt.Sprintf("the %s did not finish within the stop timeout", step))
+	s.stop.timer = nil
+	s.finishStop()
+}
+
+func (s *Supervisor) stopError(msg string) {
+	if r := s.stop.report; r.Error == "" {
+		r.Error = msg
+	} else {
+		r.Error += "; " + msg
+	}
+}
+
+// onSiblingFailedWhileStopping skips the step that waits for a sibling that just failed.
+func (s *Supervisor) onSiblingFailedWhileStopping(ctx actor.Context, name string) {
+	run := s.stop
+	waiting := (run.phase == phaseDrain && name == s.cfg.Dispatcher) || (run.phase == phaseFlush && name == s.cfg.Checkpointer)
+	if !waiting {
+		return
+	}
+	s.stopError(fmt.Sprintf("the %s failed during the %s", name, run.phase))
+	s.stopAdvance(ctx)
+}
+
+// finishStop enters stopped and answers everyone who asked for the stop.
+func (s *Supervisor) finishStop() {
+	run := s.stop
+	s.stop = nil
+	if run.timer != nil {
+		run.timer.Stop()
+	}
+	// The drained dispatcher accepts nothing more: the next launch restarts it.
+	s.restartDispatcher = true
+	run.report.Took = durationpb.New(s.cfg.Clock.Now().Sub(run.started))
+	s.lastStop = run.report
+	why := operatorWhy("stop", run.reason)
+	if run.report.Error != "" {
+		why += " (" + run.report.Error + ")"
+	}
+	s.log.Info("graceful stop finished", zap.Uint64("settled", run.report.GetSettled()),
+		zap.Uint64("unsettled", run.report.GetUnsettled()), zap.Uint64("low_water_mark", run.report.GetLowWaterMark()),
+		zap.Bool("flushed", run.report.GetFlushed()), zap.String("held_up_by", run.report.GetHeldUpBy()),
+		zap.String("skipped", run.report.GetSkipped()), zap.Duration("took", run.report.GetTook().AsDuration()))
+	s.transition(StateStopped, why, nil)
+	reply := s.status()
+	for _, w := range run.waiters {
+		s.root.Send(w, reply)
+	}
+}
+
+// abortStop answers the waiters of a stop cut short by the supervisor's own stop.
+func (s *Supervisor) abortStop() {
+	if s.stop == nil {
+		return
+	}
+	s.stopError("the supervisor stopped during the " + s.stop.phase.String())
+	s.stop.report.HeldUpBy = s.stop.phase.String()
+	s.finishStop()
+}
+
+// siblingByName returns the live sibling of that name, or nil.
+func (s *Supervisor) siblingByName(name string) *actor.PID {
+	if name == "" {
+		return nil
+	}
+	for _, pid := range s.siblings {
+		if s.siblingNames[pid.Id] == name {
+			return pid
+		}
+	}
+	return nil
+}
