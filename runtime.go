@@ -46,6 +46,8 @@ type Runtime struct {
 
 	// sysOpts are extra options for the runtime's own actor system (tests).
 	sysOpts []actor.ConfigOption
+	// treeSenderMW is added to every actor of every stream tree (tests: protocheck).
+	treeSenderMW []actor.SenderMiddleware
 
 	mu        sync.Mutex
 	state     runtimeState

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/watchtree/watchtree/internal/protocheck"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -88,6 +89,7 @@ func (e *rtEnv) newRuntime(t *testing.T, edit func(*Config)) (*Runtime, *obsReco
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	checkProtocol(t, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), rtWait)
 	defer cancel()
 	if err := rt.Start(ctx); err != nil {
@@ -228,4 +230,12 @@ func mustStreams(t *testing.T, rt *Runtime) []StreamStatus {
 		t.Fatal(err)
 	}
 	return sts
+}
+
+// checkProtocol fails the test when an actor of any of rt's stream trees sends another actor a
+// message that is not protobuf (what an actor sends itself may be plain Go).
+func checkProtocol(t *testing.T, rt *Runtime) {
+	rt.treeSenderMW = append(rt.treeSenderMW, protocheck.SenderMiddleware(func(v protocheck.Violation) {
+		t.Errorf("%v sent %v a non-protobuf message %T", v.From, v.To, v.Message)
+	}))
 }

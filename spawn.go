@@ -245,13 +245,17 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 			Multiplier:   cs.restart.Multiplier,
 			Jitter:       cs.restart.Jitter,
 		},
-		Classify:     classifyFailure,
-		Clock:        rt.clk,
-		Logger:       rt.log,
-		OnTransition: e.onTransition,
+		Classify:         classifyFailure,
+		SenderMiddleware: rt.treeSenderMW,
+		Clock:            rt.clk,
+		Logger:           rt.log,
+		OnTransition:     e.onTransition,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: supervisor: %w", cs.name, err)
+	}
+	if len(rt.treeSenderMW) > 0 {
+		props = props.Clone(actor.WithSenderMiddleware(rt.treeSenderMW...))
 	}
 	return props, nil
 }

@@ -8,13 +8,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -107,18 +105,5 @@ func TestTransitionMapping(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("events\n got %v\nwant %v", got, want)
-	}
-}
-
-// TestRuntimeMessagesAreProto: every message the runtime sends to or receives from the actors
-// is a protobuf message.
-func TestRuntimeMessagesAreProto(t *testing.T) {
-	for _, m := range []any{
-		&messages.Start{}, &messages.Stop{}, &messages.Restart{}, &messages.StatusRequest{}, &messages.StatusReply{},
-		&messages.Drain{}, &messages.Drained{}, &messages.Flush{}, &messages.Flushed{},
-	} {
-		if _, ok := m.(proto.Message); !ok {
-			t.Errorf("%T is not a proto.Message", m)
-		}
 	}
 }

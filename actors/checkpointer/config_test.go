@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -101,19 +98,5 @@ func TestPolicyStrings(t *testing.T) {
 	if Resume.String() != "Resume" || Latest.String() != "Latest" ||
 		At(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)).String() != "At(2026-01-02T03:04:05Z)" {
 		t.Fatal("StartPosition strings")
-	}
-}
-
-// TestMessagesAreProto: every message the checkpointer sends to or receives from other actors
-// is a protobuf message.
-func TestMessagesAreProto(t *testing.T) {
-	for _, m := range []any{
-		&messages.ResolveStart{}, &messages.StartFrom{}, &messages.OperationTime{}, &messages.HistoryLost{},
-		&messages.Flush{}, &messages.Flushed{}, &messages.FlowControl{}, &messages.AttachDispatcher{},
-		&messages.Progress{}, &messages.SettledBatch{}, &messages.Settled{},
-	} {
-		if _, ok := m.(proto.Message); !ok {
-			t.Errorf("%T is not a proto.Message", m)
-		}
 	}
 }

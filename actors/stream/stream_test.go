@@ -426,22 +426,6 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	eventually(t, "the reader ended after Stop", func() bool { return liveReaders.Load() == 0 })
 }
 
-func TestMessagesAreProto(t *testing.T) {
-	msgs := []any{
-		// received
-		&messages.StartFrom{}, &messages.Demand{}, &messages.ReaderOpened{}, &messages.ReaderEnded{},
-		&messages.StreamStatsRequest{},
-		// sent
-		&messages.ResolveStart{}, &messages.HistoryLost{}, &messages.Subscribe{}, &messages.EventBatch{},
-		&messages.Event{}, &messages.Resubscribed{}, &messages.StreamStats{},
-	}
-	for _, m := range msgs {
-		if _, ok := m.(proto.Message); !ok {
-			t.Errorf("%T is not a proto.Message", m)
-		}
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	ok := Config{Stream: "s", Watcher: WatcherFunc(nil)}
 	if err := ok.Validate(); err != nil {

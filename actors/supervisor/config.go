@@ -61,6 +61,10 @@ type Config struct {
 	// Dispatcher and Checkpointer name the siblings a graceful Stop drains and flushes. Defaults
 	// "dispatcher" and "checkpointer". A step whose sibling does not exist is left out.
 	Dispatcher, Checkpointer string
+	// SenderMiddleware is added to the props of every actor the supervisor spawns (siblings and
+	// stream actor); the supervisor's own props are the caller's to decorate. Tests use it to
+	// check what crosses between the actors. Optional.
+	SenderMiddleware []actor.SenderMiddleware
 	// StartStopped leaves the stream in the stopped state when the supervisor starts, until an
 	// operator Start. By default the stream actor is spawned at once.
 	StartStopped bool

@@ -186,7 +186,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.sup = sup
 	s.since = s.cfg.Clock.Now()
 	for _, sib := range s.cfg.Siblings {
-		props := sib.Props.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)))
+		props := sib.Props.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
 		pid, err := ctx.SpawnNamed(props, sib.Name)
 		if err != nil {
 			s.log.Error("sibling spawn failed", zap.String("sibling", sib.Name), zap.Error(err))
@@ -231,7 +231,7 @@ func (s *Supervisor) launch(ctx actor.Context, why string) {
 func (s *Supervisor) spawnChild(ctx actor.Context) {
 	q := &incarnations{}
 	q.push(s.inc)
-	props := s.cfg.Child.Clone(actor.WithReceiverMiddleware(childMiddleware(q)))
+	props := s.cfg.Child.Clone(actor.WithReceiverMiddleware(childMiddleware(q)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
 	pid, err := ctx.SpawnNamed(props, s.cfg.ChildName)
 	if err != nil {
 		// Only a name clash can get here; treat it as a death so the policy retries later.

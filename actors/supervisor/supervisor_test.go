@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/messages"
 )
@@ -649,18 +648,6 @@ func TestObserverPanicDoesNotBreakSupervisor(t *testing.T) {
 	}
 	if h.logs.FilterMessage("OnTransition panicked").Len() == 0 {
 		t.Fatal("observer panic not logged")
-	}
-}
-
-// TestControlMessagesAreProto: every message the supervisor sends or accepts is protobuf.
-func TestControlMessagesAreProto(t *testing.T) {
-	for _, m := range []any{
-		&messages.Start{}, &messages.Stop{}, &messages.Restart{}, &messages.StatusRequest{},
-		&messages.StatusReply{}, &messages.Resubscribed{}, &messages.RestartTick{}, &messages.DeathNotice{},
-	} {
-		if _, ok := m.(proto.Message); !ok {
-			t.Errorf("%T is not a proto.Message", m)
-		}
 	}
 }
 
