@@ -13,6 +13,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -104,7 +105,7 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 	if _, dup := rt.streams[cs.name]; dup {
 		rt.mu.Unlock()
 		return nil, &ConfigError{Stream: cs.name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
-			Err: ErrDuplicateStream, inStream: true}
+			Err: ErrDuplicateStream}
 	}
 	st, err := rt.storeLocked(storeDB, cs.deadLetter.Collection)
 	if err != nil {
@@ -131,7 +132,7 @@ func (rt *Runtime) unregister(e *streamEntry) {
 // instance would break its promise of one consumer at a time.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
 	if cs.mode == SingleLeader {
-		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Mode",
+		return "", "", &ConfigError{Stream: cs.name, Field: "Mode",
 			Rule: "SingleLeader is not available in this version (no lease actor yet); use AllInstances"}
 	}
 	watchDB = cs.database
@@ -139,7 +140,7 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 		watchDB = rt.cfg.Database
 	}
 	if cs.scope == scopeCollection && watchDB == "" {
-		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Database",
+		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
 	}
 	storeDB = rt.cfg.Database
@@ -147,7 +148,7 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 		storeDB = watchDB
 	}
 	if storeDB == "" {
-		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Database",
+		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (a cluster-wide stream's checkpoints need a database)"}
 	}
 	return watchDB, storeDB, nil
@@ -159,19 +160,20 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
 	start := checkpointer.Resume
 	if first {
-		switch cs.start.kind {
-		case startLatest:
+		switch cs.start.Kind() {
+		case policy.StartLatest:
 			start = checkpointer.Latest
-		case startAt:
-			start = checkpointer.At(cs.start.at)
+		case policy.StartAt:
+			at, _ := cs.start.Time()
+			start = checkpointer.At(at)
 		}
 	}
 	hl := checkpointer.Fail
-	switch cs.onHistoryLost.kind {
-	case historyResumeFromNow:
+	switch cs.onHistoryLost.Kind() {
+	case policy.HistoryResumeFromNow:
 		hl = checkpointer.ResumeFromNow
-	case historyRebuild:
-		hl = checkpointer.Rebuild(cs.onHistoryLost.rebuild)
+	case policy.HistoryRebuild:
+		hl = checkpointer.Rebuild(cs.onHistoryLost.RebuildFunc())
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:           cs.name,
