@@ -199,16 +199,10 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 		dl = e.store
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
-		Stream: cs.name,
-		Router: cs.router,
-		Lanes:  cs.lanes,
-		Retry: dispatcher.RetryPolicy{
-			MaxAttempts:   cs.retry.MaxAttempts,
-			InitialDelay:  cs.retry.InitialDelay,
-			MaxDelay:      cs.retry.MaxDelay,
-			Multiplier:    cs.retry.Multiplier,
-			DisableJitter: cs.retry.DisableJitter,
-		},
+		Stream:              cs.name,
+		Router:              cs.router,
+		Lanes:               cs.lanes,
+		Retry:               cs.retry,
 		DeadLetters:         dl,
 		DeadLetterRetention: cs.deadLetter.Retention,
 		CheckpointerName:    checkpointerName,
