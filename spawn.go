@@ -13,7 +13,6 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -158,38 +157,22 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 // stream's StartPosition (Latest, At); later trees resume from the checkpoint. e.mu is held.
 func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
-	start := checkpointer.Resume
+	start := Resume
 	if first {
-		switch cs.start.Kind() {
-		case policy.StartLatest:
-			start = checkpointer.Latest
-		case policy.StartAt:
-			at, _ := cs.start.Time()
-			start = checkpointer.At(at)
-		}
-	}
-	hl := checkpointer.Fail
-	switch cs.onHistoryLost.Kind() {
-	case policy.HistoryResumeFromNow:
-		hl = checkpointer.ResumeFromNow
-	case policy.HistoryRebuild:
-		hl = checkpointer.Rebuild(cs.onHistoryLost.RebuildFunc())
+		start = cs.start
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
-		Stream:           cs.name,
-		Store:            e.store,
-		Gaps:             e.store,
-		Positions:        e.watcher,
-		StartPosition:    start,
-		OnHistoryLost:    hl,
-		SaveEvery:        cs.checkpoint.SaveEvery,
-		SaveInterval:     cs.checkpoint.SaveInterval,
-		IdleSaveInterval: cs.checkpoint.IdleInterval,
-		MaxUnflushed:     cs.checkpoint.MaxUnflushed,
-		Owner:            rt.cfg.InstanceID,
-		Clock:            rt.clk,
-		Logger:           rt.log,
-		Events:           checkpointerEvents{e},
+		Stream:        cs.name,
+		Store:         e.store,
+		Gaps:          e.store,
+		Positions:     e.watcher,
+		StartPosition: start,
+		OnHistoryLost: cs.onHistoryLost,
+		Checkpoint:    cs.checkpoint,
+		Owner:         rt.cfg.InstanceID,
+		Clock:         rt.clk,
+		Logger:        rt.log,
+		Events:        checkpointerEvents{e},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.name, err)

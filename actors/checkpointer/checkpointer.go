@@ -222,9 +222,9 @@ func (c *checkpointer) stopTimers() {
 
 // after arms a timer that sends a tick of kind to the actor.
 func (c *checkpointer) after(kind tickKind) clock.Timer {
-	var d = c.cfg.SaveInterval
+	var d = c.cfg.Checkpoint.SaveInterval
 	if kind == tickInterval && c.intervalIdle {
-		d = c.cfg.IdleSaveInterval
+		d = c.cfg.Checkpoint.IdleInterval
 	}
 	if kind == tickRetry {
 		d = c.cfg.retryDelay(c.failures)

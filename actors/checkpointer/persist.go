@@ -106,7 +106,7 @@ func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 	if c.retryTimer != nil && !force {
 		return
 	}
-	countDue := c.settledTotal-c.coveredSettled >= uint64(c.cfg.SaveEvery)
+	countDue := c.settledTotal-c.coveredSettled >= uint64(c.cfg.Checkpoint.SaveEvery)
 	if !force && !countDue && !c.intervalDue {
 		return
 	}
@@ -191,19 +191,19 @@ func (c *checkpointer) saveFailed(ctx actor.Context, err error) {
 // checkPause pauses the dispatcher when the settlements not covered by a successful write exceed
 // MaxUnflushed.
 func (c *checkpointer) checkPause(ctx actor.Context) {
-	if c.paused || c.unflushed() <= c.cfg.MaxUnflushed {
+	if c.paused || c.unflushed() <= c.cfg.Checkpoint.MaxUnflushed {
 		return
 	}
 	c.paused = true
 	c.log.Warn("too much unflushed progress: pausing the dispatcher", zap.Int("unflushed", c.unflushed()),
-		zap.Int("max_unflushed", c.cfg.MaxUnflushed))
+		zap.Int("max_unflushed", c.cfg.Checkpoint.MaxUnflushed))
 	if c.dispatcher != nil {
 		ctx.Send(c.dispatcher, &messages.FlowControl{Paused: true})
 	}
 }
 
 func (c *checkpointer) checkUnpause(ctx actor.Context) {
-	if !c.paused || c.unflushed() > c.cfg.MaxUnflushed {
+	if !c.paused || c.unflushed() > c.cfg.Checkpoint.MaxUnflushed {
 		return
 	}
 	c.paused = false
