@@ -5,6 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/watchtree/watchtree/actors/checkpointer"
+	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // The retry, restart and checkpoint policies, StartPosition and HistoryLostPolicy are defined,
@@ -97,4 +102,85 @@ func TestDeadLetterPolicyValidate(t *testing.T) {
 		{"negative retention", DeadLetterPolicy{Retention: -time.Hour}.Validate(),
 			[]string{"watchtree: DeadLetterPolicy.Retention must be > 0 (0 means the default 336h0m0s), got -1h0m0s"}},
 	})
+}
+
+// TestOneDefinitionPerPolicy: the policy types the actors take in their Config are the root's
+// types themselves, not look-alike copies: the assignments below compile only for identical
+// types (two distinct named types are never assignable to each other). ConfigError and
+// ErrInvalidConfig are likewise the policy package's, so a policy validated anywhere matches
+// the root's sentinel.
+func TestOneDefinitionPerPolicy(t *testing.T) {
+	var (
+		_ RetryPolicy         = dispatcher.Config{}.Retry
+		_ RestartPolicy       = supervisor.Config{}.Policy
+		_ CheckpointPolicy    = checkpointer.Config{}.Checkpoint
+		_ StartPosition       = checkpointer.Config{}.StartPosition
+		_ HistoryLostPolicy   = checkpointer.Config{}.OnHistoryLost
+		_ *policy.ConfigError = (*ConfigError)(nil)
+	)
+	if ErrInvalidConfig != policy.ErrInvalidConfig {
+		t.Fatal("ErrInvalidConfig is not policy.ErrInvalidConfig")
+	}
+	// An actor's own validation of a policy yields the root's error type and sentinel.
+	_, err := dispatcher.New(dispatcher.Config{Stream: "s", Router: stubRouter{}, Retry: RetryPolicy{Multiplier: 0.5}})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Config.Retry.Multiplier" || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("dispatcher.New with an invalid Retry = %v, want a *watchtree.ConfigError on Config.Retry.Multiplier", err)
+	}
+}
+
+// stubRouter satisfies dispatcher.Router for a Config that is only validated.
+type stubRouter struct{ dispatcher.Router }
+
+// TestPolicyErrorsNameTheirPath: a policy validated on its own names its fields after the root's
+// type; inside a Stream, after the Stream field, with the stream's name. Every error is a
+// *ConfigError matching ErrInvalidConfig.
+func TestPolicyErrorsNameTheirPath(t *testing.T) {
+	alone := []struct {
+		err   error
+		field string
+	}{
+		{RetryPolicy{Multiplier: 0.5}.Validate(), "RetryPolicy.Multiplier"},
+		{RestartPolicy{MaxAttempts: -1}.Validate(), "RestartPolicy.MaxAttempts"},
+		{CheckpointPolicy{SaveEvery: -1}.Validate(), "CheckpointPolicy.SaveEvery"},
+		{At(time.Time{}).Validate(), "StartPosition"},
+		{Rebuild(nil).Validate(), "HistoryLostPolicy"},
+		{DeadLetterPolicy{Retention: -1}.Validate(), "DeadLetterPolicy.Retention"},
+	}
+	for _, tt := range alone {
+		var ce *ConfigError
+		if !errors.As(tt.err, &ce) || ce.Field != tt.field || ce.Stream != "" || !errors.Is(tt.err, ErrInvalidConfig) {
+			t.Errorf("%v: want a *ConfigError on %s matching ErrInvalidConfig", tt.err, tt.field)
+		}
+	}
+
+	inStream := []struct {
+		mutate func(*Stream[testOrder])
+		field  string
+	}{
+		{func(s *Stream[testOrder]) { s.Retry.MaxAttempts = -1 }, "Retry.MaxAttempts"},
+		{func(s *Stream[testOrder]) { s.Retry.InitialDelay = -1 }, "Retry.InitialDelay"},
+		{func(s *Stream[testOrder]) { s.Retry.MaxDelay = -1 }, "Retry.MaxDelay"},
+		{func(s *Stream[testOrder]) { s.Retry.Multiplier = 0.5 }, "Retry.Multiplier"},
+		{func(s *Stream[testOrder]) { s.Restart.MaxAttempts = -1 }, "Restart.MaxAttempts"},
+		{func(s *Stream[testOrder]) { s.Restart.InitialDelay = -1 }, "Restart.InitialDelay"},
+		{func(s *Stream[testOrder]) { s.Restart.MaxDelay = -1 }, "Restart.MaxDelay"},
+		{func(s *Stream[testOrder]) { s.Restart.Multiplier = 0.5 }, "Restart.Multiplier"},
+		{func(s *Stream[testOrder]) { s.Checkpoint.SaveEvery = -1 }, "Checkpoint.SaveEvery"},
+		{func(s *Stream[testOrder]) { s.Checkpoint.SaveInterval = -1 }, "Checkpoint.SaveInterval"},
+		{func(s *Stream[testOrder]) { s.Checkpoint.IdleInterval = -1 }, "Checkpoint.IdleInterval"},
+		{func(s *Stream[testOrder]) { s.Checkpoint.MaxUnflushed = -1 }, "Checkpoint.MaxUnflushed"},
+		{func(s *Stream[testOrder]) { s.StartPosition = At(time.Time{}) }, "StartPosition"},
+		{func(s *Stream[testOrder]) { s.OnHistoryLost = Rebuild(nil) }, "OnHistoryLost"},
+		{func(s *Stream[testOrder]) { s.DeadLetter.Retention = -1 }, "DeadLetter.Retention"},
+	}
+	for _, tt := range inStream {
+		s := validStream()
+		tt.mutate(&s)
+		err := s.Validate()
+		got := configErrorsOf(t, err)
+		if len(got) != 1 || got[0].Field != tt.field || got[0].Stream != "orders" || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate() = %v, want one *ConfigError on that field of stream orders", tt.field, err)
+		}
+	}
 }
