@@ -122,7 +122,7 @@ type checkpointer struct {
 	timerGen         uint64
 	intervalTimer    clock.Timer
 	intervalDue      bool
-	intervalIdle     bool // the armed interval timer waits IdleSaveInterval (only the PBRT moved)
+	intervalIdle     bool // the armed interval timer waits Checkpoint.IdleInterval (only the PBRT moved)
 	retryTimer       clock.Timer
 	failures         int
 	waiters          []flushWaiter

@@ -62,8 +62,8 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 }
 
 // changed arms the interval timer at the first position change not covered by a write issued:
-// SaveInterval when events settled since the last write issued, IdleSaveInterval when only the
-// PBRT moved. A settlement during an idle wait re-arms the shorter timer.
+// Checkpoint.SaveInterval when events settled since the last write issued,
+// Checkpoint.IdleInterval when only the PBRT moved. A settlement during an idle wait re-arms the shorter timer.
 func (c *checkpointer) changed() {
 	if c.t.version == c.persistedVersion || c.intervalDue {
 		return
