@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/policy"
 )
 
 // defaultShutdownTimeout bounds Stop when the caller's context has no deadline.
@@ -54,24 +56,24 @@ type Config struct {
 // *ConfigError values joined with errors.Join, for example
 // `watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1s`.
 func (c Config) Validate() error {
-	ce := &configErrors{prefix: "Config."}
+	ce := policy.NewErrors("Config.")
 	if c.Client == nil {
-		ce.add("Client", "is required, got nil")
+		ce.Add("Client", "is required, got nil")
 	}
 	if c.Database != "" {
 		if rule := databaseNameRule(c.Database); rule != "" {
-			ce.add("Database", "%s, got %q", rule, c.Database)
+			ce.Add("Database", "%s, got %q", rule, c.Database)
 		}
 	}
 	if c.InstanceID != "" {
 		if rule := instanceIDRule(c.InstanceID); rule != "" {
-			ce.add("InstanceID", "%s, got %q", rule, c.InstanceID)
+			ce.Add("InstanceID", "%s, got %q", rule, c.InstanceID)
 		}
 	}
 	if c.ShutdownTimeout < 0 {
-		ce.add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
+		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}
-	return ce.err()
+	return ce.Err()
 }
 
 // withDefaults returns c with every zero field but Client, Database and ActorSystem replaced by

@@ -47,7 +47,9 @@
 // one stream and the mapping of its actors' reports to the Observer), handle.go (Handle,
 // StreamStatus), deadletters.go (DeadLetters, Replay), watch.go (the driver-backed change
 // streams), logging.go (zap, and protoactor's slog bridged into it), stream.go (Stream, Spec),
-// event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy, DeadLetterPolicy),
-// options.go (Mode, StartPosition, OnHistoryLost, OnInvalidate, fullDocument modes), errors.go,
-// observer.go, config.go. The actors live under actors/, their protobuf messages under messages/.
+// event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package
+// policy's types; DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too;
+// OnInvalidate, fullDocument modes), errors.go, observer.go, config.go. The actors live under
+// actors/, their protobuf messages under messages/, the policies they share with this package
+// under policy/.
 package watchtree

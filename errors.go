@@ -2,15 +2,16 @@ package watchtree
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/watchtree/watchtree/policy"
 )
 
 // Sentinel errors. Match them with errors.Is: the runtime wraps them with the stream name and the
 // cause, so comparing with == does not work.
 var (
-	// ErrInvalidConfig is matched by every *ConfigError: a Config or Stream value broke a rule.
-	ErrInvalidConfig = errors.New("watchtree: invalid configuration")
+	// ErrInvalidConfig is matched by every *ConfigError: a Config, Stream or policy value broke a
+	// rule. It is policy.ErrInvalidConfig (the same value).
+	ErrInvalidConfig = policy.ErrInvalidConfig
 
 	// ErrDuplicateStream means a stream with the same Name is already spawned on the runtime.
 	// Names identify checkpoint, lease and dead-letter records, so they must be unique.
@@ -50,86 +51,13 @@ var (
 	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
 )
 
-// ConfigError reports one broken configuration rule. Every Validate method of this package
-// returns *ConfigError values (joined with errors.Join when several rules are broken), so a caller
-// can find the field with errors.As:
-//
-//	var ce *watchtree.ConfigError
-//	if errors.As(err, &ce) { fmt.Println(ce.Field) } // "Retry.Multiplier"
-//
-// A ConfigError matches ErrInvalidConfig with errors.Is, and also its Err when set (for example
-// ErrNoHandler or ErrDuplicateStream).
-type ConfigError struct {
-	// Stream is the Name of the stream being validated; empty for Config and for a policy
-	// validated on its own.
-	Stream string
-	// Field is the dotted path of the offending field: relative to the Stream value when Stream
-	// is set ("Lanes", "Retry.Multiplier"), otherwise starting with the type name
-	// ("Config.ShutdownTimeout", "RetryPolicy.MaxAttempts").
-	Field string
-	// Rule is the broken rule, including the rejected value, e.g. "must be finite and >= 1, got NaN".
-	Rule string
-	// Err is an optional sentinel that classifies the error (ErrNoHandler, ErrDuplicateStream).
-	Err error
-
-	inStream bool // render the Stream prefix even when the name is empty
-}
-
-// Error renders `watchtree: Stream "orders": Retry.Multiplier must be finite and >= 1, got NaN`,
-// or `watchtree: Config.ShutdownTimeout must be >= 0, got -1s` outside a stream.
-func (e *ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString("watchtree: ")
-	if e.Stream != "" || e.inStream {
-		fmt.Fprintf(&b, "Stream %q: ", e.Stream)
-	}
-	b.WriteString(e.Field)
-	b.WriteByte(' ')
-	b.WriteString(e.Rule)
-	return b.String()
-}
-
-// Is reports whether target is ErrInvalidConfig.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
-
-// Unwrap returns the classifying sentinel, if any.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// configErrors collects broken rules while validating one value. Nested collectors (for a
-// policy inside a Stream) share the parent's list, so the parent's err sees every rule.
-type configErrors struct {
-	stream   string
-	inStream bool
-	prefix   string // prepended to every field, e.g. "Retry." or "Config."
-	list     *[]error
-}
-
-func (c *configErrors) add(field, format string, args ...any) {
-	c.addErr(field, nil, format, args...)
-}
-
-func (c *configErrors) addErr(field string, sentinel error, format string, args ...any) {
-	if c.list == nil {
-		c.list = new([]error)
-	}
-	*c.list = append(*c.list, &ConfigError{Stream: c.stream, Field: c.prefix + field,
-		Rule: fmt.Sprintf(format, args...), Err: sentinel, inStream: c.inStream})
-}
-
-// nested returns a collector for a nested struct: same stream, same list, longer prefix.
-func (c *configErrors) nested(prefix string) *configErrors {
-	if c.list == nil {
-		c.list = new([]error)
-	}
-	return &configErrors{stream: c.stream, inStream: c.inStream, prefix: c.prefix + prefix, list: c.list}
-}
-
-func (c *configErrors) err() error {
-	if c.list == nil {
-		return nil
-	}
-	return errors.Join(*c.list...)
-}
+// ConfigError reports one broken configuration rule: Field names the field (for example
+// "Retry.Multiplier" inside a Stream), Rule the rule and the rejected value. Every Validate
+// method of this package returns *ConfigError values (joined with errors.Join when several rules
+// are broken); find one with errors.As. It matches ErrInvalidConfig with errors.Is, and also its
+// Err when set (ErrNoHandler, ErrDuplicateStream). It is policy.ConfigError, which the policies'
+// own validators return too.
+type ConfigError = policy.ConfigError
 
 // Permanent marks err as permanent: the event's remaining retries are skipped and it is
 // dead-lettered at once. The mark survives wrapping (fmt.Errorf("...: %w", Permanent(err)) is

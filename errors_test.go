@@ -95,8 +95,6 @@ func TestConfigError(t *testing.T) {
 			`watchtree: Stream "orders": Retry.Multiplier must be finite and >= 1, got NaN`},
 		{"config field", &ConfigError{Field: "Config.Client", Rule: "is required, got nil"},
 			"watchtree: Config.Client is required, got nil"},
-		{"empty stream name in a stream", &ConfigError{Field: "Name", Rule: "must be set", inStream: true},
-			`watchtree: Stream "": Name must be set`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,11 +3,10 @@ package watchtree
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // Mode is the deployment mode of a stream.
@@ -84,120 +83,36 @@ func (m PreImageMode) valid() bool {
 	return false
 }
 
-// StartPosition says where a newly spawned stream starts reading. Build it with Resume (the zero
-// value), Latest or At.
-//
-// Latest and At apply to the first start after Spawn only: every later start of the same stream
-// tree (a supervisor restart, an operator restart) resumes from the checkpoint written since, so
-// a restart never skips events. A saved checkpoint that Latest or At discards is logged at WARN.
-type StartPosition struct {
-	kind startKind
-	at   time.Time
-}
-
-type startKind uint8
-
-const (
-	startResume startKind = iota
-	startLatest
-	startAt
-)
+// StartPosition says where a newly spawned stream starts reading: Resume (the zero value),
+// Latest or At. Latest and At apply to the first start after Spawn only; every later start
+// resumes from the checkpoint. It is policy.StartPosition: see there for the details.
+type StartPosition = policy.StartPosition
 
 // Resume (the default) resumes after the saved checkpoint; with no checkpoint it captures the
-// current position and persists it before consuming anything. See OnHistoryLost for a saved
-// position that is no longer in the oplog.
-var Resume = StartPosition{}
+// current position and persists it before consuming anything. See policy.Resume.
+var Resume = policy.Resume
 
-// Latest ignores any saved checkpoint and starts from the current position.
-var Latest = StartPosition{kind: startLatest}
+// Latest ignores any saved checkpoint and starts from the current position. See policy.Latest.
+var Latest = policy.Latest
 
 // At ignores any saved checkpoint and starts at the first event with a cluster time at or after
-// t rounded down to the second (startAtOperationTime has second precision, so a few events of
-// that second before t may be delivered too). t must be a non-zero time between 1970 and 2106,
-// and must still be in the oplog, otherwise OnHistoryLost applies.
-func At(t time.Time) StartPosition { return StartPosition{kind: startAt, at: t} }
-
-// operationTime returns the startAtOperationTime of an At position.
-func (p StartPosition) operationTime() bson.Timestamp {
-	return bson.Timestamp{T: uint32(p.at.Unix())}
-}
-
-// atRule returns "" when the time of an At position is usable, or the broken rule.
-func (p StartPosition) atRule() string {
-	switch {
-	case p.kind != startAt:
-		return ""
-	case p.at.IsZero():
-		return "At needs a non-zero time"
-	case p.at.Unix() < 0 || p.at.Unix() > math.MaxUint32:
-		return "At needs a time between 1970 and 2106, got " + p.at.UTC().Format(time.RFC3339)
-	}
-	return ""
-}
-
-// Time returns the time given to At, and false for Resume and Latest.
-func (p StartPosition) Time() (time.Time, bool) { return p.at, p.kind == startAt }
-
-// String returns "Resume", "Latest" or "At(<RFC 3339 time>)".
-func (p StartPosition) String() string {
-	switch p.kind {
-	case startResume:
-		return "Resume"
-	case startLatest:
-		return "Latest"
-	case startAt:
-		return "At(" + p.at.UTC().Format(time.RFC3339Nano) + ")"
-	}
-	return fmt.Sprintf("StartPosition(%d)", p.kind)
-}
+// t rounded down to the second. t must be a non-zero time between 1970 and 2106. See policy.At.
+func At(t time.Time) StartPosition { return policy.At(t) }
 
 // HistoryLostPolicy says what a stream does when its saved resume position is no longer in the
-// oplog (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280, CappedPositionLost 136). Build
-// it with Fail (the zero value), ResumeFromNow or Rebuild. Every choice other than Fail writes a
-// durable gap record (stream, from, to, policy, time) to "_wt_gaps" and reports GapRecorded to the
-// Observer: a gap is never silent.
-type HistoryLostPolicy struct {
-	kind    historyLostKind
-	rebuild func(ctx context.Context) error
-}
+// oplog: Fail (the zero value), ResumeFromNow or Rebuild. Every choice other than Fail writes a
+// durable gap record. It is policy.HistoryLost: see there for the details.
+type HistoryLostPolicy = policy.HistoryLost
 
-type historyLostKind uint8
+// Fail (the default) stops the stream terminally with ErrHistoryLost. See policy.Fail.
+var Fail = policy.Fail
 
-const (
-	historyFail historyLostKind = iota
-	historyResumeFromNow
-	historyRebuild
-)
-
-// Fail (the default) stops the stream terminally with ErrHistoryLost and reports it. It stays
-// down until an operator acts (for example deletes the checkpoint or changes the policy).
-var Fail = HistoryLostPolicy{}
-
-// ResumeFromNow records the gap and starts from the current position. Use it for rebuildable
-// projections (search indexes, caches), and reconcile the gap afterwards.
-var ResumeFromNow = HistoryLostPolicy{kind: historyResumeFromNow}
+// ResumeFromNow records the gap and starts from the current position. See policy.ResumeFromNow.
+var ResumeFromNow = policy.ResumeFromNow
 
 // Rebuild records the gap, captures the current operation time T, runs fn (the user's full
-// rebuild, for example a re-scan of the collection), then starts at T, so nothing written during
-// the rebuild is missed. fn runs on its own goroutine; ctx is cancelled when the stream stops.
-// If fn returns an error the start fails and the RestartPolicy applies (fn runs again on the next
-// attempt). fn must not be nil.
-func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy {
-	return HistoryLostPolicy{kind: historyRebuild, rebuild: fn}
-}
-
-// String returns "Fail", "ResumeFromNow" or "Rebuild"; gap records store it.
-func (p HistoryLostPolicy) String() string {
-	switch p.kind {
-	case historyFail:
-		return "Fail"
-	case historyResumeFromNow:
-		return "ResumeFromNow"
-	case historyRebuild:
-		return "Rebuild"
-	}
-	return fmt.Sprintf("HistoryLostPolicy(%d)", p.kind)
-}
+// rebuild), then starts at T. fn must not be nil. See policy.Rebuild.
+func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy { return policy.Rebuild(fn) }
 
 // InvalidatePolicy says what a collection or database stream does after an invalidate event
 // (the watched collection was dropped or renamed, or its database dropped). The invalidate event

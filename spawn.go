@@ -113,7 +113,7 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 	if _, dup := rt.streams[cs.name]; dup {
 		rt.mu.Unlock()
 		return nil, &ConfigError{Stream: cs.name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
-			Err: ErrDuplicateStream, inStream: true}
+			Err: ErrDuplicateStream}
 	}
 	st, err := rt.storeLocked(storeDB, cs.deadLetter.Collection)
 	if err != nil {
@@ -140,7 +140,7 @@ func (rt *Runtime) unregister(e *streamEntry) {
 // instance would break its promise of one consumer at a time.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
 	if cs.mode == SingleLeader {
-		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Mode",
+		return "", "", &ConfigError{Stream: cs.name, Field: "Mode",
 			Rule: "SingleLeader is not available in this version (no lease actor yet); use AllInstances"}
 	}
 	watchDB = cs.database
@@ -148,7 +148,7 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 		watchDB = rt.cfg.Database
 	}
 	if cs.scope == scopeCollection && watchDB == "" {
-		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Database",
+		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
 	}
 	storeDB = rt.cfg.Database
@@ -156,7 +156,7 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 		storeDB = watchDB
 	}
 	if storeDB == "" {
-		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Database",
+		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (a cluster-wide stream's checkpoints need a database)"}
 	}
 	return watchDB, storeDB, nil
@@ -167,35 +167,19 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 // memory, so later starts, and a tree rebuilt by a user's parent, resume from the checkpoint.
 func (e *streamEntry) treeProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
-	start := checkpointer.Resume
-	switch cs.start.kind {
-	case startLatest:
-		start = checkpointer.Latest
-	case startAt:
-		start = checkpointer.At(cs.start.at)
-	}
-	hl := checkpointer.Fail
-	switch cs.onHistoryLost.kind {
-	case historyResumeFromNow:
-		hl = checkpointer.ResumeFromNow
-	case historyRebuild:
-		hl = checkpointer.Rebuild(cs.onHistoryLost.rebuild)
-	}
+	start := cs.start
 	cpProps, err := checkpointer.New(checkpointer.Config{
-		Stream:           cs.name,
-		Store:            e.store,
-		Gaps:             e.store,
-		Positions:        e.watcher,
-		StartPosition:    start,
-		OnHistoryLost:    hl,
-		SaveEvery:        cs.checkpoint.SaveEvery,
-		SaveInterval:     cs.checkpoint.SaveInterval,
-		IdleSaveInterval: cs.checkpoint.IdleInterval,
-		MaxUnflushed:     cs.checkpoint.MaxUnflushed,
-		Owner:            rt.cfg.InstanceID,
-		Clock:            rt.clk,
-		Logger:           rt.log,
-		Events:           checkpointerEvents{e},
+		Stream:        cs.name,
+		Store:         e.store,
+		Gaps:          e.store,
+		Positions:     e.watcher,
+		StartPosition: start,
+		OnHistoryLost: cs.onHistoryLost,
+		Checkpoint:    cs.checkpoint,
+		Owner:         rt.cfg.InstanceID,
+		Clock:         rt.clk,
+		Logger:        rt.log,
+		Events:        checkpointerEvents{e},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.name, err)
@@ -205,16 +189,10 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		dl = e.store
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
-		Stream: cs.name,
-		Router: cs.router,
-		Lanes:  cs.lanes,
-		Retry: dispatcher.RetryPolicy{
-			MaxAttempts:   cs.retry.MaxAttempts,
-			InitialDelay:  cs.retry.InitialDelay,
-			MaxDelay:      cs.retry.MaxDelay,
-			Multiplier:    cs.retry.Multiplier,
-			DisableJitter: cs.retry.DisableJitter,
-		},
+		Stream:              cs.name,
+		Router:              cs.router,
+		Lanes:               cs.lanes,
+		Retry:               cs.retry,
 		DeadLetters:         dl,
 		DeadLetterRetention: cs.deadLetter.Retention,
 		CheckpointerName:    checkpointerName,
@@ -238,13 +216,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 			{Name: checkpointerName, Props: cpProps},
 			{Name: dispatcherName, Props: dProps},
 		},
-		Policy: supervisor.Policy{
-			MaxAttempts:  cs.restart.MaxAttempts,
-			InitialDelay: cs.restart.InitialDelay,
-			MaxDelay:     cs.restart.MaxDelay,
-			Multiplier:   cs.restart.Multiplier,
-			Jitter:       cs.restart.Jitter,
-		},
+		Policy:           cs.restart,
 		Classify:         classifyFailure,
 		SenderMiddleware: rt.treeSenderMW,
 		Clock:            rt.clk,

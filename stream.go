@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // maxLanes is the largest Stream.Lanes accepted.
@@ -137,53 +138,49 @@ func (s Stream[T]) Validate() error {
 
 // check validates s and returns the marshalled pipeline.
 func (s Stream[T]) check() ([]bson.Raw, error) {
-	c := &configErrors{stream: s.Name, inStream: true}
+	c := policy.StreamErrors(s.Name)
 	if rule := streamNameRule(s.Name); rule != "" {
-		c.add("Name", "%s, got %q", rule, s.Name)
+		c.Add("Name", "%s, got %q", rule, s.Name)
 	}
 	if s.Database != "" {
 		if rule := databaseNameRule(s.Database); rule != "" {
-			c.add("Database", "%s, got %q", rule, s.Database)
+			c.Add("Database", "%s, got %q", rule, s.Database)
 		}
 	}
 	if s.Collection != "" {
 		if rule := collectionNameRule(s.Collection); rule != "" {
-			c.add("Collection", "%s, got %q", rule, s.Collection)
+			c.Add("Collection", "%s, got %q", rule, s.Collection)
 		}
 	}
 	pipeline, perr := marshalPipeline(s.Pipeline)
 	if perr != nil {
-		c.add(perr.field, "%s", perr.rule)
+		c.Add(perr.field, "%s", perr.rule)
 	}
 	if !s.FullDocument.valid() {
-		c.add("FullDocument", `must be one of "", "updateLookup", "whenAvailable", "required", got %q`, string(s.FullDocument))
+		c.Add("FullDocument", `must be one of "", "updateLookup", "whenAvailable", "required", got %q`, string(s.FullDocument))
 	}
 	if !s.FullDocumentBeforeChange.valid() {
-		c.add("FullDocumentBeforeChange", `must be one of "", "whenAvailable", "required", got %q`, string(s.FullDocumentBeforeChange))
+		c.Add("FullDocumentBeforeChange", `must be one of "", "whenAvailable", "required", got %q`, string(s.FullDocumentBeforeChange))
 	}
 	if s.Mode != AllInstances && s.Mode != SingleLeader {
-		c.add("Mode", "must be AllInstances or SingleLeader, got %v", s.Mode)
+		c.Add("Mode", "must be AllInstances or SingleLeader, got %v", s.Mode)
 	}
 	if s.Lanes < 0 || s.Lanes > maxLanes {
-		c.add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
+		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
-	if rule := s.StartPosition.atRule(); rule != "" {
-		c.add("StartPosition", "%s", rule)
-	}
-	s.Retry.validate(c.nested("Retry."))
-	s.Restart.validate(c.nested("Restart."))
-	s.Checkpoint.validate(c.nested("Checkpoint."))
-	s.DeadLetter.validate(c.nested("DeadLetter."))
-	if s.OnHistoryLost.kind == historyRebuild && s.OnHistoryLost.rebuild == nil {
-		c.add("OnHistoryLost", "Rebuild needs a non-nil function")
-	}
+	s.StartPosition.ValidateInto(c, "StartPosition")
+	s.Retry.ValidateInto(c, "Retry")
+	s.Restart.ValidateInto(c, "Restart")
+	s.Checkpoint.ValidateInto(c, "Checkpoint")
+	s.DeadLetter.validateInto(c, "DeadLetter")
+	s.OnHistoryLost.ValidateInto(c, "OnHistoryLost")
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
-		c.add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
+		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
 	if s.OnInsert == nil && s.OnUpdate == nil && s.OnReplace == nil && s.OnDelete == nil && s.OnChange == nil {
-		c.addErr("OnChange", ErrNoHandler, "must be set when no typed handler (OnInsert, OnUpdate, OnReplace, OnDelete) is; the stream has no handler")
+		c.AddErr("OnChange", ErrNoHandler, "must be set when no typed handler (OnInsert, OnUpdate, OnReplace, OnDelete) is; the stream has no handler")
 	}
-	return pipeline, c.err()
+	return pipeline, c.Err()
 }
 
 // watchScope is what a stream watches.
@@ -251,9 +248,9 @@ func (s Stream[T]) compile() (*compiledStream, error) {
 		mode:          s.Mode,
 		lanes:         s.Lanes,
 		start:         s.StartPosition,
-		retry:         s.Retry.withDefaults(),
-		restart:       s.Restart.withDefaults(),
-		checkpoint:    s.Checkpoint.withDefaults(),
+		retry:         s.Retry.WithDefaults(),
+		restart:       s.Restart.WithDefaults(),
+		checkpoint:    s.Checkpoint.WithDefaults(),
 		deadLetter:    s.DeadLetter.withDefaults(),
 		onHistoryLost: s.OnHistoryLost,
 		onInvalidate:  s.OnInvalidate,

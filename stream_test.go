@@ -214,11 +214,11 @@ func TestStreamCompile(t *testing.T) {
 	if cs.name != "orders" || cs.client != client || cs.scope != scopeCollection || cs.database != "shop" || cs.collection != "orders" {
 		t.Errorf("identity = %+v", cs)
 	}
-	if cs.lanes != 1 || cs.mode != AllInstances || cs.start != Resume || cs.onHistoryLost.kind != historyFail || cs.onInvalidate != InvalidateStop {
+	if cs.lanes != 1 || cs.mode != AllInstances || cs.start != Resume || cs.onHistoryLost.Kind() != Fail.Kind() || cs.onInvalidate != InvalidateStop {
 		t.Errorf("defaults: lanes %d mode %v start %v onHistoryLost %v onInvalidate %v", cs.lanes, cs.mode, cs.start, cs.onHistoryLost, cs.onInvalidate)
 	}
-	if cs.retry != (RetryPolicy{}).withDefaults() || cs.restart != (RestartPolicy{}).withDefaults() ||
-		cs.checkpoint != (CheckpointPolicy{}).withDefaults() || cs.deadLetter != (DeadLetterPolicy{}).withDefaults() {
+	if cs.retry != (RetryPolicy{}).WithDefaults() || cs.restart != (RestartPolicy{}).WithDefaults() ||
+		cs.checkpoint != (CheckpointPolicy{}).WithDefaults() || cs.deadLetter != (DeadLetterPolicy{}).withDefaults() {
 		t.Errorf("policies not defaulted: %+v %+v %+v %+v", cs.retry, cs.restart, cs.checkpoint, cs.deadLetter)
 	}
 	if len(cs.pipeline) != 1 || cs.pipeline[0].Lookup("$match", "operationType").StringValue() != "insert" {
@@ -513,16 +513,11 @@ func TestRouterClassify(t *testing.T) {
 }
 
 func TestOptionStrings(t *testing.T) {
+	// StartPosition and HistoryLostPolicy are tested with their definition, in package policy.
 	tests := []struct{ got, want string }{
 		{AllInstances.String(), "AllInstances"},
 		{SingleLeader.String(), "SingleLeader"},
 		{Mode(5).String(), "Mode(5)"},
-		{Resume.String(), "Resume"},
-		{Latest.String(), "Latest"},
-		{At(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)).String(), "At(2025-01-02T03:04:05Z)"},
-		{Fail.String(), "Fail"},
-		{ResumeFromNow.String(), "ResumeFromNow"},
-		{Rebuild(func(context.Context) error { return nil }).String(), "Rebuild"},
 		{InvalidateStop.String(), "InvalidateStop"},
 		{InvalidateRestart.String(), "InvalidateRestart"},
 	}
@@ -530,24 +525,6 @@ func TestOptionStrings(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
-	}
-	if _, ok := Resume.Time(); ok {
-		t.Error("Resume has no time")
-	}
-	at := time.Unix(1700000000, 999e6)
-	if got, ok := At(at).Time(); !ok || !got.Equal(at) {
-		t.Error("At lost its time")
-	}
-	if ts := At(at).operationTime(); ts.T != 1700000000 || ts.I != 0 {
-		t.Errorf("operationTime = %+v, want {1700000000 0}: rounded down to the second", ts)
-	}
-	var zero StartPosition
-	if zero != Resume {
-		t.Error("the zero StartPosition must be Resume")
-	}
-	var zeroHL HistoryLostPolicy
-	if zeroHL.kind != Fail.kind {
-		t.Error("the zero HistoryLostPolicy must be Fail")
 	}
 }
 

@@ -123,7 +123,7 @@ type checkpointer struct {
 	timerGen         uint64
 	intervalTimer    clock.Timer
 	intervalDue      bool
-	intervalIdle     bool // the armed interval timer waits IdleSaveInterval (only the PBRT moved)
+	intervalIdle     bool // the armed interval timer waits Checkpoint.IdleInterval (only the PBRT moved)
 	retryTimer       clock.Timer
 	failures         int
 	waiters          []flushWaiter
@@ -223,9 +223,9 @@ func (c *checkpointer) stopTimers() {
 
 // after arms a timer that sends a tick of kind to the actor.
 func (c *checkpointer) after(kind tickKind) clock.Timer {
-	var d = c.cfg.SaveInterval
+	var d = c.cfg.Checkpoint.SaveInterval
 	if kind == tickInterval && c.intervalIdle {
-		d = c.cfg.IdleSaveInterval
+		d = c.cfg.Checkpoint.IdleInterval
 	}
 	if kind == tickRetry {
 		d = c.cfg.retryDelay(c.failures)

@@ -4,27 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
-// Defaults of the zero Config fields.
+// Defaults of the zero Config fields (those of Config.Checkpoint are policy.Checkpoint's).
 const (
-	// DefaultSaveEvery is the default Config.SaveEvery (settlements per write).
-	DefaultSaveEvery = 100
-	// DefaultSaveInterval is the default Config.SaveInterval.
-	DefaultSaveInterval = time.Second
-	// DefaultIdleSaveInterval is the default Config.IdleSaveInterval.
-	DefaultIdleSaveInterval = 5 * time.Minute
-	// DefaultMaxUnflushedFactor gives the default Config.MaxUnflushed = factor × SaveEvery.
-	DefaultMaxUnflushedFactor = 100
 	// DefaultRetryInitialDelay is the default Config.RetryInitialDelay.
 	DefaultRetryInitialDelay = 100 * time.Millisecond
 	// DefaultRetryMaxDelay is the default Config.RetryMaxDelay.
@@ -55,93 +48,6 @@ type PositionSource interface {
 	Current(ctx context.Context) (token bson.Raw, opTime bson.Timestamp, err error)
 }
 
-// StartPosition says where the stream tree starts reading on its first start. Build it with
-// Resume (the zero value), Latest or At. Latest and At apply only until one start of the tree
-// succeeded (a position was resolved and persisted); every later start, including a restart of
-// the checkpointer itself, resumes from the checkpoint written since.
-type StartPosition struct {
-	kind startKind
-	at   time.Time
-}
-
-type startKind uint8
-
-const (
-	startResume startKind = iota
-	startLatest
-	startAt
-)
-
-// Resume resumes after the saved checkpoint; with no checkpoint it captures the current position
-// and persists it before replying.
-var Resume = StartPosition{}
-
-// Latest ignores a saved checkpoint (logged at WARN) and captures the current position,
-// persisted before replying.
-var Latest = StartPosition{kind: startLatest}
-
-// At ignores a saved checkpoint (logged at WARN) and starts at operation time t, truncated to the
-// second (startAtOperationTime has second precision). The position is persisted (a Checkpoint
-// with no Token and ClusterTime t) before replying. t must be non-zero and between 1970 and 2106.
-func At(t time.Time) StartPosition { return StartPosition{kind: startAt, at: t} }
-
-func (p StartPosition) opTime() bson.Timestamp { return bson.Timestamp{T: uint32(p.at.Unix())} }
-
-// String returns "Resume", "Latest" or "At(<RFC 3339>)".
-func (p StartPosition) String() string {
-	switch p.kind {
-	case startLatest:
-		return "Latest"
-	case startAt:
-		return "At(" + p.at.UTC().Format(time.RFC3339) + ")"
-	}
-	return "Resume"
-}
-
-// HistoryLostPolicy is what the checkpointer does when the stream actor reports that its start
-// position is no longer in the oplog. Build it with Fail (the zero value), ResumeFromNow or
-// Rebuild.
-type HistoryLostPolicy struct {
-	kind    historyKind
-	rebuild func(ctx context.Context) error
-}
-
-type historyKind uint8
-
-const (
-	historyFail historyKind = iota
-	historyResumeFromNow
-	historyRebuild
-)
-
-// Fail answers StartFrom{FAIL, terminal} and escalates a terminal failure wrapping
-// ErrHistoryLost and Config.TerminalErr, so that the supervisor gives up.
-var Fail = HistoryLostPolicy{}
-
-// ResumeFromNow captures the current position, records the gap durably (retried until it
-// succeeds), persists the position (Source "resumeFromNow") and answers RESUME_AFTER it.
-var ResumeFromNow = HistoryLostPolicy{kind: historyResumeFromNow}
-
-// Rebuild captures the current operation time T, runs fn on the checkpointer's I/O goroutine
-// (ctx is cancelled when the checkpointer stops or restarts), records the gap, persists T (Source
-// "rebuild") and answers START_AT_OPERATION_TIME T. When fn fails the answer is a transient
-// FAIL: the supervisor restarts the stream later, the start position is lost again and fn runs
-// again. fn must not be nil.
-func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy {
-	return HistoryLostPolicy{kind: historyRebuild, rebuild: fn}
-}
-
-// String returns "Fail", "ResumeFromNow" or "Rebuild".
-func (p HistoryLostPolicy) String() string {
-	switch p.kind {
-	case historyResumeFromNow:
-		return "ResumeFromNow"
-	case historyRebuild:
-		return "Rebuild"
-	}
-	return "Fail"
-}
-
 // Config configures the checkpointer of one stream. Stream, Store and Positions are required
 // (Gaps too when OnHistoryLost is not Fail); every other zero field means its default.
 type Config struct {
@@ -154,38 +60,27 @@ type Config struct {
 	Gaps GapRecorder
 	// Positions captures the current position (first start, Latest, history lost). Required.
 	Positions PositionSource
-	// StartPosition is the first start's position. Default Resume.
-	StartPosition StartPosition
-	// OnHistoryLost is the policy for a start position that is no longer in the oplog. Default
-	// Fail.
-	OnHistoryLost HistoryLostPolicy
-	// SaveEvery is the number of settlements since the last write that triggers a write.
-	// Default DefaultSaveEvery (100). Must be >= 0 (0 = default).
-	SaveEvery int
-	// SaveInterval is the maximum age of an unwritten position change after events settled: such
-	// a position is written at most SaveInterval after its first unwritten change. (An idle
-	// stream's moving PBRT waits IdleSaveInterval instead.) Default DefaultSaveInterval (1s).
-	// Must be >= 0 (0 = default).
-	SaveInterval time.Duration
-	// IdleSaveInterval is how long a position change that is only a moved PBRT (no event settled
-	// since the last write) waits before it is written. It keeps idle streams inside the oplog
-	// window without a write per SaveInterval: every checkpoint write is itself an oplog entry
-	// that moves every other stream's PBRT, so a short period would make idle streams write
-	// each other's checkpoints forever. Default DefaultIdleSaveInterval (5 minutes; oplog
-	// windows are hours). Must be >= 0 (0 means the default).
-	IdleSaveInterval time.Duration
-	// MaxUnflushed is the number of settlements not covered by a successful write above which
-	// the checkpointer sends FlowControl{paused: true} to the dispatcher; it sends
-	// FlowControl{paused: false} after the next successful write. Default
-	// DefaultMaxUnflushedFactor × SaveEvery. Must be >= 0 (0 = default) and >= SaveEvery.
-	// While the store is down, settlements since the last successful write stay
-	// ≤ MaxUnflushed + the dispatcher's capacity, which bounds the replays after a crash (see
-	// the package documentation).
-	MaxUnflushed int
+	// StartPosition is the first start's position (the stream's watchtree.StartPosition, as it
+	// is). Default Resume. Latest and At apply only until one start of the tree succeeded;
+	// every later start, including one of a restarted checkpointer, resumes from the checkpoint.
+	StartPosition policy.StartPosition
+	// OnHistoryLost is the policy for a start position that is no longer in the oplog (the
+	// stream's watchtree.HistoryLostPolicy, as it is). Default Fail. Fail answers StartFrom{FAIL,
+	// terminal} and escalates a terminal failure wrapping ErrHistoryLost and TerminalErr;
+	// ResumeFromNow and Rebuild record the gap (retried until written) and persist the new
+	// position before answering; a failing Rebuild function answers a transient FAIL.
+	OnHistoryLost policy.HistoryLost
+	// Checkpoint says when the position is written (the stream's watchtree.CheckpointPolicy, as
+	// it is); policy.Checkpoint gives the fields and their defaults. Above MaxUnflushed
+	// unwritten settlements the checkpointer pauses the dispatcher with FlowControl until a
+	// write succeeds (see "Writes" and "Bound of unflushed progress" in the package
+	// documentation).
+	Checkpoint policy.Checkpoint
 	// RetryInitialDelay and RetryMaxDelay shape the backoff of failed checkpoint and gap writes:
 	// the n-th consecutive failure is retried after min(RetryInitialDelay × 2^(n-1),
-	// RetryMaxDelay). Defaults DefaultRetryInitialDelay (100ms) and DefaultRetryMaxDelay (30s).
-	// Must be >= 0 (0 = default), RetryMaxDelay >= RetryInitialDelay.
+	// RetryMaxDelay), without jitter. Defaults DefaultRetryInitialDelay (100ms) and
+	// DefaultRetryMaxDelay (30s, or RetryInitialDelay when that is longer). Must be >= 0
+	// (0 = default), RetryMaxDelay >= RetryInitialDelay.
 	RetryInitialDelay time.Duration
 	RetryMaxDelay     time.Duration
 	// Epoch returns the fencing epoch written with every checkpoint (SINGLE_LEADER: the lease
@@ -209,8 +104,9 @@ type Config struct {
 	Events Events
 }
 
-// Validate checks the configuration. The error names the field (Config.<Field>); several broken
-// rules are joined.
+// Validate checks the configuration. The error names the field (Config.<Field>; the rules of
+// StartPosition, OnHistoryLost and Checkpoint are the policies' own, reported as
+// *policy.ConfigError); several broken rules are joined.
 func (c Config) Validate() error {
 	var errs []error
 	add := func(field, format string, args ...any) {
@@ -225,47 +121,14 @@ func (c Config) Validate() error {
 	if c.Positions == nil {
 		add("Positions", "must not be nil")
 	}
-	if c.Gaps == nil && c.OnHistoryLost.kind != historyFail {
+	if c.Gaps == nil && c.OnHistoryLost.Kind() != policy.HistoryFail {
 		add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
 	}
-	if c.OnHistoryLost.kind == historyRebuild && c.OnHistoryLost.rebuild == nil {
-		add("OnHistoryLost", "Rebuild needs a non-nil function")
-	}
-	if c.OnHistoryLost.kind > historyRebuild {
-		add("OnHistoryLost", "is unknown (%d)", c.OnHistoryLost.kind)
-	}
-	switch c.StartPosition.kind {
-	case startResume, startLatest:
-	case startAt:
-		if t := c.StartPosition.at; t.IsZero() {
-			add("StartPosition", "At needs a non-zero time")
-		} else if t.Unix() < 0 || t.Unix() > math.MaxUint32 {
-			add("StartPosition", "At needs a time between 1970 and 2106, got %s", t.UTC().Format(time.RFC3339))
-		}
-	default:
-		add("StartPosition", "is unknown (%d)", c.StartPosition.kind)
-	}
-	countsOK := true
-	if c.SaveEvery < 0 {
-		add("SaveEvery", "must be >= 0 (0 means %d), got %d", DefaultSaveEvery, c.SaveEvery)
-		countsOK = false
-	}
-	if c.MaxUnflushed < 0 {
-		add("MaxUnflushed", "must be >= 0 (0 means %d × SaveEvery), got %d", DefaultMaxUnflushedFactor, c.MaxUnflushed)
-		countsOK = false
-	}
-	if countsOK {
-		d := c.withDefaults()
-		if d.MaxUnflushed < d.SaveEvery {
-			add("MaxUnflushed", "must be >= SaveEvery (%d), got %d", d.SaveEvery, d.MaxUnflushed)
-		}
-	}
-	if c.IdleSaveInterval < 0 {
-		add("IdleSaveInterval", "must be >= 0 (0 means %v), got %v", DefaultIdleSaveInterval, c.IdleSaveInterval)
-	}
-	if c.SaveInterval < 0 {
-		add("SaveInterval", "must be >= 0 (0 means %v), got %v", DefaultSaveInterval, c.SaveInterval)
-	}
+	pe := policy.NewErrors("Config.")
+	c.StartPosition.ValidateInto(pe, "StartPosition")
+	c.OnHistoryLost.ValidateInto(pe, "OnHistoryLost")
+	c.Checkpoint.ValidateInto(pe, "Checkpoint")
+	errs = append(errs, pe.Err())
 	delaysOK := true
 	if c.RetryInitialDelay < 0 {
 		add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", DefaultRetryInitialDelay, c.RetryInitialDelay)
@@ -286,22 +149,7 @@ func (c Config) Validate() error {
 
 // withDefaults fills the zero fields (except Logger's stream field, added by New).
 func (c Config) withDefaults() Config {
-	if c.SaveEvery == 0 {
-		c.SaveEvery = DefaultSaveEvery
-	}
-	if c.IdleSaveInterval == 0 {
-		c.IdleSaveInterval = DefaultIdleSaveInterval
-	}
-	if c.SaveInterval == 0 {
-		c.SaveInterval = DefaultSaveInterval
-	}
-	if c.MaxUnflushed == 0 {
-		if c.SaveEvery > math.MaxInt/DefaultMaxUnflushedFactor {
-			c.MaxUnflushed = math.MaxInt
-		} else {
-			c.MaxUnflushed = c.SaveEvery * DefaultMaxUnflushedFactor
-		}
-	}
+	c.Checkpoint = c.Checkpoint.WithDefaults()
 	if c.RetryInitialDelay == 0 {
 		c.RetryInitialDelay = DefaultRetryInitialDelay
 	}
@@ -324,14 +172,7 @@ func (c Config) withDefaults() Config {
 }
 
 // retryDelay returns the delay before retrying after the n-th consecutive failure (n >= 1):
-// min(RetryInitialDelay × 2^(n-1), RetryMaxDelay).
+// min(RetryInitialDelay × 2^(n-1), RetryMaxDelay), the policies' backoff formula without jitter.
 func (c Config) retryDelay(n int) time.Duration {
-	d := c.RetryInitialDelay
-	for i := 1; i < n; i++ {
-		if d >= c.RetryMaxDelay/2 {
-			return c.RetryMaxDelay
-		}
-		d *= 2
-	}
-	return min(d, c.RetryMaxDelay)
+	return backoff.Delay(c.RetryInitialDelay, c.RetryMaxDelay, 2, n)
 }

@@ -2,10 +2,12 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -26,18 +28,11 @@ func TestConfigValidate(t *testing.T) {
 		{"stream", func(c *Config) { c.Stream = "" }, "Config.Stream must not be empty"},
 		{"store", func(c *Config) { c.Store = nil }, "Config.Store must not be nil"},
 		{"positions", func(c *Config) { c.Positions = nil }, "Config.Positions must not be nil"},
-		{"gaps resumeFromNow", func(c *Config) { c.Gaps = nil; c.OnHistoryLost = ResumeFromNow }, "Config.Gaps must not be nil when OnHistoryLost is ResumeFromNow"},
+		{"gaps resumeFromNow", func(c *Config) { c.Gaps = nil; c.OnHistoryLost = policy.ResumeFromNow }, "Config.Gaps must not be nil when OnHistoryLost is ResumeFromNow"},
 		{"gaps rebuild", func(c *Config) {
 			c.Gaps = nil
-			c.OnHistoryLost = Rebuild(func(context.Context) error { return nil })
+			c.OnHistoryLost = policy.Rebuild(func(context.Context) error { return nil })
 		}, "Config.Gaps must not be nil when OnHistoryLost is Rebuild"},
-		{"rebuild nil", func(c *Config) { c.OnHistoryLost = Rebuild(nil) }, "Config.OnHistoryLost Rebuild needs a non-nil function"},
-		{"at zero", func(c *Config) { c.StartPosition = At(time.Time{}) }, "Config.StartPosition At needs a non-zero time"},
-		{"at range", func(c *Config) { c.StartPosition = At(time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)) }, "Config.StartPosition At needs a time between 1970 and 2106"},
-		{"save every", func(c *Config) { c.SaveEvery = -1 }, "Config.SaveEvery must be >= 0 (0 means 100), got -1"},
-		{"save interval", func(c *Config) { c.SaveInterval = -time.Second }, "Config.SaveInterval must be >= 0 (0 means 1s), got -1s"},
-		{"max unflushed negative", func(c *Config) { c.MaxUnflushed = -1 }, "Config.MaxUnflushed must be >= 0"},
-		{"max unflushed below save every", func(c *Config) { c.SaveEvery = 50; c.MaxUnflushed = 10 }, "Config.MaxUnflushed must be >= SaveEvery (50), got 10"},
 		{"retry initial", func(c *Config) { c.RetryInitialDelay = -1 }, "Config.RetryInitialDelay must be >= 0"},
 		{"retry max", func(c *Config) { c.RetryMaxDelay = -1 }, "Config.RetryMaxDelay must be >= 0"},
 		{"retry max below initial", func(c *Config) { c.RetryInitialDelay = time.Second; c.RetryMaxDelay = time.Millisecond }, "Config.RetryMaxDelay must be >= RetryInitialDelay (1s), got 1ms"},
@@ -56,25 +51,57 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	// Several broken rules are all named.
-	err := Config{SaveEvery: -1}.Validate()
-	for _, f := range []string{"Stream", "Store", "Positions", "SaveEvery"} {
+	err := Config{Checkpoint: policy.Checkpoint{SaveEvery: -1}}.Validate()
+	for _, f := range []string{"Stream", "Store", "Positions", "Checkpoint.SaveEvery"} {
 		if !strings.Contains(err.Error(), "Config."+f) {
 			t.Errorf("joined error %q does not name %s", err, f)
 		}
 	}
 }
 
+// TestConfigValidatePoliciesUseTheirValidators: StartPosition, OnHistoryLost and Checkpoint are
+// checked by the policies' own validators (whose rules are tested in package policy), each
+// rule named by its path in Config, and New refuses them.
+func TestConfigValidatePoliciesUseTheirValidators(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"start position", func(c *Config) { c.StartPosition = policy.At(time.Time{}) },
+			"watchtree: Config.StartPosition At needs a non-zero time"},
+		{"history lost", func(c *Config) { c.OnHistoryLost = policy.Rebuild(nil) },
+			"watchtree: Config.OnHistoryLost Rebuild needs a non-nil function"},
+		{"checkpoint", func(c *Config) { c.Checkpoint.SaveEvery = 50; c.Checkpoint.MaxUnflushed = 10 },
+			"watchtree: Config.Checkpoint.MaxUnflushed must be >= SaveEvery (50), got 10"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.edit(&c)
+			err := c.Validate()
+			var ce *policy.ConfigError
+			if !errors.As(err, &ce) || ce.Error() != tc.want || !errors.Is(err, policy.ErrInvalidConfig) {
+				t.Fatalf("Validate() = %v, want the policy.ConfigError %q", err, tc.want)
+			}
+			if _, err := New(c); err == nil {
+				t.Fatal("New accepted an invalid config")
+			}
+		})
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	d := validConfig().withDefaults()
-	if d.SaveEvery != 100 || d.SaveInterval != time.Second || d.MaxUnflushed != 10000 ||
+	if d.Checkpoint != (policy.Checkpoint{}).WithDefaults() ||
 		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second ||
 		d.Epoch() != 0 || d.Clock == nil || d.Logger == nil || d.Events == nil {
 		t.Fatalf("defaults %+v", d)
 	}
 	c := validConfig()
-	c.SaveEvery = 7
-	if got := c.withDefaults().MaxUnflushed; got != 700 {
-		t.Fatalf("MaxUnflushed default %d, want 700", got)
+	c.RetryInitialDelay = time.Minute
+	if got := c.withDefaults().RetryMaxDelay; got != time.Minute {
+		t.Fatalf("RetryMaxDelay default below RetryInitialDelay: %v, want 1m", got)
 	}
 }
 
@@ -88,15 +115,5 @@ func TestRetryDelay(t *testing.T) {
 	}
 	if got := c.retryDelay(500); got != time.Second {
 		t.Errorf("retryDelay(500) = %v", got)
-	}
-}
-
-func TestPolicyStrings(t *testing.T) {
-	if Fail.String() != "Fail" || ResumeFromNow.String() != "ResumeFromNow" || Rebuild(nil).String() != "Rebuild" {
-		t.Fatal("HistoryLostPolicy strings")
-	}
-	if Resume.String() != "Resume" || Latest.String() != "Latest" ||
-		At(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)).String() != "At(2026-01-02T03:04:05Z)" {
-		t.Fatal("StartPosition strings")
 	}
 }

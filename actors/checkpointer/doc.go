@@ -31,9 +31,11 @@
 //
 // # Writes
 //
-// A position change is written when SaveEvery settlements accumulated since the last write
-// issued, when SaveInterval passed since the first change not covered by a write issued (an
-// idle stream's moving PBRT is therefore written at most once per SaveInterval), and on Flush.
+// Config.Checkpoint (policy.Checkpoint, defaults there) says when. A position change is written
+// when SaveEvery settlements accumulated since the last write issued, when SaveInterval passed
+// since the first change not covered by a write issued, or IdleInterval when no event settled
+// since then and only the PBRT moved (an idle stream's token is written at most once per
+// IdleInterval), and on Flush.
 // A position equal to the stored one is never rewritten. At most one write is in flight; the
 // next one carries the latest position. A failed write is reported (Events.CheckpointFailed)
 // and retried after min(RetryInitialDelay × 2^(n-1), RetryMaxDelay) on the injected clock for
@@ -45,9 +47,9 @@
 // # Bound of unflushed progress
 //
 // While the store fails, processing goes on until the settlements not covered by a successful
-// write exceed MaxUnflushed; the checkpointer then sends FlowControl{paused: true} and the
-// dispatcher grants no more credit, so at most the events it already holds (its capacity)
-// settle after that. Hence, whatever the outage length:
+// write exceed Checkpoint.MaxUnflushed; the checkpointer then sends FlowControl{paused: true}
+// and the dispatcher grants no more credit, so at most the events it already holds (its
+// capacity) settle after that. Hence, whatever the outage length:
 //
 //	settlements since the last successful write ≤ MaxUnflushed + dispatcher capacity
 //

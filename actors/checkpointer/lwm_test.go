@@ -230,7 +230,7 @@ func (s *checkingStore) mark(seqs []uint64) {
 func TestActorWritesNeverPassUnsettled(t *testing.T) {
 	var cs *checkingStore
 	h := newHarness(t, func(h *harness, c *Config) {
-		c.SaveEvery = 1
+		c.Checkpoint.SaveEvery = 1
 		cs = &checkingStore{Store: h.ms, t: t, settled: map[uint64]bool{}}
 		c.Store = cs
 	})

@@ -62,8 +62,8 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 }
 
 // changed arms the interval timer at the first position change not covered by a write issued:
-// SaveInterval when events settled since the last write issued, IdleSaveInterval when only the
-// PBRT moved. A settlement during an idle wait re-arms the shorter timer.
+// Checkpoint.SaveInterval when events settled since the last write issued,
+// Checkpoint.IdleInterval when only the PBRT moved. A settlement during an idle wait re-arms the shorter timer.
 func (c *checkpointer) changed() {
 	if c.t.version == c.persistedVersion || c.intervalDue {
 		return
@@ -106,7 +106,7 @@ func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 	if c.retryTimer != nil && !force {
 		return
 	}
-	countDue := c.settledTotal-c.coveredSettled >= uint64(c.cfg.SaveEvery)
+	countDue := c.settledTotal-c.coveredSettled >= uint64(c.cfg.Checkpoint.SaveEvery)
 	if !force && !countDue && !c.intervalDue {
 		return
 	}
@@ -192,19 +192,19 @@ func (c *checkpointer) saveFailed(ctx actor.Context, err error) {
 // checkPause pauses the dispatcher when the settlements not covered by a successful write exceed
 // MaxUnflushed.
 func (c *checkpointer) checkPause(ctx actor.Context) {
-	if c.paused || c.unflushed() <= c.cfg.MaxUnflushed {
+	if c.paused || c.unflushed() <= c.cfg.Checkpoint.MaxUnflushed {
 		return
 	}
 	c.paused = true
 	c.log.Warn("too much unflushed progress: pausing the dispatcher", zap.Int("unflushed", c.unflushed()),
-		zap.Int("max_unflushed", c.cfg.MaxUnflushed))
+		zap.Int("max_unflushed", c.cfg.Checkpoint.MaxUnflushed))
 	if c.dispatcher != nil {
 		ctx.Send(c.dispatcher, &messages.FlowControl{Paused: true})
 	}
 }
 
 func (c *checkpointer) checkUnpause(ctx actor.Context) {
-	if !c.paused || c.unflushed() > c.cfg.MaxUnflushed {
+	if !c.paused || c.unflushed() > c.cfg.Checkpoint.MaxUnflushed {
 		return
 	}
 	c.paused = false

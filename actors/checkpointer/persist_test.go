@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -26,7 +27,7 @@ func started(t *testing.T, edit func(*harness, *Config)) *harness {
 }
 
 func TestFlushByCount(t *testing.T) {
-	h := started(t, func(_ *harness, c *Config) { c.SaveEvery = 10 })
+	h := started(t, func(_ *harness, c *Config) { c.Checkpoint.SaveEvery = 10 })
 	h.progress(1, 20, pbrtTok(20))
 	h.settle(1, seqRange(1, 9)...)
 	h.noEvent()
@@ -48,7 +49,7 @@ func TestFlushByCount(t *testing.T) {
 }
 
 func TestFlushByInterval(t *testing.T) {
-	h := started(t, func(_ *harness, c *Config) { c.SaveInterval = time.Second })
+	h := started(t, func(_ *harness, c *Config) { c.Checkpoint.SaveInterval = time.Second })
 	h.progress(1, 10, pbrtTok(10))
 	h.settle(1, 1, 2, 3)
 	h.sync()
@@ -95,7 +96,7 @@ func TestFlushRequest(t *testing.T) {
 func TestFlushDuringWriteWaitsForNewerWrite(t *testing.T) {
 	release := make(chan struct{})
 	var block atomic.Bool
-	h := started(t, func(_ *harness, c *Config) { c.SaveEvery = 2 })
+	h := started(t, func(_ *harness, c *Config) { c.Checkpoint.SaveEvery = 2 })
 	block.Store(true)
 	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
 		if op == memstore.OpSave && block.Load() {
@@ -124,7 +125,10 @@ func TestFlushDuringWriteWaitsForNewerWrite(t *testing.T) {
 }
 
 func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
-	h := started(t, func(_ *harness, c *Config) { c.SaveInterval = time.Second; c.IdleSaveInterval = time.Second })
+	h := started(t, func(_ *harness, c *Config) {
+		c.Checkpoint.SaveInterval = time.Second
+		c.Checkpoint.IdleInterval = time.Second
+	})
 	h.progress(1, 2, pbrtTok(2))
 	h.settle(1, 1, 2)
 	h.sync()
@@ -163,13 +167,13 @@ func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
 	}
 }
 
-// A moved PBRT alone waits IdleSaveInterval, not SaveInterval (checkpoint writes are oplog entries
+// A moved PBRT alone waits IdleInterval, not SaveInterval (checkpoint writes are oplog entries
 // that move every idle stream's PBRT: a short period would make idle streams write forever); a
 // settlement during that wait brings the write back to SaveInterval.
-func TestIdlePBRTWaitsIdleSaveInterval(t *testing.T) {
+func TestIdlePBRTWaitsIdleInterval(t *testing.T) {
 	h := started(t, func(_ *harness, c *Config) {
-		c.SaveInterval = time.Second
-		c.IdleSaveInterval = time.Minute
+		c.Checkpoint.SaveInterval = time.Second
+		c.Checkpoint.IdleInterval = time.Minute
 	})
 	h.progress(1, 2, pbrtTok(2))
 	h.settle(1, 1, 2)
@@ -182,7 +186,7 @@ func TestIdlePBRTWaitsIdleSaveInterval(t *testing.T) {
 	h.progress(1, 2, tok("idle-a"))
 	h.sync()
 	if d, ok := h.clk.NextDeadline(); !ok || d != time.Minute {
-		t.Fatalf("idle PBRT armed a %v timer, want IdleSaveInterval (1m)", d)
+		t.Fatalf("idle PBRT armed a %v timer, want IdleInterval (1m)", d)
 	}
 	h.clk.Advance(59 * time.Second)
 	h.noEvent()
@@ -207,9 +211,9 @@ func TestIdlePBRTWaitsIdleSaveInterval(t *testing.T) {
 func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	var down atomic.Bool
 	h := started(t, func(_ *harness, c *Config) {
-		c.SaveEvery = 2
-		c.MaxUnflushed = 5
-		c.SaveInterval = time.Hour
+		c.Checkpoint.SaveEvery = 2
+		c.Checkpoint.MaxUnflushed = 5
+		c.Checkpoint.SaveInterval = time.Hour
 		c.RetryInitialDelay = 100 * time.Millisecond
 		c.RetryMaxDelay = 400 * time.Millisecond
 	})
@@ -279,8 +283,8 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 func TestAttachDispatcherGetsCurrentPause(t *testing.T) {
 	h := started(t, func(_ *harness, c *Config) {
 		c.Dispatcher = nil
-		c.SaveEvery = 1
-		c.MaxUnflushed = 1
+		c.Checkpoint.SaveEvery = 1
+		c.Checkpoint.MaxUnflushed = 1
 	})
 	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
 		if op == memstore.OpSave {
@@ -328,7 +332,7 @@ func TestFencedWriteIsTerminal(t *testing.T) {
 }
 
 func TestFencedInitialWriteFailsStartTerminally(t *testing.T) {
-	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = Latest })
+	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.Latest })
 	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("theirs"), Epoch: 9}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -56,9 +57,9 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	c.log.Debug("resolving the start position", zap.Uint64("incarnation", inc))
 	mode := c.cfg.StartPosition
 	if c.sh.firstDone.Load() {
-		mode = Resume
+		mode = policy.Resume
 	}
-	if mode.kind == startResume && !c.t.pos.empty() {
+	if mode.Kind() == policy.StartResume && !c.t.pos.empty() {
 		c.replyStart(ctx, c.t.pos, sourceMemory)
 		return
 	}
@@ -74,7 +75,7 @@ func (c *checkpointer) snapshot(p position) store.Checkpoint {
 
 // resolveJob loads the checkpoint, or captures and persists the start position. base carries
 // the epoch, owner and settled count to write.
-func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Checkpoint) job {
+func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base store.Checkpoint) job {
 	cfg, inst := c.cfg, c.inst
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
@@ -84,7 +85,7 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 			return r
 		}
 		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
-			if mode.kind == startResume {
+			if mode.Kind() == policy.StartResume {
 				p := positionOf(cp)
 				r.pos, r.cp, r.source = &p, &cp, cp.Source
 				return r
@@ -92,9 +93,9 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 			r.discarded = &cp
 		}
 		var p position
-		switch mode.kind {
-		case startAt:
-			p = position{opTime: mode.opTime(), source: store.SourceInitial}
+		switch mode.Kind() {
+		case policy.StartAt:
+			p = position{opTime: mode.OperationTime(), source: store.SourceInitial}
 			r.source = sourceAt
 		default:
 			tok, ts, err := cfg.Positions.Current(ctx)
@@ -108,7 +109,7 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 			}
 			p = position{token: tok, opTime: ts, source: store.SourceInitial}
 			r.source = store.SourceInitial
-			if mode.kind == startLatest {
+			if mode.Kind() == policy.StartLatest {
 				r.source = sourceLatest
 			}
 		}
@@ -123,7 +124,7 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 			r.fail = "persist the start position: " + err.Error()
 			return r
 		}
-		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.kind != startResume
+		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.Kind() != policy.StartResume
 		return r
 	}
 }
@@ -152,15 +153,15 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 		c.t.rebase()
 	}
 	from := c.lastStart
-	policy := c.cfg.OnHistoryLost
+	hl := c.cfg.OnHistoryLost
 	reason := fmt.Sprintf("code %d: %s", m.GetCode(), m.GetMessage())
 	c.log.Warn("change stream history lost", zap.Int32("code", m.GetCode()), zap.String("message", m.GetMessage()),
-		zap.Stringer("policy", policy), zap.String("from_source", from.source))
+		zap.Stringer("policy", hl), zap.String("from_source", from.source))
 	c.emit("HistoryLost", func(e Events) {
-		e.HistoryLost(HistoryLostEvent{Code: m.GetCode(), Message: m.GetMessage(), Policy: policy.String(),
+		e.HistoryLost(HistoryLostEvent{Code: m.GetCode(), Message: m.GetMessage(), Policy: hl.String(),
 			FromToken: from.token, FromTime: from.opTime})
 	})
-	if policy.kind == historyFail {
+	if hl.Kind() == policy.HistoryFail {
 		terr := &terminalError{sentinel: ErrHistoryLost, terminal: c.cfg.TerminalErr, stream: c.cfg.Stream, detail: reason}
 		c.resolving = nil
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
@@ -170,12 +171,12 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 	}
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
-	c.w.submit(c.historyJob(c.reqSeq, inc, policy, from, reason, c.snapshot(position{})))
+	c.w.submit(c.historyJob(c.reqSeq, inc, hl, from, reason, c.snapshot(position{})))
 }
 
 // historyJob captures the current position, runs the rebuild (Rebuild), records the gap
 // (retried with backoff until it succeeds or the checkpointer stops) and persists the position.
-func (c *checkpointer) historyJob(req, inc uint64, policy HistoryLostPolicy, from position, reason string, base store.Checkpoint) job {
+func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from position, reason string, base store.Checkpoint) job {
 	cfg, inst, log := c.cfg, c.inst, c.log
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
@@ -193,13 +194,13 @@ func (c *checkpointer) historyJob(req, inc uint64, policy HistoryLostPolicy, fro
 		}
 		var p position
 		gapPolicy := store.GapResumeFromNow
-		switch policy.kind {
-		case historyRebuild:
+		switch hl.Kind() {
+		case policy.HistoryRebuild:
 			if ts.IsZero() {
 				r.fail = "capture the current position after history lost: no operation time"
 				return r
 			}
-			if err := policy.rebuild(ctx); err != nil {
+			if err := hl.RebuildFunc()(ctx); err != nil {
 				r.fail = "rebuild: " + err.Error()
 				return r
 			}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -91,7 +92,7 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 }
 
 func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
-	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = Latest })
+	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.Latest })
 	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Source: store.SourceEvent}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
 
 func TestCascadeAtTime(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 500, time.UTC)
-	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = At(at) })
+	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.At(at) })
 	sf := h.resolve(1)
 	want := &messages.OperationTime{Seconds: uint32(at.Unix())}
 	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME ||
@@ -199,7 +200,7 @@ func TestHistoryLostFail(t *testing.T) {
 }
 
 func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
-	h := newHarness(t, func(_ *harness, c *Config) { c.OnHistoryLost = ResumeFromNow })
+	h := newHarness(t, func(_ *harness, c *Config) { c.OnHistoryLost = policy.ResumeFromNow })
 	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("old"),
 		ClusterTime: bson.Timestamp{T: 10}, Source: store.SourceEvent}); err != nil {
 		t.Fatal(err)
@@ -239,7 +240,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 
 func TestHistoryLostGapWriteRetriedUntilSuccess(t *testing.T) {
 	h := newHarness(t, func(_ *harness, c *Config) {
-		c.OnHistoryLost = ResumeFromNow
+		c.OnHistoryLost = policy.ResumeFromNow
 		c.RetryInitialDelay = 100 * time.Millisecond
 		c.RetryMaxDelay = 300 * time.Millisecond
 	})
@@ -280,7 +281,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	h := newHarness(t, func(_ *harness, c *Config) {
-		c.OnHistoryLost = Rebuild(func(ctx context.Context) error {
+		c.OnHistoryLost = policy.Rebuild(func(ctx context.Context) error {
 			calls.Add(1)
 			if fail.Load() {
 				return errors.New("rescan failed")
@@ -337,7 +338,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 func TestNewInstanceOfSamePropsResumesFromStore(t *testing.T) {
 	// A restart builds a new instance from the same props: its memory is empty, and Latest,
 	// applied by the first instance, is not applied again.
-	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = Latest })
+	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.Latest })
 	props, err := New(h.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +375,7 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 	running := make(chan struct{})
 	cancelled := make(chan struct{})
 	h := newHarness(t, func(_ *harness, c *Config) {
-		c.OnHistoryLost = Rebuild(func(ctx context.Context) error {
+		c.OnHistoryLost = policy.Rebuild(func(ctx context.Context) error {
 			close(running)
 			<-ctx.Done()
 			close(cancelled)
@@ -405,7 +406,7 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 // and retried.
 func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 	h := newHarness(t, func(_ *harness, c *Config) {
-		c.OnHistoryLost = ResumeFromNow
+		c.OnHistoryLost = policy.ResumeFromNow
 		c.RetryInitialDelay = 50 * time.Millisecond
 	})
 	h.resolve(1)

@@ -14,6 +14,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -123,7 +124,7 @@ func TestUnderSupervisorResumeFromNow(t *testing.T) {
 	if err := ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("old")}); err != nil {
 		t.Fatal(err)
 	}
-	cpProps, err := New(Config{Stream: "orders", Store: ms, Gaps: ms, OnHistoryLost: ResumeFromNow,
+	cpProps, err := New(Config{Stream: "orders", Store: ms, Gaps: ms, OnHistoryLost: policy.ResumeFromNow,
 		Positions: &fakePositions{token: tok("now"), ts: bson.Timestamp{T: 7}}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)

@@ -3,18 +3,17 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/policy"
 )
 
-// Defaults of Config and RetryPolicy.
+// Defaults of Config.
 const (
 	DefaultLanes               = 1
 	DefaultCapacity            = 1024
@@ -25,101 +24,11 @@ const (
 	DefaultDeadLetterTimeout   = 30 * time.Second
 	DefaultCheckpointerName    = "checkpointer"
 
-	DefaultRetryMaxAttempts  = 3
-	DefaultRetryInitialDelay = 500 * time.Millisecond
-	DefaultRetryMaxDelay     = 30 * time.Second
-	DefaultRetryMultiplier   = 2.0
-
 	// MaxLanes is the largest Config.Lanes accepted.
 	MaxLanes = 1024
 	// MaxCapacity is the largest Config.Capacity accepted (credit travels as uint32).
 	MaxCapacity = 1 << 24
 )
-
-// RetryPolicy decides how often the handler is called for one event and how long the event's
-// lane waits between calls (the root maps watchtree.RetryPolicy onto it). The zero value is the
-// default: 3 attempts, 500ms, 1s, with jitter.
-//
-// After the n-th failed attempt (n = 1, 2, ...) the lane waits
-//
-//	delay(n) = min(InitialDelay × Multiplier^(n-1), MaxDelay) × (0.8 + 0.4 × Config.Rand())
-//
-// floored at 1ms when jittered; without jitter the factor is 1. The same formula spaces the
-// retries of a failing dead-letter write (attempt n = the n-th failed write, unbounded).
-type RetryPolicy struct {
-	// MaxAttempts is the number of handler calls per event, including the first. Default 3;
-	// 1 means no retry. Must be >= 0 (0 means the default).
-	MaxAttempts int
-	// InitialDelay is the delay after the first failed attempt. Default 500ms. Must be >= 0
-	// (0 means the default).
-	InitialDelay time.Duration
-	// MaxDelay caps the delay before jitter. Default 30s. Must be >= 0 (0 means the default)
-	// and, once defaulted, >= InitialDelay.
-	MaxDelay time.Duration
-	// Multiplier is the growth factor between consecutive delays. Default 2. Must be finite and
-	// >= 1 (0 means the default).
-	Multiplier float64
-	// DisableJitter turns the ±20% jitter off.
-	DisableJitter bool
-}
-
-// WithDefaults returns p with every zero field replaced by its default.
-func (p RetryPolicy) WithDefaults() RetryPolicy {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultRetryMaxAttempts
-	}
-	if p.InitialDelay == 0 {
-		p.InitialDelay = DefaultRetryInitialDelay
-	}
-	if p.MaxDelay == 0 {
-		p.MaxDelay = DefaultRetryMaxDelay
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = DefaultRetryMultiplier
-	}
-	return p
-}
-
-// validate appends the broken rules of p, with field names prefixed by "Config.Retry.".
-func (p RetryPolicy) validate(errs []error) []error {
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("dispatcher: Config.Retry.%s "+format, append([]any{field}, args...)...))
-	}
-	if p.MaxAttempts < 0 {
-		bad("MaxAttempts", "must be >= 1 (0 means the default %d), got %d", DefaultRetryMaxAttempts, p.MaxAttempts)
-	}
-	delaysOK := true
-	if p.InitialDelay < 0 {
-		bad("InitialDelay", "must be > 0 (0 means the default %v), got %v", DefaultRetryInitialDelay, p.InitialDelay)
-		delaysOK = false
-	}
-	if p.MaxDelay < 0 {
-		bad("MaxDelay", "must be > 0 (0 means the default %v), got %v", DefaultRetryMaxDelay, p.MaxDelay)
-		delaysOK = false
-	}
-	if math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0) || (p.Multiplier != 0 && p.Multiplier < 1) {
-		bad("Multiplier", "must be finite and >= 1 (0 means the default %v), got %v", DefaultRetryMultiplier, p.Multiplier)
-	}
-	if d := p.WithDefaults(); delaysOK && d.MaxDelay < d.InitialDelay {
-		bad("MaxDelay", "must be >= InitialDelay (%v), got %v", d.InitialDelay, d.MaxDelay)
-	}
-	return errs
-}
-
-// Delay returns the delay after the attempt-th failed attempt (1-based; below 1 counts as 1) of
-// the defaulted policy. rnd returns a uniform float in [0, 1) for the jitter (nil:
-// math/rand/v2.Float64). A huge exponent gives MaxDelay; the result never overflows.
-func (p RetryPolicy) Delay(attempt int, rnd func() float64) time.Duration {
-	p = p.WithDefaults()
-	d := backoff.Delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt)
-	if p.DisableJitter {
-		return d
-	}
-	if rnd == nil {
-		rnd = rand.Float64
-	}
-	return backoff.Jitter(d, rnd())
-}
 
 // Config configures one dispatcher. Stream and Router are required; every other zero field
 // means its documented default.
@@ -139,8 +48,10 @@ type Config struct {
 	// Capacity bounds the events accepted (or granted as credit) and not yet settled; memory is
 	// bounded by it whatever the handler speed. Default 1024, at most MaxCapacity.
 	Capacity int
-	// Retry governs handler retries and the spacing of dead-letter write retries.
-	Retry RetryPolicy
+	// Retry governs handler retries and the spacing of dead-letter write retries: the stream's
+	// watchtree.RetryPolicy, as it is. See policy.Retry for the fields, defaults and formula; the
+	// jitter draws from Rand.
+	Retry policy.Retry
 	// DeadLetters stores events whose attempts ran out or whose error is permanent. The event
 	// settles (OUTCOME_DEAD_LETTERED) only after PutDeadLetter succeeded; a failing write is
 	// retried forever with the Retry delays, the lane stays blocked on that event, nothing is
@@ -187,7 +98,8 @@ type Config struct {
 }
 
 // Validate checks c. The error names the field and the rule ("dispatcher: Config.Lanes must be
-// ..."); several broken rules are joined with errors.Join.
+// ..."; the Retry rules are policy.ConfigError values on "Config.Retry.<Field>"); several broken
+// rules are joined with errors.Join.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -205,7 +117,9 @@ func (c Config) Validate() error {
 	if c.Capacity < 0 || c.Capacity > MaxCapacity {
 		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", MaxCapacity, DefaultCapacity, c.Capacity)
 	}
-	errs = c.Retry.validate(errs)
+	retry := policy.NewErrors("Config.")
+	c.Retry.ValidateInto(retry, "Retry")
+	errs = append(errs, retry.Err())
 	for _, d := range []struct {
 		field string
 		v     time.Duration

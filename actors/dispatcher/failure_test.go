@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -29,7 +30,7 @@ func TestRetryDelaysAreExactOnTheFakeClock(t *testing.T) {
 		return nil
 	}}
 	h := newHarness(t, r, func(c *Config) {
-		c.Retry = RetryPolicy{MaxAttempts: 5, InitialDelay: 100 * time.Millisecond, Multiplier: 3, MaxDelay: 500 * time.Millisecond}
+		c.Retry = policy.Retry{MaxAttempts: 5, InitialDelay: 100 * time.Millisecond, Multiplier: 3, MaxDelay: 500 * time.Millisecond}
 		c.Rand = func() float64 { return 0 } // jitter factor 0.8
 	})
 	h.subscribe(1)
@@ -58,30 +59,6 @@ func TestRetryDelaysAreExactOnTheFakeClock(t *testing.T) {
 	if len(ev.retries) != 3 || ev.retries[2].Attempt != 3 || ev.retries[2].Delay != 400*time.Millisecond ||
 		ev.retries[0].ID != "T00000001" || !strings.Contains(ev.retries[0].Err.Error(), "transient") {
 		t.Fatalf("RetryScheduled = %+v", ev.retries)
-	}
-}
-
-func TestRetryPolicyDelay(t *testing.T) {
-	p := RetryPolicy{DisableJitter: true}
-	var got []time.Duration
-	for n := 1; n <= 8; n++ {
-		got = append(got, p.Delay(n, nil))
-	}
-	if fmt.Sprint(got) != "[500ms 1s 2s 4s 8s 16s 30s 30s]" {
-		t.Fatalf("default delays %v", got)
-	}
-	j := RetryPolicy{}
-	for _, r := range []float64{0, 0.25, 0.999999, -1, 2} {
-		d := j.Delay(2, func() float64 { return r })
-		if d < 800*time.Millisecond || d > 1200*time.Millisecond {
-			t.Fatalf("jittered delay %v out of ±20%% of 1s (r=%v)", d, r)
-		}
-	}
-	if d := (RetryPolicy{InitialDelay: time.Nanosecond}).Delay(1, func() float64 { return 0 }); d != time.Millisecond {
-		t.Fatalf("jittered delay floor = %v, want 1ms", d)
-	}
-	if d := p.Delay(1<<30, nil); d != 30*time.Second {
-		t.Fatalf("huge attempt = %v", d)
 	}
 }
 

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // gate is a handler that blocks every call until released (or its context ends), counting the
@@ -432,11 +434,6 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Lanes = -1 }, "dispatcher: Config.Lanes must be between 1 and 1024 (0 means the default 1), got -1"},
 		{func(c *Config) { c.Lanes = 1025 }, "Config.Lanes must be between 1 and 1024"},
 		{func(c *Config) { c.Capacity = -5 }, "dispatcher: Config.Capacity must be between 1 and 16777216 (0 means the default 1024), got -5"},
-		{func(c *Config) { c.Retry.MaxAttempts = -1 }, "dispatcher: Config.Retry.MaxAttempts must be >= 1 (0 means the default 3), got -1"},
-		{func(c *Config) { c.Retry.InitialDelay = -time.Second }, "dispatcher: Config.Retry.InitialDelay must be > 0 (0 means the default 500ms), got -1s"},
-		{func(c *Config) { c.Retry.MaxDelay = -time.Second }, "dispatcher: Config.Retry.MaxDelay must be > 0 (0 means the default 30s), got -1s"},
-		{func(c *Config) { c.Retry.Multiplier = 0.5 }, "dispatcher: Config.Retry.Multiplier must be finite and >= 1 (0 means the default 2), got 0.5"},
-		{func(c *Config) { c.Retry.InitialDelay = time.Minute }, "dispatcher: Config.Retry.MaxDelay must be >= InitialDelay (1m0s), got 30s"},
 		{func(c *Config) { c.DeadLetterRetention = -1 }, "dispatcher: Config.DeadLetterRetention must be >= 0"},
 		{func(c *Config) { c.DeadLetterTimeout = -1 }, "dispatcher: Config.DeadLetterTimeout must be >= 0"},
 		{func(c *Config) { c.SettleFlushInterval = -1 }, "dispatcher: Config.SettleFlushInterval must be >= 0"},
@@ -460,6 +457,39 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(multi.Error(), f) {
 			t.Errorf("joined error %q misses %s", multi, f)
 		}
+	}
+}
+
+// TestConfigValidateRetryUsesThePolicy: Config.Retry is validated by policy.Retry's own
+// validator (whose rules are tested in package policy), named by its path in Config, and
+// refused by New.
+func TestConfigValidateRetryUsesThePolicy(t *testing.T) {
+	c := Config{Stream: "s", Router: &fakeRouter{}, Retry: policy.Retry{Multiplier: 0.5, MaxAttempts: -1}}
+	err := c.Validate()
+	var fields []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		ce, ok := e.(*policy.ConfigError)
+		if !ok {
+			t.Fatalf("Retry error %v is a %T, not a *policy.ConfigError", e, e)
+		}
+		fields = append(fields, ce.Field)
+	}
+	walk(err)
+	if fmt.Sprint(fields) != "[Config.Retry.MaxAttempts Config.Retry.Multiplier]" {
+		t.Fatalf("fields %v (error %v)", fields, err)
+	}
+	if !errors.Is(err, policy.ErrInvalidConfig) {
+		t.Error("a Retry rule must match policy.ErrInvalidConfig")
+	}
+	if _, err := New(c); err == nil {
+		t.Error("New accepted an invalid Retry")
 	}
 }
 

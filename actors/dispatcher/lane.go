@@ -11,6 +11,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // item is one accepted event queued on a lane.
@@ -33,7 +34,7 @@ var ErrHandlerGoexit = errors.New("dispatcher: the handler called runtime.Goexit
 type laneShared struct {
 	stream    string
 	router    Router
-	retry     RetryPolicy
+	retry     policy.Retry
 	rnd       func() float64
 	clk       clock.Clock
 	log       *zap.Logger

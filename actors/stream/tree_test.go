@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -86,7 +87,7 @@ func TestStreamWithRealCheckpointerAndDispatcher(t *testing.T) {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	store := memstore.New(memstore.Options{})
 	cpProps, err := checkpointer.New(checkpointer.Config{Stream: "orders", Store: store, Positions: positions{h.coll},
-		SaveEvery: 5, Logger: log})
+		Checkpoint: policy.Checkpoint{SaveEvery: 5}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // DefaultChildName is the actor name of the stream actor under its supervisor: the stream actor
@@ -40,16 +41,18 @@ type Config struct {
 	// protoactor stops children in reverse spawn order, so the stream actor stops first when the
 	// supervisor stops.
 	Siblings []Sibling
-	// Policy is the RestartPolicy. It is validated by New.
-	Policy Policy
+	// Policy is the stream's RestartPolicy (watchtree.RestartPolicy, as it is): the delay before
+	// each restart and the attempt limit. See policy.Restart for the fields, defaults and
+	// formula; the jitter draws from Rand. It is validated by New.
+	Policy policy.Restart
 	// Classify decides whether a failure is terminal. Default DefaultClassifier() (everything is
 	// transient).
 	Classify Classifier
 	// Clock schedules restarts. Default clock.Real().
 	Clock clock.Clock
-	// Rand returns uniform numbers in [0, 1) for the jitter. It is called on the supervisor's
-	// goroutine; when several supervisors share it, it must be safe for concurrent use. Default
-	// math/rand/v2.Float64.
+	// Rand returns uniform numbers in [0, 1) for the jitter; it is called only when Policy.Jitter
+	// is set, on the supervisor's goroutine. When several supervisors share it, it must be safe
+	// for concurrent use. Default math/rand/v2.Float64.
 	Rand func() float64
 	// Logger receives every transition, with the field stream=<Stream>. Default zap.NewNop().
 	Logger *zap.Logger
@@ -94,7 +97,8 @@ type Transition struct {
 }
 
 // Validate checks the configuration. The error names the field (Config.Stream, Config.Child,
-// Config.Siblings[i].Name, Policy.<Field>); several broken rules are joined.
+// Config.Siblings[i].Name, and Config.Policy.<Field> as a policy.ConfigError); several broken
+// rules are joined.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Stream == "" {
@@ -116,9 +120,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Props must not be nil", i))
 		}
 	}
-	if err := c.Policy.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	pe := policy.NewErrors("Config.")
+	c.Policy.ValidateInto(pe, "Policy")
+	errs = append(errs, pe.Err())
 	return errors.Join(errs...)
 }
 

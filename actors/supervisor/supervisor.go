@@ -355,7 +355,7 @@ func (s *Supervisor) death(reason any) {
 		s.giveUp(fmt.Sprintf("gave up after %d restart attempts: %v", maxA, cause))
 		return
 	}
-	delay := s.cfg.Policy.JitteredDelay(s.attempt, s.cfg.Rand())
+	delay := s.cfg.Policy.Delay(s.attempt, s.cfg.Rand)
 	s.armTimer(delay)
 	s.transition(StateBackoff, fmt.Sprintf("restart attempt %d/%s in %v after: %v",
 		s.attempt, s.maxString(), delay, cause), cause)

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 )
 
 func TestSpawnResubscribeRunning(t *testing.T) {
@@ -77,7 +78,7 @@ func TestRestartDelaysExact(t *testing.T) {
 
 func TestRestartDelaysCustomPolicy(t *testing.T) {
 	h := scripted(t, func(uint64) action { return actPanic }, func(c *Config) {
-		c.Policy = Policy{InitialDelay: 100 * time.Millisecond, Multiplier: 3, MaxDelay: time.Second}
+		c.Policy = policy.Restart{InitialDelay: 100 * time.Millisecond, Multiplier: 3, MaxDelay: time.Second}
 	})
 	h.await(StateStarting)
 	for _, w := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 900 * time.Millisecond, time.Second} {
@@ -96,7 +97,7 @@ func TestJitterBoundsThroughSupervisor(t *testing.T) {
 	rs := []float64{0, 1, 0.5}
 	var i atomic.Int32
 	h := scripted(t, func(uint64) action { return actPanic }, func(c *Config) {
-		c.Policy = Policy{Jitter: true}
+		c.Policy = policy.Restart{Jitter: true}
 		c.Rand = func() float64 { return rs[int(i.Add(1)-1)%len(rs)] }
 	})
 	h.await(StateStarting)
@@ -114,7 +115,7 @@ func TestJitterBoundsThroughSupervisor(t *testing.T) {
 // once (no timer), reports the cause with its stack, stops the child and stays down until an
 // operator Start.
 func TestGiveUpAfterMaxAttempts(t *testing.T) {
-	h := scripted(t, func(uint64) action { return actPanic }, func(c *Config) { c.Policy = Policy{MaxAttempts: 3} })
+	h := scripted(t, func(uint64) action { return actPanic }, func(c *Config) { c.Policy = policy.Restart{MaxAttempts: 3} })
 	h.await(StateStarting)
 	for i, w := range []time.Duration{1, 2, 4} {
 		h.started()
@@ -221,7 +222,7 @@ func TestEveryDeathConsumesAnAttempt(t *testing.T) {
 			return actResubscribe
 		}
 		return actResubscribePanic
-	}, func(c *Config) { c.Policy = Policy{MaxAttempts: 1} })
+	}, func(c *Config) { c.Policy = policy.Restart{MaxAttempts: 1} })
 	h.await(StateStarting)
 	for i := 1; i <= 3; i++ {
 		if ev := h.started(); ev.incarnation != uint64(i) {
@@ -498,7 +499,7 @@ func TestStaleMessagesDropped(t *testing.T) {
 			return actResubscribe
 		}
 		return actIdle
-	}, func(c *Config) { c.Policy = Policy{InitialDelay: time.Minute} })
+	}, func(c *Config) { c.Policy = policy.Restart{InitialDelay: time.Minute} })
 	h.await(StateStarting)
 	h.await(StateRunning)
 	child := h.started().pid
@@ -580,7 +581,7 @@ func TestStartStoppedWaitsForOperator(t *testing.T) {
 // TestBackoffDoesNotDelayOtherStreams: one stream in a long backoff; another supervisor on the
 // same system and clock keeps answering and restarting.
 func TestBackoffDoesNotDelayOtherStreams(t *testing.T) {
-	a := newHarness(t, func(c *Config) { c.Policy = Policy{InitialDelay: time.Hour, MaxDelay: time.Hour} })
+	a := newHarness(t, func(c *Config) { c.Policy = policy.Restart{InitialDelay: time.Hour, MaxDelay: time.Hour} })
 	a.await(StateStarting)
 	a.await(StateRunning)
 	a.tell(a.started().pid, panicCmd{errBoom})
@@ -682,7 +683,7 @@ func TestRealClockRestart(t *testing.T) {
 		return actResubscribe
 	}, func(c *Config) {
 		c.Clock = nil
-		c.Policy = Policy{InitialDelay: time.Millisecond}
+		c.Policy = policy.Restart{InitialDelay: time.Millisecond}
 	})
 	h.await(StateStarting)
 	h.started()

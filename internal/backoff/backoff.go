@@ -1,6 +1,7 @@
-// Package backoff is the one implementation of the exponential backoff formula that the retry
-// policy (per event, in the dispatcher) and the restart policy (per stream, in the supervisor)
-// share, so that both, and the root package's documentation of them, cannot drift apart.
+// Package backoff is the one implementation of the exponential backoff formula. Package policy
+// builds the delays of the retry policy (per event, applied by the dispatcher) and the restart
+// policy (per stream, applied by the supervisor) on it, and the checkpointer spaces its write
+// retries with it, so none of them, nor their documentation, can drift apart.
 package backoff
 
 import (

@@ -94,9 +94,9 @@ func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
 //     baseline's in raw-stack-KB/stream), and heap+stack-KB/stream;
 //   - idle-checkpoint-writes/s: checkpoint writes of all the idle streams together while they
 //     idle, counted with a command monitor on the client (an idle stream writes its moving
-//     post-batch resume token once per IdleSaveInterval, 5 minutes by default, so this should
-//     be 0; each such write moves every other stream's PBRT, so a short interval makes idle
-//     streams keep each other writing);
+//     post-batch resume token once per CheckpointPolicy.IdleInterval, 5 minutes by default, so
+//     this should be 0; each such write moves every other stream's PBRT, so a short interval
+//     makes idle streams keep each other writing);
 //   - spawn-ms/stream: Spawn until every stream is running.
 func BenchmarkIdleStreamMemory(b *testing.B) {
 	uri := startMongosimProcess(b)

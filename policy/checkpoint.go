@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// Defaults of Checkpoint: the zero value of a field means the default below.
+const (
+	// DefaultSaveEvery is the default Checkpoint.SaveEvery (settlements per write).
+	DefaultSaveEvery = 100
+	// DefaultSaveInterval is the default Checkpoint.SaveInterval.
+	DefaultSaveInterval = time.Second
+	// DefaultIdleInterval is the default Checkpoint.IdleInterval.
+	DefaultIdleInterval = 5 * time.Minute
+	// DefaultMaxUnflushedFactor gives the default Checkpoint.MaxUnflushed:
+	// DefaultMaxUnflushedFactor × SaveEvery.
+	DefaultMaxUnflushedFactor = 100
+)
+
+// Checkpoint decides when the stream's resume position is persisted; the checkpointer actor
+// applies it. The root package calls it watchtree.CheckpointPolicy. The position written is the
+// low-water mark: the resume token of the highest event such that it and every earlier event have
+// settled (handled, filtered, unhandled, skipped or durably dead-lettered). A token is never
+// written for an event that is in flight or being retried. A position equal to the stored one is
+// never written again.
+//
+// A write happens when SaveEvery settlements have accumulated since the last write, when the
+// oldest unwritten settlement is SaveInterval old, and on a graceful stop. When nothing is in
+// flight and the server's post-batch resume token moved, that token is written at most once per
+// IdleInterval, so an idle stream never ages out of the oplog.
+//
+// The bound of unflushed progress, which is also the bound of replays after a crash:
+//   - with a healthy store, fewer than SaveEvery settled events, all settled within the last
+//     SaveInterval (plus the one write in flight), are replayed after a crash, together with the
+//     events that were in flight (at most the dispatcher's credit);
+//   - with a failing store, a failed write stays due, is retried with backoff and reported
+//     (Observer CheckpointFailed); processing goes on until MaxUnflushed settled events are
+//     unwritten, then the stream pauses (no new credit) until a write succeeds. So at most
+//     MaxUnflushed settled events, plus the events the dispatcher already held, replay, whatever
+//     the outage length.
+type Checkpoint struct {
+	// SaveEvery is the number of settlements that triggers a write. Default 100. Must be >= 0;
+	// 0 means the default.
+	SaveEvery int
+	// SaveInterval is the maximum age of unwritten progress after events settled. Default 1s.
+	// Must be >= 0; 0 means the default.
+	SaveInterval time.Duration
+	// IdleInterval is the idle-token period: how long a moved post-batch resume token waits
+	// before it is written when no event settled since the last write. Default 5 minutes (oplog
+	// windows are hours). It is much longer than SaveInterval on purpose: every checkpoint write
+	// is itself an oplog entry that moves every other idle stream's token, so a short period
+	// makes idle streams keep writing each other's checkpoints. Must be >= 0; 0 means the
+	// default.
+	IdleInterval time.Duration
+	// MaxUnflushed is the number of settled but unwritten events at which the stream pauses while
+	// the checkpoint store fails. Default 100 × SaveEvery (10,000 with the default SaveEvery,
+	// math.MaxInt if that overflows). Must be >= 0 (0 means the default) and, once defaulted,
+	// >= SaveEvery.
+	MaxUnflushed int
+}
+
+// WithDefaults returns p with every zero field replaced by its default.
+func (p Checkpoint) WithDefaults() Checkpoint {
+	if p.SaveEvery == 0 {
+		p.SaveEvery = DefaultSaveEvery
+	}
+	if p.SaveInterval == 0 {
+		p.SaveInterval = DefaultSaveInterval
+	}
+	if p.IdleInterval == 0 {
+		p.IdleInterval = DefaultIdleInterval
+	}
+	if p.MaxUnflushed == 0 {
+		if p.SaveEvery > math.MaxInt/DefaultMaxUnflushedFactor {
+			p.MaxUnflushed = math.MaxInt
+		} else {
+			p.MaxUnflushed = p.SaveEvery * DefaultMaxUnflushedFactor
+		}
+	}
+	return p
+}
+
+// Validate checks p. The error names the field and the rule ("CheckpointPolicy.SaveEvery must be
+// >= 1 ..."); it is a *ConfigError (several are joined with errors.Join) and matches
+// ErrInvalidConfig.
+func (p Checkpoint) Validate() error {
+	c := NewErrors("")
+	p.ValidateInto(c, "CheckpointPolicy")
+	return c.Err()
+}
+
+// ValidateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
+// "Checkpoint.SaveEvery" for field "Checkpoint".
+func (p Checkpoint) ValidateInto(c *Errors, field string) {
+	ok := true
+	if p.SaveEvery < 0 {
+		c.Add(field+".SaveEvery", "must be >= 1 (0 means the default %d), got %d", DefaultSaveEvery, p.SaveEvery)
+		ok = false
+	}
+	if p.SaveInterval < 0 {
+		c.Add(field+".SaveInterval", "must be > 0 (0 means the default %v), got %v", DefaultSaveInterval, p.SaveInterval)
+	}
+	if p.IdleInterval < 0 {
+		c.Add(field+".IdleInterval", "must be > 0 (0 means the default %v), got %v", DefaultIdleInterval, p.IdleInterval)
+	}
+	if p.MaxUnflushed < 0 {
+		c.Add(field+".MaxUnflushed", "must be >= SaveEvery (0 means the default %d × SaveEvery), got %d", DefaultMaxUnflushedFactor, p.MaxUnflushed)
+		ok = false
+	}
+	if ok {
+		d := p.WithDefaults()
+		if d.MaxUnflushed < d.SaveEvery {
+			c.Add(field+".MaxUnflushed", "must be >= SaveEvery (%d), got %d", d.SaveEvery, d.MaxUnflushed)
+		}
+	}
+}
