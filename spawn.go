@@ -248,18 +248,9 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 	return props, nil
 }
 
-// terminalCauses maps the terminal sentinels of the actors to the root's: a failure wrapping the
-// left one is terminal (the supervisor gives up at once) and is reported wrapping the right one,
-// so users match the root sentinels with errors.Is.
-var terminalCauses = []struct{ from, to error }{
-	{ErrHistoryLost, ErrHistoryLost},
-	{ErrInvalidated, ErrInvalidated},
-	{ErrFenced, ErrFenced},
-	{stream.ErrInvalidated, ErrInvalidated},
-	{checkpointer.ErrHistoryLost, ErrHistoryLost},
-	{checkpointer.ErrFenced, ErrFenced},
-	{store.ErrFenced, ErrFenced},
-}
+// terminalSentinels are the terminal failures raised inside a stream tree: a failure wrapping
+// one of them gives up at once.
+var terminalSentinels = []error{ErrHistoryLost, ErrInvalidated, ErrFenced}
 
 // terminalCodes are server error codes that no restart can fix: Unauthorized (13),
 // AuthenticationFailed (18), InvalidOptions (72), FailedToParse (9), InvalidNamespace (73),
@@ -271,11 +262,8 @@ var terminalCodes = []int{13, 18, 72, 9, 73, 166, 323}
 // (network errors, not-primary, timeouts, cursor deaths, sibling failures) is transient.
 func classifyFailure(reason any) (bool, error) {
 	cause := supervisor.AsError(reason)
-	for _, m := range terminalCauses {
-		if errors.Is(cause, m.from) {
-			if !errors.Is(cause, m.to) {
-				cause = &terminalError{sentinel: m.to, cause: cause}
-			}
+	for _, s := range terminalSentinels {
+		if errors.Is(cause, s) {
 			return true, cause
 		}
 	}
@@ -293,22 +281,6 @@ func classifyFailure(reason any) (bool, error) {
 	}
 	return false, cause
 }
-
-// terminalError reports a terminal cause wrapped with the root sentinel it matches.
-type terminalError struct {
-	sentinel error
-	cause    error
-}
-
-func (e *terminalError) Error() string {
-	msg := e.cause.Error()
-	if strings.Contains(msg, e.sentinel.Error()) {
-		return msg
-	}
-	return e.sentinel.Error() + ": " + msg
-}
-
-func (e *terminalError) Unwrap() []error { return []error{e.sentinel, e.cause} }
 
 // dispatcherEvents maps the dispatcher's reports to Observer events. It runs on lane
 // goroutines; safeObserver never blocks.
@@ -385,7 +357,6 @@ func (e *streamEntry) streamProps() (*actor.Props, error) {
 		Dispatcher:        dispatcherName,
 		MaxAwaitTime:      e.watcher.maxAwait,
 		InvalidateRestart: e.cs.onInvalidate == InvalidateRestart,
-		TerminalErr:       ErrInvalidated,
 		Clock:             e.rt.clk,
 		Logger:            e.rt.log,
 		Events:            streamEvents{e},

@@ -29,9 +29,8 @@ func TestClassifyFailure(t *testing.T) {
 		matches  error
 	}{
 		{"history lost (checkpointer)", wrapped(checkpointer.ErrHistoryLost), true, ErrHistoryLost},
-		{"fenced (checkpointer)", wrapped(checkpointer.ErrFenced), true, ErrFenced},
 		{"fenced (store)", wrapped(store.ErrFenced), true, ErrFenced},
-		{"invalidated (stream actor)", &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated, Terminal: ErrInvalidated}, true, ErrInvalidated},
+		{"invalidated (stream actor)", &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}, true, ErrInvalidated},
 		{"invalidated in a panic", &supervisor.PanicError{Value: wrapped(stream.ErrInvalidated)}, true, ErrInvalidated},
 		{"history lost via a sibling", fmt.Errorf("%w: %w", supervisor.ErrSiblingFailed, checkpointer.ErrHistoryLost), true, ErrHistoryLost},
 		{"auth", &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: mongo.CommandError{Code: 18, Message: "auth failed"}}, true, stream.ErrCursor},

@@ -272,7 +272,7 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 		c.w.stop()
 	}
 	c.stopTimers()
-	terr := &terminalError{sentinel: ErrFenced, terminal: c.cfg.TerminalErr, cause: err, stream: c.cfg.Stream}
+	terr := fencedError(c.cfg.Stream, err)
 	c.log.Error("checkpoint write fenced; the checkpointer stops", zap.Error(err))
 	c.emit("Fenced", func(e Events) { e.Fenced(terr) })
 	for _, w := range c.waiters {

@@ -39,7 +39,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	inc := m.GetIncarnation()
 	if c.fenced {
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: ErrFenced.Error()})
+			Terminal: true, Reason: store.ErrFenced.Error()})
 		return
 	}
 	if inc < c.incarnation {
@@ -139,7 +139,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 	inc := m.GetIncarnation()
 	if c.fenced {
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: ErrFenced.Error()})
+			Terminal: true, Reason: store.ErrFenced.Error()})
 		return
 	}
 	if inc < c.incarnation {
@@ -161,7 +161,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 			FromToken: from.token, FromTime: from.opTime})
 	})
 	if policy.kind == historyFail {
-		terr := &terminalError{sentinel: ErrHistoryLost, terminal: c.cfg.TerminalErr, stream: c.cfg.Stream, detail: reason}
+		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})

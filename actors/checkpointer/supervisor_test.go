@@ -55,7 +55,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpProps, err := New(Config{Stream: "orders", Store: ms, Positions: &fakePositions{token: tok("now")},
-		Clock: clk, TerminalErr: errTerminal})
+		Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{lost: true, starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     supervisor.DefaultClassifier(errTerminal),
+		Classify:     supervisor.DefaultClassifier(ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -96,7 +96,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 			if tr.To != supervisor.StateCrashed {
 				continue
 			}
-			if !errors.Is(tr.Cause, ErrHistoryLost) || !errors.Is(tr.Cause, errTerminal) {
+			if !errors.Is(tr.Cause, ErrHistoryLost) {
 				t.Fatalf("crashed with %v", tr.Cause)
 			}
 			// Stopping the crashed tree (the failed checkpointer is still suspended) is prompt.
@@ -175,7 +175,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	ms := memstore.New(memstore.Options{})
 	cpProps, err := New(Config{Stream: "orders", Store: ms, Positions: &fakePositions{token: tok("now")},
-		Clock: clk, TerminalErr: errTerminal, Epoch: func() int64 { return 1 }})
+		Clock: clk, Epoch: func() int64 { return 1 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     supervisor.DefaultClassifier(errTerminal),
+		Classify:     supervisor.DefaultClassifier(ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -222,7 +222,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 			if tr.To != supervisor.StateCrashed {
 				continue
 			}
-			if !errors.Is(tr.Cause, ErrFenced) || !errors.Is(tr.Cause, store.ErrFenced) || !errors.Is(tr.Cause, errTerminal) {
+			if !errors.Is(tr.Cause, store.ErrFenced) {
 				t.Fatalf("crashed with %v", tr.Cause)
 			}
 			return

@@ -234,7 +234,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) 
 		s.launch(ctx, Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
-	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated, Terminal: s.cfg.TerminalErr,
+	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
 		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", ev.Seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
 	panic(err)

@@ -57,7 +57,7 @@
 // invalidate token, which must never become a resumeAfter position). The reader then closes the
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
 // startAfter the invalidate's token (seqs continue); otherwise it panics with an *Error wrapping
-// ErrInvalidated and Config.TerminalErr, which the supervisor's classifier treats as terminal.
+// ErrInvalidated, which the supervisor's classifier treats as terminal.
 // Both are reported (Events.Invalidated, with the operationType read right before the
 // invalidate as its cause). A resumeAfter refused with InvalidResumeToken (260) — the resolved
 // position is an invalidate's token — is retried once, at once, with startAfter the same token.

@@ -10,8 +10,8 @@ import (
 // unwraps to it).
 var (
 	// ErrInvalidated: an invalidate event ended the change stream and Config.InvalidateRestart
-	// is false. Terminal: the failure also wraps Config.TerminalErr.
-	ErrInvalidated = errors.New("stream: change stream invalidated")
+	// is false. Terminal. The root package re-exports it as watchtree.ErrInvalidated.
+	ErrInvalidated = errors.New("watchtree: change stream invalidated")
 	// ErrCursor: the cursor died after the driver's own resume attempt (or opening it failed).
 	// Transient: the supervisor restarts the stream actor after its RestartPolicy delay. The
 	// failure also wraps the driver's error, so a classifier can look for auth or configuration
@@ -23,14 +23,12 @@ var (
 )
 
 // Error is the failure the stream actor panics with. It matches its sentinel (ErrInvalidated,
-// ErrCursor, ErrStartFailed), Config.TerminalErr when terminal, and the cause.
+// ErrCursor, ErrStartFailed) and the cause.
 type Error struct {
 	Stream      string
 	Incarnation uint64
 	// Sentinel is ErrInvalidated, ErrCursor or ErrStartFailed.
 	Sentinel error
-	// Terminal is Config.TerminalErr for a terminal failure (may be nil).
-	Terminal error
 	// Cause is the driver's error, when there is one.
 	Cause error
 	// Detail is a one-line explanation.
@@ -48,12 +46,9 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the sentinel, the terminal error and the cause.
+// Unwrap returns the sentinel and the cause.
 func (e *Error) Unwrap() []error {
 	errs := []error{e.Sentinel}
-	if e.Terminal != nil {
-		errs = append(errs, e.Terminal)
-	}
 	if e.Cause != nil {
 		errs = append(errs, e.Cause)
 	}
