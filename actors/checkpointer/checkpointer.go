@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
@@ -284,7 +285,7 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 	}
-	panic(terr)
+	supervisor.Fail(ctx, terr)
 }
 
 // isInvalidate reports whether a settlement is an invalidate event (flagged by the stream

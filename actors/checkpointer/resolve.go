@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -166,7 +167,8 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 		c.log.Error("history lost under OnHistoryLost Fail: the stream fails terminally", zap.Error(terr))
-		panic(terr)
+		supervisor.Fail(ctx, terr)
+		return
 	}
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}

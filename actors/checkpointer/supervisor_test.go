@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func (s *streamStub) Receive(ctx actor.Context) {
 		case m.GetKind() == messages.StartKind_START_KIND_FAIL && m.GetTerminal():
 			// Wait to be stopped by the supervisor.
 		case m.GetKind() == messages.StartKind_START_KIND_FAIL:
-			panic(errors.New("stub: transient start failure: " + m.GetReason()))
+			supervisor.Fail(ctx, errors.New("stub: transient start failure: "+m.GetReason()))
 		case s.lost && tokData(m.GetToken()) == "old":
 			ctx.Request(s.sibling, &messages.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
 		default:
@@ -96,8 +97,9 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 			if tr.To != supervisor.StateCrashed {
 				continue
 			}
-			if !errors.Is(tr.Cause, ErrHistoryLost) {
-				t.Fatalf("crashed with %v", tr.Cause)
+			var pe *supervisor.PanicError
+			if !errors.Is(tr.Cause, ErrHistoryLost) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+				t.Fatalf("crashed with %v, want ErrHistoryLost, not a panic", tr.Cause)
 			}
 			// Stopping the crashed tree (the failed checkpointer is still suspended) is prompt.
 			start := time.Now()
@@ -222,8 +224,9 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 			if tr.To != supervisor.StateCrashed {
 				continue
 			}
-			if !errors.Is(tr.Cause, store.ErrFenced) {
-				t.Fatalf("crashed with %v", tr.Cause)
+			var pe *supervisor.PanicError
+			if !errors.Is(tr.Cause, store.ErrFenced) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+				t.Fatalf("crashed with %v, want store.ErrFenced, not a panic", tr.Cause)
 			}
 			return
 		case <-deadline:

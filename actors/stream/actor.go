@@ -122,7 +122,8 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 			s.log.Error("start failed terminally; waiting for the supervisor to stop the stream", zap.String("reason", m.GetReason()))
 			return
 		}
-		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: m.GetReason()})
+		supervisor.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: m.GetReason()})
+		return
 	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {
 			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
@@ -215,7 +216,7 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 		s.log.Warn("change stream failed; the supervisor restarts the stream", zap.Error(err), zap.Int32("code", m.GetCode()))
 		ev := CursorFailedEvent{Incarnation: s.inc, Err: err, Code: m.GetCode(), Open: open, At: s.cfg.Clock.Now()}
 		s.emit("CursorFailed", func(e Events) { e.CursorFailed(ev) })
-		panic(err)
+		supervisor.Fail(ctx, err)
 	}
 }
 
@@ -237,7 +238,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) 
 	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
 		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", ev.Seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
-	panic(err)
+	supervisor.Fail(ctx, err)
 }
 
 func (s *streamActor) stopReader(why string) {

@@ -5,9 +5,10 @@ import (
 	"fmt"
 )
 
-// Sentinels of the failures the stream actor reports to its supervisor (it panics with an error
-// matching one of them; the supervisor's middleware turns the panic into a *PanicError that
-// unwraps to it).
+// Sentinels of the failures the stream actor reports to its supervisor: it fails with
+// supervisor.Fail and an *Error matching one of them, which reaches the supervisor as a
+// *supervisor.Failure unwrapping to it. Panics are kept for bugs (a StartFrom that breaks the
+// protocol, an actor with nobody to talk to).
 var (
 	// ErrInvalidated: an invalidate event ended the change stream and Config.InvalidateRestart
 	// is false. Terminal. The root package re-exports it as watchtree.ErrInvalidated.
@@ -22,7 +23,7 @@ var (
 	ErrStartFailed = errors.New("stream: start position not resolved")
 )
 
-// Error is the failure the stream actor panics with. It matches its sentinel (ErrInvalidated,
+// Error is the failure the stream actor reports. It matches its sentinel (ErrInvalidated,
 // ErrCursor, ErrStartFailed) and the cause.
 type Error struct {
 	Stream      string

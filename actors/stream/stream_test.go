@@ -179,9 +179,10 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	if !errors.Is(tr.Cause, ErrCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 6 {
 		t.Fatalf("death cause %v, want ErrCursor with the server's code 6", tr.Cause)
 	}
+	var f *supervisor.Failure
 	var pe *supervisor.PanicError
-	if !errors.As(tr.Cause, &pe) || pe.Incarnation != 1 {
-		t.Fatalf("cause %T %v, want a PanicError of incarnation 1", tr.Cause, tr.Cause)
+	if !errors.As(tr.Cause, &f) || f.Incarnation != 1 || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+		t.Fatalf("cause %T %v, want a Failure (not a panic) of incarnation 1", tr.Cause, tr.Cause)
 	}
 	_, _, failed := h.ev.snapshot()
 	if len(failed) != 1 || failed[0].Code != 6 || failed[0].Open {
@@ -372,8 +373,8 @@ func TestStreamStartFromFail(t *testing.T) {
 		}
 	}})
 	tr := h.await(supervisor.StateBackoff)
-	if !errors.Is(tr.Cause, ErrStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") {
-		t.Fatalf("cause %v, want ErrStartFailed with the reason", tr.Cause)
+	if !errors.Is(tr.Cause, ErrStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") || strings.Contains(tr.Cause.Error(), "panic") {
+		t.Fatalf("cause %v, want ErrStartFailed with the reason, not a panic", tr.Cause)
 	}
 	h.w.mu.Lock()
 	terminal = true
