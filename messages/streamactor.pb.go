@@ -232,7 +232,8 @@ type ReaderEnded struct {
 	// same cursor ("drop", "rename", "dropDatabase"); empty when none was read (a pipeline that
 	// filtered it out, or an invalidate alone).
 	InvalidateCause string `protobuf:"bytes,8,opt,name=invalidate_cause,json=invalidateCause,proto3" json:"invalidate_cause,omitempty"`
-	// cause is the error that ended the reader (not set for READER_END_INVALIDATED).
+	// cause is the error that ended the reader, for READER_END_OPEN_FAILED, _HISTORY_LOST and
+	// _CURSOR_FAILED (READER_END_CURSOR_CLOSED means stream.ErrCursorClosed).
 	Cause         *ErrorDetail `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

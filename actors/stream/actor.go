@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -191,7 +192,6 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 	if !s.current(m.GetIncarnation(), m.GetGeneration()) {
 		return
 	}
-	rd := s.rd
 	s.rd = nil
 	s.nextSeq = m.GetNextSeq()
 	switch m.GetEnd() {
@@ -203,8 +203,11 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 	case messages.ReaderEnd_READER_END_INVALIDATED:
 		s.onInvalidated(ctx, m)
 	default:
-		cause := rd.getErr()
-		if cause == nil {
+		cause := errdetail.Err(m.GetCause())
+		switch {
+		case m.GetEnd() == messages.ReaderEnd_READER_END_CURSOR_CLOSED:
+			cause = ErrCursorClosed
+		case cause == nil:
 			cause = errors.New(m.GetError())
 		}
 		open := m.GetEnd() == messages.ReaderEnd_READER_END_OPEN_FAILED

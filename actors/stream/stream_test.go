@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -424,6 +426,23 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	}
 	h.await(supervisor.StateStopped)
 	eventually(t, "the reader ended after Stop", func() bool { return liveReaders.Load() == 0 })
+}
+
+// TestReaderEndedCarriesTheError: the error that ended a reader travels in its ReaderEnded (the
+// actor reads no reader state to learn it), with the server's code and labels intact.
+func TestReaderEndedCarriesTheError(t *testing.T) {
+	r := &reader{cfg: &Config{HistoryLostCodes: DefaultHistoryLostCodes}}
+	err := fmt.Errorf("open: %w", mongo.CommandError{Code: 40324, Name: "Location40324",
+		Message: "Unrecognized pipeline stage name: '$matchh'", Labels: []string{"x"}})
+	end := r.failed(err, true, false)
+	if end.GetEnd() != messages.ReaderEnd_READER_END_OPEN_FAILED || end.GetCode() != 40324 {
+		t.Fatalf("ReaderEnded %v", end)
+	}
+	got := errdetail.Err(end.GetCause())
+	var se mongo.ServerError
+	if got == nil || got.Error() != err.Error() || !errors.As(got, &se) || !se.HasErrorCode(40324) || !se.HasErrorLabel("x") {
+		t.Fatalf("cause %v (%T), want the server error with its code and label", got, got)
+	}
 }
 
 func TestMessagesAreProto(t *testing.T) {
