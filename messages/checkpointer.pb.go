@@ -208,8 +208,9 @@ type StartFrom struct {
 	// terminal failure to the supervisor (history lost under OnHistoryLost Fail), which stops the
 	// stream actor and gives up; the stream actor must NOT fail by itself on a terminal FAIL (a
 	// transient death racing the terminal one would turn it into a restart). A non-terminal FAIL
-	// (the position could not be captured or persisted, the rebuild failed) is transient: the
-	// stream actor fails so that the RestartPolicy retries later.
+	// (the position could not be captured or persisted, the rebuild failed) makes the stream
+	// actor fail with cause: the supervisor's classifier decides whether the RestartPolicy retries
+	// later (a network error) or the stream crashes at once (a pipeline the server refuses).
 	Terminal bool `protobuf:"varint,7,opt,name=terminal,proto3" json:"terminal,omitempty"`
 	// source says where the position came from: "memory", or a store Checkpoint.Source
 	// ("event", "pbrt", "initial", "resumeFromNow", "rebuild", "invalidate", "latest", "at").

@@ -52,6 +52,7 @@ type (
 		discarded *store.Checkpoint // a saved checkpoint that Latest/At ignored
 		gap       *store.Gap        // a gap recorded by this job
 		fail      string            // non-empty: the start failed (transient)
+		failErr   error             // the error behind fail, when there is one
 		persist   error             // the position could not be persisted (history lost paths)
 		fenced    error             // a write was fenced
 	}

@@ -10,7 +10,8 @@
 //     position of this instance (the newest settled position, even if not yet written); else
 //     the stored checkpoint; else the current position captured through PositionSource and
 //     persisted (Source "initial") before the reply. StartPosition Latest/At replace the cascade
-//     until one start succeeded. A capture, load or persist failure answers a transient FAIL.
+//     until one start succeeded. A capture, load or persist failure answers a non-terminal FAIL
+//     whose cause is the error (its server code included), for the supervisor's classifier.
 //     A newer incarnation rebases the tracker: seqs continue at StartFrom.next_seq, and Progress
 //     and SettledBatch of older incarnations are dropped (the new cursor re-reads their events).
 //   - HistoryLost{incarnation, code, message} (a request) → StartFrom. Fail: a terminal FAIL,

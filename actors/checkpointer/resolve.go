@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -81,7 +82,7 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 		r := &resolveResult{inst: inst, req: req}
 		cp, found, err := cfg.Store.Load(ctx, cfg.Stream)
 		if err != nil {
-			r.fail = "load checkpoint: " + err.Error()
+			r.failWith("load checkpoint", err)
 			return r
 		}
 		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
@@ -100,7 +101,7 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 		default:
 			tok, ts, err := cfg.Positions.Current(ctx)
 			if err != nil {
-				r.fail = "capture the current position: " + err.Error()
+				r.failWith("capture the current position", err)
 				return r
 			}
 			if len(tok) == 0 {
@@ -121,7 +122,7 @@ func (c *checkpointer) resolveJob(req uint64, mode StartPosition, base store.Che
 				r.fenced = err
 				return r
 			}
-			r.fail = "persist the start position: " + err.Error()
+			r.failWith("persist the start position", err)
 			return r
 		}
 		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.kind != startResume
@@ -190,7 +191,7 @@ func (c *checkpointer) historyJob(req, inc uint64, policy HistoryLostPolicy, fro
 		}
 		tok, ts, err := cfg.Positions.Current(ctx)
 		if err != nil {
-			r.fail = "capture the current position after history lost: " + err.Error()
+			r.failWith("capture the current position after history lost", err)
 			return r
 		}
 		var p position
@@ -202,7 +203,7 @@ func (c *checkpointer) historyJob(req, inc uint64, policy HistoryLostPolicy, fro
 				return r
 			}
 			if err := policy.rebuild(ctx); err != nil {
-				r.fail = "rebuild: " + err.Error()
+				r.failWith("rebuild", err)
 				return r
 			}
 			p = position{opTime: ts, source: store.SourceRebuild}
@@ -248,6 +249,12 @@ func (c *checkpointer) historyJob(req, inc uint64, policy HistoryLostPolicy, fro
 	}
 }
 
+// failWith fails the start at step with err, which travels in the StartFrom FAIL (its cause) so
+// that the supervisor's classifier sees the server's code.
+func (r *resolveResult) failWith(step string, err error) {
+	r.fail, r.failErr = step+": "+err.Error(), err
+}
+
 func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.gap != nil {
 		g := *r.gap
@@ -267,7 +274,8 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.fail != "" {
 		c.resolving = nil
 		c.log.Warn("start position not resolved", zap.String("reason", r.fail))
-		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail})
+		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail,
+			Cause: errdetail.Of(r.failErr)})
 		return
 	}
 	if d := r.discarded; d != nil {

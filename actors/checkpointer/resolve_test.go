@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -107,6 +109,27 @@ func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
 	sf = h.resolve(2)
 	if tokData(sf.GetToken()) != "now-1" || sf.GetSource() != sourceMemory {
 		t.Fatalf("second start %v, want memory now-1", sf)
+	}
+}
+
+// TestStartFailureCarriesTheServerError: a capture refused by the server answers a FAIL whose
+// cause is the server's error, code included, so the classifier can see it is a configuration
+// error rather than a transient one.
+func TestStartFailureCarriesTheServerError(t *testing.T) {
+	h := newHarness(t, nil)
+	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
+	h.pos.set(nil, bson.Timestamp{}, refused)
+	sf := h.resolve(1)
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+		t.Fatalf("StartFrom %v, want a non-terminal FAIL", sf)
+	}
+	cause := errdetail.Err(sf.GetCause())
+	var se mongo.ServerError
+	if !errors.As(cause, &se) || !se.HasErrorCode(40324) || cause.Error() != refused.Error() {
+		t.Fatalf("FAIL cause %v (%T), want the server's error with code 40324", cause, cause)
+	}
+	if !strings.HasSuffix(sf.GetReason(), ": "+refused.Error()) {
+		t.Fatalf("reason %q does not end with the cause", sf.GetReason())
 	}
 }
 

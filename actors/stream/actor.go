@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -123,7 +124,14 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 			s.log.Error("start failed terminally; waiting for the supervisor to stop the stream", zap.String("reason", m.GetReason()))
 			return
 		}
-		supervisor.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: m.GetReason()})
+		// The reason ends with the cause's text; the cause keeps the server's code for the
+		// classifier (a pipeline the server refuses is terminal, a network error is not).
+		cause := errdetail.Err(m.GetCause())
+		detail := m.GetReason()
+		if cause != nil {
+			detail = strings.TrimSuffix(detail, ": "+cause.Error())
+		}
+		supervisor.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: detail, Cause: cause})
 		return
 	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {

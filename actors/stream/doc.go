@@ -6,10 +6,11 @@
 // # Protocol (all messages are protobuf, package messages)
 //
 //	Started       → checkpointer  ResolveStart{incarnation}            (a request: StartFrom comes back)
-//	checkpointer  → StartFrom{incarnation, kind, token | operation_time, next_seq, reason, terminal, source}
+//	checkpointer  → StartFrom{incarnation, kind, token | operation_time, next_seq, reason, terminal, source, cause}
 //	                  RESUME_AFTER / START_AFTER / START_AT_OPERATION_TIME: open the cursor (reader goroutine)
 //	                  FAIL, terminal: do nothing; the checkpointer already escalated, the supervisor stops us
-//	                  FAIL, not terminal: fail (supervisor.Fail, an *Error wrapping ErrStartFailed) → the classifier decides
+//	                  FAIL, not terminal: fail (supervisor.Fail, an *Error wrapping ErrStartFailed and cause)
+//	                    → the supervisor's classifier: backoff, or crashed for a server error no restart fixes
 //	open failed with a history-lost code (HistoryLostCodes; also a getMore before the first event)
 //	              → checkpointer  HistoryLost{incarnation, code, message}   (a request) → another StartFrom
 //	cursor open   → parent        Resubscribed{incarnation}   (supervisor.NotifyResubscribed: attempts reset)

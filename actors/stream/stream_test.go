@@ -397,6 +397,26 @@ func TestStreamStartFromFail(t *testing.T) {
 	}
 }
 
+// A non-terminal StartFrom FAIL caused by a server error fails the stream with that error as
+// its cause (code and message), named once in the text.
+func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
+	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
+	h := newHarness(t, harnessOpts{before: func(h *harness) {
+		h.w.answer = func(w *world, m proto.Message) *messages.StartFrom {
+			return &messages.StartFrom{Incarnation: incOf(m), Kind: messages.StartKind_START_KIND_FAIL,
+				Reason: "capture the current position: " + refused.Error(), Cause: errdetail.Of(refused)}
+		}
+	}})
+	tr := h.await(supervisor.StateBackoff) // the harness's classifier knows no server codes
+	var se mongo.ServerError
+	if !errors.Is(tr.Cause, ErrStartFailed) || !errors.As(tr.Cause, &se) || !se.HasErrorCode(40324) {
+		t.Fatalf("cause %v, want ErrStartFailed wrapping the server's 40324", tr.Cause)
+	}
+	if text := tr.Cause.Error(); strings.Count(text, refused.Message) != 1 || !strings.Contains(text, "capture the current position: "+refused.Error()) {
+		t.Fatalf("cause text %q, want the step and the server's error, once", text)
+	}
+}
+
 // Stopping the stream (operator Stop) and restarting it (operator Restart) end the reader
 // goroutine, whether it waits for credit or in a getMore; Demand of another incarnation is
 // ignored.
