@@ -1,12 +1,10 @@
 package watchtree
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
@@ -246,40 +244,6 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 		return nil, fmt.Errorf("watchtree: stream %q: supervisor: %w", cs.name, err)
 	}
 	return props, nil
-}
-
-// terminalSentinels are the terminal failures raised inside a stream tree: a failure wrapping
-// one of them gives up at once.
-var terminalSentinels = []error{ErrHistoryLost, ErrInvalidated, ErrFenced}
-
-// terminalCodes are server error codes that no restart can fix: Unauthorized (13),
-// AuthenticationFailed (18), InvalidOptions (72), FailedToParse (9), InvalidNamespace (73),
-// CommandNotSupportedOnView (166), APIStrictError (323).
-var terminalCodes = []int{13, 18, 72, 9, 73, 166, 323}
-
-// classifyFailure is the supervisors' Classifier: history lost under Fail, invalidate under
-// InvalidateStop, fencing, authentication and configuration errors are terminal; everything else
-// (network errors, not-primary, timeouts, cursor deaths, sibling failures) is transient.
-func classifyFailure(reason any) (bool, error) {
-	cause := supervisor.AsError(reason)
-	for _, s := range terminalSentinels {
-		if errors.Is(cause, s) {
-			return true, cause
-		}
-	}
-	if stream.PipelineModifiedID(cause) {
-		// The user's Pipeline removes or changes the event's _id: no restart can fix it.
-		return true, cause
-	}
-	var se mongo.ServerError
-	if errors.As(cause, &se) {
-		for _, code := range terminalCodes {
-			if se.HasErrorCode(code) {
-				return true, cause
-			}
-		}
-	}
-	return false, cause
 }
 
 // dispatcherEvents maps the dispatcher's reports to Observer events. It runs on lane
