@@ -14,12 +14,14 @@ var (
 	// is false. Terminal. The root package re-exports it as watchtree.ErrInvalidated.
 	ErrInvalidated = errors.New("watchtree: change stream invalidated")
 	// ErrCursor: the cursor died after the driver's own resume attempt (or opening it failed).
-	// Transient: the supervisor restarts the stream actor after its RestartPolicy delay. The
-	// failure also wraps the driver's error, so a classifier can look for auth or configuration
-	// errors.
+	// The failure also wraps the driver's error, so the supervisor's classifier decides: usually
+	// transient (a restart after the RestartPolicy delay), terminal for a server error no
+	// restart can fix (an unknown pipeline stage, an authorization error).
 	ErrCursor = errors.New("stream: change stream cursor failed")
 	// ErrStartFailed: the checkpointer answered a non-terminal StartFrom FAIL (the start position
-	// could not be captured or persisted, a rebuild failed). Transient.
+	// could not be captured or persisted, a rebuild failed). The failure also wraps the FAIL's
+	// cause, which the classifier reads as for ErrCursor: a capture the server refuses (the
+	// Pipeline) is terminal, a network error transient.
 	ErrStartFailed = errors.New("stream: start position not resolved")
 )
 
