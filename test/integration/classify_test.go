@@ -71,7 +71,6 @@ func TestServerConfigurationErrorIsTerminal(t *testing.T) {
 // stream goes to backoff, the RestartPolicy restarts it, and it runs once the fault is gone.
 func TestTransientStartFailureBacksOff(t *testing.T) {
 	e := newEnv(t)
-	e.needSim("failCommand on aggregate without labels")
 	r := e.startRuntime(nil)
 	// Three failures outlast the driver's own retry of the read, so at least one start fails.
 	e.failPoint(bson.D{{Key: "times", Value: 3}}, bson.D{{Key: "failCommands", Value: bson.A{"aggregate"}},
