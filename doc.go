@@ -39,7 +39,8 @@
 // Handler errors are retried by the RetryPolicy unless marked with Permanent (dead letter at
 // once) or made by Skip (settle on purpose, no dead letter). Decode errors are permanent.
 // Terminal stream failures match the sentinels ErrHistoryLost, ErrGaveUp, ErrInvalidated and
-// ErrFenced with errors.Is.
+// ErrFenced with errors.Is; a server error no restart can fix (a Pipeline the server refuses,
+// authentication) is terminal too, and reported as the server's own error.
 //
 // # Files
 //
@@ -49,7 +50,8 @@
 // streams), logging.go (zap, and protoactor's slog bridged into it), stream.go (Stream, Spec),
 // event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package
 // policy's types; DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too;
-// OnInvalidate, fullDocument modes), errors.go, observer.go, config.go. The actors live under
+// OnInvalidate, fullDocument modes), errors.go,
+// classify.go (which failures are terminal, which transient), observer.go, config.go. The actors live under
 // actors/, their protobuf messages under messages/, the policies they share with this package
 // under policy/.
 package watchtree

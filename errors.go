@@ -2,12 +2,18 @@ package watchtree
 
 import (
 	"errors"
+	"strings"
 
+	"github.com/watchtree/watchtree/actors/checkpointer"
+	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
 )
 
 // Sentinel errors. Match them with errors.Is: the runtime wraps them with the stream name and the
-// cause, so comparing with == does not work.
+// cause, so comparing with == does not work. The terminal ones raised inside a stream tree
+// (ErrHistoryLost, ErrInvalidated, ErrFenced) are the very values the actors and the stores
+// raise, so errors.Is matches them without any translation.
 var (
 	// ErrInvalidConfig is matched by every *ConfigError: a Config, Stream or policy value broke a
 	// rule. It is policy.ErrInvalidConfig (the same value).
@@ -35,8 +41,8 @@ var (
 	// ErrHistoryLost means the saved resume position is no longer in the oplog
 	// (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280 or CappedPositionLost 136) and the
 	// stream's OnHistoryLost policy is Fail. It is terminal: the stream stays crashed until an
-	// operator acts.
-	ErrHistoryLost = errors.New("watchtree: change stream history lost")
+	// operator acts. The checkpointer raises it; this is the same value.
+	ErrHistoryLost = checkpointer.ErrHistoryLost
 
 	// ErrGaveUp means the RestartPolicy ran out of attempts. It is terminal: the stream stays
 	// crashed until an operator starts it.
@@ -44,11 +50,13 @@ var (
 
 	// ErrInvalidated means the change stream was invalidated (drop, rename or dropDatabase of the
 	// watched namespace) and the stream's OnInvalidate policy is InvalidateStop. It is terminal.
-	ErrInvalidated = errors.New("watchtree: change stream invalidated")
+	// The stream actor raises it; this is the same value.
+	ErrInvalidated = stream.ErrInvalidated
 
 	// ErrFenced means a checkpoint or lease write was refused because another instance holds a
-	// newer lease epoch. The deposed instance stops processing the stream at once.
-	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
+	// newer lease epoch. The deposed instance stops processing the stream at once. The stores
+	// raise it (store.ErrFenced is the same value).
+	ErrFenced = store.ErrFenced
 )
 
 // ConfigError reports one broken configuration rule: Field names the field (for example
@@ -136,3 +144,20 @@ func chain(err error) []error {
 	walk(err)
 	return out
 }
+
+// terminalError reports a cause wrapped with a root sentinel its chain does not carry: the
+// give-up of the RestartPolicy (ErrGaveUp) around the latest death's cause.
+type terminalError struct {
+	sentinel error
+	cause    error
+}
+
+func (e *terminalError) Error() string {
+	msg := e.cause.Error()
+	if strings.Contains(msg, e.sentinel.Error()) {
+		return msg
+	}
+	return e.sentinel.Error() + ": " + msg
+}
+
+func (e *terminalError) Unwrap() []error { return []error{e.sentinel, e.cause} }

@@ -7,7 +7,10 @@ import (
 	"io"
 	"testing"
 
+	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/store"
 )
 
 // userPermanent is a user error type that marks itself permanent.
@@ -133,5 +136,27 @@ func TestSentinelsAreDistinctAndDocumented(t *testing.T) {
 				t.Errorf("%v matches %v", e, other)
 			}
 		}
+	}
+}
+
+// TestTerminalSentinelsAreTheRaisersOwn: the root's terminal sentinels are the values the actors
+// and the stores raise, so an error from inside a stream tree matches them with no translation.
+func TestTerminalSentinelsAreTheRaisersOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		root, raise error
+	}{
+		{"ErrHistoryLost", ErrHistoryLost, checkpointer.ErrHistoryLost},
+		{"ErrInvalidated", ErrInvalidated, stream.ErrInvalidated},
+		{"ErrFenced", ErrFenced, store.ErrFenced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root != tc.raise {
+				t.Fatalf("%v is not the raised value %v", tc.root, tc.raise)
+			}
+			if err := fmt.Errorf("deep: %w", fmt.Errorf("inner: %w", tc.raise)); !errors.Is(err, tc.root) {
+				t.Fatalf("errors.Is(%v, %v) = false", err, tc.root)
+			}
+		})
 	}
 }

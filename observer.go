@@ -131,7 +131,8 @@ type Stopped struct {
 	Meta
 	Reason StopReason
 	// Cause is nil for a graceful stop; for a crash it is the error, matching ErrGaveUp,
-	// ErrHistoryLost, ErrInvalidated or ErrFenced with errors.Is when terminal.
+	// ErrHistoryLost, ErrInvalidated or ErrFenced with errors.Is when terminal, or carrying the
+	// server's error (a mongo.ServerError) when the server refused what no restart can fix.
 	Cause error
 	// Terminal is true when the stream stays down until an operator starts it.
 	Terminal bool

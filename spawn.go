@@ -2,12 +2,10 @@ package watchtree
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
@@ -232,68 +230,6 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	return props, nil
 }
 
-// terminalCauses maps the terminal sentinels of the actors to the root's: a failure wrapping the
-// left one is terminal (the supervisor gives up at once) and is reported wrapping the right one,
-// so users match the root sentinels with errors.Is.
-var terminalCauses = []struct{ from, to error }{
-	{ErrHistoryLost, ErrHistoryLost},
-	{ErrInvalidated, ErrInvalidated},
-	{ErrFenced, ErrFenced},
-	{stream.ErrInvalidated, ErrInvalidated},
-	{checkpointer.ErrHistoryLost, ErrHistoryLost},
-	{checkpointer.ErrFenced, ErrFenced},
-	{store.ErrFenced, ErrFenced},
-}
-
-// terminalCodes are server error codes that no restart can fix: Unauthorized (13),
-// AuthenticationFailed (18), InvalidOptions (72), FailedToParse (9), InvalidNamespace (73),
-// CommandNotSupportedOnView (166), APIStrictError (323).
-var terminalCodes = []int{13, 18, 72, 9, 73, 166, 323}
-
-// classifyFailure is the supervisors' Classifier: history lost under Fail, invalidate under
-// InvalidateStop, fencing, authentication and configuration errors are terminal; everything else
-// (network errors, not-primary, timeouts, cursor deaths, sibling failures) is transient.
-func classifyFailure(reason any) (bool, error) {
-	cause := supervisor.AsError(reason)
-	for _, m := range terminalCauses {
-		if errors.Is(cause, m.from) {
-			if !errors.Is(cause, m.to) {
-				cause = &terminalError{sentinel: m.to, cause: cause}
-			}
-			return true, cause
-		}
-	}
-	if stream.PipelineModifiedID(cause) {
-		// The user's Pipeline removes or changes the event's _id: no restart can fix it.
-		return true, cause
-	}
-	var se mongo.ServerError
-	if errors.As(cause, &se) {
-		for _, code := range terminalCodes {
-			if se.HasErrorCode(code) {
-				return true, cause
-			}
-		}
-	}
-	return false, cause
-}
-
-// terminalError reports a terminal cause wrapped with the root sentinel it matches.
-type terminalError struct {
-	sentinel error
-	cause    error
-}
-
-func (e *terminalError) Error() string {
-	msg := e.cause.Error()
-	if strings.Contains(msg, e.sentinel.Error()) {
-		return msg
-	}
-	return e.sentinel.Error() + ": " + msg
-}
-
-func (e *terminalError) Unwrap() []error { return []error{e.sentinel, e.cause} }
-
 // dispatcherEvents maps the dispatcher's reports to Observer events. It runs on lane
 // goroutines; safeObserver never blocks.
 type dispatcherEvents struct{ e *streamEntry }
@@ -369,7 +305,6 @@ func (e *streamEntry) streamProps() (*actor.Props, error) {
 		Dispatcher:        dispatcherName,
 		MaxAwaitTime:      e.watcher.maxAwait,
 		InvalidateRestart: e.cs.onInvalidate == InvalidateRestart,
-		TerminalErr:       ErrInvalidated,
 		Clock:             e.rt.clk,
 		Logger:            e.rt.log,
 		Events:            streamEvents{e},

@@ -6,48 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/actors/checkpointer"
-	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/store"
 )
-
-// TestClassifyFailure: the actors' terminal failures are terminal and match the root
-// sentinels; auth and configuration server errors are terminal; the rest is transient.
-func TestClassifyFailure(t *testing.T) {
-	wrapped := func(err error) error { return fmt.Errorf("actor: %w", err) }
-	for _, tc := range []struct {
-		name     string
-		reason   any
-		terminal bool
-		matches  error
-	}{
-		{"history lost (checkpointer)", wrapped(checkpointer.ErrHistoryLost), true, ErrHistoryLost},
-		{"fenced (checkpointer)", wrapped(checkpointer.ErrFenced), true, ErrFenced},
-		{"fenced (store)", wrapped(store.ErrFenced), true, ErrFenced},
-		{"invalidated (stream actor)", &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated, Terminal: ErrInvalidated}, true, ErrInvalidated},
-		{"invalidated in a panic", &supervisor.PanicError{Value: wrapped(stream.ErrInvalidated)}, true, ErrInvalidated},
-		{"history lost via a sibling", fmt.Errorf("%w: %w", supervisor.ErrSiblingFailed, checkpointer.ErrHistoryLost), true, ErrHistoryLost},
-		{"auth", &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: mongo.CommandError{Code: 18, Message: "auth failed"}}, true, stream.ErrCursor},
-		{"unauthorized", mongo.CommandError{Code: 13}, true, nil},
-		{"cursor death", &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: mongo.CommandError{Code: 6}}, false, stream.ErrCursor},
-		{"a panic value", "boom", false, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			terminal, cause := classifyFailure(tc.reason)
-			if terminal != tc.terminal {
-				t.Fatalf("terminal = %v, want %v (%v)", terminal, tc.terminal, cause)
-			}
-			if cause == nil || (tc.matches != nil && !errors.Is(cause, tc.matches)) {
-				t.Fatalf("cause %v does not match %v", cause, tc.matches)
-			}
-		})
-	}
-}
 
 // TestTransitionMapping: supervisor transitions become Observer events and the status cache.
 func TestTransitionMapping(t *testing.T) {

@@ -2,6 +2,7 @@ package watchtree
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -163,20 +164,22 @@ func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOption
 // the aggregate reply and the reply's operation time (through an explicit session), and closes
 // the stream. The token resumes right after everything committed before the call.
 func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
+	// Errors are returned as the driver reported them: the checkpointer names the step and the
+	// stream actor the stream, and the classifier reads the server's code.
 	sess, err := w.client.StartSession()
 	if err != nil {
-		return nil, bson.Timestamp{}, fmt.Errorf("watchtree: stream %q: capture the current position: %w", w.cs.name, err)
+		return nil, bson.Timestamp{}, fmt.Errorf("start a session: %w", err)
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	sctx := mongo.NewSessionContext(ctx, sess)
 	cs, err := w.watch(sctx, w.cs.changeStreamOptions().SetMaxAwaitTime(w.maxAwait))
 	if err != nil {
-		return nil, bson.Timestamp{}, fmt.Errorf("watchtree: stream %q: capture the current position: %w", w.cs.name, err)
+		return nil, bson.Timestamp{}, err
 	}
 	token := append(bson.Raw(nil), cs.ResumeToken()...)
 	closeErr := cs.Close(context.WithoutCancel(ctx))
 	if len(token) == 0 {
-		return nil, bson.Timestamp{}, fmt.Errorf("watchtree: stream %q: capture the current position: the server sent no post-batch resume token", w.cs.name)
+		return nil, bson.Timestamp{}, errors.New("the server sent no post-batch resume token")
 	}
 	var opTime bson.Timestamp
 	if t := sess.OperationTime(); t != nil {

@@ -208,12 +208,18 @@ type StartFrom struct {
 	// terminal failure to the supervisor (history lost under OnHistoryLost Fail), which stops the
 	// stream actor and gives up; the stream actor must NOT fail by itself on a terminal FAIL (a
 	// transient death racing the terminal one would turn it into a restart). A non-terminal FAIL
-	// (the position could not be captured or persisted, the rebuild failed) is transient: the
-	// stream actor fails so that the RestartPolicy retries later.
+	// (the position could not be captured or persisted, the rebuild failed) makes the stream
+	// actor fail with cause: the supervisor's classifier decides whether the RestartPolicy retries
+	// later (a network error) or the stream crashes at once (a pipeline the server refuses).
 	Terminal bool `protobuf:"varint,7,opt,name=terminal,proto3" json:"terminal,omitempty"`
 	// source says where the position came from: "memory", or a store Checkpoint.Source
 	// ("event", "pbrt", "initial", "resumeFromNow", "rebuild", "invalidate", "latest", "at").
-	Source        string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	// cause, for a non-terminal FAIL, is the error that failed the start (a store read or write,
+	// capturing the current position), so that the supervisor's classifier sees the server's code:
+	// a server error no restart can fix (an unknown pipeline stage) crashes the stream at once
+	// instead of restarting it forever. reason ends with its text.
+	Cause         *ErrorDetail `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +308,13 @@ func (x *StartFrom) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *StartFrom) GetCause() *ErrorDetail {
+	if x != nil {
+		return x.Cause
+	}
+	return nil
 }
 
 // HistoryLost is sent by the stream actor when opening the cursor from a StartFrom failed with
@@ -596,12 +609,12 @@ var File_watchtree_v1_checkpointer_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
 	"\n" +
-	"\x1fwatchtree/v1/checkpointer.proto\x12\fwatchtree.v1\"0\n" +
+	"\x1fwatchtree/v1/checkpointer.proto\x12\fwatchtree.v1\x1a\x18watchtree/v1/error.proto\"0\n" +
 	"\fResolveStart\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"G\n" +
 	"\rOperationTime\x12\x18\n" +
 	"\aseconds\x18\x01 \x01(\rR\aseconds\x12\x1c\n" +
-	"\tincrement\x18\x02 \x01(\rR\tincrement\"\x9b\x02\n" +
+	"\tincrement\x18\x02 \x01(\rR\tincrement\"\xcc\x02\n" +
 	"\tStartFrom\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.watchtree.v1.StartKindR\x04kind\x12\x14\n" +
@@ -610,7 +623,8 @@ const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
 	"\bnext_seq\x18\x05 \x01(\x04R\anextSeq\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bterminal\x18\a \x01(\bR\bterminal\x12\x16\n" +
-	"\x06source\x18\b \x01(\tR\x06source\"]\n" +
+	"\x06source\x18\b \x01(\tR\x06source\x12/\n" +
+	"\x05cause\x18\t \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\"]\n" +
 	"\vHistoryLost\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
@@ -659,15 +673,17 @@ var file_watchtree_v1_checkpointer_proto_goTypes = []any{
 	(*Flushed)(nil),          // 6: watchtree.v1.Flushed
 	(*FlowControl)(nil),      // 7: watchtree.v1.FlowControl
 	(*AttachDispatcher)(nil), // 8: watchtree.v1.AttachDispatcher
+	(*ErrorDetail)(nil),      // 9: watchtree.v1.ErrorDetail
 }
 var file_watchtree_v1_checkpointer_proto_depIdxs = []int32{
 	0, // 0: watchtree.v1.StartFrom.kind:type_name -> watchtree.v1.StartKind
 	2, // 1: watchtree.v1.StartFrom.operation_time:type_name -> watchtree.v1.OperationTime
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	9, // 2: watchtree.v1.StartFrom.cause:type_name -> watchtree.v1.ErrorDetail
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_checkpointer_proto_init() }
@@ -675,6 +691,7 @@ func file_watchtree_v1_checkpointer_proto_init() {
 	if File_watchtree_v1_checkpointer_proto != nil {
 		return
 	}
+	file_watchtree_v1_error_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -214,7 +214,8 @@ func (x *ReaderOpened) GetGeneration() uint64 {
 }
 
 // ReaderEnded is posted by the reader goroutine when it ends by itself (never when the actor
-// cancelled it). The Go error, when there is one, is kept by the actor instance; error is its text.
+// cancelled it). The error that ended it travels in the message: error is its text, cause the
+// error itself (codes and labels), which the actor fails with.
 type ReaderEnded struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
@@ -231,8 +232,11 @@ type ReaderEnded struct {
 	// same cursor ("drop", "rename", "dropDatabase"); empty when none was read (a pipeline that
 	// filtered it out, or an invalidate alone).
 	InvalidateCause string `protobuf:"bytes,8,opt,name=invalidate_cause,json=invalidateCause,proto3" json:"invalidate_cause,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// cause is the error that ended the reader, for READER_END_OPEN_FAILED, _HISTORY_LOST and
+	// _CURSOR_FAILED (READER_END_CURSOR_CLOSED means stream.ErrCursorClosed).
+	Cause         *ErrorDetail `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReaderEnded) Reset() {
@@ -319,6 +323,13 @@ func (x *ReaderEnded) GetInvalidateCause() string {
 		return x.InvalidateCause
 	}
 	return ""
+}
+
+func (x *ReaderEnded) GetCause() *ErrorDetail {
+	if x != nil {
+		return x.Cause
+	}
+	return nil
 }
 
 // StreamStatsRequest asks the stream actor for a StreamStats (send it as a request).
@@ -511,12 +522,12 @@ var File_watchtree_v1_streamactor_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\n" +
-	"\x1ewatchtree/v1/streamactor.proto\x12\fwatchtree.v1\x1a\x1fwatchtree/v1/checkpointer.proto\"P\n" +
+	"\x1ewatchtree/v1/streamactor.proto\x12\fwatchtree.v1\x1a\x1fwatchtree/v1/checkpointer.proto\x1a\x18watchtree/v1/error.proto\"P\n" +
 	"\fReaderOpened\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\x95\x02\n" +
+	"generation\"\xc6\x02\n" +
 	"\vReaderEnded\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
@@ -527,7 +538,8 @@ const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\x04code\x18\x05 \x01(\x05R\x04code\x12)\n" +
 	"\x10invalidate_token\x18\x06 \x01(\fR\x0finvalidateToken\x12\x19\n" +
 	"\bnext_seq\x18\a \x01(\x04R\anextSeq\x12)\n" +
-	"\x10invalidate_cause\x18\b \x01(\tR\x0finvalidateCause\"\x14\n" +
+	"\x10invalidate_cause\x18\b \x01(\tR\x0finvalidateCause\x12/\n" +
+	"\x05cause\x18\t \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\"\x14\n" +
 	"\x12StreamStatsRequest\"\xb4\x03\n" +
 	"\vStreamStats\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +
@@ -581,17 +593,19 @@ var file_watchtree_v1_streamactor_proto_goTypes = []any{
 	(*ReaderEnded)(nil),        // 3: watchtree.v1.ReaderEnded
 	(*StreamStatsRequest)(nil), // 4: watchtree.v1.StreamStatsRequest
 	(*StreamStats)(nil),        // 5: watchtree.v1.StreamStats
-	(StartKind)(0),             // 6: watchtree.v1.StartKind
+	(*ErrorDetail)(nil),        // 6: watchtree.v1.ErrorDetail
+	(StartKind)(0),             // 7: watchtree.v1.StartKind
 }
 var file_watchtree_v1_streamactor_proto_depIdxs = []int32{
 	0, // 0: watchtree.v1.ReaderEnded.end:type_name -> watchtree.v1.ReaderEnd
-	1, // 1: watchtree.v1.StreamStats.phase:type_name -> watchtree.v1.StreamPhase
-	6, // 2: watchtree.v1.StreamStats.start_kind:type_name -> watchtree.v1.StartKind
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6, // 1: watchtree.v1.ReaderEnded.cause:type_name -> watchtree.v1.ErrorDetail
+	1, // 2: watchtree.v1.StreamStats.phase:type_name -> watchtree.v1.StreamPhase
+	7, // 3: watchtree.v1.StreamStats.start_kind:type_name -> watchtree.v1.StartKind
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_streamactor_proto_init() }
@@ -600,6 +614,7 @@ func file_watchtree_v1_streamactor_proto_init() {
 		return
 	}
 	file_watchtree_v1_checkpointer_proto_init()
+	file_watchtree_v1_error_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -8,8 +8,9 @@ var (
 	// ErrFenced is returned by a checkpoint Save whose Epoch is lower than the Epoch already
 	// stored for the stream: a newer owner (a later leadership epoch) holds the stream, and the
 	// writer must stop processing at once. The stored record is left unchanged. It is never
-	// transient: retrying the same write fails the same way.
-	ErrFenced = errors.New("store: write fenced by a newer epoch")
+	// transient: retrying the same write fails the same way. The root package re-exports it as
+	// watchtree.ErrFenced.
+	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
 
 	// ErrNotFound is returned by lookups and mutations of a record that does not exist
 	// (GetDeadLetter, DeleteDeadLetter, MarkReplayed with an unknown ID).

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -52,6 +53,7 @@ type (
 		discarded *store.Checkpoint // a saved checkpoint that Latest/At ignored
 		gap       *store.Gap        // a gap recorded by this job
 		fail      string            // non-empty: the start failed (transient)
+		failErr   error             // the error behind fail, when there is one
 		persist   error             // the position could not be persisted (history lost paths)
 		fenced    error             // a write was fenced
 	}
@@ -280,7 +282,7 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 		c.w.stop()
 	}
 	c.stopTimers()
-	terr := &terminalError{sentinel: ErrFenced, terminal: c.cfg.TerminalErr, cause: err, stream: c.cfg.Stream}
+	terr := fencedError(c.cfg.Stream, err)
 	c.log.Error("checkpoint write fenced; the checkpointer stops", zap.Error(err))
 	c.emit("Fenced", func(e Events) { e.Fenced(terr) })
 	for _, w := range c.waiters {
@@ -292,7 +294,7 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 	}
-	panic(terr)
+	treekit.Fail(ctx, terr)
 }
 
 // isInvalidate reports whether a settlement is an invalidate event (flagged by the stream

@@ -88,11 +88,6 @@ type Config struct {
 	Epoch func() int64
 	// Owner is the instance id written with every checkpoint (informational).
 	Owner string
-	// TerminalErr is wrapped, together with ErrHistoryLost or ErrFenced, into the terminal
-	// failures the checkpointer escalates (history lost under Fail, a fenced write), so that the
-	// supervisor's classifier recognises them. Optional (the package sentinels are always
-	// wrapped).
-	TerminalErr error
 	// Dispatcher receives FlowControl when known at spawn time; AttachDispatcher (a message)
 	// sets or replaces it. Optional.
 	Dispatcher *actor.PID

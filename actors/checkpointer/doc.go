@@ -10,12 +10,13 @@
 //     position of this instance (the newest settled position, even if not yet written); else
 //     the stored checkpoint; else the current position captured through PositionSource and
 //     persisted (Source "initial") before the reply. StartPosition Latest/At replace the cascade
-//     until one start succeeded. A capture, load or persist failure answers a transient FAIL.
+//     until one start succeeded. A capture, load or persist failure answers a non-terminal FAIL
+//     whose cause is the error (its server code included), for the supervisor's classifier.
 //     A newer incarnation rebases the tracker: seqs continue at StartFrom.next_seq, and Progress
 //     and SettledBatch of older incarnations are dropped (the new cursor re-reads their events).
 //   - HistoryLost{incarnation, code, message} (a request) → StartFrom. Fail: a terminal FAIL,
-//     and the checkpointer escalates a failure wrapping ErrHistoryLost and Config.TerminalErr
-//     (panic), so the supervisor gives up; the stream actor must not fail by itself on a
+//     and the checkpointer escalates a failure wrapping ErrHistoryLost, so the supervisor
+//     gives up; the stream actor must not fail by itself on a
 //     terminal FAIL. ResumeFromNow: capture, gap record (retried until written), persist,
 //     RESUME_AFTER. Rebuild(fn): capture T, fn, gap record, persist T, START_AT_OPERATION_TIME T.
 //   - Progress{incarnation, through_seq, pbrt} and SettledBatch{incarnation, settled} from the
@@ -41,8 +42,7 @@
 // and retried after min(RetryInitialDelay × 2^(n-1), RetryMaxDelay) on the injected clock for
 // the n-th consecutive failure, with the latest position. A write refused with store.ErrFenced
 // stops the checkpointer: it answers nothing but FAIL/fenced from then on, reports
-// Events.Fenced and escalates a failure wrapping ErrFenced, store.ErrFenced and
-// Config.TerminalErr.
+// Events.Fenced and escalates a failure wrapping the store's error (store.ErrFenced).
 //
 // # Bound of unflushed progress
 //

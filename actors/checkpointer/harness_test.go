@@ -2,7 +2,6 @@ package checkpointer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -22,8 +21,6 @@ import (
 
 // waitFor bounds every wait; nothing sleeps, tests wait on channels or poll with a deadline.
 const waitFor = 10 * time.Second
-
-var errTerminal = errors.New("test: terminal")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -171,7 +168,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 	h.probePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probeActor{ch: h.probe} }))
 	cfg := Config{
 		Stream: "orders", Store: h.ms, Gaps: h.ms, Positions: h.pos, Clock: clk,
-		Events: &recorder{ch: h.ev}, Dispatcher: h.probePID, TerminalErr: errTerminal,
+		Events: &recorder{ch: h.ev}, Dispatcher: h.probePID,
 		Logger: testLogger(), Owner: "instance-a",
 	}
 	if edit != nil {

@@ -219,7 +219,7 @@ func (c *checkpointer) onFlush(ctx actor.Context) {
 	to := ctx.Sender()
 	if c.fenced {
 		if to != nil {
-			ctx.Send(to, &messages.Flushed{Fenced: true, Error: ErrFenced.Error(), LowWaterMark: c.t.lwm})
+			ctx.Send(to, &messages.Flushed{Fenced: true, Error: store.ErrFenced.Error(), LowWaterMark: c.t.lwm})
 		}
 		return
 	}

@@ -322,8 +322,8 @@ func TestFencedWriteIsTerminal(t *testing.T) {
 	fe := event[fencedEvent](h)
 	err := h.failure()
 	for _, e := range []error{fe.err, err} {
-		if !errors.Is(e, ErrFenced) || !errors.Is(e, store.ErrFenced) || !errors.Is(e, errTerminal) {
-			t.Fatalf("error %v does not match ErrFenced, store.ErrFenced and TerminalErr", e)
+		if !errors.Is(e, store.ErrFenced) {
+			t.Fatalf("error %v does not match store.ErrFenced", e)
 		}
 	}
 	if cp, _ := h.stored(); tokData(cp.Token) != "theirs" {
@@ -340,7 +340,7 @@ func TestFencedInitialWriteFailsStartTerminally(t *testing.T) {
 	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
-	if err := h.failure(); !errors.Is(err, ErrFenced) {
+	if err := h.failure(); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("escalated %v", err)
 	}
 }

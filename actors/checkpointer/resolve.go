@@ -8,6 +8,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/errdetail"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -40,7 +42,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	inc := m.GetIncarnation()
 	if c.fenced {
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: ErrFenced.Error()})
+			Terminal: true, Reason: store.ErrFenced.Error()})
 		return
 	}
 	if inc < c.incarnation {
@@ -81,7 +83,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		r := &resolveResult{inst: inst, req: req}
 		cp, found, err := cfg.Store.Load(ctx, cfg.Stream)
 		if err != nil {
-			r.fail = "load checkpoint: " + err.Error()
+			r.failWith("load checkpoint", err)
 			return r
 		}
 		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
@@ -100,7 +102,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		default:
 			tok, ts, err := cfg.Positions.Current(ctx)
 			if err != nil {
-				r.fail = "capture the current position: " + err.Error()
+				r.failWith("capture the current position", err)
 				return r
 			}
 			if len(tok) == 0 {
@@ -121,7 +123,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 				r.fenced = err
 				return r
 			}
-			r.fail = "persist the start position: " + err.Error()
+			r.failWith("persist the start position", err)
 			return r
 		}
 		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.Kind() != policy.StartResume
@@ -140,7 +142,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 	inc := m.GetIncarnation()
 	if c.fenced {
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: ErrFenced.Error()})
+			Terminal: true, Reason: store.ErrFenced.Error()})
 		return
 	}
 	if inc < c.incarnation {
@@ -162,12 +164,13 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 			FromToken: from.token, FromTime: from.opTime})
 	})
 	if hl.Kind() == policy.HistoryFail {
-		terr := &terminalError{sentinel: ErrHistoryLost, terminal: c.cfg.TerminalErr, stream: c.cfg.Stream, detail: reason}
+		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
 		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 		c.log.Error("history lost under OnHistoryLost Fail: the stream fails terminally", zap.Error(terr))
-		panic(terr)
+		treekit.Fail(ctx, terr)
+		return
 	}
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
@@ -189,7 +192,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		}
 		tok, ts, err := cfg.Positions.Current(ctx)
 		if err != nil {
-			r.fail = "capture the current position after history lost: " + err.Error()
+			r.failWith("capture the current position after history lost", err)
 			return r
 		}
 		var p position
@@ -201,7 +204,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 				return r
 			}
 			if err := hl.RebuildFunc()(ctx); err != nil {
-				r.fail = "rebuild: " + err.Error()
+				r.failWith("rebuild", err)
 				return r
 			}
 			p = position{opTime: ts, source: store.SourceRebuild}
@@ -247,6 +250,12 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 	}
 }
 
+// failWith fails the start at step with err, which travels in the StartFrom FAIL (its cause) so
+// that the supervisor's classifier sees the server's code.
+func (r *resolveResult) failWith(step string, err error) {
+	r.fail, r.failErr = step+": "+err.Error(), err
+}
+
 func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.gap != nil {
 		g := *r.gap
@@ -266,7 +275,8 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.fail != "" {
 		c.resolving = nil
 		c.log.Warn("start position not resolved", zap.String("reason", r.fail))
-		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail})
+		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail,
+			Cause: errdetail.Of(r.failErr)})
 		return
 	}
 	if d := r.discarded; d != nil {

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -111,6 +113,27 @@ func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
 	}
 }
 
+// TestStartFailureCarriesTheServerError: a capture refused by the server answers a FAIL whose
+// cause is the server's error, code included, so the classifier can see it is a configuration
+// error rather than a transient one.
+func TestStartFailureCarriesTheServerError(t *testing.T) {
+	h := newHarness(t, nil)
+	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
+	h.pos.set(nil, bson.Timestamp{}, refused)
+	sf := h.resolve(1)
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+		t.Fatalf("StartFrom %v, want a non-terminal FAIL", sf)
+	}
+	cause := errdetail.Err(sf.GetCause())
+	var se mongo.ServerError
+	if !errors.As(cause, &se) || !se.HasErrorCode(40324) || cause.Error() != refused.Error() {
+		t.Fatalf("FAIL cause %v (%T), want the server's error with code 40324", cause, cause)
+	}
+	if !strings.HasSuffix(sf.GetReason(), ": "+refused.Error()) {
+		t.Fatalf("reason %q does not end with the cause", sf.GetReason())
+	}
+}
+
 func TestCascadeAtTime(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 500, time.UTC)
 	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.At(at) })
@@ -191,8 +214,8 @@ func TestHistoryLostFail(t *testing.T) {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	err := h.failure()
-	if !errors.Is(err, ErrHistoryLost) || !errors.Is(err, errTerminal) {
-		t.Fatalf("escalated %v, want ErrHistoryLost and TerminalErr", err)
+	if !errors.Is(err, ErrHistoryLost) || !strings.Contains(err.Error(), "resume point no longer in the oplog") {
+		t.Fatalf("escalated %v, want ErrHistoryLost with the server's message", err)
 	}
 	if gaps, _ := h.ms.ListGaps(context.Background(), "orders"); len(gaps) != 0 {
 		t.Fatalf("gap recorded under Fail: %+v", gaps)

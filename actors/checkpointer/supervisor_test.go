@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func (s *streamStub) Receive(ctx actor.Context) {
 		case m.GetKind() == messages.StartKind_START_KIND_FAIL && m.GetTerminal():
 			// Wait to be stopped by the supervisor.
 		case m.GetKind() == messages.StartKind_START_KIND_FAIL:
-			panic(errors.New("stub: transient start failure: " + m.GetReason()))
+			treekit.Fail(ctx, errors.New("stub: transient start failure: "+m.GetReason()))
 		case s.lost && tokData(m.GetToken()) == "old":
 			ctx.Request(s.sibling, &messages.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
 		default:
@@ -57,7 +58,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpProps, err := New(Config{Stream: "orders", Store: ms, Positions: &fakePositions{token: tok("now")},
-		Clock: clk, TerminalErr: errTerminal})
+		Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{lost: true, starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     supervisor.DefaultClassifier(errTerminal),
+		Classify:     supervisor.DefaultClassifier(ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -98,8 +99,9 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 			if tr.To != supervisor.StateCrashed {
 				continue
 			}
-			if !errors.Is(tr.Cause, ErrHistoryLost) || !errors.Is(tr.Cause, errTerminal) {
-				t.Fatalf("crashed with %v", tr.Cause)
+			var pe *supervisor.PanicError
+			if !errors.Is(tr.Cause, ErrHistoryLost) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+				t.Fatalf("crashed with %v, want ErrHistoryLost, not a panic", tr.Cause)
 			}
 			// Stopping the crashed tree (the failed checkpointer is still suspended) is prompt.
 			start := time.Now()
@@ -177,7 +179,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	ms := memstore.New(memstore.Options{})
 	cpProps, err := New(Config{Stream: "orders", Store: ms, Positions: &fakePositions{token: tok("now")},
-		Clock: clk, TerminalErr: errTerminal, Epoch: func() int64 { return 1 }})
+		Clock: clk, Epoch: func() int64 { return 1 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     supervisor.DefaultClassifier(errTerminal),
+		Classify:     supervisor.DefaultClassifier(ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -224,8 +226,9 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 			if tr.To != supervisor.StateCrashed {
 				continue
 			}
-			if !errors.Is(tr.Cause, ErrFenced) || !errors.Is(tr.Cause, store.ErrFenced) || !errors.Is(tr.Cause, errTerminal) {
-				t.Fatalf("crashed with %v", tr.Cause)
+			var pe *supervisor.PanicError
+			if !errors.Is(tr.Cause, store.ErrFenced) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+				t.Fatalf("crashed with %v, want store.ErrFenced, not a panic", tr.Cause)
 			}
 			return
 		case <-deadline:

@@ -3,12 +3,14 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -122,7 +124,15 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 			s.log.Error("start failed terminally; waiting for the supervisor to stop the stream", zap.String("reason", m.GetReason()))
 			return
 		}
-		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: m.GetReason()})
+		// The reason ends with the cause's text; the cause keeps the server's code for the
+		// classifier (a pipeline the server refuses is terminal, a network error is not).
+		cause := errdetail.Err(m.GetCause())
+		detail := m.GetReason()
+		if cause != nil {
+			detail = strings.TrimSuffix(detail, ": "+cause.Error())
+		}
+		treekit.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: detail, Cause: cause})
+		return
 	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {
 			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
@@ -190,7 +200,6 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 	if !s.current(m.GetIncarnation(), m.GetGeneration()) {
 		return
 	}
-	rd := s.rd
 	s.rd = nil
 	s.nextSeq = m.GetNextSeq()
 	switch m.GetEnd() {
@@ -202,8 +211,11 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 	case messages.ReaderEnd_READER_END_INVALIDATED:
 		s.onInvalidated(ctx, m)
 	default:
-		cause := rd.getErr()
-		if cause == nil {
+		cause := errdetail.Err(m.GetCause())
+		switch {
+		case m.GetEnd() == messages.ReaderEnd_READER_END_CURSOR_CLOSED:
+			cause = ErrCursorClosed
+		case cause == nil:
 			cause = errors.New(m.GetError())
 		}
 		open := m.GetEnd() == messages.ReaderEnd_READER_END_OPEN_FAILED
@@ -215,7 +227,7 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 		s.log.Warn("change stream failed; the supervisor restarts the stream", zap.Error(err), zap.Int32("code", m.GetCode()))
 		ev := CursorFailedEvent{Incarnation: s.inc, Err: err, Code: m.GetCode(), Open: open, At: s.cfg.Clock.Now()}
 		s.emit("CursorFailed", func(e Events) { e.CursorFailed(ev) })
-		panic(err)
+		treekit.Fail(ctx, err)
 	}
 }
 
@@ -234,10 +246,10 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) 
 		s.launch(ctx, Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
-	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated, Terminal: s.cfg.TerminalErr,
+	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
 		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", ev.Seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
-	panic(err)
+	treekit.Fail(ctx, err)
 }
 
 func (s *streamActor) stopReader(why string) {

@@ -118,18 +118,14 @@ type Config struct {
 	// InvalidateRestart decides what follows an invalidate event (drop, rename, dropDatabase),
 	// which is always delivered to the dispatcher as an event first: true reopens the change
 	// stream with startAfter the invalidate's token in the same incarnation (seqs continue);
-	// false (the default) fails terminally with an error wrapping ErrInvalidated and TerminalErr,
-	// so the supervisor gives up. Both are reported (Events.Invalidated).
+	// false (the default) fails terminally with an error wrapping ErrInvalidated, so the
+	// supervisor gives up. Both are reported (Events.Invalidated).
 	InvalidateRestart bool
 	// HistoryLostCodes are the server error codes that mean the start position was lost. An open
 	// failing with one of them (or a getMore failing with one before the first event of that
 	// cursor) sends HistoryLost to the checkpointer instead of failing. Default
 	// DefaultHistoryLostCodes (286, 280, 136). Codes must be > 0.
 	HistoryLostCodes []int32
-	// TerminalErr is wrapped, together with ErrInvalidated, into the terminal failure of an
-	// invalidate under InvalidateRestart false, so that the supervisor's classifier recognises it
-	// (the root passes watchtree.ErrInvalidated). Optional: ErrInvalidated is always wrapped.
-	TerminalErr error
 
 	// Clock stamps events and statistics. Default clock.Real().
 	Clock clock.Clock

@@ -6,10 +6,11 @@
 // # Protocol (all messages are protobuf, package messages)
 //
 //	Started       → checkpointer  ResolveStart{incarnation}            (a request: StartFrom comes back)
-//	checkpointer  → StartFrom{incarnation, kind, token | operation_time, next_seq, reason, terminal, source}
+//	checkpointer  → StartFrom{incarnation, kind, token | operation_time, next_seq, reason, terminal, source, cause}
 //	                  RESUME_AFTER / START_AFTER / START_AT_OPERATION_TIME: open the cursor (reader goroutine)
 //	                  FAIL, terminal: do nothing; the checkpointer already escalated, the supervisor stops us
-//	                  FAIL, not terminal: fail (panic *Error wrapping ErrStartFailed) → RestartPolicy backoff
+//	                  FAIL, not terminal: fail (supervisor.Fail, an *Error wrapping ErrStartFailed and cause)
+//	                    → the supervisor's classifier: backoff, or crashed for a server error no restart fixes
 //	open failed with a history-lost code (HistoryLostCodes; also a getMore before the first event)
 //	              → checkpointer  HistoryLost{incarnation, code, message}   (a request) → another StartFrom
 //	cursor open   → parent        Resubscribed{incarnation}   (supervisor.NotifyResubscribed: attempts reset)
@@ -44,11 +45,13 @@
 // The driver resumes a change stream once by itself on a resumable error (network errors,
 // ResumableChangeStreamError-labelled errors, CursorNotFound). An error that survives it —
 // TryNext false with Err set — ends the reader, which posts ReaderEnded; the actor reports
-// Events.CursorFailed and panics with an *Error wrapping ErrCursor and the driver's error, so the
-// supervisor restarts it after the RestartPolicy delay (a new instance, a new incarnation, a new
-// ResolveStart: the checkpointer answers its newest settled position). The same happens when
-// Open fails (other than history lost) and when the server closes the cursor without an invalidate
-// (ErrCursorClosed).
+// Events.CursorFailed and fails (supervisor.Fail, no panic) with an *Error wrapping ErrCursor
+// and the driver's error. The supervisor's classifier decides: a transient error restarts it
+// after the RestartPolicy delay (a new instance, a new incarnation, a new ResolveStart: the
+// checkpointer answers its newest settled position), a terminal one (a server error no restart
+// can fix, such as an unknown pipeline stage) crashes the stream at once. The same happens when
+// Open fails (other than history lost) and when the server closes the cursor without an
+// invalidate (ErrCursorClosed).
 //
 // # Invalidate
 //
@@ -56,8 +59,8 @@
 // the last of its batch, with no post_batch_resume_token (the server's PBRT there is the
 // invalidate token, which must never become a resumeAfter position). The reader then closes the
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
-// startAfter the invalidate's token (seqs continue); otherwise it panics with an *Error wrapping
-// ErrInvalidated and Config.TerminalErr, which the supervisor's classifier treats as terminal.
+// startAfter the invalidate's token (seqs continue); otherwise it fails with an *Error wrapping
+// ErrInvalidated, which the supervisor's classifier treats as terminal.
 // Both are reported (Events.Invalidated, with the operationType read right before the
 // invalidate as its cause). A resumeAfter refused with InvalidResumeToken (260) — the resolved
 // position is an invalidate's token — is retried once, at once, with startAfter the same token.

@@ -5,32 +5,33 @@ import (
 	"fmt"
 )
 
-// Sentinels of the failures the stream actor reports to its supervisor (it panics with an error
-// matching one of them; the supervisor's middleware turns the panic into a *PanicError that
-// unwraps to it).
+// Sentinels of the failures the stream actor reports to its supervisor: it fails with
+// treekit.Fail and an *Error matching one of them, which reaches the supervisor as a
+// *treekit.Failure unwrapping to it. Panics are kept for bugs (a StartFrom that breaks the
+// protocol, an actor with nobody to talk to).
 var (
 	// ErrInvalidated: an invalidate event ended the change stream and Config.InvalidateRestart
-	// is false. Terminal: the failure also wraps Config.TerminalErr.
-	ErrInvalidated = errors.New("stream: change stream invalidated")
+	// is false. Terminal. The root package re-exports it as watchtree.ErrInvalidated.
+	ErrInvalidated = errors.New("watchtree: change stream invalidated")
 	// ErrCursor: the cursor died after the driver's own resume attempt (or opening it failed).
-	// Transient: the supervisor restarts the stream actor after its RestartPolicy delay. The
-	// failure also wraps the driver's error, so a classifier can look for auth or configuration
-	// errors.
+	// The failure also wraps the driver's error, so the supervisor's classifier decides: usually
+	// transient (a restart after the RestartPolicy delay), terminal for a server error no
+	// restart can fix (an unknown pipeline stage, an authorization error).
 	ErrCursor = errors.New("stream: change stream cursor failed")
 	// ErrStartFailed: the checkpointer answered a non-terminal StartFrom FAIL (the start position
-	// could not be captured or persisted, a rebuild failed). Transient.
+	// could not be captured or persisted, a rebuild failed). The failure also wraps the FAIL's
+	// cause, which the classifier reads as for ErrCursor: a capture the server refuses (the
+	// Pipeline) is terminal, a network error transient.
 	ErrStartFailed = errors.New("stream: start position not resolved")
 )
 
-// Error is the failure the stream actor panics with. It matches its sentinel (ErrInvalidated,
-// ErrCursor, ErrStartFailed), Config.TerminalErr when terminal, and the cause.
+// Error is the failure the stream actor reports. It matches its sentinel (ErrInvalidated,
+// ErrCursor, ErrStartFailed) and the cause.
 type Error struct {
 	Stream      string
 	Incarnation uint64
 	// Sentinel is ErrInvalidated, ErrCursor or ErrStartFailed.
 	Sentinel error
-	// Terminal is Config.TerminalErr for a terminal failure (may be nil).
-	Terminal error
 	// Cause is the driver's error, when there is one.
 	Cause error
 	// Detail is a one-line explanation.
@@ -48,12 +49,9 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the sentinel, the terminal error and the cause.
+// Unwrap returns the sentinel and the cause.
 func (e *Error) Unwrap() []error {
 	errs := []error{e.Sentinel}
-	if e.Terminal != nil {
-		errs = append(errs, e.Terminal)
-	}
 	if e.Cause != nil {
 		errs = append(errs, e.Cause)
 	}

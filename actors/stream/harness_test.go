@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -268,9 +267,6 @@ func (r *recEvents) snapshot() (o []OpenedEvent, i []InvalidatedEvent, f []Curso
 	return append(o, r.opened...), append(i, r.invalidated...), append(f, r.failed...)
 }
 
-// errTerminalTest stands for the root's terminal sentinel (watchtree.ErrInvalidated).
-var errTerminalTest = errors.New("test: terminal")
-
 type harness struct {
 	t       *testing.T
 	ctx     context.Context
@@ -335,7 +331,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		return h
 	}
 	cfg := Config{Stream: "orders", Watcher: h.watcher, MaxAwaitTime: 50 * time.Millisecond,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Events: h.ev, TerminalErr: errTerminalTest}
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Events: h.ev}
 	if o.edit != nil {
 		o.edit(&cfg)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -47,7 +48,7 @@ func (c *counters) pbrt() []byte {
 // TryNext and sends EventBatch messages straight to the dispatcher, within the credit. It is
 // owned by one actor instance, which cancels it on Restarting and Stopping; it then closes its
 // cursor and ends without reporting anything. When it ends by itself it posts ReaderEnded to the
-// actor (after closing the cursor), keeping the Go error in err.
+// actor (after closing the cursor), with the error that ended it as the message's cause.
 type reader struct {
 	cfg        *Config
 	log        *zap.Logger
@@ -62,7 +63,6 @@ type reader struct {
 	cancel     context.CancelFunc
 
 	mu   sync.Mutex
-	err  error              // the error that ended the reader; read by the actor after ReaderEnded
 	kind messages.StartKind // how the cursor was opened; read by the actor after ReaderOpened
 }
 
@@ -70,18 +70,6 @@ func (r *reader) openedKind() messages.StartKind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.kind
-}
-
-func (r *reader) setErr(err error) {
-	r.mu.Lock()
-	r.err = err
-	r.mu.Unlock()
-}
-
-func (r *reader) getErr() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.err
 }
 
 // start launches the goroutine.
@@ -223,7 +211,6 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			continue
 		}
 		if ic, ok := cur.(idCursor); ok && ic.ID() == 0 {
-			r.setErr(ErrCursorClosed)
 			return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_CURSOR_CLOSED, Error: ErrCursorClosed.Error()}
 		}
 		// An empty round (one getMore that found nothing): report the PBRT when it moved.
@@ -255,8 +242,7 @@ func (r *reader) send(b *messages.EventBatch) {
 // the first event of this cursor, asks the checkpointer for another position; anything else fails.
 func (r *reader) failed(err error, open, gotEvent bool) *messages.ReaderEnded {
 	code, lost := r.serverCode(err)
-	r.setErr(err)
-	end := &messages.ReaderEnded{Error: err.Error(), Code: code}
+	end := &messages.ReaderEnded{Error: err.Error(), Code: code, Cause: errdetail.Of(err)}
 	switch {
 	case lost && !gotEvent:
 		end.End = messages.ReaderEnd_READER_END_HISTORY_LOST

@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -179,9 +181,10 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	if !errors.Is(tr.Cause, ErrCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 6 {
 		t.Fatalf("death cause %v, want ErrCursor with the server's code 6", tr.Cause)
 	}
+	var f *supervisor.Failure
 	var pe *supervisor.PanicError
-	if !errors.As(tr.Cause, &pe) || pe.Incarnation != 1 {
-		t.Fatalf("cause %T %v, want a PanicError of incarnation 1", tr.Cause, tr.Cause)
+	if !errors.As(tr.Cause, &f) || f.Incarnation != 1 || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+		t.Fatalf("cause %T %v, want a Failure (not a panic) of incarnation 1", tr.Cause, tr.Cause)
 	}
 	_, _, failed := h.ev.snapshot()
 	if len(failed) != 1 || failed[0].Code != 6 || failed[0].Open {
@@ -336,8 +339,7 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 }
 
 // Without InvalidateRestart, the invalidate (a rename here) is delivered, then the stream fails
-// terminally: the supervisor gives up (crashed) with a cause matching ErrInvalidated and the
-// configured TerminalErr.
+// terminally: the supervisor gives up (crashed) with a cause matching ErrInvalidated.
 func TestStreamInvalidateStopsTerminally(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.await(supervisor.StateRunning)
@@ -348,8 +350,8 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := h.await(supervisor.StateCrashed)
-	if !errors.Is(tr.Cause, ErrInvalidated) || !errors.Is(tr.Cause, errTerminalTest) {
-		t.Fatalf("crash cause %v, want ErrInvalidated and TerminalErr", tr.Cause)
+	if !errors.Is(tr.Cause, ErrInvalidated) {
+		t.Fatalf("crash cause %v, want ErrInvalidated", tr.Cause)
 	}
 	evs := h.waitEvents(3) // sent before the failure; the dispatcher's mailbox may lag the supervisor's
 	if len(evs) != 3 || opType(evs[1].GetRaw()) != "rename" || opType(evs[2].GetRaw()) != "invalidate" {
@@ -373,8 +375,8 @@ func TestStreamStartFromFail(t *testing.T) {
 		}
 	}})
 	tr := h.await(supervisor.StateBackoff)
-	if !errors.Is(tr.Cause, ErrStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") {
-		t.Fatalf("cause %v, want ErrStartFailed with the reason", tr.Cause)
+	if !errors.Is(tr.Cause, ErrStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") || strings.Contains(tr.Cause.Error(), "panic") {
+		t.Fatalf("cause %v, want ErrStartFailed with the reason, not a panic", tr.Cause)
 	}
 	h.w.mu.Lock()
 	terminal = true
@@ -392,6 +394,26 @@ func TestStreamStartFromFail(t *testing.T) {
 	h.noTransition()
 	if pos := h.watcher.positions(); len(pos) != 0 {
 		t.Fatalf("opened %d cursors after FAIL", len(pos))
+	}
+}
+
+// A non-terminal StartFrom FAIL caused by a server error fails the stream with that error as
+// its cause (code and message), named once in the text.
+func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
+	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
+	h := newHarness(t, harnessOpts{before: func(h *harness) {
+		h.w.answer = func(w *world, m proto.Message) *messages.StartFrom {
+			return &messages.StartFrom{Incarnation: incOf(m), Kind: messages.StartKind_START_KIND_FAIL,
+				Reason: "capture the current position: " + refused.Error(), Cause: errdetail.Of(refused)}
+		}
+	}})
+	tr := h.await(supervisor.StateBackoff) // the harness's classifier knows no server codes
+	var se mongo.ServerError
+	if !errors.Is(tr.Cause, ErrStartFailed) || !errors.As(tr.Cause, &se) || !se.HasErrorCode(40324) {
+		t.Fatalf("cause %v, want ErrStartFailed wrapping the server's 40324", tr.Cause)
+	}
+	if text := tr.Cause.Error(); strings.Count(text, refused.Message) != 1 || !strings.Contains(text, "capture the current position: "+refused.Error()) {
+		t.Fatalf("cause text %q, want the step and the server's error, once", text)
 	}
 }
 
@@ -424,6 +446,23 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	}
 	h.await(supervisor.StateStopped)
 	eventually(t, "the reader ended after Stop", func() bool { return liveReaders.Load() == 0 })
+}
+
+// TestReaderEndedCarriesTheError: the error that ended a reader travels in its ReaderEnded (the
+// actor reads no reader state to learn it), with the server's code and labels intact.
+func TestReaderEndedCarriesTheError(t *testing.T) {
+	r := &reader{cfg: &Config{HistoryLostCodes: DefaultHistoryLostCodes}}
+	err := fmt.Errorf("open: %w", mongo.CommandError{Code: 40324, Name: "Location40324",
+		Message: "Unrecognized pipeline stage name: '$matchh'", Labels: []string{"x"}})
+	end := r.failed(err, true, false)
+	if end.GetEnd() != messages.ReaderEnd_READER_END_OPEN_FAILED || end.GetCode() != 40324 {
+		t.Fatalf("ReaderEnded %v", end)
+	}
+	got := errdetail.Err(end.GetCause())
+	var se mongo.ServerError
+	if got == nil || got.Error() != err.Error() || !errors.As(got, &se) || !se.HasErrorCode(40324) || !se.HasErrorLabel("x") {
+		t.Fatalf("cause %v (%T), want the server error with its code and label", got, got)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

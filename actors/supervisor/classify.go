@@ -13,17 +13,17 @@ var ErrChildStopped = errors.New("supervisor: stream actor stopped unexpectedly"
 // is restarted in place and the stream actor is restarted through the policy, as for a death.
 var ErrSiblingFailed = errors.New("supervisor: sibling failed")
 
-// Classifier decides what a failure means. reason is what protoactor reported: a *PanicError
-// when the actor panicked under this package's middleware, the value passed to EscalateFailure
-// otherwise. It returns whether the failure is terminal (give up at once, whatever the attempts
+// Classifier decides what a failure means. reason is what protoactor reported: a *Failure when
+// the actor called Fail, a *PanicError when it panicked under this package's middleware, the
+// value passed to EscalateFailure otherwise. It returns whether the failure is terminal (give up at once, whatever the attempts
 // left) and the cause to report, which should wrap reason when reason is an error. It runs on
 // the supervisor's goroutine and must not block.
 type Classifier func(reason any) (terminal bool, cause error)
 
 // DefaultClassifier returns a Classifier that treats every failure as transient unless its
 // cause wraps one of the terminal sentinels (errors.Is), for example the root package's history-
-// lost, invalidate-stop, auth and configuration errors. A panic value that is an error is
-// matched too, since PanicError unwraps to it.
+// lost, invalidate-stop, auth and configuration errors. Failure and PanicError unwrap to the
+// error they carry, so it is matched too.
 func DefaultClassifier(terminal ...error) Classifier {
 	return func(reason any) (bool, error) {
 		cause := AsError(reason)
@@ -36,8 +36,8 @@ func DefaultClassifier(terminal ...error) Classifier {
 	}
 }
 
-// AsError turns a failure reason into an error: errors (including *PanicError) are returned as
-// they are, nil becomes an error saying so, and any other value is formatted with %v.
+// AsError turns a failure reason into an error: errors (including *Failure and *PanicError) are
+// returned as they are, nil becomes an error saying so, and any other value is formatted with %v.
 func AsError(reason any) error {
 	switch r := reason.(type) {
 	case error:

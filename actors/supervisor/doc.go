@@ -21,12 +21,14 @@
 //
 // What the stream actor must do:
 //   - call NotifyResubscribed(ctx) once its change stream is open;
-//   - fail (panic, or ctx.(actor.Supervisor).EscalateFailure) when its cursor dies, with an
-//     error the Classifier can recognise as terminal when it is;
+//   - fail with Fail(ctx, err) when its cursor dies or its start fails, with an error the
+//     Classifier can recognise as terminal when it is (a panic is for bugs: it is reported as
+//     one, "panic: ..." with the stack);
 //   - cancel its cursor goroutine on both *actor.Restarting and *actor.Stopping.
 //
-// Panics in a supervised actor are recovered by a receiver middleware the supervisor adds to
-// its children, and reach the Classifier as *PanicError with the stack. Panics while handling
+// A failure reaches the Classifier as a *Failure (from Fail, carrying the error and the
+// incarnation) or as a *PanicError: panics in a supervised actor are recovered by a receiver
+// middleware the supervisor adds to its children and carry the stack. Panics while handling
 // *actor.Restarting, *actor.Stopping or *actor.Stopped are logged and dropped instead: failing
 // there would wedge protoactor's stop protocol.
 package supervisor

@@ -37,6 +37,12 @@ const (
 type (
 	panicCmd    struct{ err error }
 	escalateCmd struct{ err error }
+	failCmd     struct{ err error }
+	// escalateAsCmd escalates a *Failure claiming incarnation inc (a failure racing a restart).
+	escalateAsCmd struct {
+		err error
+		inc uint64
+	}
 	stopSelfCmd struct{}
 	addCmd      struct{ n int }
 	getCmd      struct{}
@@ -101,6 +107,10 @@ func (f *fakeStream) Receive(ctx actor.Context) {
 		panic(m.err)
 	case escalateCmd:
 		ctx.(actor.Supervisor).EscalateFailure(m.err, m)
+	case failCmd:
+		treekit.Fail(ctx, m.err)
+	case escalateAsCmd:
+		ctx.(actor.Supervisor).EscalateFailure(&Failure{Err: m.err, Incarnation: m.inc}, m)
 	case stopSelfCmd:
 		ctx.Stop(ctx.Self())
 	}

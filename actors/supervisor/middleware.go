@@ -32,6 +32,10 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
+// Failure is the failure reason of a supervised actor that failed on purpose (treekit.Fail)
+// rather than by panicking; see treekit.Failure.
+type Failure = treekit.Failure
+
 // incarnations is the FIFO of incarnation numbers handed from the supervisor to one spawned
 // child PID. The supervisor pushes a number right before each spawn or RestartChildren, and the
 // child's middleware pops one on each *actor.Started; since every spawn or restart produces
@@ -59,7 +63,8 @@ func (q *incarnations) pop() (uint64, bool) {
 }
 
 // childMiddleware numbers incarnations (when q is not nil) and turns panics into *PanicError
-// carrying the stack and the incarnation.
+// carrying the stack and the incarnation; a *Failure (Fail without EscalateFailure) is no panic
+// of the actor's and passes unchanged.
 func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
@@ -74,6 +79,9 @@ func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 				r := recover()
 				if r == nil {
 					return
+				}
+				if f, ok := r.(*Failure); ok {
+					panic(f)
 				}
 				pe, ok := r.(*PanicError) // already wrapped by an inner layer
 				if !ok {

@@ -165,10 +165,15 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 // attempt).
 func (s *Supervisor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	var inc uint64
-	if pe, ok := reason.(*PanicError); ok {
-		inc = pe.Incarnation
-	} else if s.child != nil && child.Equal(s.child) {
-		inc = s.inc
+	switch r := reason.(type) {
+	case *PanicError:
+		inc = r.Incarnation
+	case *Failure:
+		inc = r.Incarnation
+	default:
+		if s.child != nil && child.Equal(s.child) {
+			inc = s.inc
+		}
 	}
 	s.failSeq++
 	s.failures[s.failSeq] = failure{who: child, reason: reason, inc: inc}

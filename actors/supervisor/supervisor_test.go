@@ -381,6 +381,56 @@ func TestEscalateFailureWithoutPanic(t *testing.T) {
 	h.await(StateRunning)
 }
 
+// TestFailIsNotAPanic: Fail reports the error as the death's cause with the error's own text:
+// no "panic: " prefix and no stack, in the transition and in the status.
+func TestFailIsNotAPanic(t *testing.T) {
+	h := newHarness(t, nil)
+	h.await(StateStarting)
+	h.await(StateRunning)
+	child := h.started().pid
+	h.tell(child, failCmd{errBoom})
+	tr := h.await(StateBackoff)
+	var pe *PanicError
+	var f *Failure
+	if !errors.Is(tr.Cause, errBoom) || errors.As(tr.Cause, &pe) || !errors.As(tr.Cause, &f) || f.Incarnation != 1 {
+		t.Fatalf("cause %T %v, want a *Failure of incarnation 1 wrapping errBoom, not a panic", tr.Cause, tr.Cause)
+	}
+	if tr.Cause.Error() != errBoom.Error() {
+		t.Fatalf("cause text %q, want the error's own %q", tr.Cause.Error(), errBoom.Error())
+	}
+	if st := h.status(); st.GetLastCause() != errBoom.Error() || st.GetLastCauseStack() != "" {
+		t.Fatalf("status cause %q stack %q, want %q and no stack", st.GetLastCause(), st.GetLastCauseStack(), errBoom.Error())
+	}
+	h.fireRestart(time.Second)
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+}
+
+// TestStaleFailureDropped: a *Failure of an incarnation the supervisor already replaced (it
+// raced an operator Restart) is dropped, not counted as a death of the new instance.
+func TestStaleFailureDropped(t *testing.T) {
+	h := newHarness(t, nil)
+	h.await(StateStarting)
+	h.await(StateRunning)
+	h.started()
+	h.request(&messages.Restart{Reason: "test"})
+	h.await(StateStarting)
+	child := h.started().pid
+	h.await(StateRunning)
+	h.tell(child, escalateAsCmd{err: errBoom, inc: 1})
+	for deadline := time.Now().Add(waitFor); h.status().GetStaleDropped() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stale failure not dropped: status %v", h.status())
+		}
+		time.Sleep(time.Millisecond) // a polling tick
+	}
+	h.noTransition()
+	if st := h.status(); st.GetDeaths() != 0 || st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
+		t.Fatalf("deaths %d state %v, want 0 and running", st.GetDeaths(), st.GetState())
+	}
+}
+
 // TestChildStoppingItselfIsADeath: a stream actor that stops by itself is respawned through the
 // policy with ErrChildStopped.
 func TestChildStoppingItselfIsADeath(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,11 +172,13 @@ func TestTreeDrivenByMessagesOnly(t *testing.T) {
 func TestStopNamesWhatHeldItUp(t *testing.T) {
 	e := newEnv(t)
 	r := e.startRuntime(nil)
-	release := make(chan struct{})
+	release, entered := make(chan struct{}), make(chan struct{})
+	var enteredOnce sync.Once
 	got := newHandled()
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "held", Collection: "orders",
 		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 			if ev.FullDocument.ID == 2 {
+				enteredOnce.Do(func() { close(entered) })
 				select {
 				case <-release:
 				case <-ctx.Done():
@@ -186,7 +189,11 @@ func TestStopNamesWhatHeldItUp(t *testing.T) {
 			return nil
 		}})
 	e.insertOrders("orders", 1, 2)
-	waitFor(t, "order 1 handled", func() bool { return got.docs()[1] })
+	select {
+	case <-entered: // order 2 is in flight, held by its handler
+	case <-time.After(waitLimit):
+		t.Fatal("order 2 never reached its handler")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	err := h.Stop(ctx)
