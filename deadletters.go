@@ -81,7 +81,7 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 }
 
 // ErrReplayUnavailable means a dead letter cannot be replayed: its event was not stored
-// (DeadLetter.EventOmitted) or it belongs to another stream.
+// (DeadLetter.EventOmitted).
 var ErrReplayUnavailable = errors.New("watchtree: dead letter cannot be replayed")
 
 // Replay runs the dead-lettered event id once more through the stream's handler: in the
@@ -106,27 +106,24 @@ func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
 	if e == nil {
 		return fmt.Errorf("%w: %q (Replay needs the stream's handlers: spawn it first)", ErrUnknownStream, stream)
 	}
-	dl, err := st.GetDeadLetter(ctx, id)
+	dl, err := st.GetDeadLetter(ctx, stream, id)
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
 	}
-	switch {
-	case dl.Stream != stream:
-		return fmt.Errorf("%w: %s belongs to stream %q, not %q", ErrReplayUnavailable, id, dl.Stream, stream)
-	case dl.EventOmitted || len(dl.Event) == 0:
+	if dl.EventOmitted || len(dl.Event) == 0 {
 		return fmt.Errorf("%w: the event of %s was not stored (too large); re-read document %v instead",
 			ErrReplayUnavailable, id, dl.DocumentKey)
 	}
 	herr := replayOnce(ctx, e, dl.Event)
 	now := rt.clk.Now()
 	if herr == nil || IsSkip(herr) {
-		if err := st.DeleteDeadLetter(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := st.DeleteDeadLetter(ctx, stream, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("watchtree: stream %q: replay %s succeeded, but deleting the dead letter failed: %w", stream, id, err)
 		}
 		e.log.Info("dead letter replayed", zap.String("id", id))
 		return nil
 	}
-	if err := st.MarkReplayed(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := st.MarkReplayed(ctx, stream, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		e.log.Warn("dead letter replay not recorded", zap.String("id", id), zap.Error(err))
 	}
 	e.log.Warn("dead letter replay failed", zap.String("id", id), zap.Error(herr))
