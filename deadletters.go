@@ -38,7 +38,7 @@ type DeadLetter struct {
 	// Error is the last error's message; ErrorType its classification ("panic", "decode") or Go
 	// type; Stack the panic stack, if any.
 	Error, ErrorType, Stack string
-	// Attempts is the number of handler calls made.
+	// Attempts is the number of handler calls made (0 for a decode error).
 	Attempts int
 	// FirstAttemptAt and LastAttemptAt bound the attempts; CreatedAt is when the record was
 	// written; ExpiresAt when retention removes it (zero: never).

@@ -40,7 +40,8 @@ type DeadLetter struct {
 	Error     string
 	ErrorType string
 	Stack     string
-	// Attempts is the number of handler invocations made (including the first).
+	// Attempts is the number of handler invocations made (including the first); 0 for an
+	// event that did not decode (ErrorType "decode"): no handler was called.
 	Attempts int
 	// FirstAttemptAt and LastAttemptAt bound the attempts; CreatedAt is when the dead letter
 	// was written. Dead letters of a stream are listed by CreatedAt.

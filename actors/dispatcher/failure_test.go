@@ -251,10 +251,11 @@ func TestUndecodableEventIsDeadLetteredWithTheDecodeError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dl.ErrorType != "decode" || dl.Error != errDecode.Error() || dl.Attempts != 1 {
-		t.Fatalf("dead letter = %+v", dl)
+	// No handler call was made: the record and the report say Attempts 0.
+	if dl.ErrorType != "decode" || dl.Error != errDecode.Error() || dl.Attempts != 0 {
+		t.Fatalf("dead letter = %+v, want ErrorType decode, the decode error and Attempts 0", dl)
 	}
-	if ev := h.ev.snapshot(); len(ev.retries) != 0 || len(ev.dls) != 1 || !ev.dls[0].Permanent {
+	if ev := h.ev.snapshot(); len(ev.retries) != 0 || len(ev.dls) != 1 || !ev.dls[0].Permanent || ev.dls[0].Attempts != 0 {
 		t.Fatalf("events: retries %v dead letters %+v", ev.retries, ev.dls)
 	}
 }

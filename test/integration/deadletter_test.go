@@ -229,6 +229,9 @@ func TestUndecodableDocuments(t *testing.T) {
 	if id, _ := bson.Raw(dls[0].DocumentKey).Lookup("_id").AsInt64OK(); id != 2 || !strings.Contains(dls[0].Error, "cannot decode fullDocument") {
 		t.Errorf("dead letter for order %d with error %q, want order 2 with the decode error", id, dls[0].Error)
 	}
+	if dls[0].Attempts != 0 || dl.Attempts != 0 {
+		t.Errorf("decode error: the dead letter says %d attempts and DeadLettered %d, want 0 (no handler call)", dls[0].Attempts, dl.Attempts)
+	}
 }
 
 // TestTwoStreamsDeadLetterTheSameEvents: two streams on one collection fail on the same poison
