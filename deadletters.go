@@ -70,7 +70,7 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	list, err := e.store.ListDeadLetters(ctx, stream, limit)
+	list, err := e.store.deadLetters.ListDeadLetters(ctx, stream, limit)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: list dead letters: %w", stream, err)
 	}
@@ -106,7 +106,7 @@ func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
 	if err != nil {
 		return err
 	}
-	st := e.store
+	st := e.store.deadLetters
 	dl, err := st.GetDeadLetter(ctx, stream, id)
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
-	"github.com/watchtree/watchtree/store/mongostore"
 )
 
 // StreamState is the lifecycle state of a stream, as its supervisor reports it.
@@ -112,7 +111,7 @@ type streamEntry struct {
 	name    string
 	cs      *compiledStream
 	log     *zap.Logger
-	store   *mongostore.Store
+	store   *storeSet
 	watcher *driverWatcher
 	owned   bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle  *Handle
@@ -131,7 +130,7 @@ type streamEntry struct {
 	lastCause error // the latest death's cause, as reported
 }
 
-func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watchDB, storeDB string, owned bool) *streamEntry {
+func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, storeDB string, owned bool) *streamEntry {
 	e := &streamEntry{
 		rt:      rt,
 		name:    cs.name,

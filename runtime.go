@@ -53,7 +53,7 @@ type Runtime struct {
 	ownSystem bool
 	obs       *safeObserver
 	streams   map[string]*streamEntry
-	stores    map[storeKey]*mongostore.Store
+	stores    map[storeKey]*storeSet
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -69,7 +69,7 @@ func New(cfg Config) (*Runtime, error) {
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
 		clk:     clock.Real(),
 		streams: map[string]*streamEntry{},
-		stores:  map[storeKey]*mongostore.Store{},
+		stores:  map[storeKey]*storeSet{},
 	}, nil
 }
 
@@ -209,19 +209,33 @@ func (rt *Runtime) Handle(name string) (*Handle, error) {
 	return e.handle, nil
 }
 
-// storeKey identifies one mongostore: the database of the records and the dead-letter
-// collection (DeadLetterPolicy.Collection).
+// storeKey identifies one set of stores: the database of the default store's records and the
+// dead-letter collection (DeadLetterPolicy.Collection).
 type storeKey struct{ database, deadLetters string }
 
-// storeLocked returns the store of key, creating it without I/O. rt.mu must be held.
-func (rt *Runtime) storeLocked(database, deadLetters string) (*mongostore.Store, error) {
+// storeLocked returns the stores of key, creating them without I/O: Config's stores where set,
+// a mongostore on Config.Client for the others. rt.mu must be held.
+func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) {
 	k := storeKey{database, deadLetters}
 	if st, ok := rt.stores[k]; ok {
 		return st, nil
 	}
-	st, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
+	st := &storeSet{checkpoints: rt.cfg.Checkpoints, deadLetters: rt.cfg.DeadLetters, gaps: rt.cfg.Gaps}
+	if !rt.cfg.ownStores() {
+		ms, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
+		if err != nil {
+			return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
+		}
+		st.mongo = ms
+		if st.checkpoints == nil {
+			st.checkpoints = ms
+		}
+		if st.deadLetters == nil {
+			st.deadLetters = ms
+		}
+		if st.gaps == nil {
+			st.gaps = ms
+		}
 	}
 	rt.stores[k] = st
 	return st, nil
@@ -233,8 +247,11 @@ var indexedByRuntime sync.Map
 // ensureIndexes creates the indexes of st (key k) once per client, bounded by timeout. A
 // failure is logged and retried by the next Spawn that uses the same store: indexes only serve
 // retention and listing, never correctness of the stream.
-func (rt *Runtime) ensureIndexes(st *mongostore.Store, k storeKey) {
+func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
 	key := indexKey{client: rt.cfg.Client, k: k}
+	if st.mongo == nil {
+		return // Config sets every store: none is the runtime's to index
+	}
 	if _, ok := indexedByRuntime.Load(key); ok {
 		return
 	}

@@ -126,9 +126,11 @@ func (rt *Runtime) unregister(e *streamEntry) {
 	rt.mu.Unlock()
 }
 
-// databases resolves the watched database and the store database of cs. It also rejects the
-// SingleLeader mode, whose lease actor does not exist yet: running such a stream on every
-// instance would break its promise of one consumer at a time.
+// databases resolves the watched database and the store database of cs (empty when Config
+// sets every store and cs names none), and rejects a DeadLetterPolicy.Collection that
+// Config.DeadLetters would ignore. It also rejects the SingleLeader mode, whose lease actor
+// does not exist yet: running such a stream on every instance would break its promise of one
+// consumer at a time.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
 	if cs.mode == SingleLeader {
 		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Mode",
@@ -142,11 +144,16 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Database",
 			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
 	}
+	if rt.cfg.DeadLetters != nil && cs.deadLetter.Collection != defaultDeadLetterColl {
+		// The collection would be silently ignored: Config.DeadLetters serves every stream.
+		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "DeadLetter.Collection",
+			Rule: fmt.Sprintf("must be empty when Config.DeadLetters is set, got %q", cs.deadLetter.Collection)}
+	}
 	storeDB = rt.cfg.Database
 	if storeDB == "" {
 		storeDB = watchDB
 	}
-	if storeDB == "" {
+	if storeDB == "" && !rt.cfg.ownStores() {
 		return "", "", &ConfigError{Stream: cs.name, inStream: true, Field: "Database",
 			Rule: "must be set when Config.Database is empty (a cluster-wide stream's checkpoints need a database)"}
 	}
@@ -175,8 +182,8 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:           cs.name,
-		Store:            e.store,
-		Gaps:             e.store,
+		Store:            e.store.checkpoints,
+		Gaps:             e.store.gaps,
 		Positions:        e.watcher,
 		StartPosition:    start,
 		OnHistoryLost:    hl,
@@ -194,7 +201,7 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 	}
 	var dl dispatcher.DeadLetterWriter
 	if !cs.deadLetter.Disabled {
-		dl = e.store
+		dl = e.store.deadLetters
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
 		Stream: cs.name,
