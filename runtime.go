@@ -54,6 +54,8 @@ type Runtime struct {
 	obs       *safeObserver
 	streams   map[string]*streamEntry
 	stores    map[storeKey]*storeSet
+
+	idx indexer // creates the default stores' indexes in the background
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -145,6 +147,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	rt.mu.Unlock()
+	rt.idx.stop() // no index creation outlives the runtime
 
 	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
 	defer cancel()
@@ -244,9 +247,10 @@ func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) 
 // indexedByRuntime caches the stores whose indexes were created, by client and store key.
 var indexedByRuntime sync.Map
 
-// ensureIndexes creates the indexes of st (key k) once per client, bounded by timeout. A
-// failure is logged and retried by the next Spawn that uses the same store: indexes only serve
-// retention and listing, never correctness of the stream.
+// ensureIndexes has the indexes of st (key k) created once per client, in the background (see
+// indexer): it never waits on the server. A failure is logged and retried by the next Spawn
+// that uses the same store: indexes only serve retention and listing, never correctness of the
+// stream.
 func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
 	key := indexKey{client: rt.cfg.Client, k: k}
 	if st.mongo == nil {
@@ -255,14 +259,7 @@ func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
 	if _, ok := indexedByRuntime.Load(key); ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := st.EnsureIndexes(ctx); err != nil {
-		rt.log.Warn("store indexes not created; dead-letter retention and listing may be slow until they are",
-			zap.String("database", k.database), zap.String("dead_letters", k.deadLetters), zap.Error(err))
-		return
-	}
-	indexedByRuntime.Store(key, true)
+	rt.idx.enqueue(indexJob{key: key, st: st.mongo, log: rt.log})
 }
 
 type indexKey struct {

@@ -32,9 +32,11 @@ const (
 // duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); Mode SingleLeader,
 // refused until the lease actor exists; and the database rules: a collection or cluster-wide
 // stream needs a Database (its own, or Config.Database). The stores (checkpoints, dead letters,
-// gaps) live in Config.Database, else in the stream's Database. The first Spawn that uses a store database or dead-letter collection creates its
-// indexes (idempotent; a failure is logged, not returned: indexes serve retention and listing
-// only). Spawn fails with ErrNotStarted before Start and ErrStopped after Stop.
+// gaps) live in Config.Database, else in the stream's Database. The first Spawn that uses a store database or dead-letter collection has its
+// indexes created in the background: Spawn never waits for them, Stop cancels them, and a
+// failure is logged, not returned, and retried by the next Spawn that uses the store (indexes
+// serve retention and listing only). Spawn fails with ErrNotStarted before Start and ErrStopped
+// after Stop.
 func (rt *Runtime) Spawn(spec Spec) (*Handle, error) {
 	e, err := rt.register(spec, true)
 	if err != nil {
