@@ -26,13 +26,15 @@ const maxInstanceID = 200
 // default. Validate (also run by New) fails fast with a *ConfigError naming the field and the
 // rule.
 type Config struct {
-	// Client is the MongoDB client (driver v2) the stores (checkpoints, dead letters, gap records,
-	// leases) use, and every stream that does not bring its own Stream.Client. Required.
+	// Client is the MongoDB client (driver v2) of the default stores (checkpoints, dead letters,
+	// gap records, leases) and of every stream that does not bring its own Stream.Client.
+	// Required, also when every store is set: streams watch through it.
 	Client *mongo.Client
-	// Database is the default database: where the stores live, and the watched database of a
-	// stream that sets a Collection but no Database. When empty, the stores of each stream live
-	// in that stream's own Database, and a stream that watches a collection or the whole cluster
-	// must then name a Database itself (Spawn fails otherwise).
+	// Database is the default database: where the default stores live, and the watched
+	// database of a stream that sets a Collection but no Database. When empty, the stores of each
+	// stream live in that stream's own Database, and a stream that watches a collection or the
+	// whole cluster must then name a Database itself (Spawn fails otherwise; a cluster-wide
+	// stream needs none when every store is set).
 	Database string
 	// Logger receives the runtime's logs; protoactor's slog output is bridged into it. Every
 	// line carries the stream name. Default zap.NewNop().
@@ -50,6 +52,18 @@ type Config struct {
 	// events, flushing checkpoints and releasing leases. Default 30s. Must be >= 0; 0 means the
 	// default.
 	ShutdownTimeout time.Duration
+
+	// Checkpoints, DeadLetters and Gaps are the stores of every stream on the runtime: resume
+	// positions, dead letters, and records of history skipped on purpose. Each nil field means
+	// the default: MongoDB through Client (store/mongostore), in the store database (Database,
+	// else the stream's own Database), dead letters in the stream's DeadLetterPolicy.Collection.
+	// A store set here serves every stream (so a stream's DeadLetterPolicy.Collection must then
+	// be left empty) and keys its records by stream; store/memstore, for tests, is one, and any
+	// store must pass the store/storetest contract suites. Client is still required: streams
+	// watch through it.
+	Checkpoints CheckpointStore
+	DeadLetters DeadLetterStore
+	Gaps        GapStore
 }
 
 // Validate checks c without contacting any server. It returns nil, or the broken rules as
@@ -57,7 +71,10 @@ type Config struct {
 // `watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1s`.
 func (c Config) Validate() error {
 	ce := policy.NewErrors("Config.")
-	if c.Client == nil {
+	switch {
+	case c.Client == nil && c.anyStore():
+		ce.Add("Client", "is required even when stores are set (streams watch through it), got nil")
+	case c.Client == nil:
 		ce.Add("Client", "is required, got nil")
 	}
 	if c.Database != "" {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/watchtree/watchtree/store/memstore"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -21,6 +23,8 @@ func TestConfigValidate(t *testing.T) {
 		{"minimal", Config{Client: client}, nil},
 		{"everything set", Config{Client: client, Database: "shop", InstanceID: "pod-1", ShutdownTimeout: time.Second, Observer: NopObserver{}}, nil},
 		{"no client", Config{}, []string{"watchtree: Config.Client is required, got nil"}},
+		{"stores but no client", Config{Checkpoints: memstore.New(memstore.Options{})},
+			[]string{"watchtree: Config.Client is required even when stores are set (streams watch through it), got nil"}},
 		{"bad database", Config{Client: client, Database: "a b"},
 			[]string{`watchtree: Config.Database must not contain any of /\. "$*<>:|? or NUL, got "a b"`}},
 		{"negative shutdown timeout", Config{Client: client, ShutdownTimeout: -time.Second},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
-	"github.com/watchtree/watchtree/store/mongostore"
 )
 
 // DeadLetter is a dead-lettered event as stored in the stream's dead-letter collection (default
@@ -39,7 +38,7 @@ type DeadLetter struct {
 	// Error is the last error's message; ErrorType its classification ("panic", "decode") or Go
 	// type; Stack the panic stack, if any.
 	Error, ErrorType, Stack string
-	// Attempts is the number of handler calls made.
+	// Attempts is the number of handler calls made (0 for a decode error).
 	Attempts int
 	// FirstAttemptAt and LastAttemptAt bound the attempts; CreatedAt is when the record was
 	// written; ExpiresAt when retention removes it (zero: never).
@@ -61,15 +60,17 @@ func deadLetterOf(d store.DeadLetter) DeadLetter {
 }
 
 // DeadLetters returns up to limit (limit <= 0: all) unexpired dead letters of the stream, oldest
-// first. The stream must be spawned on rt (its DeadLetterPolicy.Collection and store database
-// are used); a stream that is not spawned is looked up in the default collection of
-// Config.Database, and fails with ErrUnknownStream when Config.Database is empty.
+// first. Dead letters are scoped to their stream: only the records the stream wrote are listed,
+// even when other streams dead-lettered the same events in the same store. The stream must be
+// registered on rt (by Spawn or Props; it need not be running), so that its store (the
+// stream's DeadLetterPolicy.Collection) is known; another name fails with an error matching
+// ErrUnknownStream, as Handle does. It fails with ErrNotStarted before Start.
 func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([]DeadLetter, error) {
-	st, _, err := rt.deadLetterStore(stream)
+	e, err := rt.deadLetterEntry(stream)
 	if err != nil {
 		return nil, err
 	}
-	list, err := st.ListDeadLetters(ctx, stream, limit)
+	list, err := e.store.deadLetters.ListDeadLetters(ctx, stream, limit)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: list dead letters: %w", stream, err)
 	}
@@ -81,52 +82,49 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 }
 
 // ErrReplayUnavailable means a dead letter cannot be replayed: its event was not stored
-// (DeadLetter.EventOmitted) or it belongs to another stream.
+// (DeadLetter.EventOmitted).
 var ErrReplayUnavailable = errors.New("watchtree: dead letter cannot be replayed")
 
-// Replay runs the dead-lettered event id once more through the stream's handler: in the
-// caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic recovered into
-// an error carrying its stack. The stream must be spawned on rt (its handlers are needed); it
-// need not be running.
+// Replay runs the stream's dead-lettered event id once more through the stream's handler: in
+// the caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic recovered
+// into an error carrying its stack. It reads, deletes and updates only the stream's own record
+// of id (another stream's dead letter of the same event is left alone). The stream must be
+// registered on rt (by Spawn or Props: its handlers are needed); it need not be running.
 //
 // On success — the handler returned nil or Skip, the Filter rejected the event, or no handler
 // matches its operation type — the record is deleted, and Replay returns nil. On failure the
 // record is kept, its ReplayCount and LastReplayAt are updated, and the handler's error is
-// returned (a decode error for an event that still does not decode). Errors: ErrUnknownStream,
-// an error matching store.ErrNotFound for an unknown or expired id, ErrReplayUnavailable.
+// returned (a decode error for an event that still does not decode). Errors: ErrNotStarted,
+// ErrUnknownStream, an error matching store.ErrNotFound for an id the stream has no unexpired
+// dead letter of, ErrReplayUnavailable.
 //
 // Replay does not go through the stream's lanes, so it may run concurrently with the stream's
 // own events of the same document: make the handler idempotent by Event.ID (as at-least-once
 // delivery requires anyway).
 func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
-	st, e, err := rt.deadLetterStore(stream)
+	e, err := rt.deadLetterEntry(stream)
 	if err != nil {
 		return err
 	}
-	if e == nil {
-		return fmt.Errorf("%w: %q (Replay needs the stream's handlers: spawn it first)", ErrUnknownStream, stream)
-	}
-	dl, err := st.GetDeadLetter(ctx, id)
+	st := e.store.deadLetters
+	dl, err := st.GetDeadLetter(ctx, stream, id)
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
 	}
-	switch {
-	case dl.Stream != stream:
-		return fmt.Errorf("%w: %s belongs to stream %q, not %q", ErrReplayUnavailable, id, dl.Stream, stream)
-	case dl.EventOmitted || len(dl.Event) == 0:
+	if dl.EventOmitted || len(dl.Event) == 0 {
 		return fmt.Errorf("%w: the event of %s was not stored (too large); re-read document %v instead",
 			ErrReplayUnavailable, id, dl.DocumentKey)
 	}
 	herr := replayOnce(ctx, e, dl.Event)
 	now := rt.clk.Now()
 	if herr == nil || IsSkip(herr) {
-		if err := st.DeleteDeadLetter(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := st.DeleteDeadLetter(ctx, stream, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("watchtree: stream %q: replay %s succeeded, but deleting the dead letter failed: %w", stream, id, err)
 		}
 		e.log.Info("dead letter replayed", zap.String("id", id))
 		return nil
 	}
-	if err := st.MarkReplayed(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := st.MarkReplayed(ctx, stream, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		e.log.Warn("dead letter replay not recorded", zap.String("id", id), zap.Error(err))
 	}
 	e.log.Warn("dead letter replay failed", zap.String("id", id), zap.Error(herr))
@@ -165,20 +163,16 @@ func (p *replayPanic) Unwrap() error {
 	return err
 }
 
-// deadLetterStore returns the store of stream's dead letters and its entry (nil when the
-// stream is not spawned on rt).
-func (rt *Runtime) deadLetterStore(stream string) (*mongostore.Store, *streamEntry, error) {
+// deadLetterEntry returns the entry of stream, which must be registered on rt.
+func (rt *Runtime) deadLetterEntry(stream string) (*streamEntry, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.state == rtNew {
-		return nil, nil, ErrNotStarted
+		return nil, ErrNotStarted
 	}
-	if e, ok := rt.streams[stream]; ok {
-		return e.store, e, nil
+	e, ok := rt.streams[stream]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (dead letters are read through the stream that wrote them: spawn it on this runtime)", ErrUnknownStream, stream)
 	}
-	if rt.cfg.Database == "" {
-		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownStream, stream)
-	}
-	st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
-	return st, nil, err
+	return e, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
-	"github.com/watchtree/watchtree/store/mongostore"
 )
 
 // StreamState is the lifecycle state of a stream, as its supervisor reports it.
@@ -183,7 +182,7 @@ type streamEntry struct {
 	name    string
 	cs      *compiledStream
 	log     *zap.Logger
-	store   *mongostore.Store
+	store   *storeSet
 	watcher *driverWatcher
 	owned   bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle  *Handle
@@ -202,7 +201,7 @@ type streamEntry struct {
 	lastCause error                 // the latest death's cause, as reported (errors.Is works on it)
 }
 
-func newStreamEntry(rt *Runtime, cs *compiledStream, st *mongostore.Store, watchDB, storeDB string, owned bool) *streamEntry {
+func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, storeDB string, owned bool) *streamEntry {
 	e := &streamEntry{
 		rt:      rt,
 		name:    cs.name,

@@ -46,6 +46,8 @@ type DeadLetterPolicy struct {
 	// DeadLettered{Dropped: true}. Use it only when losing such events is acceptable.
 	Disabled bool
 	// Collection is the dead-letter collection in the store database. Default "_wt_dead_letters".
+	// It names a collection of the default MongoDB store, so Spawn refuses it when
+	// Config.DeadLetters is set.
 	Collection string
 	// Retention is how long a record is kept before the TTL index removes it. Default 14 days.
 	// Must be >= 0; 0 means the default.

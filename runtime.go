@@ -55,7 +55,9 @@ type Runtime struct {
 	ownSystem bool
 	obs       *safeObserver
 	streams   map[string]*streamEntry
-	stores    map[storeKey]*mongostore.Store
+	stores    map[storeKey]*storeSet
+
+	idx indexer // creates the default stores' indexes in the background
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -71,7 +73,7 @@ func New(cfg Config) (*Runtime, error) {
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
 		clk:     clock.Real(),
 		streams: map[string]*streamEntry{},
-		stores:  map[storeKey]*mongostore.Store{},
+		stores:  map[storeKey]*storeSet{},
 	}, nil
 }
 
@@ -147,6 +149,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	rt.mu.Unlock()
+	rt.idx.stop() // no index creation outlives the runtime
 
 	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
 	defer cancel()
@@ -225,19 +228,33 @@ func (rt *Runtime) Handle(name string) (*Handle, error) {
 	return e.handle, nil
 }
 
-// storeKey identifies one mongostore: the database of the records and the dead-letter
-// collection (DeadLetterPolicy.Collection).
+// storeKey identifies one set of stores: the database of the default store's records and the
+// dead-letter collection (DeadLetterPolicy.Collection).
 type storeKey struct{ database, deadLetters string }
 
-// storeLocked returns the store of key, creating it without I/O. rt.mu must be held.
-func (rt *Runtime) storeLocked(database, deadLetters string) (*mongostore.Store, error) {
+// storeLocked returns the stores of key, creating them without I/O: Config's stores where set,
+// a mongostore on Config.Client for the others. rt.mu must be held.
+func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) {
 	k := storeKey{database, deadLetters}
 	if st, ok := rt.stores[k]; ok {
 		return st, nil
 	}
-	st, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
+	st := &storeSet{checkpoints: rt.cfg.Checkpoints, deadLetters: rt.cfg.DeadLetters, gaps: rt.cfg.Gaps}
+	if !rt.cfg.ownStores() {
+		ms, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
+		if err != nil {
+			return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
+		}
+		st.mongo = ms
+		if st.checkpoints == nil {
+			st.checkpoints = ms
+		}
+		if st.deadLetters == nil {
+			st.deadLetters = ms
+		}
+		if st.gaps == nil {
+			st.gaps = ms
+		}
 	}
 	rt.stores[k] = st
 	return st, nil
@@ -246,22 +263,19 @@ func (rt *Runtime) storeLocked(database, deadLetters string) (*mongostore.Store,
 // indexedByRuntime caches the stores whose indexes were created, by client and store key.
 var indexedByRuntime sync.Map
 
-// ensureIndexes creates the indexes of st (key k) once per client, bounded by timeout. A
-// failure is logged and retried by the next Spawn that uses the same store: indexes only serve
-// retention and listing, never correctness of the stream.
-func (rt *Runtime) ensureIndexes(st *mongostore.Store, k storeKey) {
+// ensureIndexes has the indexes of st (key k) created once per client, in the background (see
+// indexer): it never waits on the server. A failure is logged and retried by the next Spawn
+// that uses the same store: indexes only serve retention and listing, never correctness of the
+// stream.
+func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
 	key := indexKey{client: rt.cfg.Client, k: k}
+	if st.mongo == nil {
+		return // Config sets every store: none is the runtime's to index
+	}
 	if _, ok := indexedByRuntime.Load(key); ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := st.EnsureIndexes(ctx); err != nil {
-		rt.log.Warn("store indexes not created; dead-letter retention and listing may be slow until they are",
-			zap.String("database", k.database), zap.String("dead_letters", k.deadLetters), zap.Error(err))
-		return
-	}
-	indexedByRuntime.Store(key, true)
+	rt.idx.enqueue(indexJob{key: key, st: st.mongo, log: rt.log})
 }
 
 type indexKey struct {

@@ -434,6 +434,10 @@ func TestRuntimeDeadLettersReplay(t *testing.T) {
 	if err := rt.Replay(ctx, "unknown", dl.ID); !errors.Is(err, ErrUnknownStream) {
 		t.Fatalf("Replay on an unknown stream: %v", err)
 	}
+	// Dead letters are read through the stream that wrote them, even with Config.Database set.
+	if dls, err := rt.DeadLetters(ctx, "unknown", 0); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("DeadLetters of an unknown stream: %+v, %v; want ErrUnknownStream", dls, err)
+	}
 }
 
 // TestRuntimeProps: the supervisor's props run the stream under the caller's own actor; the

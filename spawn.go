@@ -35,7 +35,11 @@ const (
 // duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); Mode SingleLeader,
 // refused until the lease actor exists; and the database rules: a collection or cluster-wide
 // stream needs a Database (its own, or Config.Database). The stores (checkpoints, dead letters,
-// gaps) live in Config.Database, else in the stream's Database.
+// gaps) live in Config.Database, else in the stream's Database, unless Config sets them. The
+// first Spawn that uses a store database or dead-letter collection has its indexes created in
+// the background: Spawn never waits for them, Stop cancels them, and a failure is logged, not
+// returned, and retried by the next Spawn that uses the store (indexes serve retention and
+// listing only).
 //
 // The wait is bounded by ctx (30s when ctx has no deadline). A start that fails with an error
 // no restart can fix (a pipeline with an unknown stage, a bad namespace, authentication) returns
@@ -133,9 +137,11 @@ func (rt *Runtime) unregister(e *streamEntry) {
 	rt.mu.Unlock()
 }
 
-// databases resolves the watched database and the store database of cs. It also rejects the
-// SingleLeader mode, whose lease actor does not exist yet: running such a stream on every
-// instance would break its promise of one consumer at a time.
+// databases resolves the watched database and the store database of cs (empty when Config
+// sets every store and cs names none), and rejects a DeadLetterPolicy.Collection that
+// Config.DeadLetters would ignore. It also rejects the SingleLeader mode, whose lease actor
+// does not exist yet: running such a stream on every instance would break its promise of one
+// consumer at a time.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
 	if cs.mode == SingleLeader {
 		return "", "", &ConfigError{Stream: cs.name, Field: "Mode",
@@ -149,11 +155,16 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
 	}
+	if rt.cfg.DeadLetters != nil && cs.deadLetter.Collection != defaultDeadLetterColl {
+		// The collection would be silently ignored: Config.DeadLetters serves every stream.
+		return "", "", &ConfigError{Stream: cs.name, Field: "DeadLetter.Collection",
+			Rule: fmt.Sprintf("must be empty when Config.DeadLetters is set, got %q", cs.deadLetter.Collection)}
+	}
 	storeDB = rt.cfg.Database
 	if storeDB == "" {
 		storeDB = watchDB
 	}
-	if storeDB == "" {
+	if storeDB == "" && !rt.cfg.ownStores() {
 		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (a cluster-wide stream's checkpoints need a database)"}
 	}
@@ -168,8 +179,8 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	start := cs.start
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.name,
-		Store:         e.store,
-		Gaps:          e.store,
+		Store:         e.store.checkpoints,
+		Gaps:          e.store.gaps,
 		Positions:     e.watcher,
 		StartPosition: start,
 		OnHistoryLost: cs.onHistoryLost,
@@ -184,7 +195,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	}
 	var dl dispatcher.DeadLetterWriter
 	if !cs.deadLetter.Disabled {
-		dl = e.store
+		dl = e.store.deadLetters
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
 		Stream:              cs.name,

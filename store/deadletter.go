@@ -8,11 +8,16 @@ import (
 
 // DeadLetter is an event whose attempts ran out (or whose error was permanent). The event
 // settles only once its dead letter has been written durably.
+//
+// A dead letter's key is the pair (Stream, ID): several streams may watch the same collection
+// and dead-letter the same event, and each keeps its own record in a shared store.
 type DeadLetter struct {
 	// ID is stable: the event ID (the resume token's _data). A redelivered event's dead letter
-	// overwrites the previous one (PutDeadLetter is an upsert by ID), never duplicates it.
+	// overwrites the previous one of the same stream (PutDeadLetter is an upsert by (Stream,
+	// ID)), never duplicates it.
 	ID string
-	// Stream is the stream name; dead letters are listed per stream.
+	// Stream is the stream name, the other half of the key; dead letters are listed, read,
+	// replayed and deleted per stream.
 	Stream string
 	// Token is the event's resume token document.
 	Token bson.Raw
@@ -35,7 +40,8 @@ type DeadLetter struct {
 	Error     string
 	ErrorType string
 	Stack     string
-	// Attempts is the number of handler invocations made (including the first).
+	// Attempts is the number of handler invocations made (including the first); 0 for an
+	// event that did not decode (ErrorType "decode"): no handler was called.
 	Attempts int
 	// FirstAttemptAt and LastAttemptAt bound the attempts; CreatedAt is when the dead letter
 	// was written. Dead letters of a stream are listed by CreatedAt.

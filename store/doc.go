@@ -4,7 +4,8 @@
 //
 // The package defines no store interface. Each consumer defines the small interface it needs where
 // it is used (actors/checkpointer: Load/Save and RecordGap; actors/dispatcher: PutDeadLetter; the
-// root: listing and replay). store/memstore (in memory, for tests and benchmarks) and
+// root: CheckpointStore, DeadLetterStore and GapStore, the store fields of watchtree.Config, which
+// add dead-letter listing and replay). store/memstore (in memory, for tests and benchmarks) and
 // store/mongostore (MongoDB) implement all of them, and store/storetest holds the contract suites
 // both pass.
 //

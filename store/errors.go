@@ -13,6 +13,6 @@ var (
 	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
 
 	// ErrNotFound is returned by lookups and mutations of a record that does not exist
-	// (GetDeadLetter, DeleteDeadLetter, MarkReplayed with an unknown ID).
+	// (GetDeadLetter, DeleteDeadLetter, MarkReplayed with an unknown stream and ID pair).
 	ErrNotFound = errors.New("store: not found")
 )

@@ -55,7 +55,7 @@ func tokenData(token []byte) (string, bool) {
 // failure is the state of an event that is being dead-lettered.
 type failure struct {
 	err       error
-	attempts  int
+	attempts  int       // handler calls made: 0 when the event did not decode
 	first     time.Time // when the first attempt ended
 	last      time.Time // when the last attempt ended
 	permanent bool

@@ -47,8 +47,9 @@ type DeadLettered struct {
 	// OperationType is the event's operationType ("insert", "update", ...), empty if unreadable.
 	OperationType string
 	Lane          int
-	Attempts      int
-	Err           error
+	// Attempts is the number of handler calls made (0 for an event that did not decode).
+	Attempts int
+	Err      error
 	// Permanent is set when the error skipped the remaining attempts (permanent or decode error).
 	Permanent bool
 	// Dropped is set when dead letters are disabled: no record was written.

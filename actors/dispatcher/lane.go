@@ -177,6 +177,10 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			f.first, it.first = now, now
 		}
 		f.last, f.err, f.attempts = now, err, attempt
+		if routeErr {
+			// The event did not decode, so this attempt made no handler call.
+			f.attempts = attempt - 1
+		}
 		var pe *PanicError
 		if errors.As(err, &pe) {
 			l.panicked(ev, attempt, pe)

@@ -15,8 +15,11 @@ func expired(dl store.DeadLetter, now time.Time) bool {
 	return !dl.ExpiresAt.IsZero() && now.After(dl.ExpiresAt)
 }
 
-// PutDeadLetter stores a copy of dl, replacing any dead letter with the same ID (idempotent by
-// ID).
+// dlKey is a dead letter's key: one record per stream and event ID.
+type dlKey struct{ stream, id string }
+
+// PutDeadLetter stores a copy of dl, replacing any dead letter with the same Stream and ID
+// (idempotent by that pair; another stream's record of the same event is left alone).
 func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	if err := s.enter(ctx, OpPutDeadLetter); err != nil {
 		return err
@@ -25,7 +28,7 @@ func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	dl = dl.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deadLetters[dl.ID] = dl
+	s.deadLetters[dlKey{dl.Stream, dl.ID}] = dl
 	return nil
 }
 
@@ -56,58 +59,60 @@ func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) (
 	return out, nil
 }
 
-// GetDeadLetter returns a copy of the dead letter with that ID; store.ErrNotFound if there is
-// none or it has expired.
-func (s *Store) GetDeadLetter(ctx context.Context, id string) (store.DeadLetter, error) {
+// GetDeadLetter returns a copy of the stream's dead letter with that ID; store.ErrNotFound if
+// there is none or it has expired.
+func (s *Store) GetDeadLetter(ctx context.Context, stream, id string) (store.DeadLetter, error) {
 	if err := s.enter(ctx, OpGetDeadLetter); err != nil {
 		return store.DeadLetter{}, err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dl, ok := s.deadLetters[id]
+	dl, ok := s.deadLetters[dlKey{stream, id}]
 	if !ok || expired(dl, now) {
-		return store.DeadLetter{}, notFound(id)
+		return store.DeadLetter{}, notFound(stream, id)
 	}
 	return dl.Clone(), nil
 }
 
-// DeleteDeadLetter removes the dead letter with that ID; store.ErrNotFound if there is none or
-// it has expired.
-func (s *Store) DeleteDeadLetter(ctx context.Context, id string) error {
+// DeleteDeadLetter removes the stream's dead letter with that ID; store.ErrNotFound if there is
+// none or it has expired.
+func (s *Store) DeleteDeadLetter(ctx context.Context, stream, id string) error {
 	if err := s.enter(ctx, OpDeleteDeadLetter); err != nil {
 		return err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dl, ok := s.deadLetters[id]
+	k := dlKey{stream, id}
+	dl, ok := s.deadLetters[k]
 	if !ok || expired(dl, now) {
-		return notFound(id)
+		return notFound(stream, id)
 	}
-	delete(s.deadLetters, id)
+	delete(s.deadLetters, k)
 	return nil
 }
 
-// MarkReplayed increments the dead letter's ReplayCount and sets its LastReplayAt to at;
-// store.ErrNotFound if there is none or it has expired.
-func (s *Store) MarkReplayed(ctx context.Context, id string, at time.Time) error {
+// MarkReplayed increments the ReplayCount of the stream's dead letter with that ID and sets its
+// LastReplayAt to at; store.ErrNotFound if there is none or it has expired.
+func (s *Store) MarkReplayed(ctx context.Context, stream, id string, at time.Time) error {
 	if err := s.enter(ctx, OpMarkReplayed); err != nil {
 		return err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dl, ok := s.deadLetters[id]
+	k := dlKey{stream, id}
+	dl, ok := s.deadLetters[k]
 	if !ok || expired(dl, now) {
-		return notFound(id)
+		return notFound(stream, id)
 	}
 	dl.ReplayCount++
 	dl.LastReplayAt = at
-	s.deadLetters[id] = dl
+	s.deadLetters[k] = dl
 	return nil
 }
 
-func notFound(id string) error {
-	return fmt.Errorf("memstore: dead letter %q: %w", id, store.ErrNotFound)
+func notFound(stream, id string) error {
+	return fmt.Errorf("memstore: dead letter %q of stream %q: %w", id, stream, store.ErrNotFound)
 }

@@ -59,7 +59,7 @@ type Store struct {
 	mu          sync.Mutex
 	checkpoints map[string]store.Checkpoint
 	gapRecs     map[string]store.Gap
-	deadLetters map[string]store.DeadLetter
+	deadLetters map[dlKey]store.DeadLetter
 }
 
 // New returns an empty Store.
@@ -71,7 +71,7 @@ func New(opts Options) *Store {
 		now:         opts.Now,
 		checkpoints: make(map[string]store.Checkpoint),
 		gapRecs:     make(map[string]store.Gap),
-		deadLetters: make(map[string]store.DeadLetter),
+		deadLetters: make(map[dlKey]store.DeadLetter),
 	}
 }
 

@@ -59,11 +59,11 @@ func TestBlockingFaultReturnsCtxErr(t *testing.T) {
 	s.SetFault(func(ctx context.Context, _ memstore.Op) error { <-ctx.Done(); return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := s.PutDeadLetter(ctx, store.DeadLetter{ID: "x"}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := s.PutDeadLetter(ctx, store.DeadLetter{ID: "x", Stream: "s"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("PutDeadLetter while the fault blocks: %v, want DeadlineExceeded", err)
 	}
 	s.SetFault(nil)
-	if _, err := s.GetDeadLetter(context.Background(), "x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetDeadLetter(context.Background(), "s", "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the blocked put was stored: %v", err)
 	}
 }

@@ -22,19 +22,20 @@ func unexpired(now time.Time) bson.E {
 	}}
 }
 
-// byID is the filter of the unexpired dead letter id.
-func (s *Store) byID(id string) bson.D {
-	return bson.D{{Key: "_id", Value: id}, unexpired(s.now())}
+// byKey is the filter of the stream's unexpired dead letter id.
+func (s *Store) byKey(stream, id string) bson.D {
+	return bson.D{{Key: "_id", Value: deadLetterKey{Stream: stream, ID: id}}, unexpired(s.now())}
 }
 
-func notFound(id string) error {
-	return fmt.Errorf("mongostore: dead letter %q: %w", id, store.ErrNotFound)
+func notFound(stream, id string) error {
+	return fmt.Errorf("mongostore: dead letter %q of stream %q: %w", id, stream, store.ErrNotFound)
 }
 
 // maxDocumentSize is the server's BSON document limit (16 MiB).
 const maxDocumentSize = 16 * 1024 * 1024
 
-// PutDeadLetter upserts dl by dl.ID: a second put of the same ID replaces the whole document.
+// PutDeadLetter upserts dl by its key (dl.Stream, dl.ID): a second put of the same pair replaces
+// the whole document; another stream's record of the same event ID is left alone.
 // A record that would exceed the 16 MiB document limit is stored without its Event, with
 // EventOmitted set (store.DeadLetter.EventOmitted).
 func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
@@ -52,7 +53,7 @@ func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 			return fmt.Errorf("mongostore: put dead letter %q of stream %q: encode: %w", dl.ID, dl.Stream, err)
 		}
 	}
-	_, err = s.deadLetters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: dl.ID}}, bson.Raw(doc),
+	_, err = s.deadLetters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: deadLetterKey{Stream: dl.Stream, ID: dl.ID}}}, bson.Raw(doc),
 		options.Replace().SetUpsert(true))
 	if err != nil {
 		return wrap(ctx, err, "put dead letter %q of stream %q", dl.ID, dl.Stream)
@@ -61,7 +62,8 @@ func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 }
 
 // ListDeadLetters returns up to limit (limit ≤ 0: all) unexpired dead letters of the stream,
-// oldest first: ascending createdAt, ties by ID.
+// oldest first: ascending createdAt, ties by ID (the _id sort compares the equal stream first,
+// then the event ID).
 func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -85,54 +87,54 @@ func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) (
 	return out, nil
 }
 
-// GetDeadLetter returns the dead letter with that ID; store.ErrNotFound if there is none or it
-// has expired.
-func (s *Store) GetDeadLetter(ctx context.Context, id string) (store.DeadLetter, error) {
+// GetDeadLetter returns the stream's dead letter with that ID; store.ErrNotFound if there is
+// none or it has expired.
+func (s *Store) GetDeadLetter(ctx context.Context, stream, id string) (store.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return store.DeadLetter{}, err
 	}
 	var d deadLetterDoc
-	err := s.deadLetters.FindOne(ctx, s.byID(id)).Decode(&d)
+	err := s.deadLetters.FindOne(ctx, s.byKey(stream, id)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return store.DeadLetter{}, notFound(id)
+		return store.DeadLetter{}, notFound(stream, id)
 	}
 	if err != nil {
-		return store.DeadLetter{}, wrap(ctx, err, "get dead letter %q", id)
+		return store.DeadLetter{}, wrap(ctx, err, "get dead letter %q of stream %q", id, stream)
 	}
 	return d.record(), nil
 }
 
-// DeleteDeadLetter removes the dead letter with that ID; store.ErrNotFound if there is none or
-// it has expired.
-func (s *Store) DeleteDeadLetter(ctx context.Context, id string) error {
+// DeleteDeadLetter removes the stream's dead letter with that ID; store.ErrNotFound if there is
+// none or it has expired.
+func (s *Store) DeleteDeadLetter(ctx context.Context, stream, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res, err := s.deadLetters.DeleteOne(ctx, s.byID(id))
+	res, err := s.deadLetters.DeleteOne(ctx, s.byKey(stream, id))
 	if err != nil {
-		return wrap(ctx, err, "delete dead letter %q", id)
+		return wrap(ctx, err, "delete dead letter %q of stream %q", id, stream)
 	}
 	if res.DeletedCount == 0 {
-		return notFound(id)
+		return notFound(stream, id)
 	}
 	return nil
 }
 
-// MarkReplayed increments the dead letter's replayCount and sets its lastReplayAt to at, in one
-// update; store.ErrNotFound if there is none or it has expired.
-func (s *Store) MarkReplayed(ctx context.Context, id string, at time.Time) error {
+// MarkReplayed increments the replayCount of the stream's dead letter with that ID and sets its
+// lastReplayAt to at, in one update; store.ErrNotFound if there is none or it has expired.
+func (s *Store) MarkReplayed(ctx context.Context, stream, id string, at time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res, err := s.deadLetters.UpdateOne(ctx, s.byID(id), bson.D{
+	res, err := s.deadLetters.UpdateOne(ctx, s.byKey(stream, id), bson.D{
 		{Key: "$inc", Value: bson.D{{Key: "replayCount", Value: 1}}},
 		{Key: "$set", Value: bson.D{{Key: "lastReplayAt", Value: at}}},
 	})
 	if err != nil {
-		return wrap(ctx, err, "mark dead letter %q replayed", id)
+		return wrap(ctx, err, "mark dead letter %q of stream %q replayed", id, stream)
 	}
 	if res.MatchedCount == 0 {
-		return notFound(id)
+		return notFound(stream, id)
 	}
 	return nil
 }

@@ -6,14 +6,16 @@
 //   - _wt_checkpoints: one document per stream,
 //     {_id: stream, token, clusterTime, source, epoch, owner, settled, updatedAt}.
 //     token and clusterTime are left out when unknown.
-//   - _wt_dead_letters: one document per event ID,
-//     {_id: event ID, stream, token, operationType, documentKey, namespace, event, eventOmitted, error,
-//     errorType, stack, attempts, firstAttemptAt, lastAttemptAt, createdAt, expiresAt,
-//     replayCount, lastReplayAt}; optional fields are left out when empty; event is left out
-//     (eventOmitted: true) when the record would exceed the 16 MiB document limit. Indexes: a TTL index on
-//     expiresAt (expireAfterSeconds 0: the server deletes a document once its expiresAt has
-//     passed; documents without expiresAt never expire) and {stream: 1, createdAt: 1} for
-//     listing.
+//   - _wt_dead_letters: one document per stream and event ID (streams that watch the same
+//     collection each keep their own record of an event),
+//     {_id: {stream, id: event ID}, stream, token, operationType, documentKey, namespace,
+//     event, eventOmitted, error, errorType, stack, attempts, firstAttemptAt, lastAttemptAt,
+//     createdAt, expiresAt, replayCount, lastReplayAt}; optional fields are left out when
+//     empty; event is left out (eventOmitted: true) when the record would exceed the 16 MiB
+//     document limit. The key is the compound _id, so its uniqueness needs no index.
+//     Indexes: a TTL index on expiresAt (expireAfterSeconds 0: the server deletes a document
+//     once its expiresAt has passed; documents without expiresAt never expire) and
+//     {stream: 1, createdAt: 1} for listing.
 //   - _wt_gaps: one document per gap ID,
 //     {_id, stream, fromToken, fromTime, toToken, toTime, policy, reason, at}. Index
 //     {stream: 1, at: 1}.

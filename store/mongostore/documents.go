@@ -61,31 +61,41 @@ func (d gapDoc) record() store.Gap {
 	}.Clone()
 }
 
-// deadLetterDoc is a _wt_dead_letters document.
+// deadLetterKey is the _id of a dead letter: the stream and the event ID. A compound _id (not
+// a unique index on two fields) makes the key unique without any index having been created,
+// and an upsert by _id never races into a duplicate. Field order is fixed by the struct, so
+// equality filters on _id match what was written.
+type deadLetterKey struct {
+	Stream string `bson:"stream"`
+	ID     string `bson:"id"`
+}
+
+// deadLetterDoc is a _wt_dead_letters document. stream repeats _id.stream for the listing
+// index {stream: 1, createdAt: 1}.
 type deadLetterDoc struct {
-	ID             string    `bson:"_id"`
-	Stream         string    `bson:"stream"`
-	Token          bson.Raw  `bson:"token,omitempty"`
-	OperationType  string    `bson:"operationType"`
-	DocumentKey    bson.Raw  `bson:"documentKey,omitempty"`
-	Namespace      string    `bson:"namespace,omitempty"`
-	Event          bson.Raw  `bson:"event,omitempty"`
-	EventOmitted   bool      `bson:"eventOmitted,omitempty"`
-	Error          string    `bson:"error"`
-	ErrorType      string    `bson:"errorType,omitempty"`
-	Stack          string    `bson:"stack,omitempty"`
-	Attempts       int64     `bson:"attempts"`
-	FirstAttemptAt time.Time `bson:"firstAttemptAt,omitempty"`
-	LastAttemptAt  time.Time `bson:"lastAttemptAt,omitempty"`
-	CreatedAt      time.Time `bson:"createdAt"`
-	ExpiresAt      time.Time `bson:"expiresAt,omitempty"` // absent = never expires (the TTL index skips it)
-	ReplayCount    int64     `bson:"replayCount"`
-	LastReplayAt   time.Time `bson:"lastReplayAt,omitempty"`
+	Key            deadLetterKey `bson:"_id"`
+	Stream         string        `bson:"stream"`
+	Token          bson.Raw      `bson:"token,omitempty"`
+	OperationType  string        `bson:"operationType"`
+	DocumentKey    bson.Raw      `bson:"documentKey,omitempty"`
+	Namespace      string        `bson:"namespace,omitempty"`
+	Event          bson.Raw      `bson:"event,omitempty"`
+	EventOmitted   bool          `bson:"eventOmitted,omitempty"`
+	Error          string        `bson:"error"`
+	ErrorType      string        `bson:"errorType,omitempty"`
+	Stack          string        `bson:"stack,omitempty"`
+	Attempts       int64         `bson:"attempts"`
+	FirstAttemptAt time.Time     `bson:"firstAttemptAt,omitempty"`
+	LastAttemptAt  time.Time     `bson:"lastAttemptAt,omitempty"`
+	CreatedAt      time.Time     `bson:"createdAt"`
+	ExpiresAt      time.Time     `bson:"expiresAt,omitempty"` // absent = never expires (the TTL index skips it)
+	ReplayCount    int64         `bson:"replayCount"`
+	LastReplayAt   time.Time     `bson:"lastReplayAt,omitempty"`
 }
 
 func toDeadLetterDoc(dl store.DeadLetter) deadLetterDoc {
 	return deadLetterDoc{
-		ID: dl.ID, Stream: dl.Stream, Token: dl.Token, OperationType: dl.OperationType,
+		Key: deadLetterKey{Stream: dl.Stream, ID: dl.ID}, Stream: dl.Stream, Token: dl.Token, OperationType: dl.OperationType,
 		DocumentKey: dl.DocumentKey, Namespace: dl.Namespace, Event: dl.Event, EventOmitted: dl.EventOmitted,
 		Error: dl.Error, ErrorType: dl.ErrorType, Stack: dl.Stack, Attempts: int64(dl.Attempts),
 		FirstAttemptAt: dl.FirstAttemptAt, LastAttemptAt: dl.LastAttemptAt,
@@ -96,7 +106,7 @@ func toDeadLetterDoc(dl store.DeadLetter) deadLetterDoc {
 
 func (d deadLetterDoc) record() store.DeadLetter {
 	return store.DeadLetter{
-		ID: d.ID, Stream: d.Stream, Token: d.Token, OperationType: d.OperationType,
+		ID: d.Key.ID, Stream: d.Key.Stream, Token: d.Token, OperationType: d.OperationType,
 		DocumentKey: d.DocumentKey, Namespace: d.Namespace, Event: d.Event, EventOmitted: d.EventOmitted,
 		Error: d.Error, ErrorType: d.ErrorType, Stack: d.Stack, Attempts: int(d.Attempts),
 		FirstAttemptAt: d.FirstAttemptAt, LastAttemptAt: d.LastAttemptAt,

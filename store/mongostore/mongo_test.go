@@ -44,13 +44,18 @@ func shape(t *testing.T, d bson.Raw) string {
 	return strings.Join(parts, " ")
 }
 
-func rawDoc(t *testing.T, db *mongo.Database, coll, id string) bson.Raw {
+func rawDoc(t *testing.T, db *mongo.Database, coll string, id any) bson.Raw {
 	t.Helper()
 	raw, err := db.Collection(coll).FindOne(testCtx(t), bson.D{{Key: "_id", Value: id}}).Raw()
 	if err != nil {
-		t.Fatalf("find %s %q: %v", coll, id, err)
+		t.Fatalf("find %s %v: %v", coll, id, err)
 	}
 	return raw
+}
+
+// dlKey is the _id of the stream's dead letter id.
+func dlKey(stream, id string) bson.D {
+	return bson.D{{Key: "stream", Value: stream}, {Key: "id", Value: id}}
 }
 
 func wantShape(t *testing.T, what string, d bson.Raw, want string) {
@@ -107,22 +112,24 @@ func TestDocumentShapes(t *testing.T) {
 	if err := s.PutDeadLetter(ctx, dl); err != nil {
 		t.Fatal(err)
 	}
-	wantShape(t, "dead letter", rawDoc(t, db, mongostore.DefaultDeadLetterCollection, "8266AA"),
-		"_id:string stream:string token:embedded document operationType:string documentKey:embedded document namespace:string event:embedded document error:string errorType:string stack:string attempts:64-bit integer firstAttemptAt:UTC datetime lastAttemptAt:UTC datetime createdAt:UTC datetime expiresAt:UTC datetime replayCount:64-bit integer lastReplayAt:UTC datetime")
+	raw = rawDoc(t, db, mongostore.DefaultDeadLetterCollection, dlKey("orders", "8266AA"))
+	wantShape(t, "dead letter key", raw.Lookup("_id").Document(), "stream:string id:string")
+	wantShape(t, "dead letter", raw,
+		"_id:embedded document stream:string token:embedded document operationType:string documentKey:embedded document namespace:string event:embedded document error:string errorType:string stack:string attempts:64-bit integer firstAttemptAt:UTC datetime lastAttemptAt:UTC datetime createdAt:UTC datetime expiresAt:UTC datetime replayCount:64-bit integer lastReplayAt:UTC datetime")
 
 	min := store.DeadLetter{ID: "min", Stream: "orders", Token: tok, OperationType: "drop",
 		Event: mustMarshal(bson.D{{Key: "operationType", Value: "drop"}}), Error: "boom", Attempts: 1, CreatedAt: t0}
 	if err := s.PutDeadLetter(ctx, min); err != nil {
 		t.Fatal(err)
 	}
-	wantShape(t, "minimal dead letter", rawDoc(t, db, mongostore.DefaultDeadLetterCollection, "min"),
-		"_id:string stream:string token:embedded document operationType:string event:embedded document error:string attempts:64-bit integer createdAt:UTC datetime replayCount:64-bit integer")
-	if err := s.MarkReplayed(ctx, "min", t0); err != nil {
+	wantShape(t, "minimal dead letter", rawDoc(t, db, mongostore.DefaultDeadLetterCollection, dlKey("orders", "min")),
+		"_id:embedded document stream:string token:embedded document operationType:string event:embedded document error:string attempts:64-bit integer createdAt:UTC datetime replayCount:64-bit integer")
+	if err := s.MarkReplayed(ctx, "orders", "min", t0); err != nil {
 		t.Fatal(err)
 	}
-	raw = rawDoc(t, db, mongostore.DefaultDeadLetterCollection, "min")
+	raw = rawDoc(t, db, mongostore.DefaultDeadLetterCollection, dlKey("orders", "min"))
 	wantShape(t, "replayed minimal dead letter", raw,
-		"_id:string stream:string token:embedded document operationType:string event:embedded document error:string attempts:64-bit integer createdAt:UTC datetime replayCount:64-bit integer lastReplayAt:UTC datetime")
+		"_id:embedded document stream:string token:embedded document operationType:string event:embedded document error:string attempts:64-bit integer createdAt:UTC datetime replayCount:64-bit integer lastReplayAt:UTC datetime")
 	if n := raw.Lookup("replayCount").Int64(); n != 1 {
 		t.Errorf("replayCount = %d, want 1", n)
 	}
@@ -218,14 +225,16 @@ func TestTTLMonitorDeletesExpired(t *testing.T) {
 			t.Fatal(err)
 		}
 		var docs []struct {
-			ID string `bson:"_id"`
+			Key struct {
+				ID string `bson:"id"`
+			} `bson:"_id"`
 		}
 		if err := cur.All(ctx, &docs); err != nil {
 			t.Fatal(err)
 		}
 		var out []string
 		for _, d := range docs {
-			out = append(out, d.ID)
+			out = append(out, d.Key.ID)
 		}
 		return out
 	}
@@ -245,7 +254,7 @@ func TestTTLMonitorDeletesExpired(t *testing.T) {
 	}
 	clk.Advance(2 * time.Hour)
 	waitIDs("long,forever")
-	if _, err := s.GetDeadLetter(ctx, "short"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetDeadLetter(ctx, "orders", "short"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetDeadLetter of a deleted dead letter: %v", err)
 	}
 	clk.Advance(100 * 24 * time.Hour)
@@ -575,7 +584,7 @@ func TestOversizedDeadLetterKeepsRecord(t *testing.T) {
 	if err := s.PutDeadLetter(ctx, big); err != nil {
 		t.Fatalf("PutDeadLetter of a 16 MiB event: %v", err)
 	}
-	got, err := s.GetDeadLetter(ctx, "big")
+	got, err := s.GetDeadLetter(ctx, "orders", "big")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +600,7 @@ func TestOversizedDeadLetterKeepsRecord(t *testing.T) {
 	if err := s.PutDeadLetter(ctx, fits); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.GetDeadLetter(ctx, "fits")
+	got, err = s.GetDeadLetter(ctx, "orders", "fits")
 	if err != nil {
 		t.Fatal(err)
 	}

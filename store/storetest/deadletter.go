@@ -19,8 +19,9 @@ import (
 // clock starts at the wall-clock time (so that a real server's TTL monitor, which uses its own
 // clock, does not delete records while a case runs) and only moves when a case advances it.
 //
-// Cases: missing IDs (ErrNotFound), exact round trips, idempotent put by ID, listing by stream
-// (oldest first: ascending CreatedAt, ties by ID) with a limit, delete, mark replayed,
+// Cases: missing IDs (ErrNotFound), exact round trips, idempotent put by (stream, ID), the same
+// ID in two streams (two records, each read, listed, replayed and deleted on its own), listing
+// by stream (oldest first: ascending CreatedAt, ties by ID) with a limit, delete, mark replayed,
 // retention, defensive copies and done contexts.
 func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) DeadLetterStore) {
 	t.Helper()
@@ -32,6 +33,7 @@ func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() ti
 		{"RoundTrip", dlRoundTrip},
 		{"RoundTripMinimal", dlRoundTripMinimal},
 		{"PutIsIdempotentByID", dlIdempotent},
+		{"SameIDInTwoStreams", dlSameIDInTwoStreams},
 		{"ListOrderAndLimit", dlListOrderAndLimit},
 		{"Delete", dlDelete},
 		{"MarkReplayed", dlMarkReplayed},
@@ -86,26 +88,26 @@ func mustPut(t *testing.T, s DeadLetterStore, dl store.DeadLetter) {
 	}
 }
 
-func mustGet(t *testing.T, s DeadLetterStore, id string) store.DeadLetter {
+func mustGet(t *testing.T, s DeadLetterStore, stream, id string) store.DeadLetter {
 	t.Helper()
-	dl, err := s.GetDeadLetter(testCtx(t), id)
+	dl, err := s.GetDeadLetter(testCtx(t), stream, id)
 	if err != nil {
-		t.Fatalf("GetDeadLetter(%q): %v", id, err)
+		t.Fatalf("GetDeadLetter(%q, %q): %v", stream, id, err)
 	}
 	return dl
 }
 
 func wantDeadLetter(t *testing.T, s DeadLetterStore, want store.DeadLetter) {
 	t.Helper()
-	if d := diffDeadLetter(want, mustGet(t, s, want.ID)); d != "" {
-		t.Fatalf("GetDeadLetter(%q): %s", want.ID, d)
+	if d := diffDeadLetter(want, mustGet(t, s, want.Stream, want.ID)); d != "" {
+		t.Fatalf("GetDeadLetter(%q, %q): %s", want.Stream, want.ID, d)
 	}
 }
 
-func wantNotFound(t *testing.T, s DeadLetterStore, id string) {
+func wantNotFound(t *testing.T, s DeadLetterStore, stream, id string) {
 	t.Helper()
-	if dl, err := s.GetDeadLetter(testCtx(t), id); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("GetDeadLetter(%q): err = %v (record %+v), want store.ErrNotFound", id, err, dl)
+	if dl, err := s.GetDeadLetter(testCtx(t), stream, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetDeadLetter(%q, %q): err = %v (record %+v), want store.ErrNotFound", stream, id, err, dl)
 	}
 }
 
@@ -140,11 +142,11 @@ func dlIDs(dls []store.DeadLetter) []string {
 }
 
 func dlMissing(t *testing.T, s DeadLetterStore, _ *clock.Fake) {
-	wantNotFound(t, s, "nope")
-	if err := s.DeleteDeadLetter(testCtx(t), "nope"); !errors.Is(err, store.ErrNotFound) {
+	wantNotFound(t, s, "orders", "nope")
+	if err := s.DeleteDeadLetter(testCtx(t), "orders", "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteDeadLetter of a missing ID: err = %v, want store.ErrNotFound", err)
 	}
-	if err := s.MarkReplayed(testCtx(t), "nope", baseTime); !errors.Is(err, store.ErrNotFound) {
+	if err := s.MarkReplayed(testCtx(t), "orders", "nope", baseTime); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("MarkReplayed of a missing ID: err = %v, want store.ErrNotFound", err)
 	}
 	if dls := mustList(t, s, "orders", 0); len(dls) != 0 {
@@ -174,7 +176,7 @@ func dlRoundTripMinimal(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 		CreatedAt:     clk.Now(),
 	}
 	mustPut(t, s, dl)
-	got := mustGet(t, s, "min")
+	got := mustGet(t, s, "orders", "min")
 	if len(got.DocumentKey) != 0 || !got.ExpiresAt.IsZero() || !got.LastReplayAt.IsZero() {
 		t.Fatalf("minimal dead letter came back with DocumentKey %v, ExpiresAt %v, LastReplayAt %v",
 			got.DocumentKey, got.ExpiresAt, got.LastReplayAt)
@@ -193,6 +195,55 @@ func dlIdempotent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	mustPut(t, s, redelivered)
 	wantList(t, s, "orders", 0, redelivered)
 	wantDeadLetter(t, s, redelivered)
+}
+
+// dlSameIDInTwoStreams: two streams on one collection dead-letter the same event. Each keeps
+// its own record: a put of one never overwrites the other's, and reads, listing, replay marks
+// and deletes reach only the named stream's record.
+func dlSameIDInTwoStreams(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	base := clk.Now()
+	search := sampleDeadLetter("search", "e1", base, 0)
+	search.Error = "index unavailable"
+	billing := sampleDeadLetter("billing", "e1", base, 10)
+	billing.Error = "charge declined"
+	billing.Attempts = 5
+	mustPut(t, s, search)
+	mustPut(t, s, billing)
+	wantDeadLetter(t, s, search)
+	wantDeadLetter(t, s, billing)
+	wantList(t, s, "search", 0, search)
+	wantList(t, s, "billing", 0, billing)
+	wantNotFound(t, s, "shipping", "e1") // the ID alone finds nothing
+
+	// A redelivery to one stream replaces only that stream's record.
+	again := sampleDeadLetter("search", "e1", base, 20)
+	again.Error = "index still unavailable"
+	mustPut(t, s, again)
+	wantDeadLetter(t, s, again)
+	wantDeadLetter(t, s, billing)
+
+	at := base.Add(time.Minute)
+	if err := s.MarkReplayed(testCtx(t), "billing", "e1", at); err != nil {
+		t.Fatalf("MarkReplayed(billing, e1): %v", err)
+	}
+	billing.ReplayCount, billing.LastReplayAt = 1, at
+	wantDeadLetter(t, s, billing)
+	wantDeadLetter(t, s, again) // not marked
+
+	if err := s.DeleteDeadLetter(testCtx(t), "billing", "e1"); err != nil {
+		t.Fatalf("DeleteDeadLetter(billing, e1): %v", err)
+	}
+	wantNotFound(t, s, "billing", "e1")
+	wantDeadLetter(t, s, again)
+	wantList(t, s, "search", 0, again)
+	wantList(t, s, "billing", 0)
+	if err := s.DeleteDeadLetter(testCtx(t), "shipping", "e1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("DeleteDeadLetter of another stream's ID: err = %v, want store.ErrNotFound", err)
+	}
+	if err := s.MarkReplayed(testCtx(t), "shipping", "e1", at); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("MarkReplayed of another stream's ID: err = %v, want store.ErrNotFound", err)
+	}
+	wantDeadLetter(t, s, again)
 }
 
 func dlListOrderAndLimit(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
@@ -220,12 +271,12 @@ func dlDelete(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	b := sampleDeadLetter("orders", "b", clk.Now(), 2)
 	mustPut(t, s, a)
 	mustPut(t, s, b)
-	if err := s.DeleteDeadLetter(testCtx(t), "a"); err != nil {
+	if err := s.DeleteDeadLetter(testCtx(t), "orders", "a"); err != nil {
 		t.Fatalf("DeleteDeadLetter: %v", err)
 	}
-	wantNotFound(t, s, "a")
+	wantNotFound(t, s, "orders", "a")
 	wantList(t, s, "orders", 0, b)
-	if err := s.DeleteDeadLetter(testCtx(t), "a"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteDeadLetter(testCtx(t), "orders", "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second DeleteDeadLetter: err = %v, want store.ErrNotFound", err)
 	}
 }
@@ -236,7 +287,7 @@ func dlMarkReplayed(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	first := clk.Now().Add(time.Minute)
 	second := clk.Now().Add(2 * time.Minute)
 	for _, at := range []time.Time{first, second} {
-		if err := s.MarkReplayed(testCtx(t), "r", at); err != nil {
+		if err := s.MarkReplayed(testCtx(t), "orders", "r", at); err != nil {
 			t.Fatalf("MarkReplayed: %v", err)
 		}
 	}
@@ -254,7 +305,7 @@ func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			if err := s.MarkReplayed(ctx, "r", clk.Now().Add(timeMs(i))); err != nil {
+			if err := s.MarkReplayed(ctx, "orders", "r", clk.Now().Add(timeMs(i))); err != nil {
 				errs <- err
 			}
 		})
@@ -264,7 +315,7 @@ func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake
 	for err := range errs {
 		t.Fatalf("MarkReplayed: %v", err)
 	}
-	if got := mustGet(t, s, "r"); got.ReplayCount != n {
+	if got := mustGet(t, s, "orders", "r"); got.ReplayCount != n {
 		t.Fatalf("ReplayCount after %d concurrent replays = %d", n, got.ReplayCount)
 	}
 }
@@ -286,10 +337,10 @@ func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantDeadLetter(t, s, short)
 
 	clk.Advance(2 * time.Millisecond) // now after short.ExpiresAt
-	wantNotFound(t, s, "short")
+	wantNotFound(t, s, "orders", "short")
 	wantList(t, s, "orders", 0, long, forever)
 	wantList(t, s, "orders", 1, long) // the limit counts unexpired records only
-	if err := s.MarkReplayed(testCtx(t), "short", clk.Now()); !errors.Is(err, store.ErrNotFound) {
+	if err := s.MarkReplayed(testCtx(t), "orders", "short", clk.Now()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("MarkReplayed of an expired dead letter: err = %v, want store.ErrNotFound", err)
 	}
 
@@ -311,7 +362,7 @@ func dlCopies(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 		b[len(b)-2] = 'X' // the caller reuses its buffers
 	}
 	wantDeadLetter(t, s, want)
-	got := mustGet(t, s, "c")
+	got := mustGet(t, s, "orders", "c")
 	listed := mustList(t, s, "orders", 0)
 	for _, d := range []store.DeadLetter{got, listed[0]} {
 		for _, b := range [][]byte{d.Token, d.DocumentKey, d.Event} {
@@ -337,9 +388,9 @@ func dlDoneContext(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 		}{
 			{"PutDeadLetter", func() error { return s.PutDeadLetter(c.ctx, dl) }},
 			{"ListDeadLetters", func() error { _, err := s.ListDeadLetters(c.ctx, "orders", 0); return err }},
-			{"GetDeadLetter", func() error { _, err := s.GetDeadLetter(c.ctx, "d"); return err }},
-			{"DeleteDeadLetter", func() error { return s.DeleteDeadLetter(c.ctx, "d") }},
-			{"MarkReplayed", func() error { return s.MarkReplayed(c.ctx, "d", clk.Now()) }},
+			{"GetDeadLetter", func() error { _, err := s.GetDeadLetter(c.ctx, "orders", "d"); return err }},
+			{"DeleteDeadLetter", func() error { return s.DeleteDeadLetter(c.ctx, "orders", "d") }},
+			{"MarkReplayed", func() error { return s.MarkReplayed(c.ctx, "orders", "d", clk.Now()) }},
 		}
 		for _, call := range calls {
 			if err := promptly(t, call.name, call.call); !errors.Is(err, c.want) {
@@ -347,5 +398,5 @@ func dlDoneContext(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 			}
 		}
 	}
-	wantNotFound(t, s, "d")
+	wantNotFound(t, s, "orders", "d")
 }

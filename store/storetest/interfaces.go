@@ -25,19 +25,21 @@ type GapStore interface {
 	ListGaps(ctx context.Context, stream string) ([]store.Gap, error)
 }
 
-// DeadLetterStore is the dispatcher's DeadLetterWriter plus the root's listing and replay.
+// DeadLetterStore is the dispatcher's DeadLetterWriter plus the root's listing and replay. A
+// dead letter's key is (Stream, ID): every read and mutation names both.
 type DeadLetterStore interface {
-	// PutDeadLetter upserts dl by dl.ID: a second put of the same ID replaces the whole record.
+	// PutDeadLetter upserts dl by (dl.Stream, dl.ID): a second put of the same pair replaces
+	// the whole record; another stream's record of the same ID is left alone.
 	PutDeadLetter(ctx context.Context, dl store.DeadLetter) error
 	// ListDeadLetters returns up to limit (limit ≤ 0: all) unexpired dead letters of the
 	// stream, oldest first: ascending CreatedAt, ties by ID.
 	ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error)
-	// GetDeadLetter returns the dead letter with that ID, or an error matching
+	// GetDeadLetter returns the stream's dead letter with that ID, or an error matching
 	// store.ErrNotFound if there is none or it has expired.
-	GetDeadLetter(ctx context.Context, id string) (store.DeadLetter, error)
+	GetDeadLetter(ctx context.Context, stream, id string) (store.DeadLetter, error)
 	// DeleteDeadLetter removes it; store.ErrNotFound if there is none.
-	DeleteDeadLetter(ctx context.Context, id string) error
+	DeleteDeadLetter(ctx context.Context, stream, id string) error
 	// MarkReplayed increments ReplayCount and sets LastReplayAt to at; store.ErrNotFound if
 	// there is none (or it has expired).
-	MarkReplayed(ctx context.Context, id string, at time.Time) error
+	MarkReplayed(ctx context.Context, stream, id string, at time.Time) error
 }

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/store"
 )
 
 // quickRetry makes retries fast: 2 attempts, 1ms apart.
@@ -227,5 +228,100 @@ func TestUndecodableDocuments(t *testing.T) {
 	}
 	if id, _ := bson.Raw(dls[0].DocumentKey).Lookup("_id").AsInt64OK(); id != 2 || !strings.Contains(dls[0].Error, "cannot decode fullDocument") {
 		t.Errorf("dead letter for order %d with error %q, want order 2 with the decode error", id, dls[0].Error)
+	}
+	if dls[0].Attempts != 0 || dl.Attempts != 0 {
+		t.Errorf("decode error: the dead letter says %d attempts and DeadLettered %d, want 0 (no handler call)", dls[0].Attempts, dl.Attempts)
+	}
+}
+
+// TestTwoStreamsDeadLetterTheSameEvents: two streams on one collection fail on the same poison
+// orders. Each stream keeps its own dead letter of every one of them (the Observer's 8
+// DeadLettered are 8 records), lists only its own, and a replay or delete through one stream
+// leaves the other stream's record of the same event alone.
+func TestTwoStreamsDeadLetterTheSameEvents(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRuntime(nil)
+	poison := map[int64]bool{2: true, 4: true, 6: true, 8: true}
+	var billingFixed atomic.Bool
+	spec := func(name string, fixed *atomic.Bool) watchtree.Stream[Order] {
+		return watchtree.Stream[Order]{Name: name, Collection: "orders",
+			OnInsert: func(_ context.Context, ev *watchtree.Event[Order]) error {
+				if ev.FullDocument.Poison && (fixed == nil || !fixed.Load()) {
+					return watchtree.Permanent(fmt.Errorf("%s refuses order %d", name, ev.FullDocument.ID))
+				}
+				return nil
+			}}
+	}
+	hs := r.spawn(t, spec("search", nil))
+	hb := r.spawn(t, spec("billing", &billingFixed))
+	r.waitRunning(t, hs)
+	r.waitRunning(t, hb)
+	for i := int64(1); i <= 9; i++ {
+		e.must(func(ctx context.Context) error {
+			_, err := e.db.Collection("orders").InsertOne(ctx, Order{ID: i, Poison: poison[i]})
+			return err
+		})
+	}
+	waitFor(t, "8 DeadLettered events", func() bool { return len(r.obs.find(ofType[watchtree.DeadLettered])) == 8 }, r.obs.dump)
+	if n := e.collCount("_wt_dead_letters", nil); n != 8 {
+		t.Errorf("_wt_dead_letters holds %d records for 8 DeadLettered events", n)
+	}
+
+	byStream := map[string]map[string]watchtree.DeadLetter{}
+	for _, stream := range []string{"search", "billing"} {
+		byStream[stream] = map[string]watchtree.DeadLetter{}
+		for _, dl := range r.deadLetters(t, stream) {
+			id, _ := bson.Raw(dl.DocumentKey).Lookup("_id").AsInt64OK()
+			if dl.Stream != stream || !poison[id] || !strings.Contains(dl.Error, fmt.Sprintf("%s refuses order %d", stream, id)) {
+				t.Errorf("stream %s lists the dead letter of order %d from stream %q with error %q", stream, id, dl.Stream, dl.Error)
+			}
+			byStream[stream][dl.ID] = dl
+		}
+		if n := len(byStream[stream]); n != 4 {
+			t.Fatalf("stream %s lists %d dead letters, want 4", stream, n)
+		}
+	}
+	for id := range byStream["search"] {
+		if _, ok := byStream["billing"][id]; !ok {
+			t.Fatalf("event %s dead-lettered by search but not listed for billing", id)
+		}
+	}
+
+	// Billing is fixed: its replay deletes its record only; search's replay still fails and is
+	// counted on search's record only.
+	var target string
+	for id := range byStream["billing"] {
+		target = id
+		break
+	}
+	billingFixed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := r.rt.Replay(ctx, "billing", target); err != nil {
+		t.Fatalf("Replay(billing, %s): %v", target, err)
+	}
+	if err := r.rt.Replay(ctx, "search", target); err == nil || !strings.Contains(err.Error(), "search refuses") {
+		t.Fatalf("Replay(search, %s) = %v, want search's handler error", target, err)
+	}
+	if dls := r.deadLetters(t, "billing"); len(dls) != 3 {
+		t.Errorf("billing lists %d dead letters after one successful replay, want 3", len(dls))
+	}
+	found := false
+	for _, dl := range r.deadLetters(t, "search") {
+		if dl.ID == target {
+			found = true
+			if dl.ReplayCount != 1 {
+				t.Errorf("search's record of %s: ReplayCount %d, want 1", target, dl.ReplayCount)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("billing's replay of %s removed search's record of the same event", target)
+	}
+	if err := r.rt.Replay(ctx, "billing", target); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second Replay(billing, %s) = %v, want store.ErrNotFound", target, err)
+	}
+	if _, err := r.rt.DeadLetters(ctx, "shipping", 0); !errors.Is(err, watchtree.ErrUnknownStream) {
+		t.Errorf("DeadLetters of a stream not on the runtime: %v, want ErrUnknownStream", err)
 	}
 }
