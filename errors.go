@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Match them with errors.Is: the runtime wraps them with the stream name and the
@@ -45,10 +46,30 @@ var (
 	// watched namespace) and the stream's OnInvalidate policy is InvalidateStop. It is terminal.
 	ErrInvalidated = errors.New("watchtree: change stream invalidated")
 
+	// ErrUnreachable means no MongoDB server answered within Config.ConnectTimeout (or the
+	// context's earlier deadline): Start could not ping the primary or create the store
+	// indexes. The error wraps the driver's error too (a server selection error naming the
+	// topology). The runtime stays unstarted; Start may be called again.
+	ErrUnreachable = errors.New("watchtree: cannot reach MongoDB")
+
 	// ErrFenced means a checkpoint or lease write was refused because another instance holds a
 	// newer lease epoch. The deposed instance stops processing the stream at once.
 	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
 )
+
+// unreachableError is Start's error when no server answered in time: it renders
+// "watchtree: start: cannot reach MongoDB within 10s: <driver error>" and matches ErrUnreachable
+// and the driver's error.
+type unreachableError struct {
+	within time.Duration // the bound that passed: ConnectTimeout, or less when ctx's deadline came first
+	err    error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("watchtree: start: cannot reach MongoDB within %v: %v", e.within, e.err)
+}
+
+func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
 
 // ConfigError reports one broken configuration rule. Every Validate method of this package
 // returns *ConfigError values (joined with errors.Join when several rules are broken), so a caller

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
@@ -73,13 +74,17 @@ func New(cfg Config) (*Runtime, error) {
 	}, nil
 }
 
-// Start starts the runtime: it creates its actor system (or uses Config.ActorSystem), with
-// protoactor's logs bridged into Config.Logger, starts the Observer's delivery goroutine, and,
-// when Config.Database is set, creates the indexes of the stores in that database
-// (_wt_dead_letters TTL and listing indexes, _wt_gaps listing index). It fails with
-// ErrAlreadyStarted or ErrStopped when called twice or after Stop, and with the store error
-// when the indexes cannot be created within ctx (the runtime then stays unstarted; Start may be
-// called again).
+// Start starts the runtime: it pings the primary of Config.Client, creates its actor system (or
+// uses Config.ActorSystem), with protoactor's logs bridged into Config.Logger, starts the
+// Observer's delivery goroutine, and, when Config.Database is set, creates the indexes of the
+// stores in that database (_wt_dead_letters TTL and listing indexes, _wt_gaps listing index).
+//
+// The ping and the index creation together get Config.ConnectTimeout (default 10s) or ctx's
+// deadline, whichever comes first. When no server answers in that time Start fails with an
+// error matching ErrUnreachable and naming the bound and the driver's error, for example
+// "watchtree: start: cannot reach MongoDB within 10s: server selection error: ...". Any failure
+// leaves the runtime unstarted, so Start may be called again. Start fails with
+// ErrAlreadyStarted or ErrStopped when called twice or after Stop.
 func (rt *Runtime) Start(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -89,12 +94,32 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	case rtStopping, rtStopped:
 		return ErrStopped
 	}
+	// Without this bound an unreachable server holds Start for the driver's server selection
+	// timeout (30s) and then fails with a bare driver error.
+	within := rt.cfg.ConnectTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < within {
+		within = max(time.Until(dl), 0).Round(time.Millisecond)
+	}
+	cctx, cancel := context.WithTimeout(ctx, rt.cfg.ConnectTimeout)
+	defer cancel()
+	unreachable := func(err error) error {
+		if ctx.Err() == context.Canceled {
+			return fmt.Errorf("watchtree: start: cancelled while reaching MongoDB: %w", err)
+		}
+		return &unreachableError{within: within, err: err}
+	}
+	if err := rt.cfg.Client.Ping(cctx, readpref.Primary()); err != nil {
+		return unreachable(err)
+	}
 	if rt.cfg.Database != "" {
 		st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
 		if err != nil {
 			return err
 		}
-		if err := st.EnsureIndexes(ctx); err != nil {
+		if err := st.EnsureIndexes(cctx); err != nil {
+			if cctx.Err() != nil {
+				return unreachable(err)
+			}
 			return fmt.Errorf("watchtree: start: %w", err)
 		}
 		indexedByRuntime.Store(indexKey{client: rt.cfg.Client, k: storeKey{rt.cfg.Database, defaultDeadLetterColl}}, true)
