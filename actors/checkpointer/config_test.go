@@ -42,6 +42,7 @@ func TestConfigValidate(t *testing.T) {
 		{"max unflushed negative", func(c *Config) { c.MaxUnflushed = -1 }, "Config.MaxUnflushed must be >= 0"},
 		{"max unflushed below save every", func(c *Config) { c.SaveEvery = 50; c.MaxUnflushed = 10 }, "Config.MaxUnflushed must be >= SaveEvery (50), got 10"},
 		{"retry initial", func(c *Config) { c.RetryInitialDelay = -1 }, "Config.RetryInitialDelay must be >= 0"},
+		{"io timeout", func(c *Config) { c.IOTimeout = -time.Second }, "Config.IOTimeout must be >= 0 (0 means 10s), got -1s"},
 		{"retry max", func(c *Config) { c.RetryMaxDelay = -1 }, "Config.RetryMaxDelay must be >= 0"},
 		{"retry max below initial", func(c *Config) { c.RetryInitialDelay = time.Second; c.RetryMaxDelay = time.Millisecond }, "Config.RetryMaxDelay must be >= RetryInitialDelay (1s), got 1ms"},
 	}
@@ -70,7 +71,7 @@ func TestConfigValidate(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	d := validConfig().withDefaults()
 	if d.SaveEvery != 100 || d.SaveInterval != time.Second || d.MaxUnflushed != 10000 ||
-		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second ||
+		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second || d.IOTimeout != 10*time.Second ||
 		d.Epoch() != 0 || d.Clock == nil || d.Logger == nil || d.Events == nil {
 		t.Fatalf("defaults %+v", d)
 	}
