@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/watchtree/watchtree/actors/stream"
 )
 
 // deadClient returns a client of a replica set whose only member is a loopback port nobody
@@ -36,6 +39,30 @@ func deadClient(t *testing.T) *mongo.Client {
 		_ = client.Disconnect(ctx)
 	})
 	return client
+}
+
+// closeServer closes e's mongosim, and makes the client's disconnect at the end of t short:
+// with no server, ending the client's sessions would wait for the whole disconnect deadline.
+func closeServer(t *testing.T, e *rtEnv) {
+	t.Helper()
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // runs before newRTEnv's disconnect, which then finds the client disconnected
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = e.client.Disconnect(ctx)
+	})
+}
+
+// stopSoon stops rt when t ends, after its server died: nothing can be flushed, so the error is
+// expected; the bound keeps a dead server from holding the test.
+func stopSoon(t *testing.T, rt *Runtime) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rt.Stop(ctx)
+	})
 }
 
 // TestRuntimeStartUnreachable: Start against a dead server fails within ConnectTimeout (not the
@@ -132,5 +159,143 @@ func TestRuntimeStartRetryAfterUnreachable(t *testing.T) {
 	}
 	if err := rt.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// TestRuntimeStreamBacksOffWhenServerDies: a running stream whose server goes away fails within
+// MaxAwaitTime + ConnectTimeout (not the driver's 30s server selection timeout) and shows
+// StateBackoff with the driver's error as its cause; its restart, whose open is bounded by
+// ConnectTimeout, backs off again.
+func TestRuntimeStreamBacksOffWhenServerDies(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	const connect = 300 * time.Millisecond
+	rt, err := New(Config{Client: e.client, Database: e.db, ConnectTimeout: connect,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopSoon(t, rt)
+	spec := ordersStream("dies", newSeen())
+	spec.Restart = RestartPolicy{InitialDelay: 500 * time.Millisecond, Multiplier: 1}
+	h, err := rt.Spawn(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+
+	closeServer(t, e)
+	killed := time.Now()
+	// The getMore in flight fails at once; the driver's resume then waits for a server until
+	// the TryNext bound (MaxAwaitTime 1s + ConnectTimeout) ends. Generous slack for a loaded
+	// machine, far below the 30s of an unbounded wait.
+	bound := defaultMaxAwaitTime + connect + 3*time.Second
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	backoff := func(what string, deaths uint64) StreamStatus {
+		t.Helper()
+		for {
+			for _, st := range rt.Streams() {
+				if st.State == StateBackoff && st.Deaths >= deaths {
+					t.Logf("%s: backoff %v after the server's death, cause %q", what, time.Since(killed).Round(time.Millisecond), st.LastCause)
+					return st
+				}
+			}
+			if time.Since(killed) > bound {
+				t.Fatalf("%s: no backoff within %v of the server's death: %+v", what, bound, rt.Streams())
+			}
+			<-tick.C
+		}
+	}
+	st := backoff("cursor", 1)
+	if !strings.Contains(st.LastCause, "cannot reach MongoDB within 1.3s") || !strings.Contains(st.LastCause, "server selection") {
+		t.Fatalf("cause %q: want the bound and the driver's server selection error", st.LastCause)
+	}
+	// The restart opens a new change stream, which gets ConnectTimeout.
+	bound = time.Since(killed) + spec.Restart.InitialDelay + connect + 3*time.Second
+	st = backoff("reopen", 2)
+	if !strings.Contains(st.LastCause, "cannot reach MongoDB within 300ms") {
+		t.Fatalf("cause %q: want the open's bound", st.LastCause)
+	}
+}
+
+// TestRuntimeStreamBacksOffWhenServerDiedBeforeSpawn: a stream spawned after its server went
+// away fails its first start within ConnectTimeout (the checkpointer's load of the checkpoint),
+// instead of showing "starting" for the driver's 30s server selection timeout.
+func TestRuntimeStreamBacksOffWhenServerDiedBeforeSpawn(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	const connect = 300 * time.Millisecond
+	rt, err := New(Config{Client: e.client, Database: e.db, ConnectTimeout: connect,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	stopSoon(t, rt)
+	closeServer(t, e)
+	spec := ordersStream("late", newSeen())
+	spec.Restart = RestartPolicy{InitialDelay: 5 * time.Second}
+	spawned := time.Now()
+	if _, err := rt.Spawn(spec); err != nil {
+		t.Fatal(err)
+	}
+	bound := connect + 3*time.Second
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := rt.Streams()[0]
+		if st.State == StateBackoff {
+			if !strings.Contains(st.LastCause, "load checkpoint") || !strings.Contains(st.LastCause, "deadline exceeded") {
+				t.Fatalf("cause %q: want the bounded checkpoint load", st.LastCause)
+			}
+			break
+		}
+		if time.Since(spawned) > bound {
+			t.Fatalf("no backoff within %v of Spawn: %+v", bound, st)
+		}
+		<-tick.C
+	}
+}
+
+// TestBoundedWatcherKeepsMaxAwaitTime: the bound of a getMore (MaxAwaitTime + ConnectTimeout)
+// does not shorten the server-side wait the driver derives from the context's deadline.
+func TestBoundedWatcherKeepsMaxAwaitTime(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	spec := Stream[order]{Name: "bounded", Collection: "orders", OnChange: func(context.Context, *Event[order]) error { return nil }}
+	cs, err := spec.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newDriverWatcher(cs, e.client, e.db).bounded(300 * time.Millisecond)
+	ctx := testCtx(t)
+	e.srv.ResetCommands()
+	c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for range 2 { // the first TryNext may only look at the aggregate's empty first batch
+		if c.TryNext(ctx) {
+			t.Fatal("event on an idle collection")
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("idle getMore failed: %v", err)
+		}
+	}
+	gms := e.srv.CommandsNamed("getMore")
+	if len(gms) == 0 {
+		t.Fatal("no getMore")
+	}
+	gb, _ := bson.Marshal(gms[0].Body)
+	if ms := bson.Raw(gb).Lookup("maxTimeMS").AsInt64(); ms != 50 {
+		t.Fatalf("getMore maxTimeMS %d, want 50", ms)
 	}
 }

@@ -184,6 +184,7 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 		SaveInterval:     cs.checkpoint.SaveInterval,
 		IdleSaveInterval: cs.checkpoint.IdleInterval,
 		MaxUnflushed:     cs.checkpoint.MaxUnflushed,
+		IOTimeout:        rt.cfg.ConnectTimeout,
 		Owner:            rt.cfg.InstanceID,
 		Clock:            rt.clk,
 		Logger:           rt.log,
@@ -380,7 +381,7 @@ func (c checkpointerEvents) Fenced(err error) {
 func (e *streamEntry) streamProps() (*actor.Props, error) {
 	props, err := stream.New(stream.Config{
 		Stream:            e.cs.name,
-		Watcher:           e.watcher,
+		Watcher:           e.watcher.bounded(e.rt.cfg.ConnectTimeout),
 		Checkpointer:      checkpointerName,
 		Dispatcher:        dispatcherName,
 		MaxAwaitTime:      e.watcher.maxAwait,
