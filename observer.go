@@ -23,8 +23,9 @@ import (
 //
 // The runtime never calls an Observer on its own goroutines: events go through a bounded
 // queue drained by one goroutine, so OnEvent is never called concurrently with itself, a slow
-// Observer delays only other observer events, and when the queue is full events are dropped and
-// counted rather than blocking a stream. A panic in OnEvent is recovered, counted and logged.
+// Observer delays only other observer events, and when the queue (1024 events) is full events
+// are dropped and counted rather than blocking a stream. A panic in OnEvent is recovered,
+// counted and logged. Runtime.ObserverStats returns the counts.
 type Observer interface {
 	OnEvent(ev ObserverEvent)
 }
@@ -320,6 +321,34 @@ func (e LeadershipChanged) String() string {
 		return fmt.Sprintf("stream %s: leader (epoch %d)", e.Stream, e.Epoch)
 	}
 	return fmt.Sprintf("stream %s: not leader (owner %q, epoch %d)", e.Stream, e.Owner, e.Epoch)
+}
+
+// ObserverStats counts what became of the events meant for Config.Observer since Start.
+// Delivered + Dropped + Panicked is the number of events the runtime emitted, less those still
+// queued.
+type ObserverStats struct {
+	// Delivered counts the events whose OnEvent call returned normally.
+	Delivered uint64
+	// Dropped counts the events the Observer never received: the queue (1024 events) was full
+	// because OnEvent was slower than the events came, or they were still queued when Stop's
+	// deadline passed. A growing Dropped means the Observer is too slow: its metrics or audit
+	// trail miss events.
+	Dropped uint64
+	// Panicked counts the OnEvent calls that panicked (recovered and logged).
+	Panicked uint64
+}
+
+// ObserverStats returns the counts of the runtime's Observer events: all zero before Start,
+// and final after Stop. It is cheap (three atomic loads) and safe to call at any time, e.g.
+// from a metrics scrape.
+func (rt *Runtime) ObserverStats() ObserverStats {
+	rt.mu.Lock()
+	obs := rt.obs
+	rt.mu.Unlock()
+	if obs == nil {
+		return ObserverStats{}
+	}
+	return ObserverStats{Delivered: obs.Delivered(), Dropped: obs.Dropped(), Panicked: obs.Panics()}
 }
 
 // defaultObserverQueue is the capacity of the safeObserver queue.
