@@ -42,8 +42,9 @@ func TestRuntimeObserverStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.obs.OnEvent(Skipped{Meta: Meta{Stream: "s"}, Reason: "panic"})
-	rt.obs.OnEvent(Started{Meta: Meta{Stream: "s"}}) // taken by the drain goroutine, which then blocks
-	<-obs.entered // the queue is empty again
+	// The drain goroutine takes the Started and blocks: the queue is empty again.
+	rt.obs.OnEvent(Started{Meta: Meta{Stream: "s"}})
+	<-obs.entered
 	const emitted = 2000
 	for range emitted {
 		rt.obs.OnEvent(Started{Meta: Meta{Stream: "s"}})
