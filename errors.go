@@ -52,6 +52,12 @@ var (
 	// topology). The runtime stays unstarted; Start may be called again.
 	ErrUnreachable = errors.New("watchtree: cannot reach MongoDB")
 
+	// ErrObserverNotDrained means Stop's deadline passed before Config.Observer received every
+	// queued event: its OnEvent is slower than the events came. The error counts the events
+	// (discarded, and counted in ObserverStats.Dropped); it says nothing about the streams,
+	// which Stop reports separately by name.
+	ErrObserverNotDrained = errors.New("watchtree: observer not drained")
+
 	// ErrFenced means a checkpoint or lease write was refused because another instance holds a
 	// newer lease epoch. The deposed instance stops processing the stream at once.
 	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")

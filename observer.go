@@ -367,9 +367,10 @@ type safeObserver struct {
 	done   chan struct{} // closed when the drain goroutine exits
 	abort  chan struct{} // closed by Close when its ctx expires: discard the rest
 
-	delivered atomic.Uint64
-	dropped   atomic.Uint64
-	panics    atomic.Uint64
+	delivered  atomic.Uint64
+	dropped    atomic.Uint64
+	panics     atomic.Uint64
+	delivering atomic.Bool // an OnEvent call is running
 }
 
 // newSafeObserver starts the drain goroutine; Close stops it. capacity <= 0 means the default
@@ -427,7 +428,9 @@ func (s *safeObserver) drain() {
 			continue
 		default:
 		}
+		s.delivering.Store(true)
 		s.deliver(ev)
+		s.delivering.Store(false)
 	}
 }
 
@@ -446,9 +449,14 @@ func (s *safeObserver) deliver(ev ObserverEvent) {
 }
 
 // Close stops accepting events and waits until the queued ones are delivered. If ctx expires
-// first, the events still queued are discarded (counted as dropped), Close returns ctx.Err(),
-// and the goroutine exits as soon as the observer call in progress returns. Close is idempotent.
-func (s *safeObserver) Close(ctx context.Context) error {
+// first, the events still queued are discarded (counted as dropped), Close returns an
+// *observerDrainError (matching ErrObserverNotDrained and ctx.Err()) that counts them, and the
+// goroutine exits as soon as the observer call in progress returns. Close is idempotent.
+func (s *safeObserver) Close(ctx context.Context) error { return s.closeFrom(ctx, time.Now()) }
+
+// closeFrom is Close, reporting the time since since in its error: Stop passes its own start,
+// because the Observer drains all along the stop.
+func (s *safeObserver) closeFrom(ctx context.Context, since time.Time) error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
@@ -459,10 +467,29 @@ func (s *safeObserver) Close(ctx context.Context) error {
 	case <-s.done:
 		return nil
 	case <-ctx.Done():
+		pending := len(s.queue)
+		if s.delivering.Load() {
+			pending++
+		}
 		s.abortOnce()
-		return ctx.Err()
+		return &observerDrainError{pending: pending, within: time.Since(since), err: ctx.Err()}
 	}
 }
+
+// observerDrainError reports that the Observer had not received every event when Close's
+// context ended.
+type observerDrainError struct {
+	pending int // events queued or being delivered
+	within  time.Duration
+	err     error // ctx.Err()
+}
+
+func (e *observerDrainError) Error() string {
+	return fmt.Sprintf("observer did not drain %d queued events within %v: %v", e.pending,
+		e.within.Round(time.Millisecond), e.err)
+}
+
+func (e *observerDrainError) Unwrap() []error { return []error{ErrObserverNotDrained, e.err} }
 
 func (s *safeObserver) abortOnce() {
 	s.mu.Lock()

@@ -1,8 +1,13 @@
 package watchtree
 
 import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // blockingObserver blocks every OnEvent until release is closed; entered is closed when the
@@ -61,5 +66,88 @@ func TestRuntimeObserverStats(t *testing.T) {
 	want = ObserverStats{Delivered: 1 + defaultObserverQueue, Dropped: emitted - defaultObserverQueue, Panicked: 1}
 	if st := rt.ObserverStats(); st != want {
 		t.Fatalf("stats after Stop = %+v, want %+v", st, want)
+	}
+}
+
+// TestRuntimeStopNamesASlowObserver: when only the Observer is behind at Stop's deadline, Stop's
+// error says so and counts its queued events, and names no stream: every stream stopped
+// cleanly.
+func TestRuntimeStopNamesASlowObserver(t *testing.T) {
+	e := newRTEnv(t)
+	obs := newBlockingObserver()
+	defer close(obs.release) // lets the drain goroutine end (goleak)
+	rt, err := New(Config{Client: e.client, Database: e.db, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := rt.Spawn(ordersStream("calm", newSeen()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	<-obs.entered // Started is being delivered, and will not return
+	sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err = rt.Stop(sctx)
+	if !errors.Is(err, ErrObserverNotDrained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want ErrObserverNotDrained and DeadlineExceeded", err)
+	}
+	// At least the Started being delivered and the stream's Stopped{Graceful}.
+	if !regexp.MustCompile(`^watchtree: stop: observer did not drain ([2-9]|\d\d+) queued events within \d`).MatchString(err.Error()) {
+		t.Fatalf("Stop error %q: want the observer and its queued events named", err)
+	}
+	if strings.Contains(err.Error(), "calm") || strings.Contains(err.Error(), "streams did not stop") {
+		t.Fatalf("Stop error %q names a stream, but every stream stopped cleanly", err)
+	}
+	if st := rt.Streams()[0]; st.State != StateStopped {
+		t.Fatalf("stream %+v, want stopped", st)
+	}
+}
+
+// TestRuntimeStopNamesStuckStreams: a stream whose handler ignores its context holds Stop past
+// its deadline; the error names that stream (and not its calm neighbour), apart from the
+// Observer.
+func TestRuntimeStopNamesStuckStreams(t *testing.T) {
+	e := newRTEnv(t)
+	rt, err := New(Config{Client: e.client, Database: e.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stuck := make(chan struct{}, 1)
+	h, err := rt.Spawn(Stream[order]{
+		Name: "stuck", Collection: "orders",
+		OnInsert: func(ctx context.Context, ev *Event[order]) error {
+			stuck <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calm, err := rt.Spawn(ordersStream("calm", newSeen()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	waitState(t, calm, StateRunning)
+	insertOrders(t, e, 0, 1)
+	<-stuck
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = rt.Stop(sctx)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrObserverNotDrained) {
+		t.Fatalf("Stop = %v, want DeadlineExceeded from the stuck stream only", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, `watchtree: stop: 1 of 2 streams did not stop cleanly (stuck): watchtree: stream "stuck": `) {
+		t.Fatalf("Stop error %q: want the stuck stream named", msg)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,8 +151,12 @@ func (rt *Runtime) Start(ctx context.Context) error {
 // ctx bounds the whole stop, and so does Config.ShutdownTimeout (default 30s) when it is
 // earlier. When the bound passes, the remaining steps are cut short: in-flight handlers are
 // cancelled, their events stay unsettled and are redelivered on the next start (at least once);
-// Stop then returns an error matching context.DeadlineExceeded that names the streams that did
-// not stop cleanly. Stop is idempotent: a second call returns nil at once. A never-started
+// Stop then returns an error matching context.DeadlineExceeded that says what held it up, each
+// part on its own: the streams that did not stop cleanly, by name ("watchtree: stop: 1 of 3
+// streams did not stop cleanly (orders): ..."), and an Observer that had not received every
+// queued event ("observer did not drain 12 queued events within 30s", matching
+// ErrObserverNotDrained; the events are discarded and counted in ObserverStats.Dropped).
+// Stop is idempotent: a second call returns nil at once. A never-started
 // runtime stops at once.
 func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.mu.Lock()
@@ -193,8 +198,22 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	if own {
 		sys.Shutdown()
 	}
-	obsErr := rt.obs.Close(ctx)
-	err := errors.Join(errors.Join(errs...), obsErr)
+	// The streams and the Observer are reported apart: a slow Observer must not read as a
+	// stream that did not stop, nor the reverse.
+	var streamsErr error
+	var unclean []string
+	for i, err := range errs {
+		if err != nil {
+			unclean = append(unclean, entries[i].name)
+		}
+	}
+	if len(unclean) > 0 {
+		sort.Strings(unclean)
+		streamsErr = fmt.Errorf("%d of %d streams did not stop cleanly (%s): %w", len(unclean), len(entries),
+			strings.Join(unclean, ", "), errors.Join(errs...))
+	}
+	obsErr := rt.obs.closeFrom(ctx, start)
+	err := errors.Join(streamsErr, obsErr)
 	if err != nil {
 		rt.log.Warn("watchtree runtime stopped with errors", zap.Duration("took", time.Since(start)), zap.Error(err))
 		return fmt.Errorf("watchtree: stop: %w", err)
