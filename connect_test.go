@@ -299,3 +299,31 @@ func TestBoundedWatcherKeepsMaxAwaitTime(t *testing.T) {
 		t.Fatalf("getMore maxTimeMS %d, want 50", ms)
 	}
 }
+
+// TestRuntimeStartServerError: a server that answers the ping with an error is reachable: Start
+// fails with that error, not ErrUnreachable, and may be called again.
+func TestRuntimeStartServerError(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	rt, err := New(Config{Client: e.client, Database: e.db, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.srv.ConfigureFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"ping"}}, {Key: "errorCode", Value: 13}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	err = rt.Start(ctx)
+	if err == nil || errors.Is(err, ErrUnreachable) || !strings.HasPrefix(err.Error(), "watchtree: start: ping the primary: ") {
+		t.Fatalf("Start = %v, want the server's error on the ping, not ErrUnreachable", err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatalf("Start again: %v", err)
+	}
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}

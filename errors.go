@@ -47,9 +47,9 @@ var (
 	ErrInvalidated = errors.New("watchtree: change stream invalidated")
 
 	// ErrUnreachable means no MongoDB server answered within Config.ConnectTimeout (or the
-	// context's earlier deadline): Start could not ping the primary or create the store
-	// indexes. The error wraps the driver's error too (a server selection error naming the
-	// topology). The runtime stays unstarted; Start may be called again.
+	// context's earlier deadline), or the connection failed: Start could not ping the primary
+	// or create the store indexes. The error wraps the driver's error too (a server selection
+	// error naming the topology). The runtime stays unstarted; Start may be called again.
 	ErrUnreachable = errors.New("watchtree: cannot reach MongoDB")
 
 	// ErrObserverNotDrained means Stop's deadline passed before Config.Observer received every

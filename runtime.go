@@ -83,8 +83,9 @@ func New(cfg Config) (*Runtime, error) {
 // The ping and the index creation together get Config.ConnectTimeout (default 10s) or ctx's
 // deadline, whichever comes first. When no server answers in that time Start fails with an
 // error matching ErrUnreachable and naming the bound and the driver's error, for example
-// "watchtree: start: cannot reach MongoDB within 10s: server selection error: ...". Any failure
-// leaves the runtime unstarted, so Start may be called again. Start fails with
+// "watchtree: start: cannot reach MongoDB within 10s: server selection error: ...". A server
+// that answers with an error (an authorization error, say) fails Start with that error. Any
+// failure leaves the runtime unstarted, so Start may be called again. Start fails with
 // ErrAlreadyStarted or ErrStopped when called twice or after Stop.
 func (rt *Runtime) Start(ctx context.Context) error {
 	rt.mu.Lock()
@@ -103,14 +104,19 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, rt.cfg.ConnectTimeout)
 	defer cancel()
-	unreachable := func(err error) error {
-		if ctx.Err() == context.Canceled {
+	// failed reports a timeout or a network error as unreachable; a server's answer (an
+	// authorization error, say) is reported as it is.
+	failed := func(what string, err error) error {
+		switch {
+		case ctx.Err() == context.Canceled:
 			return fmt.Errorf("watchtree: start: cancelled while reaching MongoDB: %w", err)
+		case cctx.Err() != nil || mongo.IsNetworkError(err):
+			return &unreachableError{within: within, err: err}
 		}
-		return &unreachableError{within: within, err: err}
+		return fmt.Errorf("watchtree: start: %s: %w", what, err)
 	}
 	if err := rt.cfg.Client.Ping(cctx, readpref.Primary()); err != nil {
-		return unreachable(err)
+		return failed("ping the primary", err)
 	}
 	if rt.cfg.Database != "" {
 		st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
@@ -118,10 +124,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 			return err
 		}
 		if err := st.EnsureIndexes(cctx); err != nil {
-			if cctx.Err() != nil {
-				return unreachable(err)
-			}
-			return fmt.Errorf("watchtree: start: %w", err)
+			return failed("create the store indexes", err)
 		}
 		indexedByRuntime.Store(indexKey{client: rt.cfg.Client, k: storeKey{rt.cfg.Database, defaultDeadLetterColl}}, true)
 	}
