@@ -19,6 +19,9 @@ import (
 // defaultShutdownTimeout bounds Stop when the caller's context has no deadline.
 const defaultShutdownTimeout = 30 * time.Second
 
+// defaultConnectTimeout is the default Config.ConnectTimeout.
+const defaultConnectTimeout = 10 * time.Second
+
 // maxInstanceID is the longest Config.InstanceID accepted.
 const maxInstanceID = 200
 
@@ -64,6 +67,20 @@ type Config struct {
 	Checkpoints CheckpointStore
 	DeadLetters DeadLetterStore
 	Gaps        GapStore
+
+	// ConnectTimeout bounds every wait for a reachable MongoDB server, so that a dead or
+	// unreachable server fails within ConnectTimeout instead of after the driver's server
+	// selection timeout (30s by default):
+	//   - Start pings the primary of Client and creates the store indexes within ConnectTimeout
+	//     (or ctx's deadline when earlier); otherwise it fails with an error matching
+	//     ErrUnreachable, and the runtime stays unstarted (Start may be called again).
+	//   - A stream's open of its change stream, its checkpointer's capture of the current
+	//     position and each checkpoint load, save and gap record get ConnectTimeout each; a
+	//     getMore gets MaxAwaitTime (1s) + ConnectTimeout. When one runs out the stream fails,
+	//     shows StateBackoff with the driver's error as its cause, and its RestartPolicy
+	//     retries it.
+	// Default 10s. Must be >= 0; 0 means the default.
+	ConnectTimeout time.Duration
 }
 
 // Validate checks c without contacting any server. It returns nil, or the broken rules as
@@ -90,6 +107,9 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}
+	if c.ConnectTimeout < 0 {
+		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
+	}
 	return ce.Err()
 }
 
@@ -107,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = defaultConnectTimeout
 	}
 	return c
 }

@@ -21,7 +21,8 @@ func TestConfigValidate(t *testing.T) {
 		want []string
 	}{
 		{"minimal", Config{Client: client}, nil},
-		{"everything set", Config{Client: client, Database: "shop", InstanceID: "pod-1", ShutdownTimeout: time.Second, Observer: NopObserver{}}, nil},
+		{"everything set", Config{Client: client, Database: "shop", InstanceID: "pod-1", ShutdownTimeout: time.Second,
+			ConnectTimeout: time.Second, Observer: NopObserver{}}, nil},
 		{"no client", Config{}, []string{"watchtree: Config.Client is required, got nil"}},
 		{"stores but no client", Config{Checkpoints: memstore.New(memstore.Options{})},
 			[]string{"watchtree: Config.Client is required even when stores are set (streams watch through it), got nil"}},
@@ -29,6 +30,8 @@ func TestConfigValidate(t *testing.T) {
 			[]string{`watchtree: Config.Database must not contain any of /\. "$*<>:|? or NUL, got "a b"`}},
 		{"negative shutdown timeout", Config{Client: client, ShutdownTimeout: -time.Second},
 			[]string{"watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1s"}},
+		{"negative connect timeout", Config{Client: client, ConnectTimeout: -time.Millisecond},
+			[]string{"watchtree: Config.ConnectTimeout must be >= 0 (0 means the default 10s), got -1ms"}},
 		{"instance id with a space", Config{Client: client, InstanceID: "pod 1"},
 			[]string{`watchtree: Config.InstanceID must be printable characters without spaces, got "pod 1"`}},
 		{"instance id with a control character", Config{Client: client, InstanceID: "pod\n1"},
@@ -48,7 +51,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
-	if c.Logger == nil || c.Observer == nil || c.ShutdownTimeout != 30*time.Second {
+	if c.Logger == nil || c.Observer == nil || c.ShutdownTimeout != 30*time.Second || c.ConnectTimeout != 10*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if _, ok := c.Observer.(NopObserver); !ok {
@@ -72,8 +75,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err := (Config{Client: &mongo.Client{}, InstanceID: c.InstanceID}).Validate(); err != nil {
 		t.Errorf("the default InstanceID does not validate: %v", err)
 	}
-	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, Observer: MultiObserver()}.withDefaults()
-	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second {
+	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: MultiObserver()}.withDefaults()
+	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second || set.ConnectTimeout != time.Millisecond {
 		t.Errorf("withDefaults changed set fields: %+v", set)
 	}
 }

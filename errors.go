@@ -2,7 +2,9 @@ package watchtree
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/stream"
@@ -53,11 +55,37 @@ var (
 	// The stream actor raises it; this is the same value.
 	ErrInvalidated = stream.ErrInvalidated
 
+	// ErrUnreachable means no MongoDB server answered within Config.ConnectTimeout (or the
+	// context's earlier deadline), or the connection failed: Start could not ping the primary
+	// or create the store indexes. The error wraps the driver's error too (a server selection
+	// error naming the topology). The runtime stays unstarted; Start may be called again.
+	ErrUnreachable = errors.New("watchtree: cannot reach MongoDB")
+
+	// ErrObserverNotDrained means Stop's deadline passed before Config.Observer received every
+	// queued event: its OnEvent is slower than the events came. The error counts the events
+	// (discarded, and counted in ObserverStats.Dropped); it says nothing about the streams,
+	// which Stop reports separately by name.
+	ErrObserverNotDrained = errors.New("watchtree: observer not drained")
+
 	// ErrFenced means a checkpoint or lease write was refused because another instance holds a
 	// newer lease epoch. The deposed instance stops processing the stream at once. The stores
 	// raise it (store.ErrFenced is the same value).
 	ErrFenced = store.ErrFenced
 )
+
+// unreachableError is Start's error when no server answered in time: it renders
+// "watchtree: start: cannot reach MongoDB within 10s: <driver error>" and matches ErrUnreachable
+// and the driver's error.
+type unreachableError struct {
+	within time.Duration // the bound that passed: ConnectTimeout, or less when ctx's deadline came first
+	err    error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("watchtree: start: cannot reach MongoDB within %v: %v", e.within, e.err)
+}
+
+func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
 
 // ConfigError reports one broken configuration rule: Field names the field (for example
 // "Retry.Multiplier" inside a Stream), Rule the rule and the rejected value. Every Validate

@@ -120,7 +120,7 @@ func TestConfigError(t *testing.T) {
 
 func TestSentinelsAreDistinctAndDocumented(t *testing.T) {
 	all := []error{ErrInvalidConfig, ErrDuplicateStream, ErrNoHandler, ErrUnknownStream, ErrNotStarted,
-		ErrAlreadyStarted, ErrStopped, ErrHistoryLost, ErrGaveUp, ErrInvalidated, ErrFenced}
+		ErrAlreadyStarted, ErrStopped, ErrHistoryLost, ErrGaveUp, ErrInvalidated, ErrFenced, ErrUnreachable, ErrObserverNotDrained}
 	seen := map[string]bool{}
 	for _, e := range all {
 		msg := e.Error()

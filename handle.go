@@ -379,7 +379,13 @@ func (e *streamEntry) awaitRunning(ctx context.Context) error {
 	start := time.Now()
 	r, err := e.ask(ctx, e.supervisorPID(), &messages.AwaitRunning{})
 	if err != nil {
-		st := e.lastStatus()
+		// ctx is over: ask for the state with a short budget of its own, to say where it stands.
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, serr := e.status(sctx)
+		cancel()
+		if serr != nil {
+			st = e.lastStatus()
+		}
 		e.mu.Lock()
 		cause := e.lastCause
 		e.mu.Unlock()

@@ -23,8 +23,9 @@ import (
 //
 // The runtime never calls an Observer on its own goroutines: events go through a bounded
 // queue drained by one goroutine, so OnEvent is never called concurrently with itself, a slow
-// Observer delays only other observer events, and when the queue is full events are dropped and
-// counted rather than blocking a stream. A panic in OnEvent is recovered, counted and logged.
+// Observer delays only other observer events, and when the queue (1024 events) is full events
+// are dropped and counted rather than blocking a stream. A panic in OnEvent is recovered,
+// counted and logged. Runtime.ObserverStats returns the counts.
 type Observer interface {
 	OnEvent(ev ObserverEvent)
 }
@@ -323,6 +324,34 @@ func (e LeadershipChanged) String() string {
 	return fmt.Sprintf("stream %s: not leader (owner %q, epoch %d)", e.Stream, e.Owner, e.Epoch)
 }
 
+// ObserverStats counts what became of the events meant for Config.Observer since Start.
+// Delivered + Dropped + Panicked is the number of events the runtime emitted, less those still
+// queued.
+type ObserverStats struct {
+	// Delivered counts the events whose OnEvent call returned normally.
+	Delivered uint64
+	// Dropped counts the events the Observer never received: the queue (1024 events) was full
+	// because OnEvent was slower than the events came, or they were still queued when Stop's
+	// deadline passed. A growing Dropped means the Observer is too slow: its metrics or audit
+	// trail miss events.
+	Dropped uint64
+	// Panicked counts the OnEvent calls that panicked (recovered and logged).
+	Panicked uint64
+}
+
+// ObserverStats returns the counts of the runtime's Observer events: all zero before Start,
+// and final after Stop. It is cheap (three atomic loads) and safe to call at any time, e.g.
+// from a metrics scrape.
+func (rt *Runtime) ObserverStats() ObserverStats {
+	rt.mu.Lock()
+	obs := rt.obs
+	rt.mu.Unlock()
+	if obs == nil {
+		return ObserverStats{}
+	}
+	return ObserverStats{Delivered: obs.Delivered(), Dropped: obs.Dropped(), Panicked: obs.Panics()}
+}
+
 // defaultObserverQueue is the capacity of the safeObserver queue.
 const defaultObserverQueue = 1024
 
@@ -339,9 +368,10 @@ type safeObserver struct {
 	done   chan struct{} // closed when the drain goroutine exits
 	abort  chan struct{} // closed by Close when its ctx expires: discard the rest
 
-	delivered atomic.Uint64
-	dropped   atomic.Uint64
-	panics    atomic.Uint64
+	delivered  atomic.Uint64
+	dropped    atomic.Uint64
+	panics     atomic.Uint64
+	delivering atomic.Bool // an OnEvent call is running
 }
 
 // newSafeObserver starts the drain goroutine; Close stops it. capacity <= 0 means the default
@@ -399,7 +429,9 @@ func (s *safeObserver) drain() {
 			continue
 		default:
 		}
+		s.delivering.Store(true)
 		s.deliver(ev)
+		s.delivering.Store(false)
 	}
 }
 
@@ -418,9 +450,14 @@ func (s *safeObserver) deliver(ev ObserverEvent) {
 }
 
 // Close stops accepting events and waits until the queued ones are delivered. If ctx expires
-// first, the events still queued are discarded (counted as dropped), Close returns ctx.Err(),
-// and the goroutine exits as soon as the observer call in progress returns. Close is idempotent.
-func (s *safeObserver) Close(ctx context.Context) error {
+// first, the events still queued are discarded (counted as dropped), Close returns an
+// *observerDrainError (matching ErrObserverNotDrained and ctx.Err()) that counts them, and the
+// goroutine exits as soon as the observer call in progress returns. Close is idempotent.
+func (s *safeObserver) Close(ctx context.Context) error { return s.closeFrom(ctx, time.Now()) }
+
+// closeFrom is Close, reporting the time since since in its error: Stop passes its own start,
+// because the Observer drains all along the stop.
+func (s *safeObserver) closeFrom(ctx context.Context, since time.Time) error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
@@ -431,10 +468,29 @@ func (s *safeObserver) Close(ctx context.Context) error {
 	case <-s.done:
 		return nil
 	case <-ctx.Done():
+		pending := len(s.queue)
+		if s.delivering.Load() {
+			pending++
+		}
 		s.abortOnce()
-		return ctx.Err()
+		return &observerDrainError{pending: pending, within: time.Since(since), err: ctx.Err()}
 	}
 }
+
+// observerDrainError reports that the Observer had not received every event when Close's
+// context ended.
+type observerDrainError struct {
+	pending int // events queued or being delivered
+	within  time.Duration
+	err     error // ctx.Err()
+}
+
+func (e *observerDrainError) Error() string {
+	return fmt.Sprintf("observer did not drain %d queued events within %v: %v", e.pending,
+		e.within.Round(time.Millisecond), e.err)
+}
+
+func (e *observerDrainError) Unwrap() []error { return []error{ErrObserverNotDrained, e.err} }
 
 func (s *safeObserver) abortOnce() {
 	s.mu.Lock()

@@ -212,8 +212,13 @@ func TestSafeObserverClose(t *testing.T) {
 		<-entered
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Close = %v, want DeadlineExceeded", err)
+		err := s.Close(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrObserverNotDrained) {
+			t.Fatalf("Close = %v, want DeadlineExceeded and ErrObserverNotDrained", err)
+		}
+		// The call in progress and the 4 queued events.
+		if !strings.HasPrefix(err.Error(), "observer did not drain 5 queued events within ") {
+			t.Fatalf("Close error %q, want the 5 undelivered events counted", err)
 		}
 		close(release)
 		// The drain goroutine discards the 4 queued events and exits.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
@@ -77,13 +79,18 @@ func New(cfg Config) (*Runtime, error) {
 	}, nil
 }
 
-// Start starts the runtime: it creates its actor system (or uses Config.ActorSystem), with
-// protoactor's logs bridged into Config.Logger, starts the Observer's delivery goroutine, and,
-// when Config.Database is set, creates the indexes of the stores in that database
-// (_wt_dead_letters TTL and listing indexes, _wt_gaps listing index). It fails with
-// ErrAlreadyStarted or ErrStopped when called twice or after Stop, and with the store error
-// when the indexes cannot be created within ctx (the runtime then stays unstarted; Start may be
-// called again).
+// Start starts the runtime: it pings the primary of Config.Client, creates its actor system (or
+// uses Config.ActorSystem), with protoactor's logs bridged into Config.Logger, starts the
+// Observer's delivery goroutine, and, when Config.Database is set, creates the indexes of the
+// stores in that database (_wt_dead_letters TTL and listing indexes, _wt_gaps listing index).
+//
+// The ping and the index creation together get Config.ConnectTimeout (default 10s) or ctx's
+// deadline, whichever comes first. When no server answers in that time Start fails with an
+// error matching ErrUnreachable and naming the bound and the driver's error, for example
+// "watchtree: start: cannot reach MongoDB within 10s: server selection error: ...". A server
+// that answers with an error (an authorization error, say) fails Start with that error. Any
+// failure leaves the runtime unstarted, so Start may be called again. Start fails with
+// ErrAlreadyStarted or ErrStopped when called twice or after Stop.
 func (rt *Runtime) Start(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -93,13 +100,35 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	case rtStopping, rtStopped:
 		return ErrStopped
 	}
+	// Without this bound an unreachable server holds Start for the driver's server selection
+	// timeout (30s) and then fails with a bare driver error.
+	within := rt.cfg.ConnectTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < within {
+		within = max(time.Until(dl), 0).Round(time.Millisecond)
+	}
+	cctx, cancel := context.WithTimeout(ctx, rt.cfg.ConnectTimeout)
+	defer cancel()
+	// failed reports a timeout or a network error as unreachable; a server's answer (an
+	// authorization error, say) is reported as it is.
+	failed := func(what string, err error) error {
+		switch {
+		case ctx.Err() == context.Canceled:
+			return fmt.Errorf("watchtree: start: cancelled while reaching MongoDB: %w", err)
+		case cctx.Err() != nil || mongo.IsNetworkError(err):
+			return &unreachableError{within: within, err: err}
+		}
+		return fmt.Errorf("watchtree: start: %s: %w", what, err)
+	}
+	if err := rt.cfg.Client.Ping(cctx, readpref.Primary()); err != nil {
+		return failed("ping the primary", err)
+	}
 	if rt.cfg.Database != "" {
 		st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
 		if err != nil {
 			return err
 		}
-		if err := st.EnsureIndexes(ctx); err != nil {
-			return fmt.Errorf("watchtree: start: %w", err)
+		if err := st.EnsureIndexes(cctx); err != nil {
+			return failed("create the store indexes", err)
 		}
 		indexedByRuntime.Store(indexKey{client: rt.cfg.Client, k: storeKey{rt.cfg.Database, defaultDeadLetterColl}}, true)
 	}
@@ -129,8 +158,12 @@ func (rt *Runtime) Start(ctx context.Context) error {
 // ctx bounds the whole stop, and so does Config.ShutdownTimeout (default 30s) when it is
 // earlier. When the bound passes, the remaining steps are cut short: in-flight handlers are
 // cancelled, their events stay unsettled and are redelivered on the next start (at least once);
-// Stop then returns an error matching context.DeadlineExceeded that names the streams that did
-// not stop cleanly. Stop is idempotent: a second call returns nil at once. A never-started
+// Stop then returns an error matching context.DeadlineExceeded that says what held it up, each
+// part on its own: the streams that did not stop cleanly, by name ("watchtree: stop: 1 of 3
+// streams did not stop cleanly (orders): ..."), and an Observer that had not received every
+// queued event ("observer did not drain 12 queued events within 30s", matching
+// ErrObserverNotDrained; the events are discarded and counted in ObserverStats.Dropped).
+// Stop is idempotent: a second call returns nil at once. A never-started
 // runtime stops at once.
 func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.mu.Lock()
@@ -173,8 +206,22 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	if own {
 		sys.Shutdown()
 	}
-	obsErr := rt.obs.Close(ctx)
-	err := errors.Join(errors.Join(errs...), obsErr)
+	// The streams and the Observer are reported apart: a slow Observer must not read as a
+	// stream that did not stop, nor the reverse.
+	var streamsErr error
+	var unclean []string
+	for i, err := range errs {
+		if err != nil {
+			unclean = append(unclean, entries[i].name)
+		}
+	}
+	if len(unclean) > 0 {
+		sort.Strings(unclean)
+		streamsErr = fmt.Errorf("%d of %d streams did not stop cleanly (%s): %w", len(unclean), len(entries),
+			strings.Join(unclean, ", "), errors.Join(errs...))
+	}
+	obsErr := rt.obs.closeFrom(ctx, start)
+	err := errors.Join(streamsErr, obsErr)
 	if err != nil {
 		rt.log.Warn("watchtree runtime stopped with errors", zap.Duration("took", time.Since(start)), zap.Error(err))
 		return fmt.Errorf("watchtree: stop: %w", err)

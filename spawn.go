@@ -185,6 +185,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		StartPosition: start,
 		OnHistoryLost: cs.onHistoryLost,
 		Checkpoint:    cs.checkpoint,
+		IOTimeout:     rt.cfg.ConnectTimeout,
 		Owner:         rt.cfg.InstanceID,
 		Clock:         rt.clk,
 		Logger:        rt.log,
@@ -311,7 +312,7 @@ func (c checkpointerEvents) Fenced(err error) {
 func (e *streamEntry) streamProps() (*actor.Props, error) {
 	props, err := stream.New(stream.Config{
 		Stream:            e.cs.name,
-		Watcher:           e.watcher,
+		Watcher:           e.watcher.bounded(e.rt.cfg.ConnectTimeout),
 		Checkpointer:      checkpointerName,
 		Dispatcher:        dispatcherName,
 		MaxAwaitTime:      e.watcher.maxAwait,

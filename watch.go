@@ -26,7 +26,9 @@ const defaultMaxAwaitTime = time.Second
 // fullDocument modes, the comment "watchtree:<stream>", MaxAwaitTime and the start position.
 // It implements the stream actor's Watcher and the checkpointer's PositionSource; its calls run
 // on the stream actor's reader goroutine and the checkpointer's I/O goroutine (blocking I/O),
-// never on an actor goroutine.
+// never on an actor goroutine. The stream actor gets it through bounded (every wait for the
+// server bounded by Config.ConnectTimeout); the checkpointer bounds each Current call itself
+// (checkpointer.Config.IOTimeout, set to Config.ConnectTimeout).
 type driverWatcher struct {
 	cs       *compiledStream
 	client   *mongo.Client // Stream.Client, else Config.Client
@@ -80,11 +82,11 @@ const watchBatchSize = int32(dispatcher.DefaultCapacity)
 // MaxAwaitTime and comment. It runs on the stream actor's reader goroutine.
 func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
 	o := w.cs.changeStreamOptions()
+	maxAwait := w.maxAwait
 	if from.MaxAwaitTime > 0 {
-		o.SetMaxAwaitTime(from.MaxAwaitTime)
-	} else {
-		o.SetMaxAwaitTime(w.maxAwait)
+		maxAwait = from.MaxAwaitTime
 	}
+	o.SetMaxAwaitTime(maxAwait)
 	if from.Comment != "" {
 		o.SetComment(from.Comment)
 	}
@@ -111,7 +113,40 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 		return nil, err
 	}
 	w.lastDDL.Store(OperationType(""))
-	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, lastDDL: &w.lastDDL}, nil
+	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, lastDDL: &w.lastDDL, maxAwait: maxAwait}, nil
+}
+
+// boundedWatcher is the stream actor's Watcher: w with every wait for the server bounded by
+// connect (Config.ConnectTimeout). The driver waits for a selectable server up to its server
+// selection timeout (30s by default) when the context has no deadline: opening the change
+// stream, and resuming it inside TryNext after a network error. Without a bound a dead server
+// keeps the stream "starting" or "running" that long before it fails.
+type boundedWatcher struct {
+	w       *driverWatcher
+	connect time.Duration
+}
+
+// bounded returns the Watcher of the stream actor: w with every server wait bounded by connect.
+func (w *driverWatcher) bounded(connect time.Duration) boundedWatcher {
+	return boundedWatcher{w: w, connect: connect}
+}
+
+// Open opens the change stream within connect (or ctx's earlier end). Each TryNext of the
+// cursor that may run a getMore (the driver's batch is used up) then gets MaxAwaitTime +
+// connect: the getMore waits MaxAwaitTime on the server by design.
+func (b boundedWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
+	octx, cancel := context.WithTimeout(ctx, b.connect)
+	defer cancel()
+	cur, err := b.w.Open(octx, from)
+	if err != nil {
+		if octx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return nil, fmt.Errorf("cannot reach MongoDB within %v: %w", b.connect, err)
+		}
+		return nil, err
+	}
+	oc := cur.(*opCursor)
+	oc.getMore = oc.maxAwait + b.connect
+	return oc, nil
 }
 
 // invalidateCause returns the operation type (drop, rename, dropDatabase) of the latest such
@@ -125,13 +160,26 @@ func (w *driverWatcher) invalidateCause() OperationType {
 // which also remembers the last namespace-level operation read (for Invalidated.Cause).
 type opCursor struct {
 	stream.Cursor
-	cs      *mongo.ChangeStream
-	lastDDL *atomic.Value
+	cs       *mongo.ChangeStream
+	lastDDL  *atomic.Value
+	maxAwait time.Duration
+	getMore  time.Duration // bound of a TryNext that may run a getMore; 0: none (boundedWatcher sets it)
+	timedOut bool          // the last TryNext ran out of getMore: Err says so
 }
 
-// TryNext reads the next event, noting drop, rename and dropDatabase events.
+// TryNext reads the next event, noting drop, rename and dropDatabase events. A call that may
+// run a getMore (the driver's batch is used up) is bounded by getMore when set.
 func (c *opCursor) TryNext(ctx context.Context) bool {
-	if !c.Cursor.TryNext(ctx) {
+	var ok bool
+	if c.getMore > 0 && c.cs.RemainingBatchLength() == 0 {
+		gctx, cancel := context.WithTimeout(ctx, c.getMore)
+		ok = c.Cursor.TryNext(gctx)
+		c.timedOut = !ok && gctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		cancel()
+	} else {
+		ok = c.Cursor.TryNext(ctx)
+	}
+	if !ok {
 		return false
 	}
 	if op, ok := peekOperationType(c.cs.Current); ok {
@@ -145,6 +193,16 @@ func (c *opCursor) TryNext(ctx context.Context) bool {
 
 // ID returns the server cursor id (0 once the server closed the cursor).
 func (c *opCursor) ID() int64 { return c.cs.ID() }
+
+// Err returns the cursor's error, naming the bound when a getMore ran out of it.
+func (c *opCursor) Err() error {
+	err := c.Cursor.Err()
+	if err != nil && c.timedOut {
+		return fmt.Errorf("cannot reach MongoDB within %v (MaxAwaitTime %v + ConnectTimeout %v): %w",
+			c.getMore, c.maxAwait, c.getMore-c.maxAwait, err)
+	}
+	return err
+}
 
 // watch calls the Watch method of the stream's scope.
 func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (*mongo.ChangeStream, error) {
@@ -177,7 +235,11 @@ func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, 
 		return nil, bson.Timestamp{}, err
 	}
 	token := append(bson.Raw(nil), cs.ResumeToken()...)
-	closeErr := cs.Close(context.WithoutCancel(ctx))
+	// The close (killCursors) must not outlive the capture by much either: the server may have
+	// gone away right after the reply.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stream.DefaultCloseTimeout)
+	closeErr := cs.Close(cctx)
+	cancel()
 	if len(token) == 0 {
 		return nil, bson.Timestamp{}, errors.New("the server sent no post-batch resume token")
 	}

@@ -34,6 +34,7 @@ func New(cfg Config) (*actor.Props, error) {
 	}
 	cfg = cfg.withDefaults()
 	cfg.Logger = cfg.Logger.With(zap.String("stream", cfg.Stream))
+	cfg = cfg.boundIO()
 	sh := &shared{}
 	return actor.PropsFromProducer(func() actor.Actor { return newCheckpointer(cfg, sh) }), nil
 }

@@ -22,6 +22,8 @@ const (
 	DefaultRetryInitialDelay = 100 * time.Millisecond
 	// DefaultRetryMaxDelay is the default Config.RetryMaxDelay.
 	DefaultRetryMaxDelay = 30 * time.Second
+	// DefaultIOTimeout is the default Config.IOTimeout.
+	DefaultIOTimeout = 10 * time.Second
 )
 
 // Store loads and saves a stream's checkpoint. store/memstore and store/mongostore implement
@@ -83,6 +85,14 @@ type Config struct {
 	// (0 = default), RetryMaxDelay >= RetryInitialDelay.
 	RetryInitialDelay time.Duration
 	RetryMaxDelay     time.Duration
+	// IOTimeout bounds each call to Store, Gaps and Positions (a context deadline, wall clock;
+	// the Rebuild function is not bounded). A call still running when it passes fails with an
+	// error matching context.DeadlineExceeded and takes that call's failure path: a transient
+	// FAIL answer to the start request, a retried checkpoint or gap write. Without it an
+	// unreachable server holds the checkpointer for the MongoDB driver's server selection
+	// timeout (30s by default) per call. Default DefaultIOTimeout (10s). Must be >= 0 (0 =
+	// default).
+	IOTimeout time.Duration
 	// Epoch returns the fencing epoch written with every checkpoint (SINGLE_LEADER: the lease
 	// epoch). It is called on the actor goroutine for each write and must not block. Default: 0.
 	Epoch func() int64
@@ -124,6 +134,9 @@ func (c Config) Validate() error {
 	c.OnHistoryLost.ValidateInto(pe, "OnHistoryLost")
 	c.Checkpoint.ValidateInto(pe, "Checkpoint")
 	errs = append(errs, pe.Err())
+	if c.IOTimeout < 0 {
+		add("IOTimeout", "must be >= 0 (0 means %v), got %v", DefaultIOTimeout, c.IOTimeout)
+	}
 	delaysOK := true
 	if c.RetryInitialDelay < 0 {
 		add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", DefaultRetryInitialDelay, c.RetryInitialDelay)
@@ -150,6 +163,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryMaxDelay == 0 {
 		c.RetryMaxDelay = max(DefaultRetryMaxDelay, c.RetryInitialDelay)
+	}
+	if c.IOTimeout == 0 {
+		c.IOTimeout = DefaultIOTimeout
 	}
 	if c.Epoch == nil {
 		c.Epoch = func() int64 { return 0 }

@@ -34,6 +34,7 @@ func TestConfigValidate(t *testing.T) {
 			c.OnHistoryLost = policy.Rebuild(func(context.Context) error { return nil })
 		}, "Config.Gaps must not be nil when OnHistoryLost is Rebuild"},
 		{"retry initial", func(c *Config) { c.RetryInitialDelay = -1 }, "Config.RetryInitialDelay must be >= 0"},
+		{"io timeout", func(c *Config) { c.IOTimeout = -time.Second }, "Config.IOTimeout must be >= 0 (0 means 10s), got -1s"},
 		{"retry max", func(c *Config) { c.RetryMaxDelay = -1 }, "Config.RetryMaxDelay must be >= 0"},
 		{"retry max below initial", func(c *Config) { c.RetryInitialDelay = time.Second; c.RetryMaxDelay = time.Millisecond }, "Config.RetryMaxDelay must be >= RetryInitialDelay (1s), got 1ms"},
 	}
@@ -94,7 +95,7 @@ func TestConfigValidatePoliciesUseTheirValidators(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	d := validConfig().withDefaults()
 	if d.Checkpoint != (policy.Checkpoint{}).WithDefaults() ||
-		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second ||
+		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second || d.IOTimeout != 10*time.Second ||
 		d.Epoch() != 0 || d.Clock == nil || d.Logger == nil || d.Events == nil {
 		t.Fatalf("defaults %+v", d)
 	}

@@ -61,6 +61,8 @@
 //
 // All store I/O, PositionSource calls and the Rebuild function run on one goroutine owned by the
 // actor instance (a job queue), started on Started and cancelled on Stopping and Restarting.
+// Each store and PositionSource call gets Config.IOTimeout, so an unreachable server cannot
+// hold the queue (the Rebuild function is not bounded).
 // Their results, and the ticks of the timers (Config.Clock), come back to the actor as messages
 // stamped with the instance (and a generation); stale ones are dropped. Those internal messages
 // never leave the actor and carry Go errors, so they are Go values; every message exchanged with

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/store"
 )
 
 // job is one piece of blocking work: store I/O, a position capture, a rebuild. It runs on the
@@ -97,4 +99,55 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 // sender returns a send function that delivers messages to pid from outside any actor.
 func sender(sys *actor.ActorSystem, pid *actor.PID) func(any) {
 	return func(msg any) { sys.Root.Send(pid, msg) }
+}
+
+// boundIO returns c with Store, Gaps and Positions wrapped so that every call gets
+// c.IOTimeout: a server that does not answer fails the call instead of holding the worker.
+func (c Config) boundIO() Config {
+	d := c.IOTimeout
+	c.Store = boundedStore{c.Store, d}
+	if c.Gaps != nil {
+		c.Gaps = boundedGaps{c.Gaps, d}
+	}
+	c.Positions = boundedPositions{c.Positions, d}
+	return c
+}
+
+type boundedStore struct {
+	next Store
+	d    time.Duration
+}
+
+func (s boundedStore) Load(ctx context.Context, stream string) (store.Checkpoint, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.next.Load(ctx, stream)
+}
+
+func (s boundedStore) Save(ctx context.Context, cp store.Checkpoint) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.next.Save(ctx, cp)
+}
+
+type boundedGaps struct {
+	next GapRecorder
+	d    time.Duration
+}
+
+func (g boundedGaps) RecordGap(ctx context.Context, gap store.Gap) error {
+	ctx, cancel := context.WithTimeout(ctx, g.d)
+	defer cancel()
+	return g.next.RecordGap(ctx, gap)
+}
+
+type boundedPositions struct {
+	next PositionSource
+	d    time.Duration
+}
+
+func (p boundedPositions) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.d)
+	defer cancel()
+	return p.next.Current(ctx)
 }

@@ -159,6 +159,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer disconnect(client)
+	// Fail fast on a dead MONGODB_URI, within watchtree's default ConnectTimeout as rt.Start
+	// would: the reset below would otherwise wait for the driver's 30s server selection timeout.
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	err = client.Ping(pctx, nil)
+	pcancel()
+	if err != nil {
+		return fmt.Errorf("cannot reach MongoDB within 10s: %w", err)
+	}
 	db := client.Database(cfg.db)
 	for _, c := range []string{"orders", "payments", "_wt_checkpoints", "_wt_dead_letters", "_wt_gaps"} {
 		if err := db.Collection(c).Drop(ctx); err != nil {
