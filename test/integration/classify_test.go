@@ -79,28 +79,26 @@ func TestServerConfigurationErrorIsTerminal(t *testing.T) {
 }
 
 // TestTransientStartFailureBacksOff: the aggregate that captures the first position fails with
-// HostUnreachable (6), a network error the server may report any time. That is transient: the
-// stream goes to backoff, the RestartPolicy restarts it, and it runs once the fault is gone.
+// MaxTimeMSExpired (50), a timeout the server may report any time and that the driver does not
+// retry by itself (its own retryable reads, such as HostUnreachable, are retried within the
+// call's deadline and never reach the stream). That is transient: the stream goes to backoff,
+// the RestartPolicy restarts it, and it runs once the fault is gone.
 func TestTransientStartFailureBacksOff(t *testing.T) {
 	e := newEnv(t)
 	r := e.startRuntime(nil)
-	// Three failures outlast the driver's own retry of the read, so at least one start fails.
-	e.failPoint(bson.D{{Key: "times", Value: 3}}, bson.D{{Key: "failCommands", Value: bson.A{"aggregate"}},
-		{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: r.app}})
+	e.failPoint(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"aggregate"}},
+		{Key: "errorCode", Value: 50}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: r.app}})
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "flaky-start", Collection: "orders", Restart: fastRestart,
 		OnInsert: newHandled().handler()})
 	r.waitRunning(t, h)
-	backoffs := r.obs.find(func(ev watchtree.ObserverEvent) bool {
+	// The Observer is fed asynchronously: wait for the backoff's report.
+	cause := r.obs.wait(t, "a non-terminal Stopped (the failed start went to backoff)", func(ev watchtree.ObserverEvent) bool {
 		s, ok := ev.(watchtree.Stopped)
 		return ok && s.Reason == watchtree.Crashed && !s.Terminal
-	})
-	if len(backoffs) == 0 {
-		t.Fatalf("no non-terminal Stopped: the failed start did not go to backoff; events %s", r.obs.dump())
-	}
-	cause := backoffs[0].(watchtree.Stopped).Cause
+	}).(watchtree.Stopped).Cause
 	var se mongo.ServerError
-	if !errors.As(cause, &se) || !se.HasErrorCode(6) {
-		t.Errorf("backoff cause %v (%T), want the server's HostUnreachable (6)", cause, cause)
+	if !errors.As(cause, &se) || !se.HasErrorCode(50) {
+		t.Errorf("backoff cause %v (%T), want the server's MaxTimeMSExpired (50)", cause, cause)
 	}
 	if cause != nil && strings.Contains(cause.Error(), "panic") {
 		t.Errorf("backoff cause %q calls a server error a panic", cause)
