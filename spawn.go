@@ -209,6 +209,7 @@ func (e *streamEntry) treeProps(first bool) (*actor.Props, error) {
 		},
 		DeadLetters:         dl,
 		DeadLetterRetention: cs.deadLetter.Retention,
+		AwaitSettleLimit:    true, // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
 		CheckpointerName:    checkpointerName,
 		Clock:               rt.clk,
 		Logger:              rt.log,

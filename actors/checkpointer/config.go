@@ -174,13 +174,12 @@ type Config struct {
 	// each other's checkpoints forever. Default DefaultIdleSaveInterval (5 minutes; oplog
 	// windows are hours). Must be >= 0 (0 means the default).
 	IdleSaveInterval time.Duration
-	// MaxUnflushed is the number of settlements not covered by a successful write above which
-	// the checkpointer sends FlowControl{paused: true} to the dispatcher; it sends
-	// FlowControl{paused: false} after the next successful write. Default
-	// DefaultMaxUnflushedFactor × SaveEvery. Must be >= 0 (0 = default) and >= SaveEvery.
-	// While the store is down, settlements since the last successful write stay
-	// ≤ MaxUnflushed + the dispatcher's capacity, which bounds the replays after a crash (see
-	// the package documentation).
+	// MaxUnflushed bounds the settlements not covered by a successful write, the events still
+	// in flight in the dispatcher included: the checkpointer's FlowControl.settle_limit lets the
+	// dispatcher take and grant only so many events (see the package documentation). When it is
+	// reached while the store fails, FlowControl{paused: true} reports it; FlowControl{paused:
+	// false} follows the next successful write. Default DefaultMaxUnflushedFactor × SaveEvery.
+	// Must be >= 0 (0 = default) and >= SaveEvery.
 	MaxUnflushed int
 	// RetryInitialDelay and RetryMaxDelay shape the backoff of failed checkpoint and gap writes:
 	// the n-th consecutive failure is retried after min(RetryInitialDelay × 2^(n-1),
