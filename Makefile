@@ -13,9 +13,10 @@ all: lint test
 test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set).
+## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set); DEMO_FLAGS
+## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).
 demo:
-	$(GO) run ./cmd/demo
+	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 ## bench: every benchmark, reported with its figures.
 bench:

@@ -205,6 +205,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Retry:               cs.retry,
 		DeadLetters:         dl,
 		DeadLetterRetention: cs.deadLetter.Retention,
+		AwaitSettleLimit:    true, // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
 		CheckpointerName:    checkpointerName,
 		Clock:               rt.clk,
 		Logger:              rt.log,

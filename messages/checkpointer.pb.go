@@ -503,12 +503,31 @@ func (x *Flushed) GetFenced() bool {
 	return false
 }
 
-// FlowControl is sent by the checkpointer to the dispatcher: paused=true when the settled but
-// unwritten events exceed MaxUnflushed (the checkpoint store is failing), paused=false after the
-// next successful write. While paused the dispatcher grants no more credit to the stream actor.
+// FlowControl is sent by the checkpointer to the dispatcher.
+//
+// settle_limit bounds the settled events that no successful checkpoint write covers. The
+// dispatcher grants credit only while
+//
+//	settlements it took since its latest AttachDispatcher + events in flight + unused credit
+//	  <= settle_limit
+//
+// and the checkpointer sets settle_limit = (Settled entries it had received from the dispatcher
+// when its last successful write was taken, or when its durable position was already the
+// current one) + MaxUnflushed, counted from the same AttachDispatcher. So the events settled and
+// not covered by a successful write never exceed MaxUnflushed, those still in flight included.
+// The checkpointer answers every AttachDispatcher with a FlowControl carrying it and sends a
+// larger one as writes succeed. attach echoes the AttachDispatcher the count runs from: the
+// dispatcher ignores a FlowControl of an earlier attach (sent before the checkpointer saw its
+// latest AttachDispatcher, or to an earlier instance). Without settle_limit, the dispatcher's
+// limit is unchanged.
+//
+// paused=true reports that the limit is reached while the checkpoint store fails, paused=false
+// follows the next successful write. While paused the dispatcher grants no credit at all.
 type FlowControl struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	SettleLimit   *uint64                `protobuf:"varint,2,opt,name=settle_limit,json=settleLimit,proto3,oneof" json:"settle_limit,omitempty"`
+	Attach        uint64                 `protobuf:"varint,3,opt,name=attach,proto3" json:"attach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,13 +569,31 @@ func (x *FlowControl) GetPaused() bool {
 	return false
 }
 
+func (x *FlowControl) GetSettleLimit() uint64 {
+	if x != nil && x.SettleLimit != nil {
+		return *x.SettleLimit
+	}
+	return 0
+}
+
+func (x *FlowControl) GetAttach() uint64 {
+	if x != nil {
+		return x.Attach
+	}
+	return 0
+}
+
 // AttachDispatcher tells the checkpointer where to send FlowControl: the PID (address, id) of the
-// dispatcher. The dispatcher sends it when it starts. The latest one wins; the current pause state
-// is sent to the newly attached PID at once when paused.
+// dispatcher. The dispatcher sends it when it starts and whenever a newer incarnation subscribes
+// (after sending every settlement it holds), so a restarted checkpointer learns it too. The latest
+// one wins and starts the count of settle_limit again; the checkpointer answers it with a
+// FlowControl at once. attach identifies this attach (unique in the process); FlowControl echoes
+// it.
 type AttachDispatcher struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
 	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Attach        uint64                 `protobuf:"varint,3,opt,name=attach,proto3" json:"attach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +642,13 @@ func (x *AttachDispatcher) GetId() string {
 	return ""
 }
 
+func (x *AttachDispatcher) GetAttach() uint64 {
+	if x != nil {
+		return x.Attach
+	}
+	return 0
+}
+
 var File_watchtree_v1_checkpointer_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
@@ -636,12 +680,16 @@ const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
 	"startAfter\x12$\n" +
 	"\x0elow_water_mark\x18\x03 \x01(\x04R\flowWaterMark\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
-	"\x06fenced\x18\x05 \x01(\bR\x06fenced\"%\n" +
+	"\x06fenced\x18\x05 \x01(\bR\x06fenced\"v\n" +
 	"\vFlowControl\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\"<\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12&\n" +
+	"\fsettle_limit\x18\x02 \x01(\x04H\x00R\vsettleLimit\x88\x01\x01\x12\x16\n" +
+	"\x06attach\x18\x03 \x01(\x04R\x06attachB\x0f\n" +
+	"\r_settle_limit\"T\n" +
 	"\x10AttachDispatcher\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id*\x9d\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
+	"\x06attach\x18\x03 \x01(\x04R\x06attach*\x9d\x01\n" +
 	"\tStartKind\x12\x1a\n" +
 	"\x16START_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17START_KIND_RESUME_AFTER\x10\x01\x12\x1a\n" +
@@ -692,6 +740,7 @@ func file_watchtree_v1_checkpointer_proto_init() {
 		return
 	}
 	file_watchtree_v1_error_proto_init()
+	file_watchtree_v1_checkpointer_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -31,14 +31,22 @@ const (
 // IdleInterval, so an idle stream never ages out of the oplog.
 //
 // The bound of unflushed progress, which is also the bound of replays after a crash:
+//   - at any time, at most MaxUnflushed settled events are not covered by a successful write:
+//     the stream takes new events only while the unwritten settlements plus the events in
+//     flight (handled or waiting in the dispatcher, or granted to the cursor as credit) stay
+//     within MaxUnflushed, so the events in flight cannot settle past it. A MaxUnflushed below
+//     the dispatcher's capacity (1,024 events) therefore also caps the events in flight, and
+//     the stream goes at the pace of the writes, each successful one making room again. Events
+//     that settle while an earlier one is still in flight (e.g. retrying) stop counting once
+//     the position up to that one is written: no position can cover them before it settles,
+//     and they replay after a crash like it;
 //   - with a healthy store, fewer than SaveEvery settled events, all settled within the last
 //     SaveInterval (plus the one write in flight), are replayed after a crash, together with the
-//     events that were in flight (at most the dispatcher's credit);
+//     events that were in flight and not settled;
 //   - with a failing store, a failed write stays due, is retried with backoff and reported
 //     (Observer CheckpointFailed); processing goes on until MaxUnflushed settled events are
-//     unwritten, then the stream pauses (no new credit) until a write succeeds. So at most
-//     MaxUnflushed settled events, plus the events the dispatcher already held, replay, whatever
-//     the outage length.
+//     unwritten, then the stream waits (no new credit) until a write succeeds. So at most
+//     MaxUnflushed settled events replay, whatever the outage length.
 type Checkpoint struct {
 	// SaveEvery is the number of settlements that triggers a write. Default 100. Must be >= 0;
 	// 0 means the default.
@@ -53,10 +61,11 @@ type Checkpoint struct {
 	// makes idle streams keep writing each other's checkpoints. Must be >= 0; 0 means the
 	// default.
 	IdleInterval time.Duration
-	// MaxUnflushed is the number of settled but unwritten events at which the stream pauses while
-	// the checkpoint store fails. Default 100 × SaveEvery (10,000 with the default SaveEvery,
-	// math.MaxInt if that overflows). Must be >= 0 (0 means the default) and, once defaulted,
-	// >= SaveEvery.
+	// MaxUnflushed is the most settled events that may be unwritten (not covered by a
+	// successful checkpoint write) at any time, the events in flight counted against it; the
+	// stream waits for a successful write when it is reached, as when the checkpoint store
+	// fails. Default 100 × SaveEvery (10,000 with the default SaveEvery). Must be >= 0 (0 means
+	// the default) and >= SaveEvery.
 	MaxUnflushed int
 }
 

@@ -65,6 +65,7 @@ type (
 		pos       position
 		version   uint64 // tracker version of the position written
 		settled   uint64 // settledTotal when the save was issued
+		recv      uint64 // recvTotal when the save was issued
 		lwm       uint64
 		err       error
 	}
@@ -131,7 +132,21 @@ type checkpointer struct {
 	failures         int
 	waiters          []flushWaiter
 
-	paused     bool
+	// Settle limit (FlowControl.settle_limit). It is counted in Settled entries received, every
+	// entry of every SettledBatch whatever its incarnation (what the dispatcher counts), as
+	// settledTotal skips duplicates and stale incarnations. recvTotal counts them over the
+	// instance's life; recvAtAttach is recvTotal at the latest AttachDispatcher (the dispatcher
+	// counts from there); recvFlushed is recvTotal where flushedSettled was last set. The limit
+	// is recvFlushed + MaxUnflushed − recvAtAttach.
+	recvTotal    uint64
+	recvAtAttach uint64
+	recvFlushed  uint64
+	attach       uint64 // AttachDispatcher.attach of the latest attach, echoed in FlowControl
+	flowSent     bool   // a FlowControl was sent to the current dispatcher
+	limitSent    uint64 // the settle_limit sent last
+	pausedSent   bool   // the paused flag sent last
+
+	paused     bool // the settle limit is reached while the store fails
 	dispatcher *actor.PID
 	fenced     bool
 }
@@ -169,10 +184,12 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 			return
 		}
 		c.dispatcher = actor.NewPID(m.GetAddress(), m.GetId())
-		c.log.Debug("dispatcher attached", zap.String("pid", c.dispatcher.String()))
-		if c.paused {
-			ctx.Send(c.dispatcher, &messages.FlowControl{Paused: true})
-		}
+		// Every SettledBatch the dispatcher sent before has arrived (one sender, FIFO): its count
+		// of settlements starts again here.
+		c.recvAtAttach, c.attach = c.recvTotal, m.GetAttach()
+		c.log.Debug("dispatcher attached", zap.String("pid", c.dispatcher.String()),
+			zap.Uint64("settle_limit", c.settleLimit()))
+		c.flow(ctx, true)
 	case *resolveResult:
 		if m.inst != c.inst {
 			c.stale++

@@ -73,10 +73,10 @@ type Config struct {
 	// position before answering; a failing Rebuild function answers a transient FAIL.
 	OnHistoryLost policy.HistoryLost
 	// Checkpoint says when the position is written (the stream's watchtree.CheckpointPolicy, as
-	// it is); policy.Checkpoint gives the fields and their defaults. Above MaxUnflushed
-	// unwritten settlements the checkpointer pauses the dispatcher with FlowControl until a
-	// write succeeds (see "Writes" and "Bound of unflushed progress" in the package
-	// documentation).
+	// it is); policy.Checkpoint gives the fields and their defaults. MaxUnflushed bounds the
+	// settlements not covered by a successful write, the events still in flight in the
+	// dispatcher included: the checkpointer's FlowControl.settle_limit lets the dispatcher take
+	// and grant only so many events (see the package documentation).
 	Checkpoint policy.Checkpoint
 	// RetryInitialDelay and RetryMaxDelay shape the backoff of failed checkpoint and gap writes:
 	// the n-th consecutive failure is retried after min(RetryInitialDelay × 2^(n-1),

@@ -27,8 +27,9 @@
 //     invalidate Event and the dispatcher copies the flag to its Settled.
 //   - Flush{} (a request) → Flushed{token, start_after, low_water_mark, error, fenced} once the
 //     write of the position current at the Flush has ended.
-//   - FlowControl{paused} to the dispatcher, whose PID comes from Config.Dispatcher or the
-//     latest AttachDispatcher{address, id}.
+//   - FlowControl{paused, settle_limit, attach} to the dispatcher, whose PID comes from
+//     Config.Dispatcher or the latest AttachDispatcher{address, id, attach}; every
+//     AttachDispatcher is answered at once (see Bound of unflushed progress).
 //
 // # Writes
 //
@@ -46,16 +47,25 @@
 //
 // # Bound of unflushed progress
 //
-// While the store fails, processing goes on until the settlements not covered by a successful
-// write exceed Checkpoint.MaxUnflushed; the checkpointer then sends FlowControl{paused: true}
-// and the dispatcher grants no more credit, so at most the events it already holds (its
-// capacity) settle after that. Hence, whatever the outage length:
+// The checkpointer counts the Settled entries it receives (all of them, whatever their
+// incarnation: the dispatcher counts every settlement it sends), from the dispatcher's latest
+// AttachDispatcher. Its flush mark is that count when the last successful write was taken, or
+// when the durable position was already the current one (settlements above an unsettled event
+// cannot be covered better). It sends the dispatcher
 //
-//	settlements since the last successful write ≤ MaxUnflushed + dispatcher capacity
+//	settle_limit = flush mark + MaxUnflushed   (counted from the attach)
 //
-// and at most that many settled events (plus those in flight) are replayed after a crash. With a
-// healthy store the bound is SaveEvery settlements or SaveInterval of progress, plus the write in
-// flight. FlowControl{paused: false} follows the next successful write.
+// on every attach and whenever it grows, and the dispatcher grants credit only while its
+// settlements since the attach + events in flight + unused credit ≤ settle_limit. Events in
+// flight can therefore never settle past the limit, and whatever the outage length:
+//
+//	settlements not covered by a successful write ≤ MaxUnflushed
+//
+// so at most MaxUnflushed settled events (plus those in flight and unsettled) are replayed
+// after a crash. With a healthy store the bound is SaveEvery settlements or SaveInterval of
+// progress, plus the write in flight. FlowControl{paused: true} reports that the limit is
+// reached while the store fails; FlowControl{paused: false} follows the next successful write.
+// A FlowControl echoes the attach it counts from; the dispatcher drops one of an earlier attach.
 //
 // # Concurrency
 //

@@ -6,11 +6,12 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -186,93 +187,154 @@ func TestTrackerRandomOrdersNeverPassUnsettled(t *testing.T) {
 	}
 }
 
-// TestActorWritesNeverPassUnsettled drives the actor with random settlement orders and a write
-// on every settlement, and checks every token written against what had been settled when it was
-// sent.
-// checkingStore wraps a Store and checks every saved token against the settlements sent so far
-// (the test marks a seq settled before sending it, so a token covering a seq not yet marked was
-// written past an unsettled event).
-type checkingStore struct {
+// gatedStore wraps a Store: every Save hands its checkpoint to the test on calls, then waits until
+// the test sends on release. The test decides when writes complete, and so how much settles while
+// one is in flight, whatever the scheduling.
+type gatedStore struct {
 	Store
-	t       *testing.T
-	mu      sync.Mutex
-	settled map[uint64]bool
-	bad     []string
-	writes  int
+	calls   chan store.Checkpoint
+	release chan struct{}
 }
 
-func (s *checkingStore) Save(ctx context.Context, cp store.Checkpoint) error {
-	s.mu.Lock()
-	if cp.Source == store.SourceEvent || cp.Source == store.SourcePBRT {
-		s.writes++
-		c := covered(s.t, cp.Token)
-		for q := uint64(1); q <= c; q++ {
-			if !s.settled[q] {
-				s.bad = append(s.bad, fmt.Sprintf("%s written with seq %d unsettled", tokData(cp.Token), q))
-				break
-			}
-		}
+func newGatedStore(s Store) *gatedStore {
+	return &gatedStore{Store: s, calls: make(chan store.Checkpoint), release: make(chan struct{})}
+}
+
+func (s *gatedStore) Save(ctx context.Context, cp store.Checkpoint) error {
+	select {
+	case s.calls <- cp:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	s.mu.Unlock()
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return s.Store.Save(ctx, cp)
 }
 
-func (s *checkingStore) mark(seqs []uint64) {
-	s.mu.Lock()
-	for _, q := range seqs {
-		s.settled[q] = true
-	}
-	s.mu.Unlock()
-}
-
-// TestActorWritesNeverPassUnsettled drives the actor with random settlement orders and a write
-// due on every settlement, and checks every token written against what had been sent settled.
+// TestActorWritesNeverPassUnsettled drives the actor with random settlement orders, in rounds,
+// with a write due on every settlement (SaveEvery 1). The store holds each write until the round
+// ends, so settlements keep arriving while a write is in flight and the next write must carry
+// the latest position; a Flush ends the round. Every write is checked against exactly the
+// settlements the actor had taken when it took the position: Checkpoint.Settled counts them, and
+// as the test settles each seq once, they are the first Settled seqs in the test's send order.
 func TestActorWritesNeverPassUnsettled(t *testing.T) {
-	var cs *checkingStore
+	var gs *gatedStore
 	h := newHarness(t, func(h *harness, c *Config) {
 		c.Checkpoint.SaveEvery = 1
-		cs = &checkingStore{Store: h.ms, t: t, settled: map[uint64]bool{}}
-		c.Store = cs
+		gs = newGatedStore(h.ms)
+		c.Store = gs
 	})
-	h.resolve(1)
-	event[CheckpointedEvent](h)
+	pass := func() store.Checkpoint { // lets the next write through
+		t.Helper()
+		select {
+		case cp := <-gs.calls:
+			gs.release <- struct{}{}
+			return cp
+		case <-time.After(waitFor):
+			t.Fatalf("no write within %v", waitFor)
+		}
+		return store.Checkpoint{}
+	}
+	h.request(&messages.ResolveStart{Incarnation: 1})
+	if cp := pass(); cp.Source != store.SourceInitial {
+		t.Fatalf("first write %+v, want the initial position", cp)
+	}
+	next[*messages.StartFrom](h)
+
 	rng := rand.New(rand.NewPCG(42, 42))
 	const total = 3000
-	var pending []uint64
-	var announced uint64
-	for announced < total || len(pending) > 0 {
-		if announced < total && (len(pending) == 0 || rng.IntN(3) == 0) {
-			n := min(uint64(rng.IntN(32)), total-announced)
-			for i := uint64(1); i <= n; i++ {
-				pending = append(pending, announced+i)
+	var (
+		pending   []uint64       // announced, not settled
+		announced uint64         // highest seq announced by Progress
+		sent      []uint64       // seqs in the order they were sent settled
+		sentAt    map[uint64]int // seq → its index in sent
+		lwm       uint64         // the test's low-water mark: every seq up to it was sent settled
+		writes    int            // writes checked
+		midRound  int            // writes taken while later settlements of their round were unsent
+		moved     int            // rounds in which the low-water mark moved
+		bad       []string
+	)
+	sentAt = map[uint64]int{}
+	check := func(cp store.Checkpoint) {
+		writes++
+		if int(cp.Settled) < len(sent) {
+			midRound++
+		}
+		for q := uint64(1); q <= covered(t, cp.Token); q++ {
+			if i, ok := sentAt[q]; !ok || i >= int(cp.Settled) {
+				bad = append(bad, fmt.Sprintf("%s written after %d settlements, seq %d not among them",
+					tokData(cp.Token), cp.Settled, q))
+				return
 			}
-			announced += n
-			h.progress(1, announced, pbrtTok(announced))
-			continue
-		}
-		var batch []uint64
-		for j := 0; j < 1+rng.IntN(8) && len(pending) > 0; j++ {
-			k := rng.IntN(min(len(pending), 16))
-			batch = append(batch, pending[k])
-			pending = append(pending[:k], pending[k+1:]...)
-		}
-		cs.mark(batch)
-		h.settle(1, batch...)
-	}
-	for {
-		e := event[CheckpointedEvent](h)
-		if covered(t, e.Checkpoint.Token) == total {
-			break
 		}
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if len(cs.bad) > 0 {
-		t.Fatalf("%d bad writes, first: %s", len(cs.bad), cs.bad[0])
+	for round := 1; announced < total || len(pending) > 0; round++ {
+		for steps := 1 + rng.IntN(16); steps > 0 && (announced < total || len(pending) > 0); steps-- {
+			if announced < total && (len(pending) == 0 || rng.IntN(3) == 0) {
+				n := min(uint64(rng.IntN(32)), total-announced)
+				for i := uint64(1); i <= n; i++ {
+					pending = append(pending, announced+i)
+				}
+				announced += n
+				h.progress(1, announced, pbrtTok(announced))
+				continue
+			}
+			var batch []uint64
+			for j := 0; j < 1+rng.IntN(8) && len(pending) > 0; j++ {
+				k := rng.IntN(min(len(pending), 16))
+				batch = append(batch, pending[k])
+				pending = append(pending[:k], pending[k+1:]...)
+			}
+			for _, q := range batch {
+				sentAt[q] = len(sent)
+				sent = append(sent, q)
+			}
+			h.settle(1, batch...)
+		}
+		before := lwm
+		for _, ok := sentAt[lwm+1]; ok; _, ok = sentAt[lwm+1] {
+			lwm++
+		}
+		if lwm > before {
+			moved++
+		}
+		// End the round: Flush, and let every write through until the Flushed answer.
+		h.request(&messages.Flush{})
+		deadline := time.After(waitFor)
+	drain:
+		for {
+			select {
+			case cp := <-gs.calls:
+				check(cp)
+				gs.release <- struct{}{}
+			case m := <-h.probe:
+				switch m := m.(type) {
+				case *messages.Flushed:
+					if m.GetError() != "" || m.GetLowWaterMark() != lwm {
+						t.Fatalf("round %d: Flushed %v, want low-water mark %d and no error", round, m, lwm)
+					}
+					break drain
+				case *messages.FlowControl: // writes held for a round may pause the (absent) dispatcher
+				default:
+					t.Fatalf("round %d: probe got %T %v", round, m, m)
+				}
+			case <-deadline:
+				t.Fatalf("round %d: no Flushed within %v", round, waitFor)
+			}
+		}
 	}
-	if cs.writes < 10 {
-		t.Fatalf("only %d writes", cs.writes)
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d writes passed an unsettled seq, first: %s", len(bad), writes, bad[0])
 	}
+	// Every round that moved the low-water mark wrote at least once; some writes were taken
+	// while their round still had settlements to come (else nothing was tested mid-stream).
+	if writes < moved || midRound == 0 {
+		t.Fatalf("%d writes (%d taken mid-round) over %d rounds that moved the low-water mark", writes, midRound, moved)
+	}
+	t.Logf("%d writes, %d taken mid-round, %d rounds moved the low-water mark", writes, midRound, moved)
 	if cp, _ := h.stored(); tokData(cp.Token) != tokData(pbrtTok(total)) {
 		t.Fatalf("final %q", tokData(cp.Token))
 	}

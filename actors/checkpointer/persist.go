@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -37,8 +38,10 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 	if c.fenced {
 		return
 	}
+	c.recvTotal += uint64(len(m.GetSettled()))
 	if m.GetIncarnation() != c.incarnation {
 		c.stale++
+		c.flow(ctx, false)
 		return
 	}
 	v := c.t.version
@@ -57,13 +60,14 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 	if c.t.version != v {
 		c.changed()
 	}
-	c.checkPause(ctx)
+	c.flow(ctx, false)
 	c.maybeSave(ctx, false)
 }
 
 // changed arms the interval timer at the first position change not covered by a write issued:
 // Checkpoint.SaveInterval when events settled since the last write issued,
-// Checkpoint.IdleInterval when only the PBRT moved. A settlement during an idle wait re-arms the shorter timer.
+// Checkpoint.IdleInterval when only the PBRT moved. A settlement during an idle wait re-arms the
+// shorter timer.
 func (c *checkpointer) changed() {
 	if c.t.version == c.persistedVersion || c.intervalDue {
 		return
@@ -94,13 +98,14 @@ func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 		// count towards MaxUnflushed. They still count towards SaveEvery: once the low-water
 		// mark moves, the write is due at once.
 		c.flushedSettled = c.settledTotal
+		c.recvFlushed = c.recvTotal
 		c.intervalDue = false
 		if c.retryTimer != nil {
 			c.retryTimer.Stop()
 			c.retryTimer = nil
 		}
 		c.answerWaiters(ctx, c.persistedVersion, nil)
-		c.checkUnpause(ctx)
+		c.flow(ctx, false)
 		return
 	}
 	if c.retryTimer != nil && !force {
@@ -128,7 +133,7 @@ func (c *checkpointer) submitSave() {
 	}
 	pos := c.t.pos
 	res := saveResult{inst: c.inst, gen: c.saveGen, cp: c.snapshot(pos), pos: pos, version: c.t.version,
-		settled: c.settledTotal, lwm: c.t.lwm}
+		settled: c.settledTotal, recv: c.recvTotal, lwm: c.t.lwm}
 	st := c.cfg.Store
 	c.w.submit(func(ctx context.Context) any {
 		r := res
@@ -155,6 +160,7 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 	covered := int(r.settled - c.writtenSettled)
 	c.writtenSettled = r.settled
 	c.flushedSettled = max(c.flushedSettled, r.settled)
+	c.recvFlushed = max(c.recvFlushed, r.recv)
 	c.persisted, c.persistedVersion = r.pos, r.version
 	if c.failures > 0 {
 		c.log.Info("checkpoint store recovered", zap.Int("failed_attempts", c.failures))
@@ -168,7 +174,7 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 	})
 	c.reportWrite(ctx, cp)
 	c.answerWaiters(ctx, r.version, nil)
-	c.checkUnpause(ctx)
+	c.flow(ctx, false)
 	c.maybeSave(ctx, len(c.waiters) > 0)
 }
 
@@ -186,32 +192,44 @@ func (c *checkpointer) saveFailed(ctx actor.Context, err error) {
 	c.emit("CheckpointFailed", func(e Events) {
 		e.CheckpointFailed(CheckpointFailedEvent{Err: err, Unflushed: unflushed, Attempt: c.failures, RetryIn: d})
 	})
-	c.checkPause(ctx)
+	c.flow(ctx, false)
 }
 
-// checkPause pauses the dispatcher when the settlements not covered by a successful write exceed
-// MaxUnflushed.
-func (c *checkpointer) checkPause(ctx actor.Context) {
-	if c.paused || c.unflushed() <= c.cfg.Checkpoint.MaxUnflushed {
-		return
+// settleLimit is the FlowControl.settle_limit of the current dispatcher: the settlements it may
+// have taken since it attached, events in flight and unused credit included. Saturates at 0 (no
+// credit) and at MaxUint64.
+func (c *checkpointer) settleLimit() uint64 {
+	limit := c.recvFlushed + uint64(c.cfg.Checkpoint.MaxUnflushed)
+	if limit < c.recvFlushed {
+		return math.MaxUint64
 	}
-	c.paused = true
-	c.log.Warn("too much unflushed progress: pausing the dispatcher", zap.Int("unflushed", c.unflushed()),
-		zap.Int("max_unflushed", c.cfg.Checkpoint.MaxUnflushed))
-	if c.dispatcher != nil {
-		ctx.Send(c.dispatcher, &messages.FlowControl{Paused: true})
+	if limit < c.recvAtAttach {
+		return 0
 	}
+	return limit - c.recvAtAttach
 }
 
-func (c *checkpointer) checkUnpause(ctx actor.Context) {
-	if !c.paused || c.unflushed() > c.cfg.Checkpoint.MaxUnflushed {
+// flow updates the pause state (the settle limit is reached while the store fails) and sends
+// FlowControl to the dispatcher when the limit or the pause state changed since the last one
+// sent, or always when force (a dispatcher just attached).
+func (c *checkpointer) flow(ctx actor.Context, force bool) {
+	unflushed := c.recvTotal - c.recvFlushed
+	paused := c.failures > 0 && unflushed >= uint64(c.cfg.Checkpoint.MaxUnflushed)
+	if paused != c.paused {
+		c.paused = paused
+		if paused {
+			c.log.Warn("MaxUnflushed settled events are unwritten: the dispatcher gets no more credit until a write succeeds",
+				zap.Uint64("unflushed", unflushed), zap.Int("max_unflushed", c.cfg.Checkpoint.MaxUnflushed))
+		} else {
+			c.log.Info("progress flushed: the dispatcher gets credit again", zap.Uint64("unflushed", unflushed))
+		}
+	}
+	limit := c.settleLimit()
+	if c.dispatcher == nil || (!force && c.flowSent && limit == c.limitSent && paused == c.pausedSent) {
 		return
 	}
-	c.paused = false
-	c.log.Info("progress flushed: resuming the dispatcher", zap.Int("unflushed", c.unflushed()))
-	if c.dispatcher != nil {
-		ctx.Send(c.dispatcher, &messages.FlowControl{Paused: false})
-	}
+	c.flowSent, c.limitSent, c.pausedSent = true, limit, paused
+	ctx.Send(c.dispatcher, &messages.FlowControl{Paused: paused, SettleLimit: &limit, Attach: c.attach})
 }
 
 // onFlush writes the current position now and answers Flushed once the write ended.

@@ -240,40 +240,46 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 			h.clk.Advance(want)
 		}
 	}
-	// Processing goes on; past MaxUnflushed the dispatcher is paused.
-	h.settle(1, 3, 4, 5)
+	// The dispatcher may let MaxUnflushed events settle past the last successful write (the
+	// start position, written before any settled): its settle limit is 5.
+	if fc := next[*messages.FlowControl](h); fc.SettleLimit == nil || fc.GetSettleLimit() != 5 || fc.GetPaused() {
+		t.Fatalf("FlowControl %v, want settle_limit 5, not paused", fc)
+	}
+	// Processing goes on; at MaxUnflushed, with the store down, the dispatcher is paused.
+	h.settle(1, 3, 4)
 	h.sync()
 	select {
 	case m := <-h.probe:
-		t.Fatalf("unexpected %v at 5 unflushed", m)
+		t.Fatalf("unexpected %v at 4 unflushed", m)
 	default:
 	}
-	h.settle(1, 6)
-	if fc := next[*messages.FlowControl](h); !fc.GetPaused() {
-		t.Fatalf("FlowControl %v, want paused", fc)
+	h.settle(1, 5)
+	if fc := next[*messages.FlowControl](h); !fc.GetPaused() || fc.GetSettleLimit() != 5 {
+		t.Fatalf("FlowControl %v, want paused at settle_limit 5", fc)
 	}
-	// The store comes back: the pending retry writes the newest position and unpauses.
+	// The store comes back: the pending retry writes the newest position, raises the limit by
+	// what it covered and unpauses.
 	down.Store(false)
 	h.clk.Advance(400 * time.Millisecond)
 	ev := event[CheckpointedEvent](h)
-	if tokData(ev.Checkpoint.Token) != tokData(evTok(6)) || ev.Settled != 6 {
+	if tokData(ev.Checkpoint.Token) != tokData(evTok(5)) || ev.Settled != 5 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
-	if fc := next[*messages.FlowControl](h); fc.GetPaused() {
-		t.Fatalf("FlowControl %v, want unpaused", fc)
+	if fc := next[*messages.FlowControl](h); fc.GetPaused() || fc.GetSettleLimit() != 10 {
+		t.Fatalf("FlowControl %v, want unpaused with settle_limit 10", fc)
 	}
-	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(6)) {
+	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(5)) {
 		t.Fatalf("stored %q", tokData(cp.Token))
 	}
 	// The backoff starts over after a success.
 	down.Store(true)
-	h.settle(1, 7, 8)
+	h.settle(1, 6, 7)
 	if f := event[CheckpointFailedEvent](h); f.Attempt != 1 || f.RetryIn != 100*time.Millisecond {
 		t.Fatalf("failure after recovery %+v", f)
 	}
 	// A Flush during the outage answers with the error.
 	fl := h.flush()
-	if fl.GetError() == "" || tokData(fl.GetToken()) != tokData(evTok(6)) {
+	if fl.GetError() == "" || tokData(fl.GetToken()) != tokData(evTok(5)) {
 		t.Fatalf("Flushed %v, want the error and the last durable position", fl)
 	}
 	event[CheckpointFailedEvent](h)
@@ -296,11 +302,58 @@ func TestAttachDispatcherGetsCurrentPause(t *testing.T) {
 	h.settle(1, 1, 2)
 	event[CheckpointFailedEvent](h)
 	h.sync()
-	h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id})
-	if fc := next[*messages.FlowControl](h); !fc.GetPaused() {
-		t.Fatalf("FlowControl %v", fc)
+	h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 7})
+	// Both settlements received before the attach are unwritten, more than MaxUnflushed: the
+	// newly attached dispatcher may let nothing more settle.
+	if fc := next[*messages.FlowControl](h); !fc.GetPaused() || fc.SettleLimit == nil || fc.GetSettleLimit() != 0 ||
+		fc.GetAttach() != 7 {
+		t.Fatalf("FlowControl %v, want paused, settle_limit 0, attach 7", fc)
 	}
 	h.ms.SetFault(nil)
+}
+
+// The settle limit answers every AttachDispatcher, counted from that attach (settlements
+// received before it and not covered by a successful write count against it), and grows by what
+// each successful write covered, or at once when the durable position is already the current
+// one. Settlements of a stale incarnation count too: the dispatcher counts every settlement it
+// sends.
+func TestSettleLimitCountsFromAttach(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) {
+		c.Dispatcher = nil
+		c.Checkpoint.SaveEvery = 3
+		c.Checkpoint.MaxUnflushed = 10
+		c.Checkpoint.SaveInterval = time.Hour
+	})
+	attach := func(id uint64) {
+		h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: id})
+	}
+	wantLimit := func(attach, limit uint64) {
+		t.Helper()
+		fc := next[*messages.FlowControl](h)
+		if fc.SettleLimit == nil || fc.GetSettleLimit() != limit || fc.GetAttach() != attach || fc.GetPaused() {
+			t.Fatalf("FlowControl %v, want settle_limit %d, attach %d, not paused", fc, limit, attach)
+		}
+	}
+	h.progress(1, 20, nil)
+	h.settle(1, 1, 2) // fewer than SaveEvery: not written
+	h.sync()
+	attach(7)
+	wantLimit(7, 8) // 10 - the 2 unwritten
+	h.settle(1, 3)  // a write of 1..3, covering 3 settlements
+	event[CheckpointedEvent](h)
+	wantLimit(7, 11) // 3 + 10 - the 2 received before the attach
+	h.settle(2, 4)   // a stale incarnation: dropped, but counted
+	h.settle(1, 4, 5, 6)
+	event[CheckpointedEvent](h)
+	wantLimit(7, 15) // 7 received, 2 of them before the attach
+	// 7 stays unsettled: the low-water mark cannot move, the durable position is the current
+	// one, so 8 and 9 count as covered without a write.
+	h.settle(1, 8, 9)
+	wantLimit(7, 17)
+	h.noEvent()
+	// A new attach counts from itself: nothing received is unwritten.
+	attach(9)
+	wantLimit(9, 10)
 }
 
 func TestFencedWriteIsTerminal(t *testing.T) {

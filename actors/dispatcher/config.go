@@ -64,6 +64,13 @@ type Config struct {
 	// DeadLetterTimeout bounds one PutDeadLetter call (a context deadline, wall clock). Default
 	// 30s. Must be >= 0.
 	DeadLetterTimeout time.Duration
+	// AwaitSettleLimit makes the dispatcher grant no credit after it attaches to the checkpointer
+	// (AttachDispatcher: on start, and on every Subscribe of a newer incarnation, so that a
+	// restarted checkpointer learns of it) until the checkpointer answered with a FlowControl
+	// carrying a settle_limit. The root sets it: the checkpointer bounds the settled events no
+	// successful checkpoint write covers by MaxUnflushed through that limit, which must hold from
+	// the first event on. Default false: a settle_limit is honoured once one arrives.
+	AwaitSettleLimit bool
 	// Checkpointer receives Progress and SettledBatch. Default: the sibling actor named
 	// CheckpointerName under the dispatcher's parent (the stream supervisor). An
 	// AttachCheckpointer message replaces it.

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,10 @@ var lanesSettled = &messages.LanesSettled{}
 // generations numbers timer messages process-wide, so a tick of an earlier instance (queued
 // across a restart) never matches a timer of the current one.
 var generations atomic.Uint64
+
+// attaches numbers AttachDispatcher messages process-wide, so that a FlowControl answering an
+// earlier attach (of this instance or of an earlier one) is recognised and dropped.
+var attaches atomic.Uint64
 
 // dispatcher is the actor. Every field is touched only on the actor's goroutine, except what the
 // lanes share through laneShared, lane queues and settleBuf.
@@ -49,6 +54,14 @@ type dispatcher struct {
 	paused      bool
 	held        []item // accepted events waiting behind a barrier (Lanes > 1)
 	barrier     bool   // a keyless event is in lane 0; nothing else runs until it settles
+
+	// settle limit (FlowControl.settle_limit): credit is granted only while the settlements
+	// taken since the latest attach, plus inFlight and credit, stay within limit.
+	attachID        uint64 // AttachDispatcher.attach of the latest attach
+	settledAtAttach uint64 // counts.Settled at the latest attach
+	limit           uint64
+	limited         bool // limit is known for the latest attach
+	awaitingLimit   bool // Config.AwaitSettleLimit: no credit until the latest attach is answered
 
 	// settlement flushing
 	pending    []settlement // taken from the lanes, not yet sent
@@ -150,13 +163,37 @@ func (d *dispatcher) start(ctx actor.Context) {
 	d.log.Debug("dispatcher started", zap.Int("lanes", d.cfg.Lanes), zap.Int("capacity", d.cfg.Capacity))
 }
 
-// attach tells the checkpointer where to send FlowControl.
+// attach tells the checkpointer where to send FlowControl, and starts a new count of the settle
+// limit: the settlements taken so far are sent first, so that the checkpointer has received them
+// all when it answers the attach.
 func (d *dispatcher) attach(ctx actor.Context) {
 	if d.checkpointer == nil {
 		d.log.Warn("dispatcher has no checkpointer yet: Config.Checkpointer is nil and it has no parent; send AttachCheckpointer")
 		return
 	}
-	ctx.Send(d.checkpointer, &messages.AttachDispatcher{Address: d.self.Address, Id: d.self.Id})
+	d.flushAll(ctx)
+	d.attachID = attaches.Add(1)
+	d.settledAtAttach = d.counts.Settled
+	d.limited = false
+	d.awaitingLimit = d.cfg.AwaitSettleLimit
+	ctx.Send(d.checkpointer, &messages.AttachDispatcher{Address: d.self.Address, Id: d.self.Id, Attach: d.attachID})
+}
+
+// limitFree is the credit the settle limit still allows: the limit minus the settlements taken
+// since the attach, the events in flight and the unused credit. math.MaxInt without a limit, 0
+// while one is awaited.
+func (d *dispatcher) limitFree() int {
+	switch {
+	case d.awaitingLimit:
+		return 0
+	case !d.limited:
+		return math.MaxInt
+	}
+	used := d.counts.Settled - d.settledAtAttach + uint64(d.inFlight) + uint64(d.credit)
+	if used >= d.limit {
+		return 0
+	}
+	return int(min(d.limit-used, uint64(math.MaxInt)))
 }
 
 // onSubscribe starts a new incarnation: its credit is whatever capacity the events still in
@@ -182,9 +219,14 @@ func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
 		return
 	}
 	d.incarnation, d.stream, d.credit = m.Incarnation, sender, 0
+	if d.cfg.AwaitSettleLimit {
+		// A new incarnation may follow a restart of the checkpointer, which then knows neither
+		// this dispatcher nor its count: attach again and wait for the answer.
+		d.attach(ctx)
+	}
 	grant := 0
 	if !d.paused && !d.draining && !d.drained {
-		grant = max(d.cfg.Capacity-d.inFlight, 0)
+		grant = min(max(d.cfg.Capacity-d.inFlight, 0), d.limitFree())
 	}
 	d.credit = grant
 	ctx.Send(d.stream, &messages.Demand{Incarnation: d.incarnation, Credit: uint32(grant)})
@@ -423,8 +465,8 @@ func (d *dispatcher) reportCounts(ctx actor.Context) {
 		DeadLettered: c.DeadLettered - r.DeadLettered, Dropped: c.Dropped - r.Dropped})
 }
 
-// replenish grants the current incarnation the free capacity once it is worth a message: a
-// quarter of the capacity, or everything when nothing is in flight.
+// replenish grants the current incarnation the free capacity once it is worth a message (a
+// quarter of the capacity, or everything when nothing is in flight), within the settle limit.
 func (d *dispatcher) replenish(ctx actor.Context) {
 	if d.paused || d.draining || d.drained || d.stream == nil {
 		return
@@ -436,21 +478,36 @@ func (d *dispatcher) replenish(ctx actor.Context) {
 	if free < max(d.cfg.Capacity/4, 1) && d.inFlight > 0 {
 		return
 	}
+	// A binding limit only grows with a FlowControl, so granting what it allows at once costs
+	// one Demand per FlowControl at most.
+	if free = min(free, d.limitFree()); free <= 0 {
+		return
+	}
 	d.credit += free
 	ctx.Send(d.stream, &messages.Demand{Incarnation: d.incarnation, Credit: uint32(free)})
 }
 
 func (d *dispatcher) onFlowControl(ctx actor.Context, m *messages.FlowControl) {
-	if m.Paused == d.paused {
-		return
+	if m.SettleLimit != nil {
+		if m.GetAttach() != d.attachID {
+			d.log.Debug("FlowControl of an earlier attach dropped", zap.Uint64("attach", m.GetAttach()),
+				zap.Uint64("current", d.attachID))
+			return
+		}
+		if !d.limited || m.GetSettleLimit() > d.limit {
+			d.limit = m.GetSettleLimit()
+		}
+		d.limited, d.awaitingLimit = true, false
 	}
-	d.paused = m.Paused
-	if d.paused {
-		d.log.Warn("checkpointer paused the flow: no more credit until it catches up",
-			zap.Int("inFlight", d.inFlight), zap.Int("credit", d.credit))
-		return
+	if m.Paused != d.paused {
+		d.paused = m.Paused
+		if d.paused {
+			d.log.Warn("checkpointer paused the flow: no more credit until it catches up",
+				zap.Int("inFlight", d.inFlight), zap.Int("credit", d.credit))
+			return
+		}
+		d.log.Info("checkpointer resumed the flow")
 	}
-	d.log.Info("checkpointer resumed the flow")
 	d.replenish(ctx)
 }
 

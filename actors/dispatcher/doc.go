@@ -10,7 +10,7 @@
 //	dispatcher   → Progress{incarnation, through_seq, pbrt}   to the checkpointer, per accepted batch,
 //	                                                            before any Settled of that batch
 //	dispatcher   → SettledBatch{incarnation, settled: [{seq, resume_token, outcome}]}   to the checkpointer
-//	checkpointer → FlowControl{paused}               paused: no new credit until resumed
+//	checkpointer → FlowControl{paused, settle_limit, attach}   no new credit while paused; credit within settle_limit
 //	runtime      → Drain{timeout_ms} → Drained{settled, unsettled, timed_out}
 //	anyone       → DispatcherStatsRequest → DispatcherStats
 //
@@ -31,7 +31,15 @@
 //
 // The checkpointer is Config.Checkpointer, else the sibling named Config.CheckpointerName
 // ("checkpointer") under the same parent, else whatever AttachCheckpointer names. On start the
-// dispatcher sends AttachDispatcher{its PID} to it, so FlowControl finds its way back.
+// dispatcher sends AttachDispatcher{its PID, attach} to it, so FlowControl finds its way back;
+// with Config.AwaitSettleLimit also on every Subscribe of a newer incarnation (a restarted
+// checkpointer learns of it that way), and it then grants no credit until the answer.
+//
+// The settle limit bounds the settled events no successful checkpoint write covers: once the
+// answer to the latest attach carried a settle_limit, credit is granted only while the
+// settlements taken since that attach + events in flight + unused credit stay within it, and
+// settlements are sent before the attach so that the checkpointer counts from the same point. A
+// FlowControl whose attach is not the latest is dropped.
 //
 // # Lanes and order
 //

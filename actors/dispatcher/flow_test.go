@@ -252,6 +252,44 @@ func TestFlowControlPausesCredit(t *testing.T) {
 	}
 }
 
+// The settle limit bounds settlements since the attach + events in flight + credit. With
+// AwaitSettleLimit a Subscribe attaches again and gets no credit until the checkpointer answers
+// that attach; an answer to an earlier attach is ignored; then the limit, not the capacity,
+// decides the credit, and capacity freed by settlements is not granted until the limit grows.
+func TestSettleLimitBoundsCredit(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 8; c.AwaitSettleLimit = true })
+	first := h.attach
+	if c := h.subscribe(1); c != 0 {
+		t.Fatalf("credit %d before any settle limit, want 0", c)
+	}
+	re, ok := h.nextCP().(*messages.AttachDispatcher)
+	if !ok || re.Attach == first {
+		t.Fatalf("checkpointer got %v on Subscribe, want a new AttachDispatcher (first was %d)", re, first)
+	}
+	limit := func(attach, n uint64) {
+		h.sys.Root.Send(h.disp, &messages.FlowControl{SettleLimit: &n, Attach: attach})
+	}
+	limit(first, 100)
+	h.noDemand()
+	limit(re.Attach, 3)
+	if d := h.demand(); d.Credit != 3 {
+		t.Fatalf("Demand %v, want the limit 3", d)
+	}
+	h.credit = 3
+	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "c"))
+	g.open(3)
+	h.waitSettled(1, 2, 3)
+	h.noDemand()
+	limit(re.Attach, 5)
+	if d := h.demand(); d.Credit != 2 {
+		t.Fatalf("Demand %v, want 2 (limit 5 - 3 settled)", d)
+	}
+	if st := h.stats(); st.Credit != 2 || st.Paused {
+		t.Fatalf("stats %v", st)
+	}
+}
+
 func TestSettleBatching(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) {

@@ -241,6 +241,7 @@ type harness struct {
 
 	inc     uint64
 	credit  int
+	attach  uint64 // AttachDispatcher.attach of the dispatcher's first attach
 	maxProg uint64 // highest Progress.through_seq the checkpointer probe saw
 	settled map[uint64]*messages.Settled
 	setInc  map[uint64]uint64 // seq → SettledBatch.incarnation
@@ -297,9 +298,11 @@ func newHarness(t *testing.T, r Router, opts ...hopt) *harness {
 		t.Fatal("dispatcher not spawned")
 	}
 	// The dispatcher announces itself to the checkpointer first.
-	if m, ok := h.nextCP().(*messages.AttachDispatcher); !ok || m.Id != h.disp.Id {
+	m, ok := h.nextCP().(*messages.AttachDispatcher)
+	if !ok || m.Id != h.disp.Id {
 		t.Fatalf("first checkpointer message = %v, want AttachDispatcher{%s}", m, h.disp.Id)
 	}
+	h.attach = m.Attach
 	t.Cleanup(func() {
 		for _, p := range []*actor.PID{h.parent, h.stream, h.cp} {
 			if err := sys.Root.StopFuture(p).Wait(); err != nil {

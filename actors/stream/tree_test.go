@@ -2,9 +2,13 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -158,4 +162,94 @@ func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 	if last := opened[len(opened)-1]; last.Kind != messages.StartKind_START_KIND_START_AFTER || last.Incarnation != 2 {
 		t.Fatalf("last Opened %+v", last)
 	}
+}
+
+// failedWrites reports the checkpointer's failed writes on a channel.
+type failedWrites struct {
+	checkpointer.NopEvents
+	ch chan checkpointer.CheckpointFailedEvent
+}
+
+func (f failedWrites) CheckpointFailed(e checkpointer.CheckpointFailedEvent) {
+	select {
+	case f.ch <- e:
+	default: // the test waits for the first only
+	}
+}
+
+// While the checkpoint store is down, the settled events no successful write covers (those a
+// crash would replay) never exceed MaxUnflushed: the tree stops taking events once MaxUnflushed
+// of them settled, not MaxUnflushed plus the dispatcher's credit later. Once a write succeeds
+// the stream goes on.
+func TestStreamUnflushedBoundWhileStoreDown(t *testing.T) {
+	const maxUnflushed, total = 40, 1500
+	h := newHarness(t, harnessOpts{noTree: true})
+	router := &recRouter{handled: map[int]int{}, ops: map[string]int{}}
+	log := zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
+	ms := memstore.New(memstore.Options{})
+	var down atomic.Bool
+	ms.SetFault(func(_ context.Context, op memstore.Op) error {
+		if op == memstore.OpSave && down.Load() {
+			return errors.New("test: checkpoint store down")
+		}
+		return nil
+	})
+	failed := failedWrites{ch: make(chan checkpointer.CheckpointFailedEvent, 1)}
+	cpProps, err := checkpointer.New(checkpointer.Config{Stream: "orders", Store: ms, Positions: positions{h.coll},
+		Checkpoint: policy.Checkpoint{SaveEvery: 10, MaxUnflushed: maxUnflushed}, Clock: h.clk, Logger: log, Events: failed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dProps, err := dispatcher.New(dispatcher.Config{Stream: "orders", Router: router, Capacity: 256, Lanes: 4,
+		AwaitSettleLimit: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := New(Config{Stream: "orders", Watcher: h.watcher, MaxAwaitTime: 50 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.spawn(supervisor.Config{Stream: "orders", Child: child, Siblings: []supervisor.Sibling{
+		{Name: "checkpointer", Props: cpProps}, {Name: "dispatcher", Props: dProps}}})
+	h.await(supervisor.StateRunning) // the first start wrote the initial position
+	down.Store(true)
+	h.insert(0, total)
+
+	// Every event handled from now on is settled and unwritten. Wait until the dispatcher holds
+	// neither events nor credit: nothing more can be handled until a write succeeds.
+	disp := actor.NewPID(h.sup.Address, h.sup.Id+"/dispatcher")
+	stats := func() *messages.DispatcherStats {
+		res, err := h.sys.Root.RequestFuture(disp, &messages.DispatcherStatsRequest{}, waitLimit).Result()
+		if err != nil {
+			t.Fatalf("dispatcher stats: %v", err)
+		}
+		return res.(*messages.DispatcherStats)
+	}
+	var st *messages.DispatcherStats
+	defer func() {
+		if t.Failed() {
+			t.Logf("last dispatcher stats: %v", st)
+		}
+	}()
+	eventually(t, "the dispatcher holds no event and no credit", func() bool {
+		st = stats()
+		return st.GetSettled() > 0 && st.GetInFlight() == 0 && st.GetCredit() == 0
+	})
+	handled := router.op("insert")
+	if st.GetSettled() != maxUnflushed || handled != maxUnflushed {
+		t.Fatalf("store down: %d events settled, %d handled; want exactly MaxUnflushed = %d (no more, and no pause before)",
+			st.GetSettled(), handled, maxUnflushed)
+	}
+
+	// The store is back: the retry (armed before the failure is reported) writes, and the stream
+	// handles the rest.
+	select {
+	case <-failed.ch:
+	case <-time.After(waitLimit):
+		t.Fatal("no failed checkpoint write reported")
+	}
+	down.Store(false)
+	h.clk.Advance(time.Minute)
+	eventually(t, "every order handled after the store came back", func() bool { return router.all(0, total) })
+	h.noTransition()
 }

@@ -7,9 +7,12 @@
 // it); halfway a new runtime is started. It resumes from the checkpoint, and the events replayed
 // after it are absorbed by the idempotent payment.
 //
-// With MONGODB_URI unset it starts the embedded simulator (test/mongosim) and says so. It shows
-// progress while it runs, ends with a summary table, and exits 1 if any order was lost (neither
-// charged nor dead-lettered) or charged twice.
+// With MONGODB_URI unset it starts the embedded simulator (test/mongosim) and says so. It works in
+// a database of its own (--db, default watchtree_demo): before it starts it drops the collections
+// it owns there (demoCollections), after printing which, and it refuses, dropping nothing, a
+// database that holds any other collection, so that pointing it at a real deployment never
+// destroys a user's data. It shows progress while it runs, ends with a summary table, and exits 1
+// if any order was lost (neither charged nor dead-lettered) or charged twice.
 package main
 
 import (
@@ -19,6 +22,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +37,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -43,6 +49,20 @@ func main() {
 
 // streamName is the demo stream's name: the _id of its checkpoint, the stream of its dead letters.
 const streamName = "orders"
+
+// defaultDB is the default of --db: a database of the demo's own, so that a run against a user's
+// MONGODB_URI does not touch the user's databases unless told to.
+const defaultDB = "watchtree_demo"
+
+// demoCollections are the collections the demo writes in its database (the orders, the payments
+// and the runtime's records under mongostore's default names): the only ones it drops, and the
+// only ones it accepts to find there.
+var demoCollections = []string{"orders", "payments", mongostore.DefaultCheckpointCollection,
+	mongostore.DefaultDeadLetterCollection, mongostore.DefaultGapCollection}
+
+// errForeignCollections is returned (wrapped, naming the database and the collections) when the
+// demo's database holds collections that are not the demo's: it then drops nothing.
+var errForeignCollections = errors.New("database holds collections that are not the demo's")
 
 // config holds the flags.
 type config struct {
@@ -66,8 +86,11 @@ func newCommand(out io.Writer) *cobra.Command {
 		Long: "demo runs a watchtree runtime whose stream \"orders\" charges each order inserted into\n" +
 			"<db>.orders into <db>.payments, idempotent by the event ID; poison orders end as dead\n" +
 			"letters. Midway the runtime is stopped as if it crashed and started again. MONGODB_URI\n" +
-			"selects a real replica set; unset, an embedded mongosim is started. It drops <db>.orders,\n" +
-			"<db>.payments and the watchtree collections (_wt_*) of <db> first.",
+			"selects a real replica set; unset, an embedded mongosim is started.\n\n" +
+			"The demo works in the database --db (default " + defaultDB + "). Before it starts it drops\n" +
+			"the collections it owns there (" + strings.Join(demoCollections, ", ") + "),\n" +
+			"printing which. It refuses a database that holds any other collection: it then drops\n" +
+			"nothing, names the foreign collections and exits 1.",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -82,8 +105,9 @@ func newCommand(out io.Writer) *cobra.Command {
 			return err
 		},
 	}
+	cmd.SetOut(out) // --help goes where the demo's output goes
 	f := cmd.Flags()
-	f.StringVar(&cfg.db, "db", "shop", "database holding orders, payments and watchtree's records")
+	f.StringVar(&cfg.db, "db", defaultDB, "database of the demo (its demo collections are dropped first; any other collection there makes the demo refuse)")
 	f.IntVar(&cfg.orders, "orders", 3000, "orders the load generator inserts")
 	f.IntVar(&cfg.poisonEvery, "poison-every", 97, "every n-th order is poison: its charge always fails (0: none)")
 	f.IntVar(&cfg.lanes, "lanes", 4, "lanes of the stream (parallel across orders)")
@@ -137,6 +161,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if cfg.orders <= 0 || cfg.poisonEvery < 0 || cfg.lanes <= 0 || cfg.crashAfter < 0 || cfg.progress <= 0 || cfg.rate < 0 {
 		return errors.New("--orders, --lanes and --progress must be positive, --poison-every, --rate and --crash-stop >= 0")
 	}
+	if cfg.db == "" {
+		return errors.New("--db must not be empty")
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	out = &syncWriter{w: out} // the progress goroutine writes too
@@ -151,7 +178,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		uri = srv.URI()
 		fmt.Fprintf(out, "MONGODB_URI is not set: started the embedded mongosim at %s\n", uri)
 	} else {
-		fmt.Fprintf(out, "using MONGODB_URI\n")
+		fmt.Fprintf(out, "using MONGODB_URI, database %s\n", cfg.db)
 	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("watchtree-demo").
 		SetHeartbeatInterval(500 * time.Millisecond))
@@ -168,10 +195,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return fmt.Errorf("cannot reach MongoDB within 10s: %w", err)
 	}
 	db := client.Database(cfg.db)
-	for _, c := range []string{"orders", "payments", "_wt_checkpoints", "_wt_dead_letters", "_wt_gaps"} {
-		if err := db.Collection(c).Drop(ctx); err != nil {
-			return fmt.Errorf("reset %s.%s: %w", cfg.db, c, err)
-		}
+	if err := resetDatabase(ctx, db, out); err != nil {
+		return err
 	}
 	logger := zap.NewNop()
 	if cfg.verbose {
@@ -340,6 +365,55 @@ func (d *demo) startRuntime(ctx context.Context) (*watchtree.Runtime, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// resetDatabase drops the demo's collections of db after printing which, or, when db holds any
+// other collection, drops nothing and returns an error wrapping errForeignCollections that names
+// the database and the foreign collections.
+func resetDatabase(ctx context.Context, db *mongo.Database, out io.Writer) error {
+	names, err := db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list the collections of database %s: %w", db.Name(), err)
+	}
+	var own, foreign []string
+	for _, n := range names {
+		if slices.Contains(demoCollections, n) {
+			own = append(own, n)
+		} else {
+			foreign = append(foreign, n)
+		}
+	}
+	if len(foreign) > 0 {
+		slices.Sort(foreign)
+		return fmt.Errorf("%w: database %s holds %s; nothing was dropped. The demo drops its own collections "+
+			"(%s) before it starts, so it needs a database that holds nothing else: choose one with --db",
+			errForeignCollections, db.Name(), strings.Join(foreign, ", "), strings.Join(demoCollections, ", "))
+	}
+	fmt.Fprintln(out, announcement(db.Name(), own))
+	for _, c := range own {
+		if err := db.Collection(c).Drop(ctx); err != nil {
+			return fmt.Errorf("drop %s.%s: %w", db.Name(), c, err)
+		}
+	}
+	return nil
+}
+
+// announcement is the line printed before resetDatabase drops the demo collections own of db.
+func announcement(db string, own []string) string {
+	if len(own) == 0 {
+		return fmt.Sprintf("database %s holds no collections: nothing to drop", db)
+	}
+	own = slices.Clone(own)
+	// In demoCollections order, which reads orders, payments, then watchtree's records.
+	slices.SortFunc(own, func(a, b string) int {
+		return slices.Index(demoCollections, a) - slices.Index(demoCollections, b)
+	})
+	qualified := make([]string, len(own))
+	for i, c := range own {
+		qualified[i] = db + "." + c
+	}
+	return fmt.Sprintf("dropping the demo's collections left in database %s (it holds no others): %s",
+		db, strings.Join(qualified, ", "))
 }
 
 // writeOrders inserts orders from..to in batches of 50.
