@@ -3,7 +3,6 @@ package watchtree_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -34,17 +33,7 @@ func Example() {
 	}
 	defer client.Disconnect(ctx)
 
-	// The Observer gets typed lifecycle events; here it tells when the stream's cursor is open.
-	started := make(chan struct{}, 1)
-	observer := watchtree.ObserverFunc(func(ev watchtree.ObserverEvent) {
-		if _, ok := ev.(watchtree.Started); ok {
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-		}
-	})
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "shop", Observer: observer})
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "shop"})
 	if err != nil {
 		panic(err)
 	}
@@ -65,12 +54,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	// A new stream starts from the current position: write once its cursor is open.
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		panic("the stream did not start")
-	}
+	// Spawn returned: the stream's position is fixed, every write from now on is delivered.
 	orders := client.Database("shop").Collection("orders")
 	for i, amount := range []float64{12.5, 30, 7.25} {
 		if _, err := orders.InsertOne(ctx, bson.D{{Key: "_id", Value: i + 1}, {Key: "amount", Value: amount}}); err != nil {

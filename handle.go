@@ -156,7 +156,7 @@ func (h *Handle) Status(ctx context.Context) (StreamStatus, error) { return h.e.
 // the supervisor by any other actor. When a step does not finish in time, Stop returns an error
 // matching context.DeadlineExceeded that names the step (Status().LastStop has the details);
 // the events left unsettled are redelivered on the next start.
-func (h *Handle) Stop(ctx context.Context) error { return h.e.stop(ctx, "operator stop") }
+func (h *Handle) Stop(ctx context.Context) error { return h.e.stop(ctx, "handle") }
 
 // Start starts a stopped or crashed stream: it resumes after its checkpoint (Latest and At
 // start positions apply to the first start after Spawn only). Starting a stream that is up
