@@ -34,7 +34,7 @@ const (
 var runtimeSeq atomic.Uint64
 
 // Runtime runs stream trees: one supervisor per stream, with its checkpointer, dispatcher and
-// stream actor (design §2). Create it with New, start it with Start, add streams with Spawn (or
+// stream actor. Create it with New, start it with Start, add streams with Spawn (or
 // Props), and stop everything with Stop. All methods are safe for concurrent use.
 //
 // Lifecycle: New validates and does no I/O; Start creates (or joins) the actor system and

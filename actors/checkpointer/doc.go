@@ -1,7 +1,7 @@
 // Package checkpointer is the checkpointer actor of a stream tree: it resolves where the stream
 // actor opens its change stream (the resume cascade), applies OnHistoryLost, tracks the
 // low-water mark of settled events across the dispatcher's lanes and persists the resume
-// position (design §2–§3).
+// position.
 //
 // # Protocol (messages in package messages, checkpointer.proto and stream.proto)
 //

@@ -22,7 +22,7 @@ const (
 	sourceAt     = "at"
 )
 
-// onResolveStart runs the resume cascade (design §3):
+// onResolveStart runs the resume cascade:
 //  1. the in-memory position (newest settled position of this instance, even if not yet
 //     flushed), with resumeAfter (startAfter after an invalidate, startAtOperationTime when only
 //     an operation time is known);

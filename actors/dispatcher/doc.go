@@ -1,6 +1,6 @@
 // Package dispatcher is the dispatcher actor of a stream tree: it takes raw change events from
 // the stream actor, runs the user's handlers through a Router on ordered lanes, retries, writes
-// dead letters, and reports settled events to the checkpointer (design §2, "Flow of one event").
+// dead letters, and reports settled events to the checkpointer.
 //
 // # Protocol (all messages are protobuf, package messages)
 //

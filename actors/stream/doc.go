@@ -1,6 +1,6 @@
 // Package stream is the stream actor of a stream tree: it owns the change-stream cursor of one
 // stream, reads it on a goroutine of its own, and feeds raw events to the dispatcher within the
-// dispatcher's credit (design §2, "Flow of one event"). It is the restartable child of the
+// dispatcher's credit. It is the restartable child of the
 // stream supervisor (actors/supervisor); its siblings are the checkpointer and the dispatcher.
 //
 // # Protocol (all messages are protobuf, package messages)

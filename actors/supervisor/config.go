@@ -18,7 +18,7 @@ import (
 const DefaultChildName = "stream"
 
 // Sibling is an actor the supervisor spawns once, next to the stream actor, and does not restart
-// when the stream actor restarts (design §2): the checkpointer and the dispatcher keep their
+// when the stream actor restarts: the checkpointer and the dispatcher keep their
 // settled-but-unflushed progress across cursor deaths.
 type Sibling struct {
 	// Name is the actor name under the supervisor, e.g. "checkpointer". Required and unique.

@@ -1,7 +1,7 @@
 // Package supervisor is the per-stream supervisor actor: the lifecycle state machine of one
 // change stream (starting, standby, running, backoff, stopped, crashed) and its RestartPolicy.
 //
-// The tree under one supervisor (design §2):
+// The tree under one supervisor:
 //
 //	supervisor "order-stream"   this package; implements actor.SupervisorStrategy itself
 //	├── checkpointer            sibling: spawned once, never restarted with the stream actor
