@@ -158,17 +158,21 @@ func (h *Handle) Status(ctx context.Context) (StreamStatus, error) { return h.e.
 // the events left unsettled are redelivered on the next start.
 func (h *Handle) Stop(ctx context.Context) error { return h.e.stop(ctx, "handle") }
 
-// Start starts a stopped or crashed stream: it resumes after its checkpoint (Latest and At
+// Start starts a stopped or crashed stream and, like Spawn, returns once its cursor is open
+// (bounded by ctx; 30s without a deadline): it resumes after its checkpoint (Latest and At
 // start positions apply to the first start after Spawn only). Starting a stream that is up
 // (starting, running, backoff) is a no-op, except that during backoff the pending restart
 // happens now (an operator start wins over the RestartPolicy's delay) and the attempt counter
-// resets. During a graceful stop it is ignored: start again once Stop returned.
+// resets. During a graceful stop it is ignored: start again once Stop returned. A stream that
+// crashes while starting returns its cause; one still in backoff when ctx ends returns an error
+// naming the last cause, and its RestartPolicy goes on.
 func (h *Handle) Start(ctx context.Context) error {
 	return h.e.command(ctx, &messages.Start{Reason: "handle"})
 }
 
 // Restart restarts the stream actor now (a new cursor from the checkpointer's latest position)
-// and resets the attempt counter; a stopped stream is started.
+// and resets the attempt counter; a stopped stream is started. It returns once the new cursor
+// is open, as Start does.
 func (h *Handle) Restart(ctx context.Context) error {
 	return h.e.command(ctx, &messages.Restart{Reason: "handle"})
 }
@@ -285,7 +289,7 @@ func (e *streamEntry) command(ctx context.Context, msg any) error {
 	if _, err := e.ask(ctx, pid, msg); err != nil {
 		return fmt.Errorf("watchtree: stream %q: %w", e.name, err)
 	}
-	return nil
+	return e.awaitRunning(ctx)
 }
 
 // onTransition runs on the supervisor's goroutine: it reports the transition to the Observer

@@ -291,7 +291,10 @@ func TestRuntimeHandleStopStartRestart(t *testing.T) {
 	if err := h.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	waitState(t, h, StateRunning)
+	// Start returns once the cursor is open, as Spawn does: no wait is needed.
+	if st, err := h.Status(ctx); err != nil || st.State != StateRunning {
+		t.Fatalf("status right after Start: %+v, %v; want running", st, err)
+	}
 	waitFor(t, "20 events", func() bool { return s.distinct() == 20 })
 	if d := s.dups(); d != 0 {
 		t.Fatalf("%d events redelivered after a graceful handle stop", d)
@@ -307,10 +310,9 @@ func TestRuntimeHandleStopStartRestart(t *testing.T) {
 	if err := h.Restart(ctx); err != nil {
 		t.Fatalf("Restart: %v", err)
 	}
-	waitFor(t, "incarnation 3 running", func() bool {
-		st, err := h.Status(ctx)
-		return err == nil && st.State == StateRunning && st.Incarnation == 3
-	})
+	if st, err := h.Status(ctx); err != nil || st.State != StateRunning || st.Incarnation != 3 {
+		t.Fatalf("status right after Restart: %+v, %v; want incarnation 3 running", st, err)
+	}
 	insertOrders(t, e, 20, 25)
 	waitFor(t, "25 events", func() bool { return s.distinct() == 25 })
 	if err := h.Start(ctx); err != nil { // already running: no-op
