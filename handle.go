@@ -187,6 +187,9 @@ type streamEntry struct {
 	cs      *compiledStream
 	log     *zap.Logger
 	store   *storeSet
+	// records is the key of the stream's checkpoint, dead letters and gap records on this
+	// instance (recordScope: per instance for AllInstances, shared for SingleLeader).
+	records store.Scope
 	watcher *driverWatcher
 	owned   bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle  *Handle
@@ -212,6 +215,7 @@ func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, stor
 		cs:      cs,
 		log:     streamLogger(rt.log, cs.name),
 		store:   st,
+		records: recordScope(cs.name, cs.mode, rt.cfg.InstanceName),
 		watcher: newDriverWatcher(cs, rt.cfg.Client, watchDB),
 		owned:   owned,
 	}

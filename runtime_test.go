@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
 
@@ -228,7 +229,7 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, ok, err := ms.Load(ctx, "graceful")
+	cp, ok, err := ms.Load(ctx, store.Scope{Stream: "graceful", Instance: rt.cfg.InstanceName})
 	if err != nil || !ok {
 		t.Fatalf("Load: %v %v", ok, err)
 	}

@@ -172,6 +172,10 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	s.Retry.ValidateInto(c, "Retry")
 	s.Restart.ValidateInto(c, "Restart")
 	s.Checkpoint.ValidateInto(c, "Checkpoint")
+	s.Checkpoint.ValidateStartInto(c, "StartPosition", s.StartPosition)
+	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
+		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
+	}
 	s.DeadLetter.validateInto(c, "DeadLetter")
 	s.OnHistoryLost.ValidateInto(c, "OnHistoryLost")
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {

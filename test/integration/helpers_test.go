@@ -477,13 +477,35 @@ type checkpointDoc struct {
 	Source string   `bson:"source"`
 }
 
-// checkpoint returns the stream's stored checkpoint (ok false when there is none).
+// defaultInstanceName is the runtime's default Config.InstanceName: the hostname.
+func defaultInstanceName() string {
+	host, _ := os.Hostname()
+	return host
+}
+
+// checkpoint returns the stored checkpoint of the stream on this host's default instance name
+// (an AllInstances stream keeps one per instance); ok false when there is none.
 func (e *env) checkpoint(stream string) (checkpointDoc, bool) {
+	e.t.Helper()
+	return e.checkpointOf(stream, defaultInstanceName())
+}
+
+// checkpointID is the _id of a stored checkpoint: the stream name for the shared one (instance
+// ""), {stream, instance} for an instance's own.
+func checkpointID(stream, instance string) any {
+	if instance == "" {
+		return stream
+	}
+	return bson.D{{Key: "stream", Value: stream}, {Key: "instance", Value: instance}}
+}
+
+// checkpointOf returns the stored checkpoint of the stream's instance ("" for the shared one).
+func (e *env) checkpointOf(stream, instance string) (checkpointDoc, bool) {
 	e.t.Helper()
 	var cp checkpointDoc
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	err := e.db.Collection("_wt_checkpoints").FindOne(ctx, bson.D{{Key: "_id", Value: stream}}).Decode(&cp)
+	err := e.db.Collection("_wt_checkpoints").FindOne(ctx, bson.D{{Key: "_id", Value: checkpointID(stream, instance)}}).Decode(&cp)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return cp, false
 	}
