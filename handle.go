@@ -182,11 +182,11 @@ func (h *Handle) Restart(ctx context.Context) error {
 // with the same protobuf messages a remote console sends; the entry keeps only the last reply,
 // for a tree that is gone.
 type streamEntry struct {
-	rt      *Runtime
-	name    string
-	cs      *compiledStream
-	log     *zap.Logger
-	store   *storeSet
+	rt    *Runtime
+	name  string
+	cs    *compiledStream
+	log   *zap.Logger
+	store *storeSet
 	// records is the key of the stream's checkpoint, dead letters and gap records on this
 	// instance (recordScope: per instance for AllInstances, shared for SingleLeader).
 	records store.Scope

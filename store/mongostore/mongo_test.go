@@ -506,8 +506,11 @@ func TestServerDown(t *testing.T) {
 			"PutDeadLetter": func(ctx context.Context) error {
 				return s.PutDeadLetter(ctx, store.DeadLetter{ID: "x", Stream: "orders"})
 			},
-			"ListDeadLetters": func(ctx context.Context) error { _, err := s.ListDeadLetters(ctx, store.Scope{Stream: "orders"}, 0); return err },
-			"RecordGap":       func(ctx context.Context) error { return s.RecordGap(ctx, store.Gap{ID: "g", Stream: "orders"}) },
+			"ListDeadLetters": func(ctx context.Context) error {
+				_, err := s.ListDeadLetters(ctx, store.Scope{Stream: "orders"}, 0)
+				return err
+			},
+			"RecordGap": func(ctx context.Context) error { return s.RecordGap(ctx, store.Gap{ID: "g", Stream: "orders"}) },
 		}
 	}
 
