@@ -349,6 +349,8 @@ func startedPosition(source string) string {
 		return "at"
 	case "invalidate":
 		return "after-invalidate"
+	case store.SourceMigrated:
+		return "migrated"
 	}
 	return "checkpoint"
 }

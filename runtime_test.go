@@ -127,6 +127,9 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	if _, err := unstarted.Spawn(testCtx(t), Stream[order]{Name: "x", Collection: "c", OnChange: noop}); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Spawn before Start: %v, want ErrNotStarted", err)
 	}
+	if _, err := unstarted.Checkpoints(testCtx(t), "x"); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Checkpoints before Start: %v, want ErrNotStarted", err)
+	}
 	if err := unstarted.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop of an unstarted runtime: %v", err)
 	}

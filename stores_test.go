@@ -85,6 +85,13 @@ func TestRuntimeOnMemstore(t *testing.T) {
 		cp, ok, err := ms.Load(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName})
 		return err == nil && ok && len(cp.Token) > 0
 	})
+	cps, err := rt.Checkpoints(ctx, "mem")
+	if err != nil || len(cps) != 1 || cps[0].Instance != rt.cfg.InstanceName || len(cps[0].Token) == 0 || cps[0].Age < 0 {
+		t.Fatalf("rt.Checkpoints: %+v, %v; want this instance's checkpoint", cps, err)
+	}
+	if _, err := rt.Checkpoints(ctx, "nope"); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("rt.Checkpoints of an unknown stream: %v, want ErrUnknownStream", err)
+	}
 
 	names, err := e.client.Database(e.db).ListCollectionNames(ctx, bson.D{})
 	if err != nil {

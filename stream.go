@@ -235,7 +235,8 @@ type compiledStream struct {
 	router dispatcher.Router
 }
 
-// compile validates s and returns its compiled form, with every policy defaulted.
+// compile validates s and returns its compiled form, with every policy defaulted but Checkpoint,
+// which the checkpointer defaults (it checks the values the user set).
 func (s Stream[T]) compile() (*compiledStream, error) {
 	pipeline, err := s.check()
 	if err != nil {
@@ -254,7 +255,7 @@ func (s Stream[T]) compile() (*compiledStream, error) {
 		start:         s.StartPosition,
 		retry:         s.Retry.WithDefaults(),
 		restart:       s.Restart.WithDefaults(),
-		checkpoint:    s.Checkpoint.WithDefaults(),
+		checkpoint:    s.Checkpoint, // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
 		deadLetter:    s.DeadLetter.withDefaults(),
 		onHistoryLost: s.OnHistoryLost,
 		onInvalidate:  s.OnInvalidate,

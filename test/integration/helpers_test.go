@@ -66,9 +66,19 @@ var appSeq atomic.Int64
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, mongosim.Options{})
+}
+
+// testingReal reports whether the tests run against a real deployment (WATCHTREE_MONGODB_URI).
+func testingReal() bool { return os.Getenv(envURI) != "" }
+
+// newEnvWith is newEnv with the simulator's options (ignored on a real deployment: a test that
+// needs them skips there first).
+func newEnvWith(t *testing.T, simOpts mongosim.Options) *env {
+	t.Helper()
 	e := &env{t: t, uri: os.Getenv(envURI)}
 	if e.uri == "" {
-		srv, err := mongosim.Start(context.Background(), mongosim.Options{})
+		srv, err := mongosim.Start(context.Background(), simOpts)
 		if err != nil {
 			t.Fatalf("mongosim.Start: %v", err)
 		}
@@ -333,6 +343,13 @@ func (c *cmdCounter) monitor() *event.CommandMonitor {
 			}
 		}
 	}}
+}
+
+// count returns how many commands named name were sent.
+func (c *cmdCounter) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byName[name]
 }
 
 // aggregates returns how many aggregates carried comment.
