@@ -42,9 +42,9 @@ type Handler[T any] func(ctx context.Context, ev *Event[T]) error
 //     but system.*;
 //   - both empty: the whole cluster (Client.Watch), all databases but admin, config and local.
 type Stream[T any] struct {
-	// Name identifies the stream: the _id of its checkpoint and lease, the stream field of its
-	// dead letters and gap records, the cursor comment "watchtree:<Name>", the actor names, and
-	// every log line. It must be unique in the runtime and be 1-100 characters from
+	// Name identifies the stream: the key of its checkpoint, dead letters and gap records (with
+	// Config.InstanceName for an AllInstances stream, which keeps them per instance) and of its
+	// lease, the cursor comment "watchtree:<Name>", the actor names, and every log line. It must be unique in the runtime and be 1-100 characters from
 	// [A-Za-z0-9._-], starting with a letter or digit. Renaming a stream orphans its checkpoint.
 	Name string
 	// Client is an optional client for this stream's cursor (multi-cluster setups). Default: the
