@@ -27,11 +27,13 @@ const (
 //  1. the in-memory position (newest settled position of this instance, even if not yet
 //     flushed), with resumeAfter (startAfter after an invalidate, startAtOperationTime when only
 //     an operation time is known);
-//  2. the stored checkpoint;
+//  2. the stored checkpoint of the scope; for an instance without one, the stream's shared
+//     checkpoint of an earlier version, persisted as its own first (migrate);
 //  3. no checkpoint: capture the current position, persist it (Source "initial") before
 //     replying, reply resumeAfter it. A capture or persist failure is a transient FAIL.
 //
-// StartPosition Latest/At replace 1–3 until the first start succeeded. Steps 2–3 run on the
+// StartPosition Latest/At replace 1–3 until the first start succeeded. An Ephemeral stream
+// takes 1, else captures the current position without persisting it. Steps 2–3 run on the
 // worker goroutine.
 func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStart) {
 	to := ctx.Sender()
