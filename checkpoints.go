@@ -66,6 +66,10 @@ func (rt *Runtime) Checkpoints(ctx context.Context, stream string) ([]Checkpoint
 	return out, nil
 }
 
+// InstanceName returns this instance's name (Config.InstanceName, defaulted to the hostname):
+// the Instance of the checkpoints, dead letters and gap records its AllInstances streams write.
+func (rt *Runtime) InstanceName() string { return rt.cfg.InstanceName }
+
 func checkpointInfoOf(cp store.Checkpoint, now time.Time) CheckpointInfo {
 	return CheckpointInfo{
 		Stream: cp.Stream, Instance: cp.Instance, Token: cp.Token, ClusterTime: cp.ClusterTime, Source: cp.Source,

@@ -86,7 +86,7 @@ func TestRuntimeOnMemstore(t *testing.T) {
 		return err == nil && ok && len(cp.Token) > 0
 	})
 	cps, err := rt.Checkpoints(ctx, "mem")
-	if err != nil || len(cps) != 1 || cps[0].Instance != rt.cfg.InstanceName || len(cps[0].Token) == 0 || cps[0].Age < 0 {
+	if err != nil || len(cps) != 1 || cps[0].Instance != rt.InstanceName() || len(cps[0].Token) == 0 || cps[0].Age < 0 {
 		t.Fatalf("rt.Checkpoints: %+v, %v; want this instance's checkpoint", cps, err)
 	}
 	if _, err := rt.Checkpoints(ctx, "nope"); !errors.Is(err, ErrUnknownStream) {
