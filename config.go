@@ -48,9 +48,20 @@ type Config struct {
 	// Observer receives the typed events (see Observer); it never blocks or breaks the runtime.
 	// Default NopObserver.
 	Observer Observer
-	// InstanceID identifies this process in lease records, checkpoints and the console. Default
-	// "<hostname>-<pid>-<6 random hex digits>". At most 200 printable characters.
+	// InstanceID identifies this process in lease records, checkpoints (their owner) and the
+	// console. Default "<hostname>-<pid>-<6 random hex digits>": a new one every run. At most
+	// 200 printable characters.
 	InstanceID string
+	// InstanceName is the stable identity of this instance, the same across restarts: an
+	// AllInstances stream keys its checkpoint, dead letters and gap records by (stream,
+	// InstanceName), so an instance resumes from its own position after a restart, and never
+	// from another's. Default the hostname (os.Hostname), which is the pod name on Kubernetes:
+	// stable for a StatefulSet's pods; a Deployment's pods get new names on every rollout, so
+	// their old checkpoints expire after CheckpointPolicy.Retention. Two processes running with
+	// the same InstanceName share one position, as if they were one instance: give each
+	// process on a host its own. Like a stream name: 1-100 characters from [A-Za-z0-9._-],
+	// starting with a letter or digit; a hostname that breaks the rule fails New, naming it.
+	InstanceName string
 	// ShutdownTimeout bounds Stop when its context has no earlier deadline: draining in-flight
 	// events, flushing checkpoints and releasing leases. Default 30s. Must be >= 0; 0 means the
 	// default.
@@ -104,6 +115,11 @@ func (c Config) Validate() error {
 			ce.Add("InstanceID", "%s, got %q", rule, c.InstanceID)
 		}
 	}
+	if c.InstanceName != "" {
+		if rule := streamNameRule(c.InstanceName); rule != "" {
+			ce.Add("InstanceName", "%s, got %q", rule, c.InstanceName)
+		}
+	}
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}
@@ -125,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.InstanceID == "" {
 		c.InstanceID = defaultInstanceID()
 	}
+	if c.InstanceName == "" {
+		c.InstanceName = hostname()
+	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
 	}
@@ -144,6 +163,26 @@ func instanceIDRule(id string) string {
 		}
 	}
 	return ""
+}
+
+// hostname returns os.Hostname(), or "" when it fails (New then reports InstanceName).
+func hostname() string {
+	host, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
+// defaultInstanceNameError reports a hostname that cannot be the default InstanceName.
+func defaultInstanceNameError(host string) error {
+	if host == "" {
+		return &ConfigError{Field: "Config.InstanceName", Rule: "must be set: it defaults to the hostname, which is unavailable"}
+	}
+	if rule := streamNameRule(host); rule != "" {
+		return &ConfigError{Field: "Config.InstanceName", Rule: fmt.Sprintf("must be set: it defaults to the hostname, which %s, got %q", rule, host)}
+	}
+	return nil
 }
 
 // defaultInstanceID returns "<hostname>-<pid>-<6 random hex digits>".

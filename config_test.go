@@ -1,6 +1,7 @@
 package watchtree
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -38,6 +40,13 @@ func TestConfigValidate(t *testing.T) {
 			[]string{`watchtree: Config.InstanceID must be printable characters without spaces, got "pod\n1"`}},
 		{"instance id too long", Config{Client: client, InstanceID: strings.Repeat("i", 201)},
 			[]string{`watchtree: Config.InstanceID must be at most 200 bytes, got "` + strings.Repeat("i", 201) + `"`}},
+		{"instance name", Config{Client: client, InstanceName: "orders-7d9f8-x2x7q.eu_1"}, nil},
+		{"instance name with a slash", Config{Client: client, InstanceName: "pod/a"},
+			[]string{`watchtree: Config.InstanceName must be 1-100 characters from [A-Za-z0-9._-], starting with a letter or digit, got "pod/a"`}},
+		{"instance name starting with a dot", Config{Client: client, InstanceName: ".pod"},
+			[]string{`watchtree: Config.InstanceName must be 1-100 characters from [A-Za-z0-9._-], starting with a letter or digit, got ".pod"`}},
+		{"instance name too long", Config{Client: client, InstanceName: strings.Repeat("p", 101)},
+			[]string{`watchtree: Config.InstanceName must be 1-100 characters from [A-Za-z0-9._-], starting with a letter or digit, got "` + strings.Repeat("p", 101) + `"`}},
 		{"several", Config{ShutdownTimeout: -1},
 			[]string{"watchtree: Config.Client is required, got nil",
 				"watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1ns"}},
@@ -47,6 +56,33 @@ func TestConfigValidate(t *testing.T) {
 		cases = append(cases, validationCase{name: tt.name, err: tt.cfg.Validate(), want: tt.want})
 	}
 	checkValidation(t, cases)
+}
+
+// TestDefaultInstanceName: a hostname that cannot be an instance name fails New, naming the
+// field and the hostname, instead of silently becoming another identity.
+func TestDefaultInstanceName(t *testing.T) {
+	for _, tt := range []struct{ host, want string }{
+		{"orders-7d9f8-x2x7q", ""},
+		{"host.example.com", ""},
+		{"", "watchtree: Config.InstanceName must be set: it defaults to the hostname, which is unavailable"},
+		{"my host", `watchtree: Config.InstanceName must be set: it defaults to the hostname, which must be 1-100 characters from [A-Za-z0-9._-], starting with a letter or digit, got "my host"`},
+	} {
+		err := defaultInstanceNameError(tt.host)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("hostname %q: %v", tt.host, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want):
+			t.Errorf("hostname %q: %v, want %q", tt.host, err, tt.want)
+		case tt.want != "" && !errors.Is(err, ErrInvalidConfig):
+			t.Errorf("hostname %q: %v does not match ErrInvalidConfig", tt.host, err)
+		}
+	}
+	if host, _ := os.Hostname(); streamNameRule(host) == "" {
+		rt, err := New(Config{Client: &mongo.Client{}})
+		if err != nil || rt.cfg.InstanceName != host {
+			t.Fatalf("New with the default InstanceName: %v, name %q, want the hostname %q", err, rt.cfg.InstanceName, host)
+		}
+	}
 }
 
 func TestConfigDefaults(t *testing.T) {
@@ -75,8 +111,28 @@ func TestConfigDefaults(t *testing.T) {
 	if err := (Config{Client: &mongo.Client{}, InstanceID: c.InstanceID}).Validate(); err != nil {
 		t.Errorf("the default InstanceID does not validate: %v", err)
 	}
+	if host != "" && c.InstanceName != host {
+		t.Errorf("default InstanceName = %q, want the hostname %q", c.InstanceName, host)
+	}
+	if named := (Config{InstanceName: "pod-7"}).withDefaults(); named.InstanceName != "pod-7" {
+		t.Errorf("withDefaults changed InstanceName to %q", named.InstanceName)
+	}
 	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: MultiObserver()}.withDefaults()
 	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second || set.ConnectTimeout != time.Millisecond {
 		t.Errorf("withDefaults changed set fields: %+v", set)
+	}
+}
+
+// TestRecordScope: the mode decides whose records a stream keeps, in one place. An
+// AllInstances stream keeps them per instance name; a SingleLeader stream keeps the shared
+// position (the lease holder writes it), whichever instance runs it.
+func TestRecordScope(t *testing.T) {
+	if got := recordScope("orders", AllInstances, "pod-a"); got != (store.Scope{Stream: "orders", Instance: "pod-a"}) {
+		t.Errorf("AllInstances scope = %+v", got)
+	}
+	for _, inst := range []string{"pod-a", "pod-b"} {
+		if got := recordScope("orders", SingleLeader, inst); got != (store.Scope{Stream: "orders"}) || !got.Shared() {
+			t.Errorf("SingleLeader scope on %s = %+v, want the shared one", inst, got)
+		}
 	}
 }

@@ -21,8 +21,9 @@ type DeadLetter struct {
 	// ID is the event ID (Event.ID, the resume token's _data): stable across redeliveries, so a
 	// redelivered event overwrites its record. Pass it to Replay.
 	ID string
-	// Stream is the stream name.
-	Stream string
+	// Stream is the stream name; Instance the instance that dead-lettered the event (its
+	// Config.InstanceName) on an AllInstances stream, empty on a SingleLeader stream.
+	Stream, Instance string
 	// Token is the event's resume token document.
 	Token bson.Raw
 	// OperationType, DocumentKey and Namespace ("db.coll") identify the change.
@@ -51,7 +52,7 @@ type DeadLetter struct {
 
 func deadLetterOf(d store.DeadLetter) DeadLetter {
 	return DeadLetter{
-		ID: d.ID, Stream: d.Stream, Token: d.Token, OperationType: OperationType(d.OperationType),
+		ID: d.ID, Stream: d.Stream, Instance: d.Instance, Token: d.Token, OperationType: OperationType(d.OperationType),
 		DocumentKey: d.DocumentKey, Namespace: d.Namespace, Event: d.Event, EventOmitted: d.EventOmitted,
 		Error: d.Error, ErrorType: d.ErrorType, Stack: d.Stack, Attempts: d.Attempts,
 		FirstAttemptAt: d.FirstAttemptAt, LastAttemptAt: d.LastAttemptAt, CreatedAt: d.CreatedAt,
@@ -60,8 +61,10 @@ func deadLetterOf(d store.DeadLetter) DeadLetter {
 }
 
 // DeadLetters returns up to limit (limit <= 0: all) unexpired dead letters of the stream, oldest
-// first. Dead letters are scoped to their stream: only the records the stream wrote are listed,
-// even when other streams dead-lettered the same events in the same store. The stream must be
+// first. Dead letters are scoped to their stream, and on an AllInstances stream to this
+// instance (Config.InstanceName): only the records the stream wrote here are listed, even when
+// other streams, or other instances of this one, dead-lettered the same events in the same
+// store; a SingleLeader stream's dead letters are shared by its instances. The stream must be
 // registered on rt (by Spawn or Props; it need not be running), so that its store (the
 // stream's DeadLetterPolicy.Collection) is known; another name fails with an error matching
 // ErrUnknownStream, as Handle does. It fails with ErrNotStarted before Start.
@@ -70,7 +73,7 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	list, err := e.store.deadLetters.ListDeadLetters(ctx, stream, limit)
+	list, err := e.store.deadLetters.ListDeadLetters(ctx, e.records, limit)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: list dead letters: %w", stream, err)
 	}
@@ -88,7 +91,8 @@ var ErrReplayUnavailable = errors.New("watchtree: dead letter cannot be replayed
 // Replay runs the stream's dead-lettered event id once more through the stream's handler: in
 // the caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic recovered
 // into an error carrying its stack. It reads, deletes and updates only the stream's own record
-// of id (another stream's dead letter of the same event is left alone). The stream must be
+// of id, on an AllInstances stream this instance's (another stream's or another instance's dead
+// letter of the same event is left alone). The stream must be
 // registered on rt (by Spawn or Props: its handlers are needed); it need not be running.
 //
 // On success — the handler returned nil or Skip, the Filter rejected the event, or no handler
@@ -107,7 +111,7 @@ func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
 		return err
 	}
 	st := e.store.deadLetters
-	dl, err := st.GetDeadLetter(ctx, stream, id)
+	dl, err := st.GetDeadLetter(ctx, e.records, id)
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
 	}
@@ -118,13 +122,13 @@ func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
 	herr := replayOnce(ctx, e, dl.Event)
 	now := rt.clk.Now()
 	if herr == nil || IsSkip(herr) {
-		if err := st.DeleteDeadLetter(ctx, stream, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := st.DeleteDeadLetter(ctx, e.records, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("watchtree: stream %q: replay %s succeeded, but deleting the dead letter failed: %w", stream, id, err)
 		}
 		e.log.Info("dead letter replayed", zap.String("id", id))
 		return nil
 	}
-	if err := st.MarkReplayed(ctx, stream, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := st.MarkReplayed(ctx, e.records, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		e.log.Warn("dead letter replay not recorded", zap.String("id", id), zap.Error(err))
 	}
 	e.log.Warn("dead letter replay failed", zap.String("id", id), zap.Error(herr))
@@ -165,6 +169,12 @@ func (p *replayPanic) Unwrap() error {
 
 // deadLetterEntry returns the entry of stream, which must be registered on rt.
 func (rt *Runtime) deadLetterEntry(stream string) (*streamEntry, error) {
+	return rt.registeredEntry(stream, "dead letters are read through the stream that wrote them: spawn it on this runtime")
+}
+
+// registeredEntry returns the entry of stream, which must be registered on rt; hint explains
+// an unknown stream.
+func (rt *Runtime) registeredEntry(stream, hint string) (*streamEntry, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.state == rtNew {
@@ -172,7 +182,7 @@ func (rt *Runtime) deadLetterEntry(stream string) (*streamEntry, error) {
 	}
 	e, ok := rt.streams[stream]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q (dead letters are read through the stream that wrote them: spawn it on this runtime)", ErrUnknownStream, stream)
+		return nil, fmt.Errorf("%w: %q (%s)", ErrUnknownStream, stream, hint)
 	}
 	return e, nil
 }

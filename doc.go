@@ -30,6 +30,10 @@
 //     event unsettled; it is retried, never skipped.
 //   - Order per document: events of one document key are handled in order, on one lane.
 //   - Stable identity: Event.ID is the resume token's _data, the same on every redelivery.
+//   - Positions per mode: an AllInstances stream (the default) keeps a checkpoint, dead letters
+//     and gap records per instance (Config.InstanceName), so an instance resumes only from its
+//     own position; CheckpointPolicy.Ephemeral keeps none, for state rebuilt at start; a
+//     SingleLeader stream keeps one shared position, written by the lease holder.
 //   - Explained: every lifecycle change, retry, dead letter, checkpoint, history loss and gap is
 //     logged with the stream name and reported to the Observer, which can never block or break
 //     the runtime.
@@ -46,11 +50,11 @@
 //
 // runtime.go (Runtime: New, Start, Stop, Streams, Handle), spawn.go (Spawn, Props: the tree of
 // one stream and the mapping of its actors' reports to the Observer), handle.go (Handle,
-// StreamStatus), deadletters.go (DeadLetters, Replay), watch.go (the driver-backed change
+// StreamStatus), deadletters.go (DeadLetters, Replay), checkpoints.go (Checkpoints), watch.go (the driver-backed change
 // streams), logging.go (zap, and protoactor's slog bridged into it), stream.go (Stream, Spec),
 // event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package
 // policy's types; DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too;
-// OnInvalidate, fullDocument modes), errors.go,
+// OnInvalidate, fullDocument modes, recordScope: whose records a stream keeps), errors.go,
 // classify.go (which failures are terminal, which transient), observer.go, config.go. The actors live under
 // actors/, their protobuf messages under messages/, the policies they share with this package
 // under policy/.

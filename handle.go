@@ -182,11 +182,14 @@ func (h *Handle) Restart(ctx context.Context) error {
 // with the same protobuf messages a remote console sends; the entry keeps only the last reply,
 // for a tree that is gone.
 type streamEntry struct {
-	rt      *Runtime
-	name    string
-	cs      *compiledStream
-	log     *zap.Logger
-	store   *storeSet
+	rt    *Runtime
+	name  string
+	cs    *compiledStream
+	log   *zap.Logger
+	store *storeSet
+	// records is the key of the stream's checkpoint, dead letters and gap records on this
+	// instance (recordScope: per instance for AllInstances, shared for SingleLeader).
+	records store.Scope
 	watcher *driverWatcher
 	owned   bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle  *Handle
@@ -212,6 +215,7 @@ func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, stor
 		cs:      cs,
 		log:     streamLogger(rt.log, cs.name),
 		store:   st,
+		records: recordScope(cs.name, cs.mode, rt.cfg.InstanceName),
 		watcher: newDriverWatcher(cs, rt.cfg.Client, watchDB),
 		owned:   owned,
 	}
@@ -345,6 +349,8 @@ func startedPosition(source string) string {
 		return "at"
 	case "invalidate":
 		return "after-invalidate"
+	case store.SourceMigrated:
+		return "migrated"
 	}
 	return "checkpoint"
 }

@@ -122,8 +122,9 @@ func (r StopReason) String() string {
 // Started reports that the stream's cursor is open and events flow.
 type Started struct {
 	Meta
-	// Position says where it started: "checkpoint", "initial", "latest", "at", "after-invalidate"
-	// or "after-gap".
+	// Position says where it started: "checkpoint", "initial", "latest", "at", "after-invalidate",
+	// "after-gap", or "migrated" (an AllInstances instance's first start from the stream's
+	// shared checkpoint of an earlier version). An Ephemeral stream starts "latest".
 	Position string
 }
 

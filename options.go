@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
 )
 
 // Mode is the deployment mode of a stream.
@@ -14,15 +15,30 @@ type Mode int
 
 const (
 	// AllInstances (the default) runs the stream on every instance that spawns it, without
-	// coordination: each sees every event. Instances share the stream's checkpoint record (the
-	// latest write wins), so use it with one instance, or for idempotent per-instance work such
-	// as cache invalidation.
+	// coordination: each sees every event, on its own. Each instance keeps its own position,
+	// dead letters and gap records, keyed by (stream, Config.InstanceName): it resumes only
+	// from its own checkpoint, another instance's progress never moves it, and it lists and
+	// replays only its own dead letters. Use it for per-instance work: cache invalidation,
+	// in-memory state (with CheckpointPolicy.Ephemeral), WebSocket pushes, a projection each
+	// instance keeps for itself.
 	AllInstances Mode = iota
 	// SingleLeader runs the stream on one instance at a time, elected with a lease in
 	// "_wt_leases"; the others stand by and take over when the lease expires or is released.
-	// Checkpoint writes are fenced by the lease epoch.
+	// The stream has one shared position (and shared dead letters and gap records), written
+	// only by the lease holder, fenced by the lease epoch.
 	SingleLeader
 )
+
+// recordScope is the key of the stream's checkpoint, dead letters and gap records on the
+// instance named instance: the one place the mode decides it. An AllInstances stream keeps
+// one scope per instance; a SingleLeader stream one shared scope (no instance), whichever
+// instance holds the lease.
+func recordScope(stream string, mode Mode, instance string) store.Scope {
+	if mode == SingleLeader {
+		return store.Scope{Stream: stream}
+	}
+	return store.Scope{Stream: stream, Instance: instance}
+}
 
 // String returns "AllInstances" or "SingleLeader".
 func (m Mode) String() string {

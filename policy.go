@@ -22,8 +22,13 @@ type RestartPolicy = policy.Restart
 
 // CheckpointPolicy decides when the stream's resume position is persisted. It is
 // policy.Checkpoint: see there for the fields, their defaults (every 100 settlements or 1s, an
-// idle stream's token every 5 minutes) and the bound of replays after a crash.
+// idle stream's token every 5 minutes, an instance's checkpoint kept 30 days after its last
+// write), the bound of replays after a crash, and Ephemeral streams, which write none.
 type CheckpointPolicy = policy.Checkpoint
+
+// DefaultCheckpointRetention is the default CheckpointPolicy.Retention: an AllInstances
+// instance's checkpoint not written for 30 days expires.
+const DefaultCheckpointRetention = policy.DefaultRetention
 
 // Defaults of DeadLetterPolicy.
 const (

@@ -68,7 +68,13 @@ func New(cfg Config) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	named := cfg.InstanceName != ""
 	cfg = cfg.withDefaults()
+	if !named {
+		if err := defaultInstanceNameError(cfg.InstanceName); err != nil {
+			return nil, err
+		}
+	}
 	return &Runtime{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -140,7 +146,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	rt.obs = newSafeObserver(rt.cfg.Observer, 0, rt.log)
 	rt.state = rtStarted
-	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID),
+	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID), zap.String("instance_name", rt.cfg.InstanceName),
 		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
 
@@ -126,6 +127,9 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 	if _, err := unstarted.Spawn(testCtx(t), Stream[order]{Name: "x", Collection: "c", OnChange: noop}); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Spawn before Start: %v, want ErrNotStarted", err)
 	}
+	if _, err := unstarted.Checkpoints(testCtx(t), "x"); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Checkpoints before Start: %v, want ErrNotStarted", err)
+	}
 	if err := unstarted.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop of an unstarted runtime: %v", err)
 	}
@@ -228,7 +232,7 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, ok, err := ms.Load(ctx, "graceful")
+	cp, ok, err := ms.Load(ctx, store.Scope{Stream: "graceful", Instance: rt.cfg.InstanceName})
 	if err != nil || !ok {
 		t.Fatalf("Load: %v %v", ok, err)
 	}

@@ -179,6 +179,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	start := cs.start
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.name,
+		Instance:      e.records.Instance,
 		Store:         e.store.checkpoints,
 		Gaps:          e.store.gaps,
 		Positions:     e.watcher,
@@ -200,6 +201,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
 		Stream:              cs.name,
+		Instance:            e.records.Instance,
 		Router:              cs.router,
 		Lanes:               cs.lanes,
 		Retry:               cs.retry,

@@ -8,34 +8,40 @@ import (
 	"github.com/watchtree/watchtree/store/mongostore"
 )
 
-// CheckpointStore keeps each stream's resume position (Config.Checkpoints): one record per
-// stream, replaced by every save. The checkpointer calls it from one goroutine per stream.
+// CheckpointStore keeps the resume positions (Config.Checkpoints): one record per scope (a
+// SingleLeader stream's shared position; an AllInstances stream's position of each instance),
+// replaced by every save. The checkpointer calls it from one goroutine per stream.
 type CheckpointStore interface {
-	// Load returns the stream's checkpoint; ok is false (and err nil) when there is none.
-	Load(ctx context.Context, stream string) (cp store.Checkpoint, ok bool, err error)
-	// Save upserts cp by cp.Stream unless the stored Epoch is higher: then it fails with an
+	// Load returns the checkpoint of scope; ok is false (and err nil) when there is none or it
+	// has expired.
+	Load(ctx context.Context, scope store.Scope) (cp store.Checkpoint, ok bool, err error)
+	// Save upserts cp by cp.Scope() unless the stored Epoch is higher: then it fails with an
 	// error matching store.ErrFenced and changes nothing.
 	Save(ctx context.Context, cp store.Checkpoint) error
+	// ListCheckpoints returns the unexpired checkpoints of the stream, every scope: the shared
+	// one first, then the instances' by name (Runtime.Checkpoints).
+	ListCheckpoints(ctx context.Context, stream string) ([]store.Checkpoint, error)
 }
 
-// DeadLetterStore keeps dead letters (Config.DeadLetters). A record's key is (Stream, ID):
-// streams that dead-letter the same event each keep their own record. The dispatcher writes
-// from its lanes concurrently; DeadLetters and Replay read and delete.
+// DeadLetterStore keeps dead letters (Config.DeadLetters). A record's key is (Stream, Instance,
+// ID): streams that dead-letter the same event each keep their own record, and so does each
+// instance of an AllInstances stream. The dispatcher writes from its lanes concurrently;
+// DeadLetters and Replay read and delete.
 type DeadLetterStore interface {
-	// PutDeadLetter upserts dl by (dl.Stream, dl.ID). A nil error means the record is durable:
-	// the event settles right after.
+	// PutDeadLetter upserts dl by (dl.Stream, dl.Instance, dl.ID). A nil error means the
+	// record is durable: the event settles right after.
 	PutDeadLetter(ctx context.Context, dl store.DeadLetter) error
-	// ListDeadLetters returns up to limit (limit <= 0: all) unexpired dead letters of the
-	// stream, oldest first: ascending CreatedAt, ties by ID.
-	ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error)
-	// GetDeadLetter returns the stream's dead letter id, or an error matching store.ErrNotFound
+	// ListDeadLetters returns up to limit (limit <= 0: all) unexpired dead letters of scope,
+	// oldest first: ascending CreatedAt, ties by ID.
+	ListDeadLetters(ctx context.Context, scope store.Scope, limit int) ([]store.DeadLetter, error)
+	// GetDeadLetter returns scope's dead letter id, or an error matching store.ErrNotFound
 	// when there is none or it has expired.
-	GetDeadLetter(ctx context.Context, stream, id string) (store.DeadLetter, error)
+	GetDeadLetter(ctx context.Context, scope store.Scope, id string) (store.DeadLetter, error)
 	// DeleteDeadLetter removes it; an error matching store.ErrNotFound when there is none.
-	DeleteDeadLetter(ctx context.Context, stream, id string) error
+	DeleteDeadLetter(ctx context.Context, scope store.Scope, id string) error
 	// MarkReplayed increments its ReplayCount and sets its LastReplayAt to at; an error
 	// matching store.ErrNotFound when there is none.
-	MarkReplayed(ctx context.Context, stream, id string, at time.Time) error
+	MarkReplayed(ctx context.Context, scope store.Scope, id string, at time.Time) error
 }
 
 // GapStore records history skipped on purpose (Config.Gaps): the checkpointer writes a gap

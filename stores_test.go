@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
@@ -65,7 +66,7 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
 	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[DeadLettered]) == 1 })
 
-	stored, err := ms.ListDeadLetters(ctx, "mem", 0)
+	stored, err := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0)
 	if err != nil || len(stored) != 1 || !strings.Contains(stored[0].Error, "poison order") {
 		t.Fatalf("memstore dead letters: %+v, %v; want the poison order's", stored, err)
 	}
@@ -77,13 +78,20 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	if err := rt.Replay(ctx, "mem", dls[0].ID); err != nil {
 		t.Fatalf("Replay: %v", err)
 	}
-	if left, _ := ms.ListDeadLetters(ctx, "mem", 0); len(left) != 0 {
+	if left, _ := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0); len(left) != 0 {
 		t.Fatalf("the replayed dead letter is still in the memstore: %+v", left)
 	}
 	waitFor(t, "a checkpoint in the memstore", func() bool {
-		cp, ok, err := ms.Load(ctx, "mem")
+		cp, ok, err := ms.Load(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName})
 		return err == nil && ok && len(cp.Token) > 0
 	})
+	cps, err := rt.Checkpoints(ctx, "mem")
+	if err != nil || len(cps) != 1 || cps[0].Instance != rt.InstanceName() || len(cps[0].Token) == 0 || cps[0].Age < 0 {
+		t.Fatalf("rt.Checkpoints: %+v, %v; want this instance's checkpoint", cps, err)
+	}
+	if _, err := rt.Checkpoints(ctx, "nope"); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("rt.Checkpoints of an unknown stream: %v, want ErrUnknownStream", err)
+	}
 
 	names, err := e.client.Database(e.db).ListCollectionNames(ctx, bson.D{})
 	if err != nil {

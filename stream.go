@@ -42,9 +42,9 @@ type Handler[T any] func(ctx context.Context, ev *Event[T]) error
 //     but system.*;
 //   - both empty: the whole cluster (Client.Watch), all databases but admin, config and local.
 type Stream[T any] struct {
-	// Name identifies the stream: the _id of its checkpoint and lease, the stream field of its
-	// dead letters and gap records, the cursor comment "watchtree:<Name>", the actor names, and
-	// every log line. It must be unique in the runtime and be 1-100 characters from
+	// Name identifies the stream: the key of its checkpoint, dead letters and gap records (with
+	// Config.InstanceName for an AllInstances stream, which keeps them per instance) and of its
+	// lease, the cursor comment "watchtree:<Name>", the actor names, and every log line. It must be unique in the runtime and be 1-100 characters from
 	// [A-Za-z0-9._-], starting with a letter or digit. Renaming a stream orphans its checkpoint.
 	Name string
 	// Client is an optional client for this stream's cursor (multi-cluster setups). Default: the
@@ -172,6 +172,10 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	s.Retry.ValidateInto(c, "Retry")
 	s.Restart.ValidateInto(c, "Restart")
 	s.Checkpoint.ValidateInto(c, "Checkpoint")
+	s.Checkpoint.ValidateStartInto(c, "StartPosition", s.StartPosition)
+	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
+		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
+	}
 	s.DeadLetter.validateInto(c, "DeadLetter")
 	s.OnHistoryLost.ValidateInto(c, "OnHistoryLost")
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
@@ -231,7 +235,8 @@ type compiledStream struct {
 	router dispatcher.Router
 }
 
-// compile validates s and returns its compiled form, with every policy defaulted.
+// compile validates s and returns its compiled form, with every policy defaulted but Checkpoint,
+// which the checkpointer defaults (it checks the values the user set).
 func (s Stream[T]) compile() (*compiledStream, error) {
 	pipeline, err := s.check()
 	if err != nil {
@@ -250,7 +255,7 @@ func (s Stream[T]) compile() (*compiledStream, error) {
 		start:         s.StartPosition,
 		retry:         s.Retry.WithDefaults(),
 		restart:       s.Restart.WithDefaults(),
-		checkpoint:    s.Checkpoint.WithDefaults(),
+		checkpoint:    s.Checkpoint, // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
 		deadLetter:    s.DeadLetter.withDefaults(),
 		onHistoryLost: s.OnHistoryLost,
 		onInvalidate:  s.OnInvalidate,

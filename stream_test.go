@@ -127,6 +127,18 @@ func TestStreamValidate(t *testing.T) {
 			[]string{`watchtree: Stream "orders": Restart.Multiplier must be finite and >= 1, got +Inf`}},
 		{"restart initial delay", func(s *Stream[testOrder]) { s.Restart.InitialDelay = -time.Second },
 			[]string{`watchtree: Stream "orders": Restart.InitialDelay must be > 0 (0 means the default 1s), got -1s`}},
+		{"ephemeral", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.StartPosition = Latest }, nil},
+		{"ephemeral starting at a time", func(s *Stream[testOrder]) {
+			s.Checkpoint.Ephemeral = true
+			s.StartPosition = At(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+		},
+			[]string{`watchtree: Stream "orders": StartPosition must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got At(2026-03-01T00:00:00Z)`}},
+		{"ephemeral single leader", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Mode = SingleLeader },
+			[]string{`watchtree: Stream "orders": Checkpoint.Ephemeral requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader`}},
+		{"ephemeral with a save interval", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Checkpoint.SaveInterval = time.Second },
+			[]string{`watchtree: Stream "orders": Checkpoint.SaveInterval must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got 1s`}},
+		{"checkpoint retention", func(s *Stream[testOrder]) { s.Checkpoint.Retention = time.Minute },
+			[]string{`watchtree: Stream "orders": Checkpoint.Retention must be >= 2 × IdleInterval (5m0s), so that a running idle instance's checkpoint never expires, got 1m0s`}},
 		{"checkpoint save every", func(s *Stream[testOrder]) { s.Checkpoint.SaveEvery = -1 },
 			[]string{`watchtree: Stream "orders": Checkpoint.SaveEvery must be >= 1 (0 means the default 100), got -1`}},
 		{"checkpoint interval", func(s *Stream[testOrder]) { s.Checkpoint.SaveInterval = -1 },
@@ -218,8 +230,13 @@ func TestStreamCompile(t *testing.T) {
 		t.Errorf("defaults: lanes %d mode %v start %v onHistoryLost %v onInvalidate %v", cs.lanes, cs.mode, cs.start, cs.onHistoryLost, cs.onInvalidate)
 	}
 	if cs.retry != (RetryPolicy{}).WithDefaults() || cs.restart != (RestartPolicy{}).WithDefaults() ||
-		cs.checkpoint != (CheckpointPolicy{}).WithDefaults() || cs.deadLetter != (DeadLetterPolicy{}).withDefaults() {
-		t.Errorf("policies not defaulted: %+v %+v %+v %+v", cs.retry, cs.restart, cs.checkpoint, cs.deadLetter)
+		cs.deadLetter != (DeadLetterPolicy{}).withDefaults() {
+		t.Errorf("policies not defaulted: %+v %+v %+v", cs.retry, cs.restart, cs.deadLetter)
+	}
+	// The checkpoint policy is passed as given: the checkpointer defaults it, and checks the
+	// fields the user set (an Ephemeral stream must leave the write settings 0).
+	if cs.checkpoint != (CheckpointPolicy{}) {
+		t.Errorf("checkpoint policy %+v, want the stream's own (zero)", cs.checkpoint)
 	}
 	if len(cs.pipeline) != 1 || cs.pipeline[0].Lookup("$match", "operationType").StringValue() != "insert" {
 		t.Errorf("pipeline = %v", cs.pipeline)

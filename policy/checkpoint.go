@@ -16,6 +16,11 @@ const (
 	// DefaultMaxUnflushedFactor gives the default Checkpoint.MaxUnflushed:
 	// DefaultMaxUnflushedFactor × SaveEvery.
 	DefaultMaxUnflushedFactor = 100
+	// DefaultRetention is the default Checkpoint.Retention (30 days).
+	DefaultRetention = 30 * 24 * time.Hour
+	// MinRetentionFactor gives the shortest Checkpoint.Retention accepted:
+	// MinRetentionFactor × IdleInterval.
+	MinRetentionFactor = 2
 )
 
 // Checkpoint decides when the stream's resume position is persisted; the checkpointer actor
@@ -67,6 +72,32 @@ type Checkpoint struct {
 	// fails. Default 100 × SaveEvery (10,000 with the default SaveEvery). Must be >= 0 (0 means
 	// the default) and >= SaveEvery.
 	MaxUnflushed int
+
+	// Retention is how long an instance's own checkpoint (Mode AllInstances) is kept after its
+	// last write: every write sets its expiry to the write's time + Retention, and a checkpoint
+	// not written for Retention is deleted (mongostore: by a TTL index on expiresAt, within
+	// about a minute of its expiry; reads ignore it from then on). An instance that comes back
+	// after that starts per StartPosition, as a new stream does. So the checkpoints of instances
+	// that are gone (a pod of an old ReplicaSet, a renamed host) do not pile up. A running
+	// instance writes at least every IdleInterval while the server's position moves (a replica
+	// set's moves every few seconds even without writes), so its checkpoint never expires.
+	// The shared position (SingleLeader) never expires. Default 30 days. Must be >= 0 (0 means
+	// the default) and, when set, >= 2 × IdleInterval.
+	Retention time.Duration
+
+	// Ephemeral is for instances whose state lives in memory and is rebuilt at every start (a
+	// local cache, in-memory indexes, WebSocket fan-out): no checkpoint is ever loaded or
+	// written, so N instances do not pay N × checkpoint writes for a position nobody will
+	// resume from. Every start of a new stream tree (Spawn, a restarted process) begins at the
+	// current position, as StartPosition Latest does; a restart of the cursor within the tree
+	// (a crash, an operator Restart, Stop then Start) resumes from the position kept in memory,
+	// so the process misses nothing while it lives. Preload the state from the collection
+	// itself at start; OnHistoryLost still applies (a gap record is still written) when the
+	// in-memory position has left the oplog. Requires Mode AllInstances and StartPosition
+	// Resume or Latest (both mean the current position); SaveEvery, SaveInterval,
+	// IdleInterval, MaxUnflushed and Retention must be left 0, since nothing is written.
+	// Default false.
+	Ephemeral bool
 }
 
 // WithDefaults returns p with every zero field replaced by its default.
@@ -79,6 +110,9 @@ func (p Checkpoint) WithDefaults() Checkpoint {
 	}
 	if p.IdleInterval == 0 {
 		p.IdleInterval = DefaultIdleInterval
+	}
+	if p.Retention == 0 {
+		p.Retention = DefaultRetention
 	}
 	if p.MaxUnflushed == 0 {
 		if p.SaveEvery > math.MaxInt/DefaultMaxUnflushedFactor {
@@ -117,10 +151,44 @@ func (p Checkpoint) ValidateInto(c *Errors, field string) {
 		c.Add(field+".MaxUnflushed", "must be >= SaveEvery (0 means the default %d × SaveEvery), got %d", DefaultMaxUnflushedFactor, p.MaxUnflushed)
 		ok = false
 	}
+	if p.Retention < 0 {
+		c.Add(field+".Retention", "must be >= %d × IdleInterval (0 means the default %v), got %v", MinRetentionFactor, DefaultRetention, p.Retention)
+		ok = false
+	}
 	if ok {
 		d := p.WithDefaults()
 		if d.MaxUnflushed < d.SaveEvery {
 			c.Add(field+".MaxUnflushed", "must be >= SaveEvery (%d), got %d", d.SaveEvery, d.MaxUnflushed)
 		}
+		if p.Retention > 0 && d.IdleInterval > 0 && p.Retention/MinRetentionFactor < d.IdleInterval {
+			c.Add(field+".Retention", "must be >= %d × IdleInterval (%v), so that a running idle instance's checkpoint never expires, got %v",
+				MinRetentionFactor, d.IdleInterval, p.Retention)
+		}
+	}
+	if p.Ephemeral {
+		for _, f := range []struct {
+			name string
+			set  bool
+			val  any
+		}{
+			{"SaveEvery", p.SaveEvery != 0, p.SaveEvery},
+			{"SaveInterval", p.SaveInterval != 0, p.SaveInterval},
+			{"IdleInterval", p.IdleInterval != 0, p.IdleInterval},
+			{"MaxUnflushed", p.MaxUnflushed != 0, p.MaxUnflushed},
+			{"Retention", p.Retention != 0, p.Retention},
+		} {
+			if f.set {
+				c.Add(field+"."+f.name, "must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got %v", f.val)
+			}
+		}
+	}
+}
+
+// ValidateStartInto adds to c the rule that ties p to the stream's start position: an Ephemeral
+// stream starts at the current position on every start, so start (field startField) must be
+// Resume or Latest; an At position would be applied again at every start, long after t.
+func (p Checkpoint) ValidateStartInto(c *Errors, startField string, start StartPosition) {
+	if p.Ephemeral && start.Kind() == StartAt {
+		c.Add(startField, "must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got %v", start)
 	}
 }

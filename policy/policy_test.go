@@ -148,7 +148,7 @@ func TestWithDefaults(t *testing.T) {
 	if got, want := (Restart{}).WithDefaults(), (Restart{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("Restart defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (Checkpoint{}).WithDefaults(), (Checkpoint{SaveEvery: 100, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000}); got != want {
+	if got, want := (Checkpoint{}).WithDefaults(), (Checkpoint{SaveEvery: 100, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
 		t.Errorf("Checkpoint defaults = %+v, want %+v", got, want)
 	}
 	if got, want := (Checkpoint{SaveEvery: 7}).WithDefaults().MaxUnflushed, 700; got != want {
@@ -166,7 +166,7 @@ func TestWithDefaults(t *testing.T) {
 	if got := restart.WithDefaults(); got != restart {
 		t.Errorf("Restart.WithDefaults changed set fields: %+v", got)
 	}
-	cp := Checkpoint{SaveEvery: 1, SaveInterval: 2, IdleInterval: 3, MaxUnflushed: 4}
+	cp := Checkpoint{SaveEvery: 1, SaveInterval: 2, IdleInterval: 3, MaxUnflushed: 4, Retention: 5, Ephemeral: true}
 	if got := cp.WithDefaults(); got != cp {
 		t.Errorf("Checkpoint.WithDefaults changed set fields: %+v", got)
 	}
@@ -274,6 +274,13 @@ func TestRestartValidate(t *testing.T) {
 	})
 }
 
+// startRule returns the error of p.ValidateStartInto for start.
+func startRule(p Checkpoint, start StartPosition) error {
+	c := NewErrors("")
+	p.ValidateStartInto(c, "StartPosition", start)
+	return c.Err()
+}
+
 func TestCheckpointValidate(t *testing.T) {
 	checkValidation(t, []validationCase{
 		{"zero value", Checkpoint{}.Validate(), nil},
@@ -290,6 +297,26 @@ func TestCheckpointValidate(t *testing.T) {
 			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (100), got 50"}},
 		{"MaxUnflushed below SaveEvery", Checkpoint{SaveEvery: 10, MaxUnflushed: 9}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (10), got 9"}},
+		{"retention set", Checkpoint{Retention: 7 * 24 * time.Hour}.Validate(), nil},
+		{"retention at its floor", Checkpoint{IdleInterval: time.Minute, Retention: 2 * time.Minute}.Validate(), nil},
+		{"negative Retention", Checkpoint{Retention: -time.Hour}.Validate(),
+			[]string{"watchtree: CheckpointPolicy.Retention must be >= 2 × IdleInterval (0 means the default 720h0m0s), got -1h0m0s"}},
+		{"Retention below twice the default IdleInterval", Checkpoint{Retention: 9 * time.Minute}.Validate(),
+			[]string{"watchtree: CheckpointPolicy.Retention must be >= 2 × IdleInterval (5m0s), so that a running idle instance's checkpoint never expires, got 9m0s"}},
+		{"ephemeral", Checkpoint{Ephemeral: true}.Validate(), nil},
+		{"ephemeral with write settings", Checkpoint{Ephemeral: true, SaveEvery: 10, SaveInterval: time.Second, IdleInterval: time.Hour, MaxUnflushed: 100, Retention: time.Hour * 24}.Validate(),
+			[]string{
+				"watchtree: CheckpointPolicy.SaveEvery must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got 10",
+				"watchtree: CheckpointPolicy.SaveInterval must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got 1s",
+				"watchtree: CheckpointPolicy.IdleInterval must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got 1h0m0s",
+				"watchtree: CheckpointPolicy.MaxUnflushed must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got 100",
+				"watchtree: CheckpointPolicy.Retention must be 0 when Ephemeral is set (an ephemeral stream writes no checkpoint), got 24h0m0s",
+			}},
+		{"ephemeral with At", startRule(Checkpoint{Ephemeral: true}, At(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))),
+			[]string{"watchtree: StartPosition must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got At(2026-03-01T00:00:00Z)"}},
+		{"ephemeral with Latest", startRule(Checkpoint{Ephemeral: true}, Latest), nil},
+		{"ephemeral with Resume", startRule(Checkpoint{Ephemeral: true}, Resume), nil},
+		{"At without ephemeral", startRule(Checkpoint{}, At(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))), nil},
 		{"negative counts skip the cross check", Checkpoint{SaveEvery: -1, MaxUnflushed: -1}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.SaveEvery must be >= 1 (0 means the default 100), got -1",
 				"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (0 means the default 100 × SaveEvery), got -1"}},

@@ -20,13 +20,20 @@ const (
 	SourceResumeFromNow = "resumeFromNow"
 	// SourceRebuild: the position captured before a Rebuild after history was lost.
 	SourceRebuild = "rebuild"
+	// SourceMigrated: an instance's first position, taken from the stream's shared checkpoint
+	// of an earlier version's layout (one record per stream, whatever the instance).
+	SourceMigrated = "migrated"
 )
 
-// Checkpoint is a stream's durable resume position. There is at most one per stream; saving
-// one replaces the previous one (an upsert keyed by Stream), conditional on Epoch (fencing).
+// Checkpoint is a durable resume position. There is at most one per Scope (the stream, and the
+// instance of an ALL_INSTANCES stream); saving one replaces the previous one of the same scope
+// (an upsert keyed by Stream and Instance), conditional on Epoch (fencing).
 type Checkpoint struct {
-	// Stream is the stream name, the record's key.
+	// Stream is the stream name; with Instance, the record's key.
 	Stream string
+	// Instance is the instance name of an ALL_INSTANCES stream's own position; empty for the
+	// stream's shared position (SINGLE_LEADER, and the layout of earlier versions).
+	Instance string
 	// Token is the resume token document ({_data: …}) to resume after; nil = none (a position
 	// known only by ClusterTime, e.g. a StartAt(t) start before any event).
 	Token bson.Raw
@@ -45,6 +52,19 @@ type Checkpoint struct {
 	// UpdatedAt is the writer's wall-clock time of the save. Stores keep it as given, truncated
 	// to milliseconds by stores that persist BSON dates.
 	UpdatedAt time.Time
+	// ExpiresAt is when the store may delete the record because it was not written since
+	// (retention of a per-instance checkpoint: UpdatedAt + the stream's Checkpoint.Retention);
+	// zero = never (the shared position never expires). An expired record is absent from every
+	// read, and is removed eventually (mongostore: by the server's TTL monitor).
+	ExpiresAt time.Time
+}
+
+// Scope returns the record's key: its Stream and Instance.
+func (c Checkpoint) Scope() Scope { return Scope{Stream: c.Stream, Instance: c.Instance} }
+
+// Expired reports whether c's retention has run out at now.
+func (c Checkpoint) Expired(now time.Time) bool {
+	return !c.ExpiresAt.IsZero() && now.After(c.ExpiresAt)
 }
 
 // Clone returns a deep copy of c (its Token does not share memory with c's).

@@ -9,16 +9,19 @@ import (
 // DeadLetter is an event whose attempts ran out (or whose error was permanent). The event
 // settles only once its dead letter has been written durably.
 //
-// A dead letter's key is the pair (Stream, ID): several streams may watch the same collection
-// and dead-letter the same event, and each keeps its own record in a shared store.
+// A dead letter's key is (Stream, Instance, ID): several streams may watch the same collection
+// and dead-letter the same event, and so may the instances of an ALL_INSTANCES stream; each
+// keeps its own record in a shared store.
 type DeadLetter struct {
 	// ID is stable: the event ID (the resume token's _data). A redelivered event's dead letter
-	// overwrites the previous one of the same stream (PutDeadLetter is an upsert by (Stream,
-	// ID)), never duplicates it.
+	// overwrites the previous one of the same scope (PutDeadLetter is an upsert by (Stream,
+	// Instance, ID)), never duplicates it.
 	ID string
-	// Stream is the stream name, the other half of the key; dead letters are listed, read,
-	// replayed and deleted per stream.
-	Stream string
+	// Stream is the stream name and Instance the instance name of an ALL_INSTANCES stream
+	// (empty for the shared scope); dead letters are listed, read, replayed and deleted per
+	// Scope.
+	Stream   string
+	Instance string
 	// Token is the event's resume token document.
 	Token bson.Raw
 	// OperationType is the change event's operationType ("insert", "update", …).
@@ -57,6 +60,9 @@ type DeadLetter struct {
 	ReplayCount  int
 	LastReplayAt time.Time
 }
+
+// Scope returns the scope of the record: its Stream and Instance.
+func (d DeadLetter) Scope() Scope { return Scope{Stream: d.Stream, Instance: d.Instance} }
 
 // Clone returns a deep copy of d.
 func (d DeadLetter) Clone() DeadLetter {

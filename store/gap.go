@@ -19,11 +19,13 @@ const (
 // Gap is the durable record of history skipped on purpose (OnHistoryLost other than Fail). A
 // gap is never silent: the checkpointer writes one before it resumes past lost history.
 type Gap struct {
-	// ID identifies the record (unique; the writer chooses it, e.g. stream + "/" + time). A
+	// ID identifies the record (unique; the writer chooses it, e.g. stream + "/" + instance + "/" + time). A
 	// second RecordGap with the same ID overwrites the first, so a retried write never duplicates.
 	ID string
-	// Stream is the stream name.
-	Stream string
+	// Stream is the stream name, Instance the instance name of an ALL_INSTANCES stream (empty
+	// for the shared scope); gaps are listed per Scope.
+	Stream   string
+	Instance string
 	// FromToken and FromTime are the last durable position before the gap (either may be empty
 	// when the stream never had one).
 	FromToken bson.Raw
@@ -39,6 +41,9 @@ type Gap struct {
 	// ascending At order (ties by ID).
 	At time.Time
 }
+
+// Scope returns the scope of the record: its Stream and Instance.
+func (g Gap) Scope() Scope { return Scope{Stream: g.Stream, Instance: g.Instance} }
 
 // Clone returns a deep copy of g.
 func (g Gap) Clone() Gap {

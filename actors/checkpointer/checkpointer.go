@@ -52,11 +52,14 @@ type (
 		written   bool              // cp was written by this job (else loaded)
 		applied   bool              // StartPosition Latest/At was applied
 		discarded *store.Checkpoint // a saved checkpoint that Latest/At ignored
-		gap       *store.Gap        // a gap recorded by this job
-		fail      string            // non-empty: the start failed (transient)
-		failErr   error             // the error behind fail, when there is one
-		persist   error             // the position could not be persisted (history lost paths)
-		fenced    error             // a write was fenced
+		migrated  *store.Checkpoint // the shared checkpoint taken as this instance's starting point
+		// ignoredShared is a shared checkpoint older than Checkpoint.Retention, not migrated.
+		ignoredShared *store.Checkpoint
+		gap           *store.Gap // a gap recorded by this job
+		fail          string     // non-empty: the start failed (transient)
+		failErr       error      // the error behind fail, when there is one
+		persist       error      // the position could not be persisted (history lost paths)
+		fenced        error      // a write was fenced
 	}
 	// saveResult ends a checkpoint save.
 	saveResult struct {

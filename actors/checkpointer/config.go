@@ -26,12 +26,12 @@ const (
 	DefaultIOTimeout = 10 * time.Second
 )
 
-// Store loads and saves a stream's checkpoint. store/memstore and store/mongostore implement
-// it. Calls run on the checkpointer's own I/O goroutine, one at a time, with a context that is
-// cancelled when the checkpointer stops or restarts.
+// Store loads and saves a checkpoint by its scope (stream, instance). store/memstore and
+// store/mongostore implement it. Calls run on the checkpointer's own I/O goroutine, one at a
+// time, with a context that is cancelled when the checkpointer stops or restarts.
 type Store interface {
-	// Load returns the stream's checkpoint, and false when there is none.
-	Load(ctx context.Context, stream string) (store.Checkpoint, bool, error)
+	// Load returns the checkpoint of scope, and false when there is none (or it expired).
+	Load(ctx context.Context, scope store.Scope) (store.Checkpoint, bool, error)
 	// Save upserts cp, conditional on its epoch: it fails with an error matching
 	// store.ErrFenced when the stored Epoch is higher.
 	Save(ctx context.Context, cp store.Checkpoint) error
@@ -56,6 +56,14 @@ type Config struct {
 	// Stream is the stream name: the checkpoint's key and the "stream" field of every log line.
 	// Required.
 	Stream string
+	// Instance is the instance part of the key of the checkpoint and the gap records: an
+	// ALL_INSTANCES stream's instance name, so that each instance resumes from its own
+	// position only; empty for the stream's shared position (SINGLE_LEADER). The root decides
+	// it from the stream's mode. With an Instance, a start that finds no checkpoint of its own
+	// takes the shared checkpoint of an earlier version's layout, once, as its starting point
+	// (see the package documentation), and every write carries ExpiresAt = UpdatedAt +
+	// Checkpoint.Retention.
+	Instance string
 	// Store loads and saves the checkpoint. Required.
 	Store Store
 	// Gaps records gaps. Required unless OnHistoryLost is Fail.
@@ -133,6 +141,7 @@ func (c Config) Validate() error {
 	c.StartPosition.ValidateInto(pe, "StartPosition")
 	c.OnHistoryLost.ValidateInto(pe, "OnHistoryLost")
 	c.Checkpoint.ValidateInto(pe, "Checkpoint")
+	c.Checkpoint.ValidateStartInto(pe, "StartPosition", c.StartPosition)
 	errs = append(errs, pe.Err())
 	if c.IOTimeout < 0 {
 		add("IOTimeout", "must be >= 0 (0 means %v), got %v", DefaultIOTimeout, c.IOTimeout)

@@ -31,6 +31,20 @@
 //     Config.Dispatcher or the latest AttachDispatcher{address, id, attach}; every
 //     AttachDispatcher is answered at once (see Bound of unflushed progress).
 //
+// # Scope, migration, retention, ephemeral streams
+//
+// Config.Instance is the instance part of the key of the checkpoint and the gaps (the root sets
+// it for an ALL_INSTANCES stream, and leaves it empty for the shared SINGLE_LEADER position). An
+// instance that finds no checkpoint of its own, under StartPosition Resume, loads the shared one
+// (the layout of earlier versions); unless it is older than Checkpoint.Retention it persists it
+// as its own (Source "migrated", an invalidate position keeping its Source) before the reply, so
+// it is taken once, and leaves the shared record alone. Every write of an instance's checkpoint
+// carries ExpiresAt = UpdatedAt + Checkpoint.Retention; the shared one never expires. With
+// Checkpoint.Ephemeral no checkpoint is loaded or written: a start without an in-memory
+// position captures the current one (source "latest"); a due write only marks the position
+// flushed (so the settle limit keeps growing and Flush is answered at once); lost history still
+// records its gap.
+//
 // # Writes
 //
 // Config.Checkpoint (policy.Checkpoint, defaults there) says when. A position change is written

@@ -301,7 +301,7 @@ func (h *harness) noEvent() {
 // stored returns the stored checkpoint.
 func (h *harness) stored() (store.Checkpoint, bool) {
 	h.t.Helper()
-	cp, ok, err := h.ms.Load(context.Background(), "orders")
+	cp, ok, err := h.ms.Load(context.Background(), store.Scope{Stream: "orders"})
 	if err != nil {
 		h.t.Fatalf("load: %v", err)
 	}

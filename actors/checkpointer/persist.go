@@ -69,7 +69,7 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 // Checkpoint.IdleInterval when only the PBRT moved. A settlement during an idle wait re-arms the
 // shorter timer.
 func (c *checkpointer) changed() {
-	if c.t.version == c.persistedVersion || c.intervalDue {
+	if c.cfg.Checkpoint.Ephemeral || c.t.version == c.persistedVersion || c.intervalDue {
 		return
 	}
 	idle := c.settledTotal == c.coveredSettled
@@ -90,6 +90,10 @@ func (c *checkpointer) unflushed() int { return int(c.settledTotal - c.flushedSe
 // most one write is in flight; a failed write blocks unforced writes until its retry.
 func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 	if c.fenced || c.saving || c.w == nil {
+		return
+	}
+	if c.cfg.Checkpoint.Ephemeral {
+		c.keepInMemory(ctx)
 		return
 	}
 	if c.t.version == c.persistedVersion {
@@ -116,6 +120,17 @@ func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 		return
 	}
 	c.submitSave()
+}
+
+// keepInMemory is an ephemeral stream's write: the position stays in memory only, and counts
+// as flushed at once, so MaxUnflushed never holds the dispatcher back and a Flush is answered
+// without any store I/O.
+func (c *checkpointer) keepInMemory(ctx actor.Context) {
+	c.persisted, c.persistedVersion = c.t.pos, c.t.version
+	c.writtenSettled, c.coveredSettled, c.flushedSettled = c.settledTotal, c.settledTotal, c.settledTotal
+	c.recvFlushed = c.recvTotal
+	c.answerWaiters(ctx, c.persistedVersion, nil)
+	c.flow(ctx, false)
 }
 
 func (c *checkpointer) submitSave() {

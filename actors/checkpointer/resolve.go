@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -26,11 +27,13 @@ const (
 //  1. the in-memory position (newest settled position of this instance, even if not yet
 //     flushed), with resumeAfter (startAfter after an invalidate, startAtOperationTime when only
 //     an operation time is known);
-//  2. the stored checkpoint;
+//  2. the stored checkpoint of the scope; for an instance without one, the stream's shared
+//     checkpoint of an earlier version, persisted as its own first (migrate);
 //  3. no checkpoint: capture the current position, persist it (Source "initial") before
 //     replying, reply resumeAfter it. A capture or persist failure is a transient FAIL.
 //
-// StartPosition Latest/At replace 1–3 until the first start succeeded. Steps 2–3 run on the
+// StartPosition Latest/At replace 1–3 until the first start succeeded. An Ephemeral stream
+// takes 1, else captures the current position without persisting it. Steps 2–3 run on the
 // worker goroutine.
 func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStart) {
 	to := ctx.Sender()
@@ -57,6 +60,16 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
 	c.log.Debug("resolving the start position", zap.Uint64("incarnation", inc))
+	if c.cfg.Checkpoint.Ephemeral {
+		// Nothing is stored: the position kept in memory while the tree lives, else the current
+		// one, never persisted.
+		if !c.t.pos.empty() {
+			c.replyStart(ctx, c.t.pos, sourceMemory)
+			return
+		}
+		c.w.submit(c.currentJob(c.reqSeq))
+		return
+	}
 	mode := c.cfg.StartPosition
 	if c.sh.firstDone.Load() {
 		mode = policy.Resume
@@ -71,8 +84,82 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 // snapshot builds the checkpoint record of p as of now (on the actor goroutine: Epoch is read
 // here).
 func (c *checkpointer) snapshot(p position) store.Checkpoint {
-	return store.Checkpoint{Stream: c.cfg.Stream, Token: p.token, ClusterTime: p.opTime, Source: p.source,
-		Epoch: c.cfg.Epoch(), Owner: c.cfg.Owner, Settled: c.settledTotal, UpdatedAt: c.cfg.Clock.Now()}
+	rec := store.Checkpoint{Stream: c.cfg.Stream, Instance: c.cfg.Instance, Token: p.token, ClusterTime: p.opTime,
+		Source: p.source, Epoch: c.cfg.Epoch(), Owner: c.cfg.Owner, Settled: c.settledTotal}
+	return c.cfg.stamp(rec, c.cfg.Clock.Now())
+}
+
+// scope is the key of the stream's checkpoint and gap records: the stream and, for an
+// ALL_INSTANCES stream, the instance.
+func (c Config) scope() store.Scope { return store.Scope{Stream: c.Stream, Instance: c.Instance} }
+
+// stamp sets rec's write time to now and, for an instance's own checkpoint, its expiry:
+// now + Checkpoint.Retention. The shared position never expires.
+func (c Config) stamp(rec store.Checkpoint, now time.Time) store.Checkpoint {
+	rec.UpdatedAt, rec.ExpiresAt = now, time.Time{}
+	if c.Instance != "" {
+		rec.ExpiresAt = now.Add(c.Checkpoint.Retention)
+	}
+	return rec
+}
+
+// currentJob captures the current position for an ephemeral stream: no load, no write.
+func (c *checkpointer) currentJob(req uint64) job {
+	cfg, inst := c.cfg, c.inst
+	return func(ctx context.Context) any {
+		r := &resolveResult{inst: inst, req: req}
+		tok, ts, err := cfg.Positions.Current(ctx)
+		if err != nil {
+			r.failWith("capture the current position", err)
+			return r
+		}
+		if len(tok) == 0 {
+			r.fail = "capture the current position: empty resume token"
+			return r
+		}
+		r.pos, r.source = &position{token: tok, opTime: ts, source: store.SourceInitial}, sourceLatest
+		return r
+	}
+}
+
+// migrate looks for the stream's shared checkpoint (the one record per stream of earlier
+// versions) when an instance has no checkpoint of its own, and takes it as the instance's
+// starting point: it writes it as the instance's own checkpoint before the start, so that it is
+// taken once, and never reads the shared one again. The shared record is left alone. A shared
+// checkpoint not written for Checkpoint.Retention is ignored (an instance's own would have
+// expired by then), so an instance added long after an upgrade starts per StartPosition. done
+// is false when there is nothing to migrate.
+func (c Config) migrate(ctx context.Context, r *resolveResult, base store.Checkpoint) (done bool) {
+	shared, ok, err := c.Store.Load(ctx, store.Scope{Stream: c.Stream})
+	if err != nil {
+		r.failWith("load the shared checkpoint", err)
+		return true
+	}
+	if !ok || (shared.Token == nil && shared.ClusterTime.IsZero()) {
+		return false
+	}
+	now := c.Clock.Now()
+	if age := now.Sub(shared.UpdatedAt); age > c.Checkpoint.Retention {
+		r.ignoredShared = &shared
+		return false
+	}
+	p := positionOf(shared)
+	rec := base
+	rec.Token, rec.ClusterTime, rec.Source = shared.Token, shared.ClusterTime, store.SourceMigrated
+	if shared.Source == SourceInvalidate {
+		rec.Source = SourceInvalidate // keeps it a startAfter position when loaded again
+	}
+	rec = c.stamp(rec, now)
+	if err := c.Store.Save(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.fenced = err
+			return true
+		}
+		r.failWith("persist the migrated position", err)
+		return true
+	}
+	r.pos, r.cp, r.written, r.source, r.migrated = &p, &rec, true, store.SourceMigrated, &shared
+	return true
 }
 
 // resolveJob loads the checkpoint, or captures and persists the start position. base carries
@@ -81,9 +168,12 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 	cfg, inst := c.cfg, c.inst
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
-		cp, found, err := cfg.Store.Load(ctx, cfg.Stream)
+		cp, found, err := cfg.Store.Load(ctx, cfg.scope())
 		if err != nil {
 			r.failWith("load checkpoint", err)
+			return r
+		}
+		if !found && cfg.Instance != "" && mode.Kind() == policy.StartResume && cfg.migrate(ctx, r, base) {
 			return r
 		}
 		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
@@ -117,7 +207,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		}
 		rec := base
 		rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
-		rec.UpdatedAt = cfg.Clock.Now()
+		rec = cfg.stamp(rec, cfg.Clock.Now())
 		if err := cfg.Store.Save(ctx, rec); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				r.fenced = err
@@ -183,10 +273,10 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 	cfg, inst, log := c.cfg, c.inst, c.log
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
-		if from.empty() {
+		if from.empty() && !cfg.Checkpoint.Ephemeral {
 			// The start position came from an earlier instance: the stored one is the best
 			// knowledge of where the gap begins.
-			if cp, ok, err := cfg.Store.Load(ctx, cfg.Stream); err == nil && ok {
+			if cp, ok, err := cfg.Store.Load(ctx, cfg.scope()); err == nil && ok {
 				from = positionOf(cp)
 			}
 		}
@@ -217,7 +307,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			p = position{token: tok, opTime: ts, source: store.SourceResumeFromNow}
 		}
 		now := cfg.Clock.Now()
-		gap := store.Gap{ID: fmt.Sprintf("%s/%d/%d", cfg.Stream, now.UnixNano(), inc), Stream: cfg.Stream,
+		gap := store.Gap{ID: gapID(cfg.scope(), now, inc), Stream: cfg.Stream, Instance: cfg.Instance,
 			FromToken: from.token, FromTime: from.opTime, ToToken: tok, ToTime: ts,
 			Policy: gapPolicy, Reason: reason, At: now}
 		for n := 1; ; n++ {
@@ -232,10 +322,13 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			}
 		}
 		r.gap = &gap
+		r.pos, r.source = &p, p.source
+		if cfg.Checkpoint.Ephemeral {
+			return r // nothing is written: the new position lives in memory
+		}
 		rec := base
 		rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
-		rec.UpdatedAt = cfg.Clock.Now()
-		r.pos, r.source = &p, p.source
+		rec = cfg.stamp(rec, cfg.Clock.Now())
 		if err := cfg.Store.Save(ctx, rec); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				r.fenced = err
@@ -248,6 +341,16 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		r.cp, r.written = &rec, true
 		return r
 	}
+}
+
+// gapID is a gap record's ID: "<stream>/<nanoseconds>/<incarnation>", with the instance after
+// the stream for an ALL_INSTANCES stream ("<stream>/<instance>/..."), so that two instances
+// never write the same ID.
+func gapID(scope store.Scope, at time.Time, inc uint64) string {
+	if scope.Shared() {
+		return fmt.Sprintf("%s/%d/%d", scope.Stream, at.UnixNano(), inc)
+	}
+	return fmt.Sprintf("%s/%s/%d/%d", scope.Stream, scope.Instance, at.UnixNano(), inc)
 }
 
 // failWith fails the start at step with err, which travels in the StartFrom FAIL (its cause) so
@@ -278,6 +381,15 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail,
 			Cause: errdetail.Of(r.failErr)})
 		return
+	}
+	if m := r.migrated; m != nil {
+		c.log.Info("no checkpoint of this instance: the stream's shared checkpoint of an earlier version is its starting point",
+			zap.String("instance", c.cfg.Instance), zap.String("shared_source", m.Source), zap.Time("shared_at", m.UpdatedAt),
+			zap.String("shared_owner", m.Owner))
+	}
+	if d := r.ignoredShared; d != nil {
+		c.log.Warn("the stream's shared checkpoint of an earlier version is older than Checkpoint.Retention and is ignored: this instance starts per StartPosition",
+			zap.String("instance", c.cfg.Instance), zap.Time("shared_at", d.UpdatedAt), zap.Duration("retention", c.cfg.Checkpoint.Retention))
 	}
 	if d := r.discarded; d != nil {
 		c.log.Warn("saved checkpoint ignored by the start position", zap.Stringer("start_position", c.cfg.StartPosition),

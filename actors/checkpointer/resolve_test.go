@@ -217,7 +217,7 @@ func TestHistoryLostFail(t *testing.T) {
 	if !errors.Is(err, ErrHistoryLost) || !strings.Contains(err.Error(), "resume point no longer in the oplog") {
 		t.Fatalf("escalated %v, want ErrHistoryLost with the server's message", err)
 	}
-	if gaps, _ := h.ms.ListGaps(context.Background(), "orders"); len(gaps) != 0 {
+	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 0 {
 		t.Fatalf("gap recorded under Fail: %+v", gaps)
 	}
 }
@@ -240,7 +240,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	g := event[store.Gap](h)
-	gaps, err := h.ms.ListGaps(context.Background(), "orders")
+	gaps, err := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"})
 	if err != nil || len(gaps) != 1 {
 		t.Fatalf("gaps %+v %v", gaps, err)
 	}
@@ -294,7 +294,7 @@ func TestHistoryLostGapWriteRetriedUntilSuccess(t *testing.T) {
 	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("StartFrom %v", sf)
 	}
-	if gaps, _ := h.ms.ListGaps(context.Background(), "orders"); len(gaps) != 1 || gaps[0].Reason != "code 136: capped" {
+	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 1 || gaps[0].Reason != "code 136: capped" {
 		t.Fatalf("gaps %+v", gaps)
 	}
 }
@@ -326,7 +326,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	}
 	event[HistoryLostEvent](h)
 	h.noEvent()
-	if gaps, _ := h.ms.ListGaps(context.Background(), "orders"); len(gaps) != 0 {
+	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 0 {
 		t.Fatalf("gap recorded after a failed rebuild: %+v", gaps)
 	}
 	// The next start still resumes from the lost position (memory), loses it again, rebuilds.

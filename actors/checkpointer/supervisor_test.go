@@ -155,7 +155,7 @@ func TestUnderSupervisorResumeFromNow(t *testing.T) {
 	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now" {
 		t.Fatalf("after history lost %v", sf)
 	}
-	gaps, err := ms.ListGaps(context.Background(), "orders")
+	gaps, err := ms.ListGaps(context.Background(), store.Scope{Stream: "orders"})
 	if err != nil || len(gaps) != 1 || tokData(gaps[0].FromToken) != "old" || tokData(gaps[0].ToToken) != "now" {
 		t.Fatalf("gaps %+v %v", gaps, err)
 	}

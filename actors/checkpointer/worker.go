@@ -118,10 +118,10 @@ type boundedStore struct {
 	d    time.Duration
 }
 
-func (s boundedStore) Load(ctx context.Context, stream string) (store.Checkpoint, bool, error) {
+func (s boundedStore) Load(ctx context.Context, scope store.Scope) (store.Checkpoint, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
-	return s.next.Load(ctx, stream)
+	return s.next.Load(ctx, scope)
 }
 
 func (s boundedStore) Save(ctx context.Context, cp store.Checkpoint) error {

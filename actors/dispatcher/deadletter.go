@@ -14,8 +14,8 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// DeadLetterWriter stores dead letters. PutDeadLetter must be idempotent by DeadLetter.ID (an
-// upsert): a redelivered event that fails again overwrites its record. It is called from the
+// DeadLetterWriter stores dead letters. PutDeadLetter must be idempotent by the record's key
+// (Stream, Instance, ID: an upsert): a redelivered event that fails again overwrites its record. It is called from the
 // lanes concurrently, with a context cancelled when the dispatcher stops and bounded by
 // Config.DeadLetterTimeout. A nil error means the record is durable.
 type DeadLetterWriter interface {
@@ -64,10 +64,11 @@ type failure struct {
 
 // newDeadLetter builds the record of an event: the fields are read from the raw event leniently
 // (an undecodable event still gets a record with whatever could be read).
-func newDeadLetter(stream string, id string, token, raw []byte, f failure, now time.Time, retention time.Duration) store.DeadLetter {
+func newDeadLetter(scope store.Scope, id string, token, raw []byte, f failure, now time.Time, retention time.Duration) store.DeadLetter {
 	dl := store.DeadLetter{
 		ID:             id,
-		Stream:         stream,
+		Stream:         scope.Stream,
+		Instance:       scope.Instance,
 		Token:          cloneBytes(token),
 		Event:          cloneBytes(raw),
 		Error:          f.err.Error(),

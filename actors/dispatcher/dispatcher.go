@@ -138,6 +138,7 @@ func (d *dispatcher) start(ctx actor.Context) {
 	d.settle = &settleBuf{notify: func() { root.Send(self, lanesSettled) }}
 	sh := &laneShared{
 		stream:    d.cfg.Stream,
+		instance:  d.cfg.Instance,
 		router:    d.cfg.Router,
 		retry:     d.cfg.Retry,
 		rnd:       d.cfg.Rand,

@@ -77,7 +77,7 @@ func TestPermanentErrorSkipsRetries(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("handler called %d times, want 1", calls.Load())
 	}
-	dl, err := h.dlStore.GetDeadLetter(context.Background(), "orders", "T00000001")
+	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000001")
 	if err != nil {
 		t.Fatalf("dead letter: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestExhaustedAttemptsDeadLetter(t *testing.T) {
 	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
-	dl, err := h.dlStore.GetDeadLetter(context.Background(), "orders", "T00000001")
+	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000001")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestHandlerPanicBecomesDeadLetterWithStack(t *testing.T) {
 	if got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
-	dl, err := h.dlStore.GetDeadLetter(context.Background(), "orders", "T00000002")
+	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000002")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestDeadLetterStoreDownKeepsEventUnsettled(t *testing.T) {
 	if h.order[1] != 2 || h.order[2] != 3 {
 		t.Fatalf("settlement order %v", h.order)
 	}
-	if _, err := h.dlStore.GetDeadLetter(context.Background(), "orders", "T00000002"); err != nil {
+	if _, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000002"); err != nil {
 		t.Fatalf("dead letter not stored: %v", err)
 	}
 	ev := h.ev.snapshot()
@@ -224,7 +224,7 @@ func TestUndecodableEventIsDeadLetteredWithTheDecodeError(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("handler calls %d, want 1 (not for the undecodable event)", calls.Load())
 	}
-	dl, err := h.dlStore.GetDeadLetter(context.Background(), "orders", "T00000001")
+	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000001")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestRedeliveredDeadLetterOverwrites(t *testing.T) {
 	e := mkEvent(1, "a")
 	h.sendInc(2, e) // the same event (same token), redelivered by a new cursor as seq 1
 	eventually(t, "second dead letter", func() bool { return h.dlStore.Stats().DeadLetterPuts == 2 })
-	list, err := h.dlStore.ListDeadLetters(context.Background(), "orders", 0)
+	list, err := h.dlStore.ListDeadLetters(context.Background(), store.Scope{Stream: "orders"}, 0)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("dead letters %v %v", list, err)
 	}
@@ -339,7 +339,7 @@ func TestHandlerGoexitDoesNotStallTheLane(t *testing.T) {
 		got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v: want handled (2nd attempt), dead-lettered, handled", got)
 	}
-	dl, err := h.dlStore.GetDeadLetter(context.Background(), "orders", "T00000002")
+	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000002")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
 )
 
 // item is one accepted event queued on a lane.
@@ -33,6 +34,7 @@ var ErrHandlerGoexit = errors.New("dispatcher: the handler called runtime.Goexit
 // laneShared is what the lanes of one dispatcher instance share. Read-only once the lanes run.
 type laneShared struct {
 	stream    string
+	instance  string
 	router    Router
 	retry     policy.Retry
 	rnd       func() float64
@@ -266,7 +268,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event,
 		return s, true
 	}
 	for write := 1; ; write++ {
-		dl := newDeadLetter(sh.stream, id, ev.ResumeToken, ev.Raw, f, sh.clk.Now(), sh.retention)
+		dl := newDeadLetter(store.Scope{Stream: sh.stream, Instance: sh.instance}, id, ev.ResumeToken, ev.Raw, f, sh.clk.Now(), sh.retention)
 		wctx, cancel := context.WithTimeout(ctx, sh.dlTimeout)
 		err := putDeadLetter(wctx, sh.dl, dl)
 		cancel()

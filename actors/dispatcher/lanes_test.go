@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
 )
 
 func TestRoutingOutcomes(t *testing.T) {
@@ -58,7 +59,7 @@ func TestRoutingOutcomes(t *testing.T) {
 	if ev.counts.Unhandled != 1 || ev.counts.Filtered != 1 || ev.counts.Handled != 2 {
 		t.Errorf("Counted = %+v", ev.counts)
 	}
-	if ids, _ := h.dlStore.ListDeadLetters(context.Background(), "orders", 0); len(ids) != 0 {
+	if ids, _ := h.dlStore.ListDeadLetters(context.Background(), store.Scope{Stream: "orders"}, 0); len(ids) != 0 {
 		t.Errorf("skip wrote dead letters: %v", ids)
 	}
 	if h.logs.FilterMessage("event skipped by its handler").FilterField(zap.String("stream", "orders")).Len() != 1 {

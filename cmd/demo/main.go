@@ -47,7 +47,7 @@ func main() {
 	}
 }
 
-// streamName is the demo stream's name: the _id of its checkpoint, the stream of its dead letters.
+// streamName is the demo stream's name: the stream of its checkpoint and its dead letters.
 const streamName = "orders"
 
 // defaultDB is the default of --db: a database of the demo's own, so that a run against a user's

@@ -15,11 +15,14 @@ func expired(dl store.DeadLetter, now time.Time) bool {
 	return !dl.ExpiresAt.IsZero() && now.After(dl.ExpiresAt)
 }
 
-// dlKey is a dead letter's key: one record per stream and event ID.
-type dlKey struct{ stream, id string }
+// dlKey is a dead letter's key: one record per scope and event ID.
+type dlKey struct {
+	scope store.Scope
+	id    string
+}
 
-// PutDeadLetter stores a copy of dl, replacing any dead letter with the same Stream and ID
-// (idempotent by that pair; another stream's record of the same event is left alone).
+// PutDeadLetter stores a copy of dl, replacing any dead letter with the same Stream, Instance
+// and ID (idempotent by that key; another scope's record of the same event is left alone).
 func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	if err := s.enter(ctx, OpPutDeadLetter); err != nil {
 		return err
@@ -28,13 +31,13 @@ func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	dl = dl.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deadLetters[dlKey{dl.Stream, dl.ID}] = dl
+	s.deadLetters[dlKey{dl.Scope(), dl.ID}] = dl
 	return nil
 }
 
-// ListDeadLetters returns copies of up to limit (limit ≤ 0: all) unexpired dead letters of the
-// stream, oldest first: ascending CreatedAt, ties by ID.
-func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error) {
+// ListDeadLetters returns copies of up to limit (limit ≤ 0: all) unexpired dead letters of
+// scope, oldest first: ascending CreatedAt, ties by ID.
+func (s *Store) ListDeadLetters(ctx context.Context, scope store.Scope, limit int) ([]store.DeadLetter, error) {
 	if err := s.enter(ctx, OpListDeadLetters); err != nil {
 		return nil, err
 	}
@@ -42,7 +45,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) (
 	s.mu.Lock()
 	var out []store.DeadLetter
 	for _, dl := range s.deadLetters {
-		if dl.Stream == stream && !expired(dl, now) {
+		if dl.Scope() == scope && !expired(dl, now) {
 			out = append(out, dl)
 		}
 	}
@@ -59,53 +62,53 @@ func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) (
 	return out, nil
 }
 
-// GetDeadLetter returns a copy of the stream's dead letter with that ID; store.ErrNotFound if
+// GetDeadLetter returns a copy of scope's dead letter with that ID; store.ErrNotFound if
 // there is none or it has expired.
-func (s *Store) GetDeadLetter(ctx context.Context, stream, id string) (store.DeadLetter, error) {
+func (s *Store) GetDeadLetter(ctx context.Context, scope store.Scope, id string) (store.DeadLetter, error) {
 	if err := s.enter(ctx, OpGetDeadLetter); err != nil {
 		return store.DeadLetter{}, err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dl, ok := s.deadLetters[dlKey{stream, id}]
+	dl, ok := s.deadLetters[dlKey{scope, id}]
 	if !ok || expired(dl, now) {
-		return store.DeadLetter{}, notFound(stream, id)
+		return store.DeadLetter{}, notFound(scope, id)
 	}
 	return dl.Clone(), nil
 }
 
-// DeleteDeadLetter removes the stream's dead letter with that ID; store.ErrNotFound if there is
+// DeleteDeadLetter removes scope's dead letter with that ID; store.ErrNotFound if there is
 // none or it has expired.
-func (s *Store) DeleteDeadLetter(ctx context.Context, stream, id string) error {
+func (s *Store) DeleteDeadLetter(ctx context.Context, scope store.Scope, id string) error {
 	if err := s.enter(ctx, OpDeleteDeadLetter); err != nil {
 		return err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := dlKey{stream, id}
+	k := dlKey{scope, id}
 	dl, ok := s.deadLetters[k]
 	if !ok || expired(dl, now) {
-		return notFound(stream, id)
+		return notFound(scope, id)
 	}
 	delete(s.deadLetters, k)
 	return nil
 }
 
-// MarkReplayed increments the ReplayCount of the stream's dead letter with that ID and sets its
+// MarkReplayed increments the ReplayCount of scope's dead letter with that ID and sets its
 // LastReplayAt to at; store.ErrNotFound if there is none or it has expired.
-func (s *Store) MarkReplayed(ctx context.Context, stream, id string, at time.Time) error {
+func (s *Store) MarkReplayed(ctx context.Context, scope store.Scope, id string, at time.Time) error {
 	if err := s.enter(ctx, OpMarkReplayed); err != nil {
 		return err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := dlKey{stream, id}
+	k := dlKey{scope, id}
 	dl, ok := s.deadLetters[k]
 	if !ok || expired(dl, now) {
-		return notFound(stream, id)
+		return notFound(scope, id)
 	}
 	dl.ReplayCount++
 	dl.LastReplayAt = at
@@ -113,6 +116,6 @@ func (s *Store) MarkReplayed(ctx context.Context, stream, id string, at time.Tim
 	return nil
 }
 
-func notFound(stream, id string) error {
-	return fmt.Errorf("memstore: dead letter %q of stream %q: %w", id, stream, store.ErrNotFound)
+func notFound(scope store.Scope, id string) error {
+	return fmt.Errorf("memstore: dead letter %q of %s: %w", id, scope, store.ErrNotFound)
 }

@@ -21,15 +21,15 @@ func (s *Store) RecordGap(ctx context.Context, g store.Gap) error {
 	return nil
 }
 
-// ListGaps returns copies of the stream's gaps in ascending At order, ties by ID.
-func (s *Store) ListGaps(ctx context.Context, stream string) ([]store.Gap, error) {
+// ListGaps returns copies of the gaps of scope in ascending At order, ties by ID.
+func (s *Store) ListGaps(ctx context.Context, scope store.Scope) ([]store.Gap, error) {
 	if err := s.enter(ctx, OpListGaps); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	var out []store.Gap
 	for _, g := range s.gapRecs {
-		if g.Stream == stream {
+		if g.Scope() == scope {
 			out = append(out, g.Clone())
 		}
 	}

@@ -11,8 +11,9 @@ import (
 
 // Options configures a Store. The zero value is usable.
 type Options struct {
-	// Now is the clock that decides dead-letter expiry (a dead letter is expired once Now() is
-	// after its ExpiresAt). Default time.Now. Tests inject a fake clock's Now.
+	// Now is the clock that decides the expiry of dead letters and checkpoints (a record is
+	// expired once Now() is after its ExpiresAt). Default time.Now. Tests inject a fake clock's
+	// Now.
 	Now func() time.Time
 }
 
@@ -23,6 +24,7 @@ type Op string
 const (
 	OpLoad             Op = "Load"
 	OpSave             Op = "Save"
+	OpListCheckpoints  Op = "ListCheckpoints"
 	OpRecordGap        Op = "RecordGap"
 	OpListGaps         Op = "ListGaps"
 	OpPutDeadLetter    Op = "PutDeadLetter"
@@ -57,7 +59,7 @@ type Store struct {
 	saves, fenced, loads, gaps, puts atomic.Uint64
 
 	mu          sync.Mutex
-	checkpoints map[string]store.Checkpoint
+	checkpoints map[store.Scope]store.Checkpoint
 	gapRecs     map[string]store.Gap
 	deadLetters map[dlKey]store.DeadLetter
 }
@@ -69,7 +71,7 @@ func New(opts Options) *Store {
 	}
 	return &Store{
 		now:         opts.Now,
-		checkpoints: make(map[string]store.Checkpoint),
+		checkpoints: make(map[store.Scope]store.Checkpoint),
 		gapRecs:     make(map[string]store.Gap),
 		deadLetters: make(map[dlKey]store.DeadLetter),
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 func TestCheckpointContract(t *testing.T) {
-	storetest.TestCheckpointStore(t, func(t *testing.T) storetest.CheckpointStore {
-		return memstore.New(memstore.Options{})
+	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) storetest.CheckpointStore {
+		return memstore.New(memstore.Options{Now: now})
 	})
 }
 
@@ -42,7 +42,7 @@ func TestFaultFailsWithoutChange(t *testing.T) {
 	if err := s.Save(ctx, store.Checkpoint{Stream: "s"}); !errors.Is(err, boom) {
 		t.Fatalf("Save with a fault: %v, want boom", err)
 	}
-	if _, ok, err := s.Load(ctx, "s"); err != nil || ok {
+	if _, ok, err := s.Load(ctx, store.Scope{Stream: "s"}); err != nil || ok {
 		t.Fatalf("Load after a failed save: ok=%v err=%v", ok, err)
 	}
 	s.SetFault(nil)
@@ -63,7 +63,7 @@ func TestBlockingFaultReturnsCtxErr(t *testing.T) {
 		t.Fatalf("PutDeadLetter while the fault blocks: %v, want DeadlineExceeded", err)
 	}
 	s.SetFault(nil)
-	if _, err := s.GetDeadLetter(context.Background(), "s", "x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetDeadLetter(context.Background(), store.Scope{Stream: "s"}, "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the blocked put was stored: %v", err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 
 func TestCheckpointContract(t *testing.T) {
 	e := newEnv(t, mongosim.Options{})
-	storetest.TestCheckpointStore(t, func(t *testing.T) storetest.CheckpointStore {
-		s, _ := e.newStore(t, mongostore.Options{})
+	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) storetest.CheckpointStore {
+		s, _ := e.newStore(t, mongostore.Options{Now: now})
 		return s
 	})
 }

@@ -1,27 +1,36 @@
 // Package mongostore implements watchtree's checkpoint, gap and dead-letter stores on MongoDB
 // (driver go.mongodb.org/mongo-driver/v2). It passes the store/storetest contract suites.
 //
-// Collections (names configurable through Options):
+// Collections (names configurable through Options). Every record belongs to a store.Scope: a
+// stream and, for an ALL_INSTANCES stream, an instance; the shared scope (no instance) keeps the
+// layout of earlier versions, so their documents stay readable.
 //
-//   - _wt_checkpoints: one document per stream,
-//     {_id: stream, token, clusterTime, source, epoch, owner, settled, updatedAt}.
-//     token and clusterTime are left out when unknown.
-//   - _wt_dead_letters: one document per stream and event ID (streams that watch the same
-//     collection each keep their own record of an event),
-//     {_id: {stream, id: event ID}, stream, token, operationType, documentKey, namespace,
-//     event, eventOmitted, error, errorType, stack, attempts, firstAttemptAt, lastAttemptAt,
-//     createdAt, expiresAt, replayCount, lastReplayAt}; optional fields are left out when
+//   - _wt_checkpoints: one document per scope. An instance's own checkpoint is
+//     {_id: {stream, instance}, stream, instance, token, clusterTime, source, epoch, owner,
+//     settled, updatedAt, expiresAt}; the shared one (SINGLE_LEADER, earlier versions) is
+//     {_id: stream, token, clusterTime, source, epoch, owner, settled, updatedAt}, without
+//     stream, instance or expiresAt. A compound _id never equals a string one, so both layouts
+//     live side by side and the key's uniqueness needs no index. token and clusterTime are left
+//     out when unknown. Indexes: a TTL index on expiresAt (an instance's checkpoint not written
+//     for its retention is deleted; the shared one never expires) and {stream: 1, instance: 1}
+//     for listing (ListCheckpoints, which also reads the shared one by _id).
+//   - _wt_dead_letters: one document per scope and event ID (streams that watch the same
+//     collection, and the instances of one stream, each keep their own record of an event),
+//     {_id: {stream, instance, id: event ID}, stream, instance, token, operationType,
+//     documentKey, namespace, event, eventOmitted, error, errorType, stack, attempts,
+//     firstAttemptAt, lastAttemptAt, createdAt, expiresAt, replayCount, lastReplayAt}; instance
+//     is left out for the shared scope (as earlier versions wrote it), optional fields when
 //     empty; event is left out (eventOmitted: true) when the record would exceed the 16 MiB
 //     document limit. The key is the compound _id, so its uniqueness needs no index.
 //     Indexes: a TTL index on expiresAt (expireAfterSeconds 0: the server deletes a document
 //     once its expiresAt has passed; documents without expiresAt never expire) and
-//     {stream: 1, createdAt: 1} for listing.
+//     {stream: 1, instance: 1, createdAt: 1} for listing.
 //   - _wt_gaps: one document per gap ID,
-//     {_id, stream, fromToken, fromTime, toToken, toTime, policy, reason, at}. Index
-//     {stream: 1, at: 1}.
+//     {_id, stream, instance, fromToken, fromTime, toToken, toTime, policy, reason, at}
+//     (instance left out for the shared scope). Index {stream: 1, instance: 1, at: 1}.
 //
 // Fencing: Save is one atomic conditional upsert, a replaceOne with filter
-// {_id: stream, $or: [{epoch: {$lte: E}}, {epoch: {$exists: false}}]} and upsert: true. If a
+// {_id: <the scope's _id>, $or: [{epoch: {$lte: E}}, {epoch: {$exists: false}}]} and upsert: true. If a
 // higher epoch holds the document the filter matches nothing, the upsert tries to insert a second
 // document with the same _id and the server answers DuplicateKey (11000), which Save reports as
 // store.ErrFenced. A DuplicateKey can also come from a concurrent first save by a lower or equal
@@ -34,9 +43,10 @@
 // may be applied yet reported failed, which is harmless because every write is an idempotent
 // upsert by _id (MarkReplayed excepted: its retry may count a replay twice).
 //
-// Expiry: the TTL monitor of a real server runs every 60 seconds, so an expired dead letter may
-// linger for up to a minute. Reads therefore also filter on expiresAt with the store's clock
-// (Options.Now): a dead letter is absent from every read once Now() is after its expiresAt.
+// Expiry: the TTL monitor of a real server runs every 60 seconds, so an expired dead letter or
+// checkpoint may linger for up to a minute. Reads therefore also filter on expiresAt with the
+// store's clock (Options.Now): a record is absent from every read once Now() is after its
+// expiresAt.
 //
 // Errors: a done context makes every method return an error matching ctx.Err() (checked before
 // any I/O, and after a failed one). A server that is down or frozen makes a call fail when the

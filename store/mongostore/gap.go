@@ -16,24 +16,24 @@ func (s *Store) RecordGap(ctx context.Context, g store.Gap) error {
 	}
 	_, err := s.gaps.ReplaceOne(ctx, bson.D{{Key: "_id", Value: g.ID}}, toGapDoc(g), options.Replace().SetUpsert(true))
 	if err != nil {
-		return wrap(ctx, err, "record gap %q of stream %q", g.ID, g.Stream)
+		return wrap(ctx, err, "record gap %q of %s", g.ID, g.Scope())
 	}
 	return nil
 }
 
-// ListGaps returns the stream's gaps in ascending At order, ties by ID.
-func (s *Store) ListGaps(ctx context.Context, stream string) ([]store.Gap, error) {
+// ListGaps returns the gaps of scope in ascending At order, ties by ID.
+func (s *Store) ListGaps(ctx context.Context, scope store.Scope) ([]store.Gap, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cur, err := s.gaps.Find(ctx, bson.D{{Key: "stream", Value: stream}},
+	cur, err := s.gaps.Find(ctx, scopeFilter(scope),
 		options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, wrap(ctx, err, "list gaps of stream %q", stream)
+		return nil, wrap(ctx, err, "list gaps of %s", scope)
 	}
 	var docs []gapDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(ctx, err, "list gaps of stream %q", stream)
+		return nil, wrap(ctx, err, "list gaps of %s", scope)
 	}
 	out := make([]store.Gap, len(docs))
 	for i, d := range docs {

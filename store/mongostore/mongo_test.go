@@ -90,6 +90,16 @@ func TestDocumentShapes(t *testing.T) {
 	wantShape(t, "checkpoint without token and cluster time", rawDoc(t, db, mongostore.DefaultCheckpointCollection, "fresh"),
 		"_id:string source:string epoch:64-bit integer owner:string settled:64-bit integer updatedAt:UTC datetime")
 
+	inst := cp
+	inst.Instance, inst.Epoch, inst.ExpiresAt = "pod-a", 0, t0.Add(30*24*time.Hour)
+	if err := s.Save(ctx, inst); err != nil {
+		t.Fatal(err)
+	}
+	raw = rawDoc(t, db, mongostore.DefaultCheckpointCollection, bson.D{{Key: "stream", Value: "orders"}, {Key: "instance", Value: "pod-a"}})
+	wantShape(t, "instance checkpoint key", raw.Lookup("_id").Document(), "stream:string instance:string")
+	wantShape(t, "instance checkpoint", raw,
+		"_id:embedded document stream:string instance:string token:embedded document clusterTime:timestamp source:string epoch:64-bit integer owner:string settled:64-bit integer updatedAt:UTC datetime expiresAt:UTC datetime")
+
 	g := store.Gap{ID: "orders/1", Stream: "orders", FromToken: tok, FromTime: bson.Timestamp{T: 1, I: 1},
 		ToToken: tok, ToTime: bson.Timestamp{T: 2, I: 1}, Policy: store.GapRebuild, Reason: "(286) lost", At: t0}
 	if err := s.RecordGap(ctx, g); err != nil {
@@ -103,6 +113,12 @@ func TestDocumentShapes(t *testing.T) {
 	}
 	wantShape(t, "gap without from", rawDoc(t, db, mongostore.DefaultGapCollection, "orders/2"),
 		"_id:string stream:string toToken:embedded document toTime:timestamp policy:string reason:string at:UTC datetime")
+	g.ID, g.Instance = "orders/pod-a/3", "pod-a"
+	if err := s.RecordGap(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	wantShape(t, "instance gap", rawDoc(t, db, mongostore.DefaultGapCollection, "orders/pod-a/3"),
+		"_id:string stream:string instance:string toToken:embedded document toTime:timestamp policy:string reason:string at:UTC datetime")
 
 	dl := store.DeadLetter{ID: "8266AA", Stream: "orders", Token: tok, OperationType: "insert",
 		DocumentKey: mustMarshal(bson.D{{Key: "_id", Value: 7}}), Namespace: "shop.orders",
@@ -117,6 +133,16 @@ func TestDocumentShapes(t *testing.T) {
 	wantShape(t, "dead letter", raw,
 		"_id:embedded document stream:string token:embedded document operationType:string documentKey:embedded document namespace:string event:embedded document error:string errorType:string stack:string attempts:64-bit integer firstAttemptAt:UTC datetime lastAttemptAt:UTC datetime createdAt:UTC datetime expiresAt:UTC datetime replayCount:64-bit integer lastReplayAt:UTC datetime")
 
+	dl.Instance = "pod-a"
+	if err := s.PutDeadLetter(ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+	raw = rawDoc(t, db, mongostore.DefaultDeadLetterCollection,
+		bson.D{{Key: "stream", Value: "orders"}, {Key: "instance", Value: "pod-a"}, {Key: "id", Value: "8266AA"}})
+	wantShape(t, "instance dead letter key", raw.Lookup("_id").Document(), "stream:string instance:string id:string")
+	wantShape(t, "instance dead letter", raw,
+		"_id:embedded document stream:string instance:string token:embedded document operationType:string documentKey:embedded document namespace:string event:embedded document error:string errorType:string stack:string attempts:64-bit integer firstAttemptAt:UTC datetime lastAttemptAt:UTC datetime createdAt:UTC datetime expiresAt:UTC datetime replayCount:64-bit integer lastReplayAt:UTC datetime")
+
 	min := store.DeadLetter{ID: "min", Stream: "orders", Token: tok, OperationType: "drop",
 		Event: mustMarshal(bson.D{{Key: "operationType", Value: "drop"}}), Error: "boom", Attempts: 1, CreatedAt: t0}
 	if err := s.PutDeadLetter(ctx, min); err != nil {
@@ -124,7 +150,7 @@ func TestDocumentShapes(t *testing.T) {
 	}
 	wantShape(t, "minimal dead letter", rawDoc(t, db, mongostore.DefaultDeadLetterCollection, dlKey("orders", "min")),
 		"_id:embedded document stream:string token:embedded document operationType:string event:embedded document error:string attempts:64-bit integer createdAt:UTC datetime replayCount:64-bit integer")
-	if err := s.MarkReplayed(ctx, "orders", "min", t0); err != nil {
+	if err := s.MarkReplayed(ctx, store.Scope{Stream: "orders"}, "min", t0); err != nil {
 		t.Fatal(err)
 	}
 	raw = rawDoc(t, db, mongostore.DefaultDeadLetterCollection, dlKey("orders", "min"))
@@ -183,12 +209,28 @@ func TestIndexes(t *testing.T) {
 	} else if n, ok := v.AsInt64OK(); !ok || n != 0 {
 		t.Errorf("TTL index expireAfterSeconds = %v, want 0", v)
 	}
-	if ix, ok := dl[mongostore.IndexDeadLetterStream]; !ok || keyShape(ix) != "stream:1,createdAt:1" {
-		t.Errorf("listing index %s: %v, want key stream:1,createdAt:1", mongostore.IndexDeadLetterStream, ix)
+	if ix, ok := dl[mongostore.IndexDeadLetterStream]; !ok || keyShape(ix) != "stream:1,instance:1,createdAt:1" {
+		t.Errorf("listing index %s: %v, want key stream:1,instance:1,createdAt:1", mongostore.IndexDeadLetterStream, ix)
 	}
 	gaps := indexes(mongostore.DefaultGapCollection)
-	if ix, ok := gaps[mongostore.IndexGapStream]; !ok || keyShape(ix) != "stream:1,at:1" {
-		t.Errorf("gap index %s: %v, want key stream:1,at:1", mongostore.IndexGapStream, ix)
+	if ix, ok := gaps[mongostore.IndexGapStream]; !ok || keyShape(ix) != "stream:1,instance:1,at:1" {
+		t.Errorf("gap index %s: %v, want key stream:1,instance:1,at:1", mongostore.IndexGapStream, ix)
+	}
+	cps := indexes(mongostore.DefaultCheckpointCollection)
+	if len(cps) != 3 {
+		t.Errorf("checkpoint indexes: %d (%v), want _id_, %s and %s", len(cps), keys(cps), mongostore.IndexCheckpointTTL, mongostore.IndexCheckpointStream)
+	}
+	if ix, ok := cps[mongostore.IndexCheckpointStream]; !ok || keyShape(ix) != "stream:1,instance:1" {
+		t.Errorf("checkpoint listing index %s: %v, want key stream:1,instance:1", mongostore.IndexCheckpointStream, ix)
+	}
+	cpTTL, ok := cps[mongostore.IndexCheckpointTTL]
+	if !ok || keyShape(cpTTL) != "expiresAt:1" {
+		t.Fatalf("checkpoint TTL index %s: %v, want key expiresAt:1", mongostore.IndexCheckpointTTL, cpTTL)
+	}
+	if v, err := cpTTL.LookupErr("expireAfterSeconds"); err != nil {
+		t.Errorf("checkpoint TTL index has no expireAfterSeconds: %v", cpTTL)
+	} else if n, ok := v.AsInt64OK(); !ok || n != 0 {
+		t.Errorf("checkpoint TTL index expireAfterSeconds = %v, want 0", v)
 	}
 }
 
@@ -254,11 +296,103 @@ func TestTTLMonitorDeletesExpired(t *testing.T) {
 	}
 	clk.Advance(2 * time.Hour)
 	waitIDs("long,forever")
-	if _, err := s.GetDeadLetter(ctx, "orders", "short"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetDeadLetter(ctx, store.Scope{Stream: "orders"}, "short"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetDeadLetter of a deleted dead letter: %v", err)
 	}
 	clk.Advance(100 * 24 * time.Hour)
 	waitIDs("forever")
+}
+
+// TestTTLMonitorDeletesExpiredCheckpoints: the TTL index on the checkpoints' expiresAt lets the
+// server's TTL monitor (mongosim's, with an injected clock and a short interval) delete an
+// instance's checkpoint that was not written for its retention, and never the shared one.
+func TestTTLMonitorDeletesExpiredCheckpoints(t *testing.T) {
+	needSim(t)
+	clk := clock.NewFake(t0)
+	e := newEnv(t, mongosim.Options{Now: clk.Now, TTLMonitorInterval: 5 * time.Millisecond})
+	s, db := e.newStore(t, mongostore.Options{Now: clk.Now})
+	ctx := testCtx(t)
+	const retention = 30 * 24 * time.Hour
+	save := func(instance string, expires time.Time) {
+		t.Helper()
+		if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Instance: instance, Source: store.SourceEvent,
+			Token: mustMarshal(bson.D{{Key: "_data", Value: "82" + instance}}), UpdatedAt: clk.Now(), ExpiresAt: expires}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("pod-a", t0.Add(retention))
+	save("", time.Time{}) // the shared position never expires
+	clk.Advance(retention / 2)
+	save("pod-b", clk.Now().Add(retention)) // written later: expires later
+
+	count := func() int64 {
+		n, err := db.Collection(mongostore.DefaultCheckpointCollection).CountDocuments(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	scopes := func() string {
+		cps, err := s.ListCheckpoints(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, cp := range cps {
+			out = append(out, cp.Scope().String())
+		}
+		return strings.Join(out, ",")
+	}
+	if got := scopes(); got != "orders,orders@pod-a,orders@pod-b" {
+		t.Fatalf("ListCheckpoints before expiry: %s", got)
+	}
+	clk.Advance(retention/2 + time.Minute) // pod-a's retention ran out; pod-b's did not
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the TTL monitor left %d checkpoints, want 2 (shared and pod-b)", count())
+		}
+		time.Sleep(5 * time.Millisecond) // a polling tick
+	}
+	if got := scopes(); got != "orders,orders@pod-b" {
+		t.Fatalf("ListCheckpoints after pod-a expired: %s", got)
+	}
+	if _, ok, err := s.Load(ctx, store.Scope{Stream: "orders", Instance: "pod-a"}); err != nil || ok {
+		t.Fatalf("Load of the expired pod-a checkpoint: ok=%v err=%v", ok, err)
+	}
+}
+
+// TestLegacySharedCheckpointReadable: a checkpoint of the earlier layout (_id = stream name, no
+// stream or instance fields) is the stream's shared checkpoint: loaded, listed, and replaced in
+// place (its _id kept) by a shared save; instance saves never touch it.
+func TestLegacySharedCheckpointReadable(t *testing.T) {
+	e := newEnv(t, mongosim.Options{})
+	s, db := e.newStore(t, mongostore.Options{})
+	ctx := testCtx(t)
+	tok := mustMarshal(bson.D{{Key: "_data", Value: "8266AA01"}})
+	coll := db.Collection(mongostore.DefaultCheckpointCollection)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "orders"}, {Key: "token", Value: tok},
+		{Key: "source", Value: "event"}, {Key: "epoch", Value: int64(0)}, {Key: "owner", Value: "old-host-1-abc"},
+		{Key: "settled", Value: int64(42)}, {Key: "updatedAt", Value: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	cp, ok, err := s.Load(ctx, store.Scope{Stream: "orders"})
+	if err != nil || !ok {
+		t.Fatalf("Load of the legacy checkpoint: ok=%v err=%v", ok, err)
+	}
+	if cp.Stream != "orders" || cp.Instance != "" || !bytes.Equal(cp.Token, tok) || cp.Settled != 42 || !cp.UpdatedAt.Equal(t0) {
+		t.Fatalf("legacy checkpoint read as %+v", cp)
+	}
+	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Instance: "pod-a", Token: tok, Source: store.SourceMigrated, UpdatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	cps, err := s.ListCheckpoints(ctx, "orders")
+	if err != nil || len(cps) != 2 || cps[0].Instance != "" || cps[1].Instance != "pod-a" {
+		t.Fatalf("ListCheckpoints: %+v, %v; want the legacy one and pod-a's", cps, err)
+	}
+	if got := rawDoc(t, db, mongostore.DefaultCheckpointCollection, "orders"); got.Lookup("settled").Int64() != 42 {
+		t.Fatalf("an instance's save changed the legacy document: %v", got)
+	}
 }
 
 // TestSaveIsOneConditionalUpsert: a Save is one update command with the fencing filter and
@@ -313,7 +447,7 @@ func TestSaveIsOneConditionalUpsert(t *testing.T) {
 			t.Errorf("fenced update reply %v, want a DuplicateKey (11000) write error", u.Reply)
 		}
 	}
-	cp, _, err := s.Load(ctx, "orders")
+	cp, _, err := s.Load(ctx, store.Scope{Stream: "orders"})
 	if err != nil || cp.Epoch != 5 || cp.Settled != 1 {
 		t.Fatalf("after the fenced save: %+v, %v; want epoch 5 settled 1", cp, err)
 	}
@@ -368,12 +502,15 @@ func TestServerDown(t *testing.T) {
 	calls := func(s *mongostore.Store) map[string]func(ctx context.Context) error {
 		return map[string]func(ctx context.Context) error{
 			"Save": func(ctx context.Context) error { return s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1}) },
-			"Load": func(ctx context.Context) error { _, _, err := s.Load(ctx, "orders"); return err },
+			"Load": func(ctx context.Context) error { _, _, err := s.Load(ctx, store.Scope{Stream: "orders"}); return err },
 			"PutDeadLetter": func(ctx context.Context) error {
 				return s.PutDeadLetter(ctx, store.DeadLetter{ID: "x", Stream: "orders"})
 			},
-			"ListDeadLetters": func(ctx context.Context) error { _, err := s.ListDeadLetters(ctx, "orders", 0); return err },
-			"RecordGap":       func(ctx context.Context) error { return s.RecordGap(ctx, store.Gap{ID: "g", Stream: "orders"}) },
+			"ListDeadLetters": func(ctx context.Context) error {
+				_, err := s.ListDeadLetters(ctx, store.Scope{Stream: "orders"}, 0)
+				return err
+			},
+			"RecordGap": func(ctx context.Context) error { return s.RecordGap(ctx, store.Gap{ID: "g", Stream: "orders"}) },
 		}
 	}
 
@@ -462,7 +599,7 @@ func TestKilledConnectionsLoseNoAckedSave(t *testing.T) {
 	var cp store.Checkpoint
 	var err error
 	for attempt := 0; ; attempt++ { // the last kill may still be in the client's way
-		cp, _, err = s.Load(ctx, "orders")
+		cp, _, err = s.Load(ctx, store.Scope{Stream: "orders"})
 		if err == nil || attempt == 20 {
 			break
 		}
@@ -474,7 +611,7 @@ func TestKilledConnectionsLoseNoAckedSave(t *testing.T) {
 		t.Fatalf("stored checkpoint settled %d, want between the last acknowledged %d and the last tried %d",
 			cp.Settled, lastAcked, lastTried)
 	}
-	dls, err := s.ListDeadLetters(ctx, "orders", 0)
+	dls, err := s.ListDeadLetters(ctx, store.Scope{Stream: "orders"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +642,7 @@ func TestSaveAcrossStepDown(t *testing.T) {
 	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1, Settled: 2}); err != nil {
 		t.Fatalf("Save across a stepdown: %v", err)
 	}
-	if cp, _, err := s.Load(ctx, "orders"); err != nil || cp.Settled != 2 {
+	if cp, _, err := s.Load(ctx, store.Scope{Stream: "orders"}); err != nil || cp.Settled != 2 {
 		t.Fatalf("Load after the stepdown: %+v, %v", cp, err)
 	}
 }
@@ -584,7 +721,7 @@ func TestOversizedDeadLetterKeepsRecord(t *testing.T) {
 	if err := s.PutDeadLetter(ctx, big); err != nil {
 		t.Fatalf("PutDeadLetter of a 16 MiB event: %v", err)
 	}
-	got, err := s.GetDeadLetter(ctx, "orders", "big")
+	got, err := s.GetDeadLetter(ctx, store.Scope{Stream: "orders"}, "big")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +737,7 @@ func TestOversizedDeadLetterKeepsRecord(t *testing.T) {
 	if err := s.PutDeadLetter(ctx, fits); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.GetDeadLetter(ctx, "orders", "fits")
+	got, err = s.GetDeadLetter(ctx, store.Scope{Stream: "orders"}, "fits")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,15 @@ const (
 	DefaultGapCollection        = "_wt_gaps"
 )
 
-// Index names created by EnsureIndexes.
+// Index names created by EnsureIndexes. Earlier versions created "stream_1_createdAt_1" on the
+// dead letters and "stream_1_at_1" on the gaps; EnsureIndexes leaves them alone (they can be
+// dropped once no earlier version runs).
 const (
 	IndexDeadLetterTTL    = "expiresAt_ttl"
-	IndexDeadLetterStream = "stream_1_createdAt_1"
-	IndexGapStream        = "stream_1_at_1"
+	IndexDeadLetterStream = "stream_1_instance_1_createdAt_1"
+	IndexGapStream        = "stream_1_instance_1_at_1"
+	IndexCheckpointTTL    = "expiresAt_ttl"
+	IndexCheckpointStream = "stream_1_instance_1"
 )
 
 // Options configures a Store. The zero value is the documented default for every field.
@@ -38,8 +42,8 @@ type Options struct {
 	// WriteConcern of every write. Default majority (a save that reported success survives a
 	// failover).
 	WriteConcern *writeconcern.WriteConcern
-	// Now is the clock that decides dead-letter expiry on reads (expired = Now() after
-	// expiresAt). Default time.Now. Tests inject a fake clock's Now.
+	// Now is the clock that decides the expiry of dead letters and checkpoints on reads
+	// (expired = Now() after expiresAt). Default time.Now. Tests inject a fake clock's Now.
 	Now func() time.Time
 }
 
@@ -101,7 +105,7 @@ type Store struct {
 }
 
 // New returns a Store on db. It does no I/O; call EnsureIndexes once (it is idempotent) before
-// relying on dead-letter retention.
+// relying on the retention of dead letters and per-instance checkpoints.
 func New(db *mongo.Database, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mongostore: New: nil database")
@@ -121,20 +125,38 @@ func New(db *mongo.Database, opts Options) (*Store, error) {
 	}, nil
 }
 
-// EnsureIndexes creates the dead-letter TTL index on expiresAt (expireAfterSeconds 0), the
-// dead-letter listing index {stream: 1, createdAt: 1} and the gap listing index
-// {stream: 1, at: 1}. Creating an index that already exists with the same options is a no-op.
+// EnsureIndexes creates the indexes of the three collections. Creating an index that already
+// exists with the same options is a no-op.
+//   - checkpoints: a TTL index on expiresAt (expireAfterSeconds 0: a per-instance checkpoint
+//     not written for its retention is deleted; the shared one has no expiresAt and never
+//     expires) and {stream: 1, instance: 1} for listing;
+//   - dead letters: a TTL index on expiresAt and {stream: 1, instance: 1, createdAt: 1} for
+//     listing;
+//   - gaps: {stream: 1, instance: 1, at: 1} for listing.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := s.deadLetters.Indexes().CreateMany(ctx, []mongo.IndexModel{
+	_, err := s.checkpoints.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{
+			Keys:    bson.D{{Key: "expiresAt", Value: 1}},
+			Options: options.Index().SetName(IndexCheckpointTTL).SetExpireAfterSeconds(0),
+		},
+		{
+			Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "instance", Value: 1}},
+			Options: options.Index().SetName(IndexCheckpointStream),
+		},
+	})
+	if err != nil {
+		return wrap(ctx, err, "create checkpoint indexes on %s", s.checkpoints.Name())
+	}
+	_, err = s.deadLetters.Indexes().CreateMany(ctx, []mongo.IndexModel{
 		{
 			Keys:    bson.D{{Key: "expiresAt", Value: 1}},
 			Options: options.Index().SetName(IndexDeadLetterTTL).SetExpireAfterSeconds(0),
 		},
 		{
-			Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "createdAt", Value: 1}},
+			Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "instance", Value: 1}, {Key: "createdAt", Value: 1}},
 			Options: options.Index().SetName(IndexDeadLetterStream),
 		},
 	})
@@ -142,7 +164,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		return wrap(ctx, err, "create dead-letter indexes on %s", s.deadLetters.Name())
 	}
 	_, err = s.gaps.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "at", Value: 1}},
+		Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "instance", Value: 1}, {Key: "at", Value: 1}},
 		Options: options.Index().SetName(IndexGapStream),
 	})
 	if err != nil {

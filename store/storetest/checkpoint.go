@@ -6,35 +6,53 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/store"
 )
 
 // TestCheckpointStore runs the checkpoint contract against stores made by newStore (a fresh,
 // empty store per call): load of a missing stream, exact round trips, upsert overwrite, epoch
-// fencing (sequential and concurrent), defensive copies and done contexts.
-func TestCheckpointStore(t *testing.T, newStore func(t *testing.T) CheckpointStore) {
+// fencing (sequential and concurrent), scopes (the shared one and each instance's, fenced,
+// loaded and listed on their own), retention, defensive copies and done contexts. now is the
+// store's clock for retention: the store must treat a checkpoint as expired (absent from every
+// read) once now() is after its ExpiresAt. The suite's clock starts at the wall-clock time, as
+// TestDeadLetterStore's does, and only moves when a case advances it.
+func TestCheckpointStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) CheckpointStore) {
 	t.Helper()
 	cases := []struct {
 		name string
 		run  func(t *testing.T, s CheckpointStore)
+		clk  func(t *testing.T, s CheckpointStore, clk *clock.Fake)
 	}{
-		{"LoadMissing", cpLoadMissing},
-		{"RoundTrip", cpRoundTrip},
-		{"RoundTripWithoutToken", cpRoundTripWithoutToken},
-		{"Overwrite", cpOverwrite},
-		{"StreamsAreIndependent", cpStreamsIndependent},
-		{"FencedByHigherEpoch", cpFenced},
-		{"FencingFromEpochZero", cpFencingFromZero},
-		{"ConcurrentEpochs", cpConcurrentEpochs},
-		{"ConcurrentFirstSave", cpConcurrentFirstSave},
-		{"CopiesToken", cpCopies},
-		{"DoneContext", cpDoneContext},
+		{"LoadMissing", cpLoadMissing, nil},
+		{"RoundTrip", cpRoundTrip, nil},
+		{"RoundTripWithoutToken", cpRoundTripWithoutToken, nil},
+		{"Overwrite", cpOverwrite, nil},
+		{"StreamsAreIndependent", cpStreamsIndependent, nil},
+		{"FencedByHigherEpoch", cpFenced, nil},
+		{"FencingFromEpochZero", cpFencingFromZero, nil},
+		{"ConcurrentEpochs", cpConcurrentEpochs, nil},
+		{"ConcurrentFirstSave", cpConcurrentFirstSave, nil},
+		{"CopiesToken", cpCopies, nil},
+		{"DoneContext", cpDoneContext, nil},
+		{"ScopesAreIndependent", cpScopesIndependent, nil},
+		{"List", cpList, nil},
+		{"Retention", nil, cpRetention},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
+			s := newStore(t, clk.Now)
+			if c.clk != nil {
+				c.clk(t, s, clk)
+				return
+			}
+			c.run(t, s)
+		})
 	}
 }
 
@@ -51,11 +69,11 @@ func sampleCheckpoint(stream string, epoch int64, n uint64) store.Checkpoint {
 	}
 }
 
-func mustLoad(t *testing.T, s CheckpointStore, stream string) (store.Checkpoint, bool) {
+func mustLoad(t *testing.T, s CheckpointStore, scope store.Scope) (store.Checkpoint, bool) {
 	t.Helper()
-	cp, ok, err := s.Load(testCtx(t), stream)
+	cp, ok, err := s.Load(testCtx(t), scope)
 	if err != nil {
-		t.Fatalf("Load(%q): %v", stream, err)
+		t.Fatalf("Load(%s): %v", scope, err)
 	}
 	return cp, ok
 }
@@ -63,23 +81,23 @@ func mustLoad(t *testing.T, s CheckpointStore, stream string) (store.Checkpoint,
 func mustSave(t *testing.T, s CheckpointStore, cp store.Checkpoint) {
 	t.Helper()
 	if err := s.Save(testCtx(t), cp); err != nil {
-		t.Fatalf("Save(%q, epoch %d): %v", cp.Stream, cp.Epoch, err)
+		t.Fatalf("Save(%s, epoch %d): %v", cp.Scope(), cp.Epoch, err)
 	}
 }
 
 func wantCheckpoint(t *testing.T, s CheckpointStore, want store.Checkpoint) {
 	t.Helper()
-	got, ok := mustLoad(t, s, want.Stream)
+	got, ok := mustLoad(t, s, want.Scope())
 	if !ok {
-		t.Fatalf("Load(%q): not found, want %+v", want.Stream, want)
+		t.Fatalf("Load(%s): not found, want %+v", want.Scope(), want)
 	}
 	if d := diffCheckpoint(want, got); d != "" {
-		t.Fatalf("Load(%q): %s", want.Stream, d)
+		t.Fatalf("Load(%s): %s", want.Scope(), d)
 	}
 }
 
 func cpLoadMissing(t *testing.T, s CheckpointStore) {
-	cp, ok := mustLoad(t, s, "missing")
+	cp, ok := mustLoad(t, s, sh("missing"))
 	if ok {
 		t.Fatalf("Load of a stream never saved: ok = true, cp = %+v", cp)
 	}
@@ -100,7 +118,7 @@ func cpRoundTripWithoutToken(t *testing.T, s CheckpointStore) {
 		UpdatedAt:   baseTime,
 	}
 	mustSave(t, s, want)
-	got, _ := mustLoad(t, s, "orders")
+	got, _ := mustLoad(t, s, sh("orders"))
 	if len(got.Token) != 0 {
 		t.Fatalf("Token = %v, want none", got.Token)
 	}
@@ -245,7 +263,7 @@ func cpCopies(t *testing.T, s CheckpointStore) {
 	for i := range cp.Token {
 		cp.Token[i] = 0xFF // the caller reuses its buffer
 	}
-	got, _ := mustLoad(t, s, "orders")
+	got, _ := mustLoad(t, s, sh("orders"))
 	if d := diffCheckpoint(want, got); d != "" {
 		t.Fatalf("after the caller changed its token: %s", d)
 	}
@@ -268,12 +286,145 @@ func cpDoneContext(t *testing.T, s CheckpointStore) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("Save on a %s context: err = %v, want %v", c.name, err, c.want)
 		}
-		err = promptly(t, "Load", func() error { _, _, err := s.Load(c.ctx, "orders"); return err })
+		err = promptly(t, "Load", func() error { _, _, err := s.Load(c.ctx, sh("orders")); return err })
 		if !errors.Is(err, c.want) {
 			t.Errorf("Load on a %s context: err = %v, want %v", c.name, err, c.want)
 		}
+		err = promptly(t, "ListCheckpoints", func() error { _, err := s.ListCheckpoints(c.ctx, "orders"); return err })
+		if !errors.Is(err, c.want) {
+			t.Errorf("ListCheckpoints on a %s context: err = %v, want %v", c.name, err, c.want)
+		}
 	}
-	if cp, ok := mustLoad(t, s, "orders"); ok {
+	if cp, ok := mustLoad(t, s, sh("orders")); ok {
 		t.Errorf("a Save on a done context was stored: %+v", cp)
 	}
+}
+
+// instanceCheckpoint is sampleCheckpoint for an instance's own position (epoch 0, as an
+// ALL_INSTANCES writer saves).
+func instanceCheckpoint(stream, instance string, n uint64) store.Checkpoint {
+	cp := sampleCheckpoint(stream, 0, n)
+	cp.Instance = instance
+	cp.Owner = instance + "-4711-a1b2c3"
+	return cp
+}
+
+// cpScopesIndependent: the shared position and each instance's own are separate records. An
+// instance's save never moves another's or the shared one, and the shared one's epoch fences
+// nobody else.
+func cpScopesIndependent(t *testing.T, s CheckpointStore) {
+	shared := sampleCheckpoint("orders", 5, 100)
+	a := instanceCheckpoint("orders", "pod-a", 600)
+	b := instanceCheckpoint("orders", "pod-b", 99)
+	mustSave(t, s, shared)
+	mustSave(t, s, a) // epoch 0 under a shared epoch 5: another record, not fenced
+	mustSave(t, s, b)
+	wantCheckpoint(t, s, shared)
+	wantCheckpoint(t, s, a)
+	wantCheckpoint(t, s, b)
+
+	a2 := instanceCheckpoint("orders", "pod-a", 700)
+	mustSave(t, s, a2)
+	wantCheckpoint(t, s, a2)
+	wantCheckpoint(t, s, b) // pod-a's progress never moves pod-b
+	wantCheckpoint(t, s, shared)
+	if cp, ok := mustLoad(t, s, inst("orders", "pod-c")); ok {
+		t.Fatalf("Load of an instance that never saved: %+v", cp)
+	}
+	if cp, ok := mustLoad(t, s, inst("payments", "pod-a")); ok {
+		t.Fatalf("Load of another stream's instance: %+v", cp)
+	}
+
+	// Fencing is per record: an instance's epoch does not fence the shared position.
+	fencedA := instanceCheckpoint("orders", "pod-a", 800)
+	fencedA.Epoch = 9
+	mustSave(t, s, fencedA)
+	mustSave(t, s, sampleCheckpoint("orders", 5, 101))
+	if err := s.Save(testCtx(t), instanceCheckpoint("orders", "pod-a", 801)); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("Save of pod-a with epoch 0 over its epoch 9: err = %v, want store.ErrFenced", err)
+	}
+	wantCheckpoint(t, s, fencedA)
+}
+
+func mustListCheckpoints(t *testing.T, s CheckpointStore, stream string) []store.Checkpoint {
+	t.Helper()
+	cps, err := s.ListCheckpoints(testCtx(t), stream)
+	if err != nil {
+		t.Fatalf("ListCheckpoints(%q): %v", stream, err)
+	}
+	return cps
+}
+
+func wantListCheckpoints(t *testing.T, s CheckpointStore, stream string, want ...store.Checkpoint) {
+	t.Helper()
+	got := mustListCheckpoints(t, s, stream)
+	scopes := func(cps []store.Checkpoint) []string {
+		out := make([]string, len(cps))
+		for i, cp := range cps {
+			out[i] = cp.Scope().String()
+		}
+		return out
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ListCheckpoints(%q): %v, want %v", stream, scopes(got), scopes(want))
+	}
+	for i := range want {
+		if d := diffCheckpoint(want[i], got[i]); d != "" {
+			t.Fatalf("ListCheckpoints(%q)[%d]: %s (order %v)", stream, i, d, scopes(got))
+		}
+	}
+}
+
+// cpList: a stream's checkpoints are listed, every scope, the shared one first and then by
+// instance name; other streams' (a stream whose name has this one as a prefix included) are not.
+func cpList(t *testing.T, s CheckpointStore) {
+	wantListCheckpoints(t, s, "orders")
+	b := instanceCheckpoint("orders", "pod-b", 2)
+	a := instanceCheckpoint("orders", "pod-a", 1)
+	shared := sampleCheckpoint("orders", 0, 3)
+	others := []store.Checkpoint{
+		sampleCheckpoint("orders-eu", 0, 4),
+		instanceCheckpoint("orders-eu", "pod-a", 5),
+		instanceCheckpoint("payments", "pod-a", 6),
+	}
+	for _, cp := range append([]store.Checkpoint{b, a, shared}, others...) {
+		mustSave(t, s, cp)
+	}
+	wantListCheckpoints(t, s, "orders", shared, a, b)
+	wantListCheckpoints(t, s, "orders-eu", others[0], others[1])
+	wantListCheckpoints(t, s, "payments", others[2])
+	wantListCheckpoints(t, s, "nobody")
+}
+
+// cpRetention: a checkpoint is absent from Load and ListCheckpoints once the store's clock is
+// after its ExpiresAt; one without ExpiresAt never expires; a save after expiry stores a fresh
+// record.
+func cpRetention(t *testing.T, s CheckpointStore, clk *clock.Fake) {
+	now := clk.Now()
+	a := instanceCheckpoint("orders", "pod-a", 1)
+	a.UpdatedAt, a.ExpiresAt = now, now.Add(time.Hour)
+	b := instanceCheckpoint("orders", "pod-b", 2)
+	b.UpdatedAt, b.ExpiresAt = now, now.Add(48*time.Hour)
+	shared := sampleCheckpoint("orders", 0, 3)
+	for _, cp := range []store.Checkpoint{a, b, shared} {
+		mustSave(t, s, cp)
+	}
+	clk.Advance(time.Hour - time.Millisecond)
+	wantCheckpoint(t, s, a)
+	wantListCheckpoints(t, s, "orders", shared, a, b)
+
+	clk.Advance(2 * time.Millisecond) // after a.ExpiresAt
+	if cp, ok := mustLoad(t, s, a.Scope()); ok {
+		t.Fatalf("Load of an expired checkpoint: %+v", cp)
+	}
+	wantListCheckpoints(t, s, "orders", shared, b)
+
+	again := instanceCheckpoint("orders", "pod-a", 10)
+	again.UpdatedAt, again.ExpiresAt = clk.Now(), clk.Now().Add(time.Hour)
+	mustSave(t, s, again)
+	wantCheckpoint(t, s, again)
+
+	clk.Advance(49 * time.Hour)
+	wantListCheckpoints(t, s, "orders", shared)
+	wantCheckpoint(t, s, shared)
 }

@@ -19,8 +19,9 @@ import (
 // clock starts at the wall-clock time (so that a real server's TTL monitor, which uses its own
 // clock, does not delete records while a case runs) and only moves when a case advances it.
 //
-// Cases: missing IDs (ErrNotFound), exact round trips, idempotent put by (stream, ID), the same
-// ID in two streams (two records, each read, listed, replayed and deleted on its own), listing
+// Cases: missing IDs (ErrNotFound), exact round trips, idempotent put by (stream, instance, ID),
+// the same ID in two streams and in two instances of one stream (separate records, each read,
+// listed, replayed and deleted on its own), listing
 // by stream (oldest first: ascending CreatedAt, ties by ID) with a limit, delete, mark replayed,
 // retention, defensive copies and done contexts.
 func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) DeadLetterStore) {
@@ -34,6 +35,7 @@ func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() ti
 		{"RoundTripMinimal", dlRoundTripMinimal},
 		{"PutIsIdempotentByID", dlIdempotent},
 		{"SameIDInTwoStreams", dlSameIDInTwoStreams},
+		{"InstancesAreIndependent", dlInstancesIndependent},
 		{"ListOrderAndLimit", dlListOrderAndLimit},
 		{"Delete", dlDelete},
 		{"MarkReplayed", dlMarkReplayed},
@@ -88,47 +90,47 @@ func mustPut(t *testing.T, s DeadLetterStore, dl store.DeadLetter) {
 	}
 }
 
-func mustGet(t *testing.T, s DeadLetterStore, stream, id string) store.DeadLetter {
+func mustGet(t *testing.T, s DeadLetterStore, scope store.Scope, id string) store.DeadLetter {
 	t.Helper()
-	dl, err := s.GetDeadLetter(testCtx(t), stream, id)
+	dl, err := s.GetDeadLetter(testCtx(t), scope, id)
 	if err != nil {
-		t.Fatalf("GetDeadLetter(%q, %q): %v", stream, id, err)
+		t.Fatalf("GetDeadLetter(%s, %q): %v", scope, id, err)
 	}
 	return dl
 }
 
 func wantDeadLetter(t *testing.T, s DeadLetterStore, want store.DeadLetter) {
 	t.Helper()
-	if d := diffDeadLetter(want, mustGet(t, s, want.Stream, want.ID)); d != "" {
-		t.Fatalf("GetDeadLetter(%q, %q): %s", want.Stream, want.ID, d)
+	if d := diffDeadLetter(want, mustGet(t, s, want.Scope(), want.ID)); d != "" {
+		t.Fatalf("GetDeadLetter(%s, %q): %s", want.Scope(), want.ID, d)
 	}
 }
 
-func wantNotFound(t *testing.T, s DeadLetterStore, stream, id string) {
+func wantNotFound(t *testing.T, s DeadLetterStore, scope store.Scope, id string) {
 	t.Helper()
-	if dl, err := s.GetDeadLetter(testCtx(t), stream, id); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("GetDeadLetter(%q, %q): err = %v (record %+v), want store.ErrNotFound", stream, id, err, dl)
+	if dl, err := s.GetDeadLetter(testCtx(t), scope, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetDeadLetter(%s, %q): err = %v (record %+v), want store.ErrNotFound", scope, id, err, dl)
 	}
 }
 
-func mustList(t *testing.T, s DeadLetterStore, stream string, limit int) []store.DeadLetter {
+func mustList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int) []store.DeadLetter {
 	t.Helper()
-	dls, err := s.ListDeadLetters(testCtx(t), stream, limit)
+	dls, err := s.ListDeadLetters(testCtx(t), scope, limit)
 	if err != nil {
-		t.Fatalf("ListDeadLetters(%q, %d): %v", stream, limit, err)
+		t.Fatalf("ListDeadLetters(%s, %d): %v", scope, limit, err)
 	}
 	return dls
 }
 
-func wantList(t *testing.T, s DeadLetterStore, stream string, limit int, want ...store.DeadLetter) {
+func wantList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int, want ...store.DeadLetter) {
 	t.Helper()
-	got := mustList(t, s, stream, limit)
+	got := mustList(t, s, scope, limit)
 	if len(got) != len(want) {
-		t.Fatalf("ListDeadLetters(%q, %d): %v, want %v", stream, limit, dlIDs(got), dlIDs(want))
+		t.Fatalf("ListDeadLetters(%s, %d): %v, want %v", scope, limit, dlIDs(got), dlIDs(want))
 	}
 	for i := range want {
 		if d := diffDeadLetter(want[i], got[i]); d != "" {
-			t.Fatalf("ListDeadLetters(%q, %d)[%d]: %s (order %v)", stream, limit, i, d, dlIDs(got))
+			t.Fatalf("ListDeadLetters(%s, %d)[%d]: %s (order %v)", scope, limit, i, d, dlIDs(got))
 		}
 	}
 }
@@ -142,14 +144,14 @@ func dlIDs(dls []store.DeadLetter) []string {
 }
 
 func dlMissing(t *testing.T, s DeadLetterStore, _ *clock.Fake) {
-	wantNotFound(t, s, "orders", "nope")
-	if err := s.DeleteDeadLetter(testCtx(t), "orders", "nope"); !errors.Is(err, store.ErrNotFound) {
+	wantNotFound(t, s, sh("orders"), "nope")
+	if err := s.DeleteDeadLetter(testCtx(t), sh("orders"), "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteDeadLetter of a missing ID: err = %v, want store.ErrNotFound", err)
 	}
-	if err := s.MarkReplayed(testCtx(t), "orders", "nope", baseTime); !errors.Is(err, store.ErrNotFound) {
+	if err := s.MarkReplayed(testCtx(t), sh("orders"), "nope", baseTime); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("MarkReplayed of a missing ID: err = %v, want store.ErrNotFound", err)
 	}
-	if dls := mustList(t, s, "orders", 0); len(dls) != 0 {
+	if dls := mustList(t, s, sh("orders"), 0); len(dls) != 0 {
 		t.Errorf("ListDeadLetters on an empty store: %v", dlIDs(dls))
 	}
 }
@@ -160,7 +162,7 @@ func dlRoundTrip(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	dl.LastReplayAt = clk.Now().Add(-time.Hour)
 	mustPut(t, s, dl)
 	wantDeadLetter(t, s, dl)
-	wantList(t, s, "orders", 0, dl)
+	wantList(t, s, sh("orders"), 0, dl)
 }
 
 func dlRoundTripMinimal(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
@@ -176,7 +178,7 @@ func dlRoundTripMinimal(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 		CreatedAt:     clk.Now(),
 	}
 	mustPut(t, s, dl)
-	got := mustGet(t, s, "orders", "min")
+	got := mustGet(t, s, sh("orders"), "min")
 	if len(got.DocumentKey) != 0 || !got.ExpiresAt.IsZero() || !got.LastReplayAt.IsZero() {
 		t.Fatalf("minimal dead letter came back with DocumentKey %v, ExpiresAt %v, LastReplayAt %v",
 			got.DocumentKey, got.ExpiresAt, got.LastReplayAt)
@@ -193,7 +195,7 @@ func dlIdempotent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	redelivered.Attempts = 6
 	redelivered.Error = "still declined"
 	mustPut(t, s, redelivered)
-	wantList(t, s, "orders", 0, redelivered)
+	wantList(t, s, sh("orders"), 0, redelivered)
 	wantDeadLetter(t, s, redelivered)
 }
 
@@ -211,9 +213,9 @@ func dlSameIDInTwoStreams(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	mustPut(t, s, billing)
 	wantDeadLetter(t, s, search)
 	wantDeadLetter(t, s, billing)
-	wantList(t, s, "search", 0, search)
-	wantList(t, s, "billing", 0, billing)
-	wantNotFound(t, s, "shipping", "e1") // the ID alone finds nothing
+	wantList(t, s, sh("search"), 0, search)
+	wantList(t, s, sh("billing"), 0, billing)
+	wantNotFound(t, s, sh("shipping"), "e1") // the ID alone finds nothing
 
 	// A redelivery to one stream replaces only that stream's record.
 	again := sampleDeadLetter("search", "e1", base, 20)
@@ -223,27 +225,72 @@ func dlSameIDInTwoStreams(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantDeadLetter(t, s, billing)
 
 	at := base.Add(time.Minute)
-	if err := s.MarkReplayed(testCtx(t), "billing", "e1", at); err != nil {
+	if err := s.MarkReplayed(testCtx(t), sh("billing"), "e1", at); err != nil {
 		t.Fatalf("MarkReplayed(billing, e1): %v", err)
 	}
 	billing.ReplayCount, billing.LastReplayAt = 1, at
 	wantDeadLetter(t, s, billing)
 	wantDeadLetter(t, s, again) // not marked
 
-	if err := s.DeleteDeadLetter(testCtx(t), "billing", "e1"); err != nil {
+	if err := s.DeleteDeadLetter(testCtx(t), sh("billing"), "e1"); err != nil {
 		t.Fatalf("DeleteDeadLetter(billing, e1): %v", err)
 	}
-	wantNotFound(t, s, "billing", "e1")
+	wantNotFound(t, s, sh("billing"), "e1")
 	wantDeadLetter(t, s, again)
-	wantList(t, s, "search", 0, again)
-	wantList(t, s, "billing", 0)
-	if err := s.DeleteDeadLetter(testCtx(t), "shipping", "e1"); !errors.Is(err, store.ErrNotFound) {
+	wantList(t, s, sh("search"), 0, again)
+	wantList(t, s, sh("billing"), 0)
+	if err := s.DeleteDeadLetter(testCtx(t), sh("shipping"), "e1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("DeleteDeadLetter of another stream's ID: err = %v, want store.ErrNotFound", err)
 	}
-	if err := s.MarkReplayed(testCtx(t), "shipping", "e1", at); !errors.Is(err, store.ErrNotFound) {
+	if err := s.MarkReplayed(testCtx(t), sh("shipping"), "e1", at); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("MarkReplayed of another stream's ID: err = %v, want store.ErrNotFound", err)
 	}
 	wantDeadLetter(t, s, again)
+}
+
+// dlInstancesIndependent: two instances of an ALL_INSTANCES stream, and the stream's shared
+// scope, dead-letter the same event. Each scope sees, replays and deletes only its own record.
+func dlInstancesIndependent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+	base := clk.Now()
+	a := sampleDeadLetter("orders", "e1", base, 0)
+	a.Instance, a.Error = "pod-a", "cache down on pod-a"
+	b := sampleDeadLetter("orders", "e1", base, 10)
+	b.Instance, b.Error, b.Attempts = "pod-b", "socket closed on pod-b", 7
+	shared := sampleDeadLetter("orders", "e1", base, 20)
+	onlyB := sampleDeadLetter("orders", "e2", base, 30)
+	onlyB.Instance = "pod-b"
+	for _, dl := range []store.DeadLetter{a, b, shared, onlyB} {
+		mustPut(t, s, dl)
+	}
+	wantDeadLetter(t, s, a)
+	wantDeadLetter(t, s, b)
+	wantDeadLetter(t, s, shared)
+	wantList(t, s, inst("orders", "pod-a"), 0, a)
+	wantList(t, s, inst("orders", "pod-b"), 0, b, onlyB)
+	wantList(t, s, sh("orders"), 0, shared)
+	wantList(t, s, inst("orders", "pod-c"), 0)
+	wantNotFound(t, s, inst("orders", "pod-a"), "e2")
+	wantNotFound(t, s, sh("orders"), "e2")
+
+	at := base.Add(time.Minute)
+	if err := s.MarkReplayed(testCtx(t), inst("orders", "pod-b"), "e1", at); err != nil {
+		t.Fatalf("MarkReplayed(orders@pod-b, e1): %v", err)
+	}
+	b.ReplayCount, b.LastReplayAt = 1, at
+	wantDeadLetter(t, s, b)
+	wantDeadLetter(t, s, a) // not marked
+	wantDeadLetter(t, s, shared)
+
+	if err := s.DeleteDeadLetter(testCtx(t), inst("orders", "pod-a"), "e1"); err != nil {
+		t.Fatalf("DeleteDeadLetter(orders@pod-a, e1): %v", err)
+	}
+	wantNotFound(t, s, inst("orders", "pod-a"), "e1")
+	wantDeadLetter(t, s, b)
+	wantDeadLetter(t, s, shared)
+	if err := s.DeleteDeadLetter(testCtx(t), inst("orders", "pod-a"), "e2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("DeleteDeadLetter of another instance's ID: err = %v, want store.ErrNotFound", err)
+	}
+	wantList(t, s, inst("orders", "pod-b"), 0, b, onlyB)
 }
 
 func dlListOrderAndLimit(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
@@ -257,13 +304,13 @@ func dlListOrderAndLimit(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	for _, dl := range []store.DeadLetter{d3, other, d2b, d4, d1, d2a} {
 		mustPut(t, s, dl)
 	}
-	wantList(t, s, "orders", 0, d1, d2a, d2b, d3, d4)
-	wantList(t, s, "orders", -1, d1, d2a, d2b, d3, d4)
-	wantList(t, s, "orders", 2, d1, d2a)
-	wantList(t, s, "orders", 3, d1, d2a, d2b)
-	wantList(t, s, "orders", 100, d1, d2a, d2b, d3, d4)
-	wantList(t, s, "payments", 1, other)
-	wantList(t, s, "nobody", 0)
+	wantList(t, s, sh("orders"), 0, d1, d2a, d2b, d3, d4)
+	wantList(t, s, sh("orders"), -1, d1, d2a, d2b, d3, d4)
+	wantList(t, s, sh("orders"), 2, d1, d2a)
+	wantList(t, s, sh("orders"), 3, d1, d2a, d2b)
+	wantList(t, s, sh("orders"), 100, d1, d2a, d2b, d3, d4)
+	wantList(t, s, sh("payments"), 1, other)
+	wantList(t, s, sh("nobody"), 0)
 }
 
 func dlDelete(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
@@ -271,12 +318,12 @@ func dlDelete(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	b := sampleDeadLetter("orders", "b", clk.Now(), 2)
 	mustPut(t, s, a)
 	mustPut(t, s, b)
-	if err := s.DeleteDeadLetter(testCtx(t), "orders", "a"); err != nil {
+	if err := s.DeleteDeadLetter(testCtx(t), sh("orders"), "a"); err != nil {
 		t.Fatalf("DeleteDeadLetter: %v", err)
 	}
-	wantNotFound(t, s, "orders", "a")
-	wantList(t, s, "orders", 0, b)
-	if err := s.DeleteDeadLetter(testCtx(t), "orders", "a"); !errors.Is(err, store.ErrNotFound) {
+	wantNotFound(t, s, sh("orders"), "a")
+	wantList(t, s, sh("orders"), 0, b)
+	if err := s.DeleteDeadLetter(testCtx(t), sh("orders"), "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second DeleteDeadLetter: err = %v, want store.ErrNotFound", err)
 	}
 }
@@ -287,7 +334,7 @@ func dlMarkReplayed(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	first := clk.Now().Add(time.Minute)
 	second := clk.Now().Add(2 * time.Minute)
 	for _, at := range []time.Time{first, second} {
-		if err := s.MarkReplayed(testCtx(t), "orders", "r", at); err != nil {
+		if err := s.MarkReplayed(testCtx(t), sh("orders"), "r", at); err != nil {
 			t.Fatalf("MarkReplayed: %v", err)
 		}
 	}
@@ -305,7 +352,7 @@ func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			if err := s.MarkReplayed(ctx, "orders", "r", clk.Now().Add(timeMs(i))); err != nil {
+			if err := s.MarkReplayed(ctx, sh("orders"), "r", clk.Now().Add(timeMs(i))); err != nil {
 				errs <- err
 			}
 		})
@@ -315,7 +362,7 @@ func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake
 	for err := range errs {
 		t.Fatalf("MarkReplayed: %v", err)
 	}
-	if got := mustGet(t, s, "orders", "r"); got.ReplayCount != n {
+	if got := mustGet(t, s, sh("orders"), "r"); got.ReplayCount != n {
 		t.Fatalf("ReplayCount after %d concurrent replays = %d", n, got.ReplayCount)
 	}
 }
@@ -333,14 +380,14 @@ func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	}
 
 	clk.Advance(time.Hour - time.Millisecond)
-	wantList(t, s, "orders", 0, short, long, forever)
+	wantList(t, s, sh("orders"), 0, short, long, forever)
 	wantDeadLetter(t, s, short)
 
 	clk.Advance(2 * time.Millisecond) // now after short.ExpiresAt
-	wantNotFound(t, s, "orders", "short")
-	wantList(t, s, "orders", 0, long, forever)
-	wantList(t, s, "orders", 1, long) // the limit counts unexpired records only
-	if err := s.MarkReplayed(testCtx(t), "orders", "short", clk.Now()); !errors.Is(err, store.ErrNotFound) {
+	wantNotFound(t, s, sh("orders"), "short")
+	wantList(t, s, sh("orders"), 0, long, forever)
+	wantList(t, s, sh("orders"), 1, long) // the limit counts unexpired records only
+	if err := s.MarkReplayed(testCtx(t), sh("orders"), "short", clk.Now()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("MarkReplayed of an expired dead letter: err = %v, want store.ErrNotFound", err)
 	}
 
@@ -351,7 +398,7 @@ func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantDeadLetter(t, s, again)
 
 	clk.Advance(49 * time.Hour)
-	wantList(t, s, "orders", 0, forever)
+	wantList(t, s, sh("orders"), 0, forever)
 }
 
 func dlCopies(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
@@ -362,8 +409,8 @@ func dlCopies(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 		b[len(b)-2] = 'X' // the caller reuses its buffers
 	}
 	wantDeadLetter(t, s, want)
-	got := mustGet(t, s, "orders", "c")
-	listed := mustList(t, s, "orders", 0)
+	got := mustGet(t, s, sh("orders"), "c")
+	listed := mustList(t, s, sh("orders"), 0)
 	for _, d := range []store.DeadLetter{got, listed[0]} {
 		for _, b := range [][]byte{d.Token, d.DocumentKey, d.Event} {
 			b[len(b)-2] = 'Y' // the caller changes what it read
@@ -387,10 +434,10 @@ func dlDoneContext(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 			call func() error
 		}{
 			{"PutDeadLetter", func() error { return s.PutDeadLetter(c.ctx, dl) }},
-			{"ListDeadLetters", func() error { _, err := s.ListDeadLetters(c.ctx, "orders", 0); return err }},
-			{"GetDeadLetter", func() error { _, err := s.GetDeadLetter(c.ctx, "orders", "d"); return err }},
-			{"DeleteDeadLetter", func() error { return s.DeleteDeadLetter(c.ctx, "orders", "d") }},
-			{"MarkReplayed", func() error { return s.MarkReplayed(c.ctx, "orders", "d", clk.Now()) }},
+			{"ListDeadLetters", func() error { _, err := s.ListDeadLetters(c.ctx, sh("orders"), 0); return err }},
+			{"GetDeadLetter", func() error { _, err := s.GetDeadLetter(c.ctx, sh("orders"), "d"); return err }},
+			{"DeleteDeadLetter", func() error { return s.DeleteDeadLetter(c.ctx, sh("orders"), "d") }},
+			{"MarkReplayed", func() error { return s.MarkReplayed(c.ctx, sh("orders"), "d", clk.Now()) }},
 		}
 		for _, call := range calls {
 			if err := promptly(t, call.name, call.call); !errors.Is(err, c.want) {
@@ -398,5 +445,5 @@ func dlDoneContext(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 			}
 		}
 	}
-	wantNotFound(t, s, "orders", "d")
+	wantNotFound(t, s, sh("orders"), "d")
 }

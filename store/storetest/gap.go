@@ -13,7 +13,7 @@ import (
 
 // TestGapStore runs the gap-record contract against stores made by newStore (a fresh, empty
 // store per call): an empty listing, exact round trips, ascending order by At (ties by ID),
-// per-stream listing, idempotence by ID, defensive copies and done contexts.
+// listing by stream and by instance (each Scope on its own), idempotence by ID, defensive copies and done contexts.
 func TestGapStore(t *testing.T, newStore func(t *testing.T) GapStore) {
 	t.Helper()
 	cases := []struct {
@@ -23,6 +23,7 @@ func TestGapStore(t *testing.T, newStore func(t *testing.T) GapStore) {
 		{"ListEmpty", gapListEmpty},
 		{"RecordAndListInOrder", gapRecordAndList},
 		{"EmptyFrom", gapEmptyFrom},
+		{"InstancesAreIndependent", gapInstancesIndependent},
 		{"IdempotentByID", gapIdempotent},
 		{"CopiesTokens", gapCopies},
 		{"DoneContext", gapDoneContext},
@@ -46,24 +47,24 @@ func sampleGap(stream, id string, atMs int) store.Gap {
 	}
 }
 
-func mustListGaps(t *testing.T, s GapStore, stream string) []store.Gap {
+func mustListGaps(t *testing.T, s GapStore, scope store.Scope) []store.Gap {
 	t.Helper()
-	gs, err := s.ListGaps(testCtx(t), stream)
+	gs, err := s.ListGaps(testCtx(t), scope)
 	if err != nil {
-		t.Fatalf("ListGaps(%q): %v", stream, err)
+		t.Fatalf("ListGaps(%s): %v", scope, err)
 	}
 	return gs
 }
 
-func wantGaps(t *testing.T, s GapStore, stream string, want ...store.Gap) {
+func wantGaps(t *testing.T, s GapStore, scope store.Scope, want ...store.Gap) {
 	t.Helper()
-	got := mustListGaps(t, s, stream)
+	got := mustListGaps(t, s, scope)
 	if len(got) != len(want) {
-		t.Fatalf("ListGaps(%q): %d gaps %v, want %d", stream, len(got), gapIDs(got), len(want))
+		t.Fatalf("ListGaps(%s): %d gaps %v, want %d", scope, len(got), gapIDs(got), len(want))
 	}
 	for i := range want {
 		if d := diffGap(want[i], got[i]); d != "" {
-			t.Fatalf("ListGaps(%q)[%d]: %s (order %v)", stream, i, d, gapIDs(got))
+			t.Fatalf("ListGaps(%s)[%d]: %s (order %v)", scope, i, d, gapIDs(got))
 		}
 	}
 }
@@ -84,7 +85,7 @@ func mustRecordGap(t *testing.T, s GapStore, g store.Gap) {
 }
 
 func gapListEmpty(t *testing.T, s GapStore) {
-	if gs := mustListGaps(t, s, "orders"); len(gs) != 0 {
+	if gs := mustListGaps(t, s, sh("orders")); len(gs) != 0 {
 		t.Fatalf("ListGaps on an empty store: %v", gapIDs(gs))
 	}
 }
@@ -99,20 +100,37 @@ func gapRecordAndList(t *testing.T, s GapStore) {
 	for _, g := range []store.Gap{g3, g2b, other, g1, g2a} {
 		mustRecordGap(t, s, g)
 	}
-	wantGaps(t, s, "orders", g1, g2a, g2b, g3)
-	wantGaps(t, s, "payments", other)
-	wantGaps(t, s, "nobody")
+	wantGaps(t, s, sh("orders"), g1, g2a, g2b, g3)
+	wantGaps(t, s, sh("payments"), other)
+	wantGaps(t, s, sh("nobody"))
+}
+
+func gapInstancesIndependent(t *testing.T, s GapStore) {
+	a := sampleGap("orders", "orders/pod-a/1", 10)
+	a.Instance = "pod-a"
+	b1 := sampleGap("orders", "orders/pod-b/1", 5)
+	b1.Instance = "pod-b"
+	b2 := sampleGap("orders", "orders/pod-b/2", 20)
+	b2.Instance = "pod-b"
+	shared := sampleGap("orders", "orders/1", 1)
+	for _, g := range []store.Gap{b2, a, shared, b1} {
+		mustRecordGap(t, s, g)
+	}
+	wantGaps(t, s, inst("orders", "pod-a"), a)
+	wantGaps(t, s, inst("orders", "pod-b"), b1, b2)
+	wantGaps(t, s, sh("orders"), shared)
+	wantGaps(t, s, inst("orders", "pod-c"))
 }
 
 func gapEmptyFrom(t *testing.T, s GapStore) {
 	g := sampleGap("orders", "first", 1)
 	g.FromToken, g.FromTime = nil, bson.Timestamp{} // the stream never had a position
 	mustRecordGap(t, s, g)
-	got := mustListGaps(t, s, "orders")
+	got := mustListGaps(t, s, sh("orders"))
 	if len(got) != 1 || len(got[0].FromToken) != 0 {
 		t.Fatalf("ListGaps: %+v, want one gap without FromToken", got)
 	}
-	wantGaps(t, s, "orders", g)
+	wantGaps(t, s, sh("orders"), g)
 }
 
 func gapIdempotent(t *testing.T, s GapStore) {
@@ -120,7 +138,7 @@ func gapIdempotent(t *testing.T, s GapStore) {
 	mustRecordGap(t, s, g)
 	g.Reason = "retried write"
 	mustRecordGap(t, s, g)
-	wantGaps(t, s, "orders", g)
+	wantGaps(t, s, sh("orders"), g)
 }
 
 func gapCopies(t *testing.T, s GapStore) {
@@ -128,9 +146,9 @@ func gapCopies(t *testing.T, s GapStore) {
 	want := g.Clone()
 	mustRecordGap(t, s, g)
 	g.ToToken[len(g.ToToken)-2] = 'X'
-	got := mustListGaps(t, s, "orders")
+	got := mustListGaps(t, s, sh("orders"))
 	got[0].FromToken[len(got[0].FromToken)-2] = 'Y'
-	wantGaps(t, s, "orders", want)
+	wantGaps(t, s, sh("orders"), want)
 }
 
 func gapDoneContext(t *testing.T, s GapStore) {
@@ -146,12 +164,12 @@ func gapDoneContext(t *testing.T, s GapStore) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("RecordGap on a %s context: err = %v, want %v", c.name, err, c.want)
 		}
-		err = promptly(t, "ListGaps", func() error { _, err := s.ListGaps(c.ctx, "orders"); return err })
+		err = promptly(t, "ListGaps", func() error { _, err := s.ListGaps(c.ctx, sh("orders")); return err })
 		if !errors.Is(err, c.want) {
 			t.Errorf("ListGaps on a %s context: err = %v, want %v", c.name, err, c.want)
 		}
 	}
-	if gs := mustListGaps(t, s, "orders"); len(gs) != 0 {
+	if gs := mustListGaps(t, s, sh("orders")); len(gs) != 0 {
 		t.Errorf("a RecordGap on a done context was stored: %v", gapIDs(gs))
 	}
 }

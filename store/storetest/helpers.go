@@ -84,6 +84,7 @@ func (d *differ) String() string { return strings.Join(d.diffs, "; ") }
 func diffCheckpoint(want, got store.Checkpoint) string {
 	var d differ
 	d.str("Stream", want.Stream, got.Stream)
+	d.str("Instance", want.Instance, got.Instance)
 	d.raw("Token", want.Token, got.Token)
 	d.ts("ClusterTime", want.ClusterTime, got.ClusterTime)
 	d.str("Source", want.Source, got.Source)
@@ -91,6 +92,7 @@ func diffCheckpoint(want, got store.Checkpoint) string {
 	d.str("Owner", want.Owner, got.Owner)
 	d.num("Settled", int64(want.Settled), int64(got.Settled))
 	d.time("UpdatedAt", want.UpdatedAt, got.UpdatedAt)
+	d.time("ExpiresAt", want.ExpiresAt, got.ExpiresAt)
 	return d.String()
 }
 
@@ -98,6 +100,7 @@ func diffGap(want, got store.Gap) string {
 	var d differ
 	d.str("ID", want.ID, got.ID)
 	d.str("Stream", want.Stream, got.Stream)
+	d.str("Instance", want.Instance, got.Instance)
 	d.raw("FromToken", want.FromToken, got.FromToken)
 	d.ts("FromTime", want.FromTime, got.FromTime)
 	d.raw("ToToken", want.ToToken, got.ToToken)
@@ -112,6 +115,7 @@ func diffDeadLetter(want, got store.DeadLetter) string {
 	var d differ
 	d.str("ID", want.ID, got.ID)
 	d.str("Stream", want.Stream, got.Stream)
+	d.str("Instance", want.Instance, got.Instance)
 	d.raw("Token", want.Token, got.Token)
 	d.str("OperationType", want.OperationType, got.OperationType)
 	d.raw("DocumentKey", want.DocumentKey, got.DocumentKey)
@@ -161,3 +165,11 @@ func promptly(t *testing.T, what string, f func() error) error {
 
 // timeMs returns n milliseconds.
 func timeMs[N ~int | ~int64 | ~uint64](n N) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// sh returns the shared scope of stream (no instance).
+func sh(stream string) store.Scope { return store.Scope{Stream: stream} }
+
+// inst returns the scope of stream's instance.
+func inst(stream, instance string) store.Scope {
+	return store.Scope{Stream: stream, Instance: instance}
+}

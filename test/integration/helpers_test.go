@@ -66,9 +66,19 @@ var appSeq atomic.Int64
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, mongosim.Options{})
+}
+
+// testingReal reports whether the tests run against a real deployment (WATCHTREE_MONGODB_URI).
+func testingReal() bool { return os.Getenv(envURI) != "" }
+
+// newEnvWith is newEnv with the simulator's options (ignored on a real deployment: a test that
+// needs them skips there first).
+func newEnvWith(t *testing.T, simOpts mongosim.Options) *env {
+	t.Helper()
 	e := &env{t: t, uri: os.Getenv(envURI)}
 	if e.uri == "" {
-		srv, err := mongosim.Start(context.Background(), mongosim.Options{})
+		srv, err := mongosim.Start(context.Background(), simOpts)
 		if err != nil {
 			t.Fatalf("mongosim.Start: %v", err)
 		}
@@ -335,6 +345,13 @@ func (c *cmdCounter) monitor() *event.CommandMonitor {
 	}}
 }
 
+// count returns how many commands named name were sent.
+func (c *cmdCounter) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byName[name]
+}
+
 // aggregates returns how many aggregates carried comment.
 func (c *cmdCounter) aggregates(comment string) int {
 	c.mu.Lock()
@@ -477,13 +494,35 @@ type checkpointDoc struct {
 	Source string   `bson:"source"`
 }
 
-// checkpoint returns the stream's stored checkpoint (ok false when there is none).
+// defaultInstanceName is the runtime's default Config.InstanceName: the hostname.
+func defaultInstanceName() string {
+	host, _ := os.Hostname()
+	return host
+}
+
+// checkpoint returns the stored checkpoint of the stream on this host's default instance name
+// (an AllInstances stream keeps one per instance); ok false when there is none.
 func (e *env) checkpoint(stream string) (checkpointDoc, bool) {
+	e.t.Helper()
+	return e.checkpointOf(stream, defaultInstanceName())
+}
+
+// checkpointID is the _id of a stored checkpoint: the stream name for the shared one (instance
+// ""), {stream, instance} for an instance's own.
+func checkpointID(stream, instance string) any {
+	if instance == "" {
+		return stream
+	}
+	return bson.D{{Key: "stream", Value: stream}, {Key: "instance", Value: instance}}
+}
+
+// checkpointOf returns the stored checkpoint of the stream's instance ("" for the shared one).
+func (e *env) checkpointOf(stream, instance string) (checkpointDoc, bool) {
 	e.t.Helper()
 	var cp checkpointDoc
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	err := e.db.Collection("_wt_checkpoints").FindOne(ctx, bson.D{{Key: "_id", Value: stream}}).Decode(&cp)
+	err := e.db.Collection("_wt_checkpoints").FindOne(ctx, bson.D{{Key: "_id", Value: checkpointID(stream, instance)}}).Decode(&cp)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return cp, false
 	}
