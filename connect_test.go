@@ -227,11 +227,13 @@ func TestRuntimeStreamBacksOffWhenServerDies(t *testing.T) {
 	}
 	st := backoff("cursor", 1)
 	// Either the driver's resume waits for a server until the TryNext bound ends, or the getMore
-	// in flight already fails with the refused connection; both name the real cause.
+	// in flight already fails with the refused connection, or with the closed one (EOF, which
+	// clears the pool; seen on a loaded machine); each names the real cause.
 	boundHit := strings.Contains(st.LastCause, "cannot reach MongoDB within 1.3s") && strings.Contains(st.LastCause, "server selection")
 	refused := strings.Contains(st.LastCause, "connection refused")
-	if !boundHit && !refused {
-		t.Fatalf("cause %q: want the bound and the driver's server selection error, or the refused connection", st.LastCause)
+	closed := strings.Contains(st.LastCause, "EOF")
+	if !boundHit && !refused && !closed {
+		t.Fatalf("cause %q: want the bound and the driver's server selection error, or the refused or closed connection", st.LastCause)
 	}
 	// The restart opens a new change stream, which gets ConnectTimeout.
 	bound = time.Since(killed) + spec.Restart.InitialDelay + connect + 3*time.Second
