@@ -20,6 +20,9 @@ const (
 	SourceResumeFromNow = "resumeFromNow"
 	// SourceRebuild: the position captured before a Rebuild after history was lost.
 	SourceRebuild = "rebuild"
+	// SourceSnapshot: the handoff position of a snapshot, captured before its first document was
+	// read (possibly moved forward while the collection stayed idle during the copy).
+	SourceSnapshot = "snapshot"
 )
 
 // Checkpoint is a stream's durable resume position. There is at most one per stream; saving

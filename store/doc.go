@@ -1,6 +1,7 @@
 // Package store holds the durable records of a stream tree and the sentinel errors every store
 // implementation returns: a stream's resume position (Checkpoint), the record of history skipped
-// on purpose (Gap) and the record of an event whose attempts ran out (DeadLetter).
+// on purpose (Gap), the record of an event whose attempts ran out (DeadLetter) and the progress of
+// a copy of a collection's existing documents (Snapshot).
 //
 // The package defines no store interface. Each consumer defines the small interface it needs where
 // it is used (actors/checkpointer: Load/Save and RecordGap; actors/dispatcher: PutDeadLetter; the

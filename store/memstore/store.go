@@ -30,6 +30,8 @@ const (
 	OpGetDeadLetter    Op = "GetDeadLetter"
 	OpDeleteDeadLetter Op = "DeleteDeadLetter"
 	OpMarkReplayed     Op = "MarkReplayed"
+	OpLoadSnapshot     Op = "LoadSnapshot"
+	OpSaveSnapshot     Op = "SaveSnapshot"
 )
 
 // Fault is called at the start of every Store method (after the context check) with the
@@ -60,6 +62,7 @@ type Store struct {
 	checkpoints map[string]store.Checkpoint
 	gapRecs     map[string]store.Gap
 	deadLetters map[dlKey]store.DeadLetter
+	snapshots   map[string]store.Snapshot
 }
 
 // New returns an empty Store.
@@ -72,6 +75,7 @@ func New(opts Options) *Store {
 		checkpoints: make(map[string]store.Checkpoint),
 		gapRecs:     make(map[string]store.Gap),
 		deadLetters: make(map[dlKey]store.DeadLetter),
+		snapshots:   make(map[string]store.Snapshot),
 	}
 }
 

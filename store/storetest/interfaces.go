@@ -43,3 +43,12 @@ type DeadLetterStore interface {
 	// there is none (or it has expired).
 	MarkReplayed(ctx context.Context, stream, id string, at time.Time) error
 }
+
+// SnapshotStore keeps the progress of a stream's snapshot (actors/checkpointer.SnapshotStore and
+// actors/snapshot.Store): one record per stream, replaced by every save.
+type SnapshotStore interface {
+	// LoadSnapshot returns the stream's record; ok is false (and err nil) if there is none.
+	LoadSnapshot(ctx context.Context, stream string) (sn store.Snapshot, ok bool, err error)
+	// SaveSnapshot upserts sn by sn.Stream.
+	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
+}
