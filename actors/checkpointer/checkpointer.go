@@ -57,6 +57,8 @@ type (
 		failErr   error             // the error behind fail, when there is one
 		persist   error             // the position could not be persisted (history lost paths)
 		fenced    error             // a write was fenced
+		snapshot  string            // a snapshot must run before streaming from pos
+		newSnap   *store.Snapshot   // the snapshot record this job created
 	}
 	// saveResult ends a checkpoint save.
 	saveResult struct {
@@ -109,6 +111,7 @@ type checkpointer struct {
 	lastStart   position // the position of the latest StartFrom (what a HistoryLost is about)
 	reqSeq      uint64
 	resolving   *pendingStart
+	snapPending string // the id of the snapshot that runs before the stream streams; "" when none
 	stale       uint64 // stale messages and results dropped
 
 	// Persistence. settledTotal counts every settlement; writtenSettled is settledTotal at the

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -57,6 +60,10 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
 	c.log.Debug("resolving the start position", zap.Uint64("incarnation", inc))
+	if done := m.GetSnapshotDone(); done != "" && done == c.snapPending {
+		c.log.Info("snapshot finished; streaming from its handoff position", zap.String("snapshot", done))
+		c.snapPending = ""
+	}
 	mode := c.cfg.StartPosition
 	if c.sh.firstDone.Load() {
 		mode = policy.Resume
@@ -86,13 +93,55 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			r.failWith("load checkpoint", err)
 			return r
 		}
-		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
+		found = found && (cp.Token != nil || !cp.ClusterTime.IsZero())
+		var snap store.Snapshot
+		var snapFound bool
+		if cfg.Snapshots != nil {
+			if snap, snapFound, err = cfg.Snapshots.LoadSnapshot(ctx, cfg.Stream); err != nil {
+				r.failWith("load snapshot record", err)
+				return r
+			}
+		}
+		if snapFound && !snap.Finished() {
+			// A snapshot was interrupted: it resumes before anything streams. Its record was
+			// written before the checkpoint; a missing checkpoint is its handoff position.
+			r.snapshot = snap.ID
+			if found {
+				p := positionOf(cp)
+				r.pos, r.cp, r.source = &p, &cp, cp.Source
+				return r
+			}
+			p := position{token: snap.HandoffToken, opTime: snap.HandoffTime, source: store.SourceSnapshot}
+			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, false)
+		}
+		if found {
 			if mode.Kind() == policy.StartResume {
 				p := positionOf(cp)
 				r.pos, r.cp, r.source = &p, &cp, cp.Source
 				return r
 			}
 			r.discarded = &cp
+		}
+		if !found && cfg.Snapshot.Enabled() && mode.Kind() != policy.StartAt {
+			// The first start: capture the handoff position, record the snapshot, then persist
+			// the position, so that a crash in between never skips the snapshot.
+			tok, ts, err := cfg.Positions.Current(ctx)
+			if err != nil {
+				r.failWith("capture the snapshot's handoff position", err)
+				return r
+			}
+			if len(tok) == 0 {
+				r.fail = "capture the snapshot's handoff position: empty resume token"
+				return r
+			}
+			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
+			if err := cfg.Snapshots.SaveSnapshot(ctx, sn); err != nil {
+				r.failWith("create the snapshot record", err)
+				return r
+			}
+			r.snapshot, r.newSnap = sn.ID, &sn
+			p := position{token: tok, opTime: ts, source: store.SourceSnapshot}
+			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, mode.Kind() != policy.StartResume)
 		}
 		var p position
 		switch mode.Kind() {
@@ -129,6 +178,31 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.Kind() != policy.StartResume
 		return r
 	}
+}
+
+// persistStart writes p as the start checkpoint and completes r with it.
+func persistStart(ctx context.Context, cfg Config, r *resolveResult, p position, base store.Checkpoint, source string, applied bool) *resolveResult {
+	rec := base
+	rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
+	rec.UpdatedAt = cfg.Clock.Now()
+	if err := cfg.Store.Save(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.fenced = err
+			return r
+		}
+		r.failWith("persist the start position", err)
+		return r
+	}
+	r.pos, r.cp, r.written, r.applied, r.source = &p, &rec, true, applied, source
+	return r
+}
+
+// newSnapshotRecord is the record of a snapshot that starts now, from the handoff position
+// (tok, ts). Its ID is unique per stream and time: it becomes part of every snapshot event's ID.
+func newSnapshotRecord(cfg Config, tok bson.Raw, ts bson.Timestamp, reason string) store.Snapshot {
+	now := cfg.Clock.Now()
+	return store.Snapshot{Stream: cfg.Stream, ID: strconv.FormatInt(now.UnixNano(), 36), State: store.SnapshotRunning,
+		Reason: reason, HandoffToken: tok, HandoffTime: ts, StartedAt: now, UpdatedAt: now}
 }
 
 // onHistoryLost applies OnHistoryLost to the start position the stream actor could not open.
@@ -196,8 +270,18 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			return r
 		}
 		var p position
+		var snap *store.Snapshot
 		gapPolicy := store.GapResumeFromNow
 		switch hl.Kind() {
+		case policy.HistoryRebuildFromSnapshot:
+			if len(tok) == 0 {
+				r.fail = "capture the current position after history lost: empty resume token"
+				return r
+			}
+			p = position{token: tok, opTime: ts, source: store.SourceSnapshot}
+			gapPolicy = store.GapRebuildFromSnapshot
+			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonRebuild)
+			snap = &sn
 		case policy.HistoryRebuild:
 			if ts.IsZero() {
 				r.fail = "capture the current position after history lost: no operation time"
@@ -232,6 +316,22 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			}
 		}
 		r.gap = &gap
+		if snap != nil {
+			// The snapshot record first: a crash before the checkpoint is written then resumes
+			// the snapshot from its own handoff position.
+			for n := 1; ; n++ {
+				err := cfg.Snapshots.SaveSnapshot(ctx, *snap)
+				if err == nil {
+					break
+				}
+				d := cfg.retryDelay(n)
+				log.Warn("snapshot record write failed; retrying", zap.Error(err), zap.Int("attempt", n), zap.Duration("retry_in", d))
+				if !sleep(ctx, cfg.Clock, d) {
+					return nil
+				}
+			}
+			r.snapshot, r.newSnap = snap.ID, snap
+		}
 		rec := base
 		rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
 		rec.UpdatedAt = cfg.Clock.Now()
@@ -286,6 +386,13 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.applied {
 		c.sh.firstDone.Store(true)
 	}
+	if r.snapshot != "" {
+		if r.newSnap != nil {
+			c.log.Info("snapshot recorded; it runs before the stream streams", zap.String("snapshot", r.snapshot),
+				zap.String("reason", r.newSnap.Reason))
+		}
+		c.snapPending = r.snapshot
+	}
 	c.t.setPosition(*r.pos)
 	if r.cp != nil {
 		c.persisted, c.persistedVersion = *r.pos, c.t.version
@@ -308,7 +415,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) {
 	pend := c.resolving
 	c.resolving = nil
-	sf := &messages.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source}
+	sf := &messages.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source, SnapshotId: c.snapPending}
 	switch {
 	case p.token != nil && p.startAfter:
 		sf.Kind, sf.Token = messages.StartKind_START_KIND_START_AFTER, p.token
