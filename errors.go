@@ -71,6 +71,11 @@ var (
 	// newer lease epoch. The deposed instance stops processing the stream at once. The stores
 	// raise it (store.ErrFenced is the same value).
 	ErrFenced = store.ErrFenced
+
+	// ErrSnapshotMixedIDs means a snapshot cannot split its collection into _id ranges because
+	// the _id values mix BSON types (numbers and strings, say): a range query on _id compares
+	// values of one type only, so some documents would be skipped. The snapshot fails instead.
+	ErrSnapshotMixedIDs = errors.New("watchtree: snapshot: mixed _id types")
 )
 
 // unreachableError is Start's error when no server answered in time: it renders

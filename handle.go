@@ -37,6 +37,10 @@ const (
 	// StateStopping: a graceful stop is under way (cursor closed, dispatcher draining, final
 	// checkpoint being written); stopped follows.
 	StateStopping StreamState = "stopping"
+	// StateSnapshotting: the start position is fixed (persisted) and a snapshot copies the
+	// existing documents through the handlers (StreamStatus.Snapshot); running follows, from that
+	// position.
+	StateSnapshotting StreamState = "snapshotting"
 )
 
 // StreamStatus is a snapshot of one stream, as its supervisor reports it: the Go view of the
@@ -75,6 +79,9 @@ type StreamStatus struct {
 	Settled, Handled, Filtered, Unhandled, Skipped, DeadLettered uint64
 	// LastStop reports the latest graceful stop; nil when the stream was never stopped.
 	LastStop *StopReport
+	// Snapshot is the progress of the stream's latest snapshot since the tree was spawned; nil
+	// when none ran. Snapshot documents are not counted in Settled and the outcomes above.
+	Snapshot *SnapshotStatus
 }
 
 // StopReport tells how a graceful stop went.
@@ -129,6 +136,10 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(),
 			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration(),
 		}
+	}
+	if sn := r.GetSnapshot(); sn != nil {
+		p := snapshotProgressOf(sn)
+		st.Snapshot = &p
 	}
 	return st
 }

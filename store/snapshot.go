@@ -45,6 +45,9 @@ type Snapshot struct {
 	Planned bool
 	// Ranges are the _id ranges, in _id order.
 	Ranges []SnapshotRange
+	// Total is the number of matching documents counted when the ranges were planned (an
+	// estimate of the work, for progress and ETA).
+	Total uint64
 	// StartedAt is when the copy was created, UpdatedAt when the record was last saved, DoneAt
 	// when it finished (zero until then). Stores keep them at millisecond precision.
 	StartedAt, UpdatedAt, DoneAt time.Time

@@ -22,6 +22,7 @@ type snapshotDoc struct {
 	HandoffTime  bson.Timestamp     `bson:"handoffTime,omitempty"`
 	Planned      bool               `bson:"planned"`
 	Ranges       []snapshotRangeDoc `bson:"ranges"`
+	Total        int64              `bson:"total"`
 	StartedAt    time.Time          `bson:"startedAt"`
 	UpdatedAt    time.Time          `bson:"updatedAt"`
 	DoneAt       time.Time          `bson:"doneAt,omitempty"`
@@ -49,7 +50,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, stream string) (store.Snapshot
 		return store.Snapshot{}, false, wrap(ctx, err, "load snapshot of stream %q", stream)
 	}
 	sn := store.Snapshot{Stream: d.Stream, ID: d.ID, State: d.State, Reason: d.Reason, HandoffToken: d.HandoffToken,
-		HandoffTime: d.HandoffTime, Planned: d.Planned, StartedAt: d.StartedAt, UpdatedAt: d.UpdatedAt, DoneAt: d.DoneAt}
+		HandoffTime: d.HandoffTime, Planned: d.Planned, Total: uint64(d.Total), StartedAt: d.StartedAt, UpdatedAt: d.UpdatedAt, DoneAt: d.DoneAt}
 	if len(d.Ranges) > 0 {
 		sn.Ranges = make([]store.SnapshotRange, len(d.Ranges))
 		for i, r := range d.Ranges {
@@ -65,7 +66,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, sn store.Snapshot) error {
 		return err
 	}
 	d := snapshotDoc{Stream: sn.Stream, ID: sn.ID, State: sn.State, Reason: sn.Reason, HandoffToken: sn.HandoffToken,
-		HandoffTime: sn.HandoffTime, Planned: sn.Planned, Ranges: make([]snapshotRangeDoc, len(sn.Ranges)),
+		HandoffTime: sn.HandoffTime, Planned: sn.Planned, Total: int64(sn.Total), Ranges: make([]snapshotRangeDoc, len(sn.Ranges)),
 		StartedAt: sn.StartedAt, UpdatedAt: sn.UpdatedAt, DoneAt: sn.DoneAt}
 	for i, r := range sn.Ranges {
 		d.Ranges[i] = snapshotRangeDoc{Min: r.Min, Max: r.Max, Last: r.Last, Done: r.Done, Read: int64(r.Read)}

@@ -52,6 +52,7 @@ func sampleSnapshot(stream string) store.Snapshot {
 			{Min: idDoc("m"), Max: idDoc(oid)},
 			{Min: idDoc(oid), Last: idDoc(oid), Read: 1},
 		},
+		Total:     268,
 		StartedAt: baseTime,
 		UpdatedAt: baseTime.Add(timeMs(42)),
 	}
@@ -91,6 +92,7 @@ func diffSnapshot(want, got store.Snapshot) string {
 	if want.Planned != got.Planned {
 		d.str("Planned", boolStr(want.Planned), boolStr(got.Planned))
 	}
+	d.num("Total", int64(want.Total), int64(got.Total))
 	d.num("len(Ranges)", int64(len(want.Ranges)), int64(len(got.Ranges)))
 	if len(want.Ranges) == len(got.Ranges) {
 		for i := range want.Ranges {
