@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree"
 )
@@ -231,4 +233,150 @@ func TestSnapshotThenStream(t *testing.T) {
 	if d2, rep2 := tg.snapshotDeliveries(); d2 != docs || rep2 != repeats {
 		t.Errorf("snapshot deliveries after the restart: %d documents, %d repeats; want %d, %d", d2, rep2, docs, repeats)
 	}
+}
+
+// snapshotRecord is the _wt_snapshots document, as the tests read it.
+type snapshotRecord struct {
+	ID     string `bson:"id"`
+	State  string `bson:"state"`
+	Ranges []struct {
+		Min  bson.Raw `bson:"min"`
+		Max  bson.Raw `bson:"max"`
+		Last bson.Raw `bson:"last"`
+		Done bool     `bson:"done"`
+		Read int64    `bson:"read"`
+	} `bson:"ranges"`
+}
+
+func (e *env) snapshotRecord(stream string) (snapshotRecord, bool) {
+	e.t.Helper()
+	var rec snapshotRecord
+	found := true
+	e.must(func(ctx context.Context) error {
+		err := e.db.Collection("_wt_snapshots").FindOne(ctx, bson.D{{Key: "_id", Value: stream}}).Decode(&rec)
+		if err == mongo.ErrNoDocuments {
+			found = false
+			return nil
+		}
+		return err
+	})
+	return rec, found
+}
+
+// idBound reads the int64 _id of a {_id: v} bound; ok is false for an unbounded side.
+func idBound(b bson.Raw) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	return b.Lookup("_id").AsInt64OK()
+}
+
+// TestSnapshotResumeSIGKILL: a worker process copying 4000 orders is SIGKILLed about halfway;
+// a new worker resumes the snapshot. Every order is delivered; a range the killed worker had
+// finished is never read again, an unfinished one resumes after its last document done, and
+// the documents handled twice stay within one chunk per range. Re-read documents keep their
+// event IDs.
+func TestSnapshotResumeSIGKILL(t *testing.T) {
+	const total = 4000
+	e := newEnv(t)
+	e.insertMany("orders", 1, total)
+	w1 := startWorkerMode(t, e, 1, "snapshot")
+	waitFor(t, "the first worker to be halfway", func() bool { return e.collCount("deliveries", nil) >= total/2 })
+	if err := w1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	_ = w1.wait(t)
+	atKill := e.collCount("deliveries", nil)
+	rec, ok := e.snapshotRecord(snapWorkerStream)
+	if !ok || len(rec.Ranges) != snapWorkerParts {
+		t.Fatalf("snapshot record after the kill: found %v, %+v\nworker stderr:\n%s", ok, rec, w1.stderr.String())
+	}
+	if rec.State == "done" {
+		t.Fatalf("the worker finished the snapshot before the kill (%d deliveries)", atKill)
+	}
+	cpAtKill, _ := e.checkpoint(snapWorkerStream)
+
+	w2 := startWorkerMode(t, e, 2, "snapshot")
+	waitFor(t, "every order delivered", func() bool { return e.distinctDocs() >= total },
+		func() string {
+			return fmt.Sprintf("%d of %d\nworker 2 stderr:\n%s", e.distinctDocs(), total, w2.stderr.String())
+		})
+	waitFor(t, "the snapshot done", func() bool { r, _ := e.snapshotRecord(snapWorkerStream); return r.State == "done" })
+	if err := w2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	if err := w2.wait(t); err != nil {
+		t.Errorf("worker 2 did not stop cleanly: %v\nstderr:\n%s", err, w2.stderr.String())
+	}
+	if cpAtKill.Source != "snapshot" || tokenData(cpAtKill.Token) == "" {
+		t.Errorf("checkpoint left by the killed worker: source %q, token %q; want the snapshot's handoff position",
+			cpAtKill.Source, tokenData(cpAtKill.Token))
+	}
+
+	type delivery struct {
+		Event string `bson:"event"`
+		Doc   int64  `bson:"doc"`
+		Run   int    `bson:"run"`
+	}
+	var all []delivery
+	e.must(func(ctx context.Context) error {
+		cur, err := e.db.Collection("deliveries").Find(ctx, bson.D{})
+		if err != nil {
+			return err
+		}
+		return cur.All(ctx, &all)
+	})
+	byDoc := map[int64][2]int{}
+	eventOf := map[int64]string{}
+	for _, d := range all {
+		c := byDoc[d.Doc]
+		c[d.Run-1]++
+		byDoc[d.Doc] = c
+		if prev, ok := eventOf[d.Doc]; ok && prev != d.Event {
+			t.Errorf("order %d delivered with event IDs %q and %q; a snapshot's IDs are stable", d.Doc, prev, d.Event)
+		}
+		eventOf[d.Doc] = d.Event
+	}
+	again := 0
+	for id := int64(1); id <= total; id++ {
+		c := byDoc[id]
+		if c[0]+c[1] == 0 {
+			t.Errorf("order %d never delivered", id)
+		}
+		if c[0] > 0 && c[1] > 0 {
+			again++
+		}
+		if c[1] == 0 {
+			continue
+		}
+		// A document run 2 delivered must lie in a range the killed worker had not finished, and
+		// after that range's last document done.
+		for i, rg := range rec.Ranges {
+			lo, hasLo := idBound(rg.Min)
+			hi, hasHi := idBound(rg.Max)
+			if (hasLo && id < lo) || (hasHi && id >= hi) {
+				continue
+			}
+			if rg.Done {
+				t.Errorf("order %d of range %d, finished before the kill, was read again", id, i)
+			}
+			if last, ok := idBound(rg.Last); ok && id <= last {
+				t.Errorf("order %d of range %d delivered again, at or before the range's saved progress %d", id, i, last)
+			}
+		}
+	}
+	if again > snapWorkerParts*snapWorkerBatch {
+		t.Errorf("%d orders handled again after the crash; want at most one chunk per range (%d)", again, snapWorkerParts*snapWorkerBatch)
+	}
+	t.Logf("killed at %d deliveries; %d orders handled again (bound %d); ranges at the kill: %s", atKill, again,
+		snapWorkerParts*snapWorkerBatch, describeRanges(rec))
+}
+
+func describeRanges(rec snapshotRecord) string {
+	var parts []string
+	for i, rg := range rec.Ranges {
+		last, _ := idBound(rg.Last)
+		parts = append(parts, fmt.Sprintf("#%d done=%v read=%d last=%d", i, rg.Done, rg.Read, last))
+	}
+	return strings.Join(parts, ", ")
 }
