@@ -380,3 +380,112 @@ func describeRanges(rec snapshotRecord) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// TestHistoryLostRebuildFromSnapshot: the checkpoint falls out of the oplog while orders are
+// updated and inserted. Under RebuildFromSnapshot a gap record is written, the collection is
+// copied again through the handlers (a snapshot of reason "rebuild"), the stream resumes from the
+// position captured before the copy, and the idempotent target ends equal to the collection.
+func TestHistoryLostRebuildFromSnapshot(t *testing.T) {
+	e := newEnv(t)
+	e.needSim("TruncateOplog")
+	tg := newTarget()
+	r1 := e.startRuntime(nil)
+	spec := watchtree.Stream[Order]{Name: "rb", Collection: "orders", FullDocument: watchtree.FullDocumentUpdateLookup,
+		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 1}, OnChange: tg.handler()}
+	r1.waitRunning(t, r1.spawn(t, spec))
+	e.insertOrders("orders", 1, 30)
+	src := e.source("orders")
+	waitFor(t, "the first orders in the target", func() bool { ok, _ := tg.equalTo(src); return ok })
+	r1.stop(t)
+	// History the stream will never see: updates and inserts, then the oplog loses them.
+	e.bump("orders", 1, 20)
+	e.insertOrders("orders", 31, 60)
+	e.srv.TruncateOplog(e.srv.ClusterTime())
+
+	r2 := e.startRuntime(nil)
+	spec.OnHistoryLost = watchtree.RebuildFromSnapshot
+	spec.Snapshot = watchtree.SnapshotPolicy{Partitions: 2, BatchSize: 7}
+	h := r2.spawn(t, spec)
+	r2.waitRunning(t, h)
+	e.bump("orders", 5, 5) // a change after the rebuild is streamed
+	src = e.source("orders")
+	waitFor(t, "the target to equal the collection after the rebuild", func() bool { ok, _ := tg.equalTo(src); return ok },
+		func() string { _, d := tg.equalTo(src); return d })
+	gaps := e.gaps("rb")
+	if len(gaps) != 1 || gaps[0].Policy != "rebuildFromSnapshot" {
+		t.Fatalf("gap records %+v: want one of policy rebuildFromSnapshot", gaps)
+	}
+	done := r2.obs.wait(t, "SnapshotDone", ofType[watchtree.SnapshotDone]).(watchtree.SnapshotDone)
+	if done.Snapshot.Reason != "rebuild" || done.Snapshot.Documents != 60 {
+		t.Errorf("rebuild snapshot %+v: want reason rebuild, 60 documents", done.Snapshot)
+	}
+	r2.obs.wait(t, "GapRecorded", ofType[watchtree.GapRecorded])
+}
+
+// TestSnapshotPoisonDocument: a document that does not decode into the stream's type goes to the
+// dead letters with its snapshot event ID, and the snapshot goes on with every other document.
+func TestSnapshotPoisonDocument(t *testing.T) {
+	e := newEnv(t)
+	e.insertMany("orders", 1, 300)
+	e.must(func(ctx context.Context) error {
+		_, err := e.db.Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: int64(150_5)}, {Key: "v", Value: "not a number"}})
+		return err
+	})
+	r := e.startRuntime(nil)
+	tg := newTarget()
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "poison", Collection: "orders", Lanes: 2,
+		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Partitions: 3, BatchSize: 40},
+		OnChange: tg.handler()})
+	r.waitRunning(t, h)
+	docs, _ := tg.snapshotDeliveries()
+	if docs != 300 {
+		t.Errorf("%d snapshot documents handled, want the 300 decodable ones", docs)
+	}
+	dls := r.deadLetters(t, "poison")
+	if len(dls) != 1 || !strings.HasPrefix(dls[0].ID, "snapshot:") || dls[0].ErrorType != "decode" ||
+		dls[0].OperationType != watchtree.OpSnapshot {
+		t.Fatalf("dead letters %+v: want the one undecodable document, as a snapshot event", dls)
+	}
+	done := r.obs.wait(t, "SnapshotDone", ofType[watchtree.SnapshotDone]).(watchtree.SnapshotDone)
+	if done.Snapshot.Documents != 301 || done.Snapshot.DeadLettered != 1 {
+		t.Errorf("SnapshotDone %+v: want 301 documents settled, 1 dead-lettered", done.Snapshot)
+	}
+}
+
+// TestSnapshotFilter: a snapshot with a Filter reads only the matching documents (the server
+// filters: the others are never read), and the stream still delivers every later change.
+func TestSnapshotFilter(t *testing.T) {
+	e := newEnv(t)
+	e.must(func(ctx context.Context) error {
+		var docs []any
+		for i := int64(1); i <= 200; i++ {
+			kind := "b"
+			if i%4 == 0 {
+				kind = "a"
+			}
+			docs = append(docs, Order{ID: i, Kind: kind})
+		}
+		_, err := e.db.Collection("orders").InsertMany(ctx, docs)
+		return err
+	})
+	r := e.startRuntime(nil)
+	tg := newTarget()
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "filtered", Collection: "orders",
+		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Filter: bson.D{{Key: "kind", Value: "a"}},
+			Partitions: 4, BatchSize: 10},
+		OnChange: tg.handler()})
+	r.waitRunning(t, h)
+	tg.mu.Lock()
+	for id := range tg.snapDocs {
+		if id%4 != 0 {
+			t.Errorf("order %d (kind b) was copied by a snapshot filtered on kind a", id)
+		}
+	}
+	n := len(tg.snapDocs)
+	tg.mu.Unlock()
+	if n != 50 {
+		t.Errorf("%d orders copied, want the 50 of kind a", n)
+	}
+	e.insertOrders("orders", 201, 201)
+	waitFor(t, "a later insert streamed", func() bool { tg.mu.Lock(); defer tg.mu.Unlock(); _, ok := tg.docs[201]; return ok })
+}
