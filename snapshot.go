@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/watchtree/watchtree/actors/snapshot"
+	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -56,14 +57,23 @@ func (c *compiledStream) snapshots() bool {
 // snapshotSource reads a stream's collection for its snapshot with the driver: primary reads,
 // the snapshot Filter ANDed with the range bounds, sorted on _id (the _id index).
 type snapshotSource struct {
-	coll   *mongo.Collection
-	filter bson.Raw // nil: every document
-	oplog  *mongo.Collection
+	coll    *mongo.Collection
+	filter  bson.Raw // nil: every document
+	oplog   *mongo.Collection
+	watcher stream.Watcher
+	comment string
 }
 
-func newSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw) *snapshotSource {
+func newSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw, w stream.Watcher, comment string) *snapshotSource {
 	return &snapshotSource{coll: client.Database(db).Collection(coll), filter: filter,
-		oplog: client.Database("local").Collection("oplog.rs")}
+		oplog: client.Database("local").Collection("oplog.rs"), watcher: w, comment: comment}
+}
+
+// Watch implements snapshot.Source with the stream's own watcher (its pipeline and namespace),
+// resuming after token.
+func (s *snapshotSource) Watch(ctx context.Context, token bson.Raw) (snapshot.IdleCursor, error) {
+	return s.watcher.Open(ctx, stream.Position{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: token,
+		MaxAwaitTime: defaultMaxAwaitTime, Comment: s.comment})
 }
 
 // and returns the filter ANDed with extra conditions.

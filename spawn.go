@@ -254,13 +254,15 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 			Database:   e.watcher.database,
 			Collection: cs.collection,
 			Store:      e.store.snapshots,
-			Source:     newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter),
-			Policy:     cs.snapshot,
-			Dispatcher: dispatcherName,
-			IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
-			Clock:      rt.clk,
-			Logger:     rt.log,
-			Events:     snapshotEvents{e},
+			Source: newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
+				e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":snapshot"),
+			Policy:       cs.snapshot,
+			Dispatcher:   dispatcherName,
+			Checkpointer: checkpointerName,
+			IOTimeout:    max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
+			Clock:        rt.clk,
+			Logger:       rt.log,
+			Events:       snapshotEvents{e},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.name, err)

@@ -651,6 +651,62 @@ func (x *SnapshotStatus) GetError() string {
 	return ""
 }
 
+// AdvanceHandoff tells the checkpointer that the snapshot's handoff position can move forward to
+// token: an idle change stream from the handoff position, with the stream's own pipeline,
+// returned no event up to that post-batch resume token, so starting there skips nothing. The
+// checkpointer takes it only while that snapshot is pending and nothing was consumed since.
+type AdvanceHandoff struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SnapshotId    string                 `protobuf:"bytes,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdvanceHandoff) Reset() {
+	*x = AdvanceHandoff{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdvanceHandoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdvanceHandoff) ProtoMessage() {}
+
+func (x *AdvanceHandoff) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdvanceHandoff.ProtoReflect.Descriptor instead.
+func (*AdvanceHandoff) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AdvanceHandoff) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
+}
+
+func (x *AdvanceHandoff) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
 var File_watchtree_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_snapshot_proto_rawDesc = "" +
@@ -705,7 +761,11 @@ const file_watchtree_v1_snapshot_proto_rawDesc = "" +
 	"\foplog_window\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\voplogWindow\x12\x17\n" +
 	"\aat_risk\x18\x10 \x01(\bR\x06atRisk\x12\x18\n" +
 	"\awarning\x18\x11 \x01(\tR\awarning\x12\x14\n" +
-	"\x05error\x18\x12 \x01(\tR\x05errorB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x05error\x18\x12 \x01(\tR\x05error\"G\n" +
+	"\x0eAdvanceHandoff\x12\x1f\n" +
+	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
+	"snapshotId\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\fR\x05tokenB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
 
 var (
 	file_watchtree_v1_snapshot_proto_rawDescOnce sync.Once
@@ -719,7 +779,7 @@ func file_watchtree_v1_snapshot_proto_rawDescGZIP() []byte {
 	return file_watchtree_v1_snapshot_proto_rawDescData
 }
 
-var file_watchtree_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_watchtree_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_watchtree_v1_snapshot_proto_goTypes = []any{
 	(*RunSnapshot)(nil),           // 0: watchtree.v1.RunSnapshot
 	(*CancelSnapshot)(nil),        // 1: watchtree.v1.CancelSnapshot
@@ -730,20 +790,21 @@ var file_watchtree_v1_snapshot_proto_goTypes = []any{
 	(*SnapshotBatch)(nil),         // 6: watchtree.v1.SnapshotBatch
 	(*SnapshotSettled)(nil),       // 7: watchtree.v1.SnapshotSettled
 	(*SnapshotStatus)(nil),        // 8: watchtree.v1.SnapshotStatus
-	(*ErrorDetail)(nil),           // 9: watchtree.v1.ErrorDetail
-	(*Event)(nil),                 // 10: watchtree.v1.Event
-	(*Settled)(nil),               // 11: watchtree.v1.Settled
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*AdvanceHandoff)(nil),        // 9: watchtree.v1.AdvanceHandoff
+	(*ErrorDetail)(nil),           // 10: watchtree.v1.ErrorDetail
+	(*Event)(nil),                 // 11: watchtree.v1.Event
+	(*Settled)(nil),               // 12: watchtree.v1.Settled
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_watchtree_v1_snapshot_proto_depIdxs = []int32{
-	9,  // 0: watchtree.v1.SnapshotFinished.cause:type_name -> watchtree.v1.ErrorDetail
-	10, // 1: watchtree.v1.SnapshotBatch.events:type_name -> watchtree.v1.Event
-	11, // 2: watchtree.v1.SnapshotSettled.settled:type_name -> watchtree.v1.Settled
-	12, // 3: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
-	13, // 4: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
-	13, // 5: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
-	12, // 6: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
+	10, // 0: watchtree.v1.SnapshotFinished.cause:type_name -> watchtree.v1.ErrorDetail
+	11, // 1: watchtree.v1.SnapshotBatch.events:type_name -> watchtree.v1.Event
+	12, // 2: watchtree.v1.SnapshotSettled.settled:type_name -> watchtree.v1.Settled
+	13, // 3: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
+	14, // 4: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
+	14, // 5: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
+	13, // 6: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
 	7,  // [7:7] is the sub-list for method output_type
 	7,  // [7:7] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
@@ -764,7 +825,7 @@ func file_watchtree_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_snapshot_proto_rawDesc), len(file_watchtree_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

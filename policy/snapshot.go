@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -12,6 +13,8 @@ const (
 	DefaultSnapshotPartitions = 4
 	// DefaultSnapshotBatchSize is the default Snapshot.BatchSize.
 	DefaultSnapshotBatchSize = 1000
+	// DefaultSnapshotHandoffRefresh is the default Snapshot.HandoffRefresh.
+	DefaultSnapshotHandoffRefresh = time.Minute
 	// MaxSnapshotPartitions is the largest Snapshot.Partitions accepted.
 	MaxSnapshotPartitions = 256
 	// MaxSnapshotBatchSize is the largest Snapshot.BatchSize accepted.
@@ -73,6 +76,13 @@ type Snapshot struct {
 	// after a crash at most one chunk per range is read and handled again. Default 1000, at
 	// most 100000.
 	BatchSize int
+	// HandoffRefresh is how often, at most, the handoff position moves forward while the copy
+	// runs: an idle change stream from the handoff position (the stream's own pipeline) that has
+	// returned no event up to its post-batch resume token proves that starting there skips
+	// nothing, so the position is persisted there, and a long copy of a quiet collection on a
+	// busy cluster does not lose its position when the oplog rolls over. Once the collection
+	// changes, the position stays where it is (the change must be delivered). Default 1 minute.
+	HandoffRefresh time.Duration
 }
 
 // WithDefaults returns p with every zero field replaced by its default.
@@ -82,6 +92,9 @@ func (p Snapshot) WithDefaults() Snapshot {
 	}
 	if p.BatchSize == 0 {
 		p.BatchSize = DefaultSnapshotBatchSize
+	}
+	if p.HandoffRefresh == 0 {
+		p.HandoffRefresh = DefaultSnapshotHandoffRefresh
 	}
 	return p
 }
@@ -109,6 +122,9 @@ func (p Snapshot) ValidateInto(c *Errors, field string) {
 	if p.BatchSize < 0 || p.BatchSize > MaxSnapshotBatchSize {
 		c.Add(field+".BatchSize", "must be between 1 and %d (0 means the default %d), got %d",
 			MaxSnapshotBatchSize, DefaultSnapshotBatchSize, p.BatchSize)
+	}
+	if p.HandoffRefresh < 0 {
+		c.Add(field+".HandoffRefresh", "must be > 0 (0 means the default %v), got %v", DefaultSnapshotHandoffRefresh, p.HandoffRefresh)
 	}
 	if _, err := p.MarshalFilter(); err != nil {
 		c.Add(field+".Filter", "%v", err)

@@ -10,7 +10,8 @@ import (
 
 func TestSnapshotDefaultsAndValidate(t *testing.T) {
 	d := Snapshot{}.WithDefaults()
-	if d.Partitions != DefaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever {
+	if d.Partitions != DefaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever ||
+		d.HandoffRefresh != DefaultSnapshotHandoffRefresh {
 		t.Fatalf("defaults: %+v", d)
 	}
 	if (Snapshot{}).Enabled() || !(Snapshot{Mode: SnapshotInitial}).Enabled() || !(Snapshot{Mode: SnapshotWhenNeeded}).Enabled() {
@@ -29,6 +30,7 @@ func TestSnapshotDefaultsAndValidate(t *testing.T) {
 		{Snapshot{BatchSize: -5}, "SnapshotPolicy.BatchSize"},
 		{Snapshot{BatchSize: MaxSnapshotBatchSize + 1}, "SnapshotPolicy.BatchSize"},
 		{Snapshot{Filter: 42}, "SnapshotPolicy.Filter"},
+		{Snapshot{HandoffRefresh: -1}, "SnapshotPolicy.HandoffRefresh"},
 		{Snapshot{Filter: bson.Raw{1, 2}}, "SnapshotPolicy.Filter"},
 	}
 	for _, c := range cases {

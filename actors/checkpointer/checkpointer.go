@@ -181,6 +181,8 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 		c.onSettled(ctx, m)
 	case *messages.Flush:
 		c.onFlush(ctx)
+	case *messages.AdvanceHandoff:
+		c.onAdvanceHandoff(ctx, m)
 	case *messages.AttachDispatcher:
 		if m.GetId() == "" {
 			c.log.Warn("AttachDispatcher without an id ignored")

@@ -434,3 +434,20 @@ func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) 
 		zap.String("source", source), zap.Uint64("next_seq", sf.NextSeq))
 	ctx.Send(pend.to, sf)
 }
+
+// onAdvanceHandoff moves a pending snapshot's handoff position forward (an idle change stream
+// saw no event of the stream up to the new token) and persists it, so that a long snapshot's
+// position does not age out of the oplog. Ignored unless the snapshot is the pending one and the
+// position is still a handoff position (nothing was consumed from it).
+func (c *checkpointer) onAdvanceHandoff(ctx actor.Context, m *messages.AdvanceHandoff) {
+	if c.fenced || m.GetSnapshotId() == "" || m.GetSnapshotId() != c.snapPending || len(m.GetToken()) == 0 ||
+		c.t.pos.source != store.SourceSnapshot {
+		c.stale++
+		c.log.Debug("AdvanceHandoff ignored", zap.String("snapshot", m.GetSnapshotId()), zap.String("pending", c.snapPending),
+			zap.String("source", c.t.pos.source))
+		return
+	}
+	c.log.Debug("snapshot handoff position moved forward", zap.String("snapshot", c.snapPending))
+	c.t.setPosition(position{token: bson.Raw(m.GetToken()), source: store.SourceSnapshot})
+	c.maybeSave(ctx, true)
+}

@@ -57,6 +57,11 @@ type (
 		first, last time.Time
 		ok          bool
 	}
+	handoffMoved struct {
+		run   uint64
+		token bson.Raw
+		at    time.Time
+	}
 	progressTick struct{ run uint64 }
 	retryTick    struct{ run uint64 }
 )
@@ -67,6 +72,7 @@ type snapshotActor struct {
 	self       *actor.PID
 	sys        *actor.ActorSystem
 	dispatcher *actor.PID
+	cpPID      *actor.PID
 
 	run      *run
 	finished string // id of the snapshot this instance saw finish
@@ -130,10 +136,13 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.self, a.sys = ctx.Self(), ctx.ActorSystem()
-		a.dispatcher = a.cfg.DispatcherPID
-		if a.dispatcher == nil {
-			if p := ctx.Parent(); p != nil {
+		a.dispatcher, a.cpPID = a.cfg.DispatcherPID, a.cfg.CheckpointerPID
+		if p := ctx.Parent(); p != nil {
+			if a.dispatcher == nil {
 				a.dispatcher = actor.NewPID(p.Address, p.Id+"/"+a.cfg.Dispatcher)
+			}
+			if a.cpPID == nil {
+				a.cpPID = actor.NewPID(p.Address, p.Id+"/"+a.cfg.Checkpointer)
 			}
 		}
 	case *actor.Stopping:
@@ -177,6 +186,14 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 	case *windowRead:
 		if r := a.run; r != nil && m.run == r.n {
 			r.window, r.windowKnown = m.last.Sub(m.first), m.ok
+			a.checkWindow(ctx)
+		}
+	case *handoffMoved:
+		if r := a.run; r != nil && m.run == r.n && !r.finishing {
+			r.rec.HandoffToken, r.rec.HandoffTime, r.dirty = m.token, bson.Timestamp{T: uint32(m.at.Unix())}, true
+			if a.cpPID != nil {
+				ctx.Send(a.cpPID, &messages.AdvanceHandoff{SnapshotId: r.id, Token: m.token})
+			}
 			a.checkWindow(ctx)
 		}
 	case *progressTick:
@@ -336,9 +353,58 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 		liveGoroutines.Add(1)
 		go a.readRange(r, st.i, rg.Min, rg.Max, rg.Last, st.permit)
 	}
+	if tok := r.rec.HandoffToken; len(tok) > 0 {
+		r.wg.Add(1)
+		liveGoroutines.Add(1)
+		go a.keepHandoff(r, tok)
+	}
 	a.readWindow()
 	a.armProgress()
 	a.report(ctx, kind)
+}
+
+// keepHandoff reads an idle change stream from the handoff position while the run lasts: as long
+// as it returns no event, its post-batch resume token is a later position that skips nothing,
+// and every HandoffRefresh the handoff position moves there. The first event ends it: the
+// position must stay before that change.
+func (a *snapshotActor) keepHandoff(r *run, from bson.Raw) {
+	defer liveGoroutines.Add(-1)
+	defer r.wg.Done()
+	cur, err := a.cfg.Source.Watch(r.ctx, from)
+	if err != nil {
+		if r.ctx.Err() == nil {
+			a.log.Info("the snapshot's handoff position cannot be kept fresh: the idle change stream did not open",
+				zap.String("snapshot", r.id), zap.Error(err))
+		}
+		return
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), a.cfg.IOTimeout)
+		defer cancel()
+		_ = cur.Close(cctx)
+	}()
+	last := string(from)
+	var sentAt time.Time
+	for r.ctx.Err() == nil {
+		if cur.TryNext(r.ctx) {
+			a.log.Info("the collection changed during the snapshot: its handoff position stays before that change",
+				zap.String("snapshot", r.id))
+			return
+		}
+		if err := cur.Err(); err != nil {
+			if r.ctx.Err() == nil {
+				a.log.Info("the snapshot's idle change stream failed; the handoff position stays", zap.String("snapshot", r.id), zap.Error(err))
+			}
+			return
+		}
+		tok := cur.ResumeToken()
+		now := a.cfg.Clock.Now()
+		if len(tok) == 0 || string(tok) == last || (!sentAt.IsZero() && now.Sub(sentAt) < a.cfg.Policy.HandoffRefresh) {
+			continue
+		}
+		last, sentAt = string(tok), now
+		a.send(&handoffMoved{run: r.n, token: append(bson.Raw(nil), tok...), at: now})
+	}
 }
 
 // readRange reads one range in chunks, one chunk ahead of the one being handled: it sends a

@@ -21,6 +21,7 @@ const (
 	DefaultProgressInterval = time.Second
 	DefaultIOTimeout        = 10 * time.Second
 	DefaultDispatcherName   = "dispatcher"
+	DefaultCheckpointerName = "checkpointer"
 	// DefaultWindowCheckEvery is how many progress intervals pass between two reads of the
 	// oplog window.
 	DefaultWindowCheckEvery = 30
@@ -43,9 +44,23 @@ type Source interface {
 	// Read returns up to limit matching documents with min <= _id < max and _id > after, in
 	// _id order (min, max and after are {_id: value} documents; nil means unbounded).
 	Read(ctx context.Context, min, max, after bson.Raw, limit int) ([]bson.Raw, error)
+	// Watch opens a change stream of the watched namespace, with the stream's pipeline, that
+	// resumes after token: the snapshot reads it, without consuming events, to move the handoff
+	// position forward while the collection stays idle.
+	Watch(ctx context.Context, token bson.Raw) (IdleCursor, error)
 	// OplogWindow returns the wall times of the oldest and the newest oplog entries; ok is false
 	// when the oplog cannot be read (no permission, a simulator without it).
 	OplogWindow(ctx context.Context) (first, last time.Time, ok bool)
+}
+
+// IdleCursor is the part of a change stream the handoff keeper reads (stream.Cursor has it).
+type IdleCursor interface {
+	// TryNext returns true when an event is available (after at most one getMore).
+	TryNext(ctx context.Context) bool
+	// ResumeToken is the post-batch resume token after an empty getMore.
+	ResumeToken() bson.Raw
+	Err() error
+	Close(ctx context.Context) error
 }
 
 // Config configures the snapshot actor of one stream.
@@ -62,6 +77,11 @@ type Config struct {
 	// Policy is the stream's snapshot policy (Partitions and BatchSize are used here; the
 	// Filter is applied by the Source). Zero fields mean the policy defaults.
 	Policy policy.Snapshot
+	// Checkpointer is the name of the checkpointer sibling, told of handoff positions that moved
+	// forward (AdvanceHandoff). Default "checkpointer"; CheckpointerPID, when set, is used
+	// instead.
+	Checkpointer    string
+	CheckpointerPID *actor.PID
 	// Dispatcher is the name of the dispatcher sibling. Default "dispatcher"; DispatcherPID,
 	// when set, is used instead.
 	Dispatcher    string
@@ -147,6 +167,9 @@ func (c Config) withDefaults() Config {
 	c.Policy = c.Policy.WithDefaults()
 	if c.Dispatcher == "" {
 		c.Dispatcher = DefaultDispatcherName
+	}
+	if c.Checkpointer == "" {
+		c.Checkpointer = DefaultCheckpointerName
 	}
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = DefaultProgressInterval

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -488,4 +489,62 @@ func TestSnapshotFilter(t *testing.T) {
 	}
 	e.insertOrders("orders", 201, 201)
 	waitFor(t, "a later insert streamed", func() bool { tg.mu.Lock(); defer tg.mu.Unlock(); _, ok := tg.docs[201]; return ok })
+}
+
+// TestSnapshotHandoffKeptFresh: while a snapshot of a quiet collection runs, other collections
+// are written to; the handoff checkpoint moves forward (an idle change stream on the collection
+// returned no event up to its post-batch resume token), so a long snapshot's position does not
+// age out of the oplog. A change to the collection itself stops the moves: the change made
+// during the snapshot is still delivered after it, and the target ends equal to the collection.
+func TestSnapshotHandoffKeptFresh(t *testing.T) {
+	e := newEnv(t)
+	e.insertMany("orders", 1, 50)
+	r := e.startRuntime(nil)
+	tg := newTarget()
+	gate := make(chan struct{})
+	var streamed sync.Map // "op/_id" of the change events delivered
+	spec := watchtree.Stream[Order]{Name: "fresh", Collection: "orders", FullDocument: watchtree.FullDocumentUpdateLookup,
+		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Partitions: 1, BatchSize: 10,
+			HandoffRefresh: 10 * time.Millisecond},
+		OnSnapshot: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			tg.apply(ev)
+			return nil
+		},
+		OnChange: func(_ context.Context, ev *watchtree.Event[Order]) error {
+			id, _ := ev.DocumentID().AsInt64OK()
+			streamed.Store(fmt.Sprintf("%s/%d", ev.OperationType(), id), true)
+			tg.apply(ev)
+			return nil
+		}}
+	h := r.spawn(t, spec)
+	waitState(t, h, watchtree.StateSnapshotting)
+	cp0, ok := e.checkpoint("fresh")
+	if !ok || cp0.Source != "snapshot" {
+		t.Fatalf("handoff checkpoint before the first document: %+v (found %v)", cp0, ok)
+	}
+	n := int64(0)
+	waitFor(t, "the handoff checkpoint to move forward", func() bool {
+		n++
+		e.insertOrders("noise", n, n)
+		cp, _ := e.checkpoint("fresh")
+		return tokenData(cp.Token) > tokenData(cp0.Token) && cp.Source == "snapshot"
+	})
+	e.insertOrders("orders", 51, 51)
+	e.bump("orders", 3, 3)
+	for i := n + 1; i <= n+20; i++ { // more traffic elsewhere: the position must not pass the change
+		e.insertOrders("noise", i, i)
+	}
+	close(gate)
+	r.waitRunning(t, h)
+	src := e.source("orders")
+	waitFor(t, "the target to equal the collection", func() bool { ok, _ := tg.equalTo(src); return ok },
+		func() string { _, d := tg.equalTo(src); return d })
+	for _, want := range []string{"insert/51", "update/3"} {
+		waitFor(t, "the change "+want+" made during the snapshot streamed after it", func() bool { _, ok := streamed.Load(want); return ok })
+	}
 }
