@@ -135,11 +135,14 @@ func (x *CancelSnapshot) GetIncarnation() uint64 {
 
 // SnapshotFinished answers RunSnapshot: every range was copied (error empty) or the run failed.
 type SnapshotFinished struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	SnapshotId    string                 `protobuf:"bytes,2,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Cause         *ErrorDetail           `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	SnapshotId  string                 `protobuf:"bytes,2,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	Error       string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Cause       *ErrorDetail           `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	// terminal: the snapshot actor escalated the failure itself (no restart can fix it); the
+	// stream actor waits to be stopped.
+	Terminal      bool `protobuf:"varint,5,opt,name=terminal,proto3" json:"terminal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -200,6 +203,13 @@ func (x *SnapshotFinished) GetCause() *ErrorDetail {
 		return x.Cause
 	}
 	return nil
+}
+
+func (x *SnapshotFinished) GetTerminal() bool {
+	if x != nil {
+		return x.Terminal
+	}
+	return false
 }
 
 // Snapshotting tells the supervisor that the stream actor's incarnation resolved its start
@@ -717,13 +727,14 @@ const file_watchtree_v1_snapshot_proto_rawDesc = "" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
 	"snapshotId\"2\n" +
 	"\x0eCancelSnapshot\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"\x9c\x01\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"\xb8\x01\n" +
 	"\x10SnapshotFinished\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12/\n" +
-	"\x05cause\x18\x04 \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\"Q\n" +
+	"\x05cause\x18\x04 \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\x12\x1a\n" +
+	"\bterminal\x18\x05 \x01(\bR\bterminal\"Q\n" +
 	"\fSnapshotting\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +

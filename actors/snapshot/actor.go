@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/errdetail"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -641,8 +643,13 @@ func (a *snapshotActor) fail(ctx actor.Context, err error) {
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, st)
 	}
-	ctx.Send(r.to, &messages.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id, Error: err.Error(), Cause: errdetail.Of(err)})
+	terminal := errors.Is(err, ErrMixedIDTypes)
+	ctx.Send(r.to, &messages.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id, Error: err.Error(), Cause: errdetail.Of(err),
+		Terminal: terminal})
 	a.stopRun("")
+	if terminal {
+		treekit.Fail(ctx, err)
+	}
 }
 
 // stopRun cancels the run's goroutines and timers (without waiting: they end by themselves).

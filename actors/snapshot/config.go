@@ -27,6 +27,12 @@ const (
 	DefaultWindowCheckEvery = 30
 )
 
+// ErrMixedIDTypes is the terminal error of a snapshot whose collection holds _id values of
+// different BSON types: a range query on _id compares values of one type only, so ranges would
+// skip documents. Source.Plan returns an error wrapping it; the actor escalates it as a terminal
+// failure. The root re-exports it as watchtree.ErrSnapshotMixedIDs.
+var ErrMixedIDTypes = errors.New("watchtree: snapshot: mixed _id types")
+
 // Store keeps the snapshot record (store/memstore and store/mongostore implement it).
 type Store interface {
 	LoadSnapshot(ctx context.Context, stream string) (store.Snapshot, bool, error)

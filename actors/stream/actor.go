@@ -183,6 +183,13 @@ func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *messages.Snapshot
 	}
 	id := s.snapshotID
 	s.snapshotID = ""
+	if m.GetTerminal() {
+		// The snapshot actor escalated the terminal failure itself; failing here too could race
+		// it into a transient restart. Wait to be stopped.
+		s.phase = messages.StreamPhase_STREAM_PHASE_FAILED
+		s.log.Error("snapshot failed terminally; waiting for the supervisor to stop the stream", zap.String("error", m.GetError()))
+		return
+	}
 	if m.GetError() != "" {
 		cause := errdetail.Err(m.GetCause())
 		if cause == nil {

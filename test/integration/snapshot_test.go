@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -546,5 +547,34 @@ func TestSnapshotHandoffKeptFresh(t *testing.T) {
 		func() string { _, d := tg.equalTo(src); return d })
 	for _, want := range []string{"insert/51", "update/3"} {
 		waitFor(t, "the change "+want+" made during the snapshot streamed after it", func() bool { _, ok := streamed.Load(want); return ok })
+	}
+}
+
+// TestSnapshotMixedIDTypes: a collection whose _id values mix BSON types cannot be split into
+// _id ranges without skipping documents: the stream crashes at once with ErrSnapshotMixedIDs
+// (terminal: no restart could fix it), and nothing is handled.
+func TestSnapshotMixedIDTypes(t *testing.T) {
+	e := newEnv(t)
+	e.must(func(ctx context.Context) error {
+		_, err := e.db.Collection("orders").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: "two"}}})
+		return err
+	})
+	r := e.startRuntime(nil)
+	tg := newTarget()
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "mixed", Collection: "orders", Restart: fastRestart,
+		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial}, OnChange: tg.handler()})
+	st := waitState(t, h, watchtree.StateCrashed)
+	if !strings.Contains(st.LastCause, "mixed _id types") || st.Deaths != 1 {
+		t.Errorf("crashed status %+v: want one death whose cause names the mixed _id types", st)
+	}
+	stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
+		s, ok := ev.(watchtree.Stopped)
+		return ok && s.Terminal
+	}).(watchtree.Stopped)
+	if !errors.Is(stopped.Cause, watchtree.ErrSnapshotMixedIDs) {
+		t.Errorf("Stopped.Cause = %v, want ErrSnapshotMixedIDs", stopped.Cause)
+	}
+	if docs, _ := tg.snapshotDeliveries(); docs != 0 {
+		t.Errorf("%d documents handled", docs)
 	}
 }
