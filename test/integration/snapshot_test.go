@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,7 +148,10 @@ func (e *env) deleteOrders(coll string, ids ...int64) {
 // equal to the collection; the overlap (a document seen by the snapshot in its newer state, then
 // its older events replayed) is rejected by the target, not lost.
 func TestSnapshotThenStream(t *testing.T) {
-	const existing = 2000
+	existing := int64(2000) // make snapshot-50k: 50,000
+	if n, err := strconv.ParseInt(os.Getenv("WATCHTREE_IT_SNAPSHOT_DOCS"), 10, 64); err == nil && n > 100 {
+		existing = n
+	}
 	e := newEnv(t)
 	e.insertMany("orders", 1, existing)
 	r := e.startRuntime(nil)
@@ -179,7 +184,7 @@ func TestSnapshotThenStream(t *testing.T) {
 	e.bump("orders", 1, existing/2)
 	e.bump("orders", existing-100, existing)
 	e.insertOrders("orders", existing+1, existing+50)
-	e.deleteOrders("orders", 7, 1500, existing+3)
+	e.deleteOrders("orders", 7, existing-500, existing+3)
 	close(gate)
 
 	r.waitRunning(t, h)
@@ -189,7 +194,7 @@ func TestSnapshotThenStream(t *testing.T) {
 	done := r.obs.wait(t, "SnapshotDone", ofType[watchtree.SnapshotDone]).(watchtree.SnapshotDone)
 	// The copy reads each range after the gate opened: it may see orders inserted during it and
 	// miss the ones deleted before it reached them. The stream delivers those changes anyway.
-	if n := done.Snapshot.Documents; n < existing-2 || n > existing+50 {
+	if n := int64(done.Snapshot.Documents); n < existing-2 || n > existing+50 {
 		t.Errorf("SnapshotDone.Documents = %d, want between %d and %d", n, existing-2, existing+50)
 	}
 	if n := len(r.obs.find(ofType[watchtree.SnapshotStarted])); n != 1 {
