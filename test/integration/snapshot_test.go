@@ -161,7 +161,7 @@ func TestSnapshotThenStream(t *testing.T) {
 	firstSnapshotDoc := make(chan struct{})
 	spec := watchtree.Stream[Order]{Name: "snap", Collection: "orders", Lanes: 4,
 		FullDocument: watchtree.FullDocumentUpdateLookup,
-		Snapshot:     watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Partitions: 4, BatchSize: 100},
+		Snapshot:     watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Partitions: 4, BatchSize: int(max(100, existing/50))},
 		OnSnapshot: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 			once.Do(func() { close(firstSnapshotDoc) })
 			select { // hold the copy until the concurrent writes are committed
@@ -187,6 +187,13 @@ func TestSnapshotThenStream(t *testing.T) {
 	e.deleteOrders("orders", 7, existing-500, existing+3)
 	close(gate)
 
+	// 2,000 documents take a second; make snapshot-50k's 50,000 take minutes on mongosim (which
+	// scans the collection for every chunk).
+	limit := waitLimit * time.Duration(1+existing/5000)
+	waitWithin(t, limit, "the snapshot done and the stream running", func() bool {
+		st, err := h.Status(context.Background())
+		return err == nil && st.State == watchtree.StateRunning
+	})
 	r.waitRunning(t, h)
 	src := e.source("orders")
 	waitFor(t, "the target to equal the collection", func() bool { ok, _ := tg.equalTo(src); return ok },
