@@ -155,7 +155,7 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 		a.onRun(ctx, m)
 	case *messages.CancelSnapshot:
 		if r := a.run; r != nil && m.GetIncarnation() == r.inc {
-			a.log.Info("snapshot run cancelled; its progress is saved", zap.String("snapshot", r.id))
+			a.log.Info("snapshot run cancelled; it resumes from its latest saved progress", zap.String("snapshot", r.id))
 			a.saveNow(ctx)
 			a.stopRun("cancelled")
 			a.report(ctx, KindProgress)

@@ -128,7 +128,28 @@ func (d *fakeDispatcher) Receive(ctx actor.Context) {
 	}
 }
 
+// kinds records the milestones reported to Events.
+type kinds struct {
+	mu   sync.Mutex
+	seen map[Kind]int
+	last *messages.SnapshotStatus
+}
+
+func (k *kinds) Report(kind Kind, st *messages.SnapshotStatus) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.seen[kind]++
+	k.last = st
+}
+
+func (k *kinds) count(kind Kind) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.seen[kind]
+}
+
 type harness struct {
+	kinds *kinds
 	t     *testing.T
 	sys   *actor.ActorSystem
 	disp  *fakeDispatcher
@@ -141,12 +162,12 @@ type harness struct {
 
 func newHarness(t *testing.T, src *fakeSource, st *memstore.Store, pol policy.Snapshot) *harness {
 	t.Helper()
-	h := &harness{t: t, sys: actor.NewActorSystem(), disp: &fakeDispatcher{settled: map[int64]int{}, ids: map[int64]string{}},
+	h := &harness{kinds: &kinds{seen: map[Kind]int{}}, t: t, sys: actor.NewActorSystem(), disp: &fakeDispatcher{settled: map[int64]int{}, ids: map[int64]string{}},
 		done: make(chan *messages.SnapshotFinished, 4), src: src, st: st}
 	t.Cleanup(h.sys.Shutdown)
 	dpid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.disp }))
 	props, err := New(Config{Stream: "s", Database: "shop", Collection: "orders", Store: st, Source: src, Policy: pol,
-		DispatcherPID: dpid, ProgressInterval: 5 * time.Millisecond})
+		DispatcherPID: dpid, ProgressInterval: 5 * time.Millisecond, Events: h.kinds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +255,14 @@ func TestRunCopiesEveryDocumentOnce(t *testing.T) {
 	if read != uint64(src.n) {
 		t.Errorf("ranges read %d documents, want %d", read, src.n)
 	}
+	if h.kinds.count(KindStarted) != 1 || h.kinds.count(KindResumed) != 0 || h.kinds.count(KindDone) != 1 {
+		t.Errorf("milestones %v: want one started and one done", h.kinds.seen)
+	}
+	h.kinds.mu.Lock()
+	if last := h.kinds.last; !last.GetDone() || last.GetDocuments() != uint64(src.n) || last.GetRangesDone() != 4 {
+		t.Errorf("last status %v", last)
+	}
+	h.kinds.mu.Unlock()
 	// A finished snapshot answers at once, without reading anything.
 	before := len(src.readLog())
 	h.run("snap1", 8)
@@ -275,6 +304,9 @@ func TestRunResumesAfterProgress(t *testing.T) {
 	}
 	if sn := h.load(); !sn.Finished() || sn.Ranges[1].Read != 50 {
 		t.Fatalf("record after the resume: %+v", sn)
+	}
+	if h.kinds.count(KindResumed) != 1 || h.kinds.count(KindStarted) != 0 {
+		t.Errorf("milestones %v: want resumed, not started", h.kinds.seen)
 	}
 }
 

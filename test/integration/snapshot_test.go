@@ -181,8 +181,13 @@ func TestSnapshotThenStream(t *testing.T) {
 	}
 	<-firstSnapshotDoc
 	// Writes while the copy runs: every order's version moves, some orders are new, some go.
-	e.bump("orders", 1, existing/2)
+	e.bump("orders", 1, min(existing/2, 1000))
 	e.bump("orders", existing-100, existing)
+	e.must(func(ctx context.Context) error { // every 97th order, across all ranges
+		_, err := e.db.Collection("orders").UpdateMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$mod", Value: bson.A{97, 0}}}}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
+		return err
+	})
 	e.insertOrders("orders", existing+1, existing+50)
 	e.deleteOrders("orders", 7, existing-500, existing+3)
 	close(gate)
