@@ -315,8 +315,10 @@ func (a *snapshotActor) plan(ctx context.Context, rec *store.Snapshot) error {
 func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 	r := a.run
 	if m.done {
-		r.rec = m.rec
-		a.finish(ctx)
+		// Finished by an earlier run (this actor restarted since): answer, report nothing new.
+		a.finished = r.id
+		ctx.Send(r.to, &messages.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id})
+		a.stopRun("")
 		return
 	}
 	if m.err != nil {
