@@ -595,3 +595,18 @@ func TestSnapshotMixedIDTypes(t *testing.T) {
 		t.Errorf("%d documents handled", docs)
 	}
 }
+
+// TestSnapshotBadFilterIsTerminal: a Filter the server refuses fails the stream once, terminally,
+// with the server's own error (no restart could fix it).
+func TestSnapshotBadFilterIsTerminal(t *testing.T) {
+	e := newEnv(t)
+	e.insertMany("orders", 1, 10)
+	r := e.startRuntime(nil)
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "badfilter", Collection: "orders", Restart: fastRestart,
+		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Filter: bson.D{{Key: "v", Value: bson.D{{Key: "$bogus", Value: 1}}}}},
+		OnChange: newTarget().handler()})
+	st := waitState(t, h, watchtree.StateCrashed)
+	if st.Deaths != 1 || !strings.Contains(st.LastCause, "$bogus") {
+		t.Errorf("crashed status %+v: want one death naming the unknown operator", st)
+	}
+}
