@@ -1,6 +1,7 @@
 package watchtree
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -109,13 +110,11 @@ func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Ra
 	if n == 0 {
 		return 0, nil, nil
 	}
-	byID := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetProjection(bson.D{{Key: "_id", Value: 1}}).SetLimit(1)
-	first, err := s.idAt(ctx, byID, 0)
+	first, err := s.idAt(ctx, 1, 0)
 	if err != nil {
 		return 0, nil, err
 	}
-	lastOpts := options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetProjection(bson.D{{Key: "_id", Value: 1}}).SetLimit(1)
-	last, err := s.idAt(ctx, lastOpts, 0)
+	last, err := s.idAt(ctx, -1, 0)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -132,11 +131,11 @@ func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Ra
 		if at == 0 {
 			continue
 		}
-		id, err := s.idAt(ctx, byID, at)
+		id, err := s.idAt(ctx, 1, at)
 		if err != nil {
 			return 0, nil, err
 		}
-		if id == nil || (len(splits) > 0 && bsonEqual(splits[len(splits)-1], id)) || bsonEqual(first, id) {
+		if id == nil || (len(splits) > 0 && bytes.Equal(splits[len(splits)-1], id)) || bytes.Equal(first, id) {
 			continue
 		}
 		splits = append(splits, id)
@@ -144,9 +143,12 @@ func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Ra
 	return uint64(n), splits, nil
 }
 
-// idAt returns {_id: v} of the document at position skip of the query, nil when there is none.
-func (s *snapshotSource) idAt(ctx context.Context, o *options.FindOptionsBuilder, skip int64) (bson.Raw, error) {
-	cur, err := s.coll.Find(ctx, s.and(), o.SetSkip(skip))
+// idAt returns {_id: v} of the matching document at position skip of the _id order (dir 1) or
+// of its reverse (dir -1), nil when there is none.
+func (s *snapshotSource) idAt(ctx context.Context, dir int, skip int64) (bson.Raw, error) {
+	o := options.Find().SetSort(bson.D{{Key: "_id", Value: dir}}).SetProjection(bson.D{{Key: "_id", Value: 1}}).
+		SetSkip(skip).SetLimit(1)
+	cur, err := s.coll.Find(ctx, s.and(), o)
 	if err != nil {
 		return nil, err
 	}
@@ -162,17 +164,17 @@ func (s *snapshotSource) idAt(ctx context.Context, o *options.FindOptionsBuilder
 }
 
 // Read implements snapshot.Source.
-func (s *snapshotSource) Read(ctx context.Context, min, max, after bson.Raw, limit int) ([]bson.Raw, error) {
+func (s *snapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit int) ([]bson.Raw, error) {
 	var conds []bson.D
 	if after != nil {
 		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after.Lookup("_id")}}}})
-	} else if min != nil {
-		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: min.Lookup("_id")}}}})
+	} else if lo != nil {
+		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo.Lookup("_id")}}}})
 	}
-	if max != nil {
-		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: max.Lookup("_id")}}}})
+	if hi != nil {
+		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: hi.Lookup("_id")}}}})
 	}
-	o := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetBatchSize(int32(min2(limit, 1<<20)))
+	o := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetBatchSize(int32(limit))
 	cur, err := s.coll.Find(ctx, s.and(conds...), o)
 	if err != nil {
 		return nil, err
@@ -183,13 +185,6 @@ func (s *snapshotSource) Read(ctx context.Context, min, max, after bson.Raw, lim
 		out = append(out, append(bson.Raw(nil), cur.Current...))
 	}
 	return out, cur.Err()
-}
-
-func min2(a, b int) int {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 // OplogWindow implements snapshot.Source: the wall times of the first and last entries of
@@ -226,8 +221,6 @@ func typeClass(idDoc bson.Raw) bson.Type {
 }
 
 func bsonType(idDoc bson.Raw) string { return idDoc.Lookup("_id").Type.String() }
-
-func bsonEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
 // snapshotEvents maps the snapshot actor's milestones to Observer events.
 type snapshotEvents struct{ e *streamEntry }
