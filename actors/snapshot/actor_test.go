@@ -45,9 +45,10 @@ func idVal(k bson.Raw) int64 {
 type fakeSource struct {
 	n int64
 
-	mu    sync.Mutex
-	reads []string // "min-max>after"
-	fail  error
+	mu     sync.Mutex
+	reads  []string // "min-max>after"
+	fail   error
+	window time.Duration // > 0: OplogWindow reports an oplog spanning it, ending now
 }
 
 func (f *fakeSource) Plan(_ context.Context, parts int) (uint64, []bson.Raw, error) {
@@ -89,7 +90,11 @@ func (f *fakeSource) Watch(context.Context, bson.Raw) (IdleCursor, error) {
 }
 
 func (f *fakeSource) OplogWindow(context.Context) (time.Time, time.Time, bool) {
-	return time.Time{}, time.Time{}, false
+	if f.window <= 0 {
+		return time.Time{}, time.Time{}, false
+	}
+	now := time.Now()
+	return now.Add(-f.window), now, true
 }
 
 func (f *fakeSource) readLog() []string {
@@ -105,14 +110,40 @@ type fakeDispatcher struct {
 	settled map[int64]int
 	ids     map[int64]string
 	src     *actor.PID // the subscribed snapshot source
+	self    *actor.PID
+	// holdAfter > 0: only that many events settle; the rest wait in held until release.
+	holdAfter int
+	done      int
+	held      []*messages.SnapshotBatch
 }
+
+type releaseCmd struct{}
 
 func (d *fakeDispatcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d.self = ctx.Self()
 	case *messages.SnapshotSubscribe:
 		d.src = ctx.Sender()
 		ctx.Respond(&messages.SnapshotDemand{Run: m.GetRun(), Credit: 64})
+	case releaseCmd:
+		d.holdAfter = 0
+		for _, b := range d.held {
+			d.settle(ctx, b)
+		}
+		d.held = nil
 	case *messages.SnapshotBatch:
+		if d.holdAfter > 0 && d.done >= d.holdAfter {
+			d.held = append(d.held, m)
+			return
+		}
+		d.done += len(m.GetEvents())
+		d.settle(ctx, m)
+	}
+}
+
+func (d *fakeDispatcher) settle(ctx actor.Context, m *messages.SnapshotBatch) {
+	{
 		var out []*messages.Settled
 		d.mu.Lock()
 		for _, ev := range m.GetEvents() {
@@ -394,4 +425,36 @@ func containsField(s, f string) bool {
 		}
 	}
 	return false
+}
+
+// TestOplogWindowAtRisk: the handoff position is old and the oplog short; once the rate is
+// known, the expected end falls after the position leaves the oplog: KindAtRisk is reported
+// and the status says so, with the window.
+func TestOplogWindowAtRisk(t *testing.T) {
+	src := &fakeSource{n: 500, window: time.Hour}
+	h := newHarness(t, src, memstore.New(memstore.Options{}), policy.Snapshot{Partitions: 1, BatchSize: 50})
+	h.disp.holdAfter = 50
+	sn := store.Snapshot{Stream: "s", ID: "old", State: store.SnapshotRunning,
+		HandoffTime: bson.Timestamp{T: uint32(time.Now().Add(-time.Hour + time.Second).Unix())}}
+	if err := h.st.SaveSnapshot(context.Background(), sn); err != nil {
+		t.Fatal(err)
+	}
+	h.run("old", 1)
+	deadline := time.Now().Add(waitLimit)
+	for h.kinds.count(KindAtRisk) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no KindAtRisk; milestones %v", h.kinds.seen)
+		}
+		time.Sleep(time.Millisecond) // polling tick
+	}
+	h.kinds.mu.Lock()
+	last := h.kinds.last
+	h.kinds.mu.Unlock()
+	if !last.GetAtRisk() || last.GetWarning() == "" || last.GetOplogWindow().AsDuration() != time.Hour || last.GetEta() == nil {
+		t.Fatalf("status at risk %v", last)
+	}
+	h.sys.Root.Send(h.disp.self, releaseCmd{})
+	if m := h.finished(); m.GetError() != "" {
+		t.Fatalf("SnapshotFinished %v", m)
+	}
 }
