@@ -273,8 +273,14 @@ func (a *snapshotActor) submit(f func()) {
 	select {
 	case r.io <- f:
 	default:
-		// The queue holds at most a save, a window read and the load: never full in practice.
+		// The queue holds at most the load, a save and a few window reads: never full in
+		// practice. Should it be, the job waits on a goroutine of the run rather than being
+		// dropped (a dropped save would hold a range's next chunk for ever).
+		r.wg.Add(1)
+		liveGoroutines.Add(1)
 		go func() {
+			defer liveGoroutines.Add(-1)
+			defer r.wg.Done()
 			select {
 			case r.io <- f:
 			case <-r.ctx.Done():
