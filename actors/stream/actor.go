@@ -166,10 +166,11 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 		}
 		s.phase, s.snapshotID = messages.StreamPhase_STREAM_PHASE_SNAPSHOTTING, id
 		s.log.Info("snapshot runs before the change stream opens", zap.String("snapshot", id))
-		ctx.Request(s.snapshot, &messages.RunSnapshot{Incarnation: s.inc, SnapshotId: id})
+		// The supervisor first: the position is fixed whatever the snapshot does next.
 		if p := ctx.Parent(); p != nil {
 			ctx.Send(p, &messages.Snapshotting{Incarnation: s.inc, SnapshotId: id})
 		}
+		ctx.Request(s.snapshot, &messages.RunSnapshot{Incarnation: s.inc, SnapshotId: id})
 		return
 	}
 	s.launch(ctx, pos, next)

@@ -578,11 +578,21 @@ func TestSnapshotMixedIDTypes(t *testing.T) {
 	})
 	r := e.startRuntime(nil)
 	tg := newTarget()
-	h := r.spawn(t, watchtree.Stream[Order]{Name: "mixed", Collection: "orders", Restart: fastRestart,
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	// The plan may fail before or after Spawn saw the position fixed: either Spawn fails with
+	// the terminal cause, or the stream crashes right after it returned.
+	h, err := r.rt.Spawn(ctx, watchtree.Stream[Order]{Name: "mixed", Collection: "orders", Restart: fastRestart,
 		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial}, OnChange: tg.handler()})
-	st := waitState(t, h, watchtree.StateCrashed)
-	if !strings.Contains(st.LastCause, "mixed _id types") || st.Deaths != 1 {
-		t.Errorf("crashed status %+v: want one death whose cause names the mixed _id types", st)
+	if err != nil {
+		if !errors.Is(err, watchtree.ErrSnapshotMixedIDs) {
+			t.Fatalf("Spawn: %v, want ErrSnapshotMixedIDs", err)
+		}
+	} else {
+		st := waitState(t, h, watchtree.StateCrashed)
+		if !strings.Contains(st.LastCause, "mixed _id types") || st.Deaths != 1 {
+			t.Errorf("crashed status %+v: want one death whose cause names the mixed _id types", st)
+		}
 	}
 	stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
 		s, ok := ev.(watchtree.Stopped)
