@@ -43,7 +43,10 @@ func (e *streamEntry) snapshotStore() checkpointer.SnapshotStore {
 // Spawn validates spec, starts its stream tree and waits until the stream's change stream is
 // open: when Spawn returns without error, the stream's start position is fixed, and every write
 // committed after that is delivered to the handlers (with the default Resume and no checkpoint,
-// and with Latest, the position captured at the start is persisted before the cursor opens).
+// and with Latest, the position captured at the start is persisted before the cursor opens). A
+// stream that copies its collection first (Stream.Snapshot) returns once the snapshot's handoff
+// position is persisted, in state snapshotting: the copy then runs, and every write committed
+// after Spawn returned is delivered after it.
 //
 // The tree is a supervisor (the RestartPolicy) with the checkpointer and the dispatcher as
 // siblings and the stream actor as its restartable child; the handle reports and controls it.
