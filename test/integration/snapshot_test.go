@@ -290,13 +290,13 @@ func idBound(b bson.Raw) (int64, bool) {
 	return b.Lookup("_id").AsInt64OK()
 }
 
-// TestSnapshotResumeSIGKILL: a worker process copying 4000 orders is SIGKILLed about halfway;
+// TestSnapshotResumeSIGKILL: a worker process copying 2000 orders is SIGKILLed about halfway;
 // a new worker resumes the snapshot. Every order is delivered; a range the killed worker had
 // finished is never read again, an unfinished one resumes after its last document done, and
 // the documents handled twice stay within one chunk per range. Re-read documents keep their
 // event IDs.
 func TestSnapshotResumeSIGKILL(t *testing.T) {
-	const total = 4000
+	const total = 2000
 	e := newEnv(t)
 	e.insertMany("orders", 1, total)
 	w1 := startWorkerMode(t, e, 1, "snapshot")

@@ -27,7 +27,7 @@ const (
 	envWorkerMode    = "WATCHTREE_IT_WORKER_MODE"
 	snapWorkerStream = "snapkill"
 	snapWorkerParts  = 4
-	snapWorkerBatch  = 100
+	snapWorkerBatch  = 50
 	workerStream     = "killme"
 	workerSaveEvery  = 25
 )
