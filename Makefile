@@ -5,7 +5,7 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test demo bench bench-mongosim proto lint vet fmt mongosim tools
+.PHONY: all test demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt mongosim tools
 
 all: lint test
 
@@ -21,6 +21,14 @@ demo:
 ## bench: every benchmark, reported with its figures.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+## bench-snapshot: the snapshot benchmarks (throughput against a raw find loop, resume).
+bench-snapshot:
+	$(GO) test -run '^$$' -bench 'BenchmarkSnapshot' -benchtime 3x -timeout 30m ./test/bench/
+
+## snapshot-50k: the snapshot-then-stream integration test with 50,000 existing documents.
+snapshot-50k:
+	WATCHTREE_IT_SNAPSHOT_DOCS=50000 $(GO) test -race -count=1 -timeout 20m -run 'TestSnapshotThenStream$$' -v ./test/integration/
 
 ## bench-mongosim: the simulator's benchmarks only.
 bench-mongosim:

@@ -33,7 +33,7 @@ func (c failureClass) String() string {
 }
 
 // terminalSentinels are the terminal failures raised inside a stream tree.
-var terminalSentinels = []error{ErrHistoryLost, ErrInvalidated, ErrFenced}
+var terminalSentinels = []error{ErrHistoryLost, ErrInvalidated, ErrFenced, ErrSnapshotMixedIDs}
 
 // transientLabels are the driver's and the server's labels of an error worth retrying.
 var transientLabels = []string{

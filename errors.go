@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
+	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -71,6 +72,12 @@ var (
 	// newer lease epoch. The deposed instance stops processing the stream at once. The stores
 	// raise it (store.ErrFenced is the same value).
 	ErrFenced = store.ErrFenced
+
+	// ErrSnapshotMixedIDs means a snapshot cannot split its collection into _id ranges because
+	// the _id values mix BSON types (numbers and strings, say): a range query on _id compares
+	// values of one type only, so some documents would be skipped. The snapshot fails instead.
+	// The snapshot actor raises it; this is the same value. It is terminal.
+	ErrSnapshotMixedIDs = snapshot.ErrMixedIDTypes
 )
 
 // unreachableError is Start's error when no server answered in time: it renders

@@ -32,12 +32,17 @@ const (
 	OpRename       OperationType = "rename"
 	OpDropDatabase OperationType = "dropDatabase"
 	OpInvalidate   OperationType = "invalidate"
+	// OpSnapshot is the operation type of a document copied by a snapshot (Stream.Snapshot):
+	// FullDocument is the document as read, DocumentKey its {_id}, ClusterTime and WallTime are
+	// zero, and ID() is "snapshot:<snapshot id>:<db.coll>:<hex of the _id>", stable for the
+	// document within one snapshot (a resumed snapshot gives a re-read document the same ID).
+	OpSnapshot OperationType = "snapshot"
 )
 
 // Known reports whether op is one of the Op constants.
 func (op OperationType) Known() bool {
 	switch op {
-	case OpInsert, OpUpdate, OpReplace, OpDelete, OpDrop, OpRename, OpDropDatabase, OpInvalidate:
+	case OpInsert, OpUpdate, OpReplace, OpDelete, OpDrop, OpRename, OpDropDatabase, OpInvalidate, OpSnapshot:
 		return true
 	}
 	return false
@@ -250,7 +255,7 @@ func (e *Event[T]) Changed(path string) bool {
 			return true
 		}
 		return e.UpdateDescription.Changed(path)
-	case OpInsert, OpReplace, OpDelete:
+	case OpInsert, OpReplace, OpDelete, OpSnapshot:
 		return true
 	}
 	return false
@@ -491,6 +496,8 @@ func readOperationType(val bsoncore.Value) (OperationType, bool) {
 		return OpDropDatabase, true
 	case string(OpInvalidate):
 		return OpInvalidate, true
+	case string(OpSnapshot):
+		return OpSnapshot, true
 	}
 	return OperationType(b), true
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/memstore"
 )
 
 // StreamState is the lifecycle state of a stream, as its supervisor reports it.
@@ -37,6 +38,10 @@ const (
 	// StateStopping: a graceful stop is under way (cursor closed, dispatcher draining, final
 	// checkpoint being written); stopped follows.
 	StateStopping StreamState = "stopping"
+	// StateSnapshotting: the start position is fixed (persisted) and a snapshot copies the
+	// existing documents through the handlers (StreamStatus.Snapshot); running follows, from that
+	// position.
+	StateSnapshotting StreamState = "snapshotting"
 )
 
 // StreamStatus is a snapshot of one stream, as its supervisor reports it: the Go view of the
@@ -75,6 +80,9 @@ type StreamStatus struct {
 	Settled, Handled, Filtered, Unhandled, Skipped, DeadLettered uint64
 	// LastStop reports the latest graceful stop; nil when the stream was never stopped.
 	LastStop *StopReport
+	// Snapshot is the progress of the stream's latest snapshot since the tree was spawned; nil
+	// when none ran. Snapshot documents are not counted in Settled and the outcomes above.
+	Snapshot *SnapshotStatus
 }
 
 // StopReport tells how a graceful stop went.
@@ -88,7 +96,7 @@ type StopReport struct {
 	Drained, Flushed bool
 	// Fenced reports a final write refused because another instance holds a newer lease epoch.
 	Fenced bool
-	// HeldUpBy names the step that did not finish in time ("stream actor stop", "drain",
+	// HeldUpBy names the first step that did not finish in time ("stream actor stop", "drain",
 	// "checkpoint flush"); Skipped the steps left out because their actor had failed; Error the
 	// first error of the sequence. All are empty after a clean stop.
 	HeldUpBy, Skipped, Error string
@@ -129,6 +137,10 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(),
 			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration(),
 		}
+	}
+	if sn := r.GetSnapshot(); sn != nil {
+		p := snapshotProgressOf(sn)
+		st.Snapshot = &p
 	}
 	return st
 }
@@ -190,9 +202,13 @@ type streamEntry struct {
 	// records is the key of the stream's checkpoint, dead letters and gap records on this
 	// instance (recordScope: per instance for AllInstances, shared for SingleLeader).
 	records store.Scope
-	watcher *driverWatcher
-	owned   bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
-	handle  *Handle
+	// memSnapshots keeps the snapshot progress of an Ephemeral stream, which stores nothing: in
+	// memory, for the life of the process (a restart of the tree resumes a copy under way; a new
+	// process copies again, as it starts from the current position again).
+	memSnapshots *memstore.Store
+	watcher      *driverWatcher
+	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
+	handle       *Handle
 
 	// stopFromCrashed is set when a graceful stop starts from crashed: that stream already
 	// reported its terminal Stopped, so the stop's end reports nothing more. Written and read on
@@ -220,6 +236,9 @@ func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, stor
 		owned:   owned,
 	}
 	e.watcher.excludeStores(storeDB, cs.deadLetter.Collection)
+	if cs.checkpoint.Ephemeral && cs.snapshots() {
+		e.memSnapshots = memstore.New(memstore.Options{})
+	}
 	e.handle = &Handle{e: e}
 	return e
 }

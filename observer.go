@@ -244,6 +244,34 @@ type LeadershipChanged struct {
 	Epoch int64
 }
 
+// SnapshotStarted reports that a new snapshot planned its ranges and reads its first documents.
+type SnapshotStarted struct {
+	Meta
+	Snapshot SnapshotStatus
+}
+
+// SnapshotResumed reports that a run continues a snapshot an earlier run had begun (after a
+// restart or a crash): finished ranges are not read again, the others resume after their last
+// document done.
+type SnapshotResumed struct {
+	Meta
+	Snapshot SnapshotStatus
+}
+
+// SnapshotProgress reports a running snapshot's progress, every second, and at once when its
+// handoff position becomes at risk of leaving the oplog before it ends (Snapshot.AtRisk).
+type SnapshotProgress struct {
+	Meta
+	Snapshot SnapshotStatus
+}
+
+// SnapshotDone reports that every range of the snapshot is done; the change stream opens from
+// the snapshot's handoff position next.
+type SnapshotDone struct {
+	Meta
+	Snapshot SnapshotStatus
+}
+
 // The sealing methods: only the types below are ObserverEvents (embedding Meta is not enough).
 func (Started) observerEvent()           {}
 func (Stopped) observerEvent()           {}
@@ -258,6 +286,34 @@ func (HistoryLost) observerEvent()       {}
 func (GapRecorded) observerEvent()       {}
 func (Invalidated) observerEvent()       {}
 func (LeadershipChanged) observerEvent() {}
+func (SnapshotStarted) observerEvent()   {}
+func (SnapshotResumed) observerEvent()   {}
+func (SnapshotProgress) observerEvent()  {}
+func (SnapshotDone) observerEvent()      {}
+
+func (e SnapshotStarted) String() string {
+	return fmt.Sprintf("stream %s snapshot %s started (%s, %d ranges, ~%d documents)", e.Stream, e.Snapshot.ID,
+		e.Snapshot.Reason, e.Snapshot.RangesTotal, e.Snapshot.EstimatedTotal)
+}
+
+func (e SnapshotResumed) String() string {
+	return fmt.Sprintf("stream %s snapshot %s resumed (%d/%d ranges done, %d documents)", e.Stream, e.Snapshot.ID,
+		e.Snapshot.RangesDone, e.Snapshot.RangesTotal, e.Snapshot.Documents)
+}
+
+func (e SnapshotProgress) String() string {
+	s := fmt.Sprintf("stream %s snapshot %s: %d/%d ranges, %d documents, %.0f/s, ETA %v", e.Stream, e.Snapshot.ID,
+		e.Snapshot.RangesDone, e.Snapshot.RangesTotal, e.Snapshot.Documents, e.Snapshot.Rate, e.Snapshot.ETA)
+	if e.Snapshot.AtRisk {
+		s += ": " + e.Snapshot.Warning
+	}
+	return s
+}
+
+func (e SnapshotDone) String() string {
+	return fmt.Sprintf("stream %s snapshot %s done (%d documents, %d dead-lettered)", e.Stream, e.Snapshot.ID,
+		e.Snapshot.Documents, e.Snapshot.DeadLettered)
+}
 
 func (e Started) String() string {
 	return fmt.Sprintf("stream %s started from %s", e.Stream, e.Position)

@@ -19,6 +19,7 @@ type router[T any] struct {
 	onReplace Handler[T]
 	onDelete  Handler[T]
 	onChange  Handler[T]
+	onSnap    Handler[T]
 	ns        nsCache
 }
 
@@ -33,6 +34,7 @@ func newRouter[T any](s Stream[T]) *router[T] {
 		onReplace: s.OnReplace,
 		onDelete:  s.OnDelete,
 		onChange:  s.OnChange,
+		onSnap:    s.OnSnapshot,
 	}
 }
 
@@ -48,6 +50,8 @@ func (r *router[T]) handlerFor(op OperationType) Handler[T] {
 		h = r.onReplace
 	case OpDelete:
 		h = r.onDelete
+	case OpSnapshot:
+		h = r.onSnap
 	}
 	if h == nil {
 		h = r.onChange

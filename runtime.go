@@ -309,6 +309,11 @@ func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) 
 			st.gaps = ms
 		}
 	}
+	if ss, ok := rt.cfg.Checkpoints.(SnapshotStore); ok {
+		st.snapshots = ss
+	} else if st.mongo != nil {
+		st.snapshots = st.mongo
+	}
 	rt.stores[k] = st
 	return st, nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/store"
@@ -21,12 +23,35 @@ import (
 const (
 	checkpointerName = "checkpointer"
 	dispatcherName   = "dispatcher"
+	snapshotName     = "snapshot"
 )
+
+// snapshotReadTimeout is the least time a snapshot's store and read calls get (a chunk of
+// BatchSize documents, or the planning queries on a large collection, take longer than a
+// connection).
+const snapshotReadTimeout = time.Minute
+
+// snapshotStore is the stream's snapshot store when the stream can run a snapshot, else nil
+// (the checkpointer then never looks for a snapshot record).
+func (e *streamEntry) snapshotStore() checkpointer.SnapshotStore {
+	switch {
+	case !e.cs.snapshots():
+		return nil
+	case e.memSnapshots != nil: // Ephemeral: nothing is stored
+		return e.memSnapshots
+	case e.store.snapshots == nil:
+		return nil
+	}
+	return e.store.snapshots
+}
 
 // Spawn validates spec, starts its stream tree and waits until the stream's change stream is
 // open: when Spawn returns without error, the stream's start position is fixed, and every write
 // committed after that is delivered to the handlers (with the default Resume and no checkpoint,
-// and with Latest, the position captured at the start is persisted before the cursor opens).
+// and with Latest, the position captured at the start is persisted before the cursor opens). A
+// stream that copies its collection first (Stream.Snapshot) returns once the snapshot's handoff
+// position is persisted, in state snapshotting: the copy then runs, and every write committed
+// after Spawn returned is delivered after it.
 //
 // The tree is a supervisor (the RestartPolicy) with the checkpointer and the dispatcher as
 // siblings and the stream actor as its restartable child; the handle reports and controls it.
@@ -122,6 +147,11 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 		rt.mu.Unlock()
 		return nil, err
 	}
+	if cs.snapshots() && !cs.checkpoint.Ephemeral && st.snapshots == nil {
+		rt.mu.Unlock()
+		return nil, &ConfigError{Stream: cs.name, Field: "Snapshot",
+			Rule: fmt.Sprintf("needs a SnapshotStore: Config.Checkpoints (%T) does not implement LoadSnapshot and SaveSnapshot", rt.cfg.Checkpoints)}
+	}
 	e := newStreamEntry(rt, cs, st, watchDB, storeDB, owned)
 	rt.streams[cs.name] = e
 	rt.mu.Unlock()
@@ -185,6 +215,8 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Positions:     e.watcher,
 		StartPosition: start,
 		OnHistoryLost: cs.onHistoryLost,
+		Snapshot:      cs.snapshot,
+		Snapshots:     e.snapshotStore(),
 		Checkpoint:    cs.checkpoint,
 		IOTimeout:     rt.cfg.ConnectTimeout,
 		Owner:         rt.cfg.InstanceID,
@@ -220,15 +252,38 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The checkpointer first: the dispatcher resolves it by name, and the reverse stop order
+	// lets the dispatcher's last SettledBatch reach it. The snapshot actor last: it stops first.
+	siblings := []supervisor.Sibling{
+		{Name: checkpointerName, Props: cpProps},
+		{Name: dispatcherName, Props: dProps},
+	}
+	if cs.snapshots() {
+		sProps, err := snapshot.New(snapshot.Config{
+			Stream:     cs.name,
+			Instance:   e.records.Instance,
+			Database:   e.watcher.database,
+			Collection: cs.collection,
+			Store:      e.snapshotStore(),
+			Source: newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
+				e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":snapshot"),
+			Policy:       cs.snapshot,
+			Dispatcher:   dispatcherName,
+			Checkpointer: checkpointerName,
+			IOTimeout:    max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
+			Clock:        rt.clk,
+			Logger:       rt.log,
+			Events:       snapshotEvents{e},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.name, err)
+		}
+		siblings = append(siblings, supervisor.Sibling{Name: snapshotName, Props: sProps})
+	}
 	props, err := supervisor.New(supervisor.Config{
-		Stream: cs.name,
-		Child:  child,
-		// The checkpointer first: the dispatcher resolves it by name, and the reverse stop order
-		// lets the dispatcher's last SettledBatch reach it.
-		Siblings: []supervisor.Sibling{
-			{Name: checkpointerName, Props: cpProps},
-			{Name: dispatcherName, Props: dProps},
-		},
+		Stream:           cs.name,
+		Child:            child,
+		Siblings:         siblings,
 		Policy:           cs.restart,
 		Classify:         classifyFailure,
 		SenderMiddleware: rt.treeSenderMW,

@@ -57,6 +57,9 @@ type storeSet struct {
 	checkpoints CheckpointStore
 	deadLetters DeadLetterStore
 	gaps        GapStore
+	// snapshots keeps snapshot progress: Config.Checkpoints when it implements SnapshotStore,
+	// else the default MongoDB store; nil when neither (a stream with a snapshot is refused).
+	snapshots SnapshotStore
 	// mongo is the default store behind the stores Config leaves nil; nil when Config sets them
 	// all.
 	mongo *mongostore.Store

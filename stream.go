@@ -95,6 +95,10 @@ type Stream[T any] struct {
 	OnHistoryLost HistoryLostPolicy
 	// OnInvalidate is applied after an invalidate event. Default InvalidateStop.
 	OnInvalidate InvalidatePolicy
+	// Snapshot copies the collection's existing documents through the handlers before the
+	// change stream (the initial load; also the rebuild of RebuildFromSnapshot). Default
+	// SnapshotNever. It needs a Collection stream.
+	Snapshot SnapshotPolicy
 
 	// OnInsert, OnUpdate, OnReplace and OnDelete handle the events of their operation type. An
 	// event whose type has no typed handler goes to OnChange; with no OnChange either, it settles
@@ -105,6 +109,9 @@ type Stream[T any] struct {
 	OnReplace Handler[T]
 	OnDelete  Handler[T]
 	OnChange  Handler[T]
+	// OnSnapshot handles the documents a snapshot copies (events of OperationType OpSnapshot,
+	// FullDocument set, ClusterTime zero); without it they go to OnChange.
+	OnSnapshot Handler[T]
 }
 
 // Spec is a stream description the runtime can spawn, whatever its document type. Stream[T]
@@ -181,7 +188,25 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
-	if s.OnInsert == nil && s.OnUpdate == nil && s.OnReplace == nil && s.OnDelete == nil && s.OnChange == nil {
+	s.Snapshot.ValidateInto(c, "Snapshot")
+	if s.Snapshot.Enabled() || s.OnHistoryLost.Kind() == policy.HistoryRebuildFromSnapshot {
+		field := "Snapshot.Mode"
+		if !s.Snapshot.Enabled() {
+			field = "OnHistoryLost"
+		}
+		if s.Collection == "" {
+			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
+		}
+		if s.StartPosition.Kind() == policy.StartAt && s.Snapshot.Enabled() {
+			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
+		}
+	}
+	if s.Snapshot.Mode == SnapshotWhenNeeded {
+		if k := s.OnHistoryLost.Kind(); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
+			c.Add("OnHistoryLost", "must be left at its default or be RebuildFromSnapshot with Snapshot.Mode SnapshotWhenNeeded, got %v", s.OnHistoryLost)
+		}
+	}
+	if s.OnInsert == nil && s.OnUpdate == nil && s.OnReplace == nil && s.OnDelete == nil && s.OnChange == nil && s.OnSnapshot == nil {
 		c.AddErr("OnChange", ErrNoHandler, "must be set when no typed handler (OnInsert, OnUpdate, OnReplace, OnDelete) is; the stream has no handler")
 	}
 	return pipeline, c.Err()
@@ -231,6 +256,8 @@ type compiledStream struct {
 	deadLetter    DeadLetterPolicy
 	onHistoryLost HistoryLostPolicy
 	onInvalidate  InvalidatePolicy
+	snapshot      SnapshotPolicy
+	snapFilter    bson.Raw // Snapshot.Filter, marshalled
 
 	router dispatcher.Router
 }
@@ -259,7 +286,12 @@ func (s Stream[T]) compile() (*compiledStream, error) {
 		deadLetter:    s.DeadLetter.withDefaults(),
 		onHistoryLost: s.OnHistoryLost,
 		onInvalidate:  s.OnInvalidate,
+		snapshot:      s.Snapshot.WithDefaults(),
 		router:        newRouter(s),
+	}
+	cs.snapFilter, _ = s.Snapshot.MarshalFilter() // validated by check
+	if cs.snapshot.Mode == SnapshotWhenNeeded && cs.onHistoryLost.Kind() == policy.HistoryFail {
+		cs.onHistoryLost = RebuildFromSnapshot
 	}
 	switch {
 	case s.Collection != "":

@@ -93,8 +93,11 @@ func (StartKind) EnumDescriptor() ([]byte, []int) {
 // incarnation rebases the checkpointer: Progress and Settled of older incarnations are dropped
 // from then on (the new cursor re-reads their events from the resolved position).
 type ResolveStart struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// snapshot_done is the id of the snapshot the stream actor just saw finish (SnapshotFinished):
+	// the checkpointer no longer asks for it.
+	SnapshotDone  string `protobuf:"bytes,2,opt,name=snapshot_done,json=snapshotDone,proto3" json:"snapshot_done,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,6 +137,13 @@ func (x *ResolveStart) GetIncarnation() uint64 {
 		return x.Incarnation
 	}
 	return 0
+}
+
+func (x *ResolveStart) GetSnapshotDone() string {
+	if x != nil {
+		return x.SnapshotDone
+	}
+	return ""
 }
 
 // OperationTime is a BSON timestamp (a cluster/operation time): seconds since the epoch and an
@@ -219,7 +229,12 @@ type StartFrom struct {
 	// capturing the current position), so that the supervisor's classifier sees the server's code:
 	// a server error no restart can fix (an unknown pipeline stage) crashes the stream at once
 	// instead of restarting it forever. reason ends with its text.
-	Cause         *ErrorDetail `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
+	Cause *ErrorDetail `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
+	// snapshot_id, when set, names a snapshot that must run to its end before the change stream
+	// opens at this position (the position is its handoff position, captured before the snapshot
+	// read its first document). The stream actor sends RunSnapshot to the snapshot actor, and
+	// ResolveStart{snapshot_done} once it finished.
+	SnapshotId    string `protobuf:"bytes,10,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +330,13 @@ func (x *StartFrom) GetCause() *ErrorDetail {
 		return x.Cause
 	}
 	return nil
+}
+
+func (x *StartFrom) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
 }
 
 // HistoryLost is sent by the stream actor when opening the cursor from a StartFrom failed with
@@ -653,12 +675,13 @@ var File_watchtree_v1_checkpointer_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
 	"\n" +
-	"\x1fwatchtree/v1/checkpointer.proto\x12\fwatchtree.v1\x1a\x18watchtree/v1/error.proto\"0\n" +
+	"\x1fwatchtree/v1/checkpointer.proto\x12\fwatchtree.v1\x1a\x18watchtree/v1/error.proto\"U\n" +
 	"\fResolveStart\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"G\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12#\n" +
+	"\rsnapshot_done\x18\x02 \x01(\tR\fsnapshotDone\"G\n" +
 	"\rOperationTime\x12\x18\n" +
 	"\aseconds\x18\x01 \x01(\rR\aseconds\x12\x1c\n" +
-	"\tincrement\x18\x02 \x01(\rR\tincrement\"\xcc\x02\n" +
+	"\tincrement\x18\x02 \x01(\rR\tincrement\"\xed\x02\n" +
 	"\tStartFrom\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.watchtree.v1.StartKindR\x04kind\x12\x14\n" +
@@ -668,7 +691,10 @@ const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bterminal\x18\a \x01(\bR\bterminal\x12\x16\n" +
 	"\x06source\x18\b \x01(\tR\x06source\x12/\n" +
-	"\x05cause\x18\t \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\"]\n" +
+	"\x05cause\x18\t \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\x12\x1f\n" +
+	"\vsnapshot_id\x18\n" +
+	" \x01(\tR\n" +
+	"snapshotId\"]\n" +
 	"\vHistoryLost\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +

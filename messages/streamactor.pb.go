@@ -108,6 +108,8 @@ const (
 	StreamPhase_STREAM_PHASE_HISTORY_LOST StreamPhase = 4
 	// A terminal StartFrom FAIL arrived: the supervisor is stopping the stream.
 	StreamPhase_STREAM_PHASE_FAILED StreamPhase = 5
+	// StartFrom named a snapshot: RunSnapshot sent; waiting for SnapshotFinished.
+	StreamPhase_STREAM_PHASE_SNAPSHOTTING StreamPhase = 6
 )
 
 // Enum value maps for StreamPhase.
@@ -119,6 +121,7 @@ var (
 		3: "STREAM_PHASE_STREAMING",
 		4: "STREAM_PHASE_HISTORY_LOST",
 		5: "STREAM_PHASE_FAILED",
+		6: "STREAM_PHASE_SNAPSHOTTING",
 	}
 	StreamPhase_value = map[string]int32{
 		"STREAM_PHASE_UNSPECIFIED":  0,
@@ -127,6 +130,7 @@ var (
 		"STREAM_PHASE_STREAMING":    3,
 		"STREAM_PHASE_HISTORY_LOST": 4,
 		"STREAM_PHASE_FAILED":       5,
+		"STREAM_PHASE_SNAPSHOTTING": 6,
 	}
 )
 
@@ -563,14 +567,15 @@ const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\x17READER_END_HISTORY_LOST\x10\x02\x12\x1c\n" +
 	"\x18READER_END_CURSOR_FAILED\x10\x03\x12\x1a\n" +
 	"\x16READER_END_INVALIDATED\x10\x04\x12\x1c\n" +
-	"\x18READER_END_CURSOR_CLOSED\x10\x05*\xb5\x01\n" +
+	"\x18READER_END_CURSOR_CLOSED\x10\x05*\xd4\x01\n" +
 	"\vStreamPhase\x12\x1c\n" +
 	"\x18STREAM_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STREAM_PHASE_RESOLVING\x10\x01\x12\x18\n" +
 	"\x14STREAM_PHASE_OPENING\x10\x02\x12\x1a\n" +
 	"\x16STREAM_PHASE_STREAMING\x10\x03\x12\x1d\n" +
 	"\x19STREAM_PHASE_HISTORY_LOST\x10\x04\x12\x17\n" +
-	"\x13STREAM_PHASE_FAILED\x10\x05B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x13STREAM_PHASE_FAILED\x10\x05\x12\x1d\n" +
+	"\x19STREAM_PHASE_SNAPSHOTTING\x10\x06B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
 
 var (
 	file_watchtree_v1_streamactor_proto_rawDescOnce sync.Once

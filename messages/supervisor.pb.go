@@ -50,6 +50,9 @@ const (
 	// A graceful Stop is under way: the cursor is closed, the dispatcher drains and the
 	// checkpointer flushes. Stopped follows once the final position is written.
 	SupervisorState_SUPERVISOR_STATE_STOPPING SupervisorState = 7
+	// The stream's start position is fixed and a snapshot copies the existing documents before
+	// the change stream opens (running follows).
+	SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING SupervisorState = 8
 )
 
 // Enum value maps for SupervisorState.
@@ -63,16 +66,18 @@ var (
 		5: "SUPERVISOR_STATE_STOPPED",
 		6: "SUPERVISOR_STATE_CRASHED",
 		7: "SUPERVISOR_STATE_STOPPING",
+		8: "SUPERVISOR_STATE_SNAPSHOTTING",
 	}
 	SupervisorState_value = map[string]int32{
-		"SUPERVISOR_STATE_UNSPECIFIED": 0,
-		"SUPERVISOR_STATE_STARTING":    1,
-		"SUPERVISOR_STATE_STANDBY":     2,
-		"SUPERVISOR_STATE_RUNNING":     3,
-		"SUPERVISOR_STATE_BACKOFF":     4,
-		"SUPERVISOR_STATE_STOPPED":     5,
-		"SUPERVISOR_STATE_CRASHED":     6,
-		"SUPERVISOR_STATE_STOPPING":    7,
+		"SUPERVISOR_STATE_UNSPECIFIED":  0,
+		"SUPERVISOR_STATE_STARTING":     1,
+		"SUPERVISOR_STATE_STANDBY":      2,
+		"SUPERVISOR_STATE_RUNNING":      3,
+		"SUPERVISOR_STATE_BACKOFF":      4,
+		"SUPERVISOR_STATE_STOPPED":      5,
+		"SUPERVISOR_STATE_CRASHED":      6,
+		"SUPERVISOR_STATE_STOPPING":     7,
+		"SUPERVISOR_STATE_SNAPSHOTTING": 8,
 	}
 )
 
@@ -675,7 +680,9 @@ type StatusReply struct {
 	// checkpoint is the latest checkpoint written since the supervisor started, unset when none.
 	Checkpoint *CheckpointWritten `protobuf:"bytes,17,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// last_stop reports the latest graceful stop, unset when none.
-	LastStop      *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
+	LastStop *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
+	// snapshot is the progress of the stream's latest snapshot, when it has one.
+	Snapshot      *SnapshotStatus `protobuf:"bytes,19,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -836,6 +843,13 @@ func (x *StatusReply) GetLastStop() *StopReport {
 	return nil
 }
 
+func (x *StatusReply) GetSnapshot() *SnapshotStatus {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 // Resubscribed is sent by the stream actor to its parent supervisor once its cursor is open.
 // It resets the attempt counter. A Resubscribed whose incarnation is not the current one is
 // dropped.
@@ -980,7 +994,7 @@ var File_watchtree_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1f\n" +
+	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bwatchtree/v1/snapshot.proto\"\x1f\n" +
 	"\x05Start\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"Y\n" +
 	"\x04Stop\x12\x16\n" +
@@ -1018,7 +1032,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"held_up_by\x18\b \x01(\tR\bheldUpBy\x12-\n" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
-	" \x01(\tR\askipped\"\xe1\x06\n" +
+	" \x01(\tR\askipped\"\x9b\a\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1042,7 +1056,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x11 \x01(\v2\x1f.watchtree.v1.CheckpointWrittenR\n" +
 	"checkpoint\x125\n" +
-	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x1a>\n" +
+	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x128\n" +
+	"\bsnapshot\x18\x13 \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bsnapshot\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"0\n" +
@@ -1051,7 +1066,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\vRestartTick\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x1f\n" +
 	"\vDeathNotice\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq*\x87\x02\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq*\xaa\x02\n" +
 	"\x0fSupervisorState\x12 \n" +
 	"\x1cSUPERVISOR_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19SUPERVISOR_STATE_STARTING\x10\x01\x12\x1c\n" +
@@ -1060,7 +1075,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x18SUPERVISOR_STATE_BACKOFF\x10\x04\x12\x1c\n" +
 	"\x18SUPERVISOR_STATE_STOPPED\x10\x05\x12\x1c\n" +
 	"\x18SUPERVISOR_STATE_CRASHED\x10\x06\x12\x1d\n" +
-	"\x19SUPERVISOR_STATE_STOPPING\x10\aB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x19SUPERVISOR_STATE_STOPPING\x10\a\x12!\n" +
+	"\x1dSUPERVISOR_STATE_SNAPSHOTTING\x10\bB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
 
 var (
 	file_watchtree_v1_supervisor_proto_rawDescOnce sync.Once
@@ -1093,6 +1109,7 @@ var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	nil,                           // 13: watchtree.v1.StatusReply.TransitionsEntry
 	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*SnapshotStatus)(nil),        // 16: watchtree.v1.SnapshotStatus
 }
 var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
 	14, // 0: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
@@ -1105,11 +1122,12 @@ var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
 	6,  // 7: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
 	7,  // 8: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
 	8,  // 9: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 10: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }
@@ -1117,6 +1135,7 @@ func file_watchtree_v1_supervisor_proto_init() {
 	if File_watchtree_v1_supervisor_proto != nil {
 		return
 	}
+	file_watchtree_v1_snapshot_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -97,7 +97,8 @@ func (p StartPosition) ValidateInto(c *Errors, field string) {
 
 // HistoryLost says what a stream does when its saved resume position is no longer in the oplog
 // (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280, CappedPositionLost 136); the
-// checkpointer actor applies it. Build it with Fail (the zero value), ResumeFromNow or Rebuild.
+// checkpointer actor applies it. Build it with Fail (the zero value), ResumeFromNow, Rebuild or
+// RebuildFromSnapshot.
 // The root package calls it watchtree.HistoryLostPolicy. Every choice other than Fail writes a
 // durable gap record (stream, from, to, policy, time) to "_wt_gaps", retried until it is
 // written, and reports GapRecorded to the Observer: a gap is never silent.
@@ -116,6 +117,8 @@ const (
 	HistoryResumeFromNow
 	// HistoryRebuild is the kind of a policy made by Rebuild.
 	HistoryRebuild
+	// HistoryRebuildFromSnapshot is the kind of RebuildFromSnapshot.
+	HistoryRebuildFromSnapshot
 )
 
 // Fail (the default) stops the stream terminally with watchtree.ErrHistoryLost and reports it. It
@@ -126,6 +129,13 @@ var Fail = HistoryLost{}
 // projections (search indexes, caches), and reconcile the gap afterwards.
 var ResumeFromNow = HistoryLost{kind: HistoryResumeFromNow}
 
+// RebuildFromSnapshot records the gap, captures and persists the current position, copies the
+// collection's documents again through the stream's handlers (the stream's Snapshot policy:
+// Filter, Partitions, BatchSize; resumable like an initial copy), then streams from the captured
+// position, so nothing written during the copy is missed. It is the built-in rebuild: the
+// handlers see the copied documents as snapshot events (OnSnapshot, else OnChange).
+var RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot}
+
 // Rebuild records the gap, captures the current operation time T, runs fn (the user's full
 // rebuild, for example a re-scan of the collection), then starts at T, so nothing written during
 // the rebuild is missed. fn runs on the checkpointer's own I/O goroutine; ctx is cancelled when
@@ -135,13 +145,14 @@ func Rebuild(fn func(ctx context.Context) error) HistoryLost {
 	return HistoryLost{kind: HistoryRebuild, rebuild: fn}
 }
 
-// Kind returns HistoryFail, HistoryResumeFromNow or HistoryRebuild.
+// Kind returns HistoryFail, HistoryResumeFromNow, HistoryRebuild or HistoryRebuildFromSnapshot.
 func (p HistoryLost) Kind() HistoryLostKind { return p.kind }
 
 // RebuildFunc returns the function given to Rebuild, and nil for Fail and ResumeFromNow.
 func (p HistoryLost) RebuildFunc() func(ctx context.Context) error { return p.rebuild }
 
-// String returns "Fail", "ResumeFromNow" or "Rebuild"; gap records store it.
+// String returns "Fail", "ResumeFromNow", "Rebuild" or "RebuildFromSnapshot"; gap records store
+// it.
 func (p HistoryLost) String() string {
 	switch p.kind {
 	case HistoryFail:
@@ -150,6 +161,8 @@ func (p HistoryLost) String() string {
 		return "ResumeFromNow"
 	case HistoryRebuild:
 		return "Rebuild"
+	case HistoryRebuildFromSnapshot:
+		return "RebuildFromSnapshot"
 	}
 	return fmt.Sprintf("HistoryLostPolicy(%d)", p.kind)
 }

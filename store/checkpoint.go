@@ -23,6 +23,9 @@ const (
 	// SourceMigrated: an instance's first position, taken from the stream's shared checkpoint
 	// of an earlier version's layout (one record per stream, whatever the instance).
 	SourceMigrated = "migrated"
+	// SourceSnapshot: the handoff position of a snapshot, captured before its first document was
+	// read (possibly moved forward while the collection stayed idle during the copy).
+	SourceSnapshot = "snapshot"
 )
 
 // Checkpoint is a durable resume position. There is at most one per Scope (the stream, and the

@@ -1,9 +1,10 @@
 // Package store holds the durable records of a stream tree and the sentinel errors every store
 // implementation returns: a stream's resume position (Checkpoint), the record of history skipped
-// on purpose (Gap) and the record of an event whose attempts ran out (DeadLetter). Every record
-// belongs to a Scope: the stream, and for an ALL_INSTANCES stream the instance, so that each
-// instance keeps its own position, dead letters and gaps; the shared scope (no instance) is a
-// SINGLE_LEADER stream's.
+// on purpose (Gap), the record of an event whose attempts ran out (DeadLetter) and the progress of
+// a copy of a collection's existing documents (Snapshot). Every record belongs to a Scope: the
+// stream, and for an ALL_INSTANCES stream the instance, so that each instance keeps its own
+// position, dead letters, gaps and snapshot; the shared scope (no instance) is a SINGLE_LEADER
+// stream's.
 //
 // The package defines no store interface. Each consumer defines the small interface it needs where
 // it is used (actors/checkpointer: Load/Save and RecordGap; actors/dispatcher: PutDeadLetter; the

@@ -14,6 +14,9 @@ const (
 	// GapRebuild: the user's rebuild function ran, and processing restarted at the operation
 	// time captured before it.
 	GapRebuild = "rebuild"
+	// GapRebuildFromSnapshot: processing restarted at the position captured before a snapshot
+	// that copied the collection again through the handlers (RebuildFromSnapshot).
+	GapRebuildFromSnapshot = "rebuildFromSnapshot"
 )
 
 // Gap is the durable record of history skipped on purpose (OnHistoryLost other than Fail). A
@@ -33,7 +36,8 @@ type Gap struct {
 	// ToToken and ToTime are where processing restarts.
 	ToToken bson.Raw
 	ToTime  bson.Timestamp
-	// Policy is the OnHistoryLost policy applied: GapResumeFromNow or GapRebuild.
+	// Policy is the OnHistoryLost policy applied: GapResumeFromNow, GapRebuild or
+	// GapRebuildFromSnapshot.
 	Policy string
 	// Reason is the server error that lost the history (code and message).
 	Reason string

@@ -55,11 +55,13 @@ type (
 		migrated  *store.Checkpoint // the shared checkpoint taken as this instance's starting point
 		// ignoredShared is a shared checkpoint older than Checkpoint.Retention, not migrated.
 		ignoredShared *store.Checkpoint
-		gap           *store.Gap // a gap recorded by this job
-		fail          string     // non-empty: the start failed (transient)
-		failErr       error      // the error behind fail, when there is one
-		persist       error      // the position could not be persisted (history lost paths)
-		fenced        error      // a write was fenced
+		gap           *store.Gap      // a gap recorded by this job
+		fail          string          // non-empty: the start failed (transient)
+		failErr       error           // the error behind fail, when there is one
+		persist       error           // the position could not be persisted (history lost paths)
+		fenced        error           // a write was fenced
+		snapshot      string          // a snapshot must run before streaming from pos
+		newSnap       *store.Snapshot // the snapshot record this job created
 	}
 	// saveResult ends a checkpoint save.
 	saveResult struct {
@@ -112,6 +114,7 @@ type checkpointer struct {
 	lastStart   position // the position of the latest StartFrom (what a HistoryLost is about)
 	reqSeq      uint64
 	resolving   *pendingStart
+	snapPending string // the id of the snapshot that runs before the stream streams; "" when none
 	stale       uint64 // stale messages and results dropped
 
 	// Persistence. settledTotal counts every settlement; writtenSettled is settledTotal at the
@@ -181,6 +184,8 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 		c.onSettled(ctx, m)
 	case *messages.Flush:
 		c.onFlush(ctx)
+	case *messages.AdvanceHandoff:
+		c.onAdvanceHandoff(ctx, m)
 	case *messages.AttachDispatcher:
 		if m.GetId() == "" {
 			c.log.Warn("AttachDispatcher without an id ignored")

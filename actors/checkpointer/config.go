@@ -43,6 +43,15 @@ type GapRecorder interface {
 	RecordGap(ctx context.Context, g store.Gap) error
 }
 
+// SnapshotStore loads and saves a stream's snapshot record (store.Snapshot). store/memstore and
+// store/mongostore implement it. The checkpointer creates the record of a new snapshot, before
+// it persists the snapshot's handoff position, and reads it to know whether a snapshot is still
+// running; the snapshot actor writes its progress.
+type SnapshotStore interface {
+	LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error)
+	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
+}
+
 // PositionSource captures the current position of the watched namespace: the root implements it
 // by opening a change stream and reading its initial post-batch resume token, and the operation
 // time of that reply. Calls run on the checkpointer's I/O goroutine.
@@ -80,6 +89,17 @@ type Config struct {
 	// ResumeFromNow and Rebuild record the gap (retried until written) and persist the new
 	// position before answering; a failing Rebuild function answers a transient FAIL.
 	OnHistoryLost policy.HistoryLost
+	// Snapshot is the stream's snapshot policy (watchtree.SnapshotPolicy, as it is); only its
+	// Mode matters here. With SnapshotInitial or SnapshotWhenNeeded, a start that finds no
+	// checkpoint captures the position, creates a snapshot record (Snapshots) and then persists
+	// the position (source "snapshot"), and its StartFrom names the snapshot (snapshot_id): the
+	// stream actor runs it before it opens the change stream. A start that finds a running
+	// snapshot record names it again, so an interrupted snapshot resumes. With
+	// SnapshotWhenNeeded, OnHistoryLost Fail (the zero value) means RebuildFromSnapshot.
+	Snapshot policy.Snapshot
+	// Snapshots keeps the snapshot records. Required when Snapshot.Mode is not SnapshotNever
+	// or OnHistoryLost is RebuildFromSnapshot.
+	Snapshots SnapshotStore
 	// Checkpoint says when the position is written (the stream's watchtree.CheckpointPolicy, as
 	// it is); policy.Checkpoint gives the fields and their defaults. MaxUnflushed bounds the
 	// settlements not covered by a successful write, the events still in flight in the
@@ -134,8 +154,11 @@ func (c Config) Validate() error {
 	if c.Positions == nil {
 		add("Positions", "must not be nil")
 	}
-	if c.Gaps == nil && c.OnHistoryLost.Kind() != policy.HistoryFail {
+	if c.Gaps == nil && (c.OnHistoryLost.Kind() != policy.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
 		add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
+	}
+	if c.Snapshots == nil && (c.Snapshot.Enabled() || c.OnHistoryLost.Kind() == policy.HistoryRebuildFromSnapshot) {
+		add("Snapshots", "must not be nil when Snapshot.Mode is %v or OnHistoryLost is %v", c.Snapshot.Mode, c.OnHistoryLost)
 	}
 	pe := policy.NewErrors("Config.")
 	c.StartPosition.ValidateInto(pe, "StartPosition")
@@ -167,6 +190,9 @@ func (c Config) Validate() error {
 // withDefaults fills the zero fields (except Logger's stream field, added by New).
 func (c Config) withDefaults() Config {
 	c.Checkpoint = c.Checkpoint.WithDefaults()
+	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && c.OnHistoryLost.Kind() == policy.HistoryFail {
+		c.OnHistoryLost = policy.RebuildFromSnapshot
+	}
 	if c.RetryInitialDelay == 0 {
 		c.RetryInitialDelay = DefaultRetryInitialDelay
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -60,11 +63,19 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
 	c.log.Debug("resolving the start position", zap.Uint64("incarnation", inc))
+	if done := m.GetSnapshotDone(); done != "" && done == c.snapPending {
+		c.log.Info("snapshot finished; streaming from its handoff position", zap.String("snapshot", done))
+		c.snapPending = ""
+	}
 	if c.cfg.Checkpoint.Ephemeral {
 		// Nothing is stored: the position kept in memory while the tree lives, else the current
 		// one, never persisted.
 		if !c.t.pos.empty() {
 			c.replyStart(ctx, c.t.pos, sourceMemory)
+			return
+		}
+		if c.cfg.Snapshot.Enabled() && c.cfg.Snapshots != nil {
+			c.w.submit(c.ephemeralSnapshotJob(c.reqSeq))
 			return
 		}
 		c.w.submit(c.currentJob(c.reqSeq))
@@ -122,6 +133,34 @@ func (c *checkpointer) currentJob(req uint64) job {
 	}
 }
 
+// ephemeralSnapshotJob starts an Ephemeral stream that copies its collection first: it captures
+// the current position as the snapshot's handoff and records the snapshot (in the in-memory
+// store an Ephemeral stream is given), but writes no checkpoint. Every new tree of such a stream,
+// a new process, copies again: what it preloads lives in memory too.
+func (c *checkpointer) ephemeralSnapshotJob(req uint64) job {
+	cfg, inst := c.cfg, c.inst
+	return func(ctx context.Context) any {
+		r := &resolveResult{inst: inst, req: req}
+		tok, ts, err := cfg.Positions.Current(ctx)
+		if err != nil {
+			r.failWith("capture the snapshot's handoff position", err)
+			return r
+		}
+		if len(tok) == 0 {
+			r.fail = "capture the snapshot's handoff position: empty resume token"
+			return r
+		}
+		sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
+		if err := cfg.Snapshots.SaveSnapshot(ctx, sn); err != nil {
+			r.failWith("create the snapshot record", err)
+			return r
+		}
+		r.snapshot, r.newSnap = sn.ID, &sn
+		r.pos, r.source = &position{token: tok, opTime: ts, source: store.SourceSnapshot}, store.SourceSnapshot
+		return r
+	}
+}
+
 // migrate looks for the stream's shared checkpoint (the one record per stream of earlier
 // versions) when an instance has no checkpoint of its own, and takes it as the instance's
 // starting point: it writes it as the instance's own checkpoint before the start, so that it is
@@ -173,16 +212,58 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			r.failWith("load checkpoint", err)
 			return r
 		}
+		found = found && (cp.Token != nil || !cp.ClusterTime.IsZero())
+		var snap store.Snapshot
+		var snapFound bool
+		if cfg.Snapshots != nil {
+			if snap, snapFound, err = cfg.Snapshots.LoadSnapshot(ctx, cfg.scope()); err != nil {
+				r.failWith("load snapshot record", err)
+				return r
+			}
+		}
+		if snapFound && !snap.Finished() {
+			// A snapshot was interrupted: it resumes before anything streams. Its record was
+			// written before the checkpoint; a missing checkpoint is its handoff position.
+			r.snapshot = snap.ID
+			if found {
+				p := positionOf(cp)
+				r.pos, r.cp, r.source = &p, &cp, cp.Source
+				return r
+			}
+			p := position{token: snap.HandoffToken, opTime: snap.HandoffTime, source: store.SourceSnapshot}
+			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, false)
+		}
 		if !found && cfg.Instance != "" && mode.Kind() == policy.StartResume && cfg.migrate(ctx, r, base) {
 			return r
 		}
-		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
+		if found {
 			if mode.Kind() == policy.StartResume {
 				p := positionOf(cp)
 				r.pos, r.cp, r.source = &p, &cp, cp.Source
 				return r
 			}
 			r.discarded = &cp
+		}
+		if !found && cfg.Snapshot.Enabled() && mode.Kind() != policy.StartAt {
+			// The first start: capture the handoff position, record the snapshot, then persist
+			// the position, so that a crash in between never skips the snapshot.
+			tok, ts, err := cfg.Positions.Current(ctx)
+			if err != nil {
+				r.failWith("capture the snapshot's handoff position", err)
+				return r
+			}
+			if len(tok) == 0 {
+				r.fail = "capture the snapshot's handoff position: empty resume token"
+				return r
+			}
+			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
+			if err := cfg.Snapshots.SaveSnapshot(ctx, sn); err != nil {
+				r.failWith("create the snapshot record", err)
+				return r
+			}
+			r.snapshot, r.newSnap = sn.ID, &sn
+			p := position{token: tok, opTime: ts, source: store.SourceSnapshot}
+			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, mode.Kind() != policy.StartResume)
 		}
 		var p position
 		switch mode.Kind() {
@@ -219,6 +300,31 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.Kind() != policy.StartResume
 		return r
 	}
+}
+
+// persistStart writes p as the start checkpoint and completes r with it.
+func persistStart(ctx context.Context, cfg Config, r *resolveResult, p position, base store.Checkpoint, source string, applied bool) *resolveResult {
+	rec := base
+	rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
+	rec = cfg.stamp(rec, cfg.Clock.Now())
+	if err := cfg.Store.Save(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.fenced = err
+			return r
+		}
+		r.failWith("persist the start position", err)
+		return r
+	}
+	r.pos, r.cp, r.written, r.applied, r.source = &p, &rec, true, applied, source
+	return r
+}
+
+// newSnapshotRecord is the record of a snapshot that starts now, from the handoff position
+// (tok, ts). Its ID is unique per stream and time: it becomes part of every snapshot event's ID.
+func newSnapshotRecord(cfg Config, tok bson.Raw, ts bson.Timestamp, reason string) store.Snapshot {
+	now := cfg.Clock.Now()
+	return store.Snapshot{Stream: cfg.Stream, Instance: cfg.Instance, ID: strconv.FormatInt(now.UnixNano(), 36), State: store.SnapshotRunning,
+		Reason: reason, HandoffToken: tok, HandoffTime: ts, StartedAt: now, UpdatedAt: now}
 }
 
 // onHistoryLost applies OnHistoryLost to the start position the stream actor could not open.
@@ -286,8 +392,18 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			return r
 		}
 		var p position
+		var snap *store.Snapshot
 		gapPolicy := store.GapResumeFromNow
 		switch hl.Kind() {
+		case policy.HistoryRebuildFromSnapshot:
+			if len(tok) == 0 {
+				r.fail = "capture the current position after history lost: empty resume token"
+				return r
+			}
+			p = position{token: tok, opTime: ts, source: store.SourceSnapshot}
+			gapPolicy = store.GapRebuildFromSnapshot
+			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonRebuild)
+			snap = &sn
 		case policy.HistoryRebuild:
 			if ts.IsZero() {
 				r.fail = "capture the current position after history lost: no operation time"
@@ -322,6 +438,22 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			}
 		}
 		r.gap = &gap
+		if snap != nil {
+			// The snapshot record first: a crash before the checkpoint is written then resumes
+			// the snapshot from its own handoff position.
+			for n := 1; ; n++ {
+				err := cfg.Snapshots.SaveSnapshot(ctx, *snap)
+				if err == nil {
+					break
+				}
+				d := cfg.retryDelay(n)
+				log.Warn("snapshot record write failed; retrying", zap.Error(err), zap.Int("attempt", n), zap.Duration("retry_in", d))
+				if !sleep(ctx, cfg.Clock, d) {
+					return nil
+				}
+			}
+			r.snapshot, r.newSnap = snap.ID, snap
+		}
 		r.pos, r.source = &p, p.source
 		if cfg.Checkpoint.Ephemeral {
 			return r // nothing is written: the new position lives in memory
@@ -398,6 +530,13 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.applied {
 		c.sh.firstDone.Store(true)
 	}
+	if r.snapshot != "" {
+		if r.newSnap != nil {
+			c.log.Info("snapshot recorded; it runs before the stream streams", zap.String("snapshot", r.snapshot),
+				zap.String("reason", r.newSnap.Reason))
+		}
+		c.snapPending = r.snapshot
+	}
 	c.t.setPosition(*r.pos)
 	if r.cp != nil {
 		c.persisted, c.persistedVersion = *r.pos, c.t.version
@@ -420,7 +559,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) {
 	pend := c.resolving
 	c.resolving = nil
-	sf := &messages.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source}
+	sf := &messages.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source, SnapshotId: c.snapPending}
 	switch {
 	case p.token != nil && p.startAfter:
 		sf.Kind, sf.Token = messages.StartKind_START_KIND_START_AFTER, p.token
@@ -438,4 +577,21 @@ func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) 
 	c.log.Info("start position resolved", zap.Uint64("incarnation", pend.inc), zap.Stringer("kind", sf.Kind),
 		zap.String("source", source), zap.Uint64("next_seq", sf.NextSeq))
 	ctx.Send(pend.to, sf)
+}
+
+// onAdvanceHandoff moves a pending snapshot's handoff position forward (an idle change stream
+// saw no event of the stream up to the new token) and persists it, so that a long snapshot's
+// position does not age out of the oplog. Ignored unless the snapshot is the pending one and the
+// position is still a handoff position (nothing was consumed from it).
+func (c *checkpointer) onAdvanceHandoff(ctx actor.Context, m *messages.AdvanceHandoff) {
+	if c.fenced || m.GetSnapshotId() == "" || m.GetSnapshotId() != c.snapPending || len(m.GetToken()) == 0 ||
+		c.t.pos.source != store.SourceSnapshot {
+		c.stale++
+		c.log.Debug("AdvanceHandoff ignored", zap.String("snapshot", m.GetSnapshotId()), zap.String("pending", c.snapPending),
+			zap.String("source", c.t.pos.source))
+		return
+	}
+	c.log.Debug("snapshot handoff position moved forward", zap.String("snapshot", c.snapPending))
+	c.t.setPosition(position{token: bson.Raw(m.GetToken()), source: store.SourceSnapshot})
+	c.maybeSave(ctx, true)
 }

@@ -110,7 +110,27 @@ func (c Config) boundIO() Config {
 		c.Gaps = boundedGaps{c.Gaps, d}
 	}
 	c.Positions = boundedPositions{c.Positions, d}
+	if c.Snapshots != nil {
+		c.Snapshots = boundedSnapshots{c.Snapshots, d}
+	}
 	return c
+}
+
+type boundedSnapshots struct {
+	next SnapshotStore
+	d    time.Duration
+}
+
+func (s boundedSnapshots) LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.next.LoadSnapshot(ctx, scope)
+}
+
+func (s boundedSnapshots) SaveSnapshot(ctx context.Context, sn store.Snapshot) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.next.SaveSnapshot(ctx, sn)
 }
 
 type boundedStore struct {

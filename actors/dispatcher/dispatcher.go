@@ -55,6 +55,13 @@ type dispatcher struct {
 	held        []item // accepted events waiting behind a barrier (Lanes > 1)
 	barrier     bool   // a keyless event is in lane 0; nothing else runs until it settles
 
+	// the snapshot source (actors/snapshot): its events share the lanes, have a capacity of
+	// their own and settle back to it, never to the checkpointer
+	snapRun      uint64
+	snapSrc      *actor.PID
+	snapCredit   int
+	snapInFlight int
+
 	// settle limit (FlowControl.settle_limit): credit is granted only while the settlements
 	// taken since the latest attach, plus inFlight and credit, stay within limit.
 	attachID        uint64 // AttachDispatcher.attach of the latest attach
@@ -93,6 +100,10 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		d.onSettled(ctx)
 	case *messages.Subscribe:
 		d.onSubscribe(ctx, m)
+	case *messages.SnapshotBatch:
+		d.onSnapshotBatch(ctx, m)
+	case *messages.SnapshotSubscribe:
+		d.onSnapshotSubscribe(ctx, m)
 	case *messages.FlowControl:
 		d.onFlowControl(ctx, m)
 	case *messages.SettleFlushTick:
@@ -270,27 +281,125 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 	if n == 0 {
 		return
 	}
+	d.accept(b.Events, b.Incarnation, false)
+}
+
+// accept hands accepted events to their lanes, or holds them behind a barrier.
+func (d *dispatcher) accept(events []*messages.Event, inc uint64, snap bool) {
+	n := len(events)
 	if len(d.held) > 0 || d.barrier {
-		for _, ev := range b.Events {
-			d.held = append(d.held, item{ev: ev, incarnation: b.Incarnation})
+		for _, ev := range events {
+			d.held = append(d.held, item{ev: ev, incarnation: inc, snap: snap})
 		}
 	} else if d.cfg.Lanes == 1 {
 		d.stage[0] = d.stage[0][:0]
-		for _, ev := range b.Events {
-			d.stage[0] = append(d.stage[0], item{ev: ev, incarnation: b.Incarnation})
+		for _, ev := range events {
+			d.stage[0] = append(d.stage[0], item{ev: ev, incarnation: inc, snap: snap})
 		}
 		d.inLanes += n
 	} else {
-		for i, ev := range b.Events {
-			if !d.route(item{ev: ev, incarnation: b.Incarnation}) {
-				for _, ev := range b.Events[i:] {
-					d.held = append(d.held, item{ev: ev, incarnation: b.Incarnation})
+		for i, ev := range events {
+			if !d.route(item{ev: ev, incarnation: inc, snap: snap}) {
+				for _, ev := range events[i:] {
+					d.held = append(d.held, item{ev: ev, incarnation: inc, snap: snap})
 				}
 				break
 			}
 		}
 	}
 	d.pushStaged()
+}
+
+// onSnapshotSubscribe makes the sender the snapshot source of run m.Run: a newer run replaces
+// the older one (whose events still settle back to the new source, which drops them by run). It
+// answers a SnapshotDemand with the free snapshot capacity.
+func (d *dispatcher) onSnapshotSubscribe(ctx actor.Context, m *messages.SnapshotSubscribe) {
+	sender := ctx.Sender()
+	if m.GetRun() < d.snapRun || sender == nil {
+		d.log.Debug("stale or senderless SnapshotSubscribe dropped", zap.Uint64("run", m.GetRun()), zap.Uint64("current", d.snapRun))
+		return
+	}
+	if m.GetRun() == d.snapRun && d.snapSrc != nil {
+		d.snapSrc = sender
+		ctx.Send(sender, &messages.SnapshotDemand{Run: d.snapRun})
+		return
+	}
+	d.snapRun, d.snapSrc, d.snapCredit = m.GetRun(), sender, 0
+	grant := 0
+	if !d.draining && !d.drained {
+		grant = max(d.cfg.Capacity-d.snapInFlight, 0)
+	}
+	d.snapCredit = grant
+	ctx.Send(sender, &messages.SnapshotDemand{Run: d.snapRun, Credit: uint32(grant)})
+}
+
+// onSnapshotBatch accepts snapshot events of the current run within its credit.
+func (d *dispatcher) onSnapshotBatch(ctx actor.Context, b *messages.SnapshotBatch) {
+	if b.GetRun() != d.snapRun || d.snapSrc == nil || d.draining || d.drained {
+		d.stats.StaleBatches++
+		d.log.Debug("SnapshotBatch dropped (stale run or draining); its documents are read again",
+			zap.Uint64("run", b.GetRun()), zap.Uint64("current", d.snapRun), zap.Int("events", len(b.Events)))
+		return
+	}
+	n := len(b.Events)
+	if n > d.snapCredit {
+		panic(fmt.Errorf("dispatcher: stream %q: SnapshotBatch of %d events exceeds the snapshot credit %d of run %d (protocol error)",
+			d.cfg.Stream, n, d.snapCredit, b.GetRun()))
+	}
+	d.snapCredit -= n
+	d.snapInFlight += n
+	if n > 0 {
+		d.accept(b.Events, b.GetRun(), true)
+	}
+}
+
+// replenishSnapshot grants the snapshot source its free capacity once it is worth a message.
+func (d *dispatcher) replenishSnapshot(ctx actor.Context) {
+	if d.draining || d.drained || d.snapSrc == nil {
+		return
+	}
+	free := d.cfg.Capacity - d.snapInFlight - d.snapCredit
+	if free <= 0 || (free < max(d.cfg.Capacity/4, 1) && d.snapInFlight > 0) {
+		return
+	}
+	d.snapCredit += free
+	ctx.Send(d.snapSrc, &messages.SnapshotDemand{Run: d.snapRun, Credit: uint32(free)})
+}
+
+// absorb accounts for settlements taken from the lanes: snapshot ones are sent back to the
+// snapshot source at once; the others are counted and returned (compacted in place).
+func (d *dispatcher) absorb(ctx actor.Context, taken []settlement) []settlement {
+	var snaps []*messages.Settled
+	var run uint64
+	out := taken[:0]
+	for i := range taken {
+		s := taken[i]
+		d.inLanes--
+		if !s.snap {
+			d.inFlight--
+			d.count(&s)
+			out = append(out, s)
+			continue
+		}
+		d.snapInFlight--
+		if len(snaps) > 0 && s.incarnation != run {
+			d.sendSnapshotSettled(ctx, run, snaps)
+			snaps = nil
+		}
+		run = s.incarnation
+		snaps = append(snaps, &messages.Settled{Seq: s.seq, Outcome: s.outcome})
+	}
+	if len(snaps) > 0 {
+		d.sendSnapshotSettled(ctx, run, snaps)
+	}
+	clear(taken[len(out):])
+	return out
+}
+
+func (d *dispatcher) sendSnapshotSettled(ctx actor.Context, run uint64, ss []*messages.Settled) {
+	if d.snapSrc != nil {
+		ctx.Send(d.snapSrc, &messages.SnapshotSettled{Run: run, Settled: ss})
+	}
 }
 
 // route stages it on its lane. It reports false when it must wait: it is a barrier and earlier
@@ -348,15 +457,10 @@ func (d *dispatcher) releaseHeld() {
 // and, when a quarter of it is free, grants it again.
 func (d *dispatcher) onSettled(ctx actor.Context) {
 	taken, urgent := d.settle.take(d.spare)
-	n := len(taken)
-	if n > 0 {
-		for i := range taken {
-			d.count(&taken[i])
-		}
-		d.pending = append(d.pending, taken...)
+	if len(taken) > 0 {
+		own := d.absorb(ctx, taken)
+		d.pending = append(d.pending, own...)
 		clear(taken)
-		d.inFlight -= n
-		d.inLanes -= n
 		if d.barrier && d.inLanes == 0 {
 			d.barrier = false
 		}
@@ -379,11 +483,12 @@ func (d *dispatcher) onSettled(ctx actor.Context) {
 			})
 		}
 	}
-	if d.draining && d.inFlight == 0 {
+	if d.draining && d.inFlight == 0 && d.snapInFlight == 0 {
 		d.finishDrain(ctx, false)
 		return
 	}
 	d.replenish(ctx)
+	d.replenishSnapshot(ctx)
 }
 
 func (d *dispatcher) count(s *settlement) {
@@ -523,8 +628,8 @@ func (d *dispatcher) onDrain(ctx actor.Context, m *messages.Drain) {
 		return
 	}
 	d.draining = true
-	d.log.Info("draining", zap.Int("inFlight", d.inFlight))
-	if d.inFlight == 0 {
+	d.log.Info("draining", zap.Int("inFlight", d.inFlight), zap.Int("snapshotInFlight", d.snapInFlight))
+	if d.inFlight == 0 && d.snapInFlight == 0 {
 		d.finishDrain(ctx, false)
 		return
 	}
@@ -575,12 +680,7 @@ func (d *dispatcher) stopLanes(ctx actor.Context) {
 	}
 	// Count what the lanes settled before they ended; do not replenish or release anything.
 	taken, _ := d.settle.take(d.spare)
-	for i := range taken {
-		d.count(&taken[i])
-	}
-	d.pending = append(d.pending, taken...)
-	d.inFlight -= len(taken)
-	d.inLanes -= len(taken)
+	d.pending = append(d.pending, d.absorb(ctx, taken)...)
 	clear(taken)
 	d.spare = taken[:0]
 }

@@ -18,7 +18,8 @@ import (
 // item is one accepted event queued on a lane.
 type item struct {
 	ev          *messages.Event
-	incarnation uint64
+	incarnation uint64 // of a stream batch; the run of a snapshot batch
+	snap        bool   // a snapshot event: settled back to the snapshot source, never to the checkpointer
 	// attempt is the attempt in progress (0 before the first); goexit is set when that attempt
 	// ended its goroutine with runtime.Goexit, and first is when the first attempt failed.
 	attempt int
@@ -136,7 +137,7 @@ func (l *lane) run(ctx context.Context, done func()) {
 // process runs one event to its settlement. ok is false when ctx was cancelled first.
 func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 	ev := it.ev
-	s = settlement{seq: ev.Seq, incarnation: it.incarnation, token: ev.ResumeToken, invalidate: ev.Invalidate}
+	s = settlement{seq: ev.Seq, incarnation: it.incarnation, token: ev.ResumeToken, invalidate: ev.Invalidate, snap: it.snap}
 	sh := l.sh
 	var (
 		inv Invocation

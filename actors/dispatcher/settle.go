@@ -15,6 +15,7 @@ type settlement struct {
 	outcome     messages.Outcome
 	dropped     bool // dead letters disabled: settled without a record
 	invalidate  bool // an invalidate event: its token is a startAfter position only
+	snap        bool // a snapshot event (incarnation is its run)
 }
 
 // settleBuf is where the lanes leave settlements for the actor. Lanes append under mu, one

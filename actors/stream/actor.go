@@ -31,6 +31,7 @@ type streamActor struct {
 	self         *actor.PID
 	checkpointer *actor.PID
 	dispatcher   *actor.PID
+	snapshot     *actor.PID
 
 	phase       messages.StreamPhase
 	gen         uint64
@@ -43,6 +44,7 @@ type streamActor struct {
 	startKind   messages.StartKind
 	startSource string
 	nextSeq     uint64
+	snapshotID  string // the snapshot this incarnation waits for (phase SNAPSHOTTING)
 }
 
 func newStreamActor(cfg Config) *streamActor {
@@ -66,12 +68,16 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		s.credit.add(uint64(m.GetCredit()))
 	case *messages.ReaderEnded:
 		s.onEnded(ctx, m)
+	case *messages.SnapshotFinished:
+		s.onSnapshotFinished(ctx, m)
 	case *messages.StreamStatsRequest:
 		ctx.Respond(s.statsReply())
 	case *actor.Restarting:
 		s.stopReader("restarting")
+		s.cancelSnapshot(ctx)
 	case *actor.Stopping:
 		s.stopReader("stopping")
+		s.cancelSnapshot(ctx)
 	}
 }
 
@@ -83,6 +89,7 @@ func (s *streamActor) onStarted(ctx actor.Context) {
 	}
 	s.checkpointer = s.sibling(ctx, s.cfg.CheckpointerPID, s.cfg.Checkpointer)
 	s.dispatcher = s.sibling(ctx, s.cfg.DispatcherPID, s.cfg.Dispatcher)
+	s.snapshot = s.sibling(ctx, s.cfg.SnapshotPID, s.cfg.Snapshot)
 	s.log = s.cfg.Logger.With(zap.Uint64("incarnation", s.inc))
 	if s.checkpointer == nil || s.dispatcher == nil {
 		// Without a parent and without PIDs there is nobody to talk to: a wiring bug.
@@ -150,7 +157,60 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 		next = 1
 	}
 	s.startKind, s.startSource = m.GetKind(), m.GetSource()
+	if id := m.GetSnapshotId(); id != "" {
+		// The position is a snapshot's handoff position: the snapshot runs to its end first,
+		// then the position is resolved again (it may have moved forward meanwhile).
+		if s.snapshot == nil {
+			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+				Detail: "StartFrom names snapshot " + id + " but the actor has no parent and Config.SnapshotPID is nil"})
+		}
+		s.phase, s.snapshotID = messages.StreamPhase_STREAM_PHASE_SNAPSHOTTING, id
+		s.log.Info("snapshot runs before the change stream opens", zap.String("snapshot", id))
+		// The supervisor first: the position is fixed whatever the snapshot does next.
+		if p := ctx.Parent(); p != nil {
+			ctx.Send(p, &messages.Snapshotting{Incarnation: s.inc, SnapshotId: id})
+		}
+		ctx.Request(s.snapshot, &messages.RunSnapshot{Incarnation: s.inc, SnapshotId: id})
+		return
+	}
 	s.launch(ctx, pos, next)
+}
+
+// onSnapshotFinished resolves the start again once the snapshot is done, or fails.
+func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *messages.SnapshotFinished) {
+	if m.GetIncarnation() != s.inc || s.phase != messages.StreamPhase_STREAM_PHASE_SNAPSHOTTING || m.GetSnapshotId() != s.snapshotID {
+		s.log.Debug("stale SnapshotFinished dropped", zap.Uint64("for", m.GetIncarnation()), zap.String("snapshot", m.GetSnapshotId()))
+		return
+	}
+	id := s.snapshotID
+	s.snapshotID = ""
+	if m.GetTerminal() {
+		// The snapshot actor escalated the terminal failure itself; failing here too could race
+		// it into a transient restart. Wait to be stopped.
+		s.phase = messages.StreamPhase_STREAM_PHASE_FAILED
+		s.log.Error("snapshot failed terminally; waiting for the supervisor to stop the stream", zap.String("error", m.GetError()))
+		return
+	}
+	if m.GetError() != "" {
+		cause := errdetail.Err(m.GetCause())
+		if cause == nil {
+			cause = errors.New(m.GetError())
+		}
+		treekit.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+			Detail: "snapshot " + id + " failed", Cause: cause})
+		return
+	}
+	s.phase = messages.StreamPhase_STREAM_PHASE_RESOLVING
+	ctx.Request(s.checkpointer, &messages.ResolveStart{Incarnation: s.inc, SnapshotDone: id})
+}
+
+// cancelSnapshot stops the snapshot run of this incarnation, if one is awaited (its progress
+// stays saved; the next incarnation resumes it).
+func (s *streamActor) cancelSnapshot(ctx actor.Context) {
+	if s.snapshotID != "" && s.snapshot != nil {
+		ctx.Send(s.snapshot, &messages.CancelSnapshot{Incarnation: s.inc})
+		s.snapshotID = ""
+	}
 }
 
 // launch starts a new reader generation.

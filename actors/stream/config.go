@@ -26,6 +26,7 @@ const (
 	// resolves under its parent (the stream supervisor) when no PID is configured.
 	DefaultCheckpointerName = "checkpointer"
 	DefaultDispatcherName   = "dispatcher"
+	DefaultSnapshotName     = "snapshot"
 	// CommentPrefix prefixes the stream name in the change stream's comment.
 	CommentPrefix = "watchtree:"
 )
@@ -104,6 +105,11 @@ type Config struct {
 	// CheckpointerPID and DispatcherPID, when set, are used instead of the sibling names (an
 	// actor tree wired differently, or tests).
 	CheckpointerPID, DispatcherPID *actor.PID
+	// Snapshot is the name of the snapshot sibling (actors/snapshot), asked to run a snapshot
+	// when a StartFrom names one. Default DefaultSnapshotName ("snapshot"); SnapshotPID, when
+	// set, is used instead.
+	Snapshot    string
+	SnapshotPID *actor.PID
 
 	// MaxBatch is the largest number of events per EventBatch; a batch also never exceeds the
 	// credit the dispatcher granted. Default 256. Must be >= 0.
@@ -174,6 +180,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Dispatcher == "" {
 		c.Dispatcher = DefaultDispatcherName
+	}
+	if c.Snapshot == "" {
+		c.Snapshot = DefaultSnapshotName
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch

@@ -31,6 +31,7 @@ const (
 	actPanic                          // panic in Started
 	actResubscribePanic               // report the cursor open, then panic at once
 	actPanicOnStopping                // report the cursor open; panic when stopped
+	actSnapshotting                   // report a snapshot running (the cursor opens on openCmd)
 )
 
 // Commands the test sends to fake children (test-only; the product's messages are protobuf).
@@ -44,6 +45,7 @@ type (
 		inc uint64
 	}
 	stopSelfCmd struct{}
+	openCmd     struct{} // report the cursor open (after actSnapshotting)
 	addCmd      struct{ n int }
 	getCmd      struct{}
 )
@@ -92,6 +94,8 @@ func (f *fakeStream) Receive(ctx actor.Context) {
 		switch f.p.action(inc) {
 		case actResubscribe, actPanicOnStopping:
 			treekit.NotifyResubscribed(ctx)
+		case actSnapshotting:
+			ctx.Send(ctx.Parent(), &messages.Snapshotting{Incarnation: inc, SnapshotId: "snap-1"})
 		case actPanic:
 			panic(fmt.Errorf("fake stream: cursor died in incarnation %d", inc))
 		case actResubscribePanic:
@@ -113,6 +117,8 @@ func (f *fakeStream) Receive(ctx actor.Context) {
 		ctx.(actor.Supervisor).EscalateFailure(&Failure{Err: m.err, Incarnation: m.inc}, m)
 	case stopSelfCmd:
 		ctx.Stop(ctx.Self())
+	case openCmd:
+		treekit.NotifyResubscribed(ctx)
 	}
 }
 

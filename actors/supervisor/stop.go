@@ -168,7 +168,9 @@ func (s *Supervisor) onStopDeadline(m *stopDeadline) {
 		return
 	}
 	step := s.stop.phase.String()
-	s.stop.report.HeldUpBy = step
+	if s.stop.report.HeldUpBy == "" { // the first step that held the stop up (a drain that timed out leaves the flush little time)
+		s.stop.report.HeldUpBy = step
+	}
 	s.stopError(fmt.Sprintf("the %s did not finish within the stop timeout", step))
 	s.stop.timer = nil
 	s.finishStop()
@@ -225,7 +227,9 @@ func (s *Supervisor) abortStop() {
 		return
 	}
 	s.stopError("the supervisor stopped during the " + s.stop.phase.String())
-	s.stop.report.HeldUpBy = s.stop.phase.String()
+	if s.stop.report.HeldUpBy == "" {
+		s.stop.report.HeldUpBy = s.stop.phase.String()
+	}
 	s.finishStop()
 }
 

@@ -71,6 +71,7 @@ type Supervisor struct {
 
 	settlements messages.SettlementCounts   // totals reported by the dispatcher
 	checkpoint  *messages.CheckpointWritten // latest write reported by the checkpointer
+	snapshot    *messages.SnapshotStatus    // latest progress reported by the snapshot actor
 
 	deaths, restarts, stale uint64
 	transitions             map[State]uint64
@@ -124,6 +125,10 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onRestartTick(ctx, m.GetEpoch())
 	case *messages.Resubscribed:
 		s.onResubscribed(m.GetIncarnation())
+	case *messages.Snapshotting:
+		s.onSnapshotting(m)
+	case *messages.SnapshotStatus:
+		s.snapshot = m
 	case *messages.Start:
 		if !s.refuseWhileStopping("start", m.GetReason()) {
 			s.onStart(ctx, m.GetReason())
@@ -270,7 +275,7 @@ func (s *Supervisor) onTerminated(ctx actor.Context, who *actor.PID) {
 			}
 			return
 		}
-		if s.state == StateStarting || s.state == StateRunning {
+		if s.state.up() {
 			s.death(ErrChildStopped)
 		}
 		return
@@ -306,7 +311,7 @@ func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
 		return
 	}
 	if s.child == nil || !f.who.Equal(s.child) || s.dying || f.inc != s.inc ||
-		(s.state != StateStarting && s.state != StateRunning) {
+		!s.state.up() {
 		s.stale++
 		s.log.Debug("stale failure dropped", zap.Uint64("incarnation", f.inc),
 			zap.Uint64("current", s.inc), zap.Stringer("state", s.state), zap.Any("reason", f.reason))
@@ -321,7 +326,7 @@ func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
 func (s *Supervisor) onSiblingFailure(name string, f failure) {
 	s.siblingsDown[f.who.Id] = f.who
 	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(AsError(f.reason)))
-	if s.state != StateStarting && s.state != StateRunning {
+	if !s.state.up() {
 		if s.state == StateCrashed || s.state == StateStopped {
 			s.resumeFailedSiblings()
 		}
@@ -431,8 +436,23 @@ func (s *Supervisor) onRestartTick(ctx actor.Context, epoch uint64) {
 	s.launch(ctx, fmt.Sprintf("restart attempt %d/%s after: %v", s.attempt, s.maxString(), s.lastCause))
 }
 
-func (s *Supervisor) onResubscribed(inc uint64) {
+// onSnapshotting moves a starting stream to snapshotting: its position is fixed, so whoever
+// awaits running (Spawn) is answered. The attempt counter is not reset: only an open cursor
+// proves the start healthy.
+func (s *Supervisor) onSnapshotting(m *messages.Snapshotting) {
+	inc := m.GetIncarnation()
 	if inc != s.inc || s.state != StateStarting || s.child == nil || s.dying {
+		s.stale++
+		s.log.Debug("stale snapshotting dropped", zap.Uint64("incarnation", inc),
+			zap.Uint64("current", s.inc), zap.Stringer("state", s.state))
+		return
+	}
+	s.transition(StateSnapshotting, fmt.Sprintf("snapshot %s running before the cursor opens (incarnation %d)",
+		m.GetSnapshotId(), inc), nil)
+}
+
+func (s *Supervisor) onResubscribed(inc uint64) {
+	if inc != s.inc || (s.state != StateStarting && s.state != StateSnapshotting) || s.child == nil || s.dying {
 		if inc != s.inc || s.state != StateRunning {
 			s.stale++
 			s.log.Debug("stale resubscribed dropped", zap.Uint64("incarnation", inc),
@@ -453,7 +473,7 @@ func (s *Supervisor) onResubscribed(inc uint64) {
 
 func (s *Supervisor) onStart(ctx actor.Context, reason string) {
 	switch s.state {
-	case StateStarting, StateRunning, StateStandby:
+	case StateStarting, StateRunning, StateStandby, StateSnapshotting:
 		s.log.Info("operator start ignored: already up", zap.Stringer("state", s.state), zap.String("reason", reason))
 		return
 	}
@@ -625,6 +645,9 @@ func (s *Supervisor) status() *messages.StatusReply {
 	}
 	if s.lastStop != nil {
 		r.LastStop = s.lastStop
+	}
+	if s.snapshot != nil {
+		r.Snapshot = s.snapshot
 	}
 	return r
 }

@@ -32,6 +32,8 @@ const (
 	OpGetDeadLetter    Op = "GetDeadLetter"
 	OpDeleteDeadLetter Op = "DeleteDeadLetter"
 	OpMarkReplayed     Op = "MarkReplayed"
+	OpLoadSnapshot     Op = "LoadSnapshot"
+	OpSaveSnapshot     Op = "SaveSnapshot"
 )
 
 // Fault is called at the start of every Store method (after the context check) with the
@@ -62,6 +64,7 @@ type Store struct {
 	checkpoints map[store.Scope]store.Checkpoint
 	gapRecs     map[string]store.Gap
 	deadLetters map[dlKey]store.DeadLetter
+	snapshots   map[store.Scope]store.Snapshot
 }
 
 // New returns an empty Store.
@@ -74,6 +77,7 @@ func New(opts Options) *Store {
 		checkpoints: make(map[store.Scope]store.Checkpoint),
 		gapRecs:     make(map[string]store.Gap),
 		deadLetters: make(map[dlKey]store.DeadLetter),
+		snapshots:   make(map[store.Scope]store.Snapshot),
 	}
 }
 

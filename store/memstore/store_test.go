@@ -92,3 +92,9 @@ func BenchmarkSave(b *testing.B) {
 		}
 	}
 }
+
+func TestSnapshotContract(t *testing.T) {
+	storetest.TestSnapshotStore(t, func(t *testing.T) storetest.SnapshotStore {
+		return memstore.New(memstore.Options{})
+	})
+}

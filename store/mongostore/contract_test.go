@@ -35,3 +35,11 @@ func TestDeadLetterContract(t *testing.T) {
 		return s
 	})
 }
+
+func TestSnapshotContract(t *testing.T) {
+	e := newEnv(t, mongosim.Options{})
+	storetest.TestSnapshotStore(t, func(t *testing.T) storetest.SnapshotStore {
+		s, _ := e.newStore(t, mongostore.Options{})
+		return s
+	})
+}

@@ -18,6 +18,7 @@ const (
 	DefaultCheckpointCollection = "_wt_checkpoints"
 	DefaultDeadLetterCollection = "_wt_dead_letters"
 	DefaultGapCollection        = "_wt_gaps"
+	DefaultSnapshotCollection   = "_wt_snapshots"
 )
 
 // Index names created by EnsureIndexes. Earlier versions created "stream_1_createdAt_1" on the
@@ -39,6 +40,8 @@ type Options struct {
 	DeadLetterCollection string
 	// GapCollection names the gap collection. Default "_wt_gaps".
 	GapCollection string
+	// SnapshotCollection names the snapshot-progress collection. Default "_wt_snapshots".
+	SnapshotCollection string
 	// WriteConcern of every write. Default majority (a save that reported success survives a
 	// failover).
 	WriteConcern *writeconcern.WriteConcern
@@ -53,6 +56,7 @@ func (o Options) Validate() error {
 		{"CheckpointCollection", o.CheckpointCollection},
 		{"DeadLetterCollection", o.DeadLetterCollection},
 		{"GapCollection", o.GapCollection},
+		{"SnapshotCollection", o.SnapshotCollection},
 	} {
 		if c.name == "" {
 			continue
@@ -86,6 +90,9 @@ func (o Options) withDefaults() Options {
 	if o.GapCollection == "" {
 		o.GapCollection = DefaultGapCollection
 	}
+	if o.SnapshotCollection == "" {
+		o.SnapshotCollection = DefaultSnapshotCollection
+	}
 	if o.WriteConcern == nil {
 		o.WriteConcern = writeconcern.Majority()
 	}
@@ -95,12 +102,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Store implements the checkpoint, gap and dead-letter stores on one database. It is safe for
+// Store implements the checkpoint, gap, dead-letter and snapshot stores on one database. It is safe for
 // concurrent use; it holds no state besides the collection handles.
 type Store struct {
 	checkpoints *mongo.Collection
 	deadLetters *mongo.Collection
 	gaps        *mongo.Collection
+	snapshots   *mongo.Collection
 	now         func() time.Time
 }
 
@@ -121,6 +129,7 @@ func New(db *mongo.Database, opts Options) (*Store, error) {
 		checkpoints: db.Collection(opts.CheckpointCollection, collOpts),
 		deadLetters: db.Collection(opts.DeadLetterCollection, collOpts),
 		gaps:        db.Collection(opts.GapCollection, collOpts),
+		snapshots:   db.Collection(opts.SnapshotCollection, collOpts),
 		now:         opts.Now,
 	}, nil
 }

@@ -1,5 +1,5 @@
 // Package storetest holds the contract suites every store implementation must pass:
-// TestCheckpointStore, TestGapStore and TestDeadLetterStore. An implementation's own tests call
+// TestCheckpointStore, TestGapStore, TestDeadLetterStore and TestSnapshotStore. An implementation's own tests call
 // them with a constructor that returns a fresh, empty store per call:
 //
 //	func TestContract(t *testing.T) {

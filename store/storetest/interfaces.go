@@ -48,3 +48,12 @@ type DeadLetterStore interface {
 	// there is none (or it has expired).
 	MarkReplayed(ctx context.Context, scope store.Scope, id string, at time.Time) error
 }
+
+// SnapshotStore keeps the progress of a stream's snapshot (actors/checkpointer.SnapshotStore and
+// actors/snapshot.Store): one record per scope (stream, and instance for an ALL_INSTANCES stream), replaced by every save.
+type SnapshotStore interface {
+	// LoadSnapshot returns scope's record; ok is false (and err nil) if there is none.
+	LoadSnapshot(ctx context.Context, scope store.Scope) (sn store.Snapshot, ok bool, err error)
+	// SaveSnapshot upserts sn by its scope (sn.Scope()).
+	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
+}

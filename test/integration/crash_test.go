@@ -192,9 +192,15 @@ func (w *worker) wait(t *testing.T) error {
 // is open. Cleanup kills it if the test left it running.
 func startWorker(t *testing.T, e *env, n int) *worker {
 	t.Helper()
+	return startWorkerMode(t, e, n, "")
+}
+
+// startWorkerMode is startWorker with the worker's envWorkerMode.
+func startWorkerMode(t *testing.T, e *env, n int, mode string) *worker {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorker+"=1", envWorkerURI+"="+e.uri, envWorkerDB+"="+e.dbName,
-		envWorkerRun+"="+strconv.Itoa(n))
+		envWorkerRun+"="+strconv.Itoa(n), envWorkerMode+"="+mode)
 	w := &worker{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.stderr, w.stderr
 	if err := cmd.Start(); err != nil {

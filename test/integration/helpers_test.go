@@ -248,14 +248,20 @@ func (r *rtEnv) waitRunning(t *testing.T, h *watchtree.Handle) {
 // detail (optional) explains the last observed state.
 func waitFor(t testing.TB, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	waitWithin(t, waitLimit, what, cond, detail...)
+}
+
+// waitWithin is waitFor with its own bound (the 50,000-document snapshot of make snapshot-50k).
+func waitWithin(t testing.TB, limit time.Duration, what string, cond func() bool, detail ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			msg := ""
 			for _, d := range detail {
 				msg += "; " + d()
 			}
-			t.Fatalf("timed out after %v waiting for %s%s", waitLimit, what, msg)
+			t.Fatalf("timed out after %v waiting for %s%s", limit, what, msg)
 		}
 		time.Sleep(time.Millisecond) // a polling tick, not a wait for an outcome
 	}

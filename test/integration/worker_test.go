@@ -18,12 +18,18 @@ import (
 
 // The worker process of TestCrashResumeSIGKILL: the test binary re-executed with envWorker set.
 const (
-	envWorker       = "WATCHTREE_IT_WORKER" // "1": run workerMain instead of the tests
-	envWorkerURI    = "WATCHTREE_IT_WORKER_URI"
-	envWorkerDB     = "WATCHTREE_IT_WORKER_DB"
-	envWorkerRun    = "WATCHTREE_IT_WORKER_RUN"
-	workerStream    = "killme"
-	workerSaveEvery = 25
+	envWorker    = "WATCHTREE_IT_WORKER" // "1": run workerMain instead of the tests
+	envWorkerURI = "WATCHTREE_IT_WORKER_URI"
+	envWorkerDB  = "WATCHTREE_IT_WORKER_DB"
+	envWorkerRun = "WATCHTREE_IT_WORKER_RUN"
+	// envWorkerMode "snapshot" runs the stream snapWorkerStream with an initial snapshot of
+	// <db>.orders instead (TestSnapshotResumeSIGKILL); it reports ready once Spawn returned.
+	envWorkerMode    = "WATCHTREE_IT_WORKER_MODE"
+	snapWorkerStream = "snapkill"
+	snapWorkerParts  = 4
+	snapWorkerBatch  = 50
+	workerStream     = "killme"
+	workerSaveEvery  = 25
 )
 
 // workerMain runs one watchtree runtime with the stream "killme" on <db>.orders. Its handler
@@ -72,6 +78,29 @@ func workerMain() int {
 		return fail("Start: %v", err)
 	}
 	deliveries := cl.Database(db).Collection("deliveries")
+	if os.Getenv(envWorkerMode) == "snapshot" {
+		_, err = rt.Spawn(sctx, watchtree.Stream[Order]{
+			Name: snapWorkerStream, Collection: "orders", Lanes: 4,
+			Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Partitions: snapWorkerParts, BatchSize: snapWorkerBatch},
+			OnSnapshot: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+				_, err := deliveries.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "doc", Value: ev.FullDocument.ID}, {Key: "run", Value: run}})
+				return err
+			},
+		})
+		if err != nil {
+			return fail("Spawn: %v", err)
+		}
+		if _, err := cl.Database(db).Collection("workers").InsertOne(sctx, bson.D{{Key: "_id", Value: run}}); err != nil {
+			return fail("ready: %v", err)
+		}
+		<-ctx.Done()
+		stopCtx, cancelStop := context.WithTimeout(context.Background(), waitLimit)
+		defer cancelStop()
+		if err := rt.Stop(stopCtx); err != nil {
+			return fail("Stop: %v", err)
+		}
+		return 0
+	}
 	_, err = rt.Spawn(ctx, watchtree.Stream[Order]{
 		Name: workerStream, Collection: "orders", Lanes: 1,
 		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: workerSaveEvery, SaveInterval: 200 * time.Millisecond},

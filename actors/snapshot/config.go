@@ -1,0 +1,214 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultProgressInterval = time.Second
+	DefaultIOTimeout        = 10 * time.Second
+	DefaultDispatcherName   = "dispatcher"
+	DefaultCheckpointerName = "checkpointer"
+	// DefaultWindowCheckEvery is how many progress intervals pass between two reads of the
+	// oplog window.
+	DefaultWindowCheckEvery = 30
+)
+
+// ErrMixedIDTypes is the terminal error of a snapshot whose collection holds _id values of
+// different BSON types: a range query on _id compares values of one type only, so ranges would
+// skip documents. Source.Plan returns an error wrapping it; the actor escalates it as a terminal
+// failure. The root re-exports it as watchtree.ErrSnapshotMixedIDs.
+var ErrMixedIDTypes = errors.New("watchtree: snapshot: mixed _id types")
+
+// Store keeps the snapshot record (store/memstore and store/mongostore implement it).
+type Store interface {
+	LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error)
+	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
+}
+
+// Source reads the watched collection. The root implements it with the driver, applying the
+// snapshot's Filter to every call. Its methods are called from the actor's worker and range
+// goroutines, with contexts cancelled when the run ends.
+type Source interface {
+	// Plan returns the number of matching documents and at most parts-1 split points, each a
+	// document {_id: value}, strictly ascending: the ranges are [nil, s1), [s1, s2), ...,
+	// [sk, nil). An empty collection has no split points.
+	Plan(ctx context.Context, parts int) (total uint64, splits []bson.Raw, err error)
+	// Read returns up to limit matching documents with min <= _id < max and _id > after, in
+	// _id order (min, max and after are {_id: value} documents; nil means unbounded).
+	Read(ctx context.Context, min, max, after bson.Raw, limit int) ([]bson.Raw, error)
+	// Watch opens a change stream of the watched namespace, with the stream's pipeline, that
+	// resumes after token: the snapshot reads it, without consuming events, to move the handoff
+	// position forward while the collection stays idle.
+	Watch(ctx context.Context, token bson.Raw) (IdleCursor, error)
+	// OplogWindow returns the wall times of the oldest and the newest oplog entries; ok is false
+	// when the oplog cannot be read (no permission, a simulator without it).
+	OplogWindow(ctx context.Context) (first, last time.Time, ok bool)
+}
+
+// IdleCursor is the part of a change stream the handoff keeper reads (stream.Cursor has it).
+type IdleCursor interface {
+	// TryNext returns true when an event is available (after at most one getMore).
+	TryNext(ctx context.Context) bool
+	// ResumeToken is the post-batch resume token after an empty getMore.
+	ResumeToken() bson.Raw
+	Err() error
+	Close(ctx context.Context) error
+}
+
+// Config configures the snapshot actor of one stream.
+type Config struct {
+	// Stream is the stream name. Required.
+	Stream string
+	// Instance is the instance part of the snapshot record's scope (store.Scope): the instance
+	// name for an ALL_INSTANCES stream, each instance copying for itself; empty for the shared
+	// record of a SINGLE_LEADER stream.
+	Instance string
+	// Database and Collection are the watched namespace: the ns of every snapshot event.
+	// Required.
+	Database, Collection string
+	// Store keeps the snapshot record. Required.
+	Store Store
+	// Source reads the collection. Required.
+	Source Source
+	// Policy is the stream's snapshot policy (Partitions and BatchSize are used here; the
+	// Filter is applied by the Source). Zero fields mean the policy defaults.
+	Policy policy.Snapshot
+	// Checkpointer is the name of the checkpointer sibling, told of handoff positions that moved
+	// forward (AdvanceHandoff). Default "checkpointer"; CheckpointerPID, when set, is used
+	// instead.
+	Checkpointer    string
+	CheckpointerPID *actor.PID
+	// Dispatcher is the name of the dispatcher sibling. Default "dispatcher"; DispatcherPID,
+	// when set, is used instead.
+	Dispatcher    string
+	DispatcherPID *actor.PID
+	// ProgressInterval is how often the progress is saved (besides the end of every chunk),
+	// reported to the supervisor (SnapshotStatus) and to Events.Progress. Default 1s, on Clock.
+	ProgressInterval time.Duration
+	// WindowCheckEvery is how many progress intervals pass between two reads of the oplog
+	// window (it is also read before the first document). Default 30.
+	WindowCheckEvery int
+	// IOTimeout bounds each store call and each Source call (a context deadline, wall clock).
+	// Default 10s.
+	IOTimeout time.Duration
+	// Clock stamps progress and drives the intervals. Default clock.Real().
+	Clock clock.Clock
+	// Logger receives the log lines, with field stream=<Stream>. Default zap.NewNop().
+	Logger *zap.Logger
+	// Events receives the snapshot's milestones on the actor goroutine. Default: none.
+	Events Events
+}
+
+// Kind says which milestone an Events report is.
+type Kind uint8
+
+const (
+	// KindStarted: a new snapshot read its first range (the plan is saved).
+	KindStarted Kind = iota + 1
+	// KindResumed: a run continued a snapshot an earlier run had begun.
+	KindResumed
+	// KindProgress: every ProgressInterval while running.
+	KindProgress
+	// KindDone: every range is done and the record says so.
+	KindDone
+	// KindAtRisk: the handoff position is expected to leave the oplog before the snapshot ends
+	// (reported when that becomes true).
+	KindAtRisk
+)
+
+// Events receives the snapshot's milestones. Calls run on the actor goroutine and must not
+// block; st must not be modified.
+type Events interface {
+	Report(kind Kind, st *messages.SnapshotStatus)
+}
+
+type nopEvents struct{}
+
+func (nopEvents) Report(Kind, *messages.SnapshotStatus) {}
+
+// Validate checks c; the error names each broken field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("snapshot: Config.%s "+format, append([]any{field}, args...)...))
+	}
+	if c.Stream == "" {
+		bad("Stream", "must not be empty")
+	}
+	if c.Database == "" || c.Collection == "" {
+		bad("Collection", "and Database must not be empty (a snapshot reads one collection)")
+	}
+	if c.Store == nil {
+		bad("Store", "must not be nil")
+	}
+	if c.Source == nil {
+		bad("Source", "must not be nil")
+	}
+	pe := policy.NewErrors("Config.")
+	c.Policy.ValidateInto(pe, "Policy")
+	errs = append(errs, pe.Err())
+	if c.ProgressInterval < 0 {
+		bad("ProgressInterval", "must be >= 0 (0 means %v), got %v", DefaultProgressInterval, c.ProgressInterval)
+	}
+	if c.WindowCheckEvery < 0 {
+		bad("WindowCheckEvery", "must be >= 0 (0 means %d), got %d", DefaultWindowCheckEvery, c.WindowCheckEvery)
+	}
+	if c.IOTimeout < 0 {
+		bad("IOTimeout", "must be >= 0 (0 means %v), got %v", DefaultIOTimeout, c.IOTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	c.Policy = c.Policy.WithDefaults()
+	if c.Dispatcher == "" {
+		c.Dispatcher = DefaultDispatcherName
+	}
+	if c.Checkpointer == "" {
+		c.Checkpointer = DefaultCheckpointerName
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.WindowCheckEvery == 0 {
+		c.WindowCheckEvery = DefaultWindowCheckEvery
+	}
+	if c.IOTimeout == 0 {
+		c.IOTimeout = DefaultIOTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	if c.Events == nil {
+		c.Events = nopEvents{}
+	}
+	return c
+}
+
+// New validates cfg and returns the props of the snapshot actor; the supervisor spawns it as a
+// sibling named "snapshot".
+func New(cfg Config) (*actor.Props, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return newActor(cfg) }), nil
+}

@@ -1,0 +1,150 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Defaults of Snapshot.
+const (
+	// DefaultSnapshotPartitions is the default Snapshot.Partitions.
+	DefaultSnapshotPartitions = 4
+	// DefaultSnapshotBatchSize is the default Snapshot.BatchSize.
+	DefaultSnapshotBatchSize = 1000
+	// DefaultSnapshotHandoffRefresh is the default Snapshot.HandoffRefresh.
+	DefaultSnapshotHandoffRefresh = time.Minute
+	// MaxSnapshotPartitions is the largest Snapshot.Partitions accepted.
+	MaxSnapshotPartitions = 256
+	// MaxSnapshotBatchSize is the largest Snapshot.BatchSize accepted.
+	MaxSnapshotBatchSize = 100_000
+)
+
+// SnapshotMode says when a stream copies the documents that already exist in its collection
+// through its handlers before it streams changes. The root package calls it
+// watchtree.SnapshotMode.
+type SnapshotMode uint8
+
+const (
+	// SnapshotNever (the default) never copies existing documents: the stream starts from its
+	// start position.
+	SnapshotNever SnapshotMode = iota
+	// SnapshotInitial copies the existing documents on the first start of the stream, the one
+	// that finds no checkpoint, then streams the changes made since the copy began.
+	SnapshotInitial
+	// SnapshotWhenNeeded is SnapshotInitial, and also the repair when the stream's position has
+	// left the oplog: the stream then applies RebuildFromSnapshot (OnHistoryLost must be left
+	// at its default or set to RebuildFromSnapshot).
+	SnapshotWhenNeeded
+)
+
+// String returns "Never", "Initial" or "WhenNeeded".
+func (m SnapshotMode) String() string {
+	switch m {
+	case SnapshotNever:
+		return "Never"
+	case SnapshotInitial:
+		return "Initial"
+	case SnapshotWhenNeeded:
+		return "WhenNeeded"
+	}
+	return fmt.Sprintf("SnapshotMode(%d)", m)
+}
+
+// Snapshot configures the copy of a collection's existing documents (the initial load, and the
+// rebuild of RebuildFromSnapshot). The root package calls it watchtree.SnapshotPolicy.
+//
+// The copy is taken without a gap: the stream's position is captured and persisted before the
+// first document is read, the documents are read in _id order in Partitions parallel ranges of
+// BatchSize chunks, each document goes through the stream's handlers (OnSnapshot, else
+// OnChange) with the same retries and dead letters as a change event, and once every range is
+// done the stream streams from the captured position. A change made during the copy is
+// therefore delivered after it, possibly to a document the copy already showed in its newer
+// state: targets must be idempotent (see the README). Progress is persisted per range, so a
+// stopped or crashed copy resumes where each range was; a finished copy never runs again.
+type Snapshot struct {
+	// Mode says when the copy runs. Default SnapshotNever.
+	Mode SnapshotMode
+	// Filter is a server-side query document (a bson.D, bson.M, bson.Raw or any value that
+	// marshals to a document): only the documents it matches are copied. Default: all. It is
+	// marshalled once, when the stream is spawned.
+	Filter any
+	// Partitions is the number of _id ranges read in parallel. Default 4, at most 256.
+	Partitions int
+	// BatchSize is the number of documents read per chunk (one find), and the unit of progress:
+	// after a crash at most one chunk per range is read and handled again. Default 1000, at
+	// most 100000.
+	BatchSize int
+	// HandoffRefresh is how often, at most, the handoff position moves forward while the copy
+	// runs: an idle change stream from the handoff position (the stream's own pipeline) that has
+	// returned no event up to its post-batch resume token proves that starting there skips
+	// nothing, so the position is persisted there, and a long copy of a quiet collection on a
+	// busy cluster does not lose its position when the oplog rolls over. Once the collection
+	// changes, the position stays where it is (the change must be delivered). Default 1 minute.
+	HandoffRefresh time.Duration
+}
+
+// WithDefaults returns p with every zero field replaced by its default.
+func (p Snapshot) WithDefaults() Snapshot {
+	if p.Partitions == 0 {
+		p.Partitions = DefaultSnapshotPartitions
+	}
+	if p.BatchSize == 0 {
+		p.BatchSize = DefaultSnapshotBatchSize
+	}
+	if p.HandoffRefresh == 0 {
+		p.HandoffRefresh = DefaultSnapshotHandoffRefresh
+	}
+	return p
+}
+
+// Enabled reports whether p copies the existing documents on the first start.
+func (p Snapshot) Enabled() bool { return p.Mode == SnapshotInitial || p.Mode == SnapshotWhenNeeded }
+
+// Validate checks p. The error is a *ConfigError on field "SnapshotPolicy.<Field>" and matches
+// ErrInvalidConfig.
+func (p Snapshot) Validate() error {
+	c := NewErrors("")
+	p.ValidateInto(c, "SnapshotPolicy")
+	return c.Err()
+}
+
+// ValidateInto adds the broken rules of p to c, naming each field field.<Name>.
+func (p Snapshot) ValidateInto(c *Errors, field string) {
+	if p.Mode > SnapshotWhenNeeded {
+		c.Add(field+".Mode", "must be SnapshotNever, SnapshotInitial or SnapshotWhenNeeded, got %v", p.Mode)
+	}
+	if p.Partitions < 0 || p.Partitions > MaxSnapshotPartitions {
+		c.Add(field+".Partitions", "must be between 1 and %d (0 means the default %d), got %d",
+			MaxSnapshotPartitions, DefaultSnapshotPartitions, p.Partitions)
+	}
+	if p.BatchSize < 0 || p.BatchSize > MaxSnapshotBatchSize {
+		c.Add(field+".BatchSize", "must be between 1 and %d (0 means the default %d), got %d",
+			MaxSnapshotBatchSize, DefaultSnapshotBatchSize, p.BatchSize)
+	}
+	if p.HandoffRefresh < 0 {
+		c.Add(field+".HandoffRefresh", "must be > 0 (0 means the default %v), got %v", DefaultSnapshotHandoffRefresh, p.HandoffRefresh)
+	}
+	if _, err := p.MarshalFilter(); err != nil {
+		c.Add(field+".Filter", "%v", err)
+	}
+}
+
+// MarshalFilter returns Filter as a BSON document; nil when Filter is nil.
+func (p Snapshot) MarshalFilter() (bson.Raw, error) {
+	switch f := p.Filter.(type) {
+	case nil:
+		return nil, nil
+	case bson.Raw:
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("must be a valid BSON document: %v", err)
+		}
+		return append(bson.Raw(nil), f...), nil
+	}
+	b, err := bson.Marshal(p.Filter)
+	if err != nil {
+		return nil, fmt.Errorf("must marshal to a BSON query document, got %T: %v", p.Filter, err)
+	}
+	return b, nil
+}

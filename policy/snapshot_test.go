@@ -1,0 +1,67 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func TestSnapshotDefaultsAndValidate(t *testing.T) {
+	d := Snapshot{}.WithDefaults()
+	if d.Partitions != DefaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever ||
+		d.HandoffRefresh != DefaultSnapshotHandoffRefresh {
+		t.Fatalf("defaults: %+v", d)
+	}
+	if (Snapshot{}).Enabled() || !(Snapshot{Mode: SnapshotInitial}).Enabled() || !(Snapshot{Mode: SnapshotWhenNeeded}).Enabled() {
+		t.Fatal("Enabled: wrong for the modes")
+	}
+	if err := (Snapshot{Mode: SnapshotInitial, Filter: bson.D{{Key: "a", Value: 1}}, Partitions: 8, BatchSize: 50}).Validate(); err != nil {
+		t.Fatalf("valid policy: %v", err)
+	}
+	cases := []struct {
+		p     Snapshot
+		field string
+	}{
+		{Snapshot{Mode: 7}, "SnapshotPolicy.Mode"},
+		{Snapshot{Partitions: -1}, "SnapshotPolicy.Partitions"},
+		{Snapshot{Partitions: MaxSnapshotPartitions + 1}, "SnapshotPolicy.Partitions"},
+		{Snapshot{BatchSize: -5}, "SnapshotPolicy.BatchSize"},
+		{Snapshot{BatchSize: MaxSnapshotBatchSize + 1}, "SnapshotPolicy.BatchSize"},
+		{Snapshot{Filter: 42}, "SnapshotPolicy.Filter"},
+		{Snapshot{HandoffRefresh: -1}, "SnapshotPolicy.HandoffRefresh"},
+		{Snapshot{Filter: bson.Raw{1, 2}}, "SnapshotPolicy.Filter"},
+	}
+	for _, c := range cases {
+		err := c.p.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: error %v, want a ConfigError on %s", c.p, err, c.field)
+		}
+	}
+	raw, err := Snapshot{Filter: bson.M{"status": "open"}}.MarshalFilter()
+	if err != nil || !strings.Contains(raw.String(), "open") {
+		t.Fatalf("MarshalFilter: %v %v", raw, err)
+	}
+	if raw, err := (Snapshot{}).MarshalFilter(); raw != nil || err != nil {
+		t.Fatalf("MarshalFilter of nil: %v %v", raw, err)
+	}
+}
+
+func TestRebuildFromSnapshotKind(t *testing.T) {
+	if RebuildFromSnapshot.Kind() != HistoryRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
+		t.Fatalf("RebuildFromSnapshot: kind %v, %q", RebuildFromSnapshot.Kind(), RebuildFromSnapshot.String())
+	}
+	if err := RebuildFromSnapshot.Validate(); err != nil {
+		t.Fatalf("RebuildFromSnapshot.Validate: %v", err)
+	}
+	if RebuildFromSnapshot.RebuildFunc() != nil {
+		t.Fatal("RebuildFromSnapshot has a user function")
+	}
+	for m, want := range map[SnapshotMode]string{SnapshotNever: "Never", SnapshotInitial: "Initial", SnapshotWhenNeeded: "WhenNeeded", 9: "SnapshotMode(9)"} {
+		if m.String() != want {
+			t.Errorf("%d.String() = %q, want %q", m, m.String(), want)
+		}
+	}
+}

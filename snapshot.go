@@ -1,0 +1,294 @@
+package watchtree
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/actors/snapshot"
+	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
+)
+
+// SnapshotPolicy configures the copy of a collection's existing documents through the stream's
+// handlers (the initial load, and the rebuild of RebuildFromSnapshot). It is policy.Snapshot:
+// see there for the fields, their defaults (Mode SnapshotNever, 4 partitions, chunks of 1000
+// documents) and the guarantees.
+type SnapshotPolicy = policy.Snapshot
+
+// SnapshotMode says when a stream copies the existing documents. It is policy.SnapshotMode.
+type SnapshotMode = policy.SnapshotMode
+
+// The snapshot modes; see policy.SnapshotMode.
+const (
+	SnapshotNever      = policy.SnapshotNever
+	SnapshotInitial    = policy.SnapshotInitial
+	SnapshotWhenNeeded = policy.SnapshotWhenNeeded
+)
+
+// RebuildFromSnapshot records the gap, captures and persists the current position, copies the
+// collection again through the handlers (Stream.Snapshot's Filter, Partitions and BatchSize;
+// resumable), then streams from the captured position. See policy.RebuildFromSnapshot.
+var RebuildFromSnapshot = policy.RebuildFromSnapshot
+
+// SnapshotStore keeps the progress of each stream's snapshot: one record per scope (stream, and instance for an ALL_INSTANCES stream), replaced
+// by every save. The runtime uses Config.Checkpoints when it implements SnapshotStore (memstore
+// and mongostore do), else the default MongoDB store ("_wt_snapshots").
+type SnapshotStore interface {
+	// LoadSnapshot returns scope's record; ok is false (and err nil) when there is none.
+	LoadSnapshot(ctx context.Context, scope store.Scope) (sn store.Snapshot, ok bool, err error)
+	// SaveSnapshot upserts sn by its scope (sn.Scope()).
+	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
+}
+
+// snapshots reports whether the stream can run a snapshot (a snapshot mode, or the
+// RebuildFromSnapshot repair).
+func (c *compiledStream) snapshots() bool {
+	return c.snapshot.Enabled() || c.onHistoryLost.Kind() == policy.HistoryRebuildFromSnapshot
+}
+
+// snapshotSource reads a stream's collection for its snapshot with the driver: primary reads,
+// the snapshot Filter ANDed with the range bounds, sorted on _id (the _id index).
+type snapshotSource struct {
+	coll    *mongo.Collection
+	filter  bson.Raw // nil: every document
+	oplog   *mongo.Collection
+	watcher stream.Watcher
+	comment string
+}
+
+func newSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw, w stream.Watcher, comment string) *snapshotSource {
+	return &snapshotSource{coll: client.Database(db).Collection(coll), filter: filter,
+		oplog: client.Database("local").Collection("oplog.rs"), watcher: w, comment: comment}
+}
+
+// Watch implements snapshot.Source with the stream's own watcher (its pipeline and namespace),
+// resuming after token.
+func (s *snapshotSource) Watch(ctx context.Context, token bson.Raw) (snapshot.IdleCursor, error) {
+	return s.watcher.Open(ctx, stream.Position{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: token,
+		MaxAwaitTime: defaultMaxAwaitTime, Comment: s.comment})
+}
+
+// and returns the filter ANDed with extra conditions.
+func (s *snapshotSource) and(extra ...bson.D) bson.D {
+	var all bson.A
+	if s.filter != nil {
+		all = append(all, s.filter)
+	}
+	for _, e := range extra {
+		all = append(all, e)
+	}
+	switch len(all) {
+	case 0:
+		return bson.D{}
+	case 1:
+		if d, ok := all[0].(bson.D); ok {
+			return d
+		}
+	}
+	return bson.D{{Key: "$and", Value: all}}
+}
+
+// Plan implements snapshot.Source: it counts the matching documents and reads the _id at every
+// total×i/parts position of the _id order (a skip on the _id index, projected to _id). Both a
+// real server and mongosim support it, unlike $bucketAuto and $sample. The split points must
+// have one BSON type class: a range query on _id compares within one type only, so a collection
+// whose _id values mix types (numbers and strings, say) is refused with an error naming them.
+func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Raw, error) {
+	n, err := s.coll.CountDocuments(ctx, s.and())
+	if err != nil {
+		return 0, nil, err
+	}
+	if n == 0 {
+		return 0, nil, nil
+	}
+	first, err := s.idAt(ctx, 1, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	last, err := s.idAt(ctx, -1, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	if first == nil || last == nil {
+		return uint64(n), nil, nil // emptied meanwhile
+	}
+	if a, b := typeClass(first), typeClass(last); a != b {
+		return 0, nil, fmt.Errorf("%w: the collection's _id values mix BSON types (%s first, %s last); a snapshot reads _id ranges of one type",
+			ErrSnapshotMixedIDs, bsonType(first), bsonType(last))
+	}
+	var splits []bson.Raw
+	for i := 1; i < parts; i++ {
+		at := n * int64(i) / int64(parts)
+		if at == 0 {
+			continue
+		}
+		id, err := s.idAt(ctx, 1, at)
+		if err != nil {
+			return 0, nil, err
+		}
+		if id == nil || (len(splits) > 0 && bytes.Equal(splits[len(splits)-1], id)) || bytes.Equal(first, id) {
+			continue
+		}
+		splits = append(splits, id)
+	}
+	return uint64(n), splits, nil
+}
+
+// idAt returns {_id: v} of the matching document at position skip of the _id order (dir 1) or
+// of its reverse (dir -1), nil when there is none.
+func (s *snapshotSource) idAt(ctx context.Context, dir int, skip int64) (bson.Raw, error) {
+	o := options.Find().SetSort(bson.D{{Key: "_id", Value: dir}}).SetProjection(bson.D{{Key: "_id", Value: 1}}).
+		SetSkip(skip).SetLimit(1)
+	cur, err := s.coll.Find(ctx, s.and(), o)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	if !cur.Next(ctx) {
+		return nil, cur.Err()
+	}
+	v, err := cur.Current.LookupErr("_id")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: a document without _id: %w", err)
+	}
+	return bson.Raw(bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(v.Type), Data: v.Value}))), nil
+}
+
+// Read implements snapshot.Source.
+func (s *snapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit int) ([]bson.Raw, error) {
+	var conds []bson.D
+	if after != nil {
+		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after.Lookup("_id")}}}})
+	} else if lo != nil {
+		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo.Lookup("_id")}}}})
+	}
+	if hi != nil {
+		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: hi.Lookup("_id")}}}})
+	}
+	o := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetBatchSize(int32(limit))
+	cur, err := s.coll.Find(ctx, s.and(conds...), o)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	out := make([]bson.Raw, 0, limit)
+	for cur.Next(ctx) {
+		out = append(out, append(bson.Raw(nil), cur.Current...))
+	}
+	return out, cur.Err()
+}
+
+// OplogWindow implements snapshot.Source: the wall times of the first and last entries of
+// local.oplog.rs in natural order. A server that refuses the read (no permission) or has no
+// such collection gives ok false: the window is then unknown and not guarded.
+func (s *snapshotSource) OplogWindow(ctx context.Context) (first, last time.Time, ok bool) {
+	read := func(dir int) (time.Time, bool) {
+		var e struct {
+			TS   bson.Timestamp `bson:"ts"`
+			Wall time.Time      `bson:"wall"`
+		}
+		o := options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).SetProjection(bson.D{{Key: "ts", Value: 1}, {Key: "wall", Value: 1}})
+		if err := s.oplog.FindOne(ctx, bson.D{}, o).Decode(&e); err != nil {
+			return time.Time{}, false
+		}
+		if !e.Wall.IsZero() {
+			return e.Wall, true
+		}
+		return time.Unix(int64(e.TS.T), 0), e.TS.T != 0
+	}
+	f, ok1 := read(1)
+	l, ok2 := read(-1)
+	return f, l, ok1 && ok2 && !l.Before(f)
+}
+
+// typeClass maps the _id's BSON type to its comparison class: numbers compare with each other.
+func typeClass(idDoc bson.Raw) bson.Type {
+	t := idDoc.Lookup("_id").Type
+	switch t {
+	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble, bson.TypeDecimal128:
+		return bson.TypeDouble
+	}
+	return t
+}
+
+func bsonType(idDoc bson.Raw) string { return idDoc.Lookup("_id").Type.String() }
+
+// snapshotEvents maps the snapshot actor's milestones to Observer events.
+type snapshotEvents struct{ e *streamEntry }
+
+func (s snapshotEvents) Report(kind snapshot.Kind, st *messages.SnapshotStatus) {
+	p := snapshotProgressOf(st)
+	m := Meta{Stream: s.e.name, Time: s.e.rt.clk.Now()}
+	switch kind {
+	case snapshot.KindStarted:
+		s.e.rt.obs.OnEvent(SnapshotStarted{Meta: m, Snapshot: p})
+	case snapshot.KindResumed:
+		s.e.rt.obs.OnEvent(SnapshotResumed{Meta: m, Snapshot: p})
+	case snapshot.KindProgress, snapshot.KindAtRisk:
+		s.e.rt.obs.OnEvent(SnapshotProgress{Meta: m, Snapshot: p})
+	case snapshot.KindDone:
+		s.e.rt.obs.OnEvent(SnapshotDone{Meta: m, Snapshot: p})
+	}
+}
+
+// SnapshotStatus is the progress of a stream's snapshot (StreamStatus.Snapshot and the
+// snapshot Observer events).
+type SnapshotStatus struct {
+	// ID identifies the snapshot; it is part of every snapshot event's ID.
+	ID string
+	// Reason is "initial" (the first start) or "rebuild" (RebuildFromSnapshot).
+	Reason string
+	// Running is true while a run reads documents; Done once every range is done.
+	Running, Done bool
+	// Resumed is true when the current run continued a snapshot an earlier run had begun.
+	Resumed bool
+	// RangesDone of RangesTotal _id ranges are finished.
+	RangesDone, RangesTotal int
+	// Documents is the number of documents handled (settled) so far, over every run;
+	// EstimatedTotal the number of matching documents counted when the ranges were planned.
+	Documents, EstimatedTotal uint64
+	// DeadLettered counts the snapshot documents of this run that went to the dead letters.
+	DeadLettered uint64
+	// Rate is documents per second in this run; ETA the time left at that rate (0: unknown).
+	Rate float64
+	ETA  time.Duration
+	// StartedAt is when the snapshot was created; DoneAt when it finished.
+	StartedAt, DoneAt time.Time
+	// OplogWindow is the time the oplog spans (0: it cannot be read). AtRisk is true when, at
+	// the current rate, the snapshot would end after its handoff position left the oplog;
+	// Warning then says so.
+	OplogWindow time.Duration
+	AtRisk      bool
+	Warning     string
+	// Error is the error that ended the latest run, if it failed.
+	Error string
+}
+
+func snapshotProgressOf(st *messages.SnapshotStatus) SnapshotStatus {
+	p := SnapshotStatus{ID: st.GetSnapshotId(), Reason: st.GetReason(), Running: st.GetRunning(), Done: st.GetDone(),
+		Resumed: st.GetResumed(), RangesDone: int(st.GetRangesDone()), RangesTotal: int(st.GetRangesTotal()),
+		Documents: st.GetDocuments(), EstimatedTotal: st.GetEstimatedTotal(), DeadLettered: st.GetDeadLettered(),
+		Rate: st.GetRate(), AtRisk: st.GetAtRisk(), Warning: st.GetWarning(), Error: st.GetError()}
+	if st.GetEta() != nil {
+		p.ETA = st.GetEta().AsDuration()
+	}
+	if st.GetOplogWindow() != nil {
+		p.OplogWindow = st.GetOplogWindow().AsDuration()
+	}
+	if st.GetStartedAt() != nil {
+		p.StartedAt = st.GetStartedAt().AsTime()
+	}
+	if st.GetDoneAt() != nil {
+		p.DoneAt = st.GetDoneAt().AsTime()
+	}
+	return p
+}
