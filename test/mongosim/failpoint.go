@@ -111,33 +111,41 @@ func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 			return 0, errorf(codeBadValue, "unknown mode: %s", m)
 		}
 	case bson.D:
-		if len(m) != 1 {
-			return 0, errorf(codeBadValue, "mode document must have exactly one of times, skip, activationProbability")
+		// A server reads the mode document field by field: {times: n, skip: m} skips m
+		// activations and then fires n times; activationProbability may join either.
+		if len(m) == 0 {
+			return 0, errorf(codeBadValue, "mode object must have one of 'times', 'skip' or 'activationProbability'")
 		}
-		switch m[0].Key {
-		case "times":
-			n, ok := asInt64(m[0].Value)
-			if !ok || n < 0 {
-				return 0, errorf(codeBadValue, "mode.times must be a non-negative integer")
+		hasTimes := false
+		for _, el := range m {
+			switch el.Key {
+			case "times":
+				n, ok := asInt64(el.Value)
+				if !ok || n < 0 {
+					return 0, errorf(codeBadValue, "mode.times must be a non-negative integer")
+				}
+				fp.times, hasTimes = n, true
+			case "skip":
+				n, ok := asInt64(el.Value)
+				if !ok || n < 0 {
+					return 0, errorf(codeBadValue, "mode.skip must be a non-negative integer")
+				}
+				fp.skip = n
+			case "activationProbability":
+				p, ok := el.Value.(float64)
+				if !ok || p < 0 || p > 1 {
+					return 0, errorf(codeBadValue, "mode.activationProbability must be a double in [0, 1]")
+				}
+				fp.prob = p
+			default:
+				return 0, errorf(codeBadValue, "unknown mode field: %s", el.Key)
 			}
-			fp.times = n
-			if n == 0 {
-				off = true
-			}
-		case "skip":
-			n, ok := asInt64(m[0].Value)
-			if !ok || n < 0 {
-				return 0, errorf(codeBadValue, "mode.skip must be a non-negative integer")
-			}
-			fp.skip, fp.alwaysOn = n, true
-		case "activationProbability":
-			p, ok := m[0].Value.(float64)
-			if !ok || p < 0 || p > 1 {
-				return 0, errorf(codeBadValue, "mode.activationProbability must be a double in [0, 1]")
-			}
-			fp.prob = p
-		default:
-			return 0, errorf(codeBadValue, "unknown mode field: %s", m[0].Key)
+		}
+		switch {
+		case hasTimes && fp.times == 0:
+			off = true
+		case !hasTimes && fp.prob == 0:
+			fp.alwaysOn = true // {skip: n} alone: skip n, then always on
 		}
 	default:
 		return 0, errorf(codeTypeMismatch, "mode must be a string or an object")
@@ -243,6 +251,24 @@ func (fp *failPoint) parseData(name string, data bson.D) *cmdError {
 		return errorf(codeBadValue, "data.failCommands is required")
 	}
 	return nil
+}
+
+// isHello reports whether name is the handshake/monitoring command.
+func isHello(name string) bool { return name == "hello" || name == "isMaster" || name == "ismaster" }
+
+// recordAppName stores the handshake's client.application.name on the connection before the
+// fail points are evaluated, so that a failCommand filtered by appName matches the handshake
+// itself and every command after it.
+func recordAppName(c *command) {
+	cl, _ := c.Arg("client")
+	d, _ := cl.(bson.D)
+	app, _ := lookupD(d, "application")
+	ad, _ := app.(bson.D)
+	if name, ok := lookupD(ad, "name"); ok {
+		if s, ok := name.(string); ok {
+			c.conn.setAppName(s)
+		}
+	}
 }
 
 func hasKey(d bson.D, key string) bool {

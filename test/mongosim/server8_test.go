@@ -1,0 +1,328 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// The tests of this file check behaviours a real 8.0 server has, through the unchanged driver,
+// asserting what the driver does with each answer where it is visible to the driver.
+
+func setFailPoint(t *testing.T, cl *mongo.Client, cmd bson.D) {
+	t.Helper()
+	if err := cl.Database("admin").RunCommand(context.Background(), cmd).Err(); err != nil {
+		t.Fatalf("configureFailPoint: %v", err)
+	}
+}
+
+// Item 1: a mode document with several keys, as the driver's own test helpers send it.
+func TestServer8FailPointModeTimesAndSkip(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 2}, {Key: "skip", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"ping"}}, {Key: "errorCode", Value: 2}}}})
+	var got []int32
+	for range 4 {
+		var code int32
+		if err := ping(ctx, cl); err != nil {
+			code = commandError(t, err).Code
+		}
+		got = append(got, code)
+	}
+	if want := []int32{0, 2, 2, 0}; !slices.Equal(got, want) {
+		t.Fatalf("ping codes %v, want %v (skip 1, then fail twice, then off)", got, want)
+	}
+}
+
+// Item 3: a transient commit error makes WithTransaction run the transaction again.
+func TestServer8CommitTransientErrorRetriedByWithTransaction(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	for _, code := range []int32{24, 112, 246, 267} {
+		coll := cl.Database("txnlabels").Collection("c")
+		setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"commitTransaction"}}, {Key: "errorCode", Value: code}}}})
+		sess, err := cl.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+			runs++
+			_, err := coll.InsertOne(sc, bson.D{{Key: "code", Value: code}, {Key: "run", Value: runs}})
+			return nil, err
+		})
+		sess.EndSession(ctx)
+		if err != nil {
+			t.Fatalf("code %d: WithTransaction: %v", code, err)
+		}
+		if runs != 2 {
+			t.Fatalf("code %d: the callback ran %d times, want 2 (TransientTransactionError retries the transaction)", code, runs)
+		}
+		if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "code", Value: code}}); n != 1 {
+			t.Fatalf("code %d: %d documents committed, want 1", code, n)
+		}
+	}
+}
+
+// Item 3: a write-concern error inside a transaction carries no TransientTransactionError.
+func TestServer8WriteConcernErrorInTransactionNotTransient(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("txnwce").Collection("c")
+	if err := cl.Database("txnwce").CreateCollection(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
+			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 91}, {Key: "errmsg", Value: "shutting down"}}}}}})
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	if err := sess.StartTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetCommands()
+	_, _ = coll.InsertOne(mongo.NewSessionContext(ctx, sess), bson.D{{Key: "x", Value: 1}})
+	_ = sess.AbortTransaction(ctx)
+	recs := srv.CommandsNamed("insert")
+	if len(recs) != 1 {
+		t.Fatalf("%d inserts recorded, want 1", len(recs))
+	}
+	if slices.Contains(recs[0].Labels, "TransientTransactionError") {
+		t.Fatalf("labels %v: a server never labels a write-concern error TransientTransactionError", recs[0].Labels)
+	}
+}
+
+// Item 4: maxTimeMS is enforced; the blocked operation is not applied.
+func TestServer8MaxTimeMSExpired(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	db := cl.Database("maxtime")
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
+			{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 2000}}}})
+	start := time.Now()
+	err := db.RunCommand(ctx, bson.D{{Key: "insert", Value: "c"},
+		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, {Key: "maxTimeMS", Value: 100}}).Err()
+	if ce := commandError(t, err); ce.Code != codeMaxTimeMSExpired || ce.Name != "MaxTimeMSExpired" {
+		t.Fatalf("got %v, want MaxTimeMSExpired (50)", err)
+	}
+	if el := time.Since(start); el > 1500*time.Millisecond {
+		t.Fatalf("answered after %v: the block must end at maxTimeMS, as the server's does", el)
+	}
+	if n, _ := db.Collection("c").CountDocuments(ctx, bson.D{}); n != 0 {
+		t.Fatalf("%d documents: an operation past its maxTimeMS must not be applied", n)
+	}
+	// Within the limit it runs.
+	if err := db.RunCommand(ctx, bson.D{{Key: "insert", Value: "c"},
+		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}, {Key: "maxTimeMS", Value: 5000}}).Err(); err != nil {
+		t.Fatalf("insert within maxTimeMS: %v", err)
+	}
+	if ce := commandError(t, db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: -1}}).Err()); ce.Code != codeBadValue {
+		t.Fatalf("maxTimeMS -1: code %d, want BadValue", ce.Code)
+	}
+}
+
+// Item 5: a fail point filtered by appName sees the handshake of a new connection.
+func TestServer8FailPointAppNameMatchesHandshake(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	app := newAppName()
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"hello", "isMaster"}},
+			{Key: "appName", Value: app}, {Key: "closeConnection", Value: true}}}})
+	other := connectClient(t, srv, func(o *options.ClientOptions) { o.SetAppName(app) })
+	if err := ping(testCtx(t), other); err != nil {
+		t.Fatalf("ping after the failed handshake: %v", err)
+	}
+	var hit bool
+	for _, r := range srv.Commands() {
+		if r.AppName == app && isHello(r.Name) && errors.Is(r.Err, errCloseConnection) {
+			hit = true
+		}
+	}
+	if !hit {
+		t.Fatal("the handshake of the appName's first connection was not failed by the fail point")
+	}
+}
+
+// Item 6: a ShutdownInProgress outside a shutdown carries no topologyVersion, so the driver
+// marks the server Unknown and clears its pool.
+func TestServer8ShutdownErrorMarksServerUnknown(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	var unknown atomic.Int32
+	var poolCleared atomic.Int32
+	cl := connectClient(t, srv, func(o *options.ClientOptions) {
+		o.SetServerMonitor(&event.ServerMonitor{ServerDescriptionChanged: func(e *event.ServerDescriptionChangedEvent) {
+			if e.NewDescription.Kind == "Unknown" && e.PreviousDescription.Kind != "Unknown" {
+				unknown.Add(1)
+			}
+		}})
+		o.SetPoolMonitor(&event.PoolMonitor{Event: func(e *event.PoolEvent) {
+			if e.Type == event.ConnectionPoolCleared {
+				poolCleared.Add(1)
+			}
+		}})
+	})
+	ctx := context.Background()
+	if err := ping(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	before := unknown.Load()
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "errorCode", Value: 91}}}})
+	err := cl.Database("sdam").Collection("c").FindOne(ctx, bson.D{}).Err()
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		// The driver retries a read once on a retryable error; either outcome is fine.
+		t.Logf("find: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the driver marks the server Unknown and clears the pool", func() bool {
+		return unknown.Load() > before && poolCleared.Load() > 0
+	})
+}
+
+// Item 7: 5.0+ field-name rules through the driver.
+func TestServer8DollarFieldNames(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("names").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "$price", Value: 50}}); err != nil {
+		t.Fatalf("top-level $price: %v", err)
+	}
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$a", Value: 1}}}})
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != codeDollarPrefixedFieldName {
+		t.Fatalf("_id {$a: 1}: %v, want a write error 52", err)
+	}
+}
+
+// Item 8: w greater than the set's one member cannot be satisfied.
+func TestServer8UnsatisfiableWriteConcern(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("wc").Collection("c", options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 10}))
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	var we mongo.WriteException
+	if !errors.As(err, &we) || we.WriteConcernError == nil || we.WriteConcernError.Code != codeUnsatisfiableWriteConcern ||
+		we.WriteConcernError.Name != "UnsatisfiableWriteConcern" {
+		t.Fatalf("w:10: %v, want a writeConcernError UnsatisfiableWriteConcern (100)", err)
+	}
+	tagged := cl.Database("wc").Collection("c", options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: "dc-east"}))
+	_, err = tagged.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}})
+	if !errors.As(err, &we) || we.WriteConcernError == nil || we.WriteConcernError.Code != codeUnknownReplWriteConcern {
+		t.Fatalf("w: dc-east: %v, want a writeConcernError UnknownReplWriteConcern (79)", err)
+	}
+	// The writes themselves are applied, as on a server; majority is satisfiable.
+	maj := cl.Database("wc").Collection("c", options.Collection().SetWriteConcern(writeconcern.Majority()))
+	if n, err := maj.CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+		t.Fatalf("count %d, %v: want the 2 writes applied", n, err)
+	}
+	if _, err := maj.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}}); err != nil {
+		t.Fatalf("w: majority: %v", err)
+	}
+}
+
+// Item 9: an invalid stage in an update pipeline fails the command.
+func TestServer8UpdatePipelineInvalidStageFailsCommand(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("upipe").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stage := range []bson.D{
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}},
+		{{Key: "$bogus", Value: bson.D{}}},
+	} {
+		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, mongo.Pipeline{stage})
+		var ce mongo.CommandError
+		var we mongo.WriteException
+		if errors.As(err, &we) || !errors.As(err, &ce) || ce.Code == 0 {
+			t.Fatalf("stage %v: %T %v, want a command error (not a write error)", stage, err, err)
+		}
+	}
+}
+
+// Item 10: apiStrict refuses commands outside API version 1.
+func TestServer8APIStrict(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	cl := connectClient(t, srv, func(o *options.ClientOptions) {
+		o.SetServerAPIOptions(options.ServerAPI(options.ServerAPIVersion1).SetStrict(true))
+	})
+	ctx := context.Background()
+	coll := cl.Database("api").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatalf("insert is in API v1: %v", err)
+	}
+	err := coll.Distinct(ctx, "x", bson.D{}).Err()
+	if ce := commandError(t, err); ce.Code != codeAPIStrictError || ce.Name != "APIStrictError" || !strings.Contains(ce.Message, "distinct") {
+		t.Fatalf("distinct under apiStrict: %v, want APIStrictError (323) naming distinct", err)
+	}
+	raw := cl.Database("api").RunCommand(ctx, bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "2"}}).Err()
+	if ce := commandError(t, raw); ce.Code != codeAPIVersionError {
+		t.Fatalf("apiVersion 2: %v, want APIVersionError (322)", raw)
+	}
+}
+
+// Item 2: snapshot reads are refused with the "not supported" code, never answered with the
+// latest data; a transaction with readConcern snapshot still runs.
+func TestServer8SnapshotReadsRefused(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("snap").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := cl.StartSession(options.Session().SetSnapshot(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	sctx := mongo.NewSessionContext(ctx, sess)
+	err = coll.FindOne(sctx, bson.D{}).Err()
+	if ce := commandError(t, err); ce.Code != codeUnsupported || !strings.Contains(ce.Message, "snapshot") {
+		t.Fatalf("find in a snapshot session: %v, want the not-supported error naming snapshot reads", err)
+	}
+	rc := cl.Database("snap").Collection("c", options.Collection().SetReadConcern(readconcern.Snapshot()))
+	if _, err := rc.Aggregate(ctx, mongo.Pipeline{}); err == nil || commandError(t, err).Code != codeUnsupported {
+		t.Fatalf("aggregate with readConcern snapshot: %v, want the not-supported error", err)
+	}
+	// A write carrying readConcern snapshot is refused as a server refuses it.
+	werr := cl.Database("snap").RunCommand(ctx, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}}).Err()
+	if ce := commandError(t, werr); ce.Code != codeInvalidOptions {
+		t.Fatalf("insert with readConcern snapshot: %v, want InvalidOptions (72)", werr)
+	}
+	tsess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tsess.EndSession(ctx)
+	_, err = tsess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		return nil, coll.FindOne(sc, bson.D{}).Err()
+	}, options.Transaction().SetReadConcern(readconcern.Snapshot()))
+	if err != nil {
+		t.Fatalf("transaction with readConcern snapshot: %v", err)
+	}
+}
