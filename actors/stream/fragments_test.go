@@ -62,8 +62,13 @@ func (c *scriptedCursor) RemainingBatchLength() int {
 	return len(c.batches[c.b]) - c.i - 1
 }
 
-func (c *scriptedCursor) Err() error                  { return nil }
-func (c *scriptedCursor) Close(context.Context) error { c.mu.Lock(); c.closed = true; c.mu.Unlock(); return nil }
+func (c *scriptedCursor) Err() error { return nil }
+func (c *scriptedCursor) Close(context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return nil
+}
 
 func tok(s string) bson.Raw {
 	b, _ := bson.Marshal(bson.D{{Key: "_data", Value: s}})

@@ -133,7 +133,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
-	var lastOp []byte // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
+	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
 	for {
 		n, ok := r.credit.wait(ctx)
