@@ -289,8 +289,9 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 	var out []any
 	size := 0
 	full := func() bool { return n > 0 && len(out) >= n }
-	// add appends one document of sz bytes; false when the reply is full.
-	add := func(doc bson.D, sz int, tok resumeToken) bool {
+	// add appends one document (a bson.D, or a bson.Raw for a split event's fragments) of sz
+	// encoded bytes; false when the reply is full.
+	add := func(doc any, sz int, tok resumeToken) bool {
 		if len(out) > 0 && size+sz > replyBudget {
 			return false
 		}
@@ -321,17 +322,20 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 		if err != nil || !keep {
 			return true, err
 		}
-		sz := approxSize(doc)
-		if sz <= maxBSONSize || !cs.split {
-			if sz > maxBSONSize {
-				return false, errEventTooLarge(sz)
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			return false, err
+		}
+		if len(raw) <= maxBSONSize || !cs.split {
+			if len(raw) > maxBSONSize {
+				return false, errEventTooLarge(len(raw))
 			}
 			if cs.skipSeq == en.seq {
 				cs.skipSeq, cs.skipFrags = 0, 0
 			}
-			return add(doc, sz, tok), nil
+			return add(doc, len(raw), tok), nil
 		}
-		frags, err := splitLargeEvent(doc, tok)
+		frags, err := splitLargeEvent(raw, tok)
 		if err != nil {
 			return false, err
 		}
@@ -340,7 +344,7 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 			first = cs.skipFrags
 		}
 		for i := first; i < uint32(len(frags)); i++ {
-			if !add(frags[i].doc, frags[i].size, frags[i].tok) {
+			if !add(frags[i].doc, len(frags[i].doc), frags[i].tok) {
 				cs.skipSeq, cs.skipFrags = en.seq, i
 				return false, nil
 			}
@@ -865,61 +869,70 @@ func errEventTooLarge(sz int) *cmdError {
 
 // eventFragment is one fragment of a split change event.
 type eventFragment struct {
-	doc  bson.D
-	size int
-	tok  resumeToken
+	doc bson.Raw
+	tok resumeToken
 }
 
 // fragmentBudget bounds a fragment, so that a reply holding one fragment and its envelope (the
 // postBatchResumeToken, the cursor fields) stays under 16 MiB.
 const fragmentBudget = replyBudget
 
-// splitLargeEvent splits an event over 16 MiB as $changeStreamSplitLargeEvent does: its
+// splitLargeEvent splits an encoded event over 16 MiB as $changeStreamSplitLargeEvent does: its
 // top-level fields, in order, are packed greedily into fragments of at most fragmentBudget
 // bytes; each fragment starts with its own resume token (_id, the event's token with the
 // fragment number) and splitEvent {fragment, of}. A single field too large for a fragment fails
 // the event with BSONObjectTooLarge (10334), as on a server: subdocuments are never split.
-func splitLargeEvent(ev bson.D, tok resumeToken) ([]eventFragment, error) {
-	// The header of a fragment: _id (a fragment token is longer than the event's) and
-	// splitEvent, with room for the document's own framing.
-	header := func(i, n int) bson.D {
+func splitLargeEvent(ev bson.Raw, tok resumeToken) ([]eventFragment, error) {
+	elems, err := ev.Elements()
+	if err != nil {
+		return nil, err
+	}
+	// header returns the encoded _id and splitEvent elements of fragment i of n (same size for
+	// every i and n: fixed-width token, int32 numbers).
+	header := func(i, n int) []byte {
 		ft := tok
 		ft.fragment = uint32(i)
-		return bson.D{{Key: "_id", Value: ft.doc()},
-			{Key: "splitEvent", Value: bson.D{{Key: "fragment", Value: int32(i)}, {Key: "of", Value: int32(n)}}}}
+		b, _ := bson.Marshal(bson.D{{Key: "_id", Value: ft.doc()},
+			{Key: "splitEvent", Value: bson.D{{Key: "fragment", Value: int32(i)}, {Key: "of", Value: int32(n)}}}})
+		return b[4 : len(b)-1]
 	}
-	hdrSize := approxSize(header(1, 1))
-	type group struct {
-		fields bson.D
-		size   int
-	}
-	var groups []group
-	cur := group{size: hdrSize}
-	for _, f := range ev {
-		if f.Key == "_id" {
+	hdrSize := 4 + len(header(1, 1)) + 1
+	var groups [][]bson.RawElement
+	var cur []bson.RawElement
+	size := hdrSize
+	for _, el := range elems {
+		if el.Key() == "_id" {
 			continue
 		}
-		fs := approxSize(bson.D{f}) - 5 // the element alone, without a document's framing
-		if hdrSize+fs > fragmentBudget {
-			return nil, errEventTooLarge(approxSize(ev))
+		if hdrSize+len(el) > fragmentBudget {
+			return nil, errEventTooLarge(len(ev))
 		}
-		if cur.size+fs > fragmentBudget && len(cur.fields) > 0 {
+		if size+len(el) > fragmentBudget && len(cur) > 0 {
 			groups = append(groups, cur)
-			cur = group{size: hdrSize}
+			cur, size = nil, hdrSize
 		}
-		cur.fields = append(cur.fields, f)
-		cur.size += fs
+		cur = append(cur, el)
+		size += len(el)
 	}
-	if len(cur.fields) > 0 {
+	if len(cur) > 0 {
 		groups = append(groups, cur)
 	}
 	out := make([]eventFragment, len(groups))
 	for i, g := range groups {
-		h := header(i+1, len(groups))
-		doc := append(h, g.fields...)
+		n := hdrSize
+		for _, el := range g {
+			n += len(el)
+		}
+		doc := make([]byte, 4, n)
+		doc = append(doc, header(i+1, len(groups))...)
+		for _, el := range g {
+			doc = append(doc, el...)
+		}
+		doc = append(doc, 0)
+		doc[0], doc[1], doc[2], doc[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
 		ft := tok
 		ft.fragment = uint32(i + 1)
-		out[i] = eventFragment{doc: doc, size: g.size, tok: ft}
+		out[i] = eventFragment{doc: doc, tok: ft}
 	}
 	return out, nil
 }
