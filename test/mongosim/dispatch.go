@@ -198,8 +198,15 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 	if c.expired() {
 		return fail(errMaxTimeExpired())
 	}
+	closeAfter := false
+	if spec.kind == kindWrite && c.RetryableWrite() && c.Name != "commitTransaction" && c.Name != "abortTransaction" {
+		var ferr *cmdError
+		if ferr, closeAfter = s.fp.evalTransactionalWrite(); ferr != nil {
+			return fail(ferr)
+		}
+	}
 	fields, err := spec.handler(s, c)
-	if errors.Is(err, errCloseConnection) {
+	if errors.Is(err, errCloseConnection) || (err == nil && closeAfter) {
 		return drop()
 	}
 	if err != nil {

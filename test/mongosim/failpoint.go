@@ -18,6 +18,11 @@ func init() {
 const (
 	fpFailCommand              = "failCommand"
 	fpFailGetMoreAfterCheckout = "failGetMoreAfterCursorCheckout"
+	// fpOnPrimaryTransactionalWrite fires on a retryable write: after the write is applied and
+	// its reply stored, the connection is closed without a reply (closeConnection, the default),
+	// so the driver's retry is answered from the stored reply; with
+	// failBeforeCommitExceptionCode the write fails with that code instead, not applied.
+	fpOnPrimaryTransactionalWrite = "onPrimaryTransactionalWrite"
 )
 
 // failPoints holds the configured fail points (the server's test-only fault injection).
@@ -45,6 +50,9 @@ type failPoint struct {
 	appName     string
 	namespace   string
 	wce         bson.D
+
+	// onPrimaryTransactionalWrite
+	failBeforeCommit *int32
 }
 
 // failAction is what an activated fail point does to one command.
@@ -91,10 +99,10 @@ func (s *Server) ConfigureFailPoint(cmd bson.D) error {
 
 func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 	name, _ := body[0].Value.(string)
-	if name != fpFailCommand && name != fpFailGetMoreAfterCheckout {
+	if name != fpFailCommand && name != fpFailGetMoreAfterCheckout && name != fpOnPrimaryTransactionalWrite {
 		return 0, errorf(codeBadValue, "Cannot find failpoint with name %s", name)
 	}
-	fp := &failPoint{}
+	fp := &failPoint{closeConn: name == fpOnPrimaryTransactionalWrite} // its default
 	modeV, ok := lookupD(body, "mode")
 	if !ok {
 		return 0, errorf(codeBadValue, "Missing mode")
@@ -177,6 +185,28 @@ func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 }
 
 func (fp *failPoint) parseData(name string, data bson.D) *cmdError {
+	if name == fpOnPrimaryTransactionalWrite {
+		for _, e := range data {
+			switch e.Key {
+			case "closeConnection":
+				b, ok := e.Value.(bool)
+				if !ok {
+					return errorf(codeTypeMismatch, "data.closeConnection must be a boolean")
+				}
+				fp.closeConn = b
+			case "failBeforeCommitExceptionCode":
+				n, ok := asInt64(e.Value)
+				if !ok {
+					return errorf(codeTypeMismatch, "data.failBeforeCommitExceptionCode must be an integer")
+				}
+				code := int32(n)
+				fp.failBeforeCommit = &code
+			default:
+				return errorf(codeBadValue, "unknown onPrimaryTransactionalWrite data field: %s", e.Key)
+			}
+		}
+		return nil
+	}
 	for _, e := range data {
 		switch e.Key {
 		case "failCommands":
@@ -366,4 +396,23 @@ func (f *failPoints) evalGetMoreAfterCheckout() (err *cmdError, closeConn bool) 
 		e.Labels = fp.errorLabels
 	}
 	return e, false
+}
+
+// evalTransactionalWrite returns what the onPrimaryTransactionalWrite fail point does to a
+// retryable write: fail it before it is applied (err), or close the connection after it
+// (closeAfter).
+func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeAfter bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fp := f.points[fpOnPrimaryTransactionalWrite]
+	if fp == nil || !fp.activate() {
+		return nil, false
+	}
+	if fp.exhausted() {
+		delete(f.points, fpOnPrimaryTransactionalWrite)
+	}
+	if fp.failBeforeCommit != nil {
+		return &cmdError{Code: *fp.failBeforeCommit, Msg: "Failing write via 'onPrimaryTransactionalWrite' failpoint"}, false
+	}
+	return nil, fp.closeConn
 }

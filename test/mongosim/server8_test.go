@@ -326,3 +326,122 @@ func TestServer8SnapshotReadsRefused(t *testing.T) {
 		t.Fatalf("transaction with readConcern snapshot: %v", err)
 	}
 }
+
+// Item 12: the client-level bulkWrite command, through the driver's Client.BulkWrite: results
+// per operation across namespaces, the change events of each write, and its errors.
+func TestServer8ClientBulkWrite(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	a, b := cl.Database("bw1").Collection("a"), cl.Database("bw2").Collection("b")
+	if _, err := b.InsertOne(ctx, bson.D{{Key: "_id", Value: 10}, {Key: "v", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := cl.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	writes := []mongo.ClientBulkWrite{
+		{Database: "bw1", Collection: "a", Model: mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 1}})},
+		{Database: "bw2", Collection: "b", Model: mongo.NewClientUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: 10}}).
+			SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})},
+		{Database: "bw2", Collection: "b", Model: mongo.NewClientUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: 11}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 5}}}}).SetUpsert(true)},
+		{Database: "bw2", Collection: "b", Model: mongo.NewClientReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: 10}}).
+			SetReplacement(bson.D{{Key: "v", Value: 100}})},
+		{Database: "bw1", Collection: "a", Model: mongo.NewClientDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: 1}})},
+	}
+	res, err := cl.BulkWrite(ctx, writes, options.ClientBulkWrite().SetVerboseResults(true))
+	if err != nil {
+		t.Fatalf("BulkWrite: %v", err)
+	}
+	if res.InsertedCount != 1 || res.MatchedCount != 2 || res.ModifiedCount != 2 || res.UpsertedCount != 1 || res.DeletedCount != 1 {
+		t.Fatalf("totals %+v", res)
+	}
+	if r := res.UpdateResults[2]; r.UpsertedID != int32(11) || r.MatchedCount != 1 && r.UpsertedID == nil {
+		t.Fatalf("upsert result %+v", r)
+	}
+	if r := res.UpdateResults[1]; r.MatchedCount != 1 || r.ModifiedCount != 1 {
+		t.Fatalf("update result %+v", r)
+	}
+	if r := res.DeleteResults[4]; r.DeletedCount != 1 {
+		t.Fatalf("delete result %+v", r)
+	}
+	var got bson.D
+	if err := b.FindOne(ctx, bson.D{{Key: "_id", Value: 10}}).Decode(&got); err != nil || len(got) != 2 || got[1].Value != int32(100) {
+		t.Fatalf("replaced document %v, %v", got, err)
+	}
+	var ops []string
+	for range 5 {
+		ev := nextEvent(t, cs)
+		ops = append(ops, ev.Lookup("operationType").StringValue()+" "+ev.Lookup("ns", "db").StringValue())
+	}
+	if want := []string{"insert bw1", "update bw2", "insert bw2", "replace bw2", "delete bw1"}; !slices.Equal(ops, want) {
+		t.Fatalf("change events %v, want %v", ops, want)
+	}
+
+	// Errors: ordered stops at the first; unordered goes on and reports each.
+	dup := []mongo.ClientBulkWrite{
+		{Database: "bw1", Collection: "a", Model: mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 2}})},
+		{Database: "bw1", Collection: "a", Model: mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 2}})},
+		{Database: "bw1", Collection: "a", Model: mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 3}})},
+	}
+	_, err = cl.BulkWrite(ctx, dup)
+	var bwe mongo.ClientBulkWriteException
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) != 1 || bwe.WriteErrors[1].Code != 11000 {
+		t.Fatalf("ordered duplicate: %v", err)
+	}
+	if n, _ := a.CountDocuments(ctx, bson.D{}); n != 1 {
+		t.Fatalf("%d documents after an ordered bulkWrite stopped at index 1, want 1", n)
+	}
+	dup[0].Model = mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: 2}})
+	_, err = cl.BulkWrite(ctx, dup, options.ClientBulkWrite().SetOrdered(false))
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) != 2 {
+		t.Fatalf("unordered duplicates: %v, want two write errors", err)
+	}
+	if n, _ := a.CountDocuments(ctx, bson.D{}); n != 2 {
+		t.Fatalf("%d documents after the unordered bulkWrite, want 2", n)
+	}
+	// Only admin runs it.
+	if ce := commandError(t, cl.Database("bw1").RunCommand(ctx, bson.D{{Key: "bulkWrite", Value: 1},
+		{Key: "ops", Value: bson.A{}}, {Key: "nsInfo", Value: bson.A{}}}).Err()); ce.Code != codeUnauthorized {
+		t.Fatalf("bulkWrite on bw1: code %d", ce.Code)
+	}
+}
+
+// Item 13: onPrimaryTransactionalWrite closes the connection after a retryable write is
+// applied; the driver retries and gets the stored reply, so the write happens once.
+func TestServer8OnPrimaryTransactionalWrite(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("otw").Collection("c")
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}}})
+	srv.ResetCommands()
+	res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		t.Fatalf("retried update: %v", err)
+	}
+	if res.UpsertedCount != 1 {
+		t.Fatalf("result %+v: the retry must return the first attempt's reply (an upsert)", res)
+	}
+	if n := len(srv.CommandsNamed("update")); n != 2 {
+		t.Fatalf("%d update commands, want 2 (the dropped one and the retry)", n)
+	}
+	var doc bson.D
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil || doc[1].Value != int32(1) {
+		t.Fatalf("document %v, %v: the write must be applied once", doc, err)
+	}
+	// failBeforeCommitExceptionCode: the write fails and is not applied.
+	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 2}}}})
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}})
+	if ce := commandError(t, err); ce.Code != 2 {
+		t.Fatalf("insert: %v, want code 2", err)
+	}
+	if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: 2}}); n != 0 {
+		t.Fatal("a write failed before commit must not be applied")
+	}
+}
