@@ -445,3 +445,103 @@ func TestServer8OnPrimaryTransactionalWrite(t *testing.T) {
 		t.Fatal("a write failed before commit must not be applied")
 	}
 }
+
+// Item 14: $setField, $unsetField, $rand, $documents and $listLocalSessions.
+func TestServer8ExpressionsAndSourceStages(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("expr").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "$price", Value: 5}, {Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$replaceWith", Value: bson.D{{Key: "$setField", Value: bson.D{
+		{Key: "field", Value: bson.D{{Key: "$literal", Value: "$price"}}},
+		{Key: "input", Value: bson.D{{Key: "$unsetField", Value: bson.D{{Key: "field", Value: "a"}, {Key: "input", Value: "$$ROOT"}}}}},
+		{Key: "value", Value: 7}}}}}},
+		{{Key: "$addFields", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$rand", Value: bson.D{}}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.M
+	if err := cur.All(ctx, &docs); err != nil || len(docs) != 1 {
+		t.Fatalf("aggregate: %v %v", docs, err)
+	}
+	d := docs[0]
+	if d["$price"] != int32(7) || d["a"] != nil {
+		t.Fatalf("$setField/$unsetField result %v", d)
+	}
+	if r, ok := d["r"].(float64); !ok || r < 0 || r >= 1 {
+		t.Fatalf("$rand gave %v", d["r"])
+	}
+
+	cur, err = cl.Database("expr").Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$documents", Value: bson.A{bson.D{{Key: "x", Value: 1}}, bson.D{{Key: "x", Value: 2}}, bson.D{{Key: "x", Value: 3}}}}},
+		{{Key: "$match", Value: bson.D{{Key: "x", Value: bson.D{{Key: "$gte", Value: 2}}}}}}})
+	if err != nil {
+		t.Fatalf("$documents: %v", err)
+	}
+	docs = nil
+	if err := cur.All(ctx, &docs); err != nil || len(docs) != 2 || docs[0]["x"] != int32(2) {
+		t.Fatalf("$documents result %v, %v", docs, err)
+	}
+	if _, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$documents", Value: bson.A{}}}}); err == nil {
+		t.Fatal("$documents on a collection must fail")
+	}
+
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	sctx := mongo.NewSessionContext(ctx, sess)
+	cur, err = cl.Database("admin").Aggregate(sctx, mongo.Pipeline{{{Key: "$listLocalSessions", Value: bson.D{}}}})
+	if err != nil {
+		t.Fatalf("$listLocalSessions: %v", err)
+	}
+	var sessions []bson.Raw
+	if err := cur.All(sctx, &sessions); err != nil {
+		t.Fatal(err)
+	}
+	_, want := sess.ID().Lookup("id").Binary()
+	found := false
+	for _, s := range sessions {
+		if _, id := s.Lookup("_id", "id").Binary(); string(id) == string(want) {
+			found = s.Lookup("lastUse").Type == bson.TypeDateTime && s.Lookup("_id", "uid").Type == bson.TypeBinary
+		}
+	}
+	if !found {
+		t.Fatalf("$listLocalSessions %v does not list the running session", sessions)
+	}
+}
+
+// Item 16: the search-index commands and stages get the error of a server without Atlas
+// Search, not "command not found".
+func TestServer8SearchIndexesNotEnabled(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("search").Collection("c")
+	_, err := coll.SearchIndexes().CreateOne(ctx, mongo.SearchIndexModel{Definition: bson.D{{Key: "mappings", Value: bson.D{{Key: "dynamic", Value: true}}}}})
+	// The driver's search-index helpers return its internal error types unconverted; the code
+	// name is in the text of every one.
+	notEnabled := func(err error) bool {
+		var se mongo.ServerError
+		if errors.As(err, &se) && !se.HasErrorCode(codeSearchNotEnabled) {
+			return false
+		}
+		return err != nil && strings.Contains(err.Error(), "(SearchNotEnabled)")
+	}
+	if !notEnabled(err) {
+		t.Fatalf("createSearchIndexes: %v, want SearchNotEnabled (31082)", err)
+	}
+	if err := coll.SearchIndexes().DropOne(ctx, "x"); !notEnabled(err) {
+		t.Fatalf("dropSearchIndex: %v", err)
+	}
+	_, err = coll.SearchIndexes().List(ctx, nil)
+	if !notEnabled(err) {
+		t.Fatalf("$listSearchIndexes: %v", err)
+	}
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$search", Value: bson.D{}}}})
+	if !notEnabled(err) {
+		t.Fatalf("$search: %v", err)
+	}
+}
