@@ -175,6 +175,12 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 				return nil, unsupported("collections with a collation (create option 'collation')")
 			}
 			continue
+		case "viewOn", "pipeline":
+			return nil, unsupported("views (create option '%s')", f.Key)
+		case "timeseries", "expireAfterSeconds":
+			return nil, unsupported("time-series collections (create option '%s')", f.Key)
+		case "clusteredIndex":
+			return nil, unsupported("clustered collections (create option 'clusteredIndex')")
 		default:
 			return nil, unsupported("the create option '%s'", f.Key)
 		}

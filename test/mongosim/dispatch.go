@@ -190,6 +190,9 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 		}
 	}
 	if !known {
+		if feature, ok := unsupportedCommands[c.Name]; ok {
+			return fail(unsupported("%s", feature))
+		}
 		return fail(errorf(codeCommandNotFound, "no such command: '%s'", c.Name))
 	}
 	if err := s.state.checkPrimary(spec.kind); err != nil {

@@ -545,3 +545,61 @@ func TestServer8SearchIndexesNotEnabled(t *testing.T) {
 		t.Fatalf("$search: %v", err)
 	}
 }
+
+// The rule for what stays unsupported: one "not supported" code, a message naming the feature.
+func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	db := cl.Database("unsup")
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		run  func() error
+		want string // in the message
+	}{
+		{"view", func() error { return db.CreateView(ctx, "v", "c", mongo.Pipeline{}) }, "views"},
+		{"time-series", func() error {
+			return db.CreateCollection(ctx, "ts", options.CreateCollection().SetTimeSeriesOptions(options.TimeSeries().SetTimeField("t")))
+		}, "time-series"},
+		{"clustered", func() error {
+			return db.CreateCollection(ctx, "cl", options.CreateCollection().SetClusteredIndex(bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: true}}))
+		}, "clustered"},
+		{"capped", func() error {
+			return db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096))
+		}, "capped"},
+		{"$out", func() error {
+			_, err := db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "o"}}})
+			return err
+		}, "$out"},
+		{"$merge", func() error {
+			_, err := db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "o"}}}}})
+			return err
+		}, "$merge"},
+		{"collation", func() error {
+			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetCollation(&options.Collation{Locale: "fr"})).Err()
+		}, "collation"},
+		{"hint on writes", func() error {
+			_, err := db.Collection("c").UpdateOne(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}, options.UpdateOne().SetHint("_id_"))
+			return err
+		}, "hint on writes"},
+		{"elections", func() error {
+			return cl.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetStepUp", Value: 1}}).Err()
+		}, "elections"},
+		{"authentication", func() error {
+			return cl.Database("admin").RunCommand(ctx, bson.D{{Key: "saslStart", Value: 1}}).Err()
+		}, "authentication"},
+		{"returnKey", func() error {
+			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetReturnKey(true)).Err()
+		}, "returnKey"},
+	}
+	for _, tc := range cases {
+		err := tc.run()
+		var se mongo.ServerError
+		if !errors.As(err, &se) || !se.HasErrorCode(codeUnsupported) || !strings.Contains(err.Error(), "mongosim does not support") ||
+			!strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want code %d naming %q", tc.name, err, codeUnsupported, tc.want)
+		}
+	}
+}
