@@ -28,7 +28,6 @@ type command struct {
 	StartTxn     bool         // startTransaction: true
 	ChangeStream bool         // set by handlers: the command is an aggregate/getMore of a change stream
 
-	start         time.Time // when the command arrived
 	deadline      time.Time // maxTimeMS; zero for none (generic.go)
 	unsatisfiedWC bson.D    // the writeConcernError a write concern this set cannot meet gets
 }
@@ -106,7 +105,7 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 		return out, false
 	}
 	start := time.Now()
-	c := &command{Name: req.body[0].Key, Body: req.body, conn: cn, ctx: cn.ctx, start: start}
+	c := &command{Name: req.body[0].Key, Body: req.body, conn: cn, ctx: cn.ctx}
 	if db, ok := c.Arg("$db"); ok {
 		c.DB, _ = db.(string)
 	}

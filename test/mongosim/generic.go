@@ -54,7 +54,9 @@ func (s *Server) checkGenericArgs(c *command) *cmdError {
 			return errorf(codeBadValue, "%d value for maxTimeMS is out of range [0, 2147483647]", ms)
 		}
 		if ms > 0 {
-			c.deadline = c.start.Add(time.Duration(ms) * time.Millisecond)
+			// From when the command is taken up (after a Pause, as a frozen server reads the
+			// request only once it runs again).
+			c.deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
 		}
 	}
 	return nil
