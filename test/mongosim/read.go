@@ -319,12 +319,14 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"returnKey", "showRecordId"} {
-		if b, err := readBoolArg(c, name); err != nil {
-			return nil, err
-		} else if b {
-			return nil, unsupported("find option %s", name)
-		}
+	returnKey, err := readBoolArg(c, "returnKey")
+	if err != nil {
+		return nil, err
+	}
+	if b, err := readBoolArg(c, "showRecordId"); err != nil {
+		return nil, err
+	} else if b {
+		return nil, unsupported("find option showRecordId")
 	}
 	for _, name := range []string{"min", "max"} {
 		if d, err := readDocArg(c, name); err != nil {
@@ -373,6 +375,14 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		}
 	}
 
+	var keyPattern bson.D
+	keyScan := false
+	if returnKey {
+		var kerr *cmdError
+		if keyPattern, keyScan, kerr = s.eng.returnKeyPattern(c, c.DB, coll, filter, sortSpec); kerr != nil {
+			return nil, kerr
+		}
+	}
 	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
 	if err != nil {
 		return nil, err
@@ -403,6 +413,18 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	}
 	res := make([]any, len(out))
 	for i, d := range out {
+		switch {
+		case returnKey && keyScan:
+			res[i] = bson.D{} // a collection scan has no index keys
+			continue
+		case returnKey:
+			k, kerr := returnKeyDoc(d, keyPattern)
+			if kerr != nil {
+				return nil, kerr
+			}
+			res[i] = k
+			continue
+		}
 		if len(proj) > 0 {
 			p, err := query.Project(d, proj, env)
 			if err != nil {

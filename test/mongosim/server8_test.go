@@ -590,8 +590,12 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		{"authentication", func() error {
 			return cl.Database("admin").RunCommand(ctx, bson.D{{Key: "saslStart", Value: 1}}).Err()
 		}, "authentication"},
-		{"returnKey", func() error {
-			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetReturnKey(true)).Err()
+		{"returnKey, planner's choice", func() error {
+			if _, err := db.Collection("c").Indexes().CreateMany(ctx, []mongo.IndexModel{
+				{Keys: bson.D{{Key: "a", Value: 1}}}, {Keys: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}}}); err != nil {
+				return err
+			}
+			return db.Collection("c").FindOne(ctx, bson.D{{Key: "a", Value: 1}}, options.FindOne().SetReturnKey(true)).Err()
 		}, "returnKey"},
 	}
 	for _, tc := range cases {
@@ -601,5 +605,45 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 			!strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want code %d naming %q", tc.name, err, codeUnsupported, tc.want)
 		}
+	}
+}
+
+// Item 14: find's returnKey returns the keys of the index the query reads, empty documents for a
+// collection scan.
+func TestServer8FindReturnKey(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	coll := cl.Database("rk").Collection("c")
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 5}, {Key: "b", Value: "x"}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 7}, {Key: "b", Value: "y"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	find := func(filter bson.D, o *options.FindOptionsBuilder) string {
+		t.Helper()
+		cur, err := coll.Find(ctx, filter, o.SetReturnKey(true))
+		if err != nil {
+			t.Fatalf("find %v: %v", filter, err)
+		}
+		var out []bson.Raw
+		if err := cur.All(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(out))
+		for i, d := range out {
+			parts[i] = d.String()
+		}
+		return strings.Join(parts, " ")
+	}
+	if got := find(bson.D{{Key: "a", Value: bson.D{{Key: "$gt", Value: 0}}}}, options.Find()); got != `{"a": {"$numberInt":"5"}} {"a": {"$numberInt":"7"}}` {
+		t.Fatalf("index {a: 1}: %s", got)
+	}
+	if got := find(bson.D{{Key: "b", Value: "x"}}, options.Find()); got != `{}` {
+		t.Fatalf("collection scan: %s, want one empty document", got)
+	}
+	if got := find(bson.D{}, options.Find().SetHint("_id_")); got != `{"_id": {"$numberInt":"1"}} {"_id": {"$numberInt":"2"}}` {
+		t.Fatalf("hint _id_: %s", got)
 	}
 }
