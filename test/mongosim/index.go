@@ -33,6 +33,9 @@ type index struct {
 	partial     *query.Filter // compiled partialExpr
 	ttl         bool          // expireAfterSeconds is set
 	ttlSeconds  float64       // expireAfterSeconds
+	// prepareUnique (collMod, createIndexes): new duplicate keys are refused, existing ones
+	// stay, until the index is converted to unique.
+	prepareUnique bool
 
 	// entries maps a key (indexKey.hash) to the _id hash of the document holding it;
 	// maintained for unique indexes only.
@@ -283,6 +286,7 @@ func defaultIndexName(key bson.D) string {
 var indexOptionFields = map[string]bool{
 	"v": true, "unique": true, "sparse": true, "partialFilterExpression": true,
 	"expireAfterSeconds": true, "background": true, "hidden": true, "collation": true,
+	"prepareUnique": true,
 }
 
 // parseIndexSpec validates one createIndexes spec and builds the index (without keys).
@@ -344,6 +348,11 @@ func parseIndexSpec(raw any) (*index, *cmdError) {
 			continue
 		case "background":
 			continue // accepted and ignored, as on 4.2+ servers
+		case "prepareUnique":
+			ix.prepareUnique = truthy(f.Value)
+			if !ix.prepareUnique {
+				continue
+			}
 		case "unique":
 			ix.unique = truthy(f.Value)
 			if !ix.unique {

@@ -647,3 +647,57 @@ func TestServer8FindReturnKey(t *testing.T) {
 		t.Fatalf("hint _id_: %s", got)
 	}
 }
+
+// Item 14: collMod prepareUnique, then the conversion to unique.
+func TestServer8CollModPrepareUnique(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	db := cl.Database("pu")
+	coll := db.Collection("c")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "email", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "email", Value: "a@x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collMod := func(index bson.D) (bson.Raw, error) {
+		return db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "c"}, {Key: "index", Value: index}}).Raw()
+	}
+	if _, err := collMod(bson.D{{Key: "keyPattern", Value: bson.D{{Key: "email", Value: 1}}}, {Key: "unique", Value: true}}); commandError(t, err).Code != codeInvalidOptions {
+		t.Fatalf("unique without prepareUnique: %v, want InvalidOptions", err)
+	}
+	raw, err := collMod(bson.D{{Key: "keyPattern", Value: bson.D{{Key: "email", Value: 1}}}, {Key: "prepareUnique", Value: true}})
+	if err != nil || raw.Lookup("prepareUnique_new").Boolean() != true || raw.Lookup("prepareUnique_old").Boolean() != false {
+		t.Fatalf("prepareUnique: %s, %v", raw, err)
+	}
+	var we mongo.WriteException
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}, {Key: "email", Value: "a@x"}}); !errors.As(err, &we) || we.WriteErrors[0].Code != 11000 {
+		t.Fatalf("a new duplicate under prepareUnique: %v, want DuplicateKey", err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
+		t.Fatalf("an update keeping an existing duplicate key: %v", err)
+	}
+	if _, err := collMod(bson.D{{Key: "name", Value: "email_1"}, {Key: "unique", Value: true}}); commandError(t, err).Code != 359 {
+		t.Fatalf("conversion with duplicates: %v, want CannotConvertIndexToUnique (359)", err)
+	}
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := collMod(bson.D{{Key: "name", Value: "email_1"}, {Key: "unique", Value: true}}); err != nil || !raw.Lookup("unique_new").Boolean() {
+		t.Fatalf("conversion: %s, %v", raw, err)
+	}
+	specs, err := coll.Indexes().ListSpecifications(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range specs {
+		if sp.Name == "email_1" && (sp.Unique == nil || !*sp.Unique) {
+			t.Fatalf("email_1 after the conversion: %+v", sp)
+		}
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 4}, {Key: "email", Value: "a@x"}}); !errors.As(err, &we) || we.WriteErrors[0].Code != 11000 {
+		t.Fatalf("duplicate after the conversion: %v", err)
+	}
+}
