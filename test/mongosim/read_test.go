@@ -269,7 +269,6 @@ func TestReadFindOptions(t *testing.T) {
 	for name, opts := range map[string]*options.FindOptionsBuilder{
 		"min":          options.Find().SetMin(bson.D{{Key: "a", Value: 1}}).SetHint(bson.D{{Key: "a", Value: 1}}),
 		"max":          options.Find().SetMax(bson.D{{Key: "a", Value: 1}}).SetHint(bson.D{{Key: "a", Value: 1}}),
-		"returnKey":    options.Find().SetReturnKey(true),
 		"showRecordId": options.Find().SetShowRecordID(true),
 		"collation":    options.Find().SetCollation(&options.Collation{Locale: "fr"}),
 	} {
