@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -29,6 +30,8 @@ const (
 type failPoints struct {
 	mu     sync.Mutex
 	points map[string]*failPoint
+	// txnWriteSet is true while onPrimaryTransactionalWrite is configured (written under mu).
+	txnWriteSet atomic.Bool
 }
 
 type failPoint struct {
@@ -181,6 +184,8 @@ func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 	} else {
 		f.points[name] = fp
 	}
+	_, set := f.points[fpOnPrimaryTransactionalWrite]
+	f.txnWriteSet.Store(set)
 	return prev, nil
 }
 
@@ -402,6 +407,9 @@ func (f *failPoints) evalGetMoreAfterCheckout() (err *cmdError, closeConn bool) 
 // retryable write: fail it before it is applied (err), or close the connection after it
 // (closeAfter).
 func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeAfter bool) {
+	if !f.txnWriteSet.Load() {
+		return nil, false // the common case: no lock taken per write
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fp := f.points[fpOnPrimaryTransactionalWrite]
@@ -410,6 +418,7 @@ func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeAfter bool) {
 	}
 	if fp.exhausted() {
 		delete(f.points, fpOnPrimaryTransactionalWrite)
+		f.txnWriteSet.Store(false)
 	}
 	if fp.failBeforeCommit != nil {
 		return &cmdError{Code: *fp.failBeforeCommit, Msg: "Failing write via 'onPrimaryTransactionalWrite' failpoint"}, false

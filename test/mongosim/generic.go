@@ -31,6 +31,17 @@ var apiV1Commands = []string{
 // sets c.deadline (maxTimeMS) and c.unsatisfiedWC (a write concern a one-member set cannot
 // meet, reported as a writeConcernError once the write is applied, as a server reports it).
 func (s *Server) checkGenericArgs(c *command) *cmdError {
+	// Most commands carry none of these: one pass over the body decides.
+	present := false
+	for _, f := range c.Body {
+		switch f.Key {
+		case "apiVersion", "apiStrict", "apiDeprecationErrors", "readConcern", "writeConcern", "maxTimeMS":
+			present = true
+		}
+	}
+	if !present {
+		return nil
+	}
 	if err := checkAPIArgs(c); err != nil {
 		return err
 	}
