@@ -140,9 +140,6 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	if err := validCollName(c.DB, name); err != nil {
 		return nil, err
 	}
-	if c.InTransaction() {
-		return nil, unsupported("create inside a multi-document transaction")
-	}
 	opts := bson.D{}
 	pre := false
 	for _, f := range c.Body[1:] {
@@ -191,6 +188,23 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	defer e.mu.Unlock()
 	if e.collLocked(c.DB, name) != nil {
 		return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", c.DB, name)
+	}
+	if c.InTransaction() {
+		// Created in the transaction's view; it and its create event appear at commit.
+		t, err := e.txnForCommandLocked(c)
+		if err != nil {
+			return nil, err
+		}
+		if _, had := t.views[c.DB+"."+name]; had {
+			return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", c.DB, name)
+		}
+		tv, err := t.viewFor(e, c.DB, name, true)
+		if err != nil {
+			return nil, err
+		}
+		tv.view.options, tv.view.preAndPostImages = opts, pre
+		t.ops[len(t.ops)-1].entry = createEntry(tv.view) // with the options
+		return bson.D{}, nil
 	}
 	coll := newCollection(c.DB, name)
 	coll.options = opts

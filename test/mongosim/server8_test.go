@@ -3,6 +3,7 @@ package mongosim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -700,4 +701,76 @@ func TestServer8CollModPrepareUnique(t *testing.T) {
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 4}, {Key: "email", Value: "a@x"}}); !errors.As(err, &we) || we.WriteErrors[0].Code != 11000 {
 		t.Fatalf("duplicate after the conversion: %v", err)
 	}
+}
+
+// Item 14: create and createIndexes inside a transaction: invisible until commit, then there
+// with their options and indexes (the unique index enforced), and with their events; refused on
+// an existing collection.
+func TestServer8CreateInTransaction(t *testing.T) {
+	_, cl := startServer(t, Options{})
+	ctx := context.Background()
+	db := cl.Database("txcreate")
+	if err := db.CreateCollection(ctx, "existing"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := db.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetShowExpandedEvents(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	sess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		if err := db.CreateCollection(sc, "fresh", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+			return nil, err
+		}
+		if _, err := db.Collection("fresh").Indexes().CreateOne(sc, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+			return nil, err
+		}
+		if _, err := db.Collection("fresh").InsertOne(sc, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: "a"}}); err != nil {
+			return nil, err
+		}
+		// Not visible outside before the commit.
+		names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: "fresh"}})
+		if err != nil || len(names) != 0 {
+			return nil, fmt.Errorf("fresh visible before commit: %v %v", names, err)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatalf("transaction: %v", err)
+	}
+	specs, err := db.Collection("fresh").Indexes().ListSpecifications(ctx)
+	if err != nil || len(specs) != 2 {
+		t.Fatalf("indexes after commit: %v, %v", specs, err)
+	}
+	var we mongo.WriteException
+	if _, err := db.Collection("fresh").InsertOne(ctx, bson.D{{Key: "_id", Value: 2}, {Key: "k", Value: "a"}}); !errors.As(err, &we) || we.WriteErrors[0].Code != 11000 {
+		t.Fatalf("the unique index created in the transaction: %v", err)
+	}
+	var ops []string
+	for range 3 {
+		ops = append(ops, nextEvent(t, cs).Lookup("operationType").StringValue())
+	}
+	if want := []string{"create", "createIndexes", "insert"}; !slices.Equal(ops, want) {
+		t.Fatalf("events %v, want %v", ops, want)
+	}
+	// Refused on an existing collection, as on a server.
+	tsess, err := cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tsess.EndSession(ctx)
+	if err := tsess.StartTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Collection("existing").Indexes().CreateOne(mongo.NewSessionContext(ctx, tsess), mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}})
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(codeOperationNotSupportedInTransaction) {
+		t.Fatalf("createIndexes on an existing collection in a transaction: %v, want 263", err)
+	}
+	_ = tsess.AbortTransaction(ctx)
 }
