@@ -99,6 +99,40 @@ func (m PreImageMode) valid() bool {
 	return false
 }
 
+// SplitMode says whether a stream's change stream splits events larger than 16 MiB into
+// fragments ($changeStreamSplitLargeEvent, MongoDB 7.0+ and 6.0.9+). Without it such an event
+// (typically a large document with FullDocument and a pre-image, each up to 16 MiB) fails the
+// cursor with BSONObjectTooLarge (10334) at every attempt, and the stream cannot get past it.
+// With it, the stream actor joins the fragments again: a handler always sees one whole event,
+// and the stream's checkpoint never points inside one.
+type SplitMode int
+
+const (
+	// SplitAuto (the zero value) splits when the stream requests full documents or pre-images
+	// (FullDocument or FullDocumentBeforeChange set), the events that can outgrow 16 MiB, and
+	// the server supports the stage (wire version 21, MongoDB 7.0, or later; asked once per
+	// stream with hello when the cursor first opens).
+	SplitAuto SplitMode = iota
+	// SplitOn always appends the stage; a server without it refuses the cursor, a terminal
+	// failure.
+	SplitOn
+	// SplitOff never appends it.
+	SplitOff
+)
+
+// String returns "SplitAuto", "SplitOn" or "SplitOff".
+func (m SplitMode) String() string {
+	switch m {
+	case SplitAuto:
+		return "SplitAuto"
+	case SplitOn:
+		return "SplitOn"
+	case SplitOff:
+		return "SplitOff"
+	}
+	return fmt.Sprintf("SplitMode(%d)", int(m))
+}
+
 // StartPosition says where a newly spawned stream starts reading: Resume (the zero value),
 // Latest or At. Latest and At apply to the first start after Spawn only; every later start
 // resumes from the checkpoint. It is policy.StartPosition: see there for the details.

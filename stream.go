@@ -72,6 +72,11 @@ type Stream[T any] struct {
 	// FullDocumentBeforeChange is the fullDocumentBeforeChange option (pre-images).
 	// Default PreImageOff.
 	FullDocumentBeforeChange PreImageMode
+	// SplitLargeEvents says whether events over 16 MiB are split by the server and joined again
+	// before the handler ($changeStreamSplitLargeEvent, appended after Pipeline). Default
+	// SplitAuto: on when FullDocument or FullDocumentBeforeChange is set and the server is
+	// MongoDB 7.0 or later. A Pipeline that ends with the stage itself needs nothing here.
+	SplitLargeEvents SplitMode
 	// Mode is the deployment mode. Default AllInstances.
 	Mode Mode
 	// Lanes is the number of events processed concurrently. Events of the same document key
@@ -169,6 +174,9 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if !s.FullDocumentBeforeChange.valid() {
 		c.Add("FullDocumentBeforeChange", `must be one of "", "whenAvailable", "required", got %q`, string(s.FullDocumentBeforeChange))
 	}
+	if s.SplitLargeEvents < SplitAuto || s.SplitLargeEvents > SplitOff {
+		c.Add("SplitLargeEvents", "must be SplitAuto, SplitOn or SplitOff, got %v", s.SplitLargeEvents)
+	}
 	if s.Mode != AllInstances && s.Mode != SingleLeader {
 		c.Add("Mode", "must be AllInstances or SingleLeader, got %v", s.Mode)
 	}
@@ -246,6 +254,8 @@ type compiledStream struct {
 
 	fullDocument FullDocumentMode
 	preImage     PreImageMode
+	split        SplitMode
+	userSplits   bool // the user's pipeline ends with $changeStreamSplitLargeEvent itself
 	mode         Mode
 	lanes        int
 	start        StartPosition
@@ -277,6 +287,8 @@ func (s Stream[T]) compile() (*compiledStream, error) {
 		pipeline:      pipeline,
 		fullDocument:  s.FullDocument,
 		preImage:      s.FullDocumentBeforeChange,
+		split:         s.SplitLargeEvents,
+		userSplits:    endsWithSplitStage(pipeline),
 		mode:          s.Mode,
 		lanes:         s.Lanes,
 		start:         s.StartPosition,
@@ -323,6 +335,31 @@ func (c *compiledStream) changeStreamOptions() *options.ChangeStreamOptionsBuild
 		o.SetFullDocumentBeforeChange(options.FullDocument(c.preImage))
 	}
 	return o
+}
+
+// splitStage is the stage that splits events over 16 MiB into fragments.
+const splitStage = "$changeStreamSplitLargeEvent"
+
+// endsWithSplitStage reports whether a marshalled pipeline's last stage is splitStage.
+func endsWithSplitStage(p []bson.Raw) bool {
+	if len(p) == 0 {
+		return false
+	}
+	elems, err := p[len(p)-1].Elements()
+	return err == nil && len(elems) == 1 && elems[0].Key() == splitStage
+}
+
+// wantsSplit reports whether the stream appends splitStage: always with SplitOn, never with
+// SplitOff or when the user's pipeline has it; with SplitAuto when it requests full documents or
+// pre-images and the server supports the stage (serverSplits).
+func (c *compiledStream) wantsSplit(serverSplits bool) bool {
+	switch {
+	case c.userSplits || c.split == SplitOff:
+		return false
+	case c.split == SplitOn:
+		return true
+	}
+	return serverSplits && (c.fullDocument != FullDocumentDefault || c.preImage != PreImageOff)
 }
 
 // watchPipeline returns the user stages in the form mongo's Watch methods accept.

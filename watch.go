@@ -36,6 +36,9 @@ type driverWatcher struct {
 	maxAwait time.Duration
 	lastDDL  atomic.Value // OperationType of the latest drop/rename/dropDatabase read
 	pipeline []bson.Raw   // the stages after $changeStream: see excludeStores
+	// splits caches whether the server has $changeStreamSplitLargeEvent (SplitAuto): 0 not
+	// asked yet, 1 yes, 2 no. Written by whichever open asks first; every answer is the same.
+	splits atomic.Int32
 }
 
 func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string) *driverWatcher {
@@ -204,9 +207,56 @@ func (c *opCursor) Err() error {
 	return err
 }
 
+// splitMinWireVersion is the wire version of MongoDB 7.0, the first major release with
+// $changeStreamSplitLargeEvent.
+const splitMinWireVersion = 21
+
+// splitStageRaw is {$changeStreamSplitLargeEvent: {}}.
+var splitStageRaw = func() bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: splitStage, Value: bson.D{}}})
+	if err != nil { // unreachable: a fixed document
+		panic(err)
+	}
+	return b
+}()
+
+// serverSplits reports whether the server supports $changeStreamSplitLargeEvent, asking it
+// (hello's maxWireVersion) once per stream, and only for a stream that would use it.
+func (w *driverWatcher) serverSplits(ctx context.Context) (bool, error) {
+	if w.cs.split != SplitAuto || w.cs.userSplits || !w.cs.wantsSplit(true) {
+		return false, nil
+	}
+	switch w.splits.Load() {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	var hello struct {
+		MaxWireVersion int32 `bson:"maxWireVersion"`
+	}
+	if err := w.client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return false, fmt.Errorf("hello (does the server split large events?): %w", err)
+	}
+	ok := hello.MaxWireVersion >= splitMinWireVersion
+	if ok {
+		w.splits.Store(1)
+	} else {
+		w.splits.Store(2)
+	}
+	return ok, nil
+}
+
 // watch calls the Watch method of the stream's scope.
 func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (*mongo.ChangeStream, error) {
 	pipeline := w.pipeline
+	serverSplits, err := w.serverSplits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if w.cs.wantsSplit(serverSplits) {
+		pipeline = append(append(make([]bson.Raw, 0, len(pipeline)+1), pipeline...), splitStageRaw)
+	}
 	switch w.cs.scope {
 	case scopeCollection:
 		return w.client.Database(w.database).Collection(w.cs.collection).Watch(ctx, pipeline, o)

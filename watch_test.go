@@ -122,8 +122,12 @@ func TestDriverWatcherOptions(t *testing.T) {
 	}
 	stages := raw.Lookup("pipeline").Array()
 	vals, _ := stages.Values()
-	if len(vals) != 2 {
-		t.Fatalf("pipeline %v", stages)
+	if len(vals) != 3 {
+		t.Fatalf("pipeline %v: want $changeStream, the user's stage, $changeStreamSplitLargeEvent", stages)
+	}
+	// SplitAuto with full documents on a 7.0+ server: the split stage comes last.
+	if _, err := vals[2].Document().LookupErr("$changeStreamSplitLargeEvent"); err != nil {
+		t.Fatalf("last stage %v, want $changeStreamSplitLargeEvent", vals[2])
 	}
 	csOpts := vals[0].Document().Lookup("$changeStream").Document()
 	if csOpts.Lookup("fullDocument").StringValue() != "updateLookup" ||

@@ -40,6 +40,20 @@
 // capacity plus one driver batch. The goroutine sends batches directly to the dispatcher
 // (sender-less), so the actor's mailbox is not on the event path.
 //
+// # Split events
+//
+// An event over 16 MiB read with $changeStreamSplitLargeEvent arrives as fragments, each with
+// splitEvent {fragment, of} and a resume token of its own, one per getMore. The reader joins them
+// before anything is sent: the dispatcher gets one event (one seq, one unit of credit) with the
+// top-level fields of every fragment, in order, whose _id and resume_token are the last
+// fragment's, so settling it means "resume after the whole event". A split event begun within the
+// credit is read to its end even past it; no post_batch_resume_token is ever taken from inside
+// one (a batch that ends with fragments held reports its last whole event's token, an empty round
+// none). The driver resuming by itself inside a split event (it resumes after the last fragment
+// it returned) continues the same reassembly; a new cursor starts from a settled position, so
+// outside any split event. Fragments out of sequence fail the reader (a cursor death: the stream
+// restarts from its checkpoint).
+//
 // # Failures
 //
 // The driver resumes a change stream once by itself on a resumable error (network errors,

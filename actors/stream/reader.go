@@ -133,7 +133,8 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
-	var lastOp []byte // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
+	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
+	var asm reassembly // the fragments of a split event read so far (one per getMore)
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -143,9 +144,23 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 		var events []*messages.Event
 		var block []messages.Event // the batch's events, allocated at once
 		var invalidate []byte
-		for uint64(len(events)) < limit {
+		// A split event started within the credit is read to its end: its fragments are one
+		// event, and no position inside it is ever reported.
+		for uint64(len(events)) < limit || asm.pending() {
 			if !cur.TryNext(ctx) {
 				break
+			}
+			var whole bson.Raw
+			if frag, of, split, err := fragmentInfo(cur.Current()); split {
+				if err == nil {
+					whole, err = asm.add(bytes.Clone(cur.Current()), frag, of)
+				}
+				if err != nil {
+					return r.failed(err, false, gotEvent)
+				}
+				if whole == nil {
+					continue // the next fragment follows at once (the getMore does not wait)
+				}
 			}
 			if events == nil {
 				// At most the rest of the driver's batch is read in this round.
@@ -153,7 +168,10 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				block = make([]messages.Event, n)
 				events = make([]*messages.Event, 0, n)
 			}
-			raw := bytes.Clone(cur.Current())
+			raw := []byte(whole)
+			if raw == nil {
+				raw = bytes.Clone(cur.Current())
+			}
 			var ev *messages.Event
 			if i := len(events); i < len(block) {
 				ev = &block[i]
@@ -177,17 +195,28 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				break // do not start a getMore (it may wait MaxAwaitTime) while holding events
 			}
 		}
+		if ctx.Err() == nil && asm.pending() && len(events) == 0 && cur.Err() == nil && !serverClosed(cur) {
+			// A getMore ended between two fragments without the next one; read on (nothing
+			// is reported from inside a split event).
+			continue
+		}
 		if ctx.Err() != nil {
 			return nil // events read but not sent are re-read by the next cursor
 		}
 		if len(events) > 0 {
 			gotEvent = true
 			var pbrt []byte
-			if invalidate == nil {
+			switch {
+			case invalidate != nil:
+				// After an invalidate none is sent: the PBRT would be the invalidate token
+				// itself, which is never a resumeAfter position.
+			case asm.pending():
+				// The cursor is inside a split event read past the credit's end: the last whole
+				// event's token (its last fragment's) is the position.
+				pbrt = bytes.Clone(events[len(events)-1].ResumeToken)
+			default:
 				// The last event's _id, or the server's PBRT when the batch is exhausted; either is
-				// a valid position once every event up to through_seq settled. After an
-				// invalidate none is sent: the PBRT would be the invalidate token itself, which
-				// is never a resumeAfter position.
+				// a valid position once every event up to through_seq settled.
 				pbrt = bytes.Clone(cur.ResumeToken())
 			}
 			r.credit.take(uint64(len(events)))
@@ -210,17 +239,24 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 		if len(events) > 0 {
 			continue
 		}
-		if ic, ok := cur.(idCursor); ok && ic.ID() == 0 {
+		if serverClosed(cur) {
 			return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_CURSOR_CLOSED, Error: ErrCursorClosed.Error()}
 		}
 		// An empty round (one getMore that found nothing): report the PBRT when it moved.
-		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) {
+		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) && !asm.pending() {
 			last = bytes.Clone(pbrt)
 			r.stats.pbrtBatches.Add(1)
 			r.stats.setPBRT(last)
 			r.send(&messages.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
 		}
 	}
+}
+
+// serverClosed reports whether the server closed the cursor (id 0): TryNext would return false
+// forever.
+func serverClosed(cur Cursor) bool {
+	ic, ok := cur.(idCursor)
+	return ok && ic.ID() == 0
 }
 
 // operationType returns the event's operationType bytes (nil when absent or not a string),

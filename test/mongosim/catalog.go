@@ -140,9 +140,6 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	if err := validCollName(c.DB, name); err != nil {
 		return nil, err
 	}
-	if c.InTransaction() {
-		return nil, unsupported("create inside a multi-document transaction")
-	}
 	opts := bson.D{}
 	pre := false
 	for _, f := range c.Body[1:] {
@@ -175,6 +172,12 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 				return nil, unsupported("collections with a collation (create option 'collation')")
 			}
 			continue
+		case "viewOn", "pipeline":
+			return nil, unsupported("views (create option '%s')", f.Key)
+		case "timeseries", "expireAfterSeconds":
+			return nil, unsupported("time-series collections (create option '%s')", f.Key)
+		case "clusteredIndex":
+			return nil, unsupported("clustered collections (create option 'clusteredIndex')")
 		default:
 			return nil, unsupported("the create option '%s'", f.Key)
 		}
@@ -185,6 +188,23 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	defer e.mu.Unlock()
 	if e.collLocked(c.DB, name) != nil {
 		return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", c.DB, name)
+	}
+	if c.InTransaction() {
+		// Created in the transaction's view; it and its create event appear at commit.
+		t, err := e.txnForCommandLocked(c)
+		if err != nil {
+			return nil, err
+		}
+		if _, had := t.views[c.DB+"."+name]; had {
+			return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", c.DB, name)
+		}
+		tv, err := t.viewFor(e, c.DB, name, true)
+		if err != nil {
+			return nil, err
+		}
+		tv.view.options, tv.view.preAndPostImages = opts, pre
+		t.ops[len(t.ops)-1].entry = createEntry(tv.view) // with the options
+		return bson.D{}, nil
 	}
 	coll := newCollection(c.DB, name)
 	coll.options = opts
@@ -343,8 +363,7 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 	reply := bson.D{}
 	desc := bson.D{}
 	pre := coll.preAndPostImages
-	var ttlIx *index
-	var ttlNew float64
+	var idxChange *indexChange
 	for _, f := range c.Body[1:] {
 		if genericCommandFields[f.Key] {
 			continue
@@ -362,11 +381,11 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 			if !ok {
 				return nil, errorf(codeTypeMismatch, "BSON field 'collMod.index' is the wrong type '%s', expected type 'object'", typeName(f.Value))
 			}
-			ix, secs, err := collModIndex(coll, spec)
+			ch, err := collModIndex(coll, spec)
 			if err != nil {
 				return nil, err
 			}
-			ttlIx, ttlNew = ix, secs
+			idxChange = ch
 			desc = append(desc, f)
 		default:
 			return nil, unsupported("the collMod option '%s'", f.Key)
@@ -377,65 +396,136 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 	if pre {
 		coll.options = append(coll.options, bson.E{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}})
 	}
-	if ttlIx != nil {
-		reply = append(reply, bson.E{Key: "expireAfterSeconds_old", Value: int64(ttlIx.ttlSeconds)},
-			bson.E{Key: "expireAfterSeconds_new", Value: int64(ttlNew)})
-		nix := ttlIx.clone()
-		nix.ttlSeconds = ttlNew
-		nix.spec = slices.Clone(nix.spec)
-		for i := range nix.spec {
-			if nix.spec[i].Key == "expireAfterSeconds" {
-				nix.spec[i].Value = int64(ttlNew)
-			}
+	if idxChange != nil {
+		r, err := applyIndexChange(coll, idxChange)
+		if err != nil {
+			return nil, err
 		}
-		for i, o := range coll.indexes {
-			if o == ttlIx {
-				coll.indexes[i] = nix
-			}
-		}
+		reply = append(reply, r...)
 	}
 	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "modify", db: coll.db, coll: coll.name,
 		collUUID: coll.uuid, opDesc: desc})
 	return reply, nil
 }
 
-// collModIndex handles collMod's index: {name|keyPattern, expireAfterSeconds}.
-func collModIndex(coll *collection, spec bson.D) (*index, float64, *cmdError) {
-	var ix *index
-	var secs float64
-	hasSecs := false
+// indexChange is what collMod's index option changes on one index.
+type indexChange struct {
+	ix            *index
+	ttl           *float64 // expireAfterSeconds
+	prepareUnique *bool
+	unique        bool // convert to unique (needs prepareUnique)
+}
+
+// collModIndex parses collMod's index: {name|keyPattern, expireAfterSeconds, prepareUnique,
+// unique: true}.
+func collModIndex(coll *collection, spec bson.D) (*indexChange, *cmdError) {
+	ch := &indexChange{}
 	for _, f := range spec {
 		switch f.Key {
 		case "name":
 			n, _ := f.Value.(string)
-			ix = coll.indexByName(n)
+			ch.ix = coll.indexByName(n)
 		case "keyPattern":
 			kp, _ := f.Value.(bson.D)
 			for _, o := range coll.indexes {
 				if sameKey(o.key, kp) {
-					ix = o
+					ch.ix = o
 				}
 			}
 		case "expireAfterSeconds":
 			n, ok := toFloat(f.Value)
 			if !ok || n < 0 {
-				return nil, 0, errorf(codeBadValue, "TTL index 'expireAfterSeconds' option must be numeric and non-negative")
+				return nil, errorf(codeBadValue, "TTL index 'expireAfterSeconds' option must be numeric and non-negative")
 			}
-			secs, hasSecs = n, true
+			ch.ttl = &n
+		case "prepareUnique":
+			b, ok := f.Value.(bool)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field 'collMod.index.prepareUnique' is the wrong type '%s', expected type 'bool'", typeName(f.Value))
+			}
+			ch.prepareUnique = &b
+		case "unique":
+			if b, ok := f.Value.(bool); !ok || !b {
+				return nil, errorf(codeBadValue, "The field 'unique' can only be set to true (converting an index to unique)")
+			}
+			ch.unique = true
 		default:
-			return nil, 0, unsupported("the collMod index option '%s'", f.Key)
+			return nil, unsupported("the collMod index option '%s'", f.Key)
 		}
 	}
-	if ix == nil {
-		return nil, 0, errorf(codeIndexNotFound, "cannot find index %s for ns %s", formatKeyValue(spec), coll.ns())
+	if ch.ix == nil {
+		return nil, errorf(codeIndexNotFound, "cannot find index %s for ns %s", formatKeyValue(spec), coll.ns())
 	}
-	if !hasSecs {
-		return nil, 0, unsupported("collMod index changes other than expireAfterSeconds")
+	if ch.ttl == nil && ch.prepareUnique == nil && !ch.unique {
+		return nil, errorf(codeInvalidOptions, "no expireAfterSeconds, prepareUnique or unique field to update")
 	}
-	if !ix.ttl {
-		return nil, 0, errorf(codeInvalidOptions, "no expireAfterSeconds field to update")
+	if ch.ttl != nil && !ch.ix.ttl {
+		return nil, errorf(codeInvalidOptions, "no expireAfterSeconds field to update")
 	}
-	return ix, secs, nil
+	if ch.ix.isID && (ch.prepareUnique != nil || ch.unique) {
+		return nil, errorf(codeInvalidOptions, "The _id index is always unique")
+	}
+	if ch.unique && !ch.ix.unique {
+		prepared := ch.ix.prepareUnique
+		if ch.prepareUnique != nil {
+			prepared = *ch.prepareUnique
+		}
+		if !prepared {
+			return nil, errorf(codeInvalidOptions, "Cannot make index unique with 'prepareUnique: false'. Run collMod to set it first.")
+		}
+	}
+	return ch, nil
+}
+
+// applyIndexChange replaces ch.ix in coll by its changed copy (indexes are copy-on-write) and
+// returns the reply fields. Converting to unique fails with CannotConvertIndexToUnique (359)
+// when documents share a key; nothing changes then.
+func applyIndexChange(coll *collection, ch *indexChange) (bson.D, *cmdError) {
+	old := ch.ix
+	nix := old.clone()
+	nix.spec = slices.Clone(nix.spec)
+	setSpec := func(key string, v any) {
+		for i := range nix.spec {
+			if nix.spec[i].Key == key {
+				nix.spec[i].Value = v
+				return
+			}
+		}
+		nix.spec = append(nix.spec, bson.E{Key: key, Value: v})
+	}
+	var reply bson.D
+	if ch.ttl != nil {
+		reply = append(reply, bson.E{Key: "expireAfterSeconds_old", Value: int64(old.ttlSeconds)},
+			bson.E{Key: "expireAfterSeconds_new", Value: int64(*ch.ttl)})
+		nix.ttlSeconds = *ch.ttl
+		setSpec("expireAfterSeconds", int64(*ch.ttl))
+	}
+	if ch.prepareUnique != nil && *ch.prepareUnique != old.prepareUnique {
+		reply = append(reply, bson.E{Key: "prepareUnique_old", Value: old.prepareUnique},
+			bson.E{Key: "prepareUnique_new", Value: *ch.prepareUnique})
+		nix.prepareUnique = *ch.prepareUnique
+		if nix.prepareUnique {
+			setSpec("prepareUnique", true)
+		} else {
+			nix.spec = slices.DeleteFunc(nix.spec, func(e bson.E) bool { return e.Key == "prepareUnique" })
+		}
+	}
+	if ch.unique && !old.unique {
+		nix.unique, nix.prepareUnique = true, false
+		nix.entries = make(map[string]string)
+		if err := coll.buildIndex(nix); err != nil {
+			return nil, &cmdError{Code: 359, Msg: "Cannot convert the index to unique. Please resolve conflicting documents before running collMod again."}
+		}
+		nix.spec = slices.DeleteFunc(nix.spec, func(e bson.E) bool { return e.Key == "prepareUnique" })
+		setSpec("unique", true)
+		reply = append(reply, bson.E{Key: "unique_new", Value: true})
+	}
+	for i, o := range coll.indexes {
+		if o == old {
+			coll.indexes[i] = nix
+		}
+	}
+	return reply, nil
 }
 
 // collectionInfo is the listCollections document of coll.

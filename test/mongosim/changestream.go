@@ -192,6 +192,14 @@ type changeStream struct {
 	pbrt              resumeToken    // the last postBatchResumeToken; never moves backwards
 	pendingInvalidate *oplogEntry    // an invalidating entry whose invalidate is not yet returned
 	done              bool           // the invalidate was returned
+
+	// split is set by a final $changeStreamSplitLargeEvent stage: events over 16 MiB are
+	// returned as fragments. skipSeq/skipFrags say that the first skipFrags fragments of the
+	// event at oplog seq skipSeq were already returned (a full reply, or a resume from a
+	// fragment's token); the event is rebuilt and its later fragments follow.
+	split     bool
+	skipSeq   uint64
+	skipFrags uint32
 }
 
 func (cs *changeStream) namespace() string    { return cs.ns }
@@ -281,6 +289,17 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 	var out []any
 	size := 0
 	full := func() bool { return n > 0 && len(out) >= n }
+	// add appends one document (a bson.D, or a bson.Raw for a split event's fragments) of sz
+	// encoded bytes; false when the reply is full.
+	add := func(doc any, sz int, tok resumeToken) bool {
+		if len(out) > 0 && size+sz > replyBudget {
+			return false
+		}
+		size += sz
+		out = append(out, doc)
+		cs.pbrt = maxToken(cs.pbrt, tok)
+		return true
+	}
 	// emit runs ev through the user pipeline and appends it; false when the reply is full and
 	// ev must be returned by the next batch instead.
 	emit := func(ev bson.D, tok resumeToken, ts bson.Timestamp) (bool, error) {
@@ -290,14 +309,47 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 		}
 		sz := approxSize(doc)
 		if sz > maxBSONSize {
-			return false, errorf(10334, "BSONObjectTooLarge: change event of %d bytes exceeds the %d-byte document limit", sz, maxBSONSize)
+			return false, errEventTooLarge(sz)
 		}
-		if len(out) > 0 && size+sz > replyBudget {
-			return false, nil
+		return add(doc, sz, tok), nil
+	}
+	// emitEvent is emit for the event of en, split into fragments when it is over the limit and
+	// the pipeline ends with $changeStreamSplitLargeEvent. A reply that fills up between two
+	// fragments records how many were returned; the next batch rebuilds the event and goes on.
+	emitEvent := func(ev bson.D, en *oplogEntry) (bool, error) {
+		tok := eventToken(en)
+		doc, keep, err := cs.applyPipeline(ev, tok, en.ts)
+		if err != nil || !keep {
+			return true, err
 		}
-		size += sz
-		out = append(out, doc)
-		cs.pbrt = maxToken(cs.pbrt, tok)
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			return false, err
+		}
+		if len(raw) <= maxBSONSize || !cs.split {
+			if len(raw) > maxBSONSize {
+				return false, errEventTooLarge(len(raw))
+			}
+			if cs.skipSeq == en.seq {
+				cs.skipSeq, cs.skipFrags = 0, 0
+			}
+			return add(doc, len(raw), tok), nil
+		}
+		frags, err := splitLargeEvent(raw, tok)
+		if err != nil {
+			return false, err
+		}
+		first := uint32(0)
+		if cs.skipSeq == en.seq {
+			first = cs.skipFrags
+		}
+		for i := first; i < uint32(len(frags)); i++ {
+			if !add(frags[i].doc, len(frags[i].doc), frags[i].tok) {
+				cs.skipSeq, cs.skipFrags = en.seq, i
+				return false, nil
+			}
+		}
+		cs.skipSeq, cs.skipFrags = 0, 0
 		return true, nil
 	}
 	finishInvalidate := func(en *oplogEntry) (bool, error) {
@@ -333,7 +385,7 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 				if err != nil {
 					return out, err
 				}
-				ok, err := emit(ev, eventToken(it.en), it.en.ts)
+				ok, err := emitEvent(ev, it.en)
 				if err != nil {
 					return out, err
 				}
@@ -473,7 +525,6 @@ var csKnownStages = map[string]bool{
 	"$densify": true, "$fill": true, "$setWindowFields": true, "$unionWith": true, "$documents": true,
 	"$sortByCount": true, "$currentOp": true, "$listSessions": true, "$listLocalSessions": true,
 	"$planCacheStats": true, "$search": true, "$searchMeta": true, "$vectorSearch": true,
-	"$changeStreamSplitLargeEvent": true,
 }
 
 // $changeStream options the server has but mongosim does not implement.
@@ -573,35 +624,47 @@ func parseCSSpec(v any) (*csSpec, *cmdError) {
 	return sp, nil
 }
 
-// compileUserStages checks and compiles the stages after $changeStream.
-func compileUserStages(stages bson.A) (userPipeline, *cmdError) {
-	for _, st := range stages {
+// compileUserStages checks and compiles the stages after $changeStream. split reports a final
+// $changeStreamSplitLargeEvent stage, which is not part of the returned pipeline.
+func compileUserStages(stages bson.A) (p userPipeline, split bool, cerr *cmdError) {
+	for i, st := range stages {
 		d, ok := st.(bson.D)
 		if !ok || len(d) != 1 {
-			return nil, errorf(40323, "A pipeline stage specification object must contain exactly one field.")
+			return nil, false, errorf(40323, "A pipeline stage specification object must contain exactly one field.")
 		}
 		name := d[0].Key
 		switch {
 		case name == "$changeStream":
-			return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
+			return nil, false, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
+		case name == "$changeStreamSplitLargeEvent":
+			if arg, ok := d[0].Value.(bson.D); !ok || len(arg) != 0 {
+				return nil, false, errorf(7182800, "$changeStreamSplitLargeEvent spec must be an empty document")
+			}
+			if i != len(stages)-1 {
+				return nil, false, errorf(7182802, "$changeStreamSplitLargeEvent can only appear once, as the last stage of the pipeline")
+			}
+			split = true
 		case csAllowedStages[name]:
 		case csKnownStages[name]:
-			return nil, errorf(codeIllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
+			return nil, false, errorf(codeIllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
 		default:
-			return nil, errorf(40324, "Unrecognized pipeline stage name: '%s'", name)
+			return nil, false, errorf(40324, "Unrecognized pipeline stage name: '%s'", name)
 		}
 	}
+	if split {
+		stages = stages[:len(stages)-1]
+	}
 	if len(stages) == 0 {
-		return nil, nil
+		return nil, split, nil
 	}
 	p, err := compilePipeline(stages)
 	if err != nil {
 		if ce, ok := queryErr(err).(*cmdError); ok {
-			return nil, ce
+			return nil, false, ce
 		}
-		return nil, errorf(codeBadValue, "%v", err)
+		return nil, false, errorf(codeBadValue, "%v", err)
 	}
-	return p, nil
+	return p, split, nil
 }
 
 // compilePipeline compiles the user's stages with the query package.
@@ -697,7 +760,7 @@ func cmdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 			f.scope = scopeDatabase
 		}
 	}
-	pipe, cerr := compileUserStages(stages[1:])
+	pipe, split, cerr := compileUserStages(stages[1:])
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -717,11 +780,14 @@ func cmdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 		if t.fromInvalidate && !startAfter {
 			return nil, errorf(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification")
 		}
+		if t.fragment > 0 && !split {
+			return nil, errorf(codeChangeStreamFatalError, "Attempting to resume a change stream from a split event fragment, but the pipeline has no $changeStreamSplitLargeEvent stage")
+		}
 		tok = &t
 	}
 
 	cs := &changeStream{
-		e: s.eng, ns: ns, filter: f, pipeline: pipe,
+		e: s.eng, ns: ns, filter: f, pipeline: pipe, split: split,
 		opts:   eventOptions{fullDocument: sp.fullDocument, fullDocBeforeChange: sp.fullDocBeforeChange, expanded: sp.expanded},
 		wake:   make(chan struct{}, 1),
 		killed: make(chan struct{}),
@@ -776,6 +842,11 @@ func (cs *changeStream) position(tok *resumeToken, startAt *bson.Timestamp) *cmd
 			return errorf(codeChangeStreamFatalError, "cannot resume stream; the resume token was not found. {_data: \"%s\"}", tok.hex())
 		}
 		cs.afterSeq, cs.pbrt = en.seq, *tok
+		if tok.fragment > 0 {
+			// Inside a split event: it is rebuilt, and the fragments after this one follow (none
+			// when it was the last).
+			cs.afterSeq, cs.skipSeq, cs.skipFrags = en.seq-1, en.seq, tok.fragment
+		}
 		if !tok.fromInvalidate && cs.filter.invalidates(en) {
 			// Resuming after the event that invalidated the stream yields the invalidate again.
 			cs.pendingInvalidate = en
@@ -788,4 +859,80 @@ func (cs *changeStream) position(tok *resumeToken, startAt *bson.Timestamp) *cmd
 // String describes the stream for debugging.
 func (cs *changeStream) String() string {
 	return fmt.Sprintf("changeStream(%s after seq %d)", cs.ns, cs.afterSeq)
+}
+
+// errEventTooLarge is the server's error for a change event over 16 MiB without
+// $changeStreamSplitLargeEvent (or with a single top-level field too large to split off).
+func errEventTooLarge(sz int) *cmdError {
+	return errorf(codeBSONObjectTooLarge, "BSONObjectTooLarge: change event of %d bytes exceeds the %d-byte document limit", sz, maxBSONSize)
+}
+
+// eventFragment is one fragment of a split change event.
+type eventFragment struct {
+	doc bson.Raw
+	tok resumeToken
+}
+
+// fragmentBudget bounds a fragment, so that a reply holding one fragment and its envelope (the
+// postBatchResumeToken, the cursor fields) stays under 16 MiB.
+const fragmentBudget = replyBudget
+
+// splitLargeEvent splits an encoded event over 16 MiB as $changeStreamSplitLargeEvent does: its
+// top-level fields, in order, are packed greedily into fragments of at most fragmentBudget
+// bytes; each fragment starts with its own resume token (_id, the event's token with the
+// fragment number) and splitEvent {fragment, of}. A single field too large for a fragment fails
+// the event with BSONObjectTooLarge (10334), as on a server: subdocuments are never split.
+func splitLargeEvent(ev bson.Raw, tok resumeToken) ([]eventFragment, error) {
+	elems, err := ev.Elements()
+	if err != nil {
+		return nil, err
+	}
+	// header returns the encoded _id and splitEvent elements of fragment i of n (same size for
+	// every i and n: fixed-width token, int32 numbers).
+	header := func(i, n int) []byte {
+		ft := tok
+		ft.fragment = uint32(i)
+		b, _ := bson.Marshal(bson.D{{Key: "_id", Value: ft.doc()},
+			{Key: "splitEvent", Value: bson.D{{Key: "fragment", Value: int32(i)}, {Key: "of", Value: int32(n)}}}})
+		return b[4 : len(b)-1]
+	}
+	hdrSize := 4 + len(header(1, 1)) + 1
+	var groups [][]bson.RawElement
+	var cur []bson.RawElement
+	size := hdrSize
+	for _, el := range elems {
+		if el.Key() == "_id" {
+			continue
+		}
+		if hdrSize+len(el) > fragmentBudget {
+			return nil, errEventTooLarge(len(ev))
+		}
+		if size+len(el) > fragmentBudget && len(cur) > 0 {
+			groups = append(groups, cur)
+			cur, size = nil, hdrSize
+		}
+		cur = append(cur, el)
+		size += len(el)
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	out := make([]eventFragment, len(groups))
+	for i, g := range groups {
+		n := hdrSize
+		for _, el := range g {
+			n += len(el)
+		}
+		doc := make([]byte, 4, n)
+		doc = append(doc, header(i+1, len(groups))...)
+		for _, el := range g {
+			doc = append(doc, el...)
+		}
+		doc = append(doc, 0)
+		doc[0], doc[1], doc[2], doc[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+		ft := tok
+		ft.fragment = uint32(i + 1)
+		out[i] = eventFragment{doc: doc, tok: ft}
+	}
+	return out, nil
 }

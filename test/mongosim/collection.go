@@ -143,6 +143,9 @@ func (coll *collection) insertSlot(s *docSlot) *cmdError {
 	if err != nil {
 		return err
 	}
+	if err := coll.checkPrepareUnique(s.doc, s.key, nil); err != nil {
+		return err
+	}
 	coll.addKeys(keys, s.key)
 	coll.byID[s.key] = len(coll.docs)
 	coll.docs = append(coll.docs, s)
@@ -158,6 +161,9 @@ func (coll *collection) replaceSlot(s *docSlot) *cmdError {
 		return errorf(codeInternalError, "mongosim: replace of a missing document")
 	}
 	old := coll.docs[i]
+	if err := coll.checkPrepareUnique(s.doc, s.key, old.doc); err != nil {
+		return err
+	}
 	oldKeys, _ := coll.indexKeysOf(old.doc)
 	coll.removeKeys(oldKeys, old.key)
 	keys, err := coll.uniqueKeys(s.doc, s.key)
@@ -313,4 +319,51 @@ func (e *engine) lookupCurrentLocked(db, coll string, docKey bson.D) (bson.D, bo
 		return nil, false
 	}
 	return c.findByID(id)
+}
+
+// checkPrepareUnique refuses a write that would add, to an index with prepareUnique, a key
+// another document already has (DuplicateKey), as a server does while an index is being
+// prepared for conversion to unique; duplicates that already existed stay. old is the
+// document's previous version (nil for an insert): keys it already had are not new. Such
+// indexes keep no key entries, so the check scans the collection.
+func (coll *collection) checkPrepareUnique(doc bson.D, idKey string, old bson.D) *cmdError {
+	for _, ix := range coll.indexes {
+		if !ix.prepareUnique || ix.unique {
+			continue
+		}
+		keys, err := ix.keysFor(doc)
+		if err != nil {
+			return err
+		}
+		had := map[string]bool{}
+		if old != nil {
+			oldKeys, _ := ix.keysFor(old)
+			for _, k := range oldKeys {
+				had[k.hash] = true
+			}
+		}
+		for _, k := range keys {
+			if had[k.hash] {
+				continue
+			}
+			var dup *cmdError
+			coll.scanSlots(func(other *docSlot) bool {
+				if other.key == idKey {
+					return true
+				}
+				oks, _ := ix.keysFor(other.doc)
+				for _, ok := range oks {
+					if ok.hash == k.hash {
+						dup = coll.dupKeyError(ix, k.vals)
+						return false
+					}
+				}
+				return true
+			})
+			if dup != nil {
+				return dup
+			}
+		}
+	}
+	return nil
 }

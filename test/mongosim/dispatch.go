@@ -27,6 +27,9 @@ type command struct {
 	Autocommit   *bool        // autocommit, when present (false inside transactions)
 	StartTxn     bool         // startTransaction: true
 	ChangeStream bool         // set by handlers: the command is an aggregate/getMore of a change stream
+
+	deadline      time.Time // maxTimeMS; zero for none (generic.go)
+	unsatisfiedWC bson.D    // the writeConcernError a write concern this set cannot meet gets
 }
 
 // Arg returns the value of a top-level field of the command body.
@@ -101,11 +104,11 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 		out, _, _ := s.encodeReply(nil, errorf(codeFailedToParse, "empty command document"), nil)
 		return out, false
 	}
+	start := time.Now()
 	c := &command{Name: req.body[0].Key, Body: req.body, conn: cn, ctx: cn.ctx}
 	if db, ok := c.Arg("$db"); ok {
 		c.DB, _ = db.(string)
 	}
-	start := time.Now()
 	// Every path below records the command once, with the error it ended in (nil on success),
 	// the code and the labels actually sent.
 	var (
@@ -146,17 +149,34 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", c.Name))
 	}
 	spec, known := commandTable[c.Name]
+	if known {
+		if err := s.checkGenericArgs(c); err != nil {
+			return fail(err)
+		}
+	}
+	if isHello(c.Name) {
+		// The handshake's app name is known before any fail point looks at it.
+		recordAppName(c)
+	}
 
 	var wce bson.D
 	if c.Name != "configureFailPoint" {
 		if act := s.fp.evalFailCommand(c); act != nil {
 			if act.blockFor > 0 {
-				t := time.NewTimer(act.blockFor)
+				// The block is interruptible, as the server's is: maxTimeMS ends it.
+				wait, expires := act.blockFor, false
+				if !c.deadline.IsZero() && time.Until(c.deadline) < wait {
+					wait, expires = max(time.Until(c.deadline), 0), true
+				}
+				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
 				case <-c.ctx.Done():
 					t.Stop()
 					return drop()
+				}
+				if expires {
+					return fail(errMaxTimeExpired())
 				}
 			}
 			if act.closeConn {
@@ -169,25 +189,41 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 		}
 	}
 	if !known {
+		if feature, ok := unsupportedCommands[c.Name]; ok {
+			return fail(unsupported("%s", feature))
+		}
 		return fail(errorf(codeCommandNotFound, "no such command: '%s'", c.Name))
 	}
 	if err := s.state.checkPrimary(spec.kind); err != nil {
 		return fail(err)
 	}
+	if c.expired() {
+		return fail(errMaxTimeExpired())
+	}
+	closeAfter := false
+	if spec.kind == kindWrite && c.RetryableWrite() && c.Name != "commitTransaction" && c.Name != "abortTransaction" {
+		var ferr *cmdError
+		if ferr, closeAfter = s.fp.evalTransactionalWrite(); ferr != nil {
+			return fail(ferr)
+		}
+	}
 	fields, err := spec.handler(s, c)
-	if errors.Is(err, errCloseConnection) {
+	if errors.Is(err, errCloseConnection) || (err == nil && closeAfter) {
 		return drop()
 	}
 	if err != nil {
 		return fail(err)
 	}
+	if wce == nil && spec.kind == kindWrite && c.unsatisfiedWC != nil && !hasKey(fields, "writeConcernError") {
+		wce = c.unsatisfiedWC
+	}
 	if wce != nil {
 		fields = append(fields, bson.E{Key: "writeConcernError", Value: wce})
-		// A real server labels a reply by its writeConcernError code too (reference §4.3);
-		// driver v2 retries a write-concern error only when the label is there.
+		// A real server labels a reply by its writeConcernError code too; driver v2 retries a
+		// write-concern error only when the label is there.
 		if v, ok := lookupD(wce, "code"); ok && !hasKey(fields, "errorLabels") {
 			if n, ok := asInt64(v); ok {
-				if ls := computeLabels(c, int32(n)); len(ls) > 0 {
+				if ls := writeConcernLabels(c, int32(n)); len(ls) > 0 {
 					fields = append(fields, bson.E{Key: "errorLabels", Value: ls})
 					labels = ls
 				}
@@ -282,7 +318,7 @@ func (s *Server) encodeReply(c *command, err error, fields bson.D) (out []byte, 
 		if len(labels) > 0 {
 			doc = append(doc, bson.E{Key: "errorLabels", Value: labels})
 		}
-		if tv, ok := s.state.topologyVersionFor(ce.Code); ok {
+		if tv, ok := s.state.topologyVersionFor(ce.Code, s.isClosing()); ok {
 			doc = append(doc, bson.E{Key: "topologyVersion", Value: tv})
 		}
 	} else {
@@ -312,24 +348,42 @@ func (s *Server) encodeReply(c *command, err error, fields bson.D) (out []byte, 
 // (retryable-writes spec, "Determining Retryable Write Errors").
 var retriableCodes = []int32{6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
 
-// Extra codes that make a change-stream error resumable (reference §3.8).
+// Extra codes that make a change-stream error resumable.
 var resumableCSCodes = []int32{63, 150, 13388, 234, 133}
 
-// computeLabels applies the server's label rules (reference §4.3 and §3.8) to an error the
-// simulator raised on its own (fail points with errorLabels bypass this).
+// transientTxnCodes are the codes a server labels TransientTransactionError on any statement of
+// a transaction, commitTransaction and abortTransaction included: write conflicts, lock
+// timeouts, a prepared transaction in the way, the snapshot errors (SnapshotTooOld 239,
+// SnapshotUnavailable 246) and the shard-retargeting ones (63, 150, 13388).
+var transientTxnCodes = []int32{codeWriteConflict, codeLockTimeout, 267, 239, 246, 63, 150, 13388}
+
+// computeLabels applies the server's label rules to a command error the simulator raised on
+// its own (fail points with errorLabels bypass this):
+//   - TransientTransactionError on a statement of a transaction (txnNumber and autocommit) for
+//     the transient codes; on other statements also for the retriable codes and
+//     NoSuchTransaction; on commitTransaction/abortTransaction for NoSuchTransaction only
+//     without a write-concern error;
+//   - RetryableWriteError on a retryable write, commitTransaction or abortTransaction for the
+//     retriable codes;
+//   - the change-stream labels on the aggregate and getMores of a change stream.
 func computeLabels(c *command, code int32) []string {
 	var labels []string
 	retriable := slices.Contains(retriableCodes, code)
 	isTxnEnd := c.Name == "commitTransaction" || c.Name == "abortTransaction"
-	switch {
-	case c.InTransaction() && !isTxnEnd:
-		if retriable || code == codeWriteConflict || code == codeLockTimeout || code == 267 || code == codeNoSuchTransaction {
+	inTxn := c.TxnNumber != nil && (c.Autocommit != nil || isTxnEnd)
+	if inTxn {
+		transient := slices.Contains(transientTxnCodes, code)
+		if isTxnEnd {
+			transient = transient || code == codeNoSuchTransaction
+		} else {
+			transient = transient || retriable || code == codeNoSuchTransaction
+		}
+		if transient {
 			labels = append(labels, "TransientTransactionError")
 		}
-	case (c.RetryableWrite() || isTxnEnd) && retriable:
+	}
+	if c.TxnNumber != nil && (c.Autocommit == nil || isTxnEnd) && retriable {
 		labels = append(labels, "RetryableWriteError")
-	case isTxnEnd && code == codeNoSuchTransaction:
-		labels = append(labels, "TransientTransactionError")
 	}
 	if c.ChangeStream {
 		switch {
@@ -340,6 +394,18 @@ func computeLabels(c *command, code int32) []string {
 		}
 	}
 	return labels
+}
+
+// writeConcernLabels returns the labels of a reply whose command succeeded but whose write
+// concern failed with wcCode: RetryableWriteError for a retryable write, commitTransaction or
+// abortTransaction when wcCode is retriable. A server never adds TransientTransactionError to
+// a write-concern error: the command's own outcome is known.
+func writeConcernLabels(c *command, wcCode int32) []string {
+	isTxnEnd := c.Name == "commitTransaction" || c.Name == "abortTransaction"
+	if c.TxnNumber != nil && (c.Autocommit == nil || isTxnEnd) && slices.Contains(retriableCodes, wcCode) {
+		return []string{"RetryableWriteError"}
+	}
+	return nil
 }
 
 // typeName returns the BSON type alias of a decoded value, as server messages spell it.

@@ -13,6 +13,7 @@
 // bounded oplog. Faults are injected with the server's own configureFailPoint command or with Go
 // hooks (KillAllConnections, StepDown, TruncateOplog, Pause).
 //
-// Anything it does not support fails with a real-looking server error (CommandNotFound 59, or a
-// Location error whose message names the unsupported feature); it never answers silently wrong.
+// Anything it does not support fails with one error code, 9000001, whose message names the
+// feature ("mongosim does not support ..."); a command no server has gets CommandNotFound (59).
+// It never answers silently wrong.
 package mongosim

@@ -88,6 +88,8 @@ var codeNames = map[int32]string{
 	11000: "DuplicateKey", 11600: "InterruptedAtShutdown", 11601: "Interrupted",
 	11602: "InterruptedDueToReplStateChange", 13388: "StaleConfig",
 	13435: "NotPrimaryNoSecondaryOk", 13436: "NotPrimaryOrSecondary",
+	79: "UnknownReplWriteConcern", 100: "UnsatisfiableWriteConcern", 239: "SnapshotTooOld",
+	246: "SnapshotUnavailable", 322: "APIVersionError", 323: "APIStrictError", 31082: "SearchNotEnabled",
 }
 
 // codeName returns the server's name for code, or "Location<code>" for the numbered

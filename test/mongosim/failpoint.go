@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -18,12 +19,19 @@ func init() {
 const (
 	fpFailCommand              = "failCommand"
 	fpFailGetMoreAfterCheckout = "failGetMoreAfterCursorCheckout"
+	// fpOnPrimaryTransactionalWrite fires on a retryable write: after the write is applied and
+	// its reply stored, the connection is closed without a reply (closeConnection, the default),
+	// so the driver's retry is answered from the stored reply; with
+	// failBeforeCommitExceptionCode the write fails with that code instead, not applied.
+	fpOnPrimaryTransactionalWrite = "onPrimaryTransactionalWrite"
 )
 
 // failPoints holds the configured fail points (the server's test-only fault injection).
 type failPoints struct {
 	mu     sync.Mutex
 	points map[string]*failPoint
+	// txnWriteSet is true while onPrimaryTransactionalWrite is configured (written under mu).
+	txnWriteSet atomic.Bool
 }
 
 type failPoint struct {
@@ -45,6 +53,9 @@ type failPoint struct {
 	appName     string
 	namespace   string
 	wce         bson.D
+
+	// onPrimaryTransactionalWrite
+	failBeforeCommit *int32
 }
 
 // failAction is what an activated fail point does to one command.
@@ -91,10 +102,10 @@ func (s *Server) ConfigureFailPoint(cmd bson.D) error {
 
 func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 	name, _ := body[0].Value.(string)
-	if name != fpFailCommand && name != fpFailGetMoreAfterCheckout {
+	if name != fpFailCommand && name != fpFailGetMoreAfterCheckout && name != fpOnPrimaryTransactionalWrite {
 		return 0, errorf(codeBadValue, "Cannot find failpoint with name %s", name)
 	}
-	fp := &failPoint{}
+	fp := &failPoint{closeConn: name == fpOnPrimaryTransactionalWrite} // its default
 	modeV, ok := lookupD(body, "mode")
 	if !ok {
 		return 0, errorf(codeBadValue, "Missing mode")
@@ -111,33 +122,41 @@ func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 			return 0, errorf(codeBadValue, "unknown mode: %s", m)
 		}
 	case bson.D:
-		if len(m) != 1 {
-			return 0, errorf(codeBadValue, "mode document must have exactly one of times, skip, activationProbability")
+		// A server reads the mode document field by field: {times: n, skip: m} skips m
+		// activations and then fires n times; activationProbability may join either.
+		if len(m) == 0 {
+			return 0, errorf(codeBadValue, "mode object must have one of 'times', 'skip' or 'activationProbability'")
 		}
-		switch m[0].Key {
-		case "times":
-			n, ok := asInt64(m[0].Value)
-			if !ok || n < 0 {
-				return 0, errorf(codeBadValue, "mode.times must be a non-negative integer")
+		hasTimes := false
+		for _, el := range m {
+			switch el.Key {
+			case "times":
+				n, ok := asInt64(el.Value)
+				if !ok || n < 0 {
+					return 0, errorf(codeBadValue, "mode.times must be a non-negative integer")
+				}
+				fp.times, hasTimes = n, true
+			case "skip":
+				n, ok := asInt64(el.Value)
+				if !ok || n < 0 {
+					return 0, errorf(codeBadValue, "mode.skip must be a non-negative integer")
+				}
+				fp.skip = n
+			case "activationProbability":
+				p, ok := el.Value.(float64)
+				if !ok || p < 0 || p > 1 {
+					return 0, errorf(codeBadValue, "mode.activationProbability must be a double in [0, 1]")
+				}
+				fp.prob = p
+			default:
+				return 0, errorf(codeBadValue, "unknown mode field: %s", el.Key)
 			}
-			fp.times = n
-			if n == 0 {
-				off = true
-			}
-		case "skip":
-			n, ok := asInt64(m[0].Value)
-			if !ok || n < 0 {
-				return 0, errorf(codeBadValue, "mode.skip must be a non-negative integer")
-			}
-			fp.skip, fp.alwaysOn = n, true
-		case "activationProbability":
-			p, ok := m[0].Value.(float64)
-			if !ok || p < 0 || p > 1 {
-				return 0, errorf(codeBadValue, "mode.activationProbability must be a double in [0, 1]")
-			}
-			fp.prob = p
-		default:
-			return 0, errorf(codeBadValue, "unknown mode field: %s", m[0].Key)
+		}
+		switch {
+		case hasTimes && fp.times == 0:
+			off = true
+		case !hasTimes && fp.prob == 0:
+			fp.alwaysOn = true // {skip: n} alone: skip n, then always on
 		}
 	default:
 		return 0, errorf(codeTypeMismatch, "mode must be a string or an object")
@@ -165,10 +184,34 @@ func (f *failPoints) configure(body bson.D) (int32, *cmdError) {
 	} else {
 		f.points[name] = fp
 	}
+	_, set := f.points[fpOnPrimaryTransactionalWrite]
+	f.txnWriteSet.Store(set)
 	return prev, nil
 }
 
 func (fp *failPoint) parseData(name string, data bson.D) *cmdError {
+	if name == fpOnPrimaryTransactionalWrite {
+		for _, e := range data {
+			switch e.Key {
+			case "closeConnection":
+				b, ok := e.Value.(bool)
+				if !ok {
+					return errorf(codeTypeMismatch, "data.closeConnection must be a boolean")
+				}
+				fp.closeConn = b
+			case "failBeforeCommitExceptionCode":
+				n, ok := asInt64(e.Value)
+				if !ok {
+					return errorf(codeTypeMismatch, "data.failBeforeCommitExceptionCode must be an integer")
+				}
+				code := int32(n)
+				fp.failBeforeCommit = &code
+			default:
+				return errorf(codeBadValue, "unknown onPrimaryTransactionalWrite data field: %s", e.Key)
+			}
+		}
+		return nil
+	}
 	for _, e := range data {
 		switch e.Key {
 		case "failCommands":
@@ -243,6 +286,24 @@ func (fp *failPoint) parseData(name string, data bson.D) *cmdError {
 		return errorf(codeBadValue, "data.failCommands is required")
 	}
 	return nil
+}
+
+// isHello reports whether name is the handshake/monitoring command.
+func isHello(name string) bool { return name == "hello" || name == "isMaster" || name == "ismaster" }
+
+// recordAppName stores the handshake's client.application.name on the connection before the
+// fail points are evaluated, so that a failCommand filtered by appName matches the handshake
+// itself and every command after it.
+func recordAppName(c *command) {
+	cl, _ := c.Arg("client")
+	d, _ := cl.(bson.D)
+	app, _ := lookupD(d, "application")
+	ad, _ := app.(bson.D)
+	if name, ok := lookupD(ad, "name"); ok {
+		if s, ok := name.(string); ok {
+			c.conn.setAppName(s)
+		}
+	}
 }
 
 func hasKey(d bson.D, key string) bool {
@@ -340,4 +401,27 @@ func (f *failPoints) evalGetMoreAfterCheckout() (err *cmdError, closeConn bool) 
 		e.Labels = fp.errorLabels
 	}
 	return e, false
+}
+
+// evalTransactionalWrite returns what the onPrimaryTransactionalWrite fail point does to a
+// retryable write: fail it before it is applied (err), or close the connection after it
+// (closeAfter).
+func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeAfter bool) {
+	if !f.txnWriteSet.Load() {
+		return nil, false // the common case: no lock taken per write
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fp := f.points[fpOnPrimaryTransactionalWrite]
+	if fp == nil || !fp.activate() {
+		return nil, false
+	}
+	if fp.exhausted() {
+		delete(f.points, fpOnPrimaryTransactionalWrite)
+		f.txnWriteSet.Store(false)
+	}
+	if fp.failBeforeCommit != nil {
+		return &cmdError{Code: *fp.failBeforeCommit, Msg: "Failing write via 'onPrimaryTransactionalWrite' failpoint"}, false
+	}
+	return nil, fp.closeConn
 }

@@ -33,6 +33,9 @@ type index struct {
 	partial     *query.Filter // compiled partialExpr
 	ttl         bool          // expireAfterSeconds is set
 	ttlSeconds  float64       // expireAfterSeconds
+	// prepareUnique (collMod, createIndexes): new duplicate keys are refused, existing ones
+	// stay, until the index is converted to unique.
+	prepareUnique bool
 
 	// entries maps a key (indexKey.hash) to the _id hash of the document holding it;
 	// maintained for unique indexes only.
@@ -283,6 +286,7 @@ func defaultIndexName(key bson.D) string {
 var indexOptionFields = map[string]bool{
 	"v": true, "unique": true, "sparse": true, "partialFilterExpression": true,
 	"expireAfterSeconds": true, "background": true, "hidden": true, "collation": true,
+	"prepareUnique": true,
 }
 
 // parseIndexSpec validates one createIndexes spec and builds the index (without keys).
@@ -344,6 +348,11 @@ func parseIndexSpec(raw any) (*index, *cmdError) {
 			continue
 		case "background":
 			continue // accepted and ignored, as on 4.2+ servers
+		case "prepareUnique":
+			ix.prepareUnique = truthy(f.Value)
+			if !ix.prepareUnique {
+				continue
+			}
 		case "unique":
 			ix.unique = truthy(f.Value)
 			if !ix.unique {
@@ -529,12 +538,26 @@ func cmdCreateIndexes(s *Server, c *command) (bson.D, error) {
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if c.InTransaction() {
-		return nil, unsupported("createIndexes inside a multi-document transaction")
-	}
 	coll := e.collLocked(c.DB, name)
+	var txn *transaction
 	created := false
-	if coll == nil {
+	if c.InTransaction() {
+		// Inside a transaction: only on a collection the transaction creates (now, or earlier
+		// with create or a first insert), and visible with it at commit.
+		t, err := e.txnForCommandLocked(c)
+		if err != nil {
+			return nil, err
+		}
+		if coll != nil {
+			return nil, errorf(codeOperationNotSupportedInTransaction, "Cannot create new indexes on existing collection %s.%s in a multi-document transaction.", c.DB, name)
+		}
+		_, had := t.views[c.DB+"."+name]
+		tv, err := t.viewFor(e, c.DB, name, true)
+		if err != nil {
+			return nil, err
+		}
+		txn, coll, created = t, tv.view, !had
+	} else if coll == nil {
 		if err := validCollName(c.DB, name); err != nil {
 			return nil, err
 		}
@@ -583,13 +606,19 @@ func cmdCreateIndexes(s *Server, c *command) (bson.D, error) {
 			{Key: "note", Value: "all indexes already exist"},
 		}, nil
 	}
-	if created {
+	if created && txn == nil {
 		e.addCollectionLocked(coll, nil)
 	}
 	coll.indexes = append(coll.indexes, toAdd...)
 	for _, ix := range toAdd {
-		e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "createIndexes", db: coll.db, coll: coll.name,
-			collUUID: coll.uuid, opDesc: bson.D{{Key: "indexes", Value: bson.A{ix.spec}}}})
+		en := &oplogEntry{op: "createIndexes", db: coll.db, coll: coll.name,
+			collUUID: coll.uuid, opDesc: bson.D{{Key: "indexes", Value: bson.A{ix.spec}}}}
+		if txn != nil {
+			txn.ops = append(txn.ops, txnOp{kind: "createIndexes", db: coll.db, coll: coll.name, index: ix, entry: en})
+			continue
+		}
+		en.ts = e.clock.tick()
+		e.logLocked(en)
 	}
 	reply := bson.D{
 		{Key: "numIndexesBefore", Value: int32(before)},

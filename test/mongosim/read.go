@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"crypto/sha256"
 	"errors"
 	"slices"
 	"strconv"
@@ -318,12 +319,14 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"returnKey", "showRecordId"} {
-		if b, err := readBoolArg(c, name); err != nil {
-			return nil, err
-		} else if b {
-			return nil, unsupported("find option %s", name)
-		}
+	returnKey, err := readBoolArg(c, "returnKey")
+	if err != nil {
+		return nil, err
+	}
+	if b, err := readBoolArg(c, "showRecordId"); err != nil {
+		return nil, err
+	} else if b {
+		return nil, unsupported("find option showRecordId")
 	}
 	for _, name := range []string{"min", "max"} {
 		if d, err := readDocArg(c, name); err != nil {
@@ -372,6 +375,14 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		}
 	}
 
+	var keyPattern bson.D
+	keyScan := false
+	if returnKey {
+		var kerr *cmdError
+		if keyPattern, keyScan, kerr = s.eng.returnKeyPattern(c, c.DB, coll, filter, sortSpec); kerr != nil {
+			return nil, kerr
+		}
+	}
 	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
 	if err != nil {
 		return nil, err
@@ -402,6 +413,18 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	}
 	res := make([]any, len(out))
 	for i, d := range out {
+		switch {
+		case returnKey && keyScan:
+			res[i] = bson.D{} // a collection scan has no index keys
+			continue
+		case returnKey:
+			k, kerr := returnKeyDoc(d, keyPattern)
+			if kerr != nil {
+				return nil, kerr
+			}
+			res[i] = k
+			continue
+		}
 		if len(proj) > 0 {
 			p, err := query.Project(d, proj, env)
 			if err != nil {
@@ -660,6 +683,9 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 		if !ok || len(sd) != 1 {
 			return nil, errorf(40323, "A pipeline stage specification object must contain exactly one field.")
 		}
+		if searchStages[sd[0].Key] {
+			return nil, errSearchNotEnabled()
+		}
 		switch sd[0].Key {
 		case "$out", "$merge":
 			return nil, unsupported("the %s aggregation stage (aggregate into a collection)", sd[0].Key)
@@ -667,15 +693,27 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 			if i > 0 {
 				return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
 			}
-		case "$documents", "$currentOp", "$listLocalSessions", "$listSessions", "$collStats",
+		case "$documents", "$listLocalSessions":
+			if i > 0 {
+				return nil, errorf(40602, "%s is only valid as the first stage in a pipeline", sd[0].Key)
+			}
+			if n, isNum := asInt64(c.Body[0].Value); !isNum || n != 1 {
+				return nil, errorf(codeInvalidNamespace, "%s must be run against a database, with {aggregate: 1}, not a collection", sd[0].Key)
+			}
+		case "$currentOp", "$listSessions", "$collStats",
 			"$indexStats", "$planCacheStats", "$lookup", "$graphLookup", "$unionWith", "$facet":
 			return nil, unsupported("the %s aggregation stage", sd[0].Key)
 		}
 	}
 	coll, ok := c.Body[0].Value.(string)
 	if !ok {
+		if n, isNum := asInt64(c.Body[0].Value); isNum && n == 1 && len(pipeline) > 0 {
+			if src := pipeline[0].(bson.D)[0].Key; src == "$documents" || src == "$listLocalSessions" {
+				return cmdAggregateSource(s, c, pipeline, int(batchSize))
+			}
+		}
 		if n, isNum := asInt64(c.Body[0].Value); isNum && n == 1 {
-			return nil, unsupported("database-level aggregate (aggregate: 1) other than change streams")
+			return nil, unsupported("database-level aggregate (aggregate: 1) other than change streams, $documents and $listLocalSessions")
 		}
 		return nil, errorf(codeInvalidNamespace, "Invalid {aggregate: %v} namespace", c.Body[0].Value)
 	}
@@ -718,4 +756,93 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 // implementation (changestream.go).
 func rdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 	return cmdAggregateChangeStream(s, c)
+}
+
+// cmdAggregateSource runs a database-level aggregate whose first stage makes the documents:
+// $documents (an array expression of objects) or $listLocalSessions (the sessions this server
+// holds, as {_id: {id, uid}, lastUse}; without authentication every session is the unnamed
+// user's, whose uid is the SHA-256 of the empty user name). The rest of the pipeline runs over
+// them.
+func cmdAggregateSource(s *Server, c *command, pipeline bson.A, batchSize int) (bson.D, error) {
+	if err := readCollationArg(c); err != nil {
+		return nil, err
+	}
+	env, err := readEnv(s, c)
+	if err != nil {
+		return nil, err
+	}
+	first := pipeline[0].(bson.D)[0]
+	var docs []bson.D
+	switch first.Key {
+	case "$documents":
+		v, err := query.Eval(first.Value, bson.D{}, env)
+		if err != nil {
+			return nil, readQueryErr(err)
+		}
+		arr, ok := v.(bson.A)
+		if !ok {
+			return nil, errorf(5858203, "an array is expected as the argument of $documents, got %s", typeName(v))
+		}
+		for _, x := range arr {
+			d, ok := x.(bson.D)
+			if !ok {
+				return nil, errorf(5858203, "every element of $documents must be an object, got %s", typeName(x))
+			}
+			docs = append(docs, d)
+		}
+	case "$listLocalSessions":
+		spec, ok := first.Value.(bson.D)
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "$listLocalSessions must take a document, got %s", typeName(first.Value))
+		}
+		for _, f := range spec {
+			switch f.Key {
+			case "allUsers", "users":
+			default:
+				return nil, errorf(40415, "BSON field '$listLocalSessions.%s' is an unknown field.", f.Key)
+			}
+		}
+		docs = s.eng.localSessions(c)
+	}
+	p, err := query.CompilePipeline(pipeline[1:])
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	out, err := p.Run(docs, env)
+	if err != nil {
+		return nil, readQueryErr(err)
+	}
+	res := make([]any, len(out))
+	for i, d := range out {
+		res[i] = d
+	}
+	return s.eng.firstBatch(c, newStaticCursor(c.DB+".$cmd.aggregate", res), batchSize)
+}
+
+// emptyUserUID is the uid of sessions of an unauthenticated client: SHA-256 of "".
+var emptyUserUID = func() []byte {
+	sum := sha256.Sum256(nil)
+	return sum[:]
+}()
+
+// localSessions returns the $listLocalSessions documents, ordered by session id.
+func (e *engine) localSessions(c *command) []bson.D {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.touchSessionLocked(c) // the session running the stage is one of them
+	keys := make([]string, 0, len(e.sessions.m))
+	for k := range e.sessions.m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	docs := make([]bson.D, 0, len(keys))
+	for _, k := range keys {
+		st := e.sessions.m[k]
+		docs = append(docs, bson.D{
+			{Key: "_id", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte(k)}},
+				{Key: "uid", Value: bson.Binary{Subtype: 0, Data: emptyUserUID}}}},
+			{Key: "lastUse", Value: bson.NewDateTimeFromTime(st.lastUse)},
+		})
+	}
+	return docs
 }

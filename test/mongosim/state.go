@@ -79,17 +79,24 @@ func (n *nodeState) checkPrimary(kind cmdKind) *cmdError {
 	return nil
 }
 
-// topologyVersionFor returns the topologyVersion to attach to an error reply: real servers
-// attach it to state-change errors only.
-func (n *nodeState) topologyVersionFor(code int32) (bson.D, bool) {
+// topologyVersionFor returns the topologyVersion to attach to an error reply. A server attaches
+// it to the not-primary errors, and to the shutdown errors (ShutdownInProgress 91,
+// InterruptedAtShutdown 11600) only while it is really shutting down: a shutdown error raised
+// otherwise (a fail point) must not carry the current version, or the driver takes it for stale
+// and never marks the server Unknown.
+func (n *nodeState) topologyVersionFor(code int32, shuttingDown bool) (bson.D, bool) {
 	switch code {
+	case codeShutdownInProgress, codeInterruptedAtShutdown:
+		if !shuttingDown {
+			return nil, false
+		}
 	case codeNotWritablePrimary, codeNotPrimaryNoSecondaryOk, codeNotPrimaryOrSecondary,
-		codeInterruptedDueToReplStateChange, codePrimarySteppedDown, codeShutdownInProgress,
-		codeInterruptedAtShutdown, 10058:
-		tv, _ := n.topologyVersion()
-		return tv, true
+		codeInterruptedDueToReplStateChange, codePrimarySteppedDown, 10058:
+	default:
+		return nil, false
 	}
-	return nil, false
+	tv, _ := n.topologyVersion()
+	return tv, true
 }
 
 // StepDown makes the node a secondary for d, as replSetStepDown would: hello reports

@@ -15,8 +15,13 @@ const (
 )
 
 // tokenHexLen is the length of a resume token's _data: "82" + t(8) + i(8) + type(2) +
-// txnOpIndex(8) + fromInvalidate(2) + seq(16).
+// txnOpIndex(8) + fromInvalidate(2) + seq(16). The token of a fragment of a split event
+// ($changeStreamSplitLargeEvent) appends the fragment number (8), so it sorts after the whole
+// event's token and before the next event's.
 const tokenHexLen = 2 + 8 + 8 + 2 + 8 + 2 + 16
+
+// fragmentTokenHexLen is the length of a fragment token's _data.
+const fragmentTokenHexLen = tokenHexLen + 8
 
 // resumeToken is the decoded content of a change-stream resume token.
 //
@@ -31,6 +36,7 @@ type resumeToken struct {
 	txnOpIndex     uint32 // position among the entries sharing ts
 	fromInvalidate bool
 	seq            uint64 // oplog seq of the event; 0 for high-water marks
+	fragment       uint32 // 1-based fragment number of a split event; 0 for a whole event
 }
 
 // hwmToken returns the high-water-mark token for cluster time ts: it sorts before every event
@@ -61,7 +67,11 @@ func (t resumeToken) hex() string {
 	if t.fromInvalidate {
 		inv = 1
 	}
-	return fmt.Sprintf("82%08X%08X%02X%08X%02X%016X", t.ts.T, t.ts.I, t.tokenType, t.txnOpIndex, inv, t.seq)
+	s := fmt.Sprintf("82%08X%08X%02X%08X%02X%016X", t.ts.T, t.ts.I, t.tokenType, t.txnOpIndex, inv, t.seq)
+	if t.fragment > 0 {
+		s += fmt.Sprintf("%08X", t.fragment)
+	}
+	return s
 }
 
 // doc returns the token as clients see it: {_data: hex}.
@@ -87,8 +97,10 @@ func (t resumeToken) compare(u resumeToken) int {
 			return -1
 		}
 		return 1
-	default:
+	case t.seq != u.seq:
 		return cmp3(t.seq, u.seq)
+	default:
+		return cmp3(uint64(t.fragment), uint64(u.fragment))
 	}
 }
 
@@ -139,7 +151,7 @@ func decodeResumeToken(v any) (resumeToken, *cmdError) {
 	if err != nil {
 		return t, errorf(codeFailedToParse, "resume token string was not a valid hex string")
 	}
-	if len(s) != tokenHexLen || !strings.HasPrefix(s, "82") || len(raw) != tokenHexLen/2 {
+	if (len(s) != tokenHexLen && len(s) != fragmentTokenHexLen) || !strings.HasPrefix(s, "82") || len(raw) != len(s)/2 {
 		return t, errorf(codeBadValue, "Bad resume token: _data '%s' is not a resume token issued by this server", s)
 	}
 	be32 := func(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
@@ -150,7 +162,12 @@ func decodeResumeToken(v any) (resumeToken, *cmdError) {
 	for _, b := range raw[15:23] {
 		t.seq = t.seq<<8 | uint64(b)
 	}
+	if len(raw) == fragmentTokenHexLen/2 {
+		t.fragment = be32(raw[23:27])
+	}
 	switch {
+	case len(raw) == fragmentTokenHexLen/2 && (t.fragment == 0 || t.tokenType != tokenTypeEvent || inv != 0):
+		return t, errorf(codeBadValue, "Bad resume token: _data '%s' is not a resume token issued by this server", s)
 	case t.tokenType != tokenTypeHWM && t.tokenType != tokenTypeEvent,
 		inv > 1,
 		t.tokenType == tokenTypeHWM && (t.txnOpIndex != 0 || inv != 0 || t.seq != 0),

@@ -69,6 +69,7 @@ type txnOp struct {
 	slot     *docSlot // the new version (insert, replace, update)
 	entry    *oplogEntry
 	created  *collection // create: the view (uuid, options)
+	index    *index      // createIndexes: the index built in the view
 }
 
 // txnTable holds the transaction state of every session, keyed by string(lsid.id). Guarded by
@@ -341,7 +342,21 @@ func (t *transaction) commitLocked(e *engine) *cmdError {
 		if op.kind == "create" {
 			coll := newCollection(op.db, op.coll)
 			coll.uuid, coll.options = op.created.uuid, op.created.options
+			coll.preAndPostImages = op.created.preAndPostImages
 			e.addCollectionLocked(coll, op.entry)
+		} else if op.kind == "createIndexes" {
+			coll := e.collLocked(op.db, op.coll)
+			if coll == nil {
+				return errorf(codeInternalError, "mongosim: transaction commit lost collection %s.%s", op.db, op.coll)
+			}
+			ix := op.index.clone()
+			if ix.unique {
+				ix.entries = make(map[string]string)
+			}
+			if err := coll.buildIndex(ix); err != nil {
+				return errorf(codeInternalError, "mongosim: transaction commit failed half-way: %v", err)
+			}
+			coll.indexes = append(coll.indexes, ix)
 		} else {
 			coll := e.collLocked(op.db, op.coll)
 			if coll == nil {

@@ -194,11 +194,10 @@ func prepareInsert(v any) (bson.D, int, *cmdError) {
 	if !ok {
 		return nil, 0, errorf(codeTypeMismatch, "BSON field 'insert.documents' must be an array of objects, but found %s", typeName(v))
 	}
+	// Since 5.0 a server stores $-prefixed field names, top-level and nested; only _id may not
+	// contain any (checkID).
 	idx := -1
 	for i, f := range doc {
-		if strings.HasPrefix(f.Key, "$") {
-			return nil, 0, errorf(codeBadValue, "Document can't have $ prefixed field names: %s", f.Key)
-		}
 		if f.Key == "_id" && idx < 0 {
 			idx = i
 		}
@@ -229,15 +228,34 @@ func prepareInsert(v any) (bson.D, int, *cmdError) {
 
 // checkID rejects _id values a server refuses to store.
 func checkID(id any) *cmdError {
-	switch id.(type) {
+	switch x := id.(type) {
 	case bson.A:
 		return errorf(codeInvalidIdField, "The '_id' value cannot be of type array")
 	case bson.Regex:
 		return errorf(codeBadValue, "can't use a regex for _id")
 	case bson.Undefined:
 		return errorf(codeBadValue, "can't use a undefined for _id")
+	case bson.D:
+		if f := dollarField(x); f != "" {
+			return errorf(codeDollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", f)
+		}
 	}
 	return nil
+}
+
+// dollarField returns the first $-prefixed field name in d or its subdocuments, or "".
+func dollarField(d bson.D) string {
+	for _, e := range d {
+		if strings.HasPrefix(e.Key, "$") {
+			return e.Key
+		}
+		if sub, ok := e.Value.(bson.D); ok {
+			if f := dollarField(sub); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 func docSize(doc bson.D) (int, *cmdError) {
@@ -635,6 +653,9 @@ func cmdInsert(s *Server, c *command) (bson.D, error) {
 }
 
 func cmdUpdate(s *Server, c *command) (bson.D, error) {
+	if err := checkUpdatePipelines(c); err != nil {
+		return nil, err
+	}
 	n, modified := 0, 0
 	var upserted bson.A
 	return s.runWrite(c, "updates", func(w *writeCtx, i int, v any) *cmdError {
@@ -664,6 +685,27 @@ func cmdUpdate(s *Server, c *command) (bson.D, error) {
 		}
 		return r
 	})
+}
+
+// checkUpdatePipelines parses the pipeline of every pipeline-style statement before any runs: a
+// server parses them with the command, so an unknown or forbidden stage, or a malformed
+// expression, fails the whole command instead of becoming a write error.
+func checkUpdatePipelines(c *command) *cmdError {
+	v, _ := c.Arg("updates")
+	arr, _ := v.(bson.A)
+	for _, st := range arr {
+		d, _ := st.(bson.D)
+		u, _ := lookupD(d, "u")
+		if p, ok := u.(bson.A); ok {
+			if err := query.ValidateUpdate(p); err != nil {
+				if ce, ok := queryErr(err).(*cmdError); ok {
+					return ce
+				}
+				return errorf(codeBadValue, "%v", err)
+			}
+		}
+	}
+	return nil
 }
 
 // parseUpdateStatement reads {q, u, upsert, multi, arrayFilters, sort, hint, collation}.

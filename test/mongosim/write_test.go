@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -224,7 +225,8 @@ func TestWriteInsertValidation(t *testing.T) {
 		doc  bson.D
 		code int32
 	}{
-		{bson.D{{Key: "_id", Value: 1}, {Key: "$bad", Value: 1}}, codeBadValue},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$a", Value: 1}}}}, codeDollarPrefixedFieldName},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$b", Value: 1}}}}}}, codeDollarPrefixedFieldName},
 		{bson.D{{Key: "_id", Value: bson.A{1, 2}}}, codeInvalidIdField},
 		{bson.D{{Key: "_id", Value: bson.Regex{Pattern: "a"}}}, codeBadValue},
 	}
@@ -235,11 +237,15 @@ func TestWriteInsertValidation(t *testing.T) {
 			t.Fatalf("insert %v: reply %s, want code %d", tc.doc, raw, tc.code)
 		}
 	}
-	// Nested $-prefixed fields are allowed (5.0+).
+	// Top-level and nested $-prefixed fields are stored (5.0+).
 	raw := wRun(t, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{
-		bson.D{{Key: "_id", Value: 9}, {Key: "a", Value: bson.D{{Key: "$x", Value: 1}}}}}}})
+		bson.D{{Key: "_id", Value: 9}, {Key: "$price", Value: 50}, {Key: "a", Value: bson.D{{Key: "$x", Value: 1}}}}}}})
 	if wInt32(t, raw, "n") != 1 {
-		t.Fatalf("nested $ field: %s", raw)
+		t.Fatalf("$-prefixed fields: %s", raw)
+	}
+	got, err := db.Collection("c").FindOne(context.Background(), bson.D{{Key: "_id", Value: 9}}).Raw()
+	if err != nil || got.Lookup("$price").AsInt64() != 50 {
+		t.Fatalf("stored $price: %s, %v", got, err)
 	}
 }
 
