@@ -81,6 +81,9 @@ type Config struct {
 	//     retries it.
 	// Default 10s. Must be >= 0; 0 means the default.
 	ConnectTimeout time.Duration
+
+	// Console turns on the remote console (see ConsoleConfig). Default off.
+	Console ConsoleConfig
 }
 
 // Validate checks c without contacting any server. It returns nil, or the broken rules as
@@ -109,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectTimeout < 0 {
 		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
+	}
+	if err := c.Console.console(nil).Validate(); err != nil {
+		ce.Add("Console", "%v", err)
 	}
 	return ce.Err()
 }
