@@ -57,9 +57,9 @@ type dispatcher struct {
 	// readThrough is the cluster time of the newest batch's post-batch resume token, and
 	// readReported the one last sent to the supervisor (reportCounts).
 	readThrough, readReported time.Time
-	paused      bool
-	held        []item // accepted events waiting behind a barrier (Lanes > 1)
-	barrier     bool   // a keyless event is in lane 0; nothing else runs until it settles
+	paused                    bool
+	held                      []item // accepted events waiting behind a barrier (Lanes > 1)
+	barrier                   bool   // a keyless event is in lane 0; nothing else runs until it settles
 
 	// settle limit (FlowControl.settle_limit): credit is granted only while the settlements
 	// taken since the latest attach, plus inFlight and credit, stay within limit.
