@@ -11,7 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/remote"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/console"
@@ -162,33 +161,13 @@ func (b consoleBackend) Purge(ctx context.Context, stream, id string) error {
 	return nil
 }
 
-// OplogWindow reads the first and last entries of local.oplog.rs (their ts), bounded by
-// ConnectTimeout. A deployment that refuses it (no permission, no oplog) returns the error.
+func (b consoleBackend) CountDeadLetters(ctx context.Context, stream string) (int, error) {
+	n, err := b.rt.CountDeadLetters(ctx, stream)
+	return n, consoleErr(err)
+}
+
 func (b consoleBackend) OplogWindow(ctx context.Context) (oldest, newest time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, b.rt.cfg.ConnectTimeout)
-	defer cancel()
-	coll := b.rt.cfg.Client.Database("local").Collection("oplog.rs")
-	read := func(dir int) (time.Time, error) {
-		var doc struct {
-			TS bson.Timestamp `bson:"ts"`
-		}
-		err := coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).
-			SetProjection(bson.D{{Key: "ts", Value: 1}})).Decode(&doc)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if doc.TS.T == 0 {
-			return time.Time{}, errors.New("oplog entry without ts")
-		}
-		return time.Unix(int64(doc.TS.T), 0).UTC(), nil
-	}
-	if oldest, err = read(1); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	if newest, err = read(-1); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	return oldest, newest, nil
+	return b.rt.OplogWindow(ctx)
 }
 
 // consoleFeed passes the Observer's events to the console as lifecycle events. It runs on the

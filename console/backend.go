@@ -20,6 +20,8 @@ type Backend interface {
 	Streams() []StreamRef
 	// DeadLetters returns up to limit of the stream's dead letters, oldest first.
 	DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error)
+	// CountDeadLetters returns the number of the stream's dead letters.
+	CountDeadLetters(ctx context.Context, stream string) (int, error)
 	// Replay runs one dead letter through the stream's handler again; on success it is deleted.
 	Replay(ctx context.Context, stream, id string) error
 	// Purge deletes one dead letter.

@@ -33,7 +33,6 @@ const (
 	recentEvents    = 1024 // lifecycle events kept for the whole instance
 	perStreamEvents = 64   // and for each stream (Describe)
 	rateWindow      = 10 * time.Second
-	dlCountMax      = 1000            // dead letters counted per stream; more reads as "1000+"
 	dlCountTTL      = 2 * time.Second // a snapshot recounts dead letters older than this
 	oplogTTL        = 10 * time.Second
 )
@@ -44,10 +43,9 @@ type sample struct {
 }
 
 type dlCount struct {
-	n      uint64
-	capped bool
-	at     time.Time
-	err    string
+	n   uint64
+	at  time.Time
+	err string
 }
 
 type oplogInfo struct {
@@ -481,8 +479,8 @@ func (in *inspector) freshDLCounts(ctx context.Context, self *actor.PID, refs []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			list, err := in.b.DeadLetters(ctx, r.Name, dlCountMax+1)
-			c := dlCount{n: uint64(min(len(list), dlCountMax)), capped: len(list) > dlCountMax, at: now}
+			n, err := in.b.CountDeadLetters(ctx, r.Name)
+			c := dlCount{n: uint64(max(n, 0)), at: now}
 			if err != nil {
 				c = dlCount{err: "dead letters: " + err.Error()}
 			}
@@ -504,7 +502,7 @@ func (in *inspector) freshDLCounts(ctx context.Context, self *actor.PID, refs []
 // row builds one stream's row from its supervisor's status and the console's memory.
 func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl dlCount, oplog oplogInfo, now time.Time) *messages.StreamRow {
 	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode, Role: r.Mode,
-		DeadLetters: dl.n, DeadLettersCapped: dl.capped, Note: dl.err}
+		DeadLetters: dl.n, Note: dl.err}
 	if r.Supervisor == nil {
 		row.State, row.Why = "stopped", "the stream's supervisor is not running"
 		return row

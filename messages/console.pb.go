@@ -355,15 +355,15 @@ type StreamRow struct {
 	// token_headroom is the saved token's cluster time minus the oldest oplog entry's: how much
 	// older the oplog's tail may get before the token is lost. Unset when the oplog cannot be read.
 	TokenHeadroom *durationpb.Duration `protobuf:"bytes,24,opt,name=token_headroom,json=tokenHeadroom,proto3" json:"token_headroom,omitempty"`
-	// dead_letters counts the stream's unexpired dead letters in its store (dead_letters_capped:
-	// at least that many); dead_lettered counts the events dead-lettered since the tree spawned.
-	DeadLetters       uint64 `protobuf:"varint,25,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
-	DeadLettersCapped bool   `protobuf:"varint,26,opt,name=dead_letters_capped,json=deadLettersCapped,proto3" json:"dead_letters_capped,omitempty"`
-	DeadLettered      uint64 `protobuf:"varint,27,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
-	Settled           uint64 `protobuf:"varint,28,opt,name=settled,proto3" json:"settled,omitempty"`
-	Deaths            uint64 `protobuf:"varint,29,opt,name=deaths,proto3" json:"deaths,omitempty"`
-	Restarts          uint64 `protobuf:"varint,30,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	Incarnation       uint64 `protobuf:"varint,31,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// dead_letters counts the stream's unexpired dead letters in its store (the backlog, counted
+	// at most every 2 seconds); dead_lettered counts the events dead-lettered since the tree
+	// spawned.
+	DeadLetters  uint64 `protobuf:"varint,25,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	DeadLettered uint64 `protobuf:"varint,27,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Settled      uint64 `protobuf:"varint,28,opt,name=settled,proto3" json:"settled,omitempty"`
+	Deaths       uint64 `protobuf:"varint,29,opt,name=deaths,proto3" json:"deaths,omitempty"`
+	Restarts     uint64 `protobuf:"varint,30,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Incarnation  uint64 `protobuf:"varint,31,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// note says what could not be read (a supervisor that did not answer, a store that failed).
 	Note          string `protobuf:"bytes,32,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -573,13 +573,6 @@ func (x *StreamRow) GetDeadLetters() uint64 {
 		return x.DeadLetters
 	}
 	return 0
-}
-
-func (x *StreamRow) GetDeadLettersCapped() bool {
-	if x != nil {
-		return x.DeadLettersCapped
-	}
-	return false
 }
 
 func (x *StreamRow) GetDeadLettered() uint64 {
@@ -1718,7 +1711,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\voplogOldest\x12=\n" +
 	"\foplog_newest\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\voplogNewest\x12\x1d\n" +
 	"\n" +
-	"oplog_note\x18\f \x01(\tR\toplogNote\"\xed\t\n" +
+	"oplog_note\x18\f \x01(\tR\toplogNote\"\xc3\t\n" +
 	"\tStreamRow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1748,14 +1741,13 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x11checkpoint_source\x18\x16 \x01(\tR\x10checkpointSource\x12C\n" +
 	"\x0fcheckpoint_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\x0echeckpointTime\x12@\n" +
 	"\x0etoken_headroom\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\rtokenHeadroom\x12!\n" +
-	"\fdead_letters\x18\x19 \x01(\x04R\vdeadLetters\x12.\n" +
-	"\x13dead_letters_capped\x18\x1a \x01(\bR\x11deadLettersCapped\x12#\n" +
+	"\fdead_letters\x18\x19 \x01(\x04R\vdeadLetters\x12#\n" +
 	"\rdead_lettered\x18\x1b \x01(\x04R\fdeadLettered\x12\x18\n" +
 	"\asettled\x18\x1c \x01(\x04R\asettled\x12\x16\n" +
 	"\x06deaths\x18\x1d \x01(\x04R\x06deaths\x12\x1a\n" +
 	"\brestarts\x18\x1e \x01(\x04R\brestarts\x12 \n" +
 	"\vincarnation\x18\x1f \x01(\x04R\vincarnation\x12\x12\n" +
-	"\x04note\x18  \x01(\tR\x04note\"\xbc\x01\n" +
+	"\x04note\x18  \x01(\tR\x04noteJ\x04\b\x1a\x10\x1b\"\xbc\x01\n" +
 	"\rSnapshotReply\x126\n" +
 	"\binstance\x18\x01 \x01(\v2\x1a.watchtree.v1.InstanceInfoR\binstance\x121\n" +
 	"\astreams\x18\x02 \x03(\v2\x17.watchtree.v1.StreamRowR\astreams\x12\x14\n" +

@@ -88,9 +88,6 @@ func restartCell(r *messages.StreamRow) string {
 }
 
 func deadCell(r *messages.StreamRow) string {
-	if r.GetDeadLettersCapped() {
-		return fmt.Sprintf("%d+", r.GetDeadLetters())
-	}
 	return fmt.Sprint(r.GetDeadLetters())
 }
 

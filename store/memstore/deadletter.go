@@ -34,6 +34,23 @@ func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 
 // ListDeadLetters returns copies of up to limit (limit ≤ 0: all) unexpired dead letters of the
 // stream, oldest first: ascending CreatedAt, ties by ID.
+// CountDeadLetters returns the number of the stream's unexpired dead letters.
+func (s *Store) CountDeadLetters(ctx context.Context, stream string) (int64, error) {
+	if err := s.enter(ctx, OpListDeadLetters); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, dl := range s.deadLetters {
+		if dl.Stream == stream && !expired(dl, now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) ([]store.DeadLetter, error) {
 	if err := s.enter(ctx, OpListDeadLetters); err != nil {
 		return nil, err

@@ -87,6 +87,19 @@ func (s *Store) ListDeadLetters(ctx context.Context, stream string, limit int) (
 	return out, nil
 }
 
+// CountDeadLetters returns the number of the stream's unexpired dead letters, counted by the
+// server (the records are not read).
+func (s *Store) CountDeadLetters(ctx context.Context, stream string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := s.deadLetters.CountDocuments(ctx, bson.D{{Key: "stream", Value: stream}, unexpired(s.now())})
+	if err != nil {
+		return 0, wrap(ctx, err, "count dead letters of stream %q", stream)
+	}
+	return n, nil
+}
+
 // GetDeadLetter returns the stream's dead letter with that ID; store.ErrNotFound if there is
 // none or it has expired.
 func (s *Store) GetDeadLetter(ctx context.Context, stream, id string) (store.DeadLetter, error) {
