@@ -3,6 +3,7 @@ package watchtree
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -113,8 +115,9 @@ func (c Config) Validate() error {
 	if c.ConnectTimeout < 0 {
 		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
 	}
-	if err := c.Console.console(nil).Validate(); err != nil {
-		ce.Add("Console", "%v", err)
+	var fe *console.FieldError
+	if err := c.Console.console(nil).Validate(); errors.As(err, &fe) {
+		ce.Add("Console."+fe.Field, "%s", fe.Rule)
 	}
 	return ce.Err()
 }

@@ -39,21 +39,31 @@ type Config struct {
 	Clock clock.Clock
 }
 
+// FieldError is a broken rule of Config: Field names the field ("Addr", "Token").
+type FieldError struct {
+	Field, Rule string
+}
+
+func (e *FieldError) Error() string { return "console: Config." + e.Field + " " + e.Rule }
+
 // Validate checks c: Addr must be host:port, and a host other than a loopback address (or
-// "localhost") needs a Token.
+// "localhost"; an empty host binds 127.0.0.1) needs a Token. It returns a *FieldError.
 func (c Config) Validate() error {
+	if c.RequestTimeout < 0 {
+		return &FieldError{"RequestTimeout", fmt.Sprintf("must be >= 0 (0 means the default 10s), got %v", c.RequestTimeout)}
+	}
+	if c.SampleInterval < 0 {
+		return &FieldError{"SampleInterval", fmt.Sprintf("must be >= 0 (0 means the default 1s), got %v", c.SampleInterval)}
+	}
 	if c.Addr == "" {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return fmt.Errorf("Console.Addr must be host:port, got %q: %w", c.Addr, err)
+		return &FieldError{"Addr", fmt.Sprintf("must be host:port, got %q", c.Addr)}
 	}
 	if c.Token == "" && host != "" && !IsLoopback(host) {
-		return fmt.Errorf("Console.Token is required when Console.Addr listens beyond loopback, got Addr %q without a token", c.Addr)
-	}
-	if c.RequestTimeout < 0 || c.SampleInterval < 0 {
-		return fmt.Errorf("Console.RequestTimeout and Console.SampleInterval must be >= 0, got %v and %v", c.RequestTimeout, c.SampleInterval)
+		return &FieldError{"Token", fmt.Sprintf("is required when Addr listens beyond loopback, got Addr %q and no token", c.Addr)}
 	}
 	return nil
 }

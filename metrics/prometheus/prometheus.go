@@ -2,19 +2,21 @@
 // (github.com/prometheus/client_golang), every series labelled by stream.
 //
 // A Metrics value is two things at once:
+//
 //   - a watchtree.Observer (and HandlerObserver): set it as Config.Observer (or in a
 //     MultiObserver) and it counts what the runtime reports: retries, dead letters, restarts,
 //     stops, checkpoints, history lost, gaps, and the handler duration histogram;
+//
 //   - a prometheus.Collector: registered with a registry, it reads the runtime's state at each
 //     scrape (Runtime.Streams, CountDeadLetters, OplogWindow): events by outcome, state, role,
 //     lag, in flight, restart attempt, dead-letter backlog, checkpoint age and token headroom.
 //
-//	m := prometheus.New(prometheus.Options{})
-//	rt, _ := watchtree.New(watchtree.Config{..., Observer: m})
-//	m.Attach(rt)
-//	reg := prom.NewRegistry()
-//	reg.MustRegister(m)
-//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//     m := prometheus.New(prometheus.Options{})
+//     rt, _ := watchtree.New(watchtree.Config{..., Observer: m})
+//     m.Attach(rt)
+//     reg := prom.NewRegistry()
+//     reg.MustRegister(m)
+//     http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 package prometheus
 
 import (

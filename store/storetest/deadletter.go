@@ -131,6 +131,15 @@ func wantList(t *testing.T, s DeadLetterStore, stream string, limit int, want ..
 			t.Fatalf("ListDeadLetters(%q, %d)[%d]: %s (order %v)", stream, limit, i, d, dlIDs(got))
 		}
 	}
+	// A store that counts (the optional CountDeadLetters) counts what a full listing lists.
+	if c, ok := s.(interface {
+		CountDeadLetters(ctx context.Context, stream string) (int64, error)
+	}); ok && limit <= 0 {
+		n, err := c.CountDeadLetters(testCtx(t), stream)
+		if err != nil || n != int64(len(want)) {
+			t.Fatalf("CountDeadLetters(%q) = %d, %v; want %d", stream, n, err, len(want))
+		}
+	}
 }
 
 func dlIDs(dls []store.DeadLetter) []string {
