@@ -40,6 +40,9 @@ var live struct {
 const remoteClientEnv = "WT_CONSOLE_REMOTE_CLIENT"
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(tlsServeEnv); dir != "" {
+		os.Exit(tlsServe(dir))
+	}
 	if addr := os.Getenv(remoteClientEnv); addr != "" {
 		os.Exit(remotePeer(addr, os.Getenv(remoteClientEnv+"_ADVERTISE")))
 	}
