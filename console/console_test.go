@@ -15,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -34,6 +36,7 @@ const wait = 20 * time.Second
 var live struct {
 	rt   *watchtree.Runtime
 	addr string
+	logs *observer.ObservedLogs // the runtime's logs (the console's audit lines among them)
 }
 
 // remoteClientEnv makes the test binary a protoactor remote peer (see TestReachableOverRemote).
@@ -89,7 +92,9 @@ func setup(m *testing.M) (int, error) {
 	defer client.Disconnect(context.Background())
 	db := client.Database(fmt.Sprintf("wt_console_%d", time.Now().UnixNano()%1e9))
 	defer db.Drop(context.Background())
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: db.Name(), InstanceID: "console-test",
+	core, logs := observer.New(zap.InfoLevel)
+	live.logs = logs
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: db.Name(), InstanceID: "console-test", Logger: zap.New(core),
 		Console: watchtree.ConsoleConfig{Addr: "127.0.0.1:0", Token: "t0ken"}})
 	if err != nil {
 		return 0, err
@@ -264,6 +269,22 @@ func TestControlNeedsTheToken(t *testing.T) {
 	r, err := c.Control(context.Background(), messages.ControlAction_CONTROL_ACTION_RESTART, "docs", "", 10*time.Second)
 	if err != nil || !r.GetOk() {
 		t.Fatalf("restart with the token: %v %v", r, err)
+	}
+	// Every command is logged with who asked, refused or done.
+	audit := func(msg string) []string {
+		var who []string
+		for _, e := range live.logs.FilterMessage(msg).All() {
+			if f := e.ContextMap(); f["command"] == "restart" && f["stream"] == "docs" {
+				who = append(who, fmt.Sprint(f["requested_by"]))
+			}
+		}
+		return who
+	}
+	if refused := audit("console: command refused: wrong or missing token"); len(refused) < 2 || !strings.HasPrefix(refused[0], "tester via 127.0.0.1:") {
+		t.Errorf("refusals logged: %v", refused)
+	}
+	if done := audit("console: command done"); len(done) == 0 || !strings.HasPrefix(done[len(done)-1], "tester via 127.0.0.1:") {
+		t.Errorf("done logged: %v", done)
 	}
 }
 

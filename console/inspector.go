@@ -331,11 +331,27 @@ func (in *inspector) request(ctx context.Context, pid *actor.PID, msg any, bound
 	if timeout <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	res, err := in.sys.Root.RequestFuture(pid, msg, timeout).Result()
-	if errors.Is(err, actor.ErrTimeout) {
-		return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), context.DeadlineExceeded)
+	// A protoactor future cannot be cancelled: wait for it on a goroutine of its own (it ends at
+	// the reply or the timeout), so that the console's stop does not wait for it.
+	fut := in.sys.Root.RequestFuture(pid, msg, timeout)
+	type result struct {
+		res any
+		err error
 	}
-	return res, err
+	done := make(chan result, 1)
+	go func() {
+		res, err := fut.Result()
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		if errors.Is(r.err, actor.ErrTimeout) {
+			return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), context.DeadlineExceeded)
+		}
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // view is the part of the actor's memory a snapshot reads, copied for its goroutine.
@@ -626,7 +642,7 @@ func (in *inspector) describe(ctx context.Context, self *actor.PID, req *message
 	}
 	v := in.viewSync(ctx, self)
 	v.dl = nil // describe counts afresh
-	snap := in.snapshotWith(ctx, self, &messages.SnapshotRequest{}, v)
+	snap := in.snapshotWith(ctx, self, &messages.SnapshotRequest{Filter: ref.Name}, v)
 	out := &messages.DescribeReply{Events: events}
 	for _, r := range snap.GetStreams() {
 		if r.GetName() == ref.Name {
