@@ -489,7 +489,9 @@ func (in *inspector) freshDLCounts(ctx context.Context, self *actor.PID, refs []
 	var wg sync.WaitGroup
 	for _, r := range refs {
 		if c, ok := cur[r.Name]; ok && now.Sub(c.at) < dlCountTTL {
+			mu.Lock()
 			out[r.Name] = c
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
