@@ -10,7 +10,6 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
-	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -18,23 +17,37 @@ func topCmd(o *opts) *cobra.Command {
 	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "top",
-		Short: "A live full-screen view: instance, streams (role, state, restart countdown, events/s, lag), detail pane",
-		Args:  noArgs,
-		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, _ []string) error {
-			// Fail before taking over the terminal when the console cannot be reached.
-			ctx, cancel := o.ctx(cmd)
-			_, err := c.Snapshot(ctx, &messages.SnapshotRequest{Limit: 1})
-			cancel()
-			if err != nil {
-				return err
+		Short: "A live full-screen view: instance cards, streams (role, state, restart countdown, events/s, lag), detail pane",
+		Long: "top shows one or more instances live. --addr may list several consoles, comma-separated\n" +
+			"(the instances of one service): one card per instance, and the streams of all of them,\n" +
+			"so a SINGLE_LEADER stream shows its LEADER on one instance and STANDBY on the others.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var srcs []source
+			for _, addr := range strings.Split(o.addr, ",") {
+				oo := *o
+				oo.addr = strings.TrimSpace(addr)
+				c, err := oo.client()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				// Fail before taking over the terminal when a console cannot be reached.
+				ctx, cancel := o.ctx(cmd)
+				_, err = c.Snapshot(ctx, &messages.SnapshotRequest{Limit: 1})
+				cancel()
+				if err != nil {
+					return err
+				}
+				srcs = append(srcs, c)
 			}
-			m := newTopModel(c, every, o.timeout)
-			_, err = tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run()
+			m := newTopModel(srcs, every, o.timeout)
+			_, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run()
 			if err == tea.ErrProgramKilled && cmd.Context().Err() != nil {
 				return nil
 			}
 			return err
-		}),
+		},
 	}
 	cmd.Flags().DurationVar(&every, "every", time.Second, "refresh interval")
 	return cmd
@@ -46,38 +59,46 @@ type source interface {
 	Describe(ctx context.Context, stream string, events int) (*messages.DescribeReply, error)
 }
 
-// topModel is the bubbletea model of `watchtree top`.
+// topModel is the bubbletea model of `watchtree top`: one or more instances.
 type topModel struct {
-	src     source
+	srcs    []source
 	every   time.Duration
 	timeout time.Duration
 
-	snap     *messages.SnapshotReply
+	snaps    []*messages.SnapshotReply // by source; nil until the first answer
+	errs     []error
 	detail   *messages.DescribeReply
-	err      error
 	selected int
 	width    int
 	height   int
-	at       time.Time
+}
+
+// topRow is one row of the streams table: a stream of one instance.
+type topRow struct {
+	inst int
+	r    *messages.StreamRow
 }
 
 type (
 	tickMsg time.Time
 	snapMsg struct {
+		inst int
 		snap *messages.SnapshotReply
 		err  error
 	}
 	describeMsg struct {
-		d   *messages.DescribeReply
-		err error
+		inst int
+		d    *messages.DescribeReply
+		err  error
 	}
 )
 
-func newTopModel(src source, every, timeout time.Duration) *topModel {
+func newTopModel(srcs []source, every, timeout time.Duration) *topModel {
 	if every <= 0 {
 		every = time.Second
 	}
-	return &topModel{src: src, every: every, timeout: timeout, width: 120, height: 40}
+	return &topModel{srcs: srcs, every: every, timeout: timeout, width: 120, height: 40,
+		snaps: make([]*messages.SnapshotReply, len(srcs)), errs: make([]error, len(srcs))}
 }
 
 func (m *topModel) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick()) }
@@ -86,33 +107,56 @@ func (m *topModel) tick() tea.Cmd {
 	return tea.Tick(m.every, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
+// fetch asks every instance for its snapshot, in parallel.
 func (m *topModel) fetch() tea.Cmd {
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
-		defer cancel()
-		s, err := m.src.Snapshot(ctx, &messages.SnapshotRequest{})
-		return snapMsg{s, err}
+	cmds := make([]tea.Cmd, len(m.srcs))
+	for i, src := range m.srcs {
+		cmds[i] = func() tea.Msg {
+			ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+			defer cancel()
+			s, err := src.Snapshot(ctx, &messages.SnapshotRequest{})
+			return snapMsg{i, s, err}
+		}
 	}
+	return tea.Batch(cmds...)
 }
 
 func (m *topModel) describe() tea.Cmd {
-	name := m.selectedName()
-	if name == "" {
+	row, ok := m.selectedRow()
+	if !ok {
 		return nil
 	}
+	src, name := m.srcs[row.inst], row.r.GetName()
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 		defer cancel()
-		d, err := m.src.Describe(ctx, name, 8)
-		return describeMsg{d, err}
+		d, err := src.Describe(ctx, name, 8)
+		return describeMsg{row.inst, d, err}
 	}
 }
 
-func (m *topModel) selectedName() string {
-	if m.snap == nil || m.selected >= len(m.snap.GetStreams()) {
-		return ""
+// rows are the streams of every instance, by instance then name.
+func (m *topModel) rows() []topRow {
+	var out []topRow
+	for i, s := range m.snaps {
+		for _, r := range s.GetStreams() {
+			out = append(out, topRow{i, r})
+		}
 	}
-	return m.snap.GetStreams()[m.selected].GetName()
+	return out
+}
+
+func (m *topModel) selectedRow() (topRow, bool) {
+	rows := m.rows()
+	if m.selected >= len(rows) {
+		return topRow{}, false
+	}
+	return rows[m.selected], true
+}
+
+func (m *topModel) selectedName() string {
+	row, _ := m.selectedRow()
+	return row.r.GetName()
 }
 
 func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -122,15 +166,15 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		return m, tea.Batch(m.fetch(), m.describe(), m.tick())
 	case snapMsg:
-		m.err = msg.err
+		m.errs[msg.inst] = msg.err
 		if msg.err == nil {
-			m.snap, m.at = msg.snap, time.Now()
-			if n := len(m.snap.GetStreams()); m.selected >= n {
+			m.snaps[msg.inst] = msg.snap
+			if n := len(m.rows()); m.selected >= n {
 				m.selected = max(n-1, 0)
 			}
 		}
 	case describeMsg:
-		if msg.err == nil && msg.d.GetStream().GetName() == m.selectedName() {
+		if row, ok := m.selectedRow(); ok && msg.err == nil && msg.inst == row.inst && msg.d.GetStream().GetName() == row.r.GetName() {
 			m.detail = msg.d
 		}
 	case tea.KeyMsg:
@@ -144,7 +188,7 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				return m, m.describe()
 			}
 		case "down", "j":
-			if m.snap != nil && m.selected < len(m.snap.GetStreams())-1 {
+			if m.selected < len(m.rows())-1 {
 				m.selected++
 				m.detail = nil
 				return m, m.describe()
@@ -168,23 +212,31 @@ var (
 func (m *topModel) View() string {
 	var b strings.Builder
 	b.WriteString(titleStyle.Render("watchtree top") + dimStyle.Render("  ↑/↓ select · q quit") + "\n")
-	if m.err != nil {
-		b.WriteString(badStyle.Render("error: "+m.err.Error()) + "\n")
+	for _, err := range m.errs {
+		if err != nil {
+			b.WriteString(badStyle.Render("error: "+err.Error()) + "\n")
+		}
 	}
-	if m.snap == nil {
+	var cards []string
+	for _, s := range m.snaps {
+		if s != nil {
+			cards = append(cards, instanceCard(s))
+		}
+	}
+	if len(cards) == 0 {
 		b.WriteString("connecting…\n")
 		return b.String()
 	}
-	b.WriteString(m.instanceCard() + "\n")
+	b.WriteString(lipgloss.JoinHorizontal(lipgloss.Top, cards...) + "\n")
 	b.WriteString(m.table())
 	b.WriteString(m.detailPane())
 	return b.String()
 }
 
-func (m *topModel) instanceCard() string {
-	in := m.snap.GetInstance()
+func instanceCard(snap *messages.SnapshotReply) string {
+	in := snap.GetInstance()
 	var leaders, standbys, up, down int
-	for _, r := range m.snap.GetStreams() {
+	for _, r := range snap.GetStreams() {
 		switch r.GetRole() {
 		case "leader":
 			leaders++
@@ -201,7 +253,7 @@ func (m *topModel) instanceCard() string {
 	lines := []string{
 		titleStyle.Render(in.GetId()),
 		fmt.Sprintf("host %s · %s · up %s", in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
-		fmt.Sprintf("streams %d · up %d · not up %d · leader %d · standby %d", len(m.snap.GetStreams()), up, down, leaders, standbys),
+		fmt.Sprintf("streams %d · up %d · not up %d · leader %d · standby %d", len(snap.GetStreams()), up, down, leaders, standbys),
 	}
 	if in.GetOplogNewest() != nil {
 		lines = append(lines, fmt.Sprintf("oplog window %s", in.GetOplogNewest().AsTime().Sub(in.GetOplogOldest().AsTime()).Round(time.Second)))
@@ -224,15 +276,23 @@ func cell(s string, w int) string {
 
 func (m *topModel) table() string {
 	var b strings.Builder
+	multi := len(m.srcs) > 1
 	var hdr []string
+	if multi {
+		hdr = append(hdr, cell("INSTANCE", instWidth))
+	}
 	for _, c := range topColumns {
 		hdr = append(hdr, cell(c.title, c.width))
 	}
 	b.WriteString(headerStyle.Render(strings.Join(hdr, " ")) + "\n")
-	for i, r := range m.snap.GetStreams() {
+	for i, row := range m.rows() {
+		r := row.r
 		cells := []string{r.GetName(), badge(r), strings.ToUpper(r.GetState()), restartCell(r),
 			fmt.Sprintf("%.1f", r.GetEventsPerSec()), dur(r.GetLag()), age(r.GetCheckpointAt()), deadCell(r)}
 		var out []string
+		if multi {
+			out = append(out, cell(m.snaps[row.inst].GetInstance().GetId(), instWidth))
+		}
 		for j, c := range cells {
 			s := cell(c, topColumns[j].width)
 			switch {
@@ -254,19 +314,17 @@ func (m *topModel) table() string {
 	return b.String()
 }
 
+// instWidth is the INSTANCE column's width (several instances).
+const instWidth = 16
+
 func (m *topModel) detailPane() string {
-	name := m.selectedName()
-	if name == "" {
+	row, ok := m.selectedRow()
+	if !ok {
 		return ""
 	}
-	var r *messages.StreamRow
-	for _, row := range m.snap.GetStreams() {
-		if row.GetName() == name {
-			r = row
-		}
-	}
+	r, name := row.r, row.r.GetName()
 	lines := []string{
-		titleStyle.Render(name) + " " + dimStyle.Render(r.GetNamespace()+" · "+r.GetMode()),
+		titleStyle.Render(name) + " " + dimStyle.Render(r.GetNamespace()+" · "+r.GetMode()+" · "+m.snaps[row.inst].GetInstance().GetId()),
 		"why:        " + oneLine(r.GetWhy(), 90),
 		fmt.Sprintf("restart:    %s · deaths %d · restarts %d", restartCell(r), r.GetDeaths(), r.GetRestarts()),
 		fmt.Sprintf("flow:       %.1f ev/s · settled %d · in flight %d · lag %s", r.GetEventsPerSec(), r.GetSettled(), r.GetInFlight(), dur(r.GetLag())),

@@ -14,29 +14,24 @@ import (
 	"github.com/watchtree/watchtree/messages"
 )
 
-// step feeds msg to the model and runs the command it returns (one level, as the program
-// would), feeding each resulting message back. Ticks are not followed.
+// step feeds msg to the model and runs the commands it returns as the program would (batches
+// included), feeding each resulting message back. Ticks are not followed.
 func step(m *topModel, msg tea.Msg) {
 	_, cmd := m.Update(msg)
-	run := func(c tea.Cmd) {
+	var run func(c tea.Cmd)
+	run = func(c tea.Cmd) {
 		if c == nil {
 			return
 		}
 		switch out := c().(type) {
 		case tea.BatchMsg:
 			for _, c := range out {
-				if c == nil {
-					continue
-				}
-				if r := c(); r != nil {
-					if _, isTick := r.(tickMsg); !isTick {
-						m.Update(r)
-					}
-				}
+				run(c)
 			}
 		case nil, tickMsg:
 		default:
-			m.Update(out)
+			_, next := m.Update(out)
+			run(next)
 		}
 	}
 	run(cmd)
@@ -48,7 +43,7 @@ func TestTopRendersTheLiveRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	m := newTopModel(c, time.Millisecond, 5*time.Second)
+	m := newTopModel([]source{c}, time.Millisecond, 5*time.Second)
 	step(m, tea.WindowSizeMsg{Width: 140, Height: 50})
 	step(m, tickMsg(time.Now()))
 	view := m.View()
@@ -95,7 +90,7 @@ func TestTopBadgesAndCountdown(t *testing.T) {
 				NextRetryAt: timestamppb.New(next), LastError: "connection refused", DeadLetters: 1000},
 		},
 	}
-	m := newTopModel(fakeSource{snap}, time.Millisecond, time.Second)
+	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
 	step(m, tickMsg(time.Now()))
 	view := m.View()
 	lines := strings.Split(view, "\n")
@@ -126,5 +121,32 @@ func TestTopBadgesAndCountdown(t *testing.T) {
 	view = m.View()
 	if !strings.Contains(view, "last error: connection refused") || !strings.Contains(view, "restarted") {
 		t.Errorf("detail pane of search:\n%s", view)
+	}
+}
+
+// TestTopSeveralInstances: one card per instance, and a SINGLE_LEADER stream shows LEADER on
+// one instance and STANDBY on the other.
+func TestTopSeveralInstances(t *testing.T) {
+	inst := func(id, role, state string) fakeSource {
+		return fakeSource{&messages.SnapshotReply{
+			Instance: &messages.InstanceInfo{Id: id, Host: id + ".local", Version: "v1", Uptime: durationpb.New(time.Minute)},
+			Streams:  []*messages.StreamRow{{Name: "billing", Mode: "single-leader", Role: role, State: state, LeaseOwner: "node-a", LeaseEpoch: 7}},
+		}}
+	}
+	m := newTopModel([]source{inst("node-a", "leader", "running"), inst("node-b", "standby", "standby")}, time.Millisecond, time.Second)
+	step(m, tickMsg(time.Now()))
+	view := m.View()
+	var leader, standby bool
+	for _, l := range strings.Split(view, "\n") {
+		leader = leader || (strings.Contains(l, "node-a") && strings.Contains(l, "billing") && strings.Contains(l, "LEADER"))
+		standby = standby || (strings.Contains(l, "node-b") && strings.Contains(l, "billing") && strings.Contains(l, "STANDBY"))
+	}
+	if !leader || !standby || !strings.Contains(view, "INSTANCE") || strings.Count(view, "up 1m0s") != 2 {
+		t.Errorf("two instances:\n%s", view)
+	}
+	step(m, tea.KeyMsg{Type: tea.KeyDown})
+	if view := m.View(); !strings.Contains(view, "lease:      node-a epoch 7") || !strings.Contains(view, "billing single-leader · node-b") &&
+		!strings.Contains(view, "· node-b") {
+		t.Errorf("detail of node-b's billing:\n%s", view)
 	}
 }
