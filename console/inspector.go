@@ -576,44 +576,47 @@ func fillRow(row *messages.StreamRow, st *messages.StatusReply, now time.Time) {
 	c := st.GetSettlements()
 	row.Settled, row.DeadLettered = c.GetSettled(), c.GetDeadLettered()+c.GetDropped()
 	row.Deaths, row.Restarts, row.Incarnation = st.GetDeaths(), st.GetRestarts(), st.GetIncarnation()
-	fillLease(row, st)
+	fillLease(row, st.ProtoReflect())
 }
 
-// fillLease copies the lease fields of a SINGLE_LEADER stream's status when the status carries
-// them (role, lease_owner, lease_epoch, lease_expires_at); a status without them leaves the
-// role showing the mode.
-func fillLease(row *messages.StreamRow, st *messages.StatusReply) {
-	m := st.ProtoReflect()
-	fields := m.Descriptor().Fields()
-	get := func(name protoreflect.Name) (protoreflect.Value, bool) {
-		f := fields.ByName(name)
-		if f == nil || !m.Has(f) {
-			return protoreflect.Value{}, false
-		}
-		return m.Get(f), true
+// fillLease copies a SINGLE_LEADER stream's lease into row when the status carries it: a
+// `lease` message field (role enum, holder, epoch, expires_at), as the leader actor reports it.
+// It is read by field name, so the console needs no change when the status gains it; a status
+// without it leaves the role showing the mode.
+func fillLease(row *messages.StreamRow, m protoreflect.Message) {
+	f := m.Descriptor().Fields().ByName("lease")
+	if f == nil || f.Message() == nil || !m.Has(f) {
+		return
 	}
-	if v, ok := get("role"); ok {
-		switch v.Interface().(type) {
-		case string:
-			row.Role = strings.ToLower(v.String())
-		case protoreflect.EnumNumber:
-			f := fields.ByName("role")
-			if ev := f.Enum().Values().ByNumber(v.Enum()); ev != nil {
-				row.Role = roleName(string(ev.Name()))
+	lease := m.Get(f).Message()
+	fields := lease.Descriptor().Fields()
+	get := func(name protoreflect.Name) (protoreflect.FieldDescriptor, protoreflect.Value, bool) {
+		fd := fields.ByName(name)
+		if fd == nil || !lease.Has(fd) {
+			return nil, protoreflect.Value{}, false
+		}
+		return fd, lease.Get(fd), true
+	}
+	if fd, v, ok := get("role"); ok && fd.Enum() != nil {
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			switch r := roleName(string(ev.Name())); r {
+			case "leader", "standby":
+				row.Role = r
 			}
 		}
 	}
-	if v, ok := get("lease_owner"); ok {
+	if fd, v, ok := get("holder"); ok && fd.Kind() == protoreflect.StringKind {
 		row.LeaseOwner = v.String()
 	}
-	if v, ok := get("lease_epoch"); ok {
-		if i, isInt := v.Interface().(int64); isInt {
-			row.LeaseEpoch = i
-		} else if u, isU := v.Interface().(uint64); isU {
-			row.LeaseEpoch = int64(u)
+	if fd, v, ok := get("epoch"); ok {
+		switch fd.Kind() {
+		case protoreflect.Int64Kind, protoreflect.Int32Kind, protoreflect.Sint64Kind:
+			row.LeaseEpoch = v.Int()
+		case protoreflect.Uint64Kind, protoreflect.Uint32Kind:
+			row.LeaseEpoch = int64(v.Uint())
 		}
 	}
-	if v, ok := get("lease_expires_at"); ok {
+	if fd, v, ok := get("expires_at"); ok && fd.Message() != nil {
 		if ts, isTS := v.Message().Interface().(*timestamppb.Timestamp); isTS {
 			row.LeaseExpiresAt = ts
 		}

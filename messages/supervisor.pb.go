@@ -698,9 +698,10 @@ type StatusReply struct {
 	LastStop *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
 	// in_flight and read_through are the dispatcher's latest report (SettlementCounts): the
 	// events accepted and not settled, and the cluster time of the newest position read (now
-	// minus it is the stream's lag). read_through is unset before the first batch.
-	InFlight      uint64                 `protobuf:"varint,19,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	ReadThrough   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
+	// minus it is the stream's lag). read_through is unset before the first batch. (Numbered
+	// apart from the fields after last_stop, which the leader actor's lease state takes.)
+	InFlight      uint64                 `protobuf:"varint,30,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	ReadThrough   *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1084,8 +1085,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"checkpoint\x18\x11 \x01(\v2\x1f.watchtree.v1.CheckpointWrittenR\n" +
 	"checkpoint\x125\n" +
 	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x12\x1b\n" +
-	"\tin_flight\x18\x13 \x01(\x04R\binFlight\x12=\n" +
-	"\fread_through\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x1a>\n" +
+	"\tin_flight\x18\x1e \x01(\x04R\binFlight\x12=\n" +
+	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"0\n" +
