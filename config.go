@@ -3,6 +3,7 @@ package watchtree
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -92,6 +94,9 @@ type Config struct {
 	//     retries it.
 	// Default 10s. Must be >= 0; 0 means the default.
 	ConnectTimeout time.Duration
+
+	// Console turns on the remote console (see ConsoleConfig). Default off.
+	Console ConsoleConfig
 }
 
 // Validate checks c without contacting any server. It returns nil, or the broken rules as
@@ -125,6 +130,10 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectTimeout < 0 {
 		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
+	}
+	var fe *console.FieldError
+	if err := c.Console.console(nil).Validate(); errors.As(err, &fe) {
+		ce.Add("Console."+fe.Field, "%s", fe.Rule)
 	}
 	return ce.Err()
 }

@@ -47,8 +47,9 @@ const (
 // StreamStatus is a snapshot of one stream, as its supervisor reports it: the Go view of the
 // supervisor's StatusReply message, which the Handle and the remote console share.
 type StreamStatus struct {
-	// Name is the stream's Name.
+	// Name is the stream's Name; Mode its deployment mode.
 	Name string
+	Mode Mode
 	// State is the lifecycle state; Why the one-line reason of the latest transition; Since when
 	// it was entered.
 	State StreamState
@@ -83,6 +84,13 @@ type StreamStatus struct {
 	// Snapshot is the progress of the stream's latest snapshot since the tree was spawned; nil
 	// when none ran. Snapshot documents are not counted in Settled and the outcomes above.
 	Snapshot *SnapshotStatus
+	// InFlight counts the events the dispatcher accepted and has not settled, as of its latest
+	// report (after each settlement batch, and whenever the read position moved).
+	InFlight uint64
+	// ReadThrough is the cluster time of the newest position the stream has read: the last
+	// event's, or that of an empty batch's post-batch resume token (the cursor is caught up to
+	// it). time.Since(ReadThrough) is the stream's lag. Zero before the first batch.
+	ReadThrough time.Time
 }
 
 // StopReport tells how a graceful stop went.
@@ -131,6 +139,10 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 	c := r.GetSettlements()
 	st.Settled, st.Handled, st.Filtered = c.GetSettled(), c.GetHandled(), c.GetFiltered()
 	st.Unhandled, st.Skipped, st.DeadLettered = c.GetUnhandled(), c.GetSkipped(), c.GetDeadLettered()+c.GetDropped()
+	st.InFlight = r.GetInFlight()
+	if rt := r.GetReadThrough(); rt != nil {
+		st.ReadThrough = rt.AsTime()
+	}
 	if ls := r.GetLastStop(); ls != nil {
 		st.LastStop = &StopReport{
 			Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
@@ -263,9 +275,11 @@ func (e *streamEntry) lastStatus() StreamStatus {
 	last := e.last
 	e.mu.Unlock()
 	if last == nil {
-		return StreamStatus{Name: e.name, State: StateStopped, Why: "the stream's supervisor is not running"}
+		return StreamStatus{Name: e.name, Mode: e.cs.mode, State: StateStopped, Why: "the stream's supervisor is not running"}
 	}
-	return statusOf(last)
+	st := statusOf(last)
+	st.Mode = e.cs.mode
+	return st
 }
 
 // ask sends msg to the supervisor and returns its StatusReply.
@@ -297,7 +311,9 @@ func (e *streamEntry) status(ctx context.Context) (StreamStatus, error) {
 		}
 		return StreamStatus{}, fmt.Errorf("watchtree: stream %q: status: %w", e.name, err)
 	}
-	return statusOf(r), nil
+	st := statusOf(r)
+	st.Mode = e.cs.mode
+	return st, nil
 }
 
 // command sends Start or Restart to the supervisor.

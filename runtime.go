@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
@@ -58,6 +59,8 @@ type Runtime struct {
 	obs       *safeObserver
 	streams   map[string]*streamEntry
 	stores    map[storeKey]*storeSet
+	console   *console.Server // nil when Config.Console is off
+	startedAt time.Time
 
 	idx indexer // creates the default stores' indexes in the background
 }
@@ -144,7 +147,19 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		rt.sys = newActorSystem(rt.log, rt.sysOpts...)
 		rt.ownSystem = true
 	}
-	rt.obs = newSafeObserver(rt.cfg.Observer, 0, rt.log)
+	rt.startedAt = rt.clk.Now()
+	if err := rt.startConsoleLocked(); err != nil {
+		if rt.ownSystem {
+			rt.sys.Shutdown()
+		}
+		rt.sys, rt.ownSystem = nil, false
+		return err
+	}
+	obs := rt.cfg.Observer
+	if rt.console != nil {
+		obs = MultiObserver(obs, consoleFeed{rt.console})
+	}
+	rt.obs = newSafeObserver(obs, 0, rt.log)
 	rt.state = rtStarted
 	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID), zap.String("instance_name", rt.cfg.InstanceName),
 		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
@@ -206,9 +221,13 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	wg.Wait()
 
 	rt.mu.Lock()
-	sys, own := rt.sys, rt.ownSystem
+	sys, own, cons := rt.sys, rt.ownSystem, rt.console
 	rt.state = rtStopped
 	rt.mu.Unlock()
+	var consoleErr error
+	if cons != nil { // after the streams, so that an operator sees the stop to its end
+		consoleErr = cons.Stop(ctx)
+	}
 	if own {
 		sys.Shutdown()
 	}
@@ -227,7 +246,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 			strings.Join(unclean, ", "), errors.Join(errs...))
 	}
 	obsErr := rt.obs.closeFrom(ctx, start)
-	err := errors.Join(streamsErr, obsErr)
+	err := errors.Join(streamsErr, consoleErr, obsErr)
 	if err != nil {
 		rt.log.Warn("watchtree runtime stopped with errors", zap.Duration("took", time.Since(start)), zap.Error(err))
 		return fmt.Errorf("watchtree: stop: %w", err)

@@ -234,7 +234,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	dProps, err := dispatcher.New(dispatcher.Config{
 		Stream:              cs.name,
 		Instance:            e.records.Instance,
-		Router:              cs.router,
+		Router:              e.routerFor(),
 		Lanes:               cs.lanes,
 		Retry:               cs.retry,
 		DeadLetters:         dl,

@@ -368,7 +368,13 @@ type SettlementCounts struct {
 	// dead_lettered counts events whose dead letter was durably written.
 	DeadLettered uint64 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	// dropped counts events whose attempts ran out with dead letters disabled.
-	Dropped       uint64 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Dropped uint64 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// in_flight is not an increment: the events the dispatcher had accepted and not settled when
+	// it sent the report.
+	InFlight uint64 `protobuf:"varint,8,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// read_through is not an increment: the cluster time of the newest position the dispatcher
+	// received (the post-batch resume token of its latest batch), unset when unknown.
+	ReadThrough   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +458,20 @@ func (x *SettlementCounts) GetDropped() uint64 {
 	return 0
 }
 
+func (x *SettlementCounts) GetInFlight() uint64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *SettlementCounts) GetReadThrough() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadThrough
+	}
+	return nil
+}
+
 // CheckpointWritten is sent by the checkpointer to its parent supervisor after every successful
 // checkpoint write; StatusReply.checkpoint is the latest one.
 type CheckpointWritten struct {
@@ -532,7 +552,7 @@ type StopReport struct {
 	Fenced bool `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// error is the first error of the sequence ("" when it completed cleanly).
 	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	// held_up_by names the step that did not finish within the stop's timeout ("drain",
+	// held_up_by names the first step that did not finish within the stop's timeout ("drain",
 	// "checkpoint flush", "stream actor stop"), empty when none.
 	HeldUpBy string               `protobuf:"bytes,8,opt,name=held_up_by,json=heldUpBy,proto3" json:"held_up_by,omitempty"`
 	Took     *durationpb.Duration `protobuf:"bytes,9,opt,name=took,proto3" json:"took,omitempty"`
@@ -682,7 +702,13 @@ type StatusReply struct {
 	// last_stop reports the latest graceful stop, unset when none.
 	LastStop *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
 	// snapshot is the progress of the stream's latest snapshot, when it has one.
-	Snapshot      *SnapshotStatus `protobuf:"bytes,19,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Snapshot *SnapshotStatus `protobuf:"bytes,19,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// in_flight and read_through are the dispatcher's latest report (SettlementCounts): the
+	// events accepted and not settled, and the cluster time of the newest position read (now
+	// minus it is the stream's lag). read_through is unset before the first batch. (Numbered
+	// apart from the fields after last_stop, which the leader actor's lease state takes.)
+	InFlight      uint64                 `protobuf:"varint,30,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	ReadThrough   *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,6 +876,20 @@ func (x *StatusReply) GetSnapshot() *SnapshotStatus {
 	return nil
 }
 
+func (x *StatusReply) GetInFlight() uint64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *StatusReply) GetReadThrough() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadThrough
+	}
+	return nil
+}
+
 // Resubscribed is sent by the stream actor to its parent supervisor once its cursor is open.
 // It resets the attempt counter. A Resubscribed whose incarnation is not the current one is
 // dropped.
@@ -1005,7 +1045,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\aRestart\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0f\n" +
 	"\rStatusRequest\"\x0e\n" +
-	"\fAwaitRunning\"\xd9\x01\n" +
+	"\fAwaitRunning\"\xb5\x02\n" +
 	"\x10SettlementCounts\x12\x18\n" +
 	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x18\n" +
 	"\ahandled\x18\x02 \x01(\x04R\ahandled\x12\x1a\n" +
@@ -1013,7 +1053,9 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\tunhandled\x18\x04 \x01(\x04R\tunhandled\x12\x18\n" +
 	"\askipped\x18\x05 \x01(\x04R\askipped\x12#\n" +
 	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x18\n" +
-	"\adropped\x18\a \x01(\x04R\adropped\"|\n" +
+	"\adropped\x18\a \x01(\x04R\adropped\x12\x1b\n" +
+	"\tin_flight\x18\b \x01(\x04R\binFlight\x12=\n" +
+	"\fread_through\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\"|\n" +
 	"\x11CheckpointWritten\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x129\n" +
@@ -1032,7 +1074,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"held_up_by\x18\b \x01(\tR\bheldUpBy\x12-\n" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
-	" \x01(\tR\askipped\"\x9b\a\n" +
+	" \x01(\tR\askipped\"\xf7\a\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1057,7 +1099,9 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"checkpoint\x18\x11 \x01(\v2\x1f.watchtree.v1.CheckpointWrittenR\n" +
 	"checkpoint\x125\n" +
 	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x128\n" +
-	"\bsnapshot\x18\x13 \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bsnapshot\x1a>\n" +
+	"\bsnapshot\x18\x13 \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bsnapshot\x12\x1b\n" +
+	"\tin_flight\x18\x1e \x01(\x04R\binFlight\x12=\n" +
+	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"0\n" +
@@ -1112,22 +1156,24 @@ var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	(*SnapshotStatus)(nil),        // 16: watchtree.v1.SnapshotStatus
 }
 var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
-	14, // 0: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
-	15, // 1: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
-	0,  // 2: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
-	14, // 3: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
-	14, // 4: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
-	15, // 5: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
-	13, // 6: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
-	6,  // 7: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
-	7,  // 8: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
-	8,  // 9: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
-	16, // 10: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	14, // 0: watchtree.v1.SettlementCounts.read_through:type_name -> google.protobuf.Timestamp
+	14, // 1: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
+	15, // 2: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
+	0,  // 3: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
+	14, // 4: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
+	14, // 5: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
+	15, // 6: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
+	13, // 7: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
+	6,  // 8: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
+	7,  // 9: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
+	8,  // 10: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
+	16, // 11: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
+	14, // 12: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }

@@ -11,7 +11,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -51,9 +54,12 @@ type dispatcher struct {
 	credit      int        // granted to the current incarnation and not yet used
 	inFlight    int        // accepted and not settled
 	inLanes     int        // pushed to lanes (or staged) and not settled
-	paused      bool
-	held        []item // accepted events waiting behind a barrier (Lanes > 1)
-	barrier     bool   // a keyless event is in lane 0; nothing else runs until it settles
+	// readThrough is the cluster time of the newest batch's post-batch resume token, and
+	// readReported the one last sent to the supervisor (reportCounts).
+	readThrough, readReported time.Time
+	paused                    bool
+	held                      []item // accepted events waiting behind a barrier (Lanes > 1)
+	barrier                   bool   // a keyless event is in lane 0; nothing else runs until it settles
 
 	// the snapshot source (actors/snapshot): its events share the lanes, have a capacity of
 	// their own and settle back to it, never to the checkpointer
@@ -273,12 +279,16 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 	d.credit -= n
 	d.inFlight += n
 	d.stats.Accepted += uint64(n)
+	if at, _, ok := tokentime.Of(b.PostBatchResumeToken); ok && at.After(d.readThrough) {
+		d.readThrough = at
+	}
 	if d.checkpointer != nil {
 		ctx.Send(d.checkpointer, &messages.Progress{
 			Incarnation: b.Incarnation, ThroughSeq: b.ThroughSeq, PostBatchResumeToken: b.PostBatchResumeToken,
 		})
 	}
 	if n == 0 {
+		d.reportCounts(ctx) // an idle stream's position moves on: its lag stays current
 		return
 	}
 	d.accept(b.Events, b.Incarnation, false)
@@ -562,13 +572,18 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 func (d *dispatcher) reportCounts(ctx actor.Context) {
 	p := ctx.Parent()
 	c, r := d.counts, d.reported
-	if p == nil || c.Settled == r.Settled {
+	if p == nil || (c.Settled == r.Settled && !d.readThrough.After(d.readReported)) {
 		return
 	}
 	d.reported = c
-	ctx.Send(p, &messages.SettlementCounts{Settled: c.Settled - r.Settled, Handled: c.Handled - r.Handled,
+	m := &messages.SettlementCounts{Settled: c.Settled - r.Settled, Handled: c.Handled - r.Handled,
 		Filtered: c.Filtered - r.Filtered, Unhandled: c.Unhandled - r.Unhandled, Skipped: c.Skipped - r.Skipped,
-		DeadLettered: c.DeadLettered - r.DeadLettered, Dropped: c.Dropped - r.Dropped})
+		DeadLettered: c.DeadLettered - r.DeadLettered, Dropped: c.Dropped - r.Dropped, InFlight: uint64(d.inFlight)}
+	if !d.readThrough.IsZero() {
+		m.ReadThrough = timestamppb.New(d.readThrough)
+		d.readReported = d.readThrough
+	}
+	ctx.Send(p, m)
 }
 
 // replenish grants the current incarnation the free capacity once it is worth a message (a

@@ -70,6 +70,8 @@ type Supervisor struct {
 	awaiting          []*actor.PID // AwaitRunning requesters, answered when starting/backoff ends
 
 	settlements messages.SettlementCounts   // totals reported by the dispatcher
+	inFlight    uint64                      // the dispatcher's latest report
+	readThrough *timestamppb.Timestamp      // the dispatcher's latest report, nil before one
 	checkpoint  *messages.CheckpointWritten // latest write reported by the checkpointer
 	snapshot    *messages.SnapshotStatus    // latest progress reported by the snapshot actor
 
@@ -589,6 +591,10 @@ func (s *Supervisor) addSettlements(m *messages.SettlementCounts) {
 	t.Skipped += m.GetSkipped()
 	t.DeadLettered += m.GetDeadLettered()
 	t.Dropped += m.GetDropped()
+	s.inFlight = m.GetInFlight()
+	if rt := m.GetReadThrough(); rt != nil {
+		s.readThrough = rt
+	}
 }
 
 func (s *Supervisor) notify(t Transition) {
@@ -640,6 +646,7 @@ func (s *Supervisor) status() *messages.StatusReply {
 	}
 	totals := proto.Clone(&s.settlements).(*messages.SettlementCounts)
 	r.Settlements = totals
+	r.InFlight, r.ReadThrough = s.inFlight, s.readThrough
 	if s.checkpoint != nil {
 		r.Checkpoint = s.checkpoint
 	}

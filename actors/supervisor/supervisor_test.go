@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
@@ -743,4 +744,24 @@ func TestRealClockRestart(t *testing.T) {
 	h.await(StateStarting)
 	h.started()
 	h.await(StateRunning)
+}
+
+// TestStatusCarriesTheDispatcherFlow: the totals add up across reports, while in_flight and
+// read_through are the latest report's (a report without read_through keeps the last one).
+func TestStatusCarriesTheDispatcherFlow(t *testing.T) {
+	h := newHarness(t, nil)
+	h.await(StateStarting)
+	h.await(StateRunning)
+	at := time.Unix(1_700_000_000, 0).UTC()
+	h.tell(h.pid, &messages.SettlementCounts{Settled: 3, Handled: 3, InFlight: 5, ReadThrough: timestamppb.New(at)})
+	h.tell(h.pid, &messages.SettlementCounts{Settled: 2, Handled: 1, Filtered: 1, InFlight: 1})
+	var st *messages.StatusReply
+	pollUntil(t, "both reports counted", func() bool {
+		st = h.status()
+		return st.GetSettlements().GetSettled() == 5
+	})
+	if st.GetInFlight() != 1 || !st.GetReadThrough().AsTime().Equal(at) || st.GetSettlements().GetHandled() != 4 ||
+		st.GetSettlements().GetInFlight() != 0 || st.GetSettlements().GetReadThrough() != nil {
+		t.Fatalf("status = %v", st)
+	}
 }

@@ -35,6 +35,23 @@ func (s *Store) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	return nil
 }
 
+// CountDeadLetters returns the number of scope's unexpired dead letters.
+func (s *Store) CountDeadLetters(ctx context.Context, scope store.Scope) (int64, error) {
+	if err := s.enter(ctx, OpListDeadLetters); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, dl := range s.deadLetters {
+		if dl.Scope() == scope && !expired(dl, now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // ListDeadLetters returns copies of up to limit (limit ≤ 0: all) unexpired dead letters of
 // scope, oldest first: ascending CreatedAt, ties by ID.
 func (s *Store) ListDeadLetters(ctx context.Context, scope store.Scope, limit int) ([]store.DeadLetter, error) {

@@ -97,6 +97,19 @@ func (s *Store) ListDeadLetters(ctx context.Context, scope store.Scope, limit in
 	return out, nil
 }
 
+// CountDeadLetters returns the number of scope's unexpired dead letters, counted by the server
+// (the records are not read).
+func (s *Store) CountDeadLetters(ctx context.Context, scope store.Scope) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := s.deadLetters.CountDocuments(ctx, append(scopeFilter(scope), unexpired(s.now())))
+	if err != nil {
+		return 0, wrap(ctx, err, "count dead letters of %q", scope.String())
+	}
+	return n, nil
+}
+
 // GetDeadLetter returns scope's dead letter with that ID; store.ErrNotFound if there is
 // none or it has expired.
 func (s *Store) GetDeadLetter(ctx context.Context, scope store.Scope, id string) (store.DeadLetter, error) {

@@ -133,6 +133,15 @@ func wantList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int, wan
 			t.Fatalf("ListDeadLetters(%s, %d)[%d]: %s (order %v)", scope, limit, i, d, dlIDs(got))
 		}
 	}
+	// A store that counts (the optional CountDeadLetters) counts what a full listing lists.
+	if c, ok := s.(interface {
+		CountDeadLetters(ctx context.Context, scope store.Scope) (int64, error)
+	}); ok && limit <= 0 {
+		n, err := c.CountDeadLetters(testCtx(t), scope)
+		if err != nil || n != int64(len(want)) {
+			t.Fatalf("CountDeadLetters(%s) = %d, %v; want %d", scope, n, err, len(want))
+		}
+	}
 }
 
 func dlIDs(dls []store.DeadLetter) []string {

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+func TestStreamsJSON(t *testing.T) {
+	insert(t, "orders", Order{ID: 1})
+	waitFor(t, "order 1", func() bool { return delivered("orders", 1) == 1 })
+	var snap messages.SnapshotReply
+	waitFor(t, "orders' settlement reported", func() bool {
+		cliJSON(t, &snap, "streams")
+		for _, r := range snap.GetStreams() {
+			if r.GetName() == "orders" && r.GetSettled() >= 1 && r.GetCheckpointAt() != nil {
+				return true
+			}
+		}
+		return false
+	})
+	if snap.GetInstance().GetId() != "cli-test-instance" || snap.GetInstance().GetAddress() != live.addr ||
+		!snap.GetInstance().GetTokenRequired() || snap.GetInstance().GetUptime() == nil {
+		t.Errorf("instance = %v", snap.GetInstance())
+	}
+	if snap.GetTotal() != 3 || len(snap.GetStreams()) != 3 {
+		t.Fatalf("streams = %d (total %d), want 3", len(snap.GetStreams()), snap.GetTotal())
+	}
+	var orders *messages.StreamRow
+	for _, r := range snap.GetStreams() {
+		if r.GetName() == "orders" {
+			orders = r
+		}
+	}
+	if orders.GetState() != "running" || orders.GetMode() != "all-instances" || orders.GetRole() != "all-instances" ||
+		orders.GetNamespace() != live.db.Name()+".orders" || orders.GetIncarnation() != 1 {
+		t.Errorf("orders row = %v", orders)
+	}
+	if orders.GetLastEventAt() == nil || orders.GetLag() == nil || orders.GetCheckpointToken() == "" {
+		t.Errorf("orders row has no lag, last event time or checkpoint token: %v", orders)
+	}
+	// filter, sort and limit
+	cliJSON(t, &snap, "streams", "--filter", "o", "--sort", "name", "--desc", "--limit", "1")
+	if snap.GetTotal() != 1 || len(snap.GetStreams()) != 1 || snap.GetStreams()[0].GetName() != "orders" {
+		t.Errorf("--filter o: %v", snap.GetStreams())
+	}
+	cliJSON(t, &snap, "streams", "--sort", "name", "--desc", "--limit", "2")
+	if snap.GetTotal() != 3 || len(snap.GetStreams()) != 2 || snap.GetStreams()[0].GetName() != "spare" {
+		t.Errorf("--desc --limit 2: total %d, %v", snap.GetTotal(), snap.GetStreams())
+	}
+	// the table names every stream
+	code, out, _ := cli(t, "streams")
+	if code != 0 || !strings.Contains(out, "orders") || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "cli-test-instance") {
+		t.Errorf("streams table (exit %d):\n%s", code, out)
+	}
+}
+
+func TestDescribeJSON(t *testing.T) {
+	var d messages.DescribeReply
+	cliJSON(t, &d, "describe", "spare")
+	if d.GetStream().GetName() != "spare" || d.GetStatus().GetStream() != "spare" {
+		t.Fatalf("describe spare = %v", &d)
+	}
+	var started bool
+	for _, ev := range d.GetEvents() {
+		started = started || (ev.GetKind() == "started" && ev.GetStream() == "spare")
+	}
+	if !started {
+		t.Errorf("describe spare: no started event in %v", d.GetEvents())
+	}
+	code, _, errs := cli(t, "describe", "nope")
+	if code != 1 || !strings.Contains(errs, `unknown stream "nope"`) {
+		t.Errorf("describe nope: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestTreeJSON(t *testing.T) {
+	var tree messages.TreeReply
+	cliJSON(t, &tree, "tree")
+	var find func(ns []*messages.ActorNode) *messages.ActorNode
+	find = func(ns []*messages.ActorNode) *messages.ActorNode {
+		for _, n := range ns {
+			if n.GetName() == "orders" {
+				return n
+			}
+			if f := find(n.GetChildren()); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	sup := find(tree.GetRoots())
+	if sup == nil {
+		t.Fatalf("no supervisor \"orders\" in the tree: %v", &tree)
+	}
+	kids := map[string]bool{}
+	for _, c := range sup.GetChildren() {
+		kids[c.GetName()] = true
+		if c.GetMailbox() < 0 {
+			t.Errorf("%s: mailbox depth unreadable", c.GetId())
+		}
+	}
+	if !kids["checkpointer"] || !kids["dispatcher"] || !kids["stream"] {
+		t.Errorf("orders' children = %v", kids)
+	}
+}
+
+func TestEventsJSONAndFollow(t *testing.T) {
+	code, out, errs := cli(t, "events", "--stream", "spare", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"kind":"started"`) || !strings.Contains(out, `"stream":"spare"`) {
+		t.Fatalf("events: exit %d, %s\n%s", code, errs, out)
+	}
+	if strings.Contains(out, "backlog-end") {
+		t.Errorf("events printed the backlog marker:\n%s", out)
+	}
+}
+
+func TestControlTokenEnforced(t *testing.T) {
+	before := status(t, "spare").Incarnation
+	for _, args := range [][]string{{"restart", "spare"}, {"restart", "spare", "--token", "wrong"}, {"replay", "spare", "--token", ""}} {
+		code, out, errs := cli(t, args...)
+		if code != 1 || !strings.Contains(errs, "token") || strings.Contains(errs, "goroutine") || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+	if got := status(t, "spare").Incarnation; got != before {
+		t.Errorf("a refused restart restarted the stream: incarnation %d → %d", before, got)
+	}
+}
+
+func TestRestartTakesEffect(t *testing.T) {
+	before := status(t, "spare").Incarnation
+	var r messages.ControlReply
+	cliJSON(t, &r, "restart", "spare", "--token", testToken)
+	if !r.GetOk() || r.GetStatus().GetState() != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
+		t.Fatalf("restart reply = %v", &r)
+	}
+	st := status(t, "spare")
+	if st.Incarnation != before+1 || st.State != "running" {
+		t.Errorf("after restart: incarnation %d (was %d), state %s", st.Incarnation, before, st.State)
+	}
+	var d messages.DescribeReply
+	waitFor(t, "the command event", func() bool {
+		cliJSON(t, &d, "describe", "spare")
+		for _, ev := range d.GetEvents() {
+			if ev.GetKind() == "command" && strings.Contains(ev.GetMessage(), "restart spare by ") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestStopDrainsAndFlushesThenStart(t *testing.T) {
+	insert(t, "orders", Order{ID: 101}, Order{ID: 102}, Order{ID: 103})
+	waitFor(t, "orders 101..103", func() bool { return delivered("orders", 103) == 1 })
+	var r messages.ControlReply
+	cliJSON(t, &r, "stop", "orders", "--token", testToken)
+	ls := r.GetStatus().GetLastStop()
+	if !r.GetOk() || r.GetStatus().GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED ||
+		!ls.GetDrained() || !ls.GetFlushed() || ls.GetUnsettled() != 0 {
+		t.Fatalf("stop reply = %v", &r)
+	}
+	if st := status(t, "orders"); st.State != "stopped" || st.LastStop == nil || !st.LastStop.Flushed {
+		t.Fatalf("runtime sees %s, last stop %+v", st.State, st.LastStop)
+	}
+	insert(t, "orders", Order{ID: 104})
+	cliJSON(t, &r, "start", "orders", "--token", testToken)
+	if !r.GetOk() || r.GetStatus().GetState() != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
+		t.Fatalf("start reply = %v", &r)
+	}
+	waitFor(t, "order 104 after the start", func() bool { return delivered("orders", 104) == 1 })
+	// Nothing settled before the stop is redelivered after it: a marker written after 104 is
+	// delivered, and by then 101..103 were still seen once.
+	insert(t, "orders", Order{ID: 105})
+	waitFor(t, "order 105", func() bool { return delivered("orders", 105) == 1 })
+	for id := int64(101); id <= 104; id++ {
+		if n := delivered("orders", id); n != 1 {
+			t.Errorf("order %d delivered %d times", id, n)
+		}
+	}
+}
+
+func TestDeadLettersReplayAndPurge(t *testing.T) {
+	live.healthy.Store(false)
+	insert(t, "flaky", Order{ID: 201, Fail: true}, Order{ID: 202, Fail: true})
+	var dl messages.DeadLettersReply
+	waitFor(t, "two dead letters", func() bool {
+		cliJSON(t, &dl, "deadletters", "flaky")
+		return len(dl.GetDeadLetters()) == 2
+	})
+	first := dl.GetDeadLetters()[0]
+	if first.GetOperationType() != "insert" || !strings.Contains(first.GetError(), "order refused") ||
+		first.GetAttempts() != 2 || !first.GetReplayable() || !strings.Contains(first.GetDocumentKey(), "201") {
+		t.Errorf("dead letter = %v", first)
+	}
+	var snap messages.SnapshotReply
+	waitFor(t, "the snapshot's dead-letter count", func() bool {
+		cliJSON(t, &snap, "streams", "--filter", "flaky")
+		return len(snap.GetStreams()) == 1 && snap.GetStreams()[0].GetDeadLetters() == 2 && snap.GetStreams()[0].GetDeadLettered() == 2
+	})
+
+	live.healthy.Store(true)
+	var r messages.ControlReply
+	cliJSON(t, &r, "replay", "flaky", "--id", first.GetId(), "--token", testToken)
+	if !r.GetOk() || r.GetDone() != 1 || r.GetFailed() != 0 {
+		t.Fatalf("replay reply = %v", &r)
+	}
+	if delivered("flaky", 201) != 1 {
+		t.Errorf("the replayed order 201 was handled %d times", delivered("flaky", 201))
+	}
+	cliJSON(t, &dl, "deadletters", "flaky")
+	if len(dl.GetDeadLetters()) != 1 || dl.GetDeadLetters()[0].GetId() == first.GetId() {
+		t.Fatalf("after the replay: %v", dl.GetDeadLetters())
+	}
+	cliJSON(t, &r, "purge", "flaky", "--token", testToken)
+	if !r.GetOk() || r.GetDone() != 1 {
+		t.Fatalf("purge reply = %v", &r)
+	}
+	if delivered("flaky", 202) != 0 {
+		t.Errorf("a purged dead letter was handled")
+	}
+	cliJSON(t, &dl, "deadletters", "flaky")
+	if len(dl.GetDeadLetters()) != 0 {
+		t.Errorf("after the purge: %v", dl.GetDeadLetters())
+	}
+	code, _, errs := cli(t, "replay", "flaky", "--id", "nope", "--token", testToken)
+	if code != 1 || !strings.Contains(errs, "not found") {
+		t.Errorf("replay of an unknown id: exit %d, %q", code, errs)
+	}
+}
+
+func TestLeaseReleaseNotSingleLeader(t *testing.T) {
+	code, _, errs := cli(t, "lease", "release", "orders", "--token", testToken)
+	if code != 1 || !strings.Contains(errs, "not a SINGLE_LEADER stream") {
+		t.Errorf("lease release: exit %d, %q", code, errs)
+	}
+}
+
+func TestUnreachableAndUsage(t *testing.T) {
+	start := time.Now()
+	var errb strings.Builder
+	code := run(t.Context(), []string{"--addr", "127.0.0.1:1", "streams"}, &strings.Builder{}, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "console unreachable at 127.0.0.1:1") || strings.Contains(errb.String(), "goroutine") {
+		t.Errorf("unreachable: exit %d, %q", code, errb.String())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("unreachable took %v", took)
+	}
+	for _, args := range [][]string{{"describe"}, {"streams", "-o", "yaml"}, {"streams", "--bogus"}} {
+		code, _, errs := cli(t, args...)
+		if code != 2 || errs == "" {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
+	}
+}

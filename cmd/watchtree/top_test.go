@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// step feeds msg to the model and runs the commands it returns as the program would (batches
+// included), feeding each resulting message back. Ticks are not followed.
+func step(m *topModel, msg tea.Msg) {
+	_, cmd := m.Update(msg)
+	var run func(c tea.Cmd)
+	run = func(c tea.Cmd) {
+		if c == nil {
+			return
+		}
+		switch out := c().(type) {
+		case tea.BatchMsg:
+			for _, c := range out {
+				run(c)
+			}
+		case nil, tickMsg:
+		default:
+			_, next := m.Update(out)
+			run(next)
+		}
+	}
+	run(cmd)
+}
+
+func TestTopRendersTheLiveRuntime(t *testing.T) {
+	c, err := console.Dial(live.addr, console.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := newTopModel([]source{c}, time.Millisecond, 5*time.Second)
+	step(m, tea.WindowSizeMsg{Width: 140, Height: 50})
+	step(m, tickMsg(time.Now()))
+	view := m.View()
+	for _, want := range []string{"cli-test-instance", "STREAM", "ROLE", "EV/S", "flaky", "orders", "spare", "all-instances", "RUNNING"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("the view has no %q:\n%s", want, view)
+		}
+	}
+	// The first row (flaky) is selected; moving down selects orders and loads its detail.
+	step(m, tea.KeyMsg{Type: tea.KeyDown})
+	view = m.View()
+	if m.selectedName() != "orders" || m.detail == nil || !strings.Contains(view, "started") {
+		t.Errorf("after ↓: selected %q, detail %v:\n%s", m.selectedName(), m.detail != nil, view)
+	}
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil || cmd() != tea.Quit() {
+		t.Error("q does not quit")
+	}
+}
+
+// fakeSource serves a fixed snapshot: a leader, a standby and a stream in backoff.
+type fakeSource struct{ snap *messages.SnapshotReply }
+
+func (f fakeSource) Snapshot(context.Context, *messages.SnapshotRequest) (*messages.SnapshotReply, error) {
+	return f.snap, nil
+}
+
+func (f fakeSource) Describe(_ context.Context, name string, _ int) (*messages.DescribeReply, error) {
+	for _, r := range f.snap.GetStreams() {
+		if r.GetName() == name {
+			return &messages.DescribeReply{Stream: r, Events: []*messages.LifecycleEvent{{Kind: "restarted", Message: "stream " + name + " restarted", At: timestamppb.Now()}}}, nil
+		}
+	}
+	return nil, console.ErrNotFound
+}
+
+func TestTopBadgesAndCountdown(t *testing.T) {
+	next := time.Now().Add(12 * time.Second)
+	snap := &messages.SnapshotReply{
+		Instance: &messages.InstanceInfo{Id: "node-a", Host: "h", Version: "v1", Uptime: durationpb.New(time.Hour)},
+		Streams: []*messages.StreamRow{
+			{Name: "billing", Mode: "single-leader", Role: "leader", State: "running", EventsPerSec: 42.5, Lag: durationpb.New(250 * time.Millisecond)},
+			{Name: "orders", Mode: "single-leader", Role: "standby", State: "standby", Why: "lease held by node-b"},
+			{Name: "search", Mode: "all-instances", Role: "all-instances", State: "backoff", Attempt: 3, MaxAttempts: 5,
+				NextRetryAt: timestamppb.New(next), LastError: "connection refused", DeadLetters: 1000},
+		},
+	}
+	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
+	step(m, tickMsg(time.Now()))
+	view := m.View()
+	lines := strings.Split(view, "\n")
+	row := func(name string) string {
+		for _, l := range lines {
+			if strings.Contains(l, name+" ") && (strings.Contains(l, "RUNNING") || strings.Contains(l, "STANDBY") || strings.Contains(l, "BACKOFF")) {
+				return l
+			}
+		}
+		t.Fatalf("no row for %s:\n%s", name, view)
+		return ""
+	}
+	if r := row("billing"); !strings.Contains(r, "LEADER") || !strings.Contains(r, "42.5") || !strings.Contains(r, "250ms") {
+		t.Errorf("billing row: %q", r)
+	}
+	if r := row("orders"); !strings.Contains(r, "STANDBY") {
+		t.Errorf("orders row: %q", r)
+	}
+	r := row("search")
+	if !strings.Contains(r, "BACKOFF") || !strings.Contains(r, "3/5 next 1") || !strings.Contains(r, "1000") {
+		t.Errorf("search row: %q", r)
+	}
+	if !strings.Contains(view, "leader 1 · standby 1") || !strings.Contains(view, "node-a") {
+		t.Errorf("instance card:\n%s", view)
+	}
+	step(m, tea.KeyMsg{Type: tea.KeyDown})
+	step(m, tea.KeyMsg{Type: tea.KeyDown})
+	view = m.View()
+	if !strings.Contains(view, "last error: connection refused") || !strings.Contains(view, "restarted") {
+		t.Errorf("detail pane of search:\n%s", view)
+	}
+}
+
+// TestTopSeveralInstances: one card per instance, and a SINGLE_LEADER stream shows LEADER on
+// one instance and STANDBY on the other.
+func TestTopSeveralInstances(t *testing.T) {
+	inst := func(id, role, state string) fakeSource {
+		return fakeSource{&messages.SnapshotReply{
+			Instance: &messages.InstanceInfo{Id: id, Host: id + ".local", Version: "v1", Uptime: durationpb.New(time.Minute)},
+			Streams:  []*messages.StreamRow{{Name: "billing", Mode: "single-leader", Role: role, State: state, LeaseOwner: "node-a", LeaseEpoch: 7}},
+		}}
+	}
+	m := newTopModel([]source{inst("node-a", "leader", "running"), inst("node-b", "standby", "standby")}, time.Millisecond, time.Second)
+	step(m, tickMsg(time.Now()))
+	view := m.View()
+	var leader, standby bool
+	for _, l := range strings.Split(view, "\n") {
+		leader = leader || (strings.Contains(l, "node-a") && strings.Contains(l, "billing") && strings.Contains(l, "LEADER"))
+		standby = standby || (strings.Contains(l, "node-b") && strings.Contains(l, "billing") && strings.Contains(l, "STANDBY"))
+	}
+	if !leader || !standby || !strings.Contains(view, "INSTANCE") || strings.Count(view, "up 1m0s") != 2 {
+		t.Errorf("two instances:\n%s", view)
+	}
+	step(m, tea.KeyMsg{Type: tea.KeyDown})
+	if view := m.View(); !strings.Contains(view, "lease:      node-a epoch 7") || !strings.Contains(view, "billing single-leader · node-b") &&
+		!strings.Contains(view, "· node-b") {
+		t.Errorf("detail of node-b's billing:\n%s", view)
+	}
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/messages"
+)
+
+func streamsCmd(o *opts) *cobra.Command {
+	req := &messages.SnapshotRequest{}
+	var limit uint32
+	cmd := &cobra.Command{
+		Use:   "streams",
+		Short: "List the instance's streams: role, state and why, restarts, events/s, lag, checkpoint, dead letters",
+		Args:  noArgs,
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, _ []string) error {
+			ctx, cancel := o.ctx(cmd)
+			defer cancel()
+			req.Limit = limit
+			snap, err := c.Snapshot(ctx, req)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return o.printJSON(snap)
+			}
+			return printStreams(o.out, snap)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Filter, "filter", "", "only streams whose name contains this")
+	f.StringVar(&req.State, "state", "", "only streams in this state (running, backoff, crashed, ...)")
+	f.StringVar(&req.Sort, "sort", "name", "sort by name, state, lag, rate, restarts or dead_letters")
+	f.BoolVar(&req.Descending, "desc", false, "sort descending")
+	f.Uint32Var(&limit, "limit", 0, "at most this many rows (0: all)")
+	return cmd
+}
+
+func describeCmd(o *opts) *cobra.Command {
+	var events int
+	cmd := &cobra.Command{
+		Use:   "describe STREAM",
+		Short: "Everything about one stream, with its latest lifecycle events",
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			ctx, cancel := o.ctx(cmd)
+			defer cancel()
+			d, err := c.Describe(ctx, args[0], events)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return o.printJSON(d)
+			}
+			return printDescribe(o.out, d)
+		}),
+	}
+	cmd.Flags().IntVar(&events, "events", 20, "how many of the latest lifecycle events")
+	return cmd
+}
+
+func treeCmd(o *opts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tree",
+		Short: "The actor hierarchy, with mailbox depths",
+		Args:  noArgs,
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, _ []string) error {
+			ctx, cancel := o.ctx(cmd)
+			defer cancel()
+			t, err := c.Tree(ctx)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return o.printJSON(t)
+			}
+			return printTree(o.out, t)
+		}),
+	}
+}
+
+func eventsCmd(o *opts) *cobra.Command {
+	var follow bool
+	var stream string
+	var backlog int
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "The latest lifecycle events; -f follows them live",
+		Args:  noArgs,
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, _ []string) error {
+			ctx := cmd.Context()
+			if !follow {
+				var cancel func()
+				ctx, cancel = o.ctx(cmd)
+				defer cancel()
+			}
+			var ctxCancel func()
+			ctx, ctxCancel = contextWithCancel(ctx)
+			defer ctxCancel()
+			var perr error
+			err := c.Subscribe(ctx, stream, backlog, func(ev *messages.LifecycleEvent) {
+				if ev.GetKind() == console.BacklogEnd {
+					if !follow {
+						ctxCancel()
+					}
+					return
+				}
+				if o.output == "json" {
+					perr = o.printJSONLine(ev)
+				} else {
+					perr = printEvent(o.out, ev)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			return perr
+		}),
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow live events until interrupted")
+	cmd.Flags().StringVar(&stream, "stream", "", "only this stream's events")
+	cmd.Flags().IntVar(&backlog, "backlog", 50, "how many past events first")
+	return cmd
+}
+
+func deadLettersCmd(o *opts) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "deadletters STREAM",
+		Short: "A stream's dead letters, oldest first",
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			ctx, cancel := o.ctx(cmd)
+			defer cancel()
+			d, err := c.DeadLetters(ctx, args[0], limit)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return o.printJSON(d)
+			}
+			return printDeadLetters(o.out, d)
+		}),
+	}
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	return cmd
+}
+
+// commandTimeout is the bound of a mutating command: a graceful stop may take its time.
+func (o *opts) commandTimeout() time.Duration { return max(o.timeout, 30*time.Second) }
+
+func controlCmd(o *opts, verb, short string, action messages.ControlAction) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " STREAM",
+		Short: short,
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			return o.control(cmd, c, action, args[0], "")
+		}),
+	}
+}
+
+func (o *opts) control(cmd *cobra.Command, c *console.Client, action messages.ControlAction, stream, id string) error {
+	t := o.commandTimeout()
+	ctx, cancel := contextWithTimeout(cmd.Context(), t+5*time.Second)
+	defer cancel()
+	r, err := c.Control(ctx, action, stream, id, t)
+	if r != nil && o.output == "json" {
+		if perr := o.printJSON(r); perr != nil {
+			return perr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if o.output == "table" {
+		name := strings.ToLower(strings.TrimPrefix(action.String(), "CONTROL_ACTION_"))
+		fmt.Fprintf(o.out, "%s %s: %s\n", name, stream, r.GetDetail())
+	}
+	return nil
+}
+
+func deadLetterCmd(o *opts, verb, short string, action messages.ControlAction) *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   verb + " STREAM",
+		Short: short,
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			return o.control(cmd, c, action, args[0], id)
+		}),
+	}
+	cmd.Flags().StringVar(&id, "id", "", "one dead letter's ID (default: all of the stream's)")
+	return cmd
+}
+
+func leaseCmd(o *opts) *cobra.Command {
+	lease := &cobra.Command{Use: "lease", Short: "SINGLE_LEADER leases"}
+	lease.AddCommand(&cobra.Command{
+		Use:   "release STREAM",
+		Short: "Release this instance's lease of a SINGLE_LEADER stream, so that a standby takes over",
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			return o.control(cmd, c, messages.ControlAction_CONTROL_ACTION_RELEASE_LEASE, args[0], "")
+		}),
+	})
+	return lease
+}

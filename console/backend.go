@@ -1,0 +1,55 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// Backend is what the console needs from the runtime it inspects. The runtime implements it; the
+// console package does not import the runtime (the runtime imports the console). Every method
+// is called from the console's own goroutines, never from an actor's, and is bounded by ctx.
+type Backend interface {
+	// Instance describes the process.
+	Instance() Instance
+	// Streams lists the registered streams, sorted by name.
+	Streams() []StreamRef
+	// DeadLetters returns up to limit of the stream's dead letters, oldest first.
+	DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error)
+	// CountDeadLetters returns the number of the stream's dead letters.
+	CountDeadLetters(ctx context.Context, stream string) (int, error)
+	// Replay runs one dead letter through the stream's handler again; on success it is deleted.
+	Replay(ctx context.Context, stream, id string) error
+	// Purge deletes one dead letter.
+	Purge(ctx context.Context, stream, id string) error
+	// OplogWindow returns the cluster times of the oldest and newest oplog entries, or an error
+	// when the oplog cannot be read (no permission, not a replica set).
+	OplogWindow(ctx context.Context) (oldest, newest time.Time, err error)
+}
+
+// Instance describes the process the console runs in.
+type Instance struct {
+	ID, Host, Version string
+	StartedAt         time.Time
+}
+
+// StreamRef is one registered stream.
+type StreamRef struct {
+	Name string
+	// Namespace is "db.collection", "db", or "" for a cluster-wide stream.
+	Namespace string
+	// Mode is "all-instances" or "single-leader".
+	Mode string
+	// Supervisor is the stream's supervisor, nil while its tree is not running.
+	Supervisor *actor.PID
+}
+
+// ErrNotFound is what a Backend returns (wrapped) for an unknown stream or dead letter.
+var ErrNotFound = errors.New("console: not found")
+
+// ErrUnsupported is what a Backend returns (wrapped) for a command the stream cannot take.
+var ErrUnsupported = errors.New("console: not supported")

@@ -1,0 +1,853 @@
+package console
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/tokentime"
+	"github.com/watchtree/watchtree/messages"
+)
+
+// The inspector is the console actor. Its mailbox goroutine only keeps the console's memory
+// (recent lifecycle events, subscribers, rate samples, cached dead-letter counts and oplog
+// window) and starts work: every request is answered by a goroutine the actor owns (bounded by
+// the request's timeout and cancelled when the actor stops), which asks the supervisors with
+// their own messages, reads the stores through the Backend, and sends the reply to the
+// requester. Results that update the console's memory come back to the actor as messages.
+
+const (
+	recentEvents    = 1024 // lifecycle events kept for the whole instance
+	perStreamEvents = 64   // and for each stream (Describe)
+	rateWindow      = 10 * time.Second
+	dlCountTTL      = 2 * time.Second // a snapshot recounts dead letters older than this
+	oplogTTL        = 10 * time.Second
+)
+
+type sample struct {
+	at      time.Time
+	settled uint64
+}
+
+type dlCount struct {
+	n   uint64
+	at  time.Time
+	err string
+}
+
+type oplogInfo struct {
+	oldest, newest time.Time
+	err            string
+	at             time.Time
+}
+
+type subscriber struct {
+	id     uint64
+	pid    *actor.PID
+	stream string
+}
+
+// Plain messages the actor sends itself.
+type (
+	sampleTick struct{}
+	sampled    struct {
+		at      time.Time
+		settled map[string]uint64
+	}
+	dlCounted   struct{ counts map[string]dlCount }
+	oplogRead   struct{ info oplogInfo }
+	commandDone struct{ ev *messages.LifecycleEvent }
+)
+
+type inspector struct {
+	cfg Config
+	b   Backend
+	sys *actor.ActorSystem
+	log *zap.Logger
+	clk clock.Clock
+
+	seq      uint64
+	recent   []*messages.LifecycleEvent
+	byStream map[string][]*messages.LifecycleEvent
+	subs     map[uint64]*subscriber
+	subSeq   uint64
+	samples  map[string][]sample
+	dl       map[string]dlCount
+	oplog    oplogInfo
+	sampling bool // a sampling round is under way
+
+	work   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	tick   clock.Timer
+}
+
+func newInspector(cfg Config, b Backend) *inspector {
+	return &inspector{
+		cfg: cfg, b: b, log: cfg.Logger, clk: cfg.Clock,
+		byStream: map[string][]*messages.LifecycleEvent{},
+		subs:     map[uint64]*subscriber{},
+		samples:  map[string][]sample{},
+		dl:       map[string]dlCount{},
+	}
+}
+
+func (in *inspector) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		in.sys = ctx.ActorSystem()
+		in.work, in.cancel = context.WithCancel(context.Background())
+		in.armTick(ctx)
+	case *actor.Stopping:
+		if in.tick != nil {
+			in.tick.Stop()
+		}
+		in.cancel()
+		in.wg.Wait()
+	case sampleTick:
+		in.sample(ctx)
+	case sampled:
+		in.sampling = false
+		in.addSamples(m)
+		in.armTick(ctx)
+	case dlCounted:
+		for k, v := range m.counts {
+			in.dl[k] = v
+		}
+	case oplogRead:
+		in.oplog = m.info
+	case viewRequest:
+		ctx.Respond(in.view())
+	case commandDone:
+		in.publish(ctx, m.ev)
+	case *messages.LifecycleEvent:
+		in.publish(ctx, m)
+	case *messages.SnapshotRequest:
+		in.answer(ctx, in.cfg.RequestTimeout, func(c context.Context) proto.Message { return in.snapshot(c, ctx.Self(), m) })
+	case *messages.DescribeRequest:
+		events := in.eventsOf(m.GetStream(), int(m.GetEvents()))
+		in.answer(ctx, in.cfg.RequestTimeout, func(c context.Context) proto.Message { return in.describe(c, ctx.Self(), m, events) })
+	case *messages.TreeRequest:
+		in.answer(ctx, in.cfg.RequestTimeout, func(context.Context) proto.Message { return buildTree(in.sys) })
+	case *messages.DeadLettersRequest:
+		in.answer(ctx, in.cfg.RequestTimeout, func(c context.Context) proto.Message { return in.deadLetters(c, m) })
+	case *messages.ControlRequest:
+		in.control(ctx, m)
+	case *messages.SubscribeRequest:
+		in.subscribe(ctx, m)
+	case *messages.Unsubscribe:
+		in.unsubscribe(ctx, m.GetId())
+	case *actor.Terminated:
+		for id, s := range in.subs {
+			if s.pid.Equal(m.GetWho()) {
+				delete(in.subs, id)
+			}
+		}
+	case *actor.Restarting, *actor.Stopped:
+	default:
+		in.log.Debug("console: message ignored", zap.String("type", fmt.Sprintf("%T", m)))
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.ConsoleError{Code: "invalid", Error: fmt.Sprintf("unknown request %T", m)})
+		}
+	}
+}
+
+// answer runs f on a goroutine the actor owns, bounded by timeout, and sends its reply to the
+// requester.
+func (in *inspector) answer(ctx actor.Context, timeout time.Duration, f func(context.Context) proto.Message) {
+	sender := ctx.Sender()
+	if sender == nil {
+		return
+	}
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		c, cancel := context.WithTimeout(in.work, timeout)
+		defer cancel()
+		reply := f(c)
+		if in.work.Err() != nil {
+			return // the console stops: the requester's own timeout answers it
+		}
+		in.sys.Root.Send(sender, reply)
+	}()
+}
+
+// publish numbers ev, keeps it and sends it to the subscribers.
+func (in *inspector) publish(ctx actor.Context, ev *messages.LifecycleEvent) {
+	in.seq++
+	ev.Seq = in.seq
+	in.recent = appendCapped(in.recent, ev, recentEvents)
+	if ev.GetStream() != "" {
+		in.byStream[ev.GetStream()] = appendCapped(in.byStream[ev.GetStream()], ev, perStreamEvents)
+	}
+	for _, s := range in.subs {
+		if s.stream == "" || s.stream == ev.GetStream() {
+			ctx.Send(s.pid, ev)
+		}
+	}
+}
+
+func appendCapped(s []*messages.LifecycleEvent, ev *messages.LifecycleEvent, n int) []*messages.LifecycleEvent {
+	if len(s) >= n {
+		s = append(s[:0:0], s[len(s)-n+1:]...)
+	}
+	return append(s, ev)
+}
+
+func (in *inspector) eventsOf(stream string, n int) []*messages.LifecycleEvent {
+	if n <= 0 {
+		n = 20
+	}
+	evs := in.byStream[stream]
+	if len(evs) > n {
+		evs = evs[len(evs)-n:]
+	}
+	return append([]*messages.LifecycleEvent(nil), evs...)
+}
+
+func (in *inspector) subscribe(ctx actor.Context, m *messages.SubscribeRequest) {
+	if m.GetSubscriberId() == "" {
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.ConsoleError{Code: "invalid", Error: "SubscribeRequest.subscriber_id is required"})
+		}
+		return
+	}
+	addr := m.GetSubscriberAddress()
+	if addr == "" {
+		addr = in.sys.Address()
+	}
+	pid := actor.NewPID(addr, m.GetSubscriberId())
+	in.subSeq++
+	s := &subscriber{id: in.subSeq, pid: pid, stream: m.GetStream()}
+	in.subs[s.id] = s
+	ctx.Watch(pid)
+	if ctx.Sender() != nil {
+		ctx.Respond(&messages.SubscribeReply{Id: s.id})
+	}
+	backlog := in.recent
+	if s.stream != "" {
+		backlog = in.byStream[s.stream]
+	}
+	if n := int(m.GetBacklog()); n < len(backlog) {
+		backlog = backlog[len(backlog)-n:]
+	}
+	for _, ev := range backlog {
+		ctx.Send(pid, ev)
+	}
+	ctx.Send(pid, &messages.LifecycleEvent{Kind: BacklogEnd, At: timestamppb.New(in.clk.Now())})
+}
+
+// BacklogEnd is the kind of the marker event a subscription receives after its backlog: the
+// events after it are live. It carries no seq.
+const BacklogEnd = "backlog-end"
+
+func (in *inspector) unsubscribe(ctx actor.Context, id uint64) {
+	if s, ok := in.subs[id]; ok {
+		delete(in.subs, id)
+		ctx.Unwatch(s.pid)
+	}
+}
+
+// armTick schedules the next sampling round.
+func (in *inspector) armTick(ctx actor.Context) {
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	in.tick = in.clk.AfterFunc(in.cfg.SampleInterval, func() { sys.Root.Send(self, sampleTick{}) })
+}
+
+// sample asks every supervisor for its settlement count (the rate's samples).
+func (in *inspector) sample(ctx actor.Context) {
+	if in.sampling {
+		return
+	}
+	in.sampling = true
+	self := ctx.Self()
+	refs := in.b.Streams()
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		out := sampled{settled: map[string]uint64{}}
+		for _, r := range refs {
+			if r.Supervisor == nil {
+				continue
+			}
+			if st, err := in.status(in.work, r.Supervisor, min(in.cfg.SampleInterval, time.Second)); err == nil {
+				out.settled[r.Name] = st.GetSettlements().GetSettled()
+			}
+		}
+		out.at = in.clk.Now()
+		if in.work.Err() == nil {
+			in.sys.Root.Send(self, out)
+		}
+	}()
+}
+
+func (in *inspector) addSamples(m sampled) {
+	for name, n := range m.settled {
+		s := append(in.samples[name], sample{at: m.at, settled: n})
+		for len(s) > 1 && m.at.Sub(s[0].at) > rateWindow {
+			s = s[1:]
+		}
+		in.samples[name] = s
+	}
+	for name := range in.samples {
+		if _, ok := m.settled[name]; !ok {
+			delete(in.samples, name)
+		}
+	}
+}
+
+// status asks a supervisor for its StatusReply.
+func (in *inspector) status(ctx context.Context, pid *actor.PID, bound time.Duration) (*messages.StatusReply, error) {
+	res, err := in.request(ctx, pid, &messages.StatusRequest{}, bound)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.StatusReply)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T", res)
+	}
+	return r, nil
+}
+
+// request sends msg to pid and waits for the reply, bounded by ctx and bound.
+func (in *inspector) request(ctx context.Context, pid *actor.PID, msg any, bound time.Duration) (any, error) {
+	timeout := bound
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	// A protoactor future cannot be cancelled: wait for it on a goroutine of its own (it ends at
+	// the reply or the timeout), so that the console's stop does not wait for it.
+	fut := in.sys.Root.RequestFuture(pid, msg, timeout)
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := fut.Result()
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		if errors.Is(r.err, actor.ErrTimeout) {
+			return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), context.DeadlineExceeded)
+		}
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// view is the part of the actor's memory a snapshot reads, copied for its goroutine.
+type view struct {
+	samples map[string][]sample
+	dl      map[string]dlCount
+	oplog   oplogInfo
+}
+
+func (in *inspector) view() view {
+	v := view{samples: make(map[string][]sample, len(in.samples)), dl: make(map[string]dlCount, len(in.dl)), oplog: in.oplog}
+	for k, s := range in.samples {
+		v.samples[k] = append([]sample(nil), s...)
+	}
+	for k, c := range in.dl {
+		v.dl[k] = c
+	}
+	return v
+}
+
+func (in *inspector) snapshot(ctx context.Context, self *actor.PID, req *messages.SnapshotRequest) proto.Message {
+	return in.snapshotWith(ctx, self, req, in.viewSync(ctx, self))
+}
+
+// viewSync asks the actor for a copy of its memory (the request runs off the actor).
+func (in *inspector) viewSync(ctx context.Context, self *actor.PID) view {
+	res, err := in.request(ctx, self, viewRequest{}, time.Second)
+	if v, ok := res.(view); err == nil && ok {
+		return v
+	}
+	return view{}
+}
+
+type viewRequest struct{}
+
+func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *messages.SnapshotRequest, v view) *messages.SnapshotReply {
+	now := in.clk.Now()
+	refs := in.b.Streams()
+	oplog := in.freshOplog(ctx, self, v.oplog, now)
+	rows := make([]*messages.StreamRow, 0, len(refs))
+	var keep []StreamRef
+	for _, r := range refs {
+		if req.GetFilter() != "" && !strings.Contains(r.Name, req.GetFilter()) {
+			continue
+		}
+		keep = append(keep, r)
+	}
+	rows = rows[:len(keep)]
+	counts := in.freshDLCounts(ctx, self, keep, v.dl, now)
+	var wg sync.WaitGroup
+	for i, r := range keep {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows[i] = in.row(ctx, r, v.samples[r.Name], counts[r.Name], oplog, now)
+		}()
+	}
+	wg.Wait()
+	if st := req.GetState(); st != "" {
+		rows = filterRows(rows, func(r *messages.StreamRow) bool { return r.GetState() == st })
+	}
+	sortRows(rows, req.GetSort(), req.GetDescending())
+	total := uint32(len(rows))
+	if l := int(req.GetLimit()); l > 0 && l < len(rows) {
+		rows = rows[:l]
+	}
+	return &messages.SnapshotReply{Instance: in.instance(oplog, now), Streams: rows, Total: total, At: timestamppb.New(now)}
+}
+
+func filterRows(rows []*messages.StreamRow, keep func(*messages.StreamRow) bool) []*messages.StreamRow {
+	out := rows[:0]
+	for _, r := range rows {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func sortRows(rows []*messages.StreamRow, by string, desc bool) {
+	less := func(a, b *messages.StreamRow) bool { return a.GetName() < b.GetName() }
+	switch by {
+	case "state":
+		less = func(a, b *messages.StreamRow) bool { return a.GetState() < b.GetState() }
+	case "lag":
+		less = func(a, b *messages.StreamRow) bool { return a.GetLag().AsDuration() < b.GetLag().AsDuration() }
+	case "rate":
+		less = func(a, b *messages.StreamRow) bool { return a.GetEventsPerSec() < b.GetEventsPerSec() }
+	case "restarts":
+		less = func(a, b *messages.StreamRow) bool { return a.GetRestarts() < b.GetRestarts() }
+	case "dead_letters":
+		less = func(a, b *messages.StreamRow) bool { return a.GetDeadLetters() < b.GetDeadLetters() }
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if desc {
+			return less(rows[j], rows[i])
+		}
+		return less(rows[i], rows[j])
+	})
+}
+
+func (in *inspector) instance(oplog oplogInfo, now time.Time) *messages.InstanceInfo {
+	inst := in.b.Instance()
+	ii := &messages.InstanceInfo{
+		Id: inst.ID, Host: inst.Host, Version: inst.Version, GoVersion: goVersion(), Pid: int64(pid()),
+		StartedAt: timestamppb.New(inst.StartedAt), Uptime: durationpb.New(now.Sub(inst.StartedAt).Round(time.Second)),
+		Address: in.sys.Address(), TokenRequired: in.cfg.Token != "", OplogNote: oplog.err,
+	}
+	if oplog.err == "" && !oplog.oldest.IsZero() {
+		ii.OplogOldest, ii.OplogNewest = timestamppb.New(oplog.oldest), timestamppb.New(oplog.newest)
+	}
+	return ii
+}
+
+// freshOplog returns the oplog window, read again when older than oplogTTL.
+func (in *inspector) freshOplog(ctx context.Context, self *actor.PID, cur oplogInfo, now time.Time) oplogInfo {
+	if !cur.at.IsZero() && now.Sub(cur.at) < oplogTTL {
+		return cur
+	}
+	oldest, newest, err := in.b.OplogWindow(ctx)
+	info := oplogInfo{oldest: oldest, newest: newest, at: now}
+	if err != nil {
+		info = oplogInfo{err: "oplog not readable: " + err.Error(), at: now}
+	}
+	in.sys.Root.Send(self, oplogRead{info})
+	return info
+}
+
+// freshDLCounts returns the dead-letter counts of refs, counting again those older than
+// dlCountTTL.
+func (in *inspector) freshDLCounts(ctx context.Context, self *actor.PID, refs []StreamRef, cur map[string]dlCount, now time.Time) map[string]dlCount {
+	out := make(map[string]dlCount, len(refs))
+	fresh := map[string]dlCount{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range refs {
+		if c, ok := cur[r.Name]; ok && now.Sub(c.at) < dlCountTTL {
+			mu.Lock()
+			out[r.Name] = c
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := in.b.CountDeadLetters(ctx, r.Name)
+			c := dlCount{n: uint64(max(n, 0)), at: now}
+			if err != nil {
+				c = dlCount{err: "dead letters: " + err.Error()}
+			}
+			mu.Lock()
+			out[r.Name] = c
+			if err == nil {
+				fresh[r.Name] = c
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(fresh) > 0 {
+		in.sys.Root.Send(self, dlCounted{fresh})
+	}
+	return out
+}
+
+// row builds one stream's row from its supervisor's status and the console's memory.
+func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl dlCount, oplog oplogInfo, now time.Time) *messages.StreamRow {
+	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode, Role: r.Mode,
+		DeadLetters: dl.n, Note: dl.err}
+	if r.Supervisor == nil {
+		row.State, row.Why = "stopped", "the stream's supervisor is not running"
+		return row
+	}
+	st, err := in.status(ctx, r.Supervisor, in.cfg.RequestTimeout)
+	if err != nil {
+		row.State, row.Note = "unknown", joinNote(row.Note, "status: "+err.Error())
+		return row
+	}
+	fillRow(row, st, now)
+	if len(samples) > 0 {
+		first := samples[0]
+		if dt := now.Sub(first.at).Seconds(); dt >= 0.5 && row.Settled >= first.settled {
+			row.EventsPerSec = float64(row.Settled-first.settled) / dt
+		}
+	}
+	if oplog.err == "" && !oplog.newest.IsZero() {
+		if rt := st.GetReadThrough(); rt != nil {
+			row.OplogBehind = durationpb.New(max(oplog.newest.Sub(rt.AsTime()), 0))
+		}
+		if row.CheckpointTime != nil {
+			row.TokenHeadroom = durationpb.New(row.CheckpointTime.AsTime().Sub(oplog.oldest))
+		}
+	}
+	return row
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// fillRow copies the supervisor's status into row: the one place the console reads it.
+func fillRow(row *messages.StreamRow, st *messages.StatusReply, now time.Time) {
+	row.State = stateName(st.GetState())
+	row.Why, row.Since = st.GetWhy(), st.GetSince()
+	row.Attempt, row.MaxAttempts, row.NextRetryAt = st.GetAttempt(), st.GetMaxAttempts(), st.GetNextRetryAt()
+	row.LastError = st.GetLastCause()
+	row.InFlight = st.GetInFlight()
+	if rt := st.GetReadThrough(); rt != nil {
+		row.LastEventAt = rt
+		row.Lag = durationpb.New(max(now.Sub(rt.AsTime()), 0))
+	}
+	if cp := st.GetCheckpoint(); cp != nil {
+		row.CheckpointAt, row.CheckpointSource = cp.GetWrittenAt(), cp.GetSource()
+		row.CheckpointToken = tokentime.Data(cp.GetToken())
+		if at, _, ok := tokentime.Of(cp.GetToken()); ok {
+			row.CheckpointTime = timestamppb.New(at)
+		}
+	}
+	c := st.GetSettlements()
+	row.Settled, row.DeadLettered = c.GetSettled(), c.GetDeadLettered()+c.GetDropped()
+	row.Deaths, row.Restarts, row.Incarnation = st.GetDeaths(), st.GetRestarts(), st.GetIncarnation()
+	fillLease(row, st.ProtoReflect())
+}
+
+// fillLease copies a SINGLE_LEADER stream's lease into row when the status carries it: a
+// `lease` message field (role enum, holder, epoch, expires_at), as the leader actor reports it.
+// It is read by field name, so the console needs no change when the status gains it; a status
+// without it leaves the role showing the mode.
+func fillLease(row *messages.StreamRow, m protoreflect.Message) {
+	f := m.Descriptor().Fields().ByName("lease")
+	if f == nil || f.Message() == nil || !m.Has(f) {
+		return
+	}
+	lease := m.Get(f).Message()
+	fields := lease.Descriptor().Fields()
+	get := func(name protoreflect.Name) (protoreflect.FieldDescriptor, protoreflect.Value, bool) {
+		fd := fields.ByName(name)
+		if fd == nil || !lease.Has(fd) {
+			return nil, protoreflect.Value{}, false
+		}
+		return fd, lease.Get(fd), true
+	}
+	if fd, v, ok := get("role"); ok && fd.Enum() != nil {
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			switch r := roleName(string(ev.Name())); r {
+			case "leader", "standby":
+				row.Role = r
+			}
+		}
+	}
+	if fd, v, ok := get("holder"); ok && fd.Kind() == protoreflect.StringKind {
+		row.LeaseOwner = v.String()
+	}
+	if fd, v, ok := get("epoch"); ok {
+		switch fd.Kind() {
+		case protoreflect.Int64Kind, protoreflect.Int32Kind, protoreflect.Sint64Kind:
+			row.LeaseEpoch = v.Int()
+		case protoreflect.Uint64Kind, protoreflect.Uint32Kind:
+			row.LeaseEpoch = int64(v.Uint())
+		}
+	}
+	if fd, v, ok := get("expires_at"); ok && fd.Message() != nil {
+		if ts, isTS := v.Message().Interface().(*timestamppb.Timestamp); isTS {
+			row.LeaseExpiresAt = ts
+		}
+	}
+}
+
+// roleName turns an enum value name such as ROLE_LEADER into "leader".
+func roleName(n string) string {
+	n = strings.ToLower(n)
+	if i := strings.LastIndex(n, "_"); i >= 0 {
+		n = n[i+1:]
+	}
+	return n
+}
+
+func stateName(s messages.SupervisorState) string {
+	n := strings.ToLower(strings.TrimPrefix(s.String(), "SUPERVISOR_STATE_"))
+	if n == "unspecified" {
+		return "unknown"
+	}
+	return n
+}
+
+func (in *inspector) describe(ctx context.Context, self *actor.PID, req *messages.DescribeRequest, events []*messages.LifecycleEvent) proto.Message {
+	ref, ok := in.lookup(req.GetStream())
+	if !ok {
+		return &messages.ConsoleError{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+	}
+	v := in.viewSync(ctx, self)
+	v.dl = nil // describe counts afresh
+	snap := in.snapshotWith(ctx, self, &messages.SnapshotRequest{Filter: ref.Name}, v)
+	out := &messages.DescribeReply{Events: events}
+	for _, r := range snap.GetStreams() {
+		if r.GetName() == ref.Name {
+			out.Stream = r
+		}
+	}
+	if ref.Supervisor != nil {
+		if st, err := in.status(ctx, ref.Supervisor, in.cfg.RequestTimeout); err == nil {
+			out.Status = st
+		}
+	}
+	return out
+}
+
+func (in *inspector) lookup(name string) (StreamRef, bool) {
+	for _, r := range in.b.Streams() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return StreamRef{}, false
+}
+
+func (in *inspector) deadLetters(ctx context.Context, req *messages.DeadLettersRequest) proto.Message {
+	if _, ok := in.lookup(req.GetStream()); !ok {
+		return &messages.ConsoleError{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = 100
+	}
+	list, err := in.b.DeadLetters(ctx, req.GetStream(), limit)
+	if err != nil {
+		return &messages.ConsoleError{Code: codeOf(err), Error: err.Error()}
+	}
+	return &messages.DeadLettersReply{Stream: req.GetStream(), DeadLetters: list}
+}
+
+func codeOf(err error) string {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "failed"
+}
+
+// control carries out a ControlRequest: the token is checked on the actor, the command runs on
+// an owned goroutine, and both the request and its outcome are logged with who asked and
+// published as a "command" lifecycle event.
+func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
+	who := req.GetRequestedBy()
+	if who == "" {
+		who = "anonymous"
+	}
+	if s := ctx.Sender(); s != nil && s.Address != in.sys.Address() {
+		who += " via remote " + s.Address
+	}
+	action := actionName(req.GetAction())
+	log := in.log.With(zap.String("command", action), zap.String("stream", req.GetStream()),
+		zap.String("requested_by", who), zap.String("dead_letter_id", req.GetDeadLetterId()))
+	if in.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(req.GetToken()), []byte(in.cfg.Token)) != 1 {
+		log.Warn("console: command refused: wrong or missing token")
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.ControlReply{Code: "unauthenticated", Error: "console: a valid token is required for " + action})
+		}
+		return
+	}
+	log.Info("console: command received")
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout <= 0 {
+		timeout = defaultControlTimeout
+	}
+	timeout = min(timeout, maxControlTimeout)
+	self := ctx.Self()
+	in.answer(ctx, timeout, func(c context.Context) proto.Message {
+		reply := in.run(c, req, who)
+		ev := &messages.LifecycleEvent{Stream: req.GetStream(), At: timestamppb.New(in.clk.Now()), Kind: "command",
+			Message: fmt.Sprintf("%s %s by %s", action, req.GetStream(), who)}
+		if reply.GetOk() {
+			log.Info("console: command done", zap.String("detail", reply.GetDetail()))
+			ev.Message += ": done"
+		} else {
+			log.Warn("console: command failed", zap.String("code", reply.GetCode()), zap.String("error", reply.GetError()))
+			ev.Message += ": " + reply.GetCode()
+			ev.Cause = reply.GetError()
+		}
+		in.sys.Root.Send(self, commandDone{ev})
+		return reply
+	})
+}
+
+const (
+	defaultControlTimeout = 30 * time.Second
+	maxControlTimeout     = 5 * time.Minute
+)
+
+func actionName(a messages.ControlAction) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(a.String(), "CONTROL_ACTION_"), "_", "-"))
+}
+
+func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who string) *messages.ControlReply {
+	ref, ok := in.lookup(req.GetStream())
+	if !ok {
+		return &messages.ControlReply{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+	}
+	reason := "console: " + who
+	switch req.GetAction() {
+	case messages.ControlAction_CONTROL_ACTION_START:
+		return in.supervise(ctx, ref, &messages.Start{Reason: reason}, true)
+	case messages.ControlAction_CONTROL_ACTION_RESTART:
+		return in.supervise(ctx, ref, &messages.Restart{Reason: reason}, true)
+	case messages.ControlAction_CONTROL_ACTION_STOP:
+		var ms int64
+		if dl, ok := ctx.Deadline(); ok {
+			ms = max(time.Until(dl).Milliseconds()*9/10, 1)
+		}
+		return in.supervise(ctx, ref, &messages.Stop{Reason: reason, Graceful: true, TimeoutMs: ms}, false)
+	case messages.ControlAction_CONTROL_ACTION_RELEASE_LEASE:
+		if ref.Mode != "single-leader" {
+			return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q is not a SINGLE_LEADER stream (mode %s): it holds no lease", ref.Name, ref.Mode)}
+		}
+		return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q: this runtime has no lease actor yet: nothing to release", ref.Name)}
+	case messages.ControlAction_CONTROL_ACTION_REPLAY, messages.ControlAction_CONTROL_ACTION_PURGE:
+		return in.deadLetterCommand(ctx, ref, req)
+	}
+	return &messages.ControlReply{Code: "invalid", Error: fmt.Sprintf("unknown action %v", req.GetAction())}
+}
+
+// supervise sends a lifecycle message to the stream's supervisor; for Start and Restart it then
+// waits, as the Handle does, until the stream left starting and backoff.
+func (in *inspector) supervise(ctx context.Context, ref StreamRef, msg proto.Message, await bool) *messages.ControlReply {
+	if ref.Supervisor == nil {
+		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+	}
+	bound := maxControlTimeout
+	res, err := in.request(ctx, ref.Supervisor, msg, bound)
+	if err == nil && await {
+		res, err = in.request(ctx, ref.Supervisor, &messages.AwaitRunning{}, bound)
+	}
+	if err != nil {
+		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
+	}
+	st, ok := res.(*messages.StatusReply)
+	if !ok {
+		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: unexpected reply %T", ref.Name, res)}
+	}
+	reply := &messages.ControlReply{Ok: true, Status: st, Detail: "state " + stateName(st.GetState())}
+	if ls := st.GetLastStop(); !await && ls != nil {
+		reply.Detail = fmt.Sprintf("stopped: %d settled, %d unsettled, drained %v, flushed %v", ls.GetSettled(), ls.GetUnsettled(), ls.GetDrained(), ls.GetFlushed())
+		if ls.GetError() != "" {
+			reply.Ok, reply.Code, reply.Error = false, "failed", ls.GetError()
+			if ls.GetHeldUpBy() != "" {
+				reply.Code = "timeout"
+			}
+		}
+	}
+	if await && st.GetState() == messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
+		reply.Ok, reply.Code, reply.Error = false, "failed", "crashed while starting: "+st.GetLastCause()
+	}
+	return reply
+}
+
+func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *messages.ControlRequest) *messages.ControlReply {
+	ids := []string{req.GetDeadLetterId()}
+	if ids[0] == "" {
+		list, err := in.b.DeadLetters(ctx, ref.Name, 0)
+		if err != nil {
+			return &messages.ControlReply{Code: codeOf(err), Error: err.Error()}
+		}
+		ids = ids[:0]
+		for _, d := range list {
+			ids = append(ids, d.GetId())
+		}
+	}
+	do := in.b.Replay
+	if req.GetAction() == messages.ControlAction_CONTROL_ACTION_PURGE {
+		do = in.b.Purge
+	}
+	reply := &messages.ControlReply{Ok: true}
+	var errs []string
+	for _, id := range ids {
+		if err := do(ctx, ref.Name, id); err != nil {
+			reply.Failed++
+			if len(errs) < 5 {
+				errs = append(errs, err.Error())
+			}
+			if reply.Code == "" || reply.Code == "failed" {
+				reply.Code = codeOf(err)
+			}
+			continue
+		}
+		reply.Done++
+	}
+	if reply.Failed > 0 {
+		reply.Ok, reply.Error = false, strings.Join(errs, "; ")
+	}
+	reply.Detail = fmt.Sprintf("%d done, %d failed", reply.Done, reply.Failed)
+	return reply
+}

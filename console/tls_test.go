@@ -1,0 +1,161 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/remote"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/test/mongosim"
+)
+
+// tlsServeEnv makes the test binary a runtime whose console serves TLS (TestConsoleOverTLS).
+const tlsServeEnv = "WT_CONSOLE_TLS_SERVE"
+
+// TestConsoleOverTLS runs a runtime whose console gets TLS through Config.Console.RemoteOptions
+// (in its own process: one protoactor remote per process) and checks that a client with the CA
+// is served and a plaintext one is not.
+func TestConsoleOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := t.TempDir()
+	pool := writeCert(t, dir)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), tlsServeEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = stdin.Close() // the child stops its runtime and exits
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("TLS runtime: %v", err)
+		}
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "console ")
+	if err != nil || !ok {
+		t.Fatalf("the TLS runtime did not report its address: %q, %v", line, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := console.Dial(addr, console.ClientOptions{TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	snap, err := c.Snapshot(ctx, &messages.SnapshotRequest{})
+	if err != nil || snap.GetInstance().GetId() != "tls-node" {
+		t.Fatalf("snapshot over TLS: %v, %v", snap, err)
+	}
+	plain, _ := console.Dial(addr, console.ClientOptions{Timeout: 2 * time.Second})
+	defer plain.Close()
+	if _, err := plain.Snapshot(ctx, &messages.SnapshotRequest{}); err == nil {
+		t.Error("a plaintext client was served by a TLS console")
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key into dir.
+func writeCert(t *testing.T, dir string) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "watchtree console test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	return pool
+}
+
+// tlsServe is the child process: a runtime on its own mongosim with a TLS console; it prints
+// the console's address and runs until its stdin closes.
+func tlsServe(dir string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sim, err := mongosim.Start(ctx, mongosim.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer sim.Close()
+	client, err := mongo.Connect(options.Client().ApplyURI(sim.URI()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer client.Disconnect(context.Background())
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "tls", InstanceID: "tls-node",
+		Console: watchtree.ConsoleConfig{Addr: "127.0.0.1:0", RemoteOptions: []remote.ConfigOption{remote.WithServerOptions(grpc.Creds(creds))}}})
+	if err == nil {
+		err = rt.Start(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("console", rt.ConsoleAddr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if err := rt.Stop(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,225 @@
+package prometheus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/watchtree/watchtree"
+	wtprom "github.com/watchtree/watchtree/metrics/prometheus"
+	"github.com/watchtree/watchtree/test/mongosim"
+)
+
+const wait = 20 * time.Second
+
+type Pay struct {
+	ID int64 `bson:"_id"`
+}
+
+// connect returns a client on mongosim (or WATCHTREE_MONGODB_URI) and a database of the test.
+func connect(t *testing.T, app string) (*mongo.Client, *mongo.Database) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	uri := os.Getenv("WATCHTREE_MONGODB_URI")
+	if uri == "" {
+		srv, err := mongosim.Start(ctx, mongosim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		uri = srv.URI()
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := client.Database(fmt.Sprintf("wt_prom_%d", time.Now().UnixNano()%1e9))
+	t.Cleanup(func() {
+		_ = db.Drop(context.Background())
+		_ = client.Disconnect(context.Background())
+	})
+	return client, db
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// scrape serves the registry over HTTP and parses the text exposition.
+func scrape(t *testing.T, reg *prom.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.PanicOnError}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the series of name whose labels include want; ok false if none.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue(), true
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue(), true
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestScrapeAfterARetryADeadLetterAndARestart scripts a retry (order 1 fails once), a dead
+// letter (order 2 always fails) and a restart (a getMore fails with a non-resumable error),
+// then checks names, labels and values of the exposition.
+func TestScrapeAfterARetryADeadLetterAndARestart(t *testing.T) {
+	client, db := connect(t, "wt-prom-test")
+	m := wtprom.New(wtprom.Options{})
+	var mu sync.Mutex
+	calls := map[int64]int{}
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: db.Name(), Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
+	m.Attach(rt)
+	reg := prom.NewRegistry()
+	reg.MustRegister(m)
+	h, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
+		Retry:   watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 5 * time.Millisecond},
+		Restart: watchtree.RestartPolicy{InitialDelay: 10 * time.Millisecond},
+		OnInsert: func(_ context.Context, ev *watchtree.Event[Pay]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[ev.FullDocument.ID]++
+			if ev.FullDocument.ID == 2 || (ev.FullDocument.ID == 1 && calls[1] == 1) {
+				return errors.New("payment refused")
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2} {
+		if _, err := db.Collection("pay").InsertOne(ctx, Pay{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "one handled, one dead-lettered", func() bool {
+		st, err := h.Status(ctx)
+		return err == nil && st.Handled == 1 && st.DeadLettered == 1
+	})
+	// A getMore of the runtime's client fails with HostUnreachable without labels: the cursor
+	// dies, the supervisor restarts it.
+	fp := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 6},
+			{Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: "wt-prom-test"}}}}
+	if err := client.Database("admin").RunCommand(ctx, fp).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restart", func() bool {
+		st, err := h.Status(ctx)
+		return err == nil && st.Restarts == 1 && st.State == watchtree.StateRunning
+	})
+	var fams map[string]*dto.MetricFamily
+	waitFor(t, "the observer's restart", func() bool {
+		fams = scrape(t, reg)
+		v, _ := value(fams, "watchtree_restarts_total", map[string]string{"stream": "pay"})
+		return v == 1
+	})
+	pay := func(kv ...string) map[string]string {
+		l := map[string]string{"stream": "pay"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			l[kv[i]] = kv[i+1]
+		}
+		return l
+	}
+	exact := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"watchtree_retries_total", pay(), 2}, // order 1's first attempt, order 2's first attempt
+		{"watchtree_dead_letters_total", pay(), 1},
+		{"watchtree_restarts_total", pay(), 1},
+		{"watchtree_stops_total", pay("reason", "crashed", "terminal", "false"), 1},
+		{"watchtree_events_total", pay("outcome", "handled"), 1},
+		{"watchtree_events_total", pay("outcome", "dead_lettered"), 1},
+		{"watchtree_events_total", pay("outcome", "filtered"), 0},
+		{"watchtree_stream_state", pay("state", "running"), 1},
+		{"watchtree_stream_state", pay("state", "crashed"), 0},
+		{"watchtree_stream_role", pay("role", "all-instances"), 1},
+		{"watchtree_stream_restart_attempt", pay(), 0},
+		{"watchtree_stream_in_flight", pay(), 0},
+		{"watchtree_dead_letter_backlog", pay(), 1},
+		{"watchtree_handler_duration_seconds", pay("result", "error"), 3},
+		{"watchtree_handler_duration_seconds", pay("result", "ok"), 1},
+		{"watchtree_observer_dropped_total", nil, 0},
+	}
+	for _, c := range exact {
+		if got, ok := value(fams, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	for _, name := range []string{"watchtree_checkpoints_total", "watchtree_stream_lag_seconds", "watchtree_checkpoint_age_seconds"} {
+		if v, ok := value(fams, name, pay()); !ok || v < 0 || (name == "watchtree_checkpoints_total" && v < 1) {
+			t.Errorf("%s = %v (present %v)", name, v, ok)
+		}
+	}
+	if f := fams["watchtree_handler_duration_seconds"]; f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Errorf("handler duration type %v", f.GetType())
+	}
+	_, _, oerr := rt.OplogWindow(ctx)
+	if _, ok := value(fams, "watchtree_token_headroom_seconds", pay()); ok != (oerr == nil) {
+		t.Errorf("token headroom present %v, but the oplog window read returned %v", ok, oerr)
+	}
+}
