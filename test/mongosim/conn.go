@@ -72,11 +72,17 @@ func (c *conn) serve() {
 		if req.moreToCome || doc == nil {
 			continue
 		}
+		if !req.legacy && req.exhaust && isAwaitableHello(req.body) && replyOK(doc) {
+			if !c.streamHello(br, req, h.requestID, doc) {
+				return
+			}
+			continue
+		}
 		out = out[:0]
 		if req.legacy {
 			out = appendOpReply(out, c.s.nextRequestID(), h.requestID, doc)
 		} else {
-			out = appendMsgReply(out, c.s.nextRequestID(), h.requestID, doc)
+			out = appendMsgReply(out, c.s.nextRequestID(), h.requestID, 0, doc)
 		}
 		if _, err := c.nc.Write(out); err != nil {
 			return
