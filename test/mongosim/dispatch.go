@@ -15,7 +15,8 @@ import (
 
 // command is one decoded client command, as handlers see it.
 type command struct {
-	Name string // the command name exactly as sent (first key of the body)
+	Name     string    // the command name exactly as sent (first key of the body)
+	received time.Time // when the request was read (maxTimeMS counts from here)
 	DB   string // $db
 	Body bson.D // the body with kind-1 sequences merged in as arrays
 	conn *conn
@@ -106,6 +107,7 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 		c.DB, _ = db.(string)
 	}
 	start := time.Now()
+	c.received = start
 	// Every path below records the command once, with the error it ended in (nil on success),
 	// the code and the labels actually sent.
 	var (
