@@ -17,10 +17,10 @@ import (
 type command struct {
 	Name     string    // the command name exactly as sent (first key of the body)
 	received time.Time // when the request was read (maxTimeMS counts from here)
-	DB   string // $db
-	Body bson.D // the body with kind-1 sequences merged in as arrays
-	conn *conn
-	ctx  context.Context // done when the connection dies or the server closes
+	DB       string    // $db
+	Body     bson.D    // the body with kind-1 sequences merged in as arrays
+	conn     *conn
+	ctx      context.Context // done when the connection dies or the server closes
 
 	// Session fields, parsed once by the dispatcher.
 	LSID         *bson.Binary // lsid.id, when present

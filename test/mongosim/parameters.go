@@ -31,7 +31,7 @@ var serverParameters = map[string]serverParameter{
 	"transactionLifetimeLimitSeconds": {value: func(s *Server) any {
 		return int32(s.opts.TransactionLifetimeLimit.Seconds())
 	}, runtime: true, atStartup: true},
-	"cursorTimeoutMillis": {value: func(s *Server) any { return s.opts.CursorTimeout.Milliseconds() }, runtime: true, atStartup: true},
+	"cursorTimeoutMillis":               {value: func(s *Server) any { return s.opts.CursorTimeout.Milliseconds() }, runtime: true, atStartup: true},
 	"localLogicalSessionTimeoutMinutes": {value: func(*Server) any { return int32(30) }, atStartup: true},
 	"ttlMonitorEnabled":                 {value: func(*Server) any { return true }, runtime: true, atStartup: true},
 	"ttlMonitorSleepSecs": {value: func(s *Server) any {
