@@ -5,6 +5,10 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // conn is one client TCP connection. Requests on it are served one at a time, in order, by the
@@ -16,8 +20,36 @@ type conn struct {
 	ctx     context.Context // done when the connection is killed or the server closes
 	cancel  context.CancelFunc
 	mu      sync.Mutex
-	appName string // client.application.name from the handshake, for failCommand appName
+	appName string    // client.application.name from the handshake, for failCommand appName
+	op      *inflight // the command being served, for currentOp (nil between requests)
 	killed  sync.Once
+}
+
+// inflight is the command a connection is serving.
+type inflight struct {
+	body  bson.D
+	start time.Time
+	opid  int32
+}
+
+var opIDs atomic.Int32
+
+// setOp records the command the connection starts serving (nil: it finished).
+func (c *conn) setOp(body bson.D) {
+	var op *inflight
+	if body != nil {
+		op = &inflight{body: body, start: time.Now(), opid: opIDs.Add(1)}
+	}
+	c.mu.Lock()
+	c.op = op
+	c.mu.Unlock()
+}
+
+// currentOp returns the command the connection is serving, or nil.
+func (c *conn) currentOp() *inflight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.op
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -65,7 +97,9 @@ func (c *conn) serve() {
 		if err != nil {
 			return
 		}
+		c.setOp(req.body)
 		doc, closeConn := c.s.handle(c, req)
+		c.setOp(nil)
 		if closeConn {
 			return
 		}

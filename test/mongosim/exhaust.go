@@ -82,7 +82,10 @@ func (c *conn) streamHello(br *bufio.Reader, req *request, responseTo int32, doc
 		responseTo = id
 		next := &request{hdr: req.hdr, exhaust: true, body: withTopologyVersion(req.body, doc)}
 		var closeConn bool
-		if doc, closeConn = c.s.handle(c, next); closeConn || doc == nil {
+		c.setOp(next.body)
+		doc, closeConn = c.s.handle(c, next)
+		c.setOp(nil)
+		if closeConn || doc == nil {
 			return false
 		}
 	}

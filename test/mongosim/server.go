@@ -161,6 +161,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.state.init()
 	s.eng = newEngine(s)
+	s.eng.mu.Lock()
+	s.eng.createSystemCollectionsLocked()
+	s.eng.mu.Unlock()
 	s.wg.Add(1)
 	go s.acceptLoop()
 	s.eng.startBackground()

@@ -89,6 +89,9 @@ func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 		}
 		return tv.view, nil
 	}
+	if isOplogView(w.db, w.name) {
+		return nil, errorf(codeInvalidNamespace, "cannot write to '%s.%s'", w.db, w.name)
+	}
 	coll := w.e.collLocked(w.db, w.name)
 	if coll == nil && create {
 		if err := validCollName(w.db, w.name); err != nil {
