@@ -54,7 +54,12 @@ func TestOperatorReplSetStatusAndConfig(t *testing.T) {
 	if err := srv.StepDown(time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	st = wRun(t, cl.Database("admin", options.Database().SetReadPreference(readpref.PrimaryPreferred())), bson.D{{Key: "replSetGetStatus", Value: 1}})
+	// RunCommand reads from the primary unless told otherwise: there is none now.
+	st, err = admin.RunCommand(testCtx(t), bson.D{{Key: "replSetGetStatus", Value: 1}},
+		options.RunCmd().SetReadPreference(readpref.PrimaryPreferred())).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.Lookup("myState").Int32() != 2 || st.Lookup("members", "0", "stateStr").StringValue() != "SECONDARY" {
 		t.Fatalf("replSetGetStatus while stepped down = %s", st)
 	}
@@ -182,7 +187,7 @@ func TestOperatorOplogIsReadable(t *testing.T) {
 		t.Fatalf("first after truncation = %v", first)
 	}
 	stats := collStats(t, cl.Database("local"), "oplog.rs")
-	if !stats.Lookup("capped").Boolean() || stats.Lookup("maxSize").Int64() <= 0 || stats.Lookup("count").Int64() != 1 {
+	if !stats.Lookup("capped").Boolean() || stats.Lookup("maxSize").AsInt64() <= 0 || stats.Lookup("count").AsInt64() != 1 {
 		t.Fatalf("oplog storageStats = %s", stats)
 	}
 }
@@ -223,7 +228,7 @@ func TestOperatorCollStatsAndValidate(t *testing.T) {
 		b, _ := bson.Marshal(d)
 		size += int64(len(b))
 	}
-	if st.Lookup("count").Int64() != 2 || st.Lookup("size").Int64() != size || st.Lookup("nindexes").Int64() != 2 || st.Lookup("capped").Boolean() {
+	if st.Lookup("count").AsInt64() != 2 || st.Lookup("size").AsInt64() != size || st.Lookup("nindexes").AsInt64() != 2 || st.Lookup("capped").Boolean() {
 		t.Fatalf("storageStats = %s, want count 2 size %d", st, size)
 	}
 	cur, err := db.Collection("nope").Aggregate(ctx, mongo.Pipeline{{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})

@@ -2,12 +2,22 @@ package mongosim
 
 import (
 	"fmt"
+	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 func init() {
 	registerCommand(kindRead, cmdValidate, "validate")
+}
+
+// statNum encodes a statistic as a server does (appendNumber): an int32 when it fits, else an
+// int64, so that shells print plain numbers.
+func statNum(n int64) any {
+	if n >= math.MinInt32 && n <= math.MaxInt32 {
+		return int32(n)
+	}
+	return n
 }
 
 // storageStatsLocked is the storageStats document of $collStats (db.coll.stats()) for db.coll,
@@ -22,14 +32,14 @@ func (e *engine) storageStatsLocked(db, name string, scale int64) (bson.D, *cmdE
 			avg = size / n
 		}
 		return bson.D{
-			{Key: "size", Value: size / scale}, {Key: "count", Value: n}, {Key: "avgObjSize", Value: avg},
-			{Key: "numOrphanDocs", Value: int64(0)}, {Key: "storageSize", Value: size / scale},
-			{Key: "freeStorageSize", Value: int64(0)}, {Key: "capped", Value: true},
-			{Key: "max", Value: int64(e.s.opts.OplogCapacity)}, {Key: "maxSize", Value: maxSize / scale},
-			{Key: "nindexes", Value: int64(0)}, {Key: "indexDetails", Value: bson.D{}},
-			{Key: "indexBuilds", Value: bson.A{}}, {Key: "totalIndexSize", Value: int64(0)},
-			{Key: "totalSize", Value: size / scale}, {Key: "indexSizes", Value: bson.D{}},
-			{Key: "scaleFactor", Value: scale},
+			{Key: "size", Value: statNum(size / scale)}, {Key: "count", Value: statNum(n)}, {Key: "avgObjSize", Value: statNum(avg)},
+			{Key: "numOrphanDocs", Value: statNum(int64(0))}, {Key: "storageSize", Value: statNum(size / scale)},
+			{Key: "freeStorageSize", Value: statNum(int64(0))}, {Key: "capped", Value: true},
+			{Key: "max", Value: statNum(int64(e.s.opts.OplogCapacity))}, {Key: "maxSize", Value: statNum(maxSize / scale)},
+			{Key: "nindexes", Value: statNum(int64(0))}, {Key: "indexDetails", Value: bson.D{}},
+			{Key: "indexBuilds", Value: bson.A{}}, {Key: "totalIndexSize", Value: statNum(int64(0))},
+			{Key: "totalSize", Value: statNum(size / scale)}, {Key: "indexSizes", Value: bson.D{}},
+			{Key: "scaleFactor", Value: statNum(scale)},
 		}, nil
 	}
 	coll := e.collLocked(db, name)
@@ -43,16 +53,16 @@ func (e *engine) storageStatsLocked(db, name string, scale int64) (bson.D, *cmdE
 	}
 	sizes := make(bson.D, 0, len(indexes))
 	for _, ix := range indexes {
-		sizes = append(sizes, bson.E{Key: ix, Value: int64(0)})
+		sizes = append(sizes, bson.E{Key: ix, Value: statNum(int64(0))})
 	}
 	return bson.D{
-		{Key: "size", Value: size / scale}, {Key: "count", Value: n}, {Key: "avgObjSize", Value: avg},
-		{Key: "numOrphanDocs", Value: int64(0)}, {Key: "storageSize", Value: size / scale},
-		{Key: "freeStorageSize", Value: int64(0)}, {Key: "capped", Value: false},
-		{Key: "nindexes", Value: int64(len(indexes))}, {Key: "indexDetails", Value: bson.D{}},
-		{Key: "indexBuilds", Value: bson.A{}}, {Key: "totalIndexSize", Value: int64(0)},
-		{Key: "totalSize", Value: size / scale}, {Key: "indexSizes", Value: sizes},
-		{Key: "scaleFactor", Value: scale},
+		{Key: "size", Value: statNum(size / scale)}, {Key: "count", Value: statNum(n)}, {Key: "avgObjSize", Value: statNum(avg)},
+		{Key: "numOrphanDocs", Value: statNum(int64(0))}, {Key: "storageSize", Value: statNum(size / scale)},
+		{Key: "freeStorageSize", Value: statNum(int64(0))}, {Key: "capped", Value: false},
+		{Key: "nindexes", Value: statNum(int64(len(indexes)))}, {Key: "indexDetails", Value: bson.D{}},
+		{Key: "indexBuilds", Value: bson.A{}}, {Key: "totalIndexSize", Value: statNum(int64(0))},
+		{Key: "totalSize", Value: statNum(size / scale)}, {Key: "indexSizes", Value: sizes},
+		{Key: "scaleFactor", Value: statNum(scale)},
 	}, nil
 }
 
@@ -100,7 +110,7 @@ func collStatsStage(s *Server, c *command, spec any) ([]bson.D, error) {
 			} else {
 				return nil, errorf(codeNamespaceNotFound, "Unable to retrieve count in $collStats stage :: caused by :: Collection [%s.%s] not found.", c.DB, coll)
 			}
-			out = append(out, bson.E{Key: "count", Value: bson.D{{Key: "count", Value: n}}})
+			out = append(out, bson.E{Key: "count", Value: bson.D{{Key: "count", Value: statNum(n)}}})
 		case "latencyStats":
 			zero := bson.D{{Key: "latency", Value: int64(0)}, {Key: "ops", Value: int64(0)}}
 			out = append(out, bson.E{Key: "latencyStats", Value: bson.D{
