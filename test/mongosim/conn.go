@@ -21,7 +21,7 @@ type conn struct {
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	appName string    // client.application.name from the handshake, for failCommand appName
-	op      *inflight // the command being served, for currentOp (nil between requests)
+	op      inflight // the command being served, for currentOp (body nil between requests)
 	killed  sync.Once
 }
 
@@ -34,22 +34,23 @@ type inflight struct {
 
 var opIDs atomic.Int32
 
-// setOp records the command the connection starts serving (nil: it finished).
+// setOp records the command the connection starts serving (nil: it finished). It allocates
+// nothing: it runs twice per request.
 func (c *conn) setOp(body bson.D) {
-	var op *inflight
+	op := inflight{body: body}
 	if body != nil {
-		op = &inflight{body: body, start: time.Now(), opid: opIDs.Add(1)}
+		op.start, op.opid = time.Now(), opIDs.Add(1)
 	}
 	c.mu.Lock()
 	c.op = op
 	c.mu.Unlock()
 }
 
-// currentOp returns the command the connection is serving, or nil.
-func (c *conn) currentOp() *inflight {
+// currentOp returns the command the connection is serving (ok false between requests).
+func (c *conn) currentOp() (op inflight, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.op
+	return c.op, c.op.body != nil
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {

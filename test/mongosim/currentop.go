@@ -42,12 +42,12 @@ func (s *Server) currentOps(opts currentOpOptions) []bson.D {
 	nowStr := s.opts.Now().Format("2006-01-02T15:04:05.000-07:00")
 	type active struct {
 		c  *conn
-		op *inflight
+		op *inflight // nil: an idle connection
 	}
 	var acts []active
 	for _, c := range conns {
-		if op := c.currentOp(); op != nil {
-			acts = append(acts, active{c, op})
+		if op, ok := c.currentOp(); ok {
+			acts = append(acts, active{c, &op})
 		} else if opts.idleConnections {
 			acts = append(acts, active{c, nil})
 		}
