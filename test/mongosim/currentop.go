@@ -203,7 +203,8 @@ func itoa(n int64) string {
 // currentOp's own fields; the others filter the operations, as a query would.
 var currentOpArgs = map[string]bool{"currentOp": true, "$all": true, "$ownOps": true, "comment": true,
 	"$db": true, "lsid": true, "$clusterTime": true, "$readPreference": true, "apiVersion": true,
-	"apiStrict": true, "apiDeprecationErrors": true, "maxTimeMS": true}
+	"apiStrict": true, "apiDeprecationErrors": true, "maxTimeMS": true,
+	"readConcern": true, "writeConcern": true, "txnNumber": true, "autocommit": true}
 
 // cmdCurrentOp answers {currentOp: 1, $all?, <filter fields>} with {inprog: [...]}. $all adds
 // the idle connections; the other fields are a query filter over the operation documents.

@@ -45,7 +45,8 @@ var serverParameters = map[string]serverParameter{
 // getParameter's own fields, which are not parameter names.
 var getParameterArgs = map[string]bool{"getParameter": true, "comment": true, "$db": true,
 	"lsid": true, "$clusterTime": true, "$readPreference": true, "apiVersion": true,
-	"apiStrict": true, "apiDeprecationErrors": true, "maxTimeMS": true}
+	"apiStrict": true, "apiDeprecationErrors": true, "maxTimeMS": true,
+	"readConcern": true, "writeConcern": true, "txnNumber": true, "autocommit": true}
 
 // cmdGetParameter answers each named parameter with its value; getParameter: "*" (or
 // {allParameters: true}) answers all of them, and {showDetails: true} adds whether each is
