@@ -20,7 +20,7 @@ type conn struct {
 	ctx     context.Context // done when the connection is killed or the server closes
 	cancel  context.CancelFunc
 	mu      sync.Mutex
-	appName string    // client.application.name from the handshake, for failCommand appName
+	appName string   // client.application.name from the handshake, for failCommand appName
 	op      inflight // the command being served, for currentOp (body nil between requests)
 	killed  sync.Once
 }
