@@ -2,7 +2,7 @@
 // fail point.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, failPoint, uniqueDB, defer } from './helpers.mjs';
+import { connect, failPoint, uniqueDB, defer, withServerLock } from './helpers.mjs';
 
 test('events in order, with updateDescription and updateLookup', async (t) => {
   const client = await connect();
@@ -120,17 +120,22 @@ test('resumes transparently through failed getMores (error, closed connection)',
     { errorCode: 10107, errorLabels: ['ResumableChangeStreamError'] }, // NotWritablePrimary
     { closeConnection: true },
   ];
-  let id = 1;
-  for (const data of modes) {
-    const ok = await failPoint(client, 'failCommand', { mode: { times: 1 }, data: { failCommands: ['getMore'], appName, ...data } });
-    if (!ok) {
-      t.skip('the server has no configureFailPoint (enableTestCommands is off)');
-      return;
+  const ran = await withServerLock('failCommand', async () => {
+    let id = 1;
+    for (const data of modes) {
+      const ok = await failPoint(client, 'failCommand', { mode: { times: 1 }, data: { failCommands: ['getMore'], appName, ...data } });
+      if (!ok) return false;
+      await c.insertOne({ _id: id });
+      const ev = await cs.next();
+      assert.equal(ev.documentKey._id, id, `event after a getMore failing with ${JSON.stringify(data)}`);
+      id++;
     }
-    await c.insertOne({ _id: id });
-    const ev = await cs.next();
-    assert.equal(ev.documentKey._id, id, `event after a getMore failing with ${JSON.stringify(data)}`);
-    id++;
+    await failPoint(client, 'failCommand', { mode: 'off' });
+    return true;
+  });
+  if (!ran) {
+    t.skip('the server has no configureFailPoint (enableTestCommands is off)');
+    return;
   }
   assert.equal(aggregates, 1 + modes.length, 'one resume (a new aggregate) per failure');
 });

@@ -1,7 +1,11 @@
 // Shared helpers of the Node.js client suite: the driver and the server to use, clients,
 // unique names. WATCHTREE_NODE_DRIVER names the driver package: mongodb (6.x, the default) or
 // mongodb7 (7.x); run.sh runs the suite once with each the installed Node.js can run.
+import { createHash } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const driverPackage = process.env.WATCHTREE_NODE_DRIVER || 'mongodb';
 export const driver = await import(driverPackage);
@@ -71,4 +75,30 @@ export function defer(t, fn) {
     });
   }
   stack.push(fn);
+}
+
+/**
+ * Runs fn holding a lock named name for this server, across processes: a server has one
+ * failCommand fail point, so the suites of the two drivers, which run at once, must not
+ * configure it at the same time.
+ */
+export async function withServerLock(name, fn) {
+  const key = createHash('sha1').update(uri).digest('hex').slice(0, 12);
+  const dir = join(tmpdir(), `watchtree-clients-${key}-${name}.lock`);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      mkdirSync(dir);
+      break;
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+      if (Date.now() > deadline) throw new Error(`lock ${dir} held for 60 s (remove it if no suite runs)`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
