@@ -5,13 +5,32 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt mongosim tools
+.PHONY: all test test-go test-clients test-mongosh demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt mongosim tools
 
 all: lint test
 
-## test: the whole test suite with the race detector (what CI runs).
-test:
+## test: the whole test suite with the race detector, then the Node.js client suite (what CI runs).
+test: test-go test-clients
+
+## test-go: the Go tests with the race detector.
+test-go:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## test-clients: the official Node.js driver (test/clients, pinned in its package-lock.json)
+## against a standalone cmd/mongosim on a free port; `npm ci` first when node_modules is missing.
+test-clients:
+	@command -v node >/dev/null 2>&1 || { echo "test-clients: node not found (apt-get install -y nodejs npm)"; exit 1; }
+	@[ -d test/clients/node_modules ] || (cd test/clients && npm ci --no-audit --no-fund)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(GO) build -o "$$tmp/mongosim" ./cmd/mongosim && test/clients/run.sh "$$tmp/mongosim"
+
+## test-mongosh: a mongosh --eval smoke run against a standalone mongosim (mongosh is installed
+## on demand into test/clients/mongosh; not part of `make test` because of its size).
+test-mongosh:
+	@command -v node >/dev/null 2>&1 || { echo "test-mongosh: node not found (apt-get install -y nodejs npm)"; exit 1; }
+	@[ -d test/clients/mongosh/node_modules ] || (cd test/clients/mongosh && npm ci --no-audit --no-fund)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(GO) build -o "$$tmp/mongosim" ./cmd/mongosim && test/clients/mongosh/smoke.sh "$$tmp/mongosim"
 
 ## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set); DEMO_FLAGS
 ## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).

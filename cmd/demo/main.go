@@ -76,6 +76,8 @@ type config struct {
 	timeout     time.Duration
 	verbose     bool
 	progress    time.Duration
+	simAddr     string // listen address of the embedded mongosim
+	hold        bool   // keep the embedded mongosim serving after the summary, until Ctrl-C
 }
 
 func newCommand(out io.Writer) *cobra.Command {
@@ -116,6 +118,8 @@ func newCommand(out io.Writer) *cobra.Command {
 	f.DurationVar(&cfg.timeout, "timeout", 50*time.Second, "give up (and fail) after this long")
 	f.DurationVar(&cfg.progress, "progress", 500*time.Millisecond, "interval of the progress lines")
 	f.BoolVar(&cfg.verbose, "verbose", false, "log the runtime (zap, development format) to stderr")
+	f.StringVar(&cfg.simAddr, "mongosim-addr", "127.0.0.1:0", "listen address of the embedded mongosim (port 0: a free one)")
+	f.BoolVar(&cfg.hold, "hold", false, "after the summary keep the embedded mongosim serving until Ctrl-C, to look inside with mongosh")
 	return cmd
 }
 
@@ -164,19 +168,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if cfg.db == "" {
 		return errors.New("--db must not be empty")
 	}
+	if cfg.hold && cfg.uri != "" {
+		return errors.New("--hold keeps the embedded mongosim serving: it needs MONGODB_URI unset")
+	}
+	holdCtx := ctx // --hold waits on the caller's context, not on --timeout
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	out = &syncWriter{w: out} // the progress goroutine writes too
 
 	uri := cfg.uri
 	if uri == "" {
-		srv, err := mongosim.Start(ctx, mongosim.Options{})
+		srv, err := mongosim.Start(ctx, mongosim.Options{Addr: cfg.simAddr})
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
 		uri = srv.URI()
 		fmt.Fprintf(out, "MONGODB_URI is not set: started the embedded mongosim at %s\n", uri)
+		fmt.Fprintf(out, "  look inside while it runs: mongosh %q (--hold keeps it serving after the summary)\n", uri)
+		if cfg.hold {
+			defer holdServer(holdCtx, out, uri)
+		}
 	} else {
 		fmt.Fprintf(out, "using MONGODB_URI, database %s\n", cfg.db)
 	}
@@ -294,6 +306,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return fmt.Errorf("timed out after %v: %w", cfg.timeout, ctx.Err())
 	}
 	return nil
+}
+
+// holdServer keeps the embedded mongosim serving (run's deferred srv.Close waits for it) until
+// ctx ends: Ctrl-C or SIGTERM.
+func holdServer(ctx context.Context, out io.Writer, uri string) {
+	fmt.Fprintf(out, "\n--hold: the embedded mongosim serves until Ctrl-C: mongosh %q\n", uri)
+	<-ctx.Done()
 }
 
 // demo is one run's shared state.

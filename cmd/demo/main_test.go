@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,5 +209,75 @@ func TestDemoDefaultDatabase(t *testing.T) {
 	}
 	if strings.Contains(help, "shop") {
 		t.Errorf("--help still mentions the old default database shop:\n%s", help)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while run writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// With --hold the embedded mongosim keeps serving after the summary, at the address asked for,
+// so that a user can look at the demo's data (with mongosh, here with the driver), until the
+// run's context ends.
+func TestDemoHoldKeepsTheSimulatorServing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &lockedBuffer{}
+	cfg := config{db: defaultDB, orders: 200, poisonEvery: 50, lanes: 2, rate: 2000,
+		timeout: 50 * time.Second, progress: time.Second, hold: true, simAddr: "127.0.0.1:0"}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, out) }()
+	holdLine := regexp.MustCompile(`--hold: the embedded mongosim serves until Ctrl-C: mongosh "(mongodb://[^"]+)"`)
+	var uri string
+	deadline := time.Now().Add(50 * time.Second)
+	for uri == "" {
+		if m := holdLine.FindStringSubmatch(out.String()); m != nil {
+			uri = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before holding: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no --hold line:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), `look inside while it runs: mongosh "`+uri+`"`) {
+		t.Errorf("the start-up line does not give the mongosh command:\n%s", out.String())
+	}
+	cl, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+	n, err := cl.Database(defaultDB).Collection("payments").CountDocuments(qctx, bson.D{})
+	qcancel()
+	_ = cl.Disconnect(context.Background())
+	if err != nil || n != 196 {
+		t.Fatalf("payments while held = %d, %v; want 196", n, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run after the hold: %v", err)
+	}
+	if err := run(context.Background(), config{uri: "mongodb://127.0.0.1:1", db: defaultDB, orders: 1, lanes: 1, progress: time.Second, hold: true}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--hold") {
+		t.Fatalf("--hold with MONGODB_URI = %v", err)
 	}
 }

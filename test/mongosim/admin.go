@@ -349,6 +349,11 @@ func cmdCollStats(s *Server, c *command) (bson.D, error) {
 	}
 	e := s.eng
 	e.mu.Lock()
+	if isOplogView(c.DB, name) {
+		st, _ := e.storageStatsLocked(c.DB, name, scale) // stats.go
+		e.mu.Unlock()
+		return append(bson.D{{Key: "ns", Value: c.DB + "." + name}}, st...), nil
+	}
 	coll := e.collLocked(c.DB, name)
 	if coll == nil {
 		e.mu.Unlock()

@@ -564,6 +564,9 @@ func cmdListCollections(s *Server, c *command) (bson.D, error) {
 			infos = append(infos, collectionInfo(coll))
 		}
 	}
+	if c.DB == "local" {
+		infos = append(infos, e.oplogCollectionInfoLocked()) // oplogview.go
+	}
 	e.mu.Unlock()
 	sort.Slice(infos, func(i, j int) bool { return infos[i][0].Value.(string) < infos[j][0].Value.(string) })
 	docs := make([]any, 0, len(infos))

@@ -5,6 +5,10 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // conn is one client TCP connection. Requests on it are served one at a time, in order, by the
@@ -16,8 +20,37 @@ type conn struct {
 	ctx     context.Context // done when the connection is killed or the server closes
 	cancel  context.CancelFunc
 	mu      sync.Mutex
-	appName string // client.application.name from the handshake, for failCommand appName
+	appName string   // client.application.name from the handshake, for failCommand appName
+	op      inflight // the command being served, for currentOp (body nil between requests)
 	killed  sync.Once
+}
+
+// inflight is the command a connection is serving.
+type inflight struct {
+	body  bson.D
+	start time.Time
+	opid  int32
+}
+
+var opIDs atomic.Int32
+
+// setOp records the command the connection starts serving (nil: it finished). It allocates
+// nothing: it runs twice per request.
+func (c *conn) setOp(body bson.D) {
+	op := inflight{body: body}
+	if body != nil {
+		op.start, op.opid = time.Now(), opIDs.Add(1)
+	}
+	c.mu.Lock()
+	c.op = op
+	c.mu.Unlock()
+}
+
+// currentOp returns the command the connection is serving (ok false between requests).
+func (c *conn) currentOp() (op inflight, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.op, c.op.body != nil
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -65,18 +98,26 @@ func (c *conn) serve() {
 		if err != nil {
 			return
 		}
+		c.setOp(req.body)
 		doc, closeConn := c.s.handle(c, req)
+		c.setOp(nil)
 		if closeConn {
 			return
 		}
 		if req.moreToCome || doc == nil {
 			continue
 		}
+		if !req.legacy && req.exhaust && isAwaitableHello(req.body) && replyOK(doc) {
+			if !c.streamHello(br, req, h.requestID, doc) {
+				return
+			}
+			continue
+		}
 		out = out[:0]
 		if req.legacy {
 			out = appendOpReply(out, c.s.nextRequestID(), h.requestID, doc)
 		} else {
-			out = appendMsgReply(out, c.s.nextRequestID(), h.requestID, doc)
+			out = appendMsgReply(out, c.s.nextRequestID(), h.requestID, 0, doc)
 		}
 		if _, err := c.nc.Write(out); err != nil {
 			return

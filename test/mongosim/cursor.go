@@ -32,6 +32,10 @@ type cursorEntry struct {
 	lsid     *bson.Binary
 	inUse    bool
 	lastUsed time.Time // wall time of the last getMore (or creation), for the idle timeout
+	// For currentOp: the command that opened the cursor, when, and what it has returned.
+	origin          bson.D
+	created         time.Time
+	nDocs, nBatches int64
 }
 
 // cursorTable maps cursor ids to open cursors. Guarded by engine.mu.
@@ -114,6 +118,11 @@ func (e *engine) firstBatch(c *command, cur cursor, batchSize int) (bson.D, erro
 		cur.close()
 	} else {
 		id = e.registerCursor(cur, c.LSID)
+		e.mu.Lock()
+		if ent := e.cursors.open[id]; ent != nil {
+			ent.origin, ent.created, ent.nDocs, ent.nBatches = c.Body, ent.lastUsed, int64(len(batch)), 1
+		}
+		e.mu.Unlock()
 	}
 	return cursorDoc("firstBatch", batch, extra, id, cur.namespace()), nil
 }
@@ -198,8 +207,10 @@ func cmdGetMore(s *Server, c *command) (bson.D, error) {
 	e.mu.Unlock()
 	c.ChangeStream = ent.cur.isChangeStream()
 
-	release := func(kill bool) {
+	release := func(kill bool, returned int) {
 		e.mu.Lock()
+		ent.nDocs += int64(returned)
+		ent.nBatches++
 		if kill {
 			delete(e.cursors.open, id)
 		} else {
@@ -211,7 +222,7 @@ func cmdGetMore(s *Server, c *command) (bson.D, error) {
 		}
 	}
 	if ferr, closeConn := s.fp.evalGetMoreAfterCheckout(); closeConn || ferr != nil {
-		release(false)
+		release(false, 0)
 		if closeConn {
 			return nil, errCloseConnection
 		}
@@ -223,10 +234,10 @@ func cmdGetMore(s *Server, c *command) (bson.D, error) {
 	batch, extra, done, err := ent.cur.next(c, int(n), maxWait)
 	if err != nil {
 		// A failed getMore kills the cursor on a real server.
-		release(true)
+		release(true, 0)
 		return nil, err
 	}
-	release(done)
+	release(done, len(batch))
 	if done {
 		id = 0
 	}

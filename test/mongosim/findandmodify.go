@@ -126,6 +126,12 @@ func cmdFindAndModify(s *Server, c *command) (bson.D, error) {
 		return nil, cerr
 	}
 	reply, cerr := w.findAndModify(a)
+	for cerr == errTxnBlocked {
+		if werr := w.waitBlocked(); werr != nil {
+			return nil, werr
+		}
+		reply, cerr = w.findAndModify(a)
+	}
 	if cerr != nil {
 		if w.txn != nil {
 			e.abortTxnLocked(w.txn)

@@ -10,7 +10,6 @@ func init() {
 	registerCommand(kindAdmin, cmdHello, "hello", "isMaster", "ismaster")
 	registerCommand(kindAdmin, cmdPing, "ping")
 	registerCommand(kindAdmin, cmdBuildInfo, "buildInfo", "buildinfo")
-	registerCommand(kindAdmin, cmdGetParameter, "getParameter")
 }
 
 // cmdHello answers the handshake and the monitoring heartbeats as a replica-set primary (or a
@@ -130,10 +129,6 @@ func cmdBuildInfo(s *Server, _ *command) (bson.D, error) {
 		{Key: "maxBsonObjectSize", Value: int32(maxBSONSize)},
 		{Key: "storageEngines", Value: bson.A{"mongosim"}},
 	}, nil
-}
-
-func cmdGetParameter(s *Server, c *command) (bson.D, error) {
-	return bson.D{{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: map[int]string{21: "7.0", 25: "8.0"}[s.opts.WireVersion]}}}}, nil
 }
 
 // lookupD returns the value of key in d.

@@ -400,8 +400,10 @@ func TestIndexCatalogCommands(t *testing.T) {
 		t.Fatalf("collMod validator = %+v", ce)
 	}
 	// listDatabases.
+	// admin, config and local exist from the start, as on a real replica-set member.
 	res, err := cl.ListDatabases(ctx, bson.D{})
-	if err != nil || len(res.Databases) != 1 || res.Databases[0].Name != "cat" || res.Databases[0].SizeOnDisk <= 0 || res.Databases[0].Empty {
+	if err != nil || len(res.Databases) != 4 || res.Databases[1].Name != "cat" || res.Databases[1].SizeOnDisk <= 0 || res.Databases[1].Empty ||
+		res.Databases[0].Name != "admin" || res.Databases[2].Name != "config" || res.Databases[3].Name != "local" {
 		t.Fatalf("ListDatabases = %+v, %v", res, err)
 	}
 	raw = wRun(t, admin, bson.D{{Key: "listDatabases", Value: 1}})
@@ -459,7 +461,7 @@ func TestIndexCatalogCommands(t *testing.T) {
 	if got := strings.Join(tail, ","); got != "drop:a,drop:b,dropDatabase:" {
 		t.Fatalf("dropDatabase entries = %s", got)
 	}
-	if names, _ := cl.ListDatabaseNames(ctx, bson.D{}); len(names) != 0 {
+	if names, _ := cl.ListDatabaseNames(ctx, bson.D{}); strings.Join(names, ",") != "admin,config,local" {
 		t.Fatalf("databases after drop = %v", names)
 	}
 	var ops []string

@@ -41,10 +41,12 @@ type oplog struct {
 	n         int
 	nextSeq   uint64
 	floor     bson.Timestamp
+	start     bson.Timestamp // the floor at start-up: the set's initiation (oplogview.go)
+	uuid      bson.Binary    // local.oplog.rs's collection UUID
 }
 
 func newOplog(capacity int, retention time.Duration, start bson.Timestamp) *oplog {
-	return &oplog{capacity: capacity, retention: retention, nextSeq: 1, floor: start}
+	return &oplog{capacity: capacity, retention: retention, nextSeq: 1, floor: start, start: start, uuid: newUUID()}
 }
 
 // append adds entries (assigning their seq) and trims the history to its bounds.

@@ -180,6 +180,9 @@ func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bso
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.touchSessionLocked(c)
+	if isOplogView(db, coll) {
+		return e.oplogViewLocked(c), true, nil
+	}
 	if c.InTransaction() {
 		if _, cerr := e.txnForCommandLocked(c); cerr != nil {
 			return nil, false, cerr
@@ -387,7 +390,11 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(sortSpec) == 0 && rdReverseNaturalHint(c) {
+	reverseNatural := false
+	if dir, ok := naturalSort(sortSpec); ok {
+		sortSpec, reverseNatural = nil, dir < 0 // {$natural: ±1} is (reverse) insertion order
+	}
+	if len(sortSpec) == 0 && (reverseNatural || rdReverseNaturalHint(c)) {
 		slices.Reverse(docs) // docs is this command's own slice
 	}
 	var max int64
@@ -650,6 +657,9 @@ var rdAggregateFields = map[string]bool{
 func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if c.ChangeStream {
 		return rdAggregateChangeStream(s, c)
+	}
+	if reply, handled, err := aggregateSpecial(s, c); handled { // aggstages.go
+		return reply, err
 	}
 	if err := readCheckFields(c, rdAggregateFields); err != nil {
 		return nil, err

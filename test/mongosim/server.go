@@ -47,6 +47,11 @@ type Options struct {
 	// used for this long, as a real server's cursorTimeoutMillis does; a later getMore gets
 	// CursorNotFound (43). Default 10 minutes.
 	CursorTimeout time.Duration
+	// TransactionLifetimeLimit is how long a multi-document transaction may stay open, as a
+	// real server's transactionLifetimeLimitSeconds: an older one is aborted when it next
+	// blocks another write or runs a command (which then fails with NoSuchTransaction, 251).
+	// Default 60s.
+	TransactionLifetimeLimit time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -77,6 +82,9 @@ func (o Options) withDefaults() Options {
 	if o.CursorTimeout == 0 {
 		o.CursorTimeout = 10 * time.Minute
 	}
+	if o.TransactionLifetimeLimit == 0 {
+		o.TransactionLifetimeLimit = 60 * time.Second
+	}
 	return o
 }
 
@@ -99,6 +107,9 @@ func (o Options) Validate() error {
 	}
 	if o.CursorTimeout < 0 {
 		return fmt.Errorf("mongosim: Options.CursorTimeout must be >= 0, got %s", o.CursorTimeout)
+	}
+	if o.TransactionLifetimeLimit < 0 {
+		return fmt.Errorf("mongosim: Options.TransactionLifetimeLimit must be >= 0, got %s", o.TransactionLifetimeLimit)
 	}
 	if o.HelloAwaitLimit < 0 {
 		return fmt.Errorf("mongosim: Options.HelloAwaitLimit must be >= 0, got %s", o.HelloAwaitLimit)
@@ -150,6 +161,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.state.init()
 	s.eng = newEngine(s)
+	s.eng.mu.Lock()
+	s.eng.createSystemCollectionsLocked()
+	s.eng.mu.Unlock()
 	s.wg.Add(1)
 	go s.acceptLoop()
 	s.eng.startBackground()

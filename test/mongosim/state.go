@@ -15,6 +15,7 @@ type nodeState struct {
 	processID bson.ObjectID
 	counter   int64
 	term      int64
+	electedAt time.Time     // when the current term began (replSetGetStatus electionDate)
 	secondary bool          // stepped down
 	until     time.Time     // end of the current step-down
 	changed   chan struct{} // closed and replaced on every topology change
@@ -26,6 +27,7 @@ type nodeState struct {
 func (n *nodeState) init() {
 	n.processID = bson.NewObjectID()
 	n.term = 1
+	n.electedAt = time.Now()
 	n.changed = make(chan struct{})
 	n.unpaused = make(chan struct{})
 	close(n.unpaused)
@@ -134,6 +136,7 @@ func (s *Server) reelect() {
 	}
 	n.secondary = false
 	n.term++
+	n.electedAt = time.Now()
 	n.bumpLocked()
 }
 

@@ -1,6 +1,8 @@
 package mongosim
 
 import (
+	"time"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -25,8 +27,10 @@ func init() {
 // that write, a later one, or the commit fails with WriteConflict (112) and the transaction is
 // aborted. A read-modify-write therefore never loses a concurrent write.
 // A transaction writing a document another open transaction has written fails at once with
-// WriteConflict, as on a real server. Unlike a real server, a write outside any transaction
-// does not wait for the open transaction: it proceeds, and the transaction loses.
+// WriteConflict, as on a real server. A write outside any transaction that would change such
+// a document waits, as on a real server, until the transaction commits or aborts (then it
+// runs against the new committed state) or its own maxTimeMS passes (MaxTimeMSExpired, 50);
+// see txnwait.go.
 
 type txnPhase int
 
@@ -50,7 +54,9 @@ type transaction struct {
 	startedBy *command
 	views     map[string]*txnView // by "db.coll"
 	ops       []txnOp
-	owned     []string // keys of txnTable.owners this transaction holds
+	owned     []string      // keys of txnTable.owners this transaction holds
+	started   time.Time     // for TransactionLifetimeLimit
+	done      chan struct{} // closed when the transaction commits or aborts
 }
 
 // txnView is the transaction's private copy of one collection.
@@ -80,6 +86,8 @@ type txnTable struct {
 	// document: another transaction writing it fails at once with WriteConflict, as on a real
 	// server, where the first writer holds the document until it commits or aborts.
 	owners map[string]*transaction
+	// waiting counts the writes outside transactions waiting for one of them (txnwait.go).
+	waiting int
 }
 
 // end finishes the session's transaction with phase and releases its documents.
@@ -91,6 +99,7 @@ func (tab *txnTable) end(st *sessionTxn, phase txnPhase) {
 			}
 		}
 		st.txn.owned = nil
+		close(st.txn.done) // wakes the writes waiting for it
 	}
 	st.phase, st.txn = phase, nil
 }
@@ -135,7 +144,8 @@ func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
 		if st != nil && st.txn != nil {
 			tab.end(st, txnAborted) // a newer transaction number aborts the open one
 		}
-		t := &transaction{lsid: *c.LSID, number: n, startedBy: c, views: make(map[string]*txnView)}
+		t := &transaction{lsid: *c.LSID, number: n, startedBy: c, views: make(map[string]*txnView),
+			started: time.Now(), done: make(chan struct{})}
 		tab.m[key] = &sessionTxn{number: n, phase: txnActive, txn: t}
 		return t, nil
 	}
@@ -145,6 +155,7 @@ func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
 	case n < st.number:
 		return nil, errorf(codeTransactionTooOld, "txnNumber %d is less than last txnNumber %d seen in session %s", n, st.number, formatLSID(*c.LSID))
 	}
+	e.expireTxnLocked(st)
 	switch st.phase {
 	case txnAborted:
 		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", n)
@@ -198,6 +209,9 @@ func (e *engine) abortSessionTxnsLocked(lsid string) {
 // (killAllSessions). Caller holds e.mu.
 func (e *engine) abortAllTxnsLocked() {
 	tab := e.txnsLocked()
+	for _, st := range tab.m {
+		tab.end(st, txnAborted)
+	}
 	clear(tab.m)
 	clear(tab.owners)
 }
@@ -413,6 +427,7 @@ func cmdCommitTransaction(s *Server, c *command) (bson.D, error) {
 	case n < st.number:
 		return nil, errorf(codeTransactionTooOld, "txnNumber %d is less than last txnNumber %d seen in session %s", n, st.number, formatLSID(*c.LSID))
 	}
+	e.expireTxnLocked(st)
 	switch st.phase {
 	case txnCommitted:
 		return bson.D{}, nil // a retried commit: idempotent

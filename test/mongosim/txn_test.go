@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // txSessionID returns the lsid.id of a driver session.
@@ -231,7 +232,9 @@ func TestTxnWithTransactionRetriesWriteConflict(t *testing.T) {
 	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}
 	_, err = sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
 		attempts++
-		if _, err := coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, inc); err != nil {
+		// The read takes the transaction's snapshot; the outside write then changes the
+		// document (the transaction does not hold it yet, so the write does not wait).
+		if err := coll.FindOne(sctx, bson.D{{Key: "_id", Value: 1}}).Err(); err != nil {
 			return nil, err
 		}
 		if attempts == 1 {
@@ -256,17 +259,24 @@ func TestTxnWithTransactionRetriesWriteConflict(t *testing.T) {
 	if attempts != 2 {
 		t.Fatalf("attempts = %d, want 2", attempts)
 	}
-	if n, _ := lookupD(wDocs(srv, "tx", "c")[0], "n"); n != int32(102) {
-		t.Fatalf("n = %v, want 102 (the outside write and the retried transaction)", n)
+	if n, _ := lookupD(wDocs(srv, "tx", "c")[0], "n"); n != int32(101) {
+		t.Fatalf("n = %v, want 101 (the outside write and the retried transaction)", n)
 	}
 }
 
+// A write outside transactions that the transaction's own writes do not hold (here a unique
+// key the transaction's insert also takes, invisible outside it) proceeds, and the commit then
+// fails with WriteConflict.
 func TestTxnWriteConflictAtCommit(t *testing.T) {
 	srv, cl := startServer(t, Options{})
 	other := connectClient(t, srv, nil)
 	ctx := testCtx(t)
 	coll := cl.Database("tx").Collection("c")
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}},
+		Options: options.Index().SetUnique(true)}); err != nil {
 		t.Fatal(err)
 	}
 	sess, err := cl.StartSession()
@@ -281,11 +291,11 @@ func TestTxnWriteConflictAtCommit(t *testing.T) {
 	if _, err := coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "by", Value: "txn"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	// Another client inserts an _id the transaction inserted.
-	if _, err := coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+	if _, err := coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 2}, {Key: "u", Value: "k"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Database("tx").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 2}, {Key: "by", Value: "other"}}); err != nil {
+	// Another client takes the unique key u: "k" the transaction's insert also takes.
+	if _, err := other.Database("tx").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 3}, {Key: "u", Value: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 	err = sess.CommitTransaction(ctx)

@@ -215,15 +215,16 @@ func parseRequest(h msgHeader, b []byte) (*request, error) {
 	}
 }
 
-// appendMsgReply frames doc as an OP_MSG reply (flags 0, one kind-0 section, no checksum).
-func appendMsgReply(dst []byte, requestID, responseTo int32, doc []byte) []byte {
+// appendMsgReply frames doc as an OP_MSG reply (one kind-0 section, no checksum). flags is 0,
+// or msgMoreToCome for a streamed reply after which more replies follow unrequested.
+func appendMsgReply(dst []byte, requestID, responseTo int32, flags uint32, doc []byte) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // length, patched below
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(requestID))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(responseTo))
 	dst = binary.LittleEndian.AppendUint32(dst, opMsg)
-	dst = binary.LittleEndian.AppendUint32(dst, 0) // flagBits
-	dst = append(dst, 0)                           // section kind 0
+	dst = binary.LittleEndian.AppendUint32(dst, flags)
+	dst = append(dst, 0) // section kind 0
 	dst = append(dst, doc...)
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start))
 	return dst

@@ -29,6 +29,9 @@ type writeCtx struct {
 	name string
 	txn  *transaction // nil outside a multi-document transaction
 	env  *query.Env
+	// blockedBy is the open transaction a write outside transactions must wait for, set
+	// with errTxnBlocked (txnwait.go).
+	blockedBy *transaction
 }
 
 // newWriteCtxLocked prepares a write to db.name: it resolves the command's transaction and
@@ -86,6 +89,9 @@ func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 		}
 		return tv.view, nil
 	}
+	if isOplogView(w.db, w.name) {
+		return nil, errorf(codeInvalidNamespace, "cannot write to '%s.%s'", w.db, w.name)
+	}
 	coll := w.e.collLocked(w.db, w.name)
 	if coll == nil && create {
 		if err := validCollName(w.db, w.name); err != nil {
@@ -122,6 +128,9 @@ func (w *writeCtx) touch(key string) *cmdError {
 func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 	id := doc[0].Value
 	s := &docSlot{doc: doc, key: query.HashKey(id), size: size}
+	if err := w.checkNotHeld(s.key); err != nil {
+		return err
+	}
 	if err := w.touch(s.key); err != nil {
 		return err
 	}
@@ -398,6 +407,9 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 			}
 			slots = []*docSlot{s}
 		}
+		if err := w.checkNotHeld(slotKeys(slots)...); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range slots {
 		res, err := query.ApplyUpdate(s.doc, sp.u, opts)
@@ -516,6 +528,9 @@ func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D
 		}
 		slots = []*docSlot{s}
 	}
+	if err := w.checkNotHeld(slotKeys(slots)...); err != nil {
+		return nil, err
+	}
 	out := make([]bson.D, 0, len(slots))
 	for _, s := range slots {
 		if err := w.deleteDoc(coll, s); err != nil {
@@ -584,7 +599,15 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	}
 	var writeErrors bson.A
 	for i, v := range arr {
-		if err := stmt(w, i, v); err != nil {
+		err := stmt(w, i, v)
+		for err == errTxnBlocked {
+			// Nothing of statement i was applied: wait for the transaction, then run it again.
+			if werr := w.waitBlocked(); werr != nil {
+				return nil, werr
+			}
+			err = stmt(w, i, v)
+		}
+		if err != nil {
 			if w.txn != nil {
 				// Any failure inside a transaction aborts it (later commands get 251).
 				e.abortTxnLocked(w.txn)
