@@ -35,3 +35,11 @@ func TestDeadLetterContract(t *testing.T) {
 		return s
 	})
 }
+
+func TestLeaseContract(t *testing.T) {
+	e := newEnv(t, mongosim.Options{})
+	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore {
+		s, _ := e.newStore(t, mongostore.Options{})
+		return s
+	})
+}

@@ -18,6 +18,8 @@ const (
 	DefaultCheckpointCollection = "_wt_checkpoints"
 	DefaultDeadLetterCollection = "_wt_dead_letters"
 	DefaultGapCollection        = "_wt_gaps"
+	DefaultLeaseCollection      = "_wt_leases"
+	DefaultInstanceCollection   = "_wt_instances"
 )
 
 // Index names created by EnsureIndexes.
@@ -35,6 +37,11 @@ type Options struct {
 	DeadLetterCollection string
 	// GapCollection names the gap collection. Default "_wt_gaps".
 	GapCollection string
+	// LeaseCollection names the SINGLE_LEADER lease collection. Default "_wt_leases".
+	LeaseCollection string
+	// InstanceCollection names the instance heartbeat collection (balanced leadership).
+	// Default "_wt_instances".
+	InstanceCollection string
 	// WriteConcern of every write. Default majority (a save that reported success survives a
 	// failover).
 	WriteConcern *writeconcern.WriteConcern
@@ -49,6 +56,8 @@ func (o Options) Validate() error {
 		{"CheckpointCollection", o.CheckpointCollection},
 		{"DeadLetterCollection", o.DeadLetterCollection},
 		{"GapCollection", o.GapCollection},
+		{"LeaseCollection", o.LeaseCollection},
+		{"InstanceCollection", o.InstanceCollection},
 	} {
 		if c.name == "" {
 			continue
@@ -82,6 +91,12 @@ func (o Options) withDefaults() Options {
 	if o.GapCollection == "" {
 		o.GapCollection = DefaultGapCollection
 	}
+	if o.LeaseCollection == "" {
+		o.LeaseCollection = DefaultLeaseCollection
+	}
+	if o.InstanceCollection == "" {
+		o.InstanceCollection = DefaultInstanceCollection
+	}
 	if o.WriteConcern == nil {
 		o.WriteConcern = writeconcern.Majority()
 	}
@@ -97,6 +112,8 @@ type Store struct {
 	checkpoints *mongo.Collection
 	deadLetters *mongo.Collection
 	gaps        *mongo.Collection
+	leases      *mongo.Collection
+	instances   *mongo.Collection
 	now         func() time.Time
 }
 
@@ -117,6 +134,8 @@ func New(db *mongo.Database, opts Options) (*Store, error) {
 		checkpoints: db.Collection(opts.CheckpointCollection, collOpts),
 		deadLetters: db.Collection(opts.DeadLetterCollection, collOpts),
 		gaps:        db.Collection(opts.GapCollection, collOpts),
+		leases:      db.Collection(opts.LeaseCollection, collOpts),
+		instances:   db.Collection(opts.InstanceCollection, collOpts),
 		now:         opts.Now,
 	}, nil
 }
