@@ -75,6 +75,36 @@ type StreamStatus struct {
 	Settled, Handled, Filtered, Unhandled, Skipped, DeadLettered uint64
 	// LastStop reports the latest graceful stop; nil when the stream was never stopped.
 	LastStop *StopReport
+	// Lease is the SingleLeader lease as this instance sees it; nil for AllInstances streams.
+	Lease *LeaseStatus
+}
+
+// Lease roles of LeaseStatus.Role.
+const (
+	// RoleLeader: this instance holds the lease and runs the stream.
+	RoleLeader = "leader"
+	// RoleStandby: another instance holds the lease (or it could not be read); this one waits.
+	RoleStandby = "standby"
+	// RoleIdle: this instance does not campaign (the stream is stopped or crashed here).
+	RoleIdle = "idle"
+)
+
+// LeaseStatus is a SingleLeader stream's lease as this instance sees it.
+type LeaseStatus struct {
+	// Role is RoleLeader, RoleStandby or RoleIdle.
+	Role string
+	// Instance is this instance's ID (Config.InstanceID); Owner the lease holder as last seen
+	// ("" when free or unknown).
+	Instance, Owner string
+	// Epoch is the lease epoch as last seen (this instance's own when leader); ExpiresAt its
+	// expiry (lease store clock).
+	Epoch     int64
+	ExpiresAt time.Time
+	// Why is the one-line reason of the role.
+	Why string
+	// Acquisitions, Losses, HandOvers and Fenced count this instance's leaderships won, lost,
+	// handed over for balance, and writes refused by a newer epoch, since the tree was spawned.
+	Acquisitions, Losses, HandOvers, Fenced uint64
 }
 
 // StopReport tells how a graceful stop went.
@@ -123,6 +153,20 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 	c := r.GetSettlements()
 	st.Settled, st.Handled, st.Filtered = c.GetSettled(), c.GetHandled(), c.GetFiltered()
 	st.Unhandled, st.Skipped, st.DeadLettered = c.GetUnhandled(), c.GetSkipped(), c.GetDeadLettered()+c.GetDropped()
+	if l := r.GetLease(); l != nil {
+		role := RoleIdle
+		switch l.GetRole() {
+		case messages.LeaseRole_LEASE_ROLE_LEADER:
+			role = RoleLeader
+		case messages.LeaseRole_LEASE_ROLE_STANDBY:
+			role = RoleStandby
+		}
+		st.Lease = &LeaseStatus{Role: role, Instance: l.GetOwner(), Owner: l.GetHolder(), Epoch: l.GetEpoch(), Why: l.GetWhy(),
+			Acquisitions: l.GetAcquisitions(), Losses: l.GetLosses(), HandOvers: l.GetHandovers(), Fenced: l.GetFenced()}
+		if l.GetExpiresAt() != nil {
+			st.Lease.ExpiresAt = l.GetExpiresAt().AsTime()
+		}
+	}
 	if ls := r.GetLastStop(); ls != nil {
 		st.LastStop = &StopReport{
 			Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
@@ -195,6 +239,11 @@ type streamEntry struct {
 	// reported its terminal Stopped, so the stop's end reports nothing more. Written and read on
 	// the supervisor's goroutine (one supervisor at a time).
 	stopFromCrashed atomic.Bool
+
+	// epoch is the fencing epoch of the SingleLeader term under way (0 for AllInstances): the
+	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard
+	// read it for every write.
+	epoch epochHolder
 
 	opMu sync.Mutex // serialises stop and shutdown
 

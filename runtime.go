@@ -59,7 +59,8 @@ type Runtime struct {
 	streams   map[string]*streamEntry
 	stores    map[storeKey]*storeSet
 
-	idx indexer // creates the default stores' indexes in the background
+	idx indexer   // creates the default stores' indexes in the background
+	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -200,9 +201,12 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	wg.Wait()
 
 	rt.mu.Lock()
-	sys, own := rt.sys, rt.ownSystem
+	sys, own, bal := rt.sys, rt.ownSystem, rt.bal
 	rt.state = rtStopped
 	rt.mu.Unlock()
+	if bal != nil {
+		bal.stop() // after the trees released their leases: the heartbeat goes last
+	}
 	if own {
 		sys.Shutdown()
 	}
@@ -341,4 +345,14 @@ func (rt *Runtime) system() (*actor.ActorSystem, error) {
 		return nil, ErrStopped
 	}
 	return rt.sys, nil
+}
+
+// sysRoot is the root context of the runtime's actor system (nil before Start).
+func (rt *Runtime) sysRoot() *actor.RootContext {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sys == nil {
+		return nil
+	}
+	return rt.sys.Root
 }

@@ -32,8 +32,7 @@ const (
 // siblings and the stream actor as its restartable child; the handle reports and controls it.
 //
 // Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate); a
-// duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); Mode SingleLeader,
-// refused until the lease actor exists; and the database rules: a collection or cluster-wide
+// duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); and the database rules: a collection or cluster-wide
 // stream needs a Database (its own, or Config.Database). The stores (checkpoints, dead letters,
 // gaps) live in Config.Database, else in the stream's Database, unless Config sets them. The
 // first Spawn that uses a store database or dead-letter collection has its indexes created in
@@ -133,20 +132,17 @@ func (rt *Runtime) unregister(e *streamEntry) {
 	rt.mu.Lock()
 	if rt.streams[e.name] == e {
 		delete(rt.streams, e.name)
+		if rt.bal != nil {
+			rt.bal.remove(e.name)
+		}
 	}
 	rt.mu.Unlock()
 }
 
 // databases resolves the watched database and the store database of cs (empty when Config
 // sets every store and cs names none), and rejects a DeadLetterPolicy.Collection that
-// Config.DeadLetters would ignore. It also rejects the SingleLeader mode, whose lease actor
-// does not exist yet: running such a stream on every instance would break its promise of one
-// consumer at a time.
+// Config.DeadLetters would ignore.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
-	if cs.mode == SingleLeader {
-		return "", "", &ConfigError{Stream: cs.name, Field: "Mode",
-			Rule: "SingleLeader is not available in this version (no lease actor yet); use AllInstances"}
-	}
 	watchDB = cs.database
 	if cs.scope == scopeCollection && watchDB == "" {
 		watchDB = rt.cfg.Database
@@ -177,6 +173,13 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 func (e *streamEntry) treeProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
 	start := cs.start
+	var leases LeaseStore
+	if cs.mode == SingleLeader {
+		if leases = rt.leaseOf(e.store); leases == nil {
+			return nil, &ConfigError{Stream: cs.name, Field: "Mode",
+				Rule: "SingleLeader needs a lease store: set Config.Leases (the default MongoDB store needs Config's stores unset)"}
+		}
+	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.name,
 		Store:         e.store.checkpoints,
@@ -187,6 +190,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Checkpoint:    cs.checkpoint,
 		IOTimeout:     rt.cfg.ConnectTimeout,
 		Owner:         rt.cfg.InstanceID,
+		Epoch:         e.epoch.Load,
 		Clock:         rt.clk,
 		Logger:        rt.log,
 		Events:        checkpointerEvents{e},
@@ -197,6 +201,9 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	var dl dispatcher.DeadLetterWriter
 	if !cs.deadLetter.Disabled {
 		dl = e.store.deadLetters
+		if leases != nil {
+			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, e: e, leases: leases}
+		}
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
 		Stream:              cs.name,
@@ -218,9 +225,16 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	if err != nil {
 		return nil, err
 	}
+	var leaderProps *actor.Props
+	if leases != nil {
+		if leaderProps, err = e.leaderProps(leases); err != nil {
+			return nil, fmt.Errorf("watchtree: stream %q: leader: %w", cs.name, err)
+		}
+	}
 	props, err := supervisor.New(supervisor.Config{
 		Stream: cs.name,
 		Child:  child,
+		Leader: leaderProps,
 		// The checkpointer first: the dispatcher resolves it by name, and the reverse stop order
 		// lets the dispatcher's last SettledBatch reach it.
 		Siblings: []supervisor.Sibling{

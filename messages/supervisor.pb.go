@@ -531,8 +531,11 @@ type StopReport struct {
 	// "checkpoint flush", "stream actor stop"), empty when none.
 	HeldUpBy string               `protobuf:"bytes,8,opt,name=held_up_by,json=heldUpBy,proto3" json:"held_up_by,omitempty"`
 	Took     *durationpb.Duration `protobuf:"bytes,9,opt,name=took,proto3" json:"took,omitempty"`
-	// skipped names the steps left out because a sibling had failed and is suspended.
-	Skipped       string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// skipped names the steps left out because a sibling had failed and is suspended, or the
+	// final checkpoint write when the lease was lost during the stop.
+	Skipped string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// released: SINGLE_LEADER, the lease was released as the last step.
+	Released      bool `protobuf:"varint,11,opt,name=released,proto3" json:"released,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +640,13 @@ func (x *StopReport) GetSkipped() string {
 	return ""
 }
 
+func (x *StopReport) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
 // StatusReply is one stream's supervision status.
 type StatusReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -675,7 +685,10 @@ type StatusReply struct {
 	// checkpoint is the latest checkpoint written since the supervisor started, unset when none.
 	Checkpoint *CheckpointWritten `protobuf:"bytes,17,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// last_stop reports the latest graceful stop, unset when none.
-	LastStop      *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
+	LastStop *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
+	// lease is the leader actor's view of the stream's lease (SINGLE_LEADER only; unset for
+	// ALL_INSTANCES streams).
+	Lease         *LeaseState `protobuf:"bytes,19,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -836,6 +849,13 @@ func (x *StatusReply) GetLastStop() *StopReport {
 	return nil
 }
 
+func (x *StatusReply) GetLease() *LeaseState {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // Resubscribed is sent by the stream actor to its parent supervisor once its cursor is open.
 // It resets the attempt counter. A Resubscribed whose incarnation is not the current one is
 // dropped.
@@ -980,7 +1000,7 @@ var File_watchtree_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1f\n" +
+	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19watchtree/v1/leader.proto\"\x1f\n" +
 	"\x05Start\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"Y\n" +
 	"\x04Stop\x12\x16\n" +
@@ -1004,7 +1024,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x129\n" +
 	"\n" +
-	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xb3\x02\n" +
+	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xcf\x02\n" +
 	"\n" +
 	"StopReport\x12\x18\n" +
 	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x1c\n" +
@@ -1018,7 +1038,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"held_up_by\x18\b \x01(\tR\bheldUpBy\x12-\n" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
-	" \x01(\tR\askipped\"\xe1\x06\n" +
+	" \x01(\tR\askipped\x12\x1a\n" +
+	"\breleased\x18\v \x01(\bR\breleased\"\x91\a\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1042,7 +1063,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x11 \x01(\v2\x1f.watchtree.v1.CheckpointWrittenR\n" +
 	"checkpoint\x125\n" +
-	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x1a>\n" +
+	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x12.\n" +
+	"\x05lease\x18\x13 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"0\n" +
@@ -1093,6 +1115,7 @@ var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	nil,                           // 13: watchtree.v1.StatusReply.TransitionsEntry
 	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*LeaseState)(nil),            // 16: watchtree.v1.LeaseState
 }
 var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
 	14, // 0: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
@@ -1105,11 +1128,12 @@ var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
 	6,  // 7: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
 	7,  // 8: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
 	8,  // 9: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 10: watchtree.v1.StatusReply.lease:type_name -> watchtree.v1.LeaseState
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }
@@ -1117,6 +1141,7 @@ func file_watchtree_v1_supervisor_proto_init() {
 	if File_watchtree_v1_supervisor_proto != nil {
 		return
 	}
+	file_watchtree_v1_leader_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
