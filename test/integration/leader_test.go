@@ -1,0 +1,371 @@
+package integration_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/redisstore"
+)
+
+// testLease is the lease policy of these tests: short, so that failovers take seconds.
+var testLease = watchtree.LeasePolicy{TTL: 2 * time.Second, RenewEvery: 400 * time.Millisecond, StandbyPoll: time.Second}
+
+// leaseBackend names a lease store the SingleLeader tests run on: the default MongoDB store, or
+// the real Redis (WATCHTREE_REDIS_ADDR, default 127.0.0.1:6379) under a key prefix of the test's
+// own.
+type leaseBackend struct {
+	name string
+	// leases returns the store one runtime uses (nil: the default MongoDB store); every runtime
+	// of a test shares the same keys.
+	leases func(t *testing.T) watchtree.LeaseStore
+}
+
+var leaseBackends = []leaseBackend{
+	{name: "mongo"},
+	{name: "redis", leases: redisLeases},
+}
+
+// redisPrefixes keeps one key prefix per test, shared by that test's runtimes.
+var redisPrefixes sync.Map
+
+func redisLeases(t *testing.T) watchtree.LeaseStore {
+	t.Helper()
+	addr := os.Getenv("WATCHTREE_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		t.Fatalf("Redis at %s does not answer: %v", addr, err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p, loaded := redisPrefixes.LoadOrStore(t.Name(), "wt-it:"+hex.EncodeToString(b[:])+":")
+	prefix := p.(string)
+	if !loaded {
+		t.Cleanup(func() {
+			redisPrefixes.Delete(t.Name())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			defer c.Close()
+			iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				c.Del(ctx, iter.Val())
+			}
+		})
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// faultyLeases wraps a lease store with the faults a test injects: frozen blocks this
+// instance's renewals until their context ends (a leader frozen in its lease I/O); down fails
+// every call (the lease store unreachable).
+type faultyLeases struct {
+	watchtree.LeaseStore
+	frozen, down *atomic.Bool
+}
+
+var errStoreDown = errors.New("test: lease store down")
+
+func (f faultyLeases) fault(ctx context.Context) error {
+	if f.down != nil && f.down.Load() {
+		return errStoreDown
+	}
+	return nil
+}
+
+func (f faultyLeases) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (store.Lease, error) {
+	if err := f.fault(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	return f.LeaseStore.Acquire(ctx, name, owner, ttl)
+}
+
+func (f faultyLeases) Renew(ctx context.Context, name, owner string, epoch int64, ttl time.Duration) (store.Lease, error) {
+	if err := f.fault(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	if f.frozen != nil && f.frozen.Load() {
+		<-ctx.Done()
+		return store.Lease{}, ctx.Err()
+	}
+	return f.LeaseStore.Renew(ctx, name, owner, epoch, ttl)
+}
+
+func (f faultyLeases) Release(ctx context.Context, name, owner string, epoch int64) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.LeaseStore.Release(ctx, name, owner, epoch)
+}
+
+func (f faultyLeases) GetLease(ctx context.Context, name string) (store.Lease, bool, error) {
+	if err := f.fault(ctx); err != nil {
+		return store.Lease{}, false, err
+	}
+	return f.LeaseStore.GetLease(ctx, name)
+}
+
+// leaderCluster is several runtimes on one deployment, each running the same SingleLeader
+// streams; every delivery is recorded with the runtime that made it.
+type leaderCluster struct {
+	t       *testing.T
+	e       *env
+	backend leaseBackend
+	lease   watchtree.LeasePolicy
+	streams []string
+	faults  []faultyLeases
+
+	mu      sync.Mutex
+	rts     []*rtEnv
+	handles [][]*watchtree.Handle
+	seen    map[string]map[int64]int // stream → order id → deliveries
+	byRT    []atomic.Int64           // deliveries per runtime
+	lastAt  []atomic.Int64           // unix nanos of each runtime's latest delivery
+	firstAt []atomic.Int64           // unix nanos of each runtime's first delivery after mark
+}
+
+func newLeaderCluster(t *testing.T, e *env, backend leaseBackend, lease watchtree.LeasePolicy, streams ...string) *leaderCluster {
+	return &leaderCluster{t: t, e: e, backend: backend, lease: lease, streams: streams, seen: map[string]map[int64]int{},
+		byRT: make([]atomic.Int64, 8), lastAt: make([]atomic.Int64, 8), firstAt: make([]atomic.Int64, 8)}
+}
+
+// add starts one more runtime (index i = its position) and spawns every stream on it.
+func (c *leaderCluster) add() int {
+	c.t.Helper()
+	i := len(c.rts)
+	f := faultyLeases{frozen: &atomic.Bool{}, down: &atomic.Bool{}}
+	r := c.e.startRuntime(func(cfg *watchtree.Config) {
+		cfg.Lease = c.lease
+		cfg.InstanceID = fmt.Sprintf("instance-%d", i)
+		if c.backend.leases != nil {
+			f.LeaseStore = c.backend.leases(c.t)
+			cfg.Leases = f
+		}
+	})
+	c.mu.Lock()
+	c.rts = append(c.rts, r)
+	c.faults = append(c.faults, f)
+	c.mu.Unlock()
+	var hs []*watchtree.Handle
+	for _, name := range c.streams {
+		hs = append(hs, r.spawn(c.t, watchtree.Stream[Order]{
+			Name: name, Collection: "orders", Mode: watchtree.SingleLeader,
+			Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 20, SaveInterval: 100 * time.Millisecond},
+			OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+				c.record(i, name, ev.FullDocument.ID)
+				return nil
+			},
+		}))
+	}
+	c.mu.Lock()
+	c.handles = append(c.handles, hs)
+	c.mu.Unlock()
+	return i
+}
+
+func (c *leaderCluster) record(rt int, stream string, id int64) {
+	now := time.Now().UnixNano()
+	c.byRT[rt].Add(1)
+	c.lastAt[rt].Store(now)
+	c.firstAt[rt].CompareAndSwap(0, now)
+	c.mu.Lock()
+	m := c.seen[stream]
+	if m == nil {
+		m = map[int64]int{}
+		c.seen[stream] = m
+	}
+	m[id]++
+	c.mu.Unlock()
+}
+
+// markFirst resets the first-delivery times.
+func (c *leaderCluster) markFirst() {
+	for i := range c.firstAt {
+		c.firstAt[i].Store(0)
+	}
+}
+
+// counts returns, for stream, the distinct orders delivered and the duplicate deliveries.
+func (c *leaderCluster) counts(stream string) (distinct, dups int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.seen[stream] {
+		distinct++
+		dups += n - 1
+	}
+	return distinct, dups
+}
+
+// missing lists the orders 1..n not delivered on stream.
+func (c *leaderCluster) missing(stream string, n int64) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int64
+	for id := int64(1); id <= n; id++ {
+		if c.seen[stream][id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// waitAll waits until orders 1..n were all delivered on every stream.
+func (c *leaderCluster) waitAll(n int64) {
+	c.t.Helper()
+	for _, s := range c.streams {
+		waitFor(c.t, fmt.Sprintf("orders 1..%d delivered on %s", n, s), func() bool { return len(c.missing(s, n)) == 0 },
+			func() string { return fmt.Sprintf("missing %v", c.missing(s, n)) })
+	}
+}
+
+// roles returns, for stream index si, the lease role of each live runtime ("" for a stopped one).
+func (c *leaderCluster) roles(si int, alive []bool) []string {
+	out := make([]string, len(c.handles))
+	for i, hs := range c.handles {
+		if !alive[i] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := hs[si].Status(ctx)
+		cancel()
+		if err == nil && st.Lease != nil {
+			out[i] = st.Lease.Role
+			if st.Lease.Role == watchtree.RoleLeader && st.State != watchtree.StateRunning && st.State != watchtree.StateStarting {
+				out[i] = "leader-but-" + string(st.State)
+			}
+		}
+	}
+	return out
+}
+
+// leader waits until exactly one live runtime leads stream si and returns it.
+func (c *leaderCluster) leader(si int, alive []bool) int {
+	c.t.Helper()
+	who := -1
+	var last []string
+	waitFor(c.t, "exactly one leader of "+c.streams[si], func() bool {
+		last = c.roles(si, alive)
+		n := 0
+		for i, r := range last {
+			if r == watchtree.RoleLeader {
+				n, who = n+1, i
+			}
+		}
+		return n == 1
+	}, func() string { return fmt.Sprintf("roles %v", last) })
+	return who
+}
+
+// sampleOneLeader samples the roles n times and fails on any sample without exactly one leader.
+func (c *leaderCluster) sampleOneLeader(si int, alive []bool, n int) {
+	c.t.Helper()
+	for k := range n {
+		roles := c.roles(si, alive)
+		leaders := 0
+		for _, r := range roles {
+			if r == watchtree.RoleLeader {
+				leaders++
+			}
+		}
+		if leaders != 1 {
+			c.t.Fatalf("sample %d: %d leaders of %s, want exactly 1 (roles %v)", k, leaders, c.streams[si], roles)
+		}
+		time.Sleep(5 * time.Millisecond) // the sampling period, not a wait for an outcome
+	}
+}
+
+func allAlive(n int) []bool {
+	a := make([]bool, n)
+	for i := range a {
+		a[i] = true
+	}
+	return a
+}
+
+// TestSingleLeaderHandover: three runtimes share one SingleLeader stream; sampled over time
+// exactly one leads. Stopping the leader under load hands over to a standby, then again to the
+// last one; every order is delivered, and a graceful handover redelivers nothing.
+func TestSingleLeaderHandover(t *testing.T) {
+	for _, b := range leaseBackends {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := newLeaderCluster(t, e, b, testLease, "billing")
+			for range 3 {
+				c.add()
+			}
+			alive := allAlive(3)
+			first := c.leader(0, alive)
+			c.sampleOneLeader(0, alive, 40)
+			e.insertOrders("orders", 1, 100)
+			c.waitAll(100)
+			if n := c.byRT[first].Load(); n != 100 {
+				t.Fatalf("the leader handled %d of 100 orders", n)
+			}
+
+			next := int64(101)
+			for round := range 2 {
+				// Under load: a writer inserts while the leader stops.
+				done := make(chan struct{})
+				var wrote atomic.Int64
+				wrote.Store(next - 1)
+				go func() {
+					defer close(done)
+					for id := next; id < next+150; id++ {
+						e.insertOrders("orders", id, id)
+						wrote.Store(id)
+					}
+				}()
+				waitFor(t, "writer under way", func() bool { return wrote.Load() >= next+20 })
+				old := c.leader(0, alive)
+				c.markFirst()
+				stopAt := time.Now()
+				c.rts[old].stop(t)
+				stopped := time.Now()
+				alive[old] = false
+				oldCount := c.byRT[old].Load()
+				nl := c.leader(0, alive)
+				waitFor(t, "the new leader's first delivery", func() bool { return c.firstAt[nl].Load() != 0 })
+				took := time.Unix(0, c.firstAt[nl].Load()).Sub(stopAt)
+				t.Logf("round %d: handover from instance-%d to instance-%d: %v from the stop call to the first event handled (stop took %v)",
+					round, old, nl, took, stopped.Sub(stopAt))
+				if took > 10*time.Second {
+					t.Errorf("handover took %v, want well under the TTL-based failover", took)
+				}
+				<-done
+				next += 150
+				c.waitAll(next - 1)
+				if got := c.byRT[old].Load(); got != oldCount {
+					t.Errorf("the stopped leader handled %d more events after its stop", got-oldCount)
+				}
+				if round == 0 {
+					c.sampleOneLeader(0, alive, 20)
+				}
+			}
+			if _, dups := c.counts("billing"); dups != 0 {
+				t.Errorf("%d duplicate deliveries across graceful handovers, want 0", dups)
+			}
+		})
+	}
+}
