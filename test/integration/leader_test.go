@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/store"
@@ -366,6 +367,165 @@ func TestSingleLeaderHandover(t *testing.T) {
 			if _, dups := c.counts("billing"); dups != 0 {
 				t.Errorf("%d duplicate deliveries across graceful handovers, want 0", dups)
 			}
+		})
+	}
+}
+
+// leadershipAt returns the time of the first LeadershipChanged of change on r after since
+// (zero when none).
+func leadershipAt(r *rtEnv, change watchtree.LeadershipChange, since time.Time) time.Time {
+	for _, ev := range r.obs.all() {
+		if lc, ok := ev.(watchtree.LeadershipChanged); ok && lc.Change == change && !lc.Time.Before(since) {
+			return lc.Time
+		}
+	}
+	return time.Time{}
+}
+
+// checkpointsAfter counts r's Checkpointed events after at.
+func checkpointsAfter(r *rtEnv, at time.Time) int {
+	n := 0
+	for _, ev := range r.obs.all() {
+		if cp, ok := ev.(watchtree.Checkpointed); ok && cp.Time.After(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// background inserts orders from..to one by one until done; wrote is the last one written.
+func background(e *env, from, to int64) (wrote *atomic.Int64, done chan struct{}) {
+	wrote, done = &atomic.Int64{}, make(chan struct{})
+	wrote.Store(from - 1)
+	go func() {
+		defer close(done)
+		for id := from; id <= to; id++ {
+			e.insertOrders("orders", id, id)
+			wrote.Store(id)
+			time.Sleep(2 * time.Millisecond) // pacing of the load, not a wait
+		}
+	}()
+	return wrote, done
+}
+
+// TestSingleLeaderSplitBrain freezes the leader's renewals (MongoDB: a failCommand fail point
+// blocking its findAndModify commands; Redis: its renewals hang) past its lease. It must stop
+// processing by itself before the lease can expire, so the new leader acquires only after that,
+// and it writes no checkpoint once the new leader holds the lease. Nothing is lost.
+func TestSingleLeaderSplitBrain(t *testing.T) {
+	for _, b := range leaseBackends {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := newLeaderCluster(t, e, b, testLease, "payments")
+			c.add()
+			c.add()
+			old := c.leader(0, allAlive(2))
+			other := 1 - old
+			e.insertOrders("orders", 1, 50)
+			c.waitAll(50)
+
+			wrote, done := background(e, 51, 400)
+			waitFor(t, "writer under way", func() bool { return wrote.Load() >= 80 })
+			freezeAt := time.Now()
+			if b.leases == nil {
+				e.needSim("failCommand blockConnection scoped by appName")
+				e.failPoint("alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"findAndModify"}},
+					{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 4000}, {Key: "appName", Value: c.rts[old].app}})
+			} else {
+				c.faults[old].frozen.Store(true)
+			}
+			c.rts[old].obs.wait(t, "the frozen leader's loss", func(ev watchtree.ObserverEvent) bool {
+				lc, ok := ev.(watchtree.LeadershipChanged)
+				return ok && lc.Change == watchtree.LeadershipLost
+			})
+			c.rts[other].obs.wait(t, "the standby's acquisition", func(ev watchtree.ObserverEvent) bool {
+				lc, ok := ev.(watchtree.LeadershipChanged)
+				return ok && lc.Change == watchtree.LeadershipAcquired && lc.Time.After(freezeAt)
+			})
+			lostAt := leadershipAt(c.rts[old], watchtree.LeadershipLost, freezeAt)
+			acquiredAt := leadershipAt(c.rts[other], watchtree.LeadershipAcquired, freezeAt)
+			t.Logf("frozen at 0, old leader stopped at %v, new leader acquired at %v", lostAt.Sub(freezeAt), acquiredAt.Sub(freezeAt))
+			if !lostAt.Before(acquiredAt) {
+				t.Fatalf("the old leader stopped at %v, after the new one acquired at %v", lostAt, acquiredAt)
+			}
+			if max := testLease.TTL; lostAt.Sub(freezeAt) > max {
+				t.Errorf("the old leader stopped %v after the freeze, want within the TTL %v", lostAt.Sub(freezeAt), max)
+			}
+			<-done
+			if b.leases == nil {
+				e.failPointOff()
+			} else {
+				c.faults[old].frozen.Store(false)
+			}
+			c.waitAll(400)
+			if last := time.Unix(0, c.lastAt[old].Load()); last.After(acquiredAt) {
+				t.Errorf("the old leader handled an event at %v, after the new leader acquired at %v", last, acquiredAt)
+			}
+			if n := checkpointsAfter(c.rts[old], acquiredAt); n != 0 {
+				t.Errorf("the old leader wrote %d checkpoints after the new leader acquired", n)
+			}
+			_, dups := c.counts("payments")
+			t.Logf("duplicates across the split-brain failover: %d (the unflushed window)", dups)
+		})
+	}
+}
+
+// TestSingleLeaderStoreOutage takes the lease store down under a leader: the leader demotes
+// itself before its lease can expire, no standby acquires while the store is down, and once it
+// is back one instance leads and every order is delivered.
+func TestSingleLeaderStoreOutage(t *testing.T) {
+	for _, b := range leaseBackends {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := newLeaderCluster(t, e, b, testLease, "emails")
+			c.add()
+			c.add()
+			c.leader(0, allAlive(2))
+			e.insertOrders("orders", 1, 30)
+			c.waitAll(30)
+
+			downAt := time.Now()
+			if b.leases == nil {
+				// Every lease acquisition and renewal fails (the lease commands are findAndModify).
+				e.failPoint("alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"findAndModify"}},
+					{Key: "errorCode", Value: 50}, {Key: "errorLabels", Value: bson.A{}}})
+			} else {
+				for _, f := range c.faults {
+					f.down.Store(true)
+				}
+			}
+			var lostAt time.Time
+			waitFor(t, "the leader's demotion", func() bool {
+				for _, r := range c.rts {
+					if at := leadershipAt(r, watchtree.LeadershipLost, downAt); !at.IsZero() {
+						lostAt = at
+						return true
+					}
+				}
+				return false
+			})
+			if d := lostAt.Sub(downAt); d > testLease.TTL-testLease.WithDefaults().Margin+testLease.RenewEvery {
+				t.Errorf("the leader demoted itself %v after the outage began, want by TTL - Margin after its last renewal", d)
+			}
+			// Past the lease's expiry, still down: nobody may acquire.
+			for until := time.Now().Add(testLease.TTL + 500*time.Millisecond); time.Now().Before(until); {
+				for i, r := range c.rts {
+					if at := leadershipAt(r, watchtree.LeadershipAcquired, downAt); !at.IsZero() {
+						t.Fatalf("instance-%d acquired the lease at %v while the store was down", i, at.Sub(downAt))
+					}
+				}
+				time.Sleep(20 * time.Millisecond) // the sampling period of an absence check
+			}
+			e.insertOrders("orders", 31, 60)
+			if b.leases == nil {
+				e.failPointOff()
+			} else {
+				for _, f := range c.faults {
+					f.down.Store(false)
+				}
+			}
+			c.leader(0, allAlive(2))
+			c.waitAll(60)
 		})
 	}
 }
