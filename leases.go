@@ -150,10 +150,10 @@ type balancer struct {
 	leases LeaseStore
 	policy LeasePolicy
 
-	mu           sync.Mutex
-	streams      map[string]bool // the runtime's SingleLeader streams → led by this instance
-	instances    int             // live instances, this one included (≥ 1)
-	lastHandOver time.Time
+	mu        sync.Mutex
+	streams   map[string]bool // the runtime's SingleLeader streams → led by this instance
+	handing   map[string]bool // led streams being handed over
+	instances int             // live instances, this one included (≥ 1)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -162,7 +162,7 @@ type balancer struct {
 func newBalancer(rt *Runtime, leases LeaseStore) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &balancer{rt: rt, leases: leases, policy: rt.cfg.Lease.WithDefaults(), streams: map[string]bool{},
-		instances: 1, cancel: cancel, done: make(chan struct{})}
+		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b
 }
@@ -223,6 +223,7 @@ func (b *balancer) add(stream string) {
 func (b *balancer) remove(stream string) {
 	b.mu.Lock()
 	delete(b.streams, stream)
+	delete(b.handing, stream)
 	b.mu.Unlock()
 }
 
@@ -249,6 +250,9 @@ func (b *balancer) Leading(stream string, leading bool) {
 	if _, ok := b.streams[stream]; ok {
 		b.streams[stream] = leading
 	}
+	if !leading {
+		delete(b.handing, stream)
+	}
 	b.mu.Unlock()
 }
 
@@ -256,11 +260,10 @@ func (b *balancer) ShouldHandOver(stream string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	leading, share := b.share()
-	now := time.Now()
-	if leading <= share || now.Sub(b.lastHandOver) < b.policy.RenewEvery {
+	if b.handing[stream] || leading-len(b.handing) <= share {
 		return false
 	}
-	b.lastHandOver = now
+	b.handing[stream] = true
 	return true
 }
 

@@ -498,7 +498,8 @@ func (a *leaderActor) finishResign(pr *pendingResign, ans *messages.Resigned, wh
 		a.root.Send(pr.to, ans)
 	}
 	if pr.again {
-		a.deferUntil = a.cfg.Clock.Now().Add(pr.cooldown)
+		// A handover: leave the lease to the others for at least one renew period.
+		a.deferUntil = a.cfg.Clock.Now().Add(max(pr.cooldown, a.cfg.Policy.RenewEvery))
 		a.standby("handed over: " + why)
 		return
 	}

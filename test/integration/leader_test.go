@@ -529,3 +529,78 @@ func TestSingleLeaderStoreOutage(t *testing.T) {
 		})
 	}
 }
+
+// leadCounts returns how many streams each live runtime leads, and whether every stream has
+// exactly one leader.
+func (c *leaderCluster) leadCounts(alive []bool) (counts []int, oneEach bool) {
+	counts = make([]int, len(c.handles))
+	oneEach = true
+	for si := range c.streams {
+		n := 0
+		for i, r := range c.roles(si, alive) {
+			if r == watchtree.RoleLeader {
+				counts[i]++
+				n++
+			}
+		}
+		oneEach = oneEach && n == 1
+	}
+	return counts, oneEach
+}
+
+// waitBalanced waits until every stream has one leader and each live runtime leads want.
+func (c *leaderCluster) waitBalanced(alive []bool, want int) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	var last []int
+	waitFor(c.t, fmt.Sprintf("each live runtime leading %d streams", want), func() bool {
+		counts, one := c.leadCounts(alive)
+		last = counts
+		if !one {
+			return false
+		}
+		for i, n := range counts {
+			if alive[i] && n != want {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("leaderships per runtime %v", last) })
+	return time.Since(start)
+}
+
+// TestSingleLeaderBalance: 3 runtimes and 12 streams settle at 4 leaderships each; with one
+// runtime gone the other two settle at 6 each; with a new one they are back at 4 each. Every
+// order is delivered on every stream throughout.
+func TestSingleLeaderBalance(t *testing.T) {
+	e := newEnv(t)
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("s%02d", i))
+	}
+	c := newLeaderCluster(t, e, leaseBackend{name: "mongo"}, testLease, names...)
+	for range 3 {
+		c.add()
+	}
+	alive := allAlive(3)
+	t.Logf("3 runtimes balanced in %v", c.waitBalanced(alive, 4))
+	e.insertOrders("orders", 1, 20)
+	c.waitAll(20)
+
+	c.rts[2].stop(t)
+	alive[2] = false
+	t.Logf("2 runtimes balanced in %v", c.waitBalanced(alive, 6))
+	e.insertOrders("orders", 21, 40)
+	c.waitAll(40)
+
+	c.add()
+	alive = append(alive, true)
+	t.Logf("with a new runtime, balanced in %v", c.waitBalanced(alive, 4))
+	e.insertOrders("orders", 41, 60)
+	c.waitAll(60)
+	for _, s := range names {
+		if d, dups := c.counts(s); d != 60 {
+			t.Errorf("stream %s: %d distinct orders delivered, want 60 (%d duplicates)", s, d, dups)
+		}
+	}
+}
