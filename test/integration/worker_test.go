@@ -35,6 +35,9 @@ func workerMain() int {
 		fmt.Fprintf(os.Stderr, "worker: "+format+"\n", args...)
 		return 2
 	}
+	if os.Getenv(envWorkerMode) == "leader" {
+		return leaderWorkerMain()
+	}
 	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
 	run, err := strconv.Atoi(os.Getenv(envWorkerRun))
 	if uri == "" || db == "" || err != nil {
