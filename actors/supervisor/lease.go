@@ -120,7 +120,9 @@ func (s *Supervisor) onFencedReport(_ actor.Context, m *messages.Fenced) {
 }
 
 func (s *Supervisor) onHandOver(ctx actor.Context, m *messages.HandOver) {
-	if s.state != StateRunning || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
+	// Any state with the lease (running, starting, backoff) can hand over: the graceful stop
+	// stops whatever runs. A HandOver of another term, or during a stop, is stale.
+	if s.state.down() || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
 		return
 	}
 	s.beginStop(ctx, &messages.Stop{Reason: "handover for balance: " + m.GetWhy(), Graceful: true}, true)
