@@ -72,7 +72,7 @@ func New(cfg Config) (*Runtime, error) {
 	cfg = cfg.withDefaults()
 	return &Runtime{
 		cfg:     cfg,
-		log:     cfg.Logger,
+		log:     cfg.Logger.With(zap.String("instance", cfg.InstanceID)), // every line names the instance
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
 		clk:     clock.Real(),
 		streams: map[string]*streamEntry{},

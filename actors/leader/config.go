@@ -139,7 +139,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	c.Logger = c.Logger.With(zap.String("stream", c.Stream), zap.String("instance", c.Owner))
+	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
 	if c.Events == nil {
 		c.Events = NopEvents{}
 	}
