@@ -88,6 +88,12 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		}
 		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
 			if mode.Kind() == policy.StartResume {
+				if base.Epoch > 0 && cp.Epoch > base.Epoch {
+					// A newer term wrote it: this one is deposed before it starts.
+					r.fenced = fmt.Errorf("checkpointer: stream %q: start under epoch %d, stored epoch %d: %w",
+						cfg.Stream, base.Epoch, cp.Epoch, store.ErrFenced)
+					return r
+				}
 				if cp.Epoch < base.Epoch {
 					// A new leadership epoch (SINGLE_LEADER): claim the position under it
 					// before anything is consumed, so that every later write of an older
