@@ -604,3 +604,130 @@ func TestSingleLeaderBalance(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleLeaderFencedWrites: a leader whose lease was taken over without its knowledge (its
+// next renewal is far away) has its dead-letter write refused, and, once it leads again, its
+// checkpoint write refused after a newer epoch claimed the checkpoint. Each time the stream
+// stops at once, the fencing is reported, and nothing is lost: the refused dead letter and the
+// events after the refused checkpoint are handled once the instance leads again.
+func TestSingleLeaderFencedWrites(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRuntime(func(cfg *watchtree.Config) {
+		cfg.InstanceID = "me"
+		cfg.Lease = watchtree.LeasePolicy{} // renewals every 15s: the test acts between two
+	})
+	var handled atomic.Int64
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "fenced", Collection: "orders", Mode: watchtree.SingleLeader,
+		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 1, SaveInterval: 50 * time.Millisecond},
+		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+			if ev.FullDocument.Poison {
+				return watchtree.Permanent(errors.New("poison"))
+			}
+			handled.Add(1)
+			return nil
+		}})
+	waitState(t, h, watchtree.StateRunning)
+	e.insertOrders("orders", 1, 5)
+	waitFor(t, "5 orders handled", func() bool { return handled.Load() == 5 })
+
+	leases := e.db.Collection("_wt_leases")
+	steal := func() int64 {
+		var l struct {
+			Epoch int64 `bson:"epoch"`
+		}
+		e.must(func(ctx context.Context) error { return leases.FindOne(ctx, bson.D{{Key: "_id", Value: "fenced"}}).Decode(&l) })
+		e.must(func(ctx context.Context) error {
+			_, err := leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fenced"}}, bson.D{{Key: "$set", Value: bson.D{
+				{Key: "owner", Value: "thief"}, {Key: "epoch", Value: l.Epoch + 1}, {Key: "expiresAt", Value: time.Now().Add(time.Hour)}}}})
+			return err
+		})
+		return l.Epoch + 1
+	}
+	giveBack := func() {
+		e.must(func(ctx context.Context) error {
+			_, err := leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fenced"}}, bson.D{{Key: "$set", Value: bson.D{
+				{Key: "owner", Value: ""}, {Key: "expiresAt", Value: time.Now().Add(-time.Second)}}}})
+			return err
+		})
+	}
+	fencings := func() int {
+		return len(r.obs.find(func(ev watchtree.ObserverEvent) bool {
+			lc, ok := ev.(watchtree.LeadershipChanged)
+			return ok && lc.Change == watchtree.LeadershipFenced
+		}))
+	}
+
+	// 1. A dead-letter write under a lease another instance now holds.
+	steal()
+	e.must(func(ctx context.Context) error {
+		_, err := e.db.Collection("orders").InsertOne(ctx, Order{ID: 6, Poison: true})
+		return err
+	})
+	waitFor(t, "the dead-letter write fenced", func() bool { return fencings() == 1 }, r.obs.dump)
+	st := waitState(t, h, watchtree.StateStandby)
+	if st.Lease == nil || st.Lease.Fenced < 1 || st.Lease.Instance != "me" {
+		t.Fatalf("status after the fenced dead letter: %+v", st.Lease)
+	}
+	if n := e.collCount("_wt_dead_letters", nil); n != 0 {
+		t.Fatalf("%d dead letters written under a lease held by another instance", n)
+	}
+	giveBack()
+	waitState(t, h, watchtree.StateRunning)
+	waitFor(t, "the poison order dead-lettered once the instance leads again", func() bool { return e.collCount("_wt_dead_letters", nil) == 1 })
+
+	// 2. A checkpoint write after a newer epoch claimed the checkpoint.
+	newer := steal()
+	e.must(func(ctx context.Context) error {
+		_, err := e.db.Collection("_wt_checkpoints").UpdateOne(ctx, bson.D{{Key: "_id", Value: "fenced"}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "epoch", Value: newer}, {Key: "owner", Value: "thief"}}}})
+		return err
+	})
+	e.insertOrders("orders", 7, 10)
+	waitFor(t, "the checkpoint write fenced", func() bool { return fencings() == 2 }, r.obs.dump)
+	waitState(t, h, watchtree.StateStandby)
+	giveBack()
+	waitState(t, h, watchtree.StateRunning)
+	e.insertOrders("orders", 11, 15)
+	waitFor(t, "every order handled", func() bool { return handled.Load() >= 14 },
+		func() string { return fmt.Sprintf("handled %d", handled.Load()) })
+}
+
+// TestMixedModes: AllInstances and SingleLeader streams side by side in two runtimes: the
+// AllInstances stream is consumed by both and never touches the lease store, the SingleLeader
+// stream by one.
+func TestMixedModes(t *testing.T) {
+	e := newEnv(t)
+	var all, one [2]atomic.Int64
+	var hs [2]*watchtree.Handle
+	for i := range 2 {
+		r := e.startRuntime(func(cfg *watchtree.Config) { cfg.Lease = testLease })
+		r.spawn(t, watchtree.Stream[Order]{Name: "all", Collection: "orders",
+			OnInsert: func(context.Context, *watchtree.Event[Order]) error { all[i].Add(1); return nil }})
+		hs[i] = r.spawn(t, watchtree.Stream[Order]{Name: "one", Collection: "orders", Mode: watchtree.SingleLeader,
+			OnInsert: func(context.Context, *watchtree.Event[Order]) error { one[i].Add(1); return nil }})
+	}
+	waitFor(t, "one leader", func() bool {
+		n := 0
+		for _, h := range hs {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := h.Status(ctx)
+			cancel()
+			if err == nil && st.State == watchtree.StateRunning {
+				n++
+			}
+		}
+		return n == 1
+	})
+	e.insertOrders("orders", 1, 20)
+	waitFor(t, "all orders on both AllInstances streams and once on the SingleLeader one", func() bool {
+		return all[0].Load() == 20 && all[1].Load() == 20 && one[0].Load()+one[1].Load() == 20
+	}, func() string {
+		return fmt.Sprintf("all %d/%d, one %d/%d", all[0].Load(), all[1].Load(), one[0].Load(), one[1].Load())
+	})
+	if n := e.collCount("_wt_leases", bson.D{{Key: "_id", Value: "all"}}); n != 0 {
+		t.Errorf("the AllInstances stream has %d lease records", n)
+	}
+	if one[0].Load() != 0 && one[1].Load() != 0 {
+		t.Errorf("both runtimes handled the SingleLeader stream: %d and %d", one[0].Load(), one[1].Load())
+	}
+}
