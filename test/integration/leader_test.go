@@ -635,7 +635,9 @@ func TestSingleLeaderFencedWrites(t *testing.T) {
 		var l struct {
 			Epoch int64 `bson:"epoch"`
 		}
-		e.must(func(ctx context.Context) error { return leases.FindOne(ctx, bson.D{{Key: "_id", Value: "fenced"}}).Decode(&l) })
+		e.must(func(ctx context.Context) error {
+			return leases.FindOne(ctx, bson.D{{Key: "_id", Value: "fenced"}}).Decode(&l)
+		})
 		e.must(func(ctx context.Context) error {
 			_, err := leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fenced"}}, bson.D{{Key: "$set", Value: bson.D{
 				{Key: "owner", Value: "thief"}, {Key: "epoch", Value: l.Epoch + 1}, {Key: "expiresAt", Value: time.Now().Add(time.Hour)}}}})
