@@ -134,8 +134,8 @@ func (f fencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLette
 	}
 	if !ok || !l.Held() || l.Owner != f.e.rt.cfg.InstanceID || l.Epoch != epoch {
 		why := fmt.Sprintf("dead-letter write under epoch %d refused: the lease is held by %q under epoch %d", epoch, l.Owner, l.Epoch)
-		if pid := f.e.supervisorPID(); pid != nil {
-			f.e.rt.sysRoot().Send(pid, &messages.Fenced{Epoch: epoch, Why: why})
+		if pid, root := f.e.supervisorPID(), f.e.rt.sysRoot(); pid != nil && root != nil {
+			root.Send(pid, &messages.Fenced{Epoch: epoch, Why: why})
 		}
 		return fmt.Errorf("watchtree: stream %q: %s: %w", f.e.name, why, store.ErrFenced)
 	}

@@ -18,9 +18,11 @@ const (
 	// latest write wins), so use it with one instance, or for idempotent per-instance work such
 	// as cache invalidation.
 	AllInstances Mode = iota
-	// SingleLeader runs the stream on one instance at a time, elected with a lease in
-	// "_wt_leases"; the others stand by and take over when the lease expires or is released.
-	// Checkpoint writes are fenced by the lease epoch.
+	// SingleLeader runs the stream on one instance at a time, under a lease in Config.Leases
+	// (default "_wt_leases"); the others stand by and take over when the lease expires or is
+	// released, and leaderships are balanced over the instances (Config.Lease). Checkpoint and
+	// dead-letter writes are fenced by the lease epoch: a deposed leader's write is refused and
+	// its stream stops at once.
 	SingleLeader
 )
 

@@ -193,7 +193,10 @@ func (s *Store) WatchLease(ctx context.Context, name string) <-chan struct{} {
 					default:
 					}
 				}
-				_ = cs.Close(context.WithoutCancel(ctx))
+				// Bounded: killCursors on a dead server would otherwise wait for server selection.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				_ = cs.Close(cctx)
+				cancel()
 			}
 			select {
 			case <-ctx.Done():

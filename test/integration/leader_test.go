@@ -20,8 +20,16 @@ import (
 	"github.com/watchtree/watchtree/store/redisstore"
 )
 
-// testLease is the lease policy of these tests: short, so that failovers take seconds.
-var testLease = watchtree.LeasePolicy{TTL: 2 * time.Second, RenewEvery: 400 * time.Millisecond, StandbyPoll: time.Second}
+// testLease is the lease policy of these tests: short, so that failovers take seconds. Its
+// Margin (how long before the lease can expire a leader that cannot renew stops) is wider than
+// TTL/10, so that a leader's demotion timer still fires in time on a machine loaded by a
+// parallel test run.
+var testLease = watchtree.LeasePolicy{TTL: 2 * time.Second, RenewEvery: 400 * time.Millisecond, StandbyPoll: time.Second,
+	Margin: 500 * time.Millisecond}
+
+// balanceLease is the policy of the balance test, with more room for renewals: 36 trees share
+// the machine with a parallel test run.
+var balanceLease = watchtree.LeasePolicy{TTL: 6 * time.Second, RenewEvery: time.Second, StandbyPoll: 2 * time.Second}
 
 // leaseBackend names a lease store the SingleLeader tests run on: the default MongoDB store, or
 // the real Redis (WATCHTREE_REDIS_ADDR, default 127.0.0.1:6379) under a key prefix of the test's
@@ -241,23 +249,28 @@ func (c *leaderCluster) waitAll(n int64) {
 	}
 }
 
-// roles returns, for stream index si, the lease role of each live runtime ("" for a stopped one).
+// roles returns, for stream index si, the lease role of each live runtime ("" for a stopped one),
+// asking the runtimes in parallel.
 func (c *leaderCluster) roles(si int, alive []bool) []string {
 	out := make([]string, len(c.handles))
+	var wg sync.WaitGroup
 	for i, hs := range c.handles {
 		if !alive[i] {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := hs[si].Status(ctx)
-		cancel()
-		if err == nil && st.Lease != nil {
-			out[i] = st.Lease.Role
-			if st.Lease.Role == watchtree.RoleLeader && st.State != watchtree.StateRunning && st.State != watchtree.StateStarting {
-				out[i] = "leader-but-" + string(st.State)
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := hs[si].Status(ctx)
+			cancel()
+			if err == nil && st.Lease != nil {
+				out[i] = st.Lease.Role
+				if st.Lease.Role == watchtree.RoleLeader && st.State != watchtree.StateRunning && st.State != watchtree.StateStarting {
+					out[i] = "leader-but-" + string(st.State)
+				}
 			}
-		}
+		})
 	}
+	wg.Wait()
 	return out
 }
 
@@ -535,9 +548,15 @@ func TestSingleLeaderStoreOutage(t *testing.T) {
 func (c *leaderCluster) leadCounts(alive []bool) (counts []int, oneEach bool) {
 	counts = make([]int, len(c.handles))
 	oneEach = true
+	all := make([][]string, len(c.streams))
+	var wg sync.WaitGroup
+	for si := range c.streams {
+		wg.Go(func() { all[si] = c.roles(si, alive) })
+	}
+	wg.Wait()
 	for si := range c.streams {
 		n := 0
-		for i, r := range c.roles(si, alive) {
+		for i, r := range all[si] {
 			if r == watchtree.RoleLeader {
 				counts[i]++
 				n++
@@ -578,7 +597,7 @@ func TestSingleLeaderBalance(t *testing.T) {
 	for i := range 12 {
 		names = append(names, fmt.Sprintf("s%02d", i))
 	}
-	c := newLeaderCluster(t, e, leaseBackend{name: "mongo"}, testLease, names...)
+	c := newLeaderCluster(t, e, leaseBackend{name: "mongo"}, balanceLease, names...)
 	for range 3 {
 		c.add()
 	}
