@@ -719,11 +719,23 @@ func TestSingleLeaderFencedWrites(t *testing.T) {
 func TestMixedModes(t *testing.T) {
 	e := newEnv(t)
 	var all, one [2]atomic.Int64
+	var foreign, wideOrders atomic.Int64 // events of the database-wide stream: not orders, orders
 	var hs [2]*watchtree.Handle
 	for i := range 2 {
 		r := e.startRuntime(func(cfg *watchtree.Config) { cfg.Lease = testLease })
 		r.spawn(t, watchtree.Stream[Order]{Name: "all", Collection: "orders",
 			OnInsert: func(context.Context, *watchtree.Event[Order]) error { all[i].Add(1); return nil }})
+		// A database-wide SingleLeader stream on the store database: the lease renewals and
+		// heartbeats (like the checkpoints) are not its events.
+		r.spawn(t, watchtree.Stream[Order]{Name: "wide", Database: e.dbName, Mode: watchtree.SingleLeader,
+			OnChange: func(_ context.Context, ev *watchtree.Event[Order]) error {
+				if ev.Namespace().Coll != "orders" {
+					foreign.Add(1)
+				} else {
+					wideOrders.Add(1)
+				}
+				return nil
+			}})
 		hs[i] = r.spawn(t, watchtree.Stream[Order]{Name: "one", Collection: "orders", Mode: watchtree.SingleLeader,
 			OnInsert: func(context.Context, *watchtree.Event[Order]) error { one[i].Add(1); return nil }})
 	}
@@ -745,6 +757,25 @@ func TestMixedModes(t *testing.T) {
 	}, func() string {
 		return fmt.Sprintf("all %d/%d, one %d/%d", all[0].Load(), all[1].Load(), one[0].Load(), one[1].Load())
 	})
+	// Let a lease renewal and an instance heartbeat happen while the streams are open, then one
+	// more order: the database-wide stream has seen everything before it.
+	beat := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		var l, i bson.M
+		_ = e.db.Collection("_wt_leases").FindOne(ctx, bson.D{{Key: "_id", Value: "wide"}}).Decode(&l)
+		_ = e.db.Collection("_wt_instances").FindOne(ctx, bson.D{}).Decode(&i)
+		return fmt.Sprint(l["expiresAt"], i["expiresAt"])
+	}
+	before := beat()
+	waitFor(t, "a renewal and a heartbeat", func() bool { return beat() != before })
+	before = beat()
+	waitFor(t, "another renewal and heartbeat", func() bool { return beat() != before })
+	e.insertOrders("orders", 21, 21)
+	waitFor(t, "order 21 on the database-wide stream", func() bool { return wideOrders.Load() >= 21 })
+	if n := foreign.Load(); n != 0 {
+		t.Errorf("the database-wide stream received %d events of watchtree's own collections", n)
+	}
 	if n := e.collCount("_wt_leases", bson.D{{Key: "_id", Value: "all"}}); n != 0 {
 		t.Errorf("the AllInstances stream has %d lease records", n)
 	}
