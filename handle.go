@@ -194,7 +194,8 @@ func (h *Handle) Status(ctx context.Context) (StreamStatus, error) { return h.e.
 // and dead-letter writes included, and settle; later ones are left for the next start), and the
 // checkpointer writes the final position. Nothing settled before the stop is redelivered after
 // it. The stream stays registered in state stopped; Start resumes it from that position.
-// Stopping a stopped stream returns nil.
+// Stopping a stopped stream returns nil. A SingleLeader stream then releases its lease, so a
+// standby instance takes over at once, from that position.
 //
 // The same sequence runs for a stream spawned through Props, and for a Stop message sent to
 // the supervisor by any other actor. When a step does not finish in time, Stop returns an error
@@ -209,7 +210,9 @@ func (h *Handle) Stop(ctx context.Context) error { return h.e.stop(ctx, "handle"
 // happens now (an operator start wins over the RestartPolicy's delay) and the attempt counter
 // resets. During a graceful stop it is ignored: start again once Stop returned. A stream that
 // crashes while starting returns its cause; one still in backoff when ctx ends returns an error
-// naming the last cause, and its RestartPolicy goes on.
+// naming the last cause, and its RestartPolicy goes on. A SingleLeader stream campaigns for its
+// lease: Start returns once it runs (it acquired the lease) or is in standby (another instance
+// leads).
 func (h *Handle) Start(ctx context.Context) error {
 	return h.e.command(ctx, &messages.Start{Reason: "handle"})
 }

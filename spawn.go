@@ -30,6 +30,9 @@ const (
 //
 // The tree is a supervisor (the RestartPolicy) with the checkpointer and the dispatcher as
 // siblings and the stream actor as its restartable child; the handle reports and controls it.
+// A SingleLeader stream's tree also has a leader actor, and Spawn returns once the stream runs
+// (this instance acquired the lease) or is in standby (another instance holds it): a standby's
+// start position is fixed when it acquires the lease, from the stream's shared checkpoint.
 //
 // Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate); a
 // duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); and the database rules: a collection or cluster-wide
