@@ -92,3 +92,7 @@ func BenchmarkSave(b *testing.B) {
 		}
 	}
 }
+
+func TestLeaseContract(t *testing.T) {
+	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore { return memstore.NewLeases(memstore.Options{}) })
+}
