@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sort"
+	"sync"
 	"strconv"
 	"syscall"
 	"testing"
@@ -297,4 +298,114 @@ func TestSingleLeaderProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkpointWrite is one write to the stream's checkpoint, as the server's change stream on
+// _wt_checkpoints reports it.
+type checkpointWrite struct {
+	owner string
+	epoch int64
+	at    time.Time
+}
+
+// watchCheckpoints records every write of stream's checkpoint until the test ends.
+func (e *env) watchCheckpoints(stream string) func() []checkpointWrite {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cs, err := e.db.Collection("_wt_checkpoints").Watch(ctx, mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "documentKey._id", Value: stream}}}}},
+		options.ChangeStream().SetFullDocument(options.UpdateLookup).SetMaxAwaitTime(100*time.Millisecond))
+	if err != nil {
+		cancel()
+		e.t.Fatalf("watch checkpoints: %v", err)
+	}
+	var mu sync.Mutex
+	var writes []checkpointWrite
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for cs.Next(ctx) {
+			var ev struct {
+				Doc struct {
+					Owner string `bson:"owner"`
+					Epoch int64  `bson:"epoch"`
+				} `bson:"fullDocument"`
+			}
+			if cs.Decode(&ev) == nil {
+				mu.Lock()
+				writes = append(writes, checkpointWrite{owner: ev.Doc.Owner, epoch: ev.Doc.Epoch, at: time.Now()})
+				mu.Unlock()
+			}
+		}
+	}()
+	e.t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = cs.Close(context.Background())
+	})
+	return func() []checkpointWrite {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]checkpointWrite(nil), writes...)
+	}
+}
+
+// TestSingleLeaderSIGSTOP freezes the leader process (SIGSTOP) past its lease, until the other
+// process leads and has handled events, then thaws it (SIGCONT). Every checkpoint write after
+// the new leader acquired the lease is the new leader's (the thawed one's writes are fenced),
+// and the thawed process stops processing by itself; nothing is lost.
+func TestSingleLeaderSIGSTOP(t *testing.T) {
+	e := newEnv(t)
+	writes := e.watchCheckpoints(leaderWorkerStream)
+	alive := map[int]bool{1: true, 2: true}
+	workers := map[int]*worker{1: startLeaderWorker(t, e, 1, ""), 2: startLeaderWorker(t, e, 2, "")}
+	old := e.waitProcLeader(alive)
+	other := 3 - old
+	_, done := background(e, 1, 400)
+	waitFor(t, "deliveries under way", func() bool { d, _, _ := e.deliveryStats(0, time.Time{}); return d >= 50 })
+	stopAt := time.Now()
+	if err := workers[old].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP: %v", err)
+	}
+	var first time.Time
+	waitFor(t, "the other process handling events", func() bool {
+		_, _, first = e.deliveryStats(old, stopAt)
+		return !first.IsZero()
+	})
+	// The new leader's claim is its first checkpoint write under its epoch.
+	var claim checkpointWrite
+	waitFor(t, "the new leader's claim of the checkpoint", func() bool {
+		for _, w := range writes() {
+			if w.owner == fmt.Sprintf("proc-%d", other) && w.at.After(stopAt) {
+				claim = w
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the new leader past 20 events", func() bool {
+		return e.collCount("deliveries", bson.D{{Key: "run", Value: other}}) >= 20
+	})
+	contAt := time.Now()
+	if err := workers[old].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT: %v", err)
+	}
+	<-done
+	waitFor(t, "all 400 orders delivered", func() bool { d, _, _ := e.deliveryStats(0, time.Time{}); return d == 400 })
+	for _, w := range writes() {
+		if !w.at.Before(claim.at) && (w.owner != claim.owner || w.epoch < claim.epoch) {
+			t.Errorf("checkpoint written by %s under epoch %d after %s claimed it under epoch %d", w.owner, w.epoch, claim.owner, claim.epoch)
+		}
+	}
+	afterThaw := e.collCount("deliveries", bson.D{{Key: "run", Value: old}, {Key: "at", Value: bson.D{{Key: "$gt", Value: contAt}}}})
+	late := e.collCount("deliveries", bson.D{{Key: "run", Value: old}, {Key: "at", Value: bson.D{{Key: "$gt", Value: contAt.Add(testLease.TTL)}}}})
+	t.Logf("frozen leader: %d events handled right after the thaw (already in its lanes), %d after TTL past the thaw", afterThaw, late)
+	if late != 0 {
+		t.Errorf("the thawed leader handled %d events more than a TTL after the thaw: it did not stop by itself", late)
+	}
+	var roles []int
+	waitFor(t, "only the new leader leads after the thaw", func() bool {
+		roles = e.procLeaders(alive)
+		return len(roles) == 1 && roles[0] == other
+	}, func() string { return fmt.Sprintf("leaders %v", roles) })
 }
