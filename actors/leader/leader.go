@@ -109,7 +109,7 @@ type leaderActor struct {
 }
 
 type pendingResign struct {
-	to       *actor.PID
+	to       []*actor.PID // every requester of the release under way
 	again    bool
 	cooldown time.Duration
 	handover bool
@@ -288,6 +288,11 @@ func (a *leaderActor) watch() {
 }
 
 func (a *leaderActor) onCampaign(reason string) {
+	if a.resign != nil {
+		// A release is under way (a stop just before this start): campaign once it is written.
+		a.resign.again = true
+		return
+	}
 	if a.role != messages.LeaseRole_LEASE_ROLE_IDLE {
 		return
 	}
@@ -462,8 +467,19 @@ func (a *leaderActor) onFenced(m *messages.Fenced) {
 }
 
 func (a *leaderActor) onResign(ctx actor.Context, m *messages.Resign) {
-	pr := &pendingResign{to: ctx.Sender(), again: m.GetCampaignAgain(), cooldown: time.Duration(m.GetCooldownMs()) * time.Millisecond,
+	if a.resign != nil {
+		// Joins the release under way; the latest request decides what follows it.
+		if ctx.Sender() != nil {
+			a.resign.to = append(a.resign.to, ctx.Sender())
+		}
+		a.resign.again = m.GetCampaignAgain()
+		return
+	}
+	pr := &pendingResign{again: m.GetCampaignAgain(), cooldown: time.Duration(m.GetCooldownMs()) * time.Millisecond,
 		handover: a.handingOver, epoch: a.epoch}
+	if ctx.Sender() != nil {
+		pr.to = append(pr.to, ctx.Sender())
+	}
 	if a.role != messages.LeaseRole_LEASE_ROLE_LEADER {
 		a.finishResign(pr, &messages.Resigned{Epoch: a.epoch}, m.GetReason())
 		return
@@ -494,12 +510,15 @@ func (a *leaderActor) onReleased(r *ioResult) {
 }
 
 func (a *leaderActor) finishResign(pr *pendingResign, ans *messages.Resigned, why string) {
-	if pr.to != nil {
-		a.root.Send(pr.to, ans)
+	for _, to := range pr.to {
+		a.root.Send(to, ans)
 	}
 	if pr.again {
-		// A handover: leave the lease to the others for at least one renew period.
-		a.deferUntil = a.cfg.Clock.Now().Add(max(pr.cooldown, a.cfg.Policy.RenewEvery))
+		a.deferUntil = time.Time{}
+		if pr.handover || pr.cooldown > 0 {
+			// A handover: leave the lease to the others for at least one renew period.
+			a.deferUntil = a.cfg.Clock.Now().Add(max(pr.cooldown, a.cfg.Policy.RenewEvery))
+		}
 		a.standby("handed over: " + why)
 		return
 	}

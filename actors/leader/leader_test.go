@@ -394,3 +394,20 @@ func containsStr(s, sub string) bool {
 	}
 	return false
 }
+
+// A Campaign that arrives while a release is under way (a stop, then at once a start) is
+// honoured once the release is written: the actor campaigns again instead of going idle.
+func TestCampaignDuringReleaseCampaignsAfterIt(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	next[*messages.LeaseGranted](h)
+	fut := h.sys.Root.RequestFuture(h.leader, &messages.Resign{Reason: "stop"}, waitLimit)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "start again"})
+	res, err := fut.Result()
+	if err != nil || !res.(*messages.Resigned).GetReleased() {
+		t.Fatalf("Resign: %v, %v", res, err)
+	}
+	if g := next[*messages.LeaseGranted](h); g.GetEpoch() != 2 {
+		t.Fatalf("LeaseGranted epoch %d after the release, want 2", g.GetEpoch())
+	}
+}
