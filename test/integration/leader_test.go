@@ -441,7 +441,6 @@ func TestSingleLeaderSplitBrain(t *testing.T) {
 			waitFor(t, "writer under way", func() bool { return wrote.Load() >= 80 })
 			freezeAt := time.Now()
 			if b.leases == nil {
-				e.needSim("failCommand blockConnection scoped by appName")
 				e.failPoint("alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"findAndModify"}},
 					{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 4000}, {Key: "appName", Value: c.rts[old].app}})
 			} else {
