@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,9 +26,12 @@ const currentLease = `local function current(code)
 end
 `
 
+// A lease is held while its key exists and its expiresAt is after the server's now: the key's
+// TTL removes it at that time, and the field makes the judgement exact to the millisecond (a
+// key whose TTL runs out during a script still exists for that script).
 var acquireScript = redis.NewScript(serverNow + currentLease + `
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if owner and owner ~= ARGV[1] then return current(0) end
+local v = redis.call('HMGET', KEYS[1], 'owner', 'expiresAt')
+if v[1] and v[1] ~= ARGV[1] and tonumber(v[2] or '0') > now then return current(0) end
 local epoch = redis.call('INCR', KEYS[2])
 local ttl = tonumber(ARGV[2])
 redis.call('DEL', KEYS[1])
@@ -37,8 +42,8 @@ return {1, ARGV[1], epoch, now, now + ttl, now}
 `)
 
 var renewScript = redis.NewScript(serverNow + currentLease + `
-local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
-if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return current(0) end
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch', 'expiresAt')
+if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] or tonumber(v[3] or '0') <= now then return current(0) end
 local ttl = tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'expiresAt', now + ttl)
 redis.call('PEXPIRE', KEYS[1], ttl)
@@ -256,6 +261,7 @@ func (s *Store) Instances(ctx context.Context) ([]store.Instance, error) {
 	for i := 0; i < len(a); i += 2 {
 		out = append(out, store.Instance{ID: toString(a[i]), ExpiresAt: ms(toInt64(a[i+1]))})
 	}
+	slices.SortFunc(out, func(x, y store.Instance) int { return strings.Compare(x.ID, y.ID) })
 	return out, nil
 }
 
