@@ -80,6 +80,14 @@ type Config struct {
 	Checkpoints CheckpointStore
 	DeadLetters DeadLetterStore
 	Gaps        GapStore
+	// Leases holds the leases of SingleLeader streams and the instance heartbeats of balanced
+	// leadership. Default: MongoDB through Client (store/mongostore, collections _wt_leases and
+	// _wt_instances in the store database); store/redisstore keeps them in Redis. Any store
+	// must pass the store/storetest lease contract.
+	Leases LeaseStore
+	// Lease governs the leases of every SingleLeader stream on the runtime. The zero value is
+	// the default: TTL 60s, RenewEvery 15s, StandbyPoll 20s, Margin TTL/10, Balance on.
+	Lease LeasePolicy
 
 	// ConnectTimeout bounds every wait for a reachable MongoDB server, so that a dead or
 	// unreachable server fails within ConnectTimeout instead of after the driver's server
@@ -125,6 +133,7 @@ func (c Config) Validate() error {
 			ce.Add("InstanceName", "%s, got %q", rule, c.InstanceName)
 		}
 	}
+	c.Lease.ValidateInto(ce, "Lease")
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}

@@ -39,6 +39,8 @@ func TestConfigValidate(t *testing.T) {
 			[]string{"watchtree: Config.Client is required even when stores are set (streams watch through it), got nil"}},
 		{"bad database", Config{Client: client, Database: "a b"},
 			[]string{`watchtree: Config.Database must not contain any of /\. "$*<>:|? or NUL, got "a b"`}},
+		{"lease renewals too rare", Config{Client: client, Lease: LeasePolicy{TTL: 2 * time.Second, RenewEvery: time.Second}},
+			[]string{"watchtree: Config.Lease.RenewEvery must leave room for two renewals before the leader stops: 2 × RenewEvery <= TTL - Margin (2s - 200ms), got 1s"}},
 		{"negative shutdown timeout", Config{Client: client, ShutdownTimeout: -time.Second},
 			[]string{"watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1s"}},
 		{"negative connect timeout", Config{Client: client, ConnectTimeout: -time.Millisecond},

@@ -91,6 +91,36 @@ type StreamStatus struct {
 	// event's, or that of an empty batch's post-batch resume token (the cursor is caught up to
 	// it). time.Since(ReadThrough) is the stream's lag. Zero before the first batch.
 	ReadThrough time.Time
+	// Lease is the SingleLeader lease as this instance sees it; nil for AllInstances streams.
+	Lease *LeaseStatus
+}
+
+// Lease roles of LeaseStatus.Role.
+const (
+	// RoleLeader: this instance holds the lease and runs the stream.
+	RoleLeader = "leader"
+	// RoleStandby: another instance holds the lease (or it could not be read); this one waits.
+	RoleStandby = "standby"
+	// RoleIdle: this instance does not campaign (the stream is stopped or crashed here).
+	RoleIdle = "idle"
+)
+
+// LeaseStatus is a SingleLeader stream's lease as this instance sees it.
+type LeaseStatus struct {
+	// Role is RoleLeader, RoleStandby or RoleIdle.
+	Role string
+	// Instance is this instance's ID (Config.InstanceID); Owner the lease holder as last seen
+	// ("" when free or unknown).
+	Instance, Owner string
+	// Epoch is the lease epoch as last seen (this instance's own when leader); ExpiresAt its
+	// expiry (lease store clock).
+	Epoch     int64
+	ExpiresAt time.Time
+	// Why is the one-line reason of the role.
+	Why string
+	// Acquisitions, Losses, HandOvers and Fenced count this instance's leaderships won, lost,
+	// handed over for balance, and writes refused by a newer epoch, since the tree was spawned.
+	Acquisitions, Losses, HandOvers, Fenced uint64
 }
 
 // StopReport tells how a graceful stop went.
@@ -143,6 +173,20 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 	if rt := r.GetReadThrough(); rt != nil {
 		st.ReadThrough = rt.AsTime()
 	}
+	if l := r.GetLease(); l != nil {
+		role := RoleIdle
+		switch l.GetRole() {
+		case messages.LeaseRole_LEASE_ROLE_LEADER:
+			role = RoleLeader
+		case messages.LeaseRole_LEASE_ROLE_STANDBY:
+			role = RoleStandby
+		}
+		st.Lease = &LeaseStatus{Role: role, Instance: l.GetOwner(), Owner: l.GetHolder(), Epoch: l.GetEpoch(), Why: l.GetWhy(),
+			Acquisitions: l.GetAcquisitions(), Losses: l.GetLosses(), HandOvers: l.GetHandovers(), Fenced: l.GetFenced()}
+		if l.GetExpiresAt() != nil {
+			st.Lease.ExpiresAt = l.GetExpiresAt().AsTime()
+		}
+	}
 	if ls := r.GetLastStop(); ls != nil {
 		st.LastStop = &StopReport{
 			Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
@@ -174,7 +218,8 @@ func (h *Handle) Status(ctx context.Context) (StreamStatus, error) { return h.e.
 // and dead-letter writes included, and settle; later ones are left for the next start), and the
 // checkpointer writes the final position. Nothing settled before the stop is redelivered after
 // it. The stream stays registered in state stopped; Start resumes it from that position.
-// Stopping a stopped stream returns nil.
+// Stopping a stopped stream returns nil. A SingleLeader stream then releases its lease, so a
+// standby instance takes over at once, from that position.
 //
 // The same sequence runs for a stream spawned through Props, and for a Stop message sent to
 // the supervisor by any other actor. When a step does not finish in time, Stop returns an error
@@ -189,7 +234,9 @@ func (h *Handle) Stop(ctx context.Context) error { return h.e.stop(ctx, "handle"
 // happens now (an operator start wins over the RestartPolicy's delay) and the attempt counter
 // resets. During a graceful stop it is ignored: start again once Stop returned. A stream that
 // crashes while starting returns its cause; one still in backoff when ctx ends returns an error
-// naming the last cause, and its RestartPolicy goes on.
+// naming the last cause, and its RestartPolicy goes on. A SingleLeader stream campaigns for its
+// lease: Start returns once it runs (it acquired the lease) or is in standby (another instance
+// leads).
 func (h *Handle) Start(ctx context.Context) error {
 	return h.e.command(ctx, &messages.Start{Reason: "handle"})
 }
@@ -226,6 +273,11 @@ type streamEntry struct {
 	// reported its terminal Stopped, so the stop's end reports nothing more. Written and read on
 	// the supervisor's goroutine (one supervisor at a time).
 	stopFromCrashed atomic.Bool
+
+	// epoch is the fencing epoch of the SingleLeader term under way (0 for AllInstances): the
+	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard
+	// read it for every write.
+	epoch epochHolder
 
 	opMu sync.Mutex // serialises stop and shutdown
 

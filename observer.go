@@ -234,14 +234,24 @@ type Invalidated struct {
 	Action InvalidatePolicy
 }
 
-// LeadershipChanged reports that this instance became the SingleLeader leader or lost it.
+// LeadershipChanged reports a change of a SingleLeader stream's leadership on this instance:
+// acquired, lost, released, handed over for balance, or fenced (Change).
 type LeadershipChanged struct {
 	Meta
+	// Leader is true when this instance now leads the stream (Change LeadershipAcquired).
 	Leader bool
-	// Owner is the instance ID holding the lease (empty when unknown).
+	// Change says what happened.
+	Change LeadershipChange
+	// Instance is this instance's ID (Config.InstanceID).
+	Instance string
+	// Owner is the instance ID holding the lease as last seen (empty when unknown or free).
 	Owner string
-	// Epoch is the lease epoch; it increments on every acquisition.
+	// Epoch is the lease epoch concerned; it increments on every acquisition.
 	Epoch int64
+	// ExpiresAt is the lease's expiry (lease store clock) when known.
+	ExpiresAt time.Time
+	// Why is the reason of a loss or a fencing.
+	Why string
 }
 
 // SnapshotStarted reports that a new snapshot planned its ranges and reads its first documents.
@@ -377,6 +387,13 @@ func (e Invalidated) String() string {
 func (e LeadershipChanged) String() string {
 	if e.Leader {
 		return fmt.Sprintf("stream %s: leader (epoch %d)", e.Stream, e.Epoch)
+	}
+	if e.Change != "" && e.Change != LeadershipAcquired {
+		s := fmt.Sprintf("stream %s: leadership %s (epoch %d)", e.Stream, e.Change, e.Epoch)
+		if e.Why != "" {
+			s += ": " + e.Why
+		}
+		return s
 	}
 	return fmt.Sprintf("stream %s: not leader (owner %q, epoch %d)", e.Stream, e.Owner, e.Epoch)
 }

@@ -22,10 +22,12 @@ const (
 	// in-memory state (with CheckpointPolicy.Ephemeral), WebSocket pushes, a projection each
 	// instance keeps for itself.
 	AllInstances Mode = iota
-	// SingleLeader runs the stream on one instance at a time, elected with a lease in
-	// "_wt_leases"; the others stand by and take over when the lease expires or is released.
-	// The stream has one shared position (and shared dead letters and gap records), written
-	// only by the lease holder, fenced by the lease epoch.
+	// SingleLeader runs the stream on one instance at a time, under a lease in Config.Leases
+	// (default "_wt_leases"); the others stand by and take over when the lease expires or is
+	// released, and leaderships are balanced over the instances (Config.Lease). The stream has
+	// one shared position (and shared dead letters and gap records), written only by the lease
+	// holder: checkpoint and dead-letter writes are fenced by the lease epoch, so a deposed
+	// leader's write is refused and its stream stops at once.
 	SingleLeader
 )
 

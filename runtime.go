@@ -62,7 +62,8 @@ type Runtime struct {
 	console   *console.Server // nil when Config.Console is off
 	startedAt time.Time
 
-	idx indexer // creates the default stores' indexes in the background
+	idx indexer   // creates the default stores' indexes in the background
+	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -80,7 +81,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	return &Runtime{
 		cfg:     cfg,
-		log:     cfg.Logger,
+		log:     cfg.Logger.With(zap.String("instance", cfg.InstanceID)), // every line names the instance
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
 		clk:     clock.Real(),
 		streams: map[string]*streamEntry{},
@@ -221,9 +222,12 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	wg.Wait()
 
 	rt.mu.Lock()
-	sys, own, cons := rt.sys, rt.ownSystem, rt.console
+	sys, own, cons, bal := rt.sys, rt.ownSystem, rt.console, rt.bal
 	rt.state = rtStopped
 	rt.mu.Unlock()
+	if bal != nil {
+		bal.stop() // after the trees released their leases: the heartbeat goes last
+	}
 	var consoleErr error
 	if cons != nil { // after the streams, so that an operator sees the stop to its end
 		consoleErr = cons.Stop(ctx)
@@ -371,4 +375,14 @@ func (rt *Runtime) system() (*actor.ActorSystem, error) {
 		return nil, ErrStopped
 	}
 	return rt.sys, nil
+}
+
+// sysRoot is the root context of the runtime's actor system (nil before Start).
+func (rt *Runtime) sysRoot() *actor.RootContext {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sys == nil {
+		return nil
+	}
+	return rt.sys.Root
 }

@@ -160,7 +160,6 @@ func TestRuntimeSpawnValidation(t *testing.T) {
 		{"collection without database", noDB, Stream[order]{Name: "d", Collection: "c", OnChange: noop}, "Database", "must be set", ErrInvalidConfig},
 		{"cluster without database", noDB, Stream[order]{Name: "cl", OnChange: noop}, "Database", "must be set", ErrInvalidConfig},
 		{"nil spec", rt, nil, "Spec", "must not be nil", ErrInvalidConfig},
-		{"single leader", rt, Stream[order]{Name: "sl", Collection: "c", Mode: SingleLeader, OnChange: noop}, "Mode", "not available", ErrInvalidConfig},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -55,10 +55,12 @@ func (e *streamEntry) snapshotStore() checkpointer.SnapshotStore {
 //
 // The tree is a supervisor (the RestartPolicy) with the checkpointer and the dispatcher as
 // siblings and the stream actor as its restartable child; the handle reports and controls it.
+// A SingleLeader stream's tree also has a leader actor, and Spawn returns once the stream runs
+// (this instance acquired the lease) or is in standby (another instance holds it): a standby's
+// start position is fixed when it acquires the lease, from the stream's shared checkpoint.
 //
 // Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate); a
-// duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); Mode SingleLeader,
-// refused until the lease actor exists; and the database rules: a collection or cluster-wide
+// duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); and the database rules: a collection or cluster-wide
 // stream needs a Database (its own, or Config.Database). The stores (checkpoints, dead letters,
 // gaps) live in Config.Database, else in the stream's Database, unless Config sets them. The
 // first Spawn that uses a store database or dead-letter collection has its indexes created in
@@ -163,20 +165,17 @@ func (rt *Runtime) unregister(e *streamEntry) {
 	rt.mu.Lock()
 	if rt.streams[e.name] == e {
 		delete(rt.streams, e.name)
+		if rt.bal != nil {
+			rt.bal.remove(e.name)
+		}
 	}
 	rt.mu.Unlock()
 }
 
 // databases resolves the watched database and the store database of cs (empty when Config
 // sets every store and cs names none), and rejects a DeadLetterPolicy.Collection that
-// Config.DeadLetters would ignore. It also rejects the SingleLeader mode, whose lease actor
-// does not exist yet: running such a stream on every instance would break its promise of one
-// consumer at a time.
+// Config.DeadLetters would ignore.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
-	if cs.mode == SingleLeader {
-		return "", "", &ConfigError{Stream: cs.name, Field: "Mode",
-			Rule: "SingleLeader is not available in this version (no lease actor yet); use AllInstances"}
-	}
 	watchDB = cs.database
 	if cs.scope == scopeCollection && watchDB == "" {
 		watchDB = rt.cfg.Database
@@ -207,6 +206,13 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 func (e *streamEntry) treeProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
 	start := cs.start
+	var leases LeaseStore
+	if cs.mode == SingleLeader {
+		if leases = rt.leaseOf(e.store); leases == nil {
+			return nil, &ConfigError{Stream: cs.name, Field: "Mode",
+				Rule: "SingleLeader needs a lease store: set Config.Leases (the default MongoDB store needs Config's stores unset)"}
+		}
+	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.name,
 		Instance:      e.records.Instance,
@@ -220,6 +226,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Checkpoint:    cs.checkpoint,
 		IOTimeout:     rt.cfg.ConnectTimeout,
 		Owner:         rt.cfg.InstanceID,
+		Epoch:         e.epoch.Load,
 		Clock:         rt.clk,
 		Logger:        rt.log,
 		Events:        checkpointerEvents{e},
@@ -230,6 +237,9 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	var dl dispatcher.DeadLetterWriter
 	if !cs.deadLetter.Disabled {
 		dl = e.store.deadLetters
+		if leases != nil {
+			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, e: e, leases: leases}
+		}
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
 		Stream:              cs.name,
@@ -280,9 +290,19 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		}
 		siblings = append(siblings, supervisor.Sibling{Name: snapshotName, Props: sProps})
 	}
+	var leaderProps *actor.Props
+	if leases != nil {
+		if leaderProps, err = e.leaderProps(leases); err != nil {
+			return nil, fmt.Errorf("watchtree: stream %q: leader: %w", cs.name, err)
+		}
+	}
 	props, err := supervisor.New(supervisor.Config{
-		Stream:           cs.name,
-		Child:            child,
+		Stream: cs.name,
+		Child:  child,
+		Leader: leaderProps,
+		// An operator's lease release lets a standby take over: this instance waits a standby
+		// poll period (the standbys act on the store's change notice at once, or at their poll).
+		ReleaseCooldown:  rt.cfg.Lease.WithDefaults().StandbyPoll,
 		Siblings:         siblings,
 		Policy:           cs.restart,
 		Classify:         classifyFailure,

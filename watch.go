@@ -51,8 +51,8 @@ func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string)
 
 // storeCollections are the collections of watchtree's own records.
 func storeCollections(deadLetters string) bson.A {
-	names := bson.A{mongostore.DefaultCheckpointCollection, mongostore.DefaultGapCollection, "_wt_leases", mongostore.DefaultSnapshotCollection,
-		mongostore.DefaultDeadLetterCollection}
+	names := bson.A{mongostore.DefaultCheckpointCollection, mongostore.DefaultGapCollection, mongostore.DefaultLeaseCollection,
+		mongostore.DefaultInstanceCollection, mongostore.DefaultSnapshotCollection, mongostore.DefaultDeadLetterCollection}
 	if deadLetters != mongostore.DefaultDeadLetterCollection {
 		names = append(names, deadLetters)
 	}

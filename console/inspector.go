@@ -773,7 +773,7 @@ func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who 
 		if ref.Mode != "single-leader" {
 			return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q is not a SINGLE_LEADER stream (mode %s): it holds no lease", ref.Name, ref.Mode)}
 		}
-		return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q: this runtime has no lease actor yet: nothing to release", ref.Name)}
+		return in.releaseLease(ctx, ref, reason)
 	case messages.ControlAction_CONTROL_ACTION_REPLAY, messages.ControlAction_CONTROL_ACTION_PURGE:
 		return in.deadLetterCommand(ctx, ref, req)
 	}
@@ -810,6 +810,35 @@ func (in *inspector) supervise(ctx context.Context, ref StreamRef, msg proto.Mes
 	}
 	if await && st.GetState() == messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 		reply.Ok, reply.Code, reply.Error = false, "failed", "crashed while starting: "+st.GetLastCause()
+	}
+	return reply
+}
+
+// releaseLease asks the stream's supervisor to hand its lease over (ReleaseLease: drain, flush,
+// release, then standby) and reports whether this instance held it.
+func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason string) *messages.ControlReply {
+	if ref.Supervisor == nil {
+		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+	}
+	res, err := in.request(ctx, ref.Supervisor, &messages.StatusRequest{}, maxControlTimeout)
+	if err != nil {
+		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
+	}
+	before, _ := res.(*messages.StatusReply)
+	if l := before.GetLease(); l.GetRole() != messages.LeaseRole_LEASE_ROLE_LEADER {
+		holder := l.GetHolder()
+		if holder == "" {
+			holder = "nobody"
+		}
+		return &messages.ControlReply{Code: "failed", Status: before,
+			Error: fmt.Sprintf("stream %q: this instance does not hold the lease (held by %s): release it on the leader", ref.Name, holder)}
+	}
+	reply := in.supervise(ctx, ref, &messages.ReleaseLease{Reason: reason}, false)
+	if reply.GetOk() {
+		reply.Detail = fmt.Sprintf("lease released (epoch %d): %s", before.GetLease().GetEpoch(), reply.GetDetail())
+		if ls := reply.GetStatus().GetLastStop(); ls != nil && !ls.GetReleased() {
+			reply.Ok, reply.Code, reply.Error = false, "failed", fmt.Sprintf("stream %q: the lease was not released (it lapses at its expiry): %s", ref.Name, ls.GetError())
+		}
 	}
 	return reply
 }

@@ -279,6 +279,56 @@ func (x *Restart) GetReason() string {
 	return ""
 }
 
+// ReleaseLease asks a SINGLE_LEADER stream's supervisor to hand its lease over now (an operator's
+// handover): the graceful sequence of a balance handover (stop the cursor, drain, flush the
+// checkpoint under the epoch, release the lease), after which this instance stands by and waits
+// the handover cooldown before it may lead again, so that a standby takes over. The reply is a
+// StatusReply once the sequence ended; at once, with nothing done, when this instance does not
+// hold the lease or the stream has none (an ALL_INSTANCES stream).
+type ReleaseLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLease) Reset() {
+	*x = ReleaseLease{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLease) ProtoMessage() {}
+
+func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
+func (*ReleaseLease) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReleaseLease) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // StatusRequest asks for a StatusReply.
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -288,7 +338,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[3]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +350,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[3]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +363,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{4}
 }
 
 // AwaitRunning asks for a StatusReply once the stream has left starting and backoff: it is
@@ -327,7 +377,7 @@ type AwaitRunning struct {
 
 func (x *AwaitRunning) Reset() {
 	*x = AwaitRunning{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +389,7 @@ func (x *AwaitRunning) String() string {
 func (*AwaitRunning) ProtoMessage() {}
 
 func (x *AwaitRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[4]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +402,7 @@ func (x *AwaitRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRunning.ProtoReflect.Descriptor instead.
 func (*AwaitRunning) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{5}
 }
 
 // SettlementCounts counts settled events by outcome. The dispatcher reports increments to its
@@ -381,7 +431,7 @@ type SettlementCounts struct {
 
 func (x *SettlementCounts) Reset() {
 	*x = SettlementCounts{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +443,7 @@ func (x *SettlementCounts) String() string {
 func (*SettlementCounts) ProtoMessage() {}
 
 func (x *SettlementCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[5]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +456,7 @@ func (x *SettlementCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettlementCounts.ProtoReflect.Descriptor instead.
 func (*SettlementCounts) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SettlementCounts) GetSettled() uint64 {
@@ -487,7 +537,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +549,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +562,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CheckpointWritten) GetToken() []byte {
@@ -556,15 +606,18 @@ type StopReport struct {
 	// "checkpoint flush", "stream actor stop"), empty when none.
 	HeldUpBy string               `protobuf:"bytes,8,opt,name=held_up_by,json=heldUpBy,proto3" json:"held_up_by,omitempty"`
 	Took     *durationpb.Duration `protobuf:"bytes,9,opt,name=took,proto3" json:"took,omitempty"`
-	// skipped names the steps left out because a sibling had failed and is suspended.
-	Skipped       string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// skipped names the steps left out because a sibling had failed and is suspended, or the
+	// final checkpoint write when the lease was lost during the stop.
+	Skipped string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// released: SINGLE_LEADER, the lease was released as the last step.
+	Released      bool `protobuf:"varint,11,opt,name=released,proto3" json:"released,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StopReport) Reset() {
 	*x = StopReport{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +629,7 @@ func (x *StopReport) String() string {
 func (*StopReport) ProtoMessage() {}
 
 func (x *StopReport) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +642,7 @@ func (x *StopReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopReport.ProtoReflect.Descriptor instead.
 func (*StopReport) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StopReport) GetSettled() uint64 {
@@ -662,6 +715,13 @@ func (x *StopReport) GetSkipped() string {
 	return ""
 }
 
+func (x *StopReport) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
 // StatusReply is one stream's supervision status.
 type StatusReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -707,15 +767,18 @@ type StatusReply struct {
 	// events accepted and not settled, and the cluster time of the newest position read (now
 	// minus it is the stream's lag). read_through is unset before the first batch. (Numbered
 	// apart from the fields after last_stop, which the leader actor's lease state takes.)
-	InFlight      uint64                 `protobuf:"varint,30,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	ReadThrough   *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
+	InFlight    uint64                 `protobuf:"varint,30,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	ReadThrough *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
+	// lease is the leader actor's view of the stream's lease (SINGLE_LEADER only; unset for
+	// ALL_INSTANCES streams).
+	Lease         *LeaseState `protobuf:"bytes,20,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +790,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +803,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{8}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatusReply) GetStream() string {
@@ -890,6 +953,13 @@ func (x *StatusReply) GetReadThrough() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StatusReply) GetLease() *LeaseState {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // Resubscribed is sent by the stream actor to its parent supervisor once its cursor is open.
 // It resets the attempt counter. A Resubscribed whose incarnation is not the current one is
 // dropped.
@@ -902,7 +972,7 @@ type Resubscribed struct {
 
 func (x *Resubscribed) Reset() {
 	*x = Resubscribed{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +984,7 @@ func (x *Resubscribed) String() string {
 func (*Resubscribed) ProtoMessage() {}
 
 func (x *Resubscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +997,7 @@ func (x *Resubscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resubscribed.ProtoReflect.Descriptor instead.
 func (*Resubscribed) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{9}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Resubscribed) GetIncarnation() uint64 {
@@ -948,7 +1018,7 @@ type RestartTick struct {
 
 func (x *RestartTick) Reset() {
 	*x = RestartTick{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1030,7 @@ func (x *RestartTick) String() string {
 func (*RestartTick) ProtoMessage() {}
 
 func (x *RestartTick) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1043,7 @@ func (x *RestartTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartTick.ProtoReflect.Descriptor instead.
 func (*RestartTick) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{10}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RestartTick) GetEpoch() uint64 {
@@ -995,7 +1065,7 @@ type DeathNotice struct {
 
 func (x *DeathNotice) Reset() {
 	*x = DeathNotice{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1077,7 @@ func (x *DeathNotice) String() string {
 func (*DeathNotice) ProtoMessage() {}
 
 func (x *DeathNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1090,7 @@ func (x *DeathNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeathNotice.ProtoReflect.Descriptor instead.
 func (*DeathNotice) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{11}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeathNotice) GetSeq() uint64 {
@@ -1034,7 +1104,7 @@ var File_watchtree_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bwatchtree/v1/snapshot.proto\"\x1f\n" +
+	"\x1dwatchtree/v1/supervisor.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19watchtree/v1/leader.proto\x1a\x1bwatchtree/v1/snapshot.proto\"\x1f\n" +
 	"\x05Start\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"Y\n" +
 	"\x04Stop\x12\x16\n" +
@@ -1043,6 +1113,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"!\n" +
 	"\aRestart\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"&\n" +
+	"\fReleaseLease\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0f\n" +
 	"\rStatusRequest\"\x0e\n" +
 	"\fAwaitRunning\"\xb5\x02\n" +
@@ -1060,7 +1132,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x129\n" +
 	"\n" +
-	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xb3\x02\n" +
+	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xcf\x02\n" +
 	"\n" +
 	"StopReport\x12\x18\n" +
 	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x1c\n" +
@@ -1074,7 +1146,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"held_up_by\x18\b \x01(\tR\bheldUpBy\x12-\n" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
-	" \x01(\tR\askipped\"\xf7\a\n" +
+	" \x01(\tR\askipped\x12\x1a\n" +
+	"\breleased\x18\v \x01(\bR\breleased\"\xa7\b\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1101,7 +1174,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x128\n" +
 	"\bsnapshot\x18\x13 \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bsnapshot\x12\x1b\n" +
 	"\tin_flight\x18\x1e \x01(\x04R\binFlight\x12=\n" +
-	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x1a>\n" +
+	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x12.\n" +
+	"\x05lease\x18\x14 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"0\n" +
@@ -1135,45 +1209,48 @@ func file_watchtree_v1_supervisor_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_watchtree_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	(SupervisorState)(0),          // 0: watchtree.v1.SupervisorState
 	(*Start)(nil),                 // 1: watchtree.v1.Start
 	(*Stop)(nil),                  // 2: watchtree.v1.Stop
 	(*Restart)(nil),               // 3: watchtree.v1.Restart
-	(*StatusRequest)(nil),         // 4: watchtree.v1.StatusRequest
-	(*AwaitRunning)(nil),          // 5: watchtree.v1.AwaitRunning
-	(*SettlementCounts)(nil),      // 6: watchtree.v1.SettlementCounts
-	(*CheckpointWritten)(nil),     // 7: watchtree.v1.CheckpointWritten
-	(*StopReport)(nil),            // 8: watchtree.v1.StopReport
-	(*StatusReply)(nil),           // 9: watchtree.v1.StatusReply
-	(*Resubscribed)(nil),          // 10: watchtree.v1.Resubscribed
-	(*RestartTick)(nil),           // 11: watchtree.v1.RestartTick
-	(*DeathNotice)(nil),           // 12: watchtree.v1.DeathNotice
-	nil,                           // 13: watchtree.v1.StatusReply.TransitionsEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*SnapshotStatus)(nil),        // 16: watchtree.v1.SnapshotStatus
+	(*ReleaseLease)(nil),          // 4: watchtree.v1.ReleaseLease
+	(*StatusRequest)(nil),         // 5: watchtree.v1.StatusRequest
+	(*AwaitRunning)(nil),          // 6: watchtree.v1.AwaitRunning
+	(*SettlementCounts)(nil),      // 7: watchtree.v1.SettlementCounts
+	(*CheckpointWritten)(nil),     // 8: watchtree.v1.CheckpointWritten
+	(*StopReport)(nil),            // 9: watchtree.v1.StopReport
+	(*StatusReply)(nil),           // 10: watchtree.v1.StatusReply
+	(*Resubscribed)(nil),          // 11: watchtree.v1.Resubscribed
+	(*RestartTick)(nil),           // 12: watchtree.v1.RestartTick
+	(*DeathNotice)(nil),           // 13: watchtree.v1.DeathNotice
+	nil,                           // 14: watchtree.v1.StatusReply.TransitionsEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*SnapshotStatus)(nil),        // 17: watchtree.v1.SnapshotStatus
+	(*LeaseState)(nil),            // 18: watchtree.v1.LeaseState
 }
 var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
-	14, // 0: watchtree.v1.SettlementCounts.read_through:type_name -> google.protobuf.Timestamp
-	14, // 1: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
-	15, // 2: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
+	15, // 0: watchtree.v1.SettlementCounts.read_through:type_name -> google.protobuf.Timestamp
+	15, // 1: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
+	16, // 2: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
 	0,  // 3: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
-	14, // 4: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
-	14, // 5: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
-	15, // 6: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
-	13, // 7: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
-	6,  // 8: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
-	7,  // 9: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
-	8,  // 10: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
-	16, // 11: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
-	14, // 12: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 4: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
+	15, // 5: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
+	16, // 6: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
+	14, // 7: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
+	7,  // 8: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
+	8,  // 9: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
+	9,  // 10: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
+	17, // 11: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
+	15, // 12: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
+	18, // 13: watchtree.v1.StatusReply.lease:type_name -> watchtree.v1.LeaseState
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }
@@ -1181,6 +1258,7 @@ func file_watchtree_v1_supervisor_proto_init() {
 	if File_watchtree_v1_supervisor_proto != nil {
 		return
 	}
+	file_watchtree_v1_leader_proto_init()
 	file_watchtree_v1_snapshot_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1188,7 +1266,7 @@ func file_watchtree_v1_supervisor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_supervisor_proto_rawDesc), len(file_watchtree_v1_supervisor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -436,3 +436,36 @@ func TestErrors(t *testing.T) {
 		"watchtree: Config.Checkpoint.SaveEvery must be >= 1 (0 means the default 100), got -1",
 	}}})
 }
+
+func TestLeaseDefaultsAndValidate(t *testing.T) {
+	d := Lease{}.WithDefaults()
+	if d.TTL != 60*time.Second || d.RenewEvery != 15*time.Second || d.StandbyPoll != 20*time.Second ||
+		d.Margin != 6*time.Second || d.Balance != BalanceOn {
+		t.Fatalf("Lease{}.WithDefaults() = %+v", d)
+	}
+	if err := (Lease{}).Validate(); err != nil {
+		t.Fatalf("zero Lease: %v", err)
+	}
+	if err := (Lease{TTL: 2 * time.Second, RenewEvery: 500 * time.Millisecond}).Validate(); err != nil {
+		t.Fatalf("TTL 2s, RenewEvery 500ms: %v", err)
+	}
+	for _, c := range []struct {
+		p     Lease
+		field string
+	}{
+		{Lease{TTL: -time.Second}, "LeasePolicy.TTL"},
+		{Lease{RenewEvery: -1}, "LeasePolicy.RenewEvery"},
+		{Lease{StandbyPoll: -1}, "LeasePolicy.StandbyPoll"},
+		{Lease{Margin: -1}, "LeasePolicy.Margin"},
+		{Lease{TTL: time.Second, Margin: time.Second}, "LeasePolicy.Margin"},
+		{Lease{TTL: 20 * time.Second}, "LeasePolicy.RenewEvery"},                                // 2×15s > 20s - 2s
+		{Lease{TTL: time.Second, RenewEvery: 500 * time.Millisecond}, "LeasePolicy.RenewEvery"}, // 1s > 900ms
+		{Lease{Balance: 7}, "LeasePolicy.Balance"},
+	} {
+		err := c.p.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: Validate() = %v, want a ConfigError on %s", c.p, err, c.field)
+		}
+	}
+}

@@ -238,6 +238,28 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		}
 		if found {
 			if mode.Kind() == policy.StartResume {
+				if base.Epoch > 0 && cp.Epoch > base.Epoch {
+					// A newer term wrote it: this one is deposed before it starts.
+					r.fenced = fmt.Errorf("checkpointer: stream %q: start under epoch %d, stored epoch %d: %w",
+						cfg.Stream, base.Epoch, cp.Epoch, store.ErrFenced)
+					return r
+				}
+				if cp.Epoch < base.Epoch {
+					// A new leadership epoch (SINGLE_LEADER): claim the position under it
+					// before anything is consumed, so that every later write of an older
+					// epoch (a deposed leader) is fenced.
+					claimed := cp
+					claimed.Epoch, claimed.Owner, claimed.UpdatedAt = base.Epoch, base.Owner, cfg.Clock.Now()
+					if err := cfg.Store.Save(ctx, claimed); err != nil {
+						if errors.Is(err, store.ErrFenced) {
+							r.fenced = err
+							return r
+						}
+						r.failWith("claim the checkpoint under the new epoch", err)
+						return r
+					}
+					cp = claimed
+				}
 				p := positionOf(cp)
 				r.pos, r.cp, r.source = &p, &cp, cp.Source
 				return r

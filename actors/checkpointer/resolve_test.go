@@ -460,3 +460,38 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 }
+
+// A start under a new, higher fencing epoch (a new SINGLE_LEADER term) re-saves the stored
+// checkpoint under that epoch before replying, so that every later write of an older epoch is
+// fenced; the position itself is unchanged.
+func TestCascadeClaimsTheCheckpointUnderANewEpoch(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) { c.Epoch = func() int64 { return 7 } })
+	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Source: store.SourceEvent,
+		Epoch: 3, Owner: "old-leader"}); err != nil {
+		t.Fatal(err)
+	}
+	sf := h.resolve(1)
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
+		t.Fatalf("StartFrom %v, want RESUME_AFTER saved", sf)
+	}
+	cp, ok := h.stored()
+	if !ok || cp.Epoch != 7 || cp.Owner != "instance-a" || tokData(cp.Token) != "saved" || cp.Source != store.SourceEvent {
+		t.Fatalf("stored %+v, want the saved position under epoch 7 owned by instance-a", cp)
+	}
+	err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("late"), Epoch: 3})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a write of the old epoch after the claim: %v, want ErrFenced", err)
+	}
+}
+
+// A claim refused because a newer epoch already holds the checkpoint fences the checkpointer.
+func TestCascadeClaimFencedByANewerEpoch(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) { c.Epoch = func() int64 { return 2 } })
+	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Epoch: 5}); err != nil {
+		t.Fatal(err)
+	}
+	h.request(&messages.ResolveStart{Incarnation: 1})
+	if err := h.failure(); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("failure %v, want ErrFenced", err)
+	}
+}

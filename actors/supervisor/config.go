@@ -71,6 +71,21 @@ type Config struct {
 	// StartStopped leaves the stream in the stopped state when the supervisor starts, until an
 	// operator Start. By default the stream actor is spawned at once.
 	StartStopped bool
+	// Leader, when set, makes the stream SINGLE_LEADER: the supervisor spawns this leader actor
+	// (actors/leader) first, as LeaderName, and runs the stream actor only while the leader
+	// actor holds the lease (LeaseGranted → starting; LeaseLost or a fenced write → the stream
+	// actor and the handlers stop at once, standby). A graceful Stop releases the lease as its
+	// last step; a give-up releases it too. Optional.
+	Leader *actor.Props
+	// LeaderName is the leader actor's name. Default "leader".
+	LeaderName string
+	// HandOverCooldown is how long a stream that handed its lease over for balance waits before
+	// it may take it again. Default 0 (the leader actor's own balance rule applies).
+	HandOverCooldown time.Duration
+	// ReleaseCooldown is how long a stream whose lease an operator released (ReleaseLease)
+	// waits before it may take it again, so that a standby takes over. Default 0: none (this
+	// instance may win the lease back at once).
+	ReleaseCooldown time.Duration
 }
 
 // Transition reports one state change of a stream.
@@ -140,6 +155,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Checkpointer == "" {
 		c.Checkpointer = "checkpointer"
+	}
+	if c.LeaderName == "" {
+		c.LeaderName = "leader"
 	}
 	c.Policy = c.Policy.WithDefaults()
 	if c.Classify == nil {

@@ -19,12 +19,13 @@ const DefaultStopTimeout = 30 * time.Second
 type stopPhase uint8
 
 const (
-	phaseStream stopPhase = iota // the stream actor is stopping (its cursor closes)
-	phaseDrain                   // Drain sent to the dispatcher, waiting for Drained
-	phaseFlush                   // Flush sent to the checkpointer, waiting for Flushed
+	phaseStream  stopPhase = iota // the stream actor is stopping (its cursor closes)
+	phaseDrain                    // Drain sent to the dispatcher, waiting for Drained
+	phaseFlush                    // Flush sent to the checkpointer, waiting for Flushed
+	phaseRelease                  // SINGLE_LEADER: Resign sent to the leader actor, waiting for Resigned
 )
 
-var phaseNames = [...]string{"stream actor stop", "drain", "checkpoint flush"}
+var phaseNames = [...]string{"stream actor stop", "drain", "checkpoint flush", "lease release"}
 
 func (p stopPhase) String() string { return phaseNames[p] }
 
@@ -38,6 +39,11 @@ type stopRun struct {
 	timer    clock.Timer
 	waiters  []*actor.PID
 	report   *messages.StopReport
+	// handover: a balance handover, which ends in standby (the leader actor campaigns again)
+	// instead of stopped. leaseLost: the lease was lost meanwhile, so no final write is made.
+	handover, leaseLost bool
+	// cooldown is a handover's least wait before this instance may lead again (ReleaseLease).
+	cooldown time.Duration
 }
 
 // stopDeadline is the graceful stop's own timer firing (a message to self, plain Go). A
@@ -51,12 +57,18 @@ func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 		if ctx.Sender() != nil {
 			s.stop.waiters = append(s.stop.waiters, ctx.Sender())
 		}
+		s.stop.handover = false // an operator stop during a handover ends stopped
 		return
 	}
 	if s.state == StateStopped {
 		s.respond(ctx)
 		return
 	}
+	s.beginStop(ctx, m, false)
+}
+
+// beginStop starts a graceful stop; the requester, unless it is a handover, gets the answer.
+func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, handover bool) {
 	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 {
 		timeout = DefaultStopTimeout
@@ -64,8 +76,8 @@ func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 	now := s.cfg.Clock.Now()
 	s.stopGen++
 	run := &stopRun{gen: s.stopGen, reason: m.GetReason(), started: now, deadline: now.Add(timeout),
-		report: &messages.StopReport{}}
-	if ctx.Sender() != nil {
+		report: &messages.StopReport{}, handover: handover}
+	if ctx.Sender() != nil && !handover {
 		run.waiters = append(run.waiters, ctx.Sender())
 	}
 	root, self, gen := s.root, s.self, run.gen
@@ -94,15 +106,37 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		fallthrough
 	case phaseDrain:
 		run.phase = phaseFlush
-		if pid := s.healthySibling(s.cfg.Checkpointer, run); pid != nil {
+		if run.leaseLost {
+			s.skipStep(run, "checkpoint flush (the lease was lost)")
+		} else if pid := s.healthySibling(s.cfg.Checkpointer, run); pid != nil {
 			s.why = operatorWhy("stop", run.reason) + ": writing the final checkpoint"
 			ctx.Request(pid, &messages.Flush{})
+			return
+		}
+		fallthrough
+	case phaseFlush:
+		if s.leader != nil {
+			run.phase = phaseRelease
+			s.why = operatorWhy("stop", run.reason) + ": releasing the lease"
+			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.handover}
+			if run.handover {
+				req.CooldownMs = max(s.cfg.HandOverCooldown, run.cooldown).Milliseconds()
+			}
+			s.leaseEpoch = 0
+			ctx.Request(s.leader, req)
 			return
 		}
 		fallthrough
 	default:
 		s.finishStop()
 	}
+}
+
+func (s *Supervisor) skipStep(run *stopRun, note string) {
+	if run.report.Skipped != "" {
+		note = run.report.Skipped + ", " + note
+	}
+	run.report.Skipped = note
 }
 
 // healthySibling returns the PID of the named sibling, or nil (noting the skipped step) when it
@@ -144,7 +178,7 @@ func (s *Supervisor) onDrained(ctx actor.Context, m *messages.Drained) {
 }
 
 // onFlushed records the checkpointer's answer and ends the stop.
-func (s *Supervisor) onFlushed(m *messages.Flushed) {
+func (s *Supervisor) onFlushed(ctx actor.Context, m *messages.Flushed) {
 	if s.stop == nil || s.stop.phase != phaseFlush {
 		return
 	}
@@ -159,7 +193,7 @@ func (s *Supervisor) onFlushed(m *messages.Flushed) {
 	default:
 		r.Flushed = true
 	}
-	s.finishStop()
+	s.stopAdvance(ctx)
 }
 
 // onStopDeadline ends a stop whose step did not answer in time, naming the step.
@@ -210,11 +244,19 @@ func (s *Supervisor) finishStop() {
 	if run.report.Error != "" {
 		why += " (" + run.report.Error + ")"
 	}
+	if s.leader != nil {
+		s.leaseEpoch = 0
+		s.freshTerm = true // the next leadership term starts from the stored position
+	}
 	s.log.Info("graceful stop finished", zap.Uint64("settled", run.report.GetSettled()),
 		zap.Uint64("unsettled", run.report.GetUnsettled()), zap.Uint64("low_water_mark", run.report.GetLowWaterMark()),
 		zap.Bool("flushed", run.report.GetFlushed()), zap.String("held_up_by", run.report.GetHeldUpBy()),
 		zap.String("skipped", run.report.GetSkipped()), zap.Duration("took", run.report.GetTook().AsDuration()))
-	s.transition(StateStopped, why, nil)
+	if run.handover {
+		s.transition(StateStandby, run.reason, nil)
+	} else {
+		s.transition(StateStopped, why, nil)
+	}
 	reply := s.status()
 	for _, w := range run.waiters {
 		s.root.Send(w, reply)

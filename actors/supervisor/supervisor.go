@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
 )
 
 // Supervisor is the per-stream supervisor actor. It is its own actor.SupervisorStrategy: protoactor
@@ -77,6 +79,15 @@ type Supervisor struct {
 
 	deaths, restarts, stale uint64
 	transitions             map[State]uint64
+
+	// SINGLE_LEADER (cfg.Leader set): the leader actor, its latest LeaseState, the epoch the
+	// stream actor runs under, and whether the next launch starts a new leadership term (the
+	// checkpointer and dispatcher then start afresh: another instance may have moved on).
+	leader     *actor.PID
+	lease      *messages.LeaseState
+	leaseEpoch int64
+	freshTerm  bool
+	fencings   uint64
 }
 
 // failure is a HandleFailure waiting for its DeathNotice.
@@ -155,13 +166,27 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *messages.Drained:
 		s.onDrained(ctx, m)
 	case *messages.Flushed:
-		s.onFlushed(m)
+		s.onFlushed(ctx, m)
 	case *stopDeadline:
 		s.onStopDeadline(m)
 	case *messages.SettlementCounts:
 		s.addSettlements(m)
 	case *messages.CheckpointWritten:
 		s.checkpoint = m
+	case *messages.LeaseState:
+		s.onLeaseState(m)
+	case *messages.LeaseGranted:
+		s.onLeaseGranted(ctx, m)
+	case *messages.LeaseLost:
+		s.onLeaseLost(ctx, "lease lost: "+m.GetWhy())
+	case *messages.HandOver:
+		s.onHandOver(ctx, m)
+	case *messages.ReleaseLease:
+		s.onReleaseLease(ctx, m)
+	case *messages.Fenced:
+		s.onFencedReport(ctx, m)
+	case *messages.Resigned:
+		s.onResigned(m)
 	}
 }
 
@@ -197,6 +222,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	}
 	s.sup = sup
 	s.since = s.cfg.Clock.Now()
+	s.spawnLeader(ctx)
 	for _, sib := range s.cfg.Siblings {
 		props := sib.Props.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
 		pid, err := ctx.SpawnNamed(props, sib.Name)
@@ -211,6 +237,10 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 		s.transition(StateStopped, "spawned stopped; waiting for an operator start", nil)
 		return
 	}
+	if s.leader != nil {
+		s.campaign("spawned")
+		return
+	}
 	s.launch(ctx, "spawned")
 }
 
@@ -221,6 +251,13 @@ func (s *Supervisor) launch(ctx actor.Context, why string) {
 	for id, pid := range s.siblingsDown {
 		s.sup.RestartChildren(pid)
 		delete(s.siblingsDown, id)
+	}
+	if s.freshTerm {
+		s.freshTerm = false
+		s.restartDispatcher = true
+		if pid := s.siblingByName(s.cfg.Checkpointer); pid != nil {
+			s.sup.RestartChildren(pid)
+		}
 	}
 	if s.restartDispatcher {
 		s.restartDispatcher = false
@@ -305,6 +342,10 @@ func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
 		return
 	}
 	delete(s.failures, seq)
+	if s.leader != nil && f.who.Equal(s.leader) {
+		s.onLeaderFailure(ctx, f)
+		return
+	}
 	if name, ok := s.siblingNames[f.who.Id]; ok {
 		s.onSiblingFailure(name, f)
 		if s.stop != nil {
@@ -354,6 +395,12 @@ func (e *siblingError) Unwrap() []error { return []error{ErrSiblingFailed, AsErr
 
 // death applies the RestartPolicy to one death of the stream actor.
 func (s *Supervisor) death(reason any) {
+	if s.leader != nil && errors.Is(AsError(reason), store.ErrFenced) {
+		s.deaths++
+		s.lastCause = AsError(reason)
+		s.fenced(s.lastCause)
+		return
+	}
 	terminal, cause := s.classify(reason)
 	s.deaths++
 	s.lastCause = cause
@@ -392,6 +439,7 @@ func (s *Supervisor) classify(reason any) (terminal bool, cause error) {
 func (s *Supervisor) giveUp(why string) {
 	s.cancelTimer()
 	s.stopChild()
+	s.resignLease("gave up")
 	s.resumeFailedSiblings()
 	s.transition(StateCrashed, why, s.lastCause)
 }
@@ -480,6 +528,10 @@ func (s *Supervisor) onStart(ctx actor.Context, reason string) {
 		return
 	}
 	s.attempt = 0
+	if s.leader != nil && !s.leads() {
+		s.campaign(operatorWhy("start", reason))
+		return
+	}
 	s.launch(ctx, operatorWhy("start", reason))
 }
 
@@ -489,11 +541,20 @@ func (s *Supervisor) onStop(reason string) {
 	}
 	s.cancelTimer()
 	s.stopChild()
+	s.resignLease(operatorWhy("stop", reason))
 	s.transition(StateStopped, operatorWhy("stop", reason), nil)
 }
 
 func (s *Supervisor) onRestart(ctx actor.Context, reason string) {
 	s.attempt = 0
+	if s.leader != nil && !s.leads() {
+		if s.state == StateStandby || s.state == StateStarting {
+			s.log.Info("operator restart ignored: waiting for the lease", zap.String("reason", reason))
+			return
+		}
+		s.campaign(operatorWhy("restart", reason))
+		return
+	}
 	s.launch(ctx, operatorWhy("restart", reason))
 }
 
@@ -655,6 +716,9 @@ func (s *Supervisor) status() *messages.StatusReply {
 	}
 	if s.snapshot != nil {
 		r.Snapshot = s.snapshot
+	}
+	if s.lease != nil {
+		r.Lease = proto.Clone(s.lease).(*messages.LeaseState)
 	}
 	return r
 }

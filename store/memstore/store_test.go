@@ -98,3 +98,7 @@ func TestSnapshotContract(t *testing.T) {
 		return memstore.New(memstore.Options{})
 	})
 }
+
+func TestLeaseContract(t *testing.T) {
+	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore { return memstore.NewLeases(memstore.Options{}) })
+}

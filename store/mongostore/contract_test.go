@@ -43,3 +43,11 @@ func TestSnapshotContract(t *testing.T) {
 		return s
 	})
 }
+
+func TestLeaseContract(t *testing.T) {
+	e := newEnv(t, mongosim.Options{})
+	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore {
+		s, _ := e.newStore(t, mongostore.Options{})
+		return s
+	})
+}

@@ -19,6 +19,8 @@ const (
 	DefaultDeadLetterCollection = "_wt_dead_letters"
 	DefaultGapCollection        = "_wt_gaps"
 	DefaultSnapshotCollection   = "_wt_snapshots"
+	DefaultLeaseCollection      = "_wt_leases"
+	DefaultInstanceCollection   = "_wt_instances"
 )
 
 // Index names created by EnsureIndexes. Earlier versions created "stream_1_createdAt_1" on the
@@ -42,6 +44,11 @@ type Options struct {
 	GapCollection string
 	// SnapshotCollection names the snapshot-progress collection. Default "_wt_snapshots".
 	SnapshotCollection string
+	// LeaseCollection names the SINGLE_LEADER lease collection. Default "_wt_leases".
+	LeaseCollection string
+	// InstanceCollection names the instance heartbeat collection (balanced leadership).
+	// Default "_wt_instances".
+	InstanceCollection string
 	// WriteConcern of every write. Default majority (a save that reported success survives a
 	// failover).
 	WriteConcern *writeconcern.WriteConcern
@@ -57,6 +64,8 @@ func (o Options) Validate() error {
 		{"DeadLetterCollection", o.DeadLetterCollection},
 		{"GapCollection", o.GapCollection},
 		{"SnapshotCollection", o.SnapshotCollection},
+		{"LeaseCollection", o.LeaseCollection},
+		{"InstanceCollection", o.InstanceCollection},
 	} {
 		if c.name == "" {
 			continue
@@ -93,6 +102,12 @@ func (o Options) withDefaults() Options {
 	if o.SnapshotCollection == "" {
 		o.SnapshotCollection = DefaultSnapshotCollection
 	}
+	if o.LeaseCollection == "" {
+		o.LeaseCollection = DefaultLeaseCollection
+	}
+	if o.InstanceCollection == "" {
+		o.InstanceCollection = DefaultInstanceCollection
+	}
 	if o.WriteConcern == nil {
 		o.WriteConcern = writeconcern.Majority()
 	}
@@ -102,13 +117,15 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Store implements the checkpoint, gap, dead-letter and snapshot stores on one database. It is safe for
+// Store implements the checkpoint, gap, dead-letter, snapshot and lease stores on one database. It is safe for
 // concurrent use; it holds no state besides the collection handles.
 type Store struct {
 	checkpoints *mongo.Collection
 	deadLetters *mongo.Collection
 	gaps        *mongo.Collection
 	snapshots   *mongo.Collection
+	leases      *mongo.Collection
+	instances   *mongo.Collection
 	now         func() time.Time
 }
 
@@ -130,6 +147,8 @@ func New(db *mongo.Database, opts Options) (*Store, error) {
 		deadLetters: db.Collection(opts.DeadLetterCollection, collOpts),
 		gaps:        db.Collection(opts.GapCollection, collOpts),
 		snapshots:   db.Collection(opts.SnapshotCollection, collOpts),
+		leases:      db.Collection(opts.LeaseCollection, collOpts),
+		instances:   db.Collection(opts.InstanceCollection, collOpts),
 		now:         opts.Now,
 	}, nil
 }

@@ -30,6 +30,17 @@
 //     a child process so only the client side is measured. Reports live heap per stream
 //     (target ≤ 64 KB) against a baseline of 1,000 raw driver change streams, goroutine stacks,
 //     and the idle streams' checkpoint write rate.
+//   - BenchmarkLeaderGracefulHandover: two runtimes share a SingleLeader stream (default
+//     LeasePolicy) under one insert per millisecond; from the leader's Handle.Stop to the first
+//     event handled by the standby (target < 1s), against an AllInstances stream's Stop + Start
+//     to its first event in the same run.
+//   - BenchmarkLeaderCrashFailover: TTL 2s; the leader's lease I/O frozen as a dead process's
+//     would be, to the first event on the new leader (target ≤ TTL + 0.5s), beside the polling
+//     formula TTL + StandbyPoll; on MongoDB and Redis leases.
+//   - BenchmarkLeaseWriteLoad: lease store calls per stream per minute as leader and standby,
+//     measured at the default policy scaled down tenfold; on MongoDB and Redis.
+//   - BenchmarkLeaderBalance30: 3 instances × 30 SingleLeader streams started together, to
+//     10 leaderships each.
 //
 // Ratios compare figures measured in the same run, so that the load of a shared machine
 // affects both sides alike: baseline phases run before and after (or alternate with) the

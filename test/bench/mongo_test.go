@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -161,4 +162,9 @@ func (c *countdown) wait(b *testing.B, what string) {
 	case <-time.After(stallAfter):
 		b.Fatalf("%s: stalled after %d of %d events", what, c.got.Load(), c.n)
 	}
+}
+
+// newMongoLeases returns the default MongoDB lease store on cl's database db.
+func newMongoLeases(cl *mongo.Client, db string) (watchtree.LeaseStore, error) {
+	return mongostore.New(cl.Database(db), mongostore.Options{})
 }

@@ -613,9 +613,21 @@ func TestSnapshotBadFilterIsTerminal(t *testing.T) {
 	e := newEnv(t)
 	e.insertMany("orders", 1, 10)
 	r := e.startRuntime(nil)
-	h := r.spawn(t, watchtree.Stream[Order]{Name: "badfilter", Collection: "orders", Restart: fastRestart,
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	// The plan may fail before or after Spawn saw the position fixed: either Spawn fails with
+	// the server's error, or the stream crashes right after it returned.
+	h, err := r.rt.Spawn(ctx, watchtree.Stream[Order]{Name: "badfilter", Collection: "orders", Restart: fastRestart,
 		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Filter: bson.D{{Key: "v", Value: bson.D{{Key: "$bogus", Value: 1}}}}},
 		OnChange: newTarget().handler()})
+	if err != nil {
+		if !strings.Contains(err.Error(), "$bogus") || !strings.Contains(err.Error(), "crashed") {
+			t.Fatalf("Spawn: %v, want the stream crashed with the server's error naming $bogus", err)
+		}
+		if h, err = r.rt.Handle("badfilter"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st := waitState(t, h, watchtree.StateCrashed)
 	if st.Deaths != 1 || !strings.Contains(st.LastCause, "$bogus") {
 		t.Errorf("crashed status %+v: want one death naming the unknown operator", st)

@@ -24,6 +24,7 @@ const (
 	envWorkerRun = "WATCHTREE_IT_WORKER_RUN"
 	// envWorkerMode "snapshot" runs the stream snapWorkerStream with an initial snapshot of
 	// <db>.orders instead (TestSnapshotResumeSIGKILL); it reports ready once Spawn returned.
+	// "leader" runs the SingleLeader worker (leaderWorkerMain).
 	envWorkerMode    = "WATCHTREE_IT_WORKER_MODE"
 	snapWorkerStream = "snapkill"
 	snapWorkerParts  = 4
@@ -40,6 +41,9 @@ func workerMain() int {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "worker: "+format+"\n", args...)
 		return 2
+	}
+	if os.Getenv(envWorkerMode) == "leader" {
+		return leaderWorkerMain()
 	}
 	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
 	run, err := strconv.Atoi(os.Getenv(envWorkerRun))

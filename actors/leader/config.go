@@ -1,0 +1,147 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
+)
+
+// Store is the lease store the leader actor needs; store/mongostore and store/redisstore
+// implement it and pass the store/storetest lease contract. Expiry is the store's to judge.
+type Store interface {
+	// Acquire takes the lease for owner for ttl if it is free or owner's own, with a new,
+	// higher epoch; else it returns the holder's lease and an error matching
+	// store.ErrLeaseHeld.
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (store.Lease, error)
+	// Renew extends owner's unexpired lease under epoch to store now + ttl; else an error
+	// matching store.ErrLeaseLost.
+	Renew(ctx context.Context, name, owner string, epoch int64, ttl time.Duration) (store.Lease, error)
+	// Release frees owner's lease under epoch at once; else store.ErrLeaseLost.
+	Release(ctx context.Context, name, owner string, epoch int64) error
+	// WatchLease notifies (coalesced) on changes of the lease until ctx ends, then closes.
+	WatchLease(ctx context.Context, name string) <-chan struct{}
+}
+
+// Balancer shares the leaderships of one instance's SINGLE_LEADER streams out over the live
+// instances (LeasePolicy.Balance). The root implements it once per runtime; every leader actor
+// of the runtime calls it from its own goroutine, so it must be safe for concurrent use and must
+// not block.
+type Balancer interface {
+	// MayAcquire reports whether this instance leads fewer than its fair share of streams; an
+	// instance at or above it waits one renew period before it takes a free lease, so that
+	// instances below their share take it first.
+	MayAcquire() bool
+	// Leading records that this instance now leads (or no longer leads) stream.
+	Leading(stream string, leading bool)
+	// ShouldHandOver reports whether this instance leads more than its fair share and stream
+	// should be handed over now; it allows one handover at a time per instance.
+	ShouldHandOver(stream string) bool
+}
+
+// LeaseEvent reports one change of leadership to Events.
+type LeaseEvent struct {
+	Stream string
+	// Owner is this instance's ID; Holder the lease holder seen when relevant.
+	Owner, Holder string
+	Epoch         int64
+	ExpiresAt     time.Time
+	Why           string
+}
+
+// Events receives the leader actor's reports, on its goroutine; they must not block.
+type Events interface {
+	// Acquired is called when the lease was acquired, before the supervisor hears of it:
+	// the stream's writes carry Epoch from then on.
+	Acquired(LeaseEvent)
+	// Lost is called when the leadership was lost (refused renewal, or no renewal in time).
+	Lost(LeaseEvent)
+	// Released is called when the lease was released on purpose (graceful stop).
+	Released(LeaseEvent)
+	// HandedOver is called when the lease was released for balance.
+	HandedOver(LeaseEvent)
+	// Fenced is called when a write of the stream was refused by a newer epoch.
+	Fenced(LeaseEvent)
+}
+
+// NopEvents ignores every report.
+type NopEvents struct{}
+
+func (NopEvents) Acquired(LeaseEvent)   {}
+func (NopEvents) Lost(LeaseEvent)       {}
+func (NopEvents) Released(LeaseEvent)   {}
+func (NopEvents) HandedOver(LeaseEvent) {}
+func (NopEvents) Fenced(LeaseEvent)     {}
+
+// DefaultIOTimeout bounds each lease store call when Config.IOTimeout is 0.
+const DefaultIOTimeout = 10 * time.Second
+
+// Config configures one stream's leader actor. Stream, Owner and Store are required.
+type Config struct {
+	// Stream is the stream name, the lease's name.
+	Stream string
+	// Owner is this instance's ID (watchtree.Config.InstanceID), written as the lease owner.
+	Owner string
+	// Store is the lease store.
+	Store Store
+	// Policy is the LeasePolicy (TTL, RenewEvery, StandbyPoll, Margin, Balance), validated by New.
+	Policy policy.Lease
+	// Balancer shares leaderships out; nil (or Policy.Balance off) means no balancing.
+	Balancer Balancer
+	// IOTimeout bounds every lease store call. Default DefaultIOTimeout, capped at the TTL.
+	IOTimeout time.Duration
+	// Clock times renewals, the demotion deadline, polls and expiry retries. Default clock.Real().
+	Clock clock.Clock
+	// Logger, with the field stream=<Stream>. Default zap.NewNop().
+	Logger *zap.Logger
+	// Events receives the leadership reports. Default NopEvents.
+	Events Events
+}
+
+// Validate checks the configuration; errors name the field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Stream == "" {
+		errs = append(errs, errors.New("leader: Config.Stream must not be empty"))
+	}
+	if c.Owner == "" {
+		errs = append(errs, errors.New("leader: Config.Owner must not be empty"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("leader: Config.Store must not be nil"))
+	}
+	if c.IOTimeout < 0 {
+		errs = append(errs, errors.New("leader: Config.IOTimeout must be >= 0"))
+	}
+	pe := policy.NewErrors("Config.")
+	c.Policy.ValidateInto(pe, "Policy")
+	errs = append(errs, pe.Err())
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	c.Policy = c.Policy.WithDefaults()
+	if c.Policy.Balance == policy.BalanceOff {
+		c.Balancer = nil
+	}
+	if c.IOTimeout == 0 {
+		c.IOTimeout = DefaultIOTimeout
+	}
+	c.IOTimeout = min(c.IOTimeout, c.Policy.TTL)
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	if c.Events == nil {
+		c.Events = NopEvents{}
+	}
+	return c
+}

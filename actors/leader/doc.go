@@ -1,0 +1,24 @@
+// Package leader is the leader actor of a SINGLE_LEADER stream: one per stream, a child of the
+// stream's supervisor, holding the stream's lease in a lease store (Store) whose own clock
+// judges expiry.
+//
+// Protocol (protobuf, proto/watchtree/v1/leader.proto):
+//   - Campaign (supervisor → leader): seek the lease. The actor is a standby until it acquires:
+//     it tries every StandbyPoll, again exactly when the lease it saw expires (by the Remaining
+//     the store reported), and at once when the store's watch reports a change (a release).
+//   - LeaseGranted{epoch, expires_at} (leader → supervisor): acquired; the stream runs under
+//     epoch, which Events.Acquired has already handed to the writers.
+//   - As leader it renews every RenewEvery. A refused renewal, or no successful renewal by
+//     lastRenewOk + TTL - Margin (lastRenewOk: when that renewal was sent), sends LeaseLost{why}
+//     and campaigns again: the stream has stopped before the store can give the lease away.
+//   - HandOver (leader → supervisor): above its fair share (Balancer), after a renewal.
+//   - Resign{campaign_again} (supervisor → leader, a request) → Resigned: release the lease,
+//     then go idle or, for a handover, back to standby after at least one renew period.
+//   - Fenced (supervisor → leader): a write of the term was refused by a newer epoch.
+//   - LeaseState (leader → supervisor) on every change of role, holder, epoch or expiry.
+//
+// Every store call runs on the actor's own I/O goroutine, bounded by Config.IOTimeout; results
+// come back as messages stamped with the actor's generation, which changes with every role
+// change, so a stale answer is dropped (a stale successful acquisition or renewal is released).
+// Timers run on Config.Clock.
+package leader

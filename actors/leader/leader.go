@@ -1,0 +1,530 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+)
+
+// New validates cfg and returns the props of the leader actor. Spawn it as a child of the
+// stream's supervisor: it reports to its parent.
+func New(cfg Config) (*actor.Props, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return &leaderActor{cfg: cfg, log: cfg.Logger} }), nil
+}
+
+// op is a lease store call.
+type op uint8
+
+const (
+	opAcquire op = iota
+	opRenew
+	opRelease
+)
+
+func (o op) String() string { return [...]string{"acquire", "renew", "release"}[o] }
+
+// ioResult is a lease store call's outcome, sent by the I/O goroutine to the actor (plain Go:
+// it never leaves the actor). gen is the actor's generation when the call was made; sentAt
+// is the actor's clock then.
+type ioResult struct {
+	op     op
+	gen    uint64
+	epoch  int64 // the epoch the call named (renew, release)
+	sentAt time.Time
+	lease  store.Lease
+	err    error
+}
+
+// tick is one of the actor's timers firing; a tick of an older generation is dropped.
+type tick struct {
+	kind tickKind
+	gen  uint64
+}
+
+type tickKind uint8
+
+const (
+	tickRenew    tickKind = iota // leader: time to renew (or retry a failed renewal)
+	tickDemote                   // leader: lastRenewOk + TTL - Margin passed
+	tickPoll                     // standby: the periodic attempt
+	tickExpiry                   // standby: the lease seen has just expired
+	tickDeferred                 // standby: a deferred attempt (balance, cooldown)
+)
+
+// watchFired: the lease store reported a change of the lease.
+type watchFired struct{}
+
+type job struct {
+	op    op
+	gen   uint64
+	epoch int64
+	at    time.Time
+}
+
+// leaderActor holds one stream's lease. Every lease store call runs on its I/O goroutine,
+// never on the mailbox goroutine; the results come back as ioResult messages stamped with the
+// generation, which changes with every change of role, so a late answer cannot act on a role
+// the actor has left.
+type leaderActor struct {
+	cfg  Config
+	log  *zap.Logger
+	self *actor.PID
+	root *actor.RootContext
+	sup  *actor.PID
+
+	role        messages.LeaseRole
+	why         string
+	gen         uint64
+	epoch       int64       // own epoch while leader
+	expiresAt   time.Time   // own lease's expiry while leader (store clock)
+	seen        store.Lease // the lease as last seen
+	lastRenewOk time.Time   // when the latest successful renewal (or the acquisition) was sent
+	handingOver bool
+	deferUntil  time.Time // no acquisition before (balance, cooldown after a handover)
+
+	acquiring, renewing bool
+	resign              *pendingResign
+
+	timers map[tickKind]clock.Timer
+
+	jobs        chan job
+	cancel      context.CancelFunc
+	watchCancel context.CancelFunc
+	done        chan struct{}
+
+	acquisitions, losses, handovers, fenced uint64
+}
+
+type pendingResign struct {
+	to       []*actor.PID // every requester of the release under way
+	again    bool
+	cooldown time.Duration
+	handover bool
+	epoch    int64
+}
+
+// Receive handles the lifecycle, the supervisor's requests and the actor's own reports.
+func (a *leaderActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.onStarted(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		a.shutdown()
+	case *messages.Campaign:
+		a.onCampaign(m.GetReason())
+	case *messages.Resign:
+		a.onResign(ctx, m)
+	case *messages.Fenced:
+		a.onFenced(m)
+	case *ioResult:
+		a.onResult(m)
+	case *tick:
+		a.onTick(m)
+	case *watchFired:
+		if a.role == messages.LeaseRole_LEASE_ROLE_STANDBY {
+			a.attempt("the lease changed")
+		}
+	}
+}
+
+func (a *leaderActor) onStarted(ctx actor.Context) {
+	a.self, a.root, a.sup = ctx.Self(), ctx.ActorSystem().Root, ctx.Parent()
+	a.role, a.why = messages.LeaseRole_LEASE_ROLE_IDLE, "not campaigning"
+	a.timers = map[tickKind]clock.Timer{}
+	ioctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.jobs = make(chan job, 8)
+	a.done = make(chan struct{})
+	go a.worker(ioctx, a.jobs, a.done)
+}
+
+// worker runs the lease store calls in order, each bounded by IOTimeout, and sends each result
+// to the actor. It ends when the actor stops.
+func (a *leaderActor) worker(ctx context.Context, jobs <-chan job, done chan<- struct{}) {
+	defer close(done)
+	cfg, root, self := a.cfg, a.root, a.self
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-jobs:
+			cctx, cancel := context.WithTimeout(ctx, cfg.IOTimeout)
+			r := &ioResult{op: j.op, gen: j.gen, epoch: j.epoch, sentAt: j.at}
+			switch j.op {
+			case opAcquire:
+				r.lease, r.err = cfg.Store.Acquire(cctx, cfg.Stream, cfg.Owner, cfg.Policy.TTL)
+			case opRenew:
+				r.lease, r.err = cfg.Store.Renew(cctx, cfg.Stream, cfg.Owner, j.epoch, cfg.Policy.TTL)
+			case opRelease:
+				r.err = cfg.Store.Release(cctx, cfg.Stream, cfg.Owner, j.epoch)
+			}
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			root.Send(self, r)
+		}
+	}
+}
+
+func (a *leaderActor) submit(o op, epoch int64) {
+	j := job{op: o, gen: a.gen, epoch: epoch, at: a.cfg.Clock.Now()}
+	select {
+	case a.jobs <- j:
+	default:
+		// The queue holds at most a few calls (one of each kind); a full one means the store
+		// hangs, and the timers retry.
+		a.log.Warn("lease store calls backed up; call dropped", zap.Stringer("op", j.op))
+		switch o {
+		case opAcquire:
+			a.acquiring = false
+		case opRenew:
+			a.renewing = false
+		}
+	}
+}
+
+func (a *leaderActor) shutdown() {
+	a.stopTimers()
+	if a.watchCancel != nil {
+		a.watchCancel()
+		a.watchCancel = nil
+	}
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done // the worker ends within IOTimeout: its call's context is cancelled
+		a.cancel = nil
+	}
+	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && a.cfg.Balancer != nil {
+		a.cfg.Balancer.Leading(a.cfg.Stream, false)
+	}
+}
+
+func (a *leaderActor) arm(kind tickKind, d time.Duration) {
+	if t := a.timers[kind]; t != nil {
+		t.Stop()
+	}
+	root, self, gen := a.root, a.self, a.gen
+	a.timers[kind] = a.cfg.Clock.AfterFunc(max(d, 0), func() { root.Send(self, &tick{kind: kind, gen: gen}) })
+}
+
+func (a *leaderActor) stopTimers() {
+	for k, t := range a.timers {
+		t.Stop()
+		delete(a.timers, k)
+	}
+}
+
+// become changes the role: a new generation (late results and ticks of the old role are
+// dropped), no timers, a LeaseState to the supervisor.
+func (a *leaderActor) become(role messages.LeaseRole, why string) {
+	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && role != messages.LeaseRole_LEASE_ROLE_LEADER && a.cfg.Balancer != nil {
+		a.cfg.Balancer.Leading(a.cfg.Stream, false)
+	}
+	a.gen++
+	a.stopTimers()
+	a.acquiring, a.renewing, a.handingOver = false, false, false
+	a.role, a.why = role, why
+	a.log.Info("lease role "+roleName(role), zap.String("why", why), zap.Int64("epoch", a.epoch))
+	a.report()
+}
+
+func roleName(r messages.LeaseRole) string {
+	switch r {
+	case messages.LeaseRole_LEASE_ROLE_LEADER:
+		return "leader"
+	case messages.LeaseRole_LEASE_ROLE_STANDBY:
+		return "standby"
+	case messages.LeaseRole_LEASE_ROLE_IDLE:
+		return "idle"
+	}
+	return "unspecified"
+}
+
+func (a *leaderActor) report() {
+	st := &messages.LeaseState{Role: a.role, Owner: a.cfg.Owner, Holder: a.seen.Owner, Epoch: a.seen.Epoch, Why: a.why,
+		Acquisitions: a.acquisitions, Losses: a.losses, Handovers: a.handovers, Fenced: a.fenced}
+	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
+		st.Holder, st.Epoch = a.cfg.Owner, a.epoch
+		if !a.expiresAt.IsZero() {
+			st.ExpiresAt = timestamppb.New(a.expiresAt)
+		}
+	} else if !a.seen.ExpiresAt.IsZero() && a.seen.Owner != "" {
+		st.ExpiresAt = timestamppb.New(a.seen.ExpiresAt)
+	}
+	a.root.Send(a.sup, st)
+}
+
+func (a *leaderActor) event() LeaseEvent {
+	return LeaseEvent{Stream: a.cfg.Stream, Owner: a.cfg.Owner, Holder: a.seen.Owner, Epoch: a.epoch, ExpiresAt: a.expiresAt}
+}
+
+func (a *leaderActor) watch() {
+	if a.watchCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.watchCancel = cancel
+	ch := a.cfg.Store.WatchLease(ctx, a.cfg.Stream)
+	root, self := a.root, a.self
+	go func() {
+		for range ch {
+			root.Send(self, &watchFired{})
+		}
+	}()
+}
+
+func (a *leaderActor) onCampaign(reason string) {
+	if a.resign != nil {
+		// A release is under way (a stop just before this start): campaign once it is written.
+		a.resign.again = true
+		return
+	}
+	if a.role != messages.LeaseRole_LEASE_ROLE_IDLE {
+		return
+	}
+	a.standby("campaigning: " + reason)
+}
+
+// standby enters the standby role and attempts at once.
+func (a *leaderActor) standby(why string) {
+	a.become(messages.LeaseRole_LEASE_ROLE_STANDBY, why)
+	a.watch()
+	a.attempt(why)
+}
+
+// attempt tries to acquire, unless an attempt is in flight or acquisitions are deferred.
+func (a *leaderActor) attempt(why string) {
+	if a.role != messages.LeaseRole_LEASE_ROLE_STANDBY || a.acquiring {
+		return
+	}
+	now := a.cfg.Clock.Now()
+	if a.deferUntil.IsZero() && a.cfg.Balancer != nil && !a.cfg.Balancer.MayAcquire() {
+		// At or above the fair share: let instances below it take a free lease first.
+		a.deferUntil = now.Add(a.cfg.Policy.RenewEvery)
+	}
+	if now.Before(a.deferUntil) {
+		a.arm(tickDeferred, a.deferUntil.Sub(now))
+		return
+	}
+	a.acquiring = true
+	a.log.Debug("acquiring the lease", zap.String("trigger", why))
+	a.submit(opAcquire, 0)
+}
+
+func (a *leaderActor) onTick(t *tick) {
+	if t.gen != a.gen {
+		return
+	}
+	delete(a.timers, t.kind)
+	switch t.kind {
+	case tickRenew:
+		if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && !a.renewing {
+			a.renewing = true
+			a.submit(opRenew, a.epoch)
+		}
+	case tickDemote:
+		if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
+			a.lose(fmt.Sprintf("no renewal succeeded since %s; stopping %v before the lease can expire",
+				a.lastRenewOk.Format(time.RFC3339Nano), a.cfg.Policy.Margin))
+		}
+	case tickPoll:
+		a.attempt("standby poll")
+	case tickExpiry:
+		a.attempt("the lease seen expired")
+	case tickDeferred:
+		a.attempt("deferred attempt")
+	}
+}
+
+func (a *leaderActor) onResult(r *ioResult) {
+	switch r.op {
+	case opAcquire:
+		if r.gen != a.gen {
+			if r.err == nil {
+				// A role change overtook a successful acquisition: give that epoch back.
+				a.log.Info("late acquisition released", zap.Int64("epoch", r.lease.Epoch))
+				a.submit(opRelease, r.lease.Epoch)
+			}
+			return
+		}
+		a.acquiring = false
+		a.onAcquired(r)
+	case opRenew:
+		if r.gen != a.gen {
+			if r.err == nil && a.role != messages.LeaseRole_LEASE_ROLE_LEADER {
+				a.submit(opRelease, r.epoch) // renewed after the demotion: free it for the others
+			}
+			return
+		}
+		a.renewing = false
+		a.onRenewed(r)
+	case opRelease:
+		if a.resign != nil && r.epoch == a.resign.epoch {
+			a.onReleased(r)
+		}
+	}
+}
+
+func (a *leaderActor) onAcquired(r *ioResult) {
+	if r.err != nil {
+		if errors.Is(r.err, store.ErrLeaseHeld) {
+			changed := r.lease.Owner != a.seen.Owner || r.lease.Epoch != a.seen.Epoch
+			a.seen = r.lease
+			a.deferUntil = time.Time{}
+			a.arm(tickExpiry, r.lease.Remaining+time.Millisecond)
+			if changed {
+				a.why = fmt.Sprintf("standby: %s leads (epoch %d)", r.lease.Owner, r.lease.Epoch)
+				a.report()
+			}
+		} else {
+			a.log.Warn("lease acquisition failed", zap.Error(r.err))
+		}
+		a.arm(tickPoll, a.cfg.Policy.StandbyPoll)
+		return
+	}
+	l := r.lease
+	a.seen, a.epoch, a.expiresAt, a.lastRenewOk = l, l.Epoch, l.ExpiresAt, r.sentAt
+	a.deferUntil = time.Time{}
+	a.acquisitions++
+	if a.cfg.Balancer != nil {
+		a.cfg.Balancer.Leading(a.cfg.Stream, true)
+	}
+	a.cfg.Events.Acquired(a.event())
+	a.become(messages.LeaseRole_LEASE_ROLE_LEADER, fmt.Sprintf("leader (epoch %d)", l.Epoch))
+	a.armLeaderTimers(r.sentAt)
+	a.root.Send(a.sup, &messages.LeaseGranted{Epoch: l.Epoch, ExpiresAt: timestamppb.New(l.ExpiresAt), Owner: a.cfg.Owner})
+}
+
+// armLeaderTimers schedules the next renewal RenewEvery after sentAt and the demotion at
+// sentAt + TTL - Margin.
+func (a *leaderActor) armLeaderTimers(sentAt time.Time) {
+	now := a.cfg.Clock.Now()
+	p := a.cfg.Policy
+	a.arm(tickRenew, sentAt.Add(p.RenewEvery).Sub(now))
+	a.arm(tickDemote, sentAt.Add(p.TTL-p.Margin).Sub(now))
+}
+
+func (a *leaderActor) onRenewed(r *ioResult) {
+	if a.role != messages.LeaseRole_LEASE_ROLE_LEADER || r.epoch != a.epoch {
+		return
+	}
+	if r.err != nil {
+		if errors.Is(r.err, store.ErrLeaseLost) {
+			a.lose("renewal refused: " + r.err.Error())
+			return
+		}
+		// The store failed: retry soon, until the demotion deadline.
+		a.log.Warn("lease renewal failed; retrying", zap.Error(r.err))
+		a.arm(tickRenew, max(a.cfg.Policy.RenewEvery/4, 10*time.Millisecond))
+		return
+	}
+	a.lastRenewOk, a.expiresAt, a.seen = r.sentAt, r.lease.ExpiresAt, r.lease
+	a.armLeaderTimers(r.sentAt)
+	if a.cfg.Balancer != nil && !a.handingOver && a.resign == nil && a.cfg.Balancer.ShouldHandOver(a.cfg.Stream) {
+		a.handingOver = true
+		why := "this instance leads more than its fair share"
+		a.log.Info("handing the lease over for balance", zap.Int64("epoch", a.epoch))
+		a.root.Send(a.sup, &messages.HandOver{Epoch: a.epoch, Why: why})
+	}
+}
+
+// lose demotes the leader: the supervisor stops the stream at once, the actor campaigns again.
+func (a *leaderActor) lose(why string) {
+	ev := a.event()
+	ev.Why = why
+	a.losses++
+	a.log.Warn("leadership lost", zap.Int64("epoch", a.epoch), zap.String("why", why))
+	a.cfg.Events.Lost(ev)
+	a.root.Send(a.sup, &messages.LeaseLost{Epoch: a.epoch, Why: why})
+	a.standby("lost the lease: " + why)
+}
+
+func (a *leaderActor) onFenced(m *messages.Fenced) {
+	a.fenced++
+	ev := a.event()
+	ev.Epoch, ev.Why = m.GetEpoch(), m.GetWhy()
+	a.cfg.Events.Fenced(ev)
+	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
+		a.losses++
+		a.standby("fenced: " + m.GetWhy())
+		return
+	}
+	a.report()
+}
+
+func (a *leaderActor) onResign(ctx actor.Context, m *messages.Resign) {
+	if a.resign != nil {
+		// Joins the release under way; the latest request decides what follows it.
+		if ctx.Sender() != nil {
+			a.resign.to = append(a.resign.to, ctx.Sender())
+		}
+		a.resign.again = m.GetCampaignAgain()
+		return
+	}
+	pr := &pendingResign{again: m.GetCampaignAgain(), cooldown: time.Duration(m.GetCooldownMs()) * time.Millisecond,
+		handover: a.handingOver, epoch: a.epoch}
+	if ctx.Sender() != nil {
+		pr.to = append(pr.to, ctx.Sender())
+	}
+	if a.role != messages.LeaseRole_LEASE_ROLE_LEADER {
+		a.finishResign(pr, &messages.Resigned{Epoch: a.epoch}, m.GetReason())
+		return
+	}
+	// Stop renewing (new generation) and release; the answer goes out with the release's result.
+	a.gen++
+	a.stopTimers()
+	a.resign = pr
+	a.submit(opRelease, a.epoch)
+}
+
+func (a *leaderActor) onReleased(r *ioResult) {
+	pr := a.resign
+	a.resign = nil
+	ans := &messages.Resigned{Epoch: pr.epoch, Released: r.err == nil}
+	ev := a.event()
+	if r.err != nil {
+		ans.Error = r.err.Error()
+		a.log.Warn("lease release failed; it lapses at its expiry", zap.Error(r.err))
+	} else if pr.handover {
+		a.handovers++
+		a.cfg.Events.HandedOver(ev)
+	} else {
+		a.cfg.Events.Released(ev)
+	}
+	a.seen = store.Lease{Name: a.cfg.Stream, Epoch: pr.epoch}
+	a.finishResign(pr, ans, "released")
+}
+
+func (a *leaderActor) finishResign(pr *pendingResign, ans *messages.Resigned, why string) {
+	for _, to := range pr.to {
+		a.root.Send(to, ans)
+	}
+	if pr.again {
+		a.deferUntil = time.Time{}
+		if pr.handover || pr.cooldown > 0 {
+			// A handover: leave the lease to the others for at least one renew period.
+			a.deferUntil = a.cfg.Clock.Now().Add(max(pr.cooldown, a.cfg.Policy.RenewEvery))
+		}
+		a.standby("handed over: " + why)
+		return
+	}
+	if a.watchCancel != nil {
+		a.watchCancel()
+		a.watchCancel = nil
+	}
+	a.become(messages.LeaseRole_LEASE_ROLE_IDLE, "not campaigning: "+why)
+}

@@ -1,0 +1,413 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitLimit = 10 * time.Second
+
+// fakeStore is a lease store judged by the fake clock (its "server clock"); down makes every
+// call fail.
+type fakeStore struct {
+	clk *clock.Fake
+
+	mu      sync.Mutex
+	lease   store.Lease
+	down    bool
+	renews  int
+	watches []chan struct{}
+}
+
+func (s *fakeStore) view() store.Lease {
+	l := s.lease
+	l.ServerNow = s.clk.Now()
+	l.Remaining = 0
+	if rem := l.ExpiresAt.Sub(l.ServerNow); l.Owner != "" && rem > 0 {
+		l.Remaining = rem
+	}
+	return l
+}
+
+var errDown = errors.New("fake store down")
+
+func (s *fakeStore) Acquire(_ context.Context, name, owner string, ttl time.Duration) (store.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return store.Lease{}, errDown
+	}
+	if v := s.view(); v.Held() && v.Owner != owner {
+		return v, fmt.Errorf("held by %s: %w", v.Owner, store.ErrLeaseHeld)
+	}
+	now := s.clk.Now()
+	s.lease = store.Lease{Name: name, Owner: owner, Epoch: s.lease.Epoch + 1, AcquiredAt: now, ExpiresAt: now.Add(ttl)}
+	return s.view(), nil
+}
+
+func (s *fakeStore) Renew(_ context.Context, _, owner string, epoch int64, ttl time.Duration) (store.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return store.Lease{}, errDown
+	}
+	s.renews++
+	if v := s.view(); !v.Held() || v.Owner != owner || v.Epoch != epoch {
+		return store.Lease{}, store.ErrLeaseLost
+	}
+	s.lease.ExpiresAt = s.clk.Now().Add(ttl)
+	return s.view(), nil
+}
+
+func (s *fakeStore) Release(_ context.Context, _, owner string, epoch int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errDown
+	}
+	if s.lease.Owner != owner || s.lease.Epoch != epoch {
+		return store.ErrLeaseLost
+	}
+	s.lease.Owner, s.lease.ExpiresAt = "", s.clk.Now()
+	return nil
+}
+
+func (s *fakeStore) WatchLease(ctx context.Context, _ string) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.watches = append(s.watches, ch)
+	s.mu.Unlock()
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				select {
+				case out <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// set replaces the lease as another owner would, and notifies the watchers.
+func (s *fakeStore) set(l store.Lease) {
+	s.mu.Lock()
+	s.lease = l
+	ws := append([]chan struct{}(nil), s.watches...)
+	s.mu.Unlock()
+	for _, w := range ws {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *fakeStore) setDown(d bool) {
+	s.mu.Lock()
+	s.down = d
+	s.mu.Unlock()
+}
+
+func (s *fakeStore) get() store.Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease
+}
+
+// probe is the leader actor's parent: it forwards what the leader sends it.
+type probe struct {
+	props *actor.Props
+	child chan *actor.PID
+	got   chan proto.Message
+}
+
+func (p *probe) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.child <- ctx.Spawn(p.props)
+	case proto.Message:
+		p.got <- m
+	}
+}
+
+type harness struct {
+	t      *testing.T
+	clk    *clock.Fake
+	st     *fakeStore
+	sys    *actor.ActorSystem
+	leader *actor.PID
+	got    chan proto.Message
+	events *recEvents
+}
+
+type recEvents struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *recEvents) add(kind string, ev LeaseEvent) {
+	r.mu.Lock()
+	r.log = append(r.log, fmt.Sprintf("%s %d", kind, ev.Epoch))
+	r.mu.Unlock()
+}
+func (r *recEvents) Acquired(ev LeaseEvent)   { r.add("acquired", ev) }
+func (r *recEvents) Lost(ev LeaseEvent)       { r.add("lost", ev) }
+func (r *recEvents) Released(ev LeaseEvent)   { r.add("released", ev) }
+func (r *recEvents) HandedOver(ev LeaseEvent) { r.add("handed-over", ev) }
+func (r *recEvents) Fenced(ev LeaseEvent)     { r.add("fenced", ev) }
+
+func (r *recEvents) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+var testPolicy = policy.Lease{TTL: 10 * time.Second, RenewEvery: 2 * time.Second, StandbyPoll: 20 * time.Second, Margin: time.Second,
+	Balance: policy.BalanceOff}
+
+func newHarness(t *testing.T, prepare func(*fakeStore)) *harness {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st := &fakeStore{clk: clk}
+	if prepare != nil {
+		prepare(st)
+	}
+	ev := &recEvents{}
+	props, err := New(Config{Stream: "billing", Owner: "me", Store: st, Policy: testPolicy, Clock: clk, Events: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := actor.NewActorSystem()
+	p := &probe{props: props, child: make(chan *actor.PID, 1), got: make(chan proto.Message, 64)}
+	pp, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return p }), "sup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, clk: clk, st: st, sys: sys, leader: <-p.child, got: p.got, events: ev}
+	t.Cleanup(func() {
+		_ = sys.Root.StopFuture(pp).Wait()
+		sys.Shutdown()
+	})
+	return h
+}
+
+// next returns the next message of type M the leader sent its parent, skipping others.
+func next[M proto.Message](h *harness) M {
+	h.t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case m := <-h.got:
+			if v, ok := m.(M); ok {
+				return v
+			}
+		case <-deadline:
+			var zero M
+			h.t.Fatalf("no %T from the leader actor within %v", zero, waitLimit)
+			return zero
+		}
+	}
+}
+
+// advance moves the fake clock once n timers are pending.
+func (h *harness) advance(n int, d time.Duration) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := h.clk.BlockUntil(ctx, n); err != nil {
+		h.t.Fatalf("waiting for %d timers: %v (pending %d)", n, err, h.clk.Pending())
+	}
+	h.clk.Advance(d)
+}
+
+// A leader renews every RenewEvery; once the store fails it retries, and it demotes itself at
+// exactly lastRenewOk + TTL - Margin, before the lease can expire in the store.
+func TestLeaderRenewsAndDemotesBeforeExpiry(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	g := next[*messages.LeaseGranted](h)
+	if g.GetEpoch() != 1 || g.GetOwner() != "me" {
+		t.Fatalf("LeaseGranted %v, want epoch 1 owner me", g)
+	}
+	acquiredAt := h.clk.Now()
+	// renew and demote timers
+	h.advance(2, testPolicy.RenewEvery)
+	deadline := time.Now().Add(waitLimit)
+	for h.get().ExpiresAt != acquiredAt.Add(testPolicy.RenewEvery+testPolicy.TTL) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal: lease %+v", h.get())
+		}
+		time.Sleep(time.Millisecond) // polling tick
+	}
+	lastOk := acquiredAt.Add(testPolicy.RenewEvery)
+	h.st.setDown(true)
+	// Advance in renew-retry steps until the demotion fires.
+	for h.clk.Now().Before(lastOk.Add(testPolicy.TTL - testPolicy.Margin)) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		_ = h.clk.BlockUntil(ctx, 2)
+		cancel()
+		d, _ := h.clk.NextDeadline()
+		h.clk.Advance(d)
+	}
+	lost := next[*messages.LeaseLost](h)
+	if lost.GetEpoch() != 1 {
+		t.Fatalf("LeaseLost %v, want epoch 1", lost)
+	}
+	if got, want := h.clk.Now(), lastOk.Add(testPolicy.TTL-testPolicy.Margin); !got.Equal(want) {
+		t.Fatalf("demoted at %v, want lastRenewOk + TTL - Margin = %v", got, want)
+	}
+	if exp := h.st.get().ExpiresAt; !h.clk.Now().Before(exp) {
+		t.Fatalf("demoted at %v, not before the store's expiry %v", h.clk.Now(), exp)
+	}
+	if ev := h.events.all(); len(ev) != 2 || ev[0] != "acquired 1" || ev[1] != "lost 1" {
+		t.Fatalf("events %v", ev)
+	}
+}
+
+func (h *harness) get() store.Lease { return h.st.get() }
+
+// A standby retries exactly when the lease it saw expires, long before its next poll.
+func TestStandbyRetriesAtExpiry(t *testing.T) {
+	h := newHarness(t, func(s *fakeStore) {
+		now := s.clk.Now()
+		s.lease = store.Lease{Name: "billing", Owner: "other", Epoch: 4, AcquiredAt: now, ExpiresAt: now.Add(5 * time.Second)}
+	})
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	st := next[*messages.LeaseState](h)
+	for st.GetHolder() != "other" {
+		st = next[*messages.LeaseState](h)
+	}
+	if st.GetRole() != messages.LeaseRole_LEASE_ROLE_STANDBY || st.GetEpoch() != 4 {
+		t.Fatalf("LeaseState %v, want standby behind other's epoch 4", st)
+	}
+	h.advance(2, 5*time.Second-time.Millisecond) // poll + expiry timers
+	select {
+	case m := <-h.got:
+		if _, ok := m.(*messages.LeaseGranted); ok {
+			t.Fatal("granted before the lease expired")
+		}
+	default:
+	}
+	h.clk.Advance(2 * time.Millisecond)
+	g := next[*messages.LeaseGranted](h)
+	if g.GetEpoch() != 5 {
+		t.Fatalf("LeaseGranted epoch %d, want 5", g.GetEpoch())
+	}
+	if got := h.clk.Now().Sub(st.GetExpiresAt().AsTime()); got > 2*time.Millisecond {
+		t.Fatalf("acquired %v after the expiry", got)
+	}
+}
+
+// A release seen through the watch is acted on at once, without waiting for a timer.
+func TestStandbyActsOnWatch(t *testing.T) {
+	h := newHarness(t, func(s *fakeStore) {
+		now := s.clk.Now()
+		s.lease = store.Lease{Name: "billing", Owner: "other", Epoch: 2, AcquiredAt: now, ExpiresAt: now.Add(time.Minute)}
+	})
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	for next[*messages.LeaseState](h).GetHolder() != "other" {
+	}
+	h.advance(2, 0) // both standby timers armed: the first attempt's answer is in
+	h.st.set(store.Lease{Name: "billing", Epoch: 2, ExpiresAt: h.clk.Now()})
+	g := next[*messages.LeaseGranted](h)
+	if g.GetEpoch() != 3 {
+		t.Fatalf("LeaseGranted epoch %d, want 3", g.GetEpoch())
+	}
+}
+
+// Resign releases the lease and answers once the release is written; the actor goes idle.
+func TestResignReleases(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	next[*messages.LeaseGranted](h)
+	res, err := h.sys.Root.RequestFuture(h.leader, &messages.Resign{Reason: "stop"}, waitLimit).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := res.(*messages.Resigned)
+	if !ok || !r.GetReleased() || r.GetEpoch() != 1 {
+		t.Fatalf("Resign answered %v, want released epoch 1", res)
+	}
+	if l := h.st.get(); l.Owner != "" {
+		t.Fatalf("lease after Resign: %+v, want released", l)
+	}
+	for st := next[*messages.LeaseState](h); st.GetRole() != messages.LeaseRole_LEASE_ROLE_IDLE; st = next[*messages.LeaseState](h) {
+	}
+	if ev := h.events.all(); len(ev) != 2 || ev[1] != "released 1" {
+		t.Fatalf("events %v", ev)
+	}
+}
+
+// A refused renewal (another owner holds the lease) demotes at once.
+func TestRefusedRenewalDemotesAtOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	next[*messages.LeaseGranted](h)
+	now := h.clk.Now()
+	h.st.mu.Lock()
+	h.st.lease = store.Lease{Name: "billing", Owner: "thief", Epoch: 9, AcquiredAt: now, ExpiresAt: now.Add(time.Minute)}
+	h.st.mu.Unlock()
+	h.advance(2, testPolicy.RenewEvery)
+	lost := next[*messages.LeaseLost](h)
+	if lost.GetEpoch() != 1 || h.clk.Now().Sub(now) != testPolicy.RenewEvery {
+		t.Fatalf("LeaseLost %v at +%v, want epoch 1 at the renewal", lost, h.clk.Now().Sub(now))
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	err := Config{Policy: policy.Lease{RenewEvery: -1}}.Validate()
+	for _, want := range []string{"Config.Stream", "Config.Owner", "Config.Store", "Config.Policy.RenewEvery"} {
+		if err == nil || !containsStr(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %s", err, want)
+		}
+	}
+}
+
+func containsStr(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// A Campaign that arrives while a release is under way (a stop, then at once a start) is
+// honoured once the release is written: the actor campaigns again instead of going idle.
+func TestCampaignDuringReleaseCampaignsAfterIt(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	next[*messages.LeaseGranted](h)
+	fut := h.sys.Root.RequestFuture(h.leader, &messages.Resign{Reason: "stop"}, waitLimit)
+	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "start again"})
+	res, err := fut.Result()
+	if err != nil || !res.(*messages.Resigned).GetReleased() {
+		t.Fatalf("Resign: %v, %v", res, err)
+	}
+	if g := next[*messages.LeaseGranted](h); g.GetEpoch() != 2 {
+		t.Fatalf("LeaseGranted epoch %d after the release, want 2", g.GetEpoch())
+	}
+}

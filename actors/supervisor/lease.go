@@ -1,0 +1,182 @@
+package supervisor
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// SINGLE_LEADER: the supervisor runs the stream actor only while its leader actor holds the
+// lease. The leader actor campaigns (standby), reports LeaseGranted (the supervisor launches
+// the stream under that epoch), LeaseLost (the stream actor stops and the dispatcher is
+// restarted at once, so no handler keeps running: standby), and HandOver (balance: a graceful
+// stop that ends in standby). A fenced write, whoever reports it, is handled like a lost lease.
+
+func (s *Supervisor) spawnLeader(ctx actor.Context) {
+	if s.cfg.Leader == nil {
+		return
+	}
+	props := s.cfg.Leader.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
+	pid, err := ctx.SpawnNamed(props, s.cfg.LeaderName)
+	if err != nil {
+		// Only a name clash can get here; without its leader actor the stream never runs.
+		s.log.Error("leader actor spawn failed", zap.Error(err))
+		return
+	}
+	s.leader = pid
+}
+
+// leads reports whether the stream runs under a lease this instance holds.
+func (s *Supervisor) leads() bool { return s.leaseEpoch > 0 }
+
+// campaign asks the leader actor to seek the lease; the stream is starting until the leader
+// actor's first answer (granted: the stream actor starts; held by another: standby).
+func (s *Supervisor) campaign(why string) {
+	s.cancelTimer()
+	if s.lease.GetRole() == messages.LeaseRole_LEASE_ROLE_STANDBY {
+		s.transition(StateStandby, why+": "+s.lease.GetWhy(), nil)
+	} else {
+		s.transition(StateStarting, why+": campaigning for the lease", nil)
+	}
+	s.root.Send(s.leader, &messages.Campaign{Reason: why})
+}
+
+func (s *Supervisor) onLeaseState(m *messages.LeaseState) {
+	s.lease = m
+	if m.GetRole() != messages.LeaseRole_LEASE_ROLE_STANDBY || s.leads() || s.stop != nil {
+		return
+	}
+	switch s.state {
+	case StateStarting:
+		s.transition(StateStandby, m.GetWhy(), nil)
+	case StateStandby:
+		s.why = m.GetWhy()
+	}
+}
+
+func (s *Supervisor) onLeaseGranted(ctx actor.Context, m *messages.LeaseGranted) {
+	if s.stop != nil || s.state.down() {
+		// A grant that crossed a stop: give the lease back.
+		s.root.Send(s.leader, &messages.Resign{Reason: "the stream is " + s.state.String()})
+		return
+	}
+	s.leaseEpoch = m.GetEpoch()
+	s.attempt = 0
+	s.launch(ctx, fmt.Sprintf("lease acquired (epoch %d)", m.GetEpoch()))
+}
+
+// onLeaseLost stops processing at once: the stream actor stops (its cursor closes) and the
+// dispatcher restarts (its lanes end), and the stream waits in standby while the leader actor
+// campaigns again. The next term starts with a fresh checkpointer.
+func (s *Supervisor) onLeaseLost(_ actor.Context, why string) {
+	if !s.leads() {
+		return
+	}
+	s.leaseEpoch = 0
+	s.freshTerm = true
+	if s.stop != nil {
+		s.stop.leaseLost = true
+		return
+	}
+	s.cancelTimer()
+	s.stopChild()
+	if pid := s.siblingByName(s.cfg.Dispatcher); pid != nil {
+		if _, down := s.siblingsDown[pid.Id]; !down {
+			s.sup.RestartChildren(pid)
+		}
+	}
+	s.restartDispatcher = false
+	if !s.state.down() {
+		s.transition(StateStandby, why, nil)
+	}
+}
+
+// fenced handles a write refused by a newer epoch (a checkpoint write escalated by the
+// checkpointer): the stream stops at once, and the leader actor hears of it.
+func (s *Supervisor) fenced(cause error) {
+	s.fencings++
+	epoch := s.leaseEpoch
+	s.log.Error("write fenced by a newer lease epoch; the stream stops", zap.Int64("epoch", epoch), zap.Error(cause))
+	s.root.Send(s.leader, &messages.Fenced{Epoch: epoch, Why: cause.Error()})
+	if s.leads() {
+		s.onLeaseLost(nil, "fenced: "+cause.Error())
+		return
+	}
+	s.stopChild()
+	if !s.state.down() && s.state != StateStandby {
+		s.transition(StateStandby, "fenced: "+cause.Error(), nil)
+	}
+}
+
+// onFencedReport is a fenced write reported from outside the tree (a dead-letter write).
+func (s *Supervisor) onFencedReport(_ actor.Context, m *messages.Fenced) {
+	if !s.leads() || (m.GetEpoch() != 0 && m.GetEpoch() != s.leaseEpoch) {
+		return
+	}
+	s.fenced(fmt.Errorf("%s", m.GetWhy()))
+}
+
+func (s *Supervisor) onHandOver(ctx actor.Context, m *messages.HandOver) {
+	// Any state with the lease (running, starting, backoff) can hand over: the graceful stop
+	// stops whatever runs. A HandOver of another term, or during a stop, is stale.
+	if s.state.down() || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
+		return
+	}
+	s.beginStop(ctx, &messages.Stop{Reason: "handover for balance: " + m.GetWhy(), Graceful: true}, true)
+}
+
+// onReleaseLease hands the lease over on an operator's request, as a balance handover does; the
+// requester is answered when the sequence ended (standby), or at once when there is nothing to
+// release here.
+func (s *Supervisor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease) {
+	if s.leader == nil || s.state.down() || s.stop != nil || !s.leads() {
+		s.respond(ctx)
+		return
+	}
+	s.beginStop(ctx, &messages.Stop{Reason: operatorWhy("lease release", m.GetReason()), Graceful: true}, true)
+	if s.stop == nil { // the sequence ended at once
+		s.respond(ctx)
+		return
+	}
+	s.stop.cooldown = s.cfg.ReleaseCooldown
+	if ctx.Sender() != nil {
+		s.stop.waiters = append(s.stop.waiters, ctx.Sender())
+	}
+}
+
+func (s *Supervisor) onResigned(m *messages.Resigned) {
+	if s.stop == nil || s.stop.phase != phaseRelease {
+		return
+	}
+	if m.GetError() != "" {
+		s.stopError("lease release failed (it lapses at its expiry): " + m.GetError())
+	}
+	s.stop.report.Released = m.GetReleased()
+	s.finishStop()
+}
+
+// resignLease tells the leader actor to release the lease and stop campaigning (a give-up, a
+// non-graceful stop).
+func (s *Supervisor) resignLease(why string) {
+	if s.leader == nil {
+		return
+	}
+	s.leaseEpoch = 0
+	s.freshTerm = true
+	s.root.Send(s.leader, &messages.Resign{Reason: why})
+}
+
+// onLeaderFailure restarts a failed leader actor. Its lease is no longer renewed, so the stream
+// stops as if the lease were lost, and the new leader actor campaigns again.
+func (s *Supervisor) onLeaderFailure(ctx actor.Context, f failure) {
+	s.log.Error("leader actor failed; restarting it", zap.Error(AsError(f.reason)))
+	s.sup.RestartChildren(f.who)
+	s.lease = nil
+	s.onLeaseLost(ctx, "the leader actor failed: "+AsError(f.reason).Error())
+	if s.state == StateStandby || s.state == StateStarting {
+		s.root.Send(s.leader, &messages.Campaign{Reason: "leader actor restarted"})
+	}
+}

@@ -1,0 +1,196 @@
+package supervisor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// fakeLeader stands in for the leader actor: it reports what the supervisor asks of it and
+// sends its parent whatever the test tells it to.
+type fakeLeader struct {
+	pid    chan *actor.PID
+	asked  chan proto.Message
+	parent *actor.PID
+}
+
+// sayCmd makes the fake leader send msg to its parent (test-only).
+type sayCmd struct{ msg proto.Message }
+
+func (f *fakeLeader) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		f.parent = ctx.Parent()
+		f.pid <- ctx.Self()
+	case *messages.Campaign:
+		f.asked <- m
+	case *messages.Resign:
+		f.asked <- m
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.Resigned{Epoch: 1, Released: true})
+		}
+		role := messages.LeaseRole_LEASE_ROLE_IDLE // as the leader actor reports its new role
+		if m.GetCampaignAgain() {
+			role = messages.LeaseRole_LEASE_ROLE_STANDBY
+		}
+		ctx.Send(f.parent, &messages.LeaseState{Role: role})
+	case *messages.Fenced:
+		f.asked <- m
+	case sayCmd:
+		ctx.Send(f.parent, m.msg)
+	}
+}
+
+func leaderHarness(t *testing.T) (*harness, *actor.PID, chan proto.Message) {
+	t.Helper()
+	fl := &fakeLeader{pid: make(chan *actor.PID, 1), asked: make(chan proto.Message, 64)}
+	h := newHarness(t, func(c *Config) {
+		c.Leader = actor.PropsFromProducer(func() actor.Actor { return fl })
+		c.ReleaseCooldown = 20 * time.Second
+	})
+	var pid *actor.PID
+	select {
+	case pid = <-fl.pid:
+	case <-time.After(waitFor):
+		t.Fatal("the leader actor was not spawned")
+	}
+	return h, pid, fl.asked
+}
+
+func nextAsked[M proto.Message](t *testing.T, asked chan proto.Message) M {
+	t.Helper()
+	select {
+	case m := <-asked:
+		v, ok := m.(M)
+		if !ok {
+			var zero M
+			t.Fatalf("the leader was sent %T, want %T", m, zero)
+		}
+		return v
+	case <-time.After(waitFor):
+		var zero M
+		t.Fatalf("the leader was not sent %T", zero)
+		return zero
+	}
+}
+
+// The SINGLE_LEADER states: campaigning → standby → (granted) starting → running → (lost)
+// standby with the stream actor stopped → granted again → running; a graceful stop releases
+// the lease as its last step.
+func TestSingleLeaderLifecycle(t *testing.T) {
+	h, leader, asked := leaderHarness(t)
+	h.await(StateStarting)
+	nextAsked[*messages.Campaign](t, asked)
+	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
+	if tr := h.await(StateStandby); tr.Why != "standby: other leads" {
+		t.Fatalf("standby why %q", tr.Why)
+	}
+	h.noStart()
+
+	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 3, Owner: "me"}})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+
+	h.tell(leader, sayCmd{&messages.LeaseLost{Epoch: 3, Why: "renewal refused"}})
+	if tr := h.await(StateStandby); tr.Why != "lease lost: renewal refused" {
+		t.Fatalf("standby why %q", tr.Why)
+	}
+	select {
+	case <-h.probe.stopping:
+	case <-time.After(waitFor):
+		t.Fatal("the stream actor was not stopped when the lease was lost")
+	}
+
+	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 4, Owner: "me"}})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+
+	r := h.request(&messages.Stop{Graceful: true, Reason: "test"})
+	if r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED || !r.GetLastStop().GetReleased() {
+		t.Fatalf("graceful stop: %v", r)
+	}
+	if res := nextAsked[*messages.Resign](t, asked); res.GetCampaignAgain() {
+		t.Fatalf("Resign %v: a stop must not campaign again", res)
+	}
+	h.await(StateStopping)
+	h.await(StateStopped)
+
+	// An operator start campaigns again instead of starting the stream actor.
+	h.request(&messages.Start{Reason: "again"})
+	h.await(StateStarting)
+	nextAsked[*messages.Campaign](t, asked)
+	h.noStart()
+}
+
+// A balance handover is a graceful stop that ends in standby, with Resign{campaign_again}.
+func TestSingleLeaderHandOver(t *testing.T) {
+	h, leader, asked := leaderHarness(t)
+	h.await(StateStarting)
+	nextAsked[*messages.Campaign](t, asked)
+	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 2, Owner: "me"}})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	h.tell(leader, sayCmd{&messages.HandOver{Epoch: 1, Why: "stale"}}) // another term: ignored
+	h.noTransition()
+	h.tell(leader, sayCmd{&messages.HandOver{Epoch: 2, Why: "above the fair share"}})
+	h.await(StateStopping)
+	if res := nextAsked[*messages.Resign](t, asked); !res.GetCampaignAgain() {
+		t.Fatalf("Resign %v, want campaign_again for a handover", res)
+	}
+	h.await(StateStandby)
+	if st := h.status(); !st.GetLastStop().GetReleased() {
+		t.Fatalf("last stop %v, want the lease released", st.GetLastStop())
+	}
+}
+
+// A fenced write reported from outside the tree stops the stream at once (standby) and is
+// forwarded to the leader actor.
+func TestSingleLeaderFencedReport(t *testing.T) {
+	h, leader, asked := leaderHarness(t)
+	h.await(StateStarting)
+	nextAsked[*messages.Campaign](t, asked)
+	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 5, Owner: "me"}})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	h.tell(h.pid, &messages.Fenced{Epoch: 5, Why: "dead-letter write refused"})
+	h.await(StateStandby)
+	if f := nextAsked[*messages.Fenced](t, asked); f.GetEpoch() != 5 {
+		t.Fatalf("Fenced %v, want epoch 5", f)
+	}
+}
+
+// An operator's ReleaseLease hands the lease over like a balance handover (drain, flush,
+// release with campaign_again, standby) and is answered when that ended; sent where this
+// instance does not lead, it is answered at once and changes nothing.
+func TestSingleLeaderReleaseLease(t *testing.T) {
+	h, leader, asked := leaderHarness(t)
+	h.await(StateStarting)
+	nextAsked[*messages.Campaign](t, asked)
+	if st := h.request(&messages.ReleaseLease{Reason: "test"}); st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STARTING {
+		t.Fatalf("ReleaseLease without the lease answered %v, want the status unchanged (starting)", st.GetState())
+	}
+	h.noTransition()
+	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 3, Owner: "me"}})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	replied := make(chan *messages.StatusReply, 1)
+	go func() { replied <- h.request(&messages.ReleaseLease{Reason: "console: op"}) }()
+	h.await(StateStopping)
+	if res := nextAsked[*messages.Resign](t, asked); !res.GetCampaignAgain() || res.GetCooldownMs() != 20_000 {
+		t.Fatalf("Resign %v, want campaign_again with the release cooldown, 20s (a standby takes over first)", res)
+	}
+	h.await(StateStandby)
+	st := <-replied
+	if st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STANDBY || !st.GetLastStop().GetReleased() {
+		t.Fatalf("ReleaseLease answered %v (last stop %v), want standby with the lease released", st.GetState(), st.GetLastStop())
+	}
+}
