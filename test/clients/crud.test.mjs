@@ -1,4 +1,4 @@
-// CRUD and collection-level bulk writes through the official Node.js driver.
+// CRUD, collection-level bulk writes and the 8.0 client-level bulkWrite through the official Node.js driver.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoBulkWriteError, MongoServerError, connect, uniqueDB, defer } from './helpers.mjs';
@@ -94,4 +94,41 @@ test('collection bulkWrite: ordered and unordered, with a write error', async (t
     (err) => err instanceof MongoBulkWriteError && err.writeErrors[0].index === 1,
   );
   assert.deepEqual((await c.find().sort({ _id: 1 }).toArray()).map((d) => d._id), [2, 4, 5]);
+});
+
+test('client bulkWrite (8.0): several namespaces, verbose results, an ordered write error', async (t) => {
+  const client = await connect();
+  defer(t, () => client.close());
+  const dbName = uniqueDB('cbulk');
+  const a = `${dbName}.a`;
+  const b = `${dbName}.b`;
+  const res = await client.bulkWrite([
+    { namespace: a, name: 'insertOne', document: { _id: 1, v: 1 } },
+    { namespace: b, name: 'insertOne', document: { _id: 1, v: 10 } },
+    { namespace: a, name: 'updateOne', filter: { _id: 1 }, update: { $inc: { v: 1 } } },
+    { namespace: b, name: 'updateOne', filter: { _id: 2 }, update: { $set: { v: 20 } }, upsert: true },
+    { namespace: a, name: 'replaceOne', filter: { _id: 1 }, replacement: { v: 5 } },
+    { namespace: b, name: 'deleteOne', filter: { _id: 1 } },
+  ], { verboseResults: true });
+  assert.equal(res.insertedCount, 2);
+  assert.equal(res.matchedCount, 2);
+  assert.equal(res.modifiedCount, 2);
+  assert.equal(res.upsertedCount, 1);
+  assert.equal(res.deletedCount, 1);
+  assert.equal(res.updateResults.get(3).upsertedId, 2);
+  assert.deepEqual(await client.db(dbName).collection('a').findOne({ _id: 1 }), { _id: 1, v: 5 });
+  assert.deepEqual(await client.db(dbName).collection('b').find().toArray(), [{ _id: 2, v: 20 }]);
+
+  // Ordered: the duplicate key stops the batch; the write before it is applied, the one after not.
+  await assert.rejects(client.bulkWrite([
+    { namespace: a, name: 'insertOne', document: { _id: 2 } },
+    { namespace: a, name: 'insertOne', document: { _id: 1 } },
+    { namespace: a, name: 'insertOne', document: { _id: 3 } },
+  ]), (err) => {
+    assert.equal(err.name, 'MongoClientBulkWriteError');
+    assert.equal(err.writeErrors.get(1).code, 11000);
+    assert.equal(err.partialResult.insertedCount, 1);
+    return true;
+  });
+  assert.equal(await client.db(dbName).collection('a').countDocuments(), 2);
 });
