@@ -114,18 +114,28 @@ func (c Config) stamp(rec store.Checkpoint, now time.Time) store.Checkpoint {
 	return rec
 }
 
+// capture captures the current position for step (a resume token is required); on failure it
+// fails r, naming step, and ok is false.
+func (c Config) capture(ctx context.Context, r *resolveResult, step string) (tok bson.Raw, ts bson.Timestamp, ok bool) {
+	tok, ts, err := c.Positions.Current(ctx)
+	if err != nil {
+		r.failWith(step, err)
+		return nil, bson.Timestamp{}, false
+	}
+	if len(tok) == 0 {
+		r.fail = step + ": empty resume token"
+		return nil, bson.Timestamp{}, false
+	}
+	return tok, ts, true
+}
+
 // currentJob captures the current position for an ephemeral stream: no load, no write.
 func (c *checkpointer) currentJob(req uint64) job {
 	cfg, inst := c.cfg, c.inst
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
-		tok, ts, err := cfg.Positions.Current(ctx)
-		if err != nil {
-			r.failWith("capture the current position", err)
-			return r
-		}
-		if len(tok) == 0 {
-			r.fail = "capture the current position: empty resume token"
+		tok, ts, ok := cfg.capture(ctx, r, "capture the current position")
+		if !ok {
 			return r
 		}
 		r.pos, r.source = &position{token: tok, opTime: ts, source: store.SourceInitial}, sourceLatest
@@ -141,13 +151,8 @@ func (c *checkpointer) ephemeralSnapshotJob(req uint64) job {
 	cfg, inst := c.cfg, c.inst
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
-		tok, ts, err := cfg.Positions.Current(ctx)
-		if err != nil {
-			r.failWith("capture the snapshot's handoff position", err)
-			return r
-		}
-		if len(tok) == 0 {
-			r.fail = "capture the snapshot's handoff position: empty resume token"
+		tok, ts, ok := cfg.capture(ctx, r, "capture the snapshot's handoff position")
+		if !ok {
 			return r
 		}
 		sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
@@ -269,13 +274,8 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		if !found && cfg.Snapshot.Enabled() && mode.Kind() != policy.StartAt {
 			// The first start: capture the handoff position, record the snapshot, then persist
 			// the position, so that a crash in between never skips the snapshot.
-			tok, ts, err := cfg.Positions.Current(ctx)
-			if err != nil {
-				r.failWith("capture the snapshot's handoff position", err)
-				return r
-			}
-			if len(tok) == 0 {
-				r.fail = "capture the snapshot's handoff position: empty resume token"
+			tok, ts, ok := cfg.capture(ctx, r, "capture the snapshot's handoff position")
+			if !ok {
 				return r
 			}
 			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
@@ -293,13 +293,8 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			p = position{opTime: mode.OperationTime(), source: store.SourceInitial}
 			r.source = sourceAt
 		default:
-			tok, ts, err := cfg.Positions.Current(ctx)
-			if err != nil {
-				r.failWith("capture the current position", err)
-				return r
-			}
-			if len(tok) == 0 {
-				r.fail = "capture the current position: empty resume token"
+			tok, ts, ok := cfg.capture(ctx, r, "capture the current position")
+			if !ok {
 				return r
 			}
 			p = position{token: tok, opTime: ts, source: store.SourceInitial}
