@@ -215,10 +215,17 @@ func TestStaleIncarnation(t *testing.T) {
 	if g.started.Load() != 5 {
 		t.Fatalf("%d handler calls, want 5 (the stale batch must not run)", g.started.Load())
 	}
-	// A repeated Subscribe grants nothing new.
-	h.stats()
-	for len(h.streamCh) > 0 {
-		<-h.streamCh // replenishing Demands already sent
+	// A repeated Subscribe grants nothing new. First take every replenishing Demand: incarnation
+	// 2 was granted 7 and sent 2 events, and the 5 settlements give back 5, so its credit is
+	// the full capacity (10) once they all arrived (they trail the settlements: waiting for the
+	// exact sum, not for an empty channel, is what makes this deterministic).
+	for credit := 7 - 2; credit < 10; {
+		if d := h.demand(); d.Incarnation == 2 {
+			credit += int(d.Credit)
+			if credit > 10 {
+				t.Fatalf("incarnation 2 was granted %d credits with nothing in flight, capacity 10", credit)
+			}
+		}
 	}
 	if c := h.subscribe(2); c != 0 {
 		t.Fatalf("repeated Subscribe granted %d", c)

@@ -161,8 +161,13 @@ func TestTreeDrivenByMessagesOnly(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	st, err := h.Status(ctx)
-	if err != nil || st.State != watchtree.StateRunning || st.Handled < 45 || st.LastStop == nil || !st.LastStop.Flushed {
+	// The handler saw the 45th event before its settlement reached the supervisor's counts.
+	var st watchtree.StreamStatus
+	waitFor(t, "the status counting 45 handled", func() bool {
+		st, err = h.Status(ctx)
+		return err == nil && st.Handled >= 45
+	}, func() string { return fmt.Sprintf("%+v, %v", st, err) })
+	if st.State != watchtree.StateRunning || st.LastStop == nil || !st.LastStop.Flushed {
 		t.Fatalf("Handle.Status = %+v, %v", st, err)
 	}
 }
