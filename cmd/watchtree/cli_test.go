@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/watchtree/watchtree/messages"
 )
@@ -254,5 +259,61 @@ func TestUnreachableAndUsage(t *testing.T) {
 		if code != 2 || errs == "" {
 			t.Errorf("%v: exit %d, %q", args, code, errs)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestEventsFollow: `events -f` keeps printing live events, one JSON line each, until it is
+// interrupted, and then exits 0: a restart made while it follows shows up in its output.
+func TestEventsFollow(t *testing.T) {
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", live.addr, "events", "-f", "--stream", "spare", "--backlog", "0", "-o", "json"}, &out, &errb)
+	}()
+	// The restart is issued until the follower has printed it: the subscription may start after
+	// the first one.
+	waitFor(t, "the followed feed to show a restart made after it started", func() bool {
+		if code, _, errs := cli(t, "restart", "spare", "--token", testToken); code != 0 {
+			t.Fatalf("restart: exit %d: %s", code, errs)
+		}
+		return strings.Contains(out.String(), "restart spare by ")
+	})
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var ev messages.LifecycleEvent
+		if err := protojson.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("events -f printed a line that is not a LifecycleEvent: %v\n%s", err, line)
+		}
+		if ev.GetStream() != "spare" && ev.GetStream() != "" {
+			t.Fatalf("events -f --stream spare printed an event of %q", ev.GetStream())
+		}
+	}
+	cancel() // Ctrl-C
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("events -f exited %d after the interrupt: %s", code, errb.String())
+		}
+	case <-time.After(wait):
+		t.Fatal("events -f did not end after its context was cancelled")
 	}
 }
