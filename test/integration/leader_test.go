@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/store/redisstore"
 )
 
@@ -89,19 +91,71 @@ func redisLeases(t *testing.T) watchtree.LeaseStore {
 
 // faultyLeases wraps a lease store with the faults a test injects: frozen blocks this
 // instance's renewals until their context ends (a leader frozen in its lease I/O); down fails
-// every call (the lease store unreachable).
+// every lease call (the lease store unreachable); cut fails every call at once, heartbeats and
+// instance listings included, and silences the lease watch: the instance is dead as far as the
+// others can tell (crashed or partitioned), so its leases and heartbeat are never renewed nor
+// released and must expire.
 type faultyLeases struct {
 	watchtree.LeaseStore
-	frozen, down *atomic.Bool
+	frozen, down, cut *atomic.Bool
 }
 
-var errStoreDown = errors.New("test: lease store down")
+var (
+	errStoreDown = errors.New("test: lease store down")
+	errStoreCut  = errors.New("test: instance cut off from the lease store")
+)
+
+func (f faultyLeases) isCut() bool { return f.cut != nil && f.cut.Load() }
 
 func (f faultyLeases) fault(ctx context.Context) error {
+	if f.isCut() {
+		return errStoreCut
+	}
 	if f.down != nil && f.down.Load() {
 		return errStoreDown
 	}
 	return nil
+}
+
+func (f faultyLeases) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+	if f.isCut() {
+		return errStoreCut
+	}
+	return f.LeaseStore.Heartbeat(ctx, id, ttl)
+}
+
+func (f faultyLeases) Instances(ctx context.Context) ([]store.Instance, error) {
+	if f.isCut() {
+		return nil, errStoreCut
+	}
+	return f.LeaseStore.Instances(ctx)
+}
+
+func (f faultyLeases) Leave(ctx context.Context, id string) error {
+	if f.isCut() {
+		return errStoreCut
+	}
+	return f.LeaseStore.Leave(ctx, id)
+}
+
+// WatchLease forwards the store's notifications until the instance is cut off; the forwarding
+// goroutine ends when the store closes its channel (when ctx ends).
+func (f faultyLeases) WatchLease(ctx context.Context, name string) <-chan struct{} {
+	in := f.LeaseStore.WatchLease(ctx, name)
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range in {
+			if f.isCut() {
+				continue
+			}
+			select {
+			case out <- struct{}{}:
+			default: // coalesced: a notification is already pending
+			}
+		}
+	}()
+	return out
 }
 
 func (f faultyLeases) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (store.Lease, error) {
@@ -136,6 +190,9 @@ func (f faultyLeases) GetLease(ctx context.Context, name string) (store.Lease, b
 	return f.LeaseStore.GetLease(ctx, name)
 }
 
+// clusterSaveEvery is the Checkpoint.SaveEvery of a leaderCluster's streams.
+const clusterSaveEvery = 20
+
 // leaderCluster is several runtimes on one deployment, each running the same SingleLeader
 // streams; every delivery is recorded with the runtime that made it.
 type leaderCluster struct {
@@ -145,6 +202,9 @@ type leaderCluster struct {
 	lease   watchtree.LeasePolicy
 	streams []string
 	faults  []faultyLeases
+	// wrapMongo: on the MongoDB backend too, each runtime gets its own lease store (the
+	// runtime's database, default collections) behind its faultyLeases, so that it can be cut.
+	wrapMongo bool
 
 	mu      sync.Mutex
 	rts     []*rtEnv
@@ -164,12 +224,20 @@ func newLeaderCluster(t *testing.T, e *env, backend leaseBackend, lease watchtre
 func (c *leaderCluster) add() int {
 	c.t.Helper()
 	i := len(c.rts)
-	f := faultyLeases{frozen: &atomic.Bool{}, down: &atomic.Bool{}}
+	f := faultyLeases{frozen: &atomic.Bool{}, down: &atomic.Bool{}, cut: &atomic.Bool{}}
 	r := c.e.startRuntime(func(cfg *watchtree.Config) {
 		cfg.Lease = c.lease
 		cfg.InstanceID = fmt.Sprintf("instance-%d", i)
-		if c.backend.leases != nil {
+		switch {
+		case c.backend.leases != nil:
 			f.LeaseStore = c.backend.leases(c.t)
+			cfg.Leases = f
+		case c.wrapMongo:
+			ms, err := mongostore.New(cfg.Client.Database(cfg.Database), mongostore.Options{})
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			f.LeaseStore = ms
 			cfg.Leases = f
 		}
 	})
@@ -181,7 +249,7 @@ func (c *leaderCluster) add() int {
 	for _, name := range c.streams {
 		hs = append(hs, r.spawn(c.t, watchtree.Stream[Order]{
 			Name: name, Collection: "orders", Mode: watchtree.SingleLeader,
-			Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 20, SaveInterval: 100 * time.Millisecond},
+			Checkpoint: watchtree.CheckpointPolicy{SaveEvery: clusterSaveEvery, SaveInterval: 100 * time.Millisecond},
 			OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 				c.record(i, name, ev.FullDocument.ID)
 				return nil
@@ -587,39 +655,127 @@ func (c *leaderCluster) waitBalanced(alive []bool, want int) time.Duration {
 	return time.Since(start)
 }
 
-// TestSingleLeaderBalance: 3 runtimes and 12 streams settle at 4 leaderships each; with one
-// runtime gone the other two settle at 6 each; with a new one they are back at 4 each. Every
-// order is delivered on every stream throughout.
+// TestSingleLeaderBalance: 3 runtimes and 12 streams settle at 4 leaderships each. Then one
+// runtime dies abruptly: it is cut off from the lease store and from MongoDB (every call fails
+// at once, as a crashed or partitioned instance's would), so it neither renews, releases,
+// heartbeats nor flushes a checkpoint. The other two take its streams only once its leases
+// have expired on the store, and settle at 6 each; with a new runtime they are back at 4 each.
+// Every order is delivered on every stream throughout, including those inserted while the dead
+// runtime's leases ran out; only its streams redeliver, within its unflushed window.
 func TestSingleLeaderBalance(t *testing.T) {
-	e := newEnv(t)
-	var names []string
-	for i := range 12 {
-		names = append(names, fmt.Sprintf("s%02d", i))
-	}
-	c := newLeaderCluster(t, e, leaseBackend{name: "mongo"}, balanceLease, names...)
-	for range 3 {
-		c.add()
-	}
-	alive := allAlive(3)
-	t.Logf("3 runtimes balanced in %v", c.waitBalanced(alive, 4))
-	e.insertOrders("orders", 1, 20)
-	c.waitAll(20)
+	for _, b := range leaseBackends {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			var names []string
+			for i := range 12 {
+				names = append(names, fmt.Sprintf("s%02d", i))
+			}
+			c := newLeaderCluster(t, e, b, balanceLease, names...)
+			c.wrapMongo = true
+			for range 3 {
+				c.add()
+			}
+			alive := allAlive(3)
+			t.Logf("3 runtimes balanced in %v", c.waitBalanced(alive, 4))
+			e.insertOrders("orders", 1, 20)
+			c.waitAll(20)
 
-	c.rts[2].stop(t)
-	alive[2] = false
-	t.Logf("2 runtimes balanced in %v", c.waitBalanced(alive, 6))
-	e.insertOrders("orders", 21, 40)
-	c.waitAll(40)
+			// The streams the doomed runtime leads (settled: 4 of them).
+			const dead = 2
+			var orphans []string
+			for si, s := range names {
+				if c.roles(si, alive)[dead] == watchtree.RoleLeader {
+					orphans = append(orphans, s)
+				}
+			}
+			if len(orphans) != 4 {
+				t.Fatalf("instance-%d leads %v, want 4 streams", dead, orphans)
+			}
+			// Its latest successful renewal was at most RenewEvery ago, so its leases expire on
+			// the store no earlier than cutAt + TTL - RenewEvery.
+			cutAt := time.Now()
+			c.faults[dead].cut.Store(true)
+			// Its MongoDB client is cut off too (a fail point on its appName), so that it can
+			// neither read its change streams nor flush checkpoints: like a crashed process,
+			// it leaves an unflushed window for the survivors to redeliver.
+			e.failPoint("alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"aggregate", "getMore", "find", "insert",
+				"update", "delete", "findAndModify", "killCursors", "count", "bulkWrite"}},
+				{Key: "errorCode", Value: 50}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: c.rts[dead].app}})
+			alive[dead] = false
+			deadAtCut := c.byRT[dead].Load()
+			e.insertOrders("orders", 21, 40) // while its leases run out
+			t.Logf("2 runtimes balanced in %v after the death", c.waitBalanced(alive, 6))
+			earliest := cutAt.Add(balanceLease.TTL - balanceLease.RenewEvery - 250*time.Millisecond)
+			for _, s := range orphans {
+				var took time.Time
+				for i := range dead {
+					for _, ev := range c.rts[i].obs.all() {
+						if lc, ok := ev.(watchtree.LeadershipChanged); ok && lc.Stream == s &&
+							lc.Change == watchtree.LeadershipAcquired && lc.Time.After(cutAt) && (took.IsZero() || lc.Time.Before(took)) {
+							took = lc.Time
+						}
+					}
+				}
+				lost := time.Time{}
+				for _, ev := range c.rts[dead].obs.all() {
+					if lc, ok := ev.(watchtree.LeadershipChanged); ok && lc.Stream == s && lc.Change == watchtree.LeadershipLost && lc.Time.After(cutAt) {
+						lost = lc.Time
+						break
+					}
+				}
+				t.Logf("stream %s: the dead leader demoted itself at %v, a survivor acquired at %v after the cut",
+					s, lost.Sub(cutAt), took.Sub(cutAt))
+				if took.IsZero() {
+					t.Errorf("stream %s: no survivor acquired it after the cut", s)
+				} else if took.Before(earliest) {
+					t.Errorf("stream %s: a survivor acquired it %v after the cut, before its lease could expire (%v)",
+						s, took.Sub(cutAt), earliest.Sub(cutAt))
+				}
+				if lost.IsZero() || (!took.IsZero() && !lost.Before(took)) {
+					t.Errorf("stream %s: the dead leader demoted itself at %v, want before the survivor acquired at %v",
+						s, lost.Sub(cutAt), took.Sub(cutAt))
+				}
+			}
+			c.waitAll(40)
+			deadCount := c.byRT[dead].Load()
+			t.Logf("the dead runtime handled %d events after the cut (in flight at the cut)", deadCount-deadAtCut)
 
-	c.add()
-	alive = append(alive, true)
-	t.Logf("with a new runtime, balanced in %v", c.waitBalanced(alive, 4))
-	e.insertOrders("orders", 41, 60)
-	c.waitAll(60)
-	for _, s := range names {
-		if d, dups := c.counts(s); d != 60 {
-			t.Errorf("stream %s: %d distinct orders delivered, want 60 (%d duplicates)", s, d, dups)
-		}
+			c.add()
+			alive = append(alive, true)
+			t.Logf("with a new runtime, balanced in %v", c.waitBalanced(alive, 4))
+			e.insertOrders("orders", 41, 60)
+			c.waitAll(60)
+			if n := c.byRT[dead].Load(); n != deadCount {
+				t.Errorf("the dead runtime handled %d events after its streams were taken over", n-deadCount)
+			}
+			// Only the dead runtime's streams may redeliver, and at most its unflushed window:
+			// SaveEvery settlements pending plus one write of as many in flight. Graceful
+			// handovers (to the new runtime) redeliver nothing.
+			dups, window := 0, 2*clusterSaveEvery
+			for _, s := range names {
+				d, n := c.counts(s)
+				dups += n
+				if d != 60 {
+					t.Errorf("stream %s: %d distinct orders delivered, want 60 (%d duplicates)", s, d, n)
+				}
+				switch orphan := slices.Contains(orphans, s); {
+				case !orphan && n != 0:
+					t.Errorf("stream %s, never led by the dead runtime: %d duplicate deliveries, want 0", s, n)
+				case orphan && n > window:
+					t.Errorf("stream %s: %d duplicate deliveries after the death, want at most the unflushed window %d", s, n, window)
+				case orphan:
+					t.Logf("stream %s: %d duplicates after the death", s, n)
+				}
+			}
+			t.Logf("duplicates across the abrupt death: %d in all (the unflushed window)", dups)
+
+			// The dead runtime stops now; its lease calls fail, which its Stop may report.
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			stopAt := time.Now()
+			err := c.rts[dead].rt.Stop(ctx)
+			t.Logf("the dead runtime's stop took %v: %v", time.Since(stopAt), err)
+		})
 	}
 }
 
