@@ -10,9 +10,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
 
 	"github.com/watchtree/watchtree/test/mongosim"
 )
+
+// TestMain: the program leaves no goroutine behind once run returned.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestCacheInvalidation: after the update of product 1, both instances evict it and read the new
 // price from the database, product 2 stays cached on both, and no checkpoint is written.

@@ -13,9 +13,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
 
 	"github.com/watchtree/watchtree/test/mongosim"
 )
+
+// TestMain: the program leaves no goroutine behind once run returned.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // syncBuffer is an io.Writer safe for the handler's lanes and the test.
 type syncBuffer struct {

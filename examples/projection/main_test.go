@@ -9,10 +9,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
+
+// TestMain: the program leaves no goroutine behind once run returned.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestProjection: the orders that existed before the stream and every later change end up in
 // order_views, document for document and version for version, and the program prints them.
