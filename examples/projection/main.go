@@ -2,10 +2,8 @@
 // stream started included (Snapshot: SnapshotInitial), is kept in step in a read model. Orders
 // carry a version v, +1 on every write, and the read model refuses a version older than its own,
 // so an event delivered again after a crash, or a change that arrives after the snapshot copied
-// the newer document, never moves a view back in time.
-//
-// Run it with `go run ./examples/projection`: on MONGODB_URI (a replica set) when set, else on an
-// embedded mongosim. It works in the database watchtree_example_projection, which it drops first.
+// the newer document, never moves a view back in time. Run it with `go run ./examples/projection`
+// (on MONGODB_URI when set, else an embedded mongosim; it drops watchtree_example_projection first).
 package main
 
 import (
@@ -60,11 +58,10 @@ func run(ctx context.Context, uri string, out io.Writer) error {
 		return err
 	}
 	orders, views := db.Collection("orders"), db.Collection("order_views")
-	existing := []Order{{1, "new", 1}, {2, "new", 1}, {3, "new", 1}} // the snapshot copies them
-	if _, err := orders.InsertMany(ctx, existing); err != nil {
+	// Orders that exist before the stream starts: the snapshot copies them.
+	if _, err := orders.InsertMany(ctx, []Order{{1, "new", 1}, {2, "new", 1}, {3, "new", 1}}); err != nil {
 		return err
 	}
-
 	rt, err := watchtree.New(watchtree.Config{Client: client, Database: dbName})
 	if err != nil {
 		return err
@@ -88,20 +85,18 @@ func run(ctx context.Context, uri string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Changes while (or after) the snapshot copies: each update bumps the version.
-	for _, status := range []string{"paid", "shipped"} {
-		bump := bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: status}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}
-		if _, err := orders.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bump); err != nil {
-			return err
-		}
+	// Changes during (or after) the copy, in this order; every write bumps the version.
+	status := func(st string) bson.D {
+		return bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: st}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}
 	}
-	if _, err := orders.InsertOne(ctx, Order{ID: 4, Status: "new", V: 1}); err != nil {
+	if _, err := orders.BulkWrite(ctx, []mongo.WriteModel{
+		mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: 1}}).SetUpdate(status("paid")),
+		mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: 1}}).SetUpdate(status("shipped")),
+		mongo.NewInsertOneModel().SetDocument(Order{ID: 4, Status: "new", V: 1}),
+		mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: 2}}),
+	}); err != nil {
 		return err
 	}
-	if _, err := orders.DeleteOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
-		return err
-	}
-
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		want, err1 := all(ctx, orders)
 		got, err2 := all(ctx, views)
@@ -139,6 +134,7 @@ func (rm readModel) upsert(ctx context.Context, ev *watchtree.Event[Order]) erro
 	return err
 }
 
+// delete drops the view of a deleted order.
 func (rm readModel) delete(ctx context.Context, ev *watchtree.Event[Order]) error {
 	_, err := rm.views.DeleteOne(ctx, bson.D{{Key: "_id", Value: ev.DocumentID()}})
 	return err
