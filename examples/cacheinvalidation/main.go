@@ -1,14 +1,11 @@
 // Command cacheinvalidation shows cache invalidation on every instance: two instances of a web
-// service each keep a read-through cache of product prices in memory, and each runs the same
-// ALL_INSTANCES stream on products that evicts a product's entry whenever its document changes,
-// so the next read on every instance sees the new price.
-//
-// The stream is Ephemeral: a cache in memory is empty after a restart anyway, so no instance
-// writes a checkpoint (N instances would pay N × the writes for a position nobody resumes from),
-// and every start begins at the current position.
-//
-// Run it with `go run ./examples/cacheinvalidation`: on MONGODB_URI (a replica set) when set,
-// else on an embedded mongosim. It works in the database watchtree_example_cache, dropped first.
+// service each keep a read-through cache of prices in memory and run the same ALL_INSTANCES
+// stream on products, which evicts a product's entry whenever its document changes, so the next
+// read on every instance sees the new price. The stream is Ephemeral: a cache in memory is empty
+// after a restart anyway, so no instance writes a checkpoint (N instances would pay N × the writes
+// for a position nobody resumes from), and every start begins at the current position.
+// Run it with `go run ./examples/cacheinvalidation` (on MONGODB_URI when set, else an embedded
+// mongosim; it drops watchtree_example_cache first).
 package main
 
 import (
@@ -36,46 +33,31 @@ type Product struct {
 	Price float64 `bson:"price"`
 }
 
-// cache is one instance's read-through cache of prices.
+// cache is one instance's read-through cache of prices (product ID → price). A read that races
+// an eviction can store the old price; a version check or a short TTL closes that window.
 type cache struct {
 	name     string
 	products *mongo.Collection
-	mu       sync.Mutex
-	prices   map[int]float64
+	prices   sync.Map
 }
 
 // price returns a product's price, from memory when cached, and says where it came from.
 func (c *cache) price(ctx context.Context, id int) (float64, string, error) {
-	c.mu.Lock()
-	p, ok := c.prices[id]
-	c.mu.Unlock()
-	if ok {
-		return p, "cache", nil
+	if p, ok := c.prices.Load(id); ok {
+		return p.(float64), "cache", nil
 	}
 	var doc Product
 	if err := c.products.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
 		return 0, "", err
 	}
-	c.mu.Lock()
-	c.prices[id] = doc.Price
-	c.mu.Unlock()
+	c.prices.Store(id, doc.Price)
 	return doc.Price, "database", nil
-}
-
-func (c *cache) cached(id int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.prices[id]
-	return ok
 }
 
 // evict is the stream's handler: any change to a product drops its entry.
 func (c *cache) evict(ctx context.Context, ev *watchtree.Event[Product]) error {
-	if id, ok := ev.DocumentID().AsInt64OK(); ok {
-		c.mu.Lock()
-		delete(c.prices, int(id))
-		c.mu.Unlock()
-	}
+	id, _ := ev.DocumentID().AsInt64OK()
+	c.prices.Delete(int(id))
 	return nil
 }
 
@@ -106,7 +88,6 @@ func run(ctx context.Context, uri string, out io.Writer) error {
 	if _, err := products.InsertMany(ctx, []Product{{1, 9.99}, {2, 4.5}}); err != nil {
 		return err
 	}
-
 	var caches []*cache
 	for _, name := range []string{"web-1", "web-2"} { // two pods of one service
 		rt, err := watchtree.New(watchtree.Config{Client: client, Database: dbName, InstanceName: name})
@@ -117,7 +98,7 @@ func run(ctx context.Context, uri string, out io.Writer) error {
 			return err
 		}
 		defer rt.Stop(context.Background())
-		c := &cache{name: name, products: products, prices: map[int]float64{}}
+		c := &cache{name: name, products: products}
 		if _, err := rt.Spawn(ctx, watchtree.Stream[Product]{
 			Name:       "price-cache",
 			Collection: "products",
@@ -147,7 +128,10 @@ func run(ctx context.Context, uri string, out io.Writer) error {
 		return err
 	}
 	for _, c := range caches { // every instance evicts product 1
-		for deadline := time.Now().Add(10 * time.Second); c.cached(1); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, cached := c.prices.Load(1); !cached {
+				break
+			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("%s did not evict product 1 within 10s", c.name)
 			}
