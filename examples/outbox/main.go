@@ -3,12 +3,10 @@
 // stream publishes every message once and marks it sent. Two relay instances run; only the lease
 // holder publishes, the other waits in standby. Midway the leader stops gracefully: it writes its
 // final checkpoint and releases the lease, and the standby takes over from exactly there.
-//
 // Delivery is at least once (after a crash the new leader replays from the shared checkpoint),
 // so the publish is idempotent by the event's ID, as a broker's deduplication window would be.
-//
-// Run it with `go run ./examples/outbox`: on MONGODB_URI (a replica set) when set, else on an
-// embedded mongosim. It works in the database watchtree_example_outbox, which it drops first.
+// Run it with `go run ./examples/outbox` (on MONGODB_URI when set, else an embedded mongosim; it
+// drops watchtree_example_outbox first).
 package main
 
 import (
