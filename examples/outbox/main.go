@@ -45,10 +45,12 @@ type broker struct {
 func (b *broker) publish(msgID, from string, m *Message) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.seen[msgID] {
-		b.seen[msgID] = true
-		fmt.Fprintf(b.out, "%s published message %d on %s\n", from, m.ID, m.Topic)
+	if b.seen[msgID] {
+		fmt.Fprintf(b.out, "%s: message %d again, dropped as a duplicate\n", from, m.ID)
+		return
 	}
+	b.seen[msgID] = true
+	fmt.Fprintf(b.out, "%s published message %d on %s\n", from, m.ID, m.Topic)
 }
 
 func main() {
