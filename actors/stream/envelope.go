@@ -1,0 +1,50 @@
+package stream
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// envelope is what the reader needs of a change event's top-level fields. scanEnvelope finds
+// them in one walk of the event: the reader used to look each one up on its own (splitEvent,
+// which is absent from almost every event and so cost a walk of the whole document, then _id,
+// then operationType).
+type envelope struct {
+	id       []byte // the _id value's bytes (a sub-slice of the event); nil when absent
+	op       []byte // the operationType string's bytes; nil when absent or not a string
+	split    bson.RawValue
+	hasSplit bool // a splitEvent field is present (whatever its type)
+}
+
+// scanEnvelope walks the top-level elements of raw once, without allocating. A malformed
+// document yields what was found before the damage; the dispatcher's decode reports the damage
+// against the event.
+func scanEnvelope(raw []byte) envelope {
+	var env envelope
+	_, rem, ok := bsoncore.ReadLength(raw)
+	if !ok {
+		return env
+	}
+	for len(rem) > 1 { // the trailing NUL
+		el, next, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			break
+		}
+		rem = next
+		switch string(el.KeyBytes()) { // no allocation: the compiler compares in place
+		case "_id":
+			if v, err := el.ValueErr(); err == nil && env.id == nil {
+				env.id = v.Data
+			}
+		case "operationType":
+			if v, err := el.ValueErr(); err == nil && v.Type == bsoncore.TypeString && len(v.Data) >= 5 && env.op == nil {
+				env.op = v.Data[4 : len(v.Data)-1] // int32 length, bytes, NUL
+			}
+		case "splitEvent":
+			if v, err := el.ValueErr(); err == nil && !env.hasSplit {
+				env.split, env.hasSplit = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}, true
+			}
+		}
+	}
+	return env
+}
