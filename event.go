@@ -173,7 +173,7 @@ type Event[T any] struct {
 	UpdateDescription *UpdateDescription
 
 	raw         bson.Raw
-	id          string
+	id          []byte // the resume token's _data bytes (a sub-slice of raw): ID converts on call
 	token       bson.Raw
 	op          OperationType
 	ns          Namespace
@@ -192,7 +192,10 @@ type Event[T any] struct {
 // ID returns the event's stable identity: the resume token's _data string. It is the same on
 // every redelivery of the event (a retry, a replay after a crash, a dead-letter replay), and
 // unique per event within a deployment, so it can serve as an idempotency key.
-func (e *Event[T]) ID() string { return e.id }
+//
+// Each call returns a new string (the event keeps only the bytes, so that handlers that never
+// call ID do not pay an allocation per event); keep the result rather than calling ID in a loop.
+func (e *Event[T]) ID() string { return string(e.id) }
 
 // ResumeToken returns the event's _id document, the position to resume after it.
 func (e *Event[T]) ResumeToken() bson.Raw { return e.token }
@@ -387,8 +390,9 @@ func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int
 			if !ok {
 				return bad("_id", "document", fmt.Errorf("got %s", val.Type))
 			}
-			data, ok := doc.Lookup("_data").StringValueOK()
-			if !ok {
+			dv := doc.Lookup("_data")
+			data, ok := readStringBytes(dv.Data)
+			if !ok || dv.Type != bsoncore.TypeString {
 				return bad("_id._data", "string", errMissing)
 			}
 			ev.token, ev.id, hasID = bson.Raw(doc), data, true

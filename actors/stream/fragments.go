@@ -14,25 +14,20 @@ import (
 // The stream restarts from its checkpoint, which never points inside a split event.
 var errSplitEvent = errors.New("stream: fragments of a split change event out of sequence")
 
-// fragmentInfo returns the splitEvent {fragment, of} of a change event; ok is false for a
-// whole event.
-func fragmentInfo(raw bson.Raw) (fragment, of int32, ok bool, err error) {
-	v, lerr := raw.LookupErr("splitEvent")
-	if lerr != nil {
-		return 0, 0, false, nil
-	}
+// splitInfo reads a splitEvent value {fragment, of}.
+func splitInfo(v bson.RawValue) (fragment, of int32, err error) {
 	d, isDoc := v.DocumentOK()
 	if !isDoc {
-		return 0, 0, true, fmt.Errorf("%w: splitEvent is a %s, not a document", errSplitEvent, v.Type)
+		return 0, 0, fmt.Errorf("%w: splitEvent is a %s, not a document", errSplitEvent, v.Type)
 	}
 	f, ferr := d.LookupErr("fragment")
 	n, nerr := d.LookupErr("of")
 	fi, fok := f.AsInt64OK()
 	ni, nok := n.AsInt64OK()
 	if ferr != nil || nerr != nil || !fok || !nok || fi < 1 || ni < fi || ni > 1<<20 {
-		return 0, 0, true, fmt.Errorf("%w: bad splitEvent %s", errSplitEvent, d)
+		return 0, 0, fmt.Errorf("%w: bad splitEvent %s", errSplitEvent, d)
 	}
-	return int32(fi), int32(ni), true, nil
+	return int32(fi), int32(ni), nil
 }
 
 // reassembly collects the fragments of one split change event, in order. It is owned by the

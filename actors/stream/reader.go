@@ -135,6 +135,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 	gotEvent := false
 	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
+	var copier eventCopier
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -150,10 +151,15 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			if !cur.TryNext(ctx) {
 				break
 			}
-			var whole bson.Raw
-			if frag, of, split, err := fragmentInfo(cur.Current()); split {
+			// One copy of the event (the driver's Current is valid only until the next
+			// TryNext) and one walk of its envelope.
+			raw := copier.copy(cur.Current())
+			env := scanEnvelope(raw)
+			if env.hasSplit {
+				frag, of, err := splitInfo(env.split)
+				var whole bson.Raw
 				if err == nil {
-					whole, err = asm.add(bytes.Clone(cur.Current()), frag, of)
+					whole, err = asm.add(raw, frag, of)
 				}
 				if err != nil {
 					return r.failed(err, false, gotEvent)
@@ -161,16 +167,14 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				if whole == nil {
 					continue // the next fragment follows at once (the getMore does not wait)
 				}
+				raw = whole
+				env = scanEnvelope(raw)
 			}
 			if events == nil {
 				// At most the rest of the driver's batch is read in this round.
 				n := min(limit, uint64(cur.RemainingBatchLength())+1)
 				block = make([]messages.Event, n)
 				events = make([]*messages.Event, 0, n)
-			}
-			raw := []byte(whole)
-			if raw == nil {
-				raw = bytes.Clone(cur.Current())
 			}
 			var ev *messages.Event
 			if i := len(events); i < len(block) {
@@ -179,12 +183,10 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				ev = new(messages.Event)
 			}
 			ev.Seq, ev.Raw = r.seq, raw
-			if id, err := bson.Raw(raw).LookupErr("_id"); err == nil {
-				ev.ResumeToken = id.Value // a sub-slice of the copy
-			}
+			ev.ResumeToken = env.id // a sub-slice of the copy
 			r.seq++
 			events = append(events, ev)
-			op := operationType(raw)
+			op := env.op
 			if string(op) == "invalidate" { // no allocation
 				ev.Invalidate = true
 				invalidate = ev.ResumeToken
@@ -257,16 +259,6 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 func serverClosed(cur Cursor) bool {
 	ic, ok := cur.(idCursor)
 	return ok && ic.ID() == 0
-}
-
-// operationType returns the event's operationType bytes (nil when absent or not a string),
-// without allocating.
-func operationType(raw bson.Raw) []byte {
-	v, err := raw.LookupErr("operationType")
-	if err != nil || v.Type != bson.TypeString || len(v.Value) < 5 {
-		return nil
-	}
-	return v.Value[4 : len(v.Value)-1] // int32 length, bytes, NUL
 }
 
 func (r *reader) send(b *messages.EventBatch) {

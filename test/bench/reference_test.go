@@ -109,10 +109,11 @@ func referenceConsumer(b *testing.B, c *mongo.Collection, opts *options.ChangeSt
 	}
 }
 
-// watchtreeConsumer runs a watchtree stream with the default policies (one lane, checkpoints in
-// mongostore on the same server) from start until its OnInsert handler has seen n events; the
-// stream is then stopped gracefully, outside the measured span (stop is returned).
-func watchtreeConsumer(b *testing.B, rt *watchtree.Runtime, name string, start watchtree.StartPosition, n int) (spawned func(), wait func(), stop func()) {
+// watchtreeConsumer runs a watchtree stream named name on collection coll with the default
+// policies (one lane, checkpoints in mongostore on the same server) from start until its OnInsert
+// handler has seen n events; the stream is then stopped gracefully, outside the measured span
+// (stop is returned).
+func watchtreeConsumer(b *testing.B, rt *watchtree.Runtime, name, coll string, start watchtree.StartPosition, n int) (spawned func(), wait func(), stop func()) {
 	b.Helper()
 	var sink e2eSink
 	cd := newCountdown(n)
@@ -121,7 +122,7 @@ func watchtreeConsumer(b *testing.B, rt *watchtree.Runtime, name string, start w
 		var err error
 		h, err = rt.Spawn(context.Background(), watchtree.Stream[order]{
 			Name:          name,
-			Collection:    name,
+			Collection:    coll,
 			StartPosition: start,
 			OnInsert: func(_ context.Context, ev *watchtree.Event[order]) error {
 				sink.handle(ev.FullDocument)
@@ -150,7 +151,7 @@ func catchUpReference(b *testing.B, cl *mongo.Client, name string, n int) phaseR
 func catchUpWatchtree(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, name string, n int) phaseResult {
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
-	spawn, wait, stop := watchtreeConsumer(b, rt, name, watchtree.At(at), n)
+	spawn, wait, stop := watchtreeConsumer(b, rt, name, name, watchtree.At(at), n)
 	cpu0, t0 := processCPU(b), time.Now()
 	spawn()
 	wait()
@@ -213,7 +214,7 @@ func liveReference(b *testing.B, cl *mongo.Client, name string, n int) phaseResu
 func liveWatchtree(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, name string, n int) phaseResult {
 	c := cl.Database(benchDB).Collection(name)
 	defer drop(b, c)
-	spawn, wait, stop := watchtreeConsumer(b, rt, name, watchtree.Latest, n)
+	spawn, wait, stop := watchtreeConsumer(b, rt, name, name, watchtree.Latest, n)
 	spawn()
 	cpu0, t0 := processCPU(b), time.Now()
 	written := writeLive(c, n)
