@@ -1,8 +1,6 @@
 package stream
 
 import (
-	"bytes"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
@@ -49,29 +47,4 @@ func scanEnvelope(raw []byte) envelope {
 		}
 	}
 	return env
-}
-
-// copyChunk is the size of the memory blocks eventCopier copies small events into; an event
-// larger than copyChunk/4 gets a block of its own.
-const copyChunk = 64 << 10
-
-// eventCopier copies events out of the driver's batch (its Current is valid only until the
-// next TryNext) into shared blocks of copyChunk bytes: one allocation per block instead of one
-// per event. The price is retention: memory is freed a block at a time, so a handler that keeps
-// a document sharing the event's bytes (a bson.Raw) keeps at most copyChunk bytes alive, not
-// only its event. It is owned by the reader goroutine.
-type eventCopier struct{ block []byte }
-
-// copy returns a copy of b whose capacity ends with it, so that an append to one event's bytes
-// reallocates instead of writing over the next event's.
-func (c *eventCopier) copy(b []byte) []byte {
-	if len(b) > copyChunk/4 {
-		return bytes.Clone(b)
-	}
-	if cap(c.block)-len(c.block) < len(b) {
-		c.block = make([]byte, 0, copyChunk)
-	}
-	start := len(c.block)
-	c.block = append(c.block, b...)
-	return c.block[start:len(c.block):len(c.block)]
 }

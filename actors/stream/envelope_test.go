@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bytes"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -41,45 +40,5 @@ func TestScanEnvelope(t *testing.T) {
 	}
 	if testing.AllocsPerRun(100, func() { _ = scanEnvelope(raw) }) != 0 {
 		t.Error("scanEnvelope allocates")
-	}
-}
-
-func TestEventCopier(t *testing.T) {
-	var c eventCopier
-	a := c.copy([]byte("first"))
-	b := c.copy([]byte("second"))
-	if string(a) != "first" || string(b) != "second" {
-		t.Fatalf("copies %q %q", a, b)
-	}
-	if cap(a) != len(a) {
-		t.Errorf("cap %d != len %d: an append would write over the next event", cap(a), len(a))
-	}
-	_ = append(a, "XXXXXX"...)
-	if string(b) != "second" {
-		t.Errorf("an append to one copy changed the next: %q", b)
-	}
-	src := []byte("mutated later")
-	d := c.copy(src)
-	src[0] = 'X'
-	if string(d) != "mutated later" {
-		t.Errorf("the copy shares the source: %q", d)
-	}
-	big := make([]byte, copyChunk/4+1)
-	if got := c.copy(big); len(got) != len(big) || &got[0] == &big[0] {
-		t.Error("a large event is not copied on its own")
-	}
-	// Filling a block moves on to a new one without touching earlier copies.
-	ev := bytes.Repeat([]byte{7}, 1000)
-	var copies [][]byte
-	for range 3 * copyChunk / len(ev) {
-		copies = append(copies, c.copy(ev))
-	}
-	for i, cp := range copies {
-		if !bytes.Equal(cp, ev) {
-			t.Fatalf("copy %d changed", i)
-		}
-	}
-	if n := testing.AllocsPerRun(1000, func() { _ = c.copy(ev) }); n > 0.1 {
-		t.Errorf("%v allocations per copy of a 1 KB event, want about 1/64", n)
 	}
 }

@@ -135,7 +135,6 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 	gotEvent := false
 	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
-	var copier eventCopier
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -153,7 +152,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			}
 			// One copy of the event (the driver's Current is valid only until the next
 			// TryNext) and one walk of its envelope.
-			raw := copier.copy(cur.Current())
+			raw := bytes.Clone(cur.Current())
 			env := scanEnvelope(raw)
 			if env.hasSplit {
 				frag, of, err := splitInfo(env.split)
