@@ -43,13 +43,14 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
-// TestQuickstartRuns: on mongosim (or MONGODB_URI), the quickstart charges each of its three
-// orders exactly once and stops gracefully with all three handled.
+// TestQuickstartRuns: on mongosim (or on the replica set of WATCHTREE_MONGODB_URI, as every
+// integration test), the quickstart charges each of its three orders exactly once and stops
+// gracefully with all three handled.
 func TestQuickstartRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out syncBuffer
-	if err := run(ctx, os.Getenv("MONGODB_URI"), &out); err != nil {
+	if err := run(ctx, os.Getenv("WATCHTREE_MONGODB_URI"), &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.b.String())
 	}
 	got := out.b.String()
