@@ -151,19 +151,28 @@ func (c *checkpointer) ephemeralSnapshotJob(req uint64) job {
 	cfg, inst := c.cfg, c.inst
 	return func(ctx context.Context) any {
 		r := &resolveResult{inst: inst, req: req}
-		tok, ts, ok := cfg.capture(ctx, r, "capture the snapshot's handoff position")
-		if !ok {
-			return r
+		if p, ok := cfg.beginSnapshot(ctx, r); ok {
+			r.pos, r.source = &p, store.SourceSnapshot
 		}
-		sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
-		if err := cfg.Snapshots.SaveSnapshot(ctx, sn); err != nil {
-			r.failWith("create the snapshot record", err)
-			return r
-		}
-		r.snapshot, r.newSnap = sn.ID, &sn
-		r.pos, r.source = &position{token: tok, opTime: ts, source: store.SourceSnapshot}, store.SourceSnapshot
 		return r
 	}
+}
+
+// beginSnapshot starts an initial snapshot: it captures the handoff position and records the
+// snapshot (r.snapshot, r.newSnap) before anything is read, so that a crash after it resumes the
+// copy instead of skipping it. On failure it fails r and ok is false.
+func (c Config) beginSnapshot(ctx context.Context, r *resolveResult) (p position, ok bool) {
+	tok, ts, ok := c.capture(ctx, r, "capture the snapshot's handoff position")
+	if !ok {
+		return position{}, false
+	}
+	sn := newSnapshotRecord(c, tok, ts, store.SnapshotReasonInitial)
+	if err := c.Snapshots.SaveSnapshot(ctx, sn); err != nil {
+		r.failWith("create the snapshot record", err)
+		return position{}, false
+	}
+	r.snapshot, r.newSnap = sn.ID, &sn
+	return position{token: tok, opTime: ts, source: store.SourceSnapshot}, true
 }
 
 // migrate looks for the stream's shared checkpoint (the one record per stream of earlier
@@ -274,17 +283,10 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 		if !found && cfg.Snapshot.Enabled() && mode.Kind() != policy.StartAt {
 			// The first start: capture the handoff position, record the snapshot, then persist
 			// the position, so that a crash in between never skips the snapshot.
-			tok, ts, ok := cfg.capture(ctx, r, "capture the snapshot's handoff position")
+			p, ok := cfg.beginSnapshot(ctx, r)
 			if !ok {
 				return r
 			}
-			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonInitial)
-			if err := cfg.Snapshots.SaveSnapshot(ctx, sn); err != nil {
-				r.failWith("create the snapshot record", err)
-				return r
-			}
-			r.snapshot, r.newSnap = sn.ID, &sn
-			p := position{token: tok, opTime: ts, source: store.SourceSnapshot}
 			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, mode.Kind() != policy.StartResume)
 		}
 		var p position
