@@ -195,12 +195,14 @@ func startWorker(t *testing.T, e *env, n int) *worker {
 	return startWorkerMode(t, e, n, "")
 }
 
-// startWorkerMode is startWorker with the worker's envWorkerMode.
-func startWorkerMode(t *testing.T, e *env, n int, mode string) *worker {
+// startWorkerMode is startWorker with the worker's envWorkerMode and any more environment
+// variables ("NAME=value") the mode reads.
+func startWorkerMode(t *testing.T, e *env, n int, mode string, env ...string) *worker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorker+"=1", envWorkerURI+"="+e.uri, envWorkerDB+"="+e.dbName,
 		envWorkerRun+"="+strconv.Itoa(n), envWorkerMode+"="+mode)
+	cmd.Env = append(cmd.Env, env...)
 	w := &worker{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.stderr, w.stderr
 	if err := cmd.Start(); err != nil {

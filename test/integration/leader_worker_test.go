@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"sort"
 	"strconv"
@@ -125,35 +124,7 @@ func leaderWorkerMain() int {
 // waits until it has spawned its stream.
 func startLeaderWorker(t *testing.T, e *env, n int, redisPrefix string) *worker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envWorker+"=1", envWorkerMode+"=leader", envWorkerURI+"="+e.uri, envWorkerDB+"="+e.dbName,
-		envWorkerRun+"="+strconv.Itoa(n), envWorkerRedisPrefix+"="+redisPrefix)
-	w := &worker{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = w.stderr, w.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	go func() {
-		w.err = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-w.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-w.done
-		}
-	})
-	waitFor(t, fmt.Sprintf("leader worker %d to spawn its stream", n), func() bool {
-		select {
-		case <-w.done:
-			t.Fatalf("worker %d exited early: %v\nstderr:\n%s", n, w.err, w.stderr.String())
-		default:
-		}
-		return e.collCount("workers", bson.D{{Key: "_id", Value: n}}) > 0
-	}, w.stderr.String)
-	return w
+	return startWorkerMode(t, e, n, "leader", envWorkerRedisPrefix+"="+redisPrefix)
 }
 
 // procLeaders returns the runs whose recorded role is leader, among alive.
