@@ -38,10 +38,11 @@ type (
 		done bool // the record says the snapshot is finished
 	}
 	chunkRead struct {
-		run  uint64
-		rng  int
-		docs []bson.Raw
-		last bool // nothing follows this chunk in the range
+		run    uint64
+		rng    int
+		keys   []bson.Raw       // {_id: value} of each document
+		events []messages.Event // each document's snapshot event (Raw set, Seq not yet)
+		last   bool             // nothing follows this chunk in the range
 	}
 	readFailed struct {
 		run uint64
@@ -434,39 +435,39 @@ func (a *snapshotActor) readRange(r *run, i int, min, max, after bson.Raw, permi
 			a.send(&readFailed{run: r.n, rng: i, err: err})
 			return
 		}
+		// The events are built here, on the range's goroutine, so that the ranges build theirs
+		// in parallel; the actor only numbers them.
+		keys, events := make([]bson.Raw, len(docs)), make([]messages.Event, len(docs))
+		for j, doc := range docs {
+			if keys[j], err = idOf(doc); err != nil {
+				a.send(&readFailed{run: r.n, rng: i, err: err})
+				return
+			}
+			events[j].Raw, _ = r.builder.build(doc, keys[j])
+		}
 		select {
 		case <-permit:
 		case <-r.ctx.Done():
 			return
 		}
 		last := len(docs) < limit
-		a.send(&chunkRead{run: r.n, rng: i, docs: docs, last: last})
+		a.send(&chunkRead{run: r.n, rng: i, keys: keys, events: events, last: last})
 		if last {
 			return
 		}
-		if after, err = idOf(docs[len(docs)-1]); err != nil {
-			a.send(&readFailed{run: r.n, rng: i, err: err})
-			return
-		}
+		after = keys[len(keys)-1]
 	}
 }
 
 func (a *snapshotActor) onChunk(ctx actor.Context, m *chunkRead) {
 	r := a.run
 	st := r.ranges[m.rng]
-	c := &chunk{last: m.last, firstSeq: r.seq + 1, keys: make([]bson.Raw, len(m.docs)),
-		events: make([]*messages.Event, len(m.docs)), settled: make([]bool, len(m.docs))}
-	slab := make([]messages.Event, len(m.docs))
-	for i, doc := range m.docs {
-		key, err := idOf(doc)
-		if err != nil {
-			a.fail(ctx, fmt.Errorf("snapshot %s: range %d: %w", r.id, m.rng, err))
-			return
-		}
-		raw, _ := r.builder.build(doc, key)
+	c := &chunk{last: m.last, firstSeq: r.seq + 1, keys: m.keys,
+		events: make([]*messages.Event, len(m.events)), settled: make([]bool, len(m.events))}
+	for i := range m.events {
 		r.seq++
-		slab[i].Seq, slab[i].Raw = r.seq, raw
-		c.keys[i], c.events[i] = key, &slab[i]
+		m.events[i].Seq = r.seq
+		c.events[i] = &m.events[i]
 	}
 	st.cur = c
 	if len(c.events) == 0 {

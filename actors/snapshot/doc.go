@@ -12,7 +12,7 @@
 // A run plans the _id ranges once (Source.Plan: split points at equal counts of the matching
 // documents, read on the _id index), persists the plan, and reads each range on a goroutine of
 // its own, in chunks of BatchSize documents in _id order, one chunk read ahead. Each document
-// becomes a snapshot event (operationType "snapshot", the document as fullDocument, its _id as
+// becomes, on its range's goroutine, a snapshot event (operationType "snapshot", the document as fullDocument, its _id as
 // documentKey, and an _id._data that is stable for the document within this snapshot) and goes
 // to the dispatcher's lanes within the dispatcher's snapshot credit (SnapshotSubscribe,
 // SnapshotDemand, SnapshotBatch), where it gets the stream's retries and dead letters like any

@@ -26,6 +26,7 @@ type collection struct {
 
 	docs  []*docSlot     // natural order; nil = deleted
 	byID  map[string]int // query.HashKey(_id) -> position in docs
+	order idOrder        // the _id values in BSON order (range scans, _id sorts)
 	holes int            // nil entries in docs
 	size  int64          // total encoded size of the live documents, in bytes
 
@@ -77,6 +78,7 @@ func (coll *collection) clone() *collection {
 		}
 	}
 	cp.holes = 0
+	cp.order = append(idOrder(nil), coll.order...)
 	cp.indexes = make([]*index, len(coll.indexes))
 	for i, ix := range coll.indexes {
 		cp.indexes[i] = ix.clone()
@@ -147,6 +149,7 @@ func (coll *collection) insertSlot(s *docSlot) *cmdError {
 		return err
 	}
 	coll.addKeys(keys, s.key)
+	coll.order.insert(docID(s.doc), s.key)
 	coll.byID[s.key] = len(coll.docs)
 	coll.docs = append(coll.docs, s)
 	coll.size += int64(s.size)
@@ -186,6 +189,7 @@ func (coll *collection) removeSlot(key string) *docSlot {
 	old := coll.docs[i]
 	keys, _ := coll.indexKeysOf(old.doc)
 	coll.removeKeys(keys, key)
+	coll.order.remove(docID(old.doc), key)
 	delete(coll.byID, key)
 	coll.docs[i] = nil
 	coll.holes++

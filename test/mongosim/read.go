@@ -179,18 +179,9 @@ func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bso
 	id, byID := rdIDEquality(filter)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.touchSessionLocked(c)
-	if isOplogView(db, coll) {
-		return e.oplogViewLocked(c), true, nil
-	}
-	if c.InTransaction() {
-		if _, cerr := e.txnForCommandLocked(c); cerr != nil {
-			return nil, false, cerr
-		}
-	}
-	col := e.viewLocked(c, db, coll)
-	if col == nil {
-		return nil, false, nil
+	col, oplog, isOplog, err := e.readViewLocked(c, db, coll)
+	if col == nil || err != nil {
+		return oplog, isOplog, err
 	}
 	if byID {
 		if d, ok := col.findByID(id); ok {
@@ -204,6 +195,46 @@ func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bso
 		return true
 	})
 	return docs, true, nil
+}
+
+// readViewLocked returns the collection a read command sees (inside a transaction: the
+// transaction's view), or the documents of the oplog view, or neither when the collection does
+// not exist. Caller holds e.mu.
+func (e *engine) readViewLocked(c *command, db, coll string) (col *collection, oplog []bson.D, isOplog bool, err error) {
+	e.touchSessionLocked(c)
+	if isOplogView(db, coll) {
+		return nil, e.oplogViewLocked(c), true, nil
+	}
+	if c.InTransaction() {
+		if _, cerr := e.txnForCommandLocked(c); cerr != nil {
+			return nil, nil, false, cerr
+		}
+	}
+	return e.viewLocked(c, db, coll), nil, false, nil
+}
+
+// readIDOrdered is readSnapshot for a find sorted on _id alone (dir 1 or -1): it walks the
+// ordered _id index over the _id range the filter allows, instead of scanning and sorting the
+// collection, and returns the candidates already in sort order. When the filter is nothing but
+// that range, at most max candidates are taken (max > 0); capped says so, and the caller reads
+// again without the cap should fewer of them match than it needs. ok is false for the oplog
+// view, which has no _id index (the caller falls back to readSnapshot).
+func (e *engine) readIDOrdered(c *command, db, coll string, filter bson.D, dir int, max int64) (docs []bson.D, capped, ok bool, err error) {
+	r := idRangeOf(filter)
+	if !r.exact {
+		max = 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	col, _, isOplog, err := e.readViewLocked(c, db, coll)
+	if err != nil || isOplog {
+		return nil, false, !isOplog, err
+	}
+	if col == nil {
+		return nil, false, true, nil
+	}
+	docs = col.idRangeDocs(r, dir, int(max))
+	return docs, max > 0 && int64(len(docs)) == max, true, nil
 }
 
 // rdIDEquality reports whether filter is {_id: v} or {_id: {$eq: v}} for a v that can only
@@ -386,26 +417,35 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 			return nil, kerr
 		}
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
-	if err != nil {
-		return nil, err
-	}
-	reverseNatural := false
-	if dir, ok := naturalSort(sortSpec); ok {
-		sortSpec, reverseNatural = nil, dir < 0 // {$natural: ±1} is (reverse) insertion order
-	}
-	if len(sortSpec) == 0 && (reverseNatural || rdReverseNaturalHint(c)) {
-		slices.Reverse(docs) // docs is this command's own slice
-	}
 	var max int64
-	if len(sortSpec) == 0 && limit > 0 {
-		max = skip + limit // natural order: stop scanning once enough documents matched
+	if limit > 0 {
+		max = skip + limit
 	}
-	out, err := readMatch(docs, f, env, max)
+	out, sorted, err := s.eng.findIDOrdered(c, coll, filter, sortSpec, f, env, max)
 	if err != nil {
 		return nil, err
 	}
-	if len(sortSpec) > 0 {
+	if !sorted {
+		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+		if err != nil {
+			return nil, err
+		}
+		reverseNatural := false
+		if dir, ok := naturalSort(sortSpec); ok {
+			sortSpec, reverseNatural = nil, dir < 0 // {$natural: ±1} is (reverse) insertion order
+		}
+		if len(sortSpec) == 0 && (reverseNatural || rdReverseNaturalHint(c)) {
+			slices.Reverse(docs) // docs is this command's own slice
+		}
+		natMax := int64(0)
+		if len(sortSpec) == 0 {
+			natMax = max // natural order: stop scanning once enough documents matched
+		}
+		if out, err = readMatch(docs, f, env, natMax); err != nil {
+			return nil, err
+		}
+	}
+	if len(sortSpec) > 0 && !sorted {
 		if err := query.SortDocs(out, sortSpec); err != nil {
 			return nil, readQueryErr(err)
 		}
@@ -447,6 +487,35 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		cur = rdSingleBatchCursor{cur.(*staticCursor)}
 	}
 	return s.eng.firstBatch(c, cur, int(batchSize))
+}
+
+// findIDOrdered serves a find whose sort is {_id: 1} or {_id: -1} from the ordered _id index,
+// as a server's planner does: the matching documents in sort order, the first max of them when
+// max > 0. sorted is false when the sort is another one (or the namespace has no _id index):
+// the caller then scans and sorts.
+func (e *engine) findIDOrdered(c *command, coll string, filter, sortSpec bson.D, f *query.Filter, env *query.Env, max int64) ([]bson.D, bool, error) {
+	dir, ok := idSortDir(sortSpec)
+	if !ok {
+		return nil, false, nil
+	}
+	docs, capped, ok, err := e.readIDOrdered(c, c.DB, coll, filter, dir, max)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	out, err := readMatch(docs, f, env, max)
+	if err != nil {
+		return nil, false, err
+	}
+	if capped && int64(len(out)) < max {
+		// A candidate of the exact range did not match (a NaN _id): read the whole range.
+		if docs, _, _, err = e.readIDOrdered(c, c.DB, coll, filter, dir, 0); err != nil {
+			return nil, false, err
+		}
+		if out, err = readMatch(docs, f, env, max); err != nil {
+			return nil, false, err
+		}
+	}
+	return out, true, nil
 }
 
 // codeOperationNotSupportedInTransaction is the server's code for commands a transaction may

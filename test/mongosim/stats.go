@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/test/mongosim/internal/query"
 )
 
 func init() {
@@ -177,6 +179,17 @@ func cmdValidate(s *Server, c *command) (bson.D, error) {
 		}
 		return true
 	})
+	if int64(len(coll.order)) != n {
+		errs = append(errs, fmt.Sprintf("the ordered _id index has %d entries for %d documents", len(coll.order), n))
+	}
+	for i, en := range coll.order {
+		if _, ok := coll.byID[en.key]; !ok {
+			errs = append(errs, fmt.Sprintf("the ordered _id index holds _id %v of no document", en.id))
+		}
+		if i > 0 && query.Compare(coll.order[i-1].id, en.id) >= 0 {
+			errs = append(errs, fmt.Sprintf("the ordered _id index is out of order at _id %v", en.id))
+		}
+	}
 	if int64(len(coll.byID)) != n {
 		errs = append(errs, fmt.Sprintf("the _id index has %d entries for %d documents", len(coll.byID), n))
 	}
