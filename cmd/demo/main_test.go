@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,17 +18,51 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 
+	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the test binary as a demo pod when the demo re-executes it (as the demo's own
+// binary does), and otherwise the tests, failing them if any goroutine outlives them.
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(envPod); raw != "" {
+		os.Exit(podMain(raw))
+	}
+	goleak.VerifyTestMain(m)
+}
 
-// TestDemoEmbeddedChargesEveryOrderOnce runs the demo small: every order is charged once or
-// dead-lettered (the poison ones), nothing is lost, and the summary says so.
-func TestDemoEmbeddedChargesEveryOrderOnce(t *testing.T) {
-	var out bytes.Buffer
-	cfg := config{db: defaultDB, orders: 400, poisonEvery: 50, lanes: 4, rate: 2000,
-		timeout: 50 * time.Second, progress: 50 * time.Millisecond}
+// shortConfig is the demo with short settings: 600 orders at 300/s.
+func shortConfig() config {
+	return config{db: defaultDB, orders: 600, rate: 300, productRate: 20, poisonEvery: 50, lanes: 4,
+		leaseTTL: 3 * time.Second, timeout: 55 * time.Second, progress: 250 * time.Millisecond, simAddr: "127.0.0.1:0"}
+}
+
+// summaryRow returns the figure of the summary row name (its first field after the name).
+func summaryRow(t *testing.T, out, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(name) + `\s{2,}(\S+)\s`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no summary row %q:\n%s", name, out)
+	}
+	return m[1]
+}
+
+func summaryInt(t *testing.T, out, name string) int {
+	t.Helper()
+	v, err := strconv.Atoi(summaryRow(t, out, name))
+	if err != nil {
+		t.Fatalf("summary row %q: %v", name, err)
+	}
+	return v
+}
+
+// TestDemoEmbeddedShowsEveryGuarantee runs the demo small, two pod processes on the embedded
+// mongosim: the cursor kill shows the supervisor's backoff and restart, the SIGKILL of the
+// leader a takeover from the checkpoint, the dead letter replay a charge, and the summary adds
+// up with nothing lost and no stale cache entry.
+func TestDemoEmbeddedShowsEveryGuarantee(t *testing.T) {
+	var out lockedBuffer
+	cfg := shortConfig()
 	if err := run(context.Background(), cfg, &out); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
@@ -35,36 +70,65 @@ func TestDemoEmbeddedChargesEveryOrderOnce(t *testing.T) {
 	for _, want := range []string{
 		`started the embedded mongosim`,
 		`database watchtree_demo holds no collections: nothing to drop`,
-		`written\s+\d+ orders, charged\s+\d+`, // a progress line
-		`crash: runtime stopped after \d+ charges \(cut short`,
-		`restart: a new runtime resumes the stream from its checkpoint`,
-		`written\s+400\s`,
-		`charged\s+392\s+orders with a payment, 0 of them charged twice`,
-		`dead letters\s+8\s`,
-		`lost\s+0\s`,
-		`replays absorbed\s+\d+\s`,
-		`events/s\s+\d+\s`,
-		`first dead letter \(rt.DeadLetters\): order \d+, 3 attempts, error "order \d+: card declined"`,
+		`pod-a console at 127\.0\.0\.1:\d+; inspect it: go run ./cmd/watchtree --addr 127\.0\.0\.1:\d+ streams`,
+		`pod-b console at 127\.0\.0\.1:\d+`,
+		`\[pod-.\] stream orders: leader \(epoch 1\)`,
+		`\[#*\.*\] handled\s+\d+ /\s+\d+ written\s+leader pod-.`, // a progress line
+		// The backoff and the restart, as the leader pod's Observer reported them.
+		`\[pod-.\] stream orders stopped \(crashed\), restart attempt 1 in \d+(\.\d+)?ms: .*HostUnreachable`,
+		`\[pod-.\] stream orders restarted \(attempt 1\) after: .*HostUnreachable`,
+		`SIGKILL of pod-., the leader of orders`,
+		`\[pod-.\] stream orders: leader \(epoch 2\): [0-9.]+m?s after the SIGKILL of pod-.`,
+		`\[pod-.\] resumed orders from the checkpoint`,
+		`\[pod-.\] worked off the backlog of \d+ orders in`,
+		// The restarted pod resumes its own products position (checkpoints every 250ms).
+		`starting (pod-.) again(.|\n)*\[pod-.\] stream products started from checkpoint`,
+		`replayed the dead letter of order 50 \(3 attempts: "order 50: card of c050 declined"\)`,
 	} {
 		if !regexp.MustCompile(want).MatchString(s) {
-			t.Errorf("output lacks %q:\n%s", want, s)
+			t.Errorf("output lacks %q", want)
 		}
 	}
-	// Every handler call is accounted for.
-	m := regexp.MustCompile(`handled\s+(\d+)\s+handler calls: (\d+) charges, (\d+) replays, (\d+) declined attempts, (\d+) failed`).FindStringSubmatch(s)
-	if m == nil {
-		t.Fatalf("no handled row:\n%s", s)
+	// The summary adds up.
+	written, handled := summaryInt(t, s, "written"), summaryInt(t, s, "handled")
+	charged, dls, lost := summaryInt(t, s, "charged"), summaryInt(t, s, "dead letters"), summaryInt(t, s, "lost")
+	if written != 600 || handled != charged+dls || written != handled+lost || lost != 0 {
+		t.Errorf("written %d, handled %d = charged %d + dead letters %d, lost %d: want 600 written, all handled, 0 lost",
+			written, handled, charged, dls, lost)
 	}
-	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
-	if n(1) != n(2)+n(3)+n(4)+n(5) || n(4) < 8*3 {
-		t.Errorf("handled %d = %d charges + %d replays + %d declined + %d failed: want the sum, and 3 declined attempts per poison order", n(1), n(2), n(3), n(4), n(5))
+	if dls != 600/50-1 { // every poison order but the replayed one
+		t.Errorf("dead letters %d, want %d", dls, 600/50-1)
 	}
-	t.Logf("demo output:\n%s", s)
+	if n := summaryInt(t, s, "charged twice"); n != 0 {
+		t.Errorf("charged twice %d", n)
+	}
+	if n := summaryInt(t, s, "restarts"); n < 1 {
+		t.Errorf("restarts %d, want the cursor kill's restart", n)
+	}
+	if f, err := time.ParseDuration(summaryRow(t, s, "failover")); err != nil || f <= 0 || f > 2*cfg.leaseTTL {
+		t.Errorf("failover %q (%v), want about the lease TTL %v", summaryRow(t, s, "failover"), err, cfg.leaseTTL)
+	}
+	for _, r := range []string{"throughput", "catch-up"} {
+		if !regexp.MustCompile(`^\d+/s$`).MatchString(summaryRow(t, s, r)) {
+			t.Errorf("%s %q, want orders/s", r, summaryRow(t, s, r))
+		}
+	}
+	if !regexp.MustCompile(`pod-a \d+ cached, 0 stale; pod-b \d+ cached, 0 stale|pod-b \d+ cached, 0 stale; pod-a \d+ cached, 0 stale`).MatchString(s) {
+		t.Errorf("the cache check of both pods is missing or found stale prices")
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", s)
+	}
 }
 
 func TestDemoRejectsBadFlags(t *testing.T) {
-	if err := run(context.Background(), config{orders: 0, lanes: 1, progress: time.Second}, &bytes.Buffer{}); err == nil {
-		t.Fatal("want an error for --orders 0")
+	cfg := shortConfig()
+	cfg.orders, cfg.lanes, cfg.leaseTTL = 0, 2000, time.Millisecond
+	err := run(context.Background(), cfg, &bytes.Buffer{})
+	for _, want := range []string{"--orders must be > 0, got 0", "--lanes must be between 1 and 1024, got 2000", "--lease-ttl must be >= 600ms, got 1ms"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
 	}
 }
 
@@ -230,23 +294,22 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// With --hold the embedded mongosim keeps serving after the summary, at the address asked for,
-// so that a user can look at the demo's data (with mongosh, here with the driver), until the
-// run's context ends.
-func TestDemoHoldKeepsTheSimulatorServing(t *testing.T) {
+// With --hold the pods keep running after the summary, their consoles open, until the run's
+// context ends; then they stop gracefully and the run succeeds.
+func TestDemoHoldKeepsThePodsRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := &lockedBuffer{}
-	cfg := config{db: defaultDB, orders: 200, poisonEvery: 50, lanes: 2, rate: 2000,
-		timeout: 50 * time.Second, progress: time.Second, hold: true, simAddr: "127.0.0.1:0"}
+	cfg := shortConfig()
+	cfg.orders, cfg.hold, cfg.noCursorKill = 300, true, true
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg, out) }()
-	holdLine := regexp.MustCompile(`--hold: the embedded mongosim serves until Ctrl-C: mongosh "(mongodb://[^"]+)"`)
-	var uri string
-	deadline := time.Now().Add(50 * time.Second)
-	for uri == "" {
+	holdLine := regexp.MustCompile(`go run ./cmd/watchtree --addr (127\.0\.0\.1:\d+) top\s+# (pod-.)`)
+	var addr string
+	deadline := time.Now().Add(55 * time.Second)
+	for addr == "" {
 		if m := holdLine.FindStringSubmatch(out.String()); m != nil {
-			uri = m[1]
+			addr = m[1]
 			break
 		}
 		select {
@@ -259,25 +322,26 @@ func TestDemoHoldKeepsTheSimulatorServing(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !strings.Contains(out.String(), `look inside while it runs: mongosh "`+uri+`"`) {
-		t.Errorf("the start-up line does not give the mongosh command:\n%s", out.String())
+	if !strings.Contains(out.String(), "--no-cursor-kill: the leader's cursor is left alone") {
+		t.Errorf("--no-cursor-kill is not reported:\n%s", out.String())
 	}
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri))
+	// The held pod answers on its console, as the watchtree CLI would ask it.
+	c, err := console.Dial(addr, console.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
-	n, err := cl.Database(defaultDB).Collection("payments").CountDocuments(qctx, bson.D{})
+	reply, err := c.DeadLetters(qctx, ordersStream, 0)
 	qcancel()
-	_ = cl.Disconnect(context.Background())
-	if err != nil || n != 196 {
-		t.Fatalf("payments while held = %d, %v; want 196", n, err)
+	_ = c.Close()
+	if err != nil || len(reply.GetDeadLetters()) != 300/50-1 {
+		t.Fatalf("dead letters through the held console: %v, %v; want %d", reply, err, 300/50-1)
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("run after the hold: %v", err)
+		t.Fatalf("run after the hold: %v\n%s", err, out.String())
 	}
-	if err := run(context.Background(), config{uri: "mongodb://127.0.0.1:1", db: defaultDB, orders: 1, lanes: 1, progress: time.Second, hold: true}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--hold") {
-		t.Fatalf("--hold with MONGODB_URI = %v", err)
+	if !strings.Contains(out.String(), "stopping the pods gracefully") {
+		t.Errorf("the pods were not stopped after the hold:\n%s", out.String())
 	}
 }
