@@ -215,8 +215,15 @@ func (d *demo) run(ctx, holdCtx context.Context) error {
 	}
 
 	start := time.Now()
-	loadErr := make(chan error, 1)
-	go func() { loadErr <- d.load(ctx, start) }()
+	type loadResult struct {
+		took time.Duration
+		err  error
+	}
+	loadDone := make(chan loadResult, 1)
+	go func() {
+		err := d.load(ctx, start)
+		loadDone <- loadResult{time.Since(start), err}
+	}()
 	stopProgress := d.progressLoop()
 	defer stopProgress()
 	waitWritten := func(n int64) error {
@@ -240,20 +247,16 @@ func (d *demo) run(ctx, holdCtx context.Context) error {
 	if err := d.killLeader(ctx); err != nil {
 		return err
 	}
-	if err := <-loadErr; err != nil {
-		return err
+	lr := <-loadDone
+	if lr.err != nil {
+		return lr.err
 	}
-	loadTook := time.Since(start)
+	loadTook := lr.took
 
 	// Every order settles: charged or dead-lettered.
-	var settledAt time.Time
 	if err := waitFor(ctx, "every order charged or dead-lettered", func() bool {
 		n, err := d.settled(ctx)
-		if err == nil && n >= d.written.Load() {
-			settledAt = time.Now()
-			return true
-		}
-		return false
+		return err == nil && n >= d.written.Load()
 	}); err != nil {
 		return err
 	}
@@ -268,25 +271,25 @@ func (d *demo) run(ctx, holdCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := d.verify(ctx)
+	res, err := d.verify(ctx, replayed)
 	if err != nil {
 		return err
 	}
 	if cfg.hold {
-		d.printSummary(res, replayed, caches, loadTook, settledAt.Sub(start))
+		d.printSummary(res, replayed, caches, start, loadTook)
 		d.printf("\n--hold: the pods keep running until Ctrl-C; inspect them:\n")
 		for _, p := range d.livePods() {
-			d.printf("  go run ./cmd/watchtree --addr %s top        # %s\n", p.console, p.name)
+			d.printf("  go run ./cmd/watchtree --addr %s top   # %s\n", p.console, p.name)
 		}
 		if d.cfg.uri == "" {
-			d.printf("  mongosh %q                               # the embedded mongosim\n", d.uri)
+			d.printf("  mongosh %q   # the embedded mongosim\n", d.uri)
 		}
 		<-holdCtx.Done()
 	}
 	d.printf("  ... stopping the pods gracefully (SIGTERM): drain, final checkpoint, lease released\n")
 	stopErr := d.stopPods()
 	if !cfg.hold {
-		d.printSummary(res, replayed, caches, loadTook, settledAt.Sub(start))
+		d.printSummary(res, replayed, caches, start, loadTook)
 	}
 	if res.lost > 0 || res.doubled > 0 {
 		return fmt.Errorf("%d orders lost, %d charged more than once", res.lost, res.doubled)

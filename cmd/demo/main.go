@@ -222,6 +222,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		defer srv.Close()
 		uri = srv.URI()
 		fmt.Fprintf(out, "MONGODB_URI is not set: started the embedded mongosim (a MongoDB replica set simulator) at %s\n", uri)
+		fmt.Fprintf(out, "  look inside while it runs: mongosh %q (--hold keeps it serving after the summary)\n", uri)
 	} else {
 		fmt.Fprintf(out, "using MONGODB_URI, database %s\n", cfg.db)
 	}

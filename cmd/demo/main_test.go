@@ -304,7 +304,7 @@ func TestDemoHoldKeepsThePodsRunning(t *testing.T) {
 	cfg.orders, cfg.hold, cfg.noCursorKill = 300, true, true
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg, out) }()
-	holdLine := regexp.MustCompile(`go run ./cmd/watchtree --addr (127\.0\.0\.1:\d+) top\s+# (pod-.)`)
+	holdLine := regexp.MustCompile(`go run ./cmd/watchtree --addr (127\.0\.0\.1:\d+) top\s+# (pod-.)\n`)
 	var addr string
 	deadline := time.Now().Add(55 * time.Second)
 	for addr == "" {

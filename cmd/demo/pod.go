@@ -329,7 +329,7 @@ func (p *pod) loop() (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
+		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		var n int64
 		for {
@@ -349,7 +349,7 @@ func (p *pod) loop() (stop func()) {
 					}
 				})
 			}
-			if n%10 == 0 {
+			if n%40 == 0 { // every 200ms
 				c := p.counts.get()
 				p.rep.send(report{Kind: "counts", Counts: &c})
 			}
