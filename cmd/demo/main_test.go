@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 
+	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -343,5 +344,99 @@ func TestDemoHoldKeepsThePodsRunning(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "stopping the pods gracefully") {
 		t.Errorf("the pods were not stopped after the hold:\n%s", out.String())
+	}
+}
+
+// TestChargeIsIdempotentByEventID unit-tests the orders handler with built events
+// (watchtree.TestEvent): a redelivered event finds its payment and is absorbed; a poison order
+// is declined until its card is fixed.
+func TestChargeIsIdempotentByEventID(t *testing.T) {
+	_, client := startSim(t)
+	ctx := context.Background()
+	p := &pod{cfg: podConfig{Name: "pod-t"}, db: client.Database("charge_test")}
+	ev, err := watchtree.TestEvent[Order]{Stream: ordersStream, FullDocument: &Order{ID: 1, Customer: "c001", Amount: 10}}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // delivered, then redelivered
+		if err := p.charge(ctx, ev); err != nil {
+			t.Fatalf("charge: %v", err)
+		}
+	}
+	var pays []Payment
+	cur, err := p.db.Collection("payments").Find(ctx, bson.D{})
+	if err != nil || cur.All(ctx, &pays) != nil {
+		t.Fatalf("payments: %v", err)
+	}
+	if len(pays) != 1 || pays[0].ID != ev.ID() || pays[0].Order != 1 || pays[0].Redeliveries != 1 || pays[0].Pod != "pod-t" {
+		t.Fatalf("payments %+v: want one for order 1, keyed by the event ID, 1 redelivery absorbed", pays)
+	}
+	if c := p.counts.get(); c.Charged != 1 || c.Absorbed != 1 || c.Calls != 2 {
+		t.Errorf("counts %+v", c)
+	}
+
+	poison, err := watchtree.TestEvent[Order]{FullDocument: &Order{ID: 2, Customer: "c002", Poison: true}}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.charge(ctx, poison); err == nil || err.Error() != "order 2: card of c002 declined" {
+		t.Fatalf("poison charge: %v, want declined", err)
+	}
+	if _, err := p.db.Collection("fixes").InsertOne(ctx, bson.D{{Key: "_id", Value: int64(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.charge(ctx, poison); err != nil {
+		t.Fatalf("charge after the fix: %v", err)
+	}
+	if n, _ := p.db.Collection("payments").CountDocuments(ctx, bson.D{{Key: "order", Value: int64(2)}}); n != 1 {
+		t.Errorf("order 2 has %d payments after the fix, want 1", n)
+	}
+}
+
+// TestCacheInvalidationKeepsNoOlderPrice: a change evicts an older cached price, not a newer one,
+// and a read that raced the change cannot store the price it replaced.
+func TestCacheInvalidationKeepsNoOlderPrice(t *testing.T) {
+	_, client := startSim(t)
+	ctx := context.Background()
+	products := client.Database("cache_test").Collection("products")
+	if _, err := products.InsertOne(ctx, Product{ID: 1, Price: 10, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p := &pod{cache: newPriceCache(products)}
+	if hit, err := p.cache.price(ctx, 1); err != nil || hit {
+		t.Fatalf("first read: hit %v, %v; want a miss", hit, err)
+	}
+	change := func(v int64) {
+		t.Helper()
+		ev, err := watchtree.TestEvent[Product]{OperationType: watchtree.OpReplace, FullDocument: &Product{ID: 1, Price: float64(10 + v), Version: v}}.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.invalidate(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(1) // the version cached: kept
+	if hit, _ := p.cache.price(ctx, 1); !hit {
+		t.Error("a change to the cached version evicted it")
+	}
+	change(2) // newer: evicted; the database still has version 1 (the read raced the write)
+	if hit, _ := p.cache.price(ctx, 1); hit {
+		t.Error("a newer change did not evict")
+	}
+	if _, cached := p.cache.entries[1]; cached {
+		t.Error("a read of version 1 after the change to version 2 was cached")
+	}
+	if _, err := products.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 1}}, Product{ID: 1, Price: 12, Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.cache.price(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if cached, stale, err := p.cache.check(ctx); err != nil || cached != 1 || stale != 0 {
+		t.Errorf("check: %d cached, %d stale, %v; want 1 fresh", cached, stale, err)
+	}
+	if !p.cache.seen(1, 2) || p.cache.seen(1, 3) {
+		t.Error("seen does not follow the changes handled")
 	}
 }
