@@ -104,7 +104,7 @@ func (d *demo) onReport(p *podProc, rep report) {
 		if orders && d.takeover.Pod == p.name && d.takeoverPos == "" {
 			d.takeoverPos = strings.TrimPrefix(rep.Message, "stream orders started from ")
 		}
-	case "stopped":
+	case "stopped", "standby":
 		if orders && d.leader == p.name {
 			d.leader = ""
 		}
@@ -342,6 +342,9 @@ func (d *demo) load(ctx context.Context, start time.Time) error {
 				return fmt.Errorf("change product %d: %w", id, err)
 			}
 		}
+		if hi == total {
+			break // done: no wait after the last orders
+		}
 		next := start.Add(time.Duration(float64(written) / float64(d.cfg.rate) * float64(time.Second)))
 		select {
 		case <-time.After(time.Until(next)):
@@ -419,7 +422,6 @@ func (d *demo) killLeader(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	newLeader := d.takeover.Pod
-	d.printf("  [%s] resumed orders from the %s\n", newLeader, d.takeoverPos)
 	d.mu.Unlock()
 	// The orders written while the lease was expiring wait for the new leader: how fast it
 	// works them off is the stream's throughput, measured.

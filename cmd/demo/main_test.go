@@ -80,7 +80,7 @@ func TestDemoEmbeddedShowsEveryGuarantee(t *testing.T) {
 		`\[pod-.\] stream orders restarted \(attempt 1\) after: .*HostUnreachable`,
 		`SIGKILL of pod-., the leader of orders`,
 		`\[pod-.\] stream orders: leader \(epoch 2\): [0-9.]+m?s after the SIGKILL of pod-.`,
-		`\[pod-.\] resumed orders from the checkpoint`,
+		`after the SIGKILL of pod-(.|\n)*\[pod-.\] stream orders started from checkpoint\n`, // the new leader resumes
 		`\[pod-.\] worked off the backlog of \d+ orders in`,
 		// The restarted pod resumes its own products position (checkpoints every 250ms).
 		`starting (pod-.) again(.|\n)*\[pod-.\] stream products started from checkpoint`,
