@@ -57,9 +57,6 @@ func (te TestEvent[T]) Build() (*Event[T], error) {
 	if te.OperationType == "" {
 		te.OperationType = OpInsert
 	}
-	if te.Namespace == (Namespace{}) {
-		te.Namespace = Namespace{DB: "test", Coll: "test"}
-	}
 	if te.ClusterTime == (bson.Timestamp{}) {
 		te.ClusterTime = bson.Timestamp{T: uint32(time.Now().Unix()), I: testEventSeq.Add(1)}
 	}
@@ -72,9 +69,13 @@ func (te TestEvent[T]) Build() (*Event[T], error) {
 	if te.Attempt == 0 {
 		te.Attempt = 1
 	}
-	ns := bson.D{{Key: "db", Value: te.Namespace.DB}}
-	if te.Namespace.Coll != "" {
-		ns = append(ns, bson.E{Key: "coll", Value: te.Namespace.Coll})
+	where := te.Namespace
+	if where == (Namespace{}) {
+		where = Namespace{DB: "test", Coll: "test"}
+	}
+	ns := bson.D{{Key: "db", Value: where.DB}}
+	if where.Coll != "" {
+		ns = append(ns, bson.E{Key: "coll", Value: where.Coll})
 	}
 	doc := bson.D{
 		{Key: "_id", Value: bson.D{{Key: "_data", Value: te.ID}}},
