@@ -93,6 +93,9 @@ func (d *demo) onReport(p *podProc, rep report) {
 			d.restarts++
 		}
 	case "leader":
+		if !orders {
+			break
+		}
 		d.leader = p.name
 		if !d.killedAt.IsZero() && d.takeover.Pod == "" {
 			d.takeover = rep
@@ -102,7 +105,7 @@ func (d *demo) onReport(p *podProc, rep report) {
 		}
 	case "started":
 		if orders && d.takeover.Pod == p.name && d.takeoverPos == "" {
-			d.takeoverPos = strings.TrimPrefix(rep.Message, "stream orders started from ")
+			d.takeoverPos = rep.Position
 		}
 	case "stopped", "standby":
 		if orders && d.leader == p.name {

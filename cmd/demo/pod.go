@@ -68,6 +68,8 @@ type report struct {
 	Event   string `json:"event,omitempty"` // started, backoff, restarted, leader, standby, retry, dead-lettered, stopped
 	Stream  string `json:"stream,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Position is where a started stream began (watchtree.Started.Position).
+	Position string `json:"position,omitempty"`
 	// counts: the pod's handler counters so far (cumulative for this process)
 	Counts *podCounts `json:"counts,omitempty"`
 	// verified: the cache check
@@ -110,10 +112,10 @@ type podObserver struct {
 }
 
 func (o podObserver) OnEvent(ev watchtree.ObserverEvent) {
-	kind := ""
+	kind, position := "", ""
 	switch e := ev.(type) {
 	case watchtree.Started:
-		kind = "started"
+		kind, position = "started", e.Position
 	case watchtree.Stopped:
 		kind = "stopped"
 		if e.Reason == watchtree.Crashed && !e.Terminal {
@@ -133,7 +135,7 @@ func (o podObserver) OnEvent(ev watchtree.ObserverEvent) {
 	default:
 		return
 	}
-	o.rep.send(report{Kind: "event", Event: kind, Stream: ev.StreamName(), Message: ev.String()})
+	o.rep.send(report{Kind: "event", Event: kind, Stream: ev.StreamName(), Message: ev.String(), Position: position})
 }
 
 // podMain runs one pod: a watchtree runtime with its console open, the orders stream
