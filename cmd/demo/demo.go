@@ -515,6 +515,9 @@ func (d *demo) verifyCaches(ctx context.Context) ([]report, error) {
 	for _, p := range pods {
 		select {
 		case rep := <-p.verified:
+			if rep.Error != "" {
+				return nil, fmt.Errorf("pod %s could not check its cache: %s", p.name, rep.Error)
+			}
 			out = append(out, rep)
 		case <-p.done:
 			return nil, fmt.Errorf("pod %s exited before its cache check: %v", p.name, p.exit())

@@ -75,7 +75,7 @@ type report struct {
 	// verified: the cache check
 	Cached int `json:"cached,omitempty"`
 	Stale  int `json:"stale,omitempty"`
-	// fatal
+	// fatal, or a verified that could not check
 	Error string `json:"error,omitempty"`
 }
 
@@ -378,11 +378,11 @@ func (p *pod) commands(ctx context.Context, r io.Reader) {
 			continue
 		}
 		cached, stale, err := p.verifyCache(ctx, marker)
+		rep := report{Kind: "verified", Cached: cached, Stale: stale}
 		if err != nil {
-			p.rep.send(report{Kind: "fatal", Error: "verify: " + err.Error()})
-			continue
+			rep.Error = err.Error()
 		}
-		p.rep.send(report{Kind: "verified", Cached: cached, Stale: stale})
+		p.rep.send(rep)
 	}
 }
 
