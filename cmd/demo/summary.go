@@ -100,7 +100,8 @@ func (d *demo) verify(ctx context.Context, replayed int64) (result, error) {
 	if !killedAt.IsZero() {
 		var first Payment
 		err := d.db.Collection("payments").FindOne(ctx, bson.D{{Key: "pod", Value: bson.D{{Key: "$ne", Value: killed}}},
-			{Key: "at", Value: bson.D{{Key: "$gt", Value: killedAt}}}}, options.FindOne().SetSort(bson.D{{Key: "at", Value: 1}})).Decode(&first)
+			{Key: "at", Value: bson.D{{Key: "$gt", Value: killedAt}}}, {Key: "order", Value: bson.D{{Key: "$ne", Value: replayed}}}},
+			options.FindOne().SetSort(bson.D{{Key: "at", Value: 1}})).Decode(&first)
 		if err == nil {
 			res.firstCharge = first.At
 		} else if err != mongo.ErrNoDocuments {
@@ -133,7 +134,7 @@ func (d *demo) printSummary(res result, replayed int64, caches []report, start t
 		fmt.Fprintf(tw, "  %s\t%v\t%s\n", name, v, fmt.Sprintf(note, args...))
 	}
 	row("written", res.written, "orders inserted by the load generator (%.0f/s over %v)",
-		float64(res.written)/loadTook.Seconds(), loadTook.Round(100*time.Millisecond))
+		float64(res.written)/loadTook.Seconds(), loadTook.Round(time.Millisecond))
 	row("handled", res.paid+res.deadLetters, "= charged %d + dead letters %d: orders settled", res.paid, res.deadLetters)
 	replayNote := ""
 	if replayed > 0 {
@@ -150,17 +151,23 @@ func (d *demo) printSummary(res result, replayed int64, caches []report, start t
 		chargeAttempts-1, dlEvents, retries-(chargeAttempts-1)*dlEvents, failed)
 	row("restarts", restarts, "supervisor restarts of orders after the cursor kill (Restarted events), after %d backoff(s)", backoffs)
 	if !killedAt.IsZero() && takeover.Pod != "" {
-		failover := "-"
-		if !res.firstCharge.IsZero() {
-			failover = res.firstCharge.Sub(killedAt).Round(10 * time.Millisecond).String()
+		lease := fmt.Sprintf("lease acquired after %v (it expires TTL %v after its last renewal)",
+			takeover.At.Sub(killedAt).Round(10*time.Millisecond), d.cfg.leaseTTL)
+		if res.firstCharge.IsZero() {
+			row("failover", "-", "no order came after the SIGKILL of %s to time it; %s resumed from the %s, %s", killed, takeover.Pod, takeoverPos, lease)
+		} else {
+			row("failover", res.firstCharge.Sub(killedAt).Round(10*time.Millisecond), "SIGKILL of %s to the first charge by %s, resumed from the %s; %s",
+				killed, takeover.Pod, takeoverPos, lease)
 		}
-		row("failover", failover, "SIGKILL of %s to the first charge by %s, resumed from the %s; lease acquired after %v (it expires TTL %v after its last renewal)",
-			killed, takeover.Pod, takeoverPos, takeover.At.Sub(killedAt).Round(10*time.Millisecond), d.cfg.leaseTTL)
+	}
+	during := ""
+	if !killedAt.IsZero() && killedAt.Before(res.lastSettled) {
+		during = ", failover included"
 	}
 	row("throughput", fmt.Sprintf("%.0f/s", float64(res.written)/settleTook.Seconds()),
-		"orders handled per second from the first write to the last settlement (%v, cursor kill and failover included; at most the load's pace)",
-		settleTook.Round(100*time.Millisecond))
-	if cu.took > 0 {
+		"orders handled per second from the first write to the last settlement (%v%s; at most the load's pace)",
+		settleTook.Round(10*time.Millisecond), during)
+	if cu.orders > 0 {
 		row("catch-up", fmt.Sprintf("%.0f/s", float64(cu.orders)/cu.took.Seconds()),
 			"orders handled per second by the new leader working off the %d orders written during the failover (%d in %v)",
 			cu.backlog, cu.orders, cu.took.Round(10*time.Millisecond))
