@@ -188,7 +188,7 @@ func lifecycleEventOf(ev ObserverEvent) *messages.LifecycleEvent {
 	case Started:
 		at, out.Kind = e.Time, "started"
 	case Stopped:
-		at, out.Kind = e.Time, "stopped"
+		at, out.Kind, out.Attempt = e.Time, "stopped", uint32(e.Attempt)
 		cause(e.Cause)
 	case Restarted:
 		at, out.Kind, out.Attempt = e.Time, "restarted", uint32(e.Attempt)
