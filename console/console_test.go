@@ -46,6 +46,12 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(tlsServeEnv); dir != "" {
 		os.Exit(tlsServe(dir))
 	}
+	if os.Getenv(console.FeedServeEnv) != "" {
+		os.Exit(console.FeedServe())
+	}
+	if addr := os.Getenv(console.FeedPeerEnv); addr != "" {
+		os.Exit(console.FeedPeer(addr))
+	}
 	if addr := os.Getenv(remoteClientEnv); addr != "" {
 		os.Exit(remotePeer(addr, os.Getenv(remoteClientEnv+"_ADVERTISE")))
 	}

@@ -54,12 +54,6 @@ type oplogInfo struct {
 	at             time.Time
 }
 
-type subscriber struct {
-	id     uint64
-	pid    *actor.PID
-	stream string
-}
-
 // Plain messages the actor sends itself.
 type (
 	sampleTick struct{}
@@ -148,6 +142,8 @@ func (in *inspector) Receive(ctx actor.Context) {
 		in.control(ctx, m)
 	case *messages.SubscribeRequest:
 		in.subscribe(ctx, m)
+	case *messages.SubscriptionAck:
+		in.ack(ctx, m)
 	case *messages.Unsubscribe:
 		in.unsubscribe(ctx, m.GetId())
 	case *actor.Terminated:
@@ -195,7 +191,8 @@ func (in *inspector) publish(ctx actor.Context, ev *messages.LifecycleEvent) {
 	}
 	for _, s := range in.subs {
 		if s.stream == "" || s.stream == ev.GetStream() {
-			ctx.Send(s.pid, ev)
+			s.push(ev)
+			in.flush(ctx, s)
 		}
 	}
 }
@@ -216,49 +213,6 @@ func (in *inspector) eventsOf(stream string, n int) []*messages.LifecycleEvent {
 		evs = evs[len(evs)-n:]
 	}
 	return append([]*messages.LifecycleEvent(nil), evs...)
-}
-
-func (in *inspector) subscribe(ctx actor.Context, m *messages.SubscribeRequest) {
-	if m.GetSubscriberId() == "" {
-		if ctx.Sender() != nil {
-			ctx.Respond(&messages.ConsoleError{Code: "invalid", Error: "SubscribeRequest.subscriber_id is required"})
-		}
-		return
-	}
-	addr := m.GetSubscriberAddress()
-	if addr == "" {
-		addr = in.sys.Address()
-	}
-	pid := actor.NewPID(addr, m.GetSubscriberId())
-	in.subSeq++
-	s := &subscriber{id: in.subSeq, pid: pid, stream: m.GetStream()}
-	in.subs[s.id] = s
-	ctx.Watch(pid)
-	if ctx.Sender() != nil {
-		ctx.Respond(&messages.SubscribeReply{Id: s.id})
-	}
-	backlog := in.recent
-	if s.stream != "" {
-		backlog = in.byStream[s.stream]
-	}
-	if n := int(m.GetBacklog()); n < len(backlog) {
-		backlog = backlog[len(backlog)-n:]
-	}
-	for _, ev := range backlog {
-		ctx.Send(pid, ev)
-	}
-	ctx.Send(pid, &messages.LifecycleEvent{Kind: BacklogEnd, At: timestamppb.New(in.clk.Now())})
-}
-
-// BacklogEnd is the kind of the marker event a subscription receives after its backlog: the
-// events after it are live. It carries no seq.
-const BacklogEnd = "backlog-end"
-
-func (in *inspector) unsubscribe(ctx actor.Context, id uint64) {
-	if s, ok := in.subs[id]; ok {
-		delete(in.subs, id)
-		ctx.Unwatch(s.pid)
-	}
 }
 
 // armTick schedules the next sampling round.
@@ -359,10 +313,12 @@ type view struct {
 	samples map[string][]sample
 	dl      map[string]dlCount
 	oplog   oplogInfo
+	subs    []*messages.SubscriberInfo
 }
 
 func (in *inspector) view() view {
-	v := view{samples: make(map[string][]sample, len(in.samples)), dl: make(map[string]dlCount, len(in.dl)), oplog: in.oplog}
+	v := view{samples: make(map[string][]sample, len(in.samples)), dl: make(map[string]dlCount, len(in.dl)), oplog: in.oplog,
+		subs: in.subscribers()}
 	for k, s := range in.samples {
 		v.samples[k] = append([]sample(nil), s...)
 	}
@@ -418,7 +374,9 @@ func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *mes
 	if l := int(req.GetLimit()); l > 0 && l < len(rows) {
 		rows = rows[:l]
 	}
-	return &messages.SnapshotReply{Instance: in.instance(oplog, now), Streams: rows, Total: total, At: timestamppb.New(now)}
+	inst := in.instance(oplog, now)
+	inst.Subscribers = v.subs
+	return &messages.SnapshotReply{Instance: inst, Streams: rows, Total: total, At: timestamppb.New(now)}
 }
 
 func filterRows(rows []*messages.StreamRow, keep func(*messages.StreamRow) bool) []*messages.StreamRow {
