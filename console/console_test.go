@@ -369,7 +369,11 @@ func remotePeer(addr, advertise string) int {
 	r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, opts...))
 	r.Start()
 	defer r.Shutdown(false)
-	res, err := sys.Root.RequestFuture(actor.NewPID(addr, "console"), &messages.SnapshotRequest{}, 3*time.Second).Result()
+	wait := 3 * time.Second
+	if w, err := time.ParseDuration(os.Getenv(remoteClientEnv + "_WAIT")); err == nil {
+		wait = w
+	}
+	res, err := sys.Root.RequestFuture(actor.NewPID(addr, "console"), &messages.SnapshotRequest{}, wait).Result()
 	if err != nil {
 		fmt.Println("no reply:", err)
 		return 1

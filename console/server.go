@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/watchtree/watchtree/messages"
 )
@@ -71,7 +73,9 @@ func (s *Server) startRemote() (err error) {
 	}
 	g := &guard{log: s.cfg.Logger, actorID: s.pid.Id}
 	s.facade = newFacade(s.sys, s.pid, s.cfg.Logger)
-	rc := remote.Configure(host, p, s.cfg.RemoteOptions...)
+	rc := remote.Configure(host, p, append([]remote.ConfigOption{dialOnce}, s.cfg.RemoteOptions...)...)
+	rc.DialOptions = append(rc.DialOptions, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: backoff.DefaultConfig, MinConnectTimeout: dialTimeout}))
 	rc.ServerOptions = append(rc.ServerOptions, g.serverOptions()...)
 	rc.ServerOptions = append(rc.ServerOptions, grpc.UnknownServiceHandler(s.facade.handle))
 	r := remote.NewRemote(s.sys, rc)
@@ -87,6 +91,18 @@ func (s *Server) startRemote() (err error) {
 		zap.Bool("token_required", s.cfg.Token != ""))
 	return nil
 }
+
+// protoactor remote sends to a peer (a reply, a feed event, a watch) through an endpoint writer
+// that dials the peer's advertised address when it starts: MaxRetryCount attempts with a fixed
+// 2 s pause after each failure, all on the writer's mailbox goroutine, and remote.Shutdown waits
+// for every writer to finish. With protoactor's 5 attempts, a peer that went away (a CLI that
+// quit, one behind a port-forward) held Stop about 10 s. The console makes one attempt, with the
+// connection bounded by dialTimeout: Stop then waits at most dialTimeout plus the one 2 s pause,
+// and a peer that asks again gets a fresh dial. Options in Config.RemoteOptions that set
+// MaxRetryCount override this.
+const dialTimeout = time.Second
+
+func dialOnce(c *remote.Config) { c.MaxRetryCount = 1 }
 
 // Addr returns the address the console listens on ("" when Config.Addr is empty).
 func (s *Server) Addr() string { return s.addr }

@@ -119,15 +119,27 @@ func writeCert(t *testing.T, dir string) *x509.CertPool {
 	return pool
 }
 
-// tlsServe is the child process: a runtime on its own mongosim with a TLS console; it prints
-// the console's address and runs until its stdin closes.
+// tlsServe is the child process: a runtime on its own mongosim with a console, over TLS when
+// dir holds cert.pem and key.pem (and demanding client certificates signed by ca.pem when it is
+// there too); it prints the console's address, runs until its stdin closes, stops the runtime
+// and prints how long Stop took.
 func tlsServe(dir string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	cc := watchtree.ConsoleConfig{Addr: "127.0.0.1:0"}
+	if _, err := os.Stat(filepath.Join(dir, "cert.pem")); err == nil {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		conf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if ca, err := os.ReadFile(filepath.Join(dir, "ca.pem")); err == nil {
+			conf.ClientCAs = x509.NewCertPool()
+			conf.ClientCAs.AppendCertsFromPEM(ca)
+			conf.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		cc.RemoteOptions = []remote.ConfigOption{remote.WithServerOptions(grpc.Creds(credentials.NewTLS(conf)))}
 	}
 	sim, err := mongosim.Start(ctx, mongosim.Options{})
 	if err != nil {
@@ -141,9 +153,7 @@ func tlsServe(dir string) int {
 		return 1
 	}
 	defer client.Disconnect(context.Background())
-	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "tls", InstanceID: "tls-node",
-		Console: watchtree.ConsoleConfig{Addr: "127.0.0.1:0", RemoteOptions: []remote.ConfigOption{remote.WithServerOptions(grpc.Creds(creds))}}})
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "tls", InstanceID: "tls-node", Console: cc})
 	if err == nil {
 		err = rt.Start(ctx)
 	}
@@ -153,9 +163,11 @@ func tlsServe(dir string) int {
 	}
 	fmt.Println("console", rt.ConsoleAddr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	start := time.Now()
 	if err := rt.Stop(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	fmt.Println("stopped in", time.Since(start))
 	return 0
 }
