@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -45,31 +46,7 @@ func TestConsoleOverTLS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pool := writeCert(t, dir)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), tlsServeEnv+"="+dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = stdin.Close() // the child stops its runtime and exits
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("TLS runtime: %v", err)
-		}
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "console ")
-	if err != nil || !ok {
-		t.Fatalf("the TLS runtime did not report its address: %q, %v", line, err)
-	}
+	addr := serveChild(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	c, err := console.Dial(addr, console.ClientOptions{TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
@@ -117,6 +94,122 @@ func writeCert(t *testing.T, dir string) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
 	return pool
+}
+
+// TestConsoleOverMutualTLS: a console that requires client certificates (tls.Config.ClientAuth
+// through Config.Console.RemoteOptions) serves a client whose certificate its CA signed, and
+// refuses, with an error that says so, a client without a certificate and one whose certificate
+// another CA signed.
+func TestConsoleOverMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := t.TempDir()
+	serverCAs := writeCert(t, dir)
+	clientCA, clientKey := newCA(t, "console clients")
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientCA.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	otherCA, otherKey := newCA(t, "someone else")
+	addr := serveChild(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	call := func(certs ...tls.Certificate) error {
+		c, err := console.Dial(addr, console.ClientOptions{Timeout: 5 * time.Second,
+			TLS: &tls.Config{RootCAs: serverCAs, Certificates: certs, MinVersion: tls.VersionTLS12}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		snap, err := c.Snapshot(ctx, &messages.SnapshotRequest{})
+		if err == nil && snap.GetInstance().GetId() != "tls-node" {
+			t.Fatalf("snapshot = %v", snap)
+		}
+		return err
+	}
+	if err := call(clientCert(t, "operator", clientCA, clientKey)); err != nil {
+		t.Fatalf("a client with a certificate of the console's client CA: %v", err)
+	}
+	for name, certs := range map[string][]tls.Certificate{
+		"no certificate":   nil,
+		"an untrusted one": {clientCert(t, "intruder", otherCA, otherKey)},
+	} {
+		err := call(certs...)
+		t.Logf("a client with %s: %v", name, err)
+		if !errors.Is(err, console.ErrTLS) || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("a client with %s: %v, want ErrTLS naming the certificate", name, err)
+		}
+	}
+}
+
+// newCA makes a certificate authority.
+func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, key
+}
+
+// clientCert makes a client certificate for cn signed by ca.
+func clientCert(t *testing.T, cn string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// serveChild starts tlsServe(dir) in a child process and returns the console's address; the
+// child stops when the test ends.
+func serveChild(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), tlsServeEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // the child stops its runtime and exits
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("TLS runtime: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "console ")
+	if err != nil || !ok {
+		t.Fatalf("the TLS runtime did not report its address: %q, %v", line, err)
+	}
+	return addr
 }
 
 // tlsServe is the child process: a runtime on its own mongosim with a console, over TLS when
