@@ -110,6 +110,9 @@ func (c *Client) wrap(err error) error {
 				msg = why
 			}
 		}
+		if strings.Contains(msg, "looked like an HTTP/1.1 header") {
+			return fmt.Errorf("%w at %s: something else answers there (HTTP/1.1), not a watchtree console (%s)", ErrUnreachable, c.addr, msg)
+		}
 		if hint := tlsHint(msg, c.tls != nil && len(c.tls.Certificates) > 0); hint != "" {
 			return fmt.Errorf("%w with %s: %s (%s)", ErrTLS, c.addr, hint, msg)
 		}
@@ -119,9 +122,14 @@ func (c *Client) wrap(err error) error {
 	case codes.Unauthenticated:
 		return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Message())
 	case codes.NotFound:
-		return fmt.Errorf("%s: %w", st.Message(), ErrNotFound)
+		return &reasonError{st.Message(), ErrNotFound}
 	case codes.Unimplemented:
-		return fmt.Errorf("%s: %w", st.Message(), ErrUnsupported)
+		// gRPC reports an HTTP server, or a gRPC server without the console's service, as
+		// Unimplemented: whatever listens there is not a watchtree console.
+		if msg := st.Message(); strings.Contains(msg, "unexpected HTTP status code") || strings.Contains(msg, "unknown service "+ServiceName) {
+			return fmt.Errorf("%w at %s: something else answers there, not a watchtree console (%s)", ErrUnreachable, c.addr, msg)
+		}
+		return &reasonError{st.Message(), ErrUnsupported}
 	}
 	return fmt.Errorf("console %s: %s", c.addr, st.Message())
 }
@@ -165,6 +173,16 @@ func tlsHint(msg string, withCert bool) string {
 	}
 	return ""
 }
+
+// reasonError is the console's own words for a failure, matching its sentinel (errors.Is)
+// without repeating the sentinel's text.
+type reasonError struct {
+	reason string
+	base   error
+}
+
+func (e *reasonError) Error() string { return e.reason }
+func (e *reasonError) Unwrap() error { return e.base }
 
 // Snapshot returns the instance and its streams.
 func (c *Client) Snapshot(ctx context.Context, req *messages.SnapshotRequest) (*messages.SnapshotReply, error) {
@@ -216,7 +234,7 @@ func (c *Client) Control(ctx context.Context, action messages.ControlAction, str
 			base = context.DeadlineExceeded
 		}
 		if base != nil {
-			return out, fmt.Errorf("%s: %w", out.GetError(), base)
+			return out, &reasonError{out.GetError(), base}
 		}
 		return out, errors.New(out.GetError())
 	}

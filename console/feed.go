@@ -80,6 +80,14 @@ func (in *inspector) subscribe(ctx actor.Context, m *messages.SubscribeRequest) 
 		refuse("SubscribeRequest.subscriber_id is required")
 		return
 	}
+	if st := m.GetStream(); st != "" {
+		if _, ok := in.lookup(st); !ok {
+			if ctx.Sender() != nil {
+				ctx.Respond(&messages.ConsoleError{Code: "not_found", Error: in.unknownStream(st)})
+			}
+			return
+		}
+	}
 	window := uint64(m.GetWindow())
 	if window > maxWindow {
 		refuse(fmt.Sprintf("SubscribeRequest.window %d is above the maximum %d", window, maxWindow))

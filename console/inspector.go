@@ -601,7 +601,7 @@ func stateName(s messages.SupervisorState) string {
 func (in *inspector) describe(ctx context.Context, self *actor.PID, req *messages.DescribeRequest, events []*messages.LifecycleEvent) proto.Message {
 	ref, ok := in.lookup(req.GetStream())
 	if !ok {
-		return &messages.ConsoleError{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+		return &messages.ConsoleError{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	v := in.viewSync(ctx, self)
 	v.dl = nil // describe counts afresh
@@ -620,6 +620,23 @@ func (in *inspector) describe(ctx context.Context, self *actor.PID, req *message
 	return out
 }
 
+// unknownStream says that name is not a stream of this instance, and which are.
+func (in *inspector) unknownStream(name string) string {
+	refs := in.b.Streams()
+	if len(refs) == 0 {
+		return fmt.Sprintf("unknown stream %q: this instance runs no streams", name)
+	}
+	names := make([]string, 0, min(len(refs), 10))
+	for _, r := range refs[:min(len(refs), 10)] {
+		names = append(names, r.Name)
+	}
+	more := ""
+	if len(refs) > 10 {
+		more = fmt.Sprintf(" and %d more", len(refs)-10)
+	}
+	return fmt.Sprintf("unknown stream %q: this instance runs %s%s", name, strings.Join(names, ", "), more)
+}
+
 func (in *inspector) lookup(name string) (StreamRef, bool) {
 	for _, r := range in.b.Streams() {
 		if r.Name == name {
@@ -631,7 +648,7 @@ func (in *inspector) lookup(name string) (StreamRef, bool) {
 
 func (in *inspector) deadLetters(ctx context.Context, req *messages.DeadLettersRequest) proto.Message {
 	if _, ok := in.lookup(req.GetStream()); !ok {
-		return &messages.ConsoleError{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+		return &messages.ConsoleError{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	limit := int(req.GetLimit())
 	if limit <= 0 {
@@ -673,7 +690,7 @@ func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
 	if in.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(req.GetToken()), []byte(in.cfg.Token)) != 1 {
 		log.Warn("console: command refused: wrong or missing token")
 		if ctx.Sender() != nil {
-			ctx.Respond(&messages.ControlReply{Code: "unauthenticated", Error: "console: a valid token is required for " + action})
+			ctx.Respond(&messages.ControlReply{Code: "unauthenticated", Error: "console: the token is missing or wrong: " + action + " needs the console's token"})
 		}
 		return
 	}
@@ -688,6 +705,11 @@ func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
 		reply := in.run(c, req, who)
 		ev := &messages.LifecycleEvent{Stream: req.GetStream(), At: timestamppb.New(in.clk.Now()), Kind: "command",
 			Message: fmt.Sprintf("%s %s by %s", action, req.GetStream(), who)}
+		if reply.GetCode() == "not_found" {
+			if _, known := in.lookup(req.GetStream()); !known {
+				ev.Stream = "" // an instance event: a typo must not take a place in the per-stream memory
+			}
+		}
 		if reply.GetOk() {
 			log.Info("console: command done", zap.String("detail", reply.GetDetail()))
 			ev.Message += ": done"
@@ -713,7 +735,7 @@ func actionName(a messages.ControlAction) string {
 func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who string) *messages.ControlReply {
 	ref, ok := in.lookup(req.GetStream())
 	if !ok {
-		return &messages.ControlReply{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+		return &messages.ControlReply{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	reason := "console: " + who
 	switch req.GetAction() {

@@ -114,13 +114,26 @@ func (s *Server) PID() *actor.PID { return s.pid }
 // It never blocks.
 func (s *Server) Publish(ev *messages.LifecycleEvent) { s.sys.Root.Send(s.pid, ev) }
 
-// Stop ends the facade's live feeds, stops protoactor remote (when the console started it) and
-// the console actor, bounded by ctx.
+// Stop ends the facade's live feeds, stops the console actor, then protoactor remote (when the
+// console started it), bounded by ctx. The actor goes first: once it and its goroutines are done
+// nothing of the console sends to a peer any more, so no reply starts a dial to a peer while the
+// remote shuts down (protoactor's endpoint manager does not synchronise a send with its stop).
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
 		if s.facade != nil {
 			s.facade.close()
+		}
+		fut := s.sys.Root.StopFuture(s.pid)
+		stopped := make(chan error, 1)
+		go func() { stopped <- fut.Wait() }()
+		select {
+		case e := <-stopped:
+			if e != nil && !errors.Is(e, actor.ErrDeadLetter) {
+				err = fmt.Errorf("console: stop the console actor: %w", e)
+			}
+		case <-ctx.Done():
+			err = fmt.Errorf("console: the console actor did not stop: %w", ctx.Err())
 		}
 		if s.remote != nil {
 			done := make(chan struct{})
@@ -128,19 +141,8 @@ func (s *Server) Stop(ctx context.Context) error {
 			select {
 			case <-done:
 			case <-ctx.Done():
-				err = fmt.Errorf("console: protoactor remote did not stop: %w", ctx.Err())
+				err = errors.Join(err, fmt.Errorf("console: protoactor remote did not stop: %w", ctx.Err()))
 			}
-		}
-		fut := s.sys.Root.StopFuture(s.pid)
-		done := make(chan error, 1)
-		go func() { done <- fut.Wait() }()
-		select {
-		case e := <-done:
-			if e != nil && !errors.Is(e, actor.ErrDeadLetter) {
-				err = errors.Join(err, fmt.Errorf("console: stop the console actor: %w", e))
-			}
-		case <-ctx.Done():
-			err = errors.Join(err, fmt.Errorf("console: the console actor did not stop: %w", ctx.Err()))
 		}
 	})
 	return err

@@ -19,7 +19,7 @@ type ledger struct {
 
 func (l *ledger) stream(instance string) watchtree.Stream[Order] {
 	return watchtree.Stream[Order]{
-		Name: "ledger", Collection: "ledger", Mode: watchtree.SingleLeader,
+		Name: "payments", Collection: "payments", Mode: watchtree.SingleLeader,
 		OnInsert: func(_ context.Context, ev *watchtree.Event[Order]) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -92,12 +92,12 @@ func TestLeaseReleaseHandsOver(t *testing.T) {
 	waitFor(t, "the second runtime to stand by", func() bool { return role(t, hb) == watchtree.RoleStandby })
 
 	for id := int64(1); id <= 20; id++ {
-		insert(t, "ledger", Order{ID: id})
+		insert(t, "payments", Order{ID: id})
 	}
 	waitFor(t, "the leader to handle the first 20", func() bool { n, _ := l.count("a", 1, 20); return n == 20 })
 
 	var reply messages.ControlReply
-	cliJSON(t, &reply, "lease", "release", "ledger", "--token", testToken)
+	cliJSON(t, &reply, "lease", "release", "payments", "--token", testToken)
 	if !reply.GetOk() || !strings.HasPrefix(reply.GetDetail(), "lease released (epoch ") {
 		t.Fatalf("lease release: %v", &reply)
 	}
@@ -108,14 +108,14 @@ func TestLeaseReleaseHandsOver(t *testing.T) {
 	// The console shows the standby at once; the holder it names is the one it last saw (none
 	// right after its own release, the new leader once its standby polls found it).
 	var snap messages.SnapshotReply
-	cliJSON(t, &snap, "streams", "--filter", "ledger")
+	cliJSON(t, &snap, "streams", "--filter", "payments")
 	if rows := snap.GetStreams(); len(rows) != 1 || rows[0].GetRole() != "standby" ||
 		(rows[0].GetLeaseOwner() != "" && rows[0].GetLeaseOwner() != "cli-test-b") {
-		t.Fatalf("the console shows %v, want ledger standby, not held by itself", rows)
+		t.Fatalf("the console shows %v, want payments standby, not held by itself", rows)
 	}
 
 	for id := int64(21); id <= 40; id++ {
-		insert(t, "ledger", Order{ID: id})
+		insert(t, "payments", Order{ID: id})
 	}
 	waitFor(t, "the new leader to handle the next 20", func() bool { n, _ := l.count("b", 21, 40); return n == 20 })
 	_, total := l.count("a", 1, 40)

@@ -48,9 +48,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "watchtree:", err)
+		msg := err.Error()
+		if errors.Is(err, console.ErrUnauthenticated) {
+			msg += " (give it with --token or $WATCHTREE_TOKEN)"
+		}
+		fmt.Fprintln(stderr, "watchtree:", strings.TrimPrefix(msg, "watchtree: "))
 		var ue usageError
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 			return 2
 		}
 		return 1
