@@ -304,6 +304,9 @@ func (in *inspector) request(ctx context.Context, pid *actor.PID, msg any, bound
 		}
 		return r.res, r.err
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 }
