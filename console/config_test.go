@@ -1,9 +1,9 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,24 +40,19 @@ func TestConfigBindsLoopbackByDefault(t *testing.T) {
 // muteBackend is a runtime with one stream whose supervisor never answers.
 type muteBackend struct {
 	emptyBackend
-	sup *actor.PID
+	sup atomic.Pointer[actor.PID]
 }
 
-func (b muteBackend) Streams() []StreamRef {
-	return []StreamRef{{Name: "mute", Mode: "all-instances", Supervisor: b.sup}}
+func (b *muteBackend) Streams() []StreamRef {
+	return []StreamRef{{Name: "mute", Mode: "all-instances", Supervisor: b.sup.Load()}}
 }
 
 // TestEveryRequestIsBounded: a supervisor that never answers does not hold a read past
 // RequestTimeout (the row says why), nor a command past its timeout.
 func TestEveryRequestIsBounded(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	mute := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	srv, err := Start(sys, muteBackend{sup: mute}, Config{RequestTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Stop(context.Background()) }()
+	b := &muteBackend{}
+	sys, srv := startLocal(t, b, Config{RequestTimeout: 200 * time.Millisecond})
+	b.sup.Store(sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})))
 	res, err := sys.Root.RequestFuture(srv.PID(), &messages.SnapshotRequest{}, 10*time.Second).Result()
 	if err != nil {
 		t.Fatalf("snapshot: %v (the console did not answer by itself)", err)

@@ -132,6 +132,8 @@ func grpcCode(code string) codes.Code {
 		return codes.Unimplemented
 	case "timeout":
 		return codes.DeadlineExceeded
+	case "exhausted":
+		return codes.ResourceExhausted
 	}
 	return codes.Internal
 }

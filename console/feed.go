@@ -25,6 +25,9 @@ const (
 	// feedQueue is how many events a subscription may hold beyond its window: a full backlog
 	// (recentEvents) and its end marker fit.
 	feedQueue = recentEvents + 1
+	// maxSubscribers bounds the subscriptions a console holds (a peer needs no token to
+	// subscribe).
+	maxSubscribers = 256
 )
 
 type subscriber struct {
@@ -87,6 +90,13 @@ func (in *inspector) subscribe(ctx actor.Context, m *messages.SubscribeRequest) 
 			}
 			return
 		}
+	}
+	if len(in.subs) >= maxSubscribers {
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.ConsoleError{Code: "exhausted",
+				Error: fmt.Sprintf("the console has %d subscribers, its maximum: end one first", maxSubscribers)})
+		}
+		return
 	}
 	window := uint64(m.GetWindow())
 	if window > maxWindow {

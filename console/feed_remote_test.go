@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -132,40 +133,79 @@ func FeedPeer(addr string) int {
 	return 0
 }
 
-// child runs the test binary as a child with env, and returns a function that sends it one
-// command and returns its answer line.
-func child(t *testing.T, env ...string) (cmd *exec.Cmd, first string, ask func(string) string) {
+// Child is the test binary run as a child process with env (see the external TestMain): its
+// stdin, its stdout line by line, its stderr kept and shown when the test fails. It is killed
+// when the test ends unless Close stopped it.
+type Child struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Reader
+	stderr bytes.Buffer
+	closed bool
+	err    error // of Wait
+}
+
+// StartChild starts the child.
+func StartChild(t *testing.T, env ...string) *Child {
 	t.Helper()
-	cmd = exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = io.Discard // protoactor's own logs
-	stdin, err := cmd.StdinPipe()
+	c := &Child{t: t, cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	c.cmd.Env = append(os.Environ(), env...)
+	c.cmd.Stderr = &c.stderr
+	var err error
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	c.out = bufio.NewReader(stdout)
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !c.closed {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+		if t.Failed() && c.stderr.Len() > 0 {
+			t.Logf("child %v stderr:\n%s", env, c.stderr.String())
+		}
+	})
+	return c
+}
+
+// Line reads the child's next line of output.
+func (c *Child) Line() string {
+	c.t.Helper()
+	l, err := c.out.ReadString('\n')
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatalf("child: %v (read %q)", err, l)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	return strings.TrimSpace(l)
+}
+
+// Ask sends the child one command and returns its answer line.
+func (c *Child) Ask(cmd string) string {
+	c.t.Helper()
+	if _, err := fmt.Fprintln(c.stdin, cmd); err != nil {
+		c.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	out := bufio.NewReader(stdout)
-	line := func() string {
-		l, err := out.ReadString('\n')
-		if err != nil {
-			t.Fatalf("child %v: %v", env, err)
-		}
-		return strings.TrimSpace(l)
+	return c.Line()
+}
+
+// CloseStdin tells a child that runs until its stdin closes to stop.
+func (c *Child) CloseStdin() { _ = c.stdin.Close() }
+
+// Wait waits for the child to exit after CloseStdin, and returns how it exited (again when
+// called again).
+func (c *Child) Wait() error {
+	if !c.closed {
+		c.closed = true
+		c.err = c.cmd.Wait()
 	}
-	first = line()
-	return cmd, first, func(c string) string {
-		if _, err := fmt.Fprintln(stdin, c); err != nil {
-			t.Fatal(err)
-		}
-		return line()
-	}
+	return c.err
 }
 
 // TestSlowSubscriberOverRemote: a subscriber in another process, reached over protoactor
@@ -176,15 +216,19 @@ func TestSlowSubscriberOverRemote(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	_, first, server := child(t, FeedServeEnv+"=1")
+	srvChild := StartChild(t, FeedServeEnv+"=1")
+	first := srvChild.Line()
 	addr, ok := strings.CutPrefix(first, "console ")
 	if !ok {
 		t.Fatalf("console child: %q", first)
 	}
-	_, first, peer := child(t, FeedPeerEnv+"="+addr)
+	server := srvChild.Ask
+	peerChild := StartChild(t, FeedPeerEnv+"="+addr)
+	peer := peerChild.Ask
 	var id uint64
-	if _, err := fmt.Sscanf(first, "subscribed %d", &id); err != nil {
-		t.Fatalf("peer child: %q", first)
+	line := peerChild.Line()
+	if _, err := fmt.Sscanf(line, "subscribed %d", &id); err != nil {
+		t.Fatalf("peer child: %q", line)
 	}
 	info := func() *messages.SubscriberInfo {
 		i := &messages.SubscriberInfo{}

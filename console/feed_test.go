@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,24 @@ func (emptyBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadL
 }
 func (emptyBackend) OplogWindow(context.Context) (time.Time, time.Time, error) {
 	return time.Time{}, time.Time{}, ErrUnsupported
+}
+
+// startLocal starts a console on an actor system of its own; both stop when the test ends.
+func startLocal(t *testing.T, b Backend, cfg Config) (*actor.ActorSystem, *Server) {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	srv, err := Start(sys, b, cfg)
+	if err != nil {
+		sys.Shutdown()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(context.Background()); err != nil {
+			t.Errorf("console stop: %v", err)
+		}
+		sys.Shutdown()
+	})
+	return sys, srv
 }
 
 // inbox records what a subscriber actor received.
@@ -78,13 +97,7 @@ func subscriberInfo(t *testing.T, sys *actor.ActorSystem, console *actor.PID, id
 // console's snapshot; once it acknowledges, the queue drains in order and every event says how
 // many it missed. The console is never held.
 func TestFeedWindowQueueAndDrops(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	srv, err := Start(sys, emptyBackend{}, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Stop(context.Background()) }()
+	sys, srv := startLocal(t, emptyBackend{}, Config{})
 	box := &inbox{}
 	sub := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return box }))
 	res, err := sys.Root.RequestFuture(srv.PID(), &messages.SubscribeRequest{SubscriberId: sub.Id, Window: 4}, 5*time.Second).Result()
@@ -144,17 +157,28 @@ func TestFeedWindowQueueAndDrops(t *testing.T) {
 	poll(t, "the next live event", func() bool { return len(box.all()) == 5+feedQueue })
 }
 
-// TestSubscribeRefusesAWindowTooLarge: the window is checked, with the field named.
-func TestSubscribeRefusesAWindowTooLarge(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	srv, err := Start(sys, emptyBackend{}, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Stop(context.Background()) }()
+// TestSubscribeLimits: the window is checked, with the field named, and the console takes at
+// most maxSubscribers subscriptions.
+func TestSubscribeLimits(t *testing.T) {
+	sys, srv := startLocal(t, emptyBackend{}, Config{})
 	res, err := sys.Root.RequestFuture(srv.PID(), &messages.SubscribeRequest{SubscriberId: "x", Window: maxWindow + 1}, 5*time.Second).Result()
 	if ce, ok := res.(*messages.ConsoleError); err != nil || !ok || ce.GetError() != "SubscribeRequest.window 1025 is above the maximum 1024" {
 		t.Fatalf("window %d: %v, %v", maxWindow+1, res, err)
+	}
+	subscribe := func() any {
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &inbox{} }))
+		res, err := sys.Root.RequestFuture(srv.PID(), &messages.SubscribeRequest{SubscriberId: pid.Id}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for i := 0; i < maxSubscribers; i++ {
+		if r, ok := subscribe().(*messages.SubscribeReply); !ok || r.GetId() == 0 {
+			t.Fatalf("subscription %d: %v", i+1, r)
+		}
+	}
+	if ce, ok := subscribe().(*messages.ConsoleError); !ok || ce.GetCode() != "exhausted" || !strings.Contains(ce.GetError(), "256 subscribers") {
+		t.Fatalf("subscription %d: %v, want refused", maxSubscribers+1, ce)
 	}
 }

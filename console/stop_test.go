@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,37 +17,17 @@ func TestStopIsPromptAfterAClientWentAway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	srv := exec.Command(os.Args[0], "-test.run=^$")
-	srv.Env = append(os.Environ(), tlsServeEnv+"="+t.TempDir()) // no certificate there: plaintext
-	srv.Stderr = os.Stderr
-	stdin, err := srv.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	out := bufio.NewReader(stdout)
-	line, err := out.ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "console ")
-	if err != nil || !ok {
-		t.Fatalf("the runtime did not report its address: %q, %v", line, err)
-	}
+	srv, addr := serveChild(t, t.TempDir()) // no certificate there: plaintext
 	peer := exec.Command(os.Args[0], "-test.run=^$")
 	peer.Env = append(os.Environ(), remoteClientEnv+"="+addr, remoteClientEnv+"_ADVERTISE=127.0.0.1:1", remoteClientEnv+"_WAIT=500ms")
 	if b, err := peer.CombinedOutput(); err == nil || !strings.Contains(string(b), "no reply") {
 		t.Fatalf("the peer that went away got a reply: %v\n%s", err, b)
 	}
-	_ = stdin.Close() // the runtime stops
-	line, err = out.ReadString('\n')
-	took, perr := time.ParseDuration(strings.TrimPrefix(strings.TrimSpace(line), "stopped in "))
-	if err != nil || perr != nil {
-		t.Fatalf("the runtime's stop: %q, %v, %v", line, err, perr)
+	srv.CloseStdin() // the runtime stops
+	line := srv.Line()
+	took, err := time.ParseDuration(strings.TrimPrefix(line, "stopped in "))
+	if err != nil {
+		t.Fatalf("the runtime's stop: %q, %v", line, err)
 	}
 	t.Logf("Runtime.Stop took %v after the client went away", took)
 	if took > 5*time.Second {

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -16,7 +15,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,7 +44,7 @@ func TestConsoleOverTLS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pool := writeCert(t, dir)
-	addr := serveChild(t, dir)
+	_, addr := serveChild(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	c, err := console.Dial(addr, console.ClientOptions{TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
@@ -111,7 +109,7 @@ func TestConsoleOverMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherCA, otherKey := newCA(t, "someone else")
-	addr := serveChild(t, dir)
+	_, addr := serveChild(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	call := func(certs ...tls.Certificate) error {
@@ -180,36 +178,23 @@ func clientCert(t *testing.T, cn string, ca *x509.Certificate, caKey *ecdsa.Priv
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// serveChild starts tlsServe(dir) in a child process and returns the console's address; the
-// child stops when the test ends.
-func serveChild(t *testing.T, dir string) string {
+// serveChild starts tlsServe(dir) in a child process and returns it with the console's
+// address; unless the test stops it, it is stopped and checked when the test ends.
+func serveChild(t *testing.T, dir string) (*console.Child, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), tlsServeEnv+"="+dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := console.StartChild(t, tlsServeEnv+"="+dir)
 	t.Cleanup(func() {
-		_ = stdin.Close() // the child stops its runtime and exits
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("TLS runtime: %v", err)
+		c.CloseStdin() // the child stops its runtime and exits
+		if err := c.Wait(); err != nil {
+			t.Errorf("runtime process: %v", err)
 		}
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "console ")
-	if err != nil || !ok {
-		t.Fatalf("the TLS runtime did not report its address: %q, %v", line, err)
+	line := c.Line()
+	addr, ok := strings.CutPrefix(line, "console ")
+	if !ok {
+		t.Fatalf("the runtime did not report its address: %q", line)
 	}
-	return addr
+	return c, addr
 }
 
 // tlsServe is the child process: a runtime on its own mongosim with a console, over TLS when
