@@ -106,9 +106,13 @@ func (c *Client) wrap(err error) error {
 			// With TLS 1.3 the server judges the client's certificate after the client's side
 			// of the handshake is done: gRPC may see only the broken connection. A handshake
 			// of its own and one read bring the server's alert.
-			if why := c.probeTLS(); why != "" {
+			if why := c.probeTLS(); tlsHint(why, false) != "" {
 				msg = why
 			}
+		}
+		if c.tls == nil && strings.Contains(msg, "error reading server preface: EOF") {
+			// A TLS server closes a plaintext connection without a word.
+			return fmt.Errorf("%w at %s: %s (if the console serves TLS, connect with TLS: --tls or --tls-ca)", ErrUnreachable, c.addr, msg)
 		}
 		if strings.Contains(msg, "looked like an HTTP/1.1 header") {
 			return fmt.Errorf("%w at %s: something else answers there (HTTP/1.1), not a watchtree console (%s)", ErrUnreachable, c.addr, msg)

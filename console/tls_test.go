@@ -58,8 +58,14 @@ func TestConsoleOverTLS(t *testing.T) {
 	}
 	plain, _ := console.Dial(addr, console.ClientOptions{Timeout: 2 * time.Second})
 	defer plain.Close()
-	if _, err := plain.Snapshot(ctx, &messages.SnapshotRequest{}); err == nil {
-		t.Error("a plaintext client was served by a TLS console")
+	if _, err := plain.Snapshot(ctx, &messages.SnapshotRequest{}); !errors.Is(err, console.ErrUnreachable) || !strings.Contains(err.Error(), "if the console serves TLS") {
+		t.Errorf("a plaintext client of a TLS console: %v, want a hint at TLS", err)
+	}
+	// And the other way round: a TLS client of a plaintext console is told so.
+	tlsToPlain, _ := console.Dial(live.addr, console.ClientOptions{Timeout: 2 * time.Second, TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	defer tlsToPlain.Close()
+	if _, err := tlsToPlain.Snapshot(ctx, &messages.SnapshotRequest{}); !errors.Is(err, console.ErrTLS) || !strings.Contains(err.Error(), "does not speak TLS") {
+		t.Errorf("a TLS client of a plaintext console: %v, want ErrTLS saying it does not speak TLS", err)
 	}
 }
 
