@@ -120,10 +120,16 @@ func (b consoleBackend) Streams() []console.StreamRef {
 
 func consoleErr(err error) error {
 	if errors.Is(err, ErrUnknownStream) || errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %w", console.ErrNotFound, err)
+		return notFoundErr{err}
 	}
 	return err
 }
+
+// notFoundErr reads as err and matches console.ErrNotFound too.
+type notFoundErr struct{ err error }
+
+func (e notFoundErr) Error() string   { return e.err.Error() }
+func (e notFoundErr) Unwrap() []error { return []error{e.err, console.ErrNotFound} }
 
 func (b consoleBackend) DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error) {
 	list, err := b.rt.DeadLetters(ctx, stream, limit)
