@@ -46,17 +46,22 @@ type laneShared struct {
 	dlTimeout time.Duration
 	retention time.Duration
 	settle    *settleBuf
+	// ctx ends the lanes (cancelled by the actor); wg counts the lane goroutines running.
+	ctx context.Context
+	wg  *sync.WaitGroup
 }
 
-// lane is one goroutine processing its queue strictly in order. The actor appends to q under mu
-// and signals wake; the lane swaps q with spare and works through it without the lock.
+// lane processes its queue strictly in order, on a goroutine that exists only while the queue
+// has work: the actor appends to q under mu and starts the goroutine when none runs; the
+// goroutine swaps q with spare, works through it without the lock, and ends when it finds q
+// empty. An idle lane therefore holds no goroutine (an idle stream costs no stack for it).
 type lane struct {
-	id   int
-	sh   *laneShared
-	mu   sync.Mutex
-	q    []item
-	sp   []item // spare queue, owned by whoever holds it: the lane between swaps
-	wake chan struct{}
+	id      int
+	sh      *laneShared
+	mu      sync.Mutex
+	q       []item
+	sp      []item // spare queue, owned by whoever holds it: the lane between swaps
+	running bool   // a goroutine owns the lane; set by push, cleared by the goroutine as it ends
 
 	// cur[pos] is the event being processed. They belong to the lane's goroutine and pass to its
 	// successor when a handler ends that goroutine with runtime.Goexit.
@@ -65,22 +70,26 @@ type lane struct {
 }
 
 func newLane(id int, sh *laneShared) *lane {
-	return &lane{id: id, sh: sh, wake: make(chan struct{}, 1)}
+	return &lane{id: id, sh: sh}
 }
 
-// push appends items to the lane's queue and wakes it (actor goroutine).
+// push appends items to the lane's queue and starts the lane's goroutine if none runs (actor
+// goroutine). Once the lanes are cancelled nothing starts: the items stay unsettled, as those
+// a cancelled goroutine leaves behind.
 func (l *lane) push(items []item) {
 	l.mu.Lock()
 	l.q = append(l.q, items...)
+	start := !l.running && l.sh.ctx.Err() == nil
+	l.running = l.running || start
 	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
+	if start {
+		l.sh.wg.Add(1)
+		go l.run(l.sh.ctx, l.sh.wg.Done)
 	}
 }
 
-// run processes the queue until ctx is cancelled. An event interrupted by the cancellation stays
-// unsettled (it is redelivered after the next start).
+// run processes the queue until it is empty or ctx is cancelled. An event interrupted by the
+// cancellation stays unsettled (it is redelivered after the next start).
 //
 // A handler that calls runtime.Goexit ends this goroutine (deferred calls run, nothing can stop
 // it). The deferred hand-over then marks the attempt failed with ErrHandlerGoexit and continues the
@@ -103,14 +112,10 @@ func (l *lane) run(ctx context.Context, done func()) {
 			l.mu.Lock()
 			batch := l.q
 			if len(batch) == 0 {
+				l.running = false // the next push starts a new goroutine
 				l.mu.Unlock()
-				select {
-				case <-l.wake:
-					continue
-				case <-ctx.Done():
-					returned = true
-					return
-				}
+				returned = true
+				return
 			}
 			l.q = l.sp[:0]
 			l.sp = nil
