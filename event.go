@@ -12,6 +12,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/internal/rawbson"
 )
 
 // OperationType is a change event's operationType, as the server spells it.
@@ -312,11 +314,11 @@ var errMissing = errors.New("missing")
 // peekOperationType returns the operationType of a raw change event without decoding anything
 // else, so that the router can pick a handler before paying for the document decode.
 func peekOperationType(raw bson.Raw) (OperationType, bool) {
-	v, err := bsoncore.Document(raw).LookupErr("operationType")
-	if err != nil {
+	el, ok := rawbson.Lookup(raw, "operationType")
+	if !ok {
 		return "", false
 	}
-	return readOperationType(v)
+	return readOperationType(el.Core())
 }
 
 // decodeEvent decodes a raw change event (the shape of mongo-wire §3.3) into an Event[T], once.
@@ -370,28 +372,26 @@ func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int
 	bad := func(field, typ string, err error) error {
 		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
 	}
-	length, rem, ok := bsoncore.ReadLength(raw)
-	if !ok || int(length) != len(raw) || length < 5 {
+	rem, ok := rawbson.Elements(raw)
+	if !ok {
 		return bad("", "", fmt.Errorf("malformed BSON document (%d bytes)", len(raw)))
 	}
-	rem = rem[:len(rem)-1] // drop the trailing NUL
 	var hasID, hasOp bool
 	for len(rem) > 0 {
-		el, next, ok := bsoncore.ReadElement(rem)
+		el, next, ok := rawbson.ReadElement(rem)
 		if !ok {
 			return bad("", "", errors.New("malformed BSON element"))
 		}
 		rem = next
-		keyBytes := el.KeyBytes()
-		val := el.Value()
-		switch string(keyBytes) { // no allocation: the compiler compares in place
+		val := el.Core()
+		switch string(el.Key) { // no allocation: the compiler compares in place
 		case "_id":
 			doc, ok := val.DocumentOK()
 			if !ok {
 				return bad("_id", "document", fmt.Errorf("got %s", val.Type))
 			}
-			dv := doc.Lookup("_data")
-			data, ok := readStringBytes(dv.Data)
+			dv, _ := rawbson.Lookup(doc, "_data")
+			data, ok := readStringBytes(dv.Value)
 			if !ok || dv.Type != bsoncore.TypeString {
 				return bad("_id._data", "string", errMissing)
 			}
