@@ -159,7 +159,9 @@ type TxnInfo struct {
 
 // Event is one change event, decoded once and handed to the stream's handler. The same *Event is
 // passed to every attempt of a retried event, with Attempt updated; handlers must not keep it
-// after they return, nor modify it.
+// after they return, nor modify it: once the event has settled, the *Event is reused for a later
+// event. What it points to is the event's own and may be kept: FullDocument,
+// FullDocumentBeforeChange, UpdateDescription, and the values its methods return.
 //
 // The decoded documents are fields, so handlers use them directly; everything else is read
 // through methods.
@@ -326,18 +328,11 @@ func peekOperationType(raw bson.Raw) (OperationType, bool) {
 // Unknown fields (collectionUUID, operationDescription, ...) are ignored. A field of the wrong
 // BSON type, or a document that does not decode into T, gives a *DecodeError.
 func decodeEvent[T any](raw bson.Raw, stream string, attempt int) (*Event[T], error) {
-	buf := &eventBuf[T]{}
-	if err := fillEvent(buf, raw, stream, attempt, nil); err != nil {
+	ev := &Event[T]{}
+	if err := fillEvent(ev, raw, stream, attempt, nil); err != nil {
 		return nil, err
 	}
-	return &buf.ev, nil
-}
-
-// eventBuf holds an event and the storage of its two documents, so that decoding one event
-// allocates once for all three (the documents point into docs).
-type eventBuf[T any] struct {
-	ev   Event[T]
-	docs [2]T // FullDocument, FullDocumentBeforeChange
+	return ev, nil
 }
 
 // nsCache remembers the last decoded namespace of a stream, so that the common case (every event
@@ -365,9 +360,10 @@ func (c *nsCache) decode(val bsoncore.Value) (Namespace, error) {
 	return ns, err
 }
 
-// fillEvent decodes raw into buf. cache may be nil.
-func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int, cache *nsCache) error {
-	ev := &buf.ev
+// fillEvent decodes raw into ev, which must be zero. cache may be nil. Each document is
+// decoded into a T of its own, so a handler may keep FullDocument (or the pre-image) after it
+// returns while the Event itself is reused.
+func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, cache *nsCache) error {
 	ev.raw, ev.stream, ev.attempt = raw, stream, attempt
 	bad := func(field, typ string, err error) error {
 		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
@@ -433,13 +429,13 @@ func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int
 			}
 			ev.documentKey = bson.Raw(doc)
 		case "fullDocument":
-			doc, err := decodeDocument(val, &buf.docs[0])
+			doc, err := decodeDocument[T](val)
 			if err != nil {
 				return bad("fullDocument", typeName[T](), err)
 			}
 			ev.FullDocument = doc
 		case "fullDocumentBeforeChange":
-			doc, err := decodeDocument(val, &buf.docs[1])
+			doc, err := decodeDocument[T](val)
 			if err != nil {
 				return bad("fullDocumentBeforeChange", typeName[T](), err)
 			}
@@ -516,9 +512,9 @@ func readStringBytes(data []byte) ([]byte, bool) {
 	return rem[:n-1], true
 }
 
-// decodeDocument decodes a document value into out and returns out; nil for null. A T of
-// bson.Raw shares the event's bytes instead of copying them.
-func decodeDocument[T any](val bsoncore.Value, out *T) (*T, error) {
+// decodeDocument decodes a document value into a new T; nil for null. A T of bson.Raw shares
+// the event's bytes instead of copying them.
+func decodeDocument[T any](val bsoncore.Value) (*T, error) {
 	if val.Type == bsoncore.TypeNull || val.Type == bsoncore.TypeUndefined {
 		return nil, nil
 	}
@@ -526,6 +522,7 @@ func decodeDocument[T any](val bsoncore.Value, out *T) (*T, error) {
 	if !ok {
 		return nil, fmt.Errorf("got BSON %s, want a document or null", val.Type)
 	}
+	out := new(T)
 	if r, ok := any(out).(*bson.Raw); ok {
 		*r = bson.Raw(doc)
 		return out, nil

@@ -148,6 +148,11 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		inv Invocation
 		f   failure
 	)
+	defer func() { // after the last attempt, whatever ended it (Goexit included)
+		if r, ok := inv.(Releaser); ok {
+			r.Release()
+		}
+	}()
 	f.first = it.first
 	for attempt := max(it.attempt, 1); ; attempt++ {
 		var err error

@@ -33,6 +33,7 @@ func TestRoutingOutcomes(t *testing.T) {
 		tev{seq: 5, key: "d", op: "update"},
 	)
 	got := h.waitSettled(1, 2, 3, 4, 5)
+	r.checkReleased(t) // 1, 4 and 5: the events with an invocation
 	want := map[uint64]messages.Outcome{
 		1: messages.Outcome_OUTCOME_HANDLED,
 		2: messages.Outcome_OUTCOME_UNHANDLED,
