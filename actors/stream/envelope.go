@@ -19,16 +19,18 @@ type envelope struct {
 }
 
 // scanEnvelope walks the top-level elements of raw once, reading each key once, without
-// allocating. A malformed
-// document yields what was found before the damage; the dispatcher's decode reports the damage
-// against the event.
-func scanEnvelope(raw []byte) envelope {
+// allocating. A malformed document yields what was found before the damage; the dispatcher's
+// decode reports the damage against the event. With splits false (the cursor's pipeline has no
+// $changeStreamSplitLargeEvent, so the server never splits an event) the walk ends as soon as
+// _id and operationType are found, usually the first two fields, and a splitEvent field is not
+// looked for.
+func scanEnvelope(raw []byte, splits bool) envelope {
 	var env envelope
 	_, rem, ok := bsoncore.ReadLength(raw)
 	if !ok {
 		return env
 	}
-	for {
+	for splits || env.id == nil || env.op == nil {
 		el, next, ok := rawbson.ReadElement(rem) // ends at the trailing NUL
 		if !ok {
 			break
@@ -44,7 +46,7 @@ func scanEnvelope(raw []byte) envelope {
 				env.op = el.Value[4 : len(el.Value)-1] // int32 length, bytes, NUL
 			}
 		case "splitEvent":
-			if !env.hasSplit {
+			if splits && !env.hasSplit {
 				env.split, env.hasSplit = bson.RawValue{Type: bson.Type(el.Type), Value: el.Value}, true
 			}
 		}
