@@ -68,6 +68,9 @@ func (w *worker) run() {
 		w.mu.Unlock()
 		res := j(w.ctx)
 		if w.ctx.Err() != nil {
+			w.mu.Lock()
+			w.running = false
+			w.mu.Unlock()
 			return
 		}
 		if res != nil {
