@@ -84,7 +84,7 @@ func (l *lane) push(items []item) {
 	l.mu.Unlock()
 	if start {
 		l.sh.wg.Add(1)
-		go l.run(l.sh.ctx, l.sh.wg.Done)
+		go l.run()
 	}
 }
 
@@ -93,19 +93,21 @@ func (l *lane) push(items []item) {
 //
 // A handler that calls runtime.Goexit ends this goroutine (deferred calls run, nothing can stop
 // it). The deferred hand-over then marks the attempt failed with ErrHandlerGoexit and continues the
-// lane, from that same event, in a new goroutine that inherits done: the lane never stalls.
-func (l *lane) run(ctx context.Context, done func()) {
+// lane, from that same event, in a new goroutine that takes over its count in sh.wg: the lane
+// never stalls.
+func (l *lane) run() {
+	ctx := l.sh.ctx
 	returned := false
 	defer func() {
 		if returned {
-			done()
+			l.sh.wg.Done()
 			return
 		}
 		it := &l.cur[l.pos]
 		it.goexit = true
 		l.sh.log.Error("handler called runtime.Goexit; the lane goes on in a new goroutine",
 			zap.Uint64("seq", it.ev.Seq), zap.Int("lane", l.id), zap.Int("attempt", it.attempt))
-		go l.run(ctx, done)
+		go l.run()
 	}()
 	for {
 		if l.cur == nil {
