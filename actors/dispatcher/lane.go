@@ -51,10 +51,16 @@ type laneShared struct {
 	wg  *sync.WaitGroup
 }
 
-// lane processes its queue strictly in order, on a goroutine that exists only while the queue
-// has work: the actor appends to q under mu and starts the goroutine when none runs; the
-// goroutine swaps q with spare, works through it without the lock, and ends when it finds q
-// empty. An idle lane therefore holds no goroutine (an idle stream costs no stack for it).
+// laneLinger is how long a lane's goroutine waits for more events once its queue is empty
+// before it ends. A busy lane keeps its goroutine (starting one per batch costs more than
+// waking a parked one); a lane idle for longer holds none.
+const laneLinger = time.Second
+
+// lane processes its queue strictly in order, on a goroutine that exists only while the lane
+// is busy: the actor appends to q under mu, then wakes the goroutine, or starts one when none
+// runs; the goroutine swaps q with spare, works through it without the lock, and ends once q
+// has stayed empty for laneLinger. An idle lane therefore holds no goroutine (an idle stream
+// costs no stack for it).
 type lane struct {
 	id      int
 	sh      *laneShared
@@ -62,6 +68,8 @@ type lane struct {
 	q       []item
 	sp      []item // spare queue, owned by whoever holds it: the lane between swaps
 	running bool   // a goroutine owns the lane; set by push, cleared by the goroutine as it ends
+	wake    chan struct{}
+	idle    *time.Timer // the linger timer, owned by the lane's goroutine
 
 	// cur[pos] is the event being processed. They belong to the lane's goroutine and pass to its
 	// successor when a handler ends that goroutine with runtime.Goexit.
@@ -70,7 +78,7 @@ type lane struct {
 }
 
 func newLane(id int, sh *laneShared) *lane {
-	return &lane{id: id, sh: sh}
+	return &lane{id: id, sh: sh, wake: make(chan struct{}, 1)}
 }
 
 // push appends items to the lane's queue and starts the lane's goroutine if none runs (actor
@@ -79,16 +87,42 @@ func newLane(id int, sh *laneShared) *lane {
 func (l *lane) push(items []item) {
 	l.mu.Lock()
 	l.q = append(l.q, items...)
-	start := !l.running && l.sh.ctx.Err() == nil
-	l.running = l.running || start
+	running := l.running
+	start := !running && l.sh.ctx.Err() == nil
+	l.running = running || start
 	l.mu.Unlock()
-	if start {
+	switch {
+	case start:
 		l.sh.wg.Add(1)
 		go l.run()
+	case running:
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// run processes the queue until it is empty or ctx is cancelled. An event interrupted by the
+// linger waits up to laneLinger for a push. It reports false when none came or ctx ended.
+func (l *lane) linger(ctx context.Context) bool {
+	if l.idle == nil {
+		l.idle = time.NewTimer(laneLinger)
+	} else {
+		l.idle.Reset(laneLinger)
+	}
+	select {
+	case <-l.wake:
+		l.idle.Stop()
+		return true
+	case <-l.idle.C:
+		return false
+	case <-ctx.Done():
+		l.idle.Stop()
+		return false
+	}
+}
+
+// run processes the queue until it has stayed empty for laneLinger or ctx is cancelled. An event interrupted by the
 // cancellation stays unsettled (it is redelivered after the next start).
 //
 // A handler that calls runtime.Goexit ends this goroutine (deferred calls run, nothing can stop
@@ -114,10 +148,19 @@ func (l *lane) run() {
 			l.mu.Lock()
 			batch := l.q
 			if len(batch) == 0 {
-				l.running = false // the next push starts a new goroutine
 				l.mu.Unlock()
-				returned = true
-				return
+				if l.linger(ctx) {
+					continue
+				}
+				l.mu.Lock()
+				if len(l.q) == 0 || ctx.Err() != nil {
+					l.running = false // the next push starts a new goroutine
+					l.mu.Unlock()
+					returned = true
+					return
+				}
+				l.mu.Unlock()
+				continue // a push came as the wait ended
 			}
 			l.q = l.sp[:0]
 			l.sp = nil

@@ -303,9 +303,9 @@ func waitGoroutinesIn(t *testing.T, fn string, want int) {
 	}
 }
 
-// TestIdleLanesHoldNoGoroutine: a lane's goroutine exists only while the lane has events. An
-// idle dispatcher (before any event, and after every event settled) holds none, and the next
-// events start one again.
+// TestIdleLanesHoldNoGoroutine: a lane's goroutine exists only while the lane is busy. An idle
+// dispatcher (before any event, and once its lanes stayed empty for laneLinger) holds none,
+// and the next events start one again.
 func TestIdleLanesHoldNoGoroutine(t *testing.T) {
 	const laneRun = "dispatcher.(*lane).run"
 	release := make(chan struct{})
