@@ -58,7 +58,7 @@ func ratios(fig, base []float64) []float64 {
 type rowResult struct {
 	row
 	Fig, Base, Quot stats
-	Ran              bool // the benchmark printed at least one result
+	Ran             bool // the benchmark printed at least one result
 }
 
 func evaluate(out output, rs []row) []rowResult {
