@@ -25,6 +25,7 @@ const (
 	BalanceOff
 )
 
+// String returns "on" or "off".
 func (b Balance) String() string {
 	if b == BalanceOff {
 		return "off"
