@@ -102,7 +102,7 @@ func TestEvaluateTakesMedianRangeAndRunByRunRatios(t *testing.T) {
 func TestNum(t *testing.T) {
 	for v, want := range map[float64]string{
 		3412345: "3,412,345", 1000: "1,000", -12345: "-12,345", 206: "206", 28.94: "28.9",
-		1.128: "1.13", 0: "0.00", 0.0712: "0.0712", 0.000123: "0.000123",
+		1.128: "1.13", 0: "0.00", 0.0712: "0.0712", 0.000123: "0.000123", 0.5: "0.500",
 	} {
 		if got := num(v); got != want {
 			t.Errorf("num(%v) = %q, want %q", v, got, want)
@@ -141,7 +141,7 @@ func TestRenderWritesFiguresMachineAndProblems(t *testing.T) {
 		"`BenchmarkInsert` | **no result** |",
 		"## Failures",
 		"- `--- FAIL: BenchmarkLeaderCrashFailover/redis`",
-		"| `BenchmarkLeaderGracefulHandover` | 1 | 3.70 handover-ms; 1.61 handover/restart; 0.0037 handover/target-1s; 1,234,567,890 ns/op;",
+		"| `BenchmarkLeaderGracefulHandover` | 1 | 3.70 handover-ms; 1.61 handover/restart; 0.00370 handover/target-1s; 1,234,567,890 ns/op;",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q", want)
@@ -174,8 +174,51 @@ func TestRunRendersARecordedOutput(t *testing.T) {
 	if !strings.Contains(string(doc), "`BenchmarkEndToEnd` | 69,668") {
 		t.Errorf("report:\n%s", doc)
 	}
+	if !strings.Contains(string(doc), "| load average (1, 5, 15 min) | unknown at the start") {
+		t.Errorf("a recording without a header must not claim this machine's load:\n%s", doc)
+	}
 	if code := run([]string{"-count", "0"}, io.Discard); code != 2 {
 		t.Errorf("-count 0: exit %d, want 2", code)
+	}
+}
+
+// TestHeaderRoundTrip: a run's header keeps its machine, load, dates and settings, so rendering
+// the recorded output later (-in) gives the report of the run, not of the machine rendering it.
+func TestHeaderRoundTrip(t *testing.T) {
+	start := time.Date(2026, 12, 1, 22, 5, 0, 0, time.UTC)
+	m := machine{CPU: "Some CPU @ 2GHz", Cores: 2, LoadStart: "5.04, 8.12, 5.33", LoadEnd: "10.04, 10.06, 7.69", LoadMax1: 14.4,
+		Start: start, End: start.Add(12 * time.Minute), GoVersion: "go1.26.8", Commit: "0fb07bb4641a", Command: "go test -bench . ./..."}
+	sample, err := os.ReadFile("testdata/sample.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "benchmarks.txt")
+	if err := os.WriteFile(src, append(header(m, 5, "Lanes|EndToEnd"), sample...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got machine
+	count, filter := 3, "."
+	raw, _ := os.ReadFile(src)
+	readHeader(raw, &got, &count, &filter)
+	if got != m || count != 5 || filter != "Lanes|EndToEnd" {
+		t.Errorf("read back %+v count %d filter %q, want %+v 5 %q", got, count, filter, m, "Lanes|EndToEnd")
+	}
+	dst := filepath.Join(t.TempDir(), "benchmarks.md")
+	if code := run([]string{"-in", src, "-out", dst}, io.Discard); code != 1 {
+		t.Fatalf("exit %d, want 1 (the sample has a failure)", code)
+	}
+	doc, _ := os.ReadFile(dst)
+	for _, want := range []string{"| date | 2026-12-01 22:05 UTC to 22:17 UTC (12m0s) |", "| machine | Some CPU @ 2GHz, 2 cores |",
+		"highest 1-minute average seen: 14.4", "| 5 of each benchmark (`BENCH_COUNT`), filter `Lanes|EndToEnd`", "0fb07bb4641a",
+		"`BenchmarkEndToEnd` | 69,668"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+	// The header lines are not results, and parse passes over them.
+	out, err := parse(bytes.NewReader(raw))
+	if err != nil || len(out.Results) != 11 {
+		t.Errorf("parse with a header: %d results, %v", len(out.Results), err)
 	}
 }
 

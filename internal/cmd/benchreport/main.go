@@ -49,7 +49,7 @@ func run(args []string, logw io.Writer) int {
 		return 2
 	}
 
-	m := machine{Cores: runtime.NumCPU(), CPU: cpuModel(), GoVersion: goVersion(), Commit: commit()}
+	var m machine
 	var raw []byte
 	if *in != "" {
 		b, err := os.ReadFile(*in)
@@ -62,7 +62,9 @@ func run(args []string, logw io.Writer) int {
 		if st, err := os.Stat(*in); err == nil {
 			m.Start, m.End = st.ModTime(), st.ModTime()
 		}
+		readHeader(b, &m, count, filter) // a run this program recorded says where and when it ran
 	} else {
+		m = machine{Cores: runtime.NumCPU(), CPU: cpuModel(), GoVersion: goVersion(), Commit: commit()}
 		goArgs := []string{"test", "-run", "^$", "-bench", *filter, "-benchmem", "-count", strconv.Itoa(*count),
 			"-timeout", timeout.String()}
 		if *benchtime != "" {
@@ -83,7 +85,7 @@ func run(args []string, logw io.Writer) int {
 		err := cmd.Run()
 		m.End = time.Now()
 		sampler()
-		raw = buf.Bytes()
+		raw = append(header(m, *count, *filter), buf.Bytes()...)
 		if err != nil {
 			fmt.Fprintf(logw, "benchreport: go test: %v (the report lists the failures)\n", err)
 		}
@@ -114,6 +116,77 @@ func run(args []string, logw io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// headerPrefix starts the lines in which a recorded run keeps its machine, load and dates, so
+// that -in renders it as it was measured. go test's own output never has such lines.
+const headerPrefix = "benchreport-"
+
+// header is the recorded run's first lines, "benchreport-<key>: <value>" (the "key: value" form
+// of the benchmark format's configuration lines).
+func header(m machine, count int, filter string) []byte {
+	var b bytes.Buffer
+	kv := func(k, v string) { fmt.Fprintf(&b, "%s%s: %s\n", headerPrefix, k, v) }
+	kv("start", m.Start.UTC().Format(time.RFC3339))
+	kv("end", m.End.UTC().Format(time.RFC3339))
+	kv("cpu", m.CPU)
+	kv("cores", strconv.Itoa(m.Cores))
+	kv("load-start", m.LoadStart)
+	kv("load-end", m.LoadEnd)
+	kv("load-max1", strconv.FormatFloat(m.LoadMax1, 'f', 2, 64))
+	kv("go", m.GoVersion)
+	kv("commit", m.Commit)
+	kv("command", m.Command)
+	kv("count", strconv.Itoa(count))
+	kv("filter", filter)
+	return b.Bytes()
+}
+
+// readHeader fills m, count and filter from a recorded run's header lines; a value that does not
+// parse is left as it was.
+func readHeader(raw []byte, m *machine, count *int, filter *string) {
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, headerPrefix), ": ")
+		if !ok || !strings.HasPrefix(line, headerPrefix) {
+			continue
+		}
+		switch k {
+		case "start", "end":
+			if t, err := time.Parse(time.RFC3339, v); err == nil {
+				if k == "start" {
+					m.Start = t
+				} else {
+					m.End = t
+				}
+			}
+		case "cpu":
+			m.CPU = v
+		case "cores":
+			if n, err := strconv.Atoi(v); err == nil {
+				m.Cores = n
+			}
+		case "load-start":
+			m.LoadStart = v
+		case "load-end":
+			m.LoadEnd = v
+		case "load-max1":
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				m.LoadMax1 = f
+			}
+		case "go":
+			m.GoVersion = v
+		case "commit":
+			m.Commit = v
+		case "command":
+			m.Command = v
+		case "count":
+			if n, err := strconv.Atoi(v); err == nil {
+				*count = n
+			}
+		case "filter":
+			*filter = v
+		}
+	}
 }
 
 func goTool() string {

@@ -117,7 +117,7 @@ func num(v float64) string {
 	case a >= 1 || a == 0:
 		return fmt.Sprintf("%.2f", v)
 	default:
-		return fmt.Sprintf("%.3g", v)
+		return fmt.Sprintf("%#.3g", v) // three significant digits, trailing zeros kept: 0.500
 	}
 }
 
@@ -126,7 +126,7 @@ func cell(s stats, suffix string) string {
 	switch {
 	case s.N == 0:
 		return "—"
-	case s.N == 1 || s.Min == s.Max:
+	case s.N == 1 || num(s.Min) == num(s.Max): // a range that prints as one value is none
 		return num(s.Med) + suffix
 	default:
 		return fmt.Sprintf("%s%s (%s–%s)", num(s.Med), suffix, num(s.Min), num(s.Max))
@@ -152,13 +152,21 @@ func render(w io.Writer, m machine, out output, filter string, count int) []stri
 	if cpu == "" {
 		cpu = out.CPU
 	}
-	fmt.Fprintf(w, "| machine | %s, %d cores |\n", orUnknown(cpu), m.Cores)
+	cores := "cores unknown"
+	if m.Cores > 0 {
+		cores = fmt.Sprintf("%d cores", m.Cores)
+	}
+	fmt.Fprintf(w, "| machine | %s, %s |\n", orUnknown(cpu), cores)
+	highest := "unknown"
+	if m.LoadStart != "" {
+		highest = num(m.LoadMax1)
+	}
 	fmt.Fprintf(w, "| load average (1, 5, 15 min) | %s at the start, %s at the end; highest 1-minute average seen: %s |\n",
-		orUnknown(m.LoadStart), orUnknown(m.LoadEnd), num(m.LoadMax1))
+		orUnknown(m.LoadStart), orUnknown(m.LoadEnd), highest)
 	fmt.Fprintf(w, "| runs | %d of each benchmark (`BENCH_COUNT`), filter `%s` (`BENCH`) |\n", count, filter)
 	fmt.Fprintf(w, "| Go, commit | %s, %s |\n", orUnknown(m.GoVersion), orUnknown(m.Commit))
 	fmt.Fprintf(w, "| command | `%s` |\n\n", m.Command)
-	if m.LoadMax1 > float64(max(m.Cores, 1)) {
+	if m.Cores > 0 && m.LoadMax1 > float64(m.Cores) {
 		fmt.Fprintf(w, "The machine was shared: its load went above its %d cores during the run, so absolute figures are\n", m.Cores)
 		fmt.Fprintf(w, "lower and ranges wider than on a quiet machine; the ratios, whose two sides ran under the same load,\n")
 		fmt.Fprintf(w, "are the figures to compare.\n\n")
