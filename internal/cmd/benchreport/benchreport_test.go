@@ -177,6 +177,15 @@ func TestRunRendersARecordedOutput(t *testing.T) {
 	if !strings.Contains(string(doc), "| load average (1, 5, 15 min) | unknown at the start") {
 		t.Errorf("a recording without a header must not claim this machine's load:\n%s", doc)
 	}
+	// A filter that matches nothing (a typo in BENCH) is a failure, not an empty report.
+	empty := filepath.Join(t.TempDir(), "empty.txt")
+	if err := os.WriteFile(empty, []byte("PASS\nok  \tgithub.com/watchtree/watchtree/policy\t0.011s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log.Reset()
+	if code := run([]string{"-in", empty, "-bench", "NoSuch", "-out", dst}, &log); code != 1 || !strings.Contains(log.String(), `-bench "NoSuch"`) {
+		t.Errorf("no results: exit %d, log %q; want 1 naming the filter", code, log.String())
+	}
 	if code := run([]string{"-count", "0"}, io.Discard); code != 2 {
 		t.Errorf("-count 0: exit %d, want 2", code)
 	}

@@ -137,6 +137,9 @@ func cell(s stats, suffix string) string {
 // benchmarks and rows without a figure; the caller exits non-zero when there are any.
 func render(w io.Writer, m machine, out output, filter string, count int) []string {
 	var problems []string
+	if len(out.Results) == 0 {
+		problems = append(problems, fmt.Sprintf("no benchmark result: does -bench %q (BENCH) match any benchmark?", filter))
+	}
 	res := evaluate(out, rows)
 	fmt.Fprintf(w, "# Benchmarks\n\n")
 	fmt.Fprintf(w, "Written by `make bench` (`internal/cmd/benchreport`) from the run below; do not edit by hand: run it\n")
