@@ -37,9 +37,15 @@ test-mongosh:
 demo:
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
-## bench: every benchmark, reported with its figures.
+## bench: every benchmark, BENCH_COUNT times each (default 3), written to docs/benchmarks.md:
+## each figure with the baseline measured in the same run, the ratio, the range over the runs,
+## the machine, its load and the date (internal/cmd/benchreport; raw output in
+## docs/benchmarks.txt). BENCH is a go test -bench filter, e.g. make bench BENCH=Lanes
+## BENCH_COUNT=1; BENCH_FLAGS passes more, e.g. BENCH_FLAGS='-benchtime 2x'. About 20 min on 2 cores.
+BENCH_COUNT ?= 3
+BENCH       ?= .
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+	GO=$(GO) $(GO) run ./internal/cmd/benchreport -count $(BENCH_COUNT) -bench '$(BENCH)' -pkgs '$(PKGS)' $(BENCH_FLAGS)
 
 ## bench-snapshot: the snapshot benchmarks (throughput against a raw find loop, resume).
 bench-snapshot:

@@ -36,7 +36,7 @@ type Config struct {
 	// Required, also when every store is set: streams watch through it.
 	Client *mongo.Client
 	// Database is the default database: where the default stores live, and the watched
-	// database of a stream that sets a Collection but no Database. When empty, the stores of each
+	// database of a stream that sets a Collection but no Database. When empty (the default), the stores of each
 	// stream live in that stream's own Database, and a stream that watches a collection or the
 	// whole cluster must then name a Database itself (Spawn fails otherwise; a cluster-wide
 	// stream needs none when every store is set).

@@ -52,8 +52,8 @@ func (op OperationType) Known() bool {
 
 // Namespace is a database and collection name. Coll is empty for a dropDatabase event.
 type Namespace struct {
-	DB   string
-	Coll string
+	DB   string // the database
+	Coll string // the collection; empty for a dropDatabase event
 }
 
 // String returns "db.coll", or "db" when Coll is empty.
@@ -77,8 +77,8 @@ type UpdateDescription struct {
 // TruncatedArray is one entry of UpdateDescription.TruncatedArrays: the array at Field now has
 // NewSize elements; the elements from index NewSize on were removed.
 type TruncatedArray struct {
-	Field   string
-	NewSize int
+	Field   string // the array's dotted path
+	NewSize int    // its length after the update
 }
 
 // Changed reports whether the update touched path, a dotted path such as "address.city" or

@@ -22,6 +22,8 @@ import (
 // logged; it never fails the event. A MultiObserver passes it on to the members that implement
 // it.
 type HandlerObserver interface {
+	// ObserveHandler reports one handler call of stream: its wall time and its result (nil,
+	// or the error or recovered panic it ended with).
 	ObserveHandler(stream string, took time.Duration, err error)
 }
 

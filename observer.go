@@ -27,6 +27,7 @@ import (
 // are dropped and counted rather than blocking a stream. A panic in OnEvent is recovered,
 // counted and logged. Runtime.ObserverStats returns the counts.
 type Observer interface {
+	// OnEvent receives one event, on the runtime's single observer goroutine, in order.
 	OnEvent(ev ObserverEvent)
 }
 
@@ -109,6 +110,7 @@ const (
 )
 
 // String returns "graceful" or "crashed".
+// String describes the event in one line, as the runtime logs it.
 func (r StopReason) String() string {
 	switch r {
 	case Graceful:
@@ -131,7 +133,7 @@ type Started struct {
 // Stopped reports that the stream stopped, gracefully or by a crash.
 type Stopped struct {
 	Meta
-	Reason StopReason
+	Reason StopReason // StopGraceful or StopCrashed
 	// Cause is nil for a graceful stop; for a crash it is the error, matching ErrGaveUp,
 	// ErrHistoryLost, ErrInvalidated or ErrFenced with errors.Is when terminal, or carrying the
 	// server's error (a mongo.ServerError) when the server refused what no restart can fix.
@@ -172,16 +174,16 @@ type RetryScheduled struct {
 // Skipped reports an event settled on purpose because its handler returned Skip(reason).
 type Skipped struct {
 	Meta
-	EventID string
-	Reason  string
+	EventID string // the event's ID (Event.ID)
+	Reason  string // the reason given to Skip
 }
 
 // DeadLettered reports an event that exhausted its attempts or failed permanently, and whose
 // dead-letter record is durably written (or dropped, when dead letters are disabled).
 type DeadLettered struct {
 	Meta
-	EventID       string
-	OperationType OperationType
+	EventID       string        // the event's ID (Event.ID), the dead letter's key
+	OperationType OperationType // the event's operation type, empty when it did not decode
 	// Attempts is the number of handler calls made (0 for a decode error).
 	Attempts int
 	// Err is the final error.
@@ -194,8 +196,8 @@ type DeadLettered struct {
 // is retried; the checkpoint does not pass it.
 type DeadLetterFailed struct {
 	Meta
-	EventID string
-	Err     error
+	EventID string // the event's ID (Event.ID)
+	Err     error  // the store's error
 }
 
 // Checkpointed reports a durable checkpoint write.
@@ -211,7 +213,7 @@ type Checkpointed struct {
 // processing goes on up to CheckpointPolicy.MaxUnflushed unwritten settlements.
 type CheckpointFailed struct {
 	Meta
-	Err error
+	Err error // the store's error
 	// Unflushed is the number of settled events not yet written.
 	Unflushed int
 }
@@ -220,8 +222,8 @@ type CheckpointFailed struct {
 // OnHistoryLost policy applies.
 type HistoryLost struct {
 	Meta
-	Policy HistoryLostPolicy
-	Err    error
+	Policy HistoryLostPolicy // the OnHistoryLost policy that applies
+	Err    error             // the server's error (ChangeStreamHistoryLost), matching ErrHistoryLost
 }
 
 // GapRecorded reports a durable gap record: events between From and To were never delivered.
@@ -264,7 +266,7 @@ type LeadershipChanged struct {
 // SnapshotStarted reports that a new snapshot planned its ranges and reads its first documents.
 type SnapshotStarted struct {
 	Meta
-	Snapshot SnapshotStatus
+	Snapshot SnapshotStatus // the snapshot's status at that moment
 }
 
 // SnapshotResumed reports that a run continues a snapshot an earlier run had begun (after a
@@ -272,21 +274,21 @@ type SnapshotStarted struct {
 // document done.
 type SnapshotResumed struct {
 	Meta
-	Snapshot SnapshotStatus
+	Snapshot SnapshotStatus // the snapshot's status at that moment
 }
 
 // SnapshotProgress reports a running snapshot's progress, every second, and at once when its
 // handoff position becomes at risk of leaving the oplog before it ends (Snapshot.AtRisk).
 type SnapshotProgress struct {
 	Meta
-	Snapshot SnapshotStatus
+	Snapshot SnapshotStatus // the snapshot's status at that moment
 }
 
 // SnapshotDone reports that every range of the snapshot is done; the change stream opens from
 // the snapshot's handoff position next.
 type SnapshotDone struct {
 	Meta
-	Snapshot SnapshotStatus
+	Snapshot SnapshotStatus // the snapshot's status at that moment
 }
 
 // The sealing methods: only the types below are ObserverEvents (embedding Meta is not enough).
@@ -308,16 +310,19 @@ func (SnapshotResumed) observerEvent()   {}
 func (SnapshotProgress) observerEvent()  {}
 func (SnapshotDone) observerEvent()      {}
 
+// String describes the event in one line, as the runtime logs it.
 func (e SnapshotStarted) String() string {
 	return fmt.Sprintf("stream %s snapshot %s started (%s, %d ranges, ~%d documents)", e.Stream, e.Snapshot.ID,
 		e.Snapshot.Reason, e.Snapshot.RangesTotal, e.Snapshot.EstimatedTotal)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e SnapshotResumed) String() string {
 	return fmt.Sprintf("stream %s snapshot %s resumed (%d/%d ranges done, %d documents)", e.Stream, e.Snapshot.ID,
 		e.Snapshot.RangesDone, e.Snapshot.RangesTotal, e.Snapshot.Documents)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e SnapshotProgress) String() string {
 	s := fmt.Sprintf("stream %s snapshot %s: %d/%d ranges, %d documents, %.0f/s, ETA %v", e.Stream, e.Snapshot.ID,
 		e.Snapshot.RangesDone, e.Snapshot.RangesTotal, e.Snapshot.Documents, e.Snapshot.Rate, e.Snapshot.ETA)
@@ -327,15 +332,18 @@ func (e SnapshotProgress) String() string {
 	return s
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e SnapshotDone) String() string {
 	return fmt.Sprintf("stream %s snapshot %s done (%d documents, %d dead-lettered)", e.Stream, e.Snapshot.ID,
 		e.Snapshot.Documents, e.Snapshot.DeadLettered)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e Started) String() string {
 	return fmt.Sprintf("stream %s started from %s", e.Stream, e.Position)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e Stopped) String() string {
 	s := fmt.Sprintf("stream %s stopped (%s)", e.Stream, e.Reason)
 	if e.Terminal {
@@ -350,18 +358,22 @@ func (e Stopped) String() string {
 	return s
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e Restarted) String() string {
 	return fmt.Sprintf("stream %s restarted (attempt %d) after: %v", e.Stream, e.Attempt, e.Cause)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e RetryScheduled) String() string {
 	return fmt.Sprintf("stream %s: event %s attempt %d failed, retry in %v: %v", e.Stream, e.EventID, e.Attempt, e.Delay, e.Err)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e Skipped) String() string {
 	return fmt.Sprintf("stream %s: event %s skipped: %s", e.Stream, e.EventID, e.Reason)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e DeadLettered) String() string {
 	verb := "dead-lettered"
 	if e.Dropped {
@@ -370,30 +382,37 @@ func (e DeadLettered) String() string {
 	return fmt.Sprintf("stream %s: %s event %s %s after %d attempts: %v", e.Stream, e.OperationType, e.EventID, verb, e.Attempts, e.Err)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e DeadLetterFailed) String() string {
 	return fmt.Sprintf("stream %s: dead-letter write for event %s failed, will retry: %v", e.Stream, e.EventID, e.Err)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e Checkpointed) String() string {
 	return fmt.Sprintf("stream %s: checkpoint written (%d settled)", e.Stream, e.Settled)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e CheckpointFailed) String() string {
 	return fmt.Sprintf("stream %s: checkpoint write failed (%d unflushed), will retry: %v", e.Stream, e.Unflushed, e.Err)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e HistoryLost) String() string {
 	return fmt.Sprintf("stream %s: change stream history lost, applying %v: %v", e.Stream, e.Policy, e.Err)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e GapRecorded) String() string {
 	return fmt.Sprintf("stream %s: gap recorded (%v)", e.Stream, e.Policy)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e Invalidated) String() string {
 	return fmt.Sprintf("stream %s invalidated by %q, %v", e.Stream, e.Cause, e.Action)
 }
 
+// String describes the event in one line, as the runtime logs it.
 func (e LeadershipChanged) String() string {
 	if e.Leader {
 		return fmt.Sprintf("stream %s: leader (epoch %d)", e.Stream, e.Epoch)

@@ -48,7 +48,8 @@ const (
 type DeadLetterPolicy struct {
 	// Disabled turns dead letters off. An event whose attempts run out is then settled without a
 	// record: it is logged at ERROR with the full error and reported to the Observer as
-	// DeadLettered{Dropped: true}. Use it only when losing such events is acceptable.
+	// DeadLettered{Dropped: true}. Use it only when losing such events is acceptable. Default
+	// false: dead letters are on.
 	Disabled bool
 	// Collection is the dead-letter collection in the store database. Default "_wt_dead_letters".
 	// It names a collection of the default MongoDB store, so Spawn refuses it when

@@ -48,6 +48,8 @@ type DeadLetterStore interface {
 // before it resumes past lost history (OnHistoryLost ResumeFromNow or Rebuild). A second
 // record with the same Gap.ID replaces the first.
 type GapStore interface {
+	// RecordGap writes g durably; on an error the stream does not resume past the gap, and
+	// the write is retried.
 	RecordGap(ctx context.Context, g store.Gap) error
 }
 

@@ -46,13 +46,15 @@ type Stream[T any] struct {
 	// Config.InstanceName for an AllInstances stream, which keeps them per instance) and of its
 	// lease, the cursor comment "watchtree:<Name>", the actor names, and every log line. It must be unique in the runtime and be 1-100 characters from
 	// [A-Za-z0-9._-], starting with a letter or digit. Renaming a stream orphans its checkpoint.
+	// Required.
 	Name string
 	// Client is an optional client for this stream's cursor (multi-cluster setups). Default: the
 	// runtime's Config.Client. Checkpoints, dead letters and leases always use Config.Client.
 	Client *mongo.Client
-	// Database is the watched database; see the type's doc for the empty case.
+	// Database is the watched database. Default empty: see the type's doc for what is watched
+	// then.
 	Database string
-	// Collection is the watched collection; empty for a database- or cluster-wide stream.
+	// Collection is the watched collection. Default empty: a database- or cluster-wide stream.
 	Collection string
 	// Pipeline holds server-side stages appended after $changeStream: a mongo.Pipeline, a bson.A
 	// of documents, a []bson.M, or any slice whose elements marshal to BSON documents. Each stage
@@ -60,12 +62,13 @@ type Stream[T any] struct {
 	// stages must keep the event's _id (the resume token) unmodified, or the server fails the
 	// cursor with ChangeStreamFatalError 280. Filtering out drop, rename or invalidate events
 	// hides them from OnInvalidate handling. The pipeline is marshalled once, when spawned.
+	// Default none.
 	Pipeline any
 	// Filter is an optional in-process predicate. It runs after decoding, only for events that
 	// have a handler; an event it rejects (false) settles as filtered, without a handler call.
 	// Event.Attempt is 0 inside Filter. It must be fast and must not block; a panic in it is an
 	// error of the event, like a handler panic. Like a handler, it must not keep ev after it
-	// returns (the Event is reused).
+	// returns (the Event is reused). Default none: every event with a handler is handled.
 	Filter func(ev *Event[T]) bool
 	// FullDocument is the fullDocument option: what Event.FullDocument holds on updates.
 	// Default FullDocumentDefault (nothing on updates).
@@ -109,14 +112,14 @@ type Stream[T any] struct {
 	// OnInsert, OnUpdate, OnReplace and OnDelete handle the events of their operation type. An
 	// event whose type has no typed handler goes to OnChange; with no OnChange either, it settles
 	// as unhandled. drop, rename, dropDatabase, invalidate and any other operation type reach
-	// OnChange only. At least one handler must be set.
+	// OnChange only. Default none; at least one handler of the six must be set.
 	OnInsert  Handler[T]
 	OnUpdate  Handler[T]
 	OnReplace Handler[T]
 	OnDelete  Handler[T]
 	OnChange  Handler[T]
 	// OnSnapshot handles the documents a snapshot copies (events of OperationType OpSnapshot,
-	// FullDocument set, ClusterTime zero); without it they go to OnChange.
+	// FullDocument set, ClusterTime zero). Default none: they go to OnChange.
 	OnSnapshot Handler[T]
 }
 

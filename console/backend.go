@@ -33,12 +33,15 @@ type Backend interface {
 
 // Instance describes the process the console runs in.
 type Instance struct {
+	// ID is Config.InstanceID, Host the hostname, Version watchtree's module version.
 	ID, Host, Version string
-	StartedAt         time.Time
+	// StartedAt is when the runtime started.
+	StartedAt time.Time
 }
 
 // StreamRef is one registered stream.
 type StreamRef struct {
+	// Name is the stream's name.
 	Name string
 	// Namespace is "db.collection", "db", or "" for a cluster-wide stream.
 	Namespace string

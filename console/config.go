@@ -41,9 +41,11 @@ type Config struct {
 
 // FieldError is a broken rule of Config: Field names the field ("Addr", "Token").
 type FieldError struct {
+	// Field is the field's name, Rule the broken rule with the value, e.g. "must be host:port".
 	Field, Rule string
 }
 
+// Error returns "console: Config.<Field> <Rule>".
 func (e *FieldError) Error() string { return "console: Config." + e.Field + " " + e.Rule }
 
 // Validate checks c: Addr must be host:port, and a host other than a loopback address (or

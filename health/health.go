@@ -25,6 +25,7 @@ import (
 
 // Source is what /readyz reads; *watchtree.Runtime is one.
 type Source interface {
+	// Streams returns the status of every stream; an error makes /readyz answer 503 with it.
 	Streams(ctx context.Context) ([]watchtree.StreamStatus, error)
 }
 

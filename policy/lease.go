@@ -25,6 +25,7 @@ const (
 	BalanceOff
 )
 
+// String returns "on" or "off".
 func (b Balance) String() string {
 	if b == BalanceOff {
 		return "off"
@@ -53,7 +54,8 @@ type Lease struct {
 	// means the default).
 	StandbyPoll time.Duration
 	// Margin is how long before the lease can expire on the server a leader that could not
-	// renew stops processing: it covers clock drift and the time to stop. Default TTL / 10. Must
+	// renew stops processing: it covers clock drift and the time to stop. Default TTL / 10
+	// (6s with the default TTL). Must
 	// be >= 0 (0 means the default) and < TTL.
 	Margin time.Duration
 	// Balance shares the leaderships out over the instances. Default BalanceOn.

@@ -59,7 +59,7 @@ type Snapshot struct {
 // {_id: value}: the range holds the documents with Min <= _id < Max, nil meaning unbounded on
 // that side.
 type SnapshotRange struct {
-	Min, Max bson.Raw
+	Min, Max bson.Raw // the bounds, {_id: value} each, nil for unbounded
 	// Last is {_id: value} of the last document of the range (in _id order) whose handling
 	// settled, with every earlier one; nil when none has yet. A resume reads after it.
 	Last bson.Raw

@@ -40,6 +40,8 @@ type Store interface {
 // GapRecorder durably records a gap (history skipped on purpose). A second call with the same
 // Gap.ID overwrites the first, so retries never duplicate.
 type GapRecorder interface {
+	// RecordGap writes g durably (an upsert by g.ID); an error leaves the gap unrecorded and the
+	// checkpointer retries it before it moves past the gap.
 	RecordGap(ctx context.Context, g store.Gap) error
 }
 
@@ -48,7 +50,9 @@ type GapRecorder interface {
 // it persists the snapshot's handoff position, and reads it to know whether a snapshot is still
 // running; the snapshot actor writes its progress.
 type SnapshotStore interface {
+	// LoadSnapshot returns the scope's snapshot record; ok is false when there is none.
 	LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error)
+	// SaveSnapshot upserts sn (keyed by its scope); a nil error means it is durable.
 	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
 }
 
@@ -56,6 +60,8 @@ type SnapshotStore interface {
 // by opening a change stream and reading its initial post-batch resume token, and the operation
 // time of that reply. Calls run on the checkpointer's I/O goroutine.
 type PositionSource interface {
+	// Current returns the post-batch resume token of a new change stream and the operation time
+	// of that reply; an error (unreachable server, ctx done) fails the start, which is retried.
 	Current(ctx context.Context) (token bson.Raw, opTime bson.Timestamp, err error)
 }
 

@@ -53,6 +53,7 @@ type CheckpointedEvent struct {
 
 // CheckpointFailedEvent is reported by Events.CheckpointFailed.
 type CheckpointFailedEvent struct {
+	// Err is the store's error of the failed write.
 	Err error
 	// Unflushed is the number of settlements not covered by a successful write.
 	Unflushed int
@@ -65,8 +66,17 @@ type CheckpointFailedEvent struct {
 // NopEvents ignores every event.
 type NopEvents struct{}
 
-func (NopEvents) HistoryLost(HistoryLostEvent)           {}
-func (NopEvents) GapRecorded(store.Gap)                  {}
-func (NopEvents) Checkpointed(CheckpointedEvent)         {}
+// HistoryLost ignores the report.
+func (NopEvents) HistoryLost(HistoryLostEvent) {}
+
+// GapRecorded ignores the report.
+func (NopEvents) GapRecorded(store.Gap) {}
+
+// Checkpointed ignores the report.
+func (NopEvents) Checkpointed(CheckpointedEvent) {}
+
+// CheckpointFailed ignores the report.
 func (NopEvents) CheckpointFailed(CheckpointFailedEvent) {}
-func (NopEvents) Fenced(error)                           {}
+
+// Fenced ignores the report.
+func (NopEvents) Fenced(error) {}

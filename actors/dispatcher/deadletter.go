@@ -19,6 +19,8 @@ import (
 // lanes concurrently, with a context cancelled when the dispatcher stops and bounded by
 // Config.DeadLetterTimeout. A nil error means the record is durable.
 type DeadLetterWriter interface {
+	// PutDeadLetter upserts dl; a nil error means it is durable, any error is retried with
+	// backoff while the event stays unsettled.
 	PutDeadLetter(ctx context.Context, dl store.DeadLetter) error
 }
 

@@ -32,21 +32,21 @@ type Events interface {
 
 // RetryScheduled reports a failed attempt that will be retried.
 type RetryScheduled struct {
-	Seq     uint64
-	ID      string // the event ID (resume token _data)
-	Lane    int
-	Attempt int // the attempt that failed (1-based)
-	Delay   time.Duration
-	Err     error
+	Seq     uint64        // the event's sequence number in its incarnation, from 1
+	ID      string        // the event ID (resume token _data)
+	Lane    int           // the lane that runs the event, from 0
+	Attempt int           // the attempt that failed (1-based)
+	Delay   time.Duration // the backoff before the next attempt (RetryPolicy, jittered)
+	Err     error         // the attempt's error
 }
 
 // DeadLettered reports an event whose attempts ran out or whose error was permanent.
 type DeadLettered struct {
-	Seq uint64
-	ID  string
+	Seq uint64 // the event's sequence number in its incarnation, from 1
+	ID  string // the event ID (resume token _data)
 	// OperationType is the event's operationType ("insert", "update", ...), empty if unreadable.
 	OperationType string
-	Lane          int
+	Lane          int // the lane that ran the event, from 0
 	// Attempts is the number of handler calls made (0 for an event that did not decode).
 	Attempts int
 	Err      error
@@ -58,52 +58,63 @@ type DeadLettered struct {
 
 // DeadLetterFailed reports a failed dead-letter write.
 type DeadLetterFailed struct {
-	Seq   uint64
-	ID    string
-	Lane  int
-	Write int // the failed write's number, from 1
-	Delay time.Duration
-	Err   error
+	Seq   uint64        // the event's sequence number in its incarnation, from 1
+	ID    string        // the event ID (resume token _data)
+	Lane  int           // the lane that holds the event, from 0
+	Write int           // the failed write's number, from 1
+	Delay time.Duration // the backoff before the next write (the RetryPolicy formula; never stops)
+	Err   error         // the store's error
 }
 
 // EventSkipped reports an event settled on purpose by the handler.
 type EventSkipped struct {
-	Seq    uint64
-	ID     string
-	Lane   int
-	Reason string
+	Seq    uint64 // the event's sequence number in its incarnation, from 1
+	ID     string // the event ID (resume token _data)
+	Lane   int    // the lane that ran the event, from 0
+	Reason string // the text of the Skip error
 }
 
 // HandlerPanicked reports a recovered panic of the Router or the handler.
 type HandlerPanicked struct {
-	Seq     uint64
-	ID      string
-	Lane    int
-	Attempt int
-	Value   any
-	Stack   []byte
+	Seq     uint64 // the event's sequence number in its incarnation, from 1
+	ID      string // the event ID (resume token _data)
+	Lane    int    // the lane that ran the event, from 0
+	Attempt int    // the attempt that panicked (1-based)
+	Value   any    // the value passed to panic
+	Stack   []byte // the goroutine's stack at the panic
 }
 
 // Counts are cumulative outcome counters of one dispatcher instance.
 type Counts struct {
-	Settled      uint64
-	Handled      uint64
-	Filtered     uint64
-	Unhandled    uint64
-	Skipped      uint64
-	DeadLettered uint64
-	Dropped      uint64
+	Settled      uint64 // every settled event: the sum of the five outcomes below
+	Handled      uint64 // a handler returned nil
+	Filtered     uint64 // Stream.Filter rejected the event
+	Unhandled    uint64 // no handler for the event's operation type
+	Skipped      uint64 // a handler returned watchtree.Skip
+	DeadLettered uint64 // attempts ran out or the error was permanent; the record is written (or Dropped)
+	Dropped      uint64 // of DeadLettered: dead letters disabled, no record written
 }
 
 // NopEvents ignores every report.
 type NopEvents struct{}
 
-func (NopEvents) RetryScheduled(RetryScheduled)     {}
-func (NopEvents) DeadLettered(DeadLettered)         {}
+// RetryScheduled ignores the report.
+func (NopEvents) RetryScheduled(RetryScheduled) {}
+
+// DeadLettered ignores the report.
+func (NopEvents) DeadLettered(DeadLettered) {}
+
+// DeadLetterFailed ignores the report.
 func (NopEvents) DeadLetterFailed(DeadLetterFailed) {}
-func (NopEvents) Skipped(EventSkipped)              {}
-func (NopEvents) HandlerPanicked(HandlerPanicked)   {}
-func (NopEvents) Counted(Counts)                    {}
+
+// Skipped ignores the report.
+func (NopEvents) Skipped(EventSkipped) {}
+
+// HandlerPanicked ignores the report.
+func (NopEvents) HandlerPanicked(HandlerPanicked) {}
+
+// Counted ignores the report.
+func (NopEvents) Counted(Counts) {}
 
 // emit calls f, recovering and logging a panic of the Events implementation.
 func emit(log *zap.Logger, name string, f func()) {

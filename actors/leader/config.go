@@ -46,6 +46,7 @@ type Balancer interface {
 
 // LeaseEvent reports one change of leadership to Events.
 type LeaseEvent struct {
+	// Stream is the stream whose lease changed.
 	Stream string
 	// Owner is this instance's ID; Holder the lease holder seen when relevant.
 	Owner, Holder string
@@ -72,11 +73,20 @@ type Events interface {
 // NopEvents ignores every report.
 type NopEvents struct{}
 
-func (NopEvents) Acquired(LeaseEvent)   {}
-func (NopEvents) Lost(LeaseEvent)       {}
-func (NopEvents) Released(LeaseEvent)   {}
+// Acquired ignores the change.
+func (NopEvents) Acquired(LeaseEvent) {}
+
+// Lost ignores the change.
+func (NopEvents) Lost(LeaseEvent) {}
+
+// Released ignores the change.
+func (NopEvents) Released(LeaseEvent) {}
+
+// HandedOver ignores the change.
 func (NopEvents) HandedOver(LeaseEvent) {}
-func (NopEvents) Fenced(LeaseEvent)     {}
+
+// Fenced ignores the change.
+func (NopEvents) Fenced(LeaseEvent) {}
 
 // DefaultIOTimeout bounds each lease store call when Config.IOTimeout is 0.
 const DefaultIOTimeout = 10 * time.Second

@@ -35,7 +35,9 @@ var ErrMixedIDTypes = errors.New("watchtree: snapshot: mixed _id types")
 
 // Store keeps the snapshot record (store/memstore and store/mongostore implement it).
 type Store interface {
+	// LoadSnapshot returns the scope's snapshot record; ok is false when there is none.
 	LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error)
+	// SaveSnapshot upserts sn; a nil error means the progress in it is durable.
 	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
 }
 
@@ -65,7 +67,9 @@ type IdleCursor interface {
 	TryNext(ctx context.Context) bool
 	// ResumeToken is the post-batch resume token after an empty getMore.
 	ResumeToken() bson.Raw
+	// Err is the cursor's error after TryNext returned false, nil when it simply had no event.
 	Err() error
+	// Close kills the cursor on the server.
 	Close(ctx context.Context) error
 }
 
@@ -133,6 +137,7 @@ const (
 // Events receives the snapshot's milestones. Calls run on the actor goroutine and must not
 // block; st must not be modified.
 type Events interface {
+	// Report delivers one milestone with the snapshot's status at that moment.
 	Report(kind Kind, st *messages.SnapshotStatus)
 }
 

@@ -41,6 +41,8 @@ var DefaultHistoryLostCodes = []int32{286, 280, 136}
 // modes). Open is blocking I/O: the stream actor calls it on its reader goroutine, with a context
 // cancelled when the actor stops or restarts.
 type Watcher interface {
+	// Open opens a change stream from the position; an error is a start failure of the
+	// incarnation (the supervisor classifies it: a restart, or terminal for a refused pipeline).
 	Open(ctx context.Context, from Position) (Cursor, error)
 }
 
@@ -60,9 +62,9 @@ func (f WatcherFunc) Open(ctx context.Context, from Position) (Cursor, error) { 
 //	MaxAwaitTime                  SetMaxAwaitTime(MaxAwaitTime) (always > 0)
 //	Comment                       SetComment(Comment) ("watchtree:<stream>")
 type Position struct {
-	Kind          messages.StartKind
-	Token         bson.Raw
-	OperationTime bson.Timestamp
+	Kind          messages.StartKind // which start option, per the table above
+	Token         bson.Raw           // the resume token of RESUME_AFTER and START_AFTER
+	OperationTime bson.Timestamp     // the cluster time of AT_OPERATION_TIME
 	// MaxAwaitTime is Config.MaxAwaitTime (defaulted): how long an empty getMore waits on the
 	// server, hence how often an idle stream sees a fresh post-batch resume token.
 	MaxAwaitTime time.Duration

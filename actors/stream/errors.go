@@ -28,8 +28,8 @@ var (
 // Error is the failure the stream actor reports. It matches its sentinel (ErrInvalidated,
 // ErrCursor, ErrStartFailed) and the cause.
 type Error struct {
-	Stream      string
-	Incarnation uint64
+	Stream      string // the stream's name
+	Incarnation uint64 // the incarnation of the stream actor that failed, from 1
 	// Sentinel is ErrInvalidated, ErrCursor or ErrStartFailed.
 	Sentinel error
 	// Cause is the driver's error, when there is one.
@@ -38,6 +38,7 @@ type Error struct {
 	Detail string
 }
 
+// Error returns "<sentinel> (stream "<name>", incarnation <n>): <detail>: <cause>".
 func (e *Error) Error() string {
 	s := fmt.Sprintf("%v (stream %q, incarnation %d)", e.Sentinel, e.Stream, e.Incarnation)
 	if e.Detail != "" {

@@ -26,7 +26,7 @@ type Events interface {
 
 // OpenedEvent is reported by Events.Opened.
 type OpenedEvent struct {
-	Incarnation uint64
+	Incarnation uint64 // the stream actor's incarnation, from 1
 	// Kind and Source describe the position: the StartFrom's kind and source, or START_AFTER and
 	// "invalidate" for a reopen after an invalidate.
 	Kind   messages.StartKind
@@ -40,7 +40,7 @@ type OpenedEvent struct {
 
 // InvalidatedEvent is reported by Events.Invalidated.
 type InvalidatedEvent struct {
-	Incarnation uint64
+	Incarnation uint64 // the stream actor's incarnation, from 1
 	// Seq is the seq the invalidate event was delivered with.
 	Seq uint64
 	// Token is the invalidate event's _id (the startAfter position).
@@ -57,7 +57,7 @@ type InvalidatedEvent struct {
 
 // CursorFailedEvent is reported by Events.CursorFailed.
 type CursorFailedEvent struct {
-	Incarnation uint64
+	Incarnation uint64 // the stream actor's incarnation, from 1
 	// Err is the failure the actor fails with (an *Error wrapping ErrCursor and the cause).
 	Err error
 	// Code is the server error code, 0 when none.
@@ -70,6 +70,11 @@ type CursorFailedEvent struct {
 // NopEvents ignores every event.
 type NopEvents struct{}
 
-func (NopEvents) Opened(OpenedEvent)             {}
-func (NopEvents) Invalidated(InvalidatedEvent)   {}
+// Opened ignores the report.
+func (NopEvents) Opened(OpenedEvent) {}
+
+// Invalidated ignores the report.
+func (NopEvents) Invalidated(InvalidatedEvent) {}
+
+// CursorFailed ignores the report.
 func (NopEvents) CursorFailed(CursorFailedEvent) {}

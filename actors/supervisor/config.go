@@ -90,9 +90,9 @@ type Config struct {
 
 // Transition reports one state change of a stream.
 type Transition struct {
-	Stream string
-	From   State
-	To     State
+	Stream string // the stream's name
+	From   State  // the state left
+	To     State  // the state entered
 	// Why is the one-line reason, as in StatusReply.Why.
 	Why string
 	// At is the time of the transition (the supervisor's clock).

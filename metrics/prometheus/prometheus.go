@@ -31,9 +31,15 @@ import (
 
 // Source is what a scrape reads; *watchtree.Runtime is one.
 type Source interface {
+	// Streams returns the status of every stream (the gauges); an error leaves them out of
+	// the scrape.
 	Streams(ctx context.Context) ([]watchtree.StreamStatus, error)
+	// CountDeadLetters returns the number of dead letters of stream (the backlog gauge).
 	CountDeadLetters(ctx context.Context, stream string) (int, error)
+	// OplogWindow returns the wall times of the oldest and newest oplog entries (token
+	// headroom); an error, e.g. an oplog the client may not read, leaves that gauge out.
 	OplogWindow(ctx context.Context) (oldest, newest time.Time, err error)
+	// ObserverStats returns the Observer queue's counts (watchtree_observer_dropped_total).
 	ObserverStats() watchtree.ObserverStats
 }
 

@@ -1,0 +1,106 @@
+package main
+
+// A row is one line of docs/benchmarks.md: a figure of one benchmark, the baseline it is
+// compared with (measured in the same `make bench` run) and their ratio.
+type row struct {
+	Group  string // the section heading
+	Label  string // what is measured
+	Bench  string // benchmark name as printed, without the -GOMAXPROCS suffix
+	Metric string // the figure's unit as reported (b.ReportMetric, or ns/op, allocs/op)
+	// BaseBench and BaseMetric name the baseline; BaseBench empty means Bench itself. No
+	// BaseMetric: an absolute figure with no baseline.
+	BaseBench, BaseMetric string
+	// Ratio is the unit of a ratio the benchmark reports itself (it may be the median of rounds
+	// inside one run); empty: Metric / BaseMetric, computed per run.
+	Ratio  string
+	Target string // the target, in words; empty for none
+}
+
+// rows is the report's content. Every benchmark of the repository has at least one row
+// (TestEveryBenchmarkHasARow checks it), so a new benchmark cannot be left out silently.
+var rows = []row{
+	// test/mongosim
+	{Group: "mongosim", Label: "inserts/s, one client", Bench: "BenchmarkInsert", Metric: "inserts/s"},
+	{Group: "mongosim", Label: "inserts/s, parallel clients (baseline: one client)", Bench: "BenchmarkInsertParallel", Metric: "inserts/s",
+		BaseBench: "BenchmarkInsert", BaseMetric: "inserts/s"},
+	{Group: "mongosim", Label: "change events/s delivered to one watcher", Bench: "BenchmarkChangeStreamThroughput", Metric: "events/s"},
+	{Group: "mongosim", Label: "insert-to-event latency p50, ms", Bench: "BenchmarkChangeStreamLatency", Metric: "p50-ms"},
+	{Group: "mongosim", Label: "insert-to-event latency p99, ms (baseline: p50)", Bench: "BenchmarkChangeStreamLatency", Metric: "p99-ms", BaseMetric: "p50-ms"},
+	{Group: "mongosim", Label: "inserts/s with 100 idle change streams (baseline: none open)", Bench: "BenchmarkInsertWithIdleWatchers",
+		Metric: "inserts/s-100-watchers", BaseMetric: "inserts/s-0-watchers", Ratio: "ratio", Target: "ratio ≈ 1"},
+
+	// the pipeline without a server
+	{Group: "pipeline", Label: "tree overhead, 1 lane, events/s (baseline: messaging floor)", Bench: "BenchmarkPipelineOverhead/lanes=1",
+		Metric: "events/s", BaseMetric: "floor-events/s", Ratio: "ratio-to-floor", Target: "≥ 1,000,000 events/s"},
+	{Group: "pipeline", Label: "tree overhead, 8 lanes, events/s (baseline: messaging floor)", Bench: "BenchmarkPipelineOverhead/lanes=8",
+		Metric: "events/s", BaseMetric: "floor-events/s", Ratio: "ratio-to-floor", Target: "≥ 1,000,000 events/s"},
+	{Group: "pipeline", Label: "tree overhead, allocations per event, 1 lane", Bench: "BenchmarkPipelineOverhead/lanes=1", Metric: "allocs/event"},
+	{Group: "pipeline", Label: "checkpoint writes per 100,000 events, tree overhead", Bench: "BenchmarkPipelineOverhead/lanes=1", Metric: "writes/100k-events"},
+	{Group: "pipeline", Label: "dispatcher alone, 1 lane, events/s", Bench: "BenchmarkDispatcherPipeline/lanes=1", Metric: "events/s"},
+	{Group: "pipeline", Label: "dispatcher alone, 8 lanes, events/s (baseline: 1 lane)", Bench: "BenchmarkDispatcherPipeline/lanes=8", Metric: "events/s",
+		BaseBench: "BenchmarkDispatcherPipeline/lanes=1", BaseMetric: "events/s"},
+	{Group: "pipeline", Label: "dispatcher, 1 ms handler, 8 lanes, events/s (baseline: 1 lane)", Bench: "BenchmarkDispatcherLanesSlowHandler/lanes=8",
+		Metric: "events/s", BaseBench: "BenchmarkDispatcherLanesSlowHandler/lanes=1", BaseMetric: "events/s", Target: "≥ 7×"},
+	{Group: "pipeline", Label: "stream actor's reader, events/s", Bench: "BenchmarkStreamReader", Metric: "events/s"},
+	{Group: "pipeline", Label: "checkpointer's low-water mark, ns per event", Bench: "BenchmarkTracker", Metric: "ns/op"},
+	{Group: "pipeline", Label: "checkpointer actor, ns per settled event (baseline: the low-water mark alone)", Bench: "BenchmarkActorSettle",
+		Metric: "ns/op", BaseBench: "BenchmarkTracker", BaseMetric: "ns/op"},
+	{Group: "pipeline", Label: "checkpointer actor, writes per 100,000 events", Bench: "BenchmarkActorSettle", Metric: "writes/100k"},
+	{Group: "pipeline", Label: "routing one event to its handler, ns", Bench: "BenchmarkRoute", Metric: "ns/op"},
+	{Group: "pipeline", Label: "decoding an event into a struct, ns (baseline: into bson.Raw)", Bench: "BenchmarkDecodeEvent/struct", Metric: "ns/op",
+		BaseBench: "BenchmarkDecodeEvent/raw", BaseMetric: "ns/op"},
+	{Group: "pipeline", Label: "memstore checkpoint save, ns", Bench: "BenchmarkSave", Metric: "ns/op"},
+
+	// end to end on mongosim
+	{Group: "end to end", Label: "catch-up events/s, watchtree (baseline: raw driver loop)", Bench: "BenchmarkEndToEnd",
+		Metric: "watchtree-events/s", BaseMetric: "raw-events/s", Ratio: "ratio", Target: "ratio ≥ 0.9"},
+	{Group: "end to end", Label: "catch-up events/s against the best hand-written consumer (median of rounds)", Bench: "BenchmarkAgainstReference",
+		Metric: "wt-events/s", BaseMetric: "ref-events/s", Ratio: "catchup-ratio", Target: "ratio ≥ 0.95"},
+	{Group: "end to end", Label: "CPU µs per event against the hand-written consumer", Bench: "BenchmarkAgainstReference",
+		Metric: "wt-cpu-µs/event", BaseMetric: "ref-cpu-µs/event", Ratio: "cpu-ratio", Target: "ratio ≤ 1.3"},
+	{Group: "end to end", Label: "live throughput ratio against the hand-written consumer", Bench: "BenchmarkAgainstReference", Metric: "live-ratio"},
+	{Group: "end to end", Label: "watchtree's catch-up alone, events/s", Bench: "BenchmarkCatchUpWatchtree", Metric: "events/s"},
+	{Group: "end to end", Label: "watchtree's catch-up alone, CPU µs per event", Bench: "BenchmarkCatchUpWatchtree", Metric: "cpu-µs/event"},
+	{Group: "end to end", Label: "watchtree's catch-up alone, allocations per event", Bench: "BenchmarkCatchUpWatchtree", Metric: "allocs/event"},
+	{Group: "end to end", Label: "checkpoint writes per 100,000 events, default policy", Bench: "BenchmarkCheckpointWrites",
+		Metric: "writes/100k-events", Target: "not one per event"},
+
+	// lanes
+	{Group: "lanes", Label: "1 ms handler, 8 lanes, events/s (baseline: 1 lane), order checked", Bench: "BenchmarkLanes",
+		Metric: "lanes8-events/s", BaseMetric: "lanes1-events/s", Ratio: "speedup", Target: "≥ 7×"},
+
+	// memory
+	{Group: "memory", Label: "heap per idle stream, KB (baseline: a raw driver change stream)", Bench: "BenchmarkIdleStreamMemory",
+		Metric: "heap-KB/stream", BaseMetric: "raw-heap-KB/stream", Target: "≤ 64 KB"},
+	{Group: "memory", Label: "heap + goroutine stacks per idle stream, KB", Bench: "BenchmarkIdleStreamMemory", Metric: "heap+stack-KB/stream"},
+	{Group: "memory", Label: "goroutines per idle stream", Bench: "BenchmarkIdleStreamMemory", Metric: "goroutines/stream"},
+	{Group: "memory", Label: "idle streams' checkpoint writes/s (1,000 streams)", Bench: "BenchmarkIdleStreamMemory", Metric: "idle-checkpoint-writes/s"},
+
+	// failover
+	{Group: "failover", Label: "graceful handover, ms (baseline: an AllInstances stream's Stop + Start)", Bench: "BenchmarkLeaderGracefulHandover",
+		Metric: "handover-ms", BaseMetric: "restart-baseline-ms", Ratio: "handover/restart", Target: "< 1,000 ms"},
+	{Group: "failover", Label: "crash failover, MongoDB leases, TTL 2s, ms (baseline: polling formula TTL + StandbyPoll)", Bench: "BenchmarkLeaderCrashFailover/mongo",
+		Metric: "failover-ms", BaseMetric: "polling-formula-ms", Target: "≤ 2,500 ms (TTL + 0.5s)"},
+	{Group: "failover", Label: "crash failover, Redis leases, TTL 2s, ms (baseline: polling formula)", Bench: "BenchmarkLeaderCrashFailover/redis",
+		Metric: "failover-ms", BaseMetric: "polling-formula-ms", Target: "≤ 2,500 ms (TTL + 0.5s)"},
+	{Group: "failover", Label: "lease calls per minute as leader, MongoDB (baseline: 60s / RenewEvery)", Bench: "BenchmarkLeaseWriteLoad/mongo",
+		Metric: "leader-calls/min", BaseMetric: "leader-formula/min"},
+	{Group: "failover", Label: "lease calls per minute as standby, MongoDB", Bench: "BenchmarkLeaseWriteLoad/mongo", Metric: "standby-calls/min"},
+	{Group: "failover", Label: "lease calls per minute as leader, Redis (baseline: 60s / RenewEvery)", Bench: "BenchmarkLeaseWriteLoad/redis",
+		Metric: "leader-calls/min", BaseMetric: "leader-formula/min"},
+	{Group: "failover", Label: "lease calls per minute as standby, Redis", Bench: "BenchmarkLeaseWriteLoad/redis", Metric: "standby-calls/min"},
+
+	// balance
+	{Group: "balance", Label: "3 instances × 30 SingleLeader streams to 10 leaderships each, ms", Bench: "BenchmarkLeaderBalance30", Metric: "balance-ms"},
+	{Group: "balance", Label: "the same, in renew periods", Bench: "BenchmarkLeaderBalance30", Metric: "renew-periods"},
+
+	// snapshot
+	{Group: "snapshot", Label: "snapshot, 1 partition, docs/s (baseline: raw find loop)", Bench: "BenchmarkSnapshot",
+		Metric: "p1-docs/s", BaseMetric: "raw-docs/s", Ratio: "p1-ratio", Target: "ratio ≥ 0.9"},
+	{Group: "snapshot", Label: "snapshot, 4 partitions, docs/s (baseline: raw find loop)", Bench: "BenchmarkSnapshot",
+		Metric: "p4-docs/s", BaseMetric: "raw-docs/s", Ratio: "p4-ratio", Target: "ratio ≥ 1.3"},
+	{Group: "snapshot", Label: "snapshot, 1 partition, against the same chunked queries by hand (ratio)", Bench: "BenchmarkSnapshot", Metric: "p1-vs-chunked-ratio"},
+	{Group: "snapshot", Label: "snapshot, 4 partitions with 5,000-document chunks, against the raw loop (ratio)", Bench: "BenchmarkSnapshot", Metric: "p4-batch5000-ratio"},
+	{Group: "snapshot", Label: "resume from 50%, ms (baseline: a full snapshot)", Bench: "BenchmarkSnapshotResume",
+		Metric: "resume-ms", BaseMetric: "full-ms", Ratio: "resume-ratio", Target: "ratio ≈ 0.5"},
+}
