@@ -53,6 +53,7 @@ type Invocation interface {
 // its goroutine with runtime.Goexit) and before the event's settlement is published, and never
 // uses the Invocation afterwards.
 type Releaser interface {
+	// Release gives the Invocation back for reuse. It cannot fail, and must not block.
 	Release()
 }
 
