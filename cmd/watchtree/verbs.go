@@ -185,6 +185,35 @@ func (o *opts) control(cmd *cobra.Command, c *console.Client, action messages.Co
 	return nil
 }
 
+func snapshotCmd(o *opts) *cobra.Command {
+	var filter string
+	cmd := &cobra.Command{
+		Use:   "snapshot STREAM",
+		Short: "Re-read a running stream's collection (or the documents matching --filter) through its handlers, without stopping it",
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			t := o.commandTimeout()
+			ctx, cancel := contextWithTimeout(cmd.Context(), t+5*time.Second)
+			defer cancel()
+			r, err := c.OnDemandSnapshot(ctx, args[0], filter, t)
+			if r != nil && o.output == "json" {
+				if perr := o.printJSON(r); perr != nil {
+					return perr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if o.output == "table" {
+				fmt.Fprintf(o.out, "snapshot %s: %s\n", args[0], r.GetDetail())
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&filter, "filter", "", `query on the collection, MongoDB Extended JSON (e.g. '{"region": "eu"}'); default every document`)
+	return cmd
+}
+
 func deadLetterCmd(o *opts, verb, short string, action messages.ControlAction) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
