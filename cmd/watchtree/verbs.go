@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -166,10 +167,18 @@ func controlCmd(o *opts, verb, short string, action messages.ControlAction) *cob
 }
 
 func (o *opts) control(cmd *cobra.Command, c *console.Client, action messages.ControlAction, stream, id string) error {
+	name := strings.ToLower(strings.TrimPrefix(action.String(), "CONTROL_ACTION_"))
+	return o.command(cmd, name, stream, func(ctx context.Context, t time.Duration) (*messages.ControlReply, error) {
+		return c.Control(ctx, action, stream, id, t)
+	})
+}
+
+// command runs one control command within the command timeout and prints its reply.
+func (o *opts) command(cmd *cobra.Command, name, stream string, do func(context.Context, time.Duration) (*messages.ControlReply, error)) error {
 	t := o.commandTimeout()
 	ctx, cancel := contextWithTimeout(cmd.Context(), t+5*time.Second)
 	defer cancel()
-	r, err := c.Control(ctx, action, stream, id, t)
+	r, err := do(ctx, t)
 	if r != nil && o.output == "json" {
 		if perr := o.printJSON(r); perr != nil {
 			return perr
@@ -179,7 +188,6 @@ func (o *opts) control(cmd *cobra.Command, c *console.Client, action messages.Co
 		return err
 	}
 	if o.output == "table" {
-		name := strings.ToLower(strings.TrimPrefix(action.String(), "CONTROL_ACTION_"))
 		fmt.Fprintf(o.out, "%s %s: %s\n", name, stream, r.GetDetail())
 	}
 	return nil
@@ -192,22 +200,9 @@ func snapshotCmd(o *opts) *cobra.Command {
 		Short: "Re-read a running stream's collection (or the documents matching --filter) through its handlers, without stopping it",
 		Args:  exactArgs(1, "a stream name"),
 		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
-			t := o.commandTimeout()
-			ctx, cancel := contextWithTimeout(cmd.Context(), t+5*time.Second)
-			defer cancel()
-			r, err := c.OnDemandSnapshot(ctx, args[0], filter, t)
-			if r != nil && o.output == "json" {
-				if perr := o.printJSON(r); perr != nil {
-					return perr
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if o.output == "table" {
-				fmt.Fprintf(o.out, "snapshot %s: %s\n", args[0], r.GetDetail())
-			}
-			return nil
+			return o.command(cmd, "snapshot", args[0], func(ctx context.Context, t time.Duration) (*messages.ControlReply, error) {
+				return c.OnDemandSnapshot(ctx, args[0], filter, t)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&filter, "filter", "", `query on the collection, MongoDB Extended JSON (e.g. '{"region": "eu"}'); default every document`)

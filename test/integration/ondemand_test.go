@@ -121,18 +121,7 @@ func TestOnDemandSnapshotDuringLiveWrites(t *testing.T) {
 // TestOnDemandSnapshotFilter: a filtered on-demand snapshot reads only the matching documents.
 func TestOnDemandSnapshotFilter(t *testing.T) {
 	e := newEnv(t)
-	e.must(func(ctx context.Context) error {
-		var docs []any
-		for i := int64(1); i <= 200; i++ {
-			kind := "b"
-			if i%4 == 0 {
-				kind = "a"
-			}
-			docs = append(docs, Order{ID: i, Kind: kind})
-		}
-		_, err := e.db.Collection("orders").InsertMany(ctx, docs)
-		return err
-	})
+	e.insertKinds("orders", 200)
 	r := e.startRuntime(nil)
 	tg := newTarget()
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "odf", Collection: "orders",
