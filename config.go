@@ -50,9 +50,13 @@ type Config struct {
 	// Observer receives the typed events (see Observer); it never blocks or breaks the runtime.
 	// Default NopObserver.
 	Observer Observer
-	// InstanceID identifies this process in lease records, checkpoints (their owner) and the
-	// console. Default "<hostname>-<pid>-<6 random hex digits>": a new one every run. At most
-	// 200 printable characters.
+	// InstanceID identifies this run of the process: the owner of its SingleLeader leases
+	// (LeaseStatus.Owner, LeadershipChanged.Owner), of the checkpoints it writes, and its name
+	// in the console. It must differ between two processes running at once, and it changes on
+	// every run, so that a restarted process never passes for its predecessor's lease. Default
+	// "<InstanceName>-<pid>-<6 random hex digits>" (with InstanceName's default, the hostname),
+	// so that a lease owner names the instance it belongs to. At most 200 printable characters.
+	// InstanceName, not InstanceID, is what stays the same across restarts.
 	InstanceID string
 	// InstanceName is the stable identity of this instance, the same across restarts: an
 	// AllInstances stream keys its checkpoint, dead letters and gap records by (stream,
@@ -156,11 +160,11 @@ func (c Config) withDefaults() Config {
 	if c.Observer == nil {
 		c.Observer = NopObserver{}
 	}
-	if c.InstanceID == "" {
-		c.InstanceID = defaultInstanceID()
-	}
 	if c.InstanceName == "" {
 		c.InstanceName = hostname()
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = defaultInstanceID(c.InstanceName)
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
@@ -203,10 +207,11 @@ func defaultInstanceNameError(host string) error {
 	return nil
 }
 
-// defaultInstanceID returns "<hostname>-<pid>-<6 random hex digits>".
-func defaultInstanceID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
+// defaultInstanceID returns "<name>-<pid>-<6 random hex digits>", name being the instance's
+// InstanceName ("unknown" when empty).
+func defaultInstanceID(name string) string {
+	host := name
+	if host == "" {
 		host = "unknown"
 	}
 	var b [3]byte

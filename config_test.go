@@ -116,7 +116,7 @@ func TestConfigDefaults(t *testing.T) {
 	if m[2] != fmt.Sprint(os.Getpid()) {
 		t.Errorf("InstanceID pid part = %q", m[2])
 	}
-	if other := defaultInstanceID(); other == c.InstanceID {
+	if other := defaultInstanceID(host); other == c.InstanceID {
 		t.Errorf("two default instance IDs are equal: %q", other)
 	}
 	if err := (Config{Client: &mongo.Client{}, InstanceID: c.InstanceID}).Validate(); err != nil {
@@ -125,8 +125,13 @@ func TestConfigDefaults(t *testing.T) {
 	if host != "" && c.InstanceName != host {
 		t.Errorf("default InstanceName = %q, want the hostname %q", c.InstanceName, host)
 	}
-	if named := (Config{InstanceName: "pod-7"}).withDefaults(); named.InstanceName != "pod-7" {
+	named := (Config{InstanceName: "pod-7"}).withDefaults()
+	if named.InstanceName != "pod-7" {
 		t.Errorf("withDefaults changed InstanceName to %q", named.InstanceName)
+	}
+	// The default InstanceID starts with the InstanceName, so a lease owner names its instance.
+	if want := fmt.Sprintf("pod-7-%d-", os.Getpid()); !strings.HasPrefix(named.InstanceID, want) || len(named.InstanceID) != len(want)+6 {
+		t.Errorf("default InstanceID with InstanceName pod-7 = %q, want %s<6 hex digits>", named.InstanceID, want)
 	}
 	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: MultiObserver()}.withDefaults()
 	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second || set.ConnectTimeout != time.Millisecond {

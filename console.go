@@ -120,10 +120,16 @@ func (b consoleBackend) Streams() []console.StreamRef {
 
 func consoleErr(err error) error {
 	if errors.Is(err, ErrUnknownStream) || errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %w", console.ErrNotFound, err)
+		return notFoundErr{err}
 	}
 	return err
 }
+
+// notFoundErr reads as err and matches console.ErrNotFound too.
+type notFoundErr struct{ err error }
+
+func (e notFoundErr) Error() string   { return e.err.Error() }
+func (e notFoundErr) Unwrap() []error { return []error{e.err, console.ErrNotFound} }
 
 func (b consoleBackend) DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error) {
 	list, err := b.rt.DeadLetters(ctx, stream, limit)
@@ -188,7 +194,7 @@ func lifecycleEventOf(ev ObserverEvent) *messages.LifecycleEvent {
 	case Started:
 		at, out.Kind = e.Time, "started"
 	case Stopped:
-		at, out.Kind = e.Time, "stopped"
+		at, out.Kind, out.Attempt = e.Time, "stopped", uint32(e.Attempt)
 		cause(e.Cause)
 	case Restarted:
 		at, out.Kind, out.Attempt = e.Time, "restarted", uint32(e.Attempt)

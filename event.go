@@ -12,6 +12,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/internal/rawbson"
 )
 
 // OperationType is a change event's operationType, as the server spells it.
@@ -157,7 +159,9 @@ type TxnInfo struct {
 
 // Event is one change event, decoded once and handed to the stream's handler. The same *Event is
 // passed to every attempt of a retried event, with Attempt updated; handlers must not keep it
-// after they return, nor modify it.
+// after they return, nor modify it: once the event has settled, the *Event is reused for a later
+// event. What it points to is the event's own and may be kept: FullDocument,
+// FullDocumentBeforeChange, UpdateDescription, and the values its methods return.
 //
 // The decoded documents are fields, so handlers use them directly; everything else is read
 // through methods.
@@ -312,11 +316,11 @@ var errMissing = errors.New("missing")
 // peekOperationType returns the operationType of a raw change event without decoding anything
 // else, so that the router can pick a handler before paying for the document decode.
 func peekOperationType(raw bson.Raw) (OperationType, bool) {
-	v, err := bsoncore.Document(raw).LookupErr("operationType")
-	if err != nil {
+	el, ok := rawbson.Lookup(raw, "operationType")
+	if !ok {
 		return "", false
 	}
-	return readOperationType(v)
+	return readOperationType(el.Core())
 }
 
 // decodeEvent decodes a raw change event (the shape of mongo-wire §3.3) into an Event[T], once.
@@ -324,18 +328,11 @@ func peekOperationType(raw bson.Raw) (OperationType, bool) {
 // Unknown fields (collectionUUID, operationDescription, ...) are ignored. A field of the wrong
 // BSON type, or a document that does not decode into T, gives a *DecodeError.
 func decodeEvent[T any](raw bson.Raw, stream string, attempt int) (*Event[T], error) {
-	buf := &eventBuf[T]{}
-	if err := fillEvent(buf, raw, stream, attempt, nil); err != nil {
+	ev := &Event[T]{}
+	if err := fillEvent(ev, raw, stream, attempt, nil); err != nil {
 		return nil, err
 	}
-	return &buf.ev, nil
-}
-
-// eventBuf holds an event and the storage of its two documents, so that decoding one event
-// allocates once for all three (the documents point into docs).
-type eventBuf[T any] struct {
-	ev   Event[T]
-	docs [2]T // FullDocument, FullDocumentBeforeChange
+	return ev, nil
 }
 
 // nsCache remembers the last decoded namespace of a stream, so that the common case (every event
@@ -363,35 +360,34 @@ func (c *nsCache) decode(val bsoncore.Value) (Namespace, error) {
 	return ns, err
 }
 
-// fillEvent decodes raw into buf. cache may be nil.
-func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int, cache *nsCache) error {
-	ev := &buf.ev
+// fillEvent decodes raw into ev, which must be zero. cache may be nil. Each document is
+// decoded into a T of its own, so a handler may keep FullDocument (or the pre-image) after it
+// returns while the Event itself is reused.
+func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, cache *nsCache) error {
 	ev.raw, ev.stream, ev.attempt = raw, stream, attempt
 	bad := func(field, typ string, err error) error {
 		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
 	}
-	length, rem, ok := bsoncore.ReadLength(raw)
-	if !ok || int(length) != len(raw) || length < 5 {
+	rem, ok := rawbson.Elements(raw)
+	if !ok {
 		return bad("", "", fmt.Errorf("malformed BSON document (%d bytes)", len(raw)))
 	}
-	rem = rem[:len(rem)-1] // drop the trailing NUL
 	var hasID, hasOp bool
 	for len(rem) > 0 {
-		el, next, ok := bsoncore.ReadElement(rem)
+		el, next, ok := rawbson.ReadElement(rem)
 		if !ok {
 			return bad("", "", errors.New("malformed BSON element"))
 		}
 		rem = next
-		keyBytes := el.KeyBytes()
-		val := el.Value()
-		switch string(keyBytes) { // no allocation: the compiler compares in place
+		val := el.Core()
+		switch string(el.Key) { // no allocation: the compiler compares in place
 		case "_id":
 			doc, ok := val.DocumentOK()
 			if !ok {
 				return bad("_id", "document", fmt.Errorf("got %s", val.Type))
 			}
-			dv := doc.Lookup("_data")
-			data, ok := readStringBytes(dv.Data)
+			dv, _ := rawbson.Lookup(doc, "_data")
+			data, ok := readStringBytes(dv.Value)
 			if !ok || dv.Type != bsoncore.TypeString {
 				return bad("_id._data", "string", errMissing)
 			}
@@ -433,13 +429,13 @@ func fillEvent[T any](buf *eventBuf[T], raw bson.Raw, stream string, attempt int
 			}
 			ev.documentKey = bson.Raw(doc)
 		case "fullDocument":
-			doc, err := decodeDocument(val, &buf.docs[0])
+			doc, err := decodeDocument[T](val)
 			if err != nil {
 				return bad("fullDocument", typeName[T](), err)
 			}
 			ev.FullDocument = doc
 		case "fullDocumentBeforeChange":
-			doc, err := decodeDocument(val, &buf.docs[1])
+			doc, err := decodeDocument[T](val)
 			if err != nil {
 				return bad("fullDocumentBeforeChange", typeName[T](), err)
 			}
@@ -516,9 +512,9 @@ func readStringBytes(data []byte) ([]byte, bool) {
 	return rem[:n-1], true
 }
 
-// decodeDocument decodes a document value into out and returns out; nil for null. A T of
-// bson.Raw shares the event's bytes instead of copying them.
-func decodeDocument[T any](val bsoncore.Value, out *T) (*T, error) {
+// decodeDocument decodes a document value into a new T; nil for null. A T of bson.Raw shares
+// the event's bytes instead of copying them.
+func decodeDocument[T any](val bsoncore.Value) (*T, error) {
 	if val.Type == bsoncore.TypeNull || val.Type == bsoncore.TypeUndefined {
 		return nil, nil
 	}
@@ -526,6 +522,7 @@ func decodeDocument[T any](val bsoncore.Value, out *T) (*T, error) {
 	if !ok {
 		return nil, fmt.Errorf("got BSON %s, want a document or null", val.Type)
 	}
+	out := new(T)
 	if r, ok := any(out).(*bson.Raw); ok {
 		*r = bson.Raw(doc)
 		return out, nil

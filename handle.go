@@ -413,7 +413,7 @@ func (e *streamEntry) onTransition(t supervisor.Transition) {
 			obs.OnEvent(Restarted{Meta: meta, Attempt: t.Attempt, Cause: t.Cause})
 		}
 	case supervisor.StateBackoff:
-		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause})
+		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause, Attempt: t.Attempt, RestartIn: t.Delay})
 	case supervisor.StateCrashed:
 		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause, Terminal: true})
 	case supervisor.StateStopping:

@@ -72,6 +72,13 @@ type timedInvocation struct {
 }
 
 // Call times the handler; a panicking handler is not timed (the dispatcher recovers it).
+// Release passes the release on to the wrapped invocation.
+func (t timedInvocation) Release() {
+	if r, ok := t.inv.(dispatcher.Releaser); ok {
+		r.Release()
+	}
+}
+
 func (t timedInvocation) Call(ctx context.Context, attempt int) error {
 	start := t.r.now()
 	err := t.inv.Call(ctx, attempt)

@@ -138,6 +138,13 @@ type Stopped struct {
 	Cause error
 	// Terminal is true when the stream stays down until an operator starts it.
 	Terminal bool
+	// Attempt and RestartIn describe the supervisor's backoff after a crash that is not
+	// terminal: the stream's RestartPolicy schedules restart attempt Attempt (1-based, counted
+	// since the last successful start) RestartIn from Time. Both are zero for a graceful or a
+	// terminal stop. A Restarted event follows when the attempt succeeds; a failed attempt is
+	// reported as another Stopped with the next Attempt and its longer delay.
+	Attempt   int
+	RestartIn time.Duration
 }
 
 // Restarted reports a successful restart by the supervisor after a crash.
@@ -333,6 +340,9 @@ func (e Stopped) String() string {
 	s := fmt.Sprintf("stream %s stopped (%s)", e.Stream, e.Reason)
 	if e.Terminal {
 		s += ", terminal"
+	}
+	if e.Attempt > 0 {
+		s += fmt.Sprintf(", restart attempt %d in %v", e.Attempt, e.RestartIn)
 	}
 	if e.Cause != nil {
 		s += ": " + e.Cause.Error()

@@ -2,6 +2,7 @@ package watchtree
 
 import (
 	"context"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -21,6 +22,7 @@ type router[T any] struct {
 	onChange  Handler[T]
 	onSnap    Handler[T]
 	ns        nsCache
+	pool      sync.Pool // of *invocation[T]
 }
 
 var _ dispatcher.Router = (*router[bson.Raw])(nil)
@@ -66,15 +68,21 @@ func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome
 	if ok && r.handlerFor(op) == nil {
 		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 	}
-	inv := &invocation[T]{}
-	if err := fillEvent(&inv.buf, raw, r.stream, 0, &r.ns); err != nil {
+	inv, _ := r.pool.Get().(*invocation[T])
+	if inv == nil {
+		inv = &invocation[T]{pool: &r.pool}
+	}
+	if err := fillEvent(&inv.ev, raw, r.stream, 0, &r.ns); err != nil {
+		inv.Release()
 		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, err
 	}
-	inv.handler = r.handlerFor(inv.buf.ev.op)
+	inv.handler = r.handlerFor(inv.ev.op)
 	if inv.handler == nil { // unreachable: fillEvent found the same operationType
+		inv.Release()
 		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 	}
-	if r.filter != nil && !r.filter(&inv.buf.ev) {
+	if r.filter != nil && !r.filter(&inv.ev) {
+		inv.Release()
 		return nil, messages.Outcome_OUTCOME_FILTERED, nil
 	}
 	return inv, messages.Outcome_OUTCOME_UNSPECIFIED, nil
@@ -95,15 +103,25 @@ func classify(err error) dispatcher.ErrorClass {
 	return dispatcher.Retryable
 }
 
-// invocation is one routed event bound to its handler; the invocation, the event and its
-// documents share one allocation.
+// invocation is one routed event bound to its handler. Invocations are reused through the
+// router's pool: the dispatcher releases one once its event has settled. Only the Event struct
+// is reused; the documents it points to (FullDocument, FullDocumentBeforeChange,
+// UpdateDescription) are allocated per event, so a handler may keep them after it returns.
 type invocation[T any] struct {
-	buf     eventBuf[T]
+	ev      Event[T]
 	handler Handler[T]
+	pool    *sync.Pool
 }
 
 // Call implements dispatcher.Invocation. It does not recover panics.
 func (i *invocation[T]) Call(ctx context.Context, attempt int) error {
-	i.buf.ev.attempt = attempt
-	return i.handler(ctx, &i.buf.ev)
+	i.ev.attempt = attempt
+	return i.handler(ctx, &i.ev)
+}
+
+// Release implements dispatcher.Releaser: the event is cleared (so that the pool keeps no
+// event bytes alive) and the invocation goes back to the pool.
+func (i *invocation[T]) Release() {
+	i.ev, i.handler = Event[T]{}, nil
+	i.pool.Put(i)
 }

@@ -359,6 +359,10 @@ func TestRuntimeRestartsAfterCursorDeath(t *testing.T) {
 	if len(crashed) != 1 || crashed[0].Terminal || crashed[0].Cause == nil {
 		t.Fatalf("want one non-terminal Stopped{Crashed}, got %+v", crashed)
 	}
+	// The backoff is reported as it starts: which attempt, and how long until it.
+	if c := crashed[0]; c.Attempt != 1 || c.RestartIn <= 0 || !strings.Contains(c.String(), "restart attempt 1 in ") {
+		t.Errorf("Stopped{Crashed} = attempt %d, restart in %v (%q); want attempt 1 with its delay", c.Attempt, c.RestartIn, c)
+	}
 }
 
 // TestRuntimeDeadLettersReplay: a poison event is dead-lettered (the stream goes on), listed

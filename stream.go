@@ -64,7 +64,8 @@ type Stream[T any] struct {
 	// Filter is an optional in-process predicate. It runs after decoding, only for events that
 	// have a handler; an event it rejects (false) settles as filtered, without a handler call.
 	// Event.Attempt is 0 inside Filter. It must be fast and must not block; a panic in it is an
-	// error of the event, like a handler panic.
+	// error of the event, like a handler panic. Like a handler, it must not keep ev after it
+	// returns (the Event is reused).
 	Filter func(ev *Event[T]) bool
 	// FullDocument is the fullDocument option: what Event.FullDocument holds on updates.
 	// Default FullDocumentDefault (nothing on updates).

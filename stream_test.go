@@ -609,3 +609,58 @@ func TestRouterNamespaceCache(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRouterKeptDocumentsSurviveReuse: the router reuses an invocation (and its Event) once
+// the dispatcher releases it, but every document a handler kept after returning keeps its
+// value: FullDocument, the pre-image and the update description are the event's own.
+func TestRouterKeptDocumentsSurviveReuse(t *testing.T) {
+	var kept []*testOrder
+	var keptBefore []*testOrder
+	var keptUD []*UpdateDescription
+	s := Stream[testOrder]{Name: "s", OnChange: func(_ context.Context, ev *Event[testOrder]) error {
+		kept = append(kept, ev.FullDocument)
+		keptBefore = append(keptBefore, ev.FullDocumentBeforeChange)
+		keptUD = append(keptUD, ev.UpdateDescription)
+		return nil
+	}}
+	cs, err := s.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		raw := changeEvent(t, "update", fmt.Sprintf("82%04d", i),
+			bson.E{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: i}, {Key: "total", Value: 10 * i}}},
+			bson.E{Key: "fullDocumentBeforeChange", Value: bson.D{{Key: "_id", Value: i}, {Key: "total", Value: 10*i - 1}}},
+			bson.E{Key: "updateDescription", Value: bson.D{{Key: "updatedFields", Value: bson.D{{Key: "total", Value: 10 * i}}},
+				{Key: "removedFields", Value: bson.A{fmt.Sprint("f", i)}}}})
+		inv, _, err := cs.router.Route(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.Call(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		rel, ok := inv.(dispatcher.Releaser)
+		if !ok {
+			t.Fatal("the router's invocation is not a dispatcher.Releaser")
+		}
+		rel.Release() // as the dispatcher does once the event settled: the next Route may reuse it
+	}
+	for i := range n {
+		if kept[i] == nil || kept[i].ID != i || kept[i].Total != 10*i {
+			t.Errorf("event %d: kept FullDocument is %+v", i, kept[i])
+		}
+		if keptBefore[i] == nil || keptBefore[i].Total != 10*i-1 {
+			t.Errorf("event %d: kept FullDocumentBeforeChange is %+v", i, keptBefore[i])
+		}
+		if keptUD[i] == nil || !keptUD[i].Changed("total") || len(keptUD[i].RemovedFields) != 1 || keptUD[i].RemovedFields[0] != fmt.Sprint("f", i) {
+			t.Errorf("event %d: kept UpdateDescription is %+v", i, keptUD[i])
+		}
+		for j := range i {
+			if kept[i] == kept[j] {
+				t.Fatalf("events %d and %d share a FullDocument", j, i)
+			}
+		}
+	}
+}

@@ -111,12 +111,12 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	default:
 		return nil, fmt.Errorf("watchtree: stream %q: cannot open a change stream at start kind %v", w.cs.name, from.Kind)
 	}
-	cs, err := w.watch(ctx, o)
+	cs, splits, err := w.watch(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	w.lastDDL.Store(OperationType(""))
-	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, lastDDL: &w.lastDDL, maxAwait: maxAwait}, nil
+	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, lastDDL: &w.lastDDL, maxAwait: maxAwait, splits: splits}, nil
 }
 
 // boundedWatcher is the stream actor's Watcher: w with every wait for the server bounded by
@@ -168,6 +168,7 @@ type opCursor struct {
 	maxAwait time.Duration
 	getMore  time.Duration // bound of a TryNext that may run a getMore; 0: none (boundedWatcher sets it)
 	timedOut bool          // the last TryNext ran out of getMore: Err says so
+	splits   bool          // the pipeline ends with $changeStreamSplitLargeEvent
 }
 
 // TryNext reads the next event, noting drop, rename and dropDatabase events. A call that may
@@ -196,6 +197,10 @@ func (c *opCursor) TryNext(ctx context.Context) bool {
 
 // ID returns the server cursor id (0 once the server closed the cursor).
 func (c *opCursor) ID() int64 { return c.cs.ID() }
+
+// SplitsEvents reports whether the server may split events of this cursor (its pipeline ends
+// with $changeStreamSplitLargeEvent); without it the reader does not look for splitEvent.
+func (c *opCursor) SplitsEvents() bool { return c.splits }
 
 // Err returns the cursor's error, naming the bound when a getMore ran out of it.
 func (c *opCursor) Err() error {
@@ -247,24 +252,28 @@ func (w *driverWatcher) serverSplits(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-// watch calls the Watch method of the stream's scope.
-func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (*mongo.ChangeStream, error) {
+// watch calls the Watch method of the stream's scope. splits reports whether the pipeline
+// ends with $changeStreamSplitLargeEvent (the stream's or the user's own).
+func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (cs *mongo.ChangeStream, splits bool, err error) {
 	pipeline := w.pipeline
 	serverSplits, err := w.serverSplits(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if w.cs.wantsSplit(serverSplits) {
 		pipeline = append(append(make([]bson.Raw, 0, len(pipeline)+1), pipeline...), splitStageRaw)
+		splits = true
 	}
+	splits = splits || w.cs.userSplits
 	switch w.cs.scope {
 	case scopeCollection:
-		return w.client.Database(w.database).Collection(w.cs.collection).Watch(ctx, pipeline, o)
+		cs, err = w.client.Database(w.database).Collection(w.cs.collection).Watch(ctx, pipeline, o)
 	case scopeDatabase:
-		return w.client.Database(w.database).Watch(ctx, pipeline, o)
+		cs, err = w.client.Database(w.database).Watch(ctx, pipeline, o)
 	default:
-		return w.client.Watch(ctx, pipeline, o)
+		cs, err = w.client.Watch(ctx, pipeline, o)
 	}
+	return cs, splits, err
 }
 
 // Current implements the checkpointer's PositionSource: it opens a change stream on the
@@ -280,7 +289,7 @@ func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, 
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	sctx := mongo.NewSessionContext(ctx, sess)
-	cs, err := w.watch(sctx, w.cs.changeStreamOptions().SetMaxAwaitTime(w.maxAwait))
+	cs, _, err := w.watch(sctx, w.cs.changeStreamOptions().SetMaxAwaitTime(w.maxAwait))
 	if err != nil {
 		return nil, bson.Timestamp{}, err
 	}

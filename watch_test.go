@@ -129,6 +129,9 @@ func TestDriverWatcherOptions(t *testing.T) {
 	if _, err := vals[2].Document().LookupErr("$changeStreamSplitLargeEvent"); err != nil {
 		t.Fatalf("last stage %v, want $changeStreamSplitLargeEvent", vals[2])
 	}
+	if !c.(*opCursor).SplitsEvents() {
+		t.Error("the cursor's pipeline splits events but SplitsEvents is false: the reader would not join fragments")
+	}
 	csOpts := vals[0].Document().Lookup("$changeStream").Document()
 	if csOpts.Lookup("fullDocument").StringValue() != "updateLookup" ||
 		csOpts.Lookup("fullDocumentBeforeChange").StringValue() != "whenAvailable" {
@@ -144,5 +147,41 @@ func TestDriverWatcherOptions(t *testing.T) {
 	gb, _ := bson.Marshal(gms[0].Body)
 	if ms := bson.Raw(gb).Lookup("maxTimeMS").AsInt64(); ms != 20 {
 		t.Fatalf("getMore maxTimeMS %d, want 20", ms)
+	}
+}
+
+// TestDriverWatcherSplitsEvents: the cursor reports whether its pipeline ends with
+// $changeStreamSplitLargeEvent (the stream's or the user's), so that the reader looks for
+// splitEvent only then.
+func TestDriverWatcherSplitsEvents(t *testing.T) {
+	e := newRTEnv(t)
+	e.needSim(t)
+	for _, tc := range []struct {
+		name  string
+		split SplitMode
+		user  bson.A
+		want  bool
+	}{
+		{"off", SplitOff, nil, false},
+		{"on", SplitOn, nil, true},
+		{"auto without full documents", SplitAuto, nil, false},
+		{"the user's own stage", SplitAuto, bson.A{bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := Stream[bson.Raw]{Name: "splits", Collection: "orders", SplitLargeEvents: tc.split, Pipeline: tc.user,
+				OnChange: func(context.Context, *Event[bson.Raw]) error { return nil }}.compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := testCtx(t)
+			c, err := newDriverWatcher(cs, e.client, e.db).Open(ctx, stream.Position{MaxAwaitTime: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(ctx)
+			if got := c.(*opCursor).SplitsEvents(); got != tc.want {
+				t.Errorf("SplitsEvents = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,6 +25,7 @@ import (
 // use.
 type Client struct {
 	conn    *grpc.ClientConn
+	tls     *tls.Config
 	addr    string
 	token   string
 	who     string
@@ -49,6 +52,10 @@ var (
 	ErrUnreachable = errors.New("console unreachable")
 	// ErrUnauthenticated: the console refused the token.
 	ErrUnauthenticated = errors.New("console refused the token")
+	// ErrTLS: the TLS handshake with the console failed: a client certificate missing or not
+	// trusted by the console, a console certificate the client does not trust, or TLS on one
+	// side only.
+	ErrTLS = errors.New("console TLS handshake failed")
 )
 
 // Dial prepares a client for the console at addr. It does not connect: the first call does, and
@@ -68,7 +75,7 @@ func Dial(addr string, o ClientOptions) (*Client, error) {
 	if o.RequestedBy == "" {
 		o.RequestedBy = "unknown"
 	}
-	return &Client{conn: conn, addr: addr, token: o.Token, who: o.RequestedBy, timeout: o.Timeout}, nil
+	return &Client{conn: conn, tls: o.TLS, addr: addr, token: o.Token, who: o.RequestedBy, timeout: o.Timeout}, nil
 }
 
 // Close closes the connection.
@@ -94,18 +101,92 @@ func (c *Client) wrap(err error) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
+		msg := st.Message()
+		if c.tls != nil && tlsHint(msg, false) == "" {
+			// With TLS 1.3 the server judges the client's certificate after the client's side
+			// of the handshake is done: gRPC may see only the broken connection. A handshake
+			// of its own and one read bring the server's alert.
+			if why := c.probeTLS(); tlsHint(why, false) != "" {
+				msg = why
+			}
+		}
+		if c.tls == nil && strings.Contains(msg, "error reading server preface: EOF") {
+			// A TLS server closes a plaintext connection without a word.
+			return fmt.Errorf("%w at %s: %s (if the console serves TLS, connect with TLS: --tls or --tls-ca)", ErrUnreachable, c.addr, msg)
+		}
+		if strings.Contains(msg, "looked like an HTTP/1.1 header") {
+			return fmt.Errorf("%w at %s: something else answers there (HTTP/1.1), not a watchtree console (%s)", ErrUnreachable, c.addr, msg)
+		}
+		if hint := tlsHint(msg, c.tls != nil && len(c.tls.Certificates) > 0); hint != "" {
+			return fmt.Errorf("%w with %s: %s (%s)", ErrTLS, c.addr, hint, msg)
+		}
 		return fmt.Errorf("%w at %s: %s", ErrUnreachable, c.addr, st.Message())
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("console %s: no answer in time: %s: %w", c.addr, st.Message(), context.DeadlineExceeded)
 	case codes.Unauthenticated:
 		return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Message())
 	case codes.NotFound:
-		return fmt.Errorf("%s: %w", st.Message(), ErrNotFound)
+		return &reasonError{st.Message(), ErrNotFound}
 	case codes.Unimplemented:
-		return fmt.Errorf("%s: %w", st.Message(), ErrUnsupported)
+		// gRPC reports an HTTP server, or a gRPC server without the console's service, as
+		// Unimplemented: whatever listens there is not a watchtree console.
+		if msg := st.Message(); strings.Contains(msg, "unexpected HTTP status code") || strings.Contains(msg, "unknown service "+ServiceName) {
+			return fmt.Errorf("%w at %s: something else answers there, not a watchtree console (%s)", ErrUnreachable, c.addr, msg)
+		}
+		return &reasonError{st.Message(), ErrUnsupported}
 	}
 	return fmt.Errorf("console %s: %s", c.addr, st.Message())
 }
+
+// probeTLS dials the console with the client's TLS configuration and reads once, and returns
+// the TLS error it meets ("" when none), within 2s.
+func (c *Client) probeTLS() string {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: c.tls.Clone()}
+	d.Config.NextProtos = []string{"h2"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil && strings.Contains(err.Error(), "tls:") {
+		return err.Error()
+	}
+	return ""
+}
+
+// tlsHint says what a transport error's TLS failure means for an operator, "" when it is none.
+// withCert: the client has a certificate (Go's TLS client sends it only when the console's CA
+// list accepts its issuer, so "certificate required" then means an untrusted one).
+func tlsHint(msg string, withCert bool) string {
+	switch {
+	case strings.Contains(msg, "certificate required") && withCert:
+		return "the console requires a client certificate signed by a CA it trusts, and this one is not"
+	case strings.Contains(msg, "certificate required"):
+		return "the console requires a client certificate (--tls-cert, --tls-key)"
+	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "unknown certificate authority"):
+		return "the console does not trust this client certificate"
+	case strings.Contains(msg, "x509:"):
+		return "the console's certificate is not trusted (--tls-ca, --tls-server-name)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the console does not speak TLS"
+	case strings.Contains(msg, "tls:"), strings.Contains(msg, "authentication handshake failed"):
+		return "TLS handshake refused"
+	}
+	return ""
+}
+
+// reasonError is the console's own words for a failure, matching its sentinel (errors.Is)
+// without repeating the sentinel's text.
+type reasonError struct {
+	reason string
+	base   error
+}
+
+func (e *reasonError) Error() string { return e.reason }
+func (e *reasonError) Unwrap() error { return e.base }
 
 // Snapshot returns the instance and its streams.
 func (c *Client) Snapshot(ctx context.Context, req *messages.SnapshotRequest) (*messages.SnapshotReply, error) {
@@ -171,7 +252,7 @@ func (c *Client) control(ctx context.Context, req *messages.ControlRequest, time
 			base = context.DeadlineExceeded
 		}
 		if base != nil {
-			return out, fmt.Errorf("%s: %w", out.GetError(), base)
+			return out, &reasonError{out.GetError(), base}
 		}
 		return out, errors.New(out.GetError())
 	}

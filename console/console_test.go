@@ -46,6 +46,12 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(tlsServeEnv); dir != "" {
 		os.Exit(tlsServe(dir))
 	}
+	if os.Getenv(console.FeedServeEnv) != "" {
+		os.Exit(console.FeedServe())
+	}
+	if addr := os.Getenv(console.FeedPeerEnv); addr != "" {
+		os.Exit(console.FeedPeer(addr))
+	}
 	if addr := os.Getenv(remoteClientEnv); addr != "" {
 		os.Exit(remotePeer(addr, os.Getenv(remoteClientEnv+"_ADVERTISE")))
 	}
@@ -363,7 +369,11 @@ func remotePeer(addr, advertise string) int {
 	r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, opts...))
 	r.Start()
 	defer r.Shutdown(false)
-	res, err := sys.Root.RequestFuture(actor.NewPID(addr, "console"), &messages.SnapshotRequest{}, 3*time.Second).Result()
+	wait := 3 * time.Second
+	if w, err := time.ParseDuration(os.Getenv(remoteClientEnv + "_WAIT")); err == nil {
+		wait = w
+	}
+	res, err := sys.Root.RequestFuture(actor.NewPID(addr, "console"), &messages.SnapshotRequest{}, wait).Result()
 	if err != nil {
 		fmt.Println("no reply:", err)
 		return 1
@@ -375,4 +385,47 @@ func remotePeer(addr, advertise string) int {
 	}
 	fmt.Println("instance", snap.GetInstance().GetId())
 	return 0
+}
+
+// TestFacadeFeedGoesPastItsWindow: the facade acknowledges what it sends its client, so a feed
+// delivers more than one window of events: a backlog of over 64 arrives whole, in order, with
+// nothing dropped.
+func TestFacadeFeedGoesPastItsWindow(t *testing.T) {
+	c, _ := console.Dial(live.addr, console.ClientOptions{Token: "t0ken", RequestedBy: "tester"})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	backlog := func() []*messages.LifecycleEvent {
+		var got []*messages.LifecycleEvent
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		err := c.Subscribe(sctx, "", 1024, func(ev *messages.LifecycleEvent) {
+			if ev.GetKind() == console.BacklogEnd {
+				scancel()
+				return
+			}
+			got = append(got, ev)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := backlog()
+	for len(got) <= 64 && ctx.Err() == nil { // each restart adds events: a command, a stop, a start
+		for i := 0; i < 10; i++ {
+			if _, err := c.Control(ctx, messages.ControlAction_CONTROL_ACTION_RESTART, "docs", "", 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got = backlog()
+	}
+	if len(got) <= 64 {
+		t.Fatalf("the backlog brought %d events, want more than one window (64)", len(got))
+	}
+	for i, ev := range got {
+		if ev.GetDropped() != 0 || ev.GetDelivered() != uint64(i+1) || (i > 0 && ev.GetSeq() <= got[i-1].GetSeq()) {
+			t.Fatalf("event %d: seq %d delivered %d dropped %d", i, ev.GetSeq(), ev.GetDelivered(), ev.GetDropped())
+		}
+	}
 }

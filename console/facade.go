@@ -29,10 +29,6 @@ import (
 // ServiceName is the facade's gRPC service.
 const ServiceName = "watchtree.v1.Console"
 
-// feedBuffer is how many events a facade subscriber may fall behind before its events are
-// dropped (and counted in LifecycleEvent.dropped).
-const feedBuffer = 256
-
 type facade struct {
 	sys  *actor.ActorSystem
 	pid  *actor.PID
@@ -136,12 +132,16 @@ func grpcCode(code string) codes.Code {
 		return codes.Unimplemented
 	case "timeout":
 		return codes.DeadlineExceeded
+	case "exhausted":
+		return codes.ResourceExhausted
 	}
 	return codes.Internal
 }
 
 // relay receives a subscription's events as an actor and hands them to the facade's stream
-// through a bounded channel; when the client reads too slowly, events are dropped and counted.
+// through a channel. The console sends it at most the subscription's window of events before
+// the facade acknowledges them, so the channel (of that size) does not fill; should it, the
+// event is dropped and counted with the console's own drops.
 type relay struct {
 	ch      chan *messages.LifecycleEvent
 	dropped atomic.Uint64
@@ -162,7 +162,11 @@ func (f *facade) subscribe(stream grpc.ServerStream) error {
 	if err := stream.RecvMsg(req); err != nil {
 		return status.Errorf(codes.InvalidArgument, "decode SubscribeRequest: %v", err)
 	}
-	r := &relay{ch: make(chan *messages.LifecycleEvent, feedBuffer)}
+	window := int(req.GetWindow())
+	if window == 0 {
+		window = defaultWindow
+	}
+	r := &relay{ch: make(chan *messages.LifecycleEvent, min(window, maxWindow))}
 	rpid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
 	defer f.sys.Root.Stop(rpid) // the console watches it and drops the subscription
 	req.SubscriberAddress, req.SubscriberId = rpid.Address, rpid.Id
@@ -179,11 +183,11 @@ func (f *facade) subscribe(stream grpc.ServerStream) error {
 	for {
 		select {
 		case ev := <-r.ch:
-			out := proto.Clone(ev).(*messages.LifecycleEvent)
-			out.Dropped = r.dropped.Load()
-			if err := stream.SendMsg(out); err != nil {
+			ev.Dropped += r.dropped.Load() // ev is this subscription's own copy
+			if err := stream.SendMsg(ev); err != nil {
 				return err
 			}
+			f.sys.Root.Send(f.pid, &messages.SubscriptionAck{Id: ev.GetSubscription(), Received: ev.GetDelivered()})
 		case <-stream.Context().Done():
 			return nil
 		case <-f.done:

@@ -55,12 +55,6 @@ type oplogInfo struct {
 	at             time.Time
 }
 
-type subscriber struct {
-	id     uint64
-	pid    *actor.PID
-	stream string
-}
-
 // Plain messages the actor sends itself.
 type (
 	sampleTick struct{}
@@ -149,6 +143,8 @@ func (in *inspector) Receive(ctx actor.Context) {
 		in.control(ctx, m)
 	case *messages.SubscribeRequest:
 		in.subscribe(ctx, m)
+	case *messages.SubscriptionAck:
+		in.ack(ctx, m)
 	case *messages.Unsubscribe:
 		in.unsubscribe(ctx, m.GetId())
 	case *actor.Terminated:
@@ -196,7 +192,8 @@ func (in *inspector) publish(ctx actor.Context, ev *messages.LifecycleEvent) {
 	}
 	for _, s := range in.subs {
 		if s.stream == "" || s.stream == ev.GetStream() {
-			ctx.Send(s.pid, ev)
+			s.push(ev)
+			in.flush(ctx, s)
 		}
 	}
 }
@@ -217,49 +214,6 @@ func (in *inspector) eventsOf(stream string, n int) []*messages.LifecycleEvent {
 		evs = evs[len(evs)-n:]
 	}
 	return append([]*messages.LifecycleEvent(nil), evs...)
-}
-
-func (in *inspector) subscribe(ctx actor.Context, m *messages.SubscribeRequest) {
-	if m.GetSubscriberId() == "" {
-		if ctx.Sender() != nil {
-			ctx.Respond(&messages.ConsoleError{Code: "invalid", Error: "SubscribeRequest.subscriber_id is required"})
-		}
-		return
-	}
-	addr := m.GetSubscriberAddress()
-	if addr == "" {
-		addr = in.sys.Address()
-	}
-	pid := actor.NewPID(addr, m.GetSubscriberId())
-	in.subSeq++
-	s := &subscriber{id: in.subSeq, pid: pid, stream: m.GetStream()}
-	in.subs[s.id] = s
-	ctx.Watch(pid)
-	if ctx.Sender() != nil {
-		ctx.Respond(&messages.SubscribeReply{Id: s.id})
-	}
-	backlog := in.recent
-	if s.stream != "" {
-		backlog = in.byStream[s.stream]
-	}
-	if n := int(m.GetBacklog()); n < len(backlog) {
-		backlog = backlog[len(backlog)-n:]
-	}
-	for _, ev := range backlog {
-		ctx.Send(pid, ev)
-	}
-	ctx.Send(pid, &messages.LifecycleEvent{Kind: BacklogEnd, At: timestamppb.New(in.clk.Now())})
-}
-
-// BacklogEnd is the kind of the marker event a subscription receives after its backlog: the
-// events after it are live. It carries no seq.
-const BacklogEnd = "backlog-end"
-
-func (in *inspector) unsubscribe(ctx actor.Context, id uint64) {
-	if s, ok := in.subs[id]; ok {
-		delete(in.subs, id)
-		ctx.Unwatch(s.pid)
-	}
 }
 
 // armTick schedules the next sampling round.
@@ -351,6 +305,9 @@ func (in *inspector) request(ctx context.Context, pid *actor.PID, msg any, bound
 		}
 		return r.res, r.err
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -360,10 +317,12 @@ type view struct {
 	samples map[string][]sample
 	dl      map[string]dlCount
 	oplog   oplogInfo
+	subs    []*messages.SubscriberInfo
 }
 
 func (in *inspector) view() view {
-	v := view{samples: make(map[string][]sample, len(in.samples)), dl: make(map[string]dlCount, len(in.dl)), oplog: in.oplog}
+	v := view{samples: make(map[string][]sample, len(in.samples)), dl: make(map[string]dlCount, len(in.dl)), oplog: in.oplog,
+		subs: in.subscribers()}
 	for k, s := range in.samples {
 		v.samples[k] = append([]sample(nil), s...)
 	}
@@ -419,7 +378,9 @@ func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *mes
 	if l := int(req.GetLimit()); l > 0 && l < len(rows) {
 		rows = rows[:l]
 	}
-	return &messages.SnapshotReply{Instance: in.instance(oplog, now), Streams: rows, Total: total, At: timestamppb.New(now)}
+	inst := in.instance(oplog, now)
+	inst.Subscribers = v.subs
+	return &messages.SnapshotReply{Instance: inst, Streams: rows, Total: total, At: timestamppb.New(now)}
 }
 
 func filterRows(rows []*messages.StreamRow, keep func(*messages.StreamRow) bool) []*messages.StreamRow {
@@ -644,7 +605,7 @@ func stateName(s messages.SupervisorState) string {
 func (in *inspector) describe(ctx context.Context, self *actor.PID, req *messages.DescribeRequest, events []*messages.LifecycleEvent) proto.Message {
 	ref, ok := in.lookup(req.GetStream())
 	if !ok {
-		return &messages.ConsoleError{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+		return &messages.ConsoleError{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	v := in.viewSync(ctx, self)
 	v.dl = nil // describe counts afresh
@@ -663,6 +624,23 @@ func (in *inspector) describe(ctx context.Context, self *actor.PID, req *message
 	return out
 }
 
+// unknownStream says that name is not a stream of this instance, and which are.
+func (in *inspector) unknownStream(name string) string {
+	refs := in.b.Streams()
+	if len(refs) == 0 {
+		return fmt.Sprintf("unknown stream %q: this instance runs no streams", name)
+	}
+	names := make([]string, 0, min(len(refs), 10))
+	for _, r := range refs[:min(len(refs), 10)] {
+		names = append(names, r.Name)
+	}
+	more := ""
+	if len(refs) > 10 {
+		more = fmt.Sprintf(" and %d more", len(refs)-10)
+	}
+	return fmt.Sprintf("unknown stream %q: this instance runs %s%s", name, strings.Join(names, ", "), more)
+}
+
 func (in *inspector) lookup(name string) (StreamRef, bool) {
 	for _, r := range in.b.Streams() {
 		if r.Name == name {
@@ -674,7 +652,7 @@ func (in *inspector) lookup(name string) (StreamRef, bool) {
 
 func (in *inspector) deadLetters(ctx context.Context, req *messages.DeadLettersRequest) proto.Message {
 	if _, ok := in.lookup(req.GetStream()); !ok {
-		return &messages.ConsoleError{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+		return &messages.ConsoleError{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	limit := int(req.GetLimit())
 	if limit <= 0 {
@@ -716,7 +694,7 @@ func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
 	if in.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(req.GetToken()), []byte(in.cfg.Token)) != 1 {
 		log.Warn("console: command refused: wrong or missing token")
 		if ctx.Sender() != nil {
-			ctx.Respond(&messages.ControlReply{Code: "unauthenticated", Error: "console: a valid token is required for " + action})
+			ctx.Respond(&messages.ControlReply{Code: "unauthenticated", Error: "console: the token is missing or wrong: " + action + " needs the console's token"})
 		}
 		return
 	}
@@ -731,6 +709,11 @@ func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
 		reply := in.run(c, req, who)
 		ev := &messages.LifecycleEvent{Stream: req.GetStream(), At: timestamppb.New(in.clk.Now()), Kind: "command",
 			Message: fmt.Sprintf("%s %s by %s", action, req.GetStream(), who)}
+		if reply.GetCode() == "not_found" {
+			if _, known := in.lookup(req.GetStream()); !known {
+				ev.Stream = "" // an instance event: a typo must not take a place in the per-stream memory
+			}
+		}
 		if reply.GetOk() {
 			log.Info("console: command done", zap.String("detail", reply.GetDetail()))
 			ev.Message += ": done"
@@ -756,7 +739,7 @@ func actionName(a messages.ControlAction) string {
 func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who string) *messages.ControlReply {
 	ref, ok := in.lookup(req.GetStream())
 	if !ok {
-		return &messages.ControlReply{Code: "not_found", Error: fmt.Sprintf("unknown stream %q", req.GetStream())}
+		return &messages.ControlReply{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	reason := "console: " + who
 	switch req.GetAction() {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/watchtree/watchtree/messages"
 )
@@ -71,7 +73,9 @@ func (s *Server) startRemote() (err error) {
 	}
 	g := &guard{log: s.cfg.Logger, actorID: s.pid.Id}
 	s.facade = newFacade(s.sys, s.pid, s.cfg.Logger)
-	rc := remote.Configure(host, p, s.cfg.RemoteOptions...)
+	rc := remote.Configure(host, p, append([]remote.ConfigOption{dialOnce}, s.cfg.RemoteOptions...)...)
+	rc.DialOptions = append(rc.DialOptions, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: backoff.DefaultConfig, MinConnectTimeout: dialTimeout}))
 	rc.ServerOptions = append(rc.ServerOptions, g.serverOptions()...)
 	rc.ServerOptions = append(rc.ServerOptions, grpc.UnknownServiceHandler(s.facade.handle))
 	r := remote.NewRemote(s.sys, rc)
@@ -88,6 +92,18 @@ func (s *Server) startRemote() (err error) {
 	return nil
 }
 
+// protoactor remote sends to a peer (a reply, a feed event, a watch) through an endpoint writer
+// that dials the peer's advertised address when it starts: MaxRetryCount attempts with a fixed
+// 2 s pause after each failure, all on the writer's mailbox goroutine, and remote.Shutdown waits
+// for every writer to finish. With protoactor's 5 attempts, a peer that went away (a CLI that
+// quit, one behind a port-forward) held Stop about 10 s. The console makes one attempt, with the
+// connection bounded by dialTimeout: Stop then waits at most dialTimeout plus the one 2 s pause,
+// and a peer that asks again gets a fresh dial. Options in Config.RemoteOptions that set
+// MaxRetryCount override this.
+const dialTimeout = time.Second
+
+func dialOnce(c *remote.Config) { c.MaxRetryCount = 1 }
+
 // Addr returns the address the console listens on ("" when Config.Addr is empty).
 func (s *Server) Addr() string { return s.addr }
 
@@ -98,13 +114,26 @@ func (s *Server) PID() *actor.PID { return s.pid }
 // It never blocks.
 func (s *Server) Publish(ev *messages.LifecycleEvent) { s.sys.Root.Send(s.pid, ev) }
 
-// Stop ends the facade's live feeds, stops protoactor remote (when the console started it) and
-// the console actor, bounded by ctx.
+// Stop ends the facade's live feeds, stops the console actor, then protoactor remote (when the
+// console started it), bounded by ctx. The actor goes first: once it and its goroutines are done
+// nothing of the console sends to a peer any more, so no reply starts a dial to a peer while the
+// remote shuts down (protoactor's endpoint manager does not synchronise a send with its stop).
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
 		if s.facade != nil {
 			s.facade.close()
+		}
+		fut := s.sys.Root.StopFuture(s.pid)
+		stopped := make(chan error, 1)
+		go func() { stopped <- fut.Wait() }()
+		select {
+		case e := <-stopped:
+			if e != nil && !errors.Is(e, actor.ErrDeadLetter) {
+				err = fmt.Errorf("console: stop the console actor: %w", e)
+			}
+		case <-ctx.Done():
+			err = fmt.Errorf("console: the console actor did not stop: %w", ctx.Err())
 		}
 		if s.remote != nil {
 			done := make(chan struct{})
@@ -112,19 +141,8 @@ func (s *Server) Stop(ctx context.Context) error {
 			select {
 			case <-done:
 			case <-ctx.Done():
-				err = fmt.Errorf("console: protoactor remote did not stop: %w", ctx.Err())
+				err = errors.Join(err, fmt.Errorf("console: protoactor remote did not stop: %w", ctx.Err()))
 			}
-		}
-		fut := s.sys.Root.StopFuture(s.pid)
-		done := make(chan error, 1)
-		go func() { done <- fut.Wait() }()
-		select {
-		case e := <-done:
-			if e != nil && !errors.Is(e, actor.ErrDeadLetter) {
-				err = errors.Join(err, fmt.Errorf("console: stop the console actor: %w", e))
-			}
-		case <-ctx.Done():
-			err = errors.Join(err, fmt.Errorf("console: the console actor did not stop: %w", ctx.Err()))
 		}
 	})
 	return err

@@ -198,9 +198,11 @@ type InstanceInfo struct {
 	TokenRequired bool `protobuf:"varint,9,opt,name=token_required,json=tokenRequired,proto3" json:"token_required,omitempty"`
 	// oplog_oldest and oplog_newest bound the oplog when it can be read (unset otherwise);
 	// oplog_note says why it cannot.
-	OplogOldest   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=oplog_oldest,json=oplogOldest,proto3" json:"oplog_oldest,omitempty"`
-	OplogNewest   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=oplog_newest,json=oplogNewest,proto3" json:"oplog_newest,omitempty"`
-	OplogNote     string                 `protobuf:"bytes,12,opt,name=oplog_note,json=oplogNote,proto3" json:"oplog_note,omitempty"`
+	OplogOldest *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=oplog_oldest,json=oplogOldest,proto3" json:"oplog_oldest,omitempty"`
+	OplogNewest *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=oplog_newest,json=oplogNewest,proto3" json:"oplog_newest,omitempty"`
+	OplogNote   string                 `protobuf:"bytes,12,opt,name=oplog_note,json=oplogNote,proto3" json:"oplog_note,omitempty"`
+	// subscribers are the console's live feeds, with their queues and drops.
+	Subscribers   []*SubscriberInfo `protobuf:"bytes,40,rep,name=subscribers,proto3" json:"subscribers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +319,13 @@ func (x *InstanceInfo) GetOplogNote() string {
 		return x.OplogNote
 	}
 	return ""
+}
+
+func (x *InstanceInfo) GetSubscribers() []*SubscriberInfo {
+	if x != nil {
+		return x.Subscribers
+	}
+	return nil
 }
 
 // StreamRow is one stream as the console shows it.
@@ -1430,6 +1439,14 @@ func (x *ConsoleError) GetError() string {
 // SubscribeRequest asks for a live feed of lifecycle events. Over protoactor remote the feed is
 // sent to subscriber_address/subscriber_id (the subscriber is watched and dropped when it
 // terminates); the facade relays it on its server stream.
+//
+// Every subscription, on either path, has a bounded queue in the console: at most window events
+// are sent and not yet acknowledged (SubscriptionAck), up to 1025 more wait in the queue, and
+// the events that find the queue full are dropped and counted (LifecycleEvent.dropped, and
+// SubscriberInfo in the snapshot's instance). A subscriber over protoactor remote acknowledges
+// what it received, at least every window/2 events; one that never does receives window events,
+// then only its drop count grows. The facade acknowledges for its clients as gRPC sends each
+// event.
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// stream keeps one stream's events (empty: all).
@@ -1437,7 +1454,9 @@ type SubscribeRequest struct {
 	SubscriberAddress string `protobuf:"bytes,2,opt,name=subscriber_address,json=subscriberAddress,proto3" json:"subscriber_address,omitempty"`
 	SubscriberId      string `protobuf:"bytes,3,opt,name=subscriber_id,json=subscriberId,proto3" json:"subscriber_id,omitempty"`
 	// backlog asks for up to that many past events first.
-	Backlog       uint32 `protobuf:"varint,4,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Backlog uint32 `protobuf:"varint,4,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// window is how many events may be in flight unacknowledged (0: 64; at most 1024).
+	Window        uint32 `protobuf:"varint,40,opt,name=window,proto3" json:"window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1500,6 +1519,181 @@ func (x *SubscribeRequest) GetBacklog() uint32 {
 	return 0
 }
 
+func (x *SubscribeRequest) GetWindow() uint32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+// SubscriptionAck tells the console how many events of subscription id the subscriber has
+// received so far (a running count from 1, not a seq: LifecycleEvent.delivered of the last one).
+type SubscriptionAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Received      uint64                 `protobuf:"varint,2,opt,name=received,proto3" json:"received,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscriptionAck) Reset() {
+	*x = SubscriptionAck{}
+	mi := &file_watchtree_v1_console_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscriptionAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscriptionAck) ProtoMessage() {}
+
+func (x *SubscriptionAck) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_console_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscriptionAck.ProtoReflect.Descriptor instead.
+func (*SubscriptionAck) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SubscriptionAck) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SubscriptionAck) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+// SubscriberInfo is one live subscription as the console reports it.
+type SubscriberInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// subscriber is the feed's target, "address/id".
+	Subscriber string `protobuf:"bytes,2,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
+	// stream is the subscription's filter ("" for all).
+	Stream string                 `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Since  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// delivered counts the events sent; acknowledged those the subscriber confirmed.
+	Delivered    uint64 `protobuf:"varint,5,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	Acknowledged uint64 `protobuf:"varint,6,opt,name=acknowledged,proto3" json:"acknowledged,omitempty"`
+	// queued events wait for the subscriber's acknowledgements.
+	Queued uint32 `protobuf:"varint,7,opt,name=queued,proto3" json:"queued,omitempty"`
+	// dropped counts the events lost because the queue was full.
+	Dropped       uint64 `protobuf:"varint,8,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Window        uint32 `protobuf:"varint,9,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscriberInfo) Reset() {
+	*x = SubscriberInfo{}
+	mi := &file_watchtree_v1_console_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscriberInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscriberInfo) ProtoMessage() {}
+
+func (x *SubscriberInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_console_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscriberInfo.ProtoReflect.Descriptor instead.
+func (*SubscriberInfo) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SubscriberInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SubscriberInfo) GetSubscriber() string {
+	if x != nil {
+		return x.Subscriber
+	}
+	return ""
+}
+
+func (x *SubscriberInfo) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *SubscriberInfo) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *SubscriberInfo) GetDelivered() uint64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+func (x *SubscriberInfo) GetAcknowledged() uint64 {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return 0
+}
+
+func (x *SubscriberInfo) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *SubscriberInfo) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *SubscriberInfo) GetWindow() uint32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
 // SubscribeReply confirms a subscription.
 type SubscribeReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1510,7 +1704,7 @@ type SubscribeReply struct {
 
 func (x *SubscribeReply) Reset() {
 	*x = SubscribeReply{}
-	mi := &file_watchtree_v1_console_proto_msgTypes[16]
+	mi := &file_watchtree_v1_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1716,7 @@ func (x *SubscribeReply) String() string {
 func (*SubscribeReply) ProtoMessage() {}
 
 func (x *SubscribeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_console_proto_msgTypes[16]
+	mi := &file_watchtree_v1_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1729,7 @@ func (x *SubscribeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeReply.ProtoReflect.Descriptor instead.
 func (*SubscribeReply) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{16}
+	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubscribeReply) GetId() uint64 {
@@ -1555,7 +1749,7 @@ type Unsubscribe struct {
 
 func (x *Unsubscribe) Reset() {
 	*x = Unsubscribe{}
-	mi := &file_watchtree_v1_console_proto_msgTypes[17]
+	mi := &file_watchtree_v1_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1761,7 @@ func (x *Unsubscribe) String() string {
 func (*Unsubscribe) ProtoMessage() {}
 
 func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_console_proto_msgTypes[17]
+	mi := &file_watchtree_v1_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1774,7 @@ func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unsubscribe.ProtoReflect.Descriptor instead.
 func (*Unsubscribe) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{17}
+	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Unsubscribe) GetId() uint64 {
@@ -1606,14 +1800,19 @@ type LifecycleEvent struct {
 	Cause   string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
 	Attempt uint32 `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// dropped counts the events this subscriber missed so far because it read too slowly.
-	Dropped       uint64 `protobuf:"varint,8,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Dropped uint64 `protobuf:"varint,8,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// subscription is the id of the subscription the event is sent on (0 in a DescribeReply), and
+	// delivered its running count of events sent, this one included: what SubscriptionAck
+	// acknowledges.
+	Subscription  uint64 `protobuf:"varint,40,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Delivered     uint64 `protobuf:"varint,41,opt,name=delivered,proto3" json:"delivered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LifecycleEvent) Reset() {
 	*x = LifecycleEvent{}
-	mi := &file_watchtree_v1_console_proto_msgTypes[18]
+	mi := &file_watchtree_v1_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1824,7 @@ func (x *LifecycleEvent) String() string {
 func (*LifecycleEvent) ProtoMessage() {}
 
 func (x *LifecycleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_console_proto_msgTypes[18]
+	mi := &file_watchtree_v1_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1837,7 @@ func (x *LifecycleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LifecycleEvent.ProtoReflect.Descriptor instead.
 func (*LifecycleEvent) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{18}
+	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LifecycleEvent) GetSeq() uint64 {
@@ -1697,6 +1896,20 @@ func (x *LifecycleEvent) GetDropped() uint64 {
 	return 0
 }
 
+func (x *LifecycleEvent) GetSubscription() uint64 {
+	if x != nil {
+		return x.Subscription
+	}
+	return 0
+}
+
+func (x *LifecycleEvent) GetDelivered() uint64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
 var File_watchtree_v1_console_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_console_proto_rawDesc = "" +
@@ -1709,7 +1922,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\n" +
 	"descending\x18\x04 \x01(\bR\n" +
 	"descending\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xc9\x03\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\x89\x04\n" +
 	"\fInstanceInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
@@ -1726,7 +1939,8 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\voplogOldest\x12=\n" +
 	"\foplog_newest\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\voplogNewest\x12\x1d\n" +
 	"\n" +
-	"oplog_note\x18\f \x01(\tR\toplogNote\"\xc3\t\n" +
+	"oplog_note\x18\f \x01(\tR\toplogNote\x12>\n" +
+	"\vsubscribers\x18( \x03(\v2\x1c.watchtree.v1.SubscriberInfoR\vsubscribers\"\xc3\t\n" +
 	"\tStreamRow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1823,16 +2037,32 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x06detail\x18\a \x01(\tR\x06detail\"8\n" +
 	"\fConsoleError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\x98\x01\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xb0\x01\n" +
 	"\x10SubscribeRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12-\n" +
 	"\x12subscriber_address\x18\x02 \x01(\tR\x11subscriberAddress\x12#\n" +
 	"\rsubscriber_id\x18\x03 \x01(\tR\fsubscriberId\x12\x18\n" +
-	"\abacklog\x18\x04 \x01(\rR\abacklog\" \n" +
+	"\abacklog\x18\x04 \x01(\rR\abacklog\x12\x16\n" +
+	"\x06window\x18( \x01(\rR\x06window\"=\n" +
+	"\x0fSubscriptionAck\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
+	"\breceived\x18\x02 \x01(\x04R\breceived\"\x96\x02\n" +
+	"\x0eSubscriberInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1e\n" +
+	"\n" +
+	"subscriber\x18\x02 \x01(\tR\n" +
+	"subscriber\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\tR\x06stream\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
+	"\tdelivered\x18\x05 \x01(\x04R\tdelivered\x12\"\n" +
+	"\facknowledged\x18\x06 \x01(\x04R\facknowledged\x12\x16\n" +
+	"\x06queued\x18\a \x01(\rR\x06queued\x12\x18\n" +
+	"\adropped\x18\b \x01(\x04R\adropped\x12\x16\n" +
+	"\x06window\x18\t \x01(\rR\x06window\" \n" +
 	"\x0eSubscribeReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"\x1d\n" +
 	"\vUnsubscribe\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\xde\x01\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"\xa0\x02\n" +
 	"\x0eLifecycleEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12*\n" +
@@ -1841,7 +2071,9 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
 	"\x05cause\x18\x06 \x01(\tR\x05cause\x12\x18\n" +
 	"\aattempt\x18\a \x01(\rR\aattempt\x12\x18\n" +
-	"\adropped\x18\b \x01(\x04R\adropped*\xf2\x01\n" +
+	"\adropped\x18\b \x01(\x04R\adropped\x12\"\n" +
+	"\fsubscription\x18( \x01(\x04R\fsubscription\x12\x1c\n" +
+	"\tdelivered\x18) \x01(\x04R\tdelivered*\xf2\x01\n" +
 	"\rControlAction\x12\x1e\n" +
 	"\x1aCONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CONTROL_ACTION_START\x10\x01\x12\x17\n" +
@@ -1872,7 +2104,7 @@ func file_watchtree_v1_console_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_console_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_watchtree_v1_console_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_watchtree_v1_console_proto_goTypes = []any{
 	(ControlAction)(0),            // 0: watchtree.v1.ControlAction
 	(*SnapshotRequest)(nil),       // 1: watchtree.v1.SnapshotRequest
@@ -1891,57 +2123,61 @@ var file_watchtree_v1_console_proto_goTypes = []any{
 	(*ControlReply)(nil),          // 14: watchtree.v1.ControlReply
 	(*ConsoleError)(nil),          // 15: watchtree.v1.ConsoleError
 	(*SubscribeRequest)(nil),      // 16: watchtree.v1.SubscribeRequest
-	(*SubscribeReply)(nil),        // 17: watchtree.v1.SubscribeReply
-	(*Unsubscribe)(nil),           // 18: watchtree.v1.Unsubscribe
-	(*LifecycleEvent)(nil),        // 19: watchtree.v1.LifecycleEvent
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*StatusReply)(nil),           // 22: watchtree.v1.StatusReply
+	(*SubscriptionAck)(nil),       // 17: watchtree.v1.SubscriptionAck
+	(*SubscriberInfo)(nil),        // 18: watchtree.v1.SubscriberInfo
+	(*SubscribeReply)(nil),        // 19: watchtree.v1.SubscribeReply
+	(*Unsubscribe)(nil),           // 20: watchtree.v1.Unsubscribe
+	(*LifecycleEvent)(nil),        // 21: watchtree.v1.LifecycleEvent
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*StatusReply)(nil),           // 24: watchtree.v1.StatusReply
 }
 var file_watchtree_v1_console_proto_depIdxs = []int32{
-	20, // 0: watchtree.v1.InstanceInfo.started_at:type_name -> google.protobuf.Timestamp
-	21, // 1: watchtree.v1.InstanceInfo.uptime:type_name -> google.protobuf.Duration
-	20, // 2: watchtree.v1.InstanceInfo.oplog_oldest:type_name -> google.protobuf.Timestamp
-	20, // 3: watchtree.v1.InstanceInfo.oplog_newest:type_name -> google.protobuf.Timestamp
-	20, // 4: watchtree.v1.StreamRow.lease_expires_at:type_name -> google.protobuf.Timestamp
-	20, // 5: watchtree.v1.StreamRow.since:type_name -> google.protobuf.Timestamp
-	20, // 6: watchtree.v1.StreamRow.next_retry_at:type_name -> google.protobuf.Timestamp
-	21, // 7: watchtree.v1.StreamRow.lag:type_name -> google.protobuf.Duration
-	20, // 8: watchtree.v1.StreamRow.last_event_at:type_name -> google.protobuf.Timestamp
-	21, // 9: watchtree.v1.StreamRow.oplog_behind:type_name -> google.protobuf.Duration
-	20, // 10: watchtree.v1.StreamRow.checkpoint_at:type_name -> google.protobuf.Timestamp
-	20, // 11: watchtree.v1.StreamRow.checkpoint_time:type_name -> google.protobuf.Timestamp
-	21, // 12: watchtree.v1.StreamRow.token_headroom:type_name -> google.protobuf.Duration
-	2,  // 13: watchtree.v1.SnapshotReply.instance:type_name -> watchtree.v1.InstanceInfo
-	3,  // 14: watchtree.v1.SnapshotReply.streams:type_name -> watchtree.v1.StreamRow
-	20, // 15: watchtree.v1.SnapshotReply.at:type_name -> google.protobuf.Timestamp
-	3,  // 16: watchtree.v1.DescribeReply.stream:type_name -> watchtree.v1.StreamRow
-	22, // 17: watchtree.v1.DescribeReply.status:type_name -> watchtree.v1.StatusReply
-	19, // 18: watchtree.v1.DescribeReply.events:type_name -> watchtree.v1.LifecycleEvent
-	8,  // 19: watchtree.v1.ActorNode.children:type_name -> watchtree.v1.ActorNode
-	8,  // 20: watchtree.v1.TreeReply.roots:type_name -> watchtree.v1.ActorNode
-	20, // 21: watchtree.v1.DeadLetterInfo.created_at:type_name -> google.protobuf.Timestamp
-	11, // 22: watchtree.v1.DeadLettersReply.dead_letters:type_name -> watchtree.v1.DeadLetterInfo
-	0,  // 23: watchtree.v1.ControlRequest.action:type_name -> watchtree.v1.ControlAction
-	22, // 24: watchtree.v1.ControlReply.status:type_name -> watchtree.v1.StatusReply
-	20, // 25: watchtree.v1.LifecycleEvent.at:type_name -> google.protobuf.Timestamp
-	1,  // 26: watchtree.v1.Console.Snapshot:input_type -> watchtree.v1.SnapshotRequest
-	5,  // 27: watchtree.v1.Console.Describe:input_type -> watchtree.v1.DescribeRequest
-	7,  // 28: watchtree.v1.Console.Tree:input_type -> watchtree.v1.TreeRequest
-	10, // 29: watchtree.v1.Console.DeadLetters:input_type -> watchtree.v1.DeadLettersRequest
-	13, // 30: watchtree.v1.Console.Control:input_type -> watchtree.v1.ControlRequest
-	16, // 31: watchtree.v1.Console.Subscribe:input_type -> watchtree.v1.SubscribeRequest
-	4,  // 32: watchtree.v1.Console.Snapshot:output_type -> watchtree.v1.SnapshotReply
-	6,  // 33: watchtree.v1.Console.Describe:output_type -> watchtree.v1.DescribeReply
-	9,  // 34: watchtree.v1.Console.Tree:output_type -> watchtree.v1.TreeReply
-	12, // 35: watchtree.v1.Console.DeadLetters:output_type -> watchtree.v1.DeadLettersReply
-	14, // 36: watchtree.v1.Console.Control:output_type -> watchtree.v1.ControlReply
-	19, // 37: watchtree.v1.Console.Subscribe:output_type -> watchtree.v1.LifecycleEvent
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	22, // 0: watchtree.v1.InstanceInfo.started_at:type_name -> google.protobuf.Timestamp
+	23, // 1: watchtree.v1.InstanceInfo.uptime:type_name -> google.protobuf.Duration
+	22, // 2: watchtree.v1.InstanceInfo.oplog_oldest:type_name -> google.protobuf.Timestamp
+	22, // 3: watchtree.v1.InstanceInfo.oplog_newest:type_name -> google.protobuf.Timestamp
+	18, // 4: watchtree.v1.InstanceInfo.subscribers:type_name -> watchtree.v1.SubscriberInfo
+	22, // 5: watchtree.v1.StreamRow.lease_expires_at:type_name -> google.protobuf.Timestamp
+	22, // 6: watchtree.v1.StreamRow.since:type_name -> google.protobuf.Timestamp
+	22, // 7: watchtree.v1.StreamRow.next_retry_at:type_name -> google.protobuf.Timestamp
+	23, // 8: watchtree.v1.StreamRow.lag:type_name -> google.protobuf.Duration
+	22, // 9: watchtree.v1.StreamRow.last_event_at:type_name -> google.protobuf.Timestamp
+	23, // 10: watchtree.v1.StreamRow.oplog_behind:type_name -> google.protobuf.Duration
+	22, // 11: watchtree.v1.StreamRow.checkpoint_at:type_name -> google.protobuf.Timestamp
+	22, // 12: watchtree.v1.StreamRow.checkpoint_time:type_name -> google.protobuf.Timestamp
+	23, // 13: watchtree.v1.StreamRow.token_headroom:type_name -> google.protobuf.Duration
+	2,  // 14: watchtree.v1.SnapshotReply.instance:type_name -> watchtree.v1.InstanceInfo
+	3,  // 15: watchtree.v1.SnapshotReply.streams:type_name -> watchtree.v1.StreamRow
+	22, // 16: watchtree.v1.SnapshotReply.at:type_name -> google.protobuf.Timestamp
+	3,  // 17: watchtree.v1.DescribeReply.stream:type_name -> watchtree.v1.StreamRow
+	24, // 18: watchtree.v1.DescribeReply.status:type_name -> watchtree.v1.StatusReply
+	21, // 19: watchtree.v1.DescribeReply.events:type_name -> watchtree.v1.LifecycleEvent
+	8,  // 20: watchtree.v1.ActorNode.children:type_name -> watchtree.v1.ActorNode
+	8,  // 21: watchtree.v1.TreeReply.roots:type_name -> watchtree.v1.ActorNode
+	22, // 22: watchtree.v1.DeadLetterInfo.created_at:type_name -> google.protobuf.Timestamp
+	11, // 23: watchtree.v1.DeadLettersReply.dead_letters:type_name -> watchtree.v1.DeadLetterInfo
+	0,  // 24: watchtree.v1.ControlRequest.action:type_name -> watchtree.v1.ControlAction
+	24, // 25: watchtree.v1.ControlReply.status:type_name -> watchtree.v1.StatusReply
+	22, // 26: watchtree.v1.SubscriberInfo.since:type_name -> google.protobuf.Timestamp
+	22, // 27: watchtree.v1.LifecycleEvent.at:type_name -> google.protobuf.Timestamp
+	1,  // 28: watchtree.v1.Console.Snapshot:input_type -> watchtree.v1.SnapshotRequest
+	5,  // 29: watchtree.v1.Console.Describe:input_type -> watchtree.v1.DescribeRequest
+	7,  // 30: watchtree.v1.Console.Tree:input_type -> watchtree.v1.TreeRequest
+	10, // 31: watchtree.v1.Console.DeadLetters:input_type -> watchtree.v1.DeadLettersRequest
+	13, // 32: watchtree.v1.Console.Control:input_type -> watchtree.v1.ControlRequest
+	16, // 33: watchtree.v1.Console.Subscribe:input_type -> watchtree.v1.SubscribeRequest
+	4,  // 34: watchtree.v1.Console.Snapshot:output_type -> watchtree.v1.SnapshotReply
+	6,  // 35: watchtree.v1.Console.Describe:output_type -> watchtree.v1.DescribeReply
+	9,  // 36: watchtree.v1.Console.Tree:output_type -> watchtree.v1.TreeReply
+	12, // 37: watchtree.v1.Console.DeadLetters:output_type -> watchtree.v1.DeadLettersReply
+	14, // 38: watchtree.v1.Console.Control:output_type -> watchtree.v1.ControlReply
+	21, // 39: watchtree.v1.Console.Subscribe:output_type -> watchtree.v1.LifecycleEvent
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_console_proto_init() }
@@ -1956,7 +2192,7 @@ func file_watchtree_v1_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_console_proto_rawDesc), len(file_watchtree_v1_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -167,7 +167,7 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.self, c.sys = ctx.Self(), ctx.ActorSystem()
-		c.w = startWorker(sender(c.sys, c.self))
+		c.w = newWorker(sender(c.sys, c.self))
 	case *actor.Stopping:
 		c.log.Debug("checkpointer stopping", zap.Uint64("lwm", c.t.lwm), zap.Int("unflushed", c.unflushed()),
 			zap.Uint64("stale_dropped", c.stale))

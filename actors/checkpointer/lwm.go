@@ -60,17 +60,22 @@ type progressEntry struct {
 //
 // Settlements are kept in a ring indexed by seq, sized to the widest window seen (seqs between
 // lwm and the highest seq announced by Progress, i.e. at most the events the dispatcher holds).
+// The ring is allocated with the first settlement, so a stream that never had an event holds
+// none.
 type tracker struct {
 	lwm    uint64
 	maxSeq uint64 // highest through seq announced by Progress
-	slots  []slot // len is a power of two; seq s lives at s & (len-1)
+	slots  []slot // empty, or len is a power of two; seq s lives at s & (len-1)
 	queue  []progressEntry
 
 	pos     position
 	version uint64 // incremented whenever pos changes
 }
 
-func newTracker() *tracker { return &tracker{slots: make([]slot, 64)} }
+// minSlots is the ring's first size.
+const minSlots = 64
+
+func newTracker() *tracker { return &tracker{} }
 
 // setPosition replaces the position (a resolved start position).
 func (t *tracker) setPosition(p position) {
@@ -131,7 +136,7 @@ func (t *tracker) settle(seq uint64, token []byte, invalidate bool) settleResult
 	if seq > t.maxSeq {
 		return settledUnknown
 	}
-	if d := seq - t.lwm; d > uint64(len(t.slots)) {
+	if d := seq - t.lwm; d > uint64(len(t.slots)) || len(t.slots) == 0 {
 		t.grow(d)
 	}
 	s := &t.slots[seq&uint64(len(t.slots)-1)]
@@ -143,7 +148,7 @@ func (t *tracker) settle(seq uint64, token []byte, invalidate bool) settleResult
 }
 
 func (t *tracker) grow(need uint64) {
-	n := uint64(len(t.slots))
+	n := uint64(max(len(t.slots), minSlots))
 	for n < need {
 		n *= 2
 	}
@@ -158,6 +163,9 @@ func (t *tracker) grow(need uint64) {
 // advance moves the low-water mark over the settled seqs and updates the position. It reports
 // whether the lwm moved.
 func (t *tracker) advance() bool {
+	if len(t.slots) == 0 {
+		return false // nothing ever settled
+	}
 	mask := uint64(len(t.slots) - 1)
 	moved := false
 	var last slot

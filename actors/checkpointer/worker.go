@@ -16,68 +16,65 @@ import (
 // worker goroutine and returns the result message to send to the actor (nil for none).
 type job func(ctx context.Context) any
 
-// worker is the one goroutine of a checkpointer instance that performs blocking I/O. Jobs run
-// one at a time, in submission order; their results are sent to the actor as messages. The
-// actor keeps at most one checkpoint save queued or running (it submits the next one, with the
-// latest position, when the result of the previous one arrives), so the queue never holds a
-// stale save. The goroutine ends when stop is called; a job running then sees its context
-// cancelled, and its result is not delivered.
+// worker is where a checkpointer instance performs blocking I/O: one goroutine at a time, which
+// exists only while jobs are queued. Jobs run one at a time, in submission order; their results
+// are sent to the actor as messages. The actor keeps at most one checkpoint save queued or
+// running (it submits the next one, with the latest position, when the result of the previous
+// one arrives), so the queue never holds a stale save. submit starts the goroutine when none
+// runs; it ends when it finds the queue empty, so an idle checkpointer holds no goroutine. stop
+// cancels the job running then (its result is not delivered) and the goroutine ends; no job
+// starts after it.
 type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	send   func(any)
 
-	mu    sync.Mutex
-	queue []job
-	wake  chan struct{} // capacity 1
+	mu      sync.Mutex
+	queue   []job
+	running bool // a goroutine is working through the queue
 }
 
-func startWorker(send func(any)) *worker {
+func newWorker(send func(any)) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	go w.run(send)
-	return w
+	return &worker{ctx: ctx, cancel: cancel, send: send}
 }
 
-// submit queues j. It never blocks.
+// submit queues j and starts the goroutine if none runs. It never blocks.
 func (w *worker) submit(j job) {
 	w.mu.Lock()
 	w.queue = append(w.queue, j)
+	start := !w.running && w.ctx.Err() == nil
+	w.running = w.running || start
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if start {
+		go w.run()
 	}
 }
 
 // stop cancels the running job and ends the goroutine (without waiting for it).
 func (w *worker) stop() { w.cancel() }
 
-func (w *worker) run(send func(any)) {
-	defer close(w.done)
+func (w *worker) run() {
 	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-w.wake:
-		}
-		for {
-			w.mu.Lock()
-			if len(w.queue) == 0 {
-				w.mu.Unlock()
-				break
-			}
-			j := w.queue[0]
-			w.queue[0] = nil
-			w.queue = w.queue[1:]
+		w.mu.Lock()
+		if len(w.queue) == 0 || w.ctx.Err() != nil {
+			w.running = false
 			w.mu.Unlock()
-			res := j(w.ctx)
-			if w.ctx.Err() != nil {
-				return
-			}
-			if res != nil {
-				send(res)
-			}
+			return
+		}
+		j := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		res := j(w.ctx)
+		if w.ctx.Err() != nil {
+			w.mu.Lock()
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		if res != nil {
+			w.send(res)
 		}
 	}
 }

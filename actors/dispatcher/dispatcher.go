@@ -177,15 +177,13 @@ func (d *dispatcher) start(ctx actor.Context) {
 		dlTimeout: d.cfg.DeadLetterTimeout,
 		retention: d.cfg.DeadLetterRetention,
 		settle:    d.settle,
+		wg:        &d.wg,
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
+	sh.ctx, d.cancel = context.WithCancel(context.Background())
 	d.lanes = make([]*lane, d.cfg.Lanes)
 	d.stage = make([][]item, d.cfg.Lanes)
-	d.wg.Add(d.cfg.Lanes)
 	for i := range d.lanes {
-		d.lanes[i] = newLane(i, sh)
-		go d.lanes[i].run(lctx, d.wg.Done)
+		d.lanes[i] = newLane(i, sh) // its goroutine starts with its first events
 	}
 	d.stats.Capacity = uint32(d.cfg.Capacity)
 	d.stats.Lanes = uint32(d.cfg.Lanes)

@@ -107,6 +107,7 @@ func TestExhaustedAttemptsDeadLetter(t *testing.T) {
 	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
+	r.checkReleased(t) // once, after both attempts (Call after Release fails the attempt)
 	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000001")
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +340,7 @@ func TestHandlerGoexitDoesNotStallTheLane(t *testing.T) {
 		got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v: want handled (2nd attempt), dead-lettered, handled", got)
 	}
+	r.checkReleased(t) // an attempt that ended in Goexit releases its invocation as it unwinds
 	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000002")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -103,6 +104,22 @@ var (
 // errPermanent → Permanent, else Retryable.
 type fakeRouter struct {
 	handle func(ctx context.Context, c call) error
+
+	mu       sync.Mutex
+	routed   map[uint64]int // seq → invocations returned by Route
+	released map[uint64]int // seq → Release calls of its invocations
+	calls    map[uint64]int // seq → Call calls
+}
+
+// checkReleased fails t unless every invocation the router returned was released exactly once
+// (by the time its event settled, which the callers have waited for).
+func (r *fakeRouter) checkReleased(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !maps.Equal(r.routed, r.released) {
+		t.Errorf("invocations per seq: routed %v, released %v; want each released once", r.routed, r.released)
+	}
 }
 
 func (r *fakeRouter) Route(raw bson.Raw) (Invocation, messages.Outcome, error) {
@@ -115,6 +132,12 @@ func (r *fakeRouter) Route(raw bson.Raw) (Invocation, messages.Outcome, error) {
 	if _, err := raw.LookupErr("undecodable"); err == nil {
 		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, errDecode
 	}
+	r.mu.Lock()
+	if r.routed == nil {
+		r.routed = map[uint64]int{}
+	}
+	r.routed[parseCall(raw, 0).seq]++
+	r.mu.Unlock()
 	return &fakeInv{r: r, raw: raw}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
@@ -129,11 +152,34 @@ func (r *fakeRouter) Classify(err error) ErrorClass {
 }
 
 type fakeInv struct {
-	r   *fakeRouter
-	raw bson.Raw
+	r        *fakeRouter
+	raw      bson.Raw
+	released bool
+}
+
+// Release implements Releaser: it counts the release of the event's invocation.
+func (i *fakeInv) Release() {
+	i.released = true
+	seq := parseCall(i.raw, 0).seq
+	i.r.mu.Lock()
+	defer i.r.mu.Unlock()
+	if i.r.released == nil {
+		i.r.released = map[uint64]int{}
+	}
+	i.r.released[seq]++
 }
 
 func (i *fakeInv) Call(ctx context.Context, attempt int) error {
+	c := parseCall(i.raw, attempt)
+	i.r.mu.Lock()
+	if i.r.calls == nil {
+		i.r.calls = map[uint64]int{}
+	}
+	i.r.calls[c.seq]++
+	i.r.mu.Unlock()
+	if i.released {
+		return fmt.Errorf("seq %d: Call after Release", c.seq)
+	}
 	if i.r.handle == nil {
 		return nil
 	}

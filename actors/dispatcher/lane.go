@@ -46,17 +46,30 @@ type laneShared struct {
 	dlTimeout time.Duration
 	retention time.Duration
 	settle    *settleBuf
+	// ctx ends the lanes (cancelled by the actor); wg counts the lane goroutines running.
+	ctx context.Context
+	wg  *sync.WaitGroup
 }
 
-// lane is one goroutine processing its queue strictly in order. The actor appends to q under mu
-// and signals wake; the lane swaps q with spare and works through it without the lock.
+// laneLinger is how long a lane's goroutine waits for more events once its queue is empty
+// before it ends. A busy lane keeps its goroutine (starting one per batch costs more than
+// waking a parked one); a lane idle for longer holds none.
+const laneLinger = time.Second
+
+// lane processes its queue strictly in order, on a goroutine that exists only while the lane
+// is busy: the actor appends to q under mu, then wakes the goroutine, or starts one when none
+// runs; the goroutine swaps q with spare, works through it without the lock, and ends once q
+// has stayed empty for laneLinger. An idle lane therefore holds no goroutine (an idle stream
+// costs no stack for it).
 type lane struct {
-	id   int
-	sh   *laneShared
-	mu   sync.Mutex
-	q    []item
-	sp   []item // spare queue, owned by whoever holds it: the lane between swaps
-	wake chan struct{}
+	id      int
+	sh      *laneShared
+	mu      sync.Mutex
+	q       []item
+	sp      []item // spare queue, owned by whoever holds it: the lane between swaps
+	running bool   // a goroutine owns the lane; set by push, cleared by the goroutine as it ends
+	wake    chan struct{}
+	idle    *time.Timer // the linger timer, owned by the lane's goroutine
 
 	// cur[pos] is the event being processed. They belong to the lane's goroutine and pass to its
 	// successor when a handler ends that goroutine with runtime.Goexit.
@@ -68,35 +81,67 @@ func newLane(id int, sh *laneShared) *lane {
 	return &lane{id: id, sh: sh, wake: make(chan struct{}, 1)}
 }
 
-// push appends items to the lane's queue and wakes it (actor goroutine).
+// push appends items to the lane's queue and starts the lane's goroutine if none runs (actor
+// goroutine). Once the lanes are cancelled nothing starts: the items stay unsettled, as those
+// a cancelled goroutine leaves behind.
 func (l *lane) push(items []item) {
 	l.mu.Lock()
 	l.q = append(l.q, items...)
+	running := l.running
+	start := !running && l.sh.ctx.Err() == nil
+	l.running = running || start
 	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
+	switch {
+	case start:
+		l.sh.wg.Add(1)
+		go l.run()
+	case running:
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// run processes the queue until ctx is cancelled. An event interrupted by the cancellation stays
-// unsettled (it is redelivered after the next start).
+// linger waits up to laneLinger for a push. It reports false when none came or ctx ended.
+func (l *lane) linger(ctx context.Context) bool {
+	if l.idle == nil {
+		l.idle = time.NewTimer(laneLinger)
+	} else {
+		l.idle.Reset(laneLinger)
+	}
+	select {
+	case <-l.wake:
+		l.idle.Stop()
+		return true
+	case <-l.idle.C:
+		return false
+	case <-ctx.Done():
+		l.idle.Stop()
+		return false
+	}
+}
+
+// run processes the queue until it has stayed empty for laneLinger or ctx is cancelled. An event interrupted by the
+// cancellation stays unsettled (it is redelivered after the next start).
 //
 // A handler that calls runtime.Goexit ends this goroutine (deferred calls run, nothing can stop
 // it). The deferred hand-over then marks the attempt failed with ErrHandlerGoexit and continues the
-// lane, from that same event, in a new goroutine that inherits done: the lane never stalls.
-func (l *lane) run(ctx context.Context, done func()) {
+// lane, from that same event, in a new goroutine that takes over its count in sh.wg: the lane
+// never stalls.
+func (l *lane) run() {
+	ctx := l.sh.ctx
 	returned := false
 	defer func() {
 		if returned {
-			done()
+			l.sh.wg.Done()
 			return
 		}
 		it := &l.cur[l.pos]
 		it.goexit = true
 		l.sh.log.Error("handler called runtime.Goexit; the lane goes on in a new goroutine",
 			zap.Uint64("seq", it.ev.Seq), zap.Int("lane", l.id), zap.Int("attempt", it.attempt))
-		go l.run(ctx, done)
+		go l.run()
 	}()
 	for {
 		if l.cur == nil {
@@ -104,13 +149,18 @@ func (l *lane) run(ctx context.Context, done func()) {
 			batch := l.q
 			if len(batch) == 0 {
 				l.mu.Unlock()
-				select {
-				case <-l.wake:
+				if l.linger(ctx) {
 					continue
-				case <-ctx.Done():
+				}
+				l.mu.Lock()
+				if len(l.q) == 0 || ctx.Err() != nil {
+					l.running = false // the next push starts a new goroutine
+					l.mu.Unlock()
 					returned = true
 					return
 				}
+				l.mu.Unlock()
+				continue // a push came as the wait ended
 			}
 			l.q = l.sp[:0]
 			l.sp = nil
@@ -143,6 +193,11 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		inv Invocation
 		f   failure
 	)
+	defer func() { // after the last attempt, whatever ended it (Goexit included)
+		if r, ok := inv.(Releaser); ok {
+			r.Release()
+		}
+	}()
 	f.first = it.first
 	for attempt := max(it.attempt, 1); ; attempt++ {
 		var err error

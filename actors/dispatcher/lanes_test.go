@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ func TestRoutingOutcomes(t *testing.T) {
 		tev{seq: 5, key: "d", op: "update"},
 	)
 	got := h.waitSettled(1, 2, 3, 4, 5)
+	r.checkReleased(t) // 1, 4 and 5: the events with an invocation
 	want := map[uint64]messages.Outcome{
 		1: messages.Outcome_OUTCOME_HANDLED,
 		2: messages.Outcome_OUTCOME_UNHANDLED,
@@ -280,4 +282,53 @@ func TestKeylessEventIsABarrier(t *testing.T) {
 			t.Fatalf("%d started before barrier 4 ended: %v", s, log)
 		}
 	}
+}
+
+// goroutinesIn counts the goroutines whose stack contains fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), fn+"(")
+}
+
+// waitGoroutinesIn polls until no goroutine runs fn, or fails after waitFor.
+func waitGoroutinesIn(t *testing.T, fn string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for goroutinesIn(fn) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines in %s after %v, want %d", goroutinesIn(fn), fn, waitFor, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestIdleLanesHoldNoGoroutine: a lane's goroutine exists only while the lane is busy. An idle
+// dispatcher (before any event, and once its lanes stayed empty for laneLinger) holds none,
+// and the next events start one again.
+func TestIdleLanesHoldNoGoroutine(t *testing.T) {
+	const laneRun = "dispatcher.(*lane).run"
+	release := make(chan struct{})
+	r := &fakeRouter{handle: func(ctx context.Context, c call) error {
+		if c.key == "block" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}}
+	h := newHarness(t, r, func(c *Config) { c.Lanes = 4 })
+	h.subscribe(1)
+	waitGoroutinesIn(t, laneRun, 0)
+	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "c"), mkEvent(4, "d"))
+	h.waitSettled(1, 2, 3, 4)
+	waitGoroutinesIn(t, laneRun, 0)
+	h.send(mkEvent(5, "block"))
+	waitGoroutinesIn(t, laneRun, 1) // the lane whose handler is running
+	close(release)
+	if got := h.waitSettled(5); got[5] != messages.Outcome_OUTCOME_HANDLED {
+		t.Fatalf("outcome after the lanes idled: %v", got[5])
+	}
+	waitGoroutinesIn(t, laneRun, 0)
 }

@@ -48,6 +48,14 @@ type Invocation interface {
 	Call(ctx context.Context, attempt int) error
 }
 
+// Releaser is implemented by an Invocation that may be reused once its event is done with it.
+// The dispatcher calls Release once, after the last Call of the Invocation returned (or ended
+// its goroutine with runtime.Goexit) and before the event's settlement is published, and never
+// uses the Invocation afterwards.
+type Releaser interface {
+	Release()
+}
+
 // ErrorClass is how the dispatcher treats a handler error.
 type ErrorClass int
 

@@ -25,3 +25,14 @@ func (c changeStream) ID() int64                        { return c.cs.ID() }
 // idCursor is implemented by cursors that know their server cursor id (ChangeStreamCursor).
 // A cursor whose id is 0 is closed on the server: TryNext would return false forever.
 type idCursor interface{ ID() int64 }
+
+// splitCursor is implemented by cursors that know whether their pipeline ends with
+// $changeStreamSplitLargeEvent. A cursor that does not implement it is assumed to split: the
+// reader then looks for splitEvent in every event.
+type splitCursor interface{ SplitsEvents() bool }
+
+// cursorSplits reports whether cur may return event fragments.
+func cursorSplits(cur Cursor) bool {
+	sc, ok := cur.(splitCursor)
+	return !ok || sc.SplitsEvents()
+}

@@ -3,6 +3,8 @@ package stream
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/internal/rawbson"
 )
 
 // envelope is what the reader needs of a change event's top-level fields. scanEnvelope finds
@@ -16,33 +18,36 @@ type envelope struct {
 	hasSplit bool // a splitEvent field is present (whatever its type)
 }
 
-// scanEnvelope walks the top-level elements of raw once, without allocating. A malformed
-// document yields what was found before the damage; the dispatcher's decode reports the damage
-// against the event.
-func scanEnvelope(raw []byte) envelope {
+// scanEnvelope walks the top-level elements of raw once, reading each key once, without
+// allocating. A malformed document yields what was found before the damage; the dispatcher's
+// decode reports the damage against the event. With splits false (the cursor's pipeline has no
+// $changeStreamSplitLargeEvent, so the server never splits an event) the walk ends as soon as
+// _id and operationType are found, usually the first two fields, and a splitEvent field is not
+// looked for.
+func scanEnvelope(raw []byte, splits bool) envelope {
 	var env envelope
 	_, rem, ok := bsoncore.ReadLength(raw)
 	if !ok {
 		return env
 	}
-	for len(rem) > 1 { // the trailing NUL
-		el, next, ok := bsoncore.ReadElement(rem)
+	for splits || env.id == nil || env.op == nil {
+		el, next, ok := rawbson.ReadElement(rem) // ends at the trailing NUL
 		if !ok {
 			break
 		}
 		rem = next
-		switch string(el.KeyBytes()) { // no allocation: the compiler compares in place
+		switch string(el.Key) { // no allocation: the compiler compares in place
 		case "_id":
-			if v, err := el.ValueErr(); err == nil && env.id == nil {
-				env.id = v.Data
+			if env.id == nil {
+				env.id = el.Value
 			}
 		case "operationType":
-			if v, err := el.ValueErr(); err == nil && v.Type == bsoncore.TypeString && len(v.Data) >= 5 && env.op == nil {
-				env.op = v.Data[4 : len(v.Data)-1] // int32 length, bytes, NUL
+			if el.Type == bsoncore.TypeString && len(el.Value) >= 5 && env.op == nil {
+				env.op = el.Value[4 : len(el.Value)-1] // int32 length, bytes, NUL
 			}
 		case "splitEvent":
-			if v, err := el.ValueErr(); err == nil && !env.hasSplit {
-				env.split, env.hasSplit = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}, true
+			if splits && !env.hasSplit {
+				env.split, env.hasSplit = bson.RawValue{Type: bson.Type(el.Type), Value: el.Value}, true
 			}
 		}
 	}

@@ -16,7 +16,7 @@ func TestScanEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := scanEnvelope(raw)
+	env := scanEnvelope(raw, true)
 	if want := bson.Raw(raw).Lookup("_id").Value; string(env.id) != string(want) {
 		t.Errorf("id = %x, want %x", env.id, want)
 	}
@@ -31,14 +31,36 @@ func TestScanEnvelope(t *testing.T) {
 	}
 
 	whole, _ := bson.Marshal(bson.D{{Key: "operationType", Value: 7}})
-	env = scanEnvelope(whole)
+	env = scanEnvelope(whole, true)
 	if env.id != nil || env.op != nil || env.hasSplit {
 		t.Errorf("no _id, a non-string operationType, no splitEvent: got %+v", env)
 	}
 	for _, bad := range [][]byte{nil, {1, 0}, raw[:len(raw)/2]} {
-		_ = scanEnvelope(bad) // truncated input: no panic
+		_ = scanEnvelope(bad, true) // truncated input: no panic
 	}
-	if testing.AllocsPerRun(100, func() { _ = scanEnvelope(raw) }) != 0 {
+	if testing.AllocsPerRun(100, func() { _ = scanEnvelope(raw, true) }) != 0 {
 		t.Error("scanEnvelope allocates")
+	}
+}
+
+// TestScanEnvelopeWithoutSplits: on a cursor that never splits, the walk stops at _id and
+// operationType, and a splitEvent field (a user's own) is not taken for a fragment.
+func TestScanEnvelopeWithoutSplits(t *testing.T) {
+	raw, err := bson.Marshal(bson.D{
+		{Key: "_id", Value: bson.D{{Key: "_data", Value: "82AB"}}},
+		{Key: "operationType", Value: "insert"},
+		{Key: "splitEvent", Value: bson.D{{Key: "fragment", Value: 1}, {Key: "of", Value: 2}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := scanEnvelope(raw, false)
+	if string(env.op) != "insert" || env.id == nil || env.hasSplit {
+		t.Errorf("got op %q id %x hasSplit %v; want insert, the _id, no split", env.op, env.id, env.hasSplit)
+	}
+	late, _ := bson.Marshal(bson.D{{Key: "ns", Value: bson.D{{Key: "db", Value: "d"}}}, {Key: "operationType", Value: "drop"},
+		{Key: "x", Value: 1}, {Key: "_id", Value: bson.D{{Key: "_data", Value: "82CD"}}}})
+	if env := scanEnvelope(late, false); string(env.op) != "drop" || env.id == nil {
+		t.Errorf("fields in another order: got op %q id %x", env.op, env.id)
 	}
 }

@@ -135,6 +135,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 	gotEvent := false
 	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
+	splits := cursorSplits(cur)
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -153,7 +154,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			// One copy of the event (the driver's Current is valid only until the next
 			// TryNext) and one walk of its envelope.
 			raw := bytes.Clone(cur.Current())
-			env := scanEnvelope(raw)
+			env := scanEnvelope(raw, splits)
 			if env.hasSplit {
 				frag, of, err := splitInfo(env.split)
 				var whole bson.Raw
@@ -167,7 +168,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 					continue // the next fragment follows at once (the getMore does not wait)
 				}
 				raw = whole
-				env = scanEnvelope(raw)
+				env = scanEnvelope(raw, splits)
 			}
 			if events == nil {
 				// At most the rest of the driver's batch is read in this round.

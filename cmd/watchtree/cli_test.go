@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -254,10 +256,55 @@ func TestUnreachableAndUsage(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("unreachable took %v", took)
 	}
-	for _, args := range [][]string{{"describe"}, {"streams", "-o", "yaml"}, {"streams", "--bogus"}} {
+	for _, args := range [][]string{{"describe"}, {"streams", "-o", "yaml"}, {"streams", "--bogus"}, {"frobnicate"},
+		{"lease"}, {"lease", "grab", "orders"}, {"streams", "--tls-cert", "c.pem"}} {
 		code, _, errs := cli(t, args...)
 		if code != 2 || errs == "" {
 			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
+	}
+}
+
+// TestNewUserMistakes: what a new user gets wrong gives one clear line on stderr and exit 1, at
+// once: an address where something else listens, a wrong token, a stream name that does not
+// exist (for every verb that takes one, naming the streams there are).
+func TestNewUserMistakes(t *testing.T) {
+	notConsole := httptest.NewServer(http.NotFoundHandler())
+	defer notConsole.Close()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--addr", strings.TrimPrefix(notConsole.URL, "http://"), "streams"}, "not a watchtree console"},
+		{[]string{"restart", "orders", "--token", "wrong"}, "the token is missing or wrong: restart needs the console's token (give it with --token or $WATCHTREE_TOKEN)"},
+		{[]string{"describe", "nope"}, `unknown stream "nope": this instance runs `},
+		{[]string{"deadletters", "nope"}, `unknown stream "nope": this instance runs `},
+		{[]string{"events", "-f", "--stream", "nope"}, `unknown stream "nope": this instance runs `},
+		{[]string{"restart", "nope", "--token", testToken}, `unknown stream "nope": this instance runs `},
+		{[]string{"lease", "release", "nope", "--token", testToken}, `unknown stream "nope": this instance runs `},
+		{[]string{"replay", "orders", "--id", "nope", "--token", testToken}, `dead letter "nope"`},
+	}
+	for _, c := range cases {
+		var code int
+		var out, errs string
+		if c.args[0] == "--addr" {
+			var o, e strings.Builder
+			code = run(t.Context(), c.args, &o, &e)
+			out, errs = o.String(), e.String()
+		} else {
+			code, out, errs = cli(t, c.args...)
+		}
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 ||
+			strings.Contains(errs, "goroutine") || strings.Contains(errs, "watchtree: watchtree:") || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", c.args, code, out, errs, c.want)
+		}
+	}
+	// A typo does not take a place among the streams the console remembers events of.
+	var d messages.DescribeReply
+	cliJSON(t, &d, "describe", "orders")
+	for _, ev := range d.GetEvents() {
+		if strings.Contains(ev.GetMessage(), "nope") {
+			t.Errorf("a command on an unknown stream is filed under orders: %v", ev)
 		}
 	}
 }

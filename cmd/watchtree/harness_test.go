@@ -90,6 +90,9 @@ func setup(m *testing.M) (int, error) {
 	rt, err := watchtree.New(watchtree.Config{
 		Client: client, Database: live.db.Name(), InstanceID: "cli-test-instance",
 		Console: watchtree.ConsoleConfig{Addr: "127.0.0.1:0", Token: testToken},
+		// A released lease goes to the other instance (TestLeaseReleaseHandsOver): this one
+		// stands by longer than the other polls.
+		Lease: watchtree.LeasePolicy{StandbyPoll: 5 * time.Second, Balance: watchtree.BalanceOff},
 	})
 	if err != nil {
 		return 0, err

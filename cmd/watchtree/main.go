@@ -48,9 +48,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "watchtree:", err)
+		msg := err.Error()
+		if errors.Is(err, console.ErrUnauthenticated) {
+			msg += " (give it with --token or $WATCHTREE_TOKEN)"
+		}
+		fmt.Fprintln(stderr, "watchtree:", strings.TrimPrefix(msg, "watchtree: "))
 		var ue usageError
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 			return 2
 		}
 		return 1
@@ -66,6 +70,8 @@ type opts struct {
 	output        string
 	timeout       time.Duration
 	tlsCA, tlsSNI string
+	tlsCert       string
+	tlsKey        string
 	useTLS        bool
 }
 
@@ -79,6 +85,9 @@ func newRoot(o *opts) *cobra.Command {
 			if o.output != "table" && o.output != "json" {
 				return usageError{fmt.Errorf("-o must be table or json, got %q", o.output)}
 			}
+			if (o.tlsCert == "") != (o.tlsKey == "") {
+				return usageError{errors.New("--tls-cert and --tls-key go together")}
+			}
 			return nil
 		},
 	}
@@ -91,6 +100,8 @@ func newRoot(o *opts) *cobra.Command {
 	pf.BoolVar(&o.useTLS, "tls", false, "connect with TLS (system roots unless --tls-ca)")
 	pf.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of the CA that signed the console's certificate (implies --tls)")
 	pf.StringVar(&o.tlsSNI, "tls-server-name", "", "server name to verify in the console's certificate")
+	pf.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of the client certificate, for a console that requires one (with --tls-key; implies --tls)")
+	pf.StringVar(&o.tlsKey, "tls-key", "", "PEM file of the client certificate's private key (with --tls-cert)")
 	root.AddCommand(streamsCmd(o), describeCmd(o), treeCmd(o), eventsCmd(o), deadLettersCmd(o),
 		controlCmd(o, "start", "Start a stopped or crashed stream (during backoff: restart now)", messages.ControlAction_CONTROL_ACTION_START),
 		controlCmd(o, "stop", "Stop a stream gracefully: the cursor closes, in-flight events drain, the checkpoint is written", messages.ControlAction_CONTROL_ACTION_STOP),
@@ -110,8 +121,15 @@ func envOr(k, def string) string {
 
 func (o *opts) client() (*console.Client, error) {
 	co := console.ClientOptions{Token: o.token, RequestedBy: requester(), Timeout: o.timeout}
-	if o.useTLS || o.tlsCA != "" {
+	if o.useTLS || o.tlsCA != "" || o.tlsCert != "" {
 		tc := &tls.Config{ServerName: o.tlsSNI, MinVersion: tls.VersionTLS12}
+		if o.tlsCert != "" {
+			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+			if err != nil {
+				return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w", o.tlsCert, o.tlsKey, err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
 		if o.tlsCA != "" {
 			pem, err := os.ReadFile(o.tlsCA)
 			if err != nil {

@@ -202,7 +202,6 @@ var (
 	titleStyle   = lipgloss.NewStyle().Bold(true)
 	cardStyle    = lipgloss.NewStyle().Border(lipgloss.RoundedBorder()).Padding(0, 1)
 	headerStyle  = lipgloss.NewStyle().Bold(true).Underline(true)
-	selStyle     = lipgloss.NewStyle().Reverse(true)
 	leaderStyle  = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("2"))
 	standbyStyle = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
 	badStyle     = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("1"))
@@ -289,27 +288,27 @@ func (m *topModel) table() string {
 		r := row.r
 		cells := []string{r.GetName(), badge(r), strings.ToUpper(r.GetState()), restartCell(r),
 			fmt.Sprintf("%.1f", r.GetEventsPerSec()), dur(r.GetLag()), age(r.GetCheckpointAt()), deadCell(r)}
+		// The selected row is reversed cell by cell: a styled badge ends its own style, so
+		// reversing the joined line would stop at the first badge.
+		sel := i == m.selected
+		base := lipgloss.NewStyle().Reverse(sel)
 		var out []string
 		if multi {
-			out = append(out, cell(m.snaps[row.inst].GetInstance().GetId(), instWidth))
+			out = append(out, base.Render(cell(m.snaps[row.inst].GetInstance().GetId(), instWidth)))
 		}
 		for j, c := range cells {
-			s := cell(c, topColumns[j].width)
+			style := base
 			switch {
 			case j == 1 && c == "LEADER":
-				s = leaderStyle.Render(s)
+				style = leaderStyle.Reverse(sel)
 			case j == 1 && c == "STANDBY":
-				s = standbyStyle.Render(s)
+				style = standbyStyle.Reverse(sel)
 			case j == 2 && (r.GetState() == "crashed" || r.GetState() == "backoff"):
-				s = badStyle.Render(s)
+				style = badStyle.Reverse(sel)
 			}
-			out = append(out, s)
+			out = append(out, style.Render(cell(c, topColumns[j].width)))
 		}
-		line := strings.Join(out, " ")
-		if i == m.selected {
-			line = selStyle.Render(line)
-		}
-		b.WriteString(line + "\n")
+		b.WriteString(strings.Join(out, base.Render(" ")) + "\n")
 	}
 	return b.String()
 }
@@ -339,8 +338,22 @@ func (m *topModel) detailPane() string {
 	}
 	if m.detail != nil {
 		for _, ev := range m.detail.GetEvents() {
-			lines = append(lines, dimStyle.Render(fmt.Sprintf("%s %-14s %s", ev.GetAt().AsTime().Local().Format("15:04:05"), ev.GetKind(), oneLine(ev.GetMessage(), 80))))
+			lines = append(lines, dimStyle.Render(fmt.Sprintf("%s %-14s %s", ev.GetAt().AsTime().Local().Format("15:04:05"), ev.GetKind(), oneLine(ev.GetMessage(), m.tableWidth()-4-24))))
 		}
 	}
-	return "\n" + cardStyle.Render(strings.Join(lines, "\n")) + "\n"
+	// As wide as the table (its border outside), whatever its lines: the pane keeps its size
+	// as the rows change.
+	return "\n" + cardStyle.Width(m.tableWidth()-2).Render(strings.Join(lines, "\n")) + "\n"
+}
+
+// tableWidth is the streams table's width in cells.
+func (m *topModel) tableWidth() int {
+	w := len(topColumns) - 1 // the separators
+	if len(m.srcs) > 1 {
+		w += instWidth + 1
+	}
+	for _, c := range topColumns {
+		w += c.width
+	}
+	return w
 }

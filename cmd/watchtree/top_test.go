@@ -7,6 +7,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -149,4 +150,30 @@ func TestTopSeveralInstances(t *testing.T) {
 		!strings.Contains(view, "· node-b") {
 		t.Errorf("detail of node-b's billing:\n%s", view)
 	}
+}
+
+// TestTopSelectionSpansTheRow: the selected row is reversed in every cell, the ones after a
+// coloured LEADER badge too (a badge ends its own style), when the terminal shows styles.
+func TestTopSelectionSpansTheRow(t *testing.T) {
+	profile := lipgloss.ColorProfile()
+	lipgloss.SetColorProfile(2) // termenv.ANSI: without a terminal the renderer drops every style
+	defer lipgloss.SetColorProfile(profile)
+	snap := &messages.SnapshotReply{Instance: &messages.InstanceInfo{Id: "node-a"}, Streams: []*messages.StreamRow{
+		{Name: "billing", Mode: "single-leader", Role: "leader", State: "running"},
+		{Name: "orders", Mode: "all-instances", Role: "all-instances", State: "running"},
+	}}
+	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
+	step(m, tickMsg(time.Now()))
+	for _, l := range strings.Split(m.View(), "\n") {
+		if !strings.Contains(l, "billing") || !strings.Contains(l, "RUNNING") {
+			continue
+		}
+		// The cells after the badge: each rendered reversed (SGR 7, alone or with others).
+		after := l[strings.Index(l, "LEADER"):]
+		if n := strings.Count(after, "\x1b[7m") + strings.Count(after, ";7m"); n < len(topColumns)-2 {
+			t.Errorf("the selected row is reversed in %d cells after its badge, want %d: %q", n, len(topColumns)-2, l)
+		}
+		return
+	}
+	t.Fatalf("no billing row in:\n%s", m.View())
 }

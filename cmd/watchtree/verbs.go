@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -224,7 +225,13 @@ func deadLetterCmd(o *opts, verb, short string, action messages.ControlAction) *
 }
 
 func leaseCmd(o *opts) *cobra.Command {
-	lease := &cobra.Command{Use: "lease", Short: "SINGLE_LEADER leases"}
+	lease := &cobra.Command{Use: "lease", Short: "SINGLE_LEADER leases", Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{errors.New("lease needs a verb: lease release STREAM")}
+			}
+			return usageError{fmt.Errorf("unknown lease verb %q: the verb is release (lease release STREAM)", args[0])}
+		}}
 	lease.AddCommand(&cobra.Command{
 		Use:   "release STREAM",
 		Short: "Release this instance's lease of a SINGLE_LEADER stream, so that a standby takes over",

@@ -89,9 +89,11 @@ func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
 // change streams (each read by its own goroutine) give the baseline. Reported:
 //   - heap-KB/stream: watchtree's live heap per idle stream, cursor and connection included
 //     (target ≤ 64 KB);
-//   - raw-heap-KB/stream and own-heap-KB/stream (= watchtree − raw, what watchtree adds);
-//   - stack-KB/stream and goroutines/stream (goroutine stacks are not in the heap; the raw
-//     baseline's in raw-stack-KB/stream), and heap+stack-KB/stream;
+//   - raw-heap-KB/stream and own-heap-KB/stream (= watchtree − raw, what watchtree adds beyond
+//     the driver's own cursor; target ≤ 16 KB);
+//   - stack-KB/stream and goroutines/stream (target ≤ 2: the reader and the driver's listener
+//     of its pending getMore; goroutine stacks are not in the heap; the raw baseline's in
+//     raw-stack-KB/stream), and heap+stack-KB/stream;
 //   - idle-checkpoint-writes/s: checkpoint writes of all the idle streams together while they
 //     idle, counted with a command monitor on the client (an idle stream writes its moving
 //     post-batch resume token once per CheckpointPolicy.IdleInterval, 5 minutes by default, so

@@ -1,0 +1,95 @@
+package rawbson
+
+import (
+	"bytes"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := bson.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReadElementMatchesBsoncore walks documents of every common value type with ReadElement
+// and with bsoncore, and compares type, key and value of each element.
+func TestReadElementMatchesBsoncore(t *testing.T) {
+	doc := mustMarshal(t, bson.D{
+		{Key: "_id", Value: bson.D{{Key: "_data", Value: "8266EFEDC0"}}},
+		{Key: "operationType", Value: "insert"},
+		{Key: "clusterTime", Value: bson.Timestamp{T: 1, I: 2}},
+		{Key: "wallTime", Value: bson.DateTime(1700000000000)},
+		{Key: "n", Value: int32(7)}, {Key: "l", Value: int64(8)}, {Key: "f", Value: 1.5},
+		{Key: "b", Value: true}, {Key: "null", Value: nil}, {Key: "oid", Value: bson.NewObjectID()},
+		{Key: "arr", Value: bson.A{1, "x"}}, {Key: "bin", Value: bson.Binary{Subtype: 4, Data: []byte{1, 2}}},
+		{Key: "", Value: "empty key"},
+	})
+	rem, ok := Elements(doc)
+	if !ok {
+		t.Fatal("Elements: not ok")
+	}
+	want, err := bsoncore.Document(doc).Elements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		el, next, ok := ReadElement(rem)
+		if !ok {
+			t.Fatalf("element %d (%s): not ok", i, w.Key())
+		}
+		if el.Type != w.Value().Type || string(el.Key) != w.Key() || !bytes.Equal(el.Value, w.Value().Data) {
+			t.Errorf("element %d: got %v %q %x, want %v %q %x", i, el.Type, el.Key, el.Value, w.Value().Type, w.Key(), w.Value().Data)
+		}
+		rem = next
+	}
+	if len(rem) != 0 {
+		t.Errorf("%d bytes left after the last element", len(rem))
+	}
+	if el, ok := Lookup(doc, "operationType"); !ok || el.Type != bsoncore.TypeString || el.Core().StringValue() != "insert" {
+		t.Errorf("Lookup(operationType) = %v, %v", el, ok)
+	}
+	if _, ok := Lookup(doc, "absent"); ok {
+		t.Error("Lookup(absent) found something")
+	}
+}
+
+// TestReadElementDamaged feeds truncated and corrupted input: never a panic, always not ok.
+func TestReadElementDamaged(t *testing.T) {
+	doc := mustMarshal(t, bson.D{{Key: "k", Value: "value"}, {Key: "d", Value: bson.D{{Key: "x", Value: 1}}}})
+	rem, _ := Elements(doc)
+	for n := range len(rem) {
+		if n == 0 {
+			continue
+		}
+		cut := rem[:n]
+		// Every cut inside the first element must fail; a cut at an element boundary reads it.
+		el, _, ok := ReadElement(cut)
+		if ok && len(el.Key)+len(el.Value)+2 > n {
+			t.Errorf("cut at %d: read past the end", n)
+		}
+	}
+	bad := bytes.Clone(rem)
+	bad[len("k")+2] = 0xff // the string's length: far past the end
+	if _, _, ok := ReadElement(bad); ok {
+		t.Error("a string longer than the input read as ok")
+	}
+	for _, d := range [][]byte{nil, {1, 0, 0}, {5, 0, 0, 0, 1}, {6, 0, 0, 0, 0}} {
+		if _, ok := Elements(d); ok {
+			t.Errorf("Elements(%x) ok", d)
+		}
+	}
+	for _, d := range [][]byte{nil, {5, 0, 0, 0, 1}, {6, 0, 0, 0, 0, 0}, {7, 0, 0, 0, 2, 'k', 0}} {
+		if _, ok := Lookup(d, "k"); ok {
+			t.Errorf("Lookup(%x) ok", d)
+		}
+	}
+	if _, _, ok := ReadElement([]byte{0}); ok {
+		t.Error("the terminating NUL read as an element")
+	}
+}
