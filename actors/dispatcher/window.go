@@ -13,9 +13,11 @@ import (
 // window is an on-demand snapshot chunk between its watermarks (DBLog style). From WindowOpen
 // on, the dispatcher records the _id and cluster time of every live event it accepts; once the
 // chunk's rows arrived (WindowChunk) and the stream read past the high watermark, the rows whose
-// _id a live event of (low, high] touched are dropped (the stream carries a newer version) and
-// the others are accepted as snapshot events at that point of the stream: before any later live
-// event, so a key's lane runs the row ahead of the key's next change.
+// _id a live event later than the low watermark touched are dropped (the stream carries a newer
+// version) and the others are accepted as snapshot events at that point of the stream: before
+// any later live event, so a key's lane runs the row ahead of the key's next change. The stream
+// may have read past the high watermark before the chunk arrived: the live events it accepted
+// meanwhile are recorded too, and their rows dropped, since those events already run ahead.
 type window struct {
 	run, chunk uint64
 	src        *actor.PID
@@ -98,11 +100,13 @@ func (d *dispatcher) acceptLive(ctx actor.Context, events []*messages.Event, inc
 func (d *dispatcher) closeWindow(ctx actor.Context) {
 	w := d.win
 	d.win = nil
-	low, high := w.rows.GetLow(), w.rows.GetHigh()
+	low := w.rows.GetLow()
 	keep := make([]*messages.Event, 0, len(w.rows.GetEvents()))
 	for _, ev := range w.rows.GetEvents() {
 		if k, ok := idKey(ev.Raw); ok {
-			if at := w.touched[k]; at > low && at <= high {
+			// Touched after the low watermark: inside the window, or past it when the stream
+			// outran the chunk (its live event, newer than the row, is already in the lanes).
+			if w.touched[k] > low {
 				continue
 			}
 		}

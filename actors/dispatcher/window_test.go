@@ -94,9 +94,21 @@ func TestWindowDropsTouchedRowsAndOrdersTheRest(t *testing.T) {
 	}
 	nextOf[*messages.SnapshotSettled](t, sp)
 
+	// The stream outran the chunk: e changed at 172, past the high watermark (170), before the
+	// rows arrived; that change already runs, so e's row is dropped, f's goes at once.
+	h.sys.Root.RequestWithCustomSender(h.disp, &messages.WindowOpen{Run: 7, Chunk: 3}, sp.pid)
+	h.liveBatch(4, 172, keyAt{"e", 172})
+	h.sys.Root.RequestWithCustomSender(h.disp, &messages.WindowChunk{Run: 7, Chunk: 3, Low: at(160), High: at(170),
+		Events: []*messages.Event{row(5, "e"), row(6, "f")}}, sp.pid)
+	if closed := nextOf[*messages.WindowClosed](t, sp); closed.GetChunk() != 3 || closed.GetDropped() != 1 || closed.GetDelivered() != 1 {
+		t.Fatalf("WindowClosed %v: want chunk 3 with e dropped, f delivered", closed)
+	}
+	nextOf[*messages.SnapshotSettled](t, sp)
+	h.waitSettled(4)
+
 	mu.Lock()
 	defer mu.Unlock()
-	want := map[string][]string{"a": {"insert", "snapshot"}, "b": {"insert"}, "c": {"snapshot", "insert"}, "d": {"snapshot"}}
+	want := map[string][]string{"a": {"insert", "snapshot"}, "b": {"insert"}, "c": {"snapshot", "insert"}, "d": {"snapshot"}, "e": {"insert"}, "f": {"snapshot"}}
 	for k, ops := range want {
 		if !slices.Equal(byKey[k], ops) {
 			t.Errorf("key %s handled %v, want %v", k, byKey[k], ops)

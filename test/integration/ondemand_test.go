@@ -41,9 +41,22 @@ func TestOnDemandSnapshotDuringLiveWrites(t *testing.T) {
 	e.insertMany("orders", 1, n) // v 0
 	r := e.startRuntime(nil)
 	tg := newTarget()
+	var staleMu sync.Mutex
+	var staleLog []string // which deliveries the target rejected as older
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "od", Collection: "orders", Lanes: 4,
 		Snapshot: watchtree.SnapshotPolicy{BatchSize: 40},
-		OnChange: tg.handler()})
+		OnChange: func(_ context.Context, ev *watchtree.Event[Order]) error {
+			tg.mu.Lock()
+			id, _ := ev.DocumentID().AsInt64OK()
+			if old, ok := tg.docs[id]; ok && ev.FullDocument != nil && old > ev.FullDocument.V {
+				staleMu.Lock()
+				staleLog = append(staleLog, fmt.Sprintf("order %d: %s v%d after v%d (%s)", id, ev.OperationType(), ev.FullDocument.V, old, ev.ID()))
+				staleMu.Unlock()
+			}
+			tg.mu.Unlock()
+			tg.apply(ev)
+			return nil
+		}})
 	r.waitRunning(t, h)
 
 	// The writer replaces random orders with v+1 until stopped: each replace event carries
@@ -93,7 +106,9 @@ func TestOnDemandSnapshotDuringLiveWrites(t *testing.T) {
 	tg.mu.Unlock()
 	t.Logf("%d live writes; %d rows delivered, %d dropped, %d chunks", writes, docs, od.Dropped, od.ChunksDone)
 	if stale != 0 {
-		t.Errorf("%d deliveries carried an older version than the target held", stale)
+		staleMu.Lock()
+		t.Errorf("%d deliveries carried an older version than the target held: %v", stale, staleLog)
+		staleMu.Unlock()
 	}
 	if repeats != 0 || uint64(docs)+od.Dropped != n || od.Documents != uint64(docs) {
 		t.Errorf("rows: %d delivered (%d repeated) + %d dropped, status %d documents; want %d rows in all, each once",
