@@ -84,6 +84,9 @@ type StreamStatus struct {
 	// Snapshot is the progress of the stream's latest snapshot since the tree was spawned; nil
 	// when none ran. Snapshot documents are not counted in Settled and the outcomes above.
 	Snapshot *SnapshotStatus
+	// OnDemand is the progress of the latest on-demand snapshot (Handle.Snapshot) since the tree
+	// was spawned; nil when none ran. Its documents are not counted in Settled either.
+	OnDemand *SnapshotStatus
 	// InFlight counts the events the dispatcher accepted and has not settled, as of its latest
 	// report (after each settlement batch, and whenever the read position moved).
 	InFlight uint64
@@ -198,6 +201,10 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 		p := snapshotProgressOf(sn)
 		st.Snapshot = &p
 	}
+	if sn := r.GetOnDemand(); sn != nil {
+		p := snapshotProgressOf(sn)
+		st.OnDemand = &p
+	}
 	return st
 }
 
@@ -281,6 +288,8 @@ type streamEntry struct {
 
 	opMu sync.Mutex // serialises stop and shutdown
 
+	storeDB string // the records' database ("" with the user's own stores)
+
 	mu        sync.Mutex
 	pid       *actor.PID            // the supervisor, nil while the tree is not running
 	closed    bool                  // runtime stopping: never spawn the tree again
@@ -298,6 +307,7 @@ func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, stor
 		records: recordScope(cs.name, cs.mode, rt.cfg.InstanceName),
 		watcher: newDriverWatcher(cs, rt.cfg.Client, watchDB),
 		owned:   owned,
+		storeDB: storeDB,
 	}
 	e.watcher.excludeStores(storeDB, cs.deadLetter.Collection)
 	if cs.checkpoint.Ephemeral && cs.snapshots() {

@@ -63,6 +63,7 @@ type snapshotSource struct {
 	oplog   *mongo.Collection
 	watcher stream.Watcher
 	comment string
+	signals *mongo.Collection // on-demand snapshots' watermarks (SignalsCollection)
 }
 
 func newSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw, w stream.Watcher, comment string) *snapshotSource {
@@ -174,8 +175,13 @@ func (s *snapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit
 	if hi != nil {
 		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: hi.Lookup("_id")}}}})
 	}
+	return s.find(ctx, s.and(conds...), limit)
+}
+
+// find returns up to limit documents matching filter in _id order.
+func (s *snapshotSource) find(ctx context.Context, filter bson.D, limit int) ([]bson.Raw, error) {
 	o := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetBatchSize(int32(limit))
-	cur, err := s.coll.Find(ctx, s.and(conds...), o)
+	cur, err := s.coll.Find(ctx, filter, o)
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +251,16 @@ func (s snapshotEvents) Report(kind snapshot.Kind, st *messages.SnapshotStatus) 
 type SnapshotStatus struct {
 	// ID identifies the snapshot; it is part of every snapshot event's ID.
 	ID string
-	// Reason is "initial" (the first start) or "rebuild" (RebuildFromSnapshot).
+	// Reason is "initial" (the first start), "rebuild" (RebuildFromSnapshot) or "on-demand"
+	// (Handle.Snapshot).
 	Reason string
+	// Phase is set for an on-demand snapshot: "running", "done", "failed" (Error says why) or
+	// "abandoned" (the stream restarted or stopped; Error says why).
+	Phase string
+	// ChunksDone counts the chunks of an on-demand snapshot released to the handlers; Dropped
+	// the rows left out because a live event changed their document inside the chunk's window.
+	ChunksDone int
+	Dropped    uint64
 	// Running is true while a run reads documents; Done once every range is done.
 	Running, Done bool
 	// Resumed is true when the current run continued a snapshot an earlier run had begun.
@@ -277,7 +291,8 @@ func snapshotProgressOf(st *messages.SnapshotStatus) SnapshotStatus {
 	p := SnapshotStatus{ID: st.GetSnapshotId(), Reason: st.GetReason(), Running: st.GetRunning(), Done: st.GetDone(),
 		Resumed: st.GetResumed(), RangesDone: int(st.GetRangesDone()), RangesTotal: int(st.GetRangesTotal()),
 		Documents: st.GetDocuments(), EstimatedTotal: st.GetEstimatedTotal(), DeadLettered: st.GetDeadLettered(),
-		Rate: st.GetRate(), AtRisk: st.GetAtRisk(), Warning: st.GetWarning(), Error: st.GetError()}
+		Rate: st.GetRate(), AtRisk: st.GetAtRisk(), Warning: st.GetWarning(), Error: st.GetError(),
+		Phase: st.GetPhase(), ChunksDone: int(st.GetChunksDone()), Dropped: st.GetDropped()}
 	if st.GetEta() != nil {
 		p.ETA = st.GetEta().AsDuration()
 	}

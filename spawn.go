@@ -290,6 +290,34 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		}
 		siblings = append(siblings, supervisor.Sibling{Name: snapshotName, Props: sProps})
 	}
+	if cs.collection != "" {
+		// Every collection stream can take an on-demand snapshot (Handle.Snapshot); its
+		// watermarks go to the records' database, which database-wide streams skip.
+		src := newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
+			e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":ondemand")
+		signalsDB := e.storeDB
+		if signalsDB == "" {
+			signalsDB = e.watcher.database
+		}
+		src.signals = e.watcher.client.Database(signalsDB).Collection(SignalsCollection)
+		odProps, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
+			Stream:     cs.name,
+			Instance:   e.records.Instance,
+			Database:   e.watcher.database,
+			Collection: cs.collection,
+			Source:     src,
+			BatchSize:  cs.snapshot.WithDefaults().BatchSize,
+			Dispatcher: dispatcherName,
+			IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
+			Clock:      rt.clk,
+			Logger:     rt.log,
+			Events:     snapshotEvents{e},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.name, err)
+		}
+		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Props: odProps})
+	}
 	var leaderProps *actor.Props
 	if leases != nil {
 		if leaderProps, err = e.leaderProps(leases); err != nil {
@@ -304,6 +332,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		// poll period (the standbys act on the store's change notice at once, or at their poll).
 		ReleaseCooldown:  rt.cfg.Lease.WithDefaults().StandbyPoll,
 		Siblings:         siblings,
+		OnDemand:         snapshot.OnDemandName,
 		Policy:           cs.restart,
 		Classify:         classifyFailure,
 		SenderMiddleware: rt.treeSenderMW,

@@ -52,7 +52,7 @@ func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string)
 // storeCollections are the collections of watchtree's own records.
 func storeCollections(deadLetters string) bson.A {
 	names := bson.A{mongostore.DefaultCheckpointCollection, mongostore.DefaultGapCollection, mongostore.DefaultLeaseCollection,
-		mongostore.DefaultInstanceCollection, mongostore.DefaultSnapshotCollection, mongostore.DefaultDeadLetterCollection}
+		mongostore.DefaultInstanceCollection, mongostore.DefaultSnapshotCollection, mongostore.DefaultDeadLetterCollection, SignalsCollection}
 	if deadLetters != mongostore.DefaultDeadLetterCollection {
 		names = append(names, deadLetters)
 	}

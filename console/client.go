@@ -219,8 +219,22 @@ func (c *Client) Control(ctx context.Context, action messages.ControlAction, str
 	if timeout <= 0 {
 		timeout = defaultControlTimeout
 	}
-	req := &messages.ControlRequest{Action: action, Stream: stream, DeadLetterId: deadLetterID, Token: c.token,
-		RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}
+	return c.control(ctx, &messages.ControlRequest{Action: action, Stream: stream, DeadLetterId: deadLetterID, Token: c.token,
+		RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}, timeout)
+}
+
+// OnDemandSnapshot starts an on-demand snapshot of a running stream (CONTROL_ACTION_SNAPSHOT)
+// of the documents matching filter (MongoDB Extended JSON; "" reads every document). It
+// returns once the stream accepted it; the reply's detail names the snapshot.
+func (c *Client) OnDemandSnapshot(ctx context.Context, stream, filter string, timeout time.Duration) (*messages.ControlReply, error) {
+	if timeout <= 0 {
+		timeout = defaultControlTimeout
+	}
+	return c.control(ctx, &messages.ControlRequest{Action: messages.ControlAction_CONTROL_ACTION_SNAPSHOT, Stream: stream,
+		Filter: filter, Token: c.token, RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}, timeout)
+}
+
+func (c *Client) control(ctx context.Context, req *messages.ControlRequest, timeout time.Duration) (*messages.ControlReply, error) {
 	out := &messages.ControlReply{}
 	if err := c.call(ctx, "Control", req, out, timeout+5*time.Second); err != nil {
 		return nil, err

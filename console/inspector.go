@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -759,6 +760,8 @@ func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who 
 		return in.releaseLease(ctx, ref, reason)
 	case messages.ControlAction_CONTROL_ACTION_REPLAY, messages.ControlAction_CONTROL_ACTION_PURGE:
 		return in.deadLetterCommand(ctx, ref, req)
+	case messages.ControlAction_CONTROL_ACTION_SNAPSHOT:
+		return in.onDemandSnapshot(ctx, ref, req)
 	}
 	return &messages.ControlReply{Code: "invalid", Error: fmt.Sprintf("unknown action %v", req.GetAction())}
 }
@@ -862,4 +865,36 @@ func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *
 	}
 	reply.Detail = fmt.Sprintf("%d done, %d failed", reply.Done, reply.Failed)
 	return reply
+}
+
+// onDemandSnapshot asks the stream's supervisor for an on-demand snapshot (OnDemandSnapshot, as
+// Handle.Snapshot does) of the documents matching the request's filter.
+func (in *inspector) onDemandSnapshot(ctx context.Context, ref StreamRef, req *messages.ControlRequest) *messages.ControlReply {
+	if ref.Supervisor == nil {
+		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+	}
+	var filter []byte
+	if f := req.GetFilter(); f != "" {
+		var raw bson.Raw
+		if err := bson.UnmarshalExtJSON([]byte(f), false, &raw); err != nil {
+			return &messages.ControlReply{Code: "invalid", Error: fmt.Sprintf("filter %q is not a JSON document: %v", f, err)}
+		}
+		filter = raw
+	}
+	id := fmt.Sprintf("ondemand-console-%d", in.clk.Now().UnixMilli())
+	res, err := in.request(ctx, ref.Supervisor, &messages.OnDemandSnapshot{SnapshotId: id, Filter: filter}, maxControlTimeout)
+	if err != nil {
+		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
+	}
+	r, ok := res.(*messages.OnDemandSnapshotReply)
+	if !ok {
+		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: unexpected reply %T", ref.Name, res)}
+	}
+	switch r.GetCode() {
+	case "":
+		return &messages.ControlReply{Ok: true, Detail: "on-demand snapshot " + id + " started"}
+	case "unsupported":
+		return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q: %s", ref.Name, r.GetError())}
+	}
+	return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: %s", ref.Name, r.GetError())}
 }

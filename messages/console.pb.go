@@ -45,18 +45,22 @@ const (
 	// PURGE deletes them.
 	ControlAction_CONTROL_ACTION_REPLAY ControlAction = 5
 	ControlAction_CONTROL_ACTION_PURGE  ControlAction = 6
+	// SNAPSHOT starts an on-demand snapshot of a running stream (the supervisor's
+	// OnDemandSnapshot), of the documents matching ControlRequest.filter.
+	ControlAction_CONTROL_ACTION_SNAPSHOT ControlAction = 40
 )
 
 // Enum value maps for ControlAction.
 var (
 	ControlAction_name = map[int32]string{
-		0: "CONTROL_ACTION_UNSPECIFIED",
-		1: "CONTROL_ACTION_START",
-		2: "CONTROL_ACTION_STOP",
-		3: "CONTROL_ACTION_RESTART",
-		4: "CONTROL_ACTION_RELEASE_LEASE",
-		5: "CONTROL_ACTION_REPLAY",
-		6: "CONTROL_ACTION_PURGE",
+		0:  "CONTROL_ACTION_UNSPECIFIED",
+		1:  "CONTROL_ACTION_START",
+		2:  "CONTROL_ACTION_STOP",
+		3:  "CONTROL_ACTION_RESTART",
+		4:  "CONTROL_ACTION_RELEASE_LEASE",
+		5:  "CONTROL_ACTION_REPLAY",
+		6:  "CONTROL_ACTION_PURGE",
+		40: "CONTROL_ACTION_SNAPSHOT",
 	}
 	ControlAction_value = map[string]int32{
 		"CONTROL_ACTION_UNSPECIFIED":   0,
@@ -66,6 +70,7 @@ var (
 		"CONTROL_ACTION_RELEASE_LEASE": 4,
 		"CONTROL_ACTION_REPLAY":        5,
 		"CONTROL_ACTION_PURGE":         6,
+		"CONTROL_ACTION_SNAPSHOT":      40,
 	}
 )
 
@@ -1194,7 +1199,10 @@ type ControlRequest struct {
 	// requested_by says who asks (user@host); it is logged with the command.
 	RequestedBy string `protobuf:"bytes,5,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	// timeout_ms bounds the command (0: 30s).
-	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// filter is the SNAPSHOT's query on the collection, MongoDB Extended JSON (empty: every
+	// document).
+	Filter        string `protobuf:"bytes,40,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1269,6 +1277,13 @@ func (x *ControlRequest) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *ControlRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 type ControlReply struct {
@@ -2002,7 +2017,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"replayable\"k\n" +
 	"\x10DeadLettersReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12?\n" +
-	"\fdead_letters\x18\x02 \x03(\v2\x1c.watchtree.v1.DeadLetterInfoR\vdeadLetters\"\xdb\x01\n" +
+	"\fdead_letters\x18\x02 \x03(\v2\x1c.watchtree.v1.DeadLetterInfoR\vdeadLetters\"\xf3\x01\n" +
 	"\x0eControlRequest\x123\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x1b.watchtree.v1.ControlActionR\x06action\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12$\n" +
@@ -2010,7 +2025,8 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x05token\x18\x04 \x01(\tR\x05token\x12!\n" +
 	"\frequested_by\x18\x05 \x01(\tR\vrequestedBy\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"\xbf\x01\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x16\n" +
+	"\x06filter\x18( \x01(\tR\x06filter\"\xbf\x01\n" +
 	"\fControlReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x12\n" +
@@ -2057,7 +2073,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\aattempt\x18\a \x01(\rR\aattempt\x12\x18\n" +
 	"\adropped\x18\b \x01(\x04R\adropped\x12\"\n" +
 	"\fsubscription\x18( \x01(\x04R\fsubscription\x12\x1c\n" +
-	"\tdelivered\x18) \x01(\x04R\tdelivered*\xd5\x01\n" +
+	"\tdelivered\x18) \x01(\x04R\tdelivered*\xf2\x01\n" +
 	"\rControlAction\x12\x1e\n" +
 	"\x1aCONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CONTROL_ACTION_START\x10\x01\x12\x17\n" +
@@ -2065,7 +2081,8 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x16CONTROL_ACTION_RESTART\x10\x03\x12 \n" +
 	"\x1cCONTROL_ACTION_RELEASE_LEASE\x10\x04\x12\x19\n" +
 	"\x15CONTROL_ACTION_REPLAY\x10\x05\x12\x18\n" +
-	"\x14CONTROL_ACTION_PURGE\x10\x062\xb8\x03\n" +
+	"\x14CONTROL_ACTION_PURGE\x10\x06\x12\x1b\n" +
+	"\x17CONTROL_ACTION_SNAPSHOT\x10(2\xb8\x03\n" +
 	"\aConsole\x12F\n" +
 	"\bSnapshot\x12\x1d.watchtree.v1.SnapshotRequest\x1a\x1b.watchtree.v1.SnapshotReply\x12F\n" +
 	"\bDescribe\x12\x1d.watchtree.v1.DescribeRequest\x1a\x1b.watchtree.v1.DescribeReply\x12:\n" +

@@ -497,10 +497,17 @@ type SnapshotStatus struct {
 	DoneAt    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=done_at,json=doneAt,proto3" json:"done_at,omitempty"`
 	// oplog_window is the time the oplog spans when it can be read (0: unknown); at_risk is true
 	// when the handoff position would leave the oplog before the snapshot ends at the current rate.
-	OplogWindow   *durationpb.Duration `protobuf:"bytes,15,opt,name=oplog_window,json=oplogWindow,proto3" json:"oplog_window,omitempty"`
-	AtRisk        bool                 `protobuf:"varint,16,opt,name=at_risk,json=atRisk,proto3" json:"at_risk,omitempty"`
-	Warning       string               `protobuf:"bytes,17,opt,name=warning,proto3" json:"warning,omitempty"`
-	Error         string               `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
+	OplogWindow *durationpb.Duration `protobuf:"bytes,15,opt,name=oplog_window,json=oplogWindow,proto3" json:"oplog_window,omitempty"`
+	AtRisk      bool                 `protobuf:"varint,16,opt,name=at_risk,json=atRisk,proto3" json:"at_risk,omitempty"`
+	Warning     string               `protobuf:"bytes,17,opt,name=warning,proto3" json:"warning,omitempty"`
+	Error       string               `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
+	// on_demand marks the status of an on-demand snapshot (Handle.Snapshot); phase is then
+	// "running", "done", "failed" or "abandoned", chunks_done the chunks released and dropped the
+	// rows left out because the live stream changed them inside their chunk's window.
+	OnDemand      bool   `protobuf:"varint,40,opt,name=on_demand,json=onDemand,proto3" json:"on_demand,omitempty"`
+	Phase         string `protobuf:"bytes,41,opt,name=phase,proto3" json:"phase,omitempty"`
+	ChunksDone    uint32 `protobuf:"varint,42,opt,name=chunks_done,json=chunksDone,proto3" json:"chunks_done,omitempty"`
+	Dropped       uint64 `protobuf:"varint,43,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +668,34 @@ func (x *SnapshotStatus) GetError() string {
 	return ""
 }
 
+func (x *SnapshotStatus) GetOnDemand() bool {
+	if x != nil {
+		return x.OnDemand
+	}
+	return false
+}
+
+func (x *SnapshotStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *SnapshotStatus) GetChunksDone() uint32 {
+	if x != nil {
+		return x.ChunksDone
+	}
+	return 0
+}
+
+func (x *SnapshotStatus) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 // AdvanceHandoff tells the checkpointer that the snapshot's handoff position can move forward to
 // token: an idle change stream from the handoff position, with the stream's own pipeline,
 // returned no event up to that post-batch resume token, so starting there skips nothing. The
@@ -717,6 +752,375 @@ func (x *AdvanceHandoff) GetToken() []byte {
 	return nil
 }
 
+// OnDemandSnapshot asks for an on-demand snapshot (send it as a request).
+type OnDemandSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot_id identifies the snapshot: part of every event's ID and of the watermarks.
+	SnapshotId string `protobuf:"bytes,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	// filter is a BSON query document on the collection; empty: every document.
+	Filter        []byte `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnDemandSnapshot) Reset() {
+	*x = OnDemandSnapshot{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnDemandSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnDemandSnapshot) ProtoMessage() {}
+
+func (x *OnDemandSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnDemandSnapshot.ProtoReflect.Descriptor instead.
+func (*OnDemandSnapshot) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *OnDemandSnapshot) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
+}
+
+func (x *OnDemandSnapshot) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// OnDemandSnapshotReply answers OnDemandSnapshot: accepted when code is empty.
+type OnDemandSnapshotReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is "busy" (one is running), "not_running" (the stream is not running here),
+	// "unsupported" (the stream has no on-demand snapshot actor) or "failed".
+	Code  string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// running is the id of the snapshot already running when code is "busy".
+	Running       string `protobuf:"bytes,3,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnDemandSnapshotReply) Reset() {
+	*x = OnDemandSnapshotReply{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnDemandSnapshotReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnDemandSnapshotReply) ProtoMessage() {}
+
+func (x *OnDemandSnapshotReply) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnDemandSnapshotReply.ProtoReflect.Descriptor instead.
+func (*OnDemandSnapshotReply) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *OnDemandSnapshotReply) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *OnDemandSnapshotReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *OnDemandSnapshotReply) GetRunning() string {
+	if x != nil {
+		return x.Running
+	}
+	return ""
+}
+
+// WindowOpen makes the dispatcher record the document keys and cluster times of the live events
+// it accepts from now on, for chunk of run.
+type WindowOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	Chunk         uint64                 `protobuf:"varint,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowOpen) Reset() {
+	*x = WindowOpen{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowOpen) ProtoMessage() {}
+
+func (x *WindowOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowOpen.ProtoReflect.Descriptor instead.
+func (*WindowOpen) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WindowOpen) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *WindowOpen) GetChunk() uint64 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+// WindowChunk carries a chunk's rows, read between the low watermark (cluster time low) and the
+// high one (high); both are BSON timestamps packed as t<<32 | i. The dispatcher holds them until
+// the stream's position reaches high, drops the rows whose _id a live event of (low, high]
+// touched, and dispatches the rest before any later live event.
+type WindowChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	Chunk         uint64                 `protobuf:"varint,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Low           uint64                 `protobuf:"varint,3,opt,name=low,proto3" json:"low,omitempty"`
+	High          uint64                 `protobuf:"varint,4,opt,name=high,proto3" json:"high,omitempty"`
+	Events        []*Event               `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowChunk) Reset() {
+	*x = WindowChunk{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowChunk) ProtoMessage() {}
+
+func (x *WindowChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowChunk.ProtoReflect.Descriptor instead.
+func (*WindowChunk) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WindowChunk) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *WindowChunk) GetChunk() uint64 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *WindowChunk) GetLow() uint64 {
+	if x != nil {
+		return x.Low
+	}
+	return 0
+}
+
+func (x *WindowChunk) GetHigh() uint64 {
+	if x != nil {
+		return x.High
+	}
+	return 0
+}
+
+func (x *WindowChunk) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// WindowClosed tells the on-demand actor that chunk was released: dropped rows never reach the
+// handlers, delivered ones settle back as SnapshotSettled.
+type WindowClosed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	Chunk         uint64                 `protobuf:"varint,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Dropped       uint32                 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Delivered     uint32                 `protobuf:"varint,4,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowClosed) Reset() {
+	*x = WindowClosed{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowClosed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowClosed) ProtoMessage() {}
+
+func (x *WindowClosed) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowClosed.ProtoReflect.Descriptor instead.
+func (*WindowClosed) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WindowClosed) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *WindowClosed) GetChunk() uint64 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *WindowClosed) GetDropped() uint32 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *WindowClosed) GetDelivered() uint32 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+// AbandonOnDemand ends the running on-demand snapshot: the tree restarts or stops, and the
+// dispatcher's windows are gone with it. Its status says abandoned.
+type AbandonOnDemand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Why           string                 `protobuf:"bytes,1,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbandonOnDemand) Reset() {
+	*x = AbandonOnDemand{}
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbandonOnDemand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbandonOnDemand) ProtoMessage() {}
+
+func (x *AbandonOnDemand) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_snapshot_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbandonOnDemand.ProtoReflect.Descriptor instead.
+func (*AbandonOnDemand) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AbandonOnDemand) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 var File_watchtree_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_watchtree_v1_snapshot_proto_rawDesc = "" +
@@ -749,7 +1153,7 @@ const file_watchtree_v1_snapshot_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x13.watchtree.v1.EventR\x06events\"T\n" +
 	"\x0fSnapshotSettled\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12/\n" +
-	"\asettled\x18\x02 \x03(\v2\x15.watchtree.v1.SettledR\asettled\"\xf9\x04\n" +
+	"\asettled\x18\x02 \x03(\v2\x15.watchtree.v1.SettledR\asettled\"\xe7\x05\n" +
 	"\x0eSnapshotStatus\x12\x1f\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
 	"snapshotId\x12\x16\n" +
@@ -772,11 +1176,41 @@ const file_watchtree_v1_snapshot_proto_rawDesc = "" +
 	"\foplog_window\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\voplogWindow\x12\x17\n" +
 	"\aat_risk\x18\x10 \x01(\bR\x06atRisk\x12\x18\n" +
 	"\awarning\x18\x11 \x01(\tR\awarning\x12\x14\n" +
-	"\x05error\x18\x12 \x01(\tR\x05error\"G\n" +
+	"\x05error\x18\x12 \x01(\tR\x05error\x12\x1b\n" +
+	"\ton_demand\x18( \x01(\bR\bonDemand\x12\x14\n" +
+	"\x05phase\x18) \x01(\tR\x05phase\x12\x1f\n" +
+	"\vchunks_done\x18* \x01(\rR\n" +
+	"chunksDone\x12\x18\n" +
+	"\adropped\x18+ \x01(\x04R\adropped\"G\n" +
 	"\x0eAdvanceHandoff\x12\x1f\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\fR\x05tokenB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x05token\x18\x02 \x01(\fR\x05token\"K\n" +
+	"\x10OnDemandSnapshot\x12\x1f\n" +
+	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
+	"snapshotId\x12\x16\n" +
+	"\x06filter\x18\x02 \x01(\fR\x06filter\"[\n" +
+	"\x15OnDemandSnapshotReply\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\tR\arunning\"4\n" +
+	"\n" +
+	"WindowOpen\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\"\x88\x01\n" +
+	"\vWindowChunk\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\x12\x10\n" +
+	"\x03low\x18\x03 \x01(\x04R\x03low\x12\x12\n" +
+	"\x04high\x18\x04 \x01(\x04R\x04high\x12+\n" +
+	"\x06events\x18\x05 \x03(\v2\x13.watchtree.v1.EventR\x06events\"n\n" +
+	"\fWindowClosed\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\rR\adropped\x12\x1c\n" +
+	"\tdelivered\x18\x04 \x01(\rR\tdelivered\"#\n" +
+	"\x0fAbandonOnDemand\x12\x10\n" +
+	"\x03why\x18\x01 \x01(\tR\x03whyB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
 
 var (
 	file_watchtree_v1_snapshot_proto_rawDescOnce sync.Once
@@ -790,7 +1224,7 @@ func file_watchtree_v1_snapshot_proto_rawDescGZIP() []byte {
 	return file_watchtree_v1_snapshot_proto_rawDescData
 }
 
-var file_watchtree_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_watchtree_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_watchtree_v1_snapshot_proto_goTypes = []any{
 	(*RunSnapshot)(nil),           // 0: watchtree.v1.RunSnapshot
 	(*CancelSnapshot)(nil),        // 1: watchtree.v1.CancelSnapshot
@@ -802,25 +1236,32 @@ var file_watchtree_v1_snapshot_proto_goTypes = []any{
 	(*SnapshotSettled)(nil),       // 7: watchtree.v1.SnapshotSettled
 	(*SnapshotStatus)(nil),        // 8: watchtree.v1.SnapshotStatus
 	(*AdvanceHandoff)(nil),        // 9: watchtree.v1.AdvanceHandoff
-	(*ErrorDetail)(nil),           // 10: watchtree.v1.ErrorDetail
-	(*Event)(nil),                 // 11: watchtree.v1.Event
-	(*Settled)(nil),               // 12: watchtree.v1.Settled
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*OnDemandSnapshot)(nil),      // 10: watchtree.v1.OnDemandSnapshot
+	(*OnDemandSnapshotReply)(nil), // 11: watchtree.v1.OnDemandSnapshotReply
+	(*WindowOpen)(nil),            // 12: watchtree.v1.WindowOpen
+	(*WindowChunk)(nil),           // 13: watchtree.v1.WindowChunk
+	(*WindowClosed)(nil),          // 14: watchtree.v1.WindowClosed
+	(*AbandonOnDemand)(nil),       // 15: watchtree.v1.AbandonOnDemand
+	(*ErrorDetail)(nil),           // 16: watchtree.v1.ErrorDetail
+	(*Event)(nil),                 // 17: watchtree.v1.Event
+	(*Settled)(nil),               // 18: watchtree.v1.Settled
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_watchtree_v1_snapshot_proto_depIdxs = []int32{
-	10, // 0: watchtree.v1.SnapshotFinished.cause:type_name -> watchtree.v1.ErrorDetail
-	11, // 1: watchtree.v1.SnapshotBatch.events:type_name -> watchtree.v1.Event
-	12, // 2: watchtree.v1.SnapshotSettled.settled:type_name -> watchtree.v1.Settled
-	13, // 3: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
-	14, // 4: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
-	14, // 5: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
-	13, // 6: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	16, // 0: watchtree.v1.SnapshotFinished.cause:type_name -> watchtree.v1.ErrorDetail
+	17, // 1: watchtree.v1.SnapshotBatch.events:type_name -> watchtree.v1.Event
+	18, // 2: watchtree.v1.SnapshotSettled.settled:type_name -> watchtree.v1.Settled
+	19, // 3: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
+	20, // 4: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
+	20, // 5: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
+	19, // 6: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
+	17, // 7: watchtree.v1.WindowChunk.events:type_name -> watchtree.v1.Event
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_snapshot_proto_init() }
@@ -836,7 +1277,7 @@ func file_watchtree_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_snapshot_proto_rawDesc), len(file_watchtree_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

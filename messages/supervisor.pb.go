@@ -763,6 +763,8 @@ type StatusReply struct {
 	LastStop *StopReport `protobuf:"bytes,18,opt,name=last_stop,json=lastStop,proto3" json:"last_stop,omitempty"`
 	// snapshot is the progress of the stream's latest snapshot, when it has one.
 	Snapshot *SnapshotStatus `protobuf:"bytes,19,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// on_demand is the latest on-demand snapshot's progress (Handle.Snapshot).
+	OnDemand *SnapshotStatus `protobuf:"bytes,40,opt,name=on_demand,json=onDemand,proto3" json:"on_demand,omitempty"`
 	// in_flight and read_through are the dispatcher's latest report (SettlementCounts): the
 	// events accepted and not settled, and the cluster time of the newest position read (now
 	// minus it is the stream's lag). read_through is unset before the first batch. (Numbered
@@ -935,6 +937,13 @@ func (x *StatusReply) GetLastStop() *StopReport {
 func (x *StatusReply) GetSnapshot() *SnapshotStatus {
 	if x != nil {
 		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *StatusReply) GetOnDemand() *SnapshotStatus {
+	if x != nil {
+		return x.OnDemand
 	}
 	return nil
 }
@@ -1147,7 +1156,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
 	" \x01(\tR\askipped\x12\x1a\n" +
-	"\breleased\x18\v \x01(\bR\breleased\"\xa7\b\n" +
+	"\breleased\x18\v \x01(\bR\breleased\"\xe2\b\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1172,7 +1181,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"checkpoint\x18\x11 \x01(\v2\x1f.watchtree.v1.CheckpointWrittenR\n" +
 	"checkpoint\x125\n" +
 	"\tlast_stop\x18\x12 \x01(\v2\x18.watchtree.v1.StopReportR\blastStop\x128\n" +
-	"\bsnapshot\x18\x13 \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bsnapshot\x12\x1b\n" +
+	"\bsnapshot\x18\x13 \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bsnapshot\x129\n" +
+	"\ton_demand\x18( \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bonDemand\x12\x1b\n" +
 	"\tin_flight\x18\x1e \x01(\x04R\binFlight\x12=\n" +
 	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x12.\n" +
 	"\x05lease\x18\x14 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x1a>\n" +
@@ -1244,13 +1254,14 @@ var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
 	8,  // 9: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
 	9,  // 10: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
 	17, // 11: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
-	15, // 12: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
-	18, // 13: watchtree.v1.StatusReply.lease:type_name -> watchtree.v1.LeaseState
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	17, // 12: watchtree.v1.StatusReply.on_demand:type_name -> watchtree.v1.SnapshotStatus
+	15, // 13: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
+	18, // 14: watchtree.v1.StatusReply.lease:type_name -> watchtree.v1.LeaseState
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }

@@ -68,6 +68,13 @@ type dispatcher struct {
 	snapCredit   int
 	snapInFlight int
 
+	// the on-demand snapshot (window.go): the open window, its run and where its settlements go;
+	// readThroughTS is the newest cluster time read (packed t<<32|i), from events and PBRTs
+	win           *window
+	onDemandRun   uint64
+	onDemandSrc   *actor.PID
+	readThroughTS uint64
+
 	// settle limit (FlowControl.settle_limit): credit is granted only while the settlements
 	// taken since the latest attach, plus inFlight and credit, stay within limit.
 	attachID        uint64 // AttachDispatcher.attach of the latest attach
@@ -110,6 +117,10 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		d.onSnapshotBatch(ctx, m)
 	case *messages.SnapshotSubscribe:
 		d.onSnapshotSubscribe(ctx, m)
+	case *messages.WindowOpen:
+		d.onWindowOpen(ctx, m)
+	case *messages.WindowChunk:
+		d.onWindowChunk(ctx, m)
 	case *messages.FlowControl:
 		d.onFlowControl(ctx, m)
 	case *messages.SettleFlushTick:
@@ -285,11 +296,17 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 			Incarnation: b.Incarnation, ThroughSeq: b.ThroughSeq, PostBatchResumeToken: b.PostBatchResumeToken,
 		})
 	}
-	if n == 0 {
+	if n == 0 && d.win == nil {
+		if _, ts, ok := tokentime.Of(b.PostBatchResumeToken); ok && pack(ts) > d.readThroughTS {
+			d.readThroughTS = pack(ts)
+		}
 		d.reportCounts(ctx) // an idle stream's position moves on: its lag stays current
 		return
 	}
-	d.accept(b.Events, b.Incarnation, false)
+	d.acceptLive(ctx, b.Events, b.Incarnation, b.PostBatchResumeToken)
+	if n == 0 {
+		d.reportCounts(ctx)
+	}
 }
 
 // accept hands accepted events to their lanes, or holds them behind a barrier.
@@ -405,6 +422,10 @@ func (d *dispatcher) absorb(ctx actor.Context, taken []settlement) []settlement 
 }
 
 func (d *dispatcher) sendSnapshotSettled(ctx actor.Context, run uint64, ss []*messages.Settled) {
+	if run == d.onDemandRun && d.onDemandSrc != nil {
+		ctx.Send(d.onDemandSrc, &messages.SnapshotSettled{Run: run, Settled: ss})
+		return
+	}
 	if d.snapSrc != nil {
 		ctx.Send(d.snapSrc, &messages.SnapshotSettled{Run: run, Settled: ss})
 	}

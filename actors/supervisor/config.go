@@ -64,6 +64,9 @@ type Config struct {
 	// Dispatcher and Checkpointer name the siblings a graceful Stop drains and flushes. Defaults
 	// "dispatcher" and "checkpointer". A step whose sibling does not exist is left out.
 	Dispatcher, Checkpointer string
+	// OnDemand names the on-demand snapshot sibling, which OnDemandSnapshot requests are
+	// forwarded to (default "ondemand"; a stream without one answers "unsupported").
+	OnDemand string
 	// SenderMiddleware is added to the props of every actor the supervisor spawns (siblings and
 	// stream actor); the supervisor's own props are the caller's to decorate. Tests use it to
 	// check what crosses between the actors. Optional.
@@ -152,6 +155,9 @@ func (c Config) withDefaults() Config {
 	c.ChildName = c.childName()
 	if c.Dispatcher == "" {
 		c.Dispatcher = "dispatcher"
+	}
+	if c.OnDemand == "" {
+		c.OnDemand = "ondemand"
 	}
 	if c.Checkpointer == "" {
 		c.Checkpointer = "checkpointer"

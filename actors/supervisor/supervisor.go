@@ -76,6 +76,7 @@ type Supervisor struct {
 	readThrough *timestamppb.Timestamp      // the dispatcher's latest report, nil before one
 	checkpoint  *messages.CheckpointWritten // latest write reported by the checkpointer
 	snapshot    *messages.SnapshotStatus    // latest progress reported by the snapshot actor
+	onDemand    *messages.SnapshotStatus    // latest progress of an on-demand snapshot
 
 	deaths, restarts, stale uint64
 	transitions             map[State]uint64
@@ -141,7 +142,13 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *messages.Snapshotting:
 		s.onSnapshotting(m)
 	case *messages.SnapshotStatus:
-		s.snapshot = m
+		if m.GetOnDemand() {
+			s.onDemand = m
+		} else {
+			s.snapshot = m
+		}
+	case *messages.OnDemandSnapshot:
+		s.onOnDemand(ctx, m)
 	case *messages.Start:
 		if !s.refuseWhileStopping("start", m.GetReason()) {
 			s.onStart(ctx, m.GetReason())
@@ -247,6 +254,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 // launch (re)starts the stream actor as a new incarnation and enters starting.
 func (s *Supervisor) launch(ctx actor.Context, why string) {
 	s.cancelTimer()
+	s.abandonOnDemand(ctx, "the stream restarts ("+why+")")
 	s.inc++
 	for id, pid := range s.siblingsDown {
 		s.sup.RestartChildren(pid)
@@ -294,6 +302,9 @@ func (s *Supervisor) spawnChild(ctx actor.Context) {
 // stopChild stops the stream actor (if any) and forgets any pending launch.
 func (s *Supervisor) stopChild() {
 	s.launchPending = false
+	if pid := s.siblingByName(s.cfg.OnDemand); pid != nil {
+		s.root.Send(pid, &messages.AbandonOnDemand{Why: "the stream stops"})
+	}
 	if s.child != nil && !s.dying {
 		s.sup.StopChildren(s.child)
 		s.dying = true
@@ -717,8 +728,36 @@ func (s *Supervisor) status() *messages.StatusReply {
 	if s.snapshot != nil {
 		r.Snapshot = s.snapshot
 	}
+	if s.onDemand != nil {
+		r.OnDemand = s.onDemand
+	}
 	if s.lease != nil {
 		r.Lease = proto.Clone(s.lease).(*messages.LeaseState)
 	}
 	return r
+}
+
+// onOnDemand forwards an on-demand snapshot request to the on-demand sibling, which answers the
+// requester; only a running stream takes one (its live events must reach the dispatcher to
+// close the chunks' windows).
+func (s *Supervisor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot) {
+	if s.state != StateRunning {
+		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "not_running",
+			Error: fmt.Sprintf("the stream is %s here, not running (%s)", s.state, s.why)})
+		return
+	}
+	pid := s.siblingByName(s.cfg.OnDemand)
+	if pid == nil {
+		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "unsupported", Error: "the stream has no on-demand snapshot actor"})
+		return
+	}
+	ctx.RequestWithCustomSender(pid, m, ctx.Sender())
+}
+
+// abandonOnDemand ends a running on-demand snapshot: a new incarnation starts with a new
+// dispatcher position, and the chunks' windows would never close.
+func (s *Supervisor) abandonOnDemand(ctx actor.Context, why string) {
+	if pid := s.siblingByName(s.cfg.OnDemand); pid != nil {
+		ctx.Send(pid, &messages.AbandonOnDemand{Why: why})
+	}
 }

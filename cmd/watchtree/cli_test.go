@@ -364,3 +364,25 @@ func TestEventsFollow(t *testing.T) {
 		t.Fatal("events -f did not end after its context was cancelled")
 	}
 }
+
+// TestSnapshotVerb: `snapshot S --filter JSON` starts an on-demand snapshot of the matching
+// documents of a running stream; a filter that is not JSON is refused, naming it.
+func TestSnapshotVerb(t *testing.T) {
+	insert(t, "spare", Order{ID: 900}, Order{ID: 901}, Order{ID: 902})
+	if code, _, errs := cli(t, "snapshot", "spare", "--filter", "{nope", "--token", testToken); code == 0 || !strings.Contains(errs, "{nope") {
+		t.Fatalf("a bad filter: exit %d, stderr %q; want a failure naming the filter", code, errs)
+	}
+	var r messages.ControlReply
+	cliJSON(t, &r, "snapshot", "spare", "--filter", `{"_id": {"$gte": 900}}`, "--token", testToken)
+	if !r.GetOk() || !strings.Contains(r.GetDetail(), "started") {
+		t.Fatalf("snapshot reply = %v", &r)
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(r.GetDetail(), "on-demand snapshot "), " started")
+	waitFor(t, "the on-demand snapshot done", func() bool {
+		od := status(t, "spare").OnDemand
+		return od != nil && od.ID == id && od.Phase == "done"
+	})
+	if od := status(t, "spare").OnDemand; od.Documents != 3 {
+		t.Errorf("on-demand snapshot %+v: want the 3 documents with _id >= 900", od)
+	}
+}

@@ -108,7 +108,7 @@ func newRoot(o *opts) *cobra.Command {
 		controlCmd(o, "restart", "Restart a stream's cursor now from its latest position", messages.ControlAction_CONTROL_ACTION_RESTART),
 		deadLetterCmd(o, "replay", "Run a stream's dead letters (all, or --id) through its handler again", messages.ControlAction_CONTROL_ACTION_REPLAY),
 		deadLetterCmd(o, "purge", "Delete a stream's dead letters (all, or --id)", messages.ControlAction_CONTROL_ACTION_PURGE),
-		leaseCmd(o), topCmd(o))
+		snapshotCmd(o), leaseCmd(o), topCmd(o))
 	return root
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -167,10 +168,18 @@ func controlCmd(o *opts, verb, short string, action messages.ControlAction) *cob
 }
 
 func (o *opts) control(cmd *cobra.Command, c *console.Client, action messages.ControlAction, stream, id string) error {
+	name := strings.ToLower(strings.TrimPrefix(action.String(), "CONTROL_ACTION_"))
+	return o.command(cmd, name, stream, func(ctx context.Context, t time.Duration) (*messages.ControlReply, error) {
+		return c.Control(ctx, action, stream, id, t)
+	})
+}
+
+// command runs one control command within the command timeout and prints its reply.
+func (o *opts) command(cmd *cobra.Command, name, stream string, do func(context.Context, time.Duration) (*messages.ControlReply, error)) error {
 	t := o.commandTimeout()
 	ctx, cancel := contextWithTimeout(cmd.Context(), t+5*time.Second)
 	defer cancel()
-	r, err := c.Control(ctx, action, stream, id, t)
+	r, err := do(ctx, t)
 	if r != nil && o.output == "json" {
 		if perr := o.printJSON(r); perr != nil {
 			return perr
@@ -180,10 +189,25 @@ func (o *opts) control(cmd *cobra.Command, c *console.Client, action messages.Co
 		return err
 	}
 	if o.output == "table" {
-		name := strings.ToLower(strings.TrimPrefix(action.String(), "CONTROL_ACTION_"))
 		fmt.Fprintf(o.out, "%s %s: %s\n", name, stream, r.GetDetail())
 	}
 	return nil
+}
+
+func snapshotCmd(o *opts) *cobra.Command {
+	var filter string
+	cmd := &cobra.Command{
+		Use:   "snapshot STREAM",
+		Short: "Re-read a running stream's collection (or the documents matching --filter) through its handlers, without stopping it",
+		Args:  exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			return o.command(cmd, "snapshot", args[0], func(ctx context.Context, t time.Duration) (*messages.ControlReply, error) {
+				return c.OnDemandSnapshot(ctx, args[0], filter, t)
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&filter, "filter", "", `query on the collection, MongoDB Extended JSON (e.g. '{"region": "eu"}'); default every document`)
+	return cmd
 }
 
 func deadLetterCmd(o *opts, verb, short string, action messages.ControlAction) *cobra.Command {

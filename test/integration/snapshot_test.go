@@ -472,22 +472,28 @@ func TestSnapshotPoisonDocument(t *testing.T) {
 	}
 }
 
-// TestSnapshotFilter: a snapshot with a Filter reads only the matching documents (the server
-// filters: the others are never read), and the stream still delivers every later change.
-func TestSnapshotFilter(t *testing.T) {
-	e := newEnv(t)
+// insertKinds inserts orders 1..n into coll, of kind "a" when _id is a multiple of 4, else "b".
+func (e *env) insertKinds(coll string, n int64) {
+	e.t.Helper()
 	e.must(func(ctx context.Context) error {
 		var docs []any
-		for i := int64(1); i <= 200; i++ {
+		for i := int64(1); i <= n; i++ {
 			kind := "b"
 			if i%4 == 0 {
 				kind = "a"
 			}
 			docs = append(docs, Order{ID: i, Kind: kind})
 		}
-		_, err := e.db.Collection("orders").InsertMany(ctx, docs)
+		_, err := e.db.Collection(coll).InsertMany(ctx, docs)
 		return err
 	})
+}
+
+// TestSnapshotFilter: a snapshot with a Filter reads only the matching documents (the server
+// filters: the others are never read), and the stream still delivers every later change.
+func TestSnapshotFilter(t *testing.T) {
+	e := newEnv(t)
+	e.insertKinds("orders", 200)
 	r := e.startRuntime(nil)
 	tg := newTarget()
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "filtered", Collection: "orders",

@@ -1,0 +1,79 @@
+package supervisor
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// fakeOnDemand answers OnDemandSnapshot itself (to the original requester) and counts the
+// AbandonOnDemand it receives.
+type fakeOnDemand struct{ abandons *atomic.Int32 }
+
+func (f *fakeOnDemand) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.OnDemandSnapshot:
+		ctx.Respond(&messages.OnDemandSnapshotReply{Running: "accepted " + m.GetSnapshotId()})
+	case *messages.AbandonOnDemand:
+		f.abandons.Add(1)
+	}
+}
+
+func (h *harness) onDemand(id string) *messages.OnDemandSnapshotReply {
+	h.t.Helper()
+	res, err := h.sys.Root.RequestFuture(h.pid, &messages.OnDemandSnapshot{SnapshotId: id}, waitFor).Result()
+	if err != nil {
+		h.t.Fatalf("OnDemandSnapshot: %v", err)
+	}
+	r, ok := res.(*messages.OnDemandSnapshotReply)
+	if !ok {
+		h.t.Fatalf("reply to OnDemandSnapshot is %T", res)
+	}
+	return r
+}
+
+// A running stream forwards the request to its on-demand sibling, which answers the requester;
+// a restart tells the sibling to abandon its run.
+func TestOnDemandForwardedWhileRunning(t *testing.T) {
+	var abandons atomic.Int32
+	h := newHarnessH(t, func(h *harness, c *Config) {
+		c.Siblings = []Sibling{{Name: "ondemand", Props: actor.PropsFromProducer(func() actor.Actor {
+			return &fakeOnDemand{abandons: &abandons}
+		})}}
+	})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	if r := h.onDemand("s1"); r.GetCode() != "" || r.GetRunning() != "accepted s1" {
+		t.Fatalf("reply %v: want the sibling's acceptance", r)
+	}
+	before := abandons.Load()
+	h.request(&messages.Restart{})
+	pollUntil(t, "AbandonOnDemand on restart", func() bool { return abandons.Load() > before })
+}
+
+// Without the sibling (a database or cluster stream) the answer is unsupported.
+func TestOnDemandUnsupported(t *testing.T) {
+	h := newHarness(t, nil)
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	if r := h.onDemand("s1"); r.GetCode() != "unsupported" {
+		t.Fatalf("reply %v: want unsupported", r)
+	}
+}
+
+// A standby (SINGLE_LEADER, another instance leads) refuses, naming its state.
+func TestOnDemandRefusedOnStandby(t *testing.T) {
+	h, leader, _ := leaderHarness(t)
+	h.await(StateStarting)
+	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
+	h.await(StateStandby)
+	if r := h.onDemand("s1"); r.GetCode() != "not_running" || !strings.Contains(r.GetError(), "standby") {
+		t.Fatalf("reply %v: want not_running naming the standby state", r)
+	}
+}
