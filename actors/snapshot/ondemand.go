@@ -111,7 +111,7 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 	if cfg.Events == nil {
 		cfg.Events = nopEvents{}
 	}
-	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: cfg} }), nil
+	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: &cfg} }), nil
 }
 
 // chunkReady is a chunk read between its watermarks (from the chunk goroutine).
@@ -124,7 +124,7 @@ type chunkReady struct {
 }
 
 type onDemandActor struct {
-	cfg        OnDemandConfig
+	cfg        *OnDemandConfig // shared by every instance (the props keep one copy); never written
 	self       *actor.PID
 	sys        *actor.ActorSystem
 	dispatcher *actor.PID
