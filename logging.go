@@ -7,6 +7,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/watchtree/watchtree/internal/logx"
 )
 
 // deadLetterThrottle is the dead-letter log throttle interval of an actor system the runtime
@@ -40,5 +42,5 @@ func newActorSystem(zl *zap.Logger, extra ...actor.ConfigOption) *actor.ActorSys
 // streamLogger returns the runtime logger with the stream name, carried by every line of the
 // stream's actors.
 func streamLogger(zl *zap.Logger, stream string) *zap.Logger {
-	return zl.With(zap.String("stream", stream))
+	return logx.With(zl, zap.String("stream", stream))
 }

@@ -152,12 +152,12 @@ func (s *snapshotSource) ReadMatching(ctx context.Context, filter, after bson.Ra
 // Mark implements snapshot.OnDemandSource: it inserts doc into SignalsCollection in a session
 // and returns the session's operation time (the insert's cluster time).
 func (s *snapshotSource) Mark(ctx context.Context, doc bson.D) (bson.Timestamp, error) {
-	sess, err := s.signals.Database().Client().StartSession()
+	sess, err := s.client.StartSession()
 	if err != nil {
 		return bson.Timestamp{}, err
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
-	if _, err := s.signals.InsertOne(mongo.NewSessionContext(ctx, sess), doc); err != nil {
+	if _, err := s.client.Database(s.signalsDB).Collection(SignalsCollection).InsertOne(mongo.NewSessionContext(ctx, sess), doc); err != nil {
 		return bson.Timestamp{}, err
 	}
 	ot := sess.OperationTime()

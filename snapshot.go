@@ -56,19 +56,25 @@ func (c *compiledStream) snapshots() bool {
 }
 
 // snapshotSource reads a stream's collection for its snapshot with the driver: primary reads,
-// the snapshot Filter ANDed with the range bounds, sorted on _id (the _id index).
+// the snapshot Filter ANDed with the range bounds, sorted on _id (the _id index). It keeps
+// names, not driver handles: a Database and a Collection handle cost ~1 KB together, every
+// stream has a source, and most never snapshot, so the handles are made per read.
 type snapshotSource struct {
-	coll    *mongo.Collection
-	filter  bson.Raw // nil: every document
-	oplog   *mongo.Collection
-	watcher stream.Watcher
-	comment string
-	signals *mongo.Collection // on-demand snapshots' watermarks (SignalsCollection)
+	client    *mongo.Client
+	db, coll  string
+	filter    bson.Raw // nil: every document
+	watcher   stream.Watcher
+	comment   string
+	signalsDB string // database of the on-demand snapshots' watermarks (SignalsCollection)
 }
 
 func newSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw, w stream.Watcher, comment string) *snapshotSource {
-	return &snapshotSource{coll: client.Database(db).Collection(coll), filter: filter,
-		oplog: client.Database("local").Collection("oplog.rs"), watcher: w, comment: comment}
+	return &snapshotSource{client: client, db: db, coll: coll, filter: filter, watcher: w, comment: comment}
+}
+
+// collection returns a handle on the stream's collection.
+func (s *snapshotSource) collection() *mongo.Collection {
+	return s.client.Database(s.db).Collection(s.coll)
 }
 
 // Watch implements snapshot.Source with the stream's own watcher (its pipeline and namespace),
@@ -104,7 +110,7 @@ func (s *snapshotSource) and(extra ...bson.D) bson.D {
 // have one BSON type class: a range query on _id compares within one type only, so a collection
 // whose _id values mix types (numbers and strings, say) is refused with an error naming them.
 func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Raw, error) {
-	n, err := s.coll.CountDocuments(ctx, s.and())
+	n, err := s.collection().CountDocuments(ctx, s.and())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -149,7 +155,7 @@ func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Ra
 func (s *snapshotSource) idAt(ctx context.Context, dir int, skip int64) (bson.Raw, error) {
 	o := options.Find().SetSort(bson.D{{Key: "_id", Value: dir}}).SetProjection(bson.D{{Key: "_id", Value: 1}}).
 		SetSkip(skip).SetLimit(1)
-	cur, err := s.coll.Find(ctx, s.and(), o)
+	cur, err := s.collection().Find(ctx, s.and(), o)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +187,7 @@ func (s *snapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit
 // find returns up to limit documents matching filter in _id order.
 func (s *snapshotSource) find(ctx context.Context, filter bson.D, limit int) ([]bson.Raw, error) {
 	o := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetBatchSize(int32(limit))
-	cur, err := s.coll.Find(ctx, filter, o)
+	cur, err := s.collection().Find(ctx, filter, o)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +209,7 @@ func (s *snapshotSource) OplogWindow(ctx context.Context) (first, last time.Time
 			Wall time.Time      `bson:"wall"`
 		}
 		o := options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).SetProjection(bson.D{{Key: "ts", Value: 1}, {Key: "wall", Value: 1}})
-		if err := s.oplog.FindOne(ctx, bson.D{}, o).Decode(&e); err != nil {
+		if err := s.client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{}, o).Decode(&e); err != nil {
 			return time.Time{}, false
 		}
 		if !e.Wall.IsZero() {

@@ -299,7 +299,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		if signalsDB == "" {
 			signalsDB = e.watcher.database
 		}
-		src.signals = e.watcher.client.Database(signalsDB).Collection(SignalsCollection)
+		src.signalsDB = signalsDB
 		odProps, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
 			Stream:     cs.name,
 			Instance:   e.records.Instance,

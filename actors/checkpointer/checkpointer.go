@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
@@ -33,10 +34,10 @@ func New(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cfg.Logger = cfg.Logger.With(zap.String("stream", cfg.Stream))
+	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
 	cfg = cfg.boundIO()
 	sh := &shared{}
-	return actor.PropsFromProducer(func() actor.Actor { return newCheckpointer(cfg, sh) }), nil
+	return treekit.Props(func() actor.Actor { return newCheckpointer(&cfg, sh) }), nil
 }
 
 // Internal messages: results of the worker goroutine and timer ticks. They never leave the
@@ -100,7 +101,7 @@ type flushWaiter struct {
 }
 
 type checkpointer struct {
-	cfg  Config
+	cfg  *Config // shared by every instance (the props keep one copy); never written
 	sh   *shared
 	log  *zap.Logger
 	inst uint64
@@ -157,7 +158,7 @@ type checkpointer struct {
 	fenced     bool
 }
 
-func newCheckpointer(cfg Config, sh *shared) *checkpointer {
+func newCheckpointer(cfg *Config, sh *shared) *checkpointer {
 	return &checkpointer{cfg: cfg, sh: sh, log: cfg.Logger, inst: instances.Add(1), t: newTracker(),
 		dispatcher: cfg.Dispatcher}
 }

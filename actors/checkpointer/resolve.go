@@ -245,7 +245,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 				return r
 			}
 			p := position{token: snap.HandoffToken, opTime: snap.HandoffTime, source: store.SourceSnapshot}
-			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, false)
+			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, false)
 		}
 		if !found && cfg.Instance != "" && mode.Kind() == policy.StartResume && cfg.migrate(ctx, r, base) {
 			return r
@@ -287,7 +287,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			if !ok {
 				return r
 			}
-			return persistStart(ctx, cfg, r, p, base, store.SourceSnapshot, mode.Kind() != policy.StartResume)
+			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, mode.Kind() != policy.StartResume)
 		}
 		var p position
 		switch mode.Kind() {
@@ -421,7 +421,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			}
 			p = position{token: tok, opTime: ts, source: store.SourceSnapshot}
 			gapPolicy = store.GapRebuildFromSnapshot
-			sn := newSnapshotRecord(cfg, tok, ts, store.SnapshotReasonRebuild)
+			sn := newSnapshotRecord(*cfg, tok, ts, store.SnapshotReasonRebuild)
 			snap = &sn
 		case policy.HistoryRebuild:
 			if ts.IsZero() {

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -187,7 +189,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
 	if c.Events == nil {
 		c.Events = NopEvents{}
 	}
@@ -203,5 +205,5 @@ func New(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return newDispatcher(cfg) }), nil
+	return treekit.Props(func() actor.Actor { return newDispatcher(&cfg) }), nil
 }

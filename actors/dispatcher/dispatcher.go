@@ -32,7 +32,7 @@ var attaches atomic.Uint64
 // dispatcher is the actor. Every field is touched only on the actor's goroutine, except what the
 // lanes share through laneShared, lane queues and settleBuf.
 type dispatcher struct {
-	cfg  Config
+	cfg  *Config // shared by every instance (the props keep one copy); never written
 	log  *zap.Logger
 	self *actor.PID
 	sys  *actor.ActorSystem
@@ -100,7 +100,7 @@ type dispatcher struct {
 	reported Counts // counts as last reported to the parent (reportCounts)
 }
 
-func newDispatcher(cfg Config) *dispatcher {
+func newDispatcher(cfg *Config) *dispatcher {
 	return &dispatcher{cfg: cfg, log: cfg.Logger}
 }
 

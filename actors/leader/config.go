@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -149,7 +150,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
 	if c.Events == nil {
 		c.Events = NopEvents{}
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -22,7 +23,7 @@ func New(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return &leaderActor{cfg: cfg, log: cfg.Logger} }), nil
+	return treekit.Props(func() actor.Actor { return &leaderActor{cfg: cfg, log: cfg.Logger} }), nil
 }
 
 // op is a lease store call.

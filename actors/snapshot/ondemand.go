@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -105,11 +107,11 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	cfg.Logger = cfg.Logger.With(zap.String("stream", cfg.Stream))
+	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
 	if cfg.Events == nil {
 		cfg.Events = nopEvents{}
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &onDemandActor{cfg: cfg} }), nil
+	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: &cfg} }), nil
 }
 
 // chunkReady is a chunk read between its watermarks (from the chunk goroutine).
@@ -122,7 +124,7 @@ type chunkReady struct {
 }
 
 type onDemandActor struct {
-	cfg        OnDemandConfig
+	cfg        *OnDemandConfig // shared by every instance (the props keep one copy); never written
 	self       *actor.PID
 	sys        *actor.ActorSystem
 	dispatcher *actor.PID

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/errdetail"
+	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -24,7 +25,7 @@ var unsupervised atomic.Uint64
 // streamActor is one instance (incarnation) of the stream actor. protoactor builds a fresh one on
 // every restart; the reader goroutine of an instance is cancelled on Restarting and Stopping.
 type streamActor struct {
-	cfg Config
+	cfg *Config // shared by every instance (the props keep one copy); never written
 	log *zap.Logger
 
 	inc          uint64
@@ -47,7 +48,7 @@ type streamActor struct {
 	snapshotID  string // the snapshot this incarnation waits for (phase SNAPSHOTTING)
 }
 
-func newStreamActor(cfg Config) *streamActor {
+func newStreamActor(cfg *Config) *streamActor {
 	return &streamActor{cfg: cfg, log: cfg.Logger, credit: newCredit()}
 }
 
@@ -90,7 +91,7 @@ func (s *streamActor) onStarted(ctx actor.Context) {
 	s.checkpointer = s.sibling(ctx, s.cfg.CheckpointerPID, s.cfg.Checkpointer)
 	s.dispatcher = s.sibling(ctx, s.cfg.DispatcherPID, s.cfg.Dispatcher)
 	s.snapshot = s.sibling(ctx, s.cfg.SnapshotPID, s.cfg.Snapshot)
-	s.log = s.cfg.Logger.With(zap.Uint64("incarnation", s.inc))
+	s.log = logx.With(s.cfg.Logger, zap.Uint64("incarnation", s.inc))
 	if s.checkpointer == nil || s.dispatcher == nil {
 		// Without a parent and without PIDs there is nobody to talk to: a wiring bug.
 		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
@@ -221,7 +222,7 @@ func (s *streamActor) launch(ctx actor.Context, pos Position, next uint64) {
 	s.nextSeq = next
 	s.stats.next.Store(next)
 	s.phase = messages.StreamPhase_STREAM_PHASE_OPENING
-	s.rd = &reader{cfg: &s.cfg, log: s.log.With(zap.Uint64("generation", s.gen)), root: ctx.ActorSystem().Root,
+	s.rd = &reader{cfg: s.cfg, log: logx.With(s.log, zap.Uint64("generation", s.gen)), root: ctx.ActorSystem().Root,
 		self: s.self, dispatcher: s.dispatcher, inc: s.inc, gen: s.gen, pos: pos, seq: next,
 		credit: s.credit, stats: &s.stats}
 	s.log.Debug("opening the change stream", zap.Stringer("kind", pos.Kind), zap.Uint64("next_seq", next),

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -178,7 +180,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	c.Logger = c.Logger.With(zap.String("stream", c.Stream))
+	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
 	return c
 }
 
@@ -191,5 +193,23 @@ func New(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return newSupervisor(cfg) }), nil
+	// The siblings and the leader run under the child middleware. Their props are wrapped once
+	// here, not on every start, and the caller's are dropped: a tree then keeps one Props per
+	// actor instead of two (the caller's Sibling slice and props are not changed).
+	sibs := make([]Sibling, len(cfg.Siblings))
+	for i, sib := range cfg.Siblings {
+		sib.Props = cfg.underMiddleware(sib.Props, nil)
+		sibs[i] = sib
+	}
+	cfg.Siblings = sibs
+	if cfg.Leader != nil {
+		cfg.Leader = cfg.underMiddleware(cfg.Leader, nil)
+	}
+	return treekit.Props(func() actor.Actor { return newSupervisor(&cfg) }), nil
+}
+
+// underMiddleware returns a copy of props with the child middleware (numbering incarnations
+// from q when q is not nil) and the configured sender middleware.
+func (c *Config) underMiddleware(props *actor.Props, q *incarnations) *actor.Props {
+	return props.Clone(actor.WithReceiverMiddleware(childMiddleware(q)), actor.WithSenderMiddleware(c.SenderMiddleware...))
 }

@@ -19,8 +19,7 @@ func (s *Supervisor) spawnLeader(ctx actor.Context) {
 	if s.cfg.Leader == nil {
 		return
 	}
-	props := s.cfg.Leader.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
-	pid, err := ctx.SpawnNamed(props, s.cfg.LeaderName)
+	pid, err := ctx.SpawnNamed(s.cfg.Leader, s.cfg.LeaderName) // under the child middleware (New)
 	if err != nil {
 		// Only a name clash can get here; without its leader actor the stream never runs.
 		s.log.Error("leader actor spawn failed", zap.Error(err))

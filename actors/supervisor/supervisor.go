@@ -34,7 +34,7 @@ import (
 // Every timer and operator command bumps an epoch; a RestartTick of an older epoch is dropped, so
 // an operator Stop or Start cancels a pending restart even if its timer already fired.
 type Supervisor struct {
-	cfg  Config
+	cfg  *Config // shared by every instance (the props keep one copy); never written
 	log  *zap.Logger
 	self *actor.PID
 	root *actor.RootContext
@@ -105,7 +105,7 @@ var _ actor.SupervisorStrategy = (*Supervisor)(nil)
 // match a current epoch.
 var instances atomic.Uint64
 
-func newSupervisor(cfg Config) *Supervisor {
+func newSupervisor(cfg *Config) *Supervisor {
 	return &Supervisor{
 		epoch:        instances.Add(1) << 32,
 		cfg:          cfg,
@@ -231,8 +231,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.since = s.cfg.Clock.Now()
 	s.spawnLeader(ctx)
 	for _, sib := range s.cfg.Siblings {
-		props := sib.Props.Clone(actor.WithReceiverMiddleware(childMiddleware(nil)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
-		pid, err := ctx.SpawnNamed(props, sib.Name)
+		pid, err := ctx.SpawnNamed(sib.Props, sib.Name) // under the child middleware (New)
 		if err != nil {
 			s.log.Error("sibling spawn failed", zap.String("sibling", sib.Name), zap.Error(err))
 			continue
@@ -288,7 +287,7 @@ func (s *Supervisor) launch(ctx actor.Context, why string) {
 func (s *Supervisor) spawnChild(ctx actor.Context) {
 	q := &incarnations{}
 	q.push(s.inc)
-	props := s.cfg.Child.Clone(actor.WithReceiverMiddleware(childMiddleware(q)), actor.WithSenderMiddleware(s.cfg.SenderMiddleware...))
+	props := s.cfg.underMiddleware(s.cfg.Child, q)
 	pid, err := ctx.SpawnNamed(props, s.cfg.ChildName)
 	if err != nil {
 		// Only a name clash can get here; treat it as a death so the policy retries later.

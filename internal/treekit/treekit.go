@@ -86,3 +86,15 @@ func Fail(ctx actor.Context, err error) {
 	// middleware hands a *Failure on unchanged, so the supervisor sees the same reason.
 	panic(f)
 }
+
+// Props returns the props of one actor of a stream tree, made by producer, with protoactor's
+// lock-free unbounded mailbox. protoactor's default mailbox preallocates a ring of ten slots
+// for user messages (~230 B with its structs) in every actor, and an idle runtime holds four
+// or five actors per stream; the lock-free queue starts with one 16-byte node and allocates a
+// node per message, and the tree's messages travel per batch of events, not per event.
+func Props(producer actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(producer, actor.WithMailbox(lockfreeMailbox))
+}
+
+// lockfreeMailbox is the mailbox producer of Props; one for every tree.
+var lockfreeMailbox = actor.UnboundedLockfree()

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,6 +119,9 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 
 		rt, stop := startRuntime(b, cl, nil)
 		before := readMem()
+		if path := os.Getenv("WATCHTREE_IDLE_HEAPPROFILE"); path != "" {
+			writeHeapProfile(b, path+".before")
+		}
 		start := time.Now()
 		for s := range idleStreams {
 			name := fmt.Sprintf("idle-%04d-%d", s, i)
@@ -150,6 +155,9 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		time.Sleep(idleSettle) // a steady state to measure, not a wait for a condition
 		idleWrites := float64(ckptWrites.Load()-writesBefore) / idleSettle.Seconds()
 		after := readMem()
+		if path := os.Getenv("WATCHTREE_IDLE_HEAPPROFILE"); path != "" {
+			writeHeapProfile(b, path)
+		}
 		stop()
 
 		heap, stack, gor := perStream(before, after)
@@ -162,5 +170,20 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		b.ReportMetric(idleWrites, "idle-checkpoint-writes/s")
 		b.ReportMetric(gor, "goroutines/stream")
 		b.ReportMetric(spawnMS, "spawn-ms/stream")
+	}
+}
+
+// writeHeapProfile writes the heap profile (live objects as of the last GC) to path: set
+// WATCHTREE_IDLE_HEAPPROFILE to see what the idle streams hold while they still run (the
+// -memprofile of go test is written after they stopped).
+func writeHeapProfile(b *testing.B, path string) {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatalf("heap profile: %v", err)
 	}
 }
