@@ -316,7 +316,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		if err != nil {
 			return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.name, err)
 		}
-		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Props: odProps})
+		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Props: odProps, Lazy: true})
 	}
 	var leaderProps *actor.Props
 	if leases != nil {

@@ -27,6 +27,10 @@ type Sibling struct {
 	Name string
 	// Props spawns the sibling. Required.
 	Props *actor.Props
+	// Lazy defers the spawn to the first request that needs the sibling (the on-demand snapshot
+	// actor: most streams never take one, and an idle stream should not pay for the actor).
+	// Default false: spawned with the supervisor.
+	Lazy bool
 }
 
 // Config configures one stream supervisor. Only Stream and Child are required; every other zero

@@ -77,3 +77,32 @@ func TestOnDemandRefusedOnStandby(t *testing.T) {
 		t.Fatalf("reply %v: want not_running naming the standby state", r)
 	}
 }
+
+// A Lazy sibling is spawned by the first request that needs it, once: an idle stream that never
+// takes an on-demand snapshot holds no actor for it.
+func TestOnDemandLazySiblingSpawnedByFirstRequest(t *testing.T) {
+	var spawned, abandons atomic.Int32
+	h := newHarnessH(t, func(h *harness, c *Config) {
+		c.Siblings = []Sibling{{Name: "ondemand", Lazy: true, Props: actor.PropsFromProducer(func() actor.Actor {
+			spawned.Add(1)
+			return &fakeOnDemand{abandons: &abandons}
+		})}}
+	})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	if n := spawned.Load(); n != 0 {
+		t.Fatalf("lazy sibling spawned %d times before any request", n)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		if r := h.onDemand(id); r.GetCode() != "" || r.GetRunning() != "accepted "+id {
+			t.Fatalf("reply %v: want the sibling's acceptance of %s", r, id)
+		}
+	}
+	if n := spawned.Load(); n != 1 {
+		t.Fatalf("lazy sibling spawned %d times for two requests, want 1", n)
+	}
+	before := abandons.Load()
+	h.request(&messages.Restart{})
+	pollUntil(t, "AbandonOnDemand on restart", func() bool { return abandons.Load() > before })
+}

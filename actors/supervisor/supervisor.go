@@ -231,13 +231,9 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.since = s.cfg.Clock.Now()
 	s.spawnLeader(ctx)
 	for _, sib := range s.cfg.Siblings {
-		pid, err := ctx.SpawnNamed(sib.Props, sib.Name) // under the child middleware (New)
-		if err != nil {
-			s.log.Error("sibling spawn failed", zap.String("sibling", sib.Name), zap.Error(err))
-			continue
+		if !sib.Lazy {
+			s.spawnSibling(ctx, sib)
 		}
-		s.siblings = append(s.siblings, pid)
-		s.siblingNames[pid.Id] = sib.Name
 	}
 	if s.cfg.StartStopped {
 		s.transition(StateStopped, "spawned stopped; waiting for an operator start", nil)
@@ -248,6 +244,33 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 		return
 	}
 	s.launch(ctx, "spawned")
+}
+
+// spawnSibling spawns sib under the supervisor (and its child middleware, see New); nil when
+// the spawn failed, which is logged.
+func (s *Supervisor) spawnSibling(ctx actor.Context, sib Sibling) *actor.PID {
+	pid, err := ctx.SpawnNamed(sib.Props, sib.Name)
+	if err != nil {
+		s.log.Error("sibling spawn failed", zap.String("sibling", sib.Name), zap.Error(err))
+		return nil
+	}
+	s.siblings = append(s.siblings, pid)
+	s.siblingNames[pid.Id] = sib.Name
+	return pid
+}
+
+// lazySibling returns the sibling called name, spawning it first when it is a Lazy one not
+// spawned yet; nil when there is none.
+func (s *Supervisor) lazySibling(ctx actor.Context, name string) *actor.PID {
+	if pid := s.siblingByName(name); pid != nil || name == "" {
+		return pid
+	}
+	for _, sib := range s.cfg.Siblings {
+		if sib.Lazy && sib.Name == name {
+			return s.spawnSibling(ctx, sib)
+		}
+	}
+	return nil
 }
 
 // launch (re)starts the stream actor as a new incarnation and enters starting.
@@ -745,7 +768,7 @@ func (s *Supervisor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot)
 			Error: fmt.Sprintf("the stream is %s here, not running (%s)", s.state, s.why)})
 		return
 	}
-	pid := s.siblingByName(s.cfg.OnDemand)
+	pid := s.lazySibling(ctx, s.cfg.OnDemand)
 	if pid == nil {
 		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "unsupported", Error: "the stream has no on-demand snapshot actor"})
 		return
