@@ -188,7 +188,9 @@ func (t *tracker) advance() bool {
 		if last.invalidate {
 			src = SourceInvalidate
 		}
-		t.pos = position{token: last.token, startAfter: last.invalidate, source: src, seq: t.lwm}
+		// A copy: the settlement's token may share a whole server reply's memory, which a
+		// position kept for long (an idle stream's) must not pin.
+		t.pos = position{token: bytes.Clone(last.token), startAfter: last.invalidate, source: src, seq: t.lwm}
 		t.version++
 	}
 	i := 0

@@ -133,9 +133,10 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
-	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
+	var lastOp []byte  // the latest drop, rename or dropDatabase (a sub-slice of its event): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
 	splits := cursorSplits(cur)
+	stable := cursorStable(cur)
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
@@ -151,9 +152,12 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			if !cur.TryNext(ctx) {
 				break
 			}
-			// One copy of the event (the driver's Current is valid only until the next
-			// TryNext) and one walk of its envelope.
-			raw := bytes.Clone(cur.Current())
+			// The driver's event as it is (a sub-slice of its reply, which it never reuses),
+			// or a copy when the cursor may overwrite it; then one walk of its envelope.
+			raw := cur.Current()
+			if !stable {
+				raw = bytes.Clone(raw)
+			}
 			env := scanEnvelope(raw, splits)
 			if env.hasSplit {
 				frag, of, err := splitInfo(env.split)
@@ -189,10 +193,13 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			op := env.op
 			if string(op) == "invalidate" { // no allocation
 				ev.Invalidate = true
-				invalidate = ev.ResumeToken
+				invalidate = bytes.Clone(ev.ResumeToken) // kept past the batch: no reply pinned
 				break
 			}
-			lastOp = op
+			switch string(op) {
+			case "drop", "rename", "dropDatabase":
+				lastOp = op
+			}
 			if cur.RemainingBatchLength() == 0 {
 				break // do not start a getMore (it may wait MaxAwaitTime) while holding events
 			}
