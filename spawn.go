@@ -446,11 +446,7 @@ func (s streamEvents) Invalidated(ev stream.InvalidatedEvent) {
 	if ev.Restart {
 		action = InvalidateRestart
 	}
-	cause := OperationType(ev.Cause)
-	if cause == "" {
-		cause = s.e.watcher.invalidateCause()
-	}
-	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: cause, Action: action})
+	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: OperationType(ev.Cause), Action: action})
 }
 
 // CursorFailed is reported as the supervisor's Stopped{Crashed} that follows.

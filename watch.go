@@ -34,8 +34,7 @@ type driverWatcher struct {
 	client   *mongo.Client // Stream.Client, else Config.Client
 	database string        // resolved watched database (empty for a cluster stream)
 	maxAwait time.Duration
-	lastDDL  atomic.Value // OperationType of the latest drop/rename/dropDatabase read
-	pipeline []bson.Raw   // the stages after $changeStream: see excludeStores
+	pipeline []bson.Raw // the stages after $changeStream: see excludeStores
 	// splits caches whether the server has $changeStreamSplitLargeEvent (SplitAuto): 0 not
 	// asked yet, 1 yes, 2 no. Written by whichever open asks first; every answer is the same.
 	splits atomic.Int32
@@ -115,8 +114,7 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	if err != nil {
 		return nil, err
 	}
-	w.lastDDL.Store(OperationType(""))
-	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, lastDDL: &w.lastDDL, maxAwait: maxAwait, splits: splits}, nil
+	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, maxAwait: maxAwait, splits: splits}, nil
 }
 
 // boundedWatcher is the stream actor's Watcher: w with every wait for the server bounded by
@@ -152,27 +150,20 @@ func (b boundedWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	return oc, nil
 }
 
-// invalidateCause returns the operation type (drop, rename, dropDatabase) of the latest such
-// event read by the current cursor: what an invalidate that follows was caused by.
-func (w *driverWatcher) invalidateCause() OperationType {
-	op, _ := w.lastDDL.Load().(OperationType)
-	return op
-}
-
 // opCursor is the stream actor's cursor: the stream package's adapter of *mongo.ChangeStream,
-// which also remembers the last namespace-level operation read (for Invalidated.Cause).
+// with every getMore bounded (see boundedWatcher). It does not look into events: the reader
+// walks each envelope once (and names an invalidate's cause from the event before it).
 type opCursor struct {
 	stream.Cursor
 	cs       *mongo.ChangeStream
-	lastDDL  *atomic.Value
 	maxAwait time.Duration
 	getMore  time.Duration // bound of a TryNext that may run a getMore; 0: none (boundedWatcher sets it)
 	timedOut bool          // the last TryNext ran out of getMore: Err says so
 	splits   bool          // the pipeline ends with $changeStreamSplitLargeEvent
 }
 
-// TryNext reads the next event, noting drop, rename and dropDatabase events. A call that may
-// run a getMore (the driver's batch is used up) is bounded by getMore when set.
+// TryNext reads the next event. A call that may run a getMore (the driver's batch is used up)
+// is bounded by getMore when set.
 func (c *opCursor) TryNext(ctx context.Context) bool {
 	var ok bool
 	if c.getMore > 0 && c.cs.RemainingBatchLength() == 0 {
@@ -183,20 +174,14 @@ func (c *opCursor) TryNext(ctx context.Context) bool {
 	} else {
 		ok = c.Cursor.TryNext(ctx)
 	}
-	if !ok {
-		return false
-	}
-	if op, ok := peekOperationType(c.cs.Current); ok {
-		switch op {
-		case OpDrop, OpRename, OpDropDatabase:
-			c.lastDDL.Store(op)
-		}
-	}
-	return true
+	return ok
 }
 
 // ID returns the server cursor id (0 once the server closed the cursor).
 func (c *opCursor) ID() int64 { return c.cs.ID() }
+
+// CurrentIsStable is true: Current is a sub-slice of a driver reply, which is never reused.
+func (c *opCursor) CurrentIsStable() bool { return true }
 
 // SplitsEvents reports whether the server may split events of this cursor (its pipeline ends
 // with $changeStreamSplitLargeEvent); without it the reader does not look for splitEvent.
