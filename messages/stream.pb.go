@@ -402,7 +402,8 @@ func (x *Progress) GetPostBatchResumeToken() []byte {
 	return nil
 }
 
-// Settled reports one finished event to the checkpointer.
+// Settled reports one finished snapshot event to the snapshot actor that sent it
+// (SnapshotSettled); live events settle to the checkpointer in SettledRun runs.
 type Settled struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -473,18 +474,103 @@ func (x *Settled) GetInvalidate() bool {
 	return false
 }
 
-// SettledBatch carries settlements from the dispatcher to the checkpointer, in batches.
+// SettledRun is a run of consecutive seqs of one incarnation that settled with the same outcome:
+// seqs first_seq .. first_seq+count-1. Only the last event's token travels: the low-water mark
+// passes a run of settled seqs whole or not at all, so no position can stop inside one.
+type SettledRun struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	// count is the number of seqs in the run, at least 1.
+	Count   uint32  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Outcome Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
+	// last_token is the resume token (the _id document, BSON) of the run's last event.
+	LastToken []byte `protobuf:"bytes,4,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// invalidate: the run's last event is an invalidate (its token is a startAfter position
+	// only). An invalidate always ends its run.
+	Invalidate    bool `protobuf:"varint,5,opt,name=invalidate,proto3" json:"invalidate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettledRun) Reset() {
+	*x = SettledRun{}
+	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettledRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettledRun) ProtoMessage() {}
+
+func (x *SettledRun) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettledRun.ProtoReflect.Descriptor instead.
+func (*SettledRun) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SettledRun) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *SettledRun) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SettledRun) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *SettledRun) GetLastToken() []byte {
+	if x != nil {
+		return x.LastToken
+	}
+	return nil
+}
+
+func (x *SettledRun) GetInvalidate() bool {
+	if x != nil {
+		return x.Invalidate
+	}
+	return false
+}
+
+// SettledBatch carries settlements from the dispatcher to the checkpointer, in batches: a few
+// runs per batch instead of one entry per event.
 type SettledBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Settled       []*Settled             `protobuf:"bytes,2,rep,name=settled,proto3" json:"settled,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// runs are in increasing seq order and do not overlap.
+	Runs          []*SettledRun `protobuf:"bytes,3,rep,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SettledBatch) Reset() {
 	*x = SettledBatch{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +582,7 @@ func (x *SettledBatch) String() string {
 func (*SettledBatch) ProtoMessage() {}
 
 func (x *SettledBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +595,7 @@ func (x *SettledBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledBatch.ProtoReflect.Descriptor instead.
 func (*SettledBatch) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SettledBatch) GetIncarnation() uint64 {
@@ -519,9 +605,9 @@ func (x *SettledBatch) GetIncarnation() uint64 {
 	return 0
 }
 
-func (x *SettledBatch) GetSettled() []*Settled {
+func (x *SettledBatch) GetRuns() []*SettledRun {
 	if x != nil {
-		return x.Settled
+		return x.Runs
 	}
 	return nil
 }
@@ -561,10 +647,20 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"a\n" +
+	"invalidate\"\xaf\x01\n" +
+	"\n" +
+	"SettledRun\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12/\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x04 \x01(\fR\tlastToken\x12\x1e\n" +
+	"\n" +
+	"invalidate\x18\x05 \x01(\bR\n" +
+	"invalidate\"d\n" +
 	"\fSettledBatch\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12/\n" +
-	"\asettled\x18\x02 \x03(\v2\x15.watchtree.v1.SettledR\asettled*\x94\x01\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12,\n" +
+	"\x04runs\x18\x03 \x03(\v2\x18.watchtree.v1.SettledRunR\x04runsJ\x04\b\x02\x10\x03*\x94\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_HANDLED\x10\x01\x12\x14\n" +
@@ -586,7 +682,7 @@ func file_watchtree_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_watchtree_v1_stream_proto_goTypes = []any{
 	(Outcome)(0),         // 0: watchtree.v1.Outcome
 	(*Event)(nil),        // 1: watchtree.v1.Event
@@ -595,17 +691,19 @@ var file_watchtree_v1_stream_proto_goTypes = []any{
 	(*Demand)(nil),       // 4: watchtree.v1.Demand
 	(*Progress)(nil),     // 5: watchtree.v1.Progress
 	(*Settled)(nil),      // 6: watchtree.v1.Settled
-	(*SettledBatch)(nil), // 7: watchtree.v1.SettledBatch
+	(*SettledRun)(nil),   // 7: watchtree.v1.SettledRun
+	(*SettledBatch)(nil), // 8: watchtree.v1.SettledBatch
 }
 var file_watchtree_v1_stream_proto_depIdxs = []int32{
 	1, // 0: watchtree.v1.EventBatch.events:type_name -> watchtree.v1.Event
 	0, // 1: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
-	6, // 2: watchtree.v1.SettledBatch.settled:type_name -> watchtree.v1.Settled
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 2: watchtree.v1.SettledRun.outcome:type_name -> watchtree.v1.Outcome
+	7, // 3: watchtree.v1.SettledBatch.runs:type_name -> watchtree.v1.SettledRun
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_stream_proto_init() }
@@ -619,7 +717,7 @@ func file_watchtree_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_stream_proto_rawDesc), len(file_watchtree_v1_stream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

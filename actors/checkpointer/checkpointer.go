@@ -326,8 +326,6 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 
 // isInvalidate reports whether a settlement is an invalidate event (flagged by the stream
 // actor on the Event and copied by the dispatcher).
-func isInvalidate(s *messages.Settled) bool { return s.GetInvalidate() }
-
 func errString(err error) string {
 	if err == nil {
 		return ""

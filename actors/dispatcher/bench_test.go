@@ -70,7 +70,9 @@ type benchSink struct {
 
 func (s *benchSink) Receive(ctx actor.Context) {
 	if b, ok := ctx.Message().(*messages.SettledBatch); ok {
-		s.settled += len(b.Settled)
+		for _, r := range b.Runs {
+			s.settled += int(r.Count)
+		}
 		if s.settled == s.want {
 			close(s.done)
 		}

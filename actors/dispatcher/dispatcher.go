@@ -556,8 +556,10 @@ func (d *dispatcher) flushAll(ctx actor.Context) {
 	clear(d.pending[len(d.pending):cap(d.pending)])
 }
 
-// sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations. The
-// Settled messages of a batch share one allocation.
+// sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations,
+// each as runs of consecutive seqs with one outcome (see SettledRun). ss is sorted by seq first:
+// lanes settle out of order, and a batch is a set to the checkpointer, which moves its
+// low-water mark once per batch.
 func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 	for len(ss) > 0 {
 		inc := ss[0].incarnation
@@ -565,19 +567,10 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 		for n < len(ss) && ss[n].incarnation == inc {
 			n++
 		}
-		run := ss[:n]
+		batch := ss[:n]
 		ss = ss[n:]
-		slab := make([]messages.Settled, len(run))
-		ptrs := make([]*messages.Settled, len(run))
-		for i := range run {
-			slab[i].Seq = run[i].seq
-			slab[i].ResumeToken = run[i].token
-			slab[i].Outcome = run[i].outcome
-			slab[i].Invalidate = run[i].invalidate
-			ptrs[i] = &slab[i]
-		}
 		if d.checkpointer != nil {
-			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Settled: ptrs})
+			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Runs: settledRuns(batch)})
 		}
 	}
 	c := d.counts

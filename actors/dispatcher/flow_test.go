@@ -165,7 +165,7 @@ func TestProgressPrecedesSettled(t *testing.T) {
 					t.Fatalf("Progress %v", m)
 				}
 			case *messages.SettledBatch:
-				for _, s := range m.Settled {
+				for _, s := range expandRuns(t, m.Runs) {
 					settledAfter[s.Seq] = maxThrough
 				}
 			}
@@ -319,7 +319,7 @@ func TestSettleBatching(t *testing.T) {
 			case m := <-h.cpCh:
 				if b, ok := m.(*messages.SettledBatch); ok {
 					var s []uint64
-					for _, x := range b.Settled {
+					for _, x := range expandRuns(t, b.Runs) {
 						s = append(s, x.Seq)
 					}
 					batches = append(batches, s)
@@ -599,7 +599,7 @@ func TestCheckpointerResolution(t *testing.T) {
 	if _, ok := next(other).(*messages.Progress); !ok {
 		t.Fatal("Progress did not go to the attached checkpointer")
 	}
-	if b, ok := next(other).(*messages.SettledBatch); !ok || b.Settled[0].Seq != 1 {
+	if b, ok := next(other).(*messages.SettledBatch); !ok || b.Runs[0].FirstSeq != 1 {
 		t.Fatalf("got %v, want SettledBatch", b)
 	}
 	for _, p := range []*actor.PID{parent, otherPID, stream} {

@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -63,4 +65,43 @@ func (s *settleBuf) take(spare []settlement) (out []settlement, urgent bool) {
 	s.buf = spare[:0]
 	s.mu.Unlock()
 	return out, urgent
+}
+
+// settledRuns sorts ss by seq and encodes it as runs of consecutive seqs with one outcome. A
+// run ends at an invalidate, a gap, an outcome change or a repeated seq; it carries its last
+// event's token only. The runs share one allocation.
+func settledRuns(ss []settlement) []*messages.SettledRun {
+	if !slices.IsSortedFunc(ss, bySeq) {
+		slices.SortFunc(ss, bySeq)
+	}
+	n := 1
+	for i := 1; i < len(ss); i++ {
+		if !continues(&ss[i-1], &ss[i]) {
+			n++
+		}
+	}
+	slab := make([]messages.SettledRun, n)
+	runs := make([]*messages.SettledRun, n)
+	r := 0
+	for i := range ss {
+		s := &ss[i]
+		if i > 0 && continues(&ss[i-1], s) {
+			slab[r].Count++
+		} else {
+			if i > 0 {
+				r++
+			}
+			slab[r].FirstSeq, slab[r].Count, slab[r].Outcome = s.seq, 1, s.outcome
+			runs[r] = &slab[r]
+		}
+		slab[r].LastToken, slab[r].Invalidate = s.token, s.invalidate
+	}
+	return runs
+}
+
+func bySeq(a, b settlement) int { return cmp.Compare(a.seq, b.seq) }
+
+// continues reports whether s extends the run that prev ends.
+func continues(prev, s *settlement) bool {
+	return s.seq == prev.seq+1 && s.outcome == prev.outcome && !prev.invalidate
 }
