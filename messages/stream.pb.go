@@ -89,8 +89,9 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{0}
 }
 
-// Event is one change event as read from the cursor. Decoding to the user's type happens once,
-// in the dispatcher; until then the event travels as the server's raw BSON.
+// Event is one snapshot event (SnapshotBatch, WindowChunk). Decoding to the user's type happens
+// once, in the dispatcher; until then the event travels as raw BSON. Change events travel in
+// EventBatch's columns instead.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// seq numbers events of one stream incarnation from 1, without gaps.
@@ -164,12 +165,19 @@ func (x *Event) GetInvalidate() bool {
 	return false
 }
 
-// EventBatch carries events from the stream actor to the dispatcher.
+// EventBatch carries events from the stream actor to the dispatcher. The events travel as
+// columns, not as one Event message each: their seqs are consecutive and end at through_seq, and
+// each event's resume token is its own _id field.
 type EventBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// incarnation identifies the cursor that read the batch; stale incarnations are dropped.
-	Incarnation uint64   `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Events      []*Event `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Incarnation uint64 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// raw holds the change event documents exactly as the server sent them, in seq order: raw[i]
+	// has seq through_seq - len(raw) + 1 + i.
+	Raw [][]byte `protobuf:"bytes,5,rep,name=raw,proto3" json:"raw,omitempty"`
+	// ends_with_invalidate: the last event of raw is an invalidate event (the reader ends its
+	// batch there); its token is never a resumeAfter position, only a startAfter one.
+	EndsWithInvalidate bool `protobuf:"varint,6,opt,name=ends_with_invalidate,json=endsWithInvalidate,proto3" json:"ends_with_invalidate,omitempty"`
 	// post_batch_resume_token is the server's PBRT for the batch (BSON), present on empty
 	// batches too, so that idle streams keep their position fresh.
 	PostBatchResumeToken []byte `protobuf:"bytes,3,opt,name=post_batch_resume_token,json=postBatchResumeToken,proto3" json:"post_batch_resume_token,omitempty"`
@@ -218,11 +226,18 @@ func (x *EventBatch) GetIncarnation() uint64 {
 	return 0
 }
 
-func (x *EventBatch) GetEvents() []*Event {
+func (x *EventBatch) GetRaw() [][]byte {
 	if x != nil {
-		return x.Events
+		return x.Raw
 	}
 	return nil
+}
+
+func (x *EventBatch) GetEndsWithInvalidate() bool {
+	if x != nil {
+		return x.EndsWithInvalidate
+	}
+	return false
 }
 
 func (x *EventBatch) GetPostBatchResumeToken() []byte {
@@ -623,14 +638,15 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"\xb3\x01\n" +
+	"invalidate\"\xd0\x01\n" +
 	"\n" +
 	"EventBatch\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
-	"\x06events\x18\x02 \x03(\v2\x13.watchtree.v1.EventR\x06events\x125\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x10\n" +
+	"\x03raw\x18\x05 \x03(\fR\x03raw\x120\n" +
+	"\x14ends_with_invalidate\x18\x06 \x01(\bR\x12endsWithInvalidate\x125\n" +
 	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\x12\x1f\n" +
 	"\vthrough_seq\x18\x04 \x01(\x04R\n" +
-	"throughSeq\"-\n" +
+	"throughSeqJ\x04\b\x02\x10\x03\"-\n" +
 	"\tSubscribe\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"B\n" +
 	"\x06Demand\x12 \n" +
@@ -695,15 +711,14 @@ var file_watchtree_v1_stream_proto_goTypes = []any{
 	(*SettledBatch)(nil), // 8: watchtree.v1.SettledBatch
 }
 var file_watchtree_v1_stream_proto_depIdxs = []int32{
-	1, // 0: watchtree.v1.EventBatch.events:type_name -> watchtree.v1.Event
-	0, // 1: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
-	0, // 2: watchtree.v1.SettledRun.outcome:type_name -> watchtree.v1.Outcome
-	7, // 3: watchtree.v1.SettledBatch.runs:type_name -> watchtree.v1.SettledRun
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0, // 0: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
+	0, // 1: watchtree.v1.SettledRun.outcome:type_name -> watchtree.v1.Outcome
+	7, // 2: watchtree.v1.SettledBatch.runs:type_name -> watchtree.v1.SettledRun
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_stream_proto_init() }

@@ -271,16 +271,20 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 		}
 		d.stats.StaleBatches++
 		d.log.Debug("stale EventBatch dropped; the new cursor re-reads its events",
-			zap.Uint64("incarnation", b.Incarnation), zap.Uint64("current", d.incarnation), zap.Int("events", len(b.Events)))
+			zap.Uint64("incarnation", b.Incarnation), zap.Uint64("current", d.incarnation), zap.Int("events", len(b.Raw)))
 		return
 	}
 	if d.draining || d.drained {
 		d.stats.StaleBatches++
 		d.log.Debug("EventBatch dropped while draining; its events stay unsettled and are re-read on the next start",
-			zap.Int("events", len(b.Events)))
+			zap.Int("events", len(b.Raw)))
 		return
 	}
-	n := len(b.Events)
+	n := len(b.Raw)
+	if uint64(n) > b.ThroughSeq {
+		panic(fmt.Errorf("dispatcher: stream %q: EventBatch of %d events through seq %d (seqs start at 1; protocol error)",
+			d.cfg.Stream, n, b.ThroughSeq))
+	}
 	if n > d.credit {
 		panic(fmt.Errorf("dispatcher: stream %q: EventBatch of %d events exceeds the credit %d of incarnation %d (protocol error)",
 			d.cfg.Stream, n, d.credit, b.Incarnation))
@@ -303,34 +307,31 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 		d.reportCounts(ctx) // an idle stream's position moves on: its lag stays current
 		return
 	}
-	d.acceptLive(ctx, b.Events, b.Incarnation, b.PostBatchResumeToken)
+	d.acceptLive(ctx, b)
 	if n == 0 {
 		d.reportCounts(ctx)
 	}
 }
 
-// accept hands accepted events to their lanes, or holds them behind a barrier.
-func (d *dispatcher) accept(events []*messages.Event, inc uint64, snap bool) {
-	n := len(events)
-	if len(d.held) > 0 || d.barrier {
-		for _, ev := range events {
-			d.held = append(d.held, item{ev: ev, incarnation: inc, snap: snap})
-		}
-	} else if d.cfg.Lanes == 1 {
-		d.stage[0] = d.stage[0][:0]
-		for _, ev := range events {
-			d.stage[0] = append(d.stage[0], item{ev: ev, incarnation: inc, snap: snap})
-		}
-		d.inLanes += n
-	} else {
-		for i, ev := range events {
-			if !d.route(item{ev: ev, incarnation: inc, snap: snap}) {
-				for _, ev := range events[i:] {
-					d.held = append(d.held, item{ev: ev, incarnation: inc, snap: snap})
-				}
-				break
-			}
-		}
+// acceptItem hands an accepted event to its lane, or holds it behind a barrier (once one event
+// of a batch is held, the rest of the batch is too: held events keep their order). Call
+// pushStaged after the batch.
+func (d *dispatcher) acceptItem(it item) {
+	switch {
+	case len(d.held) > 0 || d.barrier:
+		d.held = append(d.held, it)
+	case d.cfg.Lanes == 1:
+		d.stage[0] = append(d.stage[0], it)
+		d.inLanes++
+	case !d.route(it):
+		d.held = append(d.held, it)
+	}
+}
+
+// acceptSnapshot accepts snapshot events of run.
+func (d *dispatcher) acceptSnapshot(events []*messages.Event, run uint64) {
+	for _, ev := range events {
+		d.acceptItem(item{ev: snapshotEvent(ev), incarnation: run, snap: true})
 	}
 	d.pushStaged()
 }
@@ -374,7 +375,7 @@ func (d *dispatcher) onSnapshotBatch(ctx actor.Context, b *messages.SnapshotBatc
 	d.snapCredit -= n
 	d.snapInFlight += n
 	if n > 0 {
-		d.accept(b.Events, b.GetRun(), true)
+		d.acceptSnapshot(b.Events, b.GetRun())
 	}
 }
 
@@ -437,7 +438,7 @@ func (d *dispatcher) route(it item) bool {
 	if d.barrier {
 		return false
 	}
-	key, ok := laneKey(it.ev.Raw)
+	key, ok := laneKey(it.ev.raw)
 	if !ok {
 		if d.inLanes > 0 {
 			return false

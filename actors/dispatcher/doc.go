@@ -6,7 +6,7 @@
 //
 //	stream actor → Subscribe{incarnation}           (send it as a request: Demand goes to the sender)
 //	dispatcher   → Demand{incarnation, credit}       credit = Capacity − events in flight, then more as they settle
-//	stream actor → EventBatch{incarnation, events, post_batch_resume_token, through_seq}   within its credit
+//	stream actor → EventBatch{incarnation, raw, post_batch_resume_token, through_seq}   within its credit
 //	dispatcher   → Progress{incarnation, through_seq, pbrt}   to the checkpointer, per accepted batch,
 //	                                                            before any Settled of that batch
 //	dispatcher   → SettledBatch{incarnation, runs: [{first_seq, count, outcome, last_token}]}   to the checkpointer

@@ -447,7 +447,7 @@ func TestRestartingInstanceEndsItsLanes(t *testing.T) {
 	pid := sys.Root.Spawn(props) // a root actor: protoactor restarts it on failure
 	sys.Root.RequestWithCustomSender(pid, &messages.Subscribe{Incarnation: 1}, cp)
 	e := mkEvent(1, "a").build()
-	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 1, Events: []*messages.Event{{Seq: 1, Raw: e.raw, ResumeToken: e.token}}})
+	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
 	eventually(t, "handler running", func() bool { return g.running.Load() == 1 })
 	// An over-credit batch of a newer incarnation fails the instance; protoactor restarts it.
 	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 9})
@@ -595,7 +595,7 @@ func TestCheckpointerResolution(t *testing.T) {
 	sys.Root.RequestWithCustomSender(disp, &messages.Subscribe{Incarnation: 1}, stream)
 	next(streamCh)
 	e := mkEvent(1, "a").build()
-	sys.Root.Send(disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Events: []*messages.Event{{Seq: 1, Raw: e.raw, ResumeToken: e.token}}})
+	sys.Root.Send(disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
 	if _, ok := next(other).(*messages.Progress); !ok {
 		t.Fatal("Progress did not go to the attached checkpointer")
 	}
@@ -607,17 +607,16 @@ func TestCheckpointerResolution(t *testing.T) {
 	}
 }
 
-// The stream actor flags an invalidate Event; the dispatcher must carry the flag to its Settled,
-// because the checkpointer may use an invalidate's token only as a startAfter position.
+// The stream actor flags a batch that ends with an invalidate; the dispatcher must carry the flag
+// to the invalidate's settlement, because the checkpointer may use an invalidate's token only as
+// a startAfter position.
 func TestInvalidateFlagReachesSettled(t *testing.T) {
 	h := newHarness(t, &fakeRouter{handle: func(context.Context, call) error { return nil }})
 	h.subscribe(1)
 	ins := mkEvent(1, "a").build()
 	inv := tev{seq: 2, op: "invalidate"}.build()
-	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 2, Events: []*messages.Event{
-		{Seq: ins.seq, Raw: ins.raw, ResumeToken: ins.token},
-		{Seq: inv.seq, Raw: inv.raw, ResumeToken: inv.token, Invalidate: true},
-	}})
+	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 2, Raw: [][]byte{ins.raw, inv.raw},
+		EndsWithInvalidate: true})
 	h.credit -= 2
 	h.waitSettled(1, 2)
 	if h.settled[1].GetInvalidate() || !h.settled[2].GetInvalidate() {

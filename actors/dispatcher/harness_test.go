@@ -427,9 +427,12 @@ func (h *harness) send(evs ...tev) {
 
 func (h *harness) sendInc(inc uint64, evs ...tev) {
 	b := &messages.EventBatch{Incarnation: inc, PostBatchResumeToken: []byte("pbrt")}
-	for _, e := range evs {
+	for i, e := range evs {
 		e = e.build()
-		b.Events = append(b.Events, &messages.Event{Seq: e.seq, Raw: e.raw, ResumeToken: e.token})
+		if i > 0 && e.seq != b.ThroughSeq+1 {
+			h.t.Fatalf("harness: seqs of one EventBatch must be consecutive: %d after %d", e.seq, b.ThroughSeq)
+		}
+		b.Raw = append(b.Raw, e.raw)
 		b.ThroughSeq = e.seq
 	}
 	h.credit -= len(evs)

@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/internal/rawbson"
 )
 
 // laneKey returns the bytes that pick an event's lane: the documentKey document of the raw
@@ -30,4 +32,13 @@ func laneOf(key []byte, n int) int {
 		h *= 1099511628211
 	}
 	return int(h % uint64(n))
+}
+
+// tokenOf returns the value of a change event's first _id field, its resume token (a sub-slice
+// of raw), or nil when it has none. The server writes _id first, so this reads one element.
+func tokenOf(raw []byte) []byte {
+	if el, ok := rawbson.Lookup(raw, "_id"); ok {
+		return el.Value
+	}
+	return nil
 }

@@ -16,7 +16,7 @@
 //	cursor open   → parent        Resubscribed{incarnation}   (supervisor.NotifyResubscribed: attempts reset)
 //	              → dispatcher    Subscribe{incarnation}      (a request, once per incarnation)
 //	dispatcher    → Demand{incarnation, credit}               additive; other incarnations are dropped
-//	reader        → dispatcher    EventBatch{incarnation, events[{seq, raw, resume_token}], post_batch_resume_token, through_seq}
+//	reader        → dispatcher    EventBatch{incarnation, raw[], ends_with_invalidate, post_batch_resume_token, through_seq}
 //	anyone        → StreamStatsRequest → StreamStats
 //
 // The incarnation is treekit.Incarnation(ctx); an actor running without a stream supervisor
