@@ -160,8 +160,13 @@ type TxnInfo struct {
 // Event is one change event, decoded once and handed to the stream's handler. The same *Event is
 // passed to every attempt of a retried event, with Attempt updated; handlers must not keep it
 // after they return, nor modify it: once the event has settled, the *Event is reused for a later
-// event. What it points to is the event's own and may be kept: FullDocument,
+// event. What it points to stays valid and may be kept: FullDocument,
 // FullDocumentBeforeChange, UpdateDescription, and the values its methods return.
+//
+// The BSON an event offers (Raw, ResumeToken, DocumentKey, UpdateDescription.UpdatedFields, and
+// the documents of a Stream[bson.Raw]) is not copied: it is a slice of the server's reply, which
+// holds the events of a whole batch (up to 16 MiB). Keeping one slice keeps that reply in memory;
+// bytes.Clone what you keep for long.
 //
 // The decoded documents are fields, so handlers use them directly; everything else is read
 // through methods.
