@@ -76,8 +76,14 @@ func (w *driverWatcher) excludeStores(storeDB, deadLetters string) {
 	w.pipeline = append([]bson.Raw{stage}, w.cs.watchPipeline()...)
 }
 
-// watchBatchSize is the change stream's cursor batch size: the dispatcher's default capacity.
-const watchBatchSize = int32(dispatcher.DefaultCapacity)
+// watchBatchSize is the change stream's cursor batch size: half the dispatcher's default
+// capacity, so that the reader has credit for the next batch while the lanes work on this one,
+// and the getMore that fetches it runs meanwhile (the server builds batch k+1 during the
+// handling of batch k). With batches as large as the capacity, the next getMore waited for a
+// quarter of the batch to settle: catch-up ran at 0.67× the reference consumer against 1.28×
+// with this split, and 0.94× with batches of 512 in a capacity of 1,024 (medians of 5 rounds,
+// the same session).
+const watchBatchSize = int32(dispatcher.DefaultCapacity / 2)
 
 // Open implements stream.Watcher: it opens the change stream at from (resumeAfter, startAfter,
 // startAtOperationTime, or the current position for an unspecified kind), with from's
@@ -92,8 +98,8 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	if from.Comment != "" {
 		o.SetComment(from.Comment)
 	}
-	// Batches of about the dispatcher's capacity let the getMore for the next batch run while the
-	// lanes work on this one. Unbounded, a batch is as large as the server allows (16 MiB, tens of
+	// Batches of half the dispatcher's capacity let the getMore for the next batch run while
+	// the lanes work on this one. Unbounded, a batch is as large as the server allows (16 MiB, tens of
 	// thousands of events), the next getMore starts only when the lanes have nearly caught up, and
 	// server and handler time add up instead of overlapping (measured: end-to-end ratio against a
 	// raw driver loop 0.83 unbounded, 1.11 with 1024).
