@@ -272,6 +272,9 @@ func (c *checkpointer) onTick(ctx actor.Context, m *tick) {
 		}
 		c.intervalTimer = nil
 		c.intervalDue = true
+		if c.intervalIdle {
+			c.t.compact() // nothing settled for IdleInterval: the stream is idle
+		}
 		c.maybeSave(ctx, false)
 	case tickRetry:
 		if c.retryTimer == nil {

@@ -94,6 +94,15 @@ func (t *tracker) rebase() {
 	t.queue = t.queue[:0]
 }
 
+// compact drops the settlement ring when no seq is in flight (every announced seq settled): a
+// stream that went idle after a burst keeps no ring sized to it (2,048 slots, 64 KiB, at the
+// dispatcher's default capacity). The next settlement allocates a small one again.
+func (t *tracker) compact() {
+	if t.lwm == t.maxSeq {
+		t.slots = nil
+	}
+}
+
 // nextSeq is the seq of the next event a new cursor reads.
 func (t *tracker) nextSeq() uint64 { return t.maxSeq + 1 }
 
