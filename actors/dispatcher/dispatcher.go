@@ -517,6 +517,9 @@ func (d *dispatcher) onSettled(ctx actor.Context) {
 		d.finishDrain(ctx, false)
 		return
 	}
+	if d.inFlight == 0 && d.snapInFlight == 0 && len(d.pending) == 0 {
+		d.shrink()
+	}
 	d.replenish(ctx)
 	d.replenishSnapshot(ctx)
 }
@@ -748,4 +751,28 @@ func (d *dispatcher) snapshot() *messages.DispatcherStats {
 		StaleBatches: d.stats.StaleBatches,
 	}
 	return s
+}
+
+// keptCap is the largest capacity (in elements) a buffer keeps once the dispatcher holds no
+// event: a burst grows the buffers to the dispatcher's capacity, and an idle stream should not
+// keep them at that size.
+const keptCap = 256
+
+// shrink drops the buffers a burst grew (nothing is in flight): the next burst grows them again,
+// a few allocations per burst.
+func (d *dispatcher) shrink() {
+	for i, s := range d.stage {
+		if cap(s) > keptCap {
+			d.stage[i] = nil
+		}
+	}
+	if cap(d.pending) > keptCap {
+		d.pending = nil
+	}
+	if cap(d.spare) > keptCap {
+		d.spare = nil
+	}
+	if cap(d.held) > keptCap && len(d.held) == 0 {
+		d.held = nil
+	}
 }

@@ -168,6 +168,10 @@ func (l *lane) run() {
 				l.mu.Lock()
 				if len(l.q) == 0 || ctx.Err() != nil {
 					l.running = false // the next push starts a new goroutine
+					if len(l.q) == 0 {
+						// An idle lane keeps no queue sized to the last burst, nor a timer.
+						l.q, l.sp, l.idle = nil, nil, nil
+					}
 					l.mu.Unlock()
 					returned = true
 					return
