@@ -10,18 +10,11 @@ import (
 // change event (with its length prefix). ok is false for events without one (drop, rename,
 // dropDatabase, invalidate) and for malformed events; those are barriers (see Config.Lanes).
 func laneKey(raw []byte) (key []byte, ok bool) {
-	if len(raw) < 5 {
+	el, ok := rawbson.Lookup(raw, "documentKey")
+	if !ok || el.Type != bsoncore.TypeEmbeddedDocument {
 		return nil, false
 	}
-	v, err := bsoncore.Document(raw).LookupErr("documentKey")
-	if err != nil {
-		return nil, false
-	}
-	d, ok := v.DocumentOK()
-	if !ok {
-		return nil, false
-	}
-	return d, true
+	return el.Value, true
 }
 
 // laneOf hashes key with 64-bit FNV-1a (deterministic, allocation-free) onto one of n lanes.

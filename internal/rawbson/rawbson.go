@@ -128,21 +128,33 @@ func Elements(doc []byte) ([]byte, bool) {
 }
 
 // Lookup returns the first top-level element of doc named key. ok is false when there is none
-// or the document is damaged before it.
+// or the document is damaged before it. It walks offsets without building an Element per
+// element it passes (the dispatcher looks up documentKey, after the full document, in every
+// event).
 func Lookup(doc []byte, key string) (Element, bool) {
 	rem, ok := Elements(doc)
 	if !ok {
 		return Element{}, false
 	}
-	for len(rem) > 0 {
-		el, next, ok := ReadElement(rem)
-		if !ok {
+	for i := 0; i < len(rem); {
+		k := i + 1
+		j := k
+		for j < len(rem) && rem[j] != 0 {
+			j++
+		}
+		if j >= len(rem) {
 			return Element{}, false
 		}
-		if string(el.Key) == key {
-			return el, true
+		t := bsoncore.Type(rem[i])
+		v := j + 1
+		n := valueLength(rem[v:], t)
+		if n < 0 {
+			return Element{}, false
 		}
-		rem = next
+		if string(rem[k:j]) == key {
+			return Element{Type: t, Key: rem[k:j:j], Value: rem[v : v+n : v+n]}, true
+		}
+		i = v + n
 	}
 	return Element{}, false
 }

@@ -140,3 +140,24 @@ func BenchmarkWalk(b *testing.B) {
 		}
 	})
 }
+
+// TestLookupTruncated looks up a key in every truncation of a document (its length prefix
+// patched to match, so only the walk can notice): never a panic, never a value past the end, and
+// the element found only when it is whole.
+func TestLookupTruncated(t *testing.T) {
+	doc := mustMarshal(t, bson.D{{Key: "a", Value: "x"}, {Key: "d", Value: bson.D{{Key: "y", Value: 1}}},
+		{Key: "re", Value: bson.Regex{Pattern: "p", Options: "i"}}, {Key: "k", Value: int64(9)}})
+	whole, ok := Lookup(doc, "k")
+	if !ok || whole.Core().Int64() != 9 {
+		t.Fatalf("Lookup(k) in the whole document = %v, %v", whole, ok)
+	}
+	for n := 5; n < len(doc); n++ {
+		cut := bytes.Clone(doc[:n])
+		cut[0], cut[1], cut[2], cut[3] = byte(n), 0, 0, 0
+		cut[n-1] = 0 // a terminating NUL where the cut ends
+		el, ok := Lookup(cut, "k")
+		if ok && (len(el.Value) != 8 || el.Core().Int64() != 9) {
+			t.Errorf("cut at %d: found a damaged k: %x", n, el.Value)
+		}
+	}
+}

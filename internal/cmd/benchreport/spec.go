@@ -54,6 +54,8 @@ var rows = []row{
 	{Group: "pipeline", Label: "memstore checkpoint save, ns", Bench: "BenchmarkSave", Metric: "ns/op"},
 	{Group: "pipeline", Label: "walking a change event's top-level elements, ns (baseline: bsoncore's reader)", Bench: "BenchmarkWalk/rawbson",
 		Metric: "ns/op", BaseBench: "BenchmarkWalk/bsoncore", BaseMetric: "ns/op"},
+	{Group: "pipeline", Label: "finding an event's documentKey (its lane), ns (baseline: bsoncore's lookup)", Bench: "BenchmarkLaneKey/laneKey",
+		Metric: "ns/op", BaseBench: "BenchmarkLaneKey/bsoncore", BaseMetric: "ns/op"},
 
 	// end to end on mongosim
 	{Group: "end to end", Label: "catch-up events/s, watchtree (baseline: raw driver loop)", Bench: "BenchmarkEndToEnd",
