@@ -44,9 +44,11 @@ type dispatcher struct {
 	stage  [][]item // per lane: items routed by the current message, pushed once per message
 	settle *settleBuf
 	spare  []settlement
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	ended  bool // lanes cancelled and waited for
+	// runOrder is settledRuns' scratch: the seq order of the batch being encoded.
+	runOrder []seqIndex
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ended    bool // lanes cancelled and waited for
 
 	// flow control
 	incarnation uint64     // current subscribed incarnation
@@ -574,7 +576,7 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 		batch := ss[:n]
 		ss = ss[n:]
 		if d.checkpointer != nil {
-			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Runs: settledRuns(batch)})
+			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Runs: settledRuns(batch, &d.runOrder)})
 		}
 	}
 	c := d.counts

@@ -56,6 +56,8 @@ var rows = []row{
 		Metric: "ns/op", BaseBench: "BenchmarkWalk/bsoncore", BaseMetric: "ns/op"},
 	{Group: "pipeline", Label: "finding an event's documentKey (its lane), ns (baseline: bsoncore's lookup)", Bench: "BenchmarkLaneKey/laneKey",
 		Metric: "ns/op", BaseBench: "BenchmarkLaneKey/bsoncore", BaseMetric: "ns/op"},
+	{Group: "pipeline", Label: "encoding 256 settlements as runs, eight lanes' order, ns (baseline: in seq order)", Bench: "BenchmarkSettledRuns/lanes=8",
+		Metric: "ns/op", BaseBench: "BenchmarkSettledRuns/lanes=1", BaseMetric: "ns/op"},
 
 	// end to end on mongosim
 	{Group: "end to end", Label: "catch-up events/s, watchtree (baseline: raw driver loop)", Bench: "BenchmarkEndToEnd",
