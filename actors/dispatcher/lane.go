@@ -17,10 +17,12 @@ import (
 
 // event is one accepted event: a change event of an EventBatch, or a snapshot event.
 type event struct {
-	seq        uint64
-	raw        []byte // the event document
-	token      []byte // its resume token (the _id value), a sub-slice of raw
-	invalidate bool   // an invalidate event: its token is a startAfter position only
+	seq uint64
+	raw []byte // the event document
+	// token is the resume token: a snapshot event's own, or nil for a change event until its
+	// lane reads it from raw's _id (the lanes do that work in parallel, not the actor).
+	token      []byte
+	invalidate bool // an invalidate event: its token is a startAfter position only
 }
 
 // snapshotEvent is the event of a snapshot (or window) row.
@@ -33,8 +35,13 @@ type item struct {
 	ev          event
 	incarnation uint64 // of a stream batch; the run of a snapshot batch
 	snap        bool   // a snapshot event: settled back to the snapshot source, never to the checkpointer
-	// attempt is the attempt in progress (0 before the first); goexit is set when that attempt
-	// ended its goroutine with runtime.Goexit, and first is when the first attempt failed.
+}
+
+// attemptState is how far the lane's current event got: the attempt in progress (0 before the
+// first), whether that attempt ended its goroutine with runtime.Goexit, and when the first
+// attempt failed. It lives in the lane, not in every queued item, and passes to the successor
+// goroutine with the event.
+type attemptState struct {
 	attempt int
 	goexit  bool
 	first   time.Time
@@ -88,6 +95,7 @@ type lane struct {
 	// successor when a handler ends that goroutine with runtime.Goexit.
 	cur []item
 	pos int
+	st  attemptState // of cur[pos]
 }
 
 func newLane(id int, sh *laneShared) *lane {
@@ -151,9 +159,9 @@ func (l *lane) run() {
 			return
 		}
 		it := &l.cur[l.pos]
-		it.goexit = true
+		l.st.goexit = true
 		l.sh.log.Error("handler called runtime.Goexit; the lane goes on in a new goroutine",
-			zap.Uint64("seq", it.ev.seq), zap.Int("lane", l.id), zap.Int("attempt", it.attempt))
+			zap.Uint64("seq", it.ev.seq), zap.Int("lane", l.id), zap.Int("attempt", l.st.attempt))
 		go l.run()
 	}()
 	for {
@@ -190,6 +198,7 @@ func (l *lane) run() {
 				returned = true
 				return
 			}
+			l.st = attemptState{}
 			l.sh.settle.publish(s)
 		}
 		batch := l.cur
@@ -204,6 +213,9 @@ func (l *lane) run() {
 // process runs one event to its settlement. ok is false when ctx was cancelled first.
 func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 	ev := &it.ev
+	if ev.token == nil && !it.snap {
+		ev.token = tokenOf(ev.raw)
+	}
 	s = settlement{seq: ev.seq, incarnation: it.incarnation, token: ev.token, invalidate: ev.invalidate, snap: it.snap}
 	sh := l.sh
 	var (
@@ -215,13 +227,14 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			r.Release()
 		}
 	}()
-	f.first = it.first
-	for attempt := max(it.attempt, 1); ; attempt++ {
+	st := &l.st
+	f.first = st.first
+	for attempt := max(st.attempt, 1); ; attempt++ {
 		var err error
 		routeErr := false
-		if it.goexit {
+		if st.goexit {
 			// The previous goroutine died in this attempt's handler: it failed, retryably.
-			it.goexit = false
+			st.goexit = false
 			err = ErrHandlerGoexit
 		} else if inv == nil {
 			var outcome messages.Outcome
@@ -237,7 +250,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 				err, routeErr = errors.New("dispatcher: Router.Route returned no invocation, no error and outcome "+outcome.String()), true
 			}
 		}
-		it.attempt = attempt
+		st.attempt = attempt
 		if err == nil {
 			if err = callHandler(ctx, inv, attempt); err == nil {
 				s.outcome = messages.Outcome_OUTCOME_HANDLED
@@ -249,7 +262,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		}
 		now := sh.clk.Now()
 		if f.first.IsZero() {
-			f.first, it.first = now, now
+			f.first, st.first = now, now
 		}
 		f.last, f.err, f.attempts = now, err, attempt
 		if routeErr {

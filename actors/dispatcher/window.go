@@ -70,8 +70,9 @@ func (d *dispatcher) acceptLive(ctx actor.Context, b *messages.EventBatch) {
 	first := b.ThroughSeq - uint64(len(b.Raw)) + 1
 	last := len(b.Raw) - 1
 	for i, raw := range b.Raw {
-		ev := event{seq: first + uint64(i), raw: raw, token: tokenOf(raw), invalidate: i == last && b.EndsWithInvalidate}
+		ev := event{seq: first + uint64(i), raw: raw, invalidate: i == last && b.EndsWithInvalidate}
 		if w := d.win; w != nil {
+			ev.token = tokenOf(raw)
 			_, ts, ok := tokentime.Of(ev.token)
 			at := pack(ts)
 			if ok && w.rows != nil && at > w.rows.GetHigh() {
