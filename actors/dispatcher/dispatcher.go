@@ -306,6 +306,12 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 		if _, ts, ok := tokentime.Of(b.PostBatchResumeToken); ok && pack(ts) > d.readThroughTS {
 			d.readThroughTS = pack(ts)
 		}
+		if d.inFlight == 0 && d.snapInFlight == 0 && len(d.pending) == 0 {
+			// An empty batch: a getMore waited MaxAwaitTime and found nothing. The stream is
+			// idle, so the buffers of its last burst go (not on every drained batch of a
+			// catch-up, which would grow them again at once).
+			d.shrink()
+		}
 		d.reportCounts(ctx) // an idle stream's position moves on: its lag stays current
 		return
 	}
@@ -518,9 +524,6 @@ func (d *dispatcher) onSettled(ctx actor.Context) {
 	if d.draining && d.inFlight == 0 && d.snapInFlight == 0 {
 		d.finishDrain(ctx, false)
 		return
-	}
-	if d.inFlight == 0 && d.snapInFlight == 0 && len(d.pending) == 0 {
-		d.shrink()
 	}
 	d.replenish(ctx)
 	d.replenishSnapshot(ctx)
@@ -760,8 +763,8 @@ func (d *dispatcher) snapshot() *messages.DispatcherStats {
 // keep them at that size.
 const keptCap = 256
 
-// shrink drops the buffers a burst grew (nothing is in flight): the next burst grows them again,
-// a few allocations per burst.
+// shrink drops the buffers a burst grew (nothing is in flight, the stream idles): the next
+// burst grows them again, a few allocations per burst.
 func (d *dispatcher) shrink() {
 	for i, s := range d.stage {
 		if cap(s) > keptCap {
