@@ -246,10 +246,20 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.launch(ctx, "spawned")
 }
 
-// spawnSibling spawns sib under the supervisor (and its child middleware, see New); nil when
-// the spawn failed, which is logged.
+// spawnSibling spawns sib under the supervisor (and its child middleware, see New; a sibling
+// with NewProps gets its props made and wrapped here); nil when the spawn failed, which is
+// logged.
 func (s *Supervisor) spawnSibling(ctx actor.Context, sib Sibling) *actor.PID {
-	pid, err := ctx.SpawnNamed(sib.Props, sib.Name)
+	props := sib.Props
+	if props == nil {
+		p, err := sib.NewProps()
+		if err != nil {
+			s.log.Error("sibling props failed", zap.String("sibling", sib.Name), zap.Error(err))
+			return nil
+		}
+		props = s.cfg.underMiddleware(p, nil)
+	}
+	pid, err := ctx.SpawnNamed(props, sib.Name)
 	if err != nil {
 		s.log.Error("sibling spawn failed", zap.String("sibling", sib.Name), zap.Error(err))
 		return nil
