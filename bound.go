@@ -7,11 +7,10 @@ import (
 )
 
 // cursorBound is the context of one cursor's waits for the server (its open, then each of its
-// getMores): the reader's context with a deadline armed anew for each wait. A
-// context.WithTimeout per getMore kept a timer, a context, its Done channel and an entry in the
-// parent's children alive for as long as each idle stream's getMore is pending; this is one of
-// each per cursor, the timer Reset for each wait and the parent's end followed once
-// (context.AfterFunc).
+// getMores): the reader's context with a deadline armed anew for each wait, the timer Reset for
+// each and the parent's end followed once (context.AfterFunc). A context.WithTimeout per
+// getMore made a timer, a context and a Done channel for every getMore (one a second per idle
+// stream); this holds about as much, once per cursor, and a getMore allocates nothing for it.
 //
 // The driver reads Deadline for the socket deadlines and the getMore's maxTimeMS (and retries a
 // resume until it), and Done and Err to abort a wait when the context is cancelled, all within
