@@ -140,19 +140,24 @@ func (w *driverWatcher) bounded(connect time.Duration) boundedWatcher {
 
 // Open opens the change stream within connect (or ctx's earlier end). Each TryNext of the
 // cursor that may run a getMore (the driver's batch is used up) then gets MaxAwaitTime +
-// connect: the getMore waits MaxAwaitTime on the server by design.
+// connect: the getMore waits MaxAwaitTime on the server by design. The open and the getMores
+// share one cursorBound on ctx, re-armed for each.
 func (b boundedWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
-	octx, cancel := context.WithTimeout(ctx, b.connect)
-	defer cancel()
-	cur, err := b.w.Open(octx, from)
+	bound := newCursorBound(ctx)
+	bound.arm(b.connect)
+	cur, err := b.w.Open(bound, from)
+	timedOut := err != nil && bound.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	bound.disarm()
 	if err != nil {
-		if octx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		bound.release()
+		if timedOut {
 			return nil, fmt.Errorf("cannot reach MongoDB within %v: %w", b.connect, err)
 		}
 		return nil, err
 	}
 	oc := cur.(*opCursor)
 	oc.getMore = oc.maxAwait + b.connect
+	oc.bound = bound
 	return oc, nil
 }
 
@@ -164,23 +169,39 @@ type opCursor struct {
 	cs       *mongo.ChangeStream
 	maxAwait time.Duration
 	getMore  time.Duration // bound of a TryNext that may run a getMore; 0: none (boundedWatcher sets it)
+	bound    *cursorBound  // the open's context, re-armed for each getMore (boundedWatcher sets it)
 	timedOut bool          // the last TryNext ran out of getMore: Err says so
 	splits   bool          // the pipeline ends with $changeStreamSplitLargeEvent
 }
 
 // TryNext reads the next event. A call that may run a getMore (the driver's batch is used up)
-// is bounded by getMore when set.
+// is bounded by getMore when set: through the cursor's bound when ctx is the open's context
+// (the reader's, every time), else by a context of its own.
 func (c *opCursor) TryNext(ctx context.Context) bool {
-	var ok bool
-	if c.getMore > 0 && c.cs.RemainingBatchLength() == 0 {
-		gctx, cancel := context.WithTimeout(ctx, c.getMore)
-		ok = c.Cursor.TryNext(gctx)
-		c.timedOut = !ok && gctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-		cancel()
-	} else {
-		ok = c.Cursor.TryNext(ctx)
+	if c.getMore <= 0 || c.cs.RemainingBatchLength() > 0 {
+		return c.Cursor.TryNext(ctx)
 	}
+	if c.bound != nil && c.bound.parentDone != nil && ctx.Done() == c.bound.parentDone {
+		c.bound.arm(c.getMore)
+		ok := c.Cursor.TryNext(c.bound)
+		c.timedOut = !ok && c.bound.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		c.bound.disarm()
+		return ok
+	}
+	gctx, cancel := context.WithTimeout(ctx, c.getMore)
+	ok := c.Cursor.TryNext(gctx)
+	c.timedOut = !ok && gctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
 	return ok
+}
+
+// Close closes the change stream and releases the bound.
+func (c *opCursor) Close(ctx context.Context) error {
+	err := c.Cursor.Close(ctx)
+	if c.bound != nil {
+		c.bound.release()
+	}
+	return err
 }
 
 // ID returns the server cursor id (0 once the server closed the cursor).
