@@ -102,11 +102,13 @@ func (b *cursorBound) parentEnded() {
 	}
 }
 
-// Deadline is the armed wait's deadline. The bound is given to the driver only while armed.
+// Deadline is the armed wait's deadline. The bound is given to the driver only while armed;
+// disarmed it has none (the driver keeps the open's context for reconnecting its deployment,
+// and uses it only inside a later, armed, wait).
 func (b *cursorBound) Deadline() (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.deadline, true
+	return b.deadline, !b.deadline.IsZero()
 }
 
 // Done is closed when the armed wait runs out or the parent ends.
