@@ -41,13 +41,15 @@ type phaseResult struct {
 	elapsed time.Duration // first read to last event handled
 	cpu     time.Duration // process CPU time over the same span
 	alloc   uint64        // bytes allocated by the process over the same span (catch-up only)
+	gcs     uint32        // garbage collections over the same span (catch-up only)
 }
 
-// allocated returns the bytes the process has allocated so far (runtime.MemStats.TotalAlloc).
-func allocated() uint64 {
+// allocated returns the bytes the process has allocated so far and its number of completed
+// garbage collections (runtime.MemStats.TotalAlloc, NumGC).
+func allocated() (uint64, uint32) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.TotalAlloc
+	return m.TotalAlloc, m.NumGC
 }
 
 func (r phaseResult) rate(n int) float64 { return float64(n) / r.elapsed.Seconds() }
@@ -151,11 +153,12 @@ func watchtreeConsumer(b *testing.B, rt *watchtree.Runtime, name, coll string, s
 func catchUpReference(b *testing.B, cl *mongo.Client, name string, n int) phaseResult {
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
-	a0 := allocated()
+	a0, g0 := allocated()
 	cpu0, t0 := processCPU(b), time.Now()
 	referenceConsumer(b, c, options.ChangeStream().SetStartAtOperationTime(&bson.Timestamp{T: uint32(at.Unix())}), n, nil)
 	r := phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
-	r.alloc = allocated() - a0
+	a1, g1 := allocated()
+	r.alloc, r.gcs = a1-a0, g1-g0
 	return r
 }
 
@@ -164,12 +167,13 @@ func catchUpWatchtree(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, nam
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
 	spawn, wait, stop := watchtreeConsumer(b, rt, name, name, watchtree.At(at), n)
-	a0 := allocated()
+	a0, g0 := allocated()
 	cpu0, t0 := processCPU(b), time.Now()
 	spawn()
 	wait()
 	r := phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
-	r.alloc = allocated() - a0
+	a1, g1 := allocated()
+	r.alloc, r.gcs = a1-a0, g1-g0
 	stop()
 	return r
 }
@@ -294,9 +298,9 @@ func BenchmarkAgainstReference(b *testing.B) {
 			refRate, wtRate = append(refRate, refC.rate(n)), append(wtRate, wtC.rate(n))
 			refCPU, wtCPU = append(refCPU, refC.cpuPerEvent(n)), append(wtCPU, wtC.cpuPerEvent(n))
 			refB, wtB = append(refB, float64(refC.alloc)/float64(n)), append(wtB, float64(wtC.alloc)/float64(n))
-			b.Logf("round %d: catch-up ref %.0f wt %.0f events/s, %.2f / %.2f CPU µs/event, %.0f / %.0f B/event; live ref %.0f wt %.0f events/s",
+			b.Logf("round %d: catch-up ref %.0f wt %.0f events/s, %.2f / %.2f CPU µs/event, %.0f / %.0f B/event, %d / %d GCs; live ref %.0f wt %.0f events/s",
 				r, refC.rate(n), wtC.rate(n), refC.cpuPerEvent(n), wtC.cpuPerEvent(n), refB[len(refB)-1], wtB[len(wtB)-1],
-				refL.rate(n), wtL.rate(n))
+				refC.gcs, wtC.gcs, refL.rate(n), wtL.rate(n))
 		}
 	}
 	report := func(xs []float64, unit string) {
