@@ -76,14 +76,15 @@ func (w *driverWatcher) excludeStores(storeDB, deadLetters string) {
 	w.pipeline = append([]bson.Raw{stage}, w.cs.watchPipeline()...)
 }
 
-// watchBatchSize is the change stream's cursor batch size: half the dispatcher's default
-// capacity, so that the reader has credit for the next batch while the lanes work on this one,
-// and the getMore that fetches it runs meanwhile (the server builds batch k+1 during the
-// handling of batch k). With batches as large as the capacity, the next getMore waited for a
-// quarter of the batch to settle: catch-up ran at 0.67× the reference consumer against 1.28×
-// with this split, and 0.94× with batches of 512 in a capacity of 1,024 (medians of 5 rounds,
-// the same session).
-const watchBatchSize = int32(dispatcher.DefaultCapacity / 2)
+// watchBatchSize is the change stream's cursor batch size: a quarter of the dispatcher's
+// default capacity, so that the reader has credit for the next batches while the lanes work on
+// this one, and the getMore that fetches the next runs meanwhile (the server builds batch k+1
+// during the handling of batch k). With batches as large as the capacity, the next getMore
+// waited for a quarter of the batch to settle. Measured against the reference consumer (median
+// of 5 rounds, runs alternating in one session): capacity 1,024 in batches of 1,024, catch-up
+// 0.67×; 1,024 in batches of 512, 0.94×; 2,048 in batches of 1,024, 0.76-0.91× and CPU per event
+// 1.25-1.39×; 4,096 in batches of 1,024, 0.76-1.18× and 1.09-1.25× (four runs each).
+const watchBatchSize = int32(dispatcher.DefaultCapacity / 4)
 
 // Open implements stream.Watcher: it opens the change stream at from (resumeAfter, startAfter,
 // startAtOperationTime, or the current position for an unspecified kind), with from's

@@ -44,7 +44,7 @@ const (
 //     the stream takes new events only while the unwritten settlements plus the events in
 //     flight (handled or waiting in the dispatcher, or granted to the cursor as credit) stay
 //     within MaxUnflushed, so the events in flight cannot settle past it. A MaxUnflushed below
-//     the dispatcher's capacity (2,048 events) therefore also caps the events in flight, and
+//     the dispatcher's capacity (4,096 events) therefore also caps the events in flight, and
 //     the stream goes at the pace of the writes, each successful one making room again. Events
 //     that settle while an earlier one is still in flight (e.g. retrying) stop counting once
 //     the position up to that one is written: no position can cover them before it settles,

@@ -95,7 +95,7 @@ func (t *tracker) rebase() {
 }
 
 // compact drops the settlement ring when no seq is in flight (every announced seq settled): a
-// stream that went idle after a burst keeps no ring sized to it (2,048 slots, 64 KiB, at the
+// stream that went idle after a burst keeps no ring sized to it (4,096 slots, 128 KiB, at the
 // dispatcher's default capacity). The next settlement allocates a small one again.
 func (t *tracker) compact() {
 	if t.lwm == t.maxSeq {

@@ -478,7 +478,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Router = nil }, "dispatcher: Config.Router must not be nil"},
 		{func(c *Config) { c.Lanes = -1 }, "dispatcher: Config.Lanes must be between 1 and 1024 (0 means the default 1), got -1"},
 		{func(c *Config) { c.Lanes = 1025 }, "Config.Lanes must be between 1 and 1024"},
-		{func(c *Config) { c.Capacity = -5 }, "dispatcher: Config.Capacity must be between 1 and 16777216 (0 means the default 2048), got -5"},
+		{func(c *Config) { c.Capacity = -5 }, "dispatcher: Config.Capacity must be between 1 and 16777216 (0 means the default 4096), got -5"},
 		{func(c *Config) { c.DeadLetterRetention = -1 }, "dispatcher: Config.DeadLetterRetention must be >= 0"},
 		{func(c *Config) { c.DeadLetterTimeout = -1 }, "dispatcher: Config.DeadLetterTimeout must be >= 0"},
 		{func(c *Config) { c.SettleFlushInterval = -1 }, "dispatcher: Config.SettleFlushInterval must be >= 0"},
