@@ -160,8 +160,13 @@ type TxnInfo struct {
 // Event is one change event, decoded once and handed to the stream's handler. The same *Event is
 // passed to every attempt of a retried event, with Attempt updated; handlers must not keep it
 // after they return, nor modify it: once the event has settled, the *Event is reused for a later
-// event. What it points to is the event's own and may be kept: FullDocument,
+// event. What it points to stays valid and may be kept: FullDocument,
 // FullDocumentBeforeChange, UpdateDescription, and the values its methods return.
+//
+// The BSON an event offers (Raw, ResumeToken, DocumentKey, UpdateDescription.UpdatedFields, and
+// the documents of a Stream[bson.Raw]) is not copied: it is a slice of the server's reply, which
+// holds the events of a whole batch (up to 16 MiB). Keeping one slice keeps that reply in memory;
+// bytes.Clone what you keep for long.
 //
 // The decoded documents are fields, so handlers use them directly; everything else is read
 // through methods.
@@ -313,23 +318,13 @@ func (e *DecodeError) Permanent() bool { return true }
 // errMissing is the DecodeError cause for a required field that is absent.
 var errMissing = errors.New("missing")
 
-// peekOperationType returns the operationType of a raw change event without decoding anything
-// else, so that the router can pick a handler before paying for the document decode.
-func peekOperationType(raw bson.Raw) (OperationType, bool) {
-	el, ok := rawbson.Lookup(raw, "operationType")
-	if !ok {
-		return "", false
-	}
-	return readOperationType(el.Core())
-}
-
 // decodeEvent decodes a raw change event (the shape of mongo-wire §3.3) into an Event[T], once.
 // Documents are decoded into T with the driver's default registry; the event keeps raw (no copy).
 // Unknown fields (collectionUUID, operationDescription, ...) are ignored. A field of the wrong
 // BSON type, or a document that does not decode into T, gives a *DecodeError.
 func decodeEvent[T any](raw bson.Raw, stream string, attempt int) (*Event[T], error) {
 	ev := &Event[T]{}
-	if err := fillEvent(ev, raw, stream, attempt, nil); err != nil {
+	if err := fillEvent(ev, raw, stream, attempt, nil, nil); err != nil {
 		return nil, err
 	}
 	return ev, nil
@@ -360,23 +355,40 @@ func (c *nsCache) decode(val bsoncore.Value) (Namespace, error) {
 	return ns, err
 }
 
+// errNotWanted is fillEvent's answer for an event whose operation type its wants rejects.
+var errNotWanted = errors.New("watchtree: no handler for the operation type")
+
 // fillEvent decodes raw into ev, which must be zero. cache may be nil. Each document is
 // decoded into a T of its own, so a handler may keep FullDocument (or the pre-image) after it
 // returns while the Event itself is reused.
-func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, cache *nsCache) error {
+//
+// wants, when not nil, is asked as soon as the operation type is read (the second field of a
+// server's event): when it says no, fillEvent stops and returns errNotWanted, whatever the
+// rest of the event holds, without decoding any document. A field before the operation type
+// that does not decode is reported only once the operation type is wanted, so an unwanted
+// event never fails, as if only its operation type had been peeked at.
+func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, cache *nsCache, wants func(OperationType) bool) error {
 	ev.raw, ev.stream, ev.attempt = raw, stream, attempt
+	var hasID, hasOp bool
+	var early error // the first field error before the operation type
 	bad := func(field, typ string, err error) error {
-		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
+		e := &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
+		if hasOp || wants == nil {
+			return e
+		}
+		if early == nil {
+			early = e
+		}
+		return nil
 	}
 	rem, ok := rawbson.Elements(raw)
 	if !ok {
-		return bad("", "", fmt.Errorf("malformed BSON document (%d bytes)", len(raw)))
+		return &DecodeError{Stream: stream, Err: fmt.Errorf("malformed BSON document (%d bytes)", len(raw))}
 	}
-	var hasID, hasOp bool
 	for len(rem) > 0 {
 		el, next, ok := rawbson.ReadElement(rem)
 		if !ok {
-			return bad("", "", errors.New("malformed BSON element"))
+			return &DecodeError{Stream: stream, Err: errors.New("malformed BSON element")}
 		}
 		rem = next
 		val := el.Core()
@@ -384,87 +396,135 @@ func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, ca
 		case "_id":
 			doc, ok := val.DocumentOK()
 			if !ok {
-				return bad("_id", "document", fmt.Errorf("got %s", val.Type))
+				if e := bad("_id", "document", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			dv, _ := rawbson.Lookup(doc, "_data")
 			data, ok := readStringBytes(dv.Value)
 			if !ok || dv.Type != bsoncore.TypeString {
-				return bad("_id._data", "string", errMissing)
+				if e := bad("_id._data", "string", errMissing); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.token, ev.id, hasID = bson.Raw(doc), data, true
 		case "operationType":
 			op, ok := readOperationType(val)
 			if !ok {
-				return bad("operationType", "string", fmt.Errorf("got %s", val.Type))
+				if e := bad("operationType", "string", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.op, hasOp = op, true
+			if wants != nil && !wants(op) {
+				return errNotWanted
+			}
+			if early != nil {
+				return early
+			}
 		case "clusterTime":
 			t, i, ok := val.TimestampOK()
 			if !ok {
-				return bad("clusterTime", "timestamp", fmt.Errorf("got %s", val.Type))
+				if e := bad("clusterTime", "timestamp", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.clusterTime = bson.Timestamp{T: t, I: i}
 		case "wallTime":
 			ms, ok := val.DateTimeOK()
 			if !ok {
-				return bad("wallTime", "date", fmt.Errorf("got %s", val.Type))
+				if e := bad("wallTime", "date", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.wallTime = time.UnixMilli(ms).UTC()
 		case "ns":
 			ns, err := cache.decode(val)
 			if err != nil {
-				return bad("ns", "document", err)
+				if e := bad("ns", "document", err); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.ns = ns
 		case "to":
 			ns, err := decodeNamespace(val)
 			if err != nil {
-				return bad("to", "document", err)
+				if e := bad("to", "document", err); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.to, ev.hasTo = ns, true
 		case "documentKey":
 			doc, ok := val.DocumentOK()
 			if !ok {
-				return bad("documentKey", "document", fmt.Errorf("got %s", val.Type))
+				if e := bad("documentKey", "document", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.documentKey = bson.Raw(doc)
 		case "fullDocument":
 			doc, err := decodeDocument[T](val)
 			if err != nil {
-				return bad("fullDocument", typeName[T](), err)
+				if e := bad("fullDocument", typeName[T](), err); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.FullDocument = doc
 		case "fullDocumentBeforeChange":
 			doc, err := decodeDocument[T](val)
 			if err != nil {
-				return bad("fullDocumentBeforeChange", typeName[T](), err)
+				if e := bad("fullDocumentBeforeChange", typeName[T](), err); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.FullDocumentBeforeChange = doc
 		case "updateDescription":
 			ud, err := decodeUpdateDescription(val)
 			if err != nil {
-				return bad("updateDescription", "document", err)
+				if e := bad("updateDescription", "document", err); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.UpdateDescription = ud
 		case "lsid":
 			doc, ok := val.DocumentOK()
 			if !ok {
-				return bad("lsid", "document", fmt.Errorf("got %s", val.Type))
+				if e := bad("lsid", "document", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.txn.LSID, ev.hasLSID = bson.Raw(doc), true
 		case "txnNumber":
 			n, ok := val.AsInt64OK()
 			if !ok {
-				return bad("txnNumber", "integer", fmt.Errorf("got %s", val.Type))
+				if e := bad("txnNumber", "integer", fmt.Errorf("got %s", val.Type)); e != nil {
+					return e
+				}
+				continue
 			}
 			ev.txn.TxnNumber, ev.hasTxnNum = n, true
 		}
 	}
+	if early != nil {
+		return early // no operation type was read: the first error in field order
+	}
 	if !hasID {
-		return bad("_id", "document", errMissing)
+		return &DecodeError{Stream: stream, Field: "_id", Type: "document", Err: errMissing}
 	}
 	if !hasOp {
-		return bad("operationType", "string", errMissing)
+		return &DecodeError{Stream: stream, Field: "operationType", Type: "string", Err: errMissing}
 	}
 	return nil
 }

@@ -424,13 +424,56 @@ func TestNamespaceString(t *testing.T) {
 	}
 }
 
-func TestPeekOperationType(t *testing.T) {
-	op, ok := peekOperationType(changeEvent(t, "update", "82"))
-	if !ok || op != OpUpdate {
-		t.Fatalf("peek = %q %v", op, ok)
+// TestFillEventWants checks the router's one-walk decode: an event whose operation type has no
+// handler stops at it and never fails, whatever else it holds; a wanted one reports its first
+// field error in field order, including one met before the operation type.
+func TestFillEventWants(t *testing.T) {
+	onlyInserts := func(op OperationType) bool { return op == OpInsert }
+	marshal := func(d bson.D) bson.Raw {
+		raw, err := bson.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
 	}
-	if _, ok := peekOperationType(bson.Raw{5, 0, 0, 0, 0}); ok {
-		t.Fatal("peek of an empty document must fail")
+	badDoc := bson.E{Key: "fullDocument", Value: "not a document"}
+	cases := []struct {
+		name      string
+		raw       bson.Raw
+		wantErr   error  // errNotWanted, or nil for a DecodeError or success
+		wantField string // the DecodeError's field; "" for success
+	}{
+		{"unwanted, damaged document", changeEvent(t, "update", "82", badDoc), errNotWanted, ""},
+		{"unwanted, damaged _id before the type", marshal(bson.D{{Key: "_id", Value: "x"}, {Key: "operationType", Value: "update"}}), errNotWanted, ""},
+		{"wanted, damaged _id before the type", marshal(bson.D{{Key: "_id", Value: "x"}, {Key: "operationType", Value: "insert"}}), nil, "_id"},
+		{"wanted, damaged document", changeEvent(t, "insert", "82", badDoc), nil, "fullDocument"},
+		{"no type, damaged _id first", marshal(bson.D{{Key: "_id", Value: "x"}, {Key: "fullDocument", Value: bson.D{}}}), nil, "_id"},
+		{"no type", marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}}), nil, "operationType"},
+		{"wanted, whole", changeEvent(t, "insert", "82", bson.E{Key: "fullDocument", Value: bson.D{{Key: "a", Value: 1}}}), nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev Event[bson.M]
+			err := fillEvent(&ev, tc.raw, "s", 1, nil, onlyInserts)
+			var de *DecodeError
+			switch {
+			case tc.wantErr != nil:
+				if err != tc.wantErr {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if ev.FullDocument != nil {
+					t.Error("an unwanted event's document was decoded")
+				}
+			case tc.wantField != "":
+				if !errors.As(err, &de) || de.Field != tc.wantField {
+					t.Fatalf("err = %v, want a DecodeError of field %q", err, tc.wantField)
+				}
+			default:
+				if err != nil || ev.FullDocument == nil || (*ev.FullDocument)["a"] != int32(1) {
+					t.Fatalf("err = %v, document %v", err, ev.FullDocument)
+				}
+			}
+		})
 	}
 }
 
@@ -466,12 +509,12 @@ func TestFillEventAllocations(t *testing.T) {
 		bson.E{Key: "documentKey", Value: bson.D{{Key: "_id", Value: int32(7)}}})
 	var cache nsCache
 	var ev Event[bson.Raw]
-	if err := fillEvent(&ev, raw, "s", 1, &cache); err != nil {
+	if err := fillEvent(&ev, raw, "s", 1, &cache, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		ev = Event[bson.Raw]{}
-		if err := fillEvent(&ev, raw, "s", 1, &cache); err != nil {
+		if err := fillEvent(&ev, raw, "s", 1, &cache, nil); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 1 {

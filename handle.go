@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/messages"
@@ -291,10 +292,10 @@ type streamEntry struct {
 	storeDB string // the records' database ("" with the user's own stores)
 
 	mu        sync.Mutex
-	pid       *actor.PID            // the supervisor, nil while the tree is not running
-	closed    bool                  // runtime stopping: never spawn the tree again
-	last      *messages.StatusReply // the latest reply, answered once the tree is gone
-	lastCause error                 // the latest death's cause, as reported (errors.Is works on it)
+	pid       *actor.PID // the supervisor, nil while the tree is not running
+	closed    bool       // runtime stopping: never spawn the tree again
+	last      []byte     // the latest reply, encoded, answered once the tree is gone
+	lastCause error      // the latest death's cause, as reported (errors.Is works on it)
 }
 
 func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, storeDB string, owned bool) *streamEntry {
@@ -324,22 +325,28 @@ func (e *streamEntry) supervisorPID() *actor.PID {
 	return e.pid
 }
 
-// remember keeps r as the last reply.
+// remember keeps r as the last reply. It keeps r's encoding, a fraction of the decoded reply
+// (its transitions map, its timestamps), which every stream asked once would hold for good.
 func (e *streamEntry) remember(r *messages.StatusReply) {
+	b, err := proto.Marshal(r)
+	if err != nil { // unreachable: a reply the supervisor built
+		return
+	}
 	e.mu.Lock()
-	e.last = r
+	e.last = b
 	e.mu.Unlock()
 }
 
 // lastStatus is the status when the supervisor cannot be asked.
 func (e *streamEntry) lastStatus() StreamStatus {
 	e.mu.Lock()
-	last := e.last
+	b := e.last
 	e.mu.Unlock()
-	if last == nil {
+	var last messages.StatusReply
+	if b == nil || proto.Unmarshal(b, &last) != nil {
 		return StreamStatus{Name: e.name, Mode: e.cs.mode, State: StateStopped, Why: "the stream's supervisor is not running"}
 	}
-	st := statusOf(last)
+	st := statusOf(&last)
 	st.Mode = e.cs.mode
 	return st
 }

@@ -21,7 +21,7 @@ type RetryPolicy = policy.Retry
 type RestartPolicy = policy.Restart
 
 // CheckpointPolicy decides when the stream's resume position is persisted. It is
-// policy.Checkpoint: see there for the fields, their defaults (every 100 settlements or 1s, an
+// policy.Checkpoint: see there for the fields, their defaults (every 1,000 settlements or 1s, an
 // idle stream's token every 5 minutes, an instance's checkpoint kept 30 days after its last
 // write), the bound of replays after a crash, and Ephemeral streams, which write none.
 type CheckpointPolicy = policy.Checkpoint

@@ -40,6 +40,9 @@ func newRouter[T any](s Stream[T]) *router[T] {
 	}
 }
 
+// handles reports whether an event of operation type op has a handler.
+func (r *router[T]) handles(op OperationType) bool { return r.handlerFor(op) != nil }
+
 // handlerFor returns the typed handler of op, else OnChange, else nil.
 func (r *router[T]) handlerFor(op OperationType) Handler[T] {
 	var h Handler[T]
@@ -61,19 +64,19 @@ func (r *router[T]) handlerFor(op OperationType) Handler[T] {
 	return h
 }
 
-// Route implements dispatcher.Router: peek the operation type, pick the handler, decode once,
-// filter. Panics of the Filter propagate to the dispatcher.
+// Route implements dispatcher.Router: decode the event in one walk, which stops at the
+// operation type when no handler takes it (unhandled, nothing else decoded), then filter.
+// Panics of the Filter propagate to the dispatcher.
 func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
-	op, ok := peekOperationType(raw)
-	if ok && r.handlerFor(op) == nil {
-		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
-	}
 	inv, _ := r.pool.Get().(*invocation[T])
 	if inv == nil {
 		inv = &invocation[T]{pool: &r.pool}
 	}
-	if err := fillEvent(&inv.ev, raw, r.stream, 0, &r.ns); err != nil {
+	if err := fillEvent(&inv.ev, raw, r.stream, 0, &r.ns, r.handles); err != nil {
 		inv.Release()
+		if err == errNotWanted {
+			return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
+		}
 		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, err
 	}
 	inv.handler = r.handlerFor(inv.ev.op)

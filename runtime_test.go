@@ -774,3 +774,29 @@ func TestRuntimePipelineRemovingIDIsTerminal(t *testing.T) {
 		t.Fatalf("%d HistoryLost events: a modified _id is not lost history", n)
 	}
 }
+
+// TestStatusAfterRuntimeStop: once the runtime stopped, Status answers the last status the
+// supervisor reported (the entry keeps it encoded), with its counts and transitions.
+func TestStatusAfterRuntimeStop(t *testing.T) {
+	e := newRTEnv(t)
+	rt, _ := e.newRuntime(t, nil)
+	s := newSeen()
+	h, err := rt.Spawn(testCtx(t), ordersStream("after", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, StateRunning)
+	insertOrders(t, e, 0, 3)
+	waitFor(t, "3 events", func() bool { return s.distinct() == 3 })
+	ctx := testCtx(t)
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	st, err := h.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != "after" || st.State != StateStopped || st.Incarnation != 1 || st.Handled != 3 || st.Since.IsZero() {
+		t.Fatalf("status after the runtime's Stop: %+v; want stopped, incarnation 1, 3 handled", st)
+	}
+}

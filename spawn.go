@@ -291,32 +291,9 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		siblings = append(siblings, supervisor.Sibling{Name: snapshotName, Props: sProps})
 	}
 	if cs.collection != "" {
-		// Every collection stream can take an on-demand snapshot (Handle.Snapshot); its
-		// watermarks go to the records' database, which database-wide streams skip.
-		src := newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
-			e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":ondemand")
-		signalsDB := e.storeDB
-		if signalsDB == "" {
-			signalsDB = e.watcher.database
-		}
-		src.signalsDB = signalsDB
-		odProps, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
-			Stream:     cs.name,
-			Instance:   e.records.Instance,
-			Database:   e.watcher.database,
-			Collection: cs.collection,
-			Source:     src,
-			BatchSize:  cs.snapshot.WithDefaults().BatchSize,
-			Dispatcher: dispatcherName,
-			IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
-			Clock:      rt.clk,
-			Logger:     rt.log,
-			Events:     snapshotEvents{e},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.name, err)
-		}
-		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Props: odProps, Lazy: true})
+		// Every collection stream can take an on-demand snapshot (Handle.Snapshot). The actor,
+		// its props and its source are made by the first one: most streams never take one.
+		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Lazy: true, NewProps: e.onDemandProps})
 	}
 	var leaderProps *actor.Props
 	if leases != nil {
@@ -345,6 +322,38 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	}
 	if len(rt.treeSenderMW) > 0 {
 		props = props.Clone(actor.WithSenderMiddleware(rt.treeSenderMW...))
+	}
+	return props, nil
+}
+
+// onDemandProps makes the props of the stream's on-demand snapshot actor (a collection stream's
+// Lazy sibling, see treeProps), on the supervisor's goroutine; its watermarks go to the
+// records' database, which database-wide streams skip. Its configuration is the compiled
+// stream's, validated by Spawn: the error is not expected.
+func (e *streamEntry) onDemandProps() (*actor.Props, error) {
+	cs, rt := e.cs, e.rt
+	src := newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
+		e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":ondemand")
+	signalsDB := e.storeDB
+	if signalsDB == "" {
+		signalsDB = e.watcher.database
+	}
+	src.signalsDB = signalsDB
+	props, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
+		Stream:     cs.name,
+		Instance:   e.records.Instance,
+		Database:   e.watcher.database,
+		Collection: cs.collection,
+		Source:     src,
+		BatchSize:  cs.snapshot.WithDefaults().BatchSize,
+		Dispatcher: dispatcherName,
+		IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
+		Clock:      rt.clk,
+		Logger:     rt.log,
+		Events:     snapshotEvents{e},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.name, err)
 	}
 	return props, nil
 }
@@ -446,11 +455,7 @@ func (s streamEvents) Invalidated(ev stream.InvalidatedEvent) {
 	if ev.Restart {
 		action = InvalidateRestart
 	}
-	cause := OperationType(ev.Cause)
-	if cause == "" {
-		cause = s.e.watcher.invalidateCause()
-	}
-	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: cause, Action: action})
+	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: OperationType(ev.Cause), Action: action})
 }
 
 // CursorFailed is reported as the supervisor's Stopped{Crashed} that follows.

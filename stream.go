@@ -94,8 +94,8 @@ type Stream[T any] struct {
 	// Restart governs restarts of the stream after a crash. Default unlimited, 1s × 2^(n-1)
 	// capped at 60s.
 	Restart RestartPolicy
-	// Checkpoint governs when the resume position is persisted. Default every 100 settlements or
-	// 1s.
+	// Checkpoint governs when the resume position is persisted. Default every 1,000 settlements
+	// or 1s.
 	Checkpoint CheckpointPolicy
 	// DeadLetter governs where events that exhausted their attempts go. Default on,
 	// "_wt_dead_letters", 14 days.

@@ -140,7 +140,7 @@ func TestStreamValidate(t *testing.T) {
 		{"checkpoint retention", func(s *Stream[testOrder]) { s.Checkpoint.Retention = time.Minute },
 			[]string{`watchtree: Stream "orders": Checkpoint.Retention must be >= 2 × IdleInterval (5m0s), so that a running idle instance's checkpoint never expires, got 1m0s`}},
 		{"checkpoint save every", func(s *Stream[testOrder]) { s.Checkpoint.SaveEvery = -1 },
-			[]string{`watchtree: Stream "orders": Checkpoint.SaveEvery must be >= 1 (0 means the default 100), got -1`}},
+			[]string{`watchtree: Stream "orders": Checkpoint.SaveEvery must be >= 1 (0 means the default 1000), got -1`}},
 		{"checkpoint interval", func(s *Stream[testOrder]) { s.Checkpoint.SaveInterval = -1 },
 			[]string{`watchtree: Stream "orders": Checkpoint.SaveInterval must be > 0 (0 means the default 1s), got -1ns`}},
 		{"dead letter collection", func(s *Stream[testOrder]) { s.DeadLetter.Collection = "system.dlq" },

@@ -89,8 +89,9 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{0}
 }
 
-// Event is one change event as read from the cursor. Decoding to the user's type happens once,
-// in the dispatcher; until then the event travels as the server's raw BSON.
+// Event is one snapshot event (SnapshotBatch, WindowChunk). Decoding to the user's type happens
+// once, in the dispatcher; until then the event travels as raw BSON. Change events travel in
+// EventBatch's columns instead.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// seq numbers events of one stream incarnation from 1, without gaps.
@@ -164,12 +165,19 @@ func (x *Event) GetInvalidate() bool {
 	return false
 }
 
-// EventBatch carries events from the stream actor to the dispatcher.
+// EventBatch carries events from the stream actor to the dispatcher. The events travel as
+// columns, not as one Event message each: their seqs are consecutive and end at through_seq, and
+// each event's resume token is its own _id field.
 type EventBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// incarnation identifies the cursor that read the batch; stale incarnations are dropped.
-	Incarnation uint64   `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Events      []*Event `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Incarnation uint64 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// raw holds the change event documents exactly as the server sent them, in seq order: raw[i]
+	// has seq through_seq - len(raw) + 1 + i.
+	Raw [][]byte `protobuf:"bytes,5,rep,name=raw,proto3" json:"raw,omitempty"`
+	// ends_with_invalidate: the last event of raw is an invalidate event (the reader ends its
+	// batch there); its token is never a resumeAfter position, only a startAfter one.
+	EndsWithInvalidate bool `protobuf:"varint,6,opt,name=ends_with_invalidate,json=endsWithInvalidate,proto3" json:"ends_with_invalidate,omitempty"`
 	// post_batch_resume_token is the server's PBRT for the batch (BSON), present on empty
 	// batches too, so that idle streams keep their position fresh.
 	PostBatchResumeToken []byte `protobuf:"bytes,3,opt,name=post_batch_resume_token,json=postBatchResumeToken,proto3" json:"post_batch_resume_token,omitempty"`
@@ -218,11 +226,18 @@ func (x *EventBatch) GetIncarnation() uint64 {
 	return 0
 }
 
-func (x *EventBatch) GetEvents() []*Event {
+func (x *EventBatch) GetRaw() [][]byte {
 	if x != nil {
-		return x.Events
+		return x.Raw
 	}
 	return nil
+}
+
+func (x *EventBatch) GetEndsWithInvalidate() bool {
+	if x != nil {
+		return x.EndsWithInvalidate
+	}
+	return false
 }
 
 func (x *EventBatch) GetPostBatchResumeToken() []byte {
@@ -402,7 +417,8 @@ func (x *Progress) GetPostBatchResumeToken() []byte {
 	return nil
 }
 
-// Settled reports one finished event to the checkpointer.
+// Settled reports one finished snapshot event to the snapshot actor that sent it
+// (SnapshotSettled); live events settle to the checkpointer in SettledRun runs.
 type Settled struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -473,18 +489,103 @@ func (x *Settled) GetInvalidate() bool {
 	return false
 }
 
-// SettledBatch carries settlements from the dispatcher to the checkpointer, in batches.
+// SettledRun is a run of consecutive seqs of one incarnation that settled with the same outcome:
+// seqs first_seq .. first_seq+count-1. Only the last event's token travels: the low-water mark
+// passes a run of settled seqs whole or not at all, so no position can stop inside one.
+type SettledRun struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	// count is the number of seqs in the run, at least 1.
+	Count   uint32  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Outcome Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
+	// last_token is the resume token (the _id document, BSON) of the run's last event.
+	LastToken []byte `protobuf:"bytes,4,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// invalidate: the run's last event is an invalidate (its token is a startAfter position
+	// only). An invalidate always ends its run.
+	Invalidate    bool `protobuf:"varint,5,opt,name=invalidate,proto3" json:"invalidate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettledRun) Reset() {
+	*x = SettledRun{}
+	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettledRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettledRun) ProtoMessage() {}
+
+func (x *SettledRun) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettledRun.ProtoReflect.Descriptor instead.
+func (*SettledRun) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SettledRun) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *SettledRun) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SettledRun) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *SettledRun) GetLastToken() []byte {
+	if x != nil {
+		return x.LastToken
+	}
+	return nil
+}
+
+func (x *SettledRun) GetInvalidate() bool {
+	if x != nil {
+		return x.Invalidate
+	}
+	return false
+}
+
+// SettledBatch carries settlements from the dispatcher to the checkpointer, in batches: a few
+// runs per batch instead of one entry per event.
 type SettledBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Settled       []*Settled             `protobuf:"bytes,2,rep,name=settled,proto3" json:"settled,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// runs are in increasing seq order and do not overlap.
+	Runs          []*SettledRun `protobuf:"bytes,3,rep,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SettledBatch) Reset() {
 	*x = SettledBatch{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +597,7 @@ func (x *SettledBatch) String() string {
 func (*SettledBatch) ProtoMessage() {}
 
 func (x *SettledBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	mi := &file_watchtree_v1_stream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +610,7 @@ func (x *SettledBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledBatch.ProtoReflect.Descriptor instead.
 func (*SettledBatch) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SettledBatch) GetIncarnation() uint64 {
@@ -519,9 +620,9 @@ func (x *SettledBatch) GetIncarnation() uint64 {
 	return 0
 }
 
-func (x *SettledBatch) GetSettled() []*Settled {
+func (x *SettledBatch) GetRuns() []*SettledRun {
 	if x != nil {
-		return x.Settled
+		return x.Runs
 	}
 	return nil
 }
@@ -537,14 +638,15 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"\xb3\x01\n" +
+	"invalidate\"\xd0\x01\n" +
 	"\n" +
 	"EventBatch\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
-	"\x06events\x18\x02 \x03(\v2\x13.watchtree.v1.EventR\x06events\x125\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x10\n" +
+	"\x03raw\x18\x05 \x03(\fR\x03raw\x120\n" +
+	"\x14ends_with_invalidate\x18\x06 \x01(\bR\x12endsWithInvalidate\x125\n" +
 	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\x12\x1f\n" +
 	"\vthrough_seq\x18\x04 \x01(\x04R\n" +
-	"throughSeq\"-\n" +
+	"throughSeqJ\x04\b\x02\x10\x03\"-\n" +
 	"\tSubscribe\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"B\n" +
 	"\x06Demand\x12 \n" +
@@ -561,10 +663,20 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"a\n" +
+	"invalidate\"\xaf\x01\n" +
+	"\n" +
+	"SettledRun\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12/\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x04 \x01(\fR\tlastToken\x12\x1e\n" +
+	"\n" +
+	"invalidate\x18\x05 \x01(\bR\n" +
+	"invalidate\"d\n" +
 	"\fSettledBatch\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12/\n" +
-	"\asettled\x18\x02 \x03(\v2\x15.watchtree.v1.SettledR\asettled*\x94\x01\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12,\n" +
+	"\x04runs\x18\x03 \x03(\v2\x18.watchtree.v1.SettledRunR\x04runsJ\x04\b\x02\x10\x03*\x94\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_HANDLED\x10\x01\x12\x14\n" +
@@ -586,7 +698,7 @@ func file_watchtree_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_watchtree_v1_stream_proto_goTypes = []any{
 	(Outcome)(0),         // 0: watchtree.v1.Outcome
 	(*Event)(nil),        // 1: watchtree.v1.Event
@@ -595,12 +707,13 @@ var file_watchtree_v1_stream_proto_goTypes = []any{
 	(*Demand)(nil),       // 4: watchtree.v1.Demand
 	(*Progress)(nil),     // 5: watchtree.v1.Progress
 	(*Settled)(nil),      // 6: watchtree.v1.Settled
-	(*SettledBatch)(nil), // 7: watchtree.v1.SettledBatch
+	(*SettledRun)(nil),   // 7: watchtree.v1.SettledRun
+	(*SettledBatch)(nil), // 8: watchtree.v1.SettledBatch
 }
 var file_watchtree_v1_stream_proto_depIdxs = []int32{
-	1, // 0: watchtree.v1.EventBatch.events:type_name -> watchtree.v1.Event
-	0, // 1: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
-	6, // 2: watchtree.v1.SettledBatch.settled:type_name -> watchtree.v1.Settled
+	0, // 0: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
+	0, // 1: watchtree.v1.SettledRun.outcome:type_name -> watchtree.v1.Outcome
+	7, // 2: watchtree.v1.SettledBatch.runs:type_name -> watchtree.v1.SettledRun
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -619,7 +732,7 @@ func file_watchtree_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_stream_proto_rawDesc), len(file_watchtree_v1_stream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -7,15 +7,19 @@ import (
 
 // Defaults of Checkpoint: the zero value of a field means the default below.
 const (
-	// DefaultSaveEvery is the default Checkpoint.SaveEvery (settlements per write).
-	DefaultSaveEvery = 100
+	// DefaultSaveEvery is the default Checkpoint.SaveEvery (settlements per write). At 1,000,
+	// a stream catching up at 100,000 events/s writes 100 times a second, not 1,000 (each write
+	// is a round trip and an oplog entry); below 1,000 events/s SaveInterval decides.
+	DefaultSaveEvery = 1000
 	// DefaultSaveInterval is the default Checkpoint.SaveInterval.
 	DefaultSaveInterval = time.Second
 	// DefaultIdleInterval is the default Checkpoint.IdleInterval.
 	DefaultIdleInterval = 5 * time.Minute
-	// DefaultMaxUnflushedFactor gives the default Checkpoint.MaxUnflushed:
+	// DefaultMaxUnflushed and DefaultMaxUnflushedFactor give the default
+	// Checkpoint.MaxUnflushed: the larger of DefaultMaxUnflushed and
 	// DefaultMaxUnflushedFactor × SaveEvery.
-	DefaultMaxUnflushedFactor = 100
+	DefaultMaxUnflushed       = 10_000
+	DefaultMaxUnflushedFactor = 10
 	// DefaultRetention is the default Checkpoint.Retention (30 days).
 	DefaultRetention = 30 * 24 * time.Hour
 	// MinRetentionFactor gives the shortest Checkpoint.Retention accepted:
@@ -40,7 +44,7 @@ const (
 //     the stream takes new events only while the unwritten settlements plus the events in
 //     flight (handled or waiting in the dispatcher, or granted to the cursor as credit) stay
 //     within MaxUnflushed, so the events in flight cannot settle past it. A MaxUnflushed below
-//     the dispatcher's capacity (1,024 events) therefore also caps the events in flight, and
+//     the dispatcher's capacity (4,096 events) therefore also caps the events in flight, and
 //     the stream goes at the pace of the writes, each successful one making room again. Events
 //     that settle while an earlier one is still in flight (e.g. retrying) stop counting once
 //     the position up to that one is written: no position can cover them before it settles,
@@ -53,7 +57,7 @@ const (
 //     unwritten, then the stream waits (no new credit) until a write succeeds. So at most
 //     MaxUnflushed settled events replay, whatever the outage length.
 type Checkpoint struct {
-	// SaveEvery is the number of settlements that triggers a write. Default 100. Must be >= 0;
+	// SaveEvery is the number of settlements that triggers a write. Default 1,000. Must be >= 0;
 	// 0 means the default.
 	SaveEvery int
 	// SaveInterval is the maximum age of unwritten progress after events settled. Default 1s.
@@ -69,7 +73,7 @@ type Checkpoint struct {
 	// MaxUnflushed is the most settled events that may be unwritten (not covered by a
 	// successful checkpoint write) at any time, the events in flight counted against it; the
 	// stream waits for a successful write when it is reached, as when the checkpoint store
-	// fails. Default 100 × SaveEvery (10,000 with the default SaveEvery). Must be >= 0 (0 means
+	// fails. Default the larger of 10,000 and 10 × SaveEvery (10,000 with the default SaveEvery). Must be >= 0 (0 means
 	// the default) and >= SaveEvery.
 	MaxUnflushed int
 
@@ -118,7 +122,7 @@ func (p Checkpoint) WithDefaults() Checkpoint {
 		if p.SaveEvery > math.MaxInt/DefaultMaxUnflushedFactor {
 			p.MaxUnflushed = math.MaxInt
 		} else {
-			p.MaxUnflushed = p.SaveEvery * DefaultMaxUnflushedFactor
+			p.MaxUnflushed = max(DefaultMaxUnflushed, p.SaveEvery*DefaultMaxUnflushedFactor)
 		}
 	}
 	return p
@@ -148,7 +152,7 @@ func (p Checkpoint) ValidateInto(c *Errors, field string) {
 		c.Add(field+".IdleInterval", "must be > 0 (0 means the default %v), got %v", DefaultIdleInterval, p.IdleInterval)
 	}
 	if p.MaxUnflushed < 0 {
-		c.Add(field+".MaxUnflushed", "must be >= SaveEvery (0 means the default %d × SaveEvery), got %d", DefaultMaxUnflushedFactor, p.MaxUnflushed)
+		c.Add(field+".MaxUnflushed", "must be >= SaveEvery (0 means the default, the larger of %d and %d × SaveEvery), got %d", DefaultMaxUnflushed, DefaultMaxUnflushedFactor, p.MaxUnflushed)
 		ok = false
 	}
 	if p.Retention < 0 {

@@ -148,11 +148,14 @@ func TestWithDefaults(t *testing.T) {
 	if got, want := (Restart{}).WithDefaults(), (Restart{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("Restart defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (Checkpoint{}).WithDefaults(), (Checkpoint{SaveEvery: 100, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
+	if got, want := (Checkpoint{}).WithDefaults(), (Checkpoint{SaveEvery: 1000, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
 		t.Errorf("Checkpoint defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (Checkpoint{SaveEvery: 7}).WithDefaults().MaxUnflushed, 700; got != want {
+	if got, want := (Checkpoint{SaveEvery: 7}).WithDefaults().MaxUnflushed, 10000; got != want {
 		t.Errorf("MaxUnflushed default for SaveEvery 7 = %d, want %d", got, want)
+	}
+	if got, want := (Checkpoint{SaveEvery: 5000}).WithDefaults().MaxUnflushed, 50000; got != want {
+		t.Errorf("MaxUnflushed default for SaveEvery 5000 = %d, want %d", got, want)
 	}
 	if got := (Checkpoint{SaveEvery: math.MaxInt / 2}).WithDefaults().MaxUnflushed; got != math.MaxInt {
 		t.Errorf("MaxUnflushed default must saturate, got %d", got)
@@ -286,15 +289,15 @@ func TestCheckpointValidate(t *testing.T) {
 		{"zero value", Checkpoint{}.Validate(), nil},
 		{"all set", Checkpoint{SaveEvery: 1, SaveInterval: time.Millisecond, IdleInterval: time.Second, MaxUnflushed: 1}.Validate(), nil},
 		{"negative SaveEvery", Checkpoint{SaveEvery: -1}.Validate(),
-			[]string{"watchtree: CheckpointPolicy.SaveEvery must be >= 1 (0 means the default 100), got -1"}},
+			[]string{"watchtree: CheckpointPolicy.SaveEvery must be >= 1 (0 means the default 1000), got -1"}},
 		{"negative SaveInterval", Checkpoint{SaveInterval: -time.Second}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.SaveInterval must be > 0 (0 means the default 1s), got -1s"}},
 		{"negative IdleInterval", Checkpoint{IdleInterval: -time.Second}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.IdleInterval must be > 0 (0 means the default 5m0s), got -1s"}},
 		{"negative MaxUnflushed", Checkpoint{MaxUnflushed: -1}.Validate(),
-			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (0 means the default 100 × SaveEvery), got -1"}},
+			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (0 means the default, the larger of 10000 and 10 × SaveEvery), got -1"}},
 		{"MaxUnflushed below default SaveEvery", Checkpoint{MaxUnflushed: 50}.Validate(),
-			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (100), got 50"}},
+			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (1000), got 50"}},
 		{"MaxUnflushed below SaveEvery", Checkpoint{SaveEvery: 10, MaxUnflushed: 9}.Validate(),
 			[]string{"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (10), got 9"}},
 		{"retention set", Checkpoint{Retention: 7 * 24 * time.Hour}.Validate(), nil},
@@ -318,8 +321,8 @@ func TestCheckpointValidate(t *testing.T) {
 		{"ephemeral with Resume", startRule(Checkpoint{Ephemeral: true}, Resume), nil},
 		{"At without ephemeral", startRule(Checkpoint{}, At(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))), nil},
 		{"negative counts skip the cross check", Checkpoint{SaveEvery: -1, MaxUnflushed: -1}.Validate(),
-			[]string{"watchtree: CheckpointPolicy.SaveEvery must be >= 1 (0 means the default 100), got -1",
-				"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (0 means the default 100 × SaveEvery), got -1"}},
+			[]string{"watchtree: CheckpointPolicy.SaveEvery must be >= 1 (0 means the default 1000), got -1",
+				"watchtree: CheckpointPolicy.MaxUnflushed must be >= SaveEvery (0 means the default, the larger of 10000 and 10 × SaveEvery), got -1"}},
 	})
 }
 
@@ -433,7 +436,7 @@ func TestErrors(t *testing.T) {
 	c = NewErrors("Config.")
 	Checkpoint{SaveEvery: -1}.ValidateInto(c, "Checkpoint")
 	checkValidation(t, []validationCase{{"prefix", c.Err(), []string{
-		"watchtree: Config.Checkpoint.SaveEvery must be >= 1 (0 means the default 100), got -1",
+		"watchtree: Config.Checkpoint.SaveEvery must be >= 1 (0 means the default 1000), got -1",
 	}}})
 }
 

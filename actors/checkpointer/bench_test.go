@@ -56,10 +56,8 @@ func BenchmarkActorSettle(b *testing.B) {
 	var seq uint64
 	for i := 0; i < b.N; i += 256 {
 		sys.Root.Send(pid, &messages.Progress{Incarnation: 1, ThroughSeq: seq + 256, PostBatchResumeToken: tokens[0]})
-		batch := &messages.SettledBatch{Incarnation: 1, Settled: make([]*messages.Settled, 256)}
-		for j := range batch.Settled {
-			batch.Settled[j] = &messages.Settled{Seq: seq + 1 + uint64(j), ResumeToken: tokens[j]}
-		}
+		batch := &messages.SettledBatch{Incarnation: 1, Runs: []*messages.SettledRun{
+			{FirstSeq: seq + 1, Count: 256, LastToken: tokens[255], Outcome: messages.Outcome_OUTCOME_HANDLED}}}
 		sys.Root.Send(pid, batch)
 		seq += 256
 	}

@@ -272,6 +272,9 @@ func (c *checkpointer) onTick(ctx actor.Context, m *tick) {
 		}
 		c.intervalTimer = nil
 		c.intervalDue = true
+		if c.intervalIdle {
+			c.t.compact() // nothing settled for IdleInterval: the stream is idle
+		}
 		c.maybeSave(ctx, false)
 	case tickRetry:
 		if c.retryTimer == nil {
@@ -326,8 +329,6 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 
 // isInvalidate reports whether a settlement is an invalidate event (flagged by the stream
 // actor on the Event and copied by the dispatcher).
-func isInvalidate(s *messages.Settled) bool { return s.GetInvalidate() }
-
 func errString(err error) string {
 	if err == nil {
 		return ""

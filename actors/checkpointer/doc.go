@@ -19,7 +19,7 @@
 //     gives up; the stream actor must not fail by itself on a
 //     terminal FAIL. ResumeFromNow: capture, gap record (retried until written), persist,
 //     RESUME_AFTER. Rebuild(fn): capture T, fn, gap record, persist T, START_AT_OPERATION_TIME T.
-//   - Progress{incarnation, through_seq, pbrt} and SettledBatch{incarnation, settled} from the
+//   - Progress{incarnation, through_seq, pbrt} and SettledBatch{incarnation, runs} from the
 //     dispatcher feed the low-water mark (see tracker): the position is the token of the
 //     low-water-mark event, or a PBRT once every seq up to its through_seq settled, whichever is
 //     newer. It never passes an unsettled event; an invalidate's token becomes a startAfter

@@ -253,13 +253,19 @@ func (h *harness) progress(inc, through uint64, pbrt bson.Raw) {
 	h.sys.Root.Send(h.cp, &messages.Progress{Incarnation: inc, ThroughSeq: through, PostBatchResumeToken: pbrt})
 }
 
-// settle sends one SettledBatch settling seqs with their event tokens.
+// settle sends one SettledBatch settling seqs with their event tokens, one run per seq (so any
+// seq may become the position).
 func (h *harness) settle(inc uint64, seqs ...uint64) {
-	b := &messages.SettledBatch{Incarnation: inc}
+	h.sys.Root.Send(h.cp, &messages.SettledBatch{Incarnation: inc, Runs: singleRuns(seqs...)})
+}
+
+// singleRuns returns one SettledRun per seq, each with the seq's event token.
+func singleRuns(seqs ...uint64) []*messages.SettledRun {
+	runs := make([]*messages.SettledRun, 0, len(seqs))
 	for _, s := range seqs {
-		b.Settled = append(b.Settled, &messages.Settled{Seq: s, ResumeToken: evTok(s), Outcome: messages.Outcome_OUTCOME_HANDLED})
+		runs = append(runs, &messages.SettledRun{FirstSeq: s, Count: 1, LastToken: evTok(s), Outcome: messages.Outcome_OUTCOME_HANDLED})
 	}
-	h.sys.Root.Send(h.cp, b)
+	return runs
 }
 
 func seqRange(from, to uint64) []uint64 {

@@ -94,6 +94,15 @@ func (t *tracker) rebase() {
 	t.queue = t.queue[:0]
 }
 
+// compact drops the settlement ring when no seq is in flight (every announced seq settled): a
+// stream that went idle after a burst keeps no ring sized to it (4,096 slots, 128 KiB, at the
+// dispatcher's default capacity). The next settlement allocates a small one again.
+func (t *tracker) compact() {
+	if t.lwm == t.maxSeq {
+		t.slots = nil
+	}
+}
+
 // nextSeq is the seq of the next event a new cursor reads.
 func (t *tracker) nextSeq() uint64 { return t.maxSeq + 1 }
 
@@ -188,7 +197,9 @@ func (t *tracker) advance() bool {
 		if last.invalidate {
 			src = SourceInvalidate
 		}
-		t.pos = position{token: last.token, startAfter: last.invalidate, source: src, seq: t.lwm}
+		// A copy: the settlement's token may share a whole server reply's memory, which a
+		// position kept for long (an idle stream's) must not pin.
+		t.pos = position{token: bytes.Clone(last.token), startAfter: last.invalidate, source: src, seq: t.lwm}
 		t.version++
 	}
 	i := 0

@@ -54,6 +54,37 @@ func TestTrackerInOrder(t *testing.T) {
 	}
 }
 
+// TestTrackerCompact checks that an idle tracker drops its ring, keeps it while a seq is in
+// flight, and settles on normally after dropping it.
+func TestTrackerCompact(t *testing.T) {
+	tr := newTracker()
+	tr.progress(3000, pbrtTok(3000))
+	for s := uint64(3000); s >= 2; s-- { // out of order: the ring grows to the whole window
+		tr.settle(s, evTok(s), false)
+	}
+	tr.advance()
+	if len(tr.slots) < 2048 {
+		t.Fatalf("ring of %d slots, want the window's size", len(tr.slots))
+	}
+	tr.compact()
+	if len(tr.slots) == 0 {
+		t.Fatal("ring dropped while seq 1 is in flight")
+	}
+	tr.settle(1, evTok(1), false)
+	tr.advance()
+	tr.compact()
+	if tr.slots != nil || tr.lwm != 3000 || tokData(tr.pos.token) != "pbrt-003000" {
+		t.Fatalf("after the last settlement: %d slots, lwm %d, pos %q", len(tr.slots), tr.lwm, tokData(tr.pos.token))
+	}
+	tr.progress(3002, pbrtTok(3002))
+	tr.settle(3002, evTok(3002), false)
+	tr.settle(3001, evTok(3001), false)
+	tr.advance()
+	if tr.lwm != 3002 || tokData(tr.pos.token) != "pbrt-003002" || len(tr.slots) > minSlots {
+		t.Fatalf("after compacting: lwm %d pos %q, %d slots", tr.lwm, tokData(tr.pos.token), len(tr.slots))
+	}
+}
+
 func TestTrackerPBRTOnlyAfterThroughSeq(t *testing.T) {
 	tr := newTracker()
 	tr.progress(4, pbrtTok(4))

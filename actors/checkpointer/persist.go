@@ -38,22 +38,41 @@ func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
 	if c.fenced {
 		return
 	}
-	c.recvTotal += uint64(len(m.GetSettled()))
+	for _, r := range m.GetRuns() {
+		c.recvTotal += uint64(r.GetCount())
+	}
 	if m.GetIncarnation() != c.incarnation {
 		c.stale++
 		c.flow(ctx, false)
 		return
 	}
 	v := c.t.version
-	for _, s := range m.GetSettled() {
-		switch c.t.settle(s.GetSeq(), s.GetResumeToken(), isInvalidate(s)) {
-		case settledOK:
-			c.settledTotal++
-		case settledDuplicate:
-			c.log.Debug("duplicate settlement ignored", zap.Uint64("seq", s.GetSeq()))
-		case settledUnknown:
-			c.log.Warn("settlement of an unannounced seq dropped (Progress must come first)",
-				zap.Uint64("seq", s.GetSeq()), zap.Uint64("max_seq", c.t.maxSeq))
+	for _, r := range m.GetRuns() {
+		first, n := r.GetFirstSeq(), uint64(r.GetCount())
+		last := first + n - 1
+		if n == 0 || last < first {
+			c.log.Warn("settlement run dropped: empty or past the last seq", zap.Uint64("first_seq", first),
+				zap.Uint64("count", n))
+			continue
+		}
+		// Only the run's last seq carries the token: the low-water mark passes the run whole
+		// or stops before it, so the position is never one of the others.
+		for seq := first; seq <= min(last, c.t.maxSeq); seq++ {
+			var token []byte
+			inv := false
+			if seq == last {
+				token, inv = r.GetLastToken(), r.GetInvalidate()
+			}
+			switch c.t.settle(seq, token, inv) {
+			case settledOK:
+				c.settledTotal++
+			case settledDuplicate:
+				c.log.Debug("duplicate settlement ignored", zap.Uint64("seq", seq))
+			}
+		}
+		if last > c.t.maxSeq {
+			c.log.Warn("settlement of unannounced seqs dropped (Progress must come first)",
+				zap.Uint64("from_seq", max(first, c.t.maxSeq+1)), zap.Uint64("to_seq", last), zap.Uint64("max_seq", c.t.maxSeq))
 		}
 	}
 	c.t.advance()

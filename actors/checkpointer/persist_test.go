@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -461,4 +462,34 @@ func TestResumedAfterTerminalFailureStillAnswers(t *testing.T) {
 			t.Fatalf("StartFrom after fencing %v", sf)
 		}
 	})
+}
+
+// TestSettledRunsMoveTheLowWaterMarkWhole checks the run encoding of settlements: the low-water
+// mark passes a run whole and takes its last token; a run behind a gap waits; damaged runs (empty,
+// wrapping past the last seq) and seqs beyond every Progress are dropped without a hang, and
+// the others of the batch still count.
+func TestSettledRunsMoveTheLowWaterMarkWhole(t *testing.T) {
+	h := started(t, nil)
+	h.progress(1, 300, pbrtTok(300))
+	run := func(first uint64, n uint32) *messages.SettledRun {
+		return &messages.SettledRun{FirstSeq: first, Count: n, LastToken: evTok(first + uint64(n) - 1),
+			Outcome: messages.Outcome_OUTCOME_HANDLED}
+	}
+	h.sys.Root.Send(h.cp, &messages.SettledBatch{Incarnation: 1, Runs: []*messages.SettledRun{
+		run(1, 100), run(102, 99), // 1-100, then 102-200 behind the gap at 101
+		{FirstSeq: 5, Count: 0}, {FirstSeq: math.MaxUint64, Count: 2}, // damaged: dropped
+	}})
+	if fl := h.flush(); tokData(fl.GetToken()) != tokData(evTok(100)) || fl.GetLowWaterMark() != 100 {
+		t.Fatalf("after 1-100 and 102-200: Flushed %v, want the token of 100", fl)
+	}
+	h.settle(1, 101)
+	if fl := h.flush(); tokData(fl.GetToken()) != tokData(evTok(200)) || fl.GetLowWaterMark() != 200 {
+		t.Fatalf("after 101: Flushed %v, want the token of 200", fl)
+	}
+	// 201-300 and 301-310 in one run: the seqs past the last Progress are dropped, the rest
+	// settle, and the batch's PBRT (through 300) becomes the position.
+	h.sys.Root.Send(h.cp, &messages.SettledBatch{Incarnation: 1, Runs: []*messages.SettledRun{run(201, 110)}})
+	if fl := h.flush(); tokData(fl.GetToken()) != "pbrt-000300" || fl.GetLowWaterMark() != 300 {
+		t.Fatalf("after 201-310: Flushed %v, want the PBRT of 300", fl)
+	}
 }

@@ -372,8 +372,7 @@ func TestNewInstanceOfSamePropsResumesFromStore(t *testing.T) {
 		t.Fatalf("first start %v", sf)
 	}
 	h.sys.Root.Send(a, &messages.Progress{Incarnation: 1, ThroughSeq: 2})
-	h.sys.Root.Send(a, &messages.SettledBatch{Incarnation: 1, Settled: []*messages.Settled{
-		{Seq: 1, ResumeToken: evTok(1)}, {Seq: 2, ResumeToken: evTok(2)}}})
+	h.sys.Root.Send(a, &messages.SettledBatch{Incarnation: 1, Runs: singleRuns(1, 2)})
 	h.sys.Root.RequestWithCustomSender(a, &messages.Flush{}, h.probePID)
 	if fl := next[*messages.Flushed](h); tokData(fl.GetToken()) != tokData(evTok(2)) {
 		t.Fatalf("Flushed %v", fl)

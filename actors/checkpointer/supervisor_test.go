@@ -214,7 +214,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 	}
 	cp := actor.NewPID(pid.Address, pid.Id+"/checkpointer")
 	sys.Root.Send(cp, &messages.Progress{Incarnation: 1, ThroughSeq: 1})
-	sys.Root.Send(cp, &messages.SettledBatch{Incarnation: 1, Settled: []*messages.Settled{{Seq: 1, ResumeToken: evTok(1)}}})
+	sys.Root.Send(cp, &messages.SettledBatch{Incarnation: 1, Runs: singleRuns(1)})
 	sys.Root.Send(cp, &messages.Flush{})
 	deadline := time.After(waitFor)
 	for {

@@ -25,12 +25,11 @@ func (noopRouter) Classify(error) ErrorClass    { return Retryable }
 func (noopInv) Call(context.Context, int) error { return nil }
 
 // benchSource stands in for the stream actor: it subscribes, then sends EventBatches of up to
-// batch events within its credit until total events are sent. Events are allocated one slab per
-// batch, as a cursor loop would.
+// batch events within its credit until total events are sent. Each batch allocates its raw
+// column once, as the reader does.
 type benchSource struct {
 	disp   *actor.PID
 	raws   [][]byte
-	tokens [][]byte
 	total  int
 	batch  int
 	sent   int
@@ -45,18 +44,13 @@ func (s *benchSource) Receive(ctx actor.Context) {
 		s.credit += int(m.Credit)
 		for s.credit > 0 && s.sent < s.total {
 			n := min(s.credit, s.batch, s.total-s.sent)
-			slab := make([]messages.Event, n)
-			evs := make([]*messages.Event, n)
-			for i := range slab {
-				seq := s.sent + i + 1
-				slab[i].Seq = uint64(seq)
-				slab[i].Raw = s.raws[seq%len(s.raws)]
-				slab[i].ResumeToken = s.tokens[seq%len(s.tokens)]
-				evs[i] = &slab[i]
+			raws := make([][]byte, n)
+			for i := range raws {
+				raws[i] = s.raws[(s.sent+i+1)%len(s.raws)]
 			}
 			s.sent += n
 			s.credit -= n
-			ctx.Send(s.disp, &messages.EventBatch{Incarnation: 1, Events: evs, ThroughSeq: uint64(s.sent)})
+			ctx.Send(s.disp, &messages.EventBatch{Incarnation: 1, Raw: raws, ThroughSeq: uint64(s.sent)})
 		}
 	}
 }
@@ -70,7 +64,9 @@ type benchSink struct {
 
 func (s *benchSink) Receive(ctx actor.Context) {
 	if b, ok := ctx.Message().(*messages.SettledBatch); ok {
-		s.settled += len(b.Settled)
+		for _, r := range b.Runs {
+			s.settled += int(r.Count)
+		}
 		if s.settled == s.want {
 			close(s.done)
 		}
@@ -82,10 +78,10 @@ func (s *benchSink) Receive(ctx actor.Context) {
 func BenchmarkDispatcherPipeline(b *testing.B) {
 	for _, lanes := range []int{1, 8} {
 		b.Run(fmt.Sprintf("lanes=%d", lanes), func(b *testing.B) {
-			var raws, tokens [][]byte
+			var raws [][]byte
 			for i := range 64 {
 				e := mkEvent(uint64(i+1), fmt.Sprintf("order-%d", i)).build()
-				raws, tokens = append(raws, e.raw), append(tokens, e.token)
+				raws = append(raws, e.raw)
 			}
 			sys := newTestSystem()
 			defer sys.Shutdown()
@@ -102,7 +98,7 @@ func BenchmarkDispatcherPipeline(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			src := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-				return &benchSource{disp: disp, raws: raws, tokens: tokens, total: b.N, batch: 256}
+				return &benchSource{disp: disp, raws: raws, total: b.N, batch: 256}
 			}))
 			select {
 			case <-done:
@@ -137,10 +133,10 @@ func (sleepInv) Call(context.Context, int) error { time.Sleep(time.Millisecond);
 func BenchmarkDispatcherLanesSlowHandler(b *testing.B) {
 	for _, lanes := range []int{1, 8} {
 		b.Run(fmt.Sprintf("lanes=%d", lanes), func(b *testing.B) {
-			var raws, tokens [][]byte
+			var raws [][]byte
 			for i := range 4096 {
 				e := mkEvent(uint64(i+1), fmt.Sprintf("order-%d", i)).build()
-				raws, tokens = append(raws, e.raw), append(tokens, e.token)
+				raws = append(raws, e.raw)
 			}
 			sys := newTestSystem()
 			defer sys.Shutdown()
@@ -154,7 +150,7 @@ func BenchmarkDispatcherLanesSlowHandler(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			src := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-				return &benchSource{disp: disp, raws: raws, tokens: tokens, total: b.N, batch: 256}
+				return &benchSource{disp: disp, raws: raws, total: b.N, batch: 256}
 			}))
 			select {
 			case <-done:

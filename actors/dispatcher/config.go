@@ -18,7 +18,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultLanes               = 1
-	DefaultCapacity            = 1024
+	DefaultCapacity            = 4096
 	DefaultSettleBatch         = 256
 	DefaultSettleFlushInterval = 50 * time.Millisecond
 	DefaultDrainTimeout        = 30 * time.Second
@@ -52,7 +52,10 @@ type Config struct {
 	// processing is strictly sequential. Default 1, at most MaxLanes.
 	Lanes int
 	// Capacity bounds the events accepted (or granted as credit) and not yet settled; memory is
-	// bounded by it whatever the handler speed. Default 1024, at most MaxCapacity.
+	// bounded by it whatever the handler speed. Default 4096 (four cursor batches: the next
+	// batches are read while the lanes work on this one), at most MaxCapacity. The memory this
+	// holds is at most Capacity events, and never more than Capacity/1024 + 1 server replies
+	// (16 MiB each at most) with the cursor's batches of 1024.
 	Capacity int
 	// Retry governs handler retries and the spacing of dead-letter write retries: the stream's
 	// watchtree.RetryPolicy, as it is. See policy.Retry for the fields, defaults and formula; the

@@ -44,9 +44,11 @@ type dispatcher struct {
 	stage  [][]item // per lane: items routed by the current message, pushed once per message
 	settle *settleBuf
 	spare  []settlement
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	ended  bool // lanes cancelled and waited for
+	// runOrder is settledRuns' scratch: the seq order of the batch being encoded.
+	runOrder []seqIndex
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ended    bool // lanes cancelled and waited for
 
 	// flow control
 	incarnation uint64     // current subscribed incarnation
@@ -271,16 +273,20 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 		}
 		d.stats.StaleBatches++
 		d.log.Debug("stale EventBatch dropped; the new cursor re-reads its events",
-			zap.Uint64("incarnation", b.Incarnation), zap.Uint64("current", d.incarnation), zap.Int("events", len(b.Events)))
+			zap.Uint64("incarnation", b.Incarnation), zap.Uint64("current", d.incarnation), zap.Int("events", len(b.Raw)))
 		return
 	}
 	if d.draining || d.drained {
 		d.stats.StaleBatches++
 		d.log.Debug("EventBatch dropped while draining; its events stay unsettled and are re-read on the next start",
-			zap.Int("events", len(b.Events)))
+			zap.Int("events", len(b.Raw)))
 		return
 	}
-	n := len(b.Events)
+	n := len(b.Raw)
+	if uint64(n) > b.ThroughSeq {
+		panic(fmt.Errorf("dispatcher: stream %q: EventBatch of %d events through seq %d (seqs start at 1; protocol error)",
+			d.cfg.Stream, n, b.ThroughSeq))
+	}
 	if n > d.credit {
 		panic(fmt.Errorf("dispatcher: stream %q: EventBatch of %d events exceeds the credit %d of incarnation %d (protocol error)",
 			d.cfg.Stream, n, d.credit, b.Incarnation))
@@ -300,37 +306,40 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 		if _, ts, ok := tokentime.Of(b.PostBatchResumeToken); ok && pack(ts) > d.readThroughTS {
 			d.readThroughTS = pack(ts)
 		}
+		if d.inFlight == 0 && d.snapInFlight == 0 && len(d.pending) == 0 {
+			// An empty batch: a getMore waited MaxAwaitTime and found nothing. The stream is
+			// idle, so the buffers of its last burst go (not on every drained batch of a
+			// catch-up, which would grow them again at once).
+			d.shrink()
+		}
 		d.reportCounts(ctx) // an idle stream's position moves on: its lag stays current
 		return
 	}
-	d.acceptLive(ctx, b.Events, b.Incarnation, b.PostBatchResumeToken)
+	d.acceptLive(ctx, b)
 	if n == 0 {
 		d.reportCounts(ctx)
 	}
 }
 
-// accept hands accepted events to their lanes, or holds them behind a barrier.
-func (d *dispatcher) accept(events []*messages.Event, inc uint64, snap bool) {
-	n := len(events)
-	if len(d.held) > 0 || d.barrier {
-		for _, ev := range events {
-			d.held = append(d.held, item{ev: ev, incarnation: inc, snap: snap})
-		}
-	} else if d.cfg.Lanes == 1 {
-		d.stage[0] = d.stage[0][:0]
-		for _, ev := range events {
-			d.stage[0] = append(d.stage[0], item{ev: ev, incarnation: inc, snap: snap})
-		}
-		d.inLanes += n
-	} else {
-		for i, ev := range events {
-			if !d.route(item{ev: ev, incarnation: inc, snap: snap}) {
-				for _, ev := range events[i:] {
-					d.held = append(d.held, item{ev: ev, incarnation: inc, snap: snap})
-				}
-				break
-			}
-		}
+// acceptItem hands an accepted event to its lane, or holds it behind a barrier (once one event
+// of a batch is held, the rest of the batch is too: held events keep their order). Call
+// pushStaged after the batch.
+func (d *dispatcher) acceptItem(it item) {
+	switch {
+	case len(d.held) > 0 || d.barrier:
+		d.held = append(d.held, it)
+	case d.cfg.Lanes == 1:
+		d.stage[0] = append(d.stage[0], it)
+		d.inLanes++
+	case !d.route(it):
+		d.held = append(d.held, it)
+	}
+}
+
+// acceptSnapshot accepts snapshot events of run.
+func (d *dispatcher) acceptSnapshot(events []*messages.Event, run uint64) {
+	for _, ev := range events {
+		d.acceptItem(item{ev: snapshotEvent(ev), incarnation: run, snap: true})
 	}
 	d.pushStaged()
 }
@@ -374,7 +383,7 @@ func (d *dispatcher) onSnapshotBatch(ctx actor.Context, b *messages.SnapshotBatc
 	d.snapCredit -= n
 	d.snapInFlight += n
 	if n > 0 {
-		d.accept(b.Events, b.GetRun(), true)
+		d.acceptSnapshot(b.Events, b.GetRun())
 	}
 }
 
@@ -437,7 +446,7 @@ func (d *dispatcher) route(it item) bool {
 	if d.barrier {
 		return false
 	}
-	key, ok := laneKey(it.ev.Raw)
+	key, ok := laneKey(it.ev.raw)
 	if !ok {
 		if d.inLanes > 0 {
 			return false
@@ -556,8 +565,10 @@ func (d *dispatcher) flushAll(ctx actor.Context) {
 	clear(d.pending[len(d.pending):cap(d.pending)])
 }
 
-// sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations. The
-// Settled messages of a batch share one allocation.
+// sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations,
+// each as runs of consecutive seqs with one outcome (see SettledRun). ss is sorted by seq first:
+// lanes settle out of order, and a batch is a set to the checkpointer, which moves its
+// low-water mark once per batch.
 func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 	for len(ss) > 0 {
 		inc := ss[0].incarnation
@@ -565,19 +576,10 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 		for n < len(ss) && ss[n].incarnation == inc {
 			n++
 		}
-		run := ss[:n]
+		batch := ss[:n]
 		ss = ss[n:]
-		slab := make([]messages.Settled, len(run))
-		ptrs := make([]*messages.Settled, len(run))
-		for i := range run {
-			slab[i].Seq = run[i].seq
-			slab[i].ResumeToken = run[i].token
-			slab[i].Outcome = run[i].outcome
-			slab[i].Invalidate = run[i].invalidate
-			ptrs[i] = &slab[i]
-		}
 		if d.checkpointer != nil {
-			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Settled: ptrs})
+			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Runs: settledRuns(batch, &d.runOrder)})
 		}
 	}
 	c := d.counts
@@ -754,4 +756,28 @@ func (d *dispatcher) snapshot() *messages.DispatcherStats {
 		StaleBatches: d.stats.StaleBatches,
 	}
 	return s
+}
+
+// keptCap is the largest capacity (in elements) a buffer keeps once the dispatcher holds no
+// event: a burst grows the buffers to the dispatcher's capacity, and an idle stream should not
+// keep them at that size.
+const keptCap = 256
+
+// shrink drops the buffers a burst grew (nothing is in flight, the stream idles): the next
+// burst grows them again, a few allocations per burst.
+func (d *dispatcher) shrink() {
+	for i, s := range d.stage {
+		if cap(s) > keptCap {
+			d.stage[i] = nil
+		}
+	}
+	if cap(d.pending) > keptCap {
+		d.pending = nil
+	}
+	if cap(d.spare) > keptCap {
+		d.spare = nil
+	}
+	if cap(d.held) > keptCap && len(d.held) == 0 {
+		d.held = nil
+	}
 }

@@ -6,10 +6,10 @@
 //
 //	stream actor → Subscribe{incarnation}           (send it as a request: Demand goes to the sender)
 //	dispatcher   → Demand{incarnation, credit}       credit = Capacity − events in flight, then more as they settle
-//	stream actor → EventBatch{incarnation, events, post_batch_resume_token, through_seq}   within its credit
+//	stream actor → EventBatch{incarnation, raw, post_batch_resume_token, through_seq}   within its credit
 //	dispatcher   → Progress{incarnation, through_seq, pbrt}   to the checkpointer, per accepted batch,
 //	                                                            before any Settled of that batch
-//	dispatcher   → SettledBatch{incarnation, settled: [{seq, resume_token, outcome}]}   to the checkpointer
+//	dispatcher   → SettledBatch{incarnation, runs: [{first_seq, count, outcome, last_token}]}   to the checkpointer
 //	checkpointer → FlowControl{paused, settle_limit, attach}   no new credit while paused; credit within settle_limit
 //	runtime      → Drain{timeout_ms} → Drained{settled, unsettled, timed_out}
 //	anyone       → DispatcherStatsRequest → DispatcherStats

@@ -165,7 +165,7 @@ func TestProgressPrecedesSettled(t *testing.T) {
 					t.Fatalf("Progress %v", m)
 				}
 			case *messages.SettledBatch:
-				for _, s := range m.Settled {
+				for _, s := range expandRuns(t, m.Runs) {
 					settledAfter[s.Seq] = maxThrough
 				}
 			}
@@ -319,7 +319,7 @@ func TestSettleBatching(t *testing.T) {
 			case m := <-h.cpCh:
 				if b, ok := m.(*messages.SettledBatch); ok {
 					var s []uint64
-					for _, x := range b.Settled {
+					for _, x := range expandRuns(t, b.Runs) {
 						s = append(s, x.Seq)
 					}
 					batches = append(batches, s)
@@ -447,7 +447,7 @@ func TestRestartingInstanceEndsItsLanes(t *testing.T) {
 	pid := sys.Root.Spawn(props) // a root actor: protoactor restarts it on failure
 	sys.Root.RequestWithCustomSender(pid, &messages.Subscribe{Incarnation: 1}, cp)
 	e := mkEvent(1, "a").build()
-	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 1, Events: []*messages.Event{{Seq: 1, Raw: e.raw, ResumeToken: e.token}}})
+	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
 	eventually(t, "handler running", func() bool { return g.running.Load() == 1 })
 	// An over-credit batch of a newer incarnation fails the instance; protoactor restarts it.
 	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 9})
@@ -478,7 +478,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Router = nil }, "dispatcher: Config.Router must not be nil"},
 		{func(c *Config) { c.Lanes = -1 }, "dispatcher: Config.Lanes must be between 1 and 1024 (0 means the default 1), got -1"},
 		{func(c *Config) { c.Lanes = 1025 }, "Config.Lanes must be between 1 and 1024"},
-		{func(c *Config) { c.Capacity = -5 }, "dispatcher: Config.Capacity must be between 1 and 16777216 (0 means the default 1024), got -5"},
+		{func(c *Config) { c.Capacity = -5 }, "dispatcher: Config.Capacity must be between 1 and 16777216 (0 means the default 4096), got -5"},
 		{func(c *Config) { c.DeadLetterRetention = -1 }, "dispatcher: Config.DeadLetterRetention must be >= 0"},
 		{func(c *Config) { c.DeadLetterTimeout = -1 }, "dispatcher: Config.DeadLetterTimeout must be >= 0"},
 		{func(c *Config) { c.SettleFlushInterval = -1 }, "dispatcher: Config.SettleFlushInterval must be >= 0"},
@@ -595,11 +595,11 @@ func TestCheckpointerResolution(t *testing.T) {
 	sys.Root.RequestWithCustomSender(disp, &messages.Subscribe{Incarnation: 1}, stream)
 	next(streamCh)
 	e := mkEvent(1, "a").build()
-	sys.Root.Send(disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Events: []*messages.Event{{Seq: 1, Raw: e.raw, ResumeToken: e.token}}})
+	sys.Root.Send(disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
 	if _, ok := next(other).(*messages.Progress); !ok {
 		t.Fatal("Progress did not go to the attached checkpointer")
 	}
-	if b, ok := next(other).(*messages.SettledBatch); !ok || b.Settled[0].Seq != 1 {
+	if b, ok := next(other).(*messages.SettledBatch); !ok || b.Runs[0].FirstSeq != 1 {
 		t.Fatalf("got %v, want SettledBatch", b)
 	}
 	for _, p := range []*actor.PID{parent, otherPID, stream} {
@@ -607,17 +607,16 @@ func TestCheckpointerResolution(t *testing.T) {
 	}
 }
 
-// The stream actor flags an invalidate Event; the dispatcher must carry the flag to its Settled,
-// because the checkpointer may use an invalidate's token only as a startAfter position.
+// The stream actor flags a batch that ends with an invalidate; the dispatcher must carry the flag
+// to the invalidate's settlement, because the checkpointer may use an invalidate's token only as
+// a startAfter position.
 func TestInvalidateFlagReachesSettled(t *testing.T) {
 	h := newHarness(t, &fakeRouter{handle: func(context.Context, call) error { return nil }})
 	h.subscribe(1)
 	ins := mkEvent(1, "a").build()
 	inv := tev{seq: 2, op: "invalidate"}.build()
-	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 2, Events: []*messages.Event{
-		{Seq: ins.seq, Raw: ins.raw, ResumeToken: ins.token},
-		{Seq: inv.seq, Raw: inv.raw, ResumeToken: inv.token, Invalidate: true},
-	}})
+	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 2, Raw: [][]byte{ins.raw, inv.raw},
+		EndsWithInvalidate: true})
 	h.credit -= 2
 	h.waitSettled(1, 2)
 	if h.settled[1].GetInvalidate() || !h.settled[2].GetInvalidate() {

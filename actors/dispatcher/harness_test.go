@@ -427,9 +427,12 @@ func (h *harness) send(evs ...tev) {
 
 func (h *harness) sendInc(inc uint64, evs ...tev) {
 	b := &messages.EventBatch{Incarnation: inc, PostBatchResumeToken: []byte("pbrt")}
-	for _, e := range evs {
+	for i, e := range evs {
 		e = e.build()
-		b.Events = append(b.Events, &messages.Event{Seq: e.seq, Raw: e.raw, ResumeToken: e.token})
+		if i > 0 && e.seq != b.ThroughSeq+1 {
+			h.t.Fatalf("harness: seqs of one EventBatch must be consecutive: %d after %d", e.seq, b.ThroughSeq)
+		}
+		b.Raw = append(b.Raw, e.raw)
 		b.ThroughSeq = e.seq
 	}
 	h.credit -= len(evs)
@@ -471,7 +474,7 @@ func (h *harness) record(m any) {
 	case *messages.Progress:
 		h.maxProg = max(h.maxProg, m.ThroughSeq)
 	case *messages.SettledBatch:
-		for _, s := range m.Settled {
+		for _, s := range expandRuns(h.t, m.Runs) {
 			if s.Seq > h.maxProg {
 				h.t.Fatalf("Settled seq %d before a Progress covering it (max through_seq %d)", s.Seq, h.maxProg)
 			}
@@ -529,4 +532,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// expandRuns turns SettledRuns back into one Settled per seq (the run's token and invalidate
+// flag on its last seq only), checking that runs are in order and do not overlap.
+func expandRuns(t *testing.T, runs []*messages.SettledRun) []*messages.Settled {
+	t.Helper()
+	var out []*messages.Settled
+	var next uint64
+	for _, r := range runs {
+		if r.Count == 0 || r.FirstSeq < next {
+			t.Fatalf("SettledRun %v: empty, or not after the previous run (next seq %d)", r, next)
+		}
+		for i := range uint64(r.Count) {
+			s := &messages.Settled{Seq: r.FirstSeq + i, Outcome: r.Outcome}
+			if i == uint64(r.Count)-1 {
+				s.ResumeToken, s.Invalidate = r.LastToken, r.Invalidate
+			}
+			out = append(out, s)
+		}
+		next = r.FirstSeq + uint64(r.Count)
+	}
+	return out
 }

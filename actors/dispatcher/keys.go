@@ -2,24 +2,19 @@ package dispatcher
 
 import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/watchtree/watchtree/internal/rawbson"
 )
 
 // laneKey returns the bytes that pick an event's lane: the documentKey document of the raw
 // change event (with its length prefix). ok is false for events without one (drop, rename,
 // dropDatabase, invalidate) and for malformed events; those are barriers (see Config.Lanes).
 func laneKey(raw []byte) (key []byte, ok bool) {
-	if len(raw) < 5 {
+	el, ok := rawbson.Lookup(raw, "documentKey")
+	if !ok || el.Type != bsoncore.TypeEmbeddedDocument {
 		return nil, false
 	}
-	v, err := bsoncore.Document(raw).LookupErr("documentKey")
-	if err != nil {
-		return nil, false
-	}
-	d, ok := v.DocumentOK()
-	if !ok {
-		return nil, false
-	}
-	return d, true
+	return el.Value, true
 }
 
 // laneOf hashes key with 64-bit FNV-1a (deterministic, allocation-free) onto one of n lanes.
@@ -30,4 +25,13 @@ func laneOf(key []byte, n int) int {
 		h *= 1099511628211
 	}
 	return int(h % uint64(n))
+}
+
+// tokenOf returns the value of a change event's first _id field, its resume token (a sub-slice
+// of raw), or nil when it has none. The server writes _id first, so this reads one element.
+func tokenOf(raw []byte) []byte {
+	if el, ok := rawbson.Lookup(raw, "_id"); ok {
+		return el.Value
+	}
+	return nil
 }

@@ -15,13 +15,33 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
+// event is one accepted event: a change event of an EventBatch, or a snapshot event.
+type event struct {
+	seq uint64
+	raw []byte // the event document
+	// token is the resume token: a snapshot event's own, or nil for a change event until its
+	// lane reads it from raw's _id (the lanes do that work in parallel, not the actor).
+	token      []byte
+	invalidate bool // an invalidate event: its token is a startAfter position only
+}
+
+// snapshotEvent is the event of a snapshot (or window) row.
+func snapshotEvent(ev *messages.Event) event {
+	return event{seq: ev.GetSeq(), raw: ev.GetRaw(), token: ev.GetResumeToken(), invalidate: ev.GetInvalidate()}
+}
+
 // item is one accepted event queued on a lane.
 type item struct {
-	ev          *messages.Event
+	ev          event
 	incarnation uint64 // of a stream batch; the run of a snapshot batch
 	snap        bool   // a snapshot event: settled back to the snapshot source, never to the checkpointer
-	// attempt is the attempt in progress (0 before the first); goexit is set when that attempt
-	// ended its goroutine with runtime.Goexit, and first is when the first attempt failed.
+}
+
+// attemptState is how far the lane's current event got: the attempt in progress (0 before the
+// first), whether that attempt ended its goroutine with runtime.Goexit, and when the first
+// attempt failed. It lives in the lane, not in every queued item, and passes to the successor
+// goroutine with the event.
+type attemptState struct {
 	attempt int
 	goexit  bool
 	first   time.Time
@@ -75,6 +95,7 @@ type lane struct {
 	// successor when a handler ends that goroutine with runtime.Goexit.
 	cur []item
 	pos int
+	st  attemptState // of cur[pos]
 }
 
 func newLane(id int, sh *laneShared) *lane {
@@ -138,9 +159,9 @@ func (l *lane) run() {
 			return
 		}
 		it := &l.cur[l.pos]
-		it.goexit = true
+		l.st.goexit = true
 		l.sh.log.Error("handler called runtime.Goexit; the lane goes on in a new goroutine",
-			zap.Uint64("seq", it.ev.Seq), zap.Int("lane", l.id), zap.Int("attempt", it.attempt))
+			zap.Uint64("seq", it.ev.seq), zap.Int("lane", l.id), zap.Int("attempt", l.st.attempt))
 		go l.run()
 	}()
 	for {
@@ -155,6 +176,10 @@ func (l *lane) run() {
 				l.mu.Lock()
 				if len(l.q) == 0 || ctx.Err() != nil {
 					l.running = false // the next push starts a new goroutine
+					if len(l.q) == 0 {
+						// An idle lane keeps no queue sized to the last burst, nor a timer.
+						l.q, l.sp, l.idle = nil, nil, nil
+					}
 					l.mu.Unlock()
 					returned = true
 					return
@@ -173,6 +198,7 @@ func (l *lane) run() {
 				returned = true
 				return
 			}
+			l.st = attemptState{}
 			l.sh.settle.publish(s)
 		}
 		batch := l.cur
@@ -186,8 +212,11 @@ func (l *lane) run() {
 
 // process runs one event to its settlement. ok is false when ctx was cancelled first.
 func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
-	ev := it.ev
-	s = settlement{seq: ev.Seq, incarnation: it.incarnation, token: ev.ResumeToken, invalidate: ev.Invalidate, snap: it.snap}
+	ev := &it.ev
+	if ev.token == nil && !it.snap {
+		ev.token = tokenOf(ev.raw)
+	}
+	s = settlement{seq: ev.seq, incarnation: it.incarnation, token: ev.token, invalidate: ev.invalidate, snap: it.snap}
 	sh := l.sh
 	var (
 		inv Invocation
@@ -198,17 +227,18 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			r.Release()
 		}
 	}()
-	f.first = it.first
-	for attempt := max(it.attempt, 1); ; attempt++ {
+	st := &l.st
+	f.first = st.first
+	for attempt := max(st.attempt, 1); ; attempt++ {
 		var err error
 		routeErr := false
-		if it.goexit {
+		if st.goexit {
 			// The previous goroutine died in this attempt's handler: it failed, retryably.
-			it.goexit = false
+			st.goexit = false
 			err = ErrHandlerGoexit
 		} else if inv == nil {
 			var outcome messages.Outcome
-			inv, outcome, err = l.route(ev.Raw)
+			inv, outcome, err = l.route(ev.raw)
 			switch {
 			case err != nil:
 				var pe *PanicError
@@ -220,7 +250,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 				err, routeErr = errors.New("dispatcher: Router.Route returned no invocation, no error and outcome "+outcome.String()), true
 			}
 		}
-		it.attempt = attempt
+		st.attempt = attempt
 		if err == nil {
 			if err = callHandler(ctx, inv, attempt); err == nil {
 				s.outcome = messages.Outcome_OUTCOME_HANDLED
@@ -232,7 +262,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		}
 		now := sh.clk.Now()
 		if f.first.IsZero() {
-			f.first, it.first = now, now
+			f.first, st.first = now, now
 		}
 		f.last, f.err, f.attempts = now, err, attempt
 		if routeErr {
@@ -249,21 +279,21 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		}
 		switch {
 		case class == Skipped:
-			id := eventID(ev.ResumeToken, ev.Raw)
-			sh.log.Info("event skipped by its handler", zap.Uint64("seq", ev.Seq), zap.String("id", id),
+			id := eventID(ev.token, ev.raw)
+			sh.log.Info("event skipped by its handler", zap.Uint64("seq", ev.seq), zap.String("id", id),
 				zap.Int("lane", l.id), zap.String("reason", err.Error()))
 			emit(sh.log, "Skipped", func() {
-				sh.events.Skipped(EventSkipped{Seq: ev.Seq, ID: id, Lane: l.id, Reason: err.Error()})
+				sh.events.Skipped(EventSkipped{Seq: ev.seq, ID: id, Lane: l.id, Reason: err.Error()})
 			})
 			s.outcome = messages.Outcome_OUTCOME_SKIPPED
 			return s, true
 		case class == Retryable && attempt < sh.retry.MaxAttempts:
 			delay := sh.retry.Delay(attempt, sh.rnd)
-			id := eventID(ev.ResumeToken, ev.Raw)
-			sh.log.Info("handler failed; retrying", zap.Uint64("seq", ev.Seq), zap.String("id", id),
+			id := eventID(ev.token, ev.raw)
+			sh.log.Info("handler failed; retrying", zap.Uint64("seq", ev.seq), zap.String("id", id),
 				zap.Int("lane", l.id), zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 			emit(sh.log, "RetryScheduled", func() {
-				sh.events.RetryScheduled(RetryScheduled{Seq: ev.Seq, ID: id, Lane: l.id, Attempt: attempt, Delay: delay, Err: err})
+				sh.events.RetryScheduled(RetryScheduled{Seq: ev.seq, ID: id, Lane: l.id, Attempt: attempt, Delay: delay, Err: err})
 			})
 			if !l.sleep(ctx, delay) {
 				return s, false
@@ -296,42 +326,42 @@ func callHandler(ctx context.Context, inv Invocation, attempt int) (err error) {
 	return inv.Call(ctx, attempt)
 }
 
-func (l *lane) panicked(ev *messages.Event, attempt int, pe *PanicError) {
+func (l *lane) panicked(ev *event, attempt int, pe *PanicError) {
 	sh := l.sh
-	id := eventID(ev.ResumeToken, ev.Raw)
-	sh.log.Error("handler panicked", zap.Uint64("seq", ev.Seq), zap.String("id", id), zap.Int("lane", l.id),
+	id := eventID(ev.token, ev.raw)
+	sh.log.Error("handler panicked", zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),
 		zap.Int("attempt", attempt), zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
 	emit(sh.log, "HandlerPanicked", func() {
-		sh.events.HandlerPanicked(HandlerPanicked{Seq: ev.Seq, ID: id, Lane: l.id, Attempt: attempt, Value: pe.Value, Stack: pe.Stack})
+		sh.events.HandlerPanicked(HandlerPanicked{Seq: ev.seq, ID: id, Lane: l.id, Attempt: attempt, Value: pe.Value, Stack: pe.Stack})
 	})
 }
 
 // deadLetter writes the event's dead letter, retrying the write until it succeeds or ctx ends.
 // The event settles only after a successful write; with dead letters disabled it is dropped.
-func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event, f failure) (settlement, bool) {
+func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failure) (settlement, bool) {
 	sh := l.sh
-	id := eventID(ev.ResumeToken, ev.Raw)
-	fields := []zap.Field{zap.Uint64("seq", ev.Seq), zap.String("id", id), zap.Int("lane", l.id),
+	id := eventID(ev.token, ev.raw)
+	fields := []zap.Field{zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),
 		zap.Int("attempts", f.attempts), zap.Bool("permanent", f.permanent), zap.Error(f.err)}
 	s.outcome = messages.Outcome_OUTCOME_DEAD_LETTERED
 	if sh.dl == nil {
 		sh.log.Error("event dropped: its attempts ran out and dead letters are disabled", fields...)
 		emit(sh.log, "DeadLettered", func() {
-			sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, OperationType: rawOperationType(ev.Raw),
+			sh.events.DeadLettered(DeadLettered{Seq: ev.seq, ID: id, OperationType: rawOperationType(ev.raw),
 				Lane: l.id, Attempts: f.attempts, Err: f.err, Permanent: f.permanent, Dropped: true})
 		})
 		s.dropped = true
 		return s, true
 	}
 	for write := 1; ; write++ {
-		dl := newDeadLetter(store.Scope{Stream: sh.stream, Instance: sh.instance}, id, ev.ResumeToken, ev.Raw, f, sh.clk.Now(), sh.retention)
+		dl := newDeadLetter(store.Scope{Stream: sh.stream, Instance: sh.instance}, id, ev.token, ev.raw, f, sh.clk.Now(), sh.retention)
 		wctx, cancel := context.WithTimeout(ctx, sh.dlTimeout)
 		err := putDeadLetter(wctx, sh.dl, dl)
 		cancel()
 		if err == nil {
 			sh.log.Warn("event dead-lettered", fields...)
 			emit(sh.log, "DeadLettered", func() {
-				sh.events.DeadLettered(DeadLettered{Seq: ev.Seq, ID: id, OperationType: dl.OperationType,
+				sh.events.DeadLettered(DeadLettered{Seq: ev.seq, ID: id, OperationType: dl.OperationType,
 					Lane: l.id, Attempts: f.attempts, Err: f.err, Permanent: f.permanent})
 			})
 			return s, true
@@ -344,7 +374,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *messages.Event,
 			append(fields[:len(fields):len(fields)], zap.Int("write", write), zap.Duration("delay", delay),
 				zap.NamedError("writeError", err))...)
 		emit(sh.log, "DeadLetterFailed", func() {
-			sh.events.DeadLetterFailed(DeadLetterFailed{Seq: ev.Seq, ID: id, Lane: l.id, Write: write, Delay: delay, Err: err})
+			sh.events.DeadLetterFailed(DeadLetterFailed{Seq: ev.seq, ID: id, Lane: l.id, Write: write, Delay: delay, Err: err})
 		})
 		if !l.sleep(ctx, delay) {
 			return s, false

@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -331,4 +333,45 @@ func TestIdleLanesHoldNoGoroutine(t *testing.T) {
 		t.Fatalf("outcome after the lanes idled: %v", got[5])
 	}
 	waitGoroutinesIn(t, laneRun, 0)
+}
+
+// TestIdleLaneKeepsNoQueue: a lane whose goroutine ended after a burst keeps neither its queue
+// nor its spare at the burst's size.
+func TestIdleLaneKeepsNoQueue(t *testing.T) {
+	var settled atomic.Int64
+	sb := &settleBuf{notify: func() {}}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); wg.Wait() }()
+	sh := &laneShared{stream: "s", router: &fakeRouter{handle: func(context.Context, call) error {
+		settled.Add(1)
+		return nil
+	}}, retry: policy.Retry{MaxAttempts: 1}, rnd: func() float64 { return 0 }, clk: clock.Real(), log: zap.NewNop(),
+		events: NopEvents{}, settle: sb, ctx: ctx, wg: &wg}
+	l := newLane(0, sh)
+	const burst = 1000
+	items := make([]item, burst)
+	for i := range items {
+		items[i] = item{ev: event{seq: uint64(i + 1), raw: mkEvent(uint64(i+1), "k").build().raw}, incarnation: 1}
+	}
+	for i := 0; i < burst; i += 100 {
+		l.push(items[i : i+100])
+	}
+	deadline := time.Now().Add(waitFor + laneLinger)
+	for {
+		l.mu.Lock()
+		running, q, sp := l.running, cap(l.q), cap(l.sp)
+		l.mu.Unlock()
+		if !running {
+			if settled.Load() != burst || q != 0 || sp != 0 {
+				t.Fatalf("lane ended with %d of %d settled, queue cap %d, spare cap %d; want all settled, no queue kept",
+					settled.Load(), burst, q, sp)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lane still running after %v (%d settled)", waitFor+laneLinger, settled.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -63,4 +65,98 @@ func (s *settleBuf) take(spare []settlement) (out []settlement, urgent bool) {
 	s.buf = spare[:0]
 	s.mu.Unlock()
 	return out, urgent
+}
+
+// settledRuns encodes ss as runs of consecutive seqs with one outcome, in seq order. A run ends
+// at an invalidate, a gap, an outcome change or a repeated seq; it carries its last event's
+// token only. The runs share one allocation. Lanes settle out of order, so the seqs are sorted
+// first, as (seq, index) pairs in *scratch (reused by the caller; no pointers to move).
+func settledRuns(ss []settlement, scratch *[]seqIndex) []*messages.SettledRun {
+	*scratch = sortBySeq(ss, (*scratch)[:0])
+	order := *scratch
+	n := 0
+	for k := range order {
+		if k == 0 || !continues(&ss[order[k-1].i], &ss[order[k].i]) {
+			n++
+		}
+	}
+	slab := make([]messages.SettledRun, n)
+	runs := make([]*messages.SettledRun, n)
+	r := -1
+	for k, o := range order {
+		s := &ss[o.i]
+		if k > 0 && continues(&ss[order[k-1].i], s) {
+			slab[r].Count++
+		} else {
+			r++
+			slab[r].FirstSeq, slab[r].Count, slab[r].Outcome = s.seq, 1, s.outcome
+			runs[r] = &slab[r]
+		}
+		slab[r].LastToken, slab[r].Invalidate = s.token, s.invalidate
+	}
+	return runs
+}
+
+// sortBySeq appends the (seq, index) pairs of ss to order, sorted by seq. The seqs of a batch
+// are nearly consecutive (the lanes hold at most the dispatcher's capacity), so when they span
+// at most 4 × len(ss) they are placed by their offset from the lowest one, in linear time; a
+// repeated seq, or a wider span, falls back to a sort.
+func sortBySeq(ss []settlement, order []seqIndex) []seqIndex {
+	if len(ss) == 0 {
+		return order
+	}
+	lo, hi, sorted := ss[0].seq, ss[0].seq, true
+	for i := 1; i < len(ss); i++ {
+		sorted = sorted && ss[i-1].seq < ss[i].seq
+		lo, hi = min(lo, ss[i].seq), max(hi, ss[i].seq)
+	}
+	if sorted {
+		for i := range ss {
+			order = append(order, seqIndex{seq: ss[i].seq, i: int32(i)})
+		}
+		return order
+	}
+	if span := hi - lo + 1; span <= 4*uint64(len(ss)) {
+		// The slots are seqIndex values too: slot k holds seq lo+k (i = -1 while empty).
+		slots := slices.Grow(order, int(span))[:span]
+		for k := range slots {
+			slots[k].i = -1
+		}
+		dup := false
+		for i := range ss {
+			k := ss[i].seq - lo
+			if slots[k].i >= 0 {
+				dup = true
+				break
+			}
+			slots[k] = seqIndex{seq: ss[i].seq, i: int32(i)}
+		}
+		if !dup {
+			n := 0
+			for _, sl := range slots {
+				if sl.i >= 0 {
+					slots[n] = sl
+					n++
+				}
+			}
+			return slots[:n]
+		}
+		order = slots[:0]
+	}
+	for i := range ss {
+		order = append(order, seqIndex{seq: ss[i].seq, i: int32(i)})
+	}
+	slices.SortFunc(order, func(a, b seqIndex) int { return cmp.Compare(a.seq, b.seq) })
+	return order
+}
+
+// seqIndex is a settlement's seq and its index in the batch being encoded.
+type seqIndex struct {
+	seq uint64
+	i   int32
+}
+
+// continues reports whether s extends the run that prev ends.
+func continues(prev, s *settlement) bool {
+	return s.seq == prev.seq+1 && s.outcome == prev.outcome && !prev.invalidate
 }

@@ -66,28 +66,26 @@ func (d *dispatcher) onWindowChunk(ctx actor.Context, m *messages.WindowChunk) {
 // acceptLive accepts a live batch's events, recording them for the open window and releasing
 // its chunk right before the first event past the high watermark, or after the batch when its
 // post-batch resume token reached it.
-func (d *dispatcher) acceptLive(ctx actor.Context, events []*messages.Event, inc uint64, pbrt []byte) {
-	if w := d.win; w != nil {
-		for i, ev := range events {
-			_, ts, ok := tokentime.Of(ev.ResumeToken)
+func (d *dispatcher) acceptLive(ctx actor.Context, b *messages.EventBatch) {
+	first := b.ThroughSeq - uint64(len(b.Raw)) + 1
+	last := len(b.Raw) - 1
+	for i, raw := range b.Raw {
+		ev := event{seq: first + uint64(i), raw: raw, invalidate: i == last && b.EndsWithInvalidate}
+		if w := d.win; w != nil {
+			ev.token = tokenOf(raw)
+			_, ts, ok := tokentime.Of(ev.token)
 			at := pack(ts)
 			if ok && w.rows != nil && at > w.rows.GetHigh() {
-				if i > 0 {
-					d.accept(events[:i], inc, false)
-				}
+				d.pushStaged() // the events before it go first
 				d.closeWindow(ctx)
-				events = events[i:]
-				break
-			}
-			if k, kok := idKey(ev.Raw); kok && ok && at > w.touched[k] {
+			} else if k, kok := idKey(raw); kok && ok && at > w.touched[k] {
 				w.touched[k] = at
 			}
 		}
+		d.acceptItem(item{ev: ev, incarnation: b.Incarnation})
 	}
-	if len(events) > 0 {
-		d.accept(events, inc, false)
-	}
-	if _, ts, ok := tokentime.Of(pbrt); ok && pack(ts) > d.readThroughTS {
+	d.pushStaged()
+	if _, ts, ok := tokentime.Of(b.PostBatchResumeToken); ok && pack(ts) > d.readThroughTS {
 		d.readThroughTS = pack(ts)
 	}
 	if w := d.win; w != nil && w.rows != nil && d.readThroughTS >= w.rows.GetHigh() {
@@ -115,7 +113,7 @@ func (d *dispatcher) closeWindow(ctx actor.Context) {
 	dropped := len(w.rows.GetEvents()) - len(keep)
 	if len(keep) > 0 {
 		d.snapInFlight += len(keep)
-		d.accept(keep, w.run, true)
+		d.acceptSnapshot(keep, w.run)
 	}
 	if w.src != nil {
 		ctx.Send(w.src, &messages.WindowClosed{Run: w.run, Chunk: w.chunk, Dropped: uint32(dropped), Delivered: uint32(len(keep))})

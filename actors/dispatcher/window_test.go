@@ -30,8 +30,13 @@ func (h *harness) liveBatch(seq uint64, pbrt uint32, evs ...struct {
 }) {
 	b := &messages.EventBatch{Incarnation: h.inc, PostBatchResumeToken: tokenAt(pbrt)}
 	for _, e := range evs {
-		ev := mkEvent(seq, e.key).build()
-		b.Events = append(b.Events, &messages.Event{Seq: seq, Raw: ev.raw, ResumeToken: tokenAt(e.ts)})
+		// The event's _id (its resume token) carries its cluster time e.ts.
+		raw, err := bson.Marshal(bson.D{{Key: "_id", Value: bson.Raw(tokenAt(e.ts))}, {Key: "operationType", Value: "insert"},
+			{Key: "n", Value: int64(seq)}, {Key: "documentKey", Value: bson.D{{Key: "_id", Value: e.key}}}})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		b.Raw = append(b.Raw, raw)
 		b.ThroughSeq = seq
 		seq++
 	}

@@ -61,7 +61,7 @@ func (s *sink) Receive(ctx actor.Context) {
 		s.stream, s.inc = ctx.Sender(), m.GetIncarnation()
 		ctx.Respond(&messages.Demand{Incarnation: m.GetIncarnation(), Credit: 1024})
 	case *messages.EventBatch:
-		n := len(m.GetEvents())
+		n := len(m.GetRaw())
 		if n == 0 {
 			return
 		}

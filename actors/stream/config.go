@@ -80,7 +80,8 @@ type Cursor interface {
 	// TryNext returns true with the next event in Current, or false after at most one getMore
 	// (which waits up to MaxAwaitTime on the server) when none is available or on error.
 	TryNext(ctx context.Context) bool
-	// Current is the event TryNext returned. The stream actor copies it before the next call.
+	// Current is the event TryNext returned. The stream actor copies it before the next call,
+	// unless the cursor promises it stays valid (CurrentIsStable, as ChangeStreamCursor does).
 	Current() bson.Raw
 	// ResumeToken is the current event's _id, or the post-batch resume token once the batch is
 	// exhausted (and after an empty getMore).

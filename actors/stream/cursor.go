@@ -22,9 +22,24 @@ func (c changeStream) Err() error                       { return c.cs.Err() }
 func (c changeStream) Close(ctx context.Context) error  { return c.cs.Close(ctx) }
 func (c changeStream) ID() int64                        { return c.cs.ID() }
 
+// CurrentIsStable is true: the driver reads every reply into memory of its own and never
+// reuses it, and Current is a sub-slice of that reply.
+func (c changeStream) CurrentIsStable() bool { return true }
+
 // idCursor is implemented by cursors that know their server cursor id (ChangeStreamCursor).
 // A cursor whose id is 0 is closed on the server: TryNext would return false forever.
 type idCursor interface{ ID() int64 }
+
+// stableCursor is implemented by cursors whose Current stays valid and unchanged after later
+// calls of TryNext (ChangeStreamCursor). The reader then hands Current on as it is; for any
+// other cursor it copies every event.
+type stableCursor interface{ CurrentIsStable() bool }
+
+// cursorStable reports whether cur's Current may be kept past the next TryNext.
+func cursorStable(cur Cursor) bool {
+	sc, ok := cur.(stableCursor)
+	return ok && sc.CurrentIsStable()
+}
 
 // splitCursor is implemented by cursors that know whether their pipeline ends with
 // $changeStreamSplitLargeEvent. A cursor that does not implement it is assumed to split: the

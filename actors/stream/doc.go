@@ -16,7 +16,7 @@
 //	cursor open   → parent        Resubscribed{incarnation}   (supervisor.NotifyResubscribed: attempts reset)
 //	              → dispatcher    Subscribe{incarnation}      (a request, once per incarnation)
 //	dispatcher    → Demand{incarnation, credit}               additive; other incarnations are dropped
-//	reader        → dispatcher    EventBatch{incarnation, events[{seq, raw, resume_token}], post_batch_resume_token, through_seq}
+//	reader        → dispatcher    EventBatch{incarnation, raw[], ends_with_invalidate, post_batch_resume_token, through_seq}
 //	anyone        → StreamStatsRequest → StreamStats
 //
 // The incarnation is treekit.Incarnation(ctx); an actor running without a stream supervisor
@@ -30,8 +30,8 @@
 // Demand, with a one-slot wake-up channel: no polling), then calls Cursor.TryNext up to
 // min(credit, MaxBatch) times, stopping early when the driver's buffered batch is exhausted (so
 // events are never held while a getMore waits) or at an invalidate. Each event's raw BSON is
-// copied (the driver reuses its buffer) and its resume_token is the event's _id (a sub-slice of
-// the copy). The batch's post_batch_resume_token is Cursor.ResumeToken() after the last event
+// handed on as the cursor gives it when the cursor's Current stays valid (ChangeStreamCursor:
+// the driver reads each reply into new memory), else copied; its resume token is its own _id. The batch's post_batch_resume_token is Cursor.ResumeToken() after the last event
 // (the server's PBRT once the batch is exhausted, else the last _id), and through_seq the seq of
 // its last event. A round in which TryNext found nothing (one getMore, which waits up to
 // MaxAwaitTime on the server) sends an EventBatch without events, carrying only the PBRT, and only

@@ -104,7 +104,7 @@ func newWorld() *world {
 // lastEvent returns the newest event received (nil when none).
 func (w *world) lastEventLocked() *messages.Event {
 	for i := len(w.batches) - 1; i >= 0; i-- {
-		if ev := w.batches[i].GetEvents(); len(ev) > 0 {
+		if ev := eventsOf(w.batches[i]); len(ev) > 0 {
 			return ev[len(ev)-1]
 		}
 	}
@@ -127,7 +127,7 @@ func (w *world) events() []*messages.Event {
 	defer w.mu.Unlock()
 	var out []*messages.Event
 	for _, b := range w.batches {
-		out = append(out, b.GetEvents()...)
+		out = append(out, eventsOf(b)...)
 	}
 	return out
 }
@@ -206,7 +206,7 @@ func (f *fakeDispatcher) Receive(ctx actor.Context) {
 		w.mu.Lock()
 		w.batches = append(w.batches, m)
 		inc := m.GetIncarnation()
-		w.received[inc] += uint64(len(m.GetEvents()))
+		w.received[inc] += uint64(len(m.GetRaw()))
 		if w.received[inc] > w.granted[inc] {
 			w.violations = append(w.violations, fmt.Sprintf("incarnation %d: %d events received, %d granted",
 				inc, w.received[inc], w.granted[inc]))
@@ -509,4 +509,18 @@ func docID(raw []byte) int {
 func opType(raw []byte) string {
 	s, _ := bson.Raw(raw).Lookup("operationType").StringValueOK()
 	return s
+}
+
+// eventsOf expands an EventBatch into one Event per raw event: seqs counted back from
+// through_seq, the token read from the event's _id, the invalidate flag on the last one when
+// the batch ends with an invalidate.
+func eventsOf(b *messages.EventBatch) []*messages.Event {
+	raws := b.GetRaw()
+	out := make([]*messages.Event, len(raws))
+	first := b.GetThroughSeq() - uint64(len(raws)) + 1
+	for i, raw := range raws {
+		out[i] = &messages.Event{Seq: first + uint64(i), Raw: raw, ResumeToken: scanEnvelope(raw, false).id,
+			Invalidate: i == len(raws)-1 && b.GetEndsWithInvalidate()}
+	}
+	return out
 }

@@ -133,17 +133,18 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
-	var lastOp []byte  // operationType of the latest event (a sub-slice of its copy): an invalidate's cause
+	var lastOp []byte  // the latest drop, rename or dropDatabase (a sub-slice of its event): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
 	splits := cursorSplits(cur)
+	stable := cursorStable(cur)
 	for {
 		n, ok := r.credit.wait(ctx)
 		if !ok {
 			return nil
 		}
 		limit := min(n, uint64(r.cfg.MaxBatch))
-		var events []*messages.Event
-		var block []messages.Event // the batch's events, allocated at once
+		var events [][]byte // the batch's raw events (EventBatch.raw)
+		var lastID []byte   // the _id of the batch's last event
 		var invalidate []byte
 		// A split event started within the credit is read to its end: its fragments are one
 		// event, and no position inside it is ever reported.
@@ -151,9 +152,12 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			if !cur.TryNext(ctx) {
 				break
 			}
-			// One copy of the event (the driver's Current is valid only until the next
-			// TryNext) and one walk of its envelope.
-			raw := bytes.Clone(cur.Current())
+			// The driver's event as it is (a sub-slice of its reply, which it never reuses),
+			// or a copy when the cursor may overwrite it; then one walk of its envelope.
+			raw := cur.Current()
+			if !stable {
+				raw = bytes.Clone(raw)
+			}
 			env := scanEnvelope(raw, splits)
 			if env.hasSplit {
 				frag, of, err := splitInfo(env.split)
@@ -172,27 +176,20 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			}
 			if events == nil {
 				// At most the rest of the driver's batch is read in this round.
-				n := min(limit, uint64(cur.RemainingBatchLength())+1)
-				block = make([]messages.Event, n)
-				events = make([]*messages.Event, 0, n)
+				events = make([][]byte, 0, min(limit, uint64(cur.RemainingBatchLength())+1))
 			}
-			var ev *messages.Event
-			if i := len(events); i < len(block) {
-				ev = &block[i]
-			} else {
-				ev = new(messages.Event)
-			}
-			ev.Seq, ev.Raw = r.seq, raw
-			ev.ResumeToken = env.id // a sub-slice of the copy
 			r.seq++
-			events = append(events, ev)
+			events = append(events, raw)
+			lastID = env.id
 			op := env.op
 			if string(op) == "invalidate" { // no allocation
-				ev.Invalidate = true
-				invalidate = ev.ResumeToken
+				invalidate = bytes.Clone(env.id) // kept past the batch: no reply pinned
 				break
 			}
-			lastOp = op
+			switch string(op) {
+			case "drop", "rename", "dropDatabase":
+				lastOp = op
+			}
 			if cur.RemainingBatchLength() == 0 {
 				break // do not start a getMore (it may wait MaxAwaitTime) while holding events
 			}
@@ -215,7 +212,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			case asm.pending():
 				// The cursor is inside a split event read past the credit's end: the last whole
 				// event's token (its last fragment's) is the position.
-				pbrt = bytes.Clone(events[len(events)-1].ResumeToken)
+				pbrt = bytes.Clone(lastID)
 			default:
 				// The last event's _id, or the server's PBRT when the batch is exhausted; either is
 				// a valid position once every event up to through_seq settled.
@@ -228,8 +225,8 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				last = pbrt
 				r.stats.setPBRT(pbrt)
 			}
-			r.send(&messages.EventBatch{Incarnation: r.inc, Events: events, PostBatchResumeToken: pbrt,
-				ThroughSeq: r.seq - 1})
+			r.send(&messages.EventBatch{Incarnation: r.inc, Raw: events, PostBatchResumeToken: pbrt,
+				ThroughSeq: r.seq - 1, EndsWithInvalidate: invalidate != nil})
 			if invalidate != nil {
 				return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_INVALIDATED,
 					InvalidateToken: invalidate, InvalidateCause: string(lastOp)}

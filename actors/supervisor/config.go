@@ -25,12 +25,17 @@ const DefaultChildName = "stream"
 type Sibling struct {
 	// Name is the actor name under the supervisor, e.g. "checkpointer". Required and unique.
 	Name string
-	// Props spawns the sibling. Required.
+	// Props spawns the sibling. Required, unless a Lazy sibling has NewProps.
 	Props *actor.Props
 	// Lazy defers the spawn to the first request that needs the sibling (the on-demand snapshot
 	// actor: most streams never take one, and an idle stream should not pay for the actor).
 	// Default false: spawned with the supervisor.
 	Lazy bool
+	// NewProps, for a Lazy sibling without Props, makes its props at its spawn: a stream that
+	// never needs the sibling holds neither the actor nor its props and configuration. It runs
+	// on the supervisor's goroutine; an error is logged and the request goes on as without
+	// the sibling.
+	NewProps func() (*actor.Props, error)
 }
 
 // Config configures one stream supervisor. Only Stream and Child are required; every other zero
@@ -140,8 +145,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Name %q is already used", i, s.Name))
 		}
 		names[s.Name] = true
-		if s.Props == nil {
-			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Props must not be nil", i))
+		switch {
+		case s.Props == nil && (!s.Lazy || s.NewProps == nil):
+			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Props must not be nil (NewProps stands in for it only for a Lazy sibling)", i))
+		case s.Props != nil && s.NewProps != nil:
+			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d]: Props and NewProps are exclusive", i))
 		}
 	}
 	pe := policy.NewErrors("Config.")
@@ -202,7 +210,9 @@ func New(cfg Config) (*actor.Props, error) {
 	// actor instead of two (the caller's Sibling slice and props are not changed).
 	sibs := make([]Sibling, len(cfg.Siblings))
 	for i, sib := range cfg.Siblings {
-		sib.Props = cfg.underMiddleware(sib.Props, nil)
+		if sib.Props != nil {
+			sib.Props = cfg.underMiddleware(sib.Props, nil)
+		}
 		sibs[i] = sib
 	}
 	cfg.Siblings = sibs

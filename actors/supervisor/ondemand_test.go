@@ -106,3 +106,52 @@ func TestOnDemandLazySiblingSpawnedByFirstRequest(t *testing.T) {
 	h.request(&messages.Restart{})
 	pollUntil(t, "AbandonOnDemand on restart", func() bool { return abandons.Load() > before })
 }
+
+// A Lazy sibling with NewProps gets its props made by its spawn, once: a stream that never
+// needs the sibling holds no props for it either.
+func TestOnDemandLazySiblingPropsMadeBySpawn(t *testing.T) {
+	var made, spawned, abandons atomic.Int32
+	h := newHarnessH(t, func(h *harness, c *Config) {
+		c.Siblings = []Sibling{{Name: "ondemand", Lazy: true, NewProps: func() (*actor.Props, error) {
+			made.Add(1)
+			return actor.PropsFromProducer(func() actor.Actor {
+				spawned.Add(1)
+				return &fakeOnDemand{abandons: &abandons}
+			}), nil
+		}}}
+	})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+	if n := made.Load(); n != 0 {
+		t.Fatalf("lazy sibling's props made %d times before any request", n)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		if r := h.onDemand(id); r.GetCode() != "" || r.GetRunning() != "accepted "+id {
+			t.Fatalf("reply %v: want the sibling's acceptance of %s", r, id)
+		}
+	}
+	if m, s := made.Load(), spawned.Load(); m != 1 || s != 1 {
+		t.Fatalf("props made %d times, sibling spawned %d times for two requests; want 1 and 1", m, s)
+	}
+}
+
+// NewProps stands in for Props only for a Lazy sibling, and never next to Props.
+func TestSiblingNewPropsValidation(t *testing.T) {
+	newProps := func() (*actor.Props, error) { return nil, nil }
+	props := actor.PropsFromProducer(func() actor.Actor { return &fakeOnDemand{} })
+	for _, tc := range []struct {
+		name string
+		sib  Sibling
+		want string
+	}{
+		{"eager", Sibling{Name: "x", NewProps: newProps}, "Config.Siblings[0].Props must not be nil"},
+		{"both", Sibling{Name: "x", Lazy: true, Props: props, NewProps: newProps}, "Props and NewProps are exclusive"},
+		{"lazy", Sibling{Name: "x", Lazy: true, NewProps: newProps}, ""},
+	} {
+		err := Config{Stream: "s", Child: props, Siblings: []Sibling{tc.sib}}.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

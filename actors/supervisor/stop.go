@@ -280,9 +280,9 @@ func (s *Supervisor) siblingByName(name string) *actor.PID {
 	if name == "" {
 		return nil
 	}
-	for _, pid := range s.siblings {
-		if s.siblingNames[pid.Id] == name {
-			return pid
+	for _, sib := range s.siblings {
+		if sib.name == name {
+			return sib.pid
 		}
 	}
 	return nil

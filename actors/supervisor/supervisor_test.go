@@ -33,7 +33,7 @@ func TestSpawnResubscribeRunning(t *testing.T) {
 		st.GetStream() != "orders" || !strings.Contains(st.GetWhy(), "cursor open") {
 		t.Fatalf("status = %v", st)
 	}
-	if st.GetTransitions()["starting"] != 1 || st.GetTransitions()["running"] != 1 {
+	if st.GetTransitions()["starting"] != 1 || st.GetTransitions()["running"] != 1 || len(st.GetTransitions()) != 2 {
 		t.Fatalf("transition counts = %v", st.GetTransitions())
 	}
 	// Every transition is logged with the stream name.

@@ -8,6 +8,7 @@ package rawbson
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
@@ -29,16 +30,91 @@ func ReadElement(src []byte) (el Element, rest []byte, ok bool) {
 	if len(src) < 2 {
 		return Element{}, src, false
 	}
-	i := bytes.IndexByte(src[1:], 0)
-	if i < 0 {
+	// Keys are short: a plain loop beats bytes.IndexByte's setup.
+	i := 1
+	for i < len(src) && src[i] != 0 {
+		i++
+	}
+	if i == len(src) {
 		return Element{}, src, false
 	}
 	t := bsoncore.Type(src[0])
-	v, rest, ok := bsoncore.ReadValue(src[i+2:], t)
-	if !ok {
+	v := src[i+1:]
+	n := valueLength(v, t)
+	if n < 0 {
 		return Element{}, src, false
 	}
-	return Element{Type: t, Key: src[1 : i+1], Value: v.Data}, rest, true
+	return Element{Type: t, Key: src[1:i], Value: v[:n:n]}, v[n:], true
+}
+
+// valueLength returns the length of the value of type t at the start of v, or -1 when v does
+// not hold one whole value of that type (or t is not a BSON type). It checks lengths against
+// len(v), not the value's contents (a string's NUL, a document's elements): the value's reader
+// does that.
+func valueLength(v []byte, t bsoncore.Type) int {
+	var n int
+	switch t {
+	case bsoncore.TypeDouble, bsoncore.TypeDateTime, bsoncore.TypeTimestamp, bsoncore.TypeInt64:
+		n = 8
+	case bsoncore.TypeInt32:
+		n = 4
+	case bsoncore.TypeBoolean:
+		n = 1
+	case bsoncore.TypeObjectID:
+		n = 12
+	case bsoncore.TypeDecimal128:
+		n = 16
+	case bsoncore.TypeNull, bsoncore.TypeUndefined, bsoncore.TypeMinKey, bsoncore.TypeMaxKey:
+		n = 0
+	case bsoncore.TypeEmbeddedDocument, bsoncore.TypeArray, bsoncore.TypeCodeWithScope:
+		l, ok := int32At(v)
+		if !ok || l < 5 {
+			return -1
+		}
+		n = l
+	case bsoncore.TypeString, bsoncore.TypeJavaScript, bsoncore.TypeSymbol:
+		l, ok := int32At(v)
+		if !ok || l < 1 {
+			return -1
+		}
+		n = 4 + l
+	case bsoncore.TypeBinary:
+		l, ok := int32At(v)
+		if !ok || l < 0 {
+			return -1
+		}
+		n = 5 + l
+	case bsoncore.TypeDBPointer:
+		l, ok := int32At(v)
+		if !ok || l < 1 {
+			return -1
+		}
+		n = 4 + l + 12
+	case bsoncore.TypeRegex: // two C strings: the pattern and the options
+		p := bytes.IndexByte(v, 0)
+		if p < 0 {
+			return -1
+		}
+		o := bytes.IndexByte(v[p+1:], 0)
+		if o < 0 {
+			return -1
+		}
+		n = p + 1 + o + 1
+	default:
+		return -1
+	}
+	if n < 0 || n > len(v) { // n < 0: a length near MaxInt32 wrapped a 32-bit int
+		return -1
+	}
+	return n
+}
+
+// int32At reads the little-endian int32 at the start of v.
+func int32At(v []byte) (int, bool) {
+	if len(v) < 4 {
+		return 0, false
+	}
+	return int(int32(binary.LittleEndian.Uint32(v))), true
 }
 
 // Elements returns the bytes of doc's elements (without its length and terminating NUL), and
@@ -52,21 +128,33 @@ func Elements(doc []byte) ([]byte, bool) {
 }
 
 // Lookup returns the first top-level element of doc named key. ok is false when there is none
-// or the document is damaged before it.
+// or the document is damaged before it. It walks offsets without building an Element per
+// element it passes (the dispatcher looks up documentKey, after the full document, in every
+// event).
 func Lookup(doc []byte, key string) (Element, bool) {
 	rem, ok := Elements(doc)
 	if !ok {
 		return Element{}, false
 	}
-	for len(rem) > 0 {
-		el, next, ok := ReadElement(rem)
-		if !ok {
+	for i := 0; i < len(rem); {
+		k := i + 1
+		j := k
+		for j < len(rem) && rem[j] != 0 {
+			j++
+		}
+		if j >= len(rem) {
 			return Element{}, false
 		}
-		if string(el.Key) == key {
-			return el, true
+		t := bsoncore.Type(rem[i])
+		v := j + 1
+		n := valueLength(rem[v:], t)
+		if n < 0 {
+			return Element{}, false
 		}
-		rem = next
+		if string(rem[k:j]) == key {
+			return Element{Type: t, Key: rem[k:j:j], Value: rem[v : v+n : v+n]}, true
+		}
+		i = v + n
 	}
 	return Element{}, false
 }

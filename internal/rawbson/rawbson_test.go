@@ -28,7 +28,13 @@ func TestReadElementMatchesBsoncore(t *testing.T) {
 		{Key: "n", Value: int32(7)}, {Key: "l", Value: int64(8)}, {Key: "f", Value: 1.5},
 		{Key: "b", Value: true}, {Key: "null", Value: nil}, {Key: "oid", Value: bson.NewObjectID()},
 		{Key: "arr", Value: bson.A{1, "x"}}, {Key: "bin", Value: bson.Binary{Subtype: 4, Data: []byte{1, 2}}},
-		{Key: "", Value: "empty key"},
+		{Key: "", Value: "empty key"}, {Key: "re", Value: bson.Regex{Pattern: "^a.*", Options: "i"}},
+		{Key: "dbp", Value: bson.DBPointer{DB: "d.c", Pointer: bson.NewObjectID()}},
+		{Key: "cws", Value: bson.CodeWithScope{Code: "f()", Scope: bson.D{{Key: "x", Value: 1}}}},
+		{Key: "js", Value: bson.JavaScript("g()")}, {Key: "sym", Value: bson.Symbol("s")},
+		{Key: "dec", Value: bson.NewDecimal128(1, 2)}, {Key: "min", Value: bson.MinKey{}},
+		{Key: "max", Value: bson.MaxKey{}}, {Key: "undef", Value: bson.Undefined{}},
+		{Key: "emptybin", Value: bson.Binary{Data: []byte{}}}, {Key: "emptydoc", Value: bson.D{}},
 	})
 	rem, ok := Elements(doc)
 	if !ok {
@@ -91,5 +97,67 @@ func TestReadElementDamaged(t *testing.T) {
 	}
 	if _, _, ok := ReadElement([]byte{0}); ok {
 		t.Error("the terminating NUL read as an element")
+	}
+}
+
+// BenchmarkWalk walks a change event's top-level elements with ReadElement and with bsoncore's
+// element reader, in the same run: compare the two ns/op.
+func BenchmarkWalk(b *testing.B) {
+	doc, err := bson.Marshal(bson.D{
+		{Key: "_id", Value: bson.D{{Key: "_data", Value: "8266EFEDC0000000012B022C0100296E5A1004"}}},
+		{Key: "operationType", Value: "insert"}, {Key: "clusterTime", Value: bson.Timestamp{T: 1, I: 2}},
+		{Key: "wallTime", Value: bson.DateTime(1700000000000)},
+		{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "i", Value: int64(7)}}},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "shop"}, {Key: "coll", Value: "orders"}}},
+		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: bson.NewObjectID()}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("rawbson", func(b *testing.B) {
+		for b.Loop() {
+			rem, _ := Elements(doc)
+			for len(rem) > 0 {
+				_, next, ok := ReadElement(rem)
+				if !ok {
+					b.Fatal("damaged")
+				}
+				rem = next
+			}
+		}
+	})
+	b.Run("bsoncore", func(b *testing.B) {
+		for b.Loop() {
+			rem, _ := Elements(doc)
+			for len(rem) > 0 {
+				el, next, ok := bsoncore.ReadElement(rem)
+				if !ok {
+					b.Fatal("damaged")
+				}
+				_, _ = el.KeyBytes(), el.Value()
+				rem = next
+			}
+		}
+	})
+}
+
+// TestLookupTruncated looks up a key in every truncation of a document (its length prefix
+// patched to match, so only the walk can notice): never a panic, never a value past the end, and
+// the element found only when it is whole.
+func TestLookupTruncated(t *testing.T) {
+	doc := mustMarshal(t, bson.D{{Key: "a", Value: "x"}, {Key: "d", Value: bson.D{{Key: "y", Value: 1}}},
+		{Key: "re", Value: bson.Regex{Pattern: "p", Options: "i"}}, {Key: "k", Value: int64(9)}})
+	whole, ok := Lookup(doc, "k")
+	if !ok || whole.Core().Int64() != 9 {
+		t.Fatalf("Lookup(k) in the whole document = %v, %v", whole, ok)
+	}
+	for n := 5; n < len(doc); n++ {
+		cut := bytes.Clone(doc[:n])
+		cut[0], cut[1], cut[2], cut[3] = byte(n), 0, 0, 0
+		cut[n-1] = 0 // a terminating NUL where the cut ends
+		el, ok := Lookup(cut, "k")
+		if ok && (len(el.Value) != 8 || el.Core().Int64() != 9) {
+			t.Errorf("cut at %d: found a damaged k: %x", n, el.Value)
+		}
 	}
 }

@@ -47,7 +47,7 @@ func checkpointUpdates(srv *mongosim.Server, since time.Time) (n int, ok bool) {
 }
 
 // BenchmarkCheckpointWrites counts the checkpoint writes of a stream with the default
-// CheckpointPolicy (SaveEvery 100, SaveInterval 1s) and a no-op handler, over 100,000 events
+// CheckpointPolicy (SaveEvery 1,000, SaveInterval 1s) and a no-op handler, over 100,000 events
 // already in a mongosim oplog (one op is 100,000 events, from Spawn to a graceful Stop with
 // its final checkpoint). Writes are counted twice: on the wire, as update commands on the
 // checkpoint collection in mongosim's command log (writes/100k-events, the figure), and by the

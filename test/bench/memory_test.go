@@ -101,6 +101,10 @@ func rawIdleStreams(b *testing.B, cl *mongo.Client) (before, after memReading) {
 //     post-batch resume token once per CheckpointPolicy.IdleInterval, 5 minutes by default, so
 //     this should be 0; each such write moves every other stream's PBRT, so a short interval
 //     makes idle streams keep each other writing);
+//   - idle-allocs/stream/s and idle-alloc-B/stream/s: what the idle streams allocate while they
+//     idle (the garbage of their getMores, one per MaxAwaitTime, and of their timers), per
+//     stream and second (the whole process's, the driver's included; the raw baseline's is not
+//     measured);
 //   - spawn-ms/stream: Spawn until every stream is running.
 func BenchmarkIdleStreamMemory(b *testing.B) {
 	uri := startMongosimProcess(b)
@@ -152,8 +156,12 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		}
 		spawnMS := float64(time.Since(start).Milliseconds()) / idleStreams
 		writesBefore := ckptWrites.Load()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
 		time.Sleep(idleSettle) // a steady state to measure, not a wait for a condition
+		runtime.ReadMemStats(&ms1)
 		idleWrites := float64(ckptWrites.Load()-writesBefore) / idleSettle.Seconds()
+		perStreamSec := func(a, b uint64) float64 { return float64(b-a) / idleSettle.Seconds() / idleStreams }
 		after := readMem()
 		if path := os.Getenv("WATCHTREE_IDLE_HEAPPROFILE"); path != "" {
 			writeHeapProfile(b, path)
@@ -168,6 +176,8 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		b.ReportMetric(rawStack, "raw-stack-KB/stream")
 		b.ReportMetric(heap+stack, "heap+stack-KB/stream")
 		b.ReportMetric(idleWrites, "idle-checkpoint-writes/s")
+		b.ReportMetric(perStreamSec(ms0.Mallocs, ms1.Mallocs), "idle-allocs/stream/s")
+		b.ReportMetric(perStreamSec(ms0.TotalAlloc, ms1.TotalAlloc), "idle-alloc-B/stream/s")
 		b.ReportMetric(gor, "goroutines/stream")
 		b.ReportMetric(spawnMS, "spawn-ms/stream")
 	}

@@ -152,30 +152,23 @@ func (f *feeder) Receive(ctx actor.Context) {
 	}
 }
 
-// batch builds the next EventBatch of n events.
+// batch builds the next EventBatch of n events: their documents copied into one buffer, as the
+// driver reads a reply, and the batch's raw column, as the reader builds it.
 func (f *feeder) batch(n int) *messages.EventBatch {
 	size := 0
 	for i := range n {
-		k := (f.sent + i) % len(f.raws)
-		size += len(f.raws[k]) + len(f.tokens[k])
+		size += len(f.raws[(f.sent+i)%len(f.raws)])
 	}
 	buf := make([]byte, 0, size)
-	slab := make([]messages.Event, n)
-	evs := make([]*messages.Event, n)
-	for i := range slab {
-		k := (f.sent + i) % len(f.raws)
+	raws := make([][]byte, n)
+	for i := range raws {
 		start := len(buf)
-		buf = append(buf, f.raws[k]...)
-		mid := len(buf)
-		buf = append(buf, f.tokens[k]...)
-		slab[i].Seq = f.next
-		slab[i].Raw = buf[start:mid:mid]
-		slab[i].ResumeToken = buf[mid:len(buf):len(buf)]
-		evs[i] = &slab[i]
-		f.next++
+		buf = append(buf, f.raws[(f.sent+i)%len(f.raws)]...)
+		raws[i] = buf[start:len(buf):len(buf)]
 	}
-	last := slab[n-1].ResumeToken
-	return &messages.EventBatch{Incarnation: f.incarnation, Events: evs, PostBatchResumeToken: last, ThroughSeq: f.next - 1}
+	f.next += uint64(n)
+	last := f.tokens[(f.sent+n-1)%len(f.tokens)]
+	return &messages.EventBatch{Incarnation: f.incarnation, Raw: raws, PostBatchResumeToken: last, ThroughSeq: f.next - 1}
 }
 
 // creditEcho is the messaging floor: it answers Subscribe with Capacity credit and every
@@ -194,8 +187,8 @@ func (e *creditEcho) Receive(ctx actor.Context) {
 		e.source = ctx.Sender()
 		ctx.Send(e.source, &messages.Demand{Incarnation: m.Incarnation, Credit: dispatcher.DefaultCapacity})
 	case *messages.EventBatch:
-		e.got += len(m.Events)
-		ctx.Send(e.source, &messages.Demand{Incarnation: m.Incarnation, Credit: uint32(len(m.Events))})
+		e.got += len(m.Raw)
+		ctx.Send(e.source, &messages.Demand{Incarnation: m.Incarnation, Credit: uint32(len(m.Raw))})
 		if e.got == e.want {
 			close(e.done)
 		}

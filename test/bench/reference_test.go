@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -39,6 +40,16 @@ func processCPU(b *testing.B) time.Duration {
 type phaseResult struct {
 	elapsed time.Duration // first read to last event handled
 	cpu     time.Duration // process CPU time over the same span
+	alloc   uint64        // bytes allocated by the process over the same span (catch-up only)
+	gcs     uint32        // garbage collections over the same span (catch-up only)
+}
+
+// allocated returns the bytes the process has allocated so far and its number of completed
+// garbage collections (runtime.MemStats.TotalAlloc, NumGC).
+func allocated() (uint64, uint32) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc, m.NumGC
 }
 
 func (r phaseResult) rate(n int) float64 { return float64(n) / r.elapsed.Seconds() }
@@ -142,9 +153,13 @@ func watchtreeConsumer(b *testing.B, rt *watchtree.Runtime, name, coll string, s
 func catchUpReference(b *testing.B, cl *mongo.Client, name string, n int) phaseResult {
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
+	a0, g0 := allocated()
 	cpu0, t0 := processCPU(b), time.Now()
 	referenceConsumer(b, c, options.ChangeStream().SetStartAtOperationTime(&bson.Timestamp{T: uint32(at.Unix())}), n, nil)
-	return phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
+	r := phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
+	a1, g1 := allocated()
+	r.alloc, r.gcs = a1-a0, g1-g0
+	return r
 }
 
 // catchUpWatchtree reads the same backlog with a watchtree stream started At the same point.
@@ -152,10 +167,13 @@ func catchUpWatchtree(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, nam
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
 	spawn, wait, stop := watchtreeConsumer(b, rt, name, name, watchtree.At(at), n)
+	a0, g0 := allocated()
 	cpu0, t0 := processCPU(b), time.Now()
 	spawn()
 	wait()
 	r := phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
+	a1, g1 := allocated()
+	r.alloc, r.gcs = a1-a0, g1-g0
 	stop()
 	return r
 }
@@ -258,7 +276,7 @@ func BenchmarkAgainstReference(b *testing.B) {
 	waitNextSecond()
 	rt := newRuntime(b, cl, nil)
 	n := referenceEvents
-	var catchUp, cpu, live, refRate, wtRate, refCPU, wtCPU []float64
+	var catchUp, cpu, live, refRate, wtRate, refCPU, wtCPU, refB, wtB []float64
 	for i := 0; i < b.N; i++ {
 		for r := range referenceRounds {
 			name := func(kind string) string { return fmt.Sprintf("%s-%d-%d", kind, i, r) }
@@ -279,6 +297,10 @@ func BenchmarkAgainstReference(b *testing.B) {
 			live = append(live, wtL.rate(n)/refL.rate(n))
 			refRate, wtRate = append(refRate, refC.rate(n)), append(wtRate, wtC.rate(n))
 			refCPU, wtCPU = append(refCPU, refC.cpuPerEvent(n)), append(wtCPU, wtC.cpuPerEvent(n))
+			refB, wtB = append(refB, float64(refC.alloc)/float64(n)), append(wtB, float64(wtC.alloc)/float64(n))
+			b.Logf("round %d: catch-up ref %.0f wt %.0f events/s, %.2f / %.2f CPU µs/event, %.0f / %.0f B/event, %d / %d GCs; live ref %.0f wt %.0f events/s",
+				r, refC.rate(n), wtC.rate(n), refC.cpuPerEvent(n), wtC.cpuPerEvent(n), refB[len(refB)-1], wtB[len(wtB)-1],
+				refC.gcs, wtC.gcs, refL.rate(n), wtL.rate(n))
 		}
 	}
 	report := func(xs []float64, unit string) {
@@ -298,4 +320,8 @@ func BenchmarkAgainstReference(b *testing.B) {
 	b.ReportMetric(m, "ref-cpu-µs/event")
 	m, _, _ = ratioStats(wtCPU)
 	b.ReportMetric(m, "wt-cpu-µs/event")
+	m, _, _ = ratioStats(refB)
+	b.ReportMetric(m, "ref-B/event")
+	m, _, _ = ratioStats(wtB)
+	b.ReportMetric(m, "wt-B/event")
 }
