@@ -566,9 +566,9 @@ func (d *dispatcher) flushAll(ctx actor.Context) {
 }
 
 // sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations,
-// each as runs of consecutive seqs with one outcome (see SettledRun). ss is sorted by seq first:
-// lanes settle out of order, and a batch is a set to the checkpointer, which moves its
-// low-water mark once per batch.
+// each as runs of consecutive seqs with one outcome (see SettledRun), in seq order: lanes
+// settle out of order, and a batch is a set to the checkpointer, which moves its low-water mark
+// once per batch.
 func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 	for len(ss) > 0 {
 		inc := ss[0].incarnation
