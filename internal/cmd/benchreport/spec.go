@@ -49,6 +49,8 @@ var rows = []row{
 		Metric: "ns/op", BaseBench: "BenchmarkTracker", BaseMetric: "ns/op"},
 	{Group: "pipeline", Label: "checkpointer actor, writes per 100,000 events", Bench: "BenchmarkActorSettle", Metric: "writes/100k"},
 	{Group: "pipeline", Label: "routing one event to its handler, ns", Bench: "BenchmarkRoute", Metric: "ns/op"},
+	{Group: "pipeline", Label: "a lane's work per event (route, call, release), ns (baseline: the reference consumer's decode of the same event)",
+		Bench: "BenchmarkRouteAgainstReference/watchtree", Metric: "ns/op", BaseBench: "BenchmarkRouteAgainstReference/reference", BaseMetric: "ns/op"},
 	{Group: "pipeline", Label: "decoding an event into a struct, ns (baseline: into bson.Raw)", Bench: "BenchmarkDecodeEvent/struct", Metric: "ns/op",
 		BaseBench: "BenchmarkDecodeEvent/raw", BaseMetric: "ns/op"},
 	{Group: "pipeline", Label: "memstore checkpoint save, ns", Bench: "BenchmarkSave", Metric: "ns/op"},
