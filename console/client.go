@@ -110,8 +110,9 @@ func (c *Client) wrap(err error) error {
 				msg = why
 			}
 		}
-		if c.tls == nil && strings.Contains(msg, "error reading server preface: EOF") {
-			// A TLS server closes a plaintext connection without a word.
+		if c.tls == nil && closedAtPreface(msg) {
+			// A TLS server closes a plaintext connection without a word: the client reads EOF,
+			// or a reset when the server closed before it read what the client had sent.
 			return fmt.Errorf("%w at %s: %s (if the console serves TLS, connect with TLS: --tls or --tls-ca)", ErrUnreachable, c.addr, msg)
 		}
 		if strings.Contains(msg, "looked like an HTTP/1.1 header") {
@@ -155,6 +156,13 @@ func (c *Client) probeTLS() string {
 		return err.Error()
 	}
 	return ""
+}
+
+// closedAtPreface reports whether gRPC's message says the server closed the connection before
+// its HTTP/2 preface (as a TLS server does to a plaintext client), with EOF or a reset.
+func closedAtPreface(msg string) bool {
+	return strings.Contains(msg, "error reading server preface") &&
+		(strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset by peer"))
 }
 
 // tlsHint says what a transport error's TLS failure means for an operator, "" when it is none.

@@ -1,0 +1,31 @@
+package console
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestPlaintextClientOfATLSConsoleIsToldSo: a TLS server closes a plaintext client's connection
+// before its HTTP/2 preface; the client reads EOF or, when the server closed before reading what
+// the client sent, a reset. Both get the hint at TLS; other unreachable errors do not.
+func TestPlaintextClientOfATLSConsoleIsToldSo(t *testing.T) {
+	c := &Client{addr: "127.0.0.1:1"}
+	for _, msg := range []string{
+		`connection error: desc = "error reading server preface: EOF"`,
+		`connection error: desc = "error reading server preface: connection reset by peer"`,
+		`connection error: desc = "error reading server preface: read tcp 127.0.0.1:2->127.0.0.1:1: read: connection reset by peer"`,
+	} {
+		err := c.wrap(status.Error(codes.Unavailable, msg))
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "if the console serves TLS") {
+			t.Errorf("%s: %v, want ErrUnreachable with a hint at TLS", msg, err)
+		}
+	}
+	err := c.wrap(status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`))
+	if !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "TLS") {
+		t.Errorf("connection refused: %v, want ErrUnreachable without a hint at TLS", err)
+	}
+}
