@@ -27,24 +27,34 @@ func (e Element) Core() bsoncore.Value { return bsoncore.Value{Type: e.Type, Dat
 // int32 length) and returns it with the bytes after it. ok is false when src does not start
 // with a whole element: it is empty, it is the document's terminating NUL, or it is damaged.
 func ReadElement(src []byte) (el Element, rest []byte, ok bool) {
-	if len(src) < 2 {
+	t, k, end, ok := element(src, 0)
+	if !ok {
 		return Element{}, src, false
+	}
+	return Element{Type: t, Key: src[1:k:k], Value: src[k+1 : end : end]}, src[end:], true
+}
+
+// element reads the element starting at elems[i]: its type, its key elems[i+1:k] and its value
+// elems[k+1:end]. ok is false when no whole element starts there. Offsets, not slices, so that
+// a walk that passes elements (Lookup) builds nothing for them.
+func element(elems []byte, i int) (t bsoncore.Type, k, end int, ok bool) {
+	if len(elems)-i < 2 {
+		return 0, 0, 0, false
 	}
 	// Keys are short: a plain loop beats bytes.IndexByte's setup.
-	i := 1
-	for i < len(src) && src[i] != 0 {
-		i++
+	k = i + 1
+	for k < len(elems) && elems[k] != 0 {
+		k++
 	}
-	if i == len(src) {
-		return Element{}, src, false
+	if k >= len(elems) {
+		return 0, 0, 0, false
 	}
-	t := bsoncore.Type(src[0])
-	v := src[i+1:]
-	n := valueLength(v, t)
+	t = bsoncore.Type(elems[i])
+	n := valueLength(elems[k+1:], t)
 	if n < 0 {
-		return Element{}, src, false
+		return 0, 0, 0, false
 	}
-	return Element{Type: t, Key: src[1:i], Value: v[:n:n]}, v[n:], true
+	return t, k, k + 1 + n, true
 }
 
 // valueLength returns the length of the value of type t at the start of v, or -1 when v does
@@ -137,24 +147,14 @@ func Lookup(doc []byte, key string) (Element, bool) {
 		return Element{}, false
 	}
 	for i := 0; i < len(rem); {
-		k := i + 1
-		j := k
-		for j < len(rem) && rem[j] != 0 {
-			j++
-		}
-		if j >= len(rem) {
+		t, k, end, ok := element(rem, i)
+		if !ok {
 			return Element{}, false
 		}
-		t := bsoncore.Type(rem[i])
-		v := j + 1
-		n := valueLength(rem[v:], t)
-		if n < 0 {
-			return Element{}, false
+		if string(rem[i+1:k]) == key {
+			return Element{Type: t, Key: rem[i+1 : k : k], Value: rem[k+1 : end : end]}, true
 		}
-		if string(rem[k:j]) == key {
-			return Element{Type: t, Key: rem[k:j:j], Value: rem[v : v+n : v+n]}, true
-		}
-		i = v + n
+		i = end
 	}
 	return Element{}, false
 }
