@@ -372,51 +372,39 @@ func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, ca
 	var hasID, hasOp bool
 	var early error // the first field error before the operation type
 	bad := func(field, typ string, err error) error {
-		e := &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
-		if hasOp || wants == nil {
-			return e
-		}
-		if early == nil {
-			early = e
-		}
-		return nil
+		return &DecodeError{Stream: stream, Field: field, Type: typ, Err: err}
 	}
 	rem, ok := rawbson.Elements(raw)
 	if !ok {
-		return &DecodeError{Stream: stream, Err: fmt.Errorf("malformed BSON document (%d bytes)", len(raw))}
+		return bad("", "", fmt.Errorf("malformed BSON document (%d bytes)", len(raw)))
 	}
 	for len(rem) > 0 {
 		el, next, ok := rawbson.ReadElement(rem)
 		if !ok {
-			return &DecodeError{Stream: stream, Err: errors.New("malformed BSON element")}
+			return bad("", "", errors.New("malformed BSON element"))
 		}
 		rem = next
 		val := el.Core()
+		var ferr error          // this field's error
 		switch string(el.Key) { // no allocation: the compiler compares in place
 		case "_id":
 			doc, ok := val.DocumentOK()
 			if !ok {
-				if e := bad("_id", "document", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("_id", "document", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			dv, _ := rawbson.Lookup(doc, "_data")
 			data, ok := readStringBytes(dv.Value)
 			if !ok || dv.Type != bsoncore.TypeString {
-				if e := bad("_id._data", "string", errMissing); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("_id._data", "string", errMissing)
+				break
 			}
 			ev.token, ev.id, hasID = bson.Raw(doc), data, true
 		case "operationType":
 			op, ok := readOperationType(val)
 			if !ok {
-				if e := bad("operationType", "string", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("operationType", "string", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			ev.op, hasOp = op, true
 			if wants != nil && !wants(op) {
@@ -428,103 +416,90 @@ func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, ca
 		case "clusterTime":
 			t, i, ok := val.TimestampOK()
 			if !ok {
-				if e := bad("clusterTime", "timestamp", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("clusterTime", "timestamp", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			ev.clusterTime = bson.Timestamp{T: t, I: i}
 		case "wallTime":
 			ms, ok := val.DateTimeOK()
 			if !ok {
-				if e := bad("wallTime", "date", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("wallTime", "date", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			ev.wallTime = time.UnixMilli(ms).UTC()
 		case "ns":
 			ns, err := cache.decode(val)
 			if err != nil {
-				if e := bad("ns", "document", err); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("ns", "document", err)
+				break
 			}
 			ev.ns = ns
 		case "to":
 			ns, err := decodeNamespace(val)
 			if err != nil {
-				if e := bad("to", "document", err); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("to", "document", err)
+				break
 			}
 			ev.to, ev.hasTo = ns, true
 		case "documentKey":
 			doc, ok := val.DocumentOK()
 			if !ok {
-				if e := bad("documentKey", "document", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("documentKey", "document", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			ev.documentKey = bson.Raw(doc)
 		case "fullDocument":
 			doc, err := decodeDocument[T](val)
 			if err != nil {
-				if e := bad("fullDocument", typeName[T](), err); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("fullDocument", typeName[T](), err)
+				break
 			}
 			ev.FullDocument = doc
 		case "fullDocumentBeforeChange":
 			doc, err := decodeDocument[T](val)
 			if err != nil {
-				if e := bad("fullDocumentBeforeChange", typeName[T](), err); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("fullDocumentBeforeChange", typeName[T](), err)
+				break
 			}
 			ev.FullDocumentBeforeChange = doc
 		case "updateDescription":
 			ud, err := decodeUpdateDescription(val)
 			if err != nil {
-				if e := bad("updateDescription", "document", err); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("updateDescription", "document", err)
+				break
 			}
 			ev.UpdateDescription = ud
 		case "lsid":
 			doc, ok := val.DocumentOK()
 			if !ok {
-				if e := bad("lsid", "document", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("lsid", "document", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			ev.txn.LSID, ev.hasLSID = bson.Raw(doc), true
 		case "txnNumber":
 			n, ok := val.AsInt64OK()
 			if !ok {
-				if e := bad("txnNumber", "integer", fmt.Errorf("got %s", val.Type)); e != nil {
-					return e
-				}
-				continue
+				ferr = bad("txnNumber", "integer", fmt.Errorf("got %s", val.Type))
+				break
 			}
 			ev.txn.TxnNumber, ev.hasTxnNum = n, true
+		}
+		switch {
+		case ferr == nil:
+		case hasOp || wants == nil:
+			return ferr
+		case early == nil:
+			early = ferr // reported once the operation type is known to be wanted
 		}
 	}
 	if early != nil {
 		return early // no operation type was read: the first error in field order
 	}
 	if !hasID {
-		return &DecodeError{Stream: stream, Field: "_id", Type: "document", Err: errMissing}
+		return bad("_id", "document", errMissing)
 	}
 	if !hasOp {
-		return &DecodeError{Stream: stream, Field: "operationType", Type: "string", Err: errMissing}
+		return bad("operationType", "string", errMissing)
 	}
 	return nil
 }
