@@ -19,8 +19,9 @@ import (
 type event struct {
 	seq uint64
 	raw []byte // the event document
-	// token is the resume token: a snapshot event's own, or nil for a change event until its
-	// lane reads it from raw's _id (the lanes do that work in parallel, not the actor).
+	// token is the resume token: a snapshot or window event's own, or nil for a change event,
+	// whose _id is read only when needed: on a failure (logs, dead letter) and, by the actor,
+	// for the last settlement of each run it sends (one per run, not one per event).
 	token      []byte
 	invalidate bool // an invalidate event: its token is a startAfter position only
 }
@@ -213,10 +214,9 @@ func (l *lane) run() {
 // process runs one event to its settlement. ok is false when ctx was cancelled first.
 func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 	ev := &it.ev
-	if ev.token == nil && !it.snap {
-		ev.token = tokenOf(ev.raw)
-	}
-	s = settlement{seq: ev.seq, incarnation: it.incarnation, token: ev.token, invalidate: ev.invalidate, snap: it.snap}
+	// A change event's token is read from raw only when it is needed: by a failure's logs and
+	// dead letter here, or by the actor for a run's last settlement.
+	s = settlement{seq: ev.seq, incarnation: it.incarnation, token: ev.token, raw: ev.raw, invalidate: ev.invalidate, snap: it.snap}
 	sh := l.sh
 	var (
 		inv Invocation
@@ -259,6 +259,10 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		}
 		if ctx.Err() != nil {
 			return s, false
+		}
+		if ev.token == nil && !it.snap {
+			ev.token = tokenOf(ev.raw)
+			s.token = ev.token
 		}
 		now := sh.clk.Now()
 		if f.first.IsZero() {

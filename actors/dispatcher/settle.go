@@ -13,11 +13,15 @@ import (
 type settlement struct {
 	seq         uint64
 	incarnation uint64 // of the EventBatch the event came in
-	token       []byte
-	outcome     messages.Outcome
-	dropped     bool // dead letters disabled: settled without a record
-	invalidate  bool // an invalidate event: its token is a startAfter position only
-	snap        bool // a snapshot event (incarnation is its run)
+	// token is the resume token when the event came with one (snapshot and window events) or a
+	// failure read it; otherwise it is read from raw's _id by lastToken, for the one settlement
+	// per run whose token is sent.
+	token      []byte
+	raw        []byte
+	outcome    messages.Outcome
+	dropped    bool // dead letters disabled: settled without a record
+	invalidate bool // an invalidate event: its token is a startAfter position only
+	snap       bool // a snapshot event (incarnation is its run)
 }
 
 // settleBuf is where the lanes leave settlements for the actor. Lanes append under mu, one
@@ -67,6 +71,14 @@ func (s *settleBuf) take(spare []settlement) (out []settlement, urgent bool) {
 	return out, urgent
 }
 
+// lastToken is the settlement's resume token: its own, or the _id of its event.
+func (s *settlement) lastToken() []byte {
+	if s.token != nil || s.snap {
+		return s.token
+	}
+	return tokenOf(s.raw)
+}
+
 // settledRuns encodes ss as runs of consecutive seqs with one outcome, in seq order. A run ends
 // at an invalidate, a gap, an outcome change or a repeated seq; it carries its last event's
 // token only. The runs share one allocation. Lanes settle out of order, so the seqs are sorted
@@ -88,11 +100,17 @@ func settledRuns(ss []settlement, scratch *[]seqIndex) []*messages.SettledRun {
 		if k > 0 && continues(&ss[order[k-1].i], s) {
 			slab[r].Count++
 		} else {
+			if r >= 0 { // the previous run ended at the previous settlement
+				slab[r].LastToken = ss[order[k-1].i].lastToken()
+			}
 			r++
 			slab[r].FirstSeq, slab[r].Count, slab[r].Outcome = s.seq, 1, s.outcome
 			runs[r] = &slab[r]
 		}
-		slab[r].LastToken, slab[r].Invalidate = s.token, s.invalidate
+		slab[r].Invalidate = s.invalidate
+	}
+	if r >= 0 {
+		slab[r].LastToken = ss[order[len(order)-1].i].lastToken()
 	}
 	return runs
 }

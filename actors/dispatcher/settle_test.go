@@ -1,7 +1,10 @@
 package dispatcher
 
 import (
+	"fmt"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/messages"
 )
@@ -38,6 +41,22 @@ func TestSettledRuns(t *testing.T) {
 		if g != want[i] {
 			t.Errorf("run %d = %+v, want %+v", i, g, want[i])
 		}
+	}
+	// A change event's settlement carries its raw event, not its token: the token of a run's
+	// last event is read from that event's _id, and only for that one event.
+	fromRaw := func(seq uint64) settlement {
+		raw, err := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: fmt.Sprint("t", seq)}}}, {Key: "operationType", Value: "insert"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return settlement{seq: seq, outcome: handled, raw: raw}
+	}
+	runs := settledRuns([]settlement{fromRaw(12), fromRaw(11), fromRaw(13)}, &scratch)
+	if len(runs) != 1 || runs[0].Count != 3 {
+		t.Fatalf("raw settlements 11-13: runs %v, want one of 3", runs)
+	}
+	if data, _ := bson.Raw(runs[0].LastToken).Lookup("_data").StringValueOK(); data != "t13" {
+		t.Errorf("raw settlements 11-13: last token %v, want {_data: t13}", bson.Raw(runs[0].LastToken))
 	}
 	// A repeated seq (never sent by the lanes, but the checkpointer must see it) starts a run,
 	// whether the seqs are dense (placed by offset) or spread (sorted).
