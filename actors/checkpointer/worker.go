@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -21,7 +22,9 @@ type job func(ctx context.Context) any
 // are sent to the actor as messages. The actor keeps at most one checkpoint save queued or
 // running (it submits the next one, with the latest position, when the result of the previous
 // one arrives), so the queue never holds a stale save. submit starts the goroutine when none
-// runs; it ends when it finds the queue empty, so an idle checkpointer holds no goroutine. stop
+// runs (on the tree's goroutine pool, which keeps a goroutine that did a store write, with its
+// grown stack, for the next save a moment later); it ends when it finds the queue empty, so an
+// idle checkpointer holds no goroutine. stop
 // cancels the job running then (its result is not delivered) and the goroutine ends; no job
 // starts after it.
 type worker struct {
@@ -47,7 +50,7 @@ func (w *worker) submit(j job) {
 	w.running = w.running || start
 	w.mu.Unlock()
 	if start {
-		go w.run()
+		treekit.Go(w.run)
 	}
 }
 

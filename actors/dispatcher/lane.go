@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -116,7 +117,7 @@ func (l *lane) push(items []item) {
 	switch {
 	case start:
 		l.sh.wg.Add(1)
-		go l.run()
+		treekit.Go(l.run) // a goroutine that ran a lane before keeps its grown stack
 	case running:
 		select {
 		case l.wake <- struct{}{}:

@@ -92,8 +92,11 @@ func Fail(ctx actor.Context, err error) {
 // for user messages (~230 B with its structs) in every actor, and an idle runtime holds four
 // or five actors per stream; the lock-free queue starts with one 16-byte node and allocates a
 // node per message, and the tree's messages travel per batch of events, not per event.
+//
+// The mailboxes run on the tree's goroutine pool (see Go), not on a new goroutine each time a
+// mailbox wakes up.
 func Props(producer actor.Producer) *actor.Props {
-	return actor.PropsFromProducer(producer, actor.WithMailbox(lockfreeMailbox))
+	return actor.PropsFromProducer(producer, actor.WithMailbox(lockfreeMailbox), actor.WithDispatcher(goroutines))
 }
 
 // lockfreeMailbox is the mailbox producer of Props; one for every tree.
