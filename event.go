@@ -378,15 +378,15 @@ func fillEvent[T any](ev *Event[T], raw bson.Raw, stream string, attempt int, ca
 	if !ok {
 		return bad("", "", fmt.Errorf("malformed BSON document (%d bytes)", len(raw)))
 	}
-	for len(rem) > 0 {
-		el, next, ok := rawbson.ReadElement(rem)
+	for i := 0; i < len(rem); {
+		t, k, end, ok := rawbson.ElementAt(rem, i)
 		if !ok {
 			return bad("", "", errors.New("malformed BSON element"))
 		}
-		rem = next
-		val := el.Core()
-		var ferr error          // this field's error
-		switch string(el.Key) { // no allocation: the compiler compares in place
+		key, val := rem[i+1:k], bsoncore.Value{Type: t, Data: rem[k+1 : end : end]}
+		i = end
+		var ferr error       // this field's error
+		switch string(key) { // no allocation: the compiler compares in place
 		case "_id":
 			doc, ok := val.DocumentOK()
 			if !ok {

@@ -30,24 +30,25 @@ func scanEnvelope(raw []byte, splits bool) envelope {
 	if !ok {
 		return env
 	}
-	for splits || env.id == nil || env.op == nil {
-		el, next, ok := rawbson.ReadElement(rem) // ends at the trailing NUL
+	for i := 0; splits || env.id == nil || env.op == nil; {
+		t, k, end, ok := rawbson.ElementAt(rem, i) // ends at the trailing NUL
 		if !ok {
 			break
 		}
-		rem = next
-		switch string(el.Key) { // no allocation: the compiler compares in place
+		key, val := rem[i+1:k], rem[k+1:end:end]
+		i = end
+		switch string(key) { // no allocation: the compiler compares in place
 		case "_id":
 			if env.id == nil {
-				env.id = el.Value
+				env.id = val
 			}
 		case "operationType":
-			if el.Type == bsoncore.TypeString && len(el.Value) >= 5 && env.op == nil {
-				env.op = el.Value[4 : len(el.Value)-1] // int32 length, bytes, NUL
+			if t == bsoncore.TypeString && len(val) >= 5 && env.op == nil {
+				env.op = val[4 : len(val)-1] // int32 length, bytes, NUL
 			}
 		case "splitEvent":
 			if splits && !env.hasSplit {
-				env.split, env.hasSplit = bson.RawValue{Type: bson.Type(el.Type), Value: el.Value}, true
+				env.split, env.hasSplit = bson.RawValue{Type: bson.Type(t), Value: val}, true
 			}
 		}
 	}

@@ -2,8 +2,8 @@
 //
 // bsoncore.ReadElement finds the end of an element's key, and Element.KeyBytes and
 // Element.Value each find it again; on the hot path, where every change event's envelope is
-// walked, those repeated scans cost more than the walk itself. ReadElement here returns the
-// type, the key and the value bytes from one scan.
+// walked, those repeated scans cost more than the walk itself. ElementAt here returns the
+// type, the key and the value offsets from one scan.
 package rawbson
 
 import (
@@ -23,21 +23,12 @@ type Element struct {
 // Core returns the element's value as a bsoncore.Value.
 func (e Element) Core() bsoncore.Value { return bsoncore.Value{Type: e.Type, Data: e.Value} }
 
-// ReadElement reads the element at the start of src (the elements of a document follow its
-// int32 length) and returns it with the bytes after it. ok is false when src does not start
-// with a whole element: it is empty, it is the document's terminating NUL, or it is damaged.
-func ReadElement(src []byte) (el Element, rest []byte, ok bool) {
-	t, k, end, ok := element(src, 0)
-	if !ok {
-		return Element{}, src, false
-	}
-	return Element{Type: t, Key: src[1:k:k], Value: src[k+1 : end : end]}, src[end:], true
-}
-
-// element reads the element starting at elems[i]: its type, its key elems[i+1:k] and its value
-// elems[k+1:end]. ok is false when no whole element starts there. Offsets, not slices, so that
-// a walk that passes elements (Lookup) builds nothing for them.
-func element(elems []byte, i int) (t bsoncore.Type, k, end int, ok bool) {
+// ElementAt reads the element starting at elems[i] (elems as Elements returns them): its type,
+// its key elems[i+1:k] and its value elems[k+1:end]; the next element starts at end. ok is
+// false when no whole element starts there. Offsets, not slices, so that a walk builds only
+// the slices it uses: on the hot path, returning an Element and the rest of the document for
+// every field of every event cost as much as reading them.
+func ElementAt(elems []byte, i int) (t bsoncore.Type, k, end int, ok bool) {
 	if len(elems)-i < 2 {
 		return 0, 0, 0, false
 	}
@@ -147,7 +138,7 @@ func Lookup(doc []byte, key string) (Element, bool) {
 		return Element{}, false
 	}
 	for i := 0; i < len(rem); {
-		t, k, end, ok := element(rem, i)
+		t, k, end, ok := ElementAt(rem, i)
 		if !ok {
 			return Element{}, false
 		}

@@ -17,9 +17,19 @@ func mustMarshal(t *testing.T, v any) []byte {
 	return b
 }
 
-// TestReadElementMatchesBsoncore walks documents of every common value type with ReadElement
-// and with bsoncore, and compares type, key and value of each element.
-func TestReadElementMatchesBsoncore(t *testing.T) {
+// readElement reads the element at the start of src as the hot-path walks do with ElementAt, and
+// returns the bytes after it.
+func readElement(src []byte) (el Element, rest []byte, ok bool) {
+	t, k, end, ok := ElementAt(src, 0)
+	if !ok {
+		return Element{}, src, false
+	}
+	return Element{Type: t, Key: src[1:k], Value: src[k+1 : end]}, src[end:], true
+}
+
+// TestElementAtMatchesBsoncore walks documents of every common value type with ElementAt and
+// with bsoncore, and compares type, key and value of each element.
+func TestElementAtMatchesBsoncore(t *testing.T) {
 	doc := mustMarshal(t, bson.D{
 		{Key: "_id", Value: bson.D{{Key: "_data", Value: "8266EFEDC0"}}},
 		{Key: "operationType", Value: "insert"},
@@ -45,7 +55,7 @@ func TestReadElementMatchesBsoncore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, w := range want {
-		el, next, ok := ReadElement(rem)
+		el, next, ok := readElement(rem)
 		if !ok {
 			t.Fatalf("element %d (%s): not ok", i, w.Key())
 		}
@@ -65,8 +75,8 @@ func TestReadElementMatchesBsoncore(t *testing.T) {
 	}
 }
 
-// TestReadElementDamaged feeds truncated and corrupted input: never a panic, always not ok.
-func TestReadElementDamaged(t *testing.T) {
+// TestElementAtDamaged feeds truncated and corrupted input: never a panic, always not ok.
+func TestElementAtDamaged(t *testing.T) {
 	doc := mustMarshal(t, bson.D{{Key: "k", Value: "value"}, {Key: "d", Value: bson.D{{Key: "x", Value: 1}}}})
 	rem, _ := Elements(doc)
 	for n := range len(rem) {
@@ -75,14 +85,14 @@ func TestReadElementDamaged(t *testing.T) {
 		}
 		cut := rem[:n]
 		// Every cut inside the first element must fail; a cut at an element boundary reads it.
-		el, _, ok := ReadElement(cut)
+		el, _, ok := readElement(cut)
 		if ok && len(el.Key)+len(el.Value)+2 > n {
 			t.Errorf("cut at %d: read past the end", n)
 		}
 	}
 	bad := bytes.Clone(rem)
 	bad[len("k")+2] = 0xff // the string's length: far past the end
-	if _, _, ok := ReadElement(bad); ok {
+	if _, _, ok := readElement(bad); ok {
 		t.Error("a string longer than the input read as ok")
 	}
 	for _, d := range [][]byte{nil, {1, 0, 0}, {5, 0, 0, 0, 1}, {6, 0, 0, 0, 0}} {
@@ -95,12 +105,12 @@ func TestReadElementDamaged(t *testing.T) {
 			t.Errorf("Lookup(%x) ok", d)
 		}
 	}
-	if _, _, ok := ReadElement([]byte{0}); ok {
+	if _, _, ok := readElement([]byte{0}); ok {
 		t.Error("the terminating NUL read as an element")
 	}
 }
 
-// BenchmarkWalk walks a change event's top-level elements with ReadElement and with bsoncore's
+// BenchmarkWalk walks a change event's top-level elements with ElementAt and with bsoncore's
 // element reader, in the same run: compare the two ns/op.
 func BenchmarkWalk(b *testing.B) {
 	doc, err := bson.Marshal(bson.D{
@@ -117,12 +127,13 @@ func BenchmarkWalk(b *testing.B) {
 	b.Run("rawbson", func(b *testing.B) {
 		for b.Loop() {
 			rem, _ := Elements(doc)
-			for len(rem) > 0 {
-				_, next, ok := ReadElement(rem)
+			for i := 0; i < len(rem); {
+				_, k, end, ok := ElementAt(rem, i)
 				if !ok {
 					b.Fatal("damaged")
 				}
-				rem = next
+				_, _ = rem[i+1:k], rem[k+1:end]
+				i = end
 			}
 		}
 	})
