@@ -20,9 +20,6 @@ type Element struct {
 	Value []byte // the value's bytes, as in bsoncore.Value.Data
 }
 
-// Core returns the element's value as a bsoncore.Value.
-func (e Element) Core() bsoncore.Value { return bsoncore.Value{Type: e.Type, Data: e.Value} }
-
 // ElementAt reads the element starting at elems[i] (elems as Elements returns them): its type,
 // its key elems[i+1:k] and its value elems[k+1:end]; the next element starts at end. ok is
 // false when no whole element starts there. Offsets, not slices, so that a walk builds only
