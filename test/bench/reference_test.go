@@ -28,18 +28,28 @@ const referenceBatchSize = 1024
 
 // processCPU returns the user + system CPU time this process has used so far.
 func processCPU(b *testing.B) time.Duration {
+	cpu, _ := processUsage(b)
+	return cpu
+}
+
+// processUsage returns the user + system CPU time this process has used so far and its
+// voluntary context switches (a thread that blocked: each hand-over to a goroutine whose
+// thread sleeps costs one, which is CPU a profile barely shows).
+func processUsage(b *testing.B) (time.Duration, int64) {
 	b.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatalf("getrusage: %v", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw
 }
 
 // phaseResult is one consumer's measurement of one phase.
 type phaseResult struct {
 	elapsed time.Duration // first read to last event handled
 	cpu     time.Duration // process CPU time over the same span
+	server  time.Duration // the mongosim child's CPU time over the same span (catch-up only)
+	vcsw    int64         // voluntary context switches of the process over the same span (catch-up only)
 	alloc   uint64        // bytes allocated by the process over the same span (catch-up only)
 	gcs     uint32        // garbage collections over the same span (catch-up only)
 }
@@ -56,6 +66,14 @@ func (r phaseResult) rate(n int) float64 { return float64(n) / r.elapsed.Seconds
 
 func (r phaseResult) cpuPerEvent(n int) float64 {
 	return float64(r.cpu.Microseconds()) / float64(n)
+}
+
+func (r phaseResult) switchesPerKEvent(n int) float64 {
+	return float64(r.vcsw) * 1000 / float64(n)
+}
+
+func (r phaseResult) serverCPUPerEvent(n int) float64 {
+	return float64(r.server.Microseconds()) / float64(n)
 }
 
 // referenceConsumer is the best short consumer a user can write by hand on the unchanged
@@ -150,28 +168,34 @@ func watchtreeConsumer(b *testing.B, rt *watchtree.Runtime, name, coll string, s
 
 // catchUpReference reads a backlog of n orders, written before it starts, from a point before
 // them.
-func catchUpReference(b *testing.B, cl *mongo.Client, name string, n int) phaseResult {
+func catchUpReference(b *testing.B, cl *mongo.Client, server *mongosimChild, name string, n int) phaseResult {
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
+	server.settle(b)
 	a0, g0 := allocated()
-	cpu0, t0 := processCPU(b), time.Now()
+	cpu0, sw0 := processUsage(b)
+	srv0, t0 := server.cpu(), time.Now()
 	referenceConsumer(b, c, options.ChangeStream().SetStartAtOperationTime(&bson.Timestamp{T: uint32(at.Unix())}), n, nil)
-	r := phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
+	cpu1, sw1 := processUsage(b)
+	r := phaseResult{elapsed: time.Since(t0), cpu: cpu1 - cpu0, server: server.cpu() - srv0, vcsw: sw1 - sw0}
 	a1, g1 := allocated()
 	r.alloc, r.gcs = a1-a0, g1-g0
 	return r
 }
 
 // catchUpWatchtree reads the same backlog with a watchtree stream started At the same point.
-func catchUpWatchtree(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, name string, n int) phaseResult {
+func catchUpWatchtree(b *testing.B, rt *watchtree.Runtime, cl *mongo.Client, server *mongosimChild, name string, n int) phaseResult {
 	c, at := prepare(b, cl, name, n)
 	defer drop(b, c)
 	spawn, wait, stop := watchtreeConsumer(b, rt, name, name, watchtree.At(at), n)
+	server.settle(b)
 	a0, g0 := allocated()
-	cpu0, t0 := processCPU(b), time.Now()
+	cpu0, sw0 := processUsage(b)
+	srv0, t0 := server.cpu(), time.Now()
 	spawn()
 	wait()
-	r := phaseResult{elapsed: time.Since(t0), cpu: processCPU(b) - cpu0}
+	cpu1, sw1 := processUsage(b)
+	r := phaseResult{elapsed: time.Since(t0), cpu: cpu1 - cpu0, server: server.cpu() - srv0, vcsw: sw1 - sw0}
 	a1, g1 := allocated()
 	r.alloc, r.gcs = a1-a0, g1-g0
 	stop()
@@ -269,26 +293,32 @@ func ratioStats(xs []float64) (median, lo, hi float64) {
 // Reported, as the median over the rounds with the range (-min, -max): catch-up throughput
 // ratio = watchtree / reference (target ≥ 0.95), CPU-per-event ratio = watchtree / reference
 // in catch-up (target ≤ 1.3; CPU is the process's user + system time over the phase / events),
-// live throughput ratio, and each side's absolute catch-up figures. One op is one whole run:
-// run it with -benchtime 1x.
+// live throughput ratio, and each side's absolute catch-up figures: events/s, CPU µs per event,
+// bytes allocated per event, voluntary context switches per 1,000 events (vcsw/kevent: the
+// goroutine hand-overs that put a thread to sleep) and the mongosim child's CPU µs per event
+// (server-cpu-µs/event, from /proc; both consumers should cost the server the same). Before each
+// catch-up phase both processes collect their garbage (mongosimChild.settle). One op is one
+// whole run: run it with -benchtime 1x.
 func BenchmarkAgainstReference(b *testing.B) {
-	cl := connect(b, startMongosimProcess(b), nil)
+	server := startMongosimChild(b)
+	cl := connect(b, server.uri, nil)
 	waitNextSecond()
 	rt := newRuntime(b, cl, nil)
 	n := referenceEvents
+	var refSrv, wtSrv, refSw, wtSw []float64
 	var catchUp, cpu, live, refRate, wtRate, refCPU, wtCPU, refB, wtB []float64
 	for i := 0; i < b.N; i++ {
 		for r := range referenceRounds {
 			name := func(kind string) string { return fmt.Sprintf("%s-%d-%d", kind, i, r) }
 			var refC, wtC, refL, wtL phaseResult
 			if r%2 == 0 {
-				refC = catchUpReference(b, cl, name("refc"), n)
-				wtC = catchUpWatchtree(b, rt, cl, name("wtc"), n)
+				refC = catchUpReference(b, cl, server, name("refc"), n)
+				wtC = catchUpWatchtree(b, rt, cl, server, name("wtc"), n)
 				refL = liveReference(b, cl, name("refl"), n)
 				wtL = liveWatchtree(b, rt, cl, name("wtl"), n)
 			} else {
-				wtC = catchUpWatchtree(b, rt, cl, name("wtc"), n)
-				refC = catchUpReference(b, cl, name("refc"), n)
+				wtC = catchUpWatchtree(b, rt, cl, server, name("wtc"), n)
+				refC = catchUpReference(b, cl, server, name("refc"), n)
 				wtL = liveWatchtree(b, rt, cl, name("wtl"), n)
 				refL = liveReference(b, cl, name("refl"), n)
 			}
@@ -298,8 +328,10 @@ func BenchmarkAgainstReference(b *testing.B) {
 			refRate, wtRate = append(refRate, refC.rate(n)), append(wtRate, wtC.rate(n))
 			refCPU, wtCPU = append(refCPU, refC.cpuPerEvent(n)), append(wtCPU, wtC.cpuPerEvent(n))
 			refB, wtB = append(refB, float64(refC.alloc)/float64(n)), append(wtB, float64(wtC.alloc)/float64(n))
-			b.Logf("round %d: catch-up ref %.0f wt %.0f events/s, %.2f / %.2f CPU µs/event, %.0f / %.0f B/event, %d / %d GCs; live ref %.0f wt %.0f events/s",
-				r, refC.rate(n), wtC.rate(n), refC.cpuPerEvent(n), wtC.cpuPerEvent(n), refB[len(refB)-1], wtB[len(wtB)-1],
+			refSrv, wtSrv = append(refSrv, refC.serverCPUPerEvent(n)), append(wtSrv, wtC.serverCPUPerEvent(n))
+			refSw, wtSw = append(refSw, refC.switchesPerKEvent(n)), append(wtSw, wtC.switchesPerKEvent(n))
+			b.Logf("round %d: catch-up ref %.0f wt %.0f events/s, %.2f / %.2f CPU µs/event (server %.2f / %.2f), %.1f / %.1f context switches per 1,000 events, %.0f / %.0f B/event, %d / %d GCs; live ref %.0f wt %.0f events/s",
+				r, refC.rate(n), wtC.rate(n), refC.cpuPerEvent(n), wtC.cpuPerEvent(n), refSrv[len(refSrv)-1], wtSrv[len(wtSrv)-1], refSw[len(refSw)-1], wtSw[len(wtSw)-1], refB[len(refB)-1], wtB[len(wtB)-1],
 				refC.gcs, wtC.gcs, refL.rate(n), wtL.rate(n))
 		}
 	}
@@ -320,6 +352,14 @@ func BenchmarkAgainstReference(b *testing.B) {
 	b.ReportMetric(m, "ref-cpu-µs/event")
 	m, _, _ = ratioStats(wtCPU)
 	b.ReportMetric(m, "wt-cpu-µs/event")
+	m, _, _ = ratioStats(refSrv)
+	b.ReportMetric(m, "ref-server-cpu-µs/event")
+	m, _, _ = ratioStats(wtSrv)
+	b.ReportMetric(m, "wt-server-cpu-µs/event")
+	m, _, _ = ratioStats(refSw)
+	b.ReportMetric(m, "ref-vcsw/kevent")
+	m, _, _ = ratioStats(wtSw)
+	b.ReportMetric(m, "wt-vcsw/kevent")
 	m, _, _ = ratioStats(refB)
 	b.ReportMetric(m, "ref-B/event")
 	m, _, _ = ratioStats(wtB)
