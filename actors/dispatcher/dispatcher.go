@@ -128,7 +128,7 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 	case *messages.SettleFlushTick:
 		if d.flushTimer != nil && m.Generation == d.flushGen {
 			d.flushTimer = nil
-			d.flushAll(ctx)
+			d.takeSettled(ctx, true)
 		}
 	case *messages.Drain:
 		d.onDrain(ctx, m)
@@ -165,7 +165,7 @@ func (d *dispatcher) start(ctx actor.Context) {
 	}
 	d.attach(ctx)
 	self, root := d.self, d.sys.Root
-	d.settle = &settleBuf{notify: func() { root.Send(self, lanesSettled) }}
+	d.settle = &settleBuf{wakeAt: d.cfg.SettleBatch, notify: func() { root.Send(self, lanesSettled) }}
 	sh := &laneShared{
 		stream:    d.cfg.Stream,
 		instance:  d.cfg.Instance,
@@ -463,7 +463,10 @@ func (d *dispatcher) route(it item) bool {
 }
 
 // pushStaged hands the staged items to their lanes: one lock and one wake per lane per message.
+// When the lanes may hold settlements back, the flush timer then runs until they are empty (see
+// takeSettled).
 func (d *dispatcher) pushStaged() {
+	pushed := false
 	for i, s := range d.stage {
 		if len(s) == 0 {
 			continue
@@ -471,6 +474,10 @@ func (d *dispatcher) pushStaged() {
 		d.lanes[i].push(s)
 		clear(s)
 		d.stage[i] = s[:0]
+		pushed = true
+	}
+	if pushed && d.settle.holds() {
+		d.armFlush()
 	}
 }
 
@@ -491,9 +498,14 @@ func (d *dispatcher) releaseHeld() {
 	}
 }
 
-// onSettled takes the lanes' settlements: counts them, sends them on in batches, frees capacity
-// and, when a quarter of it is free, grants it again.
-func (d *dispatcher) onSettled(ctx actor.Context) {
+// onSettled takes the lanes' settlements when a lane woke the actor (LanesSettled).
+func (d *dispatcher) onSettled(ctx actor.Context) { d.takeSettled(ctx, false) }
+
+// takeSettled takes the lanes' settlements: counts them, sends them on in batches, frees
+// capacity and, when a quarter of it is free, grants it again. On the flush tick (tick) it
+// sends everything pending. While events are in the lanes the flush timer stays armed, so what
+// a lane settled but has not woken the actor for is taken within SettleFlushInterval.
+func (d *dispatcher) takeSettled(ctx actor.Context, tick bool) {
 	taken, urgent := d.settle.take(d.spare)
 	if len(taken) > 0 {
 		own := d.absorb(ctx, taken)
@@ -510,16 +522,11 @@ func (d *dispatcher) onSettled(ctx actor.Context) {
 		d.sendSettled(ctx, d.pending[:batch])
 		d.pending = d.pending[:copy(d.pending, d.pending[batch:])]
 	}
-	if len(d.pending) > 0 {
-		if d.inFlight == 0 || urgent {
-			d.flushAll(ctx)
-		} else if d.flushTimer == nil {
-			d.flushGen = generations.Add(1)
-			gen, self, root := d.flushGen, d.self, d.sys.Root
-			d.flushTimer = d.cfg.Clock.AfterFunc(d.cfg.SettleFlushInterval, func() {
-				root.Send(self, &messages.SettleFlushTick{Generation: gen})
-			})
-		}
+	if len(d.pending) > 0 && (d.inFlight == 0 || urgent || tick) {
+		d.flushAll(ctx)
+	}
+	if len(d.pending) > 0 || (d.inLanes > 0 && d.settle.holds()) {
+		d.armFlush()
 	}
 	if d.draining && d.inFlight == 0 && d.snapInFlight == 0 {
 		d.finishDrain(ctx, false)
@@ -527,6 +534,18 @@ func (d *dispatcher) onSettled(ctx actor.Context) {
 	}
 	d.replenish(ctx)
 	d.replenishSnapshot(ctx)
+}
+
+// armFlush starts the flush timer (SettleFlushInterval, on Clock) unless it runs.
+func (d *dispatcher) armFlush() {
+	if d.flushTimer != nil || d.ended {
+		return
+	}
+	d.flushGen = generations.Add(1)
+	gen, self, root := d.flushGen, d.self, d.sys.Root
+	d.flushTimer = d.cfg.Clock.AfterFunc(d.cfg.SettleFlushInterval, func() {
+		root.Send(self, &messages.SettleFlushTick{Generation: gen})
+	})
 }
 
 func (d *dispatcher) count(s *settlement) {

@@ -77,10 +77,16 @@
 // # Settlements
 //
 // Lanes append each settlement to a buffer shared with the actor (one lock per event) and wake
-// the actor with at most one outstanding LanesSettled message. The actor sends SettledBatch
-// messages of at most Config.SettleBatch events: full batches at once, a partial one at once when
-// nothing is in flight or a lane is about to block (retry delay, dead-letter retry), and otherwise
-// after at most Config.SettleFlushInterval.
+// the actor with at most one outstanding LanesSettled message: when the buffer holds
+// Config.SettleBatch settlements, when a lane's queue runs empty, or when a lane is about to
+// block (retry delay, dead-letter retry). While events are in the lanes the actor also takes the
+// buffer every Config.SettleFlushInterval, so a settlement whose lane went on to a handler that
+// blocks waits at most that long. (With SettleBatch 1 every settlement wakes the actor and no
+// timer runs.) The actor sends SettledBatch messages of at most Config.SettleBatch events: full
+// batches at once, a partial one at once when nothing is in flight, a lane is about to block, or
+// on the flush tick. A catch-up thus wakes the actor about once per change-stream batch, not each
+// time a lane finds it asleep (which, at a few microseconds per event, was every hundred or so
+// events, and each wake-up is a goroutine hand-over).
 //
 // # Drain and stop
 //

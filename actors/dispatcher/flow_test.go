@@ -305,11 +305,15 @@ func TestSettleBatching(t *testing.T) {
 	})
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"), mkEvent(5, "a"))
-	// Settle 1..4 one by one while 5 keeps the lane busy: one batch of 3, then 4 waits for the
-	// flush interval.
-	for i := range 4 {
-		g.open(1)
-		eventually(t, "settled", func() bool { return h.stats().Settled == uint64(i+1) })
+	// Settle 1..3 while 4 and 5 keep the lane busy: the third fills a batch, so the lane wakes
+	// the actor, which sends one batch of 3.
+	g.open(3)
+	eventually(t, "settled", func() bool { return h.stats().Settled == 3 })
+	// 4 settles while 5 keeps the lane busy: it stays in the lanes' buffer until the flush tick.
+	g.open(1)
+	eventually(t, "5 started", func() bool { return g.started.Load() == 5 })
+	if n := h.stats().Settled; n != 3 {
+		t.Fatalf("settled %d before the flush tick, want 3", n)
 	}
 	var batches [][]uint64
 	collect := func() {

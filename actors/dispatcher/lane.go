@@ -172,6 +172,7 @@ func (l *lane) run() {
 			batch := l.q
 			if len(batch) == 0 {
 				l.mu.Unlock()
+				l.sh.settle.laneIdle()
 				if l.linger(ctx) {
 					continue
 				}

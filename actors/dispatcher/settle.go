@@ -25,13 +25,18 @@ type settlement struct {
 }
 
 // settleBuf is where the lanes leave settlements for the actor. Lanes append under mu, one
-// settlement at a time as soon as it settles (a lane never holds one back: its next handler may
-// block), and wake the actor with one LanesSettled message per burst: poked is true from the
-// first append after a take until the next take, so at most one LanesSettled is outstanding and
-// the hot path costs a lock and an append per event, not an actor message per event.
+// settlement at a time as soon as it settles, and wake the actor with a LanesSettled message
+// when the buffer holds wakeAt settlements (a batch's worth), when a lane has nothing left to
+// process, or before a lane blocks (flushUrgently). While events are in the lanes, the actor
+// also takes the buffer on its flush tick (SettleFlushInterval), so a settlement waits at most
+// that long even when the next handler of its lane blocks. poked is true from the first wake
+// after a take until the next take, so at most one LanesSettled is outstanding. The hot path
+// costs a lock and an append per event; a catch-up wakes the actor about once per batch, not
+// each time a lane finds it asleep.
 type settleBuf struct {
 	mu     sync.Mutex
 	buf    []settlement
+	wakeAt int // buffer length at which a publish wakes the actor; < 1 means every publish
 	poked  atomic.Bool
 	urgent atomic.Bool // a lane is about to block: send everything now, do not wait for the timer
 	notify func()      // sends LanesSettled to the actor
@@ -41,7 +46,30 @@ type settleBuf struct {
 func (s *settleBuf) publish(st settlement) {
 	s.mu.Lock()
 	s.buf = append(s.buf, st)
+	full := len(s.buf) >= s.wakeAt
 	s.mu.Unlock()
+	if full {
+		s.poke()
+	}
+}
+
+// laneIdle wakes the actor for what the lanes settled: a lane's queue ran empty, so nothing
+// more from it follows soon.
+func (s *settleBuf) laneIdle() {
+	s.mu.Lock()
+	held := len(s.buf) > 0
+	s.mu.Unlock()
+	if held {
+		s.poke()
+	}
+}
+
+// holds reports whether a publish may leave its settlement in the buffer without waking the
+// actor (wakeAt > 1), so that the actor has to take the buffer on its flush tick.
+func (s *settleBuf) holds() bool { return s.wakeAt > 1 }
+
+// poke sends LanesSettled unless one is outstanding.
+func (s *settleBuf) poke() {
 	if !s.poked.Load() && !s.poked.Swap(true) {
 		s.notify()
 	}
@@ -52,9 +80,7 @@ func (s *settleBuf) publish(st settlement) {
 // for the flush interval.
 func (s *settleBuf) flushUrgently() {
 	s.urgent.Store(true)
-	if !s.poked.Swap(true) {
-		s.notify()
-	}
+	s.poke()
 }
 
 // take returns everything published so far, swapping in spare (emptied) as the new buffer. The
