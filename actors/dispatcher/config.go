@@ -19,7 +19,7 @@ import (
 const (
 	DefaultLanes               = 1
 	DefaultCapacity            = 4096
-	DefaultSettleBatch         = 256
+	DefaultSettleBatch         = 1024
 	DefaultSettleFlushInterval = 50 * time.Millisecond
 	DefaultDrainTimeout        = 30 * time.Second
 	DefaultStopTimeout         = 10 * time.Second
@@ -87,7 +87,9 @@ type Config struct {
 	// CheckpointerName is the sibling name used when Checkpointer is nil. Default
 	// DefaultCheckpointerName ("checkpointer").
 	CheckpointerName string
-	// SettleBatch is the largest SettledBatch sent to the checkpointer. Default 256. Must be >= 0.
+	// SettleBatch is the largest SettledBatch sent to the checkpointer, and the number of
+	// settlements at which a busy lane wakes the actor. Default 1,024 (a change-stream batch).
+	// Must be >= 0.
 	SettleBatch int
 	// SettleFlushInterval bounds how long a settled event waits before it is sent while other
 	// events are still in flight (when nothing is in flight, settlements are sent at once).

@@ -488,7 +488,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.SettleFlushInterval = -1 }, "dispatcher: Config.SettleFlushInterval must be >= 0"},
 		{func(c *Config) { c.DrainTimeout = -1 }, "dispatcher: Config.DrainTimeout must be >= 0"},
 		{func(c *Config) { c.StopTimeout = -1 }, "dispatcher: Config.StopTimeout must be >= 0"},
-		{func(c *Config) { c.SettleBatch = -1 }, "dispatcher: Config.SettleBatch must be >= 1 (0 means the default 256), got -1"},
+		{func(c *Config) { c.SettleBatch = -1 }, "dispatcher: Config.SettleBatch must be >= 1 (0 means the default 1024), got -1"},
 	}
 	for _, tc := range cases {
 		c := ok

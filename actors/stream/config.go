@@ -19,7 +19,7 @@ import (
 // Defaults of the zero Config fields.
 const (
 	// DefaultMaxBatch is the default Config.MaxBatch (events per EventBatch).
-	DefaultMaxBatch = 256
+	DefaultMaxBatch = 1024
 	// DefaultMaxAwaitTime is the default Config.MaxAwaitTime.
 	DefaultMaxAwaitTime = time.Second
 	// DefaultCloseTimeout is the default Config.CloseTimeout.
@@ -117,7 +117,8 @@ type Config struct {
 	SnapshotPID *actor.PID
 
 	// MaxBatch is the largest number of events per EventBatch; a batch also never exceeds the
-	// credit the dispatcher granted. Default 256. Must be >= 0.
+	// credit the dispatcher granted. Default 1,024, the change stream's batchSize, so that a
+	// getMore reply travels as one message. Must be >= 0.
 	MaxBatch int
 	// MaxAwaitTime is passed to the Watcher (Position.MaxAwaitTime): the server-side wait of an
 	// empty getMore. Default 1s. Must be >= 0.

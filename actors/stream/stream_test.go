@@ -474,7 +474,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{func(c *Config) { c.Stream = "" }, "stream: Config.Stream must not be empty"},
 		{func(c *Config) { c.Watcher = nil }, "stream: Config.Watcher must not be nil"},
-		{func(c *Config) { c.MaxBatch = -1 }, "stream: Config.MaxBatch must be >= 1 (0 means the default 256), got -1"},
+		{func(c *Config) { c.MaxBatch = -1 }, "stream: Config.MaxBatch must be >= 1 (0 means the default 1024), got -1"},
 		{func(c *Config) { c.MaxAwaitTime = -time.Second }, "stream: Config.MaxAwaitTime must be > 0 (0 means the default 1s), got -1s"},
 		{func(c *Config) { c.CloseTimeout = -time.Second }, "stream: Config.CloseTimeout must be > 0 (0 means the default 5s), got -1s"},
 		{func(c *Config) { c.HistoryLostCodes = []int32{286, 0} }, "stream: Config.HistoryLostCodes[1] must be > 0, got 0"},
@@ -492,7 +492,7 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	d := ok.withDefaults()
-	if d.MaxBatch != 256 || d.MaxAwaitTime != time.Second || d.CloseTimeout != 5*time.Second ||
+	if d.MaxBatch != 1024 || d.MaxAwaitTime != time.Second || d.CloseTimeout != 5*time.Second ||
 		d.Checkpointer != "checkpointer" || d.Dispatcher != "dispatcher" || len(d.HistoryLostCodes) != 3 {
 		t.Fatalf("defaults %+v", d)
 	}
