@@ -100,6 +100,9 @@ type dispatcher struct {
 	stats    messages.DispatcherStats
 	counts   Counts
 	reported Counts // counts as last reported to the parent (reportCounts)
+	// reportedAt is when reportCountsEvery last reported (Clock), if countsReported.
+	reportedAt     time.Time
+	countsReported bool
 }
 
 func newDispatcher(cfg *Config) *dispatcher {
@@ -524,6 +527,8 @@ func (d *dispatcher) takeSettled(ctx actor.Context, tick bool) {
 	}
 	if len(d.pending) > 0 && (d.inFlight == 0 || urgent || tick) {
 		d.flushAll(ctx)
+	} else if tick {
+		d.reportCountsEvery(ctx)
 	}
 	if len(d.pending) > 0 || (d.inLanes > 0 && d.settle.holds()) {
 		d.armFlush()
@@ -603,6 +608,26 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 	}
 	c := d.counts
 	emit(d.log, "Counted", func() { d.cfg.Events.Counted(c) })
+	d.reportCountsEvery(ctx)
+}
+
+// countsReportEvery is the shortest time between two SettlementCounts while events are in
+// flight: during a catch-up a report per SettledBatch would wake the supervisor once per
+// change-stream batch for its status alone. Once nothing is in flight, or the lanes are
+// stopping, the counts are reported at once; while lanes hold events, the flush tick reports
+// them, so a status is never older than this while a handler blocks. (With SettleBatch 1 no
+// tick runs, and every SettledBatch is reported.)
+const countsReportEvery = 100 * time.Millisecond
+
+// reportCountsEvery reports the counts unless the last report is younger than
+// countsReportEvery while events are in flight.
+func (d *dispatcher) reportCountsEvery(ctx actor.Context) {
+	now := d.cfg.Clock.Now()
+	if d.countsReported && d.inFlight > 0 && d.settle.holds() && !d.ended && !d.draining &&
+		now.Sub(d.reportedAt) < countsReportEvery {
+		return
+	}
+	d.countsReported, d.reportedAt = true, now
 	d.reportCounts(ctx)
 }
 

@@ -297,6 +297,60 @@ func TestSettleLimitBoundsCredit(t *testing.T) {
 	}
 }
 
+// TestCountsReportedAtMostEveryInterval: while events are in flight the parent gets
+// SettlementCounts at most every countsReportEvery (a catch-up would otherwise wake the
+// supervisor once per batch), on the flush tick when no batch is sent; once nothing is in
+// flight, at once.
+func TestCountsReportedAtMostEveryInterval(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) {
+		c.SettleBatch = 2
+		c.SettleFlushInterval = 40 * time.Millisecond
+	})
+	report := func(what string) *messages.SettlementCounts {
+		t.Helper()
+		select {
+		case m := <-h.counts:
+			return m
+		case <-time.After(waitFor):
+			t.Fatalf("no SettlementCounts: %s", what)
+			return nil
+		}
+	}
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"), mkEvent(5, "a"))
+	g.open(2)
+	if m := report("first batch"); m.GetSettled() != 2 || m.GetInFlight() != 3 {
+		t.Fatalf("first report %v, want 2 settled, 3 in flight", m)
+	}
+	g.open(2) // 3 and 4 fill a batch, sent at once; their counts wait
+	eventually(t, "4 settled", func() bool { return h.stats().Settled == 4 })
+	select {
+	case m := <-h.counts:
+		t.Fatalf("SettlementCounts %v within countsReportEvery of the last", m)
+	default:
+	}
+	for elapsed := time.Duration(0); elapsed+40*time.Millisecond < countsReportEvery; elapsed += 40 * time.Millisecond {
+		h.armed(1)
+		h.clk.Advance(40 * time.Millisecond) // a flush tick before countsReportEvery: nothing
+	}
+	h.stats()
+	select {
+	case m := <-h.counts:
+		t.Fatalf("SettlementCounts %v before countsReportEvery", m)
+	default:
+	}
+	h.armed(1)
+	h.clk.Advance(40 * time.Millisecond) // the tick past countsReportEvery reports
+	if m := report("tick"); m.GetSettled() != 2 || m.GetInFlight() != 1 {
+		t.Fatalf("report on the tick %v, want 2 settled, 1 in flight", m)
+	}
+	g.open(1) // nothing in flight once 5 settles: reported at once
+	if m := report("idle"); m.GetSettled() != 1 || m.GetInFlight() != 0 {
+		t.Fatalf("last report %v, want 1 settled, 0 in flight", m)
+	}
+}
+
 func TestSettleBatching(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) {

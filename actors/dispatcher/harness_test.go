@@ -255,19 +255,23 @@ func (p *probe) Receive(ctx actor.Context) {
 	}
 }
 
-// parentActor spawns the dispatcher as its child and records its failures.
+// parentActor spawns the dispatcher as its child and records the SettlementCounts it reports.
 type parentActor struct {
-	props *actor.Props
-	pidCh chan *actor.PID
+	props  *actor.Props
+	pidCh  chan *actor.PID
+	counts chan *messages.SettlementCounts
 }
 
 func (p *parentActor) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*actor.Started); ok {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
 		pid, err := ctx.SpawnNamed(p.props, "dispatcher")
 		if err != nil {
 			panic(err)
 		}
 		p.pidCh <- pid
+	case *messages.SettlementCounts:
+		p.counts <- m
 	}
 }
 
@@ -284,6 +288,7 @@ type harness struct {
 	streamCh, cpCh chan any
 	nonProto       chan string
 	failures       chan any
+	counts         chan *messages.SettlementCounts // what the dispatcher reported to its parent
 
 	inc     uint64
 	credit  int
@@ -303,8 +308,8 @@ func newHarness(t *testing.T, r Router, opts ...hopt) *harness {
 	h := &harness{
 		t: t, sys: sys, clk: clock.NewFake(time.Time{}), ev: newRecEvents(), logs: logs,
 		streamCh: make(chan any, 1<<16), cpCh: make(chan any, 1<<16), nonProto: make(chan string, 64),
-		failures: make(chan any, 16),
-		settled:  map[uint64]*messages.Settled{}, setInc: map[uint64]uint64{},
+		failures: make(chan any, 16), counts: make(chan *messages.SettlementCounts, 1<<10),
+		settled: map[uint64]*messages.Settled{}, setInc: map[uint64]uint64{},
 	}
 	h.dlStore = memstore.New(memstore.Options{Now: h.clk.Now})
 	h.stream = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: h.streamCh, nonProt: h.nonProto} }))
@@ -336,7 +341,7 @@ func newHarness(t *testing.T, r Router, opts ...hopt) *harness {
 		return actor.StopDirective
 	})
 	h.parent = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &parentActor{props: props, pidCh: pidCh}
+		return &parentActor{props: props, pidCh: pidCh, counts: h.counts}
 	}, actor.WithSupervisor(strategy)))
 	select {
 	case h.disp = <-pidCh:
