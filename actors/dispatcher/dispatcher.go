@@ -100,9 +100,10 @@ type dispatcher struct {
 	stats    messages.DispatcherStats
 	counts   Counts
 	reported Counts // counts as last reported to the parent (reportCounts)
-	// reportedAt is when reportCountsEvery last reported (Clock), if countsReported.
-	reportedAt     time.Time
-	countsReported bool
+	// reportedAt is when reportCountsEvery last reported (Clock), if countsReported; countsDue
+	// is set while counts wait for the flush tick.
+	reportedAt                time.Time
+	countsReported, countsDue bool
 }
 
 func newDispatcher(cfg *Config) *dispatcher {
@@ -527,10 +528,10 @@ func (d *dispatcher) takeSettled(ctx actor.Context, tick bool) {
 	}
 	if len(d.pending) > 0 && (d.inFlight == 0 || urgent || tick) {
 		d.flushAll(ctx)
-	} else if tick {
+	} else if tick && d.countsDue {
 		d.reportCountsEvery(ctx)
 	}
-	if len(d.pending) > 0 || (d.inLanes > 0 && d.settle.holds()) {
+	if len(d.pending) > 0 || (d.inLanes > 0 && d.settle.holds()) || d.countsDue {
 		d.armFlush()
 	}
 	if d.draining && d.inFlight == 0 && d.snapInFlight == 0 {
@@ -587,6 +588,13 @@ func (d *dispatcher) flushAll(ctx actor.Context) {
 		d.pending = d.pending[:copy(d.pending, d.pending[n:])]
 	}
 	clear(d.pending[len(d.pending):cap(d.pending)])
+	if d.countsDue { // counts waiting for the tick just disarmed: now when stopping, else on a new tick
+		if d.ended || d.draining {
+			d.reportCountsEvery(ctx)
+		} else {
+			d.armFlush()
+		}
+	}
 }
 
 // sendSettled sends ss to the checkpointer, one SettledBatch per run of equal incarnations,
@@ -611,24 +619,23 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 	d.reportCountsEvery(ctx)
 }
 
-// countsReportEvery is the shortest time between two SettlementCounts while events are in
-// flight: during a catch-up a report per SettledBatch would wake the supervisor once per
-// change-stream batch for its status alone. Once nothing is in flight, or the lanes are
-// stopping, the counts are reported at once; while lanes hold events, the flush tick reports
-// them, so a status is never older than this while a handler blocks. (With SettleBatch 1 no
-// tick runs, and every SettledBatch is reported.)
+// countsReportEvery is the shortest time between two SettlementCounts: during a catch-up a
+// report per SettledBatch would wake the supervisor once per change-stream batch for its status
+// alone. Counts that come sooner wait for the flush tick (SettleFlushInterval), so a status is
+// at most countsReportEvery + SettleFlushInterval old; on stop and drain they go at once.
 const countsReportEvery = 100 * time.Millisecond
 
-// reportCountsEvery reports the counts unless the last report is younger than
-// countsReportEvery while events are in flight.
+// reportCountsEvery reports the counts, or, within countsReportEvery of the last report, marks
+// them due for the flush tick. With SettleBatch 1 (no flush tick) it reports every time.
 func (d *dispatcher) reportCountsEvery(ctx actor.Context) {
 	now := d.cfg.Clock.Now()
-	if d.countsReported && d.inFlight > 0 && d.settle.holds() && !d.ended && !d.draining &&
-		now.Sub(d.reportedAt) < countsReportEvery {
+	if !d.settle.holds() || d.ended || d.draining || !d.countsReported || now.Sub(d.reportedAt) >= countsReportEvery {
+		d.countsReported, d.reportedAt, d.countsDue = true, now, false
+		d.reportCounts(ctx)
 		return
 	}
-	d.countsReported, d.reportedAt = true, now
-	d.reportCounts(ctx)
+	d.countsDue = true
+	d.armFlush()
 }
 
 // reportCounts sends the parent supervisor what settled since the last report, so that its

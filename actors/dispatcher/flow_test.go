@@ -297,10 +297,9 @@ func TestSettleLimitBoundsCredit(t *testing.T) {
 	}
 }
 
-// TestCountsReportedAtMostEveryInterval: while events are in flight the parent gets
-// SettlementCounts at most every countsReportEvery (a catch-up would otherwise wake the
-// supervisor once per batch), on the flush tick when no batch is sent; once nothing is in
-// flight, at once.
+// TestCountsReportedAtMostEveryInterval: the parent gets SettlementCounts at most every
+// countsReportEvery (a catch-up would otherwise wake the supervisor once per batch); counts that
+// come sooner go on a later flush tick, whether events are still in flight or not.
 func TestCountsReportedAtMostEveryInterval(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) {
@@ -317,6 +316,25 @@ func TestCountsReportedAtMostEveryInterval(t *testing.T) {
 			return nil
 		}
 	}
+	none := func(what string) {
+		t.Helper()
+		h.stats() // the dispatcher has handled everything sent to it before
+		select {
+		case m := <-h.counts:
+			t.Fatalf("SettlementCounts %v %s", m, what)
+		default:
+		}
+	}
+	// ticks advances the clock by n flush intervals, one armed tick at a time.
+	ticks := func(n int) {
+		t.Helper()
+		for range n {
+			if d := h.armed(1); d != 40*time.Millisecond {
+				t.Fatalf("flush timer %v", d)
+			}
+			h.clk.Advance(40 * time.Millisecond)
+		}
+	}
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"), mkEvent(5, "a"))
 	g.open(2)
@@ -325,29 +343,43 @@ func TestCountsReportedAtMostEveryInterval(t *testing.T) {
 	}
 	g.open(2) // 3 and 4 fill a batch, sent at once; their counts wait
 	eventually(t, "4 settled", func() bool { return h.stats().Settled == 4 })
-	select {
-	case m := <-h.counts:
-		t.Fatalf("SettlementCounts %v within countsReportEvery of the last", m)
-	default:
-	}
-	for elapsed := time.Duration(0); elapsed+40*time.Millisecond < countsReportEvery; elapsed += 40 * time.Millisecond {
-		h.armed(1)
-		h.clk.Advance(40 * time.Millisecond) // a flush tick before countsReportEvery: nothing
-	}
-	h.stats()
-	select {
-	case m := <-h.counts:
-		t.Fatalf("SettlementCounts %v before countsReportEvery", m)
-	default:
-	}
-	h.armed(1)
-	h.clk.Advance(40 * time.Millisecond) // the tick past countsReportEvery reports
+	none("within countsReportEvery of the last")
+	ticks(2)
+	none("before countsReportEvery")
+	ticks(1) // the tick past countsReportEvery reports
 	if m := report("tick"); m.GetSettled() != 2 || m.GetInFlight() != 1 {
 		t.Fatalf("report on the tick %v, want 2 settled, 1 in flight", m)
 	}
-	g.open(1) // nothing in flight once 5 settles: reported at once
+	g.open(1) // 5 settles with nothing in flight after it: sent at once, counted on a tick
+	eventually(t, "5 settled", func() bool { return h.stats().Settled == 5 })
+	none("within countsReportEvery of the last, nothing in flight")
+	ticks(2)
+	none("before countsReportEvery, nothing in flight")
+	ticks(1)
 	if m := report("idle"); m.GetSettled() != 1 || m.GetInFlight() != 0 {
 		t.Fatalf("last report %v, want 1 settled, 0 in flight", m)
+	}
+	none("after the last")
+	if n := h.clk.Pending(); n != 0 {
+		t.Fatalf("%d timers pending once everything is reported", n)
+	}
+	// Counts held for the tick go at once when the dispatcher drains.
+	h.clk.Advance(countsReportEvery)
+	h.send(mkEvent(6, "a"), mkEvent(7, "a"))
+	g.open(2)
+	eventually(t, "7 settled", func() bool { return h.stats().Settled == 7 })
+	if m := report("6 and 7, past countsReportEvery"); m.GetSettled() != 2 {
+		t.Fatalf("report %v, want 2 settled", m)
+	}
+	h.send(mkEvent(8, "a"))
+	g.open(1)
+	eventually(t, "8 settled", func() bool { return h.stats().Settled == 8 })
+	none("within countsReportEvery of the last")
+	if _, err := h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor).Result(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if m := report("drain"); m.GetSettled() != 1 {
+		t.Fatalf("report on drain %v, want 1 settled", m)
 	}
 }
 
