@@ -244,8 +244,8 @@ func (c *checkpointer) settleLimit() uint64 {
 }
 
 // flow updates the pause state (the settle limit is reached while the store fails) and sends
-// FlowControl to the dispatcher when the limit or the pause state changed since the last one
-// sent, or always when force (a dispatcher just attached).
+// FlowControl to the dispatcher when the pause state changed since the last one sent, the
+// limit moved as limitNeeded says, or always when force (a dispatcher just attached).
 func (c *checkpointer) flow(ctx actor.Context, force bool) {
 	unflushed := c.recvTotal - c.recvFlushed
 	paused := c.failures > 0 && unflushed >= uint64(c.cfg.Checkpoint.MaxUnflushed)
@@ -259,11 +259,30 @@ func (c *checkpointer) flow(ctx actor.Context, force bool) {
 		}
 	}
 	limit := c.settleLimit()
-	if c.dispatcher == nil || (!force && c.flowSent && limit == c.limitSent && paused == c.pausedSent) {
+	if c.dispatcher == nil || (!force && c.flowSent && paused == c.pausedSent && !c.limitNeeded(limit)) {
 		return
 	}
 	c.flowSent, c.limitSent, c.pausedSent = true, limit, paused
 	ctx.Send(c.dispatcher, &messages.FlowControl{Paused: paused, SettleLimit: &limit, Attach: c.attach})
+}
+
+// limitNeeded reports whether the dispatcher should get limit, the settle limit after a write,
+// instead of the one last sent: when it grew by a quarter of MaxUnflushed, or when the
+// dispatcher has used half of the one it has. A write every SaveEvery settlements raises the
+// limit each time, and a FlowControl per write would wake the dispatcher once more per
+// change-stream batch in a catch-up; the dispatcher still always has at least a quarter of
+// MaxUnflushed fewer than the bound, and once it has used half its limit the next write sends
+// the new one, so it never waits for a limit that was reached and not sent.
+func (c *checkpointer) limitNeeded(limit uint64) bool {
+	if limit == c.limitSent {
+		return false
+	}
+	m := uint64(c.cfg.Checkpoint.MaxUnflushed)
+	if limit < c.limitSent || limit-c.limitSent >= m/4 {
+		return true
+	}
+	used := c.recvTotal - c.recvAtAttach // settlements the dispatcher sent since it attached
+	return used >= c.limitSent || c.limitSent-used <= m/2
 }
 
 // onFlush writes the current position now and answers Flushed once the write ended.

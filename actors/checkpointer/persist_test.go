@@ -357,6 +357,80 @@ func TestSettleLimitCountsFromAttach(t *testing.T) {
 	wantLimit(9, 10)
 }
 
+// The settle limit a write raises goes to the dispatcher only when it grew by a quarter of
+// MaxUnflushed since the last one sent, or when the dispatcher has used half of the one it has
+// (a FlowControl per write would wake it once more per batch).
+func TestSettleLimitSentWhenItMatters(t *testing.T) {
+	release := make(chan struct{})
+	var hold atomic.Bool
+	h := started(t, func(_ *harness, c *Config) {
+		c.Dispatcher = nil
+		c.Checkpoint.SaveEvery = 10
+		c.Checkpoint.MaxUnflushed = 100
+		c.Checkpoint.SaveInterval = time.Hour
+	})
+	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
+		if op == memstore.OpSave && hold.Load() {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 1})
+	limit := func(want uint64) {
+		t.Helper()
+		fc := next[*messages.FlowControl](h)
+		if fc.GetSettleLimit() != want || fc.GetPaused() {
+			t.Fatalf("FlowControl %v, want settle_limit %d", fc, want)
+		}
+	}
+	noLimit := func(why string) {
+		t.Helper()
+		h.sync()
+		for {
+			select {
+			case m := <-h.probe:
+				if fc, ok := m.(*messages.FlowControl); ok {
+					t.Fatalf("FlowControl %v %s", fc, why)
+				}
+				continue
+			default:
+			}
+			return
+		}
+	}
+	seqs := func(from, to uint64) []uint64 {
+		var s []uint64
+		for q := from; q <= to; q++ {
+			s = append(s, q)
+		}
+		return s
+	}
+	limit(100)
+	h.progress(1, 1000, nil)
+	h.settle(1, seqs(1, 10)...)
+	event[CheckpointedEvent](h)
+	noLimit("for a limit 10 higher, 10 of 100 used")
+	h.settle(1, seqs(11, 20)...)
+	event[CheckpointedEvent](h)
+	noLimit("for a limit 20 higher, 20 of 100 used")
+	h.settle(1, seqs(21, 30)...)
+	event[CheckpointedEvent](h)
+	limit(130) // a quarter of MaxUnflushed higher
+	// A slow write: settlements pile up behind it until half of the limit sent is used.
+	hold.Store(true)
+	h.settle(1, seqs(31, 40)...) // the write of 31..40 waits in the store
+	h.settle(1, seqs(41, 80)...) // 80 of 130 used: more than half
+	noLimit("while the write is held: the limit has not moved")
+	hold.Store(false)
+	close(release)
+	event[CheckpointedEvent](h) // covers 31..40: limit 140, only 10 higher, but 80 used
+	limit(140)
+}
+
 func TestFencedWriteIsTerminal(t *testing.T) {
 	h := newHarness(t, func(_ *harness, c *Config) { c.Epoch = func() int64 { return 3 } })
 	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Epoch: 2, Source: store.SourceEvent}); err != nil {
