@@ -71,14 +71,17 @@ type StreamStatus struct {
 	// Checkpoint is the resume token of the latest checkpoint written since the tree was spawned
 	// (nil when none was written yet, or for a position that is an operation time),
 	// CheckpointSource its source ("event", "pbrt", "initial", ...) and CheckpointAt when it was
-	// written; time.Since(CheckpointAt) is the checkpoint age.
+	// written; time.Since(CheckpointAt) is the checkpoint age. The checkpointer reports its
+	// writes at most every 100ms (the newest one of a faster run), so the status may be that much
+	// behind the store; a Flush's write and the last write before a stop are reported at once.
 	Checkpoint       bson.Raw
 	CheckpointSource string
 	CheckpointAt     time.Time
 	// Settled counts the events settled since the tree was spawned, by outcome:
 	// Handled + Filtered + Unhandled + Skipped + DeadLettered = Settled (DeadLettered includes
-	// the events dropped with dead letters disabled). The dispatcher reports once per settlement
-	// batch, so the counts lag by at most one batch (256 events or 50ms).
+	// the events dropped with dead letters disabled). The dispatcher reports them at most every
+	// 100ms, so the counts lag by at most 150ms (the report interval and a 50ms settlement
+	// flush); a graceful stop reports them at once.
 	Settled, Handled, Filtered, Unhandled, Skipped, DeadLettered uint64
 	// LastStop reports the latest graceful stop; nil when the stream was never stopped.
 	LastStop *StopReport
@@ -89,7 +92,7 @@ type StreamStatus struct {
 	// was spawned; nil when none ran. Its documents are not counted in Settled either.
 	OnDemand *SnapshotStatus
 	// InFlight counts the events the dispatcher accepted and has not settled, as of its latest
-	// report (after each settlement batch, and whenever the read position moved).
+	// report (at most every 100ms while events settle, and whenever the read position moved).
 	InFlight uint64
 	// ReadThrough is the cluster time of the newest position the stream has read: the last
 	// event's, or that of an empty batch's post-batch resume token (the cursor is caught up to

@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -87,6 +88,7 @@ type tickKind uint8
 const (
 	tickInterval tickKind = iota
 	tickRetry
+	tickReport // a CheckpointWritten held back by reportWrite is due
 )
 
 type pendingStart struct {
@@ -152,6 +154,13 @@ type checkpointer struct {
 	flowSent     bool   // a FlowControl was sent to the current dispatcher
 	limitSent    uint64 // the settle_limit sent last
 	pausedSent   bool   // the paused flag sent last
+
+	// Reports to the supervisor (reportWrite): reportedAt is when the last CheckpointWritten
+	// went, if writeReported; unreported is a later write's report held back until reportTimer.
+	reportedAt    time.Time
+	writeReported bool
+	unreported    *messages.CheckpointWritten
+	reportTimer   clock.Timer
 
 	paused     bool // the settle limit is reached while the store fails
 	dispatcher *actor.PID
@@ -226,6 +235,7 @@ func (c *checkpointer) shutdown(ctx actor.Context, why string) {
 		c.w.stop()
 	}
 	c.stopTimers()
+	c.sendReport(ctx) // a held-back report goes now, or the status would keep an older write
 	for _, w := range c.waiters {
 		c.sendFlushed(ctx, w.to, errors.New(why))
 	}
@@ -247,6 +257,10 @@ func (c *checkpointer) stopTimers() {
 		c.retryTimer.Stop()
 		c.retryTimer = nil
 	}
+	if c.reportTimer != nil {
+		c.reportTimer.Stop()
+		c.reportTimer = nil
+	}
 	c.intervalDue = false
 }
 
@@ -258,6 +272,9 @@ func (c *checkpointer) after(kind tickKind) clock.Timer {
 	}
 	if kind == tickRetry {
 		d = c.cfg.retryDelay(c.failures)
+	}
+	if kind == tickReport {
+		d = writeReportEvery
 	}
 	msg := &tick{inst: c.inst, gen: c.timerGen, kind: kind}
 	send := sender(c.sys, c.self)
@@ -282,6 +299,12 @@ func (c *checkpointer) onTick(ctx actor.Context, m *tick) {
 		}
 		c.retryTimer = nil
 		c.maybeSave(ctx, true)
+	case tickReport:
+		if c.reportTimer == nil {
+			return
+		}
+		c.reportTimer = nil
+		c.sendReport(ctx)
 	}
 }
 
@@ -295,11 +318,44 @@ func (c *checkpointer) emit(name string, f func(Events)) {
 	f(c.cfg.Events)
 }
 
-// reportWrite tells the parent supervisor about a successful write, for its status.
-func (c *checkpointer) reportWrite(ctx actor.Context, cp store.Checkpoint) {
-	if p := ctx.Parent(); p != nil {
-		ctx.Send(p, &messages.CheckpointWritten{Token: cp.Token, Source: cp.Source, WrittenAt: timestamppb.New(cp.UpdatedAt)})
+// writeReportEvery is the shortest time between two CheckpointWritten reports to the
+// supervisor: a catch-up writes every SaveEvery settlements, about once per change-stream
+// batch, and a report per write would wake the supervisor as often for its status alone. A write
+// within it of the last report is reported when it has passed (or at once when a Flush waits
+// for the write, and on stop), so the status is at most this much behind the store.
+const writeReportEvery = 100 * time.Millisecond
+
+// reportWrite tells the parent supervisor about a successful write, for its status: at once
+// when now (a Flush waits for it, a start position) or writeReportEvery has passed since the
+// last report, else when it has.
+func (c *checkpointer) reportWrite(ctx actor.Context, cp store.Checkpoint, now bool) {
+	if ctx.Parent() == nil {
+		return
 	}
+	c.unreported = &messages.CheckpointWritten{Token: cp.Token, Source: cp.Source, WrittenAt: timestamppb.New(cp.UpdatedAt)}
+	if now || !c.writeReported || c.cfg.Clock.Now().Sub(c.reportedAt) >= writeReportEvery {
+		c.sendReport(ctx)
+		return
+	}
+	if c.reportTimer == nil {
+		c.reportTimer = c.after(tickReport)
+	}
+}
+
+// sendReport sends the report reportWrite held back, if any.
+func (c *checkpointer) sendReport(ctx actor.Context) {
+	if c.reportTimer != nil {
+		c.reportTimer.Stop()
+		c.reportTimer = nil
+	}
+	m := c.unreported
+	p := ctx.Parent()
+	if m == nil || p == nil {
+		return
+	}
+	c.unreported = nil
+	c.writeReported, c.reportedAt = true, c.cfg.Clock.Now()
+	ctx.Send(p, m)
 }
 
 // fence stops everything after a fenced write and escalates a terminal failure.

@@ -103,13 +103,18 @@ type parentActor struct {
 	props    *actor.Props
 	child    chan *actor.PID
 	failures chan any
-	resume   bool // resume the failed child instead of stopping it
+	written  chan *messages.CheckpointWritten // the checkpointer's reports
+	resume   bool                             // resume the failed child instead of stopping it
 }
 
 // restartChild asks the parent to restart the checkpointer (a test-only message).
 type restartChild struct{}
 
 func (p *parentActor) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*messages.CheckpointWritten); ok {
+		p.written <- m
+		return
+	}
 	if _, ok := ctx.Message().(restartChild); ok {
 		ctx.(actor.Supervisor).RestartChildren(ctx.Children()...)
 		return
@@ -144,6 +149,7 @@ type harness struct {
 	probePID  *actor.PID
 	cp        *actor.PID
 	failures  chan any
+	written   chan *messages.CheckpointWritten // what the checkpointer reported to its parent
 	cfg       Config
 	parentPID *actor.PID
 	resume    bool // the parent resumes a failed checkpointer (set in edit)
@@ -164,6 +170,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 		t: t, sys: newTestSystem(), clk: clk, ms: memstore.New(memstore.Options{Now: clk.Now}),
 		pos: &fakePositions{token: tok("now-1"), ts: bson.Timestamp{T: 1000, I: 1}},
 		ev:  make(chan any, 4096), probe: make(chan any, 4096), failures: make(chan any, 16),
+		written: make(chan *messages.CheckpointWritten, 4096),
 	}
 	h.probePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probeActor{ch: h.probe} }))
 	cfg := Config{
@@ -180,7 +187,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	childCh := make(chan *actor.PID, 1)
-	parent := &parentActor{props: props, child: childCh, failures: h.failures, resume: h.resume}
+	parent := &parentActor{props: props, child: childCh, failures: h.failures, written: h.written, resume: h.resume}
 	h.parentPID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return parent }))
 	select {
 	case h.cp = <-childCh:

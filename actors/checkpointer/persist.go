@@ -206,7 +206,7 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 	c.emit("Checkpointed", func(e Events) {
 		e.Checkpointed(CheckpointedEvent{Checkpoint: cp, Settled: covered, LowWaterMark: r.lwm})
 	})
-	c.reportWrite(ctx, cp)
+	c.reportWrite(ctx, cp, len(c.waiters) > 0)
 	c.answerWaiters(ctx, r.version, nil)
 	c.flow(ctx, false)
 	c.maybeSave(ctx, len(c.waiters) > 0)

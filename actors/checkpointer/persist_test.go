@@ -431,6 +431,63 @@ func TestSettleLimitSentWhenItMatters(t *testing.T) {
 	limit(140)
 }
 
+// The supervisor hears of writes at most every writeReportEvery: a later write waits, the
+// newest one is reported when the interval has passed, and a report still held goes on stop.
+func TestWritesReportedAtMostEveryInterval(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) {
+		c.Checkpoint.SaveEvery = 1
+		c.Checkpoint.SaveInterval = time.Hour
+	})
+	report := func(want uint64) {
+		t.Helper()
+		select {
+		case m := <-h.written:
+			if tokData(m.GetToken()) != tokData(evTok(want)) {
+				t.Fatalf("CheckpointWritten %q, want the token of %d", tokData(m.GetToken()), want)
+			}
+		case <-time.After(waitFor):
+			t.Fatalf("no CheckpointWritten for %d", want)
+		}
+	}
+	none := func(why string) {
+		t.Helper()
+		h.sync()
+		select {
+		case m := <-h.written:
+			t.Fatalf("CheckpointWritten %q %s", tokData(m.GetToken()), why)
+		default:
+		}
+	}
+	select {
+	case m := <-h.written: // the start position's, written by started
+		if tokData(m.GetToken()) != tokData(tok("now-1")) {
+			t.Fatalf("first CheckpointWritten %q, want the start position", tokData(m.GetToken()))
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the start position was not reported")
+	}
+	h.clk.Advance(writeReportEvery)
+	h.progress(1, 10, nil)
+	h.settle(1, 1)
+	event[CheckpointedEvent](h)
+	report(1)
+	h.settle(1, 2)
+	event[CheckpointedEvent](h)
+	h.settle(1, 3)
+	event[CheckpointedEvent](h)
+	none("within writeReportEvery of the last report")
+	h.clk.Advance(writeReportEvery - time.Nanosecond)
+	none("before writeReportEvery")
+	h.clk.Advance(time.Nanosecond)
+	report(3) // the newest write; 2's report is not sent
+	none("after the held report")
+	h.settle(1, 4)
+	event[CheckpointedEvent](h)
+	none("within writeReportEvery of the last report")
+	h.sys.Root.Stop(h.cp)
+	report(4)
+}
+
 func TestFencedWriteIsTerminal(t *testing.T) {
 	h := newHarness(t, func(_ *harness, c *Config) { c.Epoch = func() int64 { return 3 } })
 	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Epoch: 2, Source: store.SourceEvent}); err != nil {

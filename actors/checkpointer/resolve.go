@@ -565,7 +565,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 		c.emit("Checkpointed", func(e Events) {
 			e.Checkpointed(CheckpointedEvent{Checkpoint: cp, LowWaterMark: c.t.lwm})
 		})
-		c.reportWrite(ctx, cp)
+		c.reportWrite(ctx, cp, true)
 	}
 	c.replyStart(ctx, *r.pos, r.source)
 	if r.persist != nil {
