@@ -155,12 +155,11 @@ type checkpointer struct {
 	limitSent    uint64 // the settle_limit sent last
 	pausedSent   bool   // the paused flag sent last
 
-	// Reports to the supervisor (reportWrite): reportedAt is when the last CheckpointWritten
-	// went, if writeReported; unreported is a later write's report held back until reportTimer.
-	reportedAt    time.Time
-	writeReported bool
-	unreported    *messages.CheckpointWritten
-	reportTimer   clock.Timer
+	// Reports to the supervisor (reportWrite): reportGate spaces the CheckpointWritten;
+	// unreported is a later write's report held back until reportTimer.
+	reportGate  treekit.Gate
+	unreported  *messages.CheckpointWritten
+	reportTimer clock.Timer
 
 	paused     bool // the settle limit is reached while the store fails
 	dispatcher *actor.PID
@@ -333,7 +332,7 @@ func (c *checkpointer) reportWrite(ctx actor.Context, cp store.Checkpoint, now b
 		return
 	}
 	c.unreported = &messages.CheckpointWritten{Token: cp.Token, Source: cp.Source, WrittenAt: timestamppb.New(cp.UpdatedAt)}
-	if now || !c.writeReported || c.cfg.Clock.Now().Sub(c.reportedAt) >= writeReportEvery {
+	if now || c.reportGate.Pass(c.cfg.Clock.Now(), writeReportEvery) {
 		c.sendReport(ctx)
 		return
 	}
@@ -354,7 +353,7 @@ func (c *checkpointer) sendReport(ctx actor.Context) {
 		return
 	}
 	c.unreported = nil
-	c.writeReported, c.reportedAt = true, c.cfg.Clock.Now()
+	c.reportGate.Mark(c.cfg.Clock.Now())
 	ctx.Send(p, m)
 }
 

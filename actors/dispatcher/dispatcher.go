@@ -15,6 +15,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/tokentime"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -100,10 +101,10 @@ type dispatcher struct {
 	stats    messages.DispatcherStats
 	counts   Counts
 	reported Counts // counts as last reported to the parent (reportCounts)
-	// reportedAt is when reportCountsEvery last reported (Clock), if countsReported; countsDue
-	// is set while counts wait for the flush tick.
-	reportedAt                time.Time
-	countsReported, countsDue bool
+	// countsGate spaces the SettlementCounts (reportCountsEvery); countsDue is set while counts
+	// wait for the flush tick.
+	countsGate treekit.Gate
+	countsDue  bool
 }
 
 func newDispatcher(cfg *Config) *dispatcher {
@@ -629,8 +630,9 @@ const countsReportEvery = 100 * time.Millisecond
 // them due for the flush tick. With SettleBatch 1 (no flush tick) it reports every time.
 func (d *dispatcher) reportCountsEvery(ctx actor.Context) {
 	now := d.cfg.Clock.Now()
-	if !d.settle.holds() || d.ended || d.draining || !d.countsReported || now.Sub(d.reportedAt) >= countsReportEvery {
-		d.countsReported, d.reportedAt, d.countsDue = true, now, false
+	if urgent := !d.settle.holds() || d.ended || d.draining; urgent || d.countsGate.Pass(now, countsReportEvery) {
+		d.countsGate.Mark(now)
+		d.countsDue = false
 		d.reportCounts(ctx)
 		return
 	}
