@@ -252,9 +252,13 @@ func (h *Handle) Start(ctx context.Context) error {
 	return h.e.command(ctx, &messages.Start{Reason: "handle"})
 }
 
-// Restart restarts the stream actor now (a new cursor from the checkpointer's latest position)
-// and resets the attempt counter; a stopped stream is started. It returns once the new cursor
-// is open, as Start does.
+// Restart closes the stream's cursor and opens a new one, and resets the attempt counter. A
+// stream that is up restarts gracefully, as Stop does (the dispatcher drains, the final
+// checkpoint is written; a SingleLeader stream keeps its lease), and the new cursor resumes
+// from that checkpoint: nothing handled before the restart is delivered again. An event still
+// unsettled after the stop timeout (30s) is redelivered. A stream in backoff, stopped or
+// crashed is started at once. Restart returns once the new cursor is open, as Start does
+// (bounded by ctx; 30s without a deadline); during a graceful stop it is ignored.
 func (h *Handle) Restart(ctx context.Context) error {
 	return h.e.command(ctx, &messages.Restart{Reason: "handle"})
 }

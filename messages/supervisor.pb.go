@@ -232,9 +232,12 @@ func (x *Stop) GetTimeoutMs() int64 {
 	return 0
 }
 
-// Restart restarts the stream actor now (a new cursor from the resolved position), cancelling any
-// pending restart and resetting the attempt counter. It is not counted as a death. When sent as a
-// request, the reply is a StatusReply.
+// Restart restarts the stream actor (a new cursor from the resolved position), cancelling any
+// pending restart and resetting the attempt counter. It is not counted as a death. A stream that
+// is up restarts gracefully: the graceful stop's sequence up to the final checkpoint (the lease
+// is kept), then the new incarnation, so nothing settled is delivered again; from backoff,
+// stopped or crashed it launches at once. When sent as a request, the reply is a StatusReply
+// (stopping, for a graceful restart); AwaitRunning waits for the new cursor.
 type Restart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`

@@ -169,6 +169,8 @@ func (f *fakeCheckpointer) Receive(ctx actor.Context) {
 		if sf != nil {
 			ctx.Respond(sf)
 		}
+	case *messages.Flush: // the last step of a graceful stop or restart
+		ctx.Respond(&messages.Flushed{})
 	default:
 		f.w.checkProto(m)
 	}
@@ -224,6 +226,8 @@ func (f *fakeDispatcher) Receive(ctx actor.Context) {
 		if to != nil {
 			ctx.Send(to, &messages.Demand{Incarnation: inc, Credit: m.n})
 		}
+	case *messages.Drain: // a graceful stop or restart: nothing of the fake's is in flight
+		ctx.Respond(&messages.Drained{})
 	default:
 		w.checkProto(m)
 	}

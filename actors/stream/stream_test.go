@@ -432,6 +432,7 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	if _, err := h.sys.Root.RequestFuture(h.sup, &messages.Restart{Reason: "test"}, waitLimit).Result(); err != nil {
 		t.Fatal(err)
 	}
+	h.await(supervisor.StateStopping) // a graceful restart: the cursor closes first
 	h.await(supervisor.StateRunning)
 	evs := h.waitEvents(2) // incarnation 2 resumes after event 1 with a fresh credit of 1
 	checkSeqs(t, evs, 1)

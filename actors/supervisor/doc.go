@@ -16,7 +16,10 @@
 // stopped) until an operator Start. Siblings keep their PIDs and state across those restarts.
 //
 // Control is by protobuf messages (package messages): Start, Stop, Restart and StatusRequest,
-// each answered with a StatusReply when sent as a request. Every transition is logged with zap
+// each answered with a StatusReply when sent as a request. An operator Restart of a stream that
+// is up runs the graceful stop's sequence (cursor closed, dispatcher drained, final checkpoint;
+// the lease kept) and then launches the next incarnation, so that the new cursor does not read
+// again what the old one delivered. Every transition is logged with zap
 // (field stream), counted (StatusReply.Transitions) and reported to Config.OnTransition.
 //
 // What the stream actor must do:

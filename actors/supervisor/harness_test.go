@@ -127,6 +127,14 @@ type fakeSibling struct {
 	starts *sync.Map // name → *int (Started count), shared with the test
 	name   string
 	count  int
+	// asked, when set, gets every Drain and Flush; the test answers them itself.
+	asked chan askedStep
+}
+
+// askedStep is a Drain or Flush a fake sibling was sent, with whom to answer.
+type askedStep struct {
+	name string // the sibling's name
+	msg  any
 }
 
 func (f *fakeSibling) Receive(ctx actor.Context) {
@@ -140,6 +148,10 @@ func (f *fakeSibling) Receive(ctx actor.Context) {
 		panic(m.err)
 	case getCmd:
 		ctx.Respond(f.count)
+	case *messages.Drain, *messages.Flush:
+		if f.asked != nil {
+			f.asked <- askedStep{name: f.name, msg: m}
+		}
 	}
 }
 

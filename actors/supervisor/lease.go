@@ -146,7 +146,7 @@ func (s *Supervisor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease)
 	}
 }
 
-func (s *Supervisor) onResigned(m *messages.Resigned) {
+func (s *Supervisor) onResigned(ctx actor.Context, m *messages.Resigned) {
 	if s.stop == nil || s.stop.phase != phaseRelease {
 		return
 	}
@@ -154,7 +154,7 @@ func (s *Supervisor) onResigned(m *messages.Resigned) {
 		s.stopError("lease release failed (it lapses at its expiry): " + m.GetError())
 	}
 	s.stop.report.Released = m.GetReleased()
-	s.finishStop()
+	s.finishStop(ctx)
 }
 
 // resignLease tells the leader actor to release the lease and stop campaigning (a give-up, a

@@ -40,8 +40,10 @@ type stopRun struct {
 	waiters  []*actor.PID
 	report   *messages.StopReport
 	// handover: a balance handover, which ends in standby (the leader actor campaigns again)
-	// instead of stopped. leaseLost: the lease was lost meanwhile, so no final write is made.
-	handover, leaseLost bool
+	// instead of stopped. restart: an operator Restart, which ends in a new incarnation
+	// (keeping a SINGLE_LEADER lease) instead of stopped. leaseLost: the lease was lost
+	// meanwhile, so no final write is made.
+	handover, restart, leaseLost bool
 	// cooldown is a handover's least wait before this instance may lead again (ReleaseLease).
 	cooldown time.Duration
 }
@@ -57,7 +59,11 @@ func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 		if ctx.Sender() != nil {
 			s.stop.waiters = append(s.stop.waiters, ctx.Sender())
 		}
-		s.stop.handover = false // an operator stop during a handover ends stopped
+		// An operator stop during a handover or a restart ends stopped.
+		if s.stop.restart {
+			s.stop.reason = m.GetReason()
+		}
+		s.stop.handover, s.stop.restart = false, false
 		return
 	}
 	if s.state == StateStopped {
@@ -69,6 +75,17 @@ func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 
 // beginStop starts a graceful stop; the requester, unless it is a handover, gets the answer.
 func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, handover bool) {
+	s.beginStopRun(ctx, m, handover, false)
+}
+
+// beginRestart starts an operator restart of a stream that is up: the graceful sequence up to
+// the final checkpoint, then a new incarnation from it. Its requester is answered at once (as
+// for any Restart); AwaitRunning waits for the new cursor.
+func (s *Supervisor) beginRestart(ctx actor.Context, reason string) {
+	s.beginStopRun(ctx, &messages.Stop{Reason: reason, Graceful: true}, false, true)
+}
+
+func (s *Supervisor) beginStopRun(ctx actor.Context, m *messages.Stop, handover, restart bool) {
 	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 {
 		timeout = DefaultStopTimeout
@@ -76,15 +93,15 @@ func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, handover boo
 	now := s.cfg.Clock.Now()
 	s.stopGen++
 	run := &stopRun{gen: s.stopGen, reason: m.GetReason(), started: now, deadline: now.Add(timeout),
-		report: &messages.StopReport{}, handover: handover}
-	if ctx.Sender() != nil && !handover {
+		report: &messages.StopReport{}, handover: handover, restart: restart}
+	if ctx.Sender() != nil && !handover && !restart {
 		run.waiters = append(run.waiters, ctx.Sender())
 	}
 	root, self, gen := s.root, s.self, run.gen
 	run.timer = s.cfg.Clock.AfterFunc(timeout, func() { root.Send(self, &stopDeadline{gen: gen}) })
 	s.stop = run
 	s.cancelTimer()
-	s.transition(StateStopping, operatorWhy("stop", m.GetReason())+": closing the cursor", nil)
+	s.transition(StateStopping, run.verb()+": closing the cursor", nil)
 	if s.child == nil {
 		s.stopAdvance(ctx)
 		return
@@ -99,7 +116,7 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 	case phaseStream:
 		run.phase = phaseDrain
 		if pid := s.healthySibling(s.cfg.Dispatcher, run); pid != nil {
-			s.why = operatorWhy("stop", run.reason) + ": draining the dispatcher"
+			s.why = run.verb() + ": draining the dispatcher"
 			ctx.Request(pid, &messages.Drain{TimeoutMs: s.drainBudgetMs(run)})
 			return
 		}
@@ -109,16 +126,19 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		if run.leaseLost {
 			s.skipStep(run, "checkpoint flush (the lease was lost)")
 		} else if pid := s.healthySibling(s.cfg.Checkpointer, run); pid != nil {
-			s.why = operatorWhy("stop", run.reason) + ": writing the final checkpoint"
+			s.why = run.verb() + ": writing the final checkpoint"
 			ctx.Request(pid, &messages.Flush{})
 			return
 		}
 		fallthrough
 	case phaseFlush:
-		if s.leader != nil {
+		// A restart keeps the lease (the next incarnation goes on in the same term), unless
+		// it was lost meanwhile: then it is released as a handover does, and this instance
+		// stands by.
+		if s.leader != nil && (!run.restart || run.leaseLost) {
 			run.phase = phaseRelease
 			s.why = operatorWhy("stop", run.reason) + ": releasing the lease"
-			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.handover}
+			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.handover || run.restart}
 			if run.handover {
 				req.CooldownMs = max(s.cfg.HandOverCooldown, run.cooldown).Milliseconds()
 			}
@@ -128,8 +148,16 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		}
 		fallthrough
 	default:
-		s.finishStop()
+		s.finishStop(ctx)
 	}
+}
+
+// verb names the run in the why line: "operator stop: …" or "operator restart: …".
+func (run *stopRun) verb() string {
+	if run.restart {
+		return operatorWhy("restart", run.reason)
+	}
+	return operatorWhy("stop", run.reason)
 }
 
 func (s *Supervisor) skipStep(run *stopRun, note string) {
@@ -197,7 +225,7 @@ func (s *Supervisor) onFlushed(ctx actor.Context, m *messages.Flushed) {
 }
 
 // onStopDeadline ends a stop whose step did not answer in time, naming the step.
-func (s *Supervisor) onStopDeadline(m *stopDeadline) {
+func (s *Supervisor) onStopDeadline(ctx actor.Context, m *stopDeadline) {
 	if s.stop == nil || s.stop.gen != m.gen {
 		return
 	}
@@ -207,7 +235,7 @@ func (s *Supervisor) onStopDeadline(m *stopDeadline) {
 	}
 	s.stopError(fmt.Sprintf("the %s did not finish within the stop timeout", step))
 	s.stop.timer = nil
-	s.finishStop()
+	s.finishStop(ctx)
 }
 
 func (s *Supervisor) stopError(msg string) {
@@ -229,8 +257,10 @@ func (s *Supervisor) onSiblingFailedWhileStopping(ctx actor.Context, name string
 	s.stopAdvance(ctx)
 }
 
-// finishStop enters stopped and answers everyone who asked for the stop.
-func (s *Supervisor) finishStop() {
+// finishStop enters stopped (standby after a handover) and answers everyone who asked for the
+// stop; a restart launches the next incarnation instead. ctx may be nil only when the run
+// cannot launch (abortStop clears restart first).
+func (s *Supervisor) finishStop(ctx actor.Context) {
 	run := s.stop
 	s.stop = nil
 	if run.timer != nil {
@@ -240,21 +270,27 @@ func (s *Supervisor) finishStop() {
 	s.restartDispatcher = true
 	run.report.Took = durationpb.New(s.cfg.Clock.Now().Sub(run.started))
 	s.lastStop = run.report
-	why := operatorWhy("stop", run.reason)
+	why := run.verb()
 	if run.report.Error != "" {
 		why += " (" + run.report.Error + ")"
 	}
-	if s.leader != nil {
+	relaunch := run.restart && !run.leaseLost
+	if s.leader != nil && !relaunch {
 		s.leaseEpoch = 0
 		s.freshTerm = true // the next leadership term starts from the stored position
 	}
 	s.log.Info("graceful stop finished", zap.Uint64("settled", run.report.GetSettled()),
 		zap.Uint64("unsettled", run.report.GetUnsettled()), zap.Uint64("low_water_mark", run.report.GetLowWaterMark()),
 		zap.Bool("flushed", run.report.GetFlushed()), zap.String("held_up_by", run.report.GetHeldUpBy()),
-		zap.String("skipped", run.report.GetSkipped()), zap.Duration("took", run.report.GetTook().AsDuration()))
-	if run.handover {
-		s.transition(StateStandby, run.reason, nil)
-	} else {
+		zap.String("skipped", run.report.GetSkipped()), zap.Duration("took", run.report.GetTook().AsDuration()),
+		zap.Bool("restart", run.restart))
+	switch {
+	case relaunch:
+		s.attempt = 0
+		s.launch(ctx, why)
+	case run.handover || run.restart:
+		s.transition(StateStandby, why, nil)
+	default:
 		s.transition(StateStopped, why, nil)
 	}
 	reply := s.status()
@@ -272,7 +308,8 @@ func (s *Supervisor) abortStop() {
 	if s.stop.report.HeldUpBy == "" {
 		s.stop.report.HeldUpBy = s.stop.phase.String()
 	}
-	s.finishStop()
+	s.stop.restart = false // nothing is launched under a supervisor that stops
+	s.finishStop(nil)
 }
 
 // siblingByName returns the live sibling of that name, or nil.

@@ -188,7 +188,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *messages.Flushed:
 		s.onFlushed(ctx, m)
 	case *stopDeadline:
-		s.onStopDeadline(m)
+		s.onStopDeadline(ctx, m)
 	case *messages.SettlementCounts:
 		s.addSettlements(m)
 	case *messages.CheckpointWritten:
@@ -206,7 +206,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *messages.Fenced:
 		s.onFencedReport(ctx, m)
 	case *messages.Resigned:
-		s.onResigned(m)
+		s.onResigned(ctx, m)
 	}
 }
 
@@ -615,6 +615,12 @@ func (s *Supervisor) onRestart(ctx actor.Context, reason string) {
 		s.campaign(operatorWhy("restart", reason))
 		return
 	}
+	if s.state.up() && s.child != nil && !s.dying {
+		// The cursor closes, in-flight events settle and the checkpoint is written before the
+		// new cursor opens from it: nothing handled before the restart is delivered again.
+		s.beginRestart(ctx, reason)
+		return
+	}
 	s.launch(ctx, operatorWhy("restart", reason))
 }
 
@@ -673,7 +679,8 @@ func (s *Supervisor) transitionAttempt(to State, why string, cause error, attemp
 	}
 	s.log.Log(level, "stream "+to.String(), fields...)
 	s.notify(t)
-	if to != StateStarting && to != StateBackoff && len(s.awaiting) > 0 {
+	restarting := s.stop != nil && s.stop.restart // AwaitRunning waits for the new cursor
+	if to != StateStarting && to != StateBackoff && !restarting && len(s.awaiting) > 0 {
 		reply := s.status()
 		for _, w := range s.awaiting {
 			s.root.Send(w, reply)
@@ -688,7 +695,7 @@ func (s *Supervisor) onAwaitRunning(ctx actor.Context) {
 	if ctx.Sender() == nil {
 		return
 	}
-	if s.state == StateStarting || s.state == StateBackoff {
+	if s.state == StateStarting || s.state == StateBackoff || (s.stop != nil && s.stop.restart) {
 		s.awaiting = append(s.awaiting, ctx.Sender())
 		return
 	}

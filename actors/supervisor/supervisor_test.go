@@ -416,6 +416,7 @@ func TestStaleFailureDropped(t *testing.T) {
 	h.await(StateRunning)
 	h.started()
 	h.request(&messages.Restart{Reason: "test"})
+	h.await(StateStopping)
 	h.await(StateStarting)
 	child := h.started().pid
 	h.await(StateRunning)
@@ -598,13 +599,15 @@ func TestTimerFiredAfterStopIsDropped(t *testing.T) {
 	}
 }
 
-// TestOperatorRestart restarts a running child in place without counting a death.
+// TestOperatorRestart restarts a running child (stopped, then spawned again under its name)
+// without counting a death.
 func TestOperatorRestart(t *testing.T) {
 	h := newHarness(t, nil)
 	h.await(StateStarting)
 	h.await(StateRunning)
 	child := h.started().pid
 	h.request(&messages.Restart{Reason: "reload"})
+	h.await(StateStopping)
 	h.await(StateStarting)
 	if ev := h.started(); ev.incarnation != 2 || !ev.pid.Equal(child) {
 		t.Fatalf("restart: %v incarnation %d", ev.pid, ev.incarnation)

@@ -316,3 +316,47 @@ func TestHandleStopStartRestart(t *testing.T) {
 		t.Errorf("%d events handled twice across an operator Stop/Start/Restart", d)
 	}
 }
+
+// TestRestartWaitsForInFlightEvents: an operator Restart while a handler is still working on an
+// event lets it finish and settle before the new cursor opens, so that neither it nor the events
+// queued behind it are delivered a second time.
+func TestRestartWaitsForInFlightEvents(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRuntime(nil)
+	got := newHandled()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "slow", Collection: "orders", OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+		if ev.FullDocument.ID == 5 {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		got.record(ev)
+		return nil
+	}})
+	r.waitRunning(t, h)
+	e.insertOrders("orders", 1, 10)
+	select {
+	case <-entered:
+	case <-time.After(waitLimit):
+		t.Fatal("the handler never got order 5")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	restarted := make(chan error, 1)
+	go func() { restarted <- h.Restart(ctx) }()
+	waitState(t, h, watchtree.StateStopping) // the restart waits for order 5
+	close(release)
+	if err := <-restarted; err != nil {
+		t.Fatalf("Handle.Restart: %v", err)
+	}
+	e.insertOrders("orders", 11, 15)
+	waitOrders(t, got, 15)
+	if d := got.deliveries() - got.distinct(); d != 0 {
+		t.Errorf("%d events handled twice across a Restart with an event in flight", d)
+	}
+}
