@@ -105,7 +105,7 @@ func newRoot(o *opts) *cobra.Command {
 	root.AddCommand(streamsCmd(o), describeCmd(o), treeCmd(o), eventsCmd(o), deadLettersCmd(o),
 		controlCmd(o, "start", "Start a stopped or crashed stream (during backoff: restart now)", messages.ControlAction_CONTROL_ACTION_START),
 		controlCmd(o, "stop", "Stop a stream gracefully: the cursor closes, in-flight events drain, the checkpoint is written", messages.ControlAction_CONTROL_ACTION_STOP),
-		controlCmd(o, "restart", "Restart a stream's cursor now from its latest position", messages.ControlAction_CONTROL_ACTION_RESTART),
+		controlCmd(o, "restart", "Restart a stream: drain, write the checkpoint, reopen the cursor from it", messages.ControlAction_CONTROL_ACTION_RESTART),
 		deadLetterCmd(o, "replay", "Run a stream's dead letters (all, or --id) through its handler again", messages.ControlAction_CONTROL_ACTION_REPLAY),
 		deadLetterCmd(o, "purge", "Delete a stream's dead letters (all, or --id)", messages.ControlAction_CONTROL_ACTION_PURGE),
 		snapshotCmd(o), leaseCmd(o), topCmd(o))
