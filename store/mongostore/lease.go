@@ -175,36 +175,14 @@ func (s *Store) lostError(ctx context.Context, verb, name, owner string, epoch i
 }
 
 // WatchLease returns a channel that receives a value (changes coalesce) whenever the lease
-// record of name changes on the server: a change stream on the lease collection filtered on
-// the record's _id, read by one goroutine that ends, closing the channel, when ctx ends. A
-// failed change stream is reopened after a second; the watch is an accelerator (the caller still
-// polls), so nothing is lost while it is down.
+// record of name changes on the server, and is closed when ctx ends. All the watches of one
+// Store share a single change stream on the lease collection (see leaseWatcher): a watch per
+// lease would hold a connection per SINGLE_LEADER stream in a getMore, and past about half the
+// driver's maxPoolSize (100) those exhaust the pool and starve the lease renewals themselves.
+// A failed change stream is reopened after a second; the watch is an accelerator (the caller
+// still polls), so nothing is lost while it is down.
 func (s *Store) WatchLease(ctx context.Context, name string) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		pipeline := mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "documentKey._id", Value: name}}}}}
-		for ctx.Err() == nil {
-			cs, err := s.leases.Watch(ctx, pipeline, options.ChangeStream().SetMaxAwaitTime(time.Second))
-			if err == nil {
-				for cs.Next(ctx) {
-					select {
-					case ch <- struct{}{}:
-					default:
-					}
-				}
-				// Bounded: killCursors on a dead server would otherwise wait for server selection.
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				_ = cs.Close(cctx)
-				cancel()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}()
-	return ch
+	return s.watcher.watch(ctx, s.leases, name)
 }
 
 // instanceDoc is a heartbeat document of _wt_instances.

@@ -127,6 +127,7 @@ type Store struct {
 	leases      *mongo.Collection
 	instances   *mongo.Collection
 	now         func() time.Time
+	watcher     leaseWatcher // WatchLease's one change stream
 }
 
 // New returns a Store on db. It does no I/O; call EnsureIndexes once (it is idempotent) before
