@@ -137,7 +137,7 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		// stands by.
 		if s.leader != nil && (!run.restart || run.leaseLost) {
 			run.phase = phaseRelease
-			s.why = operatorWhy("stop", run.reason) + ": releasing the lease"
+			s.why = run.verb() + ": releasing the lease"
 			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.handover || run.restart}
 			if run.handover {
 				req.CooldownMs = max(s.cfg.HandOverCooldown, run.cooldown).Milliseconds()
