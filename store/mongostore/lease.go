@@ -176,13 +176,13 @@ func (s *Store) lostError(ctx context.Context, verb, name, owner string, epoch i
 
 // WatchLease returns a channel that receives a value (changes coalesce) whenever the lease
 // record of name changes on the server, and is closed when ctx ends. All the watches of one
-// Store share a single change stream on the lease collection (see leaseWatcher): a watch per
+// Store share a single change stream on the lease collection (leaseFeed): a watch per
 // lease would hold a connection per SINGLE_LEADER stream in a getMore, and past about half the
 // driver's maxPoolSize (100) those exhaust the pool and starve the lease renewals themselves.
 // A failed change stream is reopened after a second; the watch is an accelerator (the caller
 // still polls), so nothing is lost while it is down.
 func (s *Store) WatchLease(ctx context.Context, name string) <-chan struct{} {
-	return s.watcher.watch(ctx, s.leases, name)
+	return s.watches.Watch(ctx, name, s.leaseFeed)
 }
 
 // instanceDoc is a heartbeat document of _wt_instances.

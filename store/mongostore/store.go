@@ -11,6 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/watchtree/watchtree/internal/leasewatch"
 )
 
 // Default collection names.
@@ -127,7 +129,7 @@ type Store struct {
 	leases      *mongo.Collection
 	instances   *mongo.Collection
 	now         func() time.Time
-	watcher     leaseWatcher // WatchLease's one change stream
+	watches     leasewatch.Hub // WatchLease's watches, over one change stream (leaseFeed)
 }
 
 // New returns a Store on db. It does no I/O; call EnsureIndexes once (it is idempotent) before

@@ -10,9 +10,10 @@
 //   - epoch:<stream>: the stream's epoch counter. Every acquisition INCRs it, and it never
 //     expires, so epochs only grow across expiries and releases.
 //   - lease-events:<stream>: the pub/sub channel on which every acquisition and release is
-//     published; WatchLease subscribes to it. An expiry publishes nothing (keyspace
-//     notifications are a server setting this package does not change): the leader actor retries
-//     exactly when the lease it saw expires, by the Remaining the server reported.
+//     published; the WatchLease calls of a Store share one PSUBSCRIBE to lease-events:*. An
+//     expiry publishes nothing (keyspace notifications are a server setting this package does
+//     not change): the leader actor retries exactly when the lease it saw expires, by the
+//     Remaining the server reported.
 //   - instances: a sorted set of instance heartbeats scored by their expiry (server milliseconds).
 //   - checkpoint:<stream>: a hash {token, ctT, ctI, source, epoch, owner, settled, updatedAt}.
 //

@@ -186,40 +186,58 @@ func (s *Store) GetLease(ctx context.Context, name string) (store.Lease, bool, e
 }
 
 // WatchLease returns a channel that receives a value (changes coalesce) on every acquisition
-// and release of name's lease: a pub/sub subscription read by one goroutine, which closes the
-// channel when ctx ends. Expiries are not published (see the package doc).
+// and release of name's lease, closed when ctx ends. Expiries are not published (see the
+// package doc). All the watches of one Store share one pattern subscription to the
+// lease-events channels (leaseFeed), so a runtime holds one pub/sub connection, not one per
+// SINGLE_LEADER stream.
 func (s *Store) WatchLease(ctx context.Context, name string) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		for ctx.Err() == nil {
-			sub := s.rdb.Subscribe(ctx, s.key("lease-events", name))
-			if _, err := sub.Receive(ctx); err == nil { // the subscription confirmation
-				msgs := sub.Channel()
-			loop:
-				for {
-					select {
-					case <-ctx.Done():
+	return s.watches.Watch(ctx, name, s.leaseFeed)
+}
+
+// leaseFeed reads the lease-events subscription until ctx ends (the last watch ended),
+// subscribing again a second after a failure.
+func (s *Store) leaseFeed(ctx context.Context) {
+	prefix := s.key("lease-events", "")
+	for resubscribed := false; ctx.Err() == nil; resubscribed = true {
+		sub := s.rdb.PSubscribe(ctx, globEscape(prefix)+"*")
+		if _, err := sub.Receive(ctx); err == nil { // the subscription confirmation
+			if resubscribed {
+				s.watches.NotifyAll()
+			}
+			msgs := sub.Channel()
+		loop:
+			for {
+				select {
+				case <-ctx.Done():
+					break loop
+				case m, ok := <-msgs:
+					if !ok {
 						break loop
-					case _, ok := <-msgs:
-						if !ok {
-							break loop
-						}
-						select {
-						case ch <- struct{}{}:
-						default:
-						}
 					}
+					s.watches.Notify(strings.TrimPrefix(m.Channel, prefix))
 				}
 			}
-			_ = sub.Close()
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
 		}
-	}()
-	return ch
+		_ = sub.Close()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// globEscape quotes the characters PSUBSCRIBE reads as a pattern, so that a Prefix holding one
+// matches only itself.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 var heartbeatScript = redis.NewScript(serverNow + `

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/watchtree/watchtree/internal/leasewatch"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
@@ -26,9 +28,10 @@ type Options struct {
 // Store is the Redis lease and checkpoint store. It is safe for concurrent use and holds no
 // state besides the client; the client is the caller's to close.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	now    func() time.Time
+	rdb     redis.UniversalClient
+	prefix  string
+	now     func() time.Time
+	watches leasewatch.Hub // WatchLease's watches, over one subscription (leaseFeed)
 }
 
 // New returns a Store on rdb. It does no I/O.
