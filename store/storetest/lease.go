@@ -62,6 +62,7 @@ func TestLeaseStore(t *testing.T, newStore func(t *testing.T) LeaseStore) {
 		{"ConcurrentAcquirers", leaseConcurrent},
 		{"LeasesAreIndependent", leaseIndependent},
 		{"WatchSeesRelease", leaseWatch},
+		{"ManyWatches", leaseManyWatches},
 		{"Instances", leaseInstances},
 		{"DoneContext", leaseDoneContext},
 	}
