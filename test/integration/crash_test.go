@@ -323,34 +323,17 @@ func TestHandleStopStartRestart(t *testing.T) {
 func TestRestartWaitsForInFlightEvents(t *testing.T) {
 	e := newEnv(t)
 	r := e.startRuntime(nil)
-	got := newHandled()
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	h := r.spawn(t, watchtree.Stream[Order]{Name: "slow", Collection: "orders", OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
-		if ev.FullDocument.ID == 5 {
-			once.Do(func() { close(entered) })
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		got.record(ev)
-		return nil
-	}})
+	got, hold := newHandled(), newHoldOrder(t)
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "slow", Collection: "orders", OnInsert: hold.handler(5, got)})
 	r.waitRunning(t, h)
 	e.insertOrders("orders", 1, 10)
-	select {
-	case <-entered:
-	case <-time.After(waitLimit):
-		t.Fatal("the handler never got order 5")
-	}
+	hold.waitEntered(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	restarted := make(chan error, 1)
 	go func() { restarted <- h.Restart(ctx) }()
 	waitState(t, h, watchtree.StateStopping) // the restart waits for order 5
-	close(release)
+	hold.Release()
 	if err := <-restarted; err != nil {
 		t.Fatalf("Handle.Restart: %v", err)
 	}

@@ -615,3 +615,46 @@ func serverRefused(err error) bool {
 	}
 	return false
 }
+
+// holdOrder is a handler that records every event into got, but holds the handler of order id
+// until Release (or until its ctx ends): an event kept in flight on purpose. Entered closes when
+// that handler is first reached. Release may be called more than once; cleanup releases it.
+type holdOrder struct {
+	entered, release         chan struct{}
+	enteredOnce, releaseOnce sync.Once
+}
+
+func newHoldOrder(t *testing.T) *holdOrder {
+	h := &holdOrder{entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(h.Release)
+	return h
+}
+
+// Release lets the held handler go on.
+func (h *holdOrder) Release() { h.releaseOnce.Do(func() { close(h.release) }) }
+
+// handler returns the handler that holds order id and records into got.
+func (h *holdOrder) handler(id int64, got *handled) watchtree.Handler[Order] {
+	return func(ctx context.Context, ev *watchtree.Event[Order]) error {
+		if ev.FullDocument.ID == id {
+			h.enteredOnce.Do(func() { close(h.entered) })
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		got.record(ev)
+		return nil
+	}
+}
+
+// waitEntered waits until the held handler is reached.
+func (h *holdOrder) waitEntered(t *testing.T, id int64) {
+	t.Helper()
+	select {
+	case <-h.entered:
+	case <-time.After(waitLimit):
+		t.Fatalf("order %d never reached its handler", id)
+	}
+}

@@ -99,23 +99,10 @@ func TestCheckpointNeverPassesUnsettled(t *testing.T) {
 	const total, held = 40, 5
 	e := newEnv(t)
 	r := e.startRuntime(nil)
-	got := newHandled()
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	got, hold := newHandled(), newHoldOrder(t)
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "lwm", Collection: "orders", Lanes: 4,
 		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 1, SaveInterval: 20 * time.Millisecond},
-		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
-			if ev.FullDocument.ID == held {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			got.record(ev)
-			return nil
-		}})
+		OnInsert:   hold.handler(held, got)})
 	r.waitRunning(t, h)
 	e.insertOrders("orders", 1, total)
 	waitFor(t, "the events of the other lanes handled", func() bool { return got.distinct() >= total/3 })
@@ -147,7 +134,7 @@ func TestCheckpointNeverPassesUnsettled(t *testing.T) {
 		}
 	}
 
-	releaseOnce.Do(func() { close(release) })
+	hold.Release()
 	waitOrders(t, got, total+10)
 	waitFor(t, "the checkpoint to pass every event", func() bool {
 		cp, ok := e.checkpoint("lwm")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,28 +176,11 @@ func TestTreeDrivenByMessagesOnly(t *testing.T) {
 func TestStopNamesWhatHeldItUp(t *testing.T) {
 	e := newEnv(t)
 	r := e.startRuntime(nil)
-	release, entered := make(chan struct{}), make(chan struct{})
-	var enteredOnce sync.Once
-	got := newHandled()
+	got, hold := newHandled(), newHoldOrder(t)
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "held", Collection: "orders",
-		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
-			if ev.FullDocument.ID == 2 {
-				enteredOnce.Do(func() { close(entered) })
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			got.record(ev)
-			return nil
-		}})
+		OnInsert: hold.handler(2, got)})
 	e.insertOrders("orders", 1, 2)
-	select {
-	case <-entered: // order 2 is in flight, held by its handler
-	case <-time.After(waitLimit):
-		t.Fatal("order 2 never reached its handler")
-	}
+	hold.waitEntered(t, 2) // order 2 is in flight, held by its handler
 
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	err := h.Stop(ctx)
@@ -206,7 +188,7 @@ func TestStopNamesWhatHeldItUp(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "drain") {
 		t.Fatalf("Stop: %v, want a deadline error naming the drain", err)
 	}
-	close(release)
+	hold.Release()
 	ctx, cancel = context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	st, err := h.Status(ctx)
