@@ -6,16 +6,24 @@ package leasewatch
 import (
 	"context"
 	"sync"
+	"time"
 )
 
+// RetryDelay is the wait before a Feed that ended (its connection failed) runs again.
+const RetryDelay = time.Second
+
+// Feed reads one connection of a store's change feed (a change stream, a subscription) until it
+// fails or ctx ends, calling Hub.Notify for each changed lease. It calls opened once the
+// connection is up: after a reconnection the hub then wakes every watch, since the changes made
+// while the feed was down are unknown.
+type Feed func(ctx context.Context, opened func())
+
 // Hub is the watches of one store. The zero value is ready. The feed runs while at least one
-// watch is open: the first Watch starts it, the end of the last one cancels its context. The
-// feed calls Notify for each changed lease and NotifyAll after it (re)connected, since changes
-// made while it was down are unknown.
+// watch is open: the first Watch starts it (and runs it again RetryDelay after each failure),
+// the end of the last watch cancels it.
 type Hub struct {
 	mu     sync.Mutex
-	subs   map[string]map[*watch]struct{} // lease name → its open watches
-	open   int                            // open watches
+	subs   map[string]map[*watch]struct{} // lease name → its open watches (no empty sets)
 	cancel context.CancelFunc             // of the running feed; nil when none runs
 }
 
@@ -23,8 +31,8 @@ type watch struct{ ch chan struct{} }
 
 // Watch opens a watch of name: the channel receives a value (changes coalesce: it holds one)
 // after each change Notify reports, and is closed when ctx ends. feed is started, on a
-// goroutine of its own, when no feed runs; it must return once its context ends.
-func (h *Hub) Watch(ctx context.Context, name string, feed func(context.Context)) <-chan struct{} {
+// goroutine of its own, when no feed runs.
+func (h *Hub) Watch(ctx context.Context, name string, feed Feed) <-chan struct{} {
 	w := &watch{ch: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if ctx.Err() != nil {
@@ -39,11 +47,10 @@ func (h *Hub) Watch(ctx context.Context, name string, feed func(context.Context)
 		h.subs[name] = map[*watch]struct{}{}
 	}
 	h.subs[name][w] = struct{}{}
-	h.open++
 	if h.cancel == nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		h.cancel = cancel
-		go feed(fctx)
+		go h.run(fctx, feed)
 	}
 	h.mu.Unlock()
 	context.AfterFunc(ctx, func() { h.end(name, w) })
@@ -59,10 +66,24 @@ func (h *Hub) end(name string, w *watch) {
 		delete(h.subs, name)
 	}
 	close(w.ch) // under mu: Notify never sends on a closed channel
-	h.open--
-	if h.open == 0 && h.cancel != nil {
+	if len(h.subs) == 0 && h.cancel != nil {
 		h.cancel()
 		h.cancel = nil
+	}
+}
+
+// run runs feed until ctx ends, again RetryDelay after each end.
+func (h *Hub) run(ctx context.Context, feed Feed) {
+	for first := true; ctx.Err() == nil; first = false {
+		feed(ctx, func() {
+			if !first {
+				h.NotifyAll()
+			}
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(RetryDelay):
+		}
 	}
 }
 

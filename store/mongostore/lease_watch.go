@@ -9,30 +9,22 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// leaseFeed reads the lease collection's change stream for WatchLease until ctx ends (the last
-// watch ended), reopening it a second after a failure. Only the document key travels: the
-// watcher reads the record itself.
-func (s *Store) leaseFeed(ctx context.Context) {
+// leaseFeed is WatchLease's leasewatch.Feed: the lease collection's change stream, of which
+// only the document key travels (the watcher reads the record itself).
+func (s *Store) leaseFeed(ctx context.Context, opened func()) {
 	pipeline := mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "documentKey", Value: 1}}}}}
-	for reopened := false; ctx.Err() == nil; reopened = true {
-		cs, err := s.leases.Watch(ctx, pipeline, options.ChangeStream().SetMaxAwaitTime(time.Second))
-		if err == nil {
-			if reopened {
-				s.watches.NotifyAll()
-			}
-			for cs.Next(ctx) {
-				if name, ok := cs.Current.Lookup("documentKey", "_id").StringValueOK(); ok {
-					s.watches.Notify(name)
-				}
-			}
-			// Bounded: killCursors on a dead server would otherwise wait for server selection.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = cs.Close(cctx)
-			cancel()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
+	cs, err := s.leases.Watch(ctx, pipeline, options.ChangeStream().SetMaxAwaitTime(time.Second))
+	if err != nil {
+		return
+	}
+	opened()
+	for cs.Next(ctx) {
+		if name, ok := cs.Current.Lookup("documentKey", "_id").StringValueOK(); ok {
+			s.watches.Notify(name)
 		}
 	}
+	// Bounded: killCursors on a dead server would otherwise wait for server selection.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	_ = cs.Close(cctx)
+	cancel()
 }

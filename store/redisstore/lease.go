@@ -194,34 +194,26 @@ func (s *Store) WatchLease(ctx context.Context, name string) <-chan struct{} {
 	return s.watches.Watch(ctx, name, s.leaseFeed)
 }
 
-// leaseFeed reads the lease-events subscription until ctx ends (the last watch ended),
-// subscribing again a second after a failure.
-func (s *Store) leaseFeed(ctx context.Context) {
+// leaseFeed is WatchLease's leasewatch.Feed: one pattern subscription to the lease-events
+// channels.
+func (s *Store) leaseFeed(ctx context.Context, opened func()) {
 	prefix := s.key("lease-events", "")
-	for resubscribed := false; ctx.Err() == nil; resubscribed = true {
-		sub := s.rdb.PSubscribe(ctx, globEscape(prefix)+"*")
-		if _, err := sub.Receive(ctx); err == nil { // the subscription confirmation
-			if resubscribed {
-				s.watches.NotifyAll()
-			}
-			msgs := sub.Channel()
-		loop:
-			for {
-				select {
-				case <-ctx.Done():
-					break loop
-				case m, ok := <-msgs:
-					if !ok {
-						break loop
-					}
-					s.watches.Notify(strings.TrimPrefix(m.Channel, prefix))
-				}
-			}
-		}
-		_ = sub.Close()
+	sub := s.rdb.PSubscribe(ctx, globEscape(prefix)+"*")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
+		return
+	}
+	opened()
+	msgs := sub.Channel()
+	for {
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			s.watches.Notify(strings.TrimPrefix(m.Channel, prefix))
 		}
 	}
 }
