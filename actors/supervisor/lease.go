@@ -124,7 +124,7 @@ func (s *Supervisor) onHandOver(ctx actor.Context, m *messages.HandOver) {
 	if s.state.down() || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
 		return
 	}
-	s.beginStop(ctx, &messages.Stop{Reason: "handover for balance: " + m.GetWhy(), Graceful: true}, true)
+	s.beginStop(ctx, &messages.Stop{Reason: "handover for balance: " + m.GetWhy(), Graceful: true}, stopHandover)
 }
 
 // onReleaseLease hands the lease over on an operator's request, as a balance handover does; the
@@ -135,7 +135,7 @@ func (s *Supervisor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease)
 		s.respond(ctx)
 		return
 	}
-	s.beginStop(ctx, &messages.Stop{Reason: operatorWhy("lease release", m.GetReason()), Graceful: true}, true)
+	s.beginStop(ctx, &messages.Stop{Reason: operatorWhy("lease release", m.GetReason()), Graceful: true}, stopHandover)
 	if s.stop == nil { // the sequence ended at once
 		s.respond(ctx)
 		return

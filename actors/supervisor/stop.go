@@ -29,6 +29,15 @@ var phaseNames = [...]string{"stream actor stop", "drain", "checkpoint flush", "
 
 func (p stopPhase) String() string { return phaseNames[p] }
 
+// stopKind is what a graceful stop ends in.
+type stopKind uint8
+
+const (
+	stopOperator stopKind = iota // an operator Stop: stopped, the requesters answered
+	stopHandover                 // a balance or operator handover: standby, the lease released to campaign again
+	stopRestart                  // an operator Restart: a new incarnation, the lease kept
+)
+
 // stopRun is one graceful stop in progress. Every Stop that arrives meanwhile joins it.
 type stopRun struct {
 	gen      uint64
@@ -39,11 +48,10 @@ type stopRun struct {
 	timer    clock.Timer
 	waiters  []*actor.PID
 	report   *messages.StopReport
-	// handover: a balance handover, which ends in standby (the leader actor campaigns again)
-	// instead of stopped. restart: an operator Restart, which ends in a new incarnation
-	// (keeping a SINGLE_LEADER lease) instead of stopped. leaseLost: the lease was lost
-	// meanwhile, so no final write is made.
-	handover, restart, leaseLost bool
+	kind     stopKind
+	// leaseLost: the lease was lost meanwhile, so no final write is made (and a restart ends
+	// in standby, as a handover does).
+	leaseLost bool
 	// cooldown is a handover's least wait before this instance may lead again (ReleaseLease).
 	cooldown time.Duration
 }
@@ -60,32 +68,24 @@ func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 			s.stop.waiters = append(s.stop.waiters, ctx.Sender())
 		}
 		// An operator stop during a handover or a restart ends stopped.
-		if s.stop.restart {
+		if s.stop.kind == stopRestart {
 			s.stop.reason = m.GetReason()
 		}
-		s.stop.handover, s.stop.restart = false, false
+		s.stop.kind = stopOperator
 		return
 	}
 	if s.state == StateStopped {
 		s.respond(ctx)
 		return
 	}
-	s.beginStop(ctx, m, false)
+	s.beginStop(ctx, m, stopOperator)
 }
 
-// beginStop starts a graceful stop; the requester, unless it is a handover, gets the answer.
-func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, handover bool) {
-	s.beginStopRun(ctx, m, handover, false)
-}
-
-// beginRestart starts an operator restart of a stream that is up: the graceful sequence up to
-// the final checkpoint, then a new incarnation from it. Its requester is answered at once (as
-// for any Restart); AwaitRunning waits for the new cursor.
-func (s *Supervisor) beginRestart(ctx actor.Context, reason string) {
-	s.beginStopRun(ctx, &messages.Stop{Reason: reason, Graceful: true}, false, true)
-}
-
-func (s *Supervisor) beginStopRun(ctx actor.Context, m *messages.Stop, handover, restart bool) {
+// beginStop starts a graceful stop of that kind. The requester of an operator stop gets the
+// answer when it ends; for a handover the caller decides who waits (ReleaseLease's requester
+// does), and a restart's requester is answered at once (its AwaitRunning waits for the new
+// cursor).
+func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, kind stopKind) {
 	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 {
 		timeout = DefaultStopTimeout
@@ -93,8 +93,8 @@ func (s *Supervisor) beginStopRun(ctx actor.Context, m *messages.Stop, handover,
 	now := s.cfg.Clock.Now()
 	s.stopGen++
 	run := &stopRun{gen: s.stopGen, reason: m.GetReason(), started: now, deadline: now.Add(timeout),
-		report: &messages.StopReport{}, handover: handover, restart: restart}
-	if ctx.Sender() != nil && !handover && !restart {
+		report: &messages.StopReport{}, kind: kind}
+	if ctx.Sender() != nil && kind == stopOperator {
 		run.waiters = append(run.waiters, ctx.Sender())
 	}
 	root, self, gen := s.root, s.self, run.gen
@@ -135,11 +135,11 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		// A restart keeps the lease (the next incarnation goes on in the same term), unless
 		// it was lost meanwhile: then it is released as a handover does, and this instance
 		// stands by.
-		if s.leader != nil && (!run.restart || run.leaseLost) {
+		if s.leader != nil && (run.kind != stopRestart || run.leaseLost) {
 			run.phase = phaseRelease
 			s.why = run.verb() + ": releasing the lease"
-			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.handover || run.restart}
-			if run.handover {
+			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.kind != stopOperator}
+			if run.kind == stopHandover {
 				req.CooldownMs = max(s.cfg.HandOverCooldown, run.cooldown).Milliseconds()
 			}
 			s.leaseEpoch = 0
@@ -154,11 +154,14 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 
 // verb names the run in the why line: "operator stop: …" or "operator restart: …".
 func (run *stopRun) verb() string {
-	if run.restart {
+	if run.kind == stopRestart {
 		return operatorWhy("restart", run.reason)
 	}
 	return operatorWhy("stop", run.reason)
 }
+
+// restarting reports whether an operator restart's graceful sequence is under way.
+func (s *Supervisor) restarting() bool { return s.stop != nil && s.stop.kind == stopRestart }
 
 func (s *Supervisor) skipStep(run *stopRun, note string) {
 	if run.report.Skipped != "" {
@@ -274,7 +277,7 @@ func (s *Supervisor) finishStop(ctx actor.Context) {
 	if run.report.Error != "" {
 		why += " (" + run.report.Error + ")"
 	}
-	relaunch := run.restart && !run.leaseLost
+	relaunch := run.kind == stopRestart && !run.leaseLost
 	if s.leader != nil && !relaunch {
 		s.leaseEpoch = 0
 		s.freshTerm = true // the next leadership term starts from the stored position
@@ -283,12 +286,12 @@ func (s *Supervisor) finishStop(ctx actor.Context) {
 		zap.Uint64("unsettled", run.report.GetUnsettled()), zap.Uint64("low_water_mark", run.report.GetLowWaterMark()),
 		zap.Bool("flushed", run.report.GetFlushed()), zap.String("held_up_by", run.report.GetHeldUpBy()),
 		zap.String("skipped", run.report.GetSkipped()), zap.Duration("took", run.report.GetTook().AsDuration()),
-		zap.Bool("restart", run.restart))
+		zap.Bool("restart", run.kind == stopRestart))
 	switch {
 	case relaunch:
 		s.attempt = 0
 		s.launch(ctx, why)
-	case run.handover || run.restart:
+	case run.kind != stopOperator: // a handover, or a restart whose lease was lost
 		s.transition(StateStandby, why, nil)
 	default:
 		s.transition(StateStopped, why, nil)
@@ -308,7 +311,7 @@ func (s *Supervisor) abortStop() {
 	if s.stop.report.HeldUpBy == "" {
 		s.stop.report.HeldUpBy = s.stop.phase.String()
 	}
-	s.stop.restart = false // nothing is launched under a supervisor that stops
+	s.stop.kind = stopOperator // nothing is launched under a supervisor that stops
 	s.finishStop(nil)
 }
 

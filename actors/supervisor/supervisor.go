@@ -618,7 +618,7 @@ func (s *Supervisor) onRestart(ctx actor.Context, reason string) {
 	if s.state.up() && s.child != nil && !s.dying {
 		// The cursor closes, in-flight events settle and the checkpoint is written before the
 		// new cursor opens from it: nothing handled before the restart is delivered again.
-		s.beginRestart(ctx, reason)
+		s.beginStop(ctx, &messages.Stop{Reason: reason, Graceful: true}, stopRestart)
 		return
 	}
 	s.launch(ctx, operatorWhy("restart", reason))
@@ -679,8 +679,8 @@ func (s *Supervisor) transitionAttempt(to State, why string, cause error, attemp
 	}
 	s.log.Log(level, "stream "+to.String(), fields...)
 	s.notify(t)
-	restarting := s.stop != nil && s.stop.restart // AwaitRunning waits for the new cursor
-	if to != StateStarting && to != StateBackoff && !restarting && len(s.awaiting) > 0 {
+	// AwaitRunning waits for the new cursor of a restart.
+	if to != StateStarting && to != StateBackoff && !s.restarting() && len(s.awaiting) > 0 {
 		reply := s.status()
 		for _, w := range s.awaiting {
 			s.root.Send(w, reply)
@@ -695,7 +695,7 @@ func (s *Supervisor) onAwaitRunning(ctx actor.Context) {
 	if ctx.Sender() == nil {
 		return
 	}
-	if s.state == StateStarting || s.state == StateBackoff || (s.stop != nil && s.stop.restart) {
+	if s.state == StateStarting || s.state == StateBackoff || s.restarting() {
 		s.awaiting = append(s.awaiting, ctx.Sender())
 		return
 	}
