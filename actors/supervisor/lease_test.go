@@ -78,6 +78,18 @@ func nextAsked[M proto.Message](t *testing.T, asked chan proto.Message) M {
 	}
 }
 
+// leadAndRun takes a fresh leader harness to running: the supervisor campaigns, the lease is
+// granted under epoch, the stream actor starts and reports its cursor open.
+func leadAndRun(t *testing.T, h *harness, leader *actor.PID, asked chan proto.Message, epoch int64) {
+	t.Helper()
+	h.await(StateStarting)
+	nextAsked[*messages.Campaign](t, asked)
+	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: epoch, Owner: "me"}})
+	h.await(StateStarting)
+	h.started()
+	h.await(StateRunning)
+}
+
 // The SINGLE_LEADER states: campaigning → standby → (granted) starting → running → (lost)
 // standby with the stream actor stopped → granted again → running; a graceful stop releases
 // the lease as its last step.
@@ -131,12 +143,7 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 // A balance handover is a graceful stop that ends in standby, with Resign{campaign_again}.
 func TestSingleLeaderHandOver(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
-	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 2, Owner: "me"}})
-	h.await(StateStarting)
-	h.started()
-	h.await(StateRunning)
+	leadAndRun(t, h, leader, asked, 2)
 	h.tell(leader, sayCmd{&messages.HandOver{Epoch: 1, Why: "stale"}}) // another term: ignored
 	h.noTransition()
 	h.tell(leader, sayCmd{&messages.HandOver{Epoch: 2, Why: "above the fair share"}})
@@ -154,12 +161,7 @@ func TestSingleLeaderHandOver(t *testing.T) {
 // forwarded to the leader actor.
 func TestSingleLeaderFencedReport(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
-	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 5, Owner: "me"}})
-	h.await(StateStarting)
-	h.started()
-	h.await(StateRunning)
+	leadAndRun(t, h, leader, asked, 5)
 	h.tell(h.pid, &messages.Fenced{Epoch: 5, Why: "dead-letter write refused"})
 	h.await(StateStandby)
 	if f := nextAsked[*messages.Fenced](t, asked); f.GetEpoch() != 5 {

@@ -150,12 +150,7 @@ func TestRestartInBackoffLaunchesAtOnce(t *testing.T) {
 // A SINGLE_LEADER restart keeps the lease: no Resign, the new incarnation runs in the same term.
 func TestSingleLeaderRestartKeepsLease(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
-	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 3, Owner: "me"}})
-	h.await(StateStarting)
-	h.started()
-	h.await(StateRunning)
+	leadAndRun(t, h, leader, asked, 3)
 
 	h.request(&messages.Restart{Reason: "reload"})
 	h.await(StateStopping)
