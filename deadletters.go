@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -175,7 +175,7 @@ func replayOnce(ctx context.Context, e *streamEntry, raw bson.Raw) (err error) {
 	if err != nil {
 		return err
 	}
-	if inv == nil || outcome != messages.Outcome_OUTCOME_UNSPECIFIED {
+	if inv == nil || outcome != wire.Outcome_OUTCOME_UNSPECIFIED {
 		return nil // filtered or unhandled: settles, as in the stream
 	}
 	return inv.Call(ctx, 1)

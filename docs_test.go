@@ -11,7 +11,7 @@ import (
 // TestArchitectureReferencesExist keeps docs/architecture.md true to the code: every repository
 // path it names in backticks exists, every function named after a file in "Where each guarantee
 // is enforced" is declared in that file, and every name in "Message flow at a glance" is a
-// protobuf message type of messages/.
+// protobuf message type of messages/ (public) or internal/wire (the tree's private traffic).
 func TestArchitectureReferencesExist(t *testing.T) {
 	raw, err := os.ReadFile("docs/architecture.md")
 	if err != nil {
@@ -19,7 +19,7 @@ func TestArchitectureReferencesExist(t *testing.T) {
 	}
 	doc := string(raw)
 
-	paths := regexp.MustCompile("`((?:actors|store|internal|test|cmd|messages|proto|console|health|metrics|policy|examples|docs)/[A-Za-z0-9_./-]*|[a-z_]+\\.(?:go|proto|md))`")
+	paths := regexp.MustCompile("`((?:actors|store|internal|test|cmd|messages|proto|observe|console|health|metrics|policy|examples|docs)/[A-Za-z0-9_./-]*|[a-z_]+\\.(?:go|proto|md))`")
 	goIdent := regexp.MustCompile(`\.[A-Z]`) // metrics/prometheus.Metrics names a Go identifier
 	files := repoFiles(t)
 	checked := 0
@@ -65,6 +65,8 @@ func TestArchitectureReferencesExist(t *testing.T) {
 
 	types := map[string]bool{}
 	pbs, _ := filepath.Glob("messages/*.pb.go")
+	internal, _ := filepath.Glob("internal/wire/*.pb.go")
+	pbs = append(pbs, internal...)
 	decl := regexp.MustCompile(`(?m)^type (\w+) struct`)
 	for _, f := range pbs {
 		src, err := os.ReadFile(f)
@@ -84,7 +86,7 @@ func TestArchitectureReferencesExist(t *testing.T) {
 		}
 		for _, m := range name.FindAllStringSubmatch(cells[2], -1) {
 			if !types[m[1]] {
-				t.Errorf("message flow names %s, which is not a message type of messages/", m[1])
+				t.Errorf("message flow names %s, which is not a message type of messages/ or internal/wire", m[1])
 			}
 			names++
 		}

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // HandlerObserver is an optional interface of Config.Observer: when the Observer implements it,
@@ -60,7 +60,7 @@ type timedRouter struct {
 	now    func() time.Time
 }
 
-func (r timedRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
+func (r timedRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
 	inv, outcome, err := r.Router.Route(raw)
 	if inv == nil || err != nil {
 		return inv, outcome, err

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/leader"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -135,7 +135,7 @@ func (f fencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLette
 	if !ok || !l.Held() || l.Owner != f.e.rt.cfg.InstanceID || l.Epoch != epoch {
 		why := fmt.Sprintf("dead-letter write under epoch %d refused: the lease is held by %q under epoch %d", epoch, l.Owner, l.Epoch)
 		if pid, root := f.e.supervisorPID(), f.e.rt.sysRoot(); pid != nil && root != nil {
-			root.Send(pid, &messages.Fenced{Epoch: epoch, Why: why})
+			root.Send(pid, &wire.Fenced{Epoch: epoch, Why: why})
 		}
 		return fmt.Errorf("watchtree: stream %q: %s: %w", f.e.name, why, store.ErrFenced)
 	}

@@ -218,6 +218,8 @@ func TestGuardRefusesWhatWouldCrashProtoactor(t *testing.T) {
 			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, Target: 0, MessageData: stop}}}, "is not the console actor"},
 		{"stop the console", &remote.MessageBatch{TypeNames: []string{"actor.Stop"}, Targets: []*actor.PID{consoleTarget()},
 			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, Target: 0, MessageData: stop}}}, `system message "actor.Stop" refused`},
+		{"a tree's private message", &remote.MessageBatch{TypeNames: []string{"watchtree.internal.v1.Flush"}, Targets: []*actor.PID{consoleTarget()},
+			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, Target: 0, MessageData: nil}}}, "private message"},
 		{"json serializer", &remote.MessageBatch{TypeNames: []string{"watchtree.v1.SnapshotRequest"}, Targets: []*actor.PID{consoleTarget()},
 			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, Target: 0, SerializerId: 1, MessageData: snapshot}}}, "serializer_id 1"},
 	}

@@ -101,6 +101,10 @@ func (s *checkedStream) RecvMsg(m any) error {
 	return nil
 }
 
+// internalPackage prefixes the tree's private actor-to-actor messages: registered in this
+// process, but never accepted from a peer.
+const internalPackage = "watchtree.internal."
+
 // systemTypes are the system messages a peer may send to the console: the remote watch protocol.
 var systemTypes = map[string]bool{"actor.Watch": true, "actor.Unwatch": true, "actor.Terminated": true}
 
@@ -111,6 +115,9 @@ func (g *guard) checkBatch(b *remote.MessageBatch) error {
 	for i, name := range b.TypeNames {
 		if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name)); err != nil {
 			return fmt.Errorf("type_names[%d] %q is not a registered protobuf message", i, name)
+		}
+		if strings.HasPrefix(name, internalPackage) {
+			return fmt.Errorf("type_names[%d] %q is a stream tree's private message, not part of the console protocol", i, name)
 		}
 	}
 	for i, t := range b.Targets {

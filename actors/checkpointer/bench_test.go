@@ -5,7 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -44,7 +44,7 @@ func BenchmarkActorSettle(b *testing.B) {
 	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
 	probe := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	defer func() { _ = sys.Root.StopFuture(probe).Wait() }()
-	if _, err := sys.Root.RequestFuture(pid, &messages.ResolveStart{Incarnation: 1}, waitFor).Result(); err != nil {
+	if _, err := sys.Root.RequestFuture(pid, &wire.ResolveStart{Incarnation: 1}, waitFor).Result(); err != nil {
 		b.Fatal(err)
 	}
 	tokens := make([][]byte, 256)
@@ -55,13 +55,13 @@ func BenchmarkActorSettle(b *testing.B) {
 	b.ResetTimer()
 	var seq uint64
 	for i := 0; i < b.N; i += 256 {
-		sys.Root.Send(pid, &messages.Progress{Incarnation: 1, ThroughSeq: seq + 256, PostBatchResumeToken: tokens[0]})
-		batch := &messages.SettledBatch{Incarnation: 1, Runs: []*messages.SettledRun{
-			{FirstSeq: seq + 1, Count: 256, LastToken: tokens[255], Outcome: messages.Outcome_OUTCOME_HANDLED}}}
+		sys.Root.Send(pid, &wire.Progress{Incarnation: 1, ThroughSeq: seq + 256, PostBatchResumeToken: tokens[0]})
+		batch := &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{
+			{FirstSeq: seq + 1, Count: 256, LastToken: tokens[255], Outcome: wire.Outcome_OUTCOME_HANDLED}}}
 		sys.Root.Send(pid, batch)
 		seq += 256
 	}
-	if _, err := sys.Root.RequestFuture(pid, &messages.Flush{}, waitFor).Result(); err != nil {
+	if _, err := sys.Root.RequestFuture(pid, &wire.Flush{}, waitFor).Result(); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()

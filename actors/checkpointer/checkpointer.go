@@ -12,6 +12,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -183,19 +184,19 @@ func (c *checkpointer) Receive(ctx actor.Context) {
 		c.shutdown(ctx, "checkpointer stopping")
 	case *actor.Restarting:
 		c.shutdown(ctx, "checkpointer restarting")
-	case *messages.ResolveStart:
+	case *wire.ResolveStart:
 		c.onResolveStart(ctx, m)
-	case *messages.HistoryLost:
+	case *wire.HistoryLost:
 		c.onHistoryLost(ctx, m)
-	case *messages.Progress:
+	case *wire.Progress:
 		c.onProgress(m)
-	case *messages.SettledBatch:
+	case *wire.SettledBatch:
 		c.onSettled(ctx, m)
-	case *messages.Flush:
+	case *wire.Flush:
 		c.onFlush(ctx)
-	case *messages.AdvanceHandoff:
+	case *wire.AdvanceHandoff:
 		c.onAdvanceHandoff(ctx, m)
-	case *messages.AttachDispatcher:
+	case *wire.AttachDispatcher:
 		if m.GetId() == "" {
 			c.log.Warn("AttachDispatcher without an id ignored")
 			return
@@ -241,7 +242,7 @@ func (c *checkpointer) shutdown(ctx actor.Context, why string) {
 	c.waiters = nil
 	if p := c.resolving; p != nil {
 		c.resolving = nil
-		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
+		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: wire.StartKind_START_KIND_FAIL,
 			Reason: why})
 	}
 }
@@ -371,12 +372,12 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 	c.log.Error("checkpoint write fenced; the checkpointer stops", zap.Error(err))
 	c.emit("Fenced", func(e Events) { e.Fenced(terr) })
 	for _, w := range c.waiters {
-		ctx.Send(w.to, &messages.Flushed{Fenced: true, Error: terr.Error(), LowWaterMark: c.t.lwm})
+		ctx.Send(w.to, &wire.Flushed{Fenced: true, Error: terr.Error(), LowWaterMark: c.t.lwm})
 	}
 	c.waiters = nil
 	if p := c.resolving; p != nil {
 		c.resolving = nil
-		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
+		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: wire.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 	}
 	treekit.Fail(ctx, terr)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -224,7 +225,7 @@ func next[T any](h *harness) T {
 			if v, ok := m.(T); ok {
 				return v
 			}
-			if _, ok := m.(*messages.FlowControl); ok {
+			if _, ok := m.(*wire.FlowControl); ok {
 				continue
 			}
 			h.t.Fatalf("probe got %T %v, want %T", m, m, *new(T))
@@ -234,43 +235,43 @@ func next[T any](h *harness) T {
 	}
 }
 
-func (h *harness) resolve(inc uint64) *messages.StartFrom {
+func (h *harness) resolve(inc uint64) *wire.StartFrom {
 	h.t.Helper()
-	h.request(&messages.ResolveStart{Incarnation: inc})
-	sf := next[*messages.StartFrom](h)
+	h.request(&wire.ResolveStart{Incarnation: inc})
+	sf := next[*wire.StartFrom](h)
 	if sf.GetIncarnation() != inc {
 		h.t.Fatalf("StartFrom incarnation %d, want %d", sf.GetIncarnation(), inc)
 	}
 	return sf
 }
 
-func (h *harness) historyLost(inc uint64, code int32, msg string) *messages.StartFrom {
+func (h *harness) historyLost(inc uint64, code int32, msg string) *wire.StartFrom {
 	h.t.Helper()
-	h.request(&messages.HistoryLost{Incarnation: inc, Code: code, Message: msg})
-	return next[*messages.StartFrom](h)
+	h.request(&wire.HistoryLost{Incarnation: inc, Code: code, Message: msg})
+	return next[*wire.StartFrom](h)
 }
 
-func (h *harness) flush() *messages.Flushed {
+func (h *harness) flush() *wire.Flushed {
 	h.t.Helper()
-	h.request(&messages.Flush{})
-	return next[*messages.Flushed](h)
+	h.request(&wire.Flush{})
+	return next[*wire.Flushed](h)
 }
 
 func (h *harness) progress(inc, through uint64, pbrt bson.Raw) {
-	h.sys.Root.Send(h.cp, &messages.Progress{Incarnation: inc, ThroughSeq: through, PostBatchResumeToken: pbrt})
+	h.sys.Root.Send(h.cp, &wire.Progress{Incarnation: inc, ThroughSeq: through, PostBatchResumeToken: pbrt})
 }
 
 // settle sends one SettledBatch settling seqs with their event tokens, one run per seq (so any
 // seq may become the position).
 func (h *harness) settle(inc uint64, seqs ...uint64) {
-	h.sys.Root.Send(h.cp, &messages.SettledBatch{Incarnation: inc, Runs: singleRuns(seqs...)})
+	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: inc, Runs: singleRuns(seqs...)})
 }
 
 // singleRuns returns one SettledRun per seq, each with the seq's event token.
-func singleRuns(seqs ...uint64) []*messages.SettledRun {
-	runs := make([]*messages.SettledRun, 0, len(seqs))
+func singleRuns(seqs ...uint64) []*wire.SettledRun {
+	runs := make([]*wire.SettledRun, 0, len(seqs))
 	for _, s := range seqs {
-		runs = append(runs, &messages.SettledRun{FirstSeq: s, Count: 1, LastToken: evTok(s), Outcome: messages.Outcome_OUTCOME_HANDLED})
+		runs = append(runs, &wire.SettledRun{FirstSeq: s, Count: 1, LastToken: evTok(s), Outcome: wire.Outcome_OUTCOME_HANDLED})
 	}
 	return runs
 }

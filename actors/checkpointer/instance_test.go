@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -53,7 +53,7 @@ func TestInstanceResumesFromItsOwnCheckpoint(t *testing.T) {
 	h.save(store.Checkpoint{Stream: "orders", Instance: "pod-b", Token: tok("b-99"), Source: store.SourceEvent})
 
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "b-99" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "b-99" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER b-99 (pod-b's own)", sf)
 	}
 	h.progress(1, 3, nil)
@@ -112,7 +112,7 @@ func TestInstanceMigratesTheSharedCheckpointOnce(t *testing.T) {
 	h.save(legacy)
 
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "legacy-100" ||
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "legacy-100" ||
 		sf.GetSource() != store.SourceMigrated {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER legacy-100 (migrated)", sf)
 	}
@@ -157,11 +157,11 @@ func TestInstanceIgnoresASharedCheckpointPastRetention(t *testing.T) {
 func TestInstanceMigrationKeepsAnInvalidateStartAfter(t *testing.T) {
 	h := newHarness(t, onInstance)
 	h.save(store.Checkpoint{Stream: "orders", Token: tok("inv"), Source: SourceInvalidate, UpdatedAt: h.clk.Now()})
-	if sf := h.resolve(1); sf.GetKind() != messages.StartKind_START_KIND_START_AFTER {
+	if sf := h.resolve(1); sf.GetKind() != wire.StartKind_START_KIND_START_AFTER {
 		t.Fatalf("StartFrom %v, want START_AFTER", sf)
 	}
 	h.restartCheckpointer()
-	if sf := h.resolve(2); sf.GetKind() != messages.StartKind_START_KIND_START_AFTER || tokData(sf.GetToken()) != "inv" {
+	if sf := h.resolve(2); sf.GetKind() != wire.StartKind_START_KIND_START_AFTER || tokData(sf.GetToken()) != "inv" {
 		t.Fatalf("after a restart %v, want START_AFTER inv from pod-b's own", sf)
 	}
 }
@@ -201,7 +201,7 @@ func TestEphemeralWritesNothing(t *testing.T) {
 	base := h.ms.Stats()
 
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != sourceLatest {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != sourceLatest {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER the current now-1 (latest)", sf)
 	}
 	// More settlements than MaxUnflushed (10,000 by default): the settle limit keeps growing.
@@ -213,7 +213,7 @@ func TestEphemeralWritesNothing(t *testing.T) {
 	h.sync()
 	var limit uint64
 	for len(h.probe) > 0 {
-		if fc, ok := (<-h.probe).(*messages.FlowControl); ok {
+		if fc, ok := (<-h.probe).(*wire.FlowControl); ok {
 			limit = fc.GetSettleLimit()
 			if fc.GetPaused() {
 				t.Fatalf("FlowControl paused: %v", fc)

@@ -11,7 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -269,11 +269,11 @@ func TestActorWritesNeverPassUnsettled(t *testing.T) {
 		}
 		return store.Checkpoint{}
 	}
-	h.request(&messages.ResolveStart{Incarnation: 1})
+	h.request(&wire.ResolveStart{Incarnation: 1})
 	if cp := pass(); cp.Source != store.SourceInitial {
 		t.Fatalf("first write %+v, want the initial position", cp)
 	}
-	next[*messages.StartFrom](h)
+	next[*wire.StartFrom](h)
 
 	rng := rand.New(rand.NewPCG(42, 42))
 	const total = 3000
@@ -333,7 +333,7 @@ func TestActorWritesNeverPassUnsettled(t *testing.T) {
 			moved++
 		}
 		// End the round: Flush, and let every write through until the Flushed answer.
-		h.request(&messages.Flush{})
+		h.request(&wire.Flush{})
 		deadline := time.After(waitFor)
 	drain:
 		for {
@@ -343,12 +343,12 @@ func TestActorWritesNeverPassUnsettled(t *testing.T) {
 				gs.release <- struct{}{}
 			case m := <-h.probe:
 				switch m := m.(type) {
-				case *messages.Flushed:
+				case *wire.Flushed:
 					if m.GetError() != "" || m.GetLowWaterMark() != lwm {
 						t.Fatalf("round %d: Flushed %v, want low-water mark %d and no error", round, m, lwm)
 					}
 					break drain
-				case *messages.FlowControl: // writes held for a round may pause the (absent) dispatcher
+				case *wire.FlowControl: // writes held for a round may pause the (absent) dispatcher
 				default:
 					t.Fatalf("round %d: probe got %T %v", round, m, m)
 				}

@@ -8,13 +8,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"
 )
 
 // onProgress records a batch boundary: its PBRT becomes the position once every seq up to its
 // through seq has settled (at once for an idle stream's empty batch).
-func (c *checkpointer) onProgress(m *messages.Progress) {
+func (c *checkpointer) onProgress(m *wire.Progress) {
 	if c.fenced {
 		return
 	}
@@ -34,7 +34,7 @@ func (c *checkpointer) onProgress(m *messages.Progress) {
 }
 
 // onSettled advances the low-water mark.
-func (c *checkpointer) onSettled(ctx actor.Context, m *messages.SettledBatch) {
+func (c *checkpointer) onSettled(ctx actor.Context, m *wire.SettledBatch) {
 	if c.fenced {
 		return
 	}
@@ -263,7 +263,7 @@ func (c *checkpointer) flow(ctx actor.Context, force bool) {
 		return
 	}
 	c.flowSent, c.limitSent, c.pausedSent = true, limit, paused
-	ctx.Send(c.dispatcher, &messages.FlowControl{Paused: paused, SettleLimit: &limit, Attach: c.attach})
+	ctx.Send(c.dispatcher, &wire.FlowControl{Paused: paused, SettleLimit: &limit, Attach: c.attach})
 }
 
 // limitNeeded reports whether the dispatcher should get limit, the settle limit after a write,
@@ -290,7 +290,7 @@ func (c *checkpointer) onFlush(ctx actor.Context) {
 	to := ctx.Sender()
 	if c.fenced {
 		if to != nil {
-			ctx.Send(to, &messages.Flushed{Fenced: true, Error: store.ErrFenced.Error(), LowWaterMark: c.t.lwm})
+			ctx.Send(to, &wire.Flushed{Fenced: true, Error: store.ErrFenced.Error(), LowWaterMark: c.t.lwm})
 		}
 		return
 	}
@@ -321,6 +321,6 @@ func (c *checkpointer) answerWaiters(ctx actor.Context, version uint64, err erro
 }
 
 func (c *checkpointer) sendFlushed(ctx actor.Context, to *actor.PID, err error) {
-	ctx.Send(to, &messages.Flushed{Token: c.persisted.token, StartAfter: c.persisted.startAfter,
+	ctx.Send(to, &wire.Flushed{Token: c.persisted.token, StartAfter: c.persisted.startAfter,
 		LowWaterMark: c.t.lwm, Error: errString(err)})
 }

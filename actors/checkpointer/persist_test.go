@@ -10,7 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -111,11 +111,11 @@ func TestFlushDuringWriteWaitsForNewerWrite(t *testing.T) {
 	h.progress(1, 10, pbrtTok(10))
 	h.settle(1, 1, 2) // write of ev2 starts and blocks
 	h.settle(1, 3)
-	h.request(&messages.Flush{})
+	h.request(&wire.Flush{})
 	h.sync()
 	block.Store(false)
 	close(release)
-	fl := next[*messages.Flushed](h)
+	fl := next[*wire.Flushed](h)
 	if tokData(fl.GetToken()) != tokData(evTok(3)) {
 		t.Fatalf("Flushed %v, want ev3 (the write issued after the Flush)", fl)
 	}
@@ -243,7 +243,7 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	}
 	// The dispatcher may let MaxUnflushed events settle past the last successful write (the
 	// start position, written before any settled): its settle limit is 5.
-	if fc := next[*messages.FlowControl](h); fc.SettleLimit == nil || fc.GetSettleLimit() != 5 || fc.GetPaused() {
+	if fc := next[*wire.FlowControl](h); fc.SettleLimit == nil || fc.GetSettleLimit() != 5 || fc.GetPaused() {
 		t.Fatalf("FlowControl %v, want settle_limit 5, not paused", fc)
 	}
 	// Processing goes on; at MaxUnflushed, with the store down, the dispatcher is paused.
@@ -255,7 +255,7 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	default:
 	}
 	h.settle(1, 5)
-	if fc := next[*messages.FlowControl](h); !fc.GetPaused() || fc.GetSettleLimit() != 5 {
+	if fc := next[*wire.FlowControl](h); !fc.GetPaused() || fc.GetSettleLimit() != 5 {
 		t.Fatalf("FlowControl %v, want paused at settle_limit 5", fc)
 	}
 	// The store comes back: the pending retry writes the newest position, raises the limit by
@@ -266,7 +266,7 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	if tokData(ev.Checkpoint.Token) != tokData(evTok(5)) || ev.Settled != 5 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
-	if fc := next[*messages.FlowControl](h); fc.GetPaused() || fc.GetSettleLimit() != 10 {
+	if fc := next[*wire.FlowControl](h); fc.GetPaused() || fc.GetSettleLimit() != 10 {
 		t.Fatalf("FlowControl %v, want unpaused with settle_limit 10", fc)
 	}
 	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(5)) {
@@ -303,10 +303,10 @@ func TestAttachDispatcherGetsCurrentPause(t *testing.T) {
 	h.settle(1, 1, 2)
 	event[CheckpointFailedEvent](h)
 	h.sync()
-	h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 7})
+	h.sys.Root.Send(h.cp, &wire.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 7})
 	// Both settlements received before the attach are unwritten, more than MaxUnflushed: the
 	// newly attached dispatcher may let nothing more settle.
-	if fc := next[*messages.FlowControl](h); !fc.GetPaused() || fc.SettleLimit == nil || fc.GetSettleLimit() != 0 ||
+	if fc := next[*wire.FlowControl](h); !fc.GetPaused() || fc.SettleLimit == nil || fc.GetSettleLimit() != 0 ||
 		fc.GetAttach() != 7 {
 		t.Fatalf("FlowControl %v, want paused, settle_limit 0, attach 7", fc)
 	}
@@ -326,11 +326,11 @@ func TestSettleLimitCountsFromAttach(t *testing.T) {
 		c.Checkpoint.SaveInterval = time.Hour
 	})
 	attach := func(id uint64) {
-		h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: id})
+		h.sys.Root.Send(h.cp, &wire.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: id})
 	}
 	wantLimit := func(attach, limit uint64) {
 		t.Helper()
-		fc := next[*messages.FlowControl](h)
+		fc := next[*wire.FlowControl](h)
 		if fc.SettleLimit == nil || fc.GetSettleLimit() != limit || fc.GetAttach() != attach || fc.GetPaused() {
 			t.Fatalf("FlowControl %v, want settle_limit %d, attach %d, not paused", fc, limit, attach)
 		}
@@ -379,10 +379,10 @@ func TestSettleLimitSentWhenItMatters(t *testing.T) {
 		}
 		return nil
 	})
-	h.sys.Root.Send(h.cp, &messages.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 1})
+	h.sys.Root.Send(h.cp, &wire.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 1})
 	limit := func(want uint64) {
 		t.Helper()
-		fc := next[*messages.FlowControl](h)
+		fc := next[*wire.FlowControl](h)
 		if fc.GetSettleLimit() != want || fc.GetPaused() {
 			t.Fatalf("FlowControl %v, want settle_limit %d", fc, want)
 		}
@@ -393,7 +393,7 @@ func TestSettleLimitSentWhenItMatters(t *testing.T) {
 		for {
 			select {
 			case m := <-h.probe:
-				if fc, ok := m.(*messages.FlowControl); ok {
+				if fc, ok := m.(*wire.FlowControl); ok {
 					t.Fatalf("FlowControl %v %s", fc, why)
 				}
 				continue
@@ -522,7 +522,7 @@ func TestFencedInitialWriteFailsStartTerminally(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
 	if err := h.failure(); !errors.Is(err, store.ErrFenced) {
@@ -589,7 +589,7 @@ func TestResumedAfterTerminalFailureStillAnswers(t *testing.T) {
 		if fl := h.flush(); !fl.GetFenced() {
 			t.Fatalf("Flushed after resume %v", fl)
 		}
-		if sf := h.resolve(2); sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
+		if sf := h.resolve(2); sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
 			t.Fatalf("StartFrom after fencing %v", sf)
 		}
 	})
@@ -602,11 +602,11 @@ func TestResumedAfterTerminalFailureStillAnswers(t *testing.T) {
 func TestSettledRunsMoveTheLowWaterMarkWhole(t *testing.T) {
 	h := started(t, nil)
 	h.progress(1, 300, pbrtTok(300))
-	run := func(first uint64, n uint32) *messages.SettledRun {
-		return &messages.SettledRun{FirstSeq: first, Count: n, LastToken: evTok(first + uint64(n) - 1),
-			Outcome: messages.Outcome_OUTCOME_HANDLED}
+	run := func(first uint64, n uint32) *wire.SettledRun {
+		return &wire.SettledRun{FirstSeq: first, Count: n, LastToken: evTok(first + uint64(n) - 1),
+			Outcome: wire.Outcome_OUTCOME_HANDLED}
 	}
-	h.sys.Root.Send(h.cp, &messages.SettledBatch{Incarnation: 1, Runs: []*messages.SettledRun{
+	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{
 		run(1, 100), run(102, 99), // 1-100, then 102-200 behind the gap at 101
 		{FirstSeq: 5, Count: 0}, {FirstSeq: math.MaxUint64, Count: 2}, // damaged: dropped
 	}})
@@ -619,7 +619,7 @@ func TestSettledRunsMoveTheLowWaterMarkWhole(t *testing.T) {
 	}
 	// 201-300 and 301-310 in one run: the seqs past the last Progress are dropped, the rest
 	// settle, and the batch's PBRT (through 300) becomes the position.
-	h.sys.Root.Send(h.cp, &messages.SettledBatch{Incarnation: 1, Runs: []*messages.SettledRun{run(201, 110)}})
+	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{run(201, 110)}})
 	if fl := h.flush(); tokData(fl.GetToken()) != "pbrt-000300" || fl.GetLowWaterMark() != 300 {
 		t.Fatalf("after 201-310: Flushed %v, want the PBRT of 300", fl)
 	}

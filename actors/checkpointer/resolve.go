@@ -14,7 +14,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -38,7 +38,7 @@ const (
 // StartPosition Latest/At replace 1–3 until the first start succeeded. An Ephemeral stream
 // takes 1, else captures the current position without persisting it. Steps 2–3 run on the
 // worker goroutine.
-func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStart) {
+func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 	to := ctx.Sender()
 	if to == nil {
 		c.log.Warn("ResolveStart without a sender dropped (send it as a request)",
@@ -47,7 +47,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 	}
 	inc := m.GetIncarnation()
 	if c.fenced {
-		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
+		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: store.ErrFenced.Error()})
 		return
 	}
@@ -347,7 +347,7 @@ func newSnapshotRecord(cfg Config, tok bson.Raw, ts bson.Timestamp, reason strin
 }
 
 // onHistoryLost applies OnHistoryLost to the start position the stream actor could not open.
-func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost) {
+func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 	to := ctx.Sender()
 	if to == nil {
 		c.log.Warn("HistoryLost without a sender dropped (send it as a request)",
@@ -356,7 +356,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 	}
 	inc := m.GetIncarnation()
 	if c.fenced {
-		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
+		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: store.ErrFenced.Error()})
 		return
 	}
@@ -381,7 +381,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost)
 	if hl.Kind() == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
-		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
+		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 		c.log.Error("history lost under OnHistoryLost Fail: the stream fails terminally", zap.Error(terr))
 		treekit.Fail(ctx, terr)
@@ -529,7 +529,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.fail != "" {
 		c.resolving = nil
 		c.log.Warn("start position not resolved", zap.String("reason", r.fail))
-		ctx.Send(p.to, &messages.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail,
+		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: wire.StartKind_START_KIND_FAIL, Reason: r.fail,
 			Cause: errdetail.Of(r.failErr)})
 		return
 	}
@@ -578,17 +578,17 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) {
 	pend := c.resolving
 	c.resolving = nil
-	sf := &messages.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source, SnapshotId: c.snapPending}
+	sf := &wire.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source, SnapshotId: c.snapPending}
 	switch {
 	case p.token != nil && p.startAfter:
-		sf.Kind, sf.Token = messages.StartKind_START_KIND_START_AFTER, p.token
+		sf.Kind, sf.Token = wire.StartKind_START_KIND_START_AFTER, p.token
 	case p.token != nil:
-		sf.Kind, sf.Token = messages.StartKind_START_KIND_RESUME_AFTER, p.token
+		sf.Kind, sf.Token = wire.StartKind_START_KIND_RESUME_AFTER, p.token
 	case !p.opTime.IsZero():
-		sf.Kind = messages.StartKind_START_KIND_START_AT_OPERATION_TIME
-		sf.OperationTime = &messages.OperationTime{Seconds: p.opTime.T, Increment: p.opTime.I}
+		sf.Kind = wire.StartKind_START_KIND_START_AT_OPERATION_TIME
+		sf.OperationTime = &wire.OperationTime{Seconds: p.opTime.T, Increment: p.opTime.I}
 	default:
-		sf.Kind, sf.Reason = messages.StartKind_START_KIND_FAIL, "no start position"
+		sf.Kind, sf.Reason = wire.StartKind_START_KIND_FAIL, "no start position"
 		ctx.Send(pend.to, sf)
 		return
 	}
@@ -602,7 +602,7 @@ func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) 
 // saw no event of the stream up to the new token) and persists it, so that a long snapshot's
 // position does not age out of the oplog. Ignored unless the snapshot is the pending one and the
 // position is still a handoff position (nothing was consumed from it).
-func (c *checkpointer) onAdvanceHandoff(ctx actor.Context, m *messages.AdvanceHandoff) {
+func (c *checkpointer) onAdvanceHandoff(ctx actor.Context, m *wire.AdvanceHandoff) {
 	if c.fenced || m.GetSnapshotId() == "" || m.GetSnapshotId() != c.snapPending || len(m.GetToken()) == 0 ||
 		c.t.pos.source != store.SourceSnapshot {
 		c.stale++

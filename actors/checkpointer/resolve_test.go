@@ -12,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -24,7 +24,7 @@ func TestCascadeSavedToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER saved", sf)
 	}
 	if sf.GetNextSeq() != 1 || sf.GetSource() != store.SourceEvent {
@@ -47,7 +47,7 @@ func TestCascadeNoCheckpointCapturesAndPersistsBeforeReplying(t *testing.T) {
 		return nil
 	})
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-1", sf)
 	}
 	if !savedBeforeReply.Load() {
@@ -68,7 +68,7 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 	h := newHarness(t, nil)
 	h.pos.set(nil, bson.Timestamp{}, errors.New("no primary"))
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "no primary") {
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "no primary") {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	// Persist failure: also transient, and nothing adopted in memory.
@@ -80,12 +80,12 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 		return nil
 	})
 	sf = h.resolve(2)
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "disk full") {
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "disk full") {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	h.ms.SetFault(nil)
 	sf = h.resolve(3)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-2" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-2" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-2", sf)
 	}
 	if _, ok := h.stored(); !ok {
@@ -99,7 +99,7 @@ func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != "latest" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != "latest" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-1 (latest)", sf)
 	}
 	if cp, _ := h.stored(); tokData(cp.Token) != "now-1" {
@@ -121,7 +121,7 @@ func TestStartFailureCarriesTheServerError(t *testing.T) {
 	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
 	h.pos.set(nil, bson.Timestamp{}, refused)
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want a non-terminal FAIL", sf)
 	}
 	cause := errdetail.Err(sf.GetCause())
@@ -138,8 +138,8 @@ func TestCascadeAtTime(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 500, time.UTC)
 	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.At(at) })
 	sf := h.resolve(1)
-	want := &messages.OperationTime{Seconds: uint32(at.Unix())}
-	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME ||
+	want := &wire.OperationTime{Seconds: uint32(at.Unix())}
+	if sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME ||
 		sf.GetOperationTime().GetSeconds() != want.Seconds || sf.GetOperationTime().GetIncrement() != 0 {
 		t.Fatalf("StartFrom %v, want START_AT %d", sf, want.Seconds)
 	}
@@ -152,7 +152,7 @@ func TestCascadeAtTime(t *testing.T) {
 	}
 	// Restart of the tree before any event: still START_AT from memory.
 	sf = h.resolve(2)
-	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetSource() != sourceMemory {
+	if sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetSource() != sourceMemory {
 		t.Fatalf("restart %v", sf)
 	}
 }
@@ -190,7 +190,7 @@ func TestCascadeMemoryFirstAfterProgress(t *testing.T) {
 func TestStaleResolveStartDropped(t *testing.T) {
 	h := newHarness(t, nil)
 	h.resolve(3)
-	h.request(&messages.ResolveStart{Incarnation: 2})
+	h.request(&wire.ResolveStart{Incarnation: 2})
 	h.sync()
 	select {
 	case m := <-h.probe:
@@ -206,7 +206,7 @@ func TestHistoryLostFail(t *testing.T) {
 	}
 	h.resolve(1)
 	sf := h.historyLost(1, 286, "resume point no longer in the oplog")
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() || !strings.Contains(sf.GetReason(), "286") {
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() || !strings.Contains(sf.GetReason(), "286") {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
 	hl := event[HistoryLostEvent](h)
@@ -231,7 +231,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 	h.resolve(1)
 	h.pos.set(tok("now-9"), bson.Timestamp{T: 9000, I: 3}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-9" ||
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-9" ||
 		sf.GetSource() != store.SourceResumeFromNow {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-9", sf)
 	}
@@ -277,7 +277,7 @@ func TestHistoryLostGapWriteRetriedUntilSuccess(t *testing.T) {
 		}
 		return nil
 	})
-	h.request(&messages.HistoryLost{Incarnation: 1, Code: 136, Message: "capped"})
+	h.request(&wire.HistoryLost{Incarnation: 1, Code: 136, Message: "capped"})
 	for _, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond} {
 		h.armed(1)
 		if d, _ := h.clk.NextDeadline(); d != want {
@@ -290,8 +290,8 @@ func TestHistoryLostGapWriteRetriedUntilSuccess(t *testing.T) {
 		}
 		h.clk.Advance(want)
 	}
-	sf := next[*messages.StartFrom](h)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
+	sf := next[*wire.StartFrom](h)
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("StartFrom %v", sf)
 	}
 	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 1 || gaps[0].Reason != "code 136: capped" {
@@ -318,7 +318,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 
 	// Error path: transient FAIL, no gap, nothing persisted, fn called once.
 	sf := h.historyLost(1, 280, "fatal")
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "rescan failed") {
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "rescan failed") {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	if calls.Load() != 1 {
@@ -335,7 +335,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	}
 	fail.Store(false)
 	sf = h.historyLost(2, 280, "fatal")
-	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME ||
+	if sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME ||
 		sf.GetOperationTime().GetSeconds() != 5000 || sf.GetOperationTime().GetIncrement() != 7 {
 		t.Fatalf("StartFrom %v, want START_AT 5000/7", sf)
 	}
@@ -353,7 +353,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 		t.Fatalf("stored %+v", cp)
 	}
 	// A restart starts at T again, from memory.
-	if sf := h.resolve(3); sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetOperationTime().GetSeconds() != 5000 {
+	if sf := h.resolve(3); sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetOperationTime().GetSeconds() != 5000 {
 		t.Fatalf("restart %v", sf)
 	}
 }
@@ -367,14 +367,14 @@ func TestNewInstanceOfSamePropsResumesFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := h.sys.Root.Spawn(props)
-	h.sys.Root.RequestWithCustomSender(a, &messages.ResolveStart{Incarnation: 1}, h.probePID)
-	if sf := next[*messages.StartFrom](h); sf.GetSource() != "latest" {
+	h.sys.Root.RequestWithCustomSender(a, &wire.ResolveStart{Incarnation: 1}, h.probePID)
+	if sf := next[*wire.StartFrom](h); sf.GetSource() != "latest" {
 		t.Fatalf("first start %v", sf)
 	}
-	h.sys.Root.Send(a, &messages.Progress{Incarnation: 1, ThroughSeq: 2})
-	h.sys.Root.Send(a, &messages.SettledBatch{Incarnation: 1, Runs: singleRuns(1, 2)})
-	h.sys.Root.RequestWithCustomSender(a, &messages.Flush{}, h.probePID)
-	if fl := next[*messages.Flushed](h); tokData(fl.GetToken()) != tokData(evTok(2)) {
+	h.sys.Root.Send(a, &wire.Progress{Incarnation: 1, ThroughSeq: 2})
+	h.sys.Root.Send(a, &wire.SettledBatch{Incarnation: 1, Runs: singleRuns(1, 2)})
+	h.sys.Root.RequestWithCustomSender(a, &wire.Flush{}, h.probePID)
+	if fl := next[*wire.Flushed](h); tokData(fl.GetToken()) != tokData(evTok(2)) {
 		t.Fatalf("Flushed %v", fl)
 	}
 	if err := h.sys.Root.StopFuture(a).Wait(); err != nil {
@@ -383,8 +383,8 @@ func TestNewInstanceOfSamePropsResumesFromStore(t *testing.T) {
 	h.pos.set(tok("now-2"), bson.Timestamp{}, nil)
 	b := h.sys.Root.Spawn(props)
 	defer func() { _ = h.sys.Root.StopFuture(b).Wait() }()
-	h.sys.Root.RequestWithCustomSender(b, &messages.ResolveStart{Incarnation: 2}, h.probePID)
-	sf := next[*messages.StartFrom](h)
+	h.sys.Root.RequestWithCustomSender(b, &wire.ResolveStart{Incarnation: 2}, h.probePID)
+	sf := next[*wire.StartFrom](h)
 	if tokData(sf.GetToken()) != tokData(evTok(2)) || sf.GetSource() != store.SourceEvent {
 		t.Fatalf("StartFrom %v, want stored ev2", sf)
 	}
@@ -405,7 +405,7 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 		})
 	})
 	h.resolve(1)
-	h.request(&messages.HistoryLost{Incarnation: 1, Code: 286, Message: "gone"})
+	h.request(&wire.HistoryLost{Incarnation: 1, Code: 286, Message: "gone"})
 	recv(t, running)
 	h.sys.Root.Send(h.parentPID, restartChild{})
 	select {
@@ -413,8 +413,8 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the rebuild's context was not cancelled by the restart")
 	}
-	sf := next[*messages.StartFrom](h)
-	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+	sf := next[*wire.StartFrom](h)
+	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	// The new instance has no memory: it loads the stored (initial) position.
@@ -443,7 +443,7 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 	})
 	h.pos.set(tok("now-3"), bson.Timestamp{T: 3000}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-3" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-3" {
 		t.Fatalf("StartFrom %v", sf)
 	}
 	event[HistoryLostEvent](h)
@@ -470,7 +470,7 @@ func TestCascadeClaimsTheCheckpointUnderANewEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER saved", sf)
 	}
 	cp, ok := h.stored()
@@ -489,7 +489,7 @@ func TestCascadeClaimFencedByANewerEpoch(t *testing.T) {
 	if err := h.ms.Save(context.Background(), store.Checkpoint{Stream: "orders", Token: tok("saved"), Epoch: 5}); err != nil {
 		t.Fatal(err)
 	}
-	h.request(&messages.ResolveStart{Incarnation: 1})
+	h.request(&wire.ResolveStart{Incarnation: 1})
 	if err := h.failure(); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("failure %v, want ErrFenced", err)
 	}

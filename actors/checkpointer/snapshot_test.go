@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -51,14 +51,14 @@ func TestSnapshotFirstStart(t *testing.T) {
 		t.Fatalf("second StartFrom %v: want snapshot %s again", again, sf.GetSnapshotId())
 	}
 	// The handoff position moves forward while the snapshot is pending.
-	h.request(&messages.AdvanceHandoff{SnapshotId: sf.GetSnapshotId(), Token: tok("later")})
-	h.request(&messages.ResolveStart{Incarnation: 2, SnapshotDone: sf.GetSnapshotId()})
-	done := next[*messages.StartFrom](h)
+	h.request(&wire.AdvanceHandoff{SnapshotId: sf.GetSnapshotId(), Token: tok("later")})
+	h.request(&wire.ResolveStart{Incarnation: 2, SnapshotDone: sf.GetSnapshotId()})
+	done := next[*wire.StartFrom](h)
 	if done.GetSnapshotId() != "" || tokData(done.GetToken()) != "later" {
 		t.Fatalf("StartFrom after the snapshot %v: want no snapshot and the moved position", done)
 	}
 	// Once done, an AdvanceHandoff is ignored.
-	h.request(&messages.AdvanceHandoff{SnapshotId: sf.GetSnapshotId(), Token: tok("too-late")})
+	h.request(&wire.AdvanceHandoff{SnapshotId: sf.GetSnapshotId(), Token: tok("too-late")})
 	h.sync()
 	if sf := h.resolve(3); tokData(sf.GetToken()) != "later" {
 		t.Fatalf("a late AdvanceHandoff moved the position: %v", sf)

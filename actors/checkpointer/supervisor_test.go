@@ -14,7 +14,7 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -24,7 +24,7 @@ import (
 // when told the position is gone, and nothing on a terminal FAIL (the checkpointer escalated).
 type streamStub struct {
 	lost    bool // answer every start position with HistoryLost 286
-	starts  chan *messages.StartFrom
+	starts  chan *wire.StartFrom
 	sibling *actor.PID
 }
 
@@ -32,16 +32,16 @@ func (s *streamStub) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.sibling = actor.NewPID(ctx.Self().Address, ctx.Parent().Id+"/checkpointer")
-		ctx.Request(s.sibling, &messages.ResolveStart{Incarnation: treekit.Incarnation(ctx)})
-	case *messages.StartFrom:
+		ctx.Request(s.sibling, &wire.ResolveStart{Incarnation: treekit.Incarnation(ctx)})
+	case *wire.StartFrom:
 		s.starts <- m
 		switch {
-		case m.GetKind() == messages.StartKind_START_KIND_FAIL && m.GetTerminal():
+		case m.GetKind() == wire.StartKind_START_KIND_FAIL && m.GetTerminal():
 			// Wait to be stopped by the supervisor.
-		case m.GetKind() == messages.StartKind_START_KIND_FAIL:
+		case m.GetKind() == wire.StartKind_START_KIND_FAIL:
 			treekit.Fail(ctx, errors.New("stub: transient start failure: "+m.GetReason()))
 		case s.lost && tokData(m.GetToken()) == "old":
-			ctx.Request(s.sibling, &messages.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
+			ctx.Request(s.sibling, &wire.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
 		default:
 			treekit.NotifyResubscribed(ctx)
 		}
@@ -62,7 +62,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	starts := make(chan *messages.StartFrom, 16)
+	starts := make(chan *wire.StartFrom, 16)
 	transitions := make(chan supervisor.Transition, 64)
 	supProps, err := supervisor.New(supervisor.Config{
 		Stream:       "orders",
@@ -84,7 +84,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		sys.Shutdown()
 		goleak.VerifyNone(t)
 	}()
-	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
+	if sf := recv(t, starts); sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("first start %v", sf)
 	}
 	// The terminal FAIL may or may not reach the stub: the supervisor stops it (dropping its
@@ -131,7 +131,7 @@ func TestUnderSupervisorResumeFromNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	starts := make(chan *messages.StartFrom, 16)
+	starts := make(chan *wire.StartFrom, 16)
 	stub := &streamStub{lost: true, starts: starts}
 	supProps, err := supervisor.New(supervisor.Config{
 		Stream:   "orders",
@@ -152,7 +152,7 @@ func TestUnderSupervisorResumeFromNow(t *testing.T) {
 		goleak.VerifyNone(t)
 	}()
 	recv(t, starts)
-	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now" {
+	if sf := recv(t, starts); sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now" {
 		t.Fatalf("after history lost %v", sf)
 	}
 	gaps, err := ms.ListGaps(context.Background(), store.Scope{Stream: "orders"})
@@ -183,7 +183,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	starts := make(chan *messages.StartFrom, 16)
+	starts := make(chan *wire.StartFrom, 16)
 	transitions := make(chan supervisor.Transition, 64)
 	supProps, err := supervisor.New(supervisor.Config{
 		Stream:       "orders",
@@ -205,7 +205,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		sys.Shutdown()
 		goleak.VerifyNone(t)
 	}()
-	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
+	if sf := recv(t, starts); sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("start %v", sf)
 	}
 	// A newer owner (epoch 2) writes; our next write is fenced.
@@ -213,9 +213,9 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := actor.NewPID(pid.Address, pid.Id+"/checkpointer")
-	sys.Root.Send(cp, &messages.Progress{Incarnation: 1, ThroughSeq: 1})
-	sys.Root.Send(cp, &messages.SettledBatch{Incarnation: 1, Runs: singleRuns(1)})
-	sys.Root.Send(cp, &messages.Flush{})
+	sys.Root.Send(cp, &wire.Progress{Incarnation: 1, ThroughSeq: 1})
+	sys.Root.Send(cp, &wire.SettledBatch{Incarnation: 1, Runs: singleRuns(1)})
+	sys.Root.Send(cp, &wire.Flush{})
 	deadline := time.After(waitFor)
 	for {
 		select {

@@ -10,7 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // noopRouter routes every event to a handler that does nothing, without allocating.
@@ -18,8 +18,8 @@ type noopRouter struct{}
 
 type noopInv struct{}
 
-func (noopRouter) Route(bson.Raw) (Invocation, messages.Outcome, error) {
-	return noopInv{}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
+func (noopRouter) Route(bson.Raw) (Invocation, wire.Outcome, error) {
+	return noopInv{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 func (noopRouter) Classify(error) ErrorClass    { return Retryable }
 func (noopInv) Call(context.Context, int) error { return nil }
@@ -39,8 +39,8 @@ type benchSource struct {
 func (s *benchSource) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.Request(s.disp, &messages.Subscribe{Incarnation: 1})
-	case *messages.Demand:
+		ctx.Request(s.disp, &wire.Subscribe{Incarnation: 1})
+	case *wire.Demand:
 		s.credit += int(m.Credit)
 		for s.credit > 0 && s.sent < s.total {
 			n := min(s.credit, s.batch, s.total-s.sent)
@@ -50,7 +50,7 @@ func (s *benchSource) Receive(ctx actor.Context) {
 			}
 			s.sent += n
 			s.credit -= n
-			ctx.Send(s.disp, &messages.EventBatch{Incarnation: 1, Raw: raws, ThroughSeq: uint64(s.sent)})
+			ctx.Send(s.disp, &wire.EventBatch{Incarnation: 1, Raw: raws, ThroughSeq: uint64(s.sent)})
 		}
 	}
 }
@@ -63,7 +63,7 @@ type benchSink struct {
 }
 
 func (s *benchSink) Receive(ctx actor.Context) {
-	if b, ok := ctx.Message().(*messages.SettledBatch); ok {
+	if b, ok := ctx.Message().(*wire.SettledBatch); ok {
 		for _, r := range b.Runs {
 			s.settled += int(r.Count)
 		}
@@ -123,8 +123,8 @@ type sleepRouter struct{ noopRouter }
 
 type sleepInv struct{}
 
-func (sleepRouter) Route(bson.Raw) (Invocation, messages.Outcome, error) {
-	return sleepInv{}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
+func (sleepRouter) Route(bson.Raw) (Invocation, wire.Outcome, error) {
+	return sleepInv{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 func (sleepInv) Call(context.Context, int) error { time.Sleep(time.Millisecond); return nil }
 

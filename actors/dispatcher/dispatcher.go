@@ -16,11 +16,12 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
 // lanesSettled is the one LanesSettled value the lanes send (it has no fields).
-var lanesSettled = &messages.LanesSettled{}
+var lanesSettled = &wire.LanesSettled{}
 
 // generations numbers timer messages process-wide, so a tick of an earlier instance (queued
 // across a restart) never matches a timer of the current one.
@@ -98,7 +99,7 @@ type dispatcher struct {
 	drainTimer clock.Timer
 	drained    bool // Drained sent: the dispatcher accepts nothing anymore
 
-	stats    messages.DispatcherStats
+	stats    wire.DispatcherStats
 	counts   Counts
 	reported Counts // counts as last reported to the parent (reportCounts)
 	// countsGate spaces the SettlementCounts (reportCountsEvery); countsDue is set while counts
@@ -114,30 +115,30 @@ func newDispatcher(cfg *Config) *dispatcher {
 // Receive implements actor.Actor.
 func (d *dispatcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.EventBatch:
+	case *wire.EventBatch:
 		d.onBatch(ctx, m)
-	case *messages.LanesSettled:
+	case *wire.LanesSettled:
 		d.onSettled(ctx)
-	case *messages.Subscribe:
+	case *wire.Subscribe:
 		d.onSubscribe(ctx, m)
-	case *messages.SnapshotBatch:
+	case *wire.SnapshotBatch:
 		d.onSnapshotBatch(ctx, m)
-	case *messages.SnapshotSubscribe:
+	case *wire.SnapshotSubscribe:
 		d.onSnapshotSubscribe(ctx, m)
-	case *messages.WindowOpen:
+	case *wire.WindowOpen:
 		d.onWindowOpen(ctx, m)
-	case *messages.WindowChunk:
+	case *wire.WindowChunk:
 		d.onWindowChunk(ctx, m)
-	case *messages.FlowControl:
+	case *wire.FlowControl:
 		d.onFlowControl(ctx, m)
-	case *messages.SettleFlushTick:
+	case *wire.SettleFlushTick:
 		if d.flushTimer != nil && m.Generation == d.flushGen {
 			d.flushTimer = nil
 			d.takeSettled(ctx, true)
 		}
-	case *messages.Drain:
+	case *wire.Drain:
 		d.onDrain(ctx, m)
-	case *messages.DrainDeadline:
+	case *wire.DrainDeadline:
 		if d.draining && m.Generation == d.drainGen {
 			d.drainTimer = nil
 			d.log.Warn("drain deadline passed; cancelling the handlers still running",
@@ -145,9 +146,9 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 			d.stopLanes(ctx)
 			d.finishDrain(ctx, true)
 		}
-	case *messages.DispatcherStatsRequest:
+	case *wire.DispatcherStatsRequest:
 		ctx.Respond(d.snapshot())
-	case *messages.AttachCheckpointer:
+	case *wire.AttachCheckpointer:
 		d.checkpointer = actor.NewPID(m.Address, m.Id)
 		d.attach(ctx)
 	case *actor.Started:
@@ -210,7 +211,7 @@ func (d *dispatcher) attach(ctx actor.Context) {
 	d.settledAtAttach = d.counts.Settled
 	d.limited = false
 	d.awaitingLimit = d.cfg.AwaitSettleLimit
-	ctx.Send(d.checkpointer, &messages.AttachDispatcher{Address: d.self.Address, Id: d.self.Id, Attach: d.attachID})
+	ctx.Send(d.checkpointer, &wire.AttachDispatcher{Address: d.self.Address, Id: d.self.Id, Attach: d.attachID})
 }
 
 // limitFree is the credit the settle limit still allows: the limit minus the settlements taken
@@ -233,7 +234,7 @@ func (d *dispatcher) limitFree() int {
 // onSubscribe starts a new incarnation: its credit is whatever capacity the events still in
 // flight (of older incarnations) leave free. The answer is always a Demand, possibly of 0; a
 // repeated Subscribe of the current incarnation gets a Demand of 0 (its credit stands).
-func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
+func (d *dispatcher) onSubscribe(ctx actor.Context, m *wire.Subscribe) {
 	if m.Incarnation < d.incarnation {
 		d.log.Debug("stale Subscribe dropped", zap.Uint64("incarnation", m.Incarnation), zap.Uint64("current", d.incarnation))
 		return
@@ -249,7 +250,7 @@ func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
 		// granted, and granting it again could exceed Capacity. Answer with nothing new.
 		d.log.Warn("repeated Subscribe of the current incarnation; no extra credit", zap.Uint64("incarnation", m.Incarnation))
 		d.stream = sender
-		ctx.Send(sender, &messages.Demand{Incarnation: d.incarnation, Credit: 0})
+		ctx.Send(sender, &wire.Demand{Incarnation: d.incarnation, Credit: 0})
 		return
 	}
 	d.incarnation, d.stream, d.credit = m.Incarnation, sender, 0
@@ -263,12 +264,12 @@ func (d *dispatcher) onSubscribe(ctx actor.Context, m *messages.Subscribe) {
 		grant = min(max(d.cfg.Capacity-d.inFlight, 0), d.limitFree())
 	}
 	d.credit = grant
-	ctx.Send(d.stream, &messages.Demand{Incarnation: d.incarnation, Credit: uint32(grant)})
+	ctx.Send(d.stream, &wire.Demand{Incarnation: d.incarnation, Credit: uint32(grant)})
 }
 
 // onBatch accepts a batch of the current incarnation within its credit: Progress to the
 // checkpointer first, then the events to their lanes.
-func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
+func (d *dispatcher) onBatch(ctx actor.Context, b *wire.EventBatch) {
 	if b.Incarnation != d.incarnation || d.stream == nil {
 		if b.Incarnation > d.incarnation {
 			// No credit was ever granted to it: the stream actor broke the protocol, and its
@@ -303,7 +304,7 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *messages.EventBatch) {
 		d.readThrough = at
 	}
 	if d.checkpointer != nil {
-		ctx.Send(d.checkpointer, &messages.Progress{
+		ctx.Send(d.checkpointer, &wire.Progress{
 			Incarnation: b.Incarnation, ThroughSeq: b.ThroughSeq, PostBatchResumeToken: b.PostBatchResumeToken,
 		})
 	}
@@ -342,7 +343,7 @@ func (d *dispatcher) acceptItem(it item) {
 }
 
 // acceptSnapshot accepts snapshot events of run.
-func (d *dispatcher) acceptSnapshot(events []*messages.Event, run uint64) {
+func (d *dispatcher) acceptSnapshot(events []*wire.Event, run uint64) {
 	for _, ev := range events {
 		d.acceptItem(item{ev: snapshotEvent(ev), incarnation: run, snap: true})
 	}
@@ -352,7 +353,7 @@ func (d *dispatcher) acceptSnapshot(events []*messages.Event, run uint64) {
 // onSnapshotSubscribe makes the sender the snapshot source of run m.Run: a newer run replaces
 // the older one (whose events still settle back to the new source, which drops them by run). It
 // answers a SnapshotDemand with the free snapshot capacity.
-func (d *dispatcher) onSnapshotSubscribe(ctx actor.Context, m *messages.SnapshotSubscribe) {
+func (d *dispatcher) onSnapshotSubscribe(ctx actor.Context, m *wire.SnapshotSubscribe) {
 	sender := ctx.Sender()
 	if m.GetRun() < d.snapRun || sender == nil {
 		d.log.Debug("stale or senderless SnapshotSubscribe dropped", zap.Uint64("run", m.GetRun()), zap.Uint64("current", d.snapRun))
@@ -360,7 +361,7 @@ func (d *dispatcher) onSnapshotSubscribe(ctx actor.Context, m *messages.Snapshot
 	}
 	if m.GetRun() == d.snapRun && d.snapSrc != nil {
 		d.snapSrc = sender
-		ctx.Send(sender, &messages.SnapshotDemand{Run: d.snapRun})
+		ctx.Send(sender, &wire.SnapshotDemand{Run: d.snapRun})
 		return
 	}
 	d.snapRun, d.snapSrc, d.snapCredit = m.GetRun(), sender, 0
@@ -369,11 +370,11 @@ func (d *dispatcher) onSnapshotSubscribe(ctx actor.Context, m *messages.Snapshot
 		grant = max(d.cfg.Capacity-d.snapInFlight, 0)
 	}
 	d.snapCredit = grant
-	ctx.Send(sender, &messages.SnapshotDemand{Run: d.snapRun, Credit: uint32(grant)})
+	ctx.Send(sender, &wire.SnapshotDemand{Run: d.snapRun, Credit: uint32(grant)})
 }
 
 // onSnapshotBatch accepts snapshot events of the current run within its credit.
-func (d *dispatcher) onSnapshotBatch(ctx actor.Context, b *messages.SnapshotBatch) {
+func (d *dispatcher) onSnapshotBatch(ctx actor.Context, b *wire.SnapshotBatch) {
 	if b.GetRun() != d.snapRun || d.snapSrc == nil || d.draining || d.drained {
 		d.stats.StaleBatches++
 		d.log.Debug("SnapshotBatch dropped (stale run or draining); its documents are read again",
@@ -402,13 +403,13 @@ func (d *dispatcher) replenishSnapshot(ctx actor.Context) {
 		return
 	}
 	d.snapCredit += free
-	ctx.Send(d.snapSrc, &messages.SnapshotDemand{Run: d.snapRun, Credit: uint32(free)})
+	ctx.Send(d.snapSrc, &wire.SnapshotDemand{Run: d.snapRun, Credit: uint32(free)})
 }
 
 // absorb accounts for settlements taken from the lanes: snapshot ones are sent back to the
 // snapshot source at once; the others are counted and returned (compacted in place).
 func (d *dispatcher) absorb(ctx actor.Context, taken []settlement) []settlement {
-	var snaps []*messages.Settled
+	var snaps []*wire.Settled
 	var run uint64
 	out := taken[:0]
 	for i := range taken {
@@ -426,7 +427,7 @@ func (d *dispatcher) absorb(ctx actor.Context, taken []settlement) []settlement 
 			snaps = nil
 		}
 		run = s.incarnation
-		snaps = append(snaps, &messages.Settled{Seq: s.seq, Outcome: s.outcome})
+		snaps = append(snaps, &wire.Settled{Seq: s.seq, Outcome: s.outcome})
 	}
 	if len(snaps) > 0 {
 		d.sendSnapshotSettled(ctx, run, snaps)
@@ -435,13 +436,13 @@ func (d *dispatcher) absorb(ctx actor.Context, taken []settlement) []settlement 
 	return out
 }
 
-func (d *dispatcher) sendSnapshotSettled(ctx actor.Context, run uint64, ss []*messages.Settled) {
+func (d *dispatcher) sendSnapshotSettled(ctx actor.Context, run uint64, ss []*wire.Settled) {
 	if run == d.onDemandRun && d.onDemandSrc != nil {
-		ctx.Send(d.onDemandSrc, &messages.SnapshotSettled{Run: run, Settled: ss})
+		ctx.Send(d.onDemandSrc, &wire.SnapshotSettled{Run: run, Settled: ss})
 		return
 	}
 	if d.snapSrc != nil {
-		ctx.Send(d.snapSrc, &messages.SnapshotSettled{Run: run, Settled: ss})
+		ctx.Send(d.snapSrc, &wire.SnapshotSettled{Run: run, Settled: ss})
 	}
 }
 
@@ -551,7 +552,7 @@ func (d *dispatcher) armFlush() {
 	d.flushGen = generations.Add(1)
 	gen, self, root := d.flushGen, d.self, d.sys.Root
 	d.flushTimer = d.cfg.Clock.AfterFunc(d.cfg.SettleFlushInterval, func() {
-		root.Send(self, &messages.SettleFlushTick{Generation: gen})
+		root.Send(self, &wire.SettleFlushTick{Generation: gen})
 	})
 }
 
@@ -559,15 +560,15 @@ func (d *dispatcher) count(s *settlement) {
 	c := &d.counts
 	c.Settled++
 	switch s.outcome {
-	case messages.Outcome_OUTCOME_HANDLED:
+	case wire.Outcome_OUTCOME_HANDLED:
 		c.Handled++
-	case messages.Outcome_OUTCOME_FILTERED:
+	case wire.Outcome_OUTCOME_FILTERED:
 		c.Filtered++
-	case messages.Outcome_OUTCOME_UNHANDLED:
+	case wire.Outcome_OUTCOME_UNHANDLED:
 		c.Unhandled++
-	case messages.Outcome_OUTCOME_SKIPPED:
+	case wire.Outcome_OUTCOME_SKIPPED:
 		c.Skipped++
-	case messages.Outcome_OUTCOME_DEAD_LETTERED:
+	case wire.Outcome_OUTCOME_DEAD_LETTERED:
 		if s.dropped {
 			c.Dropped++
 		} else {
@@ -612,7 +613,7 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 		batch := ss[:n]
 		ss = ss[n:]
 		if d.checkpointer != nil {
-			ctx.Send(d.checkpointer, &messages.SettledBatch{Incarnation: inc, Runs: settledRuns(batch, &d.runOrder)})
+			ctx.Send(d.checkpointer, &wire.SettledBatch{Incarnation: inc, Runs: settledRuns(batch, &d.runOrder)})
 		}
 	}
 	c := d.counts
@@ -679,10 +680,10 @@ func (d *dispatcher) replenish(ctx actor.Context) {
 		return
 	}
 	d.credit += free
-	ctx.Send(d.stream, &messages.Demand{Incarnation: d.incarnation, Credit: uint32(free)})
+	ctx.Send(d.stream, &wire.Demand{Incarnation: d.incarnation, Credit: uint32(free)})
 }
 
-func (d *dispatcher) onFlowControl(ctx actor.Context, m *messages.FlowControl) {
+func (d *dispatcher) onFlowControl(ctx actor.Context, m *wire.FlowControl) {
 	if m.SettleLimit != nil {
 		if m.GetAttach() != d.attachID {
 			d.log.Debug("FlowControl of an earlier attach dropped", zap.Uint64("attach", m.GetAttach()),
@@ -707,9 +708,9 @@ func (d *dispatcher) onFlowControl(ctx actor.Context, m *messages.FlowControl) {
 }
 
 // onDrain stops accepting batches and answers Drained once every accepted event settled.
-func (d *dispatcher) onDrain(ctx actor.Context, m *messages.Drain) {
+func (d *dispatcher) onDrain(ctx actor.Context, m *wire.Drain) {
 	if d.drained {
-		ctx.Respond(&messages.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight)})
+		ctx.Respond(&wire.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight)})
 		return
 	}
 	d.drainTo = ctx.Sender()
@@ -729,7 +730,7 @@ func (d *dispatcher) onDrain(ctx actor.Context, m *messages.Drain) {
 	d.drainGen = generations.Add(1)
 	gen, self, root := d.drainGen, d.self, d.sys.Root
 	d.drainTimer = d.cfg.Clock.AfterFunc(timeout, func() {
-		root.Send(self, &messages.DrainDeadline{Generation: gen})
+		root.Send(self, &wire.DrainDeadline{Generation: gen})
 	})
 }
 
@@ -740,7 +741,7 @@ func (d *dispatcher) finishDrain(ctx actor.Context, timedOut bool) {
 	}
 	d.flushAll(ctx)
 	d.draining, d.drained = false, true
-	reply := &messages.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight), TimedOut: timedOut}
+	reply := &wire.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight), TimedOut: timedOut}
 	d.log.Info("drained", zap.Uint64("settled", reply.Settled), zap.Uint64("unsettled", reply.Unsettled),
 		zap.Bool("timedOut", timedOut))
 	if d.drainTo != nil {
@@ -789,8 +790,8 @@ func (d *dispatcher) shutdown(ctx actor.Context, why string) {
 	d.log.Debug("dispatcher "+why, zap.Int("unsettled", d.inFlight))
 }
 
-func (d *dispatcher) snapshot() *messages.DispatcherStats {
-	s := &messages.DispatcherStats{
+func (d *dispatcher) snapshot() *wire.DispatcherStats {
+	s := &wire.DispatcherStats{
 		Incarnation:  d.incarnation,
 		Capacity:     d.stats.Capacity,
 		InFlight:     uint32(d.inFlight),

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -47,7 +47,7 @@ func TestRetryDelaysAreExactOnTheFakeClock(t *testing.T) {
 		}
 		h.clk.Advance(time.Nanosecond)
 	}
-	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_HANDLED {
+	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcome %v", got)
 	}
 	mu.Lock()
@@ -71,7 +71,7 @@ func TestPermanentErrorSkipsRetries(t *testing.T) {
 	h := newHarness(t, r, func(c *Config) { c.DeadLetterRetention = 24 * time.Hour })
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"))
-	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
+	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
 	if calls.Load() != 1 {
@@ -104,7 +104,7 @@ func TestExhaustedAttemptsDeadLetter(t *testing.T) {
 		t.Fatalf("delay %v", d)
 	}
 	h.clk.Advance(500 * time.Millisecond)
-	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
+	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
 	r.checkReleased(t) // once, after both attempts (Call after Release fails the attempt)
@@ -135,7 +135,7 @@ func TestHandlerPanicBecomesDeadLetterWithStack(t *testing.T) {
 	h.armed(1) // the retry of seq 2; seq 3 waits behind it in the single lane
 	h.clk.Advance(time.Second)
 	got := h.waitSettled(1, 2, 3)
-	if got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
+	if got[1] != wire.Outcome_OUTCOME_HANDLED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000002")
@@ -152,7 +152,7 @@ func TestHandlerPanicBecomesDeadLetterWithStack(t *testing.T) {
 	}
 	// The stream keeps going.
 	h.send(mkEvent(4, "poison2"))
-	if got := h.waitSettled(4)[4]; got != messages.Outcome_OUTCOME_HANDLED {
+	if got := h.waitSettled(4)[4]; got != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("after the panic: %v", got)
 	}
 }
@@ -194,7 +194,7 @@ func TestDeadLetterStoreDownKeepsEventUnsettled(t *testing.T) {
 	down.Store(false)
 	h.clk.Advance(800 * time.Millisecond)
 	got := h.waitSettled(2, 3)
-	if got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
+	if got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if h.order[1] != 2 || h.order[2] != 3 {
@@ -219,7 +219,7 @@ func TestUndecodableEventIsDeadLetteredWithTheDecodeError(t *testing.T) {
 	h.subscribe(1)
 	h.send(tev{seq: 1, key: "a", undec: true}, mkEvent(2, "a"))
 	got := h.waitSettled(1, 2)
-	if got[1] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[2] != messages.Outcome_OUTCOME_HANDLED {
+	if got[1] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[2] != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if calls.Load() != 1 {
@@ -243,7 +243,7 @@ func TestDeadLettersDisabledDropsAndSettles(t *testing.T) {
 	h := newHarness(t, r, func(c *Config) { c.DeadLetters = nil })
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"))
-	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
+	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
 	if st := h.stats(); st.Dropped != 1 || st.DeadLettered != 0 {
@@ -300,7 +300,7 @@ func TestPanickingEventsNeverBreakTheDispatcher(t *testing.T) {
 	h.subscribe(1)
 	h.send(mkEvent(1, "skip"), mkEvent(2, "perm"), mkEvent(3, "ok"))
 	got := h.waitSettled(1, 2, 3)
-	if got[1] != messages.Outcome_OUTCOME_SKIPPED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
+	if got[1] != wire.Outcome_OUTCOME_SKIPPED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if h.logs.FilterMessage("dispatcher Events callback panicked").Len() == 0 {
@@ -336,8 +336,8 @@ func TestHandlerGoexitDoesNotStallTheLane(t *testing.T) {
 	h.armed(1) // the retry of seq 2
 	h.clk.Advance(time.Second)
 	got := h.waitSettled(1, 2, 3)
-	if got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED ||
-		got[3] != messages.Outcome_OUTCOME_HANDLED {
+	if got[1] != wire.Outcome_OUTCOME_HANDLED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED ||
+		got[3] != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v: want handled (2nd attempt), dead-lettered, handled", got)
 	}
 	r.checkReleased(t) // an attempt that ended in Goexit releases its invocation as it unwinds

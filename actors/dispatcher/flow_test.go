@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 )
@@ -94,7 +95,7 @@ func TestCreditNeverExceededAndMemoryBounded(t *testing.T) {
 		g.open(2)
 		select {
 		case m := <-h.streamCh:
-			d := m.(*messages.Demand)
+			d := m.(*wire.Demand)
 			h.credit += int(d.Credit)
 		case <-time.After(2 * time.Second):
 			t.Fatalf("round %d: no Demand; stats %v, started %d running %d", round, h.stats(), g.started.Load(), g.running.Load())
@@ -149,7 +150,7 @@ func TestProgressPrecedesSettled(t *testing.T) {
 		}
 		h.send(evs...)
 	}
-	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 100, PostBatchResumeToken: []byte("pbrt")}) // empty: its PBRT becomes a Progress too
+	h.sys.Root.Send(h.disp, &wire.EventBatch{Incarnation: 1, ThroughSeq: 100, PostBatchResumeToken: []byte("pbrt")}) // empty: its PBRT becomes a Progress too
 	var progress []uint64
 	settledAfter := map[uint64]uint64{} // seq → highest through_seq seen before it
 	var maxThrough uint64
@@ -158,13 +159,13 @@ func TestProgressPrecedesSettled(t *testing.T) {
 		select {
 		case m := <-h.cpCh:
 			switch m := m.(type) {
-			case *messages.Progress:
+			case *wire.Progress:
 				progress = append(progress, m.ThroughSeq)
 				maxThrough = max(maxThrough, m.ThroughSeq)
 				if string(m.PostBatchResumeToken) != "pbrt" || m.Incarnation != 1 {
 					t.Fatalf("Progress %v", m)
 				}
-			case *messages.SettledBatch:
+			case *wire.SettledBatch:
 				for _, s := range expandRuns(t, m.Runs) {
 					settledAfter[s.Seq] = maxThrough
 				}
@@ -231,7 +232,7 @@ func TestStaleIncarnation(t *testing.T) {
 		t.Fatalf("repeated Subscribe granted %d", c)
 	}
 	// A stale Subscribe changes nothing.
-	h.sys.Root.RequestWithCustomSender(h.disp, &messages.Subscribe{Incarnation: 1}, h.stream)
+	h.sys.Root.RequestWithCustomSender(h.disp, &wire.Subscribe{Incarnation: 1}, h.stream)
 	if st := h.stats(); st.Incarnation != 2 {
 		t.Fatalf("incarnation %d after a stale Subscribe", st.Incarnation)
 	}
@@ -242,7 +243,7 @@ func TestFlowControlPausesCredit(t *testing.T) {
 	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 4 })
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"))
-	h.sys.Root.Send(h.disp, &messages.FlowControl{Paused: true})
+	h.sys.Root.Send(h.disp, &wire.FlowControl{Paused: true})
 	g.open(4)
 	eventually(t, "all settled", func() bool { return h.stats().Settled == 4 })
 	h.noDemand()
@@ -253,7 +254,7 @@ func TestFlowControlPausesCredit(t *testing.T) {
 	if c := h.subscribe(2); c != 0 {
 		t.Fatalf("credit while paused = %d", c)
 	}
-	h.sys.Root.Send(h.disp, &messages.FlowControl{Paused: false})
+	h.sys.Root.Send(h.disp, &wire.FlowControl{Paused: false})
 	if d := h.demand(); d.Credit != 4 || d.Incarnation != 2 {
 		t.Fatalf("Demand after resume = %v", d)
 	}
@@ -270,12 +271,12 @@ func TestSettleLimitBoundsCredit(t *testing.T) {
 	if c := h.subscribe(1); c != 0 {
 		t.Fatalf("credit %d before any settle limit, want 0", c)
 	}
-	re, ok := h.nextCP().(*messages.AttachDispatcher)
+	re, ok := h.nextCP().(*wire.AttachDispatcher)
 	if !ok || re.Attach == first {
 		t.Fatalf("checkpointer got %v on Subscribe, want a new AttachDispatcher (first was %d)", re, first)
 	}
 	limit := func(attach, n uint64) {
-		h.sys.Root.Send(h.disp, &messages.FlowControl{SettleLimit: &n, Attach: attach})
+		h.sys.Root.Send(h.disp, &wire.FlowControl{SettleLimit: &n, Attach: attach})
 	}
 	limit(first, 100)
 	h.noDemand()
@@ -375,7 +376,7 @@ func TestCountsReportedAtMostEveryInterval(t *testing.T) {
 	g.open(1)
 	eventually(t, "8 settled", func() bool { return h.stats().Settled == 8 })
 	none("within countsReportEvery of the last")
-	if _, err := h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor).Result(); err != nil {
+	if _, err := h.sys.Root.RequestFuture(h.disp, &wire.Drain{}, waitFor).Result(); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
 	if m := report("drain"); m.GetSettled() != 1 {
@@ -407,7 +408,7 @@ func TestSettleBatching(t *testing.T) {
 		for {
 			select {
 			case m := <-h.cpCh:
-				if b, ok := m.(*messages.SettledBatch); ok {
+				if b, ok := m.(*wire.SettledBatch); ok {
 					var s []uint64
 					for _, x := range expandRuns(t, b.Runs) {
 						s = append(s, x.Seq)
@@ -452,7 +453,7 @@ func TestDrainFinishesInFlightEventsIncludingRetries(t *testing.T) {
 	h.subscribe(1)
 	h.send(mkEvent(1, "flaky"), mkEvent(2, "b"))
 	h.armed(1) // seq 1's retry
-	fut := h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor)
+	fut := h.sys.Root.RequestFuture(h.disp, &wire.Drain{}, waitFor)
 	h.send(mkEvent(3, "c")) // after Drain: dropped, stays unsettled
 	h.stats()
 	h.clk.Advance(time.Second)
@@ -460,7 +461,7 @@ func TestDrainFinishesInFlightEventsIncludingRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dr := res.(*messages.Drained)
+	dr := res.(*wire.Drained)
 	if dr.Settled != 2 || dr.Unsettled != 0 || dr.TimedOut {
 		t.Fatalf("Drained %v", dr)
 	}
@@ -473,8 +474,8 @@ func TestDrainFinishesInFlightEventsIncludingRetries(t *testing.T) {
 	if c := h.subscribe(2); c != 0 {
 		t.Fatalf("credit after drain %d", c)
 	}
-	res, err = h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor).Result()
-	if err != nil || res.(*messages.Drained).Settled != 2 {
+	res, err = h.sys.Root.RequestFuture(h.disp, &wire.Drain{}, waitFor).Result()
+	if err != nil || res.(*wire.Drained).Settled != 2 {
 		t.Fatalf("second Drain: %v %v", res, err)
 	}
 }
@@ -485,7 +486,7 @@ func TestDrainDeadlineCancelsHandlers(t *testing.T) {
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "a"))
 	eventually(t, "handlers running", func() bool { return g.running.Load() >= 1 })
-	fut := h.sys.Root.RequestFuture(h.disp, &messages.Drain{TimeoutMs: 1500}, waitFor)
+	fut := h.sys.Root.RequestFuture(h.disp, &wire.Drain{TimeoutMs: 1500}, waitFor)
 	if d := h.armed(1); d != 1500*time.Millisecond {
 		t.Fatalf("drain deadline %v", d)
 	}
@@ -494,7 +495,7 @@ func TestDrainDeadlineCancelsHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dr := res.(*messages.Drained)
+	dr := res.(*wire.Drained)
 	if !dr.TimedOut || dr.Unsettled != 3 || dr.Settled != 0 {
 		t.Fatalf("Drained %v", dr)
 	}
@@ -535,18 +536,18 @@ func TestRestartingInstanceEndsItsLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := sys.Root.Spawn(props) // a root actor: protoactor restarts it on failure
-	sys.Root.RequestWithCustomSender(pid, &messages.Subscribe{Incarnation: 1}, cp)
+	sys.Root.RequestWithCustomSender(pid, &wire.Subscribe{Incarnation: 1}, cp)
 	e := mkEvent(1, "a").build()
-	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
+	sys.Root.Send(pid, &wire.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
 	eventually(t, "handler running", func() bool { return g.running.Load() == 1 })
 	// An over-credit batch of a newer incarnation fails the instance; protoactor restarts it.
-	sys.Root.Send(pid, &messages.EventBatch{Incarnation: 9})
+	sys.Root.Send(pid, &wire.EventBatch{Incarnation: 9})
 	eventually(t, "old handler cancelled by the restart", func() bool { return g.running.Load() == 0 })
-	res, err := sys.Root.RequestFuture(pid, &messages.DispatcherStatsRequest{}, waitFor).Result()
+	res, err := sys.Root.RequestFuture(pid, &wire.DispatcherStatsRequest{}, waitFor).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := res.(*messages.DispatcherStats); st.Incarnation != 0 || st.Accepted != 0 {
+	if st := res.(*wire.DispatcherStats); st.Incarnation != 0 || st.Accepted != 0 {
 		t.Fatalf("after the restart: %v, want a fresh instance", st)
 	}
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
@@ -673,23 +674,23 @@ func TestCheckpointerResolution(t *testing.T) {
 		}
 		return nil
 	}
-	if m, ok := next(cpCh).(*messages.AttachDispatcher); !ok || m.Id != disp.Id {
+	if m, ok := next(cpCh).(*wire.AttachDispatcher); !ok || m.Id != disp.Id {
 		t.Fatalf("sibling checkpointer got %v, want AttachDispatcher", m)
 	}
 	otherPID := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: other, nonProt: make(chan string, 8)} }))
 	stream := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: streamCh, nonProt: make(chan string, 8)} }))
-	sys.Root.Send(disp, &messages.AttachCheckpointer{Address: otherPID.Address, Id: otherPID.Id})
-	if _, ok := next(other).(*messages.AttachDispatcher); !ok {
+	sys.Root.Send(disp, &wire.AttachCheckpointer{Address: otherPID.Address, Id: otherPID.Id})
+	if _, ok := next(other).(*wire.AttachDispatcher); !ok {
 		t.Fatal("attached checkpointer not told")
 	}
-	sys.Root.RequestWithCustomSender(disp, &messages.Subscribe{Incarnation: 1}, stream)
+	sys.Root.RequestWithCustomSender(disp, &wire.Subscribe{Incarnation: 1}, stream)
 	next(streamCh)
 	e := mkEvent(1, "a").build()
-	sys.Root.Send(disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
-	if _, ok := next(other).(*messages.Progress); !ok {
+	sys.Root.Send(disp, &wire.EventBatch{Incarnation: 1, ThroughSeq: 1, Raw: [][]byte{e.raw}})
+	if _, ok := next(other).(*wire.Progress); !ok {
 		t.Fatal("Progress did not go to the attached checkpointer")
 	}
-	if b, ok := next(other).(*messages.SettledBatch); !ok || b.Runs[0].FirstSeq != 1 {
+	if b, ok := next(other).(*wire.SettledBatch); !ok || b.Runs[0].FirstSeq != 1 {
 		t.Fatalf("got %v, want SettledBatch", b)
 	}
 	for _, p := range []*actor.PID{parent, otherPID, stream} {
@@ -705,7 +706,7 @@ func TestInvalidateFlagReachesSettled(t *testing.T) {
 	h.subscribe(1)
 	ins := mkEvent(1, "a").build()
 	inv := tev{seq: 2, op: "invalidate"}.build()
-	h.sys.Root.Send(h.disp, &messages.EventBatch{Incarnation: 1, ThroughSeq: 2, Raw: [][]byte{ins.raw, inv.raw},
+	h.sys.Root.Send(h.disp, &wire.EventBatch{Incarnation: 1, ThroughSeq: 2, Raw: [][]byte{ins.raw, inv.raw},
 		EndsWithInvalidate: true})
 	h.credit -= 2
 	h.waitSettled(1, 2)

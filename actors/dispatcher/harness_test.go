@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -122,15 +123,15 @@ func (r *fakeRouter) checkReleased(t *testing.T) {
 	}
 }
 
-func (r *fakeRouter) Route(raw bson.Raw) (Invocation, messages.Outcome, error) {
+func (r *fakeRouter) Route(raw bson.Raw) (Invocation, wire.Outcome, error) {
 	switch raw.Lookup("operationType").StringValue() {
 	case "unhandled":
-		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
+		return nil, wire.Outcome_OUTCOME_UNHANDLED, nil
 	case "filtered":
-		return nil, messages.Outcome_OUTCOME_FILTERED, nil
+		return nil, wire.Outcome_OUTCOME_FILTERED, nil
 	}
 	if _, err := raw.LookupErr("undecodable"); err == nil {
-		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, errDecode
+		return nil, wire.Outcome_OUTCOME_UNSPECIFIED, errDecode
 	}
 	r.mu.Lock()
 	if r.routed == nil {
@@ -138,7 +139,7 @@ func (r *fakeRouter) Route(raw bson.Raw) (Invocation, messages.Outcome, error) {
 	}
 	r.routed[parseCall(raw, 0).seq]++
 	r.mu.Unlock()
-	return &fakeInv{r: r, raw: raw}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
+	return &fakeInv{r: r, raw: raw}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 func (r *fakeRouter) Classify(err error) ErrorClass {
@@ -294,7 +295,7 @@ type harness struct {
 	credit  int
 	attach  uint64 // AttachDispatcher.attach of the dispatcher's first attach
 	maxProg uint64 // highest Progress.through_seq the checkpointer probe saw
-	settled map[uint64]*messages.Settled
+	settled map[uint64]*wire.Settled
 	setInc  map[uint64]uint64 // seq → SettledBatch.incarnation
 	order   []uint64          // settled seqs in arrival order
 }
@@ -309,7 +310,7 @@ func newHarness(t *testing.T, r Router, opts ...hopt) *harness {
 		t: t, sys: sys, clk: clock.NewFake(time.Time{}), ev: newRecEvents(), logs: logs,
 		streamCh: make(chan any, 1<<16), cpCh: make(chan any, 1<<16), nonProto: make(chan string, 64),
 		failures: make(chan any, 16), counts: make(chan *messages.SettlementCounts, 1<<10),
-		settled: map[uint64]*messages.Settled{}, setInc: map[uint64]uint64{},
+		settled: map[uint64]*wire.Settled{}, setInc: map[uint64]uint64{},
 	}
 	h.dlStore = memstore.New(memstore.Options{Now: h.clk.Now})
 	h.stream = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: h.streamCh, nonProt: h.nonProto} }))
@@ -349,7 +350,7 @@ func newHarness(t *testing.T, r Router, opts ...hopt) *harness {
 		t.Fatal("dispatcher not spawned")
 	}
 	// The dispatcher announces itself to the checkpointer first.
-	m, ok := h.nextCP().(*messages.AttachDispatcher)
+	m, ok := h.nextCP().(*wire.AttachDispatcher)
 	if !ok || m.Id != h.disp.Id {
 		t.Fatalf("first checkpointer message = %v, want AttachDispatcher{%s}", m, h.disp.Id)
 	}
@@ -386,7 +387,7 @@ func (h *harness) nextCP() any {
 func (h *harness) subscribe(inc uint64) int {
 	h.t.Helper()
 	h.inc = inc
-	h.sys.Root.RequestWithCustomSender(h.disp, &messages.Subscribe{Incarnation: inc}, h.stream)
+	h.sys.Root.RequestWithCustomSender(h.disp, &wire.Subscribe{Incarnation: inc}, h.stream)
 	d := h.demand()
 	for d.Incarnation < inc { // a Demand of the previous incarnation still queued
 		d = h.demand()
@@ -399,11 +400,11 @@ func (h *harness) subscribe(inc uint64) int {
 }
 
 // demand waits for the next Demand to the stream probe.
-func (h *harness) demand() *messages.Demand {
+func (h *harness) demand() *wire.Demand {
 	h.t.Helper()
 	select {
 	case m := <-h.streamCh:
-		d, ok := m.(*messages.Demand)
+		d, ok := m.(*wire.Demand)
 		if !ok {
 			h.t.Fatalf("stream probe got %T, want *Demand", m)
 		}
@@ -431,7 +432,7 @@ func (h *harness) send(evs ...tev) {
 }
 
 func (h *harness) sendInc(inc uint64, evs ...tev) {
-	b := &messages.EventBatch{Incarnation: inc, PostBatchResumeToken: []byte("pbrt")}
+	b := &wire.EventBatch{Incarnation: inc, PostBatchResumeToken: []byte("pbrt")}
 	for i, e := range evs {
 		e = e.build()
 		if i > 0 && e.seq != b.ThroughSeq+1 {
@@ -446,7 +447,7 @@ func (h *harness) sendInc(inc uint64, evs ...tev) {
 
 // waitSettled consumes checkpointer messages until every seq in seqs has settled, checking
 // that each Settled follows a Progress covering it. It returns the outcomes by seq.
-func (h *harness) waitSettled(seqs ...uint64) map[uint64]messages.Outcome {
+func (h *harness) waitSettled(seqs ...uint64) map[uint64]wire.Outcome {
 	h.t.Helper()
 	deadline := time.After(waitFor)
 	for {
@@ -466,7 +467,7 @@ func (h *harness) waitSettled(seqs ...uint64) map[uint64]messages.Outcome {
 			h.t.Fatalf("seqs %v: %d not settled within %v (settled so far: %v)", seqs, missing, waitFor, h.order)
 		}
 	}
-	out := map[uint64]messages.Outcome{}
+	out := map[uint64]wire.Outcome{}
 	for _, s := range seqs {
 		out[s] = h.settled[s].Outcome
 	}
@@ -476,9 +477,9 @@ func (h *harness) waitSettled(seqs ...uint64) map[uint64]messages.Outcome {
 func (h *harness) record(m any) {
 	h.t.Helper()
 	switch m := m.(type) {
-	case *messages.Progress:
+	case *wire.Progress:
 		h.maxProg = max(h.maxProg, m.ThroughSeq)
-	case *messages.SettledBatch:
+	case *wire.SettledBatch:
 		for _, s := range expandRuns(h.t, m.Runs) {
 			if s.Seq > h.maxProg {
 				h.t.Fatalf("Settled seq %d before a Progress covering it (max through_seq %d)", s.Seq, h.maxProg)
@@ -506,13 +507,13 @@ func (h *harness) drainCP() {
 	}
 }
 
-func (h *harness) stats() *messages.DispatcherStats {
+func (h *harness) stats() *wire.DispatcherStats {
 	h.t.Helper()
-	res, err := h.sys.Root.RequestFuture(h.disp, &messages.DispatcherStatsRequest{}, waitFor).Result()
+	res, err := h.sys.Root.RequestFuture(h.disp, &wire.DispatcherStatsRequest{}, waitFor).Result()
 	if err != nil {
 		h.t.Fatalf("stats: %v", err)
 	}
-	return res.(*messages.DispatcherStats)
+	return res.(*wire.DispatcherStats)
 }
 
 // armed waits until n timers are pending on the fake clock and returns the earliest's delay.
@@ -541,16 +542,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // expandRuns turns SettledRuns back into one Settled per seq (the run's token and invalidate
 // flag on its last seq only), checking that runs are in order and do not overlap.
-func expandRuns(t *testing.T, runs []*messages.SettledRun) []*messages.Settled {
+func expandRuns(t *testing.T, runs []*wire.SettledRun) []*wire.Settled {
 	t.Helper()
-	var out []*messages.Settled
+	var out []*wire.Settled
 	var next uint64
 	for _, r := range runs {
 		if r.Count == 0 || r.FirstSeq < next {
 			t.Fatalf("SettledRun %v: empty, or not after the previous run (next seq %d)", r, next)
 		}
 		for i := range uint64(r.Count) {
-			s := &messages.Settled{Seq: r.FirstSeq + i, Outcome: r.Outcome}
+			s := &wire.Settled{Seq: r.FirstSeq + i, Outcome: r.Outcome}
 			if i == uint64(r.Count)-1 {
 				s.ResumeToken, s.Invalidate = r.LastToken, r.Invalidate
 			}

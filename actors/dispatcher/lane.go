@@ -11,7 +11,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -28,7 +28,7 @@ type event struct {
 }
 
 // snapshotEvent is the event of a snapshot (or window) row.
-func snapshotEvent(ev *messages.Event) event {
+func snapshotEvent(ev *wire.Event) event {
 	return event{seq: ev.GetSeq(), raw: ev.GetRaw(), token: ev.GetResumeToken(), invalidate: ev.GetInvalidate()}
 }
 
@@ -239,13 +239,13 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			st.goexit = false
 			err = ErrHandlerGoexit
 		} else if inv == nil {
-			var outcome messages.Outcome
+			var outcome wire.Outcome
 			inv, outcome, err = l.route(ev.raw)
 			switch {
 			case err != nil:
 				var pe *PanicError
 				routeErr = !errors.As(err, &pe) // a decode error, not a panic of the Filter
-			case inv == nil && (outcome == messages.Outcome_OUTCOME_UNHANDLED || outcome == messages.Outcome_OUTCOME_FILTERED):
+			case inv == nil && (outcome == wire.Outcome_OUTCOME_UNHANDLED || outcome == wire.Outcome_OUTCOME_FILTERED):
 				s.outcome = outcome
 				return s, true
 			case inv == nil:
@@ -255,7 +255,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		st.attempt = attempt
 		if err == nil {
 			if err = callHandler(ctx, inv, attempt); err == nil {
-				s.outcome = messages.Outcome_OUTCOME_HANDLED
+				s.outcome = wire.Outcome_OUTCOME_HANDLED
 				return s, true
 			}
 		}
@@ -291,7 +291,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			emit(sh.log, "Skipped", func() {
 				sh.events.Skipped(EventSkipped{Seq: ev.seq, ID: id, Lane: l.id, Reason: err.Error()})
 			})
-			s.outcome = messages.Outcome_OUTCOME_SKIPPED
+			s.outcome = wire.Outcome_OUTCOME_SKIPPED
 			return s, true
 		case class == Retryable && attempt < sh.retry.MaxAttempts:
 			delay := sh.retry.Delay(attempt, sh.rnd)
@@ -313,10 +313,10 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 }
 
 // route calls Router.Route, recovering a panic (of the Filter) into a *PanicError.
-func (l *lane) route(raw []byte) (inv Invocation, outcome messages.Outcome, err error) {
+func (l *lane) route(raw []byte) (inv Invocation, outcome wire.Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			inv, outcome, err = nil, messages.Outcome_OUTCOME_UNSPECIFIED, newPanicError(r)
+			inv, outcome, err = nil, wire.Outcome_OUTCOME_UNSPECIFIED, newPanicError(r)
 		}
 	}()
 	return l.sh.router.Route(bson.Raw(raw))
@@ -349,7 +349,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 	id := eventID(ev.token, ev.raw)
 	fields := []zap.Field{zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),
 		zap.Int("attempts", f.attempts), zap.Bool("permanent", f.permanent), zap.Error(f.err)}
-	s.outcome = messages.Outcome_OUTCOME_DEAD_LETTERED
+	s.outcome = wire.Outcome_OUTCOME_DEAD_LETTERED
 	if sh.dl == nil {
 		sh.log.Error("event dropped: its attempts ran out and dead letters are disabled", fields...)
 		emit(sh.log, "DeadLettered", func() {

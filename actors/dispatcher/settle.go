@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // settlement is one finished event, as a lane hands it back to the actor.
@@ -18,7 +18,7 @@ type settlement struct {
 	// per run whose token is sent.
 	token      []byte
 	raw        []byte
-	outcome    messages.Outcome
+	outcome    wire.Outcome
 	dropped    bool // dead letters disabled: settled without a record
 	invalidate bool // an invalidate event: its token is a startAfter position only
 	snap       bool // a snapshot event (incarnation is its run)
@@ -109,7 +109,7 @@ func (s *settlement) lastToken() []byte {
 // at an invalidate, a gap, an outcome change or a repeated seq; it carries its last event's
 // token only. The runs share one allocation. Lanes settle out of order, so the seqs are sorted
 // first, as (seq, index) pairs in *scratch (reused by the caller; no pointers to move).
-func settledRuns(ss []settlement, scratch *[]seqIndex) []*messages.SettledRun {
+func settledRuns(ss []settlement, scratch *[]seqIndex) []*wire.SettledRun {
 	*scratch = sortBySeq(ss, (*scratch)[:0])
 	order := *scratch
 	n := 0
@@ -118,8 +118,8 @@ func settledRuns(ss []settlement, scratch *[]seqIndex) []*messages.SettledRun {
 			n++
 		}
 	}
-	slab := make([]messages.SettledRun, n)
-	runs := make([]*messages.SettledRun, n)
+	slab := make([]wire.SettledRun, n)
+	runs := make([]*wire.SettledRun, n)
 	r := -1
 	for k, o := range order {
 		s := &ss[o.i]

@@ -6,7 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // snapProbe is the snapshot source of a test: its SnapshotDemand and SnapshotSettled messages.
@@ -33,11 +33,11 @@ func (p *snapProbe) next(t *testing.T) any {
 	}
 }
 
-func snapBatch(run uint64, evs ...tev) *messages.SnapshotBatch {
-	b := &messages.SnapshotBatch{Run: run}
+func snapBatch(run uint64, evs ...tev) *wire.SnapshotBatch {
+	b := &wire.SnapshotBatch{Run: run}
 	for _, e := range evs {
 		e = e.build()
-		b.Events = append(b.Events, &messages.Event{Seq: e.seq, Raw: e.raw})
+		b.Events = append(b.Events, &wire.Event{Seq: e.seq, Raw: e.raw})
 	}
 	return b
 }
@@ -49,8 +49,8 @@ func TestSnapshotSource(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 8; c.Lanes = 2 })
 	sp := newSnapProbe(h)
-	h.sys.Root.RequestWithCustomSender(h.disp, &messages.SnapshotSubscribe{Run: 5}, sp.pid)
-	d, ok := sp.next(t).(*messages.SnapshotDemand)
+	h.sys.Root.RequestWithCustomSender(h.disp, &wire.SnapshotSubscribe{Run: 5}, sp.pid)
+	d, ok := sp.next(t).(*wire.SnapshotDemand)
 	if !ok || d.GetRun() != 5 || d.GetCredit() != 8 {
 		t.Fatalf("first answer %v, want SnapshotDemand{run 5, credit 8}", d)
 	}
@@ -61,25 +61,25 @@ func TestSnapshotSource(t *testing.T) {
 	}
 	h.sys.Root.Send(h.disp, snapBatch(4, mkEvent(9, "z"))) // an older run: dropped
 	// A drain waits for the snapshot events.
-	drained := h.sys.Root.RequestFuture(h.disp, &messages.Drain{}, waitFor)
+	drained := h.sys.Root.RequestFuture(h.disp, &wire.Drain{}, waitFor)
 	g.open(1 << 10)
-	settled := map[uint64]messages.Outcome{}
+	settled := map[uint64]wire.Outcome{}
 	for len(settled) < 3 {
 		switch m := sp.next(t).(type) {
-		case *messages.SnapshotSettled:
+		case *wire.SnapshotSettled:
 			if m.GetRun() != 5 {
 				t.Fatalf("settlement of run %d", m.GetRun())
 			}
 			for _, s := range m.GetSettled() {
 				settled[s.GetSeq()] = s.GetOutcome()
 			}
-		case *messages.SnapshotDemand:
+		case *wire.SnapshotDemand:
 		default:
 			t.Fatalf("snapshot source got %T", m)
 		}
 	}
 	for seq, o := range settled {
-		if o != messages.Outcome_OUTCOME_HANDLED || seq < 1 || seq > 3 {
+		if o != wire.Outcome_OUTCOME_HANDLED || seq < 1 || seq > 3 {
 			t.Fatalf("settlements %v", settled)
 		}
 	}
@@ -87,7 +87,7 @@ func TestSnapshotSource(t *testing.T) {
 	if err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	if dr := res.(*messages.Drained); dr.GetTimedOut() || dr.GetUnsettled() != 0 {
+	if dr := res.(*wire.Drained); dr.GetTimedOut() || dr.GetUnsettled() != 0 {
 		t.Fatalf("Drained %v", dr)
 	}
 	st := h.stats()

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/tokentime"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // window is an on-demand snapshot chunk between its watermarks (DBLog style). From WindowOpen
@@ -22,7 +22,7 @@ type window struct {
 	run, chunk uint64
 	src        *actor.PID
 	touched    map[string]uint64 // _id key → newest cluster time (packed t<<32|i)
-	rows       *messages.WindowChunk
+	rows       *wire.WindowChunk
 }
 
 // pack orders BSON timestamps as one number.
@@ -42,7 +42,7 @@ func idKey(raw []byte) (string, bool) {
 	return string(append([]byte{byte(v.Type)}, v.Data...)), true
 }
 
-func (d *dispatcher) onWindowOpen(ctx actor.Context, m *messages.WindowOpen) {
+func (d *dispatcher) onWindowOpen(ctx actor.Context, m *wire.WindowOpen) {
 	if d.win != nil && d.win.rows != nil {
 		d.log.Warn("WindowOpen while a chunk waits for its high watermark; the older chunk is abandoned",
 			zap.Uint64("run", d.win.run), zap.Uint64("chunk", d.win.chunk))
@@ -51,7 +51,7 @@ func (d *dispatcher) onWindowOpen(ctx actor.Context, m *messages.WindowOpen) {
 	d.onDemandRun, d.onDemandSrc = m.GetRun(), ctx.Sender()
 }
 
-func (d *dispatcher) onWindowChunk(ctx actor.Context, m *messages.WindowChunk) {
+func (d *dispatcher) onWindowChunk(ctx actor.Context, m *wire.WindowChunk) {
 	w := d.win
 	if w == nil || w.run != m.GetRun() || w.chunk != m.GetChunk() || d.draining || d.drained {
 		d.log.Debug("WindowChunk without its open window dropped", zap.Uint64("run", m.GetRun()), zap.Uint64("chunk", m.GetChunk()))
@@ -66,7 +66,7 @@ func (d *dispatcher) onWindowChunk(ctx actor.Context, m *messages.WindowChunk) {
 // acceptLive accepts a live batch's events, recording them for the open window and releasing
 // its chunk right before the first event past the high watermark, or after the batch when its
 // post-batch resume token reached it.
-func (d *dispatcher) acceptLive(ctx actor.Context, b *messages.EventBatch) {
+func (d *dispatcher) acceptLive(ctx actor.Context, b *wire.EventBatch) {
 	first := b.ThroughSeq - uint64(len(b.Raw)) + 1
 	last := len(b.Raw) - 1
 	for i, raw := range b.Raw {
@@ -99,7 +99,7 @@ func (d *dispatcher) closeWindow(ctx actor.Context) {
 	w := d.win
 	d.win = nil
 	low := w.rows.GetLow()
-	keep := make([]*messages.Event, 0, len(w.rows.GetEvents()))
+	keep := make([]*wire.Event, 0, len(w.rows.GetEvents()))
 	for _, ev := range w.rows.GetEvents() {
 		if k, ok := idKey(ev.Raw); ok {
 			// Touched after the low watermark: inside the window, or past it when the stream
@@ -116,6 +116,6 @@ func (d *dispatcher) closeWindow(ctx actor.Context) {
 		d.acceptSnapshot(keep, w.run)
 	}
 	if w.src != nil {
-		ctx.Send(w.src, &messages.WindowClosed{Run: w.run, Chunk: w.chunk, Dropped: uint32(dropped), Delivered: uint32(len(keep))})
+		ctx.Send(w.src, &wire.WindowClosed{Run: w.run, Chunk: w.chunk, Dropped: uint32(dropped), Delivered: uint32(len(keep))})
 	}
 }

@@ -2,7 +2,7 @@
 // stream's supervisor, holding the stream's lease in a lease store (Store) whose own clock
 // judges expiry.
 //
-// Protocol (protobuf, proto/watchtree/v1/leader.proto):
+// Protocol (protobuf, proto/watchtree/internal/v1/leader.proto):
 //   - Campaign (supervisor → leader): seek the lease. The actor is a standby until it acquires:
 //     it tries every StandbyPoll, again exactly when the lease it saw expires (by the Remaining
 //     the store reported), and at once when the store's watch reports a change (a release).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -124,11 +125,11 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		a.shutdown()
-	case *messages.Campaign:
+	case *wire.Campaign:
 		a.onCampaign(m.GetReason())
-	case *messages.Resign:
+	case *wire.Resign:
 		a.onResign(ctx, m)
-	case *messages.Fenced:
+	case *wire.Fenced:
 		a.onFenced(m)
 	case *ioResult:
 		a.onResult(m)
@@ -407,7 +408,7 @@ func (a *leaderActor) onAcquired(r *ioResult) {
 	a.cfg.Events.Acquired(a.event())
 	a.become(messages.LeaseRole_LEASE_ROLE_LEADER, fmt.Sprintf("leader (epoch %d)", l.Epoch))
 	a.armLeaderTimers(r.sentAt)
-	a.root.Send(a.sup, &messages.LeaseGranted{Epoch: l.Epoch, ExpiresAt: timestamppb.New(l.ExpiresAt), Owner: a.cfg.Owner})
+	a.root.Send(a.sup, &wire.LeaseGranted{Epoch: l.Epoch, ExpiresAt: timestamppb.New(l.ExpiresAt), Owner: a.cfg.Owner})
 }
 
 // armLeaderTimers schedules the next renewal RenewEvery after sentAt and the demotion at
@@ -439,7 +440,7 @@ func (a *leaderActor) onRenewed(r *ioResult) {
 		a.handingOver = true
 		why := "this instance leads more than its fair share"
 		a.log.Info("handing the lease over for balance", zap.Int64("epoch", a.epoch))
-		a.root.Send(a.sup, &messages.HandOver{Epoch: a.epoch, Why: why})
+		a.root.Send(a.sup, &wire.HandOver{Epoch: a.epoch, Why: why})
 	}
 }
 
@@ -450,11 +451,11 @@ func (a *leaderActor) lose(why string) {
 	a.losses++
 	a.log.Warn("leadership lost", zap.Int64("epoch", a.epoch), zap.String("why", why))
 	a.cfg.Events.Lost(ev)
-	a.root.Send(a.sup, &messages.LeaseLost{Epoch: a.epoch, Why: why})
+	a.root.Send(a.sup, &wire.LeaseLost{Epoch: a.epoch, Why: why})
 	a.standby("lost the lease: " + why)
 }
 
-func (a *leaderActor) onFenced(m *messages.Fenced) {
+func (a *leaderActor) onFenced(m *wire.Fenced) {
 	a.fenced++
 	ev := a.event()
 	ev.Epoch, ev.Why = m.GetEpoch(), m.GetWhy()
@@ -467,7 +468,7 @@ func (a *leaderActor) onFenced(m *messages.Fenced) {
 	a.report()
 }
 
-func (a *leaderActor) onResign(ctx actor.Context, m *messages.Resign) {
+func (a *leaderActor) onResign(ctx actor.Context, m *wire.Resign) {
 	if a.resign != nil {
 		// Joins the release under way; the latest request decides what follows it.
 		if ctx.Sender() != nil {
@@ -482,7 +483,7 @@ func (a *leaderActor) onResign(ctx actor.Context, m *messages.Resign) {
 		pr.to = append(pr.to, ctx.Sender())
 	}
 	if a.role != messages.LeaseRole_LEASE_ROLE_LEADER {
-		a.finishResign(pr, &messages.Resigned{Epoch: a.epoch}, m.GetReason())
+		a.finishResign(pr, &wire.Resigned{Epoch: a.epoch}, m.GetReason())
 		return
 	}
 	// Stop renewing (new generation) and release; the answer goes out with the release's result.
@@ -495,7 +496,7 @@ func (a *leaderActor) onResign(ctx actor.Context, m *messages.Resign) {
 func (a *leaderActor) onReleased(r *ioResult) {
 	pr := a.resign
 	a.resign = nil
-	ans := &messages.Resigned{Epoch: pr.epoch, Released: r.err == nil}
+	ans := &wire.Resigned{Epoch: pr.epoch, Released: r.err == nil}
 	ev := a.event()
 	if r.err != nil {
 		ans.Error = r.err.Error()
@@ -510,7 +511,7 @@ func (a *leaderActor) onReleased(r *ioResult) {
 	a.finishResign(pr, ans, "released")
 }
 
-func (a *leaderActor) finishResign(pr *pendingResign, ans *messages.Resigned, why string) {
+func (a *leaderActor) finishResign(pr *pendingResign, ans *wire.Resigned, why string) {
 	for _, to := range pr.to {
 		a.root.Send(to, ans)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -247,8 +248,8 @@ func (h *harness) advance(n int, d time.Duration) {
 // exactly lastRenewOk + TTL - Margin, before the lease can expire in the store.
 func TestLeaderRenewsAndDemotesBeforeExpiry(t *testing.T) {
 	h := newHarness(t, nil)
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
-	g := next[*messages.LeaseGranted](h)
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+	g := next[*wire.LeaseGranted](h)
 	if g.GetEpoch() != 1 || g.GetOwner() != "me" {
 		t.Fatalf("LeaseGranted %v, want epoch 1 owner me", g)
 	}
@@ -272,7 +273,7 @@ func TestLeaderRenewsAndDemotesBeforeExpiry(t *testing.T) {
 		d, _ := h.clk.NextDeadline()
 		h.clk.Advance(d)
 	}
-	lost := next[*messages.LeaseLost](h)
+	lost := next[*wire.LeaseLost](h)
 	if lost.GetEpoch() != 1 {
 		t.Fatalf("LeaseLost %v, want epoch 1", lost)
 	}
@@ -295,7 +296,7 @@ func TestStandbyRetriesAtExpiry(t *testing.T) {
 		now := s.clk.Now()
 		s.lease = store.Lease{Name: "billing", Owner: "other", Epoch: 4, AcquiredAt: now, ExpiresAt: now.Add(5 * time.Second)}
 	})
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
 	st := next[*messages.LeaseState](h)
 	for st.GetHolder() != "other" {
 		st = next[*messages.LeaseState](h)
@@ -306,13 +307,13 @@ func TestStandbyRetriesAtExpiry(t *testing.T) {
 	h.advance(2, 5*time.Second-time.Millisecond) // poll + expiry timers
 	select {
 	case m := <-h.got:
-		if _, ok := m.(*messages.LeaseGranted); ok {
+		if _, ok := m.(*wire.LeaseGranted); ok {
 			t.Fatal("granted before the lease expired")
 		}
 	default:
 	}
 	h.clk.Advance(2 * time.Millisecond)
-	g := next[*messages.LeaseGranted](h)
+	g := next[*wire.LeaseGranted](h)
 	if g.GetEpoch() != 5 {
 		t.Fatalf("LeaseGranted epoch %d, want 5", g.GetEpoch())
 	}
@@ -327,12 +328,12 @@ func TestStandbyActsOnWatch(t *testing.T) {
 		now := s.clk.Now()
 		s.lease = store.Lease{Name: "billing", Owner: "other", Epoch: 2, AcquiredAt: now, ExpiresAt: now.Add(time.Minute)}
 	})
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
 	for next[*messages.LeaseState](h).GetHolder() != "other" {
 	}
 	h.advance(2, 0) // both standby timers armed: the first attempt's answer is in
 	h.st.set(store.Lease{Name: "billing", Epoch: 2, ExpiresAt: h.clk.Now()})
-	g := next[*messages.LeaseGranted](h)
+	g := next[*wire.LeaseGranted](h)
 	if g.GetEpoch() != 3 {
 		t.Fatalf("LeaseGranted epoch %d, want 3", g.GetEpoch())
 	}
@@ -341,13 +342,13 @@ func TestStandbyActsOnWatch(t *testing.T) {
 // Resign releases the lease and answers once the release is written; the actor goes idle.
 func TestResignReleases(t *testing.T) {
 	h := newHarness(t, nil)
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
-	next[*messages.LeaseGranted](h)
-	res, err := h.sys.Root.RequestFuture(h.leader, &messages.Resign{Reason: "stop"}, waitLimit).Result()
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+	next[*wire.LeaseGranted](h)
+	res, err := h.sys.Root.RequestFuture(h.leader, &wire.Resign{Reason: "stop"}, waitLimit).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := res.(*messages.Resigned)
+	r, ok := res.(*wire.Resigned)
 	if !ok || !r.GetReleased() || r.GetEpoch() != 1 {
 		t.Fatalf("Resign answered %v, want released epoch 1", res)
 	}
@@ -364,14 +365,14 @@ func TestResignReleases(t *testing.T) {
 // A refused renewal (another owner holds the lease) demotes at once.
 func TestRefusedRenewalDemotesAtOnce(t *testing.T) {
 	h := newHarness(t, nil)
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
-	next[*messages.LeaseGranted](h)
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+	next[*wire.LeaseGranted](h)
 	now := h.clk.Now()
 	h.st.mu.Lock()
 	h.st.lease = store.Lease{Name: "billing", Owner: "thief", Epoch: 9, AcquiredAt: now, ExpiresAt: now.Add(time.Minute)}
 	h.st.mu.Unlock()
 	h.advance(2, testPolicy.RenewEvery)
-	lost := next[*messages.LeaseLost](h)
+	lost := next[*wire.LeaseLost](h)
 	if lost.GetEpoch() != 1 || h.clk.Now().Sub(now) != testPolicy.RenewEvery {
 		t.Fatalf("LeaseLost %v at +%v, want epoch 1 at the renewal", lost, h.clk.Now().Sub(now))
 	}
@@ -399,15 +400,15 @@ func containsStr(s, sub string) bool {
 // honoured once the release is written: the actor campaigns again instead of going idle.
 func TestCampaignDuringReleaseCampaignsAfterIt(t *testing.T) {
 	h := newHarness(t, nil)
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "test"})
-	next[*messages.LeaseGranted](h)
-	fut := h.sys.Root.RequestFuture(h.leader, &messages.Resign{Reason: "stop"}, waitLimit)
-	h.sys.Root.Send(h.leader, &messages.Campaign{Reason: "start again"})
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+	next[*wire.LeaseGranted](h)
+	fut := h.sys.Root.RequestFuture(h.leader, &wire.Resign{Reason: "stop"}, waitLimit)
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "start again"})
 	res, err := fut.Result()
-	if err != nil || !res.(*messages.Resigned).GetReleased() {
+	if err != nil || !res.(*wire.Resigned).GetReleased() {
 		t.Fatalf("Resign: %v, %v", res, err)
 	}
-	if g := next[*messages.LeaseGranted](h); g.GetEpoch() != 2 {
+	if g := next[*wire.LeaseGranted](h); g.GetEpoch() != 2 {
 		t.Fatalf("LeaseGranted epoch %d after the release, want 2", g.GetEpoch())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -40,9 +41,9 @@ type (
 	chunkRead struct {
 		run    uint64
 		rng    int
-		keys   []bson.Raw       // {_id: value} of each document
-		events []messages.Event // each document's snapshot event (Raw set, Seq not yet)
-		last   bool             // nothing follows this chunk in the range
+		keys   []bson.Raw   // {_id: value} of each document
+		events []wire.Event // each document's snapshot event (Raw set, Seq not yet)
+		last   bool         // nothing follows this chunk in the range
 	}
 	readFailed struct {
 		run uint64
@@ -124,7 +125,7 @@ type rangeState struct {
 
 type chunk struct {
 	keys     []bson.Raw
-	events   []*messages.Event
+	events   []*wire.Event
 	settled  []bool
 	sent     int
 	prefix   int
@@ -152,21 +153,21 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 		a.stopRun("snapshot actor stopping")
 	case *actor.Restarting:
 		a.stopRun("snapshot actor restarting")
-	case *messages.RunSnapshot:
+	case *wire.RunSnapshot:
 		a.onRun(ctx, m)
-	case *messages.CancelSnapshot:
+	case *wire.CancelSnapshot:
 		if r := a.run; r != nil && m.GetIncarnation() == r.inc {
 			a.log.Info("snapshot run cancelled; it resumes from its latest saved progress", zap.String("snapshot", r.id))
 			a.saveNow(ctx)
 			a.stopRun("cancelled")
 			a.report(ctx, KindProgress)
 		}
-	case *messages.SnapshotDemand:
+	case *wire.SnapshotDemand:
 		if r := a.run; r != nil && m.GetRun() == r.n {
 			r.credit += int(m.GetCredit())
 			a.dispatch(ctx)
 		}
-	case *messages.SnapshotSettled:
+	case *wire.SnapshotSettled:
 		if r := a.run; r != nil && m.GetRun() == r.n {
 			a.onSettled(ctx, m)
 		}
@@ -195,7 +196,7 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 		if r := a.run; r != nil && m.run == r.n && !r.finishing {
 			r.rec.HandoffToken, r.rec.HandoffTime, r.dirty = m.token, bson.Timestamp{T: uint32(m.at.Unix())}, true
 			if a.cpPID != nil {
-				ctx.Send(a.cpPID, &messages.AdvanceHandoff{SnapshotId: r.id, Token: m.token})
+				ctx.Send(a.cpPID, &wire.AdvanceHandoff{SnapshotId: r.id, Token: m.token})
 			}
 			a.checkWindow(ctx)
 		}
@@ -215,14 +216,14 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 func (a *snapshotActor) send(msg any) { a.sys.Root.Send(a.self, msg) }
 
 // onRun starts (or takes over) the run of a snapshot.
-func (a *snapshotActor) onRun(ctx actor.Context, m *messages.RunSnapshot) {
+func (a *snapshotActor) onRun(ctx actor.Context, m *wire.RunSnapshot) {
 	to, id := ctx.Sender(), m.GetSnapshotId()
 	if to == nil || id == "" {
 		a.log.Warn("RunSnapshot without a sender or an id dropped")
 		return
 	}
 	if id == a.finished {
-		ctx.Send(to, &messages.SnapshotFinished{Incarnation: m.GetIncarnation(), SnapshotId: id})
+		ctx.Send(to, &wire.SnapshotFinished{Incarnation: m.GetIncarnation(), SnapshotId: id})
 		return
 	}
 	if r := a.run; r != nil {
@@ -324,7 +325,7 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 	if m.done {
 		// Finished by an earlier run (this actor restarted since): answer, report nothing new.
 		a.finished = r.id
-		ctx.Send(r.to, &messages.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id})
+		ctx.Send(r.to, &wire.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id})
 		a.stopRun("")
 		return
 	}
@@ -354,7 +355,7 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 		a.complete(ctx)
 		return
 	}
-	ctx.Request(a.dispatcher, &messages.SnapshotSubscribe{Run: r.n})
+	ctx.Request(a.dispatcher, &wire.SnapshotSubscribe{Run: r.n})
 	for _, st := range r.ranges {
 		if st.ended {
 			continue
@@ -437,7 +438,7 @@ func (a *snapshotActor) readRange(r *run, i int, min, max, after bson.Raw, permi
 		}
 		// The events are built here, on the range's goroutine, so that the ranges build theirs
 		// in parallel; the actor only numbers them.
-		keys, events := make([]bson.Raw, len(docs)), make([]messages.Event, len(docs))
+		keys, events := make([]bson.Raw, len(docs)), make([]wire.Event, len(docs))
 		for j, doc := range docs {
 			if keys[j], err = idOf(doc); err != nil {
 				a.send(&readFailed{run: r.n, rng: i, err: err})
@@ -463,7 +464,7 @@ func (a *snapshotActor) onChunk(ctx actor.Context, m *chunkRead) {
 	r := a.run
 	st := r.ranges[m.rng]
 	c := &chunk{last: m.last, firstSeq: r.seq + 1, keys: m.keys,
-		events: make([]*messages.Event, len(m.events)), settled: make([]bool, len(m.events))}
+		events: make([]*wire.Event, len(m.events)), settled: make([]bool, len(m.events))}
 	for i := range m.events {
 		r.seq++
 		m.events[i].Seq = r.seq
@@ -484,7 +485,7 @@ func (a *snapshotActor) dispatch(ctx actor.Context) {
 	if r.credit <= 0 || r.finishing {
 		return
 	}
-	var out []*messages.Event
+	var out []*wire.Event
 	for progress := true; progress && r.credit > len(out); {
 		progress = false
 		for _, st := range r.ranges {
@@ -505,10 +506,10 @@ func (a *snapshotActor) dispatch(ctx actor.Context) {
 		return
 	}
 	r.credit -= len(out)
-	ctx.Send(a.dispatcher, &messages.SnapshotBatch{Run: r.n, Events: out})
+	ctx.Send(a.dispatcher, &wire.SnapshotBatch{Run: r.n, Events: out})
 }
 
-func (a *snapshotActor) onSettled(ctx actor.Context, m *messages.SnapshotSettled) {
+func (a *snapshotActor) onSettled(ctx actor.Context, m *wire.SnapshotSettled) {
 	r := a.run
 	touched := map[*rangeState]bool{}
 	for _, s := range m.GetSettled() {
@@ -518,7 +519,7 @@ func (a *snapshotActor) onSettled(ctx actor.Context, m *messages.SnapshotSettled
 				continue
 			}
 			c.settled[s.GetSeq()-c.firstSeq] = true
-			if s.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED {
+			if s.GetOutcome() == wire.Outcome_OUTCOME_DEAD_LETTERED {
 				r.deadLettered++
 			}
 			touched[st] = true
@@ -638,7 +639,7 @@ func (a *snapshotActor) finish(ctx actor.Context) {
 	a.log.Info("snapshot done", zap.String("snapshot", r.id), zap.Uint64("documents", a.documents()),
 		zap.Uint64("dead_lettered", r.deadLettered), zap.Duration("took", took))
 	a.report(ctx, KindDone)
-	ctx.Send(r.to, &messages.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id})
+	ctx.Send(r.to, &wire.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id})
 	a.stopRun("")
 }
 
@@ -653,7 +654,7 @@ func (a *snapshotActor) fail(ctx actor.Context, err error) {
 		ctx.Send(p, st)
 	}
 	terminal := errors.Is(err, ErrMixedIDTypes)
-	ctx.Send(r.to, &messages.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id, Error: err.Error(), Cause: errdetail.Of(err),
+	ctx.Send(r.to, &wire.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id, Error: err.Error(), Cause: errdetail.Of(err),
 		Terminal: terminal})
 	a.stopRun("")
 	if terminal {

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/goleak"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -114,7 +115,7 @@ type fakeDispatcher struct {
 	// holdAfter > 0: only that many events settle; the rest wait in held until release.
 	holdAfter int
 	done      int
-	held      []*messages.SnapshotBatch
+	held      []*wire.SnapshotBatch
 }
 
 type releaseCmd struct{}
@@ -123,16 +124,16 @@ func (d *fakeDispatcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		d.self = ctx.Self()
-	case *messages.SnapshotSubscribe:
+	case *wire.SnapshotSubscribe:
 		d.src = ctx.Sender()
-		ctx.Respond(&messages.SnapshotDemand{Run: m.GetRun(), Credit: 64})
+		ctx.Respond(&wire.SnapshotDemand{Run: m.GetRun(), Credit: 64})
 	case releaseCmd:
 		d.holdAfter = 0
 		for _, b := range d.held {
 			d.settle(ctx, b)
 		}
 		d.held = nil
-	case *messages.SnapshotBatch:
+	case *wire.SnapshotBatch:
 		if d.holdAfter > 0 && d.done >= d.holdAfter {
 			d.held = append(d.held, m)
 			return
@@ -142,20 +143,20 @@ func (d *fakeDispatcher) Receive(ctx actor.Context) {
 	}
 }
 
-func (d *fakeDispatcher) settle(ctx actor.Context, m *messages.SnapshotBatch) {
+func (d *fakeDispatcher) settle(ctx actor.Context, m *wire.SnapshotBatch) {
 	{
-		var out []*messages.Settled
+		var out []*wire.Settled
 		d.mu.Lock()
 		for _, ev := range m.GetEvents() {
 			raw := bson.Raw(ev.GetRaw())
 			id := raw.Lookup("documentKey", "_id").Int64()
 			d.settled[id]++
 			d.ids[id] = raw.Lookup("_id", "_data").StringValue()
-			out = append(out, &messages.Settled{Seq: ev.GetSeq(), Outcome: messages.Outcome_OUTCOME_HANDLED})
+			out = append(out, &wire.Settled{Seq: ev.GetSeq(), Outcome: wire.Outcome_OUTCOME_HANDLED})
 		}
 		d.mu.Unlock()
-		ctx.Send(d.src, &messages.SnapshotSettled{Run: m.GetRun(), Settled: out})
-		ctx.Send(d.src, &messages.SnapshotDemand{Run: m.GetRun(), Credit: uint32(len(out))})
+		ctx.Send(d.src, &wire.SnapshotSettled{Run: m.GetRun(), Settled: out})
+		ctx.Send(d.src, &wire.SnapshotDemand{Run: m.GetRun(), Credit: uint32(len(out))})
 	}
 }
 
@@ -186,7 +187,7 @@ type harness struct {
 	disp  *fakeDispatcher
 	pid   *actor.PID
 	probe *actor.PID
-	done  chan *messages.SnapshotFinished
+	done  chan *wire.SnapshotFinished
 	src   *fakeSource
 	st    *memstore.Store
 }
@@ -194,7 +195,7 @@ type harness struct {
 func newHarness(t *testing.T, src *fakeSource, st *memstore.Store, pol policy.Snapshot) *harness {
 	t.Helper()
 	h := &harness{kinds: &kinds{seen: map[Kind]int{}}, t: t, sys: actor.NewActorSystem(), disp: &fakeDispatcher{settled: map[int64]int{}, ids: map[int64]string{}},
-		done: make(chan *messages.SnapshotFinished, 4), src: src, st: st}
+		done: make(chan *wire.SnapshotFinished, 4), src: src, st: st}
 	t.Cleanup(h.sys.Shutdown)
 	dpid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.disp }))
 	props, err := New(Config{Stream: "s", Database: "shop", Collection: "orders", Store: st, Source: src, Policy: pol,
@@ -204,7 +205,7 @@ func newHarness(t *testing.T, src *fakeSource, st *memstore.Store, pol policy.Sn
 	}
 	h.pid = h.sys.Root.Spawn(props)
 	h.probe = h.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(*messages.SnapshotFinished); ok {
+		if m, ok := ctx.Message().(*wire.SnapshotFinished); ok {
 			h.done <- m
 		}
 	}))
@@ -231,10 +232,10 @@ func (h *harness) record(id string, ranges []store.SnapshotRange) {
 }
 
 func (h *harness) run(id string, inc uint64) {
-	h.sys.Root.RequestWithCustomSender(h.pid, &messages.RunSnapshot{Incarnation: inc, SnapshotId: id}, h.probe)
+	h.sys.Root.RequestWithCustomSender(h.pid, &wire.RunSnapshot{Incarnation: inc, SnapshotId: id}, h.probe)
 }
 
-func (h *harness) finished() *messages.SnapshotFinished {
+func (h *harness) finished() *wire.SnapshotFinished {
 	h.t.Helper()
 	select {
 	case m := <-h.done:

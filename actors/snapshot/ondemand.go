@@ -16,6 +16,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -119,7 +120,7 @@ type chunkReady struct {
 	run, chunk uint64
 	low, high  bson.Timestamp
 	keys       []bson.Raw
-	events     []messages.Event
+	events     []wire.Event
 	err        error
 }
 
@@ -166,19 +167,19 @@ func (a *onDemandActor) Receive(ctx actor.Context) {
 		a.end(ctx, PhaseAbandoned, "the on-demand snapshot actor restarted")
 	case *messages.OnDemandSnapshot:
 		a.onRequest(ctx, m)
-	case *messages.AbandonOnDemand:
+	case *wire.AbandonOnDemand:
 		a.end(ctx, PhaseAbandoned, m.GetWhy())
 	case *chunkReady:
 		if r := a.run; r != nil && m.run == r.n && m.chunk == r.chunk {
 			a.onChunkReady(ctx, m)
 		}
-	case *messages.WindowClosed:
+	case *wire.WindowClosed:
 		if r := a.run; r != nil && m.GetRun() == r.n && m.GetChunk() == r.chunk {
 			r.delivered = int(m.GetDelivered())
 			r.st.Dropped += uint64(m.GetDropped())
 			a.maybeChunkDone(ctx)
 		}
-	case *messages.SnapshotSettled:
+	case *wire.SnapshotSettled:
 		if r := a.run; r != nil && m.GetRun() == r.n {
 			for _, s := range m.GetSettled() {
 				if s.GetSeq() < r.firstSeq || s.GetSeq() >= r.firstSeq+uint64(r.rows) {
@@ -186,7 +187,7 @@ func (a *onDemandActor) Receive(ctx actor.Context) {
 				}
 				r.settled++
 				r.st.Documents++
-				if s.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED {
+				if s.GetOutcome() == wire.Outcome_OUTCOME_DEAD_LETTERED {
 					r.st.DeadLettered++
 				}
 			}
@@ -229,7 +230,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 	r := a.run
 	r.chunk++
 	r.delivered, r.settled, r.rows = -1, 0, 0
-	ctx.Request(a.dispatcher, &messages.WindowOpen{Run: r.n, Chunk: r.chunk})
+	ctx.Request(a.dispatcher, &wire.WindowOpen{Run: r.n, Chunk: r.chunk})
 	n, chunk, after := r.n, r.chunk, r.after
 	mark := func(kind string) bson.D {
 		return bson.D{{Key: "stream", Value: a.cfg.Stream}, {Key: "instance", Value: a.cfg.Instance},
@@ -268,7 +269,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 			out.err = fmt.Errorf("write the high watermark of chunk %d: %w", chunk, out.err)
 			return
 		}
-		out.keys, out.events = make([]bson.Raw, len(docs)), make([]messages.Event, len(docs))
+		out.keys, out.events = make([]bson.Raw, len(docs)), make([]wire.Event, len(docs))
 		for j, doc := range docs {
 			if out.keys[j], out.err = idOf(doc); out.err != nil {
 				return
@@ -286,7 +287,7 @@ func (a *onDemandActor) onChunkReady(ctx actor.Context, m *chunkReady) {
 	}
 	r.firstSeq, r.rows = r.seq+1, len(m.events)
 	r.lastChunk = len(m.events) < a.cfg.BatchSize
-	evs := make([]*messages.Event, len(m.events))
+	evs := make([]*wire.Event, len(m.events))
 	for i := range m.events {
 		r.seq++
 		m.events[i].Seq = r.seq
@@ -295,7 +296,7 @@ func (a *onDemandActor) onChunkReady(ctx actor.Context, m *chunkReady) {
 	if len(m.keys) > 0 {
 		r.after = m.keys[len(m.keys)-1]
 	}
-	ctx.Request(a.dispatcher, &messages.WindowChunk{Run: r.n, Chunk: r.chunk,
+	ctx.Request(a.dispatcher, &wire.WindowChunk{Run: r.n, Chunk: r.chunk,
 		Low: uint64(m.low.T)<<32 | uint64(m.low.I), High: uint64(m.high.T)<<32 | uint64(m.high.I), Events: evs})
 }
 
@@ -326,7 +327,7 @@ func (a *onDemandActor) end(ctx actor.Context, phase, why string) {
 	r.cancel()
 	if phase != PhaseDone && a.dispatcher != nil {
 		// An empty chunk with high 0 closes the dispatcher's window at once.
-		ctx.Send(a.dispatcher, &messages.WindowChunk{Run: r.n, Chunk: r.chunk})
+		ctx.Send(a.dispatcher, &wire.WindowChunk{Run: r.n, Chunk: r.chunk})
 	}
 	now := a.cfg.Clock.Now()
 	r.st.Running, r.st.Phase = false, phase

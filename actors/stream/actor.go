@@ -13,7 +13,7 @@ import (
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // unsupervised numbers the incarnations of stream actors that do not run under a stream
@@ -34,7 +34,7 @@ type streamActor struct {
 	dispatcher   *actor.PID
 	snapshot     *actor.PID
 
-	phase       messages.StreamPhase
+	phase       wire.StreamPhase
 	gen         uint64
 	rd          *reader
 	credit      *credit
@@ -42,7 +42,7 @@ type streamActor struct {
 	subscribed  bool
 	opens       uint32
 	invalidated uint32
-	startKind   messages.StartKind
+	startKind   wire.StartKind
 	startSource string
 	nextSeq     uint64
 	snapshotID  string // the snapshot this incarnation waits for (phase SNAPSHOTTING)
@@ -57,21 +57,21 @@ func (s *streamActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.onStarted(ctx)
-	case *messages.StartFrom:
+	case *wire.StartFrom:
 		s.onStartFrom(ctx, m)
-	case *messages.ReaderOpened:
+	case *wire.ReaderOpened:
 		s.onOpened(ctx, m)
-	case *messages.Demand:
+	case *wire.Demand:
 		if m.GetIncarnation() != s.inc {
 			s.log.Debug("stale Demand dropped", zap.Uint64("incarnation", m.GetIncarnation()), zap.Uint64("current", s.inc))
 			return
 		}
 		s.credit.add(uint64(m.GetCredit()))
-	case *messages.ReaderEnded:
+	case *wire.ReaderEnded:
 		s.onEnded(ctx, m)
-	case *messages.SnapshotFinished:
+	case *wire.SnapshotFinished:
 		s.onSnapshotFinished(ctx, m)
-	case *messages.StreamStatsRequest:
+	case *wire.StreamStatsRequest:
 		ctx.Respond(s.statsReply())
 	case *actor.Restarting:
 		s.stopReader("restarting")
@@ -97,9 +97,9 @@ func (s *streamActor) onStarted(ctx actor.Context) {
 		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
 			Detail: "no checkpointer or dispatcher: the actor has no parent and Config.CheckpointerPID/DispatcherPID are nil"})
 	}
-	s.phase = messages.StreamPhase_STREAM_PHASE_RESOLVING
+	s.phase = wire.StreamPhase_STREAM_PHASE_RESOLVING
 	s.log.Debug("resolving the start position")
-	ctx.Request(s.checkpointer, &messages.ResolveStart{Incarnation: s.inc})
+	ctx.Request(s.checkpointer, &wire.ResolveStart{Incarnation: s.inc})
 }
 
 func (s *streamActor) sibling(ctx actor.Context, pid *actor.PID, name string) *actor.PID {
@@ -113,22 +113,22 @@ func (s *streamActor) sibling(ctx actor.Context, pid *actor.PID, name string) *a
 }
 
 // onStartFrom opens the cursor from the resolved position, or fails.
-func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
+func (s *streamActor) onStartFrom(ctx actor.Context, m *wire.StartFrom) {
 	if m.GetIncarnation() != s.inc {
 		s.log.Debug("stale StartFrom dropped", zap.Uint64("for", m.GetIncarnation()))
 		return
 	}
-	if s.phase != messages.StreamPhase_STREAM_PHASE_RESOLVING && s.phase != messages.StreamPhase_STREAM_PHASE_HISTORY_LOST {
+	if s.phase != wire.StreamPhase_STREAM_PHASE_RESOLVING && s.phase != wire.StreamPhase_STREAM_PHASE_HISTORY_LOST {
 		s.log.Warn("unexpected StartFrom dropped", zap.Stringer("phase", s.phase), zap.Stringer("kind", m.GetKind()))
 		return
 	}
 	pos := Position{Kind: m.GetKind(), Token: bson.Raw(m.GetToken())}
 	switch m.GetKind() {
-	case messages.StartKind_START_KIND_FAIL:
+	case wire.StartKind_START_KIND_FAIL:
 		if m.GetTerminal() {
 			// The checkpointer has escalated the terminal failure itself; failing here too could
 			// race it and turn it into a transient restart. Wait to be stopped.
-			s.phase = messages.StreamPhase_STREAM_PHASE_FAILED
+			s.phase = wire.StreamPhase_STREAM_PHASE_FAILED
 			s.log.Error("start failed terminally; waiting for the supervisor to stop the stream", zap.String("reason", m.GetReason()))
 			return
 		}
@@ -141,12 +141,12 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 		}
 		treekit.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: detail, Cause: cause})
 		return
-	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
+	case wire.StartKind_START_KIND_RESUME_AFTER, wire.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {
 			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
 				Detail: fmt.Sprintf("StartFrom %v without a token", m.GetKind())})
 		}
-	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
+	case wire.StartKind_START_KIND_START_AT_OPERATION_TIME:
 		ot := m.GetOperationTime()
 		pos.OperationTime = bson.Timestamp{T: ot.GetSeconds(), I: ot.GetIncrement()}
 	default:
@@ -165,21 +165,21 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *messages.StartFrom) {
 			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
 				Detail: "StartFrom names snapshot " + id + " but the actor has no parent and Config.SnapshotPID is nil"})
 		}
-		s.phase, s.snapshotID = messages.StreamPhase_STREAM_PHASE_SNAPSHOTTING, id
+		s.phase, s.snapshotID = wire.StreamPhase_STREAM_PHASE_SNAPSHOTTING, id
 		s.log.Info("snapshot runs before the change stream opens", zap.String("snapshot", id))
 		// The supervisor first: the position is fixed whatever the snapshot does next.
 		if p := ctx.Parent(); p != nil {
-			ctx.Send(p, &messages.Snapshotting{Incarnation: s.inc, SnapshotId: id})
+			ctx.Send(p, &wire.Snapshotting{Incarnation: s.inc, SnapshotId: id})
 		}
-		ctx.Request(s.snapshot, &messages.RunSnapshot{Incarnation: s.inc, SnapshotId: id})
+		ctx.Request(s.snapshot, &wire.RunSnapshot{Incarnation: s.inc, SnapshotId: id})
 		return
 	}
 	s.launch(ctx, pos, next)
 }
 
 // onSnapshotFinished resolves the start again once the snapshot is done, or fails.
-func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *messages.SnapshotFinished) {
-	if m.GetIncarnation() != s.inc || s.phase != messages.StreamPhase_STREAM_PHASE_SNAPSHOTTING || m.GetSnapshotId() != s.snapshotID {
+func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *wire.SnapshotFinished) {
+	if m.GetIncarnation() != s.inc || s.phase != wire.StreamPhase_STREAM_PHASE_SNAPSHOTTING || m.GetSnapshotId() != s.snapshotID {
 		s.log.Debug("stale SnapshotFinished dropped", zap.Uint64("for", m.GetIncarnation()), zap.String("snapshot", m.GetSnapshotId()))
 		return
 	}
@@ -188,7 +188,7 @@ func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *messages.Snapshot
 	if m.GetTerminal() {
 		// The snapshot actor escalated the terminal failure itself; failing here too could race
 		// it into a transient restart. Wait to be stopped.
-		s.phase = messages.StreamPhase_STREAM_PHASE_FAILED
+		s.phase = wire.StreamPhase_STREAM_PHASE_FAILED
 		s.log.Error("snapshot failed terminally; waiting for the supervisor to stop the stream", zap.String("error", m.GetError()))
 		return
 	}
@@ -201,15 +201,15 @@ func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *messages.Snapshot
 			Detail: "snapshot " + id + " failed", Cause: cause})
 		return
 	}
-	s.phase = messages.StreamPhase_STREAM_PHASE_RESOLVING
-	ctx.Request(s.checkpointer, &messages.ResolveStart{Incarnation: s.inc, SnapshotDone: id})
+	s.phase = wire.StreamPhase_STREAM_PHASE_RESOLVING
+	ctx.Request(s.checkpointer, &wire.ResolveStart{Incarnation: s.inc, SnapshotDone: id})
 }
 
 // cancelSnapshot stops the snapshot run of this incarnation, if one is awaited (its progress
 // stays saved; the next incarnation resumes it).
 func (s *streamActor) cancelSnapshot(ctx actor.Context) {
 	if s.snapshotID != "" && s.snapshot != nil {
-		ctx.Send(s.snapshot, &messages.CancelSnapshot{Incarnation: s.inc})
+		ctx.Send(s.snapshot, &wire.CancelSnapshot{Incarnation: s.inc})
 		s.snapshotID = ""
 	}
 }
@@ -221,7 +221,7 @@ func (s *streamActor) launch(ctx actor.Context, pos Position, next uint64) {
 	s.gen++
 	s.nextSeq = next
 	s.stats.next.Store(next)
-	s.phase = messages.StreamPhase_STREAM_PHASE_OPENING
+	s.phase = wire.StreamPhase_STREAM_PHASE_OPENING
 	s.rd = &reader{cfg: s.cfg, log: logx.With(s.log, zap.Uint64("generation", s.gen)), root: ctx.ActorSystem().Root,
 		self: s.self, dispatcher: s.dispatcher, inc: s.inc, gen: s.gen, pos: pos, seq: next,
 		credit: s.credit, stats: &s.stats}
@@ -236,11 +236,11 @@ func (s *streamActor) current(inc, gen uint64) bool {
 
 // onOpened reports the cursor open: the supervisor resets its attempt counter, and the first
 // open of the instance subscribes to the dispatcher (its Demand starts the reading).
-func (s *streamActor) onOpened(ctx actor.Context, m *messages.ReaderOpened) {
+func (s *streamActor) onOpened(ctx actor.Context, m *wire.ReaderOpened) {
 	if !s.current(m.GetIncarnation(), m.GetGeneration()) {
 		return
 	}
-	s.phase = messages.StreamPhase_STREAM_PHASE_STREAMING
+	s.phase = wire.StreamPhase_STREAM_PHASE_STREAMING
 	s.opens++
 	reopen := s.opens > 1
 	kind := s.rd.openedKind()
@@ -249,7 +249,7 @@ func (s *streamActor) onOpened(ctx actor.Context, m *messages.ReaderOpened) {
 	treekit.NotifyResubscribed(ctx)
 	if !s.subscribed {
 		s.subscribed = true
-		ctx.Request(s.dispatcher, &messages.Subscribe{Incarnation: s.inc})
+		ctx.Request(s.dispatcher, &wire.Subscribe{Incarnation: s.inc})
 	}
 	ev := OpenedEvent{Incarnation: s.inc, Kind: kind, Source: s.startSource, NextSeq: s.nextSeq,
 		Reopen: reopen, At: s.cfg.Clock.Now()}
@@ -257,29 +257,29 @@ func (s *streamActor) onOpened(ctx actor.Context, m *messages.ReaderOpened) {
 }
 
 // onEnded handles the end of the reader goroutine.
-func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
+func (s *streamActor) onEnded(ctx actor.Context, m *wire.ReaderEnded) {
 	if !s.current(m.GetIncarnation(), m.GetGeneration()) {
 		return
 	}
 	s.rd = nil
 	s.nextSeq = m.GetNextSeq()
 	switch m.GetEnd() {
-	case messages.ReaderEnd_READER_END_HISTORY_LOST:
-		s.phase = messages.StreamPhase_STREAM_PHASE_HISTORY_LOST
+	case wire.ReaderEnd_READER_END_HISTORY_LOST:
+		s.phase = wire.StreamPhase_STREAM_PHASE_HISTORY_LOST
 		s.log.Warn("start position lost from the oplog; asking the checkpointer", zap.Int32("code", m.GetCode()),
 			zap.String("error", m.GetError()))
-		ctx.Request(s.checkpointer, &messages.HistoryLost{Incarnation: s.inc, Code: m.GetCode(), Message: m.GetError()})
-	case messages.ReaderEnd_READER_END_INVALIDATED:
+		ctx.Request(s.checkpointer, &wire.HistoryLost{Incarnation: s.inc, Code: m.GetCode(), Message: m.GetError()})
+	case wire.ReaderEnd_READER_END_INVALIDATED:
 		s.onInvalidated(ctx, m)
 	default:
 		cause := errdetail.Err(m.GetCause())
 		switch {
-		case m.GetEnd() == messages.ReaderEnd_READER_END_CURSOR_CLOSED:
+		case m.GetEnd() == wire.ReaderEnd_READER_END_CURSOR_CLOSED:
 			cause = ErrCursorClosed
 		case cause == nil:
 			cause = errors.New(m.GetError())
 		}
-		open := m.GetEnd() == messages.ReaderEnd_READER_END_OPEN_FAILED
+		open := m.GetEnd() == wire.ReaderEnd_READER_END_OPEN_FAILED
 		detail := "cursor died"
 		if open {
 			detail = "opening the change stream failed"
@@ -294,7 +294,7 @@ func (s *streamActor) onEnded(ctx actor.Context, m *messages.ReaderEnded) {
 
 // onInvalidated follows an invalidate event, which the reader already delivered as the last
 // event of its batch: reopen with startAfter its token, or fail terminally.
-func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) {
+func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 	s.invalidated++
 	tok := bson.Raw(m.GetInvalidateToken())
 	restart := s.cfg.InvalidateRestart && len(tok) > 0
@@ -304,7 +304,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *messages.ReaderEnded) 
 	if restart {
 		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", ev.Seq))
 		s.startSource = "invalidate"
-		s.launch(ctx, Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
+		s.launch(ctx, Position{Kind: wire.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
 	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
@@ -321,8 +321,8 @@ func (s *streamActor) stopReader(why string) {
 	}
 }
 
-func (s *streamActor) statsReply() *messages.StreamStats {
-	st := &messages.StreamStats{
+func (s *streamActor) statsReply() *wire.StreamStats {
+	st := &wire.StreamStats{
 		Stream: s.cfg.Stream, Incarnation: s.inc, Phase: s.phase, Credit: s.credit.get(),
 		Events: s.stats.events.Load(), Batches: s.stats.batches.Load(), PbrtBatches: s.stats.pbrtBatches.Load(),
 		Opens: s.opens, Invalidations: s.invalidated, LastPbrt: s.stats.pbrt(), StartKind: s.startKind,

@@ -10,7 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // genCursor serves total copies of one change event, in driver batches of batch events.
@@ -54,18 +54,18 @@ type sink struct {
 
 func (s *sink) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.ResolveStart:
-		ctx.Respond(&messages.StartFrom{Incarnation: m.GetIncarnation(), Kind: messages.StartKind_START_KIND_RESUME_AFTER,
+	case *wire.ResolveStart:
+		ctx.Respond(&wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
 			Token: bson.Raw{5, 0, 0, 0, 0}, NextSeq: 1})
-	case *messages.Subscribe:
+	case *wire.Subscribe:
 		s.stream, s.inc = ctx.Sender(), m.GetIncarnation()
-		ctx.Respond(&messages.Demand{Incarnation: m.GetIncarnation(), Credit: 1024})
-	case *messages.EventBatch:
+		ctx.Respond(&wire.Demand{Incarnation: m.GetIncarnation(), Credit: 1024})
+	case *wire.EventBatch:
 		n := len(m.GetRaw())
 		if n == 0 {
 			return
 		}
-		ctx.Send(s.stream, &messages.Demand{Incarnation: s.inc, Credit: uint32(n)})
+		ctx.Send(s.stream, &wire.Demand{Incarnation: s.inc, Credit: uint32(n)})
 		s.got += uint64(n)
 		if s.got >= s.want && s.done != nil {
 			close(s.done)

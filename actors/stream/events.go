@@ -5,7 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // Events receives what the stream actor does; the root maps it to watchtree.Observer. Methods are
@@ -29,7 +29,7 @@ type OpenedEvent struct {
 	Incarnation uint64 // the stream actor's incarnation, from 1
 	// Kind and Source describe the position: the StartFrom's kind and source, or START_AFTER and
 	// "invalidate" for a reopen after an invalidate.
-	Kind   messages.StartKind
+	Kind   wire.StartKind
 	Source string
 	// NextSeq is the seq the first event of this cursor gets.
 	NextSeq uint64

@@ -19,6 +19,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -56,11 +57,11 @@ func (w *testWatcher) Open(ctx context.Context, from Position) (Cursor, error) {
 	w.mu.Unlock()
 	o := options.ChangeStream().SetMaxAwaitTime(from.MaxAwaitTime).SetComment(from.Comment)
 	switch from.Kind {
-	case messages.StartKind_START_KIND_RESUME_AFTER:
+	case wire.StartKind_START_KIND_RESUME_AFTER:
 		o.SetResumeAfter(from.Token)
-	case messages.StartKind_START_KIND_START_AFTER:
+	case wire.StartKind_START_KIND_START_AFTER:
 		o.SetStartAfter(from.Token)
-	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
+	case wire.StartKind_START_KIND_START_AT_OPERATION_TIME:
 		ts := from.OperationTime
 		o.SetStartAtOperationTime(&ts)
 	}
@@ -82,14 +83,14 @@ type world struct {
 	mu sync.Mutex
 
 	// checkpointer side
-	startToken bson.Raw                                            // default answer: RESUME_AFTER startToken
-	answer     func(w *world, m proto.Message) *messages.StartFrom // nil: the default answer
-	cpMsgs     []proto.Message                                     // ResolveStart and HistoryLost received
+	startToken bson.Raw                                        // default answer: RESUME_AFTER startToken
+	answer     func(w *world, m proto.Message) *wire.StartFrom // nil: the default answer
+	cpMsgs     []proto.Message                                 // ResolveStart and HistoryLost received
 
 	// dispatcher side
 	stream     *actor.PID // the sender of the latest Subscribe
-	subscribes []*messages.Subscribe
-	batches    []*messages.EventBatch
+	subscribes []*wire.Subscribe
+	batches    []*wire.EventBatch
 	granted    map[uint64]uint64 // per incarnation: credit granted
 	received   map[uint64]uint64 // per incarnation: events received
 	violations []string
@@ -102,7 +103,7 @@ func newWorld() *world {
 }
 
 // lastEvent returns the newest event received (nil when none).
-func (w *world) lastEventLocked() *messages.Event {
+func (w *world) lastEventLocked() *wire.Event {
 	for i := len(w.batches) - 1; i >= 0; i-- {
 		if ev := eventsOf(w.batches[i]); len(ev) > 0 {
 			return ev[len(ev)-1]
@@ -113,29 +114,29 @@ func (w *world) lastEventLocked() *messages.Event {
 
 // defaultAnswer resumes after the newest event the fake dispatcher received (as a checkpointer
 // with everything settled would), else after startToken.
-func (w *world) defaultAnswerLocked(inc uint64) *messages.StartFrom {
+func (w *world) defaultAnswerLocked(inc uint64) *wire.StartFrom {
 	if ev := w.lastEventLocked(); ev != nil {
-		return &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_RESUME_AFTER,
+		return &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_RESUME_AFTER,
 			Token: ev.ResumeToken, NextSeq: ev.Seq + 1, Source: "memory"}
 	}
-	return &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_RESUME_AFTER,
+	return &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_RESUME_AFTER,
 		Token: w.startToken, NextSeq: 1, Source: "initial"}
 }
 
-func (w *world) events() []*messages.Event {
+func (w *world) events() []*wire.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []*messages.Event
+	var out []*wire.Event
 	for _, b := range w.batches {
 		out = append(out, eventsOf(b)...)
 	}
 	return out
 }
 
-func (w *world) batchList() []*messages.EventBatch {
+func (w *world) batchList() []*wire.EventBatch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]*messages.EventBatch(nil), w.batches...)
+	return append([]*wire.EventBatch(nil), w.batches...)
 }
 
 func (w *world) checkpointerMsgs() []proto.Message {
@@ -144,10 +145,10 @@ func (w *world) checkpointerMsgs() []proto.Message {
 	return append([]proto.Message(nil), w.cpMsgs...)
 }
 
-func (w *world) subscribeList() []*messages.Subscribe {
+func (w *world) subscribeList() []*wire.Subscribe {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]*messages.Subscribe(nil), w.subscribes...)
+	return append([]*wire.Subscribe(nil), w.subscribes...)
 }
 
 // fakeCheckpointer answers ResolveStart and HistoryLost as scripted by world.answer.
@@ -155,11 +156,11 @@ type fakeCheckpointer struct{ w *world }
 
 func (f *fakeCheckpointer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.ResolveStart, *messages.HistoryLost:
+	case *wire.ResolveStart, *wire.HistoryLost:
 		pm := m.(proto.Message)
 		f.w.mu.Lock()
 		f.w.cpMsgs = append(f.w.cpMsgs, pm)
-		var sf *messages.StartFrom
+		var sf *wire.StartFrom
 		if f.w.answer != nil {
 			sf = f.w.answer(f.w, pm)
 		} else {
@@ -169,8 +170,8 @@ func (f *fakeCheckpointer) Receive(ctx actor.Context) {
 		if sf != nil {
 			ctx.Respond(sf)
 		}
-	case *messages.Flush: // the last step of a graceful stop or restart
-		ctx.Respond(&messages.Flushed{})
+	case *wire.Flush: // the last step of a graceful stop or restart
+		ctx.Respond(&wire.Flushed{})
 	default:
 		f.w.checkProto(m)
 	}
@@ -178,9 +179,9 @@ func (f *fakeCheckpointer) Receive(ctx actor.Context) {
 
 func incOf(m proto.Message) uint64 {
 	switch m := m.(type) {
-	case *messages.ResolveStart:
+	case *wire.ResolveStart:
 		return m.GetIncarnation()
-	case *messages.HistoryLost:
+	case *wire.HistoryLost:
 		return m.GetIncarnation()
 	}
 	return 0
@@ -196,15 +197,15 @@ type fakeDispatcher struct{ w *world }
 func (f *fakeDispatcher) Receive(ctx actor.Context) {
 	w := f.w
 	switch m := ctx.Message().(type) {
-	case *messages.Subscribe:
+	case *wire.Subscribe:
 		w.mu.Lock()
 		w.subscribes = append(w.subscribes, m)
 		w.stream = ctx.Sender()
 		n := w.initCredit
 		w.granted[m.GetIncarnation()] += uint64(n)
 		w.mu.Unlock()
-		ctx.Respond(&messages.Demand{Incarnation: m.GetIncarnation(), Credit: n})
-	case *messages.EventBatch:
+		ctx.Respond(&wire.Demand{Incarnation: m.GetIncarnation(), Credit: n})
+	case *wire.EventBatch:
 		w.mu.Lock()
 		w.batches = append(w.batches, m)
 		inc := m.GetIncarnation()
@@ -224,10 +225,10 @@ func (f *fakeDispatcher) Receive(ctx actor.Context) {
 		w.granted[inc] += uint64(m.n)
 		w.mu.Unlock()
 		if to != nil {
-			ctx.Send(to, &messages.Demand{Incarnation: inc, Credit: m.n})
+			ctx.Send(to, &wire.Demand{Incarnation: inc, Credit: m.n})
 		}
-	case *messages.Drain: // a graceful stop or restart: nothing of the fake's is in flight
-		ctx.Respond(&messages.Drained{})
+	case *wire.Drain: // a graceful stop or restart: nothing of the fake's is in flight
+		ctx.Respond(&wire.Drained{})
 	default:
 		w.checkProto(m)
 	}
@@ -448,13 +449,13 @@ func (h *harness) streamPID() *actor.PID {
 }
 
 // stats asks the stream actor for its StreamStats.
-func (h *harness) stats() *messages.StreamStats {
+func (h *harness) stats() *wire.StreamStats {
 	h.t.Helper()
-	res, err := h.sys.Root.RequestFuture(h.streamPID(), &messages.StreamStatsRequest{}, waitLimit).Result()
+	res, err := h.sys.Root.RequestFuture(h.streamPID(), &wire.StreamStatsRequest{}, waitLimit).Result()
 	if err != nil {
 		h.t.Fatalf("stream stats: %v", err)
 	}
-	st, ok := res.(*messages.StreamStats)
+	st, ok := res.(*wire.StreamStats)
 	if !ok {
 		h.t.Fatalf("stream stats: got %T", res)
 	}
@@ -477,9 +478,9 @@ func (h *harness) insert(from, to int) {
 }
 
 // waitEvents waits until the fake dispatcher received n events and returns them.
-func (h *harness) waitEvents(n int) []*messages.Event {
+func (h *harness) waitEvents(n int) []*wire.Event {
 	h.t.Helper()
-	var evs []*messages.Event
+	var evs []*wire.Event
 	eventually(h.t, fmt.Sprintf("%d events delivered", n), func() bool {
 		evs = h.w.events()
 		return len(evs) >= n
@@ -518,12 +519,12 @@ func opType(raw []byte) string {
 // eventsOf expands an EventBatch into one Event per raw event: seqs counted back from
 // through_seq, the token read from the event's _id, the invalidate flag on the last one when
 // the batch ends with an invalidate.
-func eventsOf(b *messages.EventBatch) []*messages.Event {
+func eventsOf(b *wire.EventBatch) []*wire.Event {
 	raws := b.GetRaw()
-	out := make([]*messages.Event, len(raws))
+	out := make([]*wire.Event, len(raws))
 	first := b.GetThroughSeq() - uint64(len(raws)) + 1
 	for i, raw := range raws {
-		out[i] = &messages.Event{Seq: first + uint64(i), Raw: raw, ResumeToken: scanEnvelope(raw, false).id,
+		out[i] = &wire.Event{Seq: first + uint64(i), Raw: raw, ResumeToken: scanEnvelope(raw, false).id,
 			Invalidate: i == len(raws)-1 && b.GetEndsWithInvalidate()}
 	}
 	return out

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // ErrCursorClosed is the cause of a READER_END_CURSOR_CLOSED failure: the server closed the
@@ -63,10 +63,10 @@ type reader struct {
 	cancel     context.CancelFunc
 
 	mu   sync.Mutex
-	kind messages.StartKind // how the cursor was opened; read by the actor after ReaderOpened
+	kind wire.StartKind // how the cursor was opened; read by the actor after ReaderOpened
 }
 
-func (r *reader) openedKind() messages.StartKind {
+func (r *reader) openedKind() wire.StartKind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.kind
@@ -102,15 +102,15 @@ func (r *reader) run(ctx context.Context) {
 }
 
 // read opens the cursor and reads it until it ends or ctx is cancelled.
-func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
+func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 	pos := r.pos
 	cur, err := r.cfg.Watcher.Open(ctx, pos)
-	if err != nil && pos.Kind == messages.StartKind_START_KIND_RESUME_AFTER && hasCode(err, codeInvalidResumeToken) {
+	if err != nil && pos.Kind == wire.StartKind_START_KIND_RESUME_AFTER && hasCode(err, codeInvalidResumeToken) {
 		// The position is an invalidate's token, which the server accepts only with startAfter
 		// (a checkpointer that cannot tell invalidate settlements apart saved it for resumeAfter).
 		// Both continue after the token; reopen with startAfter.
 		r.log.Warn("resumeAfter refused for an invalidate token; reopening with startAfter", zap.Error(err))
-		pos.Kind = messages.StartKind_START_KIND_START_AFTER
+		pos.Kind = wire.StartKind_START_KIND_START_AFTER
 		cur, err = r.cfg.Watcher.Open(ctx, pos)
 	}
 	if err != nil {
@@ -129,7 +129,7 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 	r.mu.Lock()
 	r.kind = pos.Kind
 	r.mu.Unlock()
-	r.root.Send(r.self, &messages.ReaderOpened{Incarnation: r.inc, Generation: r.gen})
+	r.root.Send(r.self, &wire.ReaderOpened{Incarnation: r.inc, Generation: r.gen})
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
 	gotEvent := false
@@ -225,10 +225,10 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 				last = pbrt
 				r.stats.setPBRT(pbrt)
 			}
-			r.send(&messages.EventBatch{Incarnation: r.inc, Raw: events, PostBatchResumeToken: pbrt,
+			r.send(&wire.EventBatch{Incarnation: r.inc, Raw: events, PostBatchResumeToken: pbrt,
 				ThroughSeq: r.seq - 1, EndsWithInvalidate: invalidate != nil})
 			if invalidate != nil {
-				return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_INVALIDATED,
+				return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_INVALIDATED,
 					InvalidateToken: invalidate, InvalidateCause: string(lastOp)}
 			}
 		}
@@ -239,14 +239,14 @@ func (r *reader) read(ctx context.Context) *messages.ReaderEnded {
 			continue
 		}
 		if serverClosed(cur) {
-			return &messages.ReaderEnded{End: messages.ReaderEnd_READER_END_CURSOR_CLOSED, Error: ErrCursorClosed.Error()}
+			return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_CURSOR_CLOSED, Error: ErrCursorClosed.Error()}
 		}
 		// An empty round (one getMore that found nothing): report the PBRT when it moved.
 		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) && !asm.pending() {
 			last = bytes.Clone(pbrt)
 			r.stats.pbrtBatches.Add(1)
 			r.stats.setPBRT(last)
-			r.send(&messages.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
+			r.send(&wire.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
 		}
 	}
 }
@@ -258,23 +258,23 @@ func serverClosed(cur Cursor) bool {
 	return ok && ic.ID() == 0
 }
 
-func (r *reader) send(b *messages.EventBatch) {
+func (r *reader) send(b *wire.EventBatch) {
 	r.stats.batches.Add(1)
 	r.root.Send(r.dispatcher, b)
 }
 
 // failed classifies an error that ended the reader: a history-lost code while opening, or before
 // the first event of this cursor, asks the checkpointer for another position; anything else fails.
-func (r *reader) failed(err error, open, gotEvent bool) *messages.ReaderEnded {
+func (r *reader) failed(err error, open, gotEvent bool) *wire.ReaderEnded {
 	code, lost := r.serverCode(err)
-	end := &messages.ReaderEnded{Error: err.Error(), Code: code, Cause: errdetail.Of(err)}
+	end := &wire.ReaderEnded{Error: err.Error(), Code: code, Cause: errdetail.Of(err)}
 	switch {
 	case lost && !gotEvent:
-		end.End = messages.ReaderEnd_READER_END_HISTORY_LOST
+		end.End = wire.ReaderEnd_READER_END_HISTORY_LOST
 	case open:
-		end.End = messages.ReaderEnd_READER_END_OPEN_FAILED
+		end.End = wire.ReaderEnd_READER_END_OPEN_FAILED
 	default:
-		end.End = messages.ReaderEnd_READER_END_CURSOR_FAILED
+		end.End = wire.ReaderEnd_READER_END_CURSOR_FAILED
 	}
 	return end
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/errdetail"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
 // checkSeqs asserts that events carry seqs from..from+len-1 in order, each with a copied raw
 // event whose _id is its resume_token.
-func checkSeqs(t *testing.T, evs []*messages.Event, from uint64) {
+func checkSeqs(t *testing.T, evs []*wire.Event, from uint64) {
 	t.Helper()
 	for i, ev := range evs {
 		if want := from + uint64(i); ev.GetSeq() != want {
@@ -83,7 +84,7 @@ func TestStreamBatchesWithinCredit(t *testing.T) {
 	if subs := h.w.subscribeList(); len(subs) != 1 || subs[0].GetIncarnation() != 1 {
 		t.Fatalf("subscribes %v, want one of incarnation 1", subs)
 	}
-	if msgs := h.w.checkpointerMsgs(); len(msgs) != 1 || msgs[0].(*messages.ResolveStart).GetIncarnation() != 1 {
+	if msgs := h.w.checkpointerMsgs(); len(msgs) != 1 || msgs[0].(*wire.ResolveStart).GetIncarnation() != 1 {
 		t.Fatalf("checkpointer got %v, want ResolveStart{1}", msgs)
 	}
 
@@ -100,7 +101,7 @@ func TestStreamBatchesWithinCredit(t *testing.T) {
 		t.Fatalf("no aggregate with comment watchtree:orders among %d aggregates", len(aggs))
 	}
 	pos := h.watcher.positions()
-	if len(pos) != 1 || pos[0].Kind != messages.StartKind_START_KIND_RESUME_AFTER || !bytes.Equal(pos[0].Token, h.w.startToken) ||
+	if len(pos) != 1 || pos[0].Kind != wire.StartKind_START_KIND_RESUME_AFTER || !bytes.Equal(pos[0].Token, h.w.startToken) ||
 		pos[0].MaxAwaitTime != 50*time.Millisecond || pos[0].Comment != "watchtree:orders" {
 		t.Fatalf("opened at %+v", pos)
 	}
@@ -201,7 +202,7 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 		}
 	}
 	msgs := h.w.checkpointerMsgs()
-	if len(msgs) != 2 || msgs[1].(*messages.ResolveStart).GetIncarnation() != 2 {
+	if len(msgs) != 2 || msgs[1].(*wire.ResolveStart).GetIncarnation() != 2 {
 		t.Fatalf("checkpointer got %v, want ResolveStart{1}, ResolveStart{2}", msgs)
 	}
 	subs := h.w.subscribeList()
@@ -254,13 +255,13 @@ func TestStreamHistoryLostAsksCheckpointer(t *testing.T) {
 		h.insert(100, 103)
 		h.srv.TruncateOplog(h.srv.ClusterTime())
 		fresh = h.currentToken()
-		h.w.answer = func(w *world, m proto.Message) *messages.StartFrom {
+		h.w.answer = func(w *world, m proto.Message) *wire.StartFrom {
 			switch m := m.(type) {
-			case *messages.ResolveStart:
-				return &messages.StartFrom{Incarnation: m.GetIncarnation(), Kind: messages.StartKind_START_KIND_RESUME_AFTER,
+			case *wire.ResolveStart:
+				return &wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
 					Token: w.startToken, NextSeq: 7, Source: "event"}
-			case *messages.HistoryLost:
-				return &messages.StartFrom{Incarnation: m.GetIncarnation(), Kind: messages.StartKind_START_KIND_RESUME_AFTER,
+			case *wire.HistoryLost:
+				return &wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
 					Token: fresh, NextSeq: 7, Source: "resumeFromNow"}
 			}
 			return nil
@@ -271,7 +272,7 @@ func TestStreamHistoryLostAsksCheckpointer(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Fatalf("checkpointer got %v, want ResolveStart then HistoryLost", msgs)
 	}
-	hl, ok := msgs[1].(*messages.HistoryLost)
+	hl, ok := msgs[1].(*wire.HistoryLost)
 	if !ok || hl.GetIncarnation() != 1 || hl.GetCode() != 286 || hl.GetMessage() == "" {
 		t.Fatalf("second message %v, want HistoryLost{1, 286, message}", msgs[1])
 	}
@@ -314,7 +315,7 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 	}
 	eventually(t, "reopened with startAfter", func() bool { return len(h.watcher.positions()) == 2 })
 	pos := h.watcher.positions()[1]
-	if pos.Kind != messages.StartKind_START_KIND_START_AFTER || !bytes.Equal(pos.Token, evs[2].GetResumeToken()) {
+	if pos.Kind != wire.StartKind_START_KIND_START_AFTER || !bytes.Equal(pos.Token, evs[2].GetResumeToken()) {
 		t.Fatalf("reopened at %+v, want START_AFTER the invalidate token", pos)
 	}
 	h.insert(10, 12)
@@ -367,8 +368,8 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 func TestStreamStartFromFail(t *testing.T) {
 	terminal := false
 	h := newHarness(t, harnessOpts{before: func(h *harness) {
-		h.w.answer = func(w *world, m proto.Message) *messages.StartFrom {
-			return &messages.StartFrom{Incarnation: incOf(m), Kind: messages.StartKind_START_KIND_FAIL,
+		h.w.answer = func(w *world, m proto.Message) *wire.StartFrom {
+			return &wire.StartFrom{Incarnation: incOf(m), Kind: wire.StartKind_START_KIND_FAIL,
 				Reason: "capture the current position: boom", Terminal: terminal}
 		}
 	}})
@@ -381,7 +382,7 @@ func TestStreamStartFromFail(t *testing.T) {
 	h.w.mu.Unlock()
 	h.clk.Advance(time.Second)
 	eventually(t, "the restarted stream got its terminal FAIL", func() bool {
-		return h.stats().GetPhase() == messages.StreamPhase_STREAM_PHASE_FAILED
+		return h.stats().GetPhase() == wire.StreamPhase_STREAM_PHASE_FAILED
 	})
 	if st := h.stats(); st.GetIncarnation() != 2 {
 		t.Fatalf("stats %v", st)
@@ -400,8 +401,8 @@ func TestStreamStartFromFail(t *testing.T) {
 func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
 	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
 	h := newHarness(t, harnessOpts{before: func(h *harness) {
-		h.w.answer = func(w *world, m proto.Message) *messages.StartFrom {
-			return &messages.StartFrom{Incarnation: incOf(m), Kind: messages.StartKind_START_KIND_FAIL,
+		h.w.answer = func(w *world, m proto.Message) *wire.StartFrom {
+			return &wire.StartFrom{Incarnation: incOf(m), Kind: wire.StartKind_START_KIND_FAIL,
 				Reason: "capture the current position: " + refused.Error(), Cause: errdetail.Of(refused)}
 		}
 	}})
@@ -424,7 +425,7 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	h.insert(0, 3)
 	h.waitEvents(1) // the reader now waits for credit
 
-	h.sys.Root.Send(h.streamPID(), &messages.Demand{Incarnation: 99, Credit: 50})
+	h.sys.Root.Send(h.streamPID(), &wire.Demand{Incarnation: 99, Credit: 50})
 	if st := h.stats(); st.GetCredit() != 0 || st.GetEvents() != 1 {
 		t.Fatalf("stats after a stale Demand: %v", st)
 	}
@@ -454,7 +455,7 @@ func TestReaderEndedCarriesTheError(t *testing.T) {
 	err := fmt.Errorf("open: %w", mongo.CommandError{Code: 40324, Name: "Location40324",
 		Message: "Unrecognized pipeline stage name: '$matchh'", Labels: []string{"x"}})
 	end := r.failed(err, true, false)
-	if end.GetEnd() != messages.ReaderEnd_READER_END_OPEN_FAILED || end.GetCode() != 40324 {
+	if end.GetEnd() != wire.ReaderEnd_READER_END_OPEN_FAILED || end.GetCode() != 40324 {
 		t.Fatalf("ReaderEnded %v", end)
 	}
 	got := errdetail.Err(end.GetCause())

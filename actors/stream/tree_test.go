@@ -18,7 +18,7 @@ import (
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -30,8 +30,8 @@ type recRouter struct {
 	ops     map[string]int
 }
 
-func (r *recRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
-	return recCall{r: r, raw: raw}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
+func (r *recRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+	return recCall{r: r, raw: raw}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 func (r *recRouter) Classify(error) dispatcher.ErrorClass { return dispatcher.Retryable }
@@ -123,7 +123,7 @@ func TestStreamWithRealCheckpointerAndDispatcher(t *testing.T) {
 	eventually(t, "the invalidate handled", func() bool { return router.op("invalidate") == 1 })
 	eventually(t, "reopened after the invalidate", func() bool {
 		pos := h.watcher.positions()
-		return pos[len(pos)-1].Kind == messages.StartKind_START_KIND_START_AFTER
+		return pos[len(pos)-1].Kind == wire.StartKind_START_KIND_START_AFTER
 	})
 	h.insert(100, 105)
 	eventually(t, "inserts after the invalidate handled", func() bool { return router.all(100, 105) })
@@ -148,8 +148,8 @@ func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 	h.clk.Advance(time.Second)
 	h.await(supervisor.StateRunning)
 	pos := h.watcher.positions()
-	if len(pos) != 4 || pos[2].Kind != messages.StartKind_START_KIND_RESUME_AFTER ||
-		pos[3].Kind != messages.StartKind_START_KIND_START_AFTER || string(pos[3].Token) != string(evs[2].GetResumeToken()) {
+	if len(pos) != 4 || pos[2].Kind != wire.StartKind_START_KIND_RESUME_AFTER ||
+		pos[3].Kind != wire.StartKind_START_KIND_START_AFTER || string(pos[3].Token) != string(evs[2].GetResumeToken()) {
 		t.Fatalf("opens %+v, want resumeAfter then startAfter the invalidate token", pos)
 	}
 	h.insert(10, 11)
@@ -159,7 +159,7 @@ func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 		t.Fatalf("event 4 is of document %d", docID(evs[3].GetRaw()))
 	}
 	opened, _, _ := h.ev.snapshot()
-	if last := opened[len(opened)-1]; last.Kind != messages.StartKind_START_KIND_START_AFTER || last.Incarnation != 2 {
+	if last := opened[len(opened)-1]; last.Kind != wire.StartKind_START_KIND_START_AFTER || last.Incarnation != 2 {
 		t.Fatalf("last Opened %+v", last)
 	}
 }
@@ -218,14 +218,14 @@ func TestStreamUnflushedBoundWhileStoreDown(t *testing.T) {
 	// Every event handled from now on is settled and unwritten. Wait until the dispatcher holds
 	// neither events nor credit: nothing more can be handled until a write succeeds.
 	disp := actor.NewPID(h.sup.Address, h.sup.Id+"/dispatcher")
-	stats := func() *messages.DispatcherStats {
-		res, err := h.sys.Root.RequestFuture(disp, &messages.DispatcherStatsRequest{}, waitLimit).Result()
+	stats := func() *wire.DispatcherStats {
+		res, err := h.sys.Root.RequestFuture(disp, &wire.DispatcherStatsRequest{}, waitLimit).Result()
 		if err != nil {
 			t.Fatalf("dispatcher stats: %v", err)
 		}
-		return res.(*messages.DispatcherStats)
+		return res.(*wire.DispatcherStats)
 	}
-	var st *messages.DispatcherStats
+	var st *wire.DispatcherStats
 	defer func() {
 		if t.Failed() {
 			t.Logf("last dispatcher stats: %v", st)

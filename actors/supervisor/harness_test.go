@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -95,7 +96,7 @@ func (f *fakeStream) Receive(ctx actor.Context) {
 		case actResubscribe, actPanicOnStopping:
 			treekit.NotifyResubscribed(ctx)
 		case actSnapshotting:
-			ctx.Send(ctx.Parent(), &messages.Snapshotting{Incarnation: inc, SnapshotId: "snap-1"})
+			ctx.Send(ctx.Parent(), &wire.Snapshotting{Incarnation: inc, SnapshotId: "snap-1"})
 		case actPanic:
 			panic(fmt.Errorf("fake stream: cursor died in incarnation %d", inc))
 		case actResubscribePanic:
@@ -148,7 +149,7 @@ func (f *fakeSibling) Receive(ctx actor.Context) {
 		panic(m.err)
 	case getCmd:
 		ctx.Respond(f.count)
-	case *messages.Drain, *messages.Flush:
+	case *wire.Drain, *wire.Flush:
 		if f.asked != nil {
 			f.asked <- askedStep{name: f.name, msg: m}
 		}

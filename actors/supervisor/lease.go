@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -40,7 +41,7 @@ func (s *Supervisor) campaign(why string) {
 	} else {
 		s.transition(StateStarting, why+": campaigning for the lease", nil)
 	}
-	s.root.Send(s.leader, &messages.Campaign{Reason: why})
+	s.root.Send(s.leader, &wire.Campaign{Reason: why})
 }
 
 func (s *Supervisor) onLeaseState(m *messages.LeaseState) {
@@ -56,10 +57,10 @@ func (s *Supervisor) onLeaseState(m *messages.LeaseState) {
 	}
 }
 
-func (s *Supervisor) onLeaseGranted(ctx actor.Context, m *messages.LeaseGranted) {
+func (s *Supervisor) onLeaseGranted(ctx actor.Context, m *wire.LeaseGranted) {
 	if s.stop != nil || s.state.down() {
 		// A grant that crossed a stop: give the lease back.
-		s.root.Send(s.leader, &messages.Resign{Reason: "the stream is " + s.state.String()})
+		s.root.Send(s.leader, &wire.Resign{Reason: "the stream is " + s.state.String()})
 		return
 	}
 	s.leaseEpoch = m.GetEpoch()
@@ -99,7 +100,7 @@ func (s *Supervisor) fenced(cause error) {
 	s.fencings++
 	epoch := s.leaseEpoch
 	s.log.Error("write fenced by a newer lease epoch; the stream stops", zap.Int64("epoch", epoch), zap.Error(cause))
-	s.root.Send(s.leader, &messages.Fenced{Epoch: epoch, Why: cause.Error()})
+	s.root.Send(s.leader, &wire.Fenced{Epoch: epoch, Why: cause.Error()})
 	if s.leads() {
 		s.onLeaseLost(nil, "fenced: "+cause.Error())
 		return
@@ -111,14 +112,14 @@ func (s *Supervisor) fenced(cause error) {
 }
 
 // onFencedReport is a fenced write reported from outside the tree (a dead-letter write).
-func (s *Supervisor) onFencedReport(_ actor.Context, m *messages.Fenced) {
+func (s *Supervisor) onFencedReport(_ actor.Context, m *wire.Fenced) {
 	if !s.leads() || (m.GetEpoch() != 0 && m.GetEpoch() != s.leaseEpoch) {
 		return
 	}
 	s.fenced(fmt.Errorf("%s", m.GetWhy()))
 }
 
-func (s *Supervisor) onHandOver(ctx actor.Context, m *messages.HandOver) {
+func (s *Supervisor) onHandOver(ctx actor.Context, m *wire.HandOver) {
 	// Any state with the lease (running, starting, backoff) can hand over: the graceful stop
 	// stops whatever runs. A HandOver of another term, or during a stop, is stale.
 	if s.state.down() || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
@@ -146,7 +147,7 @@ func (s *Supervisor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease)
 	}
 }
 
-func (s *Supervisor) onResigned(ctx actor.Context, m *messages.Resigned) {
+func (s *Supervisor) onResigned(ctx actor.Context, m *wire.Resigned) {
 	if s.stop == nil || s.stop.phase != phaseRelease {
 		return
 	}
@@ -165,7 +166,7 @@ func (s *Supervisor) resignLease(why string) {
 	}
 	s.leaseEpoch = 0
 	s.freshTerm = true
-	s.root.Send(s.leader, &messages.Resign{Reason: why})
+	s.root.Send(s.leader, &wire.Resign{Reason: why})
 }
 
 // onLeaderFailure restarts a failed leader actor. Its lease is no longer renewed, so the stream
@@ -176,6 +177,6 @@ func (s *Supervisor) onLeaderFailure(ctx actor.Context, f failure) {
 	s.lease = nil
 	s.onLeaseLost(ctx, "the leader actor failed: "+AsError(f.reason).Error())
 	if s.state == StateStandby || s.state == StateStarting {
-		s.root.Send(s.leader, &messages.Campaign{Reason: "leader actor restarted"})
+		s.root.Send(s.leader, &wire.Campaign{Reason: "leader actor restarted"})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -26,19 +27,19 @@ func (f *fakeLeader) Receive(ctx actor.Context) {
 	case *actor.Started:
 		f.parent = ctx.Parent()
 		f.pid <- ctx.Self()
-	case *messages.Campaign:
+	case *wire.Campaign:
 		f.asked <- m
-	case *messages.Resign:
+	case *wire.Resign:
 		f.asked <- m
 		if ctx.Sender() != nil {
-			ctx.Respond(&messages.Resigned{Epoch: 1, Released: true})
+			ctx.Respond(&wire.Resigned{Epoch: 1, Released: true})
 		}
 		role := messages.LeaseRole_LEASE_ROLE_IDLE // as the leader actor reports its new role
 		if m.GetCampaignAgain() {
 			role = messages.LeaseRole_LEASE_ROLE_STANDBY
 		}
 		ctx.Send(f.parent, &messages.LeaseState{Role: role})
-	case *messages.Fenced:
+	case *wire.Fenced:
 		f.asked <- m
 	case sayCmd:
 		ctx.Send(f.parent, m.msg)
@@ -83,8 +84,8 @@ func nextAsked[M proto.Message](t *testing.T, asked chan proto.Message) M {
 func leadAndRun(t *testing.T, h *harness, leader *actor.PID, asked chan proto.Message, epoch int64) {
 	t.Helper()
 	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: epoch, Owner: "me"}})
+	nextAsked[*wire.Campaign](t, asked)
+	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: epoch, Owner: "me"}})
 	h.await(StateStarting)
 	h.started()
 	h.await(StateRunning)
@@ -96,19 +97,19 @@ func leadAndRun(t *testing.T, h *harness, leader *actor.PID, asked chan proto.Me
 func TestSingleLeaderLifecycle(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
+	nextAsked[*wire.Campaign](t, asked)
 	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
 	if tr := h.await(StateStandby); tr.Why != "standby: other leads" {
 		t.Fatalf("standby why %q", tr.Why)
 	}
 	h.noStart()
 
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 3, Owner: "me"}})
+	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: 3, Owner: "me"}})
 	h.await(StateStarting)
 	h.started()
 	h.await(StateRunning)
 
-	h.tell(leader, sayCmd{&messages.LeaseLost{Epoch: 3, Why: "renewal refused"}})
+	h.tell(leader, sayCmd{&wire.LeaseLost{Epoch: 3, Why: "renewal refused"}})
 	if tr := h.await(StateStandby); tr.Why != "lease lost: renewal refused" {
 		t.Fatalf("standby why %q", tr.Why)
 	}
@@ -118,7 +119,7 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 		t.Fatal("the stream actor was not stopped when the lease was lost")
 	}
 
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 4, Owner: "me"}})
+	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: 4, Owner: "me"}})
 	h.await(StateStarting)
 	h.started()
 	h.await(StateRunning)
@@ -127,7 +128,7 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 	if r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED || !r.GetLastStop().GetReleased() {
 		t.Fatalf("graceful stop: %v", r)
 	}
-	if res := nextAsked[*messages.Resign](t, asked); res.GetCampaignAgain() {
+	if res := nextAsked[*wire.Resign](t, asked); res.GetCampaignAgain() {
 		t.Fatalf("Resign %v: a stop must not campaign again", res)
 	}
 	h.await(StateStopping)
@@ -136,7 +137,7 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 	// An operator start campaigns again instead of starting the stream actor.
 	h.request(&messages.Start{Reason: "again"})
 	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
+	nextAsked[*wire.Campaign](t, asked)
 	h.noStart()
 }
 
@@ -144,11 +145,11 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 func TestSingleLeaderHandOver(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	leadAndRun(t, h, leader, asked, 2)
-	h.tell(leader, sayCmd{&messages.HandOver{Epoch: 1, Why: "stale"}}) // another term: ignored
+	h.tell(leader, sayCmd{&wire.HandOver{Epoch: 1, Why: "stale"}}) // another term: ignored
 	h.noTransition()
-	h.tell(leader, sayCmd{&messages.HandOver{Epoch: 2, Why: "above the fair share"}})
+	h.tell(leader, sayCmd{&wire.HandOver{Epoch: 2, Why: "above the fair share"}})
 	h.await(StateStopping)
-	if res := nextAsked[*messages.Resign](t, asked); !res.GetCampaignAgain() {
+	if res := nextAsked[*wire.Resign](t, asked); !res.GetCampaignAgain() {
 		t.Fatalf("Resign %v, want campaign_again for a handover", res)
 	}
 	h.await(StateStandby)
@@ -162,9 +163,9 @@ func TestSingleLeaderHandOver(t *testing.T) {
 func TestSingleLeaderFencedReport(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	leadAndRun(t, h, leader, asked, 5)
-	h.tell(h.pid, &messages.Fenced{Epoch: 5, Why: "dead-letter write refused"})
+	h.tell(h.pid, &wire.Fenced{Epoch: 5, Why: "dead-letter write refused"})
 	h.await(StateStandby)
-	if f := nextAsked[*messages.Fenced](t, asked); f.GetEpoch() != 5 {
+	if f := nextAsked[*wire.Fenced](t, asked); f.GetEpoch() != 5 {
 		t.Fatalf("Fenced %v, want epoch 5", f)
 	}
 }
@@ -175,19 +176,19 @@ func TestSingleLeaderFencedReport(t *testing.T) {
 func TestSingleLeaderReleaseLease(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	h.await(StateStarting)
-	nextAsked[*messages.Campaign](t, asked)
+	nextAsked[*wire.Campaign](t, asked)
 	if st := h.request(&messages.ReleaseLease{Reason: "test"}); st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 		t.Fatalf("ReleaseLease without the lease answered %v, want the status unchanged (starting)", st.GetState())
 	}
 	h.noTransition()
-	h.tell(leader, sayCmd{&messages.LeaseGranted{Epoch: 3, Owner: "me"}})
+	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: 3, Owner: "me"}})
 	h.await(StateStarting)
 	h.started()
 	h.await(StateRunning)
 	replied := make(chan *messages.StatusReply, 1)
 	go func() { replied <- h.request(&messages.ReleaseLease{Reason: "console: op"}) }()
 	h.await(StateStopping)
-	if res := nextAsked[*messages.Resign](t, asked); !res.GetCampaignAgain() || res.GetCooldownMs() != 20_000 {
+	if res := nextAsked[*wire.Resign](t, asked); !res.GetCampaignAgain() || res.GetCooldownMs() != 20_000 {
 		t.Fatalf("Resign %v, want campaign_again with the release cooldown, 20s (a standby takes over first)", res)
 	}
 	h.await(StateStandby)

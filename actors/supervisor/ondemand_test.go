@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -18,7 +19,7 @@ func (f *fakeOnDemand) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.OnDemandSnapshot:
 		ctx.Respond(&messages.OnDemandSnapshotReply{Running: "accepted " + m.GetSnapshotId()})
-	case *messages.AbandonOnDemand:
+	case *wire.AbandonOnDemand:
 		f.abandons.Add(1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -65,13 +66,13 @@ func TestOperatorRestartIsGraceful(t *testing.T) {
 	}
 	nextStep(t, asked, "dispatcher")
 	h.noStart()
-	h.tell(h.pid, &messages.Drained{Settled: 5})
+	h.tell(h.pid, &wire.Drained{Settled: 5})
 	nextStep(t, asked, "checkpointer")
 	h.noStart()
 	if st := h.status(); st.GetWhy() != "operator restart: reload: writing the final checkpoint" {
 		t.Fatalf("why while flushing %q", st.GetWhy())
 	}
-	h.tell(h.pid, &messages.Flushed{LowWaterMark: 9})
+	h.tell(h.pid, &wire.Flushed{LowWaterMark: 9})
 
 	h.await(StateStarting)
 	if ev := h.started(); ev.incarnation != 2 {
@@ -104,9 +105,9 @@ func TestStopDuringRestartEndsStopped(t *testing.T) {
 	h.await(StateStopping)
 	nextStep(t, asked, "dispatcher")
 	stopped := h.sys.Root.RequestFuture(h.pid, &messages.Stop{Graceful: true, Reason: "maintenance"}, waitFor)
-	h.tell(h.pid, &messages.Drained{})
+	h.tell(h.pid, &wire.Drained{})
 	nextStep(t, asked, "checkpointer")
-	h.tell(h.pid, &messages.Flushed{})
+	h.tell(h.pid, &wire.Flushed{})
 	if tr := h.await(StateStopped); tr.Why != "operator stop: maintenance" {
 		t.Fatalf("why %q", tr.Why)
 	}

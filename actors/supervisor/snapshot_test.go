@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -25,7 +26,7 @@ func TestSnapshotting(t *testing.T) {
 		t.Fatalf("status snapshot %v", r.GetSnapshot())
 	}
 	// A stale Snapshotting (an older incarnation) changes nothing.
-	h.tell(h.pid, &messages.Snapshotting{Incarnation: child.incarnation - 1})
+	h.tell(h.pid, &wire.Snapshotting{Incarnation: child.incarnation - 1})
 	h.noTransition()
 	h.tell(child.pid, openCmd{})
 	h.await(StateRunning)

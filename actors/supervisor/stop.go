@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -117,7 +118,7 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		run.phase = phaseDrain
 		if pid := s.healthySibling(s.cfg.Dispatcher, run); pid != nil {
 			s.why = run.verb() + ": draining the dispatcher"
-			ctx.Request(pid, &messages.Drain{TimeoutMs: s.drainBudgetMs(run)})
+			ctx.Request(pid, &wire.Drain{TimeoutMs: s.drainBudgetMs(run)})
 			return
 		}
 		fallthrough
@@ -127,7 +128,7 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 			s.skipStep(run, "checkpoint flush (the lease was lost)")
 		} else if pid := s.healthySibling(s.cfg.Checkpointer, run); pid != nil {
 			s.why = run.verb() + ": writing the final checkpoint"
-			ctx.Request(pid, &messages.Flush{})
+			ctx.Request(pid, &wire.Flush{})
 			return
 		}
 		fallthrough
@@ -138,7 +139,7 @@ func (s *Supervisor) stopAdvance(ctx actor.Context) {
 		if s.leader != nil && (run.kind != stopRestart || run.leaseLost) {
 			run.phase = phaseRelease
 			s.why = run.verb() + ": releasing the lease"
-			req := &messages.Resign{Reason: run.reason, CampaignAgain: run.kind != stopOperator}
+			req := &wire.Resign{Reason: run.reason, CampaignAgain: run.kind != stopOperator}
 			if run.kind == stopHandover {
 				req.CooldownMs = max(s.cfg.HandOverCooldown, run.cooldown).Milliseconds()
 			}
@@ -195,7 +196,7 @@ func (s *Supervisor) drainBudgetMs(run *stopRun) int64 {
 }
 
 // onDrained records the dispatcher's answer and goes on to the flush.
-func (s *Supervisor) onDrained(ctx actor.Context, m *messages.Drained) {
+func (s *Supervisor) onDrained(ctx actor.Context, m *wire.Drained) {
 	if s.stop == nil || s.stop.phase != phaseDrain {
 		return
 	}
@@ -209,7 +210,7 @@ func (s *Supervisor) onDrained(ctx actor.Context, m *messages.Drained) {
 }
 
 // onFlushed records the checkpointer's answer and ends the stop.
-func (s *Supervisor) onFlushed(ctx actor.Context, m *messages.Flushed) {
+func (s *Supervisor) onFlushed(ctx actor.Context, m *wire.Flushed) {
 	if s.stop == nil || s.stop.phase != phaseFlush {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -146,13 +147,13 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		}
 	case *actor.Terminated:
 		s.onTerminated(ctx, m.Who)
-	case *messages.DeathNotice:
+	case *wire.DeathNotice:
 		s.onDeathNotice(ctx, m.GetSeq())
-	case *messages.RestartTick:
+	case *wire.RestartTick:
 		s.onRestartTick(ctx, m.GetEpoch())
-	case *messages.Resubscribed:
+	case *wire.Resubscribed:
 		s.onResubscribed(m.GetIncarnation())
-	case *messages.Snapshotting:
+	case *wire.Snapshotting:
 		s.onSnapshotting(m)
 	case *messages.SnapshotStatus:
 		if m.GetOnDemand() {
@@ -183,9 +184,9 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.respond(ctx)
 	case *messages.AwaitRunning:
 		s.onAwaitRunning(ctx)
-	case *messages.Drained:
+	case *wire.Drained:
 		s.onDrained(ctx, m)
-	case *messages.Flushed:
+	case *wire.Flushed:
 		s.onFlushed(ctx, m)
 	case *stopDeadline:
 		s.onStopDeadline(ctx, m)
@@ -195,17 +196,17 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.checkpoint = m
 	case *messages.LeaseState:
 		s.onLeaseState(m)
-	case *messages.LeaseGranted:
+	case *wire.LeaseGranted:
 		s.onLeaseGranted(ctx, m)
-	case *messages.LeaseLost:
+	case *wire.LeaseLost:
 		s.onLeaseLost(ctx, "lease lost: "+m.GetWhy())
-	case *messages.HandOver:
+	case *wire.HandOver:
 		s.onHandOver(ctx, m)
 	case *messages.ReleaseLease:
 		s.onReleaseLease(ctx, m)
-	case *messages.Fenced:
+	case *wire.Fenced:
 		s.onFencedReport(ctx, m)
-	case *messages.Resigned:
+	case *wire.Resigned:
 		s.onResigned(ctx, m)
 	}
 }
@@ -232,7 +233,7 @@ func (s *Supervisor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, chi
 		s.failures = map[uint64]failure{}
 	}
 	s.failures[s.failSeq] = failure{who: child, reason: reason, inc: inc}
-	s.root.Send(s.self, &messages.DeathNotice{Seq: s.failSeq})
+	s.root.Send(s.self, &wire.DeathNotice{Seq: s.failSeq})
 }
 
 func (s *Supervisor) onStarted(ctx actor.Context) {
@@ -350,7 +351,7 @@ func (s *Supervisor) spawnChild(ctx actor.Context) {
 func (s *Supervisor) stopChild() {
 	s.launchPending = false
 	if pid := s.siblingByName(s.cfg.OnDemand); pid != nil {
-		s.root.Send(pid, &messages.AbandonOnDemand{Why: "the stream stops"})
+		s.root.Send(pid, &wire.AbandonOnDemand{Why: "the stream stops"})
 	}
 	if s.child != nil && !s.dying {
 		s.sup.StopChildren(s.child)
@@ -518,7 +519,7 @@ func (s *Supervisor) armTimer(delay time.Duration) {
 	s.cancelTimer()
 	epoch := s.epoch
 	root, self := s.root, s.self
-	s.timer = s.cfg.Clock.AfterFunc(delay, func() { root.Send(self, &messages.RestartTick{Epoch: epoch}) })
+	s.timer = s.cfg.Clock.AfterFunc(delay, func() { root.Send(self, &wire.RestartTick{Epoch: epoch}) })
 	s.nextRetryAt = s.cfg.Clock.Now().Add(delay)
 	s.lastDelay = delay
 }
@@ -549,7 +550,7 @@ func (s *Supervisor) onRestartTick(ctx actor.Context, epoch uint64) {
 // onSnapshotting moves a starting stream to snapshotting: its position is fixed, so whoever
 // awaits running (Spawn) is answered. The attempt counter is not reset: only an open cursor
 // proves the start healthy.
-func (s *Supervisor) onSnapshotting(m *messages.Snapshotting) {
+func (s *Supervisor) onSnapshotting(m *wire.Snapshotting) {
 	inc := m.GetIncarnation()
 	if inc != s.inc || s.state != StateStarting || s.child == nil || s.dying {
 		s.stale++
@@ -818,6 +819,6 @@ func (s *Supervisor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot)
 // dispatcher position, and the chunks' windows would never close.
 func (s *Supervisor) abandonOnDemand(ctx actor.Context, why string) {
 	if pid := s.siblingByName(s.cfg.OnDemand); pid != nil {
-		ctx.Send(pid, &messages.AbandonOnDemand{Why: why})
+		ctx.Send(pid, &wire.AbandonOnDemand{Why: why})
 	}
 }

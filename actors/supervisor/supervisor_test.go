@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 )
@@ -556,11 +557,11 @@ func TestStaleMessagesDropped(t *testing.T) {
 	h.await(StateRunning)
 	child := h.started().pid
 
-	h.tell(h.pid, &messages.RestartTick{Epoch: 0}) // not in backoff
+	h.tell(h.pid, &wire.RestartTick{Epoch: 0}) // not in backoff
 	h.tell(child, panicCmd{errBoom})
 	h.await(StateBackoff)
-	h.tell(h.pid, &messages.RestartTick{Epoch: 0})              // an epoch long gone
-	h.tell(h.pid, &messages.RestartTick{Epoch: math.MaxUint64}) // not this timer's
+	h.tell(h.pid, &wire.RestartTick{Epoch: 0})              // an epoch long gone
+	h.tell(h.pid, &wire.RestartTick{Epoch: math.MaxUint64}) // not this timer's
 	h.noTransition()
 	if st := h.status(); st.GetStaleDropped() != 3 || st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_BACKOFF {
 		t.Fatalf("stale %d state %v, want 3 backoff", st.GetStaleDropped(), st.GetState())
@@ -570,12 +571,12 @@ func TestStaleMessagesDropped(t *testing.T) {
 	h.fireRestart(time.Minute)
 	h.await(StateStarting)
 	h.started() // incarnation 2, idle
-	h.tell(h.pid, &messages.Resubscribed{Incarnation: 1})
+	h.tell(h.pid, &wire.Resubscribed{Incarnation: 1})
 	h.noTransition()
 	if st := h.status(); st.GetStaleDropped() != 4 || st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 		t.Fatalf("stale %d state %v, want 4 starting", st.GetStaleDropped(), st.GetState())
 	}
-	h.tell(h.pid, &messages.Resubscribed{Incarnation: 2})
+	h.tell(h.pid, &wire.Resubscribed{Incarnation: 2})
 	h.await(StateRunning)
 }
 

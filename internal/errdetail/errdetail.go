@@ -1,4 +1,4 @@
-// Package errdetail carries a Go error through a protobuf message (messages.ErrorDetail) and
+// Package errdetail carries a Go error through a protobuf message (wire.ErrorDetail) and
 // rebuilds it on the other side, keeping what the supervisor's classifier needs: the text, and
 // for a server error its codes and labels. The stream actor's reader goroutine and the
 // checkpointer use it to report the error that failed a cursor or a start.
@@ -11,7 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // knownLabels are the error labels probed on a server error whose type does not list its labels.
@@ -22,11 +22,11 @@ var knownLabels = []string{
 }
 
 // Of describes err; nil for a nil err.
-func Of(err error) *messages.ErrorDetail {
+func Of(err error) *wire.ErrorDetail {
 	if err == nil {
 		return nil
 	}
-	d := &messages.ErrorDetail{Text: err.Error()}
+	d := &wire.ErrorDetail{Text: err.Error()}
 	var se mongo.ServerError
 	if !errors.As(err, &se) {
 		return d
@@ -62,7 +62,7 @@ func Of(err error) *messages.ErrorDetail {
 
 // Err rebuilds the error d describes: a *ServerError for a server error, otherwise an error with
 // the same text. It returns nil for a nil d.
-func Err(d *messages.ErrorDetail) error {
+func Err(d *wire.ErrorDetail) error {
 	if d == nil {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // roundTrip describes err, sends the description through the wire format and rebuilds it.
@@ -18,7 +18,7 @@ func roundTrip(t *testing.T, err error) error {
 	if merr != nil {
 		t.Fatal(merr)
 	}
-	var d messages.ErrorDetail
+	var d wire.ErrorDetail
 	if uerr := proto.Unmarshal(b, &d); uerr != nil {
 		t.Fatal(uerr)
 	}

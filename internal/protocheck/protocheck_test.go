@@ -7,7 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // TestSenderMiddleware: a plain Go value sent to another actor is reported, a protobuf message
@@ -30,9 +30,9 @@ func TestSenderMiddleware(t *testing.T) {
 	sender := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch ctx.Message().(type) {
 		case *actor.Started:
-			ctx.Send(sink, &messages.Flush{}) // protobuf to another actor: fine
-			ctx.Send(ctx.Self(), tick{})      // plain Go to itself: fine
-			ctx.Send(sink, report2{})         // plain Go to another actor: a violation
+			ctx.Send(sink, &wire.Flush{}) // protobuf to another actor: fine
+			ctx.Send(ctx.Self(), tick{})  // plain Go to itself: fine
+			ctx.Send(sink, report2{})     // plain Go to another actor: a violation
 		}
 	}, actor.WithSenderMiddleware(SenderMiddleware(report))))
 	for range 2 { // the Flush and the plain value; the tick goes to the sender itself

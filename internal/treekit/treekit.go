@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/ctxext"
 
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 )
 
 // Incarnation returns the incarnation number the supervisor gave to the current instance of the
@@ -32,7 +32,7 @@ func SetIncarnation(ctx actor.ReceiverContext, n uint64) { ctx.Set(&incarnationE
 // own goroutine once the change stream is open (not when the cursor goroutine is merely started).
 func NotifyResubscribed(ctx actor.Context) {
 	if p := ctx.Parent(); p != nil {
-		ctx.Send(p, &messages.Resubscribed{Incarnation: Incarnation(ctx)})
+		ctx.Send(p, &wire.Resubscribed{Incarnation: Incarnation(ctx)})
 	}
 }
 

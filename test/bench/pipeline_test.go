@@ -17,7 +17,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -71,8 +71,8 @@ type noopRouter struct{}
 
 type noopCall struct{}
 
-func (noopRouter) Route(bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
-	return noopCall{}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
+func (noopRouter) Route(bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+	return noopCall{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 func (noopRouter) Classify(error) dispatcher.ErrorClass { return dispatcher.Retryable }
 func (noopCall) Call(context.Context, int) error        { return nil }
@@ -124,21 +124,21 @@ func (f *feeder) Receive(ctx actor.Context) {
 		f.incarnation = max(treekit.Incarnation(ctx), 1)
 		if f.target != nil { // floor: no tree around it
 			f.next = 1
-			ctx.Request(f.target, &messages.Subscribe{Incarnation: f.incarnation})
+			ctx.Request(f.target, &wire.Subscribe{Incarnation: f.incarnation})
 			return
 		}
 		p := ctx.Parent()
-		ctx.Request(actor.NewPID(p.Address, p.Id+"/checkpointer"), &messages.ResolveStart{Incarnation: f.incarnation})
-	case *messages.StartFrom:
-		if m.Kind == messages.StartKind_START_KIND_FAIL {
+		ctx.Request(actor.NewPID(p.Address, p.Id+"/checkpointer"), &wire.ResolveStart{Incarnation: f.incarnation})
+	case *wire.StartFrom:
+		if m.Kind == wire.StartKind_START_KIND_FAIL {
 			panic(fmt.Sprintf("feeder: start failed: %s", m.Reason))
 		}
 		f.next = m.NextSeq
 		treekit.NotifyResubscribed(ctx)
 		p := ctx.Parent()
 		f.target = actor.NewPID(p.Address, p.Id+"/dispatcher")
-		ctx.Request(f.target, &messages.Subscribe{Incarnation: f.incarnation})
-	case *messages.Demand:
+		ctx.Request(f.target, &wire.Subscribe{Incarnation: f.incarnation})
+	case *wire.Demand:
 		if m.Incarnation != f.incarnation {
 			return
 		}
@@ -154,7 +154,7 @@ func (f *feeder) Receive(ctx actor.Context) {
 
 // batch builds the next EventBatch of n events: their documents copied into one buffer, as the
 // driver reads a reply, and the batch's raw column, as the reader builds it.
-func (f *feeder) batch(n int) *messages.EventBatch {
+func (f *feeder) batch(n int) *wire.EventBatch {
 	size := 0
 	for i := range n {
 		size += len(f.raws[(f.sent+i)%len(f.raws)])
@@ -168,7 +168,7 @@ func (f *feeder) batch(n int) *messages.EventBatch {
 	}
 	f.next += uint64(n)
 	last := f.tokens[(f.sent+n-1)%len(f.tokens)]
-	return &messages.EventBatch{Incarnation: f.incarnation, Raw: raws, PostBatchResumeToken: last, ThroughSeq: f.next - 1}
+	return &wire.EventBatch{Incarnation: f.incarnation, Raw: raws, PostBatchResumeToken: last, ThroughSeq: f.next - 1}
 }
 
 // creditEcho is the messaging floor: it answers Subscribe with Capacity credit and every
@@ -183,12 +183,12 @@ type creditEcho struct {
 
 func (e *creditEcho) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.Subscribe:
+	case *wire.Subscribe:
 		e.source = ctx.Sender()
-		ctx.Send(e.source, &messages.Demand{Incarnation: m.Incarnation, Credit: dispatcher.DefaultCapacity})
-	case *messages.EventBatch:
+		ctx.Send(e.source, &wire.Demand{Incarnation: m.Incarnation, Credit: dispatcher.DefaultCapacity})
+	case *wire.EventBatch:
 		e.got += len(m.Raw)
-		ctx.Send(e.source, &messages.Demand{Incarnation: m.Incarnation, Credit: uint32(len(m.Raw))})
+		ctx.Send(e.source, &wire.Demand{Incarnation: m.Incarnation, Credit: uint32(len(m.Raw))})
 		if e.got == e.want {
 			close(e.done)
 		}
@@ -271,11 +271,11 @@ func runTree(b *testing.B, raws, tokens [][]byte, n, lanes int) treeRun {
 	cp := actor.NewPID(sup.Address, sup.Id+"/checkpointer")
 	deadline := time.Now().Add(stallAfter)
 	for {
-		res, err := sys.Root.RequestFuture(cp, &messages.Flush{}, stallAfter).Result()
+		res, err := sys.Root.RequestFuture(cp, &wire.Flush{}, stallAfter).Result()
 		if err != nil {
 			b.Fatalf("flush: %v", err)
 		}
-		fl, ok := res.(*messages.Flushed)
+		fl, ok := res.(*wire.Flushed)
 		if !ok || fl.Error != "" || fl.LowWaterMark > uint64(n) {
 			b.Fatalf("flush: got %v, want a durable low-water mark of %d", res, n)
 		}

@@ -8,9 +8,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/error.proto
+// source: watchtree/internal/v1/error.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -50,7 +50,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_watchtree_v1_error_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_error_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -62,7 +62,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_error_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_error_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -75,7 +75,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_error_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_error_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ErrorDetail) GetText() string {
@@ -120,36 +120,36 @@ func (x *ErrorDetail) GetLabels() []string {
 	return nil
 }
 
-var File_watchtree_v1_error_proto protoreflect.FileDescriptor
+var File_watchtree_internal_v1_error_proto protoreflect.FileDescriptor
 
-const file_watchtree_v1_error_proto_rawDesc = "" +
+const file_watchtree_internal_v1_error_proto_rawDesc = "" +
 	"\n" +
-	"\x18watchtree/v1/error.proto\x12\fwatchtree.v1\"\x9e\x01\n" +
+	"!watchtree/internal/v1/error.proto\x12\x15watchtree.internal.v1\"\x9e\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\bR\x06server\x12\x14\n" +
 	"\x05codes\x18\x03 \x03(\x05R\x05codes\x12\x1b\n" +
 	"\tcode_name\x18\x04 \x01(\tR\bcodeName\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x16\n" +
-	"\x06labels\x18\x06 \x03(\tR\x06labelsB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x06labels\x18\x06 \x03(\tR\x06labelsB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_error_proto_rawDescOnce sync.Once
-	file_watchtree_v1_error_proto_rawDescData []byte
+	file_watchtree_internal_v1_error_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_error_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_error_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_error_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_error_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_error_proto_rawDesc), len(file_watchtree_v1_error_proto_rawDesc)))
+func file_watchtree_internal_v1_error_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_error_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_error_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_error_proto_rawDesc), len(file_watchtree_internal_v1_error_proto_rawDesc)))
 	})
-	return file_watchtree_v1_error_proto_rawDescData
+	return file_watchtree_internal_v1_error_proto_rawDescData
 }
 
-var file_watchtree_v1_error_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
-var file_watchtree_v1_error_proto_goTypes = []any{
-	(*ErrorDetail)(nil), // 0: watchtree.v1.ErrorDetail
+var file_watchtree_internal_v1_error_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_watchtree_internal_v1_error_proto_goTypes = []any{
+	(*ErrorDetail)(nil), // 0: watchtree.internal.v1.ErrorDetail
 }
-var file_watchtree_v1_error_proto_depIdxs = []int32{
+var file_watchtree_internal_v1_error_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
 	0, // [0:0] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -157,26 +157,26 @@ var file_watchtree_v1_error_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_error_proto_init() }
-func file_watchtree_v1_error_proto_init() {
-	if File_watchtree_v1_error_proto != nil {
+func init() { file_watchtree_internal_v1_error_proto_init() }
+func file_watchtree_internal_v1_error_proto_init() {
+	if File_watchtree_internal_v1_error_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_error_proto_rawDesc), len(file_watchtree_v1_error_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_error_proto_rawDesc), len(file_watchtree_internal_v1_error_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_error_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_error_proto_depIdxs,
-		MessageInfos:      file_watchtree_v1_error_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_error_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_error_proto_depIdxs,
+		MessageInfos:      file_watchtree_internal_v1_error_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_error_proto = out.File
-	file_watchtree_v1_error_proto_goTypes = nil
-	file_watchtree_v1_error_proto_depIdxs = nil
+	File_watchtree_internal_v1_error_proto = out.File
+	file_watchtree_internal_v1_error_proto_goTypes = nil
+	file_watchtree_internal_v1_error_proto_depIdxs = nil
 }

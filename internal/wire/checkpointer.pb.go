@@ -7,9 +7,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/checkpointer.proto
+// source: watchtree/internal/v1/checkpointer.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -71,11 +71,11 @@ func (x StartKind) String() string {
 }
 
 func (StartKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_v1_checkpointer_proto_enumTypes[0].Descriptor()
+	return file_watchtree_internal_v1_checkpointer_proto_enumTypes[0].Descriptor()
 }
 
 func (StartKind) Type() protoreflect.EnumType {
-	return &file_watchtree_v1_checkpointer_proto_enumTypes[0]
+	return &file_watchtree_internal_v1_checkpointer_proto_enumTypes[0]
 }
 
 func (x StartKind) Number() protoreflect.EnumNumber {
@@ -84,7 +84,7 @@ func (x StartKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StartKind.Descriptor instead.
 func (StartKind) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{0}
 }
 
 // ResolveStart is sent by a (re)started stream actor to the checkpointer before it opens its
@@ -104,7 +104,7 @@ type ResolveStart struct {
 
 func (x *ResolveStart) Reset() {
 	*x = ResolveStart{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -116,7 +116,7 @@ func (x *ResolveStart) String() string {
 func (*ResolveStart) ProtoMessage() {}
 
 func (x *ResolveStart) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -129,7 +129,7 @@ func (x *ResolveStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveStart.ProtoReflect.Descriptor instead.
 func (*ResolveStart) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ResolveStart) GetIncarnation() uint64 {
@@ -158,7 +158,7 @@ type OperationTime struct {
 
 func (x *OperationTime) Reset() {
 	*x = OperationTime{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +170,7 @@ func (x *OperationTime) String() string {
 func (*OperationTime) ProtoMessage() {}
 
 func (x *OperationTime) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +183,7 @@ func (x *OperationTime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationTime.ProtoReflect.Descriptor instead.
 func (*OperationTime) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *OperationTime) GetSeconds() uint32 {
@@ -204,7 +204,7 @@ func (x *OperationTime) GetIncrement() uint32 {
 type StartFrom struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Kind        StartKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=watchtree.v1.StartKind" json:"kind,omitempty"`
+	Kind        StartKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=watchtree.internal.v1.StartKind" json:"kind,omitempty"`
 	// token is the resume token document (BSON) for RESUME_AFTER and START_AFTER.
 	Token []byte `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	// operation_time is the startAtOperationTime for START_AT_OPERATION_TIME.
@@ -241,7 +241,7 @@ type StartFrom struct {
 
 func (x *StartFrom) Reset() {
 	*x = StartFrom{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -253,7 +253,7 @@ func (x *StartFrom) String() string {
 func (*StartFrom) ProtoMessage() {}
 
 func (x *StartFrom) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -266,7 +266,7 @@ func (x *StartFrom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFrom.ProtoReflect.Descriptor instead.
 func (*StartFrom) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StartFrom) GetIncarnation() uint64 {
@@ -355,7 +355,7 @@ type HistoryLost struct {
 
 func (x *HistoryLost) Reset() {
 	*x = HistoryLost{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +367,7 @@ func (x *HistoryLost) String() string {
 func (*HistoryLost) ProtoMessage() {}
 
 func (x *HistoryLost) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +380,7 @@ func (x *HistoryLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryLost.ProtoReflect.Descriptor instead.
 func (*HistoryLost) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HistoryLost) GetIncarnation() uint64 {
@@ -415,7 +415,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +427,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +440,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{4}
 }
 
 // Flushed answers Flush.
@@ -462,7 +462,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +474,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +487,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Flushed) GetToken() []byte {
@@ -556,7 +556,7 @@ type FlowControl struct {
 
 func (x *FlowControl) Reset() {
 	*x = FlowControl{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +568,7 @@ func (x *FlowControl) String() string {
 func (*FlowControl) ProtoMessage() {}
 
 func (x *FlowControl) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +581,7 @@ func (x *FlowControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowControl.ProtoReflect.Descriptor instead.
 func (*FlowControl) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FlowControl) GetPaused() bool {
@@ -622,7 +622,7 @@ type AttachDispatcher struct {
 
 func (x *AttachDispatcher) Reset() {
 	*x = AttachDispatcher{}
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +634,7 @@ func (x *AttachDispatcher) String() string {
 func (*AttachDispatcher) ProtoMessage() {}
 
 func (x *AttachDispatcher) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_checkpointer_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +647,7 @@ func (x *AttachDispatcher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachDispatcher.ProtoReflect.Descriptor instead.
 func (*AttachDispatcher) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_checkpointer_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AttachDispatcher) GetAddress() string {
@@ -671,27 +671,27 @@ func (x *AttachDispatcher) GetAttach() uint64 {
 	return 0
 }
 
-var File_watchtree_v1_checkpointer_proto protoreflect.FileDescriptor
+var File_watchtree_internal_v1_checkpointer_proto protoreflect.FileDescriptor
 
-const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
+const file_watchtree_internal_v1_checkpointer_proto_rawDesc = "" +
 	"\n" +
-	"\x1fwatchtree/v1/checkpointer.proto\x12\fwatchtree.v1\x1a\x18watchtree/v1/error.proto\"U\n" +
+	"(watchtree/internal/v1/checkpointer.proto\x12\x15watchtree.internal.v1\x1a!watchtree/internal/v1/error.proto\"U\n" +
 	"\fResolveStart\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12#\n" +
 	"\rsnapshot_done\x18\x02 \x01(\tR\fsnapshotDone\"G\n" +
 	"\rOperationTime\x12\x18\n" +
 	"\aseconds\x18\x01 \x01(\rR\aseconds\x12\x1c\n" +
-	"\tincrement\x18\x02 \x01(\rR\tincrement\"\xed\x02\n" +
+	"\tincrement\x18\x02 \x01(\rR\tincrement\"\x88\x03\n" +
 	"\tStartFrom\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
-	"\x04kind\x18\x02 \x01(\x0e2\x17.watchtree.v1.StartKindR\x04kind\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\fR\x05token\x12B\n" +
-	"\x0eoperation_time\x18\x04 \x01(\v2\x1b.watchtree.v1.OperationTimeR\roperationTime\x12\x19\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x124\n" +
+	"\x04kind\x18\x02 \x01(\x0e2 .watchtree.internal.v1.StartKindR\x04kind\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\fR\x05token\x12K\n" +
+	"\x0eoperation_time\x18\x04 \x01(\v2$.watchtree.internal.v1.OperationTimeR\roperationTime\x12\x19\n" +
 	"\bnext_seq\x18\x05 \x01(\x04R\anextSeq\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bterminal\x18\a \x01(\bR\bterminal\x12\x16\n" +
-	"\x06source\x18\b \x01(\tR\x06source\x12/\n" +
-	"\x05cause\x18\t \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\x12\x1f\n" +
+	"\x06source\x18\b \x01(\tR\x06source\x128\n" +
+	"\x05cause\x18\t \x01(\v2\".watchtree.internal.v1.ErrorDetailR\x05cause\x12\x1f\n" +
 	"\vsnapshot_id\x18\n" +
 	" \x01(\tR\n" +
 	"snapshotId\"]\n" +
@@ -721,38 +721,38 @@ const file_watchtree_v1_checkpointer_proto_rawDesc = "" +
 	"\x17START_KIND_RESUME_AFTER\x10\x01\x12\x1a\n" +
 	"\x16START_KIND_START_AFTER\x10\x02\x12&\n" +
 	"\"START_KIND_START_AT_OPERATION_TIME\x10\x03\x12\x13\n" +
-	"\x0fSTART_KIND_FAIL\x10\x04B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x0fSTART_KIND_FAIL\x10\x04B3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_checkpointer_proto_rawDescOnce sync.Once
-	file_watchtree_v1_checkpointer_proto_rawDescData []byte
+	file_watchtree_internal_v1_checkpointer_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_checkpointer_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_checkpointer_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_checkpointer_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_checkpointer_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_checkpointer_proto_rawDesc), len(file_watchtree_v1_checkpointer_proto_rawDesc)))
+func file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_checkpointer_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_checkpointer_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_checkpointer_proto_rawDesc), len(file_watchtree_internal_v1_checkpointer_proto_rawDesc)))
 	})
-	return file_watchtree_v1_checkpointer_proto_rawDescData
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescData
 }
 
-var file_watchtree_v1_checkpointer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_checkpointer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_watchtree_v1_checkpointer_proto_goTypes = []any{
-	(StartKind)(0),           // 0: watchtree.v1.StartKind
-	(*ResolveStart)(nil),     // 1: watchtree.v1.ResolveStart
-	(*OperationTime)(nil),    // 2: watchtree.v1.OperationTime
-	(*StartFrom)(nil),        // 3: watchtree.v1.StartFrom
-	(*HistoryLost)(nil),      // 4: watchtree.v1.HistoryLost
-	(*Flush)(nil),            // 5: watchtree.v1.Flush
-	(*Flushed)(nil),          // 6: watchtree.v1.Flushed
-	(*FlowControl)(nil),      // 7: watchtree.v1.FlowControl
-	(*AttachDispatcher)(nil), // 8: watchtree.v1.AttachDispatcher
-	(*ErrorDetail)(nil),      // 9: watchtree.v1.ErrorDetail
+var file_watchtree_internal_v1_checkpointer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_watchtree_internal_v1_checkpointer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_watchtree_internal_v1_checkpointer_proto_goTypes = []any{
+	(StartKind)(0),           // 0: watchtree.internal.v1.StartKind
+	(*ResolveStart)(nil),     // 1: watchtree.internal.v1.ResolveStart
+	(*OperationTime)(nil),    // 2: watchtree.internal.v1.OperationTime
+	(*StartFrom)(nil),        // 3: watchtree.internal.v1.StartFrom
+	(*HistoryLost)(nil),      // 4: watchtree.internal.v1.HistoryLost
+	(*Flush)(nil),            // 5: watchtree.internal.v1.Flush
+	(*Flushed)(nil),          // 6: watchtree.internal.v1.Flushed
+	(*FlowControl)(nil),      // 7: watchtree.internal.v1.FlowControl
+	(*AttachDispatcher)(nil), // 8: watchtree.internal.v1.AttachDispatcher
+	(*ErrorDetail)(nil),      // 9: watchtree.internal.v1.ErrorDetail
 }
-var file_watchtree_v1_checkpointer_proto_depIdxs = []int32{
-	0, // 0: watchtree.v1.StartFrom.kind:type_name -> watchtree.v1.StartKind
-	2, // 1: watchtree.v1.StartFrom.operation_time:type_name -> watchtree.v1.OperationTime
-	9, // 2: watchtree.v1.StartFrom.cause:type_name -> watchtree.v1.ErrorDetail
+var file_watchtree_internal_v1_checkpointer_proto_depIdxs = []int32{
+	0, // 0: watchtree.internal.v1.StartFrom.kind:type_name -> watchtree.internal.v1.StartKind
+	2, // 1: watchtree.internal.v1.StartFrom.operation_time:type_name -> watchtree.internal.v1.OperationTime
+	9, // 2: watchtree.internal.v1.StartFrom.cause:type_name -> watchtree.internal.v1.ErrorDetail
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -760,29 +760,29 @@ var file_watchtree_v1_checkpointer_proto_depIdxs = []int32{
 	0, // [0:3] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_checkpointer_proto_init() }
-func file_watchtree_v1_checkpointer_proto_init() {
-	if File_watchtree_v1_checkpointer_proto != nil {
+func init() { file_watchtree_internal_v1_checkpointer_proto_init() }
+func file_watchtree_internal_v1_checkpointer_proto_init() {
+	if File_watchtree_internal_v1_checkpointer_proto != nil {
 		return
 	}
-	file_watchtree_v1_error_proto_init()
-	file_watchtree_v1_checkpointer_proto_msgTypes[6].OneofWrappers = []any{}
+	file_watchtree_internal_v1_error_proto_init()
+	file_watchtree_internal_v1_checkpointer_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_checkpointer_proto_rawDesc), len(file_watchtree_v1_checkpointer_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_checkpointer_proto_rawDesc), len(file_watchtree_internal_v1_checkpointer_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_checkpointer_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_checkpointer_proto_depIdxs,
-		EnumInfos:         file_watchtree_v1_checkpointer_proto_enumTypes,
-		MessageInfos:      file_watchtree_v1_checkpointer_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_checkpointer_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_checkpointer_proto_depIdxs,
+		EnumInfos:         file_watchtree_internal_v1_checkpointer_proto_enumTypes,
+		MessageInfos:      file_watchtree_internal_v1_checkpointer_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_checkpointer_proto = out.File
-	file_watchtree_v1_checkpointer_proto_goTypes = nil
-	file_watchtree_v1_checkpointer_proto_depIdxs = nil
+	File_watchtree_internal_v1_checkpointer_proto = out.File
+	file_watchtree_internal_v1_checkpointer_proto_goTypes = nil
+	file_watchtree_internal_v1_checkpointer_proto_depIdxs = nil
 }

@@ -9,9 +9,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/streamactor.proto
+// source: watchtree/internal/v1/streamactor.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -77,11 +77,11 @@ func (x ReaderEnd) String() string {
 }
 
 func (ReaderEnd) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_v1_streamactor_proto_enumTypes[0].Descriptor()
+	return file_watchtree_internal_v1_streamactor_proto_enumTypes[0].Descriptor()
 }
 
 func (ReaderEnd) Type() protoreflect.EnumType {
-	return &file_watchtree_v1_streamactor_proto_enumTypes[0]
+	return &file_watchtree_internal_v1_streamactor_proto_enumTypes[0]
 }
 
 func (x ReaderEnd) Number() protoreflect.EnumNumber {
@@ -90,7 +90,7 @@ func (x ReaderEnd) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReaderEnd.Descriptor instead.
 func (ReaderEnd) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_v1_streamactor_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_streamactor_proto_rawDescGZIP(), []int{0}
 }
 
 // StreamPhase is what the stream actor is doing.
@@ -145,11 +145,11 @@ func (x StreamPhase) String() string {
 }
 
 func (StreamPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_v1_streamactor_proto_enumTypes[1].Descriptor()
+	return file_watchtree_internal_v1_streamactor_proto_enumTypes[1].Descriptor()
 }
 
 func (StreamPhase) Type() protoreflect.EnumType {
-	return &file_watchtree_v1_streamactor_proto_enumTypes[1]
+	return &file_watchtree_internal_v1_streamactor_proto_enumTypes[1]
 }
 
 func (x StreamPhase) Number() protoreflect.EnumNumber {
@@ -158,7 +158,7 @@ func (x StreamPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StreamPhase.Descriptor instead.
 func (StreamPhase) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_v1_streamactor_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_streamactor_proto_rawDescGZIP(), []int{1}
 }
 
 // ReaderOpened is posted by the stream actor's reader goroutine once Watcher.Open returned a
@@ -175,7 +175,7 @@ type ReaderOpened struct {
 
 func (x *ReaderOpened) Reset() {
 	*x = ReaderOpened{}
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -187,7 +187,7 @@ func (x *ReaderOpened) String() string {
 func (*ReaderOpened) ProtoMessage() {}
 
 func (x *ReaderOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -200,7 +200,7 @@ func (x *ReaderOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaderOpened.ProtoReflect.Descriptor instead.
 func (*ReaderOpened) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_streamactor_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_streamactor_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ReaderOpened) GetIncarnation() uint64 {
@@ -224,7 +224,7 @@ type ReaderEnded struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	Generation  uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	End         ReaderEnd              `protobuf:"varint,3,opt,name=end,proto3,enum=watchtree.v1.ReaderEnd" json:"end,omitempty"`
+	End         ReaderEnd              `protobuf:"varint,3,opt,name=end,proto3,enum=watchtree.internal.v1.ReaderEnd" json:"end,omitempty"`
 	Error       string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// code is the server error code, 0 when none (network errors, driver errors).
 	Code int32 `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`
@@ -245,7 +245,7 @@ type ReaderEnded struct {
 
 func (x *ReaderEnded) Reset() {
 	*x = ReaderEnded{}
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +257,7 @@ func (x *ReaderEnded) String() string {
 func (*ReaderEnded) ProtoMessage() {}
 
 func (x *ReaderEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +270,7 @@ func (x *ReaderEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaderEnded.ProtoReflect.Descriptor instead.
 func (*ReaderEnded) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_streamactor_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_streamactor_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ReaderEnded) GetIncarnation() uint64 {
@@ -345,7 +345,7 @@ type StreamStatsRequest struct {
 
 func (x *StreamStatsRequest) Reset() {
 	*x = StreamStatsRequest{}
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +357,7 @@ func (x *StreamStatsRequest) String() string {
 func (*StreamStatsRequest) ProtoMessage() {}
 
 func (x *StreamStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +370,7 @@ func (x *StreamStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamStatsRequest.ProtoReflect.Descriptor instead.
 func (*StreamStatsRequest) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_streamactor_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_internal_v1_streamactor_proto_rawDescGZIP(), []int{2}
 }
 
 // StreamStats is the stream actor's status, for the runtime and the console.
@@ -378,7 +378,7 @@ type StreamStats struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Stream      string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
 	Incarnation uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Phase       StreamPhase            `protobuf:"varint,3,opt,name=phase,proto3,enum=watchtree.v1.StreamPhase" json:"phase,omitempty"`
+	Phase       StreamPhase            `protobuf:"varint,3,opt,name=phase,proto3,enum=watchtree.internal.v1.StreamPhase" json:"phase,omitempty"`
 	// next_seq is the seq the next event read gets.
 	NextSeq uint64 `protobuf:"varint,4,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
 	// credit is the unused credit granted by the dispatcher (events it still accepts).
@@ -395,7 +395,7 @@ type StreamStats struct {
 	// last_pbrt is the latest post-batch resume token sent (BSON).
 	LastPbrt []byte `protobuf:"bytes,11,opt,name=last_pbrt,json=lastPbrt,proto3" json:"last_pbrt,omitempty"`
 	// start_kind and start_source describe the latest StartFrom the cursor was opened from.
-	StartKind     StartKind `protobuf:"varint,12,opt,name=start_kind,json=startKind,proto3,enum=watchtree.v1.StartKind" json:"start_kind,omitempty"`
+	StartKind     StartKind `protobuf:"varint,12,opt,name=start_kind,json=startKind,proto3,enum=watchtree.internal.v1.StartKind" json:"start_kind,omitempty"`
 	StartSource   string    `protobuf:"bytes,13,opt,name=start_source,json=startSource,proto3" json:"start_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -403,7 +403,7 @@ type StreamStats struct {
 
 func (x *StreamStats) Reset() {
 	*x = StreamStats{}
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +415,7 @@ func (x *StreamStats) String() string {
 func (*StreamStats) ProtoMessage() {}
 
 func (x *StreamStats) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_streamactor_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_streamactor_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +428,7 @@ func (x *StreamStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamStats.ProtoReflect.Descriptor instead.
 func (*StreamStats) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_streamactor_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_internal_v1_streamactor_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StreamStats) GetStream() string {
@@ -522,33 +522,33 @@ func (x *StreamStats) GetStartSource() string {
 	return ""
 }
 
-var File_watchtree_v1_streamactor_proto protoreflect.FileDescriptor
+var File_watchtree_internal_v1_streamactor_proto protoreflect.FileDescriptor
 
-const file_watchtree_v1_streamactor_proto_rawDesc = "" +
+const file_watchtree_internal_v1_streamactor_proto_rawDesc = "" +
 	"\n" +
-	"\x1ewatchtree/v1/streamactor.proto\x12\fwatchtree.v1\x1a\x1fwatchtree/v1/checkpointer.proto\x1a\x18watchtree/v1/error.proto\"P\n" +
+	"'watchtree/internal/v1/streamactor.proto\x12\x15watchtree.internal.v1\x1a(watchtree/internal/v1/checkpointer.proto\x1a!watchtree/internal/v1/error.proto\"P\n" +
 	"\fReaderOpened\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xc6\x02\n" +
+	"generation\"\xd8\x02\n" +
 	"\vReaderEnded\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\x12)\n" +
-	"\x03end\x18\x03 \x01(\x0e2\x17.watchtree.v1.ReaderEndR\x03end\x12\x14\n" +
+	"generation\x122\n" +
+	"\x03end\x18\x03 \x01(\x0e2 .watchtree.internal.v1.ReaderEndR\x03end\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\x05R\x04code\x12)\n" +
 	"\x10invalidate_token\x18\x06 \x01(\fR\x0finvalidateToken\x12\x19\n" +
 	"\bnext_seq\x18\a \x01(\x04R\anextSeq\x12)\n" +
-	"\x10invalidate_cause\x18\b \x01(\tR\x0finvalidateCause\x12/\n" +
-	"\x05cause\x18\t \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\"\x14\n" +
-	"\x12StreamStatsRequest\"\xb4\x03\n" +
+	"\x10invalidate_cause\x18\b \x01(\tR\x0finvalidateCause\x128\n" +
+	"\x05cause\x18\t \x01(\v2\".watchtree.internal.v1.ErrorDetailR\x05cause\"\x14\n" +
+	"\x12StreamStatsRequest\"\xc6\x03\n" +
 	"\vStreamStats\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12/\n" +
-	"\x05phase\x18\x03 \x01(\x0e2\x19.watchtree.v1.StreamPhaseR\x05phase\x12\x19\n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x128\n" +
+	"\x05phase\x18\x03 \x01(\x0e2\".watchtree.internal.v1.StreamPhaseR\x05phase\x12\x19\n" +
 	"\bnext_seq\x18\x04 \x01(\x04R\anextSeq\x12\x16\n" +
 	"\x06credit\x18\x05 \x01(\x04R\x06credit\x12\x16\n" +
 	"\x06events\x18\x06 \x01(\x04R\x06events\x12\x18\n" +
@@ -557,9 +557,9 @@ const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\x05opens\x18\t \x01(\rR\x05opens\x12$\n" +
 	"\rinvalidations\x18\n" +
 	" \x01(\rR\rinvalidations\x12\x1b\n" +
-	"\tlast_pbrt\x18\v \x01(\fR\blastPbrt\x126\n" +
+	"\tlast_pbrt\x18\v \x01(\fR\blastPbrt\x12?\n" +
 	"\n" +
-	"start_kind\x18\f \x01(\x0e2\x17.watchtree.v1.StartKindR\tstartKind\x12!\n" +
+	"start_kind\x18\f \x01(\x0e2 .watchtree.internal.v1.StartKindR\tstartKind\x12!\n" +
 	"\fstart_source\x18\r \x01(\tR\vstartSource*\xb8\x01\n" +
 	"\tReaderEnd\x12\x1a\n" +
 	"\x16READER_END_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -575,37 +575,37 @@ const file_watchtree_v1_streamactor_proto_rawDesc = "" +
 	"\x16STREAM_PHASE_STREAMING\x10\x03\x12\x1d\n" +
 	"\x19STREAM_PHASE_HISTORY_LOST\x10\x04\x12\x17\n" +
 	"\x13STREAM_PHASE_FAILED\x10\x05\x12\x1d\n" +
-	"\x19STREAM_PHASE_SNAPSHOTTING\x10\x06B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x19STREAM_PHASE_SNAPSHOTTING\x10\x06B3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_streamactor_proto_rawDescOnce sync.Once
-	file_watchtree_v1_streamactor_proto_rawDescData []byte
+	file_watchtree_internal_v1_streamactor_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_streamactor_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_streamactor_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_streamactor_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_streamactor_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_streamactor_proto_rawDesc), len(file_watchtree_v1_streamactor_proto_rawDesc)))
+func file_watchtree_internal_v1_streamactor_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_streamactor_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_streamactor_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_streamactor_proto_rawDesc), len(file_watchtree_internal_v1_streamactor_proto_rawDesc)))
 	})
-	return file_watchtree_v1_streamactor_proto_rawDescData
+	return file_watchtree_internal_v1_streamactor_proto_rawDescData
 }
 
-var file_watchtree_v1_streamactor_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_watchtree_v1_streamactor_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
-var file_watchtree_v1_streamactor_proto_goTypes = []any{
-	(ReaderEnd)(0),             // 0: watchtree.v1.ReaderEnd
-	(StreamPhase)(0),           // 1: watchtree.v1.StreamPhase
-	(*ReaderOpened)(nil),       // 2: watchtree.v1.ReaderOpened
-	(*ReaderEnded)(nil),        // 3: watchtree.v1.ReaderEnded
-	(*StreamStatsRequest)(nil), // 4: watchtree.v1.StreamStatsRequest
-	(*StreamStats)(nil),        // 5: watchtree.v1.StreamStats
-	(*ErrorDetail)(nil),        // 6: watchtree.v1.ErrorDetail
-	(StartKind)(0),             // 7: watchtree.v1.StartKind
+var file_watchtree_internal_v1_streamactor_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_watchtree_internal_v1_streamactor_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_watchtree_internal_v1_streamactor_proto_goTypes = []any{
+	(ReaderEnd)(0),             // 0: watchtree.internal.v1.ReaderEnd
+	(StreamPhase)(0),           // 1: watchtree.internal.v1.StreamPhase
+	(*ReaderOpened)(nil),       // 2: watchtree.internal.v1.ReaderOpened
+	(*ReaderEnded)(nil),        // 3: watchtree.internal.v1.ReaderEnded
+	(*StreamStatsRequest)(nil), // 4: watchtree.internal.v1.StreamStatsRequest
+	(*StreamStats)(nil),        // 5: watchtree.internal.v1.StreamStats
+	(*ErrorDetail)(nil),        // 6: watchtree.internal.v1.ErrorDetail
+	(StartKind)(0),             // 7: watchtree.internal.v1.StartKind
 }
-var file_watchtree_v1_streamactor_proto_depIdxs = []int32{
-	0, // 0: watchtree.v1.ReaderEnded.end:type_name -> watchtree.v1.ReaderEnd
-	6, // 1: watchtree.v1.ReaderEnded.cause:type_name -> watchtree.v1.ErrorDetail
-	1, // 2: watchtree.v1.StreamStats.phase:type_name -> watchtree.v1.StreamPhase
-	7, // 3: watchtree.v1.StreamStats.start_kind:type_name -> watchtree.v1.StartKind
+var file_watchtree_internal_v1_streamactor_proto_depIdxs = []int32{
+	0, // 0: watchtree.internal.v1.ReaderEnded.end:type_name -> watchtree.internal.v1.ReaderEnd
+	6, // 1: watchtree.internal.v1.ReaderEnded.cause:type_name -> watchtree.internal.v1.ErrorDetail
+	1, // 2: watchtree.internal.v1.StreamStats.phase:type_name -> watchtree.internal.v1.StreamPhase
+	7, // 3: watchtree.internal.v1.StreamStats.start_kind:type_name -> watchtree.internal.v1.StartKind
 	4, // [4:4] is the sub-list for method output_type
 	4, // [4:4] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
@@ -613,29 +613,29 @@ var file_watchtree_v1_streamactor_proto_depIdxs = []int32{
 	0, // [0:4] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_streamactor_proto_init() }
-func file_watchtree_v1_streamactor_proto_init() {
-	if File_watchtree_v1_streamactor_proto != nil {
+func init() { file_watchtree_internal_v1_streamactor_proto_init() }
+func file_watchtree_internal_v1_streamactor_proto_init() {
+	if File_watchtree_internal_v1_streamactor_proto != nil {
 		return
 	}
-	file_watchtree_v1_checkpointer_proto_init()
-	file_watchtree_v1_error_proto_init()
+	file_watchtree_internal_v1_checkpointer_proto_init()
+	file_watchtree_internal_v1_error_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_streamactor_proto_rawDesc), len(file_watchtree_v1_streamactor_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_streamactor_proto_rawDesc), len(file_watchtree_internal_v1_streamactor_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_streamactor_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_streamactor_proto_depIdxs,
-		EnumInfos:         file_watchtree_v1_streamactor_proto_enumTypes,
-		MessageInfos:      file_watchtree_v1_streamactor_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_streamactor_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_streamactor_proto_depIdxs,
+		EnumInfos:         file_watchtree_internal_v1_streamactor_proto_enumTypes,
+		MessageInfos:      file_watchtree_internal_v1_streamactor_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_streamactor_proto = out.File
-	file_watchtree_v1_streamactor_proto_goTypes = nil
-	file_watchtree_v1_streamactor_proto_depIdxs = nil
+	File_watchtree_internal_v1_streamactor_proto = out.File
+	file_watchtree_internal_v1_streamactor_proto_goTypes = nil
+	file_watchtree_internal_v1_streamactor_proto_depIdxs = nil
 }

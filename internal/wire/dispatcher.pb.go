@@ -6,9 +6,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/dispatcher.proto
+// source: watchtree/internal/v1/dispatcher.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -38,7 +38,7 @@ type AttachCheckpointer struct {
 
 func (x *AttachCheckpointer) Reset() {
 	*x = AttachCheckpointer{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +50,7 @@ func (x *AttachCheckpointer) String() string {
 func (*AttachCheckpointer) ProtoMessage() {}
 
 func (x *AttachCheckpointer) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +63,7 @@ func (x *AttachCheckpointer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachCheckpointer.ProtoReflect.Descriptor instead.
 func (*AttachCheckpointer) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *AttachCheckpointer) GetAddress() string {
@@ -95,7 +95,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +107,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +120,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Drain) GetTimeoutMs() int64 {
@@ -145,7 +145,7 @@ type Drained struct {
 
 func (x *Drained) Reset() {
 	*x = Drained{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +157,7 @@ func (x *Drained) String() string {
 func (*Drained) ProtoMessage() {}
 
 func (x *Drained) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +170,7 @@ func (x *Drained) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drained.ProtoReflect.Descriptor instead.
 func (*Drained) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Drained) GetSettled() uint64 {
@@ -203,7 +203,7 @@ type DispatcherStatsRequest struct {
 
 func (x *DispatcherStatsRequest) Reset() {
 	*x = DispatcherStatsRequest{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +215,7 @@ func (x *DispatcherStatsRequest) String() string {
 func (*DispatcherStatsRequest) ProtoMessage() {}
 
 func (x *DispatcherStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +228,7 @@ func (x *DispatcherStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatcherStatsRequest.ProtoReflect.Descriptor instead.
 func (*DispatcherStatsRequest) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{3}
 }
 
 // DispatcherStats is a snapshot of the dispatcher's counters.
@@ -262,7 +262,7 @@ type DispatcherStats struct {
 
 func (x *DispatcherStats) Reset() {
 	*x = DispatcherStats{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +274,7 @@ func (x *DispatcherStats) String() string {
 func (*DispatcherStats) ProtoMessage() {}
 
 func (x *DispatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +287,7 @@ func (x *DispatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatcherStats.ProtoReflect.Descriptor instead.
 func (*DispatcherStats) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DispatcherStats) GetIncarnation() uint64 {
@@ -412,7 +412,7 @@ type LanesSettled struct {
 
 func (x *LanesSettled) Reset() {
 	*x = LanesSettled{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +424,7 @@ func (x *LanesSettled) String() string {
 func (*LanesSettled) ProtoMessage() {}
 
 func (x *LanesSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +437,7 @@ func (x *LanesSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LanesSettled.ProtoReflect.Descriptor instead.
 func (*LanesSettled) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{5}
 }
 
 // SettleFlushTick is the dispatcher's settle-flush timer firing (stamped with the timer's
@@ -451,7 +451,7 @@ type SettleFlushTick struct {
 
 func (x *SettleFlushTick) Reset() {
 	*x = SettleFlushTick{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +463,7 @@ func (x *SettleFlushTick) String() string {
 func (*SettleFlushTick) ProtoMessage() {}
 
 func (x *SettleFlushTick) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +476,7 @@ func (x *SettleFlushTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleFlushTick.ProtoReflect.Descriptor instead.
 func (*SettleFlushTick) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SettleFlushTick) GetGeneration() uint64 {
@@ -496,7 +496,7 @@ type DrainDeadline struct {
 
 func (x *DrainDeadline) Reset() {
 	*x = DrainDeadline{}
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +508,7 @@ func (x *DrainDeadline) String() string {
 func (*DrainDeadline) ProtoMessage() {}
 
 func (x *DrainDeadline) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_dispatcher_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_dispatcher_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +521,7 @@ func (x *DrainDeadline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainDeadline.ProtoReflect.Descriptor instead.
 func (*DrainDeadline) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_dispatcher_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DrainDeadline) GetGeneration() uint64 {
@@ -531,11 +531,11 @@ func (x *DrainDeadline) GetGeneration() uint64 {
 	return 0
 }
 
-var File_watchtree_v1_dispatcher_proto protoreflect.FileDescriptor
+var File_watchtree_internal_v1_dispatcher_proto protoreflect.FileDescriptor
 
-const file_watchtree_v1_dispatcher_proto_rawDesc = "" +
+const file_watchtree_internal_v1_dispatcher_proto_rawDesc = "" +
 	"\n" +
-	"\x1dwatchtree/v1/dispatcher.proto\x12\fwatchtree.v1\">\n" +
+	"&watchtree/internal/v1/dispatcher.proto\x12\x15watchtree.internal.v1\">\n" +
 	"\x12AttachCheckpointer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"&\n" +
@@ -573,32 +573,32 @@ const file_watchtree_v1_dispatcher_proto_rawDesc = "" +
 	"\rDrainDeadline\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
-	"generationB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"generationB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_dispatcher_proto_rawDescOnce sync.Once
-	file_watchtree_v1_dispatcher_proto_rawDescData []byte
+	file_watchtree_internal_v1_dispatcher_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_dispatcher_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_dispatcher_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_dispatcher_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_dispatcher_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_dispatcher_proto_rawDesc), len(file_watchtree_v1_dispatcher_proto_rawDesc)))
+func file_watchtree_internal_v1_dispatcher_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_dispatcher_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_dispatcher_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_dispatcher_proto_rawDesc), len(file_watchtree_internal_v1_dispatcher_proto_rawDesc)))
 	})
-	return file_watchtree_v1_dispatcher_proto_rawDescData
+	return file_watchtree_internal_v1_dispatcher_proto_rawDescData
 }
 
-var file_watchtree_v1_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_watchtree_v1_dispatcher_proto_goTypes = []any{
-	(*AttachCheckpointer)(nil),     // 0: watchtree.v1.AttachCheckpointer
-	(*Drain)(nil),                  // 1: watchtree.v1.Drain
-	(*Drained)(nil),                // 2: watchtree.v1.Drained
-	(*DispatcherStatsRequest)(nil), // 3: watchtree.v1.DispatcherStatsRequest
-	(*DispatcherStats)(nil),        // 4: watchtree.v1.DispatcherStats
-	(*LanesSettled)(nil),           // 5: watchtree.v1.LanesSettled
-	(*SettleFlushTick)(nil),        // 6: watchtree.v1.SettleFlushTick
-	(*DrainDeadline)(nil),          // 7: watchtree.v1.DrainDeadline
+var file_watchtree_internal_v1_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_watchtree_internal_v1_dispatcher_proto_goTypes = []any{
+	(*AttachCheckpointer)(nil),     // 0: watchtree.internal.v1.AttachCheckpointer
+	(*Drain)(nil),                  // 1: watchtree.internal.v1.Drain
+	(*Drained)(nil),                // 2: watchtree.internal.v1.Drained
+	(*DispatcherStatsRequest)(nil), // 3: watchtree.internal.v1.DispatcherStatsRequest
+	(*DispatcherStats)(nil),        // 4: watchtree.internal.v1.DispatcherStats
+	(*LanesSettled)(nil),           // 5: watchtree.internal.v1.LanesSettled
+	(*SettleFlushTick)(nil),        // 6: watchtree.internal.v1.SettleFlushTick
+	(*DrainDeadline)(nil),          // 7: watchtree.internal.v1.DrainDeadline
 }
-var file_watchtree_v1_dispatcher_proto_depIdxs = []int32{
+var file_watchtree_internal_v1_dispatcher_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
 	0, // [0:0] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -606,26 +606,26 @@ var file_watchtree_v1_dispatcher_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_dispatcher_proto_init() }
-func file_watchtree_v1_dispatcher_proto_init() {
-	if File_watchtree_v1_dispatcher_proto != nil {
+func init() { file_watchtree_internal_v1_dispatcher_proto_init() }
+func file_watchtree_internal_v1_dispatcher_proto_init() {
+	if File_watchtree_internal_v1_dispatcher_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_dispatcher_proto_rawDesc), len(file_watchtree_v1_dispatcher_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_dispatcher_proto_rawDesc), len(file_watchtree_internal_v1_dispatcher_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_dispatcher_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_dispatcher_proto_depIdxs,
-		MessageInfos:      file_watchtree_v1_dispatcher_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_dispatcher_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_dispatcher_proto_depIdxs,
+		MessageInfos:      file_watchtree_internal_v1_dispatcher_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_dispatcher_proto = out.File
-	file_watchtree_v1_dispatcher_proto_goTypes = nil
-	file_watchtree_v1_dispatcher_proto_depIdxs = nil
+	File_watchtree_internal_v1_dispatcher_proto = out.File
+	file_watchtree_internal_v1_dispatcher_proto_goTypes = nil
+	file_watchtree_internal_v1_dispatcher_proto_depIdxs = nil
 }

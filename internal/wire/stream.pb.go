@@ -6,9 +6,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/stream.proto
+// source: watchtree/internal/v1/stream.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -73,11 +73,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_v1_stream_proto_enumTypes[0].Descriptor()
+	return file_watchtree_internal_v1_stream_proto_enumTypes[0].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_watchtree_v1_stream_proto_enumTypes[0]
+	return &file_watchtree_internal_v1_stream_proto_enumTypes[0]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -86,7 +86,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{0}
 }
 
 // Event is one snapshot event (SnapshotBatch, WindowChunk). Decoding to the user's type happens
@@ -109,7 +109,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -121,7 +121,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -134,7 +134,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -191,7 +191,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +203,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +216,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *EventBatch) GetIncarnation() uint64 {
@@ -265,7 +265,7 @@ type Subscribe struct {
 
 func (x *Subscribe) Reset() {
 	*x = Subscribe{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +277,7 @@ func (x *Subscribe) String() string {
 func (*Subscribe) ProtoMessage() {}
 
 func (x *Subscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +290,7 @@ func (x *Subscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribe.ProtoReflect.Descriptor instead.
 func (*Subscribe) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Subscribe) GetIncarnation() uint64 {
@@ -312,7 +312,7 @@ type Demand struct {
 
 func (x *Demand) Reset() {
 	*x = Demand{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +324,7 @@ func (x *Demand) String() string {
 func (*Demand) ProtoMessage() {}
 
 func (x *Demand) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +337,7 @@ func (x *Demand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Demand.ProtoReflect.Descriptor instead.
 func (*Demand) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Demand) GetIncarnation() uint64 {
@@ -368,7 +368,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +380,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +393,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Progress) GetIncarnation() uint64 {
@@ -423,7 +423,7 @@ type Settled struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	ResumeToken []byte                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
-	Outcome     Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
+	Outcome     Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.internal.v1.Outcome" json:"outcome,omitempty"`
 	// invalidate is copied from Event.invalidate: the checkpointer makes the token a startAfter
 	// position, never a resumeAfter one.
 	Invalidate    bool `protobuf:"varint,4,opt,name=invalidate,proto3" json:"invalidate,omitempty"`
@@ -433,7 +433,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +445,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +458,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Settled) GetSeq() uint64 {
@@ -497,7 +497,7 @@ type SettledRun struct {
 	FirstSeq uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	// count is the number of seqs in the run, at least 1.
 	Count   uint32  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Outcome Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
+	Outcome Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.internal.v1.Outcome" json:"outcome,omitempty"`
 	// last_token is the resume token (the _id document, BSON) of the run's last event.
 	LastToken []byte `protobuf:"bytes,4,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
 	// invalidate: the run's last event is an invalidate (its token is a startAfter position
@@ -509,7 +509,7 @@ type SettledRun struct {
 
 func (x *SettledRun) Reset() {
 	*x = SettledRun{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +521,7 @@ func (x *SettledRun) String() string {
 func (*SettledRun) ProtoMessage() {}
 
 func (x *SettledRun) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +534,7 @@ func (x *SettledRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledRun.ProtoReflect.Descriptor instead.
 func (*SettledRun) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SettledRun) GetFirstSeq() uint64 {
@@ -585,7 +585,7 @@ type SettledBatch struct {
 
 func (x *SettledBatch) Reset() {
 	*x = SettledBatch{}
-	mi := &file_watchtree_v1_stream_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +597,7 @@ func (x *SettledBatch) String() string {
 func (*SettledBatch) ProtoMessage() {}
 
 func (x *SettledBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_stream_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_stream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +610,7 @@ func (x *SettledBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledBatch.ProtoReflect.Descriptor instead.
 func (*SettledBatch) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_stream_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SettledBatch) GetIncarnation() uint64 {
@@ -627,11 +627,11 @@ func (x *SettledBatch) GetRuns() []*SettledRun {
 	return nil
 }
 
-var File_watchtree_v1_stream_proto protoreflect.FileDescriptor
+var File_watchtree_internal_v1_stream_proto protoreflect.FileDescriptor
 
-const file_watchtree_v1_stream_proto_rawDesc = "" +
+const file_watchtree_internal_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\x19watchtree/v1/stream.proto\x12\fwatchtree.v1\"n\n" +
+	"\"watchtree/internal/v1/stream.proto\x12\x15watchtree.internal.v1\"n\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03raw\x18\x02 \x01(\fR\x03raw\x12!\n" +
@@ -656,64 +656,64 @@ const file_watchtree_v1_stream_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vthrough_seq\x18\x02 \x01(\x04R\n" +
 	"throughSeq\x125\n" +
-	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"\x8f\x01\n" +
+	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"\x98\x01\n" +
 	"\aSettled\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\fR\vresumeToken\x12/\n" +
-	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1e\n" +
+	"\fresume_token\x18\x02 \x01(\fR\vresumeToken\x128\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x1e.watchtree.internal.v1.OutcomeR\aoutcome\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"\xaf\x01\n" +
+	"invalidate\"\xb8\x01\n" +
 	"\n" +
 	"SettledRun\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\x12/\n" +
-	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1d\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x128\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x1e.watchtree.internal.v1.OutcomeR\aoutcome\x12\x1d\n" +
 	"\n" +
 	"last_token\x18\x04 \x01(\fR\tlastToken\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x05 \x01(\bR\n" +
-	"invalidate\"d\n" +
+	"invalidate\"m\n" +
 	"\fSettledBatch\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12,\n" +
-	"\x04runs\x18\x03 \x03(\v2\x18.watchtree.v1.SettledRunR\x04runsJ\x04\b\x02\x10\x03*\x94\x01\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x125\n" +
+	"\x04runs\x18\x03 \x03(\v2!.watchtree.internal.v1.SettledRunR\x04runsJ\x04\b\x02\x10\x03*\x94\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_HANDLED\x10\x01\x12\x14\n" +
 	"\x10OUTCOME_FILTERED\x10\x02\x12\x15\n" +
 	"\x11OUTCOME_UNHANDLED\x10\x03\x12\x19\n" +
 	"\x15OUTCOME_DEAD_LETTERED\x10\x04\x12\x13\n" +
-	"\x0fOUTCOME_SKIPPED\x10\x05B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x0fOUTCOME_SKIPPED\x10\x05B3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_stream_proto_rawDescOnce sync.Once
-	file_watchtree_v1_stream_proto_rawDescData []byte
+	file_watchtree_internal_v1_stream_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_stream_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_stream_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_stream_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_stream_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_stream_proto_rawDesc), len(file_watchtree_v1_stream_proto_rawDesc)))
+func file_watchtree_internal_v1_stream_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_stream_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_stream_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_stream_proto_rawDesc), len(file_watchtree_internal_v1_stream_proto_rawDesc)))
 	})
-	return file_watchtree_v1_stream_proto_rawDescData
+	return file_watchtree_internal_v1_stream_proto_rawDescData
 }
 
-var file_watchtree_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_watchtree_v1_stream_proto_goTypes = []any{
-	(Outcome)(0),         // 0: watchtree.v1.Outcome
-	(*Event)(nil),        // 1: watchtree.v1.Event
-	(*EventBatch)(nil),   // 2: watchtree.v1.EventBatch
-	(*Subscribe)(nil),    // 3: watchtree.v1.Subscribe
-	(*Demand)(nil),       // 4: watchtree.v1.Demand
-	(*Progress)(nil),     // 5: watchtree.v1.Progress
-	(*Settled)(nil),      // 6: watchtree.v1.Settled
-	(*SettledRun)(nil),   // 7: watchtree.v1.SettledRun
-	(*SettledBatch)(nil), // 8: watchtree.v1.SettledBatch
+var file_watchtree_internal_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_watchtree_internal_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_watchtree_internal_v1_stream_proto_goTypes = []any{
+	(Outcome)(0),         // 0: watchtree.internal.v1.Outcome
+	(*Event)(nil),        // 1: watchtree.internal.v1.Event
+	(*EventBatch)(nil),   // 2: watchtree.internal.v1.EventBatch
+	(*Subscribe)(nil),    // 3: watchtree.internal.v1.Subscribe
+	(*Demand)(nil),       // 4: watchtree.internal.v1.Demand
+	(*Progress)(nil),     // 5: watchtree.internal.v1.Progress
+	(*Settled)(nil),      // 6: watchtree.internal.v1.Settled
+	(*SettledRun)(nil),   // 7: watchtree.internal.v1.SettledRun
+	(*SettledBatch)(nil), // 8: watchtree.internal.v1.SettledBatch
 }
-var file_watchtree_v1_stream_proto_depIdxs = []int32{
-	0, // 0: watchtree.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
-	0, // 1: watchtree.v1.SettledRun.outcome:type_name -> watchtree.v1.Outcome
-	7, // 2: watchtree.v1.SettledBatch.runs:type_name -> watchtree.v1.SettledRun
+var file_watchtree_internal_v1_stream_proto_depIdxs = []int32{
+	0, // 0: watchtree.internal.v1.Settled.outcome:type_name -> watchtree.internal.v1.Outcome
+	0, // 1: watchtree.internal.v1.SettledRun.outcome:type_name -> watchtree.internal.v1.Outcome
+	7, // 2: watchtree.internal.v1.SettledBatch.runs:type_name -> watchtree.internal.v1.SettledRun
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -721,27 +721,27 @@ var file_watchtree_v1_stream_proto_depIdxs = []int32{
 	0, // [0:3] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_stream_proto_init() }
-func file_watchtree_v1_stream_proto_init() {
-	if File_watchtree_v1_stream_proto != nil {
+func init() { file_watchtree_internal_v1_stream_proto_init() }
+func file_watchtree_internal_v1_stream_proto_init() {
+	if File_watchtree_internal_v1_stream_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_stream_proto_rawDesc), len(file_watchtree_v1_stream_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_stream_proto_rawDesc), len(file_watchtree_internal_v1_stream_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_stream_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_stream_proto_depIdxs,
-		EnumInfos:         file_watchtree_v1_stream_proto_enumTypes,
-		MessageInfos:      file_watchtree_v1_stream_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_stream_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_stream_proto_depIdxs,
+		EnumInfos:         file_watchtree_internal_v1_stream_proto_enumTypes,
+		MessageInfos:      file_watchtree_internal_v1_stream_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_stream_proto = out.File
-	file_watchtree_v1_stream_proto_goTypes = nil
-	file_watchtree_v1_stream_proto_depIdxs = nil
+	File_watchtree_internal_v1_stream_proto = out.File
+	file_watchtree_internal_v1_stream_proto_goTypes = nil
+	file_watchtree_internal_v1_stream_proto_depIdxs = nil
 }

@@ -5,9 +5,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/leader.proto
+// source: watchtree/internal/v1/leader.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -25,62 +25,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// LeaseRole is what the leader actor currently is for its stream.
-type LeaseRole int32
-
-const (
-	LeaseRole_LEASE_ROLE_UNSPECIFIED LeaseRole = 0
-	// Not campaigning: the stream is stopped or crashed on this instance.
-	LeaseRole_LEASE_ROLE_IDLE LeaseRole = 1
-	// Campaigning: another instance holds the lease (or it could not be read).
-	LeaseRole_LEASE_ROLE_STANDBY LeaseRole = 2
-	// This instance holds the lease.
-	LeaseRole_LEASE_ROLE_LEADER LeaseRole = 3
-)
-
-// Enum value maps for LeaseRole.
-var (
-	LeaseRole_name = map[int32]string{
-		0: "LEASE_ROLE_UNSPECIFIED",
-		1: "LEASE_ROLE_IDLE",
-		2: "LEASE_ROLE_STANDBY",
-		3: "LEASE_ROLE_LEADER",
-	}
-	LeaseRole_value = map[string]int32{
-		"LEASE_ROLE_UNSPECIFIED": 0,
-		"LEASE_ROLE_IDLE":        1,
-		"LEASE_ROLE_STANDBY":     2,
-		"LEASE_ROLE_LEADER":      3,
-	}
-)
-
-func (x LeaseRole) Enum() *LeaseRole {
-	p := new(LeaseRole)
-	*p = x
-	return p
-}
-
-func (x LeaseRole) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (LeaseRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_v1_leader_proto_enumTypes[0].Descriptor()
-}
-
-func (LeaseRole) Type() protoreflect.EnumType {
-	return &file_watchtree_v1_leader_proto_enumTypes[0]
-}
-
-func (x LeaseRole) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use LeaseRole.Descriptor instead.
-func (LeaseRole) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{0}
-}
-
 // Campaign asks the leader actor to seek the lease (supervisor → leader), on the supervisor's
 // start and on an operator Start.
 type Campaign struct {
@@ -92,7 +36,7 @@ type Campaign struct {
 
 func (x *Campaign) Reset() {
 	*x = Campaign{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +48,7 @@ func (x *Campaign) String() string {
 func (*Campaign) ProtoMessage() {}
 
 func (x *Campaign) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +61,7 @@ func (x *Campaign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Campaign.ProtoReflect.Descriptor instead.
 func (*Campaign) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Campaign) GetReason() string {
@@ -143,7 +87,7 @@ type Resign struct {
 
 func (x *Resign) Reset() {
 	*x = Resign{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +99,7 @@ func (x *Resign) String() string {
 func (*Resign) ProtoMessage() {}
 
 func (x *Resign) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +112,7 @@ func (x *Resign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resign.ProtoReflect.Descriptor instead.
 func (*Resign) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Resign) GetReason() string {
@@ -206,7 +150,7 @@ type Resigned struct {
 
 func (x *Resigned) Reset() {
 	*x = Resigned{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +162,7 @@ func (x *Resigned) String() string {
 func (*Resigned) ProtoMessage() {}
 
 func (x *Resigned) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +175,7 @@ func (x *Resigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resigned.ProtoReflect.Descriptor instead.
 func (*Resigned) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Resigned) GetEpoch() int64 {
@@ -268,7 +212,7 @@ type LeaseGranted struct {
 
 func (x *LeaseGranted) Reset() {
 	*x = LeaseGranted{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +224,7 @@ func (x *LeaseGranted) String() string {
 func (*LeaseGranted) ProtoMessage() {}
 
 func (x *LeaseGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +237,7 @@ func (x *LeaseGranted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGranted.ProtoReflect.Descriptor instead.
 func (*LeaseGranted) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeaseGranted) GetEpoch() int64 {
@@ -330,7 +274,7 @@ type LeaseLost struct {
 
 func (x *LeaseLost) Reset() {
 	*x = LeaseLost{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +286,7 @@ func (x *LeaseLost) String() string {
 func (*LeaseLost) ProtoMessage() {}
 
 func (x *LeaseLost) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +299,7 @@ func (x *LeaseLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseLost.ProtoReflect.Descriptor instead.
 func (*LeaseLost) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeaseLost) GetEpoch() int64 {
@@ -385,7 +329,7 @@ type HandOver struct {
 
 func (x *HandOver) Reset() {
 	*x = HandOver{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +341,7 @@ func (x *HandOver) String() string {
 func (*HandOver) ProtoMessage() {}
 
 func (x *HandOver) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +354,7 @@ func (x *HandOver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOver.ProtoReflect.Descriptor instead.
 func (*HandOver) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HandOver) GetEpoch() int64 {
@@ -439,7 +383,7 @@ type Fenced struct {
 
 func (x *Fenced) Reset() {
 	*x = Fenced{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +395,7 @@ func (x *Fenced) String() string {
 func (*Fenced) ProtoMessage() {}
 
 func (x *Fenced) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_leader_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +408,7 @@ func (x *Fenced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fenced.ProtoReflect.Descriptor instead.
 func (*Fenced) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_internal_v1_leader_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Fenced) GetEpoch() int64 {
@@ -481,136 +425,11 @@ func (x *Fenced) GetWhy() string {
 	return ""
 }
 
-// LeaseState is the leader actor's view of the lease, sent to the supervisor on every change
-// (role, epoch, holder, expiry); StatusReply.lease is the latest.
-type LeaseState struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Role  LeaseRole              `protobuf:"varint,1,opt,name=role,proto3,enum=watchtree.v1.LeaseRole" json:"role,omitempty"`
-	// owner is this instance's ID.
-	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	// holder is the instance holding the lease as last seen ("" when free or unknown).
-	Holder string `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
-	// epoch is the lease's epoch as last seen (this instance's own when leader).
-	Epoch int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// expires_at is the lease's expiry as last seen (store clock).
-	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// why is a one-line reason for the role.
-	Why string `protobuf:"bytes,6,opt,name=why,proto3" json:"why,omitempty"`
-	// acquisitions, losses and handovers count this actor's leaderships won, lost and handed over.
-	Acquisitions uint64 `protobuf:"varint,7,opt,name=acquisitions,proto3" json:"acquisitions,omitempty"`
-	Losses       uint64 `protobuf:"varint,8,opt,name=losses,proto3" json:"losses,omitempty"`
-	Handovers    uint64 `protobuf:"varint,9,opt,name=handovers,proto3" json:"handovers,omitempty"`
-	// fenced counts writes refused by a newer epoch.
-	Fenced        uint64 `protobuf:"varint,10,opt,name=fenced,proto3" json:"fenced,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
+var File_watchtree_internal_v1_leader_proto protoreflect.FileDescriptor
 
-func (x *LeaseState) Reset() {
-	*x = LeaseState{}
-	mi := &file_watchtree_v1_leader_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LeaseState) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LeaseState) ProtoMessage() {}
-
-func (x *LeaseState) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_leader_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
-func (*LeaseState) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_leader_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *LeaseState) GetRole() LeaseRole {
-	if x != nil {
-		return x.Role
-	}
-	return LeaseRole_LEASE_ROLE_UNSPECIFIED
-}
-
-func (x *LeaseState) GetOwner() string {
-	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *LeaseState) GetHolder() string {
-	if x != nil {
-		return x.Holder
-	}
-	return ""
-}
-
-func (x *LeaseState) GetEpoch() int64 {
-	if x != nil {
-		return x.Epoch
-	}
-	return 0
-}
-
-func (x *LeaseState) GetExpiresAt() *timestamppb.Timestamp {
-	if x != nil {
-		return x.ExpiresAt
-	}
-	return nil
-}
-
-func (x *LeaseState) GetWhy() string {
-	if x != nil {
-		return x.Why
-	}
-	return ""
-}
-
-func (x *LeaseState) GetAcquisitions() uint64 {
-	if x != nil {
-		return x.Acquisitions
-	}
-	return 0
-}
-
-func (x *LeaseState) GetLosses() uint64 {
-	if x != nil {
-		return x.Losses
-	}
-	return 0
-}
-
-func (x *LeaseState) GetHandovers() uint64 {
-	if x != nil {
-		return x.Handovers
-	}
-	return 0
-}
-
-func (x *LeaseState) GetFenced() uint64 {
-	if x != nil {
-		return x.Fenced
-	}
-	return 0
-}
-
-var File_watchtree_v1_leader_proto protoreflect.FileDescriptor
-
-const file_watchtree_v1_leader_proto_rawDesc = "" +
+const file_watchtree_internal_v1_leader_proto_rawDesc = "" +
 	"\n" +
-	"\x19watchtree/v1/leader.proto\x12\fwatchtree.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\"\n" +
+	"\"watchtree/internal/v1/leader.proto\x12\x15watchtree.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\"\n" +
 	"\bCampaign\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"h\n" +
 	"\x06Resign\x12\x16\n" +
@@ -635,85 +454,60 @@ const file_watchtree_v1_leader_proto_rawDesc = "" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"0\n" +
 	"\x06Fenced\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12\x10\n" +
-	"\x03why\x18\x02 \x01(\tR\x03why\"\xbc\x02\n" +
-	"\n" +
-	"LeaseState\x12+\n" +
-	"\x04role\x18\x01 \x01(\x0e2\x17.watchtree.v1.LeaseRoleR\x04role\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
-	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x129\n" +
-	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x10\n" +
-	"\x03why\x18\x06 \x01(\tR\x03why\x12\"\n" +
-	"\facquisitions\x18\a \x01(\x04R\facquisitions\x12\x16\n" +
-	"\x06losses\x18\b \x01(\x04R\x06losses\x12\x1c\n" +
-	"\thandovers\x18\t \x01(\x04R\thandovers\x12\x16\n" +
-	"\x06fenced\x18\n" +
-	" \x01(\x04R\x06fenced*k\n" +
-	"\tLeaseRole\x12\x1a\n" +
-	"\x16LEASE_ROLE_UNSPECIFIED\x10\x00\x12\x13\n" +
-	"\x0fLEASE_ROLE_IDLE\x10\x01\x12\x16\n" +
-	"\x12LEASE_ROLE_STANDBY\x10\x02\x12\x15\n" +
-	"\x11LEASE_ROLE_LEADER\x10\x03B2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x03why\x18\x02 \x01(\tR\x03whyB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_leader_proto_rawDescOnce sync.Once
-	file_watchtree_v1_leader_proto_rawDescData []byte
+	file_watchtree_internal_v1_leader_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_leader_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_leader_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_leader_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_leader_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_leader_proto_rawDesc), len(file_watchtree_v1_leader_proto_rawDesc)))
+func file_watchtree_internal_v1_leader_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_leader_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_leader_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_leader_proto_rawDesc), len(file_watchtree_internal_v1_leader_proto_rawDesc)))
 	})
-	return file_watchtree_v1_leader_proto_rawDescData
+	return file_watchtree_internal_v1_leader_proto_rawDescData
 }
 
-var file_watchtree_v1_leader_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_v1_leader_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_watchtree_v1_leader_proto_goTypes = []any{
-	(LeaseRole)(0),                // 0: watchtree.v1.LeaseRole
-	(*Campaign)(nil),              // 1: watchtree.v1.Campaign
-	(*Resign)(nil),                // 2: watchtree.v1.Resign
-	(*Resigned)(nil),              // 3: watchtree.v1.Resigned
-	(*LeaseGranted)(nil),          // 4: watchtree.v1.LeaseGranted
-	(*LeaseLost)(nil),             // 5: watchtree.v1.LeaseLost
-	(*HandOver)(nil),              // 6: watchtree.v1.HandOver
-	(*Fenced)(nil),                // 7: watchtree.v1.Fenced
-	(*LeaseState)(nil),            // 8: watchtree.v1.LeaseState
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+var file_watchtree_internal_v1_leader_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_watchtree_internal_v1_leader_proto_goTypes = []any{
+	(*Campaign)(nil),              // 0: watchtree.internal.v1.Campaign
+	(*Resign)(nil),                // 1: watchtree.internal.v1.Resign
+	(*Resigned)(nil),              // 2: watchtree.internal.v1.Resigned
+	(*LeaseGranted)(nil),          // 3: watchtree.internal.v1.LeaseGranted
+	(*LeaseLost)(nil),             // 4: watchtree.internal.v1.LeaseLost
+	(*HandOver)(nil),              // 5: watchtree.internal.v1.HandOver
+	(*Fenced)(nil),                // 6: watchtree.internal.v1.Fenced
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
-var file_watchtree_v1_leader_proto_depIdxs = []int32{
-	9, // 0: watchtree.v1.LeaseGranted.expires_at:type_name -> google.protobuf.Timestamp
-	0, // 1: watchtree.v1.LeaseState.role:type_name -> watchtree.v1.LeaseRole
-	9, // 2: watchtree.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+var file_watchtree_internal_v1_leader_proto_depIdxs = []int32{
+	7, // 0: watchtree.internal.v1.LeaseGranted.expires_at:type_name -> google.protobuf.Timestamp
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_leader_proto_init() }
-func file_watchtree_v1_leader_proto_init() {
-	if File_watchtree_v1_leader_proto != nil {
+func init() { file_watchtree_internal_v1_leader_proto_init() }
+func file_watchtree_internal_v1_leader_proto_init() {
+	if File_watchtree_internal_v1_leader_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_leader_proto_rawDesc), len(file_watchtree_v1_leader_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   8,
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_leader_proto_rawDesc), len(file_watchtree_internal_v1_leader_proto_rawDesc)),
+			NumEnums:      0,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_leader_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_leader_proto_depIdxs,
-		EnumInfos:         file_watchtree_v1_leader_proto_enumTypes,
-		MessageInfos:      file_watchtree_v1_leader_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_leader_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_leader_proto_depIdxs,
+		MessageInfos:      file_watchtree_internal_v1_leader_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_leader_proto = out.File
-	file_watchtree_v1_leader_proto_goTypes = nil
-	file_watchtree_v1_leader_proto_depIdxs = nil
+	File_watchtree_internal_v1_leader_proto = out.File
+	file_watchtree_internal_v1_leader_proto_goTypes = nil
+	file_watchtree_internal_v1_leader_proto_depIdxs = nil
 }

@@ -12,15 +12,13 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watchtree/v1/snapshot.proto
+// source: watchtree/internal/v1/snapshot.proto
 
-package messages
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	durationpb "google.golang.org/protobuf/types/known/durationpb"
-	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -46,7 +44,7 @@ type RunSnapshot struct {
 
 func (x *RunSnapshot) Reset() {
 	*x = RunSnapshot{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -58,7 +56,7 @@ func (x *RunSnapshot) String() string {
 func (*RunSnapshot) ProtoMessage() {}
 
 func (x *RunSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[0]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -71,7 +69,7 @@ func (x *RunSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSnapshot.ProtoReflect.Descriptor instead.
 func (*RunSnapshot) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{0}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *RunSnapshot) GetIncarnation() uint64 {
@@ -98,7 +96,7 @@ type CancelSnapshot struct {
 
 func (x *CancelSnapshot) Reset() {
 	*x = CancelSnapshot{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +108,7 @@ func (x *CancelSnapshot) String() string {
 func (*CancelSnapshot) ProtoMessage() {}
 
 func (x *CancelSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[1]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +121,7 @@ func (x *CancelSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSnapshot.ProtoReflect.Descriptor instead.
 func (*CancelSnapshot) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{1}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CancelSnapshot) GetIncarnation() uint64 {
@@ -149,7 +147,7 @@ type SnapshotFinished struct {
 
 func (x *SnapshotFinished) Reset() {
 	*x = SnapshotFinished{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +159,7 @@ func (x *SnapshotFinished) String() string {
 func (*SnapshotFinished) ProtoMessage() {}
 
 func (x *SnapshotFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[2]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +172,7 @@ func (x *SnapshotFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFinished.ProtoReflect.Descriptor instead.
 func (*SnapshotFinished) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{2}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SnapshotFinished) GetIncarnation() uint64 {
@@ -224,7 +222,7 @@ type Snapshotting struct {
 
 func (x *Snapshotting) Reset() {
 	*x = Snapshotting{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +234,7 @@ func (x *Snapshotting) String() string {
 func (*Snapshotting) ProtoMessage() {}
 
 func (x *Snapshotting) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[3]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +247,7 @@ func (x *Snapshotting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshotting.ProtoReflect.Descriptor instead.
 func (*Snapshotting) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{3}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Snapshotting) GetIncarnation() uint64 {
@@ -277,7 +275,7 @@ type SnapshotSubscribe struct {
 
 func (x *SnapshotSubscribe) Reset() {
 	*x = SnapshotSubscribe{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +287,7 @@ func (x *SnapshotSubscribe) String() string {
 func (*SnapshotSubscribe) ProtoMessage() {}
 
 func (x *SnapshotSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[4]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +300,7 @@ func (x *SnapshotSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSubscribe.ProtoReflect.Descriptor instead.
 func (*SnapshotSubscribe) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SnapshotSubscribe) GetRun() uint64 {
@@ -323,7 +321,7 @@ type SnapshotDemand struct {
 
 func (x *SnapshotDemand) Reset() {
 	*x = SnapshotDemand{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +333,7 @@ func (x *SnapshotDemand) String() string {
 func (*SnapshotDemand) ProtoMessage() {}
 
 func (x *SnapshotDemand) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[5]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +346,7 @@ func (x *SnapshotDemand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDemand.ProtoReflect.Descriptor instead.
 func (*SnapshotDemand) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SnapshotDemand) GetRun() uint64 {
@@ -378,7 +376,7 @@ type SnapshotBatch struct {
 
 func (x *SnapshotBatch) Reset() {
 	*x = SnapshotBatch{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +388,7 @@ func (x *SnapshotBatch) String() string {
 func (*SnapshotBatch) ProtoMessage() {}
 
 func (x *SnapshotBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[6]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +401,7 @@ func (x *SnapshotBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotBatch.ProtoReflect.Descriptor instead.
 func (*SnapshotBatch) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SnapshotBatch) GetRun() uint64 {
@@ -431,7 +429,7 @@ type SnapshotSettled struct {
 
 func (x *SnapshotSettled) Reset() {
 	*x = SnapshotSettled{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +441,7 @@ func (x *SnapshotSettled) String() string {
 func (*SnapshotSettled) ProtoMessage() {}
 
 func (x *SnapshotSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[7]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +454,7 @@ func (x *SnapshotSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSettled.ProtoReflect.Descriptor instead.
 func (*SnapshotSettled) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SnapshotSettled) GetRun() uint64 {
@@ -473,229 +471,6 @@ func (x *SnapshotSettled) GetSettled() []*Settled {
 	return nil
 }
 
-// SnapshotStatus is the progress of a stream's snapshot, reported to the supervisor.
-type SnapshotStatus struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	SnapshotId string                 `protobuf:"bytes,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
-	// reason is "initial" or "rebuild".
-	Reason  string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	Running bool   `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
-	Done    bool   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
-	// resumed is true when this run continued a snapshot an earlier run had begun.
-	Resumed     bool   `protobuf:"varint,5,opt,name=resumed,proto3" json:"resumed,omitempty"`
-	RangesDone  uint32 `protobuf:"varint,6,opt,name=ranges_done,json=rangesDone,proto3" json:"ranges_done,omitempty"`
-	RangesTotal uint32 `protobuf:"varint,7,opt,name=ranges_total,json=rangesTotal,proto3" json:"ranges_total,omitempty"`
-	// documents settled over the whole snapshot; estimated_total is the count of matching
-	// documents when the ranges were planned.
-	Documents      uint64 `protobuf:"varint,8,opt,name=documents,proto3" json:"documents,omitempty"`
-	EstimatedTotal uint64 `protobuf:"varint,9,opt,name=estimated_total,json=estimatedTotal,proto3" json:"estimated_total,omitempty"`
-	DeadLettered   uint64 `protobuf:"varint,10,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
-	// rate is documents per second of this run; eta the estimated time left at that rate.
-	Rate      float64                `protobuf:"fixed64,11,opt,name=rate,proto3" json:"rate,omitempty"`
-	Eta       *durationpb.Duration   `protobuf:"bytes,12,opt,name=eta,proto3" json:"eta,omitempty"`
-	StartedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	DoneAt    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=done_at,json=doneAt,proto3" json:"done_at,omitempty"`
-	// oplog_window is the time the oplog spans when it can be read (0: unknown); at_risk is true
-	// when the handoff position would leave the oplog before the snapshot ends at the current rate.
-	OplogWindow *durationpb.Duration `protobuf:"bytes,15,opt,name=oplog_window,json=oplogWindow,proto3" json:"oplog_window,omitempty"`
-	AtRisk      bool                 `protobuf:"varint,16,opt,name=at_risk,json=atRisk,proto3" json:"at_risk,omitempty"`
-	Warning     string               `protobuf:"bytes,17,opt,name=warning,proto3" json:"warning,omitempty"`
-	Error       string               `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
-	// on_demand marks the status of an on-demand snapshot (Handle.Snapshot); phase is then
-	// "running", "done", "failed" or "abandoned", chunks_done the chunks released and dropped the
-	// rows left out because the live stream changed them inside their chunk's window.
-	OnDemand      bool   `protobuf:"varint,40,opt,name=on_demand,json=onDemand,proto3" json:"on_demand,omitempty"`
-	Phase         string `protobuf:"bytes,41,opt,name=phase,proto3" json:"phase,omitempty"`
-	ChunksDone    uint32 `protobuf:"varint,42,opt,name=chunks_done,json=chunksDone,proto3" json:"chunks_done,omitempty"`
-	Dropped       uint64 `protobuf:"varint,43,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SnapshotStatus) Reset() {
-	*x = SnapshotStatus{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SnapshotStatus) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SnapshotStatus) ProtoMessage() {}
-
-func (x *SnapshotStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SnapshotStatus.ProtoReflect.Descriptor instead.
-func (*SnapshotStatus) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *SnapshotStatus) GetSnapshotId() string {
-	if x != nil {
-		return x.SnapshotId
-	}
-	return ""
-}
-
-func (x *SnapshotStatus) GetReason() string {
-	if x != nil {
-		return x.Reason
-	}
-	return ""
-}
-
-func (x *SnapshotStatus) GetRunning() bool {
-	if x != nil {
-		return x.Running
-	}
-	return false
-}
-
-func (x *SnapshotStatus) GetDone() bool {
-	if x != nil {
-		return x.Done
-	}
-	return false
-}
-
-func (x *SnapshotStatus) GetResumed() bool {
-	if x != nil {
-		return x.Resumed
-	}
-	return false
-}
-
-func (x *SnapshotStatus) GetRangesDone() uint32 {
-	if x != nil {
-		return x.RangesDone
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetRangesTotal() uint32 {
-	if x != nil {
-		return x.RangesTotal
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetDocuments() uint64 {
-	if x != nil {
-		return x.Documents
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetEstimatedTotal() uint64 {
-	if x != nil {
-		return x.EstimatedTotal
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetDeadLettered() uint64 {
-	if x != nil {
-		return x.DeadLettered
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetRate() float64 {
-	if x != nil {
-		return x.Rate
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetEta() *durationpb.Duration {
-	if x != nil {
-		return x.Eta
-	}
-	return nil
-}
-
-func (x *SnapshotStatus) GetStartedAt() *timestamppb.Timestamp {
-	if x != nil {
-		return x.StartedAt
-	}
-	return nil
-}
-
-func (x *SnapshotStatus) GetDoneAt() *timestamppb.Timestamp {
-	if x != nil {
-		return x.DoneAt
-	}
-	return nil
-}
-
-func (x *SnapshotStatus) GetOplogWindow() *durationpb.Duration {
-	if x != nil {
-		return x.OplogWindow
-	}
-	return nil
-}
-
-func (x *SnapshotStatus) GetAtRisk() bool {
-	if x != nil {
-		return x.AtRisk
-	}
-	return false
-}
-
-func (x *SnapshotStatus) GetWarning() string {
-	if x != nil {
-		return x.Warning
-	}
-	return ""
-}
-
-func (x *SnapshotStatus) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
-func (x *SnapshotStatus) GetOnDemand() bool {
-	if x != nil {
-		return x.OnDemand
-	}
-	return false
-}
-
-func (x *SnapshotStatus) GetPhase() string {
-	if x != nil {
-		return x.Phase
-	}
-	return ""
-}
-
-func (x *SnapshotStatus) GetChunksDone() uint32 {
-	if x != nil {
-		return x.ChunksDone
-	}
-	return 0
-}
-
-func (x *SnapshotStatus) GetDropped() uint64 {
-	if x != nil {
-		return x.Dropped
-	}
-	return 0
-}
-
 // AdvanceHandoff tells the checkpointer that the snapshot's handoff position can move forward to
 // token: an idle change stream from the handoff position, with the stream's own pipeline,
 // returned no event up to that post-batch resume token, so starting there skips nothing. The
@@ -710,7 +485,7 @@ type AdvanceHandoff struct {
 
 func (x *AdvanceHandoff) Reset() {
 	*x = AdvanceHandoff{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[9]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +497,7 @@ func (x *AdvanceHandoff) String() string {
 func (*AdvanceHandoff) ProtoMessage() {}
 
 func (x *AdvanceHandoff) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[9]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +510,7 @@ func (x *AdvanceHandoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceHandoff.ProtoReflect.Descriptor instead.
 func (*AdvanceHandoff) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AdvanceHandoff) GetSnapshotId() string {
@@ -752,125 +527,6 @@ func (x *AdvanceHandoff) GetToken() []byte {
 	return nil
 }
 
-// OnDemandSnapshot asks for an on-demand snapshot (send it as a request).
-type OnDemandSnapshot struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// snapshot_id identifies the snapshot: part of every event's ID and of the watermarks.
-	SnapshotId string `protobuf:"bytes,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
-	// filter is a BSON query document on the collection; empty: every document.
-	Filter        []byte `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OnDemandSnapshot) Reset() {
-	*x = OnDemandSnapshot{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OnDemandSnapshot) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OnDemandSnapshot) ProtoMessage() {}
-
-func (x *OnDemandSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OnDemandSnapshot.ProtoReflect.Descriptor instead.
-func (*OnDemandSnapshot) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *OnDemandSnapshot) GetSnapshotId() string {
-	if x != nil {
-		return x.SnapshotId
-	}
-	return ""
-}
-
-func (x *OnDemandSnapshot) GetFilter() []byte {
-	if x != nil {
-		return x.Filter
-	}
-	return nil
-}
-
-// OnDemandSnapshotReply answers OnDemandSnapshot: accepted when code is empty.
-type OnDemandSnapshotReply struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// code is "busy" (one is running), "not_running" (the stream is not running here),
-	// "unsupported" (the stream has no on-demand snapshot actor) or "failed".
-	Code  string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
-	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	// running is the id of the snapshot already running when code is "busy".
-	Running       string `protobuf:"bytes,3,opt,name=running,proto3" json:"running,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OnDemandSnapshotReply) Reset() {
-	*x = OnDemandSnapshotReply{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OnDemandSnapshotReply) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OnDemandSnapshotReply) ProtoMessage() {}
-
-func (x *OnDemandSnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OnDemandSnapshotReply.ProtoReflect.Descriptor instead.
-func (*OnDemandSnapshotReply) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *OnDemandSnapshotReply) GetCode() string {
-	if x != nil {
-		return x.Code
-	}
-	return ""
-}
-
-func (x *OnDemandSnapshotReply) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
-func (x *OnDemandSnapshotReply) GetRunning() string {
-	if x != nil {
-		return x.Running
-	}
-	return ""
-}
-
 // WindowOpen makes the dispatcher record the document keys and cluster times of the live events
 // it accepts from now on, for chunk of run.
 type WindowOpen struct {
@@ -883,7 +539,7 @@ type WindowOpen struct {
 
 func (x *WindowOpen) Reset() {
 	*x = WindowOpen{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[12]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +551,7 @@ func (x *WindowOpen) String() string {
 func (*WindowOpen) ProtoMessage() {}
 
 func (x *WindowOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[12]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +564,7 @@ func (x *WindowOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowOpen.ProtoReflect.Descriptor instead.
 func (*WindowOpen) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{12}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WindowOpen) GetRun() uint64 {
@@ -942,7 +598,7 @@ type WindowChunk struct {
 
 func (x *WindowChunk) Reset() {
 	*x = WindowChunk{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[13]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +610,7 @@ func (x *WindowChunk) String() string {
 func (*WindowChunk) ProtoMessage() {}
 
 func (x *WindowChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[13]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +623,7 @@ func (x *WindowChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowChunk.ProtoReflect.Descriptor instead.
 func (*WindowChunk) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{13}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WindowChunk) GetRun() uint64 {
@@ -1019,7 +675,7 @@ type WindowClosed struct {
 
 func (x *WindowClosed) Reset() {
 	*x = WindowClosed{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[14]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +687,7 @@ func (x *WindowClosed) String() string {
 func (*WindowClosed) ProtoMessage() {}
 
 func (x *WindowClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[14]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +700,7 @@ func (x *WindowClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowClosed.ProtoReflect.Descriptor instead.
 func (*WindowClosed) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{14}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WindowClosed) GetRun() uint64 {
@@ -1086,7 +742,7 @@ type AbandonOnDemand struct {
 
 func (x *AbandonOnDemand) Reset() {
 	*x = AbandonOnDemand{}
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[15]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +754,7 @@ func (x *AbandonOnDemand) String() string {
 func (*AbandonOnDemand) ProtoMessage() {}
 
 func (x *AbandonOnDemand) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_snapshot_proto_msgTypes[15]
+	mi := &file_watchtree_internal_v1_snapshot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +767,7 @@ func (x *AbandonOnDemand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonOnDemand.ProtoReflect.Descriptor instead.
 func (*AbandonOnDemand) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_snapshot_proto_rawDescGZIP(), []int{15}
+	return file_watchtree_internal_v1_snapshot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbandonOnDemand) GetWhy() string {
@@ -1121,23 +777,23 @@ func (x *AbandonOnDemand) GetWhy() string {
 	return ""
 }
 
-var File_watchtree_v1_snapshot_proto protoreflect.FileDescriptor
+var File_watchtree_internal_v1_snapshot_proto protoreflect.FileDescriptor
 
-const file_watchtree_v1_snapshot_proto_rawDesc = "" +
+const file_watchtree_internal_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"\x1bwatchtree/v1/snapshot.proto\x12\fwatchtree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18watchtree/v1/error.proto\x1a\x19watchtree/v1/stream.proto\"P\n" +
+	"$watchtree/internal/v1/snapshot.proto\x12\x15watchtree.internal.v1\x1a!watchtree/internal/v1/error.proto\x1a\"watchtree/internal/v1/stream.proto\"P\n" +
 	"\vRunSnapshot\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
 	"snapshotId\"2\n" +
 	"\x0eCancelSnapshot\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"\xb8\x01\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"\xc1\x01\n" +
 	"\x10SnapshotFinished\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\x12/\n" +
-	"\x05cause\x18\x04 \x01(\v2\x19.watchtree.v1.ErrorDetailR\x05cause\x12\x1a\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x128\n" +
+	"\x05cause\x18\x04 \x01(\v2\".watchtree.internal.v1.ErrorDetailR\x05cause\x12\x1a\n" +
 	"\bterminal\x18\x05 \x01(\bR\bterminal\"Q\n" +
 	"\fSnapshotting\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
@@ -1147,145 +803,100 @@ const file_watchtree_v1_snapshot_proto_rawDesc = "" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\":\n" +
 	"\x0eSnapshotDemand\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x16\n" +
-	"\x06credit\x18\x02 \x01(\rR\x06credit\"N\n" +
+	"\x06credit\x18\x02 \x01(\rR\x06credit\"W\n" +
 	"\rSnapshotBatch\x12\x10\n" +
-	"\x03run\x18\x01 \x01(\x04R\x03run\x12+\n" +
-	"\x06events\x18\x02 \x03(\v2\x13.watchtree.v1.EventR\x06events\"T\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x124\n" +
+	"\x06events\x18\x02 \x03(\v2\x1c.watchtree.internal.v1.EventR\x06events\"]\n" +
 	"\x0fSnapshotSettled\x12\x10\n" +
-	"\x03run\x18\x01 \x01(\x04R\x03run\x12/\n" +
-	"\asettled\x18\x02 \x03(\v2\x15.watchtree.v1.SettledR\asettled\"\xe7\x05\n" +
-	"\x0eSnapshotStatus\x12\x1f\n" +
-	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
-	"snapshotId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
-	"\arunning\x18\x03 \x01(\bR\arunning\x12\x12\n" +
-	"\x04done\x18\x04 \x01(\bR\x04done\x12\x18\n" +
-	"\aresumed\x18\x05 \x01(\bR\aresumed\x12\x1f\n" +
-	"\vranges_done\x18\x06 \x01(\rR\n" +
-	"rangesDone\x12!\n" +
-	"\franges_total\x18\a \x01(\rR\vrangesTotal\x12\x1c\n" +
-	"\tdocuments\x18\b \x01(\x04R\tdocuments\x12'\n" +
-	"\x0festimated_total\x18\t \x01(\x04R\x0eestimatedTotal\x12#\n" +
-	"\rdead_lettered\x18\n" +
-	" \x01(\x04R\fdeadLettered\x12\x12\n" +
-	"\x04rate\x18\v \x01(\x01R\x04rate\x12+\n" +
-	"\x03eta\x18\f \x01(\v2\x19.google.protobuf.DurationR\x03eta\x129\n" +
-	"\n" +
-	"started_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x123\n" +
-	"\adone_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x06doneAt\x12<\n" +
-	"\foplog_window\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\voplogWindow\x12\x17\n" +
-	"\aat_risk\x18\x10 \x01(\bR\x06atRisk\x12\x18\n" +
-	"\awarning\x18\x11 \x01(\tR\awarning\x12\x14\n" +
-	"\x05error\x18\x12 \x01(\tR\x05error\x12\x1b\n" +
-	"\ton_demand\x18( \x01(\bR\bonDemand\x12\x14\n" +
-	"\x05phase\x18) \x01(\tR\x05phase\x12\x1f\n" +
-	"\vchunks_done\x18* \x01(\rR\n" +
-	"chunksDone\x12\x18\n" +
-	"\adropped\x18+ \x01(\x04R\adropped\"G\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x128\n" +
+	"\asettled\x18\x02 \x03(\v2\x1e.watchtree.internal.v1.SettledR\asettled\"G\n" +
 	"\x0eAdvanceHandoff\x12\x1f\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\fR\x05token\"K\n" +
-	"\x10OnDemandSnapshot\x12\x1f\n" +
-	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
-	"snapshotId\x12\x16\n" +
-	"\x06filter\x18\x02 \x01(\fR\x06filter\"[\n" +
-	"\x15OnDemandSnapshotReply\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
-	"\arunning\x18\x03 \x01(\tR\arunning\"4\n" +
+	"\x05token\x18\x02 \x01(\fR\x05token\"4\n" +
 	"\n" +
 	"WindowOpen\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
-	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\"\x88\x01\n" +
+	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\"\x91\x01\n" +
 	"\vWindowChunk\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
 	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\x12\x10\n" +
 	"\x03low\x18\x03 \x01(\x04R\x03low\x12\x12\n" +
-	"\x04high\x18\x04 \x01(\x04R\x04high\x12+\n" +
-	"\x06events\x18\x05 \x03(\v2\x13.watchtree.v1.EventR\x06events\"n\n" +
+	"\x04high\x18\x04 \x01(\x04R\x04high\x124\n" +
+	"\x06events\x18\x05 \x03(\v2\x1c.watchtree.internal.v1.EventR\x06events\"n\n" +
 	"\fWindowClosed\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
 	"\x05chunk\x18\x02 \x01(\x04R\x05chunk\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\rR\adropped\x12\x1c\n" +
 	"\tdelivered\x18\x04 \x01(\rR\tdelivered\"#\n" +
 	"\x0fAbandonOnDemand\x12\x10\n" +
-	"\x03why\x18\x01 \x01(\tR\x03whyB2Z0github.com/watchtree/watchtree/messages;messagesb\x06proto3"
+	"\x03why\x18\x01 \x01(\tR\x03whyB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
-	file_watchtree_v1_snapshot_proto_rawDescOnce sync.Once
-	file_watchtree_v1_snapshot_proto_rawDescData []byte
+	file_watchtree_internal_v1_snapshot_proto_rawDescOnce sync.Once
+	file_watchtree_internal_v1_snapshot_proto_rawDescData []byte
 )
 
-func file_watchtree_v1_snapshot_proto_rawDescGZIP() []byte {
-	file_watchtree_v1_snapshot_proto_rawDescOnce.Do(func() {
-		file_watchtree_v1_snapshot_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_v1_snapshot_proto_rawDesc), len(file_watchtree_v1_snapshot_proto_rawDesc)))
+func file_watchtree_internal_v1_snapshot_proto_rawDescGZIP() []byte {
+	file_watchtree_internal_v1_snapshot_proto_rawDescOnce.Do(func() {
+		file_watchtree_internal_v1_snapshot_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_snapshot_proto_rawDesc), len(file_watchtree_internal_v1_snapshot_proto_rawDesc)))
 	})
-	return file_watchtree_v1_snapshot_proto_rawDescData
+	return file_watchtree_internal_v1_snapshot_proto_rawDescData
 }
 
-var file_watchtree_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
-var file_watchtree_v1_snapshot_proto_goTypes = []any{
-	(*RunSnapshot)(nil),           // 0: watchtree.v1.RunSnapshot
-	(*CancelSnapshot)(nil),        // 1: watchtree.v1.CancelSnapshot
-	(*SnapshotFinished)(nil),      // 2: watchtree.v1.SnapshotFinished
-	(*Snapshotting)(nil),          // 3: watchtree.v1.Snapshotting
-	(*SnapshotSubscribe)(nil),     // 4: watchtree.v1.SnapshotSubscribe
-	(*SnapshotDemand)(nil),        // 5: watchtree.v1.SnapshotDemand
-	(*SnapshotBatch)(nil),         // 6: watchtree.v1.SnapshotBatch
-	(*SnapshotSettled)(nil),       // 7: watchtree.v1.SnapshotSettled
-	(*SnapshotStatus)(nil),        // 8: watchtree.v1.SnapshotStatus
-	(*AdvanceHandoff)(nil),        // 9: watchtree.v1.AdvanceHandoff
-	(*OnDemandSnapshot)(nil),      // 10: watchtree.v1.OnDemandSnapshot
-	(*OnDemandSnapshotReply)(nil), // 11: watchtree.v1.OnDemandSnapshotReply
-	(*WindowOpen)(nil),            // 12: watchtree.v1.WindowOpen
-	(*WindowChunk)(nil),           // 13: watchtree.v1.WindowChunk
-	(*WindowClosed)(nil),          // 14: watchtree.v1.WindowClosed
-	(*AbandonOnDemand)(nil),       // 15: watchtree.v1.AbandonOnDemand
-	(*ErrorDetail)(nil),           // 16: watchtree.v1.ErrorDetail
-	(*Event)(nil),                 // 17: watchtree.v1.Event
-	(*Settled)(nil),               // 18: watchtree.v1.Settled
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+var file_watchtree_internal_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_watchtree_internal_v1_snapshot_proto_goTypes = []any{
+	(*RunSnapshot)(nil),       // 0: watchtree.internal.v1.RunSnapshot
+	(*CancelSnapshot)(nil),    // 1: watchtree.internal.v1.CancelSnapshot
+	(*SnapshotFinished)(nil),  // 2: watchtree.internal.v1.SnapshotFinished
+	(*Snapshotting)(nil),      // 3: watchtree.internal.v1.Snapshotting
+	(*SnapshotSubscribe)(nil), // 4: watchtree.internal.v1.SnapshotSubscribe
+	(*SnapshotDemand)(nil),    // 5: watchtree.internal.v1.SnapshotDemand
+	(*SnapshotBatch)(nil),     // 6: watchtree.internal.v1.SnapshotBatch
+	(*SnapshotSettled)(nil),   // 7: watchtree.internal.v1.SnapshotSettled
+	(*AdvanceHandoff)(nil),    // 8: watchtree.internal.v1.AdvanceHandoff
+	(*WindowOpen)(nil),        // 9: watchtree.internal.v1.WindowOpen
+	(*WindowChunk)(nil),       // 10: watchtree.internal.v1.WindowChunk
+	(*WindowClosed)(nil),      // 11: watchtree.internal.v1.WindowClosed
+	(*AbandonOnDemand)(nil),   // 12: watchtree.internal.v1.AbandonOnDemand
+	(*ErrorDetail)(nil),       // 13: watchtree.internal.v1.ErrorDetail
+	(*Event)(nil),             // 14: watchtree.internal.v1.Event
+	(*Settled)(nil),           // 15: watchtree.internal.v1.Settled
 }
-var file_watchtree_v1_snapshot_proto_depIdxs = []int32{
-	16, // 0: watchtree.v1.SnapshotFinished.cause:type_name -> watchtree.v1.ErrorDetail
-	17, // 1: watchtree.v1.SnapshotBatch.events:type_name -> watchtree.v1.Event
-	18, // 2: watchtree.v1.SnapshotSettled.settled:type_name -> watchtree.v1.Settled
-	19, // 3: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
-	20, // 4: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
-	20, // 5: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
-	19, // 6: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
-	17, // 7: watchtree.v1.WindowChunk.events:type_name -> watchtree.v1.Event
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+var file_watchtree_internal_v1_snapshot_proto_depIdxs = []int32{
+	13, // 0: watchtree.internal.v1.SnapshotFinished.cause:type_name -> watchtree.internal.v1.ErrorDetail
+	14, // 1: watchtree.internal.v1.SnapshotBatch.events:type_name -> watchtree.internal.v1.Event
+	15, // 2: watchtree.internal.v1.SnapshotSettled.settled:type_name -> watchtree.internal.v1.Settled
+	14, // 3: watchtree.internal.v1.WindowChunk.events:type_name -> watchtree.internal.v1.Event
+	4,  // [4:4] is the sub-list for method output_type
+	4,  // [4:4] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
-func init() { file_watchtree_v1_snapshot_proto_init() }
-func file_watchtree_v1_snapshot_proto_init() {
-	if File_watchtree_v1_snapshot_proto != nil {
+func init() { file_watchtree_internal_v1_snapshot_proto_init() }
+func file_watchtree_internal_v1_snapshot_proto_init() {
+	if File_watchtree_internal_v1_snapshot_proto != nil {
 		return
 	}
-	file_watchtree_v1_error_proto_init()
-	file_watchtree_v1_stream_proto_init()
+	file_watchtree_internal_v1_error_proto_init()
+	file_watchtree_internal_v1_stream_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_snapshot_proto_rawDesc), len(file_watchtree_v1_snapshot_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_snapshot_proto_rawDesc), len(file_watchtree_internal_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_watchtree_v1_snapshot_proto_goTypes,
-		DependencyIndexes: file_watchtree_v1_snapshot_proto_depIdxs,
-		MessageInfos:      file_watchtree_v1_snapshot_proto_msgTypes,
+		GoTypes:           file_watchtree_internal_v1_snapshot_proto_goTypes,
+		DependencyIndexes: file_watchtree_internal_v1_snapshot_proto_depIdxs,
+		MessageInfos:      file_watchtree_internal_v1_snapshot_proto_msgTypes,
 	}.Build()
-	File_watchtree_v1_snapshot_proto = out.File
-	file_watchtree_v1_snapshot_proto_goTypes = nil
-	file_watchtree_v1_snapshot_proto_depIdxs = nil
+	File_watchtree_internal_v1_snapshot_proto = out.File
+	file_watchtree_internal_v1_snapshot_proto_goTypes = nil
+	file_watchtree_internal_v1_snapshot_proto_depIdxs = nil
 }
