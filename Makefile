@@ -16,21 +16,21 @@ test: test-go test-clients
 test-go:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## test-clients: the official Node.js driver (test/clients, pinned in its package-lock.json)
-## against a standalone cmd/mongosim on a free port; `npm ci` first when node_modules is missing.
+## test-clients: the official Node.js driver (test/mongosim/clients, pinned in its package-lock.json)
+## against a standalone test/mongosim/cmd/mongosim on a free port; `npm ci` first when node_modules is missing.
 test-clients:
 	@command -v node >/dev/null 2>&1 || { echo "test-clients: node not found (apt-get install -y nodejs npm)"; exit 1; }
-	@[ -d test/clients/node_modules ] || (cd test/clients && npm ci --no-audit --no-fund)
+	@[ -d test/mongosim/clients/node_modules ] || (cd test/mongosim/clients && npm ci --no-audit --no-fund)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-		$(GO) build -o "$$tmp/mongosim" ./cmd/mongosim && test/clients/run.sh "$$tmp/mongosim"
+		$(GO) build -o "$$tmp/mongosim" ./test/mongosim/cmd/mongosim && test/mongosim/clients/run.sh "$$tmp/mongosim"
 
 ## test-mongosh: a mongosh --eval smoke run against a standalone mongosim (mongosh is installed
-## on demand into test/clients/mongosh; not part of `make test` because of its size).
+## on demand into test/mongosim/clients/mongosh; not part of `make test` because of its size).
 test-mongosh:
 	@command -v node >/dev/null 2>&1 || { echo "test-mongosh: node not found (apt-get install -y nodejs npm)"; exit 1; }
-	@[ -d test/clients/mongosh/node_modules ] || (cd test/clients/mongosh && npm ci --no-audit --no-fund)
+	@[ -d test/mongosim/clients/mongosh/node_modules ] || (cd test/mongosim/clients/mongosh && npm ci --no-audit --no-fund)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-		$(GO) build -o "$$tmp/mongosim" ./cmd/mongosim && test/clients/mongosh/smoke.sh "$$tmp/mongosim"
+		$(GO) build -o "$$tmp/mongosim" ./test/mongosim/cmd/mongosim && test/mongosim/clients/mongosh/smoke.sh "$$tmp/mongosim"
 
 ## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set); DEMO_FLAGS
 ## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).
@@ -61,7 +61,7 @@ bench-mongosim:
 
 ## mongosim: run the simulator standalone on port 27017.
 mongosim:
-	$(GO) run ./cmd/mongosim --port 27017
+	$(GO) run ./test/mongosim/cmd/mongosim --port 27017
 
 ## proto: regenerate messages/ from proto/ (needs protoc; protoc-gen-go is installed here).
 proto:
