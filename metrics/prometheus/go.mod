@@ -55,8 +55,8 @@ require (
 )
 
 // Our own modules build from this checkout. A consumer ignores these replace directives
-// and fetches the tagged versions required above (the release order is in the README's
-// "Modules" section).
+// and fetches the tagged versions required above (the README's "Release order" says which
+// to tag first).
 replace (
 	github.com/watchtree/watchtree => ../..
 	github.com/watchtree/watchtree/test/mongosim => ../../test/mongosim
