@@ -1,43 +1,51 @@
 # watchtree — the two commands a new machine needs are `make demo` and `make test`.
 GO       ?= go
+# MODULES are the repository's Go modules, each a directory with its own go.mod (README,
+# "Modules"); test-go, vet, lint, tidy and bench run in every one, PKGS within each.
+MODULES  ?= . test/mongosim cmd/watchtree metrics/prometheus store/redisstore test
 PKGS     ?= ./...
 GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test test-go test-clients test-mongosh demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt mongosim tools
+.PHONY: all test test-go test-clients test-mongosh demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt tidy modules mongosim tools
 
 all: lint test
 
 ## test: the whole test suite with the race detector, then the Node.js client suite (what CI runs).
 test: test-go test-clients
 
-## test-go: the Go tests with the race detector.
-test-go:
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+# in_modules runs the shell command $(1) in each of MODULES, every one even after a failure, and
+# fails naming the modules it failed in.
+in_modules = fail=; for m in $(MODULES); do echo "== $$m: $(1)"; (cd "$$m" && $(1)) || fail="$$fail $$m"; done; \
+	if [ -n "$$fail" ]; then echo "failed in:$$fail"; exit 1; fi
 
-## test-clients: the official Node.js driver (test/clients, pinned in its package-lock.json)
-## against a standalone cmd/mongosim on a free port; `npm ci` first when node_modules is missing.
+## test-go: the Go tests with the race detector, in every module.
+test-go:
+	@$(call in_modules,$(GO) test -race -count=1 -timeout 15m $(PKGS))
+
+## test-clients: the official Node.js driver (test/mongosim/clients, pinned in its package-lock.json)
+## against a standalone test/mongosim/cmd/mongosim on a free port; `npm ci` first when node_modules is missing.
 test-clients:
 	@command -v node >/dev/null 2>&1 || { echo "test-clients: node not found (apt-get install -y nodejs npm)"; exit 1; }
-	@[ -d test/clients/node_modules ] || (cd test/clients && npm ci --no-audit --no-fund)
+	@[ -d test/mongosim/clients/node_modules ] || (cd test/mongosim/clients && npm ci --no-audit --no-fund)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-		$(GO) build -o "$$tmp/mongosim" ./cmd/mongosim && test/clients/run.sh "$$tmp/mongosim"
+		(cd test/mongosim && $(GO) build -o "$$tmp/mongosim" ./cmd/mongosim) && test/mongosim/clients/run.sh "$$tmp/mongosim"
 
 ## test-mongosh: a mongosh --eval smoke run against a standalone mongosim (mongosh is installed
-## on demand into test/clients/mongosh; not part of `make test` because of its size).
+## on demand into test/mongosim/clients/mongosh; not part of `make test` because of its size).
 test-mongosh:
 	@command -v node >/dev/null 2>&1 || { echo "test-mongosh: node not found (apt-get install -y nodejs npm)"; exit 1; }
-	@[ -d test/clients/mongosh/node_modules ] || (cd test/clients/mongosh && npm ci --no-audit --no-fund)
+	@[ -d test/mongosim/clients/mongosh/node_modules ] || (cd test/mongosim/clients/mongosh && npm ci --no-audit --no-fund)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-		$(GO) build -o "$$tmp/mongosim" ./cmd/mongosim && test/clients/mongosh/smoke.sh "$$tmp/mongosim"
+		(cd test/mongosim && $(GO) build -o "$$tmp/mongosim" ./cmd/mongosim) && test/mongosim/clients/mongosh/smoke.sh "$$tmp/mongosim"
 
 ## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set); DEMO_FLAGS
 ## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).
 demo:
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
-## bench: every benchmark, BENCH_COUNT times each (default 3), written to docs/benchmarks.md:
+## bench: every benchmark of every module, BENCH_COUNT times each (default 3), written to docs/benchmarks.md:
 ## each figure with the baseline measured in the same run, the ratio, the range over the runs,
 ## the machine, its load and the date (internal/cmd/benchreport; raw output in
 ## docs/benchmarks.txt). BENCH is a go test -bench filter, e.g. make bench BENCH=Lanes
@@ -45,23 +53,23 @@ demo:
 BENCH_COUNT ?= 3
 BENCH       ?= .
 bench:
-	GO=$(GO) $(GO) run ./internal/cmd/benchreport -count $(BENCH_COUNT) -bench '$(BENCH)' -pkgs '$(PKGS)' $(BENCH_FLAGS)
+	GO=$(GO) $(GO) run ./internal/cmd/benchreport -count $(BENCH_COUNT) -bench '$(BENCH)' -modules '$(MODULES)' -pkgs '$(PKGS)' $(BENCH_FLAGS)
 
 ## bench-snapshot: the snapshot benchmarks (throughput against a raw find loop, resume).
 bench-snapshot:
-	$(GO) test -run '^$$' -bench 'BenchmarkSnapshot' -benchtime 3x -timeout 30m ./test/bench/
+	cd test && $(GO) test -run '^$$' -bench 'BenchmarkSnapshot' -benchtime 3x -timeout 30m ./bench/
 
 ## snapshot-50k: the snapshot-then-stream integration test with 50,000 existing documents.
 snapshot-50k:
-	WATCHTREE_IT_SNAPSHOT_DOCS=50000 $(GO) test -race -count=1 -timeout 20m -run 'TestSnapshotThenStream$$' -v ./test/integration/
+	cd test && WATCHTREE_IT_SNAPSHOT_DOCS=50000 $(GO) test -race -count=1 -timeout 20m -run 'TestSnapshotThenStream$$' -v ./integration/
 
 ## bench-mongosim: the simulator's benchmarks only.
 bench-mongosim:
-	$(GO) test -run '^$$' -bench . -benchmem ./test/mongosim/
+	cd test/mongosim && $(GO) test -run '^$$' -bench . -benchmem .
 
 ## mongosim: run the simulator standalone on port 27017.
 mongosim:
-	$(GO) run ./cmd/mongosim --port 27017
+	cd test/mongosim && $(GO) run ./cmd/mongosim --port 27017
 
 ## proto: regenerate messages/ from proto/ (needs protoc; protoc-gen-go is installed here).
 proto:
@@ -70,13 +78,21 @@ proto:
 	PATH="$(GOBIN):$$PATH" protoc --proto_path=proto --go_out=. --go_opt=module=github.com/watchtree/watchtree \
 		$$(find proto -name '*.proto')
 
-## lint: gofmt, go vet and staticcheck.
+## lint: gofmt, go vet and staticcheck (in every module).
 lint: fmt vet
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	$(GOBIN)/staticcheck $(PKGS)
+	@$(call in_modules,$(GOBIN)/staticcheck $(PKGS))
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet $(PKGS)
+	@$(call in_modules,$(GO) vet $(PKGS))
+
+## tidy: go mod tidy in every module.
+tidy:
+	@$(call in_modules,$(GO) mod tidy)
+
+## modules: print MODULES (.ci/run reads the list from here).
+modules:
+	@echo $(MODULES)

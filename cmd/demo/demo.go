@@ -211,7 +211,7 @@ func (d *demo) run(ctx, holdCtx context.Context) error {
 		return err
 	}
 	for _, p := range d.livePods() {
-		d.printf("  %s console at %s; inspect it: go run ./cmd/watchtree --addr %s streams   (or top)\n", p.name, p.console, p.console)
+		d.printf("  %s console at %s; inspect it: go run -C cmd/watchtree . --addr %s streams   (or top)\n", p.name, p.console, p.console)
 	}
 	if err := waitFor(ctx, "a leader of orders", func() bool { return d.currentLeader() != "" }); err != nil {
 		return err
@@ -282,7 +282,7 @@ func (d *demo) run(ctx, holdCtx context.Context) error {
 		d.printSummary(res, replayed, caches, start, loadTook)
 		d.printf("\n--hold: the pods keep running until Ctrl-C; inspect them:\n")
 		for _, p := range d.livePods() {
-			d.printf("  go run ./cmd/watchtree --addr %s top   # %s\n", p.console, p.name)
+			d.printf("  go run -C cmd/watchtree . --addr %s top   # %s\n", p.console, p.name)
 		}
 		if d.cfg.uri == "" {
 			d.printf("  mongosh %q   # the embedded mongosim\n", d.uri)
@@ -484,7 +484,7 @@ func (d *demo) replayOne(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("replay of order %d: %d payments, dead letter lookup %v; want 1 payment and the dead letter gone", order, n, gerr)
 	}
 	d.printf("  ... replayed the dead letter of order %d (%d attempts: %q) on %s's console, after fixing its card:\n"+
-		"      charged, dead letter deleted (go run ./cmd/watchtree --addr %s replay orders --id %s)\n",
+		"      charged, dead letter deleted (go run -C cmd/watchtree . --addr %s replay orders --id %s)\n",
 		order, dl.Attempts, dl.Error, leader.name, leader.console, abbreviate(dl.ID))
 	return order, nil
 }

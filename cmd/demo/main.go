@@ -27,6 +27,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,9 +36,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -100,39 +101,21 @@ type config struct {
 	noCursorKill bool   // skip the fail point (a server without test commands)
 }
 
-func newCommand(out io.Writer) *cobra.Command {
-	var cfg config
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Two pods charge every order exactly once, across a killed cursor and a killed leader",
-		Long: "demo starts two pods (processes with a watchtree runtime and its console each). The\n" +
-			"SINGLE_LEADER stream \"orders\" charges each order inserted into <db>.orders once into\n" +
-			"<db>.payments, idempotent by the event ID; poison orders end as dead letters. The\n" +
-			"ALL_INSTANCES stream \"products\" invalidates each pod's price cache. Midway a fail point\n" +
-			"kills the leader's cursor (the supervisor restarts it) and the leader pod is killed\n" +
-			"with SIGKILL (the standby takes over from the checkpoint); one dead letter is replayed\n" +
-			"through the console. MONGODB_URI selects a real replica set; unset, an embedded mongosim\n" +
-			"is started.\n\n" +
-			"The demo works in the database --db (default " + defaultDB + "). Before it starts it drops\n" +
-			"the collections it owns there (" + strings.Join(demoCollections, ", ") + "),\n" +
-			"printing which. It refuses a database that holds any other collection: it then drops\n" +
-			"nothing, names the foreign collections and exits 1. It exits 1 when an order was lost.",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.uri = os.Getenv("MONGODB_URI")
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := run(ctx, cfg, out)
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "demo:", err)
-			}
-			return err
-		},
-	}
-	cmd.SetOut(out) // --help goes where the demo's output goes
-	f := cmd.Flags()
+// command is the demo's command line, parsed by the standard library's flag package (-db and
+// --db both work): Execute runs the demo, and --help prints what it does and its flags.
+type command struct {
+	flags    *flag.FlagSet
+	cfg      config
+	args     []string
+	out, err io.Writer
+}
+
+func newCommand(out io.Writer) *command {
+	c := &command{args: os.Args[1:], out: out, err: os.Stderr}
+	f := flag.NewFlagSet("demo", flag.ContinueOnError)
+	f.SetOutput(io.Discard) // Execute reports a bad flag itself, and --help goes to out
+	f.Usage = func() {}
+	cfg := &c.cfg
 	f.StringVar(&cfg.db, "db", defaultDB, "database of the demo (its demo collections are dropped first; any other collection there makes the demo refuse)")
 	f.IntVar(&cfg.orders, "orders", 3000, "orders the load generator inserts")
 	f.IntVar(&cfg.rate, "rate", 250, "orders per second the load generator writes")
@@ -146,7 +129,79 @@ func newCommand(out io.Writer) *cobra.Command {
 	f.StringVar(&cfg.simAddr, "mongosim-addr", "127.0.0.1:0", "listen address of the embedded mongosim (port 0: a free one)")
 	f.BoolVar(&cfg.hold, "hold", false, "after the summary keep the pods (and their consoles) and the embedded mongosim running until Ctrl-C")
 	f.BoolVar(&cfg.noCursorKill, "no-cursor-kill", false, "skip the fail point that kills the leader's cursor")
-	return cmd
+	c.flags = f
+	return c
+}
+
+// Flags returns the demo's flags.
+func (c *command) Flags() *flag.FlagSet { return c.flags }
+
+// SetArgs replaces the arguments Execute parses (os.Args[1:] by default).
+func (c *command) SetArgs(args []string) { c.args = args }
+
+// SetErr replaces where Execute reports an error (os.Stderr by default).
+func (c *command) SetErr(w io.Writer) { c.err = w }
+
+// Execute parses the arguments and runs the demo until it ends or SIGINT/SIGTERM; --help prints
+// the usage to out and returns nil.
+func (c *command) Execute() error {
+	if err := c.flags.Parse(c.args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.usage()
+			return nil
+		}
+		fmt.Fprintf(c.err, "demo: %v (demo --help lists the flags)\n", err)
+		return err
+	}
+	if c.flags.NArg() > 0 {
+		err := fmt.Errorf("unexpected arguments %q: the demo takes flags only", c.flags.Args())
+		fmt.Fprintln(c.err, "demo:", err)
+		return err
+	}
+	cfg := c.cfg
+	cfg.uri = os.Getenv("MONGODB_URI")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, cfg, c.out)
+	if err != nil {
+		fmt.Fprintln(c.err, "demo:", err)
+	}
+	return err
+}
+
+// usage prints what the demo does and its flags, with their defaults, to out.
+func (c *command) usage() {
+	fmt.Fprint(c.out, "demo starts two pods (processes with a watchtree runtime and its console each). The\n"+
+		"SINGLE_LEADER stream \"orders\" charges each order inserted into <db>.orders once into\n"+
+		"<db>.payments, idempotent by the event ID; poison orders end as dead letters. The\n"+
+		"ALL_INSTANCES stream \"products\" invalidates each pod's price cache. Midway a fail point\n"+
+		"kills the leader's cursor (the supervisor restarts it) and the leader pod is killed\n"+
+		"with SIGKILL (the standby takes over from the checkpoint); one dead letter is replayed\n"+
+		"through the console. MONGODB_URI selects a real replica set; unset, an embedded mongosim\n"+
+		"is started.\n\n"+
+		"The demo works in the database --db (default "+defaultDB+"). Before it starts it drops\n"+
+		"the collections it owns there ("+strings.Join(demoCollections, ", ")+"),\n"+
+		"printing which. It refuses a database that holds any other collection: it then drops\n"+
+		"nothing, names the foreign collections and exits 1. It exits 1 when an order was lost.\n\n"+
+		"Usage:\n  demo [flags]\n\nFlags:\n")
+	tw := tabwriter.NewWriter(c.out, 0, 0, 3, ' ', 0)
+	c.flags.VisitAll(func(f *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if typ != "" {
+			name += " " + typ
+		}
+		switch {
+		case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0":
+		case typ == "string":
+			usage += fmt.Sprintf(" (default %q)", f.DefValue)
+		default:
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", name, usage)
+	})
+	fmt.Fprintf(tw, "  -h, --help\thelp for demo\n")
+	_ = tw.Flush()
 }
 
 // Order is a document of <db>.orders.

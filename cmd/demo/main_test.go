@@ -71,7 +71,7 @@ func TestDemoEmbeddedShowsEveryGuarantee(t *testing.T) {
 	s := out.String()
 	patterns := []string{
 		`database watchtree_demo (holds no collections: nothing to drop|.*it holds no others)`,
-		`pod-a console at 127\.0\.0\.1:\d+; inspect it: go run ./cmd/watchtree --addr 127\.0\.0\.1:\d+ streams`,
+		`pod-a console at 127\.0\.0\.1:\d+; inspect it: go run -C cmd/watchtree \. --addr 127\.0\.0\.1:\d+ streams`,
 		`pod-b console at 127\.0\.0\.1:\d+`,
 		`\[pod-.\] stream orders: leader \(epoch 1\)`,
 		`\[#*\.*\] handled\s+\d+ /\s+\d+ written\s+leader pod-.`, // a progress line
@@ -314,7 +314,7 @@ func TestDemoHoldKeepsThePodsRunning(t *testing.T) {
 	cfg.orders, cfg.hold, cfg.noCursorKill = 300, true, true
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg, out) }()
-	holdLine := regexp.MustCompile(`go run ./cmd/watchtree --addr (127\.0\.0\.1:\d+) top\s+# (pod-.)\n`)
+	holdLine := regexp.MustCompile(`go run -C cmd/watchtree \. --addr (127\.0\.0\.1:\d+) top\s+# (pod-.)\n`)
 	var addr string
 	deadline := time.Now().Add(55 * time.Second)
 	for addr == "" {

@@ -15,7 +15,7 @@ import (
 // mongosim runs in a child process, so a CPU or allocation profile of this benchmark shows the
 // consumer side only (plus the one-off backlog insert):
 //
-//	go test -run '^$' -bench CatchUpWatchtree -benchtime 5x -cpuprofile cpu.out -memprofile mem.out ./test/bench/
+//	go test -C test -run '^$' -bench CatchUpWatchtree -benchtime 5x -cpuprofile cpu.out -memprofile mem.out ./bench/
 //
 // Reported per event: the process's CPU time (µs) and its heap allocations (count and bytes,
 // from runtime.MemStats, so the driver's and the actors' allocations are included).

@@ -2,7 +2,7 @@
 // `go test -bench` and reported through b.ReportMetric, never asserted in timed unit tests.
 // The package has no tests; `make test` compiles it and runs nothing.
 //
-//	go test -run '^$' -bench . -benchmem ./test/bench/
+//	go test -C test -run '^$' -bench . -benchmem ./bench/
 //
 // The benchmarks and their targets (on the 2-core CI machine):
 //

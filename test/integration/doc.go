@@ -4,7 +4,7 @@
 //
 // Every scenario also runs, unchanged, against a real replica set:
 //
-//	WATCHTREE_MONGODB_URI='mongodb://localhost:27017/?replicaSet=rs0' go test -race ./test/integration/
+//	WATCHTREE_MONGODB_URI='mongodb://localhost:27017/?replicaSet=rs0' go test -C test -race ./integration/
 //
 // Each test then works in a database of its own (wt_<test>_<random>), dropped at the end. Fail
 // points (configureFailPoint failCommand) need a server started with

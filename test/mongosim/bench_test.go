@@ -14,7 +14,7 @@ import (
 )
 
 // The benchmarks report the issue's figures through b.ReportMetric (run them with
-// `go test -run '^$' -bench . ./test/mongosim/`). Targets on the 2-core CI machine, reported
+// `go test -C test/mongosim -run '^$' -bench . .`). Targets on the 2-core CI machine, reported
 // not asserted: >= 30,000 events/s to one watcher, p99 insert-to-event latency < 5 ms, and
 // inserts with 100 idle watchers >= 0.8 x inserts with none.
 

@@ -289,3 +289,15 @@ func TestRowsAreComplete(t *testing.T) {
 		seen[k] = true
 	}
 }
+
+// The recorded command runs go test in each module benchreport ran it in, as benchreport did.
+func TestCommandLine(t *testing.T) {
+	args := []string{"test", "-run", "^$", "-bench", ".", "./..."}
+	if got, want := commandLine([]string{"."}, args), "go test -run ^$ -bench . ./..."; got != want {
+		t.Errorf("one module: %q, want %q", got, want)
+	}
+	want := "for m in . test; do (cd $m && go test -run ^$ -bench . ./...); done"
+	if got := commandLine([]string{".", "test"}, args); got != want {
+		t.Errorf("two modules: %q, want %q", got, want)
+	}
+}

@@ -1,9 +1,10 @@
-// Command benchreport runs every benchmark of the repository several times and writes
+// Command benchreport runs every benchmark of the repository's modules several times and writes
 // docs/benchmarks.md: each figure with the baseline measured in the same run, their ratio, the
 // range over the runs, the machine, its load and the date. `make bench` runs it; the figures
 // come from the run, never from this source.
 //
 //	go run ./internal/cmd/benchreport -count 3 -bench . -out docs/benchmarks.md
+//	go run ./internal/cmd/benchreport -modules '. test/mongosim test'  # go test in each module, one report
 //	go run ./internal/cmd/benchreport -in recorded.txt -out /tmp/report.md  # render a recorded run
 //
 // It exits 1 when a benchmark failed or a row of the report has no figure, after writing the
@@ -35,7 +36,8 @@ func run(args []string, logw io.Writer) int {
 	fs.SetOutput(logw)
 	count := fs.Int("count", 3, "runs of each benchmark (go test -count); at least 1")
 	filter := fs.String("bench", ".", "benchmark filter (go test -bench)")
-	pkgs := fs.String("pkgs", "./...", "packages, space-separated")
+	pkgs := fs.String("pkgs", "./...", "packages, space-separated (in each of -modules)")
+	modules := fs.String("modules", ".", "module directories, space-separated: go test runs in each, in this order, into one report")
 	benchtime := fs.String("benchtime", "", "go test -benchtime, empty for go test's default")
 	timeout := fs.Duration("timeout", 60*time.Minute, "go test -timeout")
 	outPath := fs.String("out", "docs/benchmarks.md", "the report to write")
@@ -71,7 +73,11 @@ func run(args []string, logw io.Writer) int {
 			goArgs = append(goArgs, "-benchtime", *benchtime)
 		}
 		goArgs = append(goArgs, strings.Fields(*pkgs)...)
-		m.Command = "go " + strings.Join(goArgs, " ")
+		dirs := strings.Fields(*modules)
+		if len(dirs) == 0 {
+			dirs = []string{"."}
+		}
+		m.Command = commandLine(dirs, goArgs)
 		fmt.Fprintf(logw, "benchreport: %s\n", m.Command)
 
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -79,16 +85,21 @@ func run(args []string, logw io.Writer) int {
 		var buf bytes.Buffer
 		sampler := startLoadSampler(&m)
 		m.Start = time.Now()
-		cmd := exec.CommandContext(ctx, goTool(), goArgs...)
-		cmd.Stdout = io.MultiWriter(&buf, logw)
-		cmd.Stderr = io.MultiWriter(&buf, logw)
-		err := cmd.Run()
+		for _, dir := range dirs {
+			if ctx.Err() != nil {
+				break
+			}
+			cmd := exec.CommandContext(ctx, goTool(), goArgs...)
+			cmd.Dir = dir
+			cmd.Stdout = io.MultiWriter(&buf, logw)
+			cmd.Stderr = io.MultiWriter(&buf, logw)
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(logw, "benchreport: go test in %s: %v (the report lists the failures)\n", dir, err)
+			}
+		}
 		m.End = time.Now()
 		sampler()
 		raw = append(header(m, *count, *filter), buf.Bytes()...)
-		if err != nil {
-			fmt.Fprintf(logw, "benchreport: go test: %v (the report lists the failures)\n", err)
-		}
 		if *rawPath != "" {
 			if err := os.WriteFile(*rawPath, raw, 0o644); err != nil {
 				fmt.Fprintf(logw, "benchreport: %v\n", err)
@@ -116,6 +127,16 @@ func run(args []string, logw io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// commandLine is the shell command that runs the benchmarks as benchreport does: go test with
+// goArgs, in each of dirs ("go test ..." alone for the current directory only).
+func commandLine(dirs, goArgs []string) string {
+	test := "go " + strings.Join(goArgs, " ")
+	if len(dirs) == 1 && dirs[0] == "." {
+		return test
+	}
+	return "for m in " + strings.Join(dirs, " ") + "; do (cd $m && " + test + "); done"
 }
 
 // headerPrefix starts the lines in which a recorded run keeps its machine, load and dates, so
