@@ -103,6 +103,7 @@ type Checkpoint struct {
 // Settlements counts settled events by outcome: Handled + Filtered + Unhandled + Skipped +
 // DeadLettered = Settled.
 type Settlements struct {
+	// Settled is the total; Handled, Filtered, Unhandled and Skipped count by outcome.
 	Settled, Handled, Filtered, Unhandled, Skipped uint64
 	// DeadLettered counts the events whose attempts ran out: their dead letter was written, or
 	// they were dropped with dead letters disabled.
