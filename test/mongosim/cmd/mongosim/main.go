@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,13 +21,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 func main() {
-	if err := newCommand(os.Stdout).Execute(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
 		os.Exit(1)
 	}
 }
@@ -42,28 +47,30 @@ type config struct {
 	shutdownTimeout time.Duration
 }
 
-func newCommand(out io.Writer) *cobra.Command {
-	var cfg config
-	cmd := &cobra.Command{
-		Use:   "mongosim",
-		Short: "Run a simulated single-member MongoDB replica set (in memory)",
-		Long: "mongosim serves the MongoDB wire protocol as the primary of a one-member replica set,\n" +
-			"with change streams, transactions and fault injection (configureFailPoint).\n" +
-			"Data lives in memory only. It prints the connection URI and runs until SIGINT/SIGTERM.",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := run(ctx, cfg, out)
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "mongosim:", err)
-			}
-			return err
-		},
+// execute parses args, then serves until ctx ends; errors are printed on errOut.
+func execute(ctx context.Context, args []string, out, errOut io.Writer) error {
+	cfg, err := parse(args, errOut)
+	if err == nil {
+		err = run(ctx, cfg, out)
 	}
-	f := cmd.Flags()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(errOut, "mongosim:", err)
+	}
+	return err
+}
+
+// parse reads the flags (the standard library's syntax: -port 1 or --port=1 or --port 1).
+func parse(args []string, errOut io.Writer) (config, error) {
+	var cfg config
+	f := flag.NewFlagSet("mongosim", flag.ContinueOnError)
+	f.SetOutput(errOut)
+	f.Usage = func() {
+		fmt.Fprint(errOut, "Usage: mongosim [flags]\n\n"+
+			"mongosim serves the MongoDB wire protocol as the primary of a one-member replica set,\n"+
+			"with change streams, transactions and fault injection (configureFailPoint).\n"+
+			"Data lives in memory only. It prints the connection URI and runs until SIGINT/SIGTERM.\n\nFlags:\n")
+		f.PrintDefaults()
+	}
 	f.StringVar(&cfg.host, "host", "127.0.0.1", "interface to listen on")
 	f.IntVar(&cfg.port, "port", 27017, "TCP port to listen on (0 picks a free port)")
 	f.StringVar(&cfg.replSet, "replset", "rs0", "replica-set name reported by hello")
@@ -71,7 +78,13 @@ func newCommand(out io.Writer) *cobra.Command {
 	f.DurationVar(&cfg.oplogRetention, "oplog-retention", 0, "also drop history older than this (0: no age limit)")
 	f.IntVar(&cfg.wireVersion, "wire-version", 25, "maxWireVersion to report: 21 (MongoDB 7.0) or 25 (8.0)")
 	f.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long Close may take after a signal")
-	return cmd
+	if err := f.Parse(args); err != nil {
+		return cfg, err
+	}
+	if f.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q: mongosim takes flags only", f.Arg(0))
+	}
+	return cfg, nil
 }
 
 // run starts the server, prints its URI and serves until ctx ends.

@@ -20,10 +20,9 @@ func TestMongosimServesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	cmd := newCommand(pw)
-	cmd.SetArgs([]string{"--port", "0", "--replset", "rsx", "--wire-version", "21", "--oplog-capacity", "10"})
+	args := []string{"--port", "0", "--replset", "rsx", "--wire-version", "21", "--oplog-capacity", "10"}
 	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx); _ = pw.Close() }()
+	go func() { done <- execute(ctx, args, pw, io.Discard); _ = pw.Close() }()
 
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
@@ -67,12 +66,13 @@ func TestMongosimRejectsBadFlags(t *testing.T) {
 		{"--wire-version", "22"},
 		{"--oplog-capacity", "0"},
 		{"extra-arg"},
+		{"--no-such-flag"},
 	} {
-		cmd := newCommand(io.Discard)
-		cmd.SetErr(io.Discard)
-		cmd.SetArgs(args)
-		if err := cmd.ExecuteContext(context.Background()); err == nil {
+		var errOut strings.Builder
+		if err := execute(context.Background(), args, io.Discard, &errOut); err == nil {
 			t.Errorf("%v: want an error", args)
+		} else if !strings.Contains(errOut.String(), "mongosim:") && !strings.Contains(errOut.String(), "flag") {
+			t.Errorf("%v: stderr %q does not say what is wrong", args, errOut.String())
 		}
 	}
 }
