@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
 
@@ -158,7 +159,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	obs := rt.cfg.Observer
 	if rt.console != nil {
-		obs = MultiObserver(obs, consoleFeed{rt.console})
+		obs = observe.Multi(obs, rt.console) // the console's live feed
 	}
 	rt.obs = newSafeObserver(obs, 0, rt.log)
 	rt.state = rtStarted
