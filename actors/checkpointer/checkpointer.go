@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
@@ -35,7 +34,6 @@ func New(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
 	cfg = cfg.boundIO()
 	sh := &shared{}
 	return treekit.Props(func() actor.Actor { return newCheckpointer(&cfg, sh) }), nil

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -144,15 +145,7 @@ func (c Config) withDefaults() Config {
 		c.IOTimeout = DefaultIOTimeout
 	}
 	c.IOTimeout = min(c.IOTimeout, c.Policy.TTL)
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Events == nil {
-		c.Events = NopEvents{}
-	}
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
+	c.Events = cmp.Or[Events](c.Events, NopEvents{})
 	return c
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -101,16 +101,8 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 	if cfg.IOTimeout == 0 {
 		cfg.IOTimeout = DefaultIOTimeout
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
-	if cfg.Events == nil {
-		cfg.Events = nopEvents{}
-	}
+	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger)
+	cfg.Events = cmp.Or[Events](cfg.Events, nopEvents{})
 	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: &cfg} }), nil
 }
 

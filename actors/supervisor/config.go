@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/policy"
 )
@@ -183,16 +182,10 @@ func (c Config) withDefaults() Config {
 	if c.Classify == nil {
 		c.Classify = DefaultClassifier()
 	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
 	return c
 }
 
