@@ -361,9 +361,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 	}
 	for write := 1; ; write++ {
 		dl := newDeadLetter(store.Scope{Stream: sh.stream, Instance: sh.instance}, id, ev.token, ev.raw, f, sh.clk.Now(), sh.retention)
-		wctx, cancel := context.WithTimeout(ctx, sh.dlTimeout)
-		err := putDeadLetter(wctx, sh.dl, dl)
-		cancel()
+		err := treekit.Bounded(ctx, sh.dlTimeout, func(ctx context.Context) error { return putDeadLetter(ctx, sh.dl, dl) })
 		if err == nil {
 			sh.log.Warn("event dead-lettered", fields...)
 			emit(sh.log, "DeadLettered", func() {

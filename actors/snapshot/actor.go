@@ -290,10 +290,12 @@ func (a *snapshotActor) submit(f func()) {
 	}
 }
 
-func (a *snapshotActor) load(ctx context.Context) (store.Snapshot, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
-	defer cancel()
-	return a.cfg.Store.LoadSnapshot(ctx, store.Scope{Stream: a.cfg.Stream, Instance: a.cfg.Instance})
+func (a *snapshotActor) load(ctx context.Context) (sn store.Snapshot, ok bool, err error) {
+	err = treekit.Bounded(ctx, a.cfg.IOTimeout, func(ctx context.Context) error {
+		sn, ok, err = a.cfg.Store.LoadSnapshot(ctx, store.Scope{Stream: a.cfg.Stream, Instance: a.cfg.Instance})
+		return err
+	})
+	return sn, ok, err
 }
 
 // plan splits the collection into ranges and saves the plan (on the worker goroutine).
@@ -311,9 +313,9 @@ func (a *snapshotActor) plan(ctx context.Context, rec *store.Snapshot) error {
 		rec.Ranges = append(rec.Ranges, store.SnapshotRange{Min: bounds[i], Max: bounds[i+1]})
 	}
 	rec.Planned, rec.Total, rec.UpdatedAt = true, total, a.cfg.Clock.Now()
-	sctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
-	defer cancel()
-	if err := a.cfg.Store.SaveSnapshot(sctx, *rec); err != nil {
+	if err := treekit.Bounded(ctx, a.cfg.IOTimeout, func(ctx context.Context) error {
+		return a.cfg.Store.SaveSnapshot(ctx, *rec)
+	}); err != nil {
 		return fmt.Errorf("save the plan: %w", err)
 	}
 	return nil
@@ -595,9 +597,7 @@ func (a *snapshotActor) saveNow(ctx actor.Context) {
 	r.permitsDue = nil
 	n := r.n
 	a.submit(func() {
-		sctx, cancel := context.WithTimeout(r.ctx, a.cfg.IOTimeout)
-		err := a.cfg.Store.SaveSnapshot(sctx, rec)
-		cancel()
+		err := treekit.Bounded(r.ctx, a.cfg.IOTimeout, func(ctx context.Context) error { return a.cfg.Store.SaveSnapshot(ctx, rec) })
 		if r.ctx.Err() != nil {
 			return
 		}

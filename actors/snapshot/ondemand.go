@@ -239,11 +239,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 				a.sys.Root.Send(a.self, out)
 			}
 		}()
-		io := func(f func(context.Context) error) error {
-			c, cancel := context.WithTimeout(r.ctx, a.cfg.IOTimeout)
-			defer cancel()
-			return f(c)
-		}
+		io := func(f func(context.Context) error) error { return treekit.Bounded(r.ctx, a.cfg.IOTimeout, f) }
 		var docs []bson.Raw
 		if out.err = io(func(c context.Context) (err error) { out.low, err = a.cfg.Source.Mark(c, mark("low")); return }); out.err != nil {
 			out.err = fmt.Errorf("write the low watermark of chunk %d: %w", chunk, out.err)
