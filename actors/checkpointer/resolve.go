@@ -39,26 +39,10 @@ const (
 // takes 1, else captures the current position without persisting it. Steps 2–3 run on the
 // worker goroutine.
 func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStart) {
-	to := ctx.Sender()
-	if to == nil {
-		c.log.Warn("ResolveStart without a sender dropped (send it as a request)",
-			zap.Uint64("incarnation", m.GetIncarnation()))
-		return
-	}
 	inc := m.GetIncarnation()
-	if c.fenced {
-		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: store.ErrFenced.Error()})
+	to, ok := c.admitStart(ctx, "ResolveStart", inc)
+	if !ok {
 		return
-	}
-	if inc < c.incarnation {
-		c.stale++
-		c.log.Debug("stale ResolveStart dropped", zap.Uint64("incarnation", inc), zap.Uint64("current", c.incarnation))
-		return
-	}
-	if inc > c.incarnation {
-		c.incarnation = inc
-		c.t.rebase()
 	}
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
@@ -90,6 +74,33 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *messages.ResolveStar
 		return
 	}
 	c.w.submit(c.resolveJob(c.reqSeq, mode, c.snapshot(position{})))
+}
+
+// admitStart is the common prologue of a start request (what: ResolveStart or HistoryLost) of
+// incarnation inc. It drops one without a sender (there is no one to answer) or of an older
+// incarnation, and answers a terminal FAIL once fenced; a newer incarnation rebases the
+// low-water mark for the cursor it will open. ok: handle the request and answer to.
+func (c *checkpointer) admitStart(ctx actor.Context, what string, inc uint64) (to *actor.PID, ok bool) {
+	to = ctx.Sender()
+	if to == nil {
+		c.log.Warn(what+" without a sender dropped (send it as a request)", zap.Uint64("incarnation", inc))
+		return nil, false
+	}
+	if c.fenced {
+		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
+			Terminal: true, Reason: store.ErrFenced.Error()})
+		return nil, false
+	}
+	if inc < c.incarnation {
+		c.stale++
+		c.log.Debug("stale "+what+" dropped", zap.Uint64("incarnation", inc), zap.Uint64("current", c.incarnation))
+		return nil, false
+	}
+	if inc > c.incarnation {
+		c.incarnation = inc
+		c.t.rebase()
+	}
+	return to, true
 }
 
 // snapshot builds the checkpoint record of p as of now (on the actor goroutine: Epoch is read
@@ -348,26 +359,10 @@ func newSnapshotRecord(cfg Config, tok bson.Raw, ts bson.Timestamp, reason strin
 
 // onHistoryLost applies OnHistoryLost to the start position the stream actor could not open.
 func (c *checkpointer) onHistoryLost(ctx actor.Context, m *messages.HistoryLost) {
-	to := ctx.Sender()
-	if to == nil {
-		c.log.Warn("HistoryLost without a sender dropped (send it as a request)",
-			zap.Uint64("incarnation", m.GetIncarnation()))
-		return
-	}
 	inc := m.GetIncarnation()
-	if c.fenced {
-		ctx.Send(to, &messages.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: store.ErrFenced.Error()})
+	to, ok := c.admitStart(ctx, "HistoryLost", inc)
+	if !ok {
 		return
-	}
-	if inc < c.incarnation {
-		c.stale++
-		c.log.Debug("stale HistoryLost dropped", zap.Uint64("incarnation", inc), zap.Uint64("current", c.incarnation))
-		return
-	}
-	if inc > c.incarnation {
-		c.incarnation = inc
-		c.t.rebase()
 	}
 	from := c.lastStart
 	hl := c.cfg.OnHistoryLost
