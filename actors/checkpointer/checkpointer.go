@@ -246,18 +246,9 @@ func (c *checkpointer) shutdown(ctx actor.Context, why string) {
 
 func (c *checkpointer) stopTimers() {
 	c.timerGen++
-	if c.intervalTimer != nil {
-		c.intervalTimer.Stop()
-		c.intervalTimer = nil
-	}
-	if c.retryTimer != nil {
-		c.retryTimer.Stop()
-		c.retryTimer = nil
-	}
-	if c.reportTimer != nil {
-		c.reportTimer.Stop()
-		c.reportTimer = nil
-	}
+	treekit.StopTimer(&c.intervalTimer)
+	treekit.StopTimer(&c.retryTimer)
+	treekit.StopTimer(&c.reportTimer)
 	c.intervalDue = false
 }
 
@@ -341,10 +332,7 @@ func (c *checkpointer) reportWrite(ctx actor.Context, cp store.Checkpoint, now b
 
 // sendReport sends the report reportWrite held back, if any.
 func (c *checkpointer) sendReport(ctx actor.Context) {
-	if c.reportTimer != nil {
-		c.reportTimer.Stop()
-		c.reportTimer = nil
-	}
+	treekit.StopTimer(&c.reportTimer)
 	m := c.unreported
 	p := ctx.Parent()
 	if m == nil || p == nil {
