@@ -474,7 +474,7 @@ func (c Config) retry(ctx context.Context, log *zap.Logger, what string, write f
 		}
 		d := c.retryDelay(n)
 		log.Warn(what+" write failed; retrying", zap.Error(err), zap.Int("attempt", n), zap.Duration("retry_in", d))
-		if !sleep(ctx, c.Clock, d) {
+		if !treekit.Sleep(ctx, c.Clock, d) {
 			return false
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
@@ -79,20 +78,6 @@ func (w *worker) run() {
 		if res != nil {
 			w.send(res)
 		}
-	}
-}
-
-// sleep waits d on clk, or until ctx ends (it then returns false). Used by retry loops that run
-// on the worker goroutine.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	ch := make(chan struct{})
-	t := clk.AfterFunc(d, func() { close(ch) })
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
 	}
 }
 

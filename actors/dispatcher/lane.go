@@ -390,13 +390,5 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 // that a blocked lane holds nothing back. It reports false when ctx ended first.
 func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
 	l.sh.settle.flushUrgently()
-	ch := make(chan struct{})
-	t := l.sh.clk.AfterFunc(d, func() { close(ch) })
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
+	return treekit.Sleep(ctx, l.sh.clk, d)
 }
