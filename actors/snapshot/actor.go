@@ -29,6 +29,17 @@ var runs atomic.Uint64
 // liveGoroutines counts the goroutines of every run (tests assert it drops back to zero).
 var liveGoroutines atomic.Int64
 
+// spawn runs f on a new goroutine of a run, counted by the run's wg and by liveGoroutines.
+func spawn(wg *sync.WaitGroup, f func()) {
+	wg.Add(1)
+	liveGoroutines.Add(1)
+	go func() {
+		defer liveGoroutines.Add(-1)
+		defer wg.Done()
+		f()
+	}()
+}
+
 // Messages the actor's goroutines and timers send it: plain Go, stamped with the run.
 type (
 	loaded struct {
@@ -238,11 +249,7 @@ func (a *snapshotActor) onRun(ctx actor.Context, m *messages.RunSnapshot) {
 	r := &run{n: runs.Add(1), id: id, inc: m.GetIncarnation(), to: to, ctx: rctx, cancel: cancel,
 		io: make(chan func(), 64), builder: newEventBuilder(id, a.cfg.Database, a.cfg.Collection)}
 	a.run = r
-	r.wg.Add(1)
-	liveGoroutines.Add(1)
-	go func() {
-		defer liveGoroutines.Add(-1)
-		defer r.wg.Done()
+	spawn(&r.wg, func() {
 		for {
 			select {
 			case <-rctx.Done():
@@ -251,7 +258,7 @@ func (a *snapshotActor) onRun(ctx actor.Context, m *messages.RunSnapshot) {
 				f()
 			}
 		}
-	}()
+	})
 	a.submit(func() {
 		rec, found, err := a.load(rctx)
 		switch {
@@ -277,16 +284,12 @@ func (a *snapshotActor) submit(f func()) {
 		// The queue holds at most the load, a save and a few window reads: never full in
 		// practice. Should it be, the job waits on a goroutine of the run rather than being
 		// dropped (a dropped save would hold a range's next chunk for ever).
-		r.wg.Add(1)
-		liveGoroutines.Add(1)
-		go func() {
-			defer liveGoroutines.Add(-1)
-			defer r.wg.Done()
+		spawn(&r.wg, func() {
 			select {
 			case r.io <- f:
 			case <-r.ctx.Done():
 			}
-		}()
+		})
 	}
 }
 
@@ -361,15 +364,11 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 		if st.ended {
 			continue
 		}
-		rg := r.rec.Ranges[st.i]
-		r.wg.Add(1)
-		liveGoroutines.Add(1)
-		go a.readRange(r, st.i, rg.Min, rg.Max, rg.Last, st.permit)
+		i, rg, permit := st.i, r.rec.Ranges[st.i], st.permit // read here: the actor goes on changing st
+		spawn(&r.wg, func() { a.readRange(r, i, rg.Min, rg.Max, rg.Last, permit) })
 	}
 	if tok := r.rec.HandoffToken; len(tok) > 0 {
-		r.wg.Add(1)
-		liveGoroutines.Add(1)
-		go a.keepHandoff(r, tok)
+		spawn(&r.wg, func() { a.keepHandoff(r, tok) })
 	}
 	a.readWindow()
 	a.armProgress()
@@ -381,8 +380,6 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 // and every HandoffRefresh the handoff position moves there. The first event ends it: the
 // position must stay before that change.
 func (a *snapshotActor) keepHandoff(r *run, from bson.Raw) {
-	defer liveGoroutines.Add(-1)
-	defer r.wg.Done()
 	cur, err := a.cfg.Source.Watch(r.ctx, from)
 	if err != nil {
 		if r.ctx.Err() == nil {
@@ -423,8 +420,6 @@ func (a *snapshotActor) keepHandoff(r *run, from bson.Raw) {
 // readRange reads one range in chunks, one chunk ahead of the one being handled: it sends a
 // chunk once the previous one is durable (permit).
 func (a *snapshotActor) readRange(r *run, i int, min, max, after bson.Raw, permit <-chan struct{}) {
-	defer liveGoroutines.Add(-1)
-	defer r.wg.Done()
 	limit := a.cfg.Policy.BatchSize
 	for {
 		ctx, cancel := context.WithTimeout(r.ctx, a.cfg.IOTimeout)

@@ -228,11 +228,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 			{Key: "snapshot", Value: r.id}, {Key: "chunk", Value: int64(chunk)}, {Key: "kind", Value: kind},
 			{Key: "at", Value: a.cfg.Clock.Now()}}
 	}
-	r.wg.Add(1)
-	liveGoroutines.Add(1)
-	go func() {
-		defer liveGoroutines.Add(-1)
-		defer r.wg.Done()
+	spawn(r.wg, func() {
 		out := &chunkReady{run: n, chunk: chunk}
 		defer func() {
 			if r.ctx.Err() == nil {
@@ -263,7 +259,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 			}
 			out.events[j].Raw, _ = r.builder.build(doc, out.keys[j])
 		}
-	}()
+	})
 }
 
 func (a *onDemandActor) onChunkReady(ctx actor.Context, m *chunkReady) {
