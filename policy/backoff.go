@@ -71,15 +71,7 @@ func (p Retry) WithDefaults() Retry {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultRetryMaxAttempts
 	}
-	if p.InitialDelay == 0 {
-		p.InitialDelay = DefaultRetryInitialDelay
-	}
-	if p.MaxDelay == 0 {
-		p.MaxDelay = DefaultRetryMaxDelay
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = DefaultRetryMultiplier
-	}
+	retryCurve.fill(&p.InitialDelay, &p.MaxDelay, &p.Multiplier)
 	return p
 }
 
@@ -98,7 +90,7 @@ func (p Retry) ValidateInto(c *Errors, field string) {
 	if p.MaxAttempts < 0 {
 		c.Add(field+".MaxAttempts", "must be >= 1 (0 means the default %d), got %d", DefaultRetryMaxAttempts, p.MaxAttempts)
 	}
-	validateBackoff(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier, DefaultRetryInitialDelay, DefaultRetryMaxDelay)
+	retryCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
 
 // Delay returns the delay after the attempt-th failed attempt (1-based), following the formula
@@ -151,15 +143,7 @@ type Restart struct {
 // WithDefaults returns p with every zero field replaced by its default. MaxAttempts stays 0
 // (unlimited) when unset.
 func (p Restart) WithDefaults() Restart {
-	if p.InitialDelay == 0 {
-		p.InitialDelay = DefaultRestartInitialDelay
-	}
-	if p.MaxDelay == 0 {
-		p.MaxDelay = DefaultRestartMaxDelay
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = DefaultRestartMultiplier
-	}
+	restartCurve.fill(&p.InitialDelay, &p.MaxDelay, &p.Multiplier)
 	return p
 }
 
@@ -178,7 +162,7 @@ func (p Restart) ValidateInto(c *Errors, field string) {
 	if p.MaxAttempts < 0 {
 		c.Add(field+".MaxAttempts", "must be >= 0 (0 means unlimited), got %d", p.MaxAttempts)
 	}
-	validateBackoff(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier, DefaultRestartInitialDelay, DefaultRestartMaxDelay)
+	restartCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
 
 // Delay returns the delay before the attempt-th restart (1-based), following the formula on
@@ -190,17 +174,42 @@ func (p Restart) Delay(attempt int, rnd func() float64) time.Duration {
 	return delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt, p.Jitter, rnd)
 }
 
-// validateBackoff checks the delay and multiplier fields shared by Retry and Restart. The
-// cross-field rule MaxDelay >= InitialDelay is checked on defaulted values, and only when both
-// delays are themselves valid.
-func validateBackoff(c *Errors, field string, initial, maxDelay time.Duration, mult float64, defInitial, defMax time.Duration) {
+// curve holds the defaults of the delay fields Retry and Restart share (InitialDelay, MaxDelay,
+// Multiplier): the two policies differ in these values only, not in how they fill or check
+// the fields.
+type curve struct {
+	initial, maxDelay time.Duration
+	mult              float64
+}
+
+var (
+	retryCurve   = curve{DefaultRetryInitialDelay, DefaultRetryMaxDelay, DefaultRetryMultiplier}
+	restartCurve = curve{DefaultRestartInitialDelay, DefaultRestartMaxDelay, DefaultRestartMultiplier}
+)
+
+// fill replaces the zero fields by the curve's defaults.
+func (d curve) fill(initial, maxDelay *time.Duration, mult *float64) {
+	if *initial == 0 {
+		*initial = d.initial
+	}
+	if *maxDelay == 0 {
+		*maxDelay = d.maxDelay
+	}
+	if *mult == 0 {
+		*mult = d.mult
+	}
+}
+
+// validate checks the delay and multiplier fields. The cross-field rule MaxDelay >=
+// InitialDelay is checked on defaulted values, and only when both delays are themselves valid.
+func (d curve) validate(c *Errors, field string, initial, maxDelay time.Duration, mult float64) {
 	ok := true
 	if initial < 0 {
-		c.Add(field+".InitialDelay", "must be > 0 (0 means the default %v), got %v", defInitial, initial)
+		c.Add(field+".InitialDelay", "must be > 0 (0 means the default %v), got %v", d.initial, initial)
 		ok = false
 	}
 	if maxDelay < 0 {
-		c.Add(field+".MaxDelay", "must be > 0 (0 means the default %v), got %v", defMax, maxDelay)
+		c.Add(field+".MaxDelay", "must be > 0 (0 means the default %v), got %v", d.maxDelay, maxDelay)
 		ok = false
 	}
 	if math.IsNaN(mult) || math.IsInf(mult, 0) || (mult != 0 && mult < 1) {
@@ -210,12 +219,7 @@ func validateBackoff(c *Errors, field string, initial, maxDelay time.Duration, m
 		return
 	}
 	i, m := initial, maxDelay
-	if i == 0 {
-		i = defInitial
-	}
-	if m == 0 {
-		m = defMax
-	}
+	d.fill(&i, &m, &mult)
 	if m < i {
 		suffix := ""
 		if maxDelay == 0 {

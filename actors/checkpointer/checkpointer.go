@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
@@ -37,7 +36,6 @@ func New(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
 	cfg = cfg.boundIO()
 	sh := &shared{}
 	return treekit.Props(func() actor.Actor { return newCheckpointer(&cfg, sh) }), nil
@@ -250,18 +248,9 @@ func (c *checkpointer) shutdown(ctx actor.Context, why string) {
 
 func (c *checkpointer) stopTimers() {
 	c.timerGen++
-	if c.intervalTimer != nil {
-		c.intervalTimer.Stop()
-		c.intervalTimer = nil
-	}
-	if c.retryTimer != nil {
-		c.retryTimer.Stop()
-		c.retryTimer = nil
-	}
-	if c.reportTimer != nil {
-		c.reportTimer.Stop()
-		c.reportTimer = nil
-	}
+	treekit.StopTimer(&c.intervalTimer)
+	treekit.StopTimer(&c.retryTimer)
+	treekit.StopTimer(&c.reportTimer)
 	c.intervalDue = false
 }
 
@@ -351,10 +340,7 @@ func (c *checkpointer) reportWrite(ctx actor.Context, cp store.Checkpoint, now b
 
 // sendReport sends the report reportWrite held back, if any.
 func (c *checkpointer) sendReport(ctx actor.Context) {
-	if c.reportTimer != nil {
-		c.reportTimer.Stop()
-		c.reportTimer = nil
-	}
+	treekit.StopTimer(&c.reportTimer)
 	m := c.unreported
 	p := ctx.Parent()
 	if m == nil || p == nil {

@@ -1,6 +1,7 @@
 package checkpointer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -197,7 +199,7 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults fills the zero fields (except Logger's stream field, added by New).
+// withDefaults fills the zero fields.
 func (c Config) withDefaults() Config {
 	c.Checkpoint = c.Checkpoint.WithDefaults()
 	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && c.OnHistoryLost.Kind() == policy.HistoryFail {
@@ -215,15 +217,8 @@ func (c Config) withDefaults() Config {
 	if c.Epoch == nil {
 		c.Epoch = func() int64 { return 0 }
 	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Observer == nil {
-		c.Observer = observe.Nop{}
-	}
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
+	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
@@ -124,10 +125,7 @@ func (c *checkpointer) maybeSave(ctx actor.Context, force bool) {
 		c.flushedSettled = c.settledTotal
 		c.recvFlushed = c.recvTotal
 		c.intervalDue = false
-		if c.retryTimer != nil {
-			c.retryTimer.Stop()
-			c.retryTimer = nil
-		}
+		treekit.StopTimer(&c.retryTimer)
 		c.answerWaiters(ctx, c.persistedVersion, nil)
 		c.flow(ctx, false)
 		return
@@ -158,14 +156,8 @@ func (c *checkpointer) submitSave() {
 	c.saving = true
 	c.coveredSettled = c.settledTotal
 	c.intervalDue = false
-	if c.intervalTimer != nil {
-		c.intervalTimer.Stop()
-		c.intervalTimer = nil
-	}
-	if c.retryTimer != nil {
-		c.retryTimer.Stop()
-		c.retryTimer = nil
-	}
+	treekit.StopTimer(&c.intervalTimer)
+	treekit.StopTimer(&c.retryTimer)
 	pos := c.t.pos
 	res := saveResult{inst: c.inst, gen: c.saveGen, cp: c.snapshot(pos), pos: pos, version: c.t.version,
 		settled: c.settledTotal, recv: c.recvTotal, lwm: c.t.lwm}

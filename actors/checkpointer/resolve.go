@@ -40,26 +40,10 @@ const (
 // takes 1, else captures the current position without persisting it. Steps 2–3 run on the
 // worker goroutine.
 func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
-	to := ctx.Sender()
-	if to == nil {
-		c.log.Warn("ResolveStart without a sender dropped (send it as a request)",
-			zap.Uint64("incarnation", m.GetIncarnation()))
-		return
-	}
 	inc := m.GetIncarnation()
-	if c.fenced {
-		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: store.ErrFenced.Error()})
+	to, ok := c.admitStart(ctx, "ResolveStart", inc)
+	if !ok {
 		return
-	}
-	if inc < c.incarnation {
-		c.stale++
-		c.log.Debug("stale ResolveStart dropped", zap.Uint64("incarnation", inc), zap.Uint64("current", c.incarnation))
-		return
-	}
-	if inc > c.incarnation {
-		c.incarnation = inc
-		c.t.rebase()
 	}
 	c.reqSeq++
 	c.resolving = &pendingStart{req: c.reqSeq, inc: inc, to: to}
@@ -91,6 +75,33 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 		return
 	}
 	c.w.submit(c.resolveJob(c.reqSeq, mode, c.snapshot(position{})))
+}
+
+// admitStart is the common prologue of a start request (what: ResolveStart or HistoryLost) of
+// incarnation inc. It drops one without a sender (there is no one to answer) or of an older
+// incarnation, and answers a terminal FAIL once fenced; a newer incarnation rebases the
+// low-water mark for the cursor it will open. ok: handle the request and answer to.
+func (c *checkpointer) admitStart(ctx actor.Context, what string, inc uint64) (to *actor.PID, ok bool) {
+	to = ctx.Sender()
+	if to == nil {
+		c.log.Warn(what+" without a sender dropped (send it as a request)", zap.Uint64("incarnation", inc))
+		return nil, false
+	}
+	if c.fenced {
+		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
+			Terminal: true, Reason: store.ErrFenced.Error()})
+		return nil, false
+	}
+	if inc < c.incarnation {
+		c.stale++
+		c.log.Debug("stale "+what+" dropped", zap.Uint64("incarnation", inc), zap.Uint64("current", c.incarnation))
+		return nil, false
+	}
+	if inc > c.incarnation {
+		c.incarnation = inc
+		c.t.rebase()
+	}
+	return to, true
 }
 
 // snapshot builds the checkpoint record of p as of now (on the actor goroutine: Epoch is read
@@ -204,12 +215,7 @@ func (c Config) migrate(ctx context.Context, r *resolveResult, base store.Checkp
 		rec.Source = SourceInvalidate // keeps it a startAfter position when loaded again
 	}
 	rec = c.stamp(rec, now)
-	if err := c.Store.Save(ctx, rec); err != nil {
-		if errors.Is(err, store.ErrFenced) {
-			r.fenced = err
-			return true
-		}
-		r.failWith("persist the migrated position", err)
+	if !c.save(ctx, r, rec, "persist the migrated position") {
 		return true
 	}
 	r.pos, r.cp, r.written, r.source, r.migrated = &p, &rec, true, store.SourceMigrated, &shared
@@ -265,12 +271,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 					// epoch (a deposed leader) is fenced.
 					claimed := cp
 					claimed.Epoch, claimed.Owner, claimed.UpdatedAt = base.Epoch, base.Owner, cfg.Clock.Now()
-					if err := cfg.Store.Save(ctx, claimed); err != nil {
-						if errors.Is(err, store.ErrFenced) {
-							r.fenced = err
-							return r
-						}
-						r.failWith("claim the checkpoint under the new epoch", err)
+					if !cfg.save(ctx, r, claimed, "claim the checkpoint under the new epoch") {
 						return r
 					}
 					cp = claimed
@@ -306,37 +307,39 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 				r.source = sourceLatest
 			}
 		}
-		rec := base
-		rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
-		rec = cfg.stamp(rec, cfg.Clock.Now())
-		if err := cfg.Store.Save(ctx, rec); err != nil {
-			if errors.Is(err, store.ErrFenced) {
-				r.fenced = err
-				return r
-			}
-			r.failWith("persist the start position", err)
-			return r
-		}
-		r.pos, r.cp, r.written, r.applied = &p, &rec, true, mode.Kind() != policy.StartResume
-		return r
+		return persistStart(ctx, *cfg, r, p, base, r.source, mode.Kind() != policy.StartResume)
 	}
 }
 
 // persistStart writes p as the start checkpoint and completes r with it.
 func persistStart(ctx context.Context, cfg Config, r *resolveResult, p position, base store.Checkpoint, source string, applied bool) *resolveResult {
-	rec := base
-	rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
-	rec = cfg.stamp(rec, cfg.Clock.Now())
-	if err := cfg.Store.Save(ctx, rec); err != nil {
-		if errors.Is(err, store.ErrFenced) {
-			r.fenced = err
-			return r
-		}
-		r.failWith("persist the start position", err)
+	rec := cfg.record(base, p)
+	if !cfg.save(ctx, r, rec, "persist the start position") {
 		return r
 	}
 	r.pos, r.cp, r.written, r.applied, r.source = &p, &rec, true, applied, source
 	return r
+}
+
+// record is base at position p, stamped now: the checkpoint a start writes.
+func (c Config) record(base store.Checkpoint, p position) store.Checkpoint {
+	base.Token, base.ClusterTime, base.Source = p.token, p.opTime, p.source
+	return c.stamp(base, c.Clock.Now())
+}
+
+// save writes rec for a start and reports whether it succeeded. A write refused by a newer
+// epoch fences r; any other failure fails r at step.
+func (c Config) save(ctx context.Context, r *resolveResult, rec store.Checkpoint, step string) bool {
+	err := c.Store.Save(ctx, rec)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, store.ErrFenced):
+		r.fenced = err
+	default:
+		r.failWith(step, err)
+	}
+	return false
 }
 
 // newSnapshotRecord is the record of a snapshot that starts now, from the handoff position
@@ -349,26 +352,10 @@ func newSnapshotRecord(cfg Config, tok bson.Raw, ts bson.Timestamp, reason strin
 
 // onHistoryLost applies OnHistoryLost to the start position the stream actor could not open.
 func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
-	to := ctx.Sender()
-	if to == nil {
-		c.log.Warn("HistoryLost without a sender dropped (send it as a request)",
-			zap.Uint64("incarnation", m.GetIncarnation()))
-		return
-	}
 	inc := m.GetIncarnation()
-	if c.fenced {
-		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
-			Terminal: true, Reason: store.ErrFenced.Error()})
+	to, ok := c.admitStart(ctx, "HistoryLost", inc)
+	if !ok {
 		return
-	}
-	if inc < c.incarnation {
-		c.stale++
-		c.log.Debug("stale HistoryLost dropped", zap.Uint64("incarnation", inc), zap.Uint64("current", c.incarnation))
-		return
-	}
-	if inc > c.incarnation {
-		c.incarnation = inc
-		c.t.rebase()
 	}
 	from := c.lastStart
 	hl := c.cfg.OnHistoryLost
@@ -444,31 +431,15 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		gap := store.Gap{ID: gapID(cfg.scope(), now, inc), Stream: cfg.Stream, Instance: cfg.Instance,
 			FromToken: from.token, FromTime: from.opTime, ToToken: tok, ToTime: ts,
 			Policy: gapPolicy, Reason: reason, At: now}
-		for n := 1; ; n++ {
-			err := cfg.Gaps.RecordGap(ctx, gap)
-			if err == nil {
-				break
-			}
-			d := cfg.retryDelay(n)
-			log.Warn("gap record write failed; retrying", zap.Error(err), zap.Int("attempt", n), zap.Duration("retry_in", d))
-			if !sleep(ctx, cfg.Clock, d) {
-				return nil
-			}
+		if !cfg.retry(ctx, log, "gap record", func() error { return cfg.Gaps.RecordGap(ctx, gap) }) {
+			return nil
 		}
 		r.gap = &gap
 		if snap != nil {
 			// The snapshot record first: a crash before the checkpoint is written then resumes
 			// the snapshot from its own handoff position.
-			for n := 1; ; n++ {
-				err := cfg.Snapshots.SaveSnapshot(ctx, *snap)
-				if err == nil {
-					break
-				}
-				d := cfg.retryDelay(n)
-				log.Warn("snapshot record write failed; retrying", zap.Error(err), zap.Int("attempt", n), zap.Duration("retry_in", d))
-				if !sleep(ctx, cfg.Clock, d) {
-					return nil
-				}
+			if !cfg.retry(ctx, log, "snapshot record", func() error { return cfg.Snapshots.SaveSnapshot(ctx, *snap) }) {
+				return nil
 			}
 			r.snapshot, r.newSnap = snap.ID, snap
 		}
@@ -476,9 +447,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		if cfg.Checkpoint.Ephemeral {
 			return r // nothing is written: the new position lives in memory
 		}
-		rec := base
-		rec.Token, rec.ClusterTime, rec.Source = p.token, p.opTime, p.source
-		rec = cfg.stamp(rec, cfg.Clock.Now())
+		rec := cfg.record(base, p)
 		if err := cfg.Store.Save(ctx, rec); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				r.fenced = err
@@ -490,6 +459,23 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		}
 		r.cp, r.written = &rec, true
 		return r
+	}
+}
+
+// retry calls write until it succeeds, waiting retryDelay between attempts: the history-lost
+// path cannot move past a gap or snapshot record that is not durable. It is false when ctx
+// ended first.
+func (c Config) retry(ctx context.Context, log *zap.Logger, what string, write func() error) bool {
+	for n := 1; ; n++ {
+		err := write()
+		if err == nil {
+			return true
+		}
+		d := c.retryDelay(n)
+		log.Warn(what+" write failed; retrying", zap.Error(err), zap.Int("attempt", n), zap.Duration("retry_in", d))
+		if !treekit.Sleep(ctx, c.Clock, d) {
+			return false
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
@@ -82,26 +81,12 @@ func (w *worker) run() {
 	}
 }
 
-// sleep waits d on clk, or until ctx ends (it then returns false). Used by retry loops that run
-// on the worker goroutine.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	ch := make(chan struct{})
-	t := clk.AfterFunc(d, func() { close(ch) })
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
-}
-
 // sender returns a send function that delivers messages to pid from outside any actor.
 func sender(sys *actor.ActorSystem, pid *actor.PID) func(any) {
 	return func(msg any) { sys.Root.Send(pid, msg) }
 }
 
-// boundIO returns c with Store, Gaps and Positions wrapped so that every call gets
+// boundIO returns c with Store, Gaps, Positions and Snapshots wrapped so that every call gets
 // c.IOTimeout: a server that does not answer fails the call instead of holding the worker.
 func (c Config) boundIO() Config {
 	d := c.IOTimeout
@@ -121,16 +106,13 @@ type boundedSnapshots struct {
 	d    time.Duration
 }
 
-func (s boundedSnapshots) LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.d)
-	defer cancel()
-	return s.next.LoadSnapshot(ctx, scope)
+func (s boundedSnapshots) LoadSnapshot(ctx context.Context, scope store.Scope) (sn store.Snapshot, ok bool, err error) {
+	err = treekit.Bounded(ctx, s.d, func(ctx context.Context) error { sn, ok, err = s.next.LoadSnapshot(ctx, scope); return err })
+	return sn, ok, err
 }
 
 func (s boundedSnapshots) SaveSnapshot(ctx context.Context, sn store.Snapshot) error {
-	ctx, cancel := context.WithTimeout(ctx, s.d)
-	defer cancel()
-	return s.next.SaveSnapshot(ctx, sn)
+	return treekit.Bounded(ctx, s.d, func(ctx context.Context) error { return s.next.SaveSnapshot(ctx, sn) })
 }
 
 type boundedStore struct {
@@ -138,16 +120,13 @@ type boundedStore struct {
 	d    time.Duration
 }
 
-func (s boundedStore) Load(ctx context.Context, scope store.Scope) (store.Checkpoint, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.d)
-	defer cancel()
-	return s.next.Load(ctx, scope)
+func (s boundedStore) Load(ctx context.Context, scope store.Scope) (cp store.Checkpoint, ok bool, err error) {
+	err = treekit.Bounded(ctx, s.d, func(ctx context.Context) error { cp, ok, err = s.next.Load(ctx, scope); return err })
+	return cp, ok, err
 }
 
 func (s boundedStore) Save(ctx context.Context, cp store.Checkpoint) error {
-	ctx, cancel := context.WithTimeout(ctx, s.d)
-	defer cancel()
-	return s.next.Save(ctx, cp)
+	return treekit.Bounded(ctx, s.d, func(ctx context.Context) error { return s.next.Save(ctx, cp) })
 }
 
 type boundedGaps struct {
@@ -156,9 +135,7 @@ type boundedGaps struct {
 }
 
 func (g boundedGaps) RecordGap(ctx context.Context, gap store.Gap) error {
-	ctx, cancel := context.WithTimeout(ctx, g.d)
-	defer cancel()
-	return g.next.RecordGap(ctx, gap)
+	return treekit.Bounded(ctx, g.d, func(ctx context.Context) error { return g.next.RecordGap(ctx, gap) })
 }
 
 type boundedPositions struct {
@@ -166,8 +143,7 @@ type boundedPositions struct {
 	d    time.Duration
 }
 
-func (p boundedPositions) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.d)
-	defer cancel()
-	return p.next.Current(ctx)
+func (p boundedPositions) Current(ctx context.Context) (tok bson.Raw, ts bson.Timestamp, err error) {
+	err = treekit.Bounded(ctx, p.d, func(ctx context.Context) error { tok, ts, err = p.next.Current(ctx); return err })
+	return tok, ts, err
 }

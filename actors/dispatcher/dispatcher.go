@@ -733,10 +733,7 @@ func (d *dispatcher) onDrain(ctx actor.Context, m *wire.Drain) {
 }
 
 func (d *dispatcher) finishDrain(ctx actor.Context, timedOut bool) {
-	if d.drainTimer != nil {
-		d.drainTimer.Stop()
-		d.drainTimer = nil
-	}
+	treekit.StopTimer(&d.drainTimer)
 	d.flushAll(ctx)
 	d.draining, d.drained = false, true
 	reply := &wire.Drained{Settled: d.counts.Settled, Unsettled: uint64(d.inFlight), TimedOut: timedOut}
@@ -775,10 +772,7 @@ func (d *dispatcher) stopLanes(ctx actor.Context) {
 
 // shutdown ends the lanes and sends what settled, on Stopping and Restarting.
 func (d *dispatcher) shutdown(ctx actor.Context, why string) {
-	if d.flushTimer != nil {
-		d.flushTimer.Stop()
-		d.flushTimer = nil
-	}
+	treekit.StopTimer(&d.flushTimer)
 	d.stopLanes(ctx)
 	if d.draining {
 		d.finishDrain(ctx, true)

@@ -359,9 +359,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 	}
 	for write := 1; ; write++ {
 		dl := newDeadLetter(store.Scope{Stream: sh.stream, Instance: sh.instance}, id, ev.token, ev.raw, f, sh.clk.Now(), sh.retention)
-		wctx, cancel := context.WithTimeout(ctx, sh.dlTimeout)
-		err := putDeadLetter(wctx, sh.dl, dl)
-		cancel()
+		err := treekit.Bounded(ctx, sh.dlTimeout, func(ctx context.Context) error { return putDeadLetter(ctx, sh.dl, dl) })
 		if err == nil {
 			sh.log.Warn("event dead-lettered", fields...)
 			sh.report(func(m observe.Meta) observe.Event {
@@ -390,13 +388,5 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 // that a blocked lane holds nothing back. It reports false when ctx ended first.
 func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
 	l.sh.settle.flushUrgently()
-	ch := make(chan struct{})
-	t := l.sh.clk.AfterFunc(d, func() { close(ch) })
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
+	return treekit.Sleep(ctx, l.sh.clk, d)
 }

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
@@ -108,15 +109,7 @@ func (c Config) withDefaults() Config {
 		c.IOTimeout = DefaultIOTimeout
 	}
 	c.IOTimeout = min(c.IOTimeout, c.Policy.TTL)
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Observer == nil {
-		c.Observer = observe.Nop{}
-	}
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
+	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
 	return c
 }

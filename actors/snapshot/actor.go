@@ -31,6 +31,17 @@ var runs atomic.Uint64
 // liveGoroutines counts the goroutines of every run (tests assert it drops back to zero).
 var liveGoroutines atomic.Int64
 
+// spawn runs f on a new goroutine of a run, counted by the run's wg and by liveGoroutines.
+func spawn(wg *sync.WaitGroup, f func()) {
+	wg.Add(1)
+	liveGoroutines.Add(1)
+	go func() {
+		defer liveGoroutines.Add(-1)
+		defer wg.Done()
+		f()
+	}()
+}
+
 // Messages the actor's goroutines and timers send it: plain Go, stamped with the run.
 type (
 	loaded struct {
@@ -240,11 +251,7 @@ func (a *snapshotActor) onRun(ctx actor.Context, m *wire.RunSnapshot) {
 	r := &run{n: runs.Add(1), id: id, inc: m.GetIncarnation(), to: to, ctx: rctx, cancel: cancel,
 		io: make(chan func(), 64), builder: newEventBuilder(id, a.cfg.Database, a.cfg.Collection)}
 	a.run = r
-	r.wg.Add(1)
-	liveGoroutines.Add(1)
-	go func() {
-		defer liveGoroutines.Add(-1)
-		defer r.wg.Done()
+	spawn(&r.wg, func() {
 		for {
 			select {
 			case <-rctx.Done():
@@ -253,7 +260,7 @@ func (a *snapshotActor) onRun(ctx actor.Context, m *wire.RunSnapshot) {
 				f()
 			}
 		}
-	}()
+	})
 	a.submit(func() {
 		rec, found, err := a.load(rctx)
 		switch {
@@ -279,23 +286,21 @@ func (a *snapshotActor) submit(f func()) {
 		// The queue holds at most the load, a save and a few window reads: never full in
 		// practice. Should it be, the job waits on a goroutine of the run rather than being
 		// dropped (a dropped save would hold a range's next chunk for ever).
-		r.wg.Add(1)
-		liveGoroutines.Add(1)
-		go func() {
-			defer liveGoroutines.Add(-1)
-			defer r.wg.Done()
+		spawn(&r.wg, func() {
 			select {
 			case r.io <- f:
 			case <-r.ctx.Done():
 			}
-		}()
+		})
 	}
 }
 
-func (a *snapshotActor) load(ctx context.Context) (store.Snapshot, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
-	defer cancel()
-	return a.cfg.Store.LoadSnapshot(ctx, store.Scope{Stream: a.cfg.Stream, Instance: a.cfg.Instance})
+func (a *snapshotActor) load(ctx context.Context) (sn store.Snapshot, ok bool, err error) {
+	err = treekit.Bounded(ctx, a.cfg.IOTimeout, func(ctx context.Context) error {
+		sn, ok, err = a.cfg.Store.LoadSnapshot(ctx, store.Scope{Stream: a.cfg.Stream, Instance: a.cfg.Instance})
+		return err
+	})
+	return sn, ok, err
 }
 
 // plan splits the collection into ranges and saves the plan (on the worker goroutine).
@@ -313,9 +318,9 @@ func (a *snapshotActor) plan(ctx context.Context, rec *store.Snapshot) error {
 		rec.Ranges = append(rec.Ranges, store.SnapshotRange{Min: bounds[i], Max: bounds[i+1]})
 	}
 	rec.Planned, rec.Total, rec.UpdatedAt = true, total, a.cfg.Clock.Now()
-	sctx, cancel := context.WithTimeout(ctx, a.cfg.IOTimeout)
-	defer cancel()
-	if err := a.cfg.Store.SaveSnapshot(sctx, *rec); err != nil {
+	if err := treekit.Bounded(ctx, a.cfg.IOTimeout, func(ctx context.Context) error {
+		return a.cfg.Store.SaveSnapshot(ctx, *rec)
+	}); err != nil {
 		return fmt.Errorf("save the plan: %w", err)
 	}
 	return nil
@@ -361,15 +366,11 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 		if st.ended {
 			continue
 		}
-		rg := r.rec.Ranges[st.i]
-		r.wg.Add(1)
-		liveGoroutines.Add(1)
-		go a.readRange(r, st.i, rg.Min, rg.Max, rg.Last, st.permit)
+		i, rg, permit := st.i, r.rec.Ranges[st.i], st.permit // read here: the actor goes on changing st
+		spawn(&r.wg, func() { a.readRange(r, i, rg.Min, rg.Max, rg.Last, permit) })
 	}
 	if tok := r.rec.HandoffToken; len(tok) > 0 {
-		r.wg.Add(1)
-		liveGoroutines.Add(1)
-		go a.keepHandoff(r, tok)
+		spawn(&r.wg, func() { a.keepHandoff(r, tok) })
 	}
 	a.readWindow()
 	a.armProgress()
@@ -381,8 +382,6 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 // and every HandoffRefresh the handoff position moves there. The first event ends it: the
 // position must stay before that change.
 func (a *snapshotActor) keepHandoff(r *run, from bson.Raw) {
-	defer liveGoroutines.Add(-1)
-	defer r.wg.Done()
 	cur, err := a.cfg.Source.Watch(r.ctx, from)
 	if err != nil {
 		if r.ctx.Err() == nil {
@@ -423,8 +422,6 @@ func (a *snapshotActor) keepHandoff(r *run, from bson.Raw) {
 // readRange reads one range in chunks, one chunk ahead of the one being handled: it sends a
 // chunk once the previous one is durable (permit).
 func (a *snapshotActor) readRange(r *run, i int, min, max, after bson.Raw, permit <-chan struct{}) {
-	defer liveGoroutines.Add(-1)
-	defer r.wg.Done()
 	limit := a.cfg.Policy.BatchSize
 	for {
 		ctx, cancel := context.WithTimeout(r.ctx, a.cfg.IOTimeout)
@@ -597,9 +594,7 @@ func (a *snapshotActor) saveNow(ctx actor.Context) {
 	r.permitsDue = nil
 	n := r.n
 	a.submit(func() {
-		sctx, cancel := context.WithTimeout(r.ctx, a.cfg.IOTimeout)
-		err := a.cfg.Store.SaveSnapshot(sctx, rec)
-		cancel()
+		err := treekit.Bounded(r.ctx, a.cfg.IOTimeout, func(ctx context.Context) error { return a.cfg.Store.SaveSnapshot(ctx, rec) })
 		if r.ctx.Err() != nil {
 			return
 		}

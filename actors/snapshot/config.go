@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
@@ -173,16 +173,8 @@ func (c Config) withDefaults() Config {
 	if c.IOTimeout == 0 {
 		c.IOTimeout = DefaultIOTimeout
 	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Observer == nil {
-		c.Observer = observe.Nop{}
-	}
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
+	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
 	return c
 }
 

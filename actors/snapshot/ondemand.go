@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
@@ -105,16 +105,8 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 	if cfg.IOTimeout == 0 {
 		cfg.IOTimeout = DefaultIOTimeout
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
-	if cfg.Observer == nil {
-		cfg.Observer = observe.Nop{}
-	}
+	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger)
+	cfg.Observer = cmp.Or[observe.Observer](cfg.Observer, observe.Nop{})
 	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: &cfg} }), nil
 }
 
@@ -240,22 +232,14 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 			{Key: "snapshot", Value: r.id}, {Key: "chunk", Value: int64(chunk)}, {Key: "kind", Value: kind},
 			{Key: "at", Value: a.cfg.Clock.Now()}}
 	}
-	r.wg.Add(1)
-	liveGoroutines.Add(1)
-	go func() {
-		defer liveGoroutines.Add(-1)
-		defer r.wg.Done()
+	spawn(r.wg, func() {
 		out := &chunkReady{run: n, chunk: chunk}
 		defer func() {
 			if r.ctx.Err() == nil {
 				a.sys.Root.Send(a.self, out)
 			}
 		}()
-		io := func(f func(context.Context) error) error {
-			c, cancel := context.WithTimeout(r.ctx, a.cfg.IOTimeout)
-			defer cancel()
-			return f(c)
-		}
+		io := func(f func(context.Context) error) error { return treekit.Bounded(r.ctx, a.cfg.IOTimeout, f) }
 		var docs []bson.Raw
 		if out.err = io(func(c context.Context) (err error) { out.low, err = a.cfg.Source.Mark(c, mark("low")); return }); out.err != nil {
 			out.err = fmt.Errorf("write the low watermark of chunk %d: %w", chunk, out.err)
@@ -279,7 +263,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 			}
 			out.events[j].Raw, _ = r.builder.build(doc, out.keys[j])
 		}
-	}()
+	})
 }
 
 func (a *onDemandActor) onChunkReady(ctx actor.Context, m *chunkReady) {

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/observe"
@@ -207,16 +207,8 @@ func (c Config) withDefaults() Config {
 		c.HistoryLostCodes = DefaultHistoryLostCodes
 	}
 	c.HistoryLostCodes = append([]int32(nil), c.HistoryLostCodes...)
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Observer == nil {
-		c.Observer = observe.Nop{}
-	}
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
+	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
 	return c
 }
 

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
@@ -189,19 +189,11 @@ func (c Config) withDefaults() Config {
 	if c.Classify == nil {
 		c.Classify = DefaultClassifier()
 	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Observer == nil {
-		c.Observer = observe.Nop{}
-	}
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
+	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
 	return c
 }
 

@@ -133,6 +133,12 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 	}
 	h.await(StateStopping)
 	h.await(StateStopped)
+	// The fake leader reports its idle role after answering the Resign; until that report is
+	// in, the supervisor still holds the standby role of the first campaign and would go to
+	// standby on the start below.
+	pollUntil(t, "the leader's idle report", func() bool {
+		return h.status().GetLease().GetRole() == messages.LeaseRole_LEASE_ROLE_IDLE
+	})
 
 	// An operator start campaigns again instead of starting the stream actor.
 	h.request(&messages.Start{Reason: "again"})

@@ -11,11 +11,14 @@ import (
 )
 
 // restartHarness is a harness whose dispatcher and checkpointer siblings pass every Drain and
-// Flush to the returned channel; the test answers them.
-func restartHarness(t *testing.T, edit func(*Config)) (*harness, chan askedStep) {
+// Flush to the returned channel; the test answers them. onStart (nil: every incarnation opens
+// its cursor) scripts the fake stream before the supervisor is spawned: the supervisor launches
+// incarnation 1 as soon as it starts, so a script set after this returns may come too late.
+func restartHarness(t *testing.T, onStart func(inc uint64) action) (*harness, chan askedStep) {
 	t.Helper()
 	asked := make(chan askedStep, 16)
 	h := newHarnessH(t, func(h *harness, c *Config) {
+		h.probe.setOnStart(onStart)
 		for _, name := range []string{"dispatcher", "checkpointer"} {
 			starts, name := h.starts, name
 			c.Siblings = append(c.Siblings, Sibling{Name: name, Props: actor.PropsFromProducer(func() actor.Actor {
@@ -23,9 +26,6 @@ func restartHarness(t *testing.T, edit func(*Config)) (*harness, chan askedStep)
 			})})
 		}
 		c.Dispatcher, c.Checkpointer = "dispatcher", "checkpointer"
-		if edit != nil {
-			edit(c)
-		}
 	})
 	return h, asked
 }
@@ -125,8 +125,7 @@ func TestStopDuringRestartEndsStopped(t *testing.T) {
 // A Restart of a stream that is not up (here: in backoff) starts it at once: there is nothing
 // to drain.
 func TestRestartInBackoffLaunchesAtOnce(t *testing.T) {
-	h, asked := restartHarness(t, nil)
-	h.probe.setOnStart(func(inc uint64) action {
+	h, asked := restartHarness(t, func(inc uint64) action {
 		if inc == 1 {
 			return actPanic
 		}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
@@ -529,10 +530,7 @@ func (s *Supervisor) armTimer(delay time.Duration) {
 // cancelTimer stops the pending restart, if any, and bumps the epoch so that a tick already in
 // the mailbox is dropped.
 func (s *Supervisor) cancelTimer() {
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
+	treekit.StopTimer(&s.timer)
 	s.epoch++
 	s.nextRetryAt = time.Time{}
 }
