@@ -84,22 +84,16 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 	return out, nil
 }
 
-// deadLetterCounter is the optional counting method of a DeadLetterStore (store/mongostore and
-// store/memstore have it).
-type deadLetterCounter interface {
-	CountDeadLetters(ctx context.Context, scope store.Scope) (int64, error)
-}
-
 // CountDeadLetters returns the number of the stream's unexpired dead letters (its dead-letter
 // backlog; on an AllInstances stream this instance's), as DeadLetters would list them. A store
-// with a CountDeadLetters(ctx, store.Scope) (int64, error) method counts without reading the
-// records; any other store is listed in full. Errors as DeadLetters.
+// that implements store.DeadLetterCounter counts without reading the records; any other store
+// is listed in full. Errors as DeadLetters.
 func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, error) {
 	e, err := rt.deadLetterEntry(stream)
 	if err != nil {
 		return 0, err
 	}
-	if c, ok := e.store.deadLetters.(deadLetterCounter); ok {
+	if c, ok := e.store.deadLetters.(store.DeadLetterCounter); ok {
 		n, err := c.CountDeadLetters(ctx, e.records)
 		if err != nil {
 			return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)

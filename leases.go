@@ -34,22 +34,6 @@ const (
 	BalanceOff = policy.BalanceOff
 )
 
-// LeaseStore holds the leases of SingleLeader streams and the instance heartbeats
-// (Config.Leases). store/mongostore (the default, collections _wt_leases and _wt_instances) and
-// store/redisstore implement it; any implementation must pass the store/storetest lease
-// contract. Expiry is judged by the store's own clock.
-type LeaseStore interface {
-	leader.Store
-	// Heartbeat records instance id as alive for ttl (store clock).
-	Heartbeat(ctx context.Context, id string, ttl time.Duration) error
-	// Instances lists the instances whose heartbeat has not expired.
-	Instances(ctx context.Context) ([]store.Instance, error)
-	// Leave removes instance id's heartbeat at once.
-	Leave(ctx context.Context, id string) error
-	// GetLease reads a lease with Remaining judged by the store's clock.
-	GetLease(ctx context.Context, name string) (store.Lease, bool, error)
-}
-
 // LeadershipChange says what happened to a SingleLeader stream's leadership on this instance.
 type LeadershipChange string
 
@@ -67,18 +51,6 @@ const (
 	// stream stopped at once.
 	LeadershipFenced LeadershipChange = "fenced"
 )
-
-// leaseOf is the runtime's lease store for a stream whose stores are st: Config.Leases, else
-// the default MongoDB store.
-func (rt *Runtime) leaseOf(st *storeSet) LeaseStore {
-	if rt.cfg.Leases != nil {
-		return rt.cfg.Leases
-	}
-	if st.mongo != nil {
-		return st.mongo
-	}
-	return nil
-}
 
 // leaderEvents maps the leader actor's reports to Observer events and keeps the stream's fencing
 // epoch, on the leader actor's goroutine.
@@ -121,9 +93,9 @@ func (l leaderEvents) Fenced(ev leader.LeaseEvent) {
 // judges it right before the write; otherwise it fails with store.ErrFenced (the event stays
 // unsettled, so nothing is lost) and the supervisor is told, which stops the stream at once.
 type fencedDeadLetters struct {
-	DeadLetterStore
+	store.DeadLetterStore
 	e      *streamEntry
-	leases LeaseStore
+	leases store.LeaseStore
 }
 
 func (f fencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
@@ -147,7 +119,7 @@ func (f fencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLette
 // instances; the leader actors ask it before they take a free lease and after each renewal.
 type balancer struct {
 	rt     *Runtime
-	leases LeaseStore
+	leases store.LeaseStore
 	policy LeasePolicy
 
 	mu        sync.Mutex
@@ -159,7 +131,7 @@ type balancer struct {
 	done   chan struct{}
 }
 
-func newBalancer(rt *Runtime, leases LeaseStore) *balancer {
+func newBalancer(rt *Runtime, leases store.LeaseStore) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &balancer{rt: rt, leases: leases, policy: rt.cfg.Lease.WithDefaults(), streams: map[string]bool{},
 		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
@@ -268,7 +240,7 @@ func (b *balancer) ShouldHandOver(stream string) bool {
 }
 
 // leaderProps builds the leader actor of a SingleLeader stream.
-func (e *streamEntry) leaderProps(leases LeaseStore) (*actor.Props, error) {
+func (e *streamEntry) leaderProps(leases store.LeaseStore) (*actor.Props, error) {
 	rt := e.rt
 	var bal leader.Balancer
 	if rt.cfg.Lease.Balance == BalanceOn {
@@ -289,7 +261,7 @@ func (e *streamEntry) leaderProps(leases LeaseStore) (*actor.Props, error) {
 
 // balancerFor returns the runtime's balancer (started with the first SingleLeader stream) with
 // stream counted in it.
-func (rt *Runtime) balancerFor(leases LeaseStore, stream string) *balancer {
+func (rt *Runtime) balancerFor(leases store.LeaseStore, stream string) *balancer {
 	rt.mu.Lock()
 	if rt.bal == nil {
 		rt.bal = newBalancer(rt, leases)

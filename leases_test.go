@@ -1,19 +1,6 @@
 package watchtree
 
-import (
-	"testing"
-
-	"github.com/watchtree/watchtree/store/memstore"
-	"github.com/watchtree/watchtree/store/mongostore"
-	"github.com/watchtree/watchtree/store/redisstore"
-)
-
-// The lease stores the project ships are LeaseStores.
-var (
-	_ LeaseStore = (*mongostore.Store)(nil)
-	_ LeaseStore = (*redisstore.Store)(nil)
-	_ LeaseStore = (*memstore.Leases)(nil)
-)
+import "testing"
 
 // The balancer's fair share: ⌈M/N⌉; an instance below it may take a free lease, one above it
 // hands the excess over, one lease at a time per stream.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/store/mongostore"
 )
 
 // runtimeState is the lifecycle of a Runtime: new → started → stopped (final).
@@ -308,34 +307,16 @@ func (rt *Runtime) Handle(name string) (*Handle, error) {
 // dead-letter collection (DeadLetterPolicy.Collection).
 type storeKey struct{ database, deadLetters string }
 
-// storeLocked returns the stores of key, creating them without I/O: Config's stores where set,
-// a mongostore on Config.Client for the others. rt.mu must be held.
+// storeLocked returns the stores of key, creating them without I/O (newStoreSet). rt.mu must be
+// held.
 func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) {
 	k := storeKey{database, deadLetters}
 	if st, ok := rt.stores[k]; ok {
 		return st, nil
 	}
-	st := &storeSet{checkpoints: rt.cfg.Checkpoints, deadLetters: rt.cfg.DeadLetters, gaps: rt.cfg.Gaps}
-	if !rt.cfg.ownStores() {
-		ms, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
-		if err != nil {
-			return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
-		}
-		st.mongo = ms
-		if st.checkpoints == nil {
-			st.checkpoints = ms
-		}
-		if st.deadLetters == nil {
-			st.deadLetters = ms
-		}
-		if st.gaps == nil {
-			st.gaps = ms
-		}
-	}
-	if ss, ok := rt.cfg.Checkpoints.(SnapshotStore); ok {
-		st.snapshots = ss
-	} else if st.mongo != nil {
-		st.snapshots = st.mongo
+	st, err := newStoreSet(rt.cfg, database, deadLetters)
+	if err != nil {
+		return nil, err
 	}
 	rt.stores[k] = st
 	return st, nil
@@ -350,8 +331,8 @@ var indexedByRuntime sync.Map
 // stream.
 func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
 	key := indexKey{client: rt.cfg.Client, k: k}
-	if st.mongo == nil {
-		return // Config sets every store: none is the runtime's to index
+	if !st.indexed {
+		return // Config sets the stores that need indexes: none is the runtime's to index
 	}
 	if _, ok := indexedByRuntime.Load(key); ok {
 		return

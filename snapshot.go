@@ -16,7 +16,6 @@ import (
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
-	"github.com/watchtree/watchtree/store"
 )
 
 // SnapshotPolicy configures the copy of a collection's existing documents through the stream's
@@ -39,16 +38,6 @@ const (
 // collection again through the handlers (Stream.Snapshot's Filter, Partitions and BatchSize;
 // resumable), then streams from the captured position. See policy.RebuildFromSnapshot.
 var RebuildFromSnapshot = policy.RebuildFromSnapshot
-
-// SnapshotStore keeps the progress of each stream's snapshot: one record per scope (stream, and instance for an ALL_INSTANCES stream), replaced
-// by every save. The runtime uses Config.Checkpoints when it implements SnapshotStore (memstore
-// and mongostore do), else the default MongoDB store ("_wt_snapshots").
-type SnapshotStore interface {
-	// LoadSnapshot returns scope's record; ok is false (and err nil) when there is none.
-	LoadSnapshot(ctx context.Context, scope store.Scope) (sn store.Snapshot, ok bool, err error)
-	// SaveSnapshot upserts sn by its scope (sn.Scope()).
-	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
-}
 
 // snapshots reports whether the stream can run a snapshot (a snapshot mode, or the
 // RebuildFromSnapshot repair).

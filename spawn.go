@@ -33,7 +33,7 @@ const snapshotReadTimeout = time.Minute
 
 // snapshotStore is the stream's snapshot store when the stream can run a snapshot, else nil
 // (the checkpointer then never looks for a snapshot record).
-func (e *streamEntry) snapshotStore() checkpointer.SnapshotStore {
+func (e *streamEntry) snapshotStore() store.SnapshotStore {
 	switch {
 	case !e.cs.snapshots():
 		return nil
@@ -151,8 +151,8 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 	}
 	if cs.snapshots() && !cs.checkpoint.Ephemeral && st.snapshots == nil {
 		rt.mu.Unlock()
-		return nil, &ConfigError{Stream: cs.name, Field: "Snapshot",
-			Rule: fmt.Sprintf("needs a SnapshotStore: Config.Checkpoints (%T) does not implement LoadSnapshot and SaveSnapshot", rt.cfg.Checkpoints)}
+		return nil, &ConfigError{Stream: cs.name, Field: "Config.Snapshots",
+			Rule: "must be set for a stream that snapshots (Snapshot.Mode, or OnHistoryLost RebuildFromSnapshot) when Config.Checkpoints is set: the snapshot records go with the checkpoints, so the default MongoDB store serves only the default checkpoints"}
 	}
 	e := newStreamEntry(rt, cs, st, watchDB, storeDB, owned)
 	rt.streams[cs.name] = e
@@ -173,7 +173,7 @@ func (rt *Runtime) unregister(e *streamEntry) {
 }
 
 // databases resolves the watched database and the store database of cs (empty when Config
-// sets every store and cs names none), and rejects a DeadLetterPolicy.Collection that
+// sets every store cs uses and cs names none), and rejects a DeadLetterPolicy.Collection that
 // Config.DeadLetters would ignore.
 func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
 	watchDB = cs.database
@@ -193,9 +193,9 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 	if storeDB == "" {
 		storeDB = watchDB
 	}
-	if storeDB == "" && !rt.cfg.ownStores() {
+	if field := rt.cfg.needsStoreDatabase(cs); storeDB == "" && field != "" {
 		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
-			Rule: "must be set when Config.Database is empty (a cluster-wide stream's checkpoints need a database)"}
+			Rule: fmt.Sprintf("must be set when Config.Database is empty (a cluster-wide stream's default stores need a database: Config.%s is nil)", field)}
 	}
 	return watchDB, storeDB, nil
 }
@@ -206,12 +206,9 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 func (e *streamEntry) treeProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
 	start := cs.start
-	var leases LeaseStore
+	var leases store.LeaseStore
 	if cs.mode == SingleLeader {
-		if leases = rt.leaseOf(e.store); leases == nil {
-			return nil, &ConfigError{Stream: cs.name, Field: "Mode",
-				Rule: "SingleLeader needs a lease store: set Config.Leases (the default MongoDB store needs Config's stores unset)"}
-		}
+		leases = e.store.leases // set: databases made sure the default has a database
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.name,

@@ -117,7 +117,7 @@ func (c Config) boundIO() Config {
 }
 
 type boundedSnapshots struct {
-	next SnapshotStore
+	next store.SnapshotStore
 	d    time.Duration
 }
 

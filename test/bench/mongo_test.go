@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -165,6 +166,6 @@ func (c *countdown) wait(b *testing.B, what string) {
 }
 
 // newMongoLeases returns the default MongoDB lease store on cl's database db.
-func newMongoLeases(cl *mongo.Client, db string) (watchtree.LeaseStore, error) {
+func newMongoLeases(cl *mongo.Client, db string) (store.LeaseStore, error) {
 	return mongostore.New(cl.Database(db), mongostore.Options{})
 }
