@@ -11,7 +11,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -141,19 +140,5 @@ func TestConfigDefaults(t *testing.T) {
 	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: MultiObserver()}.withDefaults()
 	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second || set.ConnectTimeout != time.Millisecond {
 		t.Errorf("withDefaults changed set fields: %+v", set)
-	}
-}
-
-// TestRecordScope: the mode decides whose records a stream keeps, in one place. An
-// AllInstances stream keeps them per instance name; a SingleLeader stream keeps the shared
-// position (the lease holder writes it), whichever instance runs it.
-func TestRecordScope(t *testing.T) {
-	if got := recordScope("orders", AllInstances, "pod-a"); got != (store.Scope{Stream: "orders", Instance: "pod-a"}) {
-		t.Errorf("AllInstances scope = %+v", got)
-	}
-	for _, inst := range []string{"pod-a", "pod-b"} {
-		if got := recordScope("orders", SingleLeader, inst); got != (store.Scope{Stream: "orders"}) || !got.Shared() {
-			t.Errorf("SingleLeader scope on %s = %+v, want the shared one", inst, got)
-		}
 	}
 }

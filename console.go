@@ -105,12 +105,12 @@ func (b consoleBackend) Streams() []console.StreamRef {
 	b.rt.mu.Unlock()
 	out := make([]console.StreamRef, 0, len(entries))
 	for _, e := range entries {
-		ns := e.watcher.database
-		if e.cs.collection != "" {
-			ns += "." + e.cs.collection
+		ns := e.watcher.Database
+		if e.cs.Collection != "" {
+			ns += "." + e.cs.Collection
 		}
 		mode := "all-instances"
-		if e.cs.mode == SingleLeader {
+		if e.cs.SingleLeader {
 			mode = "single-leader"
 		}
 		out = append(out, console.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Supervisor: e.supervisorPID()})

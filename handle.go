@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -270,7 +271,7 @@ func (h *Handle) Restart(ctx context.Context) error {
 type streamEntry struct {
 	rt    *Runtime
 	name  string
-	cs    *compiledStream
+	cs    *engine.Spec
 	log   *zap.Logger
 	store *storeSet
 	// records is the key of the stream's checkpoint, dead letters and gap records on this
@@ -280,7 +281,7 @@ type streamEntry struct {
 	// memory, for the life of the process (a restart of the tree resumes a copy under way; a new
 	// process copies again, as it starts from the current position again).
 	memSnapshots *memstore.Store
-	watcher      *driverWatcher
+	watcher      *engine.Watcher
 	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle       *Handle
 
@@ -305,20 +306,20 @@ type streamEntry struct {
 	lastCause error      // the latest death's cause, as reported (errors.Is works on it)
 }
 
-func newStreamEntry(rt *Runtime, cs *compiledStream, st *storeSet, watchDB, storeDB string, owned bool) *streamEntry {
+func newStreamEntry(rt *Runtime, cs *engine.Spec, st *storeSet, watchDB, storeDB string, owned bool) *streamEntry {
 	e := &streamEntry{
 		rt:      rt,
-		name:    cs.name,
+		name:    cs.Name,
 		cs:      cs,
-		log:     streamLogger(rt.log, cs.name),
+		log:     streamLogger(rt.log, cs.Name),
 		store:   st,
-		records: recordScope(cs.name, cs.mode, rt.cfg.InstanceName),
-		watcher: newDriverWatcher(cs, rt.cfg.Client, watchDB),
+		records: cs.Records(rt.cfg.InstanceName),
+		watcher: engine.NewWatcher(cs, rt.cfg.Client, watchDB),
 		owned:   owned,
 		storeDB: storeDB,
 	}
-	e.watcher.excludeStores(storeDB, cs.deadLetter.Collection)
-	if cs.checkpoint.Ephemeral && cs.snapshots() {
+	e.watcher.ExcludeStores(storeDB, cs.DeadLetter.Collection)
+	if cs.Checkpoint.Ephemeral && cs.Snapshots() {
 		e.memSnapshots = memstore.New(memstore.Options{})
 	}
 	e.handle = &Handle{e: e}
@@ -351,10 +352,10 @@ func (e *streamEntry) lastStatus() StreamStatus {
 	e.mu.Unlock()
 	var last messages.StatusReply
 	if b == nil || proto.Unmarshal(b, &last) != nil {
-		return StreamStatus{Name: e.name, Mode: e.cs.mode, State: StateStopped, Why: "the stream's supervisor is not running"}
+		return StreamStatus{Name: e.name, Mode: modeOf(e.cs), State: StateStopped, Why: "the stream's supervisor is not running"}
 	}
 	st := statusOf(&last)
-	st.Mode = e.cs.mode
+	st.Mode = modeOf(e.cs)
 	return st
 }
 
@@ -388,7 +389,7 @@ func (e *streamEntry) status(ctx context.Context) (StreamStatus, error) {
 		return StreamStatus{}, fmt.Errorf("watchtree: stream %q: status: %w", e.name, err)
 	}
 	st := statusOf(r)
-	st.Mode = e.cs.mode
+	st.Mode = modeOf(e.cs)
 	return st, nil
 }
 

@@ -101,7 +101,7 @@ func (r timedRouter) observe(took time.Duration, err error) {
 func (e *streamEntry) routerFor() dispatcher.Router {
 	ho := handlerObserverOf(e.rt.cfg.Observer)
 	if ho == nil {
-		return e.cs.router
+		return e.cs.Router
 	}
-	return timedRouter{Router: e.cs.router, stream: e.name, obs: ho, log: e.log, now: time.Now}
+	return timedRouter{Router: e.cs.Router, stream: e.name, obs: ho, log: e.log, now: time.Now}
 }

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree/actors/snapshot"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -19,7 +20,7 @@ import (
 // watched one) that on-demand snapshots write their watermarks to: one document per chunk boundary ({stream, instance, snapshot, chunk,
 // kind: "low"|"high", at}), the audit trail of every on-demand snapshot. The stream never sees
 // these writes (it watches its own collection); they only move the cluster time forward.
-const SignalsCollection = "_wt_signals"
+const SignalsCollection = engine.SignalsCollection
 
 var (
 	// ErrSnapshotRunning means Handle.Snapshot was called while an on-demand snapshot of the
@@ -61,7 +62,7 @@ var ondemandIDs atomic.Uint64
 // on-demand snapshot (its status says "abandoned"); call Snapshot again to re-run it.
 func (h *Handle) Snapshot(ctx context.Context, req SnapshotRequest) (string, error) {
 	e := h.e
-	if e.cs.collection == "" {
+	if e.cs.Collection == "" {
 		return "", fmt.Errorf("watchtree: stream %q: an on-demand snapshot reads one collection; this stream watches a database or the cluster", e.name)
 	}
 	filter, err := snapshotRequestFilter(req.Filter)
@@ -73,7 +74,7 @@ func (h *Handle) Snapshot(ctx context.Context, req SnapshotRequest) (string, err
 	}
 	if filter != nil {
 		// A bad operator is the server's to find: ask it once, on the caller's goroutine.
-		coll := e.watcher.client.Database(e.watcher.database).Collection(e.cs.collection)
+		coll := e.watcher.Client.Database(e.watcher.Database).Collection(e.cs.Collection)
 		if err := coll.FindOne(ctx, filter, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err(); err != nil &&
 			!errors.Is(err, mongo.ErrNoDocuments) {
 			return "", &ConfigError{Stream: e.name, Field: "SnapshotRequest.Filter",
@@ -130,39 +131,4 @@ func snapshotRequestFilter(f any) (bson.Raw, error) {
 		return nil, fmt.Errorf("must encode to a BSON document, got %T: %v", f, err)
 	}
 	return raw, nil
-}
-
-// ReadMatching implements snapshot.OnDemandSource: the request's filter ANDed with the stream's
-// snapshot Filter and _id > after, in _id order.
-func (s *snapshotSource) ReadMatching(ctx context.Context, filter, after bson.Raw, limit int) ([]bson.Raw, error) {
-	var conds []bson.D
-	if filter != nil {
-		var d bson.D
-		if err := bson.Unmarshal(filter, &d); err != nil {
-			return nil, err
-		}
-		conds = append(conds, d)
-	}
-	if after != nil {
-		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after.Lookup("_id")}}}})
-	}
-	return s.find(ctx, s.and(conds...), limit)
-}
-
-// Mark implements snapshot.OnDemandSource: it inserts doc into SignalsCollection in a session
-// and returns the session's operation time (the insert's cluster time).
-func (s *snapshotSource) Mark(ctx context.Context, doc bson.D) (bson.Timestamp, error) {
-	sess, err := s.client.StartSession()
-	if err != nil {
-		return bson.Timestamp{}, err
-	}
-	defer sess.EndSession(context.WithoutCancel(ctx))
-	if _, err := s.client.Database(s.signalsDB).Collection(SignalsCollection).InsertOne(mongo.NewSessionContext(ctx, sess), doc); err != nil {
-		return bson.Timestamp{}, err
-	}
-	ot := sess.OperationTime()
-	if ot == nil || ot.IsZero() {
-		return bson.Timestamp{}, errors.New("the server returned no operationTime for the watermark write")
-	}
-	return *ot, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -35,7 +36,7 @@ const snapshotReadTimeout = time.Minute
 // (the checkpointer then never looks for a snapshot record).
 func (e *streamEntry) snapshotStore() store.SnapshotStore {
 	switch {
-	case !e.cs.snapshots():
+	case !e.cs.Snapshots():
 		return nil
 	case e.memSnapshots != nil: // Ephemeral: nothing is stored
 		return e.memSnapshots
@@ -87,8 +88,8 @@ func (rt *Runtime) Spawn(ctx context.Context, spec Spec) (*Handle, error) {
 		e.abandon()
 		return nil, err
 	}
-	e.log.Info("stream spawned", zap.Stringer("scope", e.cs.scope), zap.String("database", e.watcher.database),
-		zap.String("collection", e.cs.collection), zap.Int("lanes", e.cs.lanes), zap.Stringer("mode", e.cs.mode))
+	e.log.Info("stream spawned", zap.Stringer("scope", e.cs.Scope()), zap.String("database", e.watcher.Database),
+		zap.String("collection", e.cs.Collection), zap.Int("lanes", e.cs.Lanes), zap.String("mode", e.cs.Mode()))
 	return e.handle, nil
 }
 
@@ -139,25 +140,25 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 		rt.mu.Unlock()
 		return nil, ErrStopped
 	}
-	if _, dup := rt.streams[cs.name]; dup {
+	if _, dup := rt.streams[cs.Name]; dup {
 		rt.mu.Unlock()
-		return nil, &ConfigError{Stream: cs.name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
+		return nil, &ConfigError{Stream: cs.Name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
 			Err: ErrDuplicateStream}
 	}
-	st, err := rt.storeLocked(storeDB, cs.deadLetter.Collection)
+	st, err := rt.storeLocked(storeDB, cs.DeadLetter.Collection)
 	if err != nil {
 		rt.mu.Unlock()
 		return nil, err
 	}
-	if cs.snapshots() && !cs.checkpoint.Ephemeral && st.snapshots == nil {
+	if cs.Snapshots() && !cs.Checkpoint.Ephemeral && st.snapshots == nil {
 		rt.mu.Unlock()
-		return nil, &ConfigError{Stream: cs.name, Field: "Config.Snapshots",
+		return nil, &ConfigError{Stream: cs.Name, Field: "Config.Snapshots",
 			Rule: "must be set for a stream that snapshots (Snapshot.Mode, or OnHistoryLost RebuildFromSnapshot) when Config.Checkpoints is set: the snapshot records go with the checkpoints, so the default MongoDB store serves only the default checkpoints"}
 	}
 	e := newStreamEntry(rt, cs, st, watchDB, storeDB, owned)
-	rt.streams[cs.name] = e
+	rt.streams[cs.Name] = e
 	rt.mu.Unlock()
-	rt.ensureIndexes(st, storeKey{storeDB, cs.deadLetter.Collection})
+	rt.ensureIndexes(st, storeKey{storeDB, cs.DeadLetter.Collection})
 	return e, nil
 }
 
@@ -175,26 +176,26 @@ func (rt *Runtime) unregister(e *streamEntry) {
 // databases resolves the watched database and the store database of cs (empty when Config
 // sets every store cs uses and cs names none), and rejects a DeadLetterPolicy.Collection that
 // Config.DeadLetters would ignore.
-func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
-	watchDB = cs.database
-	if cs.scope == scopeCollection && watchDB == "" {
+func (rt *Runtime) databases(cs *engine.Spec) (watchDB, storeDB string, err error) {
+	watchDB = cs.Database
+	if cs.Scope() == engine.ScopeCollection && watchDB == "" {
 		watchDB = rt.cfg.Database
 	}
-	if cs.scope == scopeCollection && watchDB == "" {
-		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
+	if cs.Scope() == engine.ScopeCollection && watchDB == "" {
+		return "", "", &ConfigError{Stream: cs.Name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
 	}
-	if rt.cfg.DeadLetters != nil && cs.deadLetter.Collection != defaultDeadLetterColl {
+	if rt.cfg.DeadLetters != nil && cs.DeadLetter.Collection != defaultDeadLetterColl {
 		// The collection would be silently ignored: Config.DeadLetters serves every stream.
-		return "", "", &ConfigError{Stream: cs.name, Field: "DeadLetter.Collection",
-			Rule: fmt.Sprintf("must be empty when Config.DeadLetters is set, got %q", cs.deadLetter.Collection)}
+		return "", "", &ConfigError{Stream: cs.Name, Field: "DeadLetter.Collection",
+			Rule: fmt.Sprintf("must be empty when Config.DeadLetters is set, got %q", cs.DeadLetter.Collection)}
 	}
 	storeDB = rt.cfg.Database
 	if storeDB == "" {
 		storeDB = watchDB
 	}
 	if field := rt.cfg.needsStoreDatabase(cs); storeDB == "" && field != "" {
-		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
+		return "", "", &ConfigError{Stream: cs.Name, Field: "Database",
 			Rule: fmt.Sprintf("must be set when Config.Database is empty (a cluster-wide stream's default stores need a database: Config.%s is nil)", field)}
 	}
 	return watchDB, storeDB, nil
@@ -205,22 +206,22 @@ func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err e
 // memory, so later starts, and a tree rebuilt by a user's parent, resume from the checkpoint.
 func (e *streamEntry) treeProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
-	start := cs.start
+	start := cs.Start
 	var leases store.LeaseStore
-	if cs.mode == SingleLeader {
+	if cs.SingleLeader {
 		leases = e.store.leases // set: databases made sure the default has a database
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
-		Stream:        cs.name,
+		Stream:        cs.Name,
 		Instance:      e.records.Instance,
 		Store:         e.store.checkpoints,
 		Gaps:          e.store.gaps,
 		Positions:     e.watcher,
 		StartPosition: start,
-		OnHistoryLost: cs.onHistoryLost,
-		Snapshot:      cs.snapshot,
+		OnHistoryLost: cs.OnHistoryLost,
+		Snapshot:      cs.Snapshot,
 		Snapshots:     e.snapshotStore(),
-		Checkpoint:    cs.checkpoint,
+		Checkpoint:    cs.Checkpoint,
 		IOTimeout:     rt.cfg.ConnectTimeout,
 		Owner:         rt.cfg.InstanceID,
 		Epoch:         e.epoch.Load,
@@ -229,23 +230,23 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Events:        checkpointerEvents{e},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.name, err)
+		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.Name, err)
 	}
 	var dl dispatcher.DeadLetterWriter
-	if !cs.deadLetter.Disabled {
+	if !cs.DeadLetter.Disabled {
 		dl = e.store.deadLetters
 		if leases != nil {
 			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, e: e, leases: leases}
 		}
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
-		Stream:              cs.name,
+		Stream:              cs.Name,
 		Instance:            e.records.Instance,
 		Router:              e.routerFor(),
-		Lanes:               cs.lanes,
-		Retry:               cs.retry,
+		Lanes:               cs.Lanes,
+		Retry:               cs.Retry,
 		DeadLetters:         dl,
-		DeadLetterRetention: cs.deadLetter.Retention,
+		DeadLetterRetention: cs.DeadLetter.Retention,
 		AwaitSettleLimit:    true, // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
 		CheckpointerName:    checkpointerName,
 		Clock:               rt.clk,
@@ -253,7 +254,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Events:              dispatcherEvents{e},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: dispatcher: %w", cs.name, err)
+		return nil, fmt.Errorf("watchtree: stream %q: dispatcher: %w", cs.Name, err)
 	}
 	child, err := e.streamProps()
 	if err != nil {
@@ -265,16 +266,16 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		{Name: checkpointerName, Props: cpProps},
 		{Name: dispatcherName, Props: dProps},
 	}
-	if cs.snapshots() {
+	if cs.Snapshots() {
 		sProps, err := snapshot.New(snapshot.Config{
-			Stream:     cs.name,
+			Stream:     cs.Name,
 			Instance:   e.records.Instance,
-			Database:   e.watcher.database,
-			Collection: cs.collection,
+			Database:   e.watcher.Database,
+			Collection: cs.Collection,
 			Store:      e.snapshotStore(),
-			Source: newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
-				e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":snapshot"),
-			Policy:       cs.snapshot,
+			Source: engine.NewSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
+				e.watcher.Bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":snapshot", ""),
+			Policy:       cs.Snapshot,
 			Dispatcher:   dispatcherName,
 			Checkpointer: checkpointerName,
 			IOTimeout:    max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
@@ -283,11 +284,11 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 			Events:       snapshotEvents{e},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.name, err)
+			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.Name, err)
 		}
 		siblings = append(siblings, supervisor.Sibling{Name: snapshotName, Props: sProps})
 	}
-	if cs.collection != "" {
+	if cs.Collection != "" {
 		// Every collection stream can take an on-demand snapshot (Handle.Snapshot). The actor,
 		// its props and its source are made by the first one: most streams never take one.
 		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Lazy: true, NewProps: e.onDemandProps})
@@ -295,11 +296,11 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	var leaderProps *actor.Props
 	if leases != nil {
 		if leaderProps, err = e.leaderProps(leases); err != nil {
-			return nil, fmt.Errorf("watchtree: stream %q: leader: %w", cs.name, err)
+			return nil, fmt.Errorf("watchtree: stream %q: leader: %w", cs.Name, err)
 		}
 	}
 	props, err := supervisor.New(supervisor.Config{
-		Stream: cs.name,
+		Stream: cs.Name,
 		Child:  child,
 		Leader: leaderProps,
 		// An operator's lease release lets a standby take over: this instance waits a standby
@@ -307,15 +308,15 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		ReleaseCooldown:  rt.cfg.Lease.WithDefaults().StandbyPoll,
 		Siblings:         siblings,
 		OnDemand:         snapshot.OnDemandName,
-		Policy:           cs.restart,
-		Classify:         classifyFailure,
+		Policy:           cs.Restart,
+		Classify:         engine.ClassifyFailure,
 		SenderMiddleware: rt.treeSenderMW,
 		Clock:            rt.clk,
 		Logger:           rt.log,
 		OnTransition:     e.onTransition,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: supervisor: %w", cs.name, err)
+		return nil, fmt.Errorf("watchtree: stream %q: supervisor: %w", cs.Name, err)
 	}
 	if len(rt.treeSenderMW) > 0 {
 		props = props.Clone(actor.WithSenderMiddleware(rt.treeSenderMW...))
@@ -329,20 +330,19 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 // stream's, validated by Spawn: the error is not expected.
 func (e *streamEntry) onDemandProps() (*actor.Props, error) {
 	cs, rt := e.cs, e.rt
-	src := newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
-		e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":ondemand")
 	signalsDB := e.storeDB
 	if signalsDB == "" {
-		signalsDB = e.watcher.database
+		signalsDB = e.watcher.Database
 	}
-	src.signalsDB = signalsDB
+	src := engine.NewSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
+		e.watcher.Bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":ondemand", signalsDB)
 	props, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
-		Stream:     cs.name,
+		Stream:     cs.Name,
 		Instance:   e.records.Instance,
-		Database:   e.watcher.database,
-		Collection: cs.collection,
+		Database:   e.watcher.Database,
+		Collection: cs.Collection,
 		Source:     src,
-		BatchSize:  cs.snapshot.WithDefaults().BatchSize,
+		BatchSize:  cs.Snapshot.WithDefaults().BatchSize,
 		Dispatcher: dispatcherName,
 		IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
 		Clock:      rt.clk,
@@ -350,7 +350,7 @@ func (e *streamEntry) onDemandProps() (*actor.Props, error) {
 		Events:     snapshotEvents{e},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.name, err)
+		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.Name, err)
 	}
 	return props, nil
 }
@@ -400,12 +400,12 @@ type checkpointerEvents struct{ e *streamEntry }
 func (c checkpointerEvents) meta() Meta { return Meta{Stream: c.e.name, Time: c.e.rt.clk.Now()} }
 
 func (c checkpointerEvents) HistoryLost(h checkpointer.HistoryLostEvent) {
-	c.e.rt.obs.OnEvent(HistoryLost{Meta: c.meta(), Policy: c.e.cs.onHistoryLost,
+	c.e.rt.obs.OnEvent(HistoryLost{Meta: c.meta(), Policy: c.e.cs.OnHistoryLost,
 		Err: fmt.Errorf("%w: server error %d: %s", ErrHistoryLost, h.Code, h.Message)})
 }
 
 func (c checkpointerEvents) GapRecorded(g store.Gap) {
-	c.e.rt.obs.OnEvent(GapRecorded{Meta: c.meta(), From: g.FromToken, To: g.ToToken, Policy: c.e.cs.onHistoryLost})
+	c.e.rt.obs.OnEvent(GapRecorded{Meta: c.meta(), From: g.FromToken, To: g.ToToken, Policy: c.e.cs.OnHistoryLost})
 }
 
 func (c checkpointerEvents) Checkpointed(ev checkpointer.CheckpointedEvent) {
@@ -424,18 +424,18 @@ func (c checkpointerEvents) Fenced(err error) {
 // streamProps builds the stream actor's props (the supervisor's restartable child).
 func (e *streamEntry) streamProps() (*actor.Props, error) {
 	props, err := stream.New(stream.Config{
-		Stream:            e.cs.name,
-		Watcher:           e.watcher.bounded(e.rt.cfg.ConnectTimeout),
+		Stream:            e.cs.Name,
+		Watcher:           e.watcher.Bounded(e.rt.cfg.ConnectTimeout),
 		Checkpointer:      checkpointerName,
 		Dispatcher:        dispatcherName,
-		MaxAwaitTime:      e.watcher.maxAwait,
-		InvalidateRestart: e.cs.onInvalidate == InvalidateRestart,
+		MaxAwaitTime:      e.watcher.MaxAwait,
+		InvalidateRestart: e.cs.InvalidateRestart,
 		Clock:             e.rt.clk,
 		Logger:            e.rt.log,
 		Events:            streamEvents{e},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: stream actor: %w", e.cs.name, err)
+		return nil, fmt.Errorf("watchtree: stream %q: stream actor: %w", e.cs.Name, err)
 	}
 	return props, nil
 }

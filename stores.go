@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
@@ -70,7 +71,7 @@ func (s *storeSet) EnsureIndexes(ctx context.Context) error {
 // needsStoreDatabase names the first store field a stream uses that Config leaves to the
 // default MongoDB store, which needs a database; "" when Config sets every store the stream
 // uses. (Snapshots has no default of its own: see Config.Snapshots.)
-func (c Config) needsStoreDatabase(cs *compiledStream) string {
+func (c Config) needsStoreDatabase(cs *engine.Spec) string {
 	switch {
 	case c.Checkpoints == nil:
 		return "Checkpoints"
@@ -78,7 +79,7 @@ func (c Config) needsStoreDatabase(cs *compiledStream) string {
 		return "DeadLetters"
 	case c.Gaps == nil:
 		return "Gaps"
-	case c.Leases == nil && cs.mode == SingleLeader:
+	case c.Leases == nil && cs.SingleLeader:
 		return "Leases"
 	}
 	return ""
