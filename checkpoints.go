@@ -54,7 +54,7 @@ func (rt *Runtime) Checkpoints(ctx context.Context, stream string) ([]Checkpoint
 	if err != nil {
 		return nil, err
 	}
-	list, err := e.store.checkpoints.ListCheckpoints(ctx, stream)
+	list, err := e.store.Checkpoints.ListCheckpoints(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: list checkpoints: %w", stream, err)
 	}

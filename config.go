@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -197,6 +198,11 @@ func (c Config) storeFields() []storeField {
 	add("Snapshots", c.Snapshots != nil, c.Snapshots)
 	add("Leases", c.Leases != nil, c.Leases)
 	return out
+}
+
+// stores is the engine's view of the store fields.
+func (c Config) stores() engine.Stores {
+	return engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases}
 }
 
 // isNilPointer reports whether v holds a nil pointer (a store field set to a typed nil, which

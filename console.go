@@ -161,7 +161,7 @@ func (b consoleBackend) Purge(ctx context.Context, stream, id string) error {
 	if err != nil {
 		return consoleErr(err)
 	}
-	if err := e.store.deadLetters.DeleteDeadLetter(ctx, e.records, id); err != nil {
+	if err := e.store.DeadLetters.DeleteDeadLetter(ctx, e.records, id); err != nil {
 		return consoleErr(fmt.Errorf("watchtree: stream %q: purge %s: %w", stream, id, err))
 	}
 	e.log.Info("dead letter purged")

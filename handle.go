@@ -273,7 +273,7 @@ type streamEntry struct {
 	name  string
 	cs    *engine.Spec
 	log   *zap.Logger
-	store *storeSet
+	store *engine.StoreSet
 	// records is the key of the stream's checkpoint, dead letters and gap records on this
 	// instance (recordScope: per instance for AllInstances, shared for SingleLeader).
 	records store.Scope
@@ -306,12 +306,12 @@ type streamEntry struct {
 	lastCause error      // the latest death's cause, as reported (errors.Is works on it)
 }
 
-func newStreamEntry(rt *Runtime, cs *engine.Spec, st *storeSet, watchDB, storeDB string, owned bool) *streamEntry {
+func newStreamEntry(rt *Runtime, cs *engine.Spec, st *engine.StoreSet, watchDB, storeDB string, owned bool) *streamEntry {
 	e := &streamEntry{
 		rt:      rt,
 		name:    cs.Name,
 		cs:      cs,
-		log:     streamLogger(rt.log, cs.Name),
+		log:     engine.StreamLogger(rt.log, cs.Name),
 		store:   st,
 		records: cs.Records(rt.cfg.InstanceName),
 		watcher: engine.NewWatcher(cs, rt.cfg.Client, watchDB),

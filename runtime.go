@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/engine"
 )
 
 // runtimeState is the lifecycle of a Runtime: new → started → stopped (final).
@@ -57,12 +58,11 @@ type Runtime struct {
 	ownSystem bool
 	obs       *safeObserver
 	streams   map[string]*streamEntry
-	stores    map[storeKey]*storeSet
+	stores    *engine.StoreSets
 	console   *console.Server // nil when Config.Console is off
 	startedAt time.Time
 
-	idx indexer   // creates the default stores' indexes in the background
-	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
+	bal *engine.Balancer // SingleLeader balance: started with the first such stream, stopped by Stop
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -78,13 +78,14 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	log := cfg.Logger.With(zap.String("instance", cfg.InstanceID)) // every line names the instance
 	return &Runtime{
 		cfg:     cfg,
-		log:     cfg.Logger.With(zap.String("instance", cfg.InstanceID)), // every line names the instance
+		log:     log,
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
 		clk:     clock.Real(),
 		streams: map[string]*streamEntry{},
-		stores:  map[storeKey]*storeSet{},
+		stores:  engine.NewStoreSets(cfg.Client, cfg.stores(), log),
 	}, nil
 }
 
@@ -132,19 +133,18 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		return failed("ping the primary", err)
 	}
 	if rt.cfg.Database != "" {
-		st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
+		st, err := rt.stores.Get(rt.cfg.Database, defaultDeadLetterColl)
 		if err != nil {
 			return err
 		}
-		if err := st.EnsureIndexes(cctx); err != nil {
+		if err := rt.stores.CreateIndexes(cctx, st); err != nil {
 			return failed("create the store indexes", err)
 		}
-		indexedByRuntime.Store(indexKey{client: rt.cfg.Client, k: storeKey{rt.cfg.Database, defaultDeadLetterColl}}, true)
 	}
 	if rt.cfg.ActorSystem != nil {
 		rt.sys = rt.cfg.ActorSystem
 	} else {
-		rt.sys = newActorSystem(rt.log, rt.sysOpts...)
+		rt.sys = engine.NewActorSystem(rt.log, rt.sysOpts...)
 		rt.ownSystem = true
 	}
 	rt.startedAt = rt.clk.Now()
@@ -203,7 +203,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	rt.mu.Unlock()
-	rt.idx.stop() // no index creation outlives the runtime
+	rt.stores.Stop() // no index creation outlives the runtime
 
 	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
 	defer cancel()
@@ -225,7 +225,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.state = rtStopped
 	rt.mu.Unlock()
 	if bal != nil {
-		bal.stop() // after the trees released their leases: the heartbeat goes last
+		bal.Stop() // after the trees released their leases: the heartbeat goes last
 	}
 	var consoleErr error
 	if cons != nil { // after the streams, so that an operator sees the stop to its end
@@ -301,48 +301,6 @@ func (rt *Runtime) Handle(name string) (*Handle, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownStream, name)
 	}
 	return e.handle, nil
-}
-
-// storeKey identifies one set of stores: the database of the default store's records and the
-// dead-letter collection (DeadLetterPolicy.Collection).
-type storeKey struct{ database, deadLetters string }
-
-// storeLocked returns the stores of key, creating them without I/O (newStoreSet). rt.mu must be
-// held.
-func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) {
-	k := storeKey{database, deadLetters}
-	if st, ok := rt.stores[k]; ok {
-		return st, nil
-	}
-	st, err := newStoreSet(rt.cfg, database, deadLetters)
-	if err != nil {
-		return nil, err
-	}
-	rt.stores[k] = st
-	return st, nil
-}
-
-// indexedByRuntime caches the stores whose indexes were created, by client and store key.
-var indexedByRuntime sync.Map
-
-// ensureIndexes has the indexes of st (key k) created once per client, in the background (see
-// indexer): it never waits on the server. A failure is logged and retried by the next Spawn
-// that uses the same store: indexes only serve retention and listing, never correctness of the
-// stream.
-func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
-	key := indexKey{client: rt.cfg.Client, k: k}
-	if !st.indexed {
-		return // Config sets the stores that need indexes: none is the runtime's to index
-	}
-	if _, ok := indexedByRuntime.Load(key); ok {
-		return
-	}
-	rt.idx.enqueue(indexJob{key: key, st: st.mongo, log: rt.log})
-}
-
-type indexKey struct {
-	client *mongo.Client
-	k      storeKey
 }
 
 // system returns the actor system, or an error when the runtime is not started.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
@@ -685,7 +686,7 @@ func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
 // which Stop leaves running; two runtimes share it without name clashes.
 func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 	e := newRTEnv(t)
-	sys := newActorSystem(zap.NewNop())
+	sys := engine.NewActorSystem(zap.NewNop())
 	defer sys.Shutdown()
 	s1, s2 := newSeen(), newSeen()
 	rt1, _ := e.newRuntime(t, func(c *Config) { c.ActorSystem = sys })

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -40,10 +41,10 @@ func (e *streamEntry) snapshotStore() store.SnapshotStore {
 		return nil
 	case e.memSnapshots != nil: // Ephemeral: nothing is stored
 		return e.memSnapshots
-	case e.store.snapshots == nil:
+	case e.store.Snapshots == nil:
 		return nil
 	}
-	return e.store.snapshots
+	return e.store.Snapshots
 }
 
 // Spawn validates spec, starts its stream tree and waits until the stream's change stream is
@@ -145,12 +146,12 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 		return nil, &ConfigError{Stream: cs.Name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
 			Err: ErrDuplicateStream}
 	}
-	st, err := rt.storeLocked(storeDB, cs.DeadLetter.Collection)
+	st, err := rt.stores.Get(storeDB, cs.DeadLetter.Collection)
 	if err != nil {
 		rt.mu.Unlock()
 		return nil, err
 	}
-	if cs.Snapshots() && !cs.Checkpoint.Ephemeral && st.snapshots == nil {
+	if cs.Snapshots() && !cs.Checkpoint.Ephemeral && st.Snapshots == nil {
 		rt.mu.Unlock()
 		return nil, &ConfigError{Stream: cs.Name, Field: "Config.Snapshots",
 			Rule: "must be set for a stream that snapshots (Snapshot.Mode, or OnHistoryLost RebuildFromSnapshot) when Config.Checkpoints is set: the snapshot records go with the checkpoints, so the default MongoDB store serves only the default checkpoints"}
@@ -158,7 +159,7 @@ func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
 	e := newStreamEntry(rt, cs, st, watchDB, storeDB, owned)
 	rt.streams[cs.Name] = e
 	rt.mu.Unlock()
-	rt.ensureIndexes(st, storeKey{storeDB, cs.DeadLetter.Collection})
+	rt.stores.CreateIndexesLater(st)
 	return e, nil
 }
 
@@ -167,7 +168,7 @@ func (rt *Runtime) unregister(e *streamEntry) {
 	if rt.streams[e.name] == e {
 		delete(rt.streams, e.name)
 		if rt.bal != nil {
-			rt.bal.remove(e.name)
+			rt.bal.Remove(e.name)
 		}
 	}
 	rt.mu.Unlock()
@@ -194,7 +195,7 @@ func (rt *Runtime) databases(cs *engine.Spec) (watchDB, storeDB string, err erro
 	if storeDB == "" {
 		storeDB = watchDB
 	}
-	if field := rt.cfg.needsStoreDatabase(cs); storeDB == "" && field != "" {
+	if field := rt.cfg.stores().NeedsDatabase(cs); storeDB == "" && field != "" {
 		return "", "", &ConfigError{Stream: cs.Name, Field: "Database",
 			Rule: fmt.Sprintf("must be set when Config.Database is empty (a cluster-wide stream's default stores need a database: Config.%s is nil)", field)}
 	}
@@ -209,13 +210,13 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	start := cs.Start
 	var leases store.LeaseStore
 	if cs.SingleLeader {
-		leases = e.store.leases // set: databases made sure the default has a database
+		leases = e.store.Leases // set: databases made sure the default has a database
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.Name,
 		Instance:      e.records.Instance,
-		Store:         e.store.checkpoints,
-		Gaps:          e.store.gaps,
+		Store:         e.store.Checkpoints,
+		Gaps:          e.store.Gaps,
 		Positions:     e.watcher,
 		StartPosition: start,
 		OnHistoryLost: cs.OnHistoryLost,
@@ -234,9 +235,10 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 	}
 	var dl dispatcher.DeadLetterWriter
 	if !cs.DeadLetter.Disabled {
-		dl = e.store.deadLetters
+		dl = e.store.DeadLetters
 		if leases != nil {
-			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, e: e, leases: leases}
+			dl = engine.FencedDeadLetters{DeadLetterStore: e.store.DeadLetters, Leases: leases, Stream: e.name,
+				Owner: rt.cfg.InstanceID, Epoch: e.epoch.Load, Fence: e.fence}
 		}
 	}
 	dProps, err := dispatcher.New(dispatcher.Config{
@@ -322,6 +324,13 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		props = props.Clone(actor.WithSenderMiddleware(rt.treeSenderMW...))
 	}
 	return props, nil
+}
+
+// fence tells the supervisor that a write of the stream was refused by a newer epoch.
+func (e *streamEntry) fence(f *wire.Fenced) {
+	if pid, root := e.supervisorPID(), e.rt.sysRoot(); pid != nil && root != nil {
+		root.Send(pid, f)
+	}
 }
 
 // onDemandProps makes the props of the stream's on-demand snapshot actor (a collection stream's
