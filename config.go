@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -51,11 +52,13 @@ type Config struct {
 	// ActorSystem is an existing protoactor system to embed the stream trees into. Default: the
 	// runtime creates its own, and shuts it down on Stop.
 	ActorSystem *actor.ActorSystem
-	// Observer receives the typed events (see Observer); it never blocks or breaks the runtime.
-	// Default NopObserver.
-	Observer Observer
+	// Observer receives the typed events of package observe (see observe.Observer), through a
+	// bounded queue: it never blocks or breaks the runtime (Runtime.ObserverStats counts what it
+	// missed). When it also implements observe.HandlerObserver, every handler call is timed for
+	// it. Default observe.Nop.
+	Observer observe.Observer
 	// InstanceID identifies this run of the process: the owner of its SingleLeader leases
-	// (LeaseStatus.Owner, LeadershipChanged.Owner), of the checkpoints it writes, and its name
+	// (LeaseStatus.Owner, observe.LeadershipChanged.Owner), of the checkpoints it writes, and its name
 	// in the console. It must differ between two processes running at once, and it changes on
 	// every run, so that a restarted process never passes for its predecessor's lease. Default
 	// "<InstanceName>-<pid>-<6 random hex digits>" (with InstanceName's default, the hostname),
@@ -219,7 +222,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	if c.Observer == nil {
-		c.Observer = NopObserver{}
+		c.Observer = observe.Nop{}
 	}
 	if c.InstanceName == "" {
 		c.InstanceName = hostname()

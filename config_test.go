@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -23,7 +24,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"minimal", Config{Client: client}, nil},
 		{"everything set", Config{Client: client, Database: "shop", InstanceID: "pod-1", ShutdownTimeout: time.Second,
-			ConnectTimeout: time.Second, Observer: NopObserver{}}, nil},
+			ConnectTimeout: time.Second, Observer: observe.Nop{}}, nil},
 		{"no client", Config{}, []string{"watchtree: Config.Client is required, got nil"}},
 		{"console on loopback without a token", Config{Client: client, Console: ConsoleConfig{Addr: "127.0.0.1:8090"}}, nil},
 		{"console on localhost and an empty host", Config{Client: client, Console: ConsoleConfig{Addr: ":0"}}, nil},
@@ -105,7 +106,7 @@ func TestConfigDefaults(t *testing.T) {
 	if c.Logger == nil || c.Observer == nil || c.ShutdownTimeout != 30*time.Second || c.ConnectTimeout != 10*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
-	if _, ok := c.Observer.(NopObserver); !ok {
+	if _, ok := c.Observer.(observe.Nop); !ok {
 		t.Errorf("default observer = %T", c.Observer)
 	}
 	host, _ := os.Hostname()
@@ -137,7 +138,7 @@ func TestConfigDefaults(t *testing.T) {
 	if want := fmt.Sprintf("pod-7-%d-", os.Getpid()); !strings.HasPrefix(named.InstanceID, want) || len(named.InstanceID) != len(want)+6 {
 		t.Errorf("default InstanceID with InstanceName pod-7 = %q, want %s<6 hex digits>", named.InstanceID, want)
 	}
-	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: MultiObserver()}.withDefaults()
+	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: observe.Multi()}.withDefaults()
 	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second || set.ConnectTimeout != time.Millisecond {
 		t.Errorf("withDefaults changed set fields: %+v", set)
 	}

@@ -35,8 +35,8 @@
 //     own position; CheckpointPolicy.Ephemeral keeps none, for state rebuilt at start; a
 //     SingleLeader stream keeps one shared position, written by the lease holder.
 //   - Explained: every lifecycle change, retry, dead letter, checkpoint, history loss and gap is
-//     logged with the stream name and reported to the Observer, which can never block or break
-//     the runtime.
+//     logged with the stream name and reported to the Observer (package observe), which can never
+//     block or break the runtime.
 //
 // # Errors
 //
@@ -49,13 +49,14 @@
 // # Files
 //
 // runtime.go (Runtime: New, Start, Stop, Streams, Handle), spawn.go (Spawn, Props: the tree of
-// one stream and the mapping of its actors' reports to the Observer), handle.go (Handle,
+// one stream, whose actors report to the Observer themselves), handle.go (Handle,
 // StreamStatus), deadletters.go (DeadLetters, Replay), checkpoints.go (Checkpoints), watch.go (the driver-backed change
 // streams), logging.go (zap, and protoactor's slog bridged into it), stream.go (Stream, Spec),
 // event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package
 // policy's types; DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too;
 // OnInvalidate, fullDocument modes, recordScope: whose records a stream keeps), errors.go,
-// classify.go (which failures are terminal, which transient), observer.go, config.go. The actors live under
+// classify.go (which failures are terminal, which transient), observer.go (the Observer's delivery
+// queue; the events are package observe's), config.go. The actors live under
 // actors/, their protobuf messages under messages/, the policies they share with this package
 // under policy/.
 package watchtree

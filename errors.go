@@ -3,12 +3,12 @@ package watchtree
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -48,8 +48,9 @@ var (
 	ErrHistoryLost = checkpointer.ErrHistoryLost
 
 	// ErrGaveUp means the RestartPolicy ran out of attempts. It is terminal: the stream stays
-	// crashed until an operator starts it.
-	ErrGaveUp = errors.New("watchtree: restart attempts exhausted")
+	// crashed until an operator starts it. The supervisor raises it around the latest death's
+	// cause; this is the same value.
+	ErrGaveUp = supervisor.ErrGaveUp
 
 	// ErrInvalidated means the change stream was invalidated (drop, rename or dropDatabase of the
 	// watched namespace) and the stream's OnInvalidate policy is InvalidateStop. It is terminal.
@@ -179,20 +180,3 @@ func chain(err error) []error {
 	walk(err)
 	return out
 }
-
-// terminalError reports a cause wrapped with a root sentinel its chain does not carry: the
-// give-up of the RestartPolicy (ErrGaveUp) around the latest death's cause.
-type terminalError struct {
-	sentinel error
-	cause    error
-}
-
-func (e *terminalError) Error() string {
-	msg := e.cause.Error()
-	if strings.Contains(msg, e.sentinel.Error()) {
-		return msg
-	}
-	return e.sentinel.Error() + ": " + msg
-}
-
-func (e *terminalError) Unwrap() []error { return []error{e.sentinel, e.cause} }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,9 +12,11 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -88,10 +89,10 @@ type StreamStatus struct {
 	LastStop *StopReport
 	// Snapshot is the progress of the stream's latest snapshot since the tree was spawned; nil
 	// when none ran. Snapshot documents are not counted in Settled and the outcomes above.
-	Snapshot *SnapshotStatus
+	Snapshot *observe.SnapshotStatus
 	// OnDemand is the progress of the latest on-demand snapshot (Handle.Snapshot) since the tree
 	// was spawned; nil when none ran. Its documents are not counted in Settled either.
-	OnDemand *SnapshotStatus
+	OnDemand *observe.SnapshotStatus
 	// InFlight counts the events the dispatcher accepted and has not settled, as of its latest
 	// report (at most every 100ms while events settle, and whenever the read position moved).
 	InFlight uint64
@@ -203,11 +204,11 @@ func statusOf(r *messages.StatusReply) StreamStatus {
 		}
 	}
 	if sn := r.GetSnapshot(); sn != nil {
-		p := snapshotProgressOf(sn)
+		p := snapshot.StatusOf(sn)
 		st.Snapshot = &p
 	}
 	if sn := r.GetOnDemand(); sn != nil {
-		p := snapshotProgressOf(sn)
+		p := snapshot.StatusOf(sn)
 		st.OnDemand = &p
 	}
 	return st
@@ -284,11 +285,6 @@ type streamEntry struct {
 	watcher      *engine.Watcher
 	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 	handle       *Handle
-
-	// stopFromCrashed is set when a graceful stop starts from crashed: that stream already
-	// reported its terminal Stopped, so the stop's end reports nothing more. Written and read on
-	// the supervisor's goroutine (one supervisor at a time).
-	stopFromCrashed atomic.Bool
 
 	// epoch is the fencing epoch of the SingleLeader term under way (0 for AllInstances): the
 	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard
@@ -408,63 +404,14 @@ func (e *streamEntry) command(ctx context.Context, msg any) error {
 	return e.awaitRunning(ctx)
 }
 
-// onTransition runs on the supervisor's goroutine: it reports the transition to the Observer
-// (never blocking: safeObserver queues) and keeps the cause of a death for Spawn's error.
+// onTransition runs on the supervisor's goroutine: it keeps the cause of a death for Spawn's
+// error. (The supervisor reports the transition's lifecycle event to the Observer itself.)
 func (e *streamEntry) onTransition(t supervisor.Transition) {
-	cause := t.Cause
-	if t.To == supervisor.StateCrashed && cause != nil && isGiveUp(t) && !errors.Is(cause, ErrGaveUp) {
-		cause = &terminalError{sentinel: ErrGaveUp, cause: cause}
-	}
-	if cause != nil && (t.To == supervisor.StateBackoff || t.To == supervisor.StateCrashed) {
+	if t.Cause != nil && (t.To == supervisor.StateBackoff || t.To == supervisor.StateCrashed) {
 		e.mu.Lock()
-		e.lastCause = cause
+		e.lastCause = t.Cause
 		e.mu.Unlock()
 	}
-	obs := e.rt.obs
-	meta := Meta{Stream: e.name, Time: t.At}
-	switch t.To {
-	case supervisor.StateRunning: // Started comes from the stream actor (streamEvents.Opened)
-		if t.Attempt > 0 {
-			obs.OnEvent(Restarted{Meta: meta, Attempt: t.Attempt, Cause: t.Cause})
-		}
-	case supervisor.StateBackoff:
-		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause, Attempt: t.Attempt, RestartIn: t.Delay})
-	case supervisor.StateCrashed:
-		obs.OnEvent(Stopped{Meta: meta, Reason: Crashed, Cause: cause, Terminal: true})
-	case supervisor.StateStopping:
-		e.stopFromCrashed.Store(t.From == supervisor.StateCrashed)
-	case supervisor.StateStopped:
-		if t.From == supervisor.StateStopping && e.stopFromCrashed.Load() {
-			return // a crashed stream already reported its terminal Stopped
-		}
-		obs.OnEvent(Stopped{Meta: meta, Reason: Graceful})
-	}
-}
-
-// isGiveUp tells a give-up (attempts exhausted) from a terminal error; the supervisor's why line
-// is the only place that says which.
-func isGiveUp(t supervisor.Transition) bool {
-	return t.MaxAttempts > 0 && t.Attempt > t.MaxAttempts
-}
-
-// startedPosition maps the source of the position a cursor opened at (StartFrom.source) to
-// Started.Position: a stored checkpoint or the checkpointer's in-memory position is "checkpoint".
-func startedPosition(source string) string {
-	switch source {
-	case store.SourceInitial:
-		return "initial"
-	case store.SourceResumeFromNow, store.SourceRebuild:
-		return "after-gap"
-	case "latest":
-		return "latest"
-	case "at":
-		return "at"
-	case "invalidate":
-		return "after-invalidate"
-	case store.SourceMigrated:
-		return "migrated"
-	}
-	return "checkpoint"
 }
 
 // spawnTree spawns the stream's tree under the actor system's root.

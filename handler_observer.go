@@ -9,53 +9,14 @@ import (
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 )
-
-// HandlerObserver is an optional interface of Config.Observer: when the Observer implements it,
-// ObserveHandler is called after every handler call (each attempt, and each Replay) with the
-// stream's name, how long the handler ran and its error (nil on success). It feeds latency
-// histograms; the Prometheus adapter implements it.
-//
-// Unlike OnEvent it is called synchronously, on the lane goroutine that ran the handler,
-// concurrently for different lanes and streams: it must be safe for concurrent use and must
-// not block (an atomic histogram update is the expected cost). A panic in it is recovered and
-// logged; it never fails the event. A MultiObserver passes it on to the members that implement
-// it.
-type HandlerObserver interface {
-	// ObserveHandler reports one handler call of stream: its wall time and its result (nil,
-	// or the error or recovered panic it ended with).
-	ObserveHandler(stream string, took time.Duration, err error)
-}
-
-// ObserveHandler passes the call on to the members that implement HandlerObserver.
-func (m multiObserver) ObserveHandler(stream string, took time.Duration, err error) {
-	for _, o := range m {
-		if ho, ok := o.(HandlerObserver); ok {
-			ho.ObserveHandler(stream, took, err)
-		}
-	}
-}
-
-// handlerObserverOf returns o as a HandlerObserver when it (or a member of a MultiObserver)
-// implements it, else nil.
-func handlerObserverOf(o Observer) HandlerObserver {
-	if m, ok := o.(multiObserver); ok {
-		for _, x := range m {
-			if handlerObserverOf(x) != nil {
-				return m
-			}
-		}
-		return nil
-	}
-	ho, _ := o.(HandlerObserver)
-	return ho
-}
 
 // timedRouter times each handler call of the router it wraps for a HandlerObserver.
 type timedRouter struct {
 	dispatcher.Router
 	stream string
-	obs    HandlerObserver
+	obs    observe.HandlerObserver
 	log    *zap.Logger
 	now    func() time.Time
 }
@@ -97,10 +58,11 @@ func (r timedRouter) observe(took time.Duration, err error) {
 	r.obs.ObserveHandler(r.stream, took, err)
 }
 
-// routerFor returns the stream's router, timed when Config.Observer is a HandlerObserver.
+// routerFor returns the stream's router, timed when Config.Observer is an
+// observe.HandlerObserver (observe.Multi is one exactly when a member is).
 func (e *streamEntry) routerFor() dispatcher.Router {
-	ho := handlerObserverOf(e.rt.cfg.Observer)
-	if ho == nil {
+	ho, ok := e.rt.cfg.Observer.(observe.HandlerObserver)
+	if !ok {
 		return e.cs.Router
 	}
 	return timedRouter{Router: e.cs.Router, stream: e.name, obs: ho, log: e.log, now: time.Now}

@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/leader"
 	"github.com/watchtree/watchtree/internal/engine"
@@ -30,60 +29,6 @@ const (
 	BalanceOff = policy.BalanceOff
 )
 
-// LeadershipChange says what happened to a SingleLeader stream's leadership on this instance.
-type LeadershipChange string
-
-// The leadership changes reported by LeadershipChanged.
-const (
-	// LeadershipAcquired: this instance acquired the lease and starts the stream.
-	LeadershipAcquired LeadershipChange = "acquired"
-	// LeadershipLost: a renewal was refused or late; the stream stopped at once.
-	LeadershipLost LeadershipChange = "lost"
-	// LeadershipReleased: the lease was released by a graceful stop.
-	LeadershipReleased LeadershipChange = "released"
-	// LeadershipHandedOver: the lease was released for balance, after a graceful stop.
-	LeadershipHandedOver LeadershipChange = "handed-over"
-	// LeadershipFenced: a checkpoint or dead-letter write was refused by a newer epoch; the
-	// stream stopped at once.
-	LeadershipFenced LeadershipChange = "fenced"
-)
-
-// leaderEvents maps the leader actor's reports to Observer events and keeps the stream's fencing
-// epoch, on the leader actor's goroutine.
-type leaderEvents struct{ e *streamEntry }
-
-func (l leaderEvents) emit(change LeadershipChange, ev leader.LeaseEvent) {
-	owner := ev.Holder
-	if change == LeadershipAcquired {
-		owner = ev.Owner
-	}
-	l.e.rt.obs.OnEvent(LeadershipChanged{Meta: Meta{Stream: l.e.name, Time: l.e.rt.clk.Now()},
-		Leader: change == LeadershipAcquired, Change: change, Instance: ev.Owner, Owner: owner, Epoch: ev.Epoch,
-		ExpiresAt: ev.ExpiresAt, Why: ev.Why})
-}
-
-func (l leaderEvents) Acquired(ev leader.LeaseEvent) {
-	l.e.epoch.Store(ev.Epoch) // before the supervisor hears of it: every write of the term carries it
-	l.e.log.Info("leadership acquired", zap.Int64("epoch", ev.Epoch), zap.Time("expires_at", ev.ExpiresAt))
-	l.emit(LeadershipAcquired, ev)
-}
-func (l leaderEvents) Lost(ev leader.LeaseEvent) {
-	l.e.log.Warn("leadership lost", zap.Int64("epoch", ev.Epoch), zap.String("why", ev.Why))
-	l.emit(LeadershipLost, ev)
-}
-func (l leaderEvents) Released(ev leader.LeaseEvent) {
-	l.e.log.Info("lease released", zap.Int64("epoch", ev.Epoch))
-	l.emit(LeadershipReleased, ev)
-}
-func (l leaderEvents) HandedOver(ev leader.LeaseEvent) {
-	l.e.log.Info("lease handed over for balance", zap.Int64("epoch", ev.Epoch))
-	l.emit(LeadershipHandedOver, ev)
-}
-func (l leaderEvents) Fenced(ev leader.LeaseEvent) {
-	l.e.log.Error("write fenced by a newer epoch", zap.Int64("epoch", ev.Epoch), zap.String("why", ev.Why))
-	l.emit(LeadershipFenced, ev)
-}
-
 // leaderProps builds the leader actor of a SingleLeader stream.
 func (e *streamEntry) leaderProps(leases store.LeaseStore) (*actor.Props, error) {
 	rt := e.rt
@@ -100,7 +45,9 @@ func (e *streamEntry) leaderProps(leases store.LeaseStore) (*actor.Props, error)
 		IOTimeout: rt.cfg.ConnectTimeout,
 		Clock:     rt.clk,
 		Logger:    rt.log,
-		Events:    leaderEvents{e},
+		Observer:  rt.obs,
+		// Before the supervisor hears of the lease: every write of the term carries its epoch.
+		OnAcquired: e.epoch.Store,
 	})
 }
 

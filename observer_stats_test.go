@@ -8,10 +8,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/watchtree/watchtree/observe"
 )
 
 // blockingObserver blocks every OnEvent until release is closed; entered is closed when the
-// first call blocks. An event Skipped{Reason: "panic"} panics instead.
+// first call blocks. An event Skipped{Detail: "panic"} panics instead.
 type blockingObserver struct {
 	release chan struct{}
 	entered chan struct{}
@@ -22,8 +24,8 @@ func newBlockingObserver() *blockingObserver {
 	return &blockingObserver{release: make(chan struct{}), entered: make(chan struct{})}
 }
 
-func (b *blockingObserver) OnEvent(ev ObserverEvent) {
-	if sk, ok := ev.(Skipped); ok && sk.Reason == "panic" {
+func (b *blockingObserver) OnEvent(ev observe.Event) {
+	if sk, ok := ev.(observe.Skipped); ok && sk.Detail == "panic" {
 		panic("observer bug")
 	}
 	b.once.Do(func() { close(b.entered) })
@@ -46,13 +48,13 @@ func TestRuntimeObserverStats(t *testing.T) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rt.obs.OnEvent(Skipped{Meta: Meta{Stream: "s"}, Reason: "panic"})
+	rt.obs.OnEvent(observe.Skipped{Meta: observe.Meta{Stream: "s"}, Detail: "panic"})
 	// The drain goroutine takes the Started and blocks: the queue is empty again.
-	rt.obs.OnEvent(Started{Meta: Meta{Stream: "s"}})
+	rt.obs.OnEvent(observe.Started{Meta: observe.Meta{Stream: "s"}})
 	<-obs.entered
 	const emitted = 2000
 	for range emitted {
-		rt.obs.OnEvent(Started{Meta: Meta{Stream: "s"}})
+		rt.obs.OnEvent(observe.Started{Meta: observe.Meta{Stream: "s"}})
 	}
 	// The queue holds 1024 events; the rest were dropped.
 	want := ObserverStats{Dropped: emitted - defaultObserverQueue, Panicked: 1}

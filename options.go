@@ -166,29 +166,19 @@ func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy { return poli
 // InvalidatePolicy says what a collection or database stream does after an invalidate event
 // (the watched collection was dropped or renamed, or its database dropped). The invalidate event
 // reaches OnChange first, if set; it is never a resume position. Either path is reported to the
-// Observer as Invalidated.
-type InvalidatePolicy int
+// Observer as observe.Invalidated. It is policy.Invalidate, shared with the stream actor and
+// the Observer events.
+type InvalidatePolicy = policy.Invalidate
 
 const (
 	// InvalidateStop (the default) stops the stream terminally with ErrInvalidated, reported as
 	// Stopped{Crashed}. It stays down until an operator starts it (which resumes after the
 	// invalidate).
-	InvalidateStop InvalidatePolicy = iota
+	InvalidateStop = policy.InvalidateStop
 	// InvalidateRestart opens a new change stream right after the invalidate (startAfter), so
 	// the stream follows a re-created collection of the same name.
-	InvalidateRestart
+	InvalidateRestart = policy.InvalidateRestart
 )
-
-// String returns "InvalidateStop" or "InvalidateRestart".
-func (p InvalidatePolicy) String() string {
-	switch p {
-	case InvalidateStop:
-		return "InvalidateStop"
-	case InvalidateRestart:
-		return "InvalidateRestart"
-	}
-	return fmt.Sprintf("InvalidatePolicy(%d)", int(p))
-}
 
 // maxStreamName is the longest stream name accepted.
 const maxStreamName = 100

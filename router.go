@@ -92,8 +92,15 @@ func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, er
 }
 
 // Classify implements dispatcher.Router: Skip wins over Permanent, which wins over Retryable.
-func (r *router[T]) Classify(err error) dispatcher.ErrorClass {
-	return classify(err)
+// A skip's detail is the reason given to Skip, read from the error's own value (never from its
+// text, which wrapping changes).
+func (r *router[T]) Classify(err error) (dispatcher.ErrorClass, string) {
+	class := classify(err)
+	if class != dispatcher.Skipped {
+		return class, ""
+	}
+	reason, _ := skipReason(err)
+	return class, reason
 }
 
 func classify(err error) dispatcher.ErrorClass {

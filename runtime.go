@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // runtimeState is the lifecycle of a Runtime: new → started → stopped (final).
@@ -157,7 +158,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	obs := rt.cfg.Observer
 	if rt.console != nil {
-		obs = MultiObserver(obs, consoleFeed{rt.console})
+		obs = observe.Multi(obs, rt.console) // the console's live feed
 	}
 	rt.obs = newSafeObserver(obs, 0, rt.log)
 	rt.state = rtStarted

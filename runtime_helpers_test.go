@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/watchtree/watchtree/internal/protocheck"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -108,23 +109,23 @@ func (e *rtEnv) newRuntime(t *testing.T, edit func(*Config)) (*Runtime, *obsReco
 // obsRecorder is an Observer that keeps every event.
 type obsRecorder struct {
 	mu     sync.Mutex
-	events []ObserverEvent
+	events []observe.Event
 }
 
-func (r *obsRecorder) OnEvent(ev ObserverEvent) {
+func (r *obsRecorder) OnEvent(ev observe.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 }
 
-func (r *obsRecorder) all() []ObserverEvent {
+func (r *obsRecorder) all() []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]ObserverEvent(nil), r.events...)
+	return append([]observe.Event(nil), r.events...)
 }
 
 // count returns how many recorded events match.
-func (r *obsRecorder) count(match func(ObserverEvent) bool) int {
+func (r *obsRecorder) count(match func(observe.Event) bool) int {
 	n := 0
 	for _, ev := range r.all() {
 		if match(ev) {
@@ -134,7 +135,7 @@ func (r *obsRecorder) count(match func(ObserverEvent) bool) int {
 	return n
 }
 
-func isEvent[E ObserverEvent](ev ObserverEvent) bool {
+func isEvent[E observe.Event](ev observe.Event) bool {
 	_, ok := ev.(E)
 	return ok
 }

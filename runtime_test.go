@@ -15,10 +15,9 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
@@ -103,7 +102,7 @@ func TestRuntimeTypedDispatch(t *testing.T) {
 	if got := s.list(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("handled %v, want %v", got, want)
 	}
-	if n := rec.count(isEvent[Started]); n < 1 {
+	if n := rec.count(isEvent[observe.Started]); n < 1 {
 		t.Fatalf("no Started event: %v", rec.all())
 	}
 	waitFor(t, "settled counts", func() bool {
@@ -216,9 +215,9 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	if err := rt.Stop(testCtx(t)); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if n := rec.count(func(ev ObserverEvent) bool {
-		st, ok := ev.(Stopped)
-		return ok && st.Reason == Graceful && st.Cause == nil
+	if n := rec.count(func(ev observe.Event) bool {
+		st, ok := ev.(observe.Stopped)
+		return ok && st.Reason == observe.Graceful && st.Cause == nil
 	}); n != 1 {
 		t.Fatalf("want one Stopped{Graceful}, got %d: %v", n, rec.all())
 	}
@@ -344,16 +343,16 @@ func TestRuntimeRestartsAfterCursorDeath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "Restarted event", func() bool { return rec.count(isEvent[Restarted]) > 0 })
+	waitFor(t, "Restarted event", func() bool { return rec.count(isEvent[observe.Restarted]) > 0 })
 	insertOrders(t, e, 5, 10)
 	waitFor(t, "10 events", func() bool { return s.distinct() == 10 })
 	st := waitState(t, h, StateRunning)
 	if st.Deaths != 1 || st.Restarts != 1 || st.Incarnation != 2 {
 		t.Fatalf("status %+v: want 1 death, 1 restart, incarnation 2", st)
 	}
-	var crashed []Stopped
+	var crashed []observe.Stopped
 	for _, ev := range rec.all() {
-		if sv, ok := ev.(Stopped); ok && sv.Reason == Crashed {
+		if sv, ok := ev.(observe.Stopped); ok && sv.Reason == observe.Crashed {
 			crashed = append(crashed, sv)
 		}
 	}
@@ -399,9 +398,9 @@ func TestRuntimeDeadLettersReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
-	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[DeadLettered]) == 1 })
+	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[observe.DeadLettered]) == 1 })
 	for _, ev := range rec.all() {
-		if d, ok := ev.(DeadLettered); ok && (d.OperationType != OpInsert || d.Attempts != 2 || d.Dropped) {
+		if d, ok := ev.(observe.DeadLettered); ok && (OperationType(d.OperationType) != OpInsert || d.Attempts != 2 || d.Dropped) {
 			t.Fatalf("DeadLettered %+v: want an insert, 2 attempts, written", d)
 		}
 	}
@@ -520,7 +519,7 @@ func TestRuntimeObserverEvents(t *testing.T) {
 	var panics obsRecorder
 	rt, rec := e.newRuntime(t, func(c *Config) {
 		inner := c.Observer
-		c.Observer = MultiObserver(inner, ObserverFunc(func(ev ObserverEvent) {
+		c.Observer = observe.Multi(inner, observe.Func(func(ev observe.Event) {
 			panics.OnEvent(ev)
 			panic("observer bug")
 		}))
@@ -534,8 +533,8 @@ func TestRuntimeObserverEvents(t *testing.T) {
 	insertOrders(t, e, 0, 5)
 	waitFor(t, "5 events", func() bool { return s.distinct() == 5 })
 	waitFor(t, "a Checkpointed event covering events", func() bool {
-		return rec.count(func(ev ObserverEvent) bool {
-			c, ok := ev.(Checkpointed)
+		return rec.count(func(ev observe.Event) bool {
+			c, ok := ev.(observe.Checkpointed)
 			return ok && c.Settled > 0 && len(c.Token) > 0
 		}) > 0
 	})
@@ -543,10 +542,10 @@ func TestRuntimeObserverEvents(t *testing.T) {
 	if err := h.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two Started events", func() bool { return rec.count(isEvent[Started]) == 2 })
+	waitFor(t, "two Started events", func() bool { return rec.count(isEvent[observe.Started]) == 2 })
 	var positions []string
 	for _, ev := range rec.all() {
-		if st, ok := ev.(Started); ok {
+		if st, ok := ev.(observe.Started); ok {
 			positions = append(positions, st.Position)
 			if st.Stream != "observed" || st.Time.IsZero() {
 				t.Fatalf("Started %+v", st)
@@ -560,13 +559,16 @@ func TestRuntimeObserverEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "Stopped{Graceful}", func() bool {
-		return rec.count(func(ev ObserverEvent) bool { st, ok := ev.(Stopped); return ok && st.Reason == Graceful }) == 1
+		return rec.count(func(ev observe.Event) bool {
+			st, ok := ev.(observe.Stopped)
+			return ok && st.Reason == observe.Graceful
+		}) == 1
 	})
 	st := mustStreams(t, rt)[0]
 	if st.State != StateStopped || st.Handled != 5 || st.Checkpoint == nil || st.CheckpointAt.IsZero() {
 		t.Fatalf("Streams()[0] = %+v", st)
 	}
-	if rt.obs.Panics() == 0 || panics.count(func(ObserverEvent) bool { return true }) != len(rec.all()) {
+	if rt.obs.Panics() == 0 || panics.count(func(observe.Event) bool { return true }) != len(rec.all()) {
 		t.Fatalf("panicking observer: %d panics, %d vs %d events", rt.obs.Panics(), len(panics.all()), len(rec.all()))
 	}
 }
@@ -654,13 +656,13 @@ func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "both dead letters and checkpoints of both streams", func() bool {
-		return rec.count(isEvent[DeadLettered]) == 2 &&
-			rec.count(func(ev ObserverEvent) bool {
-				c, ok := ev.(Checkpointed)
+		return rec.count(isEvent[observe.DeadLettered]) == 2 &&
+			rec.count(func(ev observe.Event) bool {
+				c, ok := ev.(observe.Checkpointed)
 				return ok && c.Settled > 0 && c.Stream == "db-wide"
 			}) > 0 &&
-			rec.count(func(ev ObserverEvent) bool {
-				c, ok := ev.(Checkpointed)
+			rec.count(func(ev observe.Event) bool {
+				c, ok := ev.(observe.Checkpointed)
 				return ok && c.Settled > 0 && c.Stream == "cluster-wide"
 			}) > 0
 	})
@@ -719,28 +721,6 @@ func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 	}
 }
 
-// TestSkippedReason: the Observer's Skipped carries the reason given to Skip, also when the
-// handler wrapped it.
-func TestSkippedReason(t *testing.T) {
-	obs := &obsRecorder{}
-	rt := &Runtime{clk: clock.Real(), obs: newSafeObserver(obs, 0, nil)}
-	e := &streamEntry{rt: rt, name: "s"}
-	for _, err := range []error{Skip("not for us"), fmt.Errorf("handler: %w", Skip("not for us"))} {
-		dispatcherEvents{e}.Skipped(dispatcher.EventSkipped{ID: "x", Reason: err.Error()})
-	}
-	if err := rt.obs.Close(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range obs.all() {
-		if sk := ev.(Skipped); sk.Reason != "not for us" || sk.EventID != "x" {
-			t.Fatalf("Skipped %+v", sk)
-		}
-	}
-	if len(obs.all()) != 2 {
-		t.Fatalf("%d events", len(obs.all()))
-	}
-}
-
 // TestRuntimePipelineRemovingIDIsTerminal: a Pipeline that drops the event's _id makes the server
 // fail with ChangeStreamFatalError (280) — the code it also uses for a resume token no longer
 // found. It is a configuration error: the stream crashes terminally at once, and OnHistoryLost
@@ -768,10 +748,10 @@ func TestRuntimePipelineRemovingIDIsTerminal(t *testing.T) {
 	if st.Deaths != 1 {
 		t.Fatalf("status %+v: want exactly one death (terminal at once, no restart loop)", st)
 	}
-	if n := rec.count(isEvent[GapRecorded]); n != 0 {
+	if n := rec.count(isEvent[observe.GapRecorded]); n != 0 {
 		t.Fatalf("%d gap records: a modified _id is not lost history", n)
 	}
-	if n := rec.count(isEvent[HistoryLost]); n != 0 {
+	if n := rec.count(isEvent[observe.HistoryLost]); n != 0 {
 		t.Fatalf("%d HistoryLost events: a modified _id is not lost history", n)
 	}
 }

@@ -3,7 +3,6 @@ package watchtree
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -228,7 +227,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		Epoch:         e.epoch.Load,
 		Clock:         rt.clk,
 		Logger:        rt.log,
-		Events:        checkpointerEvents{e},
+		Observer:      rt.obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.Name, err)
@@ -253,7 +252,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		CheckpointerName:    checkpointerName,
 		Clock:               rt.clk,
 		Logger:              rt.log,
-		Events:              dispatcherEvents{e},
+		Observer:            rt.obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: dispatcher: %w", cs.Name, err)
@@ -283,7 +282,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 			IOTimeout:    max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
 			Clock:        rt.clk,
 			Logger:       rt.log,
-			Events:       snapshotEvents{e},
+			Observer:     rt.obs,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.Name, err)
@@ -315,6 +314,7 @@ func (e *streamEntry) treeProps() (*actor.Props, error) {
 		SenderMiddleware: rt.treeSenderMW,
 		Clock:            rt.clk,
 		Logger:           rt.log,
+		Observer:         rt.obs,
 		OnTransition:     e.onTransition,
 	})
 	if err != nil {
@@ -356,78 +356,12 @@ func (e *streamEntry) onDemandProps() (*actor.Props, error) {
 		IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
 		Clock:      rt.clk,
 		Logger:     rt.log,
-		Events:     snapshotEvents{e},
+		Observer:   rt.obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.Name, err)
 	}
 	return props, nil
-}
-
-// dispatcherEvents maps the dispatcher's reports to Observer events. It runs on lane
-// goroutines; safeObserver never blocks.
-type dispatcherEvents struct{ e *streamEntry }
-
-func (d dispatcherEvents) meta() Meta { return Meta{Stream: d.e.name, Time: d.e.rt.clk.Now()} }
-
-func (d dispatcherEvents) RetryScheduled(r dispatcher.RetryScheduled) {
-	d.e.rt.obs.OnEvent(RetryScheduled{Meta: d.meta(), EventID: r.ID, Attempt: r.Attempt, Delay: r.Delay, Err: r.Err})
-}
-
-func (d dispatcherEvents) DeadLettered(r dispatcher.DeadLettered) {
-	d.e.rt.obs.OnEvent(DeadLettered{Meta: d.meta(), EventID: r.ID, OperationType: OperationType(r.OperationType),
-		Attempts: r.Attempts, Err: r.Err, Dropped: r.Dropped})
-}
-
-func (d dispatcherEvents) DeadLetterFailed(r dispatcher.DeadLetterFailed) {
-	d.e.rt.obs.OnEvent(DeadLetterFailed{Meta: d.meta(), EventID: r.ID, Err: r.Err})
-}
-
-// Skipped reports the reason given to Skip: the dispatcher passes the error's text, which ends
-// with "watchtree: skipped: <reason>" (after any wrapping prefix).
-func (d dispatcherEvents) Skipped(r dispatcher.EventSkipped) {
-	reason := r.Reason
-	if i := strings.LastIndex(reason, skipPrefix); i >= 0 {
-		reason = reason[i+len(skipPrefix):]
-	}
-	d.e.rt.obs.OnEvent(Skipped{Meta: d.meta(), EventID: r.ID, Reason: reason})
-}
-
-// skipPrefix is what (*skipError).Error puts before the reason.
-const skipPrefix = "watchtree: skipped: "
-
-// HandlerPanicked is logged by the dispatcher and becomes a RetryScheduled or DeadLettered
-// event; nothing more to report.
-func (d dispatcherEvents) HandlerPanicked(dispatcher.HandlerPanicked) {}
-
-// Counted: the dispatcher reports its counts to the supervisor itself (StatusReply.settlements).
-func (d dispatcherEvents) Counted(dispatcher.Counts) {}
-
-// checkpointerEvents maps the checkpointer's reports to Observer events, on its goroutine.
-type checkpointerEvents struct{ e *streamEntry }
-
-func (c checkpointerEvents) meta() Meta { return Meta{Stream: c.e.name, Time: c.e.rt.clk.Now()} }
-
-func (c checkpointerEvents) HistoryLost(h checkpointer.HistoryLostEvent) {
-	c.e.rt.obs.OnEvent(HistoryLost{Meta: c.meta(), Policy: c.e.cs.OnHistoryLost,
-		Err: fmt.Errorf("%w: server error %d: %s", ErrHistoryLost, h.Code, h.Message)})
-}
-
-func (c checkpointerEvents) GapRecorded(g store.Gap) {
-	c.e.rt.obs.OnEvent(GapRecorded{Meta: c.meta(), From: g.FromToken, To: g.ToToken, Policy: c.e.cs.OnHistoryLost})
-}
-
-func (c checkpointerEvents) Checkpointed(ev checkpointer.CheckpointedEvent) {
-	c.e.rt.obs.OnEvent(Checkpointed{Meta: c.meta(), Token: ev.Checkpoint.Token, Settled: ev.Settled})
-}
-
-func (c checkpointerEvents) CheckpointFailed(ev checkpointer.CheckpointFailedEvent) {
-	c.e.rt.obs.OnEvent(CheckpointFailed{Meta: c.meta(), Err: ev.Err, Unflushed: ev.Unflushed})
-}
-
-// Fenced is reported as the terminal Stopped{Crashed, ErrFenced} of the supervisor's give-up.
-func (c checkpointerEvents) Fenced(err error) {
-	c.e.log.Error("checkpoint write fenced: another instance owns the stream", zap.Error(err))
 }
 
 // streamProps builds the stream actor's props (the supervisor's restartable child).
@@ -441,28 +375,10 @@ func (e *streamEntry) streamProps() (*actor.Props, error) {
 		InvalidateRestart: e.cs.InvalidateRestart,
 		Clock:             e.rt.clk,
 		Logger:            e.rt.log,
-		Events:            streamEvents{e},
+		Observer:          e.rt.obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: stream actor: %w", e.cs.Name, err)
 	}
 	return props, nil
 }
-
-// streamEvents maps the stream actor's reports to Observer events, on its goroutine.
-type streamEvents struct{ e *streamEntry }
-
-func (s streamEvents) Opened(ev stream.OpenedEvent) {
-	s.e.rt.obs.OnEvent(Started{Meta: Meta{Stream: s.e.name, Time: ev.At}, Position: startedPosition(ev.Source)})
-}
-
-func (s streamEvents) Invalidated(ev stream.InvalidatedEvent) {
-	action := InvalidateStop
-	if ev.Restart {
-		action = InvalidateRestart
-	}
-	s.e.rt.obs.OnEvent(Invalidated{Meta: Meta{Stream: s.e.name, Time: ev.At}, Cause: OperationType(ev.Cause), Action: action})
-}
-
-// CursorFailed is reported as the supervisor's Stopped{Crashed} that follows.
-func (s streamEvents) CursorFailed(stream.CursorFailedEvent) {}

@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -54,7 +55,7 @@ func TestRuntimeOnMemstore(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
-	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[DeadLettered]) == 1 })
+	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[observe.DeadLettered]) == 1 })
 
 	stored, err := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0)
 	if err != nil || len(stored) != 1 || !strings.Contains(stored[0].Error, "poison order") {

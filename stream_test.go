@@ -413,7 +413,7 @@ func TestRouter(t *testing.T) {
 			inv, outcome, err := cs.Router.Route(tt.raw)
 			if tt.decode {
 				var de *DecodeError
-				if !errors.As(err, &de) || cs.Router.Classify(err) != dispatcher.Permanent || inv != nil {
+				if !errors.As(err, &de) || classOf(cs.Router, err) != dispatcher.Permanent || inv != nil {
 					t.Fatalf("want a permanent decode error and no invocation, got %v %v", inv, err)
 				}
 				if filterCalls != 0 {
@@ -476,7 +476,7 @@ func TestInvocationAttempts(t *testing.T) {
 	}
 	for a := 1; a <= 3; a++ {
 		err := inv.Call(context.Background(), a)
-		if a < 3 && (!errors.Is(err, boom) || cs.Router.Classify(err) != dispatcher.Retryable) {
+		if a < 3 && (!errors.Is(err, boom) || classOf(cs.Router, err) != dispatcher.Retryable) {
 			t.Fatalf("attempt %d: %v", a, err)
 		}
 		if a == 3 && err != nil {
@@ -517,12 +517,28 @@ func TestRouterDoesNotRecoverPanics(t *testing.T) {
 	_, _, _ = cs.Router.Route(changeEvent(t, "drop", "82"))
 }
 
+// classOf is r.Classify's class.
+func classOf(r dispatcher.Router, err error) dispatcher.ErrorClass {
+	c, _ := r.Classify(err)
+	return c
+}
+
 func TestRouterClassify(t *testing.T) {
 	cs, _ := validStream().compile()
 	r := cs.Router
-	if r.Classify(errors.New("x")) != dispatcher.Retryable || r.Classify(Permanent(errors.New("x"))) != dispatcher.Permanent ||
-		r.Classify(Skip("dup")) != dispatcher.Skipped {
+	if classOf(r, errors.New("x")) != dispatcher.Retryable || classOf(r, Permanent(errors.New("x"))) != dispatcher.Permanent ||
+		classOf(r, Skip("dup")) != dispatcher.Skipped {
 		t.Fatal("Classify mismatch")
+	}
+	// The skip's detail is the reason given to Skip, however the error is wrapped (and even
+	// when the reason looks like another skip's text); other classes have none.
+	for _, err := range []error{Skip("dup: watchtree: skipped: x"), fmt.Errorf("handler: %w", Skip("dup: watchtree: skipped: x"))} {
+		if c, detail := r.Classify(err); c != dispatcher.Skipped || detail != "dup: watchtree: skipped: x" {
+			t.Errorf("Classify(%v) = %v, %q", err, c, detail)
+		}
+	}
+	if _, detail := r.Classify(Permanent(errors.New("x"))); detail != "" {
+		t.Errorf("a permanent error has the skip detail %q", detail)
 	}
 	for _, c := range []dispatcher.ErrorClass{dispatcher.Retryable, dispatcher.Permanent, dispatcher.Skipped, 9} {
 		if c.String() == "" {

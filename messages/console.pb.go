@@ -1791,9 +1791,10 @@ type LifecycleEvent struct {
 	Seq    uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	Stream string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
 	At     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
-	// kind is "started", "stopped", "restarted", "retry", "skipped", "dead-lettered",
-	// "dead-letter-failed", "checkpointed", "checkpoint-failed", "history-lost", "gap",
-	// "invalidated", "leadership" or "command".
+	// kind is the observe.Kind's name: "started", "stopped", "restarted", "retry", "skipped",
+	// "dead-lettered", "dead-letter-failed", "checkpointed", "checkpoint-failed", "history-lost",
+	// "gap", "invalidated", "leadership", "snapshot-started", "snapshot-resumed",
+	// "snapshot-progress", "snapshot-done"; or "command" (an operator command the console ran).
 	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	// message is the event's one-line description.
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`

@@ -2,15 +2,17 @@
 // applied by the dispatcher actor), Restart (restarts of a crashed stream, applied by the
 // supervisor actor), Checkpoint (when the resume position is persisted), StartPosition (where a
 // new stream starts) and HistoryLost (what a stream does when its position has left the oplog),
-// the last three applied by the checkpointer actor. Each type carries its defaults, its one
+// the last three applied by the checkpointer actor, and Invalidate (what a stream does after an
+// invalidate event, applied by the stream actor). Each type carries its defaults, its one
 // validator and, for Retry and Restart, its delay formula.
 //
 // Users normally reach these types through the root package, which re-exports them under their
 // public names with type aliases: watchtree.RetryPolicy is Retry, watchtree.RestartPolicy is
-// Restart, watchtree.CheckpointPolicy is Checkpoint, watchtree.StartPosition is StartPosition and
+// Restart, watchtree.CheckpointPolicy is Checkpoint, watchtree.StartPosition is StartPosition,
 // watchtree.HistoryLostPolicy is HistoryLost (with watchtree.Resume, Latest, At, Fail,
-// ResumeFromNow and Rebuild). The actors take the same types in their Config, so a field added
-// here reaches both the user's Stream and the actor that applies it without any copy.
+// ResumeFromNow and Rebuild) and watchtree.InvalidatePolicy is Invalidate. The actors take the
+// same types in their Config (and package observe in its events), so a field added here
+// reaches both the user's Stream and the actor that applies it without any copy.
 //
 // The zero value of every field means its documented default; WithDefaults fills the defaults
 // in. Validate returns the broken rules as *ConfigError values (joined with errors.Join) that

@@ -14,6 +14,7 @@ import (
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -308,14 +309,20 @@ func (c *checkpointer) onTick(ctx actor.Context, m *tick) {
 	}
 }
 
-// emit calls an Events method, recovering (and logging) a panic.
-func (c *checkpointer) emit(name string, f func(Events)) {
+// meta is the Meta of an event the checkpointer reports now.
+func (c *checkpointer) meta() observe.Meta {
+	return observe.Meta{Stream: c.cfg.Stream, Time: c.cfg.Clock.Now()}
+}
+
+// report hands ev to the Observer, recovering (and logging) a panic: it never breaks the
+// checkpointer.
+func (c *checkpointer) report(ev observe.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("checkpointer event callback panicked", zap.String("event", name), zap.Any("panic", r))
+			c.log.Error("checkpointer Observer panicked", zap.Stringer("event", ev.Kind()), zap.Any("panic", r))
 		}
 	}()
-	f(c.cfg.Events)
+	c.cfg.Observer.OnEvent(ev)
 }
 
 // writeReportEvery is the shortest time between two CheckpointWritten reports to the
@@ -369,8 +376,9 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 	}
 	c.stopTimers()
 	terr := fencedError(c.cfg.Stream, err)
+	// The user hears of it as the supervisor's terminal Stopped{Crashed} (ErrFenced) and the
+	// leader actor's LeadershipChanged{fenced}.
 	c.log.Error("checkpoint write fenced; the checkpointer stops", zap.Error(err))
-	c.emit("Fenced", func(e Events) { e.Fenced(terr) })
 	for _, w := range c.waiters {
 		ctx.Send(w.to, &wire.Flushed{Fenced: true, Error: terr.Error(), LowWaterMark: c.t.lwm})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -132,8 +133,11 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the log lines, each with the field stream=<Stream>. Default zap.NewNop().
 	Logger *zap.Logger
-	// Events receives the checkpointer's events, on the actor goroutine. Default NopEvents.
-	Events Events
+	// Observer receives the events the checkpointer reports (observe.Checkpointed,
+	// CheckpointFailed, HistoryLost, GapRecorded), built here with Meta{Stream, Clock.Now()}, on
+	// the actor goroutine. It must not block (the root passes its queue); a panic in it is
+	// recovered and logged. Default observe.Nop.
+	Observer observe.Observer
 }
 
 // Validate checks the configuration. The error names the field (Config.<Field>; the rules of
@@ -210,8 +214,8 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	if c.Events == nil {
-		c.Events = NopEvents{}
+	if c.Observer == nil {
+		c.Observer = observe.Nop{}
 	}
 	return c
 }

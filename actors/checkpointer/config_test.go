@@ -96,7 +96,7 @@ func TestConfigDefaults(t *testing.T) {
 	d := validConfig().withDefaults()
 	if d.Checkpoint != (policy.Checkpoint{}).WithDefaults() ||
 		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second || d.IOTimeout != 10*time.Second ||
-		d.Epoch() != 0 || d.Clock == nil || d.Logger == nil || d.Events == nil {
+		d.Epoch() != 0 || d.Clock == nil || d.Logger == nil || d.Observer == nil {
 		t.Fatalf("defaults %+v", d)
 	}
 	c := validConfig()

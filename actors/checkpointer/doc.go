@@ -53,11 +53,11 @@
 // since then and only the PBRT moved (an idle stream's token is written at most once per
 // IdleInterval), and on Flush.
 // A position equal to the stored one is never rewritten. At most one write is in flight; the
-// next one carries the latest position. A failed write is reported (Events.CheckpointFailed)
+// next one carries the latest position. A failed write is reported (observe.CheckpointFailed)
 // and retried after min(RetryInitialDelay × 2^(n-1), RetryMaxDelay) on the injected clock for
 // the n-th consecutive failure, with the latest position. A write refused with store.ErrFenced
-// stops the checkpointer: it answers nothing but FAIL/fenced from then on, reports
-// Events.Fenced and escalates a failure wrapping the store's error (store.ErrFenced).
+// stops the checkpointer: it answers nothing but FAIL/fenced from then on, logs it and
+// escalates a failure wrapping the store's error (store.ErrFenced).
 //
 // # Bound of unflushed progress
 //
@@ -90,5 +90,5 @@
 // Their results, and the ticks of the timers (Config.Clock), come back to the actor as messages
 // stamped with the instance (and a generation); stale ones are dropped. Those internal messages
 // never leave the actor and carry Go errors, so they are Go values; every message exchanged with
-// other actors is protobuf. Events methods run on the actor goroutine.
+// other actors is protobuf. The Observer (Config.Observer) is called on the actor goroutine.
 package checkpointer

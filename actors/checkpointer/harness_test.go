@@ -1,6 +1,7 @@
 package checkpointer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -76,16 +78,49 @@ func (f *fakePositions) count() int {
 	return f.calls
 }
 
-// recorder implements Events; every event goes to a channel.
-type recorder struct{ ch chan any }
+// recorder is the checkpointer's Observer; every event goes to a channel. It runs on the
+// actor goroutine right after the write an event reports, so it pairs a Checkpointed with the
+// record the store holds (cpEvent) and a GapRecorded with the gap record (a store.Gap).
+type recorder struct {
+	ch chan any
+	h  *harness
+}
 
-func (r *recorder) HistoryLost(e HistoryLostEvent)           { r.ch <- e }
-func (r *recorder) GapRecorded(g store.Gap)                  { r.ch <- g }
-func (r *recorder) Checkpointed(e CheckpointedEvent)         { r.ch <- e }
-func (r *recorder) CheckpointFailed(e CheckpointFailedEvent) { r.ch <- e }
-func (r *recorder) Fenced(err error)                         { r.ch <- fencedEvent{err} }
+// cpEvent is a Checkpointed event with the checkpoint record it reports, as stored.
+type cpEvent struct {
+	observe.Checkpointed
+	Checkpoint store.Checkpoint
+}
 
-type fencedEvent struct{ err error }
+// mismatch is what the recorder sends for an event that does not match the store.
+type mismatch struct{ why string }
+
+func (r *recorder) OnEvent(ev observe.Event) {
+	scope := store.Scope{Stream: r.h.cfg.Stream, Instance: r.h.cfg.Instance}
+	if m := ev.EventMeta(); m.Stream != "orders" {
+		r.ch <- mismatch{fmt.Sprintf("%v: meta %+v, want stream orders", ev.Kind(), m)}
+		return
+	}
+	switch e := ev.(type) {
+	case observe.Checkpointed:
+		cp, ok, err := r.h.ms.Load(context.Background(), scope)
+		if !ok || err != nil || !bytes.Equal(cp.Token, e.Token) {
+			r.ch <- mismatch{fmt.Sprintf("Checkpointed token %q, stored %q (%v, %v)", tokData(e.Token), tokData(cp.Token), ok, err)}
+			return
+		}
+		r.ch <- cpEvent{Checkpointed: e, Checkpoint: cp}
+	case observe.GapRecorded:
+		gaps, err := r.h.ms.ListGaps(context.Background(), scope)
+		if err != nil || len(gaps) == 0 || !bytes.Equal(gaps[len(gaps)-1].FromToken, e.From) ||
+			!bytes.Equal(gaps[len(gaps)-1].ToToken, e.To) || e.Policy.Kind() != r.h.cfg.OnHistoryLost.Kind() {
+			r.ch <- mismatch{fmt.Sprintf("GapRecorded %+v, stored %+v (%v)", e, gaps, err)}
+			return
+		}
+		r.ch <- gaps[len(gaps)-1]
+	default:
+		r.ch <- ev
+	}
+}
 
 // probeActor receives every reply (StartFrom, Flushed, FlowControl) and forwards it.
 type probeActor struct{ ch chan any }
@@ -176,11 +211,14 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 	h.probePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probeActor{ch: h.probe} }))
 	cfg := Config{
 		Stream: "orders", Store: h.ms, Gaps: h.ms, Positions: h.pos, Clock: clk,
-		Events: &recorder{ch: h.ev}, Dispatcher: h.probePID,
-		Logger: testLogger(), Owner: "instance-a",
+		Dispatcher: h.probePID,
+		Logger:     testLogger(), Owner: "instance-a",
 	}
 	if edit != nil {
 		edit(h, &cfg)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = &recorder{ch: h.ev, h: h}
 	}
 	h.cfg = cfg
 	props, err := New(cfg)
@@ -284,7 +322,7 @@ func seqRange(from, to uint64) []uint64 {
 	return s
 }
 
-// event returns the next Events call of type T, skipping others when skip is true.
+// event returns the next Observer event of type T, skipping others when skip is true.
 func event[T any](h *harness) T {
 	h.t.Helper()
 	deadline := time.After(waitFor)
@@ -301,7 +339,7 @@ func event[T any](h *harness) T {
 	}
 }
 
-// noEvent asserts no Events call is pending (after a sync).
+// noEvent asserts no Observer event is pending (after a sync).
 func (h *harness) noEvent() {
 	h.t.Helper()
 	h.sync()

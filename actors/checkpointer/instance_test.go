@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -58,7 +59,7 @@ func TestInstanceResumesFromItsOwnCheckpoint(t *testing.T) {
 	}
 	h.progress(1, 3, nil)
 	h.settle(1, 1, 2, 3)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	waitUntil(t, "pod-b's checkpoint at ev000003", func() bool {
 		cp, ok := h.load(podB)
 		return ok && tokData(cp.Token) == "ev000003"
@@ -124,7 +125,7 @@ func TestInstanceMigratesTheSharedCheckpointOnce(t *testing.T) {
 		own.Owner != "instance-a" || own.ExpiresAt.IsZero() {
 		t.Fatalf("pod-b's migrated checkpoint %+v (ok %v)", own, ok)
 	}
-	if ev := event[CheckpointedEvent](h); ev.Checkpoint.Source != store.SourceMigrated {
+	if ev := event[cpEvent](h); ev.Checkpoint.Source != store.SourceMigrated {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	if s, _ := h.load(sharedScope); tokData(s.Token) != "legacy-100" || s.Owner != "old-1" {
@@ -175,7 +176,7 @@ func TestInstanceGapIsItsOwn(t *testing.T) {
 	h.save(store.Checkpoint{Stream: "orders", Instance: "pod-b", Token: tok("old"), Source: store.SourceEvent})
 	h.resolve(1)
 	h.historyLost(1, 286, "gone")
-	event[HistoryLostEvent](h)
+	event[observe.HistoryLost](h)
 	g := event[store.Gap](h)
 	if g.Instance != "pod-b" || !strings.HasPrefix(g.ID, "orders/pod-b/") || tokData(g.FromToken) != "old" {
 		t.Fatalf("gap %+v: want pod-b's, from its own position", g)
@@ -261,7 +262,7 @@ func TestEphemeralHistoryLostRecordsTheGapOnly(t *testing.T) {
 	if tokData(sf.GetToken()) != "now-9" || sf.GetSource() != store.SourceResumeFromNow {
 		t.Fatalf("StartFrom %v, want now-9", sf)
 	}
-	event[HistoryLostEvent](h)
+	event[observe.HistoryLost](h)
 	if g := event[store.Gap](h); g.Instance != "pod-b" {
 		t.Fatalf("gap %+v", g)
 	}

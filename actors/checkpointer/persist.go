@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -203,9 +204,7 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 	c.log.Debug("checkpoint written", zap.String("source", r.cp.Source), zap.Uint64("lwm", r.lwm),
 		zap.Int("settled", covered))
 	cp := r.cp
-	c.emit("Checkpointed", func(e Events) {
-		e.Checkpointed(CheckpointedEvent{Checkpoint: cp, Settled: covered, LowWaterMark: r.lwm})
-	})
+	c.report(observe.Checkpointed{Meta: c.meta(), Token: cp.Token, Settled: covered})
 	c.reportWrite(ctx, cp, len(c.waiters) > 0)
 	c.answerWaiters(ctx, r.version, nil)
 	c.flow(ctx, false)
@@ -223,9 +222,7 @@ func (c *checkpointer) saveFailed(ctx actor.Context, err error) {
 	unflushed := c.unflushed()
 	c.log.Warn("checkpoint write failed; retrying", zap.Error(err), zap.Int("attempt", c.failures),
 		zap.Duration("retry_in", d), zap.Int("unflushed", unflushed))
-	c.emit("CheckpointFailed", func(e Events) {
-		e.CheckpointFailed(CheckpointFailedEvent{Err: err, Unflushed: unflushed, Attempt: c.failures, RetryIn: d})
-	})
+	c.report(observe.CheckpointFailed{Meta: c.meta(), Err: err, Unflushed: unflushed})
 	c.flow(ctx, false)
 }
 

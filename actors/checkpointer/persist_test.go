@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -21,7 +22,7 @@ func started(t *testing.T, edit func(*harness, *Config)) *harness {
 	t.Helper()
 	h := newHarness(t, edit)
 	h.resolve(1)
-	if ev := event[CheckpointedEvent](h); ev.Checkpoint.Source != store.SourceInitial {
+	if ev := event[cpEvent](h); ev.Checkpoint.Source != store.SourceInitial {
 		t.Fatalf("first write %+v", ev)
 	}
 	return h
@@ -33,8 +34,8 @@ func TestFlushByCount(t *testing.T) {
 	h.settle(1, seqRange(1, 9)...)
 	h.noEvent()
 	h.settle(1, 10)
-	ev := event[CheckpointedEvent](h)
-	if tokData(ev.Checkpoint.Token) != tokData(evTok(10)) || ev.Settled != 10 || ev.LowWaterMark != 10 ||
+	ev := event[cpEvent](h)
+	if tokData(ev.Checkpoint.Token) != tokData(evTok(10)) || ev.Settled != 10 ||
 		ev.Checkpoint.Source != store.SourceEvent || ev.Checkpoint.Settled != 10 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
@@ -43,7 +44,7 @@ func TestFlushByCount(t *testing.T) {
 	h.settle(1, seqRange(12, 20)...)
 	h.noEvent()
 	h.settle(1, 11)
-	ev = event[CheckpointedEvent](h)
+	ev = event[cpEvent](h)
 	if tokData(ev.Checkpoint.Token) != "pbrt-000020" || ev.Settled != 10 || ev.Checkpoint.Source != store.SourcePBRT {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
@@ -63,7 +64,7 @@ func TestFlushByInterval(t *testing.T) {
 	h.clk.Advance(499 * time.Millisecond)
 	h.noEvent()
 	h.clk.Advance(time.Millisecond)
-	ev := event[CheckpointedEvent](h)
+	ev := event[cpEvent](h)
 	if tokData(ev.Checkpoint.Token) != tokData(evTok(4)) || ev.Settled != 4 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
@@ -89,7 +90,7 @@ func TestFlushRequest(t *testing.T) {
 	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(2)) {
 		t.Fatalf("stored %q", tokData(cp.Token))
 	}
-	if ev := event[CheckpointedEvent](h); ev.Settled != 3 {
+	if ev := event[cpEvent](h); ev.Settled != 3 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 }
@@ -119,7 +120,7 @@ func TestFlushDuringWriteWaitsForNewerWrite(t *testing.T) {
 	if tokData(fl.GetToken()) != tokData(evTok(3)) {
 		t.Fatalf("Flushed %v, want ev3 (the write issued after the Flush)", fl)
 	}
-	if a, b := event[CheckpointedEvent](h), event[CheckpointedEvent](h); tokData(a.Checkpoint.Token) != tokData(evTok(2)) ||
+	if a, b := event[cpEvent](h), event[cpEvent](h); tokData(a.Checkpoint.Token) != tokData(evTok(2)) ||
 		tokData(b.Checkpoint.Token) != tokData(evTok(3)) {
 		t.Fatalf("writes %q then %q", tokData(a.Checkpoint.Token), tokData(b.Checkpoint.Token))
 	}
@@ -134,7 +135,7 @@ func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
 	h.settle(1, 1, 2)
 	h.sync()
 	h.clk.Advance(time.Second)
-	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002" {
+	if ev := event[cpEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002" {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	// Idle: empty batches keep moving the PBRT; one write per interval, with the newest.
@@ -147,7 +148,7 @@ func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
 	h.clk.Advance(599 * time.Millisecond)
 	h.noEvent()
 	h.clk.Advance(time.Millisecond)
-	ev := event[CheckpointedEvent](h)
+	ev := event[cpEvent](h)
 	if tokData(ev.Checkpoint.Token) != "idle-c" || ev.Settled != 0 || ev.Checkpoint.Source != store.SourcePBRT {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
@@ -180,7 +181,7 @@ func TestIdlePBRTWaitsIdleInterval(t *testing.T) {
 	h.settle(1, 1, 2)
 	h.sync()
 	h.clk.Advance(time.Second)
-	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002" {
+	if ev := event[cpEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002" {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	h.sync()
@@ -192,7 +193,7 @@ func TestIdlePBRTWaitsIdleInterval(t *testing.T) {
 	h.clk.Advance(59 * time.Second)
 	h.noEvent()
 	h.clk.Advance(time.Second)
-	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "idle-a" {
+	if ev := event[cpEvent](h); tokData(ev.Checkpoint.Token) != "idle-a" {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	h.sync()
@@ -204,7 +205,7 @@ func TestIdlePBRTWaitsIdleInterval(t *testing.T) {
 	h.settle(1, 3, 3)
 	h.sync()
 	h.clk.Advance(time.Second)
-	if ev := event[CheckpointedEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000003" || ev.Settled != 1 {
+	if ev := event[cpEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000003" || ev.Settled != 1 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 }
@@ -229,8 +230,8 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	h.settle(1, 1, 2)
 	for i, want := range []time.Duration{100, 200, 400, 400} {
 		want *= time.Millisecond
-		f := event[CheckpointFailedEvent](h)
-		if f.Attempt != i+1 || f.RetryIn != want || f.Unflushed != 2 || f.Err == nil {
+		f := event[observe.CheckpointFailed](h)
+		if f.Unflushed != 2 || f.Err == nil {
 			t.Fatalf("failure %d: %+v", i+1, f)
 		}
 		h.sync()
@@ -262,7 +263,7 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	// what it covered and unpauses.
 	down.Store(false)
 	h.clk.Advance(400 * time.Millisecond)
-	ev := event[CheckpointedEvent](h)
+	ev := event[cpEvent](h)
 	if tokData(ev.Checkpoint.Token) != tokData(evTok(5)) || ev.Settled != 5 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
@@ -275,15 +276,17 @@ func TestStoreDownRetriesWithBackoffAndPauses(t *testing.T) {
 	// The backoff starts over after a success.
 	down.Store(true)
 	h.settle(1, 6, 7)
-	if f := event[CheckpointFailedEvent](h); f.Attempt != 1 || f.RetryIn != 100*time.Millisecond {
-		t.Fatalf("failure after recovery %+v", f)
+	event[observe.CheckpointFailed](h)
+	h.sync()
+	if d, _ := h.clk.NextDeadline(); d != 100*time.Millisecond {
+		t.Fatalf("retry after recovery in %v, want the first delay again", d)
 	}
 	// A Flush during the outage answers with the error.
 	fl := h.flush()
 	if fl.GetError() == "" || tokData(fl.GetToken()) != tokData(evTok(5)) {
 		t.Fatalf("Flushed %v, want the error and the last durable position", fl)
 	}
-	event[CheckpointFailedEvent](h)
+	event[observe.CheckpointFailed](h)
 	down.Store(false)
 }
 
@@ -301,7 +304,7 @@ func TestAttachDispatcherGetsCurrentPause(t *testing.T) {
 	})
 	h.progress(1, 3, nil)
 	h.settle(1, 1, 2)
-	event[CheckpointFailedEvent](h)
+	event[observe.CheckpointFailed](h)
 	h.sync()
 	h.sys.Root.Send(h.cp, &wire.AttachDispatcher{Address: h.probePID.Address, Id: h.probePID.Id, Attach: 7})
 	// Both settlements received before the attach are unwritten, more than MaxUnflushed: the
@@ -341,11 +344,11 @@ func TestSettleLimitCountsFromAttach(t *testing.T) {
 	attach(7)
 	wantLimit(7, 8) // 10 - the 2 unwritten
 	h.settle(1, 3)  // a write of 1..3, covering 3 settlements
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	wantLimit(7, 11) // 3 + 10 - the 2 received before the attach
 	h.settle(2, 4)   // a stale incarnation: dropped, but counted
 	h.settle(1, 4, 5, 6)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	wantLimit(7, 15) // 7 received, 2 of them before the attach
 	// 7 stays unsettled: the low-water mark cannot move, the durable position is the current
 	// one, so 8 and 9 count as covered without a write.
@@ -412,13 +415,13 @@ func TestSettleLimitSentWhenItMatters(t *testing.T) {
 	limit(100)
 	h.progress(1, 1000, nil)
 	h.settle(1, seqs(1, 10)...)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	noLimit("for a limit 10 higher, 10 of 100 used")
 	h.settle(1, seqs(11, 20)...)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	noLimit("for a limit 20 higher, 20 of 100 used")
 	h.settle(1, seqs(21, 30)...)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	limit(130) // a quarter of MaxUnflushed higher
 	// A slow write: settlements pile up behind it until half of the limit sent is used.
 	hold.Store(true)
@@ -427,7 +430,7 @@ func TestSettleLimitSentWhenItMatters(t *testing.T) {
 	noLimit("while the write is held: the limit has not moved")
 	hold.Store(false)
 	close(release)
-	event[CheckpointedEvent](h) // covers 31..40: limit 140, only 10 higher, but 80 used
+	event[cpEvent](h) // covers 31..40: limit 140, only 10 higher, but 80 used
 	limit(140)
 }
 
@@ -469,12 +472,12 @@ func TestWritesReportedAtMostEveryInterval(t *testing.T) {
 	h.clk.Advance(writeReportEvery)
 	h.progress(1, 10, nil)
 	h.settle(1, 1)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	report(1)
 	h.settle(1, 2)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	h.settle(1, 3)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	none("within writeReportEvery of the last report")
 	h.clk.Advance(writeReportEvery - time.Nanosecond)
 	none("before writeReportEvery")
@@ -482,7 +485,7 @@ func TestWritesReportedAtMostEveryInterval(t *testing.T) {
 	report(3) // the newest write; 2's report is not sent
 	none("after the held report")
 	h.settle(1, 4)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	none("within writeReportEvery of the last report")
 	h.sys.Root.Stop(h.cp)
 	report(4)
@@ -504,12 +507,8 @@ func TestFencedWriteIsTerminal(t *testing.T) {
 	if !fl.GetFenced() || fl.GetError() == "" {
 		t.Fatalf("Flushed %v, want fenced", fl)
 	}
-	fe := event[fencedEvent](h)
-	err := h.failure()
-	for _, e := range []error{fe.err, err} {
-		if !errors.Is(e, store.ErrFenced) {
-			t.Fatalf("error %v does not match store.ErrFenced", e)
-		}
+	if err := h.failure(); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("error %v does not match store.ErrFenced", err)
 	}
 	if cp, _ := h.stored(); tokData(cp.Token) != "theirs" {
 		t.Fatalf("stored %q, the newer owner's record was overwritten", tokData(cp.Token))
@@ -530,8 +529,10 @@ func TestFencedInitialWriteFailsStartTerminally(t *testing.T) {
 	}
 }
 
-func TestEventsPanicDoesNotBreakCheckpointer(t *testing.T) {
-	h := newHarness(t, func(_ *harness, c *Config) { c.Events = panicEvents{} })
+func TestObserverPanicDoesNotBreakCheckpointer(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *Config) {
+		c.Observer = observe.Func(func(observe.Event) { panic("observer bug") })
+	})
 	h.resolve(1)
 	h.progress(1, 1, nil)
 	h.settle(1, 1)
@@ -539,10 +540,6 @@ func TestEventsPanicDoesNotBreakCheckpointer(t *testing.T) {
 		t.Fatalf("Flushed %v", fl)
 	}
 }
-
-type panicEvents struct{ NopEvents }
-
-func (panicEvents) Checkpointed(CheckpointedEvent) { panic("observer bug") }
 
 func TestStaleProgressAndSettlementsDropped(t *testing.T) {
 	h := started(t, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -374,10 +375,8 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 	reason := fmt.Sprintf("code %d: %s", m.GetCode(), m.GetMessage())
 	c.log.Warn("change stream history lost", zap.Int32("code", m.GetCode()), zap.String("message", m.GetMessage()),
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
-	c.emit("HistoryLost", func(e Events) {
-		e.HistoryLost(HistoryLostEvent{Code: m.GetCode(), Message: m.GetMessage(), Policy: hl.String(),
-			FromToken: from.token, FromTime: from.opTime})
-	})
+	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl,
+		Err: fmt.Errorf("%w: server error %d: %s", ErrHistoryLost, m.GetCode(), m.GetMessage())})
 	if hl.Kind() == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
@@ -514,7 +513,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.gap != nil {
 		g := *r.gap
 		c.log.Info("gap recorded", zap.String("id", g.ID), zap.String("policy", g.Policy), zap.String("reason", g.Reason))
-		c.emit("GapRecorded", func(e Events) { e.GapRecorded(g) })
+		c.report(observe.GapRecorded{Meta: c.meta(), From: g.FromToken, To: g.ToToken, Policy: c.cfg.OnHistoryLost})
 	}
 	if r.fenced != nil {
 		c.fence(ctx, r.fenced)
@@ -562,9 +561,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	}
 	if r.written {
 		cp := *r.cp
-		c.emit("Checkpointed", func(e Events) {
-			e.Checkpointed(CheckpointedEvent{Checkpoint: cp, LowWaterMark: c.t.lwm})
-		})
+		c.report(observe.Checkpointed{Meta: c.meta(), Token: cp.Token})
 		c.reportWrite(ctx, cp, true)
 	}
 	c.replyStart(ctx, *r.pos, r.source)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -58,7 +59,7 @@ func TestCascadeNoCheckpointCapturesAndPersistsBeforeReplying(t *testing.T) {
 		cp.ClusterTime != (bson.Timestamp{T: 1000, I: 1}) || cp.Owner != "instance-a" {
 		t.Fatalf("stored %+v", cp)
 	}
-	ev := event[CheckpointedEvent](h)
+	ev := event[cpEvent](h)
 	if ev.Checkpoint.Source != store.SourceInitial || ev.Settled != 0 {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
@@ -209,8 +210,9 @@ func TestHistoryLostFail(t *testing.T) {
 	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() || !strings.Contains(sf.GetReason(), "286") {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
-	hl := event[HistoryLostEvent](h)
-	if hl.Code != 286 || hl.Policy != "Fail" || tokData(hl.FromToken) != "old" {
+	hl := event[observe.HistoryLost](h)
+	if !errors.Is(hl.Err, ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
+		hl.Policy.Kind() != policy.HistoryFail {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	err := h.failure()
@@ -235,8 +237,8 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 		sf.GetSource() != store.SourceResumeFromNow {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-9", sf)
 	}
-	hl := event[HistoryLostEvent](h)
-	if hl.Policy != "ResumeFromNow" || tokData(hl.FromToken) != "old" || hl.FromTime.T != 10 {
+	hl := event[observe.HistoryLost](h)
+	if hl.Policy.Kind() != policy.HistoryResumeFromNow || !strings.Contains(hl.Err.Error(), "server error 286: gone") {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	g := event[store.Gap](h)
@@ -256,7 +258,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 	if tokData(cp.Token) != "now-9" || cp.Source != store.SourceResumeFromNow {
 		t.Fatalf("stored %+v", cp)
 	}
-	if ev := event[CheckpointedEvent](h); ev.Checkpoint.Source != store.SourceResumeFromNow {
+	if ev := event[cpEvent](h); ev.Checkpoint.Source != store.SourceResumeFromNow {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 }
@@ -268,7 +270,7 @@ func TestHistoryLostGapWriteRetriedUntilSuccess(t *testing.T) {
 		c.RetryMaxDelay = 300 * time.Millisecond
 	})
 	h.resolve(1)
-	event[CheckpointedEvent](h) // initial
+	event[cpEvent](h) // initial
 	var fails atomic.Int32
 	fails.Store(4)
 	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
@@ -313,7 +315,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 		})
 	})
 	h.resolve(1) // initial now-1
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	h.pos.set(tok("now-5"), bson.Timestamp{T: 5000, I: 7}, nil)
 
 	// Error path: transient FAIL, no gap, nothing persisted, fn called once.
@@ -324,7 +326,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("rebuild called %d times, want 1", calls.Load())
 	}
-	event[HistoryLostEvent](h)
+	event[observe.HistoryLost](h)
 	h.noEvent()
 	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 0 {
 		t.Fatalf("gap recorded after a failed rebuild: %+v", gaps)
@@ -342,7 +344,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	if calls.Load() != 2 {
 		t.Fatalf("rebuild called %d times, want 2", calls.Load())
 	}
-	event[HistoryLostEvent](h)
+	event[observe.HistoryLost](h)
 	g := event[store.Gap](h)
 	if g.Policy != store.GapRebuild || tokData(g.FromToken) != "now-1" || g.FromTime.T != 1000 ||
 		tokData(g.ToToken) != "now-5" || g.ToTime != (bson.Timestamp{T: 5000, I: 7}) || g.Reason != "code 280: fatal" {
@@ -432,7 +434,7 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 		c.RetryInitialDelay = 50 * time.Millisecond
 	})
 	h.resolve(1)
-	event[CheckpointedEvent](h)
+	event[cpEvent](h)
 	var down atomic.Bool
 	down.Store(true)
 	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
@@ -446,15 +448,19 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-3" {
 		t.Fatalf("StartFrom %v", sf)
 	}
-	event[HistoryLostEvent](h)
+	event[observe.HistoryLost](h)
 	event[store.Gap](h)
-	if f := event[CheckpointFailedEvent](h); f.Attempt != 1 || f.RetryIn != 50*time.Millisecond {
+	if f := event[observe.CheckpointFailed](h); f.Err == nil {
 		t.Fatalf("CheckpointFailed %+v", f)
+	}
+	h.sync()
+	if d, _ := h.clk.NextDeadline(); d != 50*time.Millisecond {
+		t.Fatalf("retry in %v, want 50ms", d)
 	}
 	down.Store(false)
 	h.sync()
 	h.clk.Advance(50 * time.Millisecond)
-	ev := event[CheckpointedEvent](h)
+	ev := event[cpEvent](h)
 	if tokData(ev.Checkpoint.Token) != "now-3" || ev.Checkpoint.Source != store.SourceResumeFromNow {
 		t.Fatalf("Checkpointed %+v", ev)
 	}

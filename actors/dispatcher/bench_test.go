@@ -21,8 +21,8 @@ type noopInv struct{}
 func (noopRouter) Route(bson.Raw) (Invocation, wire.Outcome, error) {
 	return noopInv{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
-func (noopRouter) Classify(error) ErrorClass    { return Retryable }
-func (noopInv) Call(context.Context, int) error { return nil }
+func (noopRouter) Classify(error) (ErrorClass, string) { return Retryable, "" }
+func (noopInv) Call(context.Context, int) error        { return nil }
 
 // benchSource stands in for the stream actor: it subscribes, then sends EventBatches of up to
 // batch events within its credit until total events are sent. Each batch allocates its raw

@@ -12,6 +12,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -110,9 +111,12 @@ type Config struct {
 	// Logger receives the dispatcher's log lines, each with the field stream=<Stream>. Default
 	// zap.NewNop().
 	Logger *zap.Logger
-	// Events receives typed reports (retries, dead letters, skips, panics, counters). Default:
-	// none. See Events for the calling rules.
-	Events Events
+	// Observer receives the events the dispatcher reports (observe.RetryScheduled, Skipped,
+	// DeadLettered, DeadLetterFailed), built here with Meta{Stream, Clock.Now()}. It is called
+	// from the lane goroutines, several at a time, so it must be safe for concurrent use and
+	// must not block (the root passes its queue); a panic in it is recovered and logged, it
+	// never breaks a lane. Default observe.Nop.
+	Observer observe.Observer
 }
 
 // Validate checks c. The error names the field and the rule ("dispatcher: Config.Lanes must be
@@ -195,8 +199,8 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Events == nil {
-		c.Events = NopEvents{}
+	if c.Observer == nil {
+		c.Observer = observe.Nop{}
 	}
 	return c
 }

@@ -100,8 +100,8 @@ type dispatcher struct {
 	drained    bool // Drained sent: the dispatcher accepts nothing anymore
 
 	stats    wire.DispatcherStats
-	counts   Counts
-	reported Counts // counts as last reported to the parent (reportCounts)
+	counts   outcomeCounts
+	reported outcomeCounts // counts as last reported to the parent (reportCounts)
 	// countsGate spaces the SettlementCounts (reportCountsEvery); countsDue is set while counts
 	// wait for the flush tick.
 	countsGate treekit.Gate
@@ -180,7 +180,7 @@ func (d *dispatcher) start(ctx actor.Context) {
 		rnd:       d.cfg.Rand,
 		clk:       d.cfg.Clock,
 		log:       d.log,
-		events:    d.cfg.Events,
+		obs:       d.cfg.Observer,
 		dl:        d.cfg.DeadLetters,
 		dlTimeout: d.cfg.DeadLetterTimeout,
 		retention: d.cfg.DeadLetterRetention,
@@ -616,8 +616,6 @@ func (d *dispatcher) sendSettled(ctx actor.Context, ss []settlement) {
 			ctx.Send(d.checkpointer, &wire.SettledBatch{Incarnation: inc, Runs: settledRuns(batch, &d.runOrder)})
 		}
 	}
-	c := d.counts
-	emit(d.log, "Counted", func() { d.cfg.Events.Counted(c) })
 	d.reportCountsEvery(ctx)
 }
 

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -57,7 +60,7 @@ func TestRetryDelaysAreExactOnTheFakeClock(t *testing.T) {
 	mu.Unlock()
 	ev := h.ev.snapshot()
 	if len(ev.retries) != 3 || ev.retries[2].Attempt != 3 || ev.retries[2].Delay != 400*time.Millisecond ||
-		ev.retries[0].ID != "T00000001" || !strings.Contains(ev.retries[0].Err.Error(), "transient") {
+		ev.retries[0].EventID != "T00000001" || !strings.Contains(ev.retries[0].Err.Error(), "transient") {
 		t.Fatalf("RetryScheduled = %+v", ev.retries)
 	}
 }
@@ -89,8 +92,12 @@ func TestPermanentErrorSkipsRetries(t *testing.T) {
 		t.Fatalf("dead letter = %+v", dl)
 	}
 	ev := h.ev.snapshot()
-	if len(ev.retries) != 0 || len(ev.dls) != 1 || !ev.dls[0].Permanent || ev.dls[0].Attempts != 1 {
+	if len(ev.retries) != 0 || len(ev.dls) != 1 || ev.dls[0].Attempts != 1 || ev.dls[0].OperationType != "insert" ||
+		ev.dls[0].EventID != "T00000001" || ev.dls[0].Stream != "orders" || !ev.dls[0].Time.Equal(now) {
 		t.Fatalf("events: retries %v, dead letters %+v", ev.retries, ev.dls)
+	}
+	if h.logs.FilterMessage("event dead-lettered").FilterField(zap.Bool("permanent", true)).Len() != 1 {
+		t.Fatal("dead letter not logged as permanent")
 	}
 }
 
@@ -146,9 +153,10 @@ func TestHandlerPanicBecomesDeadLetterWithStack(t *testing.T) {
 		!strings.Contains(dl.Stack, "poisonHandler") || !strings.Contains(dl.Stack, "failure_test.go") || dl.Attempts != 2 {
 		t.Fatalf("dead letter: type %q error %q attempts %d stack:\n%s", dl.ErrorType, dl.Error, dl.Attempts, dl.Stack)
 	}
-	ev := h.ev.snapshot()
-	if len(ev.panics) != 2 || !strings.Contains(string(ev.panics[0].Stack), "poisonHandler") || ev.panics[1].Attempt != 2 {
-		t.Fatalf("HandlerPanicked = %d events", len(ev.panics))
+	panics := h.logs.FilterMessage("handler panicked").All()
+	if len(panics) != 2 || !strings.Contains(fmt.Sprint(panics[0].ContextMap()["stack"]), "poisonHandler") ||
+		panics[1].ContextMap()["attempt"] != int64(2) {
+		t.Fatalf("handler panics logged: %d", len(panics))
 	}
 	// The stream keeps going.
 	h.send(mkEvent(4, "poison2"))
@@ -204,7 +212,7 @@ func TestDeadLetterStoreDownKeepsEventUnsettled(t *testing.T) {
 		t.Fatalf("dead letter not stored: %v", err)
 	}
 	ev := h.ev.snapshot()
-	if len(ev.dlFails) != 4 || ev.dlFails[3].Write != 4 || !strings.Contains(ev.dlFails[0].Err.Error(), "refused") {
+	if len(ev.dlFails) != 4 || ev.dlFails[3].EventID != "T00000002" || !strings.Contains(ev.dlFails[0].Err.Error(), "refused") {
 		t.Fatalf("DeadLetterFailed = %+v", ev.dlFails)
 	}
 	if len(ev.dls) != 1 || ev.dls[0].Dropped {
@@ -233,8 +241,11 @@ func TestUndecodableEventIsDeadLetteredWithTheDecodeError(t *testing.T) {
 	if dl.ErrorType != "decode" || dl.Error != errDecode.Error() || dl.Attempts != 0 {
 		t.Fatalf("dead letter = %+v, want ErrorType decode, the decode error and Attempts 0", dl)
 	}
-	if ev := h.ev.snapshot(); len(ev.retries) != 0 || len(ev.dls) != 1 || !ev.dls[0].Permanent || ev.dls[0].Attempts != 0 {
+	if ev := h.ev.snapshot(); len(ev.retries) != 0 || len(ev.dls) != 1 || ev.dls[0].Attempts != 0 {
 		t.Fatalf("events: retries %v dead letters %+v", ev.retries, ev.dls)
+	}
+	if h.logs.FilterMessage("event dead-lettered").FilterField(zap.Bool("permanent", true)).Len() != 1 {
+		t.Fatal("decode error not dead-lettered as permanent")
 	}
 }
 
@@ -276,16 +287,6 @@ func TestRedeliveredDeadLetterOverwrites(t *testing.T) {
 	var _ store.DeadLetter = list[0]
 }
 
-// panickyEvents panics in every callback.
-type panickyEvents struct{}
-
-func (panickyEvents) RetryScheduled(RetryScheduled)     { panic("observer bug") }
-func (panickyEvents) DeadLettered(DeadLettered)         { panic("observer bug") }
-func (panickyEvents) DeadLetterFailed(DeadLetterFailed) { panic("observer bug") }
-func (panickyEvents) Skipped(EventSkipped)              { panic("observer bug") }
-func (panickyEvents) HandlerPanicked(HandlerPanicked)   { panic("observer bug") }
-func (panickyEvents) Counted(Counts)                    { panic("observer bug") }
-
 func TestPanickingEventsNeverBreakTheDispatcher(t *testing.T) {
 	r := &fakeRouter{handle: func(_ context.Context, c call) error {
 		switch c.key {
@@ -296,14 +297,14 @@ func TestPanickingEventsNeverBreakTheDispatcher(t *testing.T) {
 		}
 		return nil
 	}}
-	h := newHarness(t, r, func(c *Config) { c.Events = panickyEvents{} })
+	h := newHarness(t, r, func(c *Config) { c.Observer = observe.Func(func(observe.Event) { panic("observer bug") }) })
 	h.subscribe(1)
 	h.send(mkEvent(1, "skip"), mkEvent(2, "perm"), mkEvent(3, "ok"))
 	got := h.waitSettled(1, 2, 3)
 	if got[1] != wire.Outcome_OUTCOME_SKIPPED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
-	if h.logs.FilterMessage("dispatcher Events callback panicked").Len() == 0 {
+	if h.logs.FilterMessage("dispatcher Observer panicked").Len() == 0 {
 		t.Fatal("observer panics not logged")
 	}
 }

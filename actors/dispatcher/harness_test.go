@@ -20,6 +20,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -142,14 +143,14 @@ func (r *fakeRouter) Route(raw bson.Raw) (Invocation, wire.Outcome, error) {
 	return &fakeInv{r: r, raw: raw}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
-func (r *fakeRouter) Classify(err error) ErrorClass {
+func (r *fakeRouter) Classify(err error) (ErrorClass, string) {
 	switch {
 	case errors.Is(err, errSkip):
-		return Skipped
+		return Skipped, err.Error()
 	case errors.Is(err, errPermanent), errors.Is(err, errDecode):
-		return Permanent
+		return Permanent, ""
 	}
-	return Retryable
+	return Retryable, ""
 }
 
 type fakeInv struct {
@@ -187,24 +188,33 @@ func (i *fakeInv) Call(ctx context.Context, attempt int) error {
 	return i.r.handle(ctx, parseCall(i.raw, attempt))
 }
 
-// --- recorded Events -------------------------------------------------------------------------
+// --- recorded Observer events ---------------------------------------------------------------
 
+// recEvents records what the dispatcher reports to its Observer, by type.
 type recEvents struct {
 	mu       sync.Mutex
-	retries  []RetryScheduled
-	dls      []DeadLettered
-	dlFails  []DeadLetterFailed
-	skipped  []EventSkipped
-	panics   []HandlerPanicked
-	counts   Counts
+	retries  []observe.RetryScheduled
+	dls      []observe.DeadLettered
+	dlFails  []observe.DeadLetterFailed
+	skipped  []observe.Skipped
 	notified chan struct{}
 }
 
 func newRecEvents() *recEvents { return &recEvents{notified: make(chan struct{}, 1024)} }
 
-func (r *recEvents) add(f func()) {
+// OnEvent implements observe.Observer.
+func (r *recEvents) OnEvent(ev observe.Event) {
 	r.mu.Lock()
-	f()
+	switch e := ev.(type) {
+	case observe.RetryScheduled:
+		r.retries = append(r.retries, e)
+	case observe.DeadLettered:
+		r.dls = append(r.dls, e)
+	case observe.DeadLetterFailed:
+		r.dlFails = append(r.dlFails, e)
+	case observe.Skipped:
+		r.skipped = append(r.skipped, e)
+	}
 	r.mu.Unlock()
 	select {
 	case r.notified <- struct{}{}:
@@ -212,26 +222,12 @@ func (r *recEvents) add(f func()) {
 	}
 }
 
-func (r *recEvents) RetryScheduled(e RetryScheduled) {
-	r.add(func() { r.retries = append(r.retries, e) })
-}
-func (r *recEvents) DeadLettered(e DeadLettered) { r.add(func() { r.dls = append(r.dls, e) }) }
-func (r *recEvents) DeadLetterFailed(e DeadLetterFailed) {
-	r.add(func() { r.dlFails = append(r.dlFails, e) })
-}
-func (r *recEvents) Skipped(e EventSkipped) { r.add(func() { r.skipped = append(r.skipped, e) }) }
-func (r *recEvents) HandlerPanicked(e HandlerPanicked) {
-	r.add(func() { r.panics = append(r.panics, e) })
-}
-func (r *recEvents) Counted(c Counts) { r.add(func() { r.counts = c }) }
-
 func (r *recEvents) snapshot() recEvents {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return recEvents{
-		retries: append([]RetryScheduled(nil), r.retries...), dls: append([]DeadLettered(nil), r.dls...),
-		dlFails: append([]DeadLetterFailed(nil), r.dlFails...), skipped: append([]EventSkipped(nil), r.skipped...),
-		panics: append([]HandlerPanicked(nil), r.panics...), counts: r.counts,
+		retries: append([]observe.RetryScheduled(nil), r.retries...), dls: append([]observe.DeadLettered(nil), r.dls...),
+		dlFails: append([]observe.DeadLetterFailed(nil), r.dlFails...), skipped: append([]observe.Skipped(nil), r.skipped...),
 	}
 }
 
@@ -323,7 +319,7 @@ func newHarness(t *testing.T, r Router, opts ...hopt) *harness {
 		Clock:        h.clk,
 		Rand:         func() float64 { return 0.5 }, // jitter factor exactly 1
 		Logger:       zap.New(core),
-		Events:       h.ev,
+		Observer:     h.ev,
 		// Every settlement is sent at once, so no flush timer competes with the retry timers
 		// the tests wait for on the fake clock (TestSettleBatching covers batching).
 		SettleBatch: 1,

@@ -12,6 +12,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -63,7 +64,7 @@ type laneShared struct {
 	rnd       func() float64
 	clk       clock.Clock
 	log       *zap.Logger
-	events    Events
+	obs       observe.Observer
 	dl        DeadLetterWriter
 	dlTimeout time.Duration
 	retention time.Duration
@@ -279,17 +280,17 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		if errors.As(err, &pe) {
 			l.panicked(ev, attempt, pe)
 		}
-		class := Permanent
+		class, detail := Permanent, ""
 		if !routeErr {
-			class = sh.router.Classify(err)
+			class, detail = sh.router.Classify(err)
 		}
 		switch {
 		case class == Skipped:
 			id := eventID(ev.token, ev.raw)
 			sh.log.Info("event skipped by its handler", zap.Uint64("seq", ev.seq), zap.String("id", id),
 				zap.Int("lane", l.id), zap.String("reason", err.Error()))
-			emit(sh.log, "Skipped", func() {
-				sh.events.Skipped(EventSkipped{Seq: ev.seq, ID: id, Lane: l.id, Reason: err.Error()})
+			sh.report(func(m observe.Meta) observe.Event {
+				return observe.Skipped{Meta: m, EventID: id, Reason: observe.SkipByHandler, Detail: detail}
 			})
 			s.outcome = wire.Outcome_OUTCOME_SKIPPED
 			return s, true
@@ -298,8 +299,8 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			id := eventID(ev.token, ev.raw)
 			sh.log.Info("handler failed; retrying", zap.Uint64("seq", ev.seq), zap.String("id", id),
 				zap.Int("lane", l.id), zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
-			emit(sh.log, "RetryScheduled", func() {
-				sh.events.RetryScheduled(RetryScheduled{Seq: ev.seq, ID: id, Lane: l.id, Attempt: attempt, Delay: delay, Err: err})
+			sh.report(func(m observe.Meta) observe.Event {
+				return observe.RetryScheduled{Meta: m, EventID: id, Attempt: attempt, Delay: delay, Err: err}
 			})
 			if !l.sleep(ctx, delay) {
 				return s, false
@@ -337,9 +338,6 @@ func (l *lane) panicked(ev *event, attempt int, pe *PanicError) {
 	id := eventID(ev.token, ev.raw)
 	sh.log.Error("handler panicked", zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),
 		zap.Int("attempt", attempt), zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
-	emit(sh.log, "HandlerPanicked", func() {
-		sh.events.HandlerPanicked(HandlerPanicked{Seq: ev.seq, ID: id, Lane: l.id, Attempt: attempt, Value: pe.Value, Stack: pe.Stack})
-	})
 }
 
 // deadLetter writes the event's dead letter, retrying the write until it succeeds or ctx ends.
@@ -352,9 +350,9 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 	s.outcome = wire.Outcome_OUTCOME_DEAD_LETTERED
 	if sh.dl == nil {
 		sh.log.Error("event dropped: its attempts ran out and dead letters are disabled", fields...)
-		emit(sh.log, "DeadLettered", func() {
-			sh.events.DeadLettered(DeadLettered{Seq: ev.seq, ID: id, OperationType: rawOperationType(ev.raw),
-				Lane: l.id, Attempts: f.attempts, Err: f.err, Permanent: f.permanent, Dropped: true})
+		sh.report(func(m observe.Meta) observe.Event {
+			return observe.DeadLettered{Meta: m, EventID: id, OperationType: rawOperationType(ev.raw),
+				Attempts: f.attempts, Err: f.err, Dropped: true}
 		})
 		s.dropped = true
 		return s, true
@@ -366,9 +364,9 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 		cancel()
 		if err == nil {
 			sh.log.Warn("event dead-lettered", fields...)
-			emit(sh.log, "DeadLettered", func() {
-				sh.events.DeadLettered(DeadLettered{Seq: ev.seq, ID: id, OperationType: dl.OperationType,
-					Lane: l.id, Attempts: f.attempts, Err: f.err, Permanent: f.permanent})
+			sh.report(func(m observe.Meta) observe.Event {
+				return observe.DeadLettered{Meta: m, EventID: id, OperationType: dl.OperationType,
+					Attempts: f.attempts, Err: f.err}
 			})
 			return s, true
 		}
@@ -379,8 +377,8 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 		sh.log.Error("dead-letter write failed; the event stays unsettled and the write is retried",
 			append(fields[:len(fields):len(fields)], zap.Int("write", write), zap.Duration("delay", delay),
 				zap.NamedError("writeError", err))...)
-		emit(sh.log, "DeadLetterFailed", func() {
-			sh.events.DeadLetterFailed(DeadLetterFailed{Seq: ev.seq, ID: id, Lane: l.id, Write: write, Delay: delay, Err: err})
+		sh.report(func(m observe.Meta) observe.Event {
+			return observe.DeadLetterFailed{Meta: m, EventID: id, Err: err}
 		})
 		if !l.sleep(ctx, delay) {
 			return s, false

@@ -15,6 +15,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -57,11 +58,9 @@ func TestRoutingOutcomes(t *testing.T) {
 		t.Errorf("stats = %v", st)
 	}
 	ev := h.ev.snapshot()
-	if len(ev.skipped) != 1 || ev.skipped[0].Seq != 4 || !strings.Contains(ev.skipped[0].Reason, "not for us") || ev.skipped[0].ID != "T00000004" {
+	if len(ev.skipped) != 1 || ev.skipped[0].Reason != observe.SkipByHandler || !strings.Contains(ev.skipped[0].Detail, "not for us") ||
+		ev.skipped[0].EventID != "T00000004" {
 		t.Errorf("Skipped events = %+v", ev.skipped)
-	}
-	if ev.counts.Unhandled != 1 || ev.counts.Filtered != 1 || ev.counts.Handled != 2 {
-		t.Errorf("Counted = %+v", ev.counts)
 	}
 	if ids, _ := h.dlStore.ListDeadLetters(context.Background(), store.Scope{Stream: "orders"}, 0); len(ids) != 0 {
 		t.Errorf("skip wrote dead letters: %v", ids)
@@ -347,7 +346,7 @@ func TestIdleLaneKeepsNoQueue(t *testing.T) {
 		settled.Add(1)
 		return nil
 	}}, retry: policy.Retry{MaxAttempts: 1}, rnd: func() float64 { return 0 }, clk: clock.Real(), log: zap.NewNop(),
-		events: NopEvents{}, settle: sb, ctx: ctx, wg: &wg}
+		obs: observe.Nop{}, settle: sb, ctx: ctx, wg: &wg}
 	l := newLane(0, sh)
 	const burst = 1000
 	items := make([]item, burst)

@@ -33,8 +33,10 @@ type Router interface {
 	Route(raw bson.Raw) (Invocation, wire.Outcome, error)
 
 	// Classify tells how a non-nil error returned by Route or Invocation.Call is treated: retry,
-	// permanent (dead letter now) or skip (settle on purpose, no dead letter).
-	Classify(err error) ErrorClass
+	// permanent (dead letter now) or skip (settle on purpose, no dead letter). For Skipped,
+	// detail is the reason the handler gave (watchtree.Skip's argument), which the dispatcher
+	// reports as observe.Skipped.Detail; it is ignored for the other classes.
+	Classify(err error) (class ErrorClass, detail string)
 }
 
 // Invocation is one routed event bound to its handler. The same Invocation is called once per

@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -45,50 +46,6 @@ type Balancer interface {
 	ShouldHandOver(stream string) bool
 }
 
-// LeaseEvent reports one change of leadership to Events.
-type LeaseEvent struct {
-	// Stream is the stream whose lease changed.
-	Stream string
-	// Owner is this instance's ID; Holder the lease holder seen when relevant.
-	Owner, Holder string
-	Epoch         int64
-	ExpiresAt     time.Time
-	Why           string
-}
-
-// Events receives the leader actor's reports, on its goroutine; they must not block.
-type Events interface {
-	// Acquired is called when the lease was acquired, before the supervisor hears of it:
-	// the stream's writes carry Epoch from then on.
-	Acquired(LeaseEvent)
-	// Lost is called when the leadership was lost (refused renewal, or no renewal in time).
-	Lost(LeaseEvent)
-	// Released is called when the lease was released on purpose (graceful stop).
-	Released(LeaseEvent)
-	// HandedOver is called when the lease was released for balance.
-	HandedOver(LeaseEvent)
-	// Fenced is called when a write of the stream was refused by a newer epoch.
-	Fenced(LeaseEvent)
-}
-
-// NopEvents ignores every report.
-type NopEvents struct{}
-
-// Acquired ignores the change.
-func (NopEvents) Acquired(LeaseEvent) {}
-
-// Lost ignores the change.
-func (NopEvents) Lost(LeaseEvent) {}
-
-// Released ignores the change.
-func (NopEvents) Released(LeaseEvent) {}
-
-// HandedOver ignores the change.
-func (NopEvents) HandedOver(LeaseEvent) {}
-
-// Fenced ignores the change.
-func (NopEvents) Fenced(LeaseEvent) {}
-
 // DefaultIOTimeout bounds each lease store call when Config.IOTimeout is 0.
 const DefaultIOTimeout = 10 * time.Second
 
@@ -110,8 +67,15 @@ type Config struct {
 	Clock clock.Clock
 	// Logger, with the field stream=<Stream>. Default zap.NewNop().
 	Logger *zap.Logger
-	// Events receives the leadership reports. Default NopEvents.
-	Events Events
+	// Observer receives an observe.LeadershipChanged for every change of leadership
+	// (acquired, lost, released, handed over, fenced), built here with Meta{Stream,
+	// Clock.Now()}, on the actor goroutine. It must not block (the root passes its queue); a
+	// panic in it is recovered and logged. Default observe.Nop.
+	Observer observe.Observer
+	// OnAcquired, when set, is called with the new epoch when the lease was acquired, on the
+	// actor goroutine, before the supervisor hears of it: the stream's writes carry that epoch
+	// from then on (the fencing epoch). It must not block. Optional.
+	OnAcquired func(epoch int64)
 }
 
 // Validate checks the configuration; errors name the field.
@@ -151,8 +115,8 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Events == nil {
-		c.Events = NopEvents{}
+	if c.Observer == nil {
+		c.Observer = observe.Nop{}
 	}
 	return c
 }

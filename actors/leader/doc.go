@@ -7,7 +7,7 @@
 //     it tries every StandbyPoll, again exactly when the lease it saw expires (by the Remaining
 //     the store reported), and at once when the store's watch reports a change (a release).
 //   - LeaseGranted{epoch, expires_at} (leader → supervisor): acquired; the stream runs under
-//     epoch, which Events.Acquired has already handed to the writers.
+//     epoch, which Config.OnAcquired has already handed to the writers.
 //   - As leader it renews every RenewEvery. A refused renewal, or no successful renewal by
 //     lastRenewOk + TTL - Margin (lastRenewOk: when that renewal was sent), sends LeaseLost{why}
 //     and campaigns again: the stream has stopped before the store can give the lease away.

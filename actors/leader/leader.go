@@ -14,6 +14,7 @@ import (
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -270,8 +271,22 @@ func (a *leaderActor) report() {
 	a.root.Send(a.sup, st)
 }
 
-func (a *leaderActor) event() LeaseEvent {
-	return LeaseEvent{Stream: a.cfg.Stream, Owner: a.cfg.Owner, Holder: a.seen.Owner, Epoch: a.epoch, ExpiresAt: a.expiresAt}
+// announce hands the Observer a LeadershipChanged of this instance: the lease as last seen (the
+// holder, epoch and expiry), epoch the one concerned. A panic of the Observer is recovered.
+func (a *leaderActor) announce(change observe.LeadershipChange, epoch int64, why string) {
+	owner := a.seen.Owner
+	if change == observe.LeadershipAcquired {
+		owner = a.cfg.Owner
+	}
+	ev := observe.LeadershipChanged{Meta: observe.Meta{Stream: a.cfg.Stream, Time: a.cfg.Clock.Now()},
+		Leader: change == observe.LeadershipAcquired, Change: change, Instance: a.cfg.Owner, Owner: owner,
+		Epoch: epoch, ExpiresAt: a.expiresAt, Why: why}
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("leader Observer panicked; ignored", zap.Any("panic", r))
+		}
+	}()
+	a.cfg.Observer.OnEvent(ev)
 }
 
 func (a *leaderActor) watch() {
@@ -405,7 +420,11 @@ func (a *leaderActor) onAcquired(r *ioResult) {
 	if a.cfg.Balancer != nil {
 		a.cfg.Balancer.Leading(a.cfg.Stream, true)
 	}
-	a.cfg.Events.Acquired(a.event())
+	if a.cfg.OnAcquired != nil {
+		a.cfg.OnAcquired(l.Epoch) // before the supervisor hears of it: every write of the term carries it
+	}
+	a.log.Info("leadership acquired", zap.Int64("epoch", l.Epoch), zap.Time("expires_at", l.ExpiresAt))
+	a.announce(observe.LeadershipAcquired, l.Epoch, "")
 	a.become(messages.LeaseRole_LEASE_ROLE_LEADER, fmt.Sprintf("leader (epoch %d)", l.Epoch))
 	a.armLeaderTimers(r.sentAt)
 	a.root.Send(a.sup, &wire.LeaseGranted{Epoch: l.Epoch, ExpiresAt: timestamppb.New(l.ExpiresAt), Owner: a.cfg.Owner})
@@ -446,20 +465,17 @@ func (a *leaderActor) onRenewed(r *ioResult) {
 
 // lose demotes the leader: the supervisor stops the stream at once, the actor campaigns again.
 func (a *leaderActor) lose(why string) {
-	ev := a.event()
-	ev.Why = why
 	a.losses++
 	a.log.Warn("leadership lost", zap.Int64("epoch", a.epoch), zap.String("why", why))
-	a.cfg.Events.Lost(ev)
+	a.announce(observe.LeadershipLost, a.epoch, why)
 	a.root.Send(a.sup, &wire.LeaseLost{Epoch: a.epoch, Why: why})
 	a.standby("lost the lease: " + why)
 }
 
 func (a *leaderActor) onFenced(m *wire.Fenced) {
 	a.fenced++
-	ev := a.event()
-	ev.Epoch, ev.Why = m.GetEpoch(), m.GetWhy()
-	a.cfg.Events.Fenced(ev)
+	a.log.Error("write fenced by a newer epoch", zap.Int64("epoch", m.GetEpoch()), zap.String("why", m.GetWhy()))
+	a.announce(observe.LeadershipFenced, m.GetEpoch(), m.GetWhy())
 	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
 		a.losses++
 		a.standby("fenced: " + m.GetWhy())
@@ -497,15 +513,16 @@ func (a *leaderActor) onReleased(r *ioResult) {
 	pr := a.resign
 	a.resign = nil
 	ans := &wire.Resigned{Epoch: pr.epoch, Released: r.err == nil}
-	ev := a.event()
 	if r.err != nil {
 		ans.Error = r.err.Error()
 		a.log.Warn("lease release failed; it lapses at its expiry", zap.Error(r.err))
 	} else if pr.handover {
 		a.handovers++
-		a.cfg.Events.HandedOver(ev)
+		a.log.Info("lease handed over for balance", zap.Int64("epoch", a.epoch))
+		a.announce(observe.LeadershipHandedOver, a.epoch, "")
 	} else {
-		a.cfg.Events.Released(ev)
+		a.log.Info("lease released", zap.Int64("epoch", a.epoch))
+		a.announce(observe.LeadershipReleased, a.epoch, "")
 	}
 	a.seen = store.Lease{Name: a.cfg.Stream, Epoch: pr.epoch}
 	a.finishResign(pr, ans, "released")

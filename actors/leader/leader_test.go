@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -169,16 +170,23 @@ type recEvents struct {
 	log []string
 }
 
-func (r *recEvents) add(kind string, ev LeaseEvent) {
+// OnEvent records each LeadershipChanged as "<change> <epoch>", and the epoch OnAcquired got.
+func (r *recEvents) OnEvent(e observe.Event) {
+	ev, ok := e.(observe.LeadershipChanged)
 	r.mu.Lock()
-	r.log = append(r.log, fmt.Sprintf("%s %d", kind, ev.Epoch))
+	defer r.mu.Unlock()
+	if !ok || ev.Stream != "billing" || ev.Instance != "me" || ev.Leader != (ev.Change == observe.LeadershipAcquired) {
+		r.log = append(r.log, fmt.Sprintf("unexpected %+v", e))
+		return
+	}
+	r.log = append(r.log, fmt.Sprintf("%s %d", ev.Change, ev.Epoch))
+}
+
+func (r *recEvents) acquired(epoch int64) {
+	r.mu.Lock()
+	r.log = append(r.log, fmt.Sprintf("epoch %d", epoch))
 	r.mu.Unlock()
 }
-func (r *recEvents) Acquired(ev LeaseEvent)   { r.add("acquired", ev) }
-func (r *recEvents) Lost(ev LeaseEvent)       { r.add("lost", ev) }
-func (r *recEvents) Released(ev LeaseEvent)   { r.add("released", ev) }
-func (r *recEvents) HandedOver(ev LeaseEvent) { r.add("handed-over", ev) }
-func (r *recEvents) Fenced(ev LeaseEvent)     { r.add("fenced", ev) }
 
 func (r *recEvents) all() []string {
 	r.mu.Lock()
@@ -197,7 +205,8 @@ func newHarness(t *testing.T, prepare func(*fakeStore)) *harness {
 		prepare(st)
 	}
 	ev := &recEvents{}
-	props, err := New(Config{Stream: "billing", Owner: "me", Store: st, Policy: testPolicy, Clock: clk, Events: ev})
+	props, err := New(Config{Stream: "billing", Owner: "me", Store: st, Policy: testPolicy, Clock: clk, Observer: ev,
+		OnAcquired: ev.acquired})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +292,7 @@ func TestLeaderRenewsAndDemotesBeforeExpiry(t *testing.T) {
 	if exp := h.st.get().ExpiresAt; !h.clk.Now().Before(exp) {
 		t.Fatalf("demoted at %v, not before the store's expiry %v", h.clk.Now(), exp)
 	}
-	if ev := h.events.all(); len(ev) != 2 || ev[0] != "acquired 1" || ev[1] != "lost 1" {
+	if ev := h.events.all(); len(ev) != 3 || ev[0] != "epoch 1" || ev[1] != "acquired 1" || ev[2] != "lost 1" {
 		t.Fatalf("events %v", ev)
 	}
 }
@@ -357,7 +366,7 @@ func TestResignReleases(t *testing.T) {
 	}
 	for st := next[*messages.LeaseState](h); st.GetRole() != messages.LeaseRole_LEASE_ROLE_IDLE; st = next[*messages.LeaseState](h) {
 	}
-	if ev := h.events.all(); len(ev) != 2 || ev[1] != "released 1" {
+	if ev := h.events.all(); len(ev) != 3 || ev[0] != "epoch 1" || ev[2] != "released 1" {
 		t.Fatalf("events %v", ev)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -160,7 +161,7 @@ func (a *snapshotActor) Receive(ctx actor.Context) {
 			a.log.Info("snapshot run cancelled; it resumes from its latest saved progress", zap.String("snapshot", r.id))
 			a.saveNow(ctx)
 			a.stopRun("cancelled")
-			a.report(ctx, KindProgress)
+			a.report(ctx, progress)
 		}
 	case *wire.SnapshotDemand:
 		if r := a.run; r != nil && m.GetRun() == r.n {
@@ -344,11 +345,11 @@ func (a *snapshotActor) onLoaded(ctx actor.Context, m *loaded) {
 		st.permit <- struct{}{}
 		r.ranges = append(r.ranges, st)
 	}
-	kind := KindStarted
+	kind := started
 	if r.resumed {
-		kind = KindResumed
+		kind = resumed
 	}
-	a.log.Info("snapshot "+map[Kind]string{KindStarted: "started", KindResumed: "resumed"}[kind],
+	a.log.Info("snapshot "+map[milestone]string{started: "started", resumed: "resumed"}[kind],
 		zap.String("snapshot", r.id), zap.Int("ranges", len(r.ranges)), zap.Uint64("documents_done", r.docsAtStart),
 		zap.Uint64("estimated_total", r.rec.Total))
 	if a.allDone() {
@@ -638,7 +639,7 @@ func (a *snapshotActor) finish(ctx actor.Context) {
 	took := a.cfg.Clock.Now().Sub(r.started)
 	a.log.Info("snapshot done", zap.String("snapshot", r.id), zap.Uint64("documents", a.documents()),
 		zap.Uint64("dead_lettered", r.deadLettered), zap.Duration("took", took))
-	a.report(ctx, KindDone)
+	a.report(ctx, done)
 	ctx.Send(r.to, &wire.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id})
 	a.stopRun("")
 }
@@ -695,7 +696,7 @@ func (a *snapshotActor) onTick(ctx actor.Context) {
 		a.readWindow()
 	}
 	a.checkWindow(ctx)
-	a.report(ctx, KindProgress)
+	a.report(ctx, progress)
 	a.armProgress()
 }
 
@@ -731,7 +732,7 @@ func (a *snapshotActor) checkWindow(ctx actor.Context) {
 			zap.String("snapshot", r.id), zap.Duration("eta", eta), zap.Duration("oplog_window", r.window),
 			zap.Time("handoff_lost_at", deadline))
 		r.atRisk = true
-		a.report(ctx, KindAtRisk)
+		a.report(ctx, atRisk)
 		return
 	}
 	r.atRisk = risk
@@ -796,10 +797,10 @@ func (a *snapshotActor) status() *messages.SnapshotStatus {
 	return st
 }
 
-// report sends the status to the supervisor and to Events.
-func (a *snapshotActor) report(ctx actor.Context, kind Kind) {
+// report sends the status to the supervisor and the milestone's event to the Observer.
+func (a *snapshotActor) report(ctx actor.Context, m milestone) {
 	if a.run == nil {
-		if a.last != nil && kind == KindProgress {
+		if a.last != nil && m == progress {
 			st := proto.Clone(a.last).(*messages.SnapshotStatus)
 			st.Running = false
 			if p := ctx.Parent(); p != nil {
@@ -813,12 +814,5 @@ func (a *snapshotActor) report(ctx actor.Context, kind Kind) {
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, st)
 	}
-	func() {
-		defer func() {
-			if rec := recover(); rec != nil {
-				a.log.Error("snapshot Events.Report panicked", zap.Any("panic", rec))
-			}
-		}()
-		a.cfg.Events.Report(kind, proto.Clone(st).(*messages.SnapshotStatus))
-	}()
+	announce(a.cfg.Observer, a.log, m, observe.Meta{Stream: a.cfg.Stream, Time: a.cfg.Clock.Now()}, st)
 }

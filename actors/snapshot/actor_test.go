@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/watchtree/watchtree/internal/wire"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -160,24 +160,43 @@ func (d *fakeDispatcher) settle(ctx actor.Context, m *wire.SnapshotBatch) {
 	}
 }
 
-// kinds records the milestones reported to Events.
+// kinds records the snapshot events reported to the Observer.
 type kinds struct {
-	mu   sync.Mutex
-	seen map[Kind]int
-	last *messages.SnapshotStatus
+	mu     sync.Mutex
+	seen   map[observe.Kind]int
+	atRisk int // SnapshotProgress events with Snapshot.AtRisk
+	last   observe.SnapshotStatus
 }
 
-func (k *kinds) Report(kind Kind, st *messages.SnapshotStatus) {
+func (k *kinds) OnEvent(ev observe.Event) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.seen[kind]++
-	k.last = st
+	k.seen[ev.Kind()]++
+	switch e := ev.(type) {
+	case observe.SnapshotStarted:
+		k.last = e.Snapshot
+	case observe.SnapshotResumed:
+		k.last = e.Snapshot
+	case observe.SnapshotProgress:
+		k.last = e.Snapshot
+		if e.Snapshot.AtRisk {
+			k.atRisk++
+		}
+	case observe.SnapshotDone:
+		k.last = e.Snapshot
+	}
 }
 
-func (k *kinds) count(kind Kind) int {
+func (k *kinds) count(kind observe.Kind) int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.seen[kind]
+}
+
+func (k *kinds) risks() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.atRisk
 }
 
 type harness struct {
@@ -194,12 +213,12 @@ type harness struct {
 
 func newHarness(t *testing.T, src *fakeSource, st *memstore.Store, pol policy.Snapshot) *harness {
 	t.Helper()
-	h := &harness{kinds: &kinds{seen: map[Kind]int{}}, t: t, sys: actor.NewActorSystem(), disp: &fakeDispatcher{settled: map[int64]int{}, ids: map[int64]string{}},
+	h := &harness{kinds: &kinds{seen: map[observe.Kind]int{}}, t: t, sys: actor.NewActorSystem(), disp: &fakeDispatcher{settled: map[int64]int{}, ids: map[int64]string{}},
 		done: make(chan *wire.SnapshotFinished, 4), src: src, st: st}
 	t.Cleanup(h.sys.Shutdown)
 	dpid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.disp }))
 	props, err := New(Config{Stream: "s", Database: "shop", Collection: "orders", Store: st, Source: src, Policy: pol,
-		DispatcherPID: dpid, ProgressInterval: 5 * time.Millisecond, Events: h.kinds})
+		DispatcherPID: dpid, ProgressInterval: 5 * time.Millisecond, Observer: h.kinds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,11 +306,11 @@ func TestRunCopiesEveryDocumentOnce(t *testing.T) {
 	if read != uint64(src.n) {
 		t.Errorf("ranges read %d documents, want %d", read, src.n)
 	}
-	if h.kinds.count(KindStarted) != 1 || h.kinds.count(KindResumed) != 0 || h.kinds.count(KindDone) != 1 {
+	if h.kinds.count(observe.KindSnapshotStarted) != 1 || h.kinds.count(observe.KindSnapshotResumed) != 0 || h.kinds.count(observe.KindSnapshotDone) != 1 {
 		t.Errorf("milestones %v: want one started and one done", h.kinds.seen)
 	}
 	h.kinds.mu.Lock()
-	if last := h.kinds.last; !last.GetDone() || last.GetDocuments() != uint64(src.n) || last.GetRangesDone() != 4 {
+	if last := h.kinds.last; !last.Done || last.Documents != uint64(src.n) || last.RangesDone != 4 {
 		t.Errorf("last status %v", last)
 	}
 	h.kinds.mu.Unlock()
@@ -337,7 +356,7 @@ func TestRunResumesAfterProgress(t *testing.T) {
 	if sn := h.load(); !sn.Finished() || sn.Ranges[1].Read != 50 {
 		t.Fatalf("record after the resume: %+v", sn)
 	}
-	if h.kinds.count(KindResumed) != 1 || h.kinds.count(KindStarted) != 0 {
+	if h.kinds.count(observe.KindSnapshotResumed) != 1 || h.kinds.count(observe.KindSnapshotStarted) != 0 {
 		t.Errorf("milestones %v: want resumed, not started", h.kinds.seen)
 	}
 }
@@ -442,16 +461,16 @@ func TestOplogWindowAtRisk(t *testing.T) {
 	}
 	h.run("old", 1)
 	deadline := time.Now().Add(waitLimit)
-	for h.kinds.count(KindAtRisk) == 0 {
+	for h.kinds.risks() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no KindAtRisk; milestones %v", h.kinds.seen)
+			t.Fatalf("no SnapshotProgress at risk; events %v", h.kinds.seen)
 		}
 		time.Sleep(time.Millisecond) // polling tick
 	}
 	h.kinds.mu.Lock()
 	last := h.kinds.last
 	h.kinds.mu.Unlock()
-	if !last.GetAtRisk() || last.GetWarning() == "" || last.GetOplogWindow().AsDuration() != time.Hour || last.GetEta() == nil {
+	if !last.AtRisk || last.Warning == "" || last.OplogWindow != time.Hour || last.ETA == 0 {
 		t.Fatalf("status at risk %v", last)
 	}
 	h.sys.Root.Send(h.disp.self, releaseCmd{})

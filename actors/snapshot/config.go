@@ -13,7 +13,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -95,7 +95,7 @@ type Config struct {
 	Dispatcher    string
 	DispatcherPID *actor.PID
 	// ProgressInterval is how often the progress is saved (besides the end of every chunk),
-	// reported to the supervisor (SnapshotStatus) and to Events.Progress. Default 1s, on Clock.
+	// reported to the supervisor (SnapshotStatus) and to the Observer (SnapshotProgress). Default 1s, on Clock.
 	ProgressInterval time.Duration
 	// WindowCheckEvery is how many progress intervals pass between two reads of the oplog
 	// window (it is also read before the first document). Default 30.
@@ -107,37 +107,13 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the log lines, with field stream=<Stream>. Default zap.NewNop().
 	Logger *zap.Logger
-	// Events receives the snapshot's milestones on the actor goroutine. Default: none.
-	Events Events
+	// Observer receives the snapshot's milestones (observe.SnapshotStarted, SnapshotResumed,
+	// SnapshotProgress every ProgressInterval and when the handoff becomes at risk,
+	// SnapshotDone), built here with Meta{Stream, Clock.Now()}, on the actor goroutine. It must
+	// not block (the root passes its queue); a panic in it is recovered and logged. Default
+	// observe.Nop.
+	Observer observe.Observer
 }
-
-// Kind says which milestone an Events report is.
-type Kind uint8
-
-const (
-	// KindStarted: a new snapshot read its first range (the plan is saved).
-	KindStarted Kind = iota + 1
-	// KindResumed: a run continued a snapshot an earlier run had begun.
-	KindResumed
-	// KindProgress: every ProgressInterval while running.
-	KindProgress
-	// KindDone: every range is done and the record says so.
-	KindDone
-	// KindAtRisk: the handoff position is expected to leave the oplog before the snapshot ends
-	// (reported when that becomes true).
-	KindAtRisk
-)
-
-// Events receives the snapshot's milestones. Calls run on the actor goroutine and must not
-// block; st must not be modified.
-type Events interface {
-	// Report delivers one milestone with the snapshot's status at that moment.
-	Report(kind Kind, st *messages.SnapshotStatus)
-}
-
-type nopEvents struct{}
-
-func (nopEvents) Report(Kind, *messages.SnapshotStatus) {}
 
 // Validate checks c; the error names each broken field.
 func (c Config) Validate() error {
@@ -196,8 +172,8 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Events == nil {
-		c.Events = nopEvents{}
+	if c.Observer == nil {
+		c.Observer = observe.Nop{}
 	}
 	return c
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // OnDemandName is the sibling name of the on-demand snapshot actor.
@@ -70,9 +71,11 @@ type OnDemandConfig struct {
 	Clock clock.Clock
 	// Logger receives the log lines. Default zap.NewNop().
 	Logger *zap.Logger
-	// Events receives the milestones (KindStarted, KindProgress per chunk, KindDone) on the
-	// actor goroutine. Default: none.
-	Events Events
+	// Observer receives the milestones (observe.SnapshotStarted, SnapshotProgress per chunk,
+	// SnapshotDone when the snapshot ends), built here with Meta{Stream, Clock.Now()}, on the
+	// actor goroutine. It must not block; a panic in it is recovered and logged. Default
+	// observe.Nop.
+	Observer observe.Observer
 }
 
 // NewOnDemand validates cfg and returns the props of the on-demand snapshot actor.
@@ -109,8 +112,8 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	cfg.Logger = logx.With(cfg.Logger, zap.String("stream", cfg.Stream))
-	if cfg.Events == nil {
-		cfg.Events = nopEvents{}
+	if cfg.Observer == nil {
+		cfg.Observer = observe.Nop{}
 	}
 	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: &cfg} }), nil
 }
@@ -219,7 +222,7 @@ func (a *onDemandActor) onRequest(ctx actor.Context, m *messages.OnDemandSnapsho
 	a.run = r
 	ctx.Respond(&messages.OnDemandSnapshotReply{})
 	a.cfg.Logger.Info("on-demand snapshot started", zap.String("snapshot", r.id), zap.Bool("filtered", filter != nil))
-	a.report(ctx, KindStarted, r.st)
+	a.report(ctx, started, r.st)
 	a.nextChunk(ctx)
 }
 
@@ -313,7 +316,7 @@ func (a *onDemandActor) maybeChunkDone(ctx actor.Context) {
 		a.end(ctx, PhaseDone, "")
 		return
 	}
-	a.report(ctx, KindProgress, r.st)
+	a.report(ctx, progress, r.st)
 	a.nextChunk(ctx)
 }
 
@@ -345,21 +348,15 @@ func (a *onDemandActor) end(ctx actor.Context, phase, why string) {
 			zap.Uint64("dropped", r.st.Dropped), zap.Uint64("dead_lettered", r.st.DeadLettered))
 	}
 	a.last = r.st
-	a.report(ctx, KindDone, r.st)
+	a.report(ctx, done, r.st)
 }
 
-// report sends a copy of st to the supervisor (StatusReply.on_demand) and to Events.
-func (a *onDemandActor) report(ctx actor.Context, kind Kind, st *messages.SnapshotStatus) {
+// report sends a copy of st to the supervisor (StatusReply.on_demand) and the milestone's
+// event to the Observer.
+func (a *onDemandActor) report(ctx actor.Context, m milestone, st *messages.SnapshotStatus) {
 	st = proto.Clone(st).(*messages.SnapshotStatus)
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, st)
 	}
-	func() {
-		defer func() {
-			if rec := recover(); rec != nil {
-				a.cfg.Logger.Error("snapshot Events.Report panicked", zap.Any("panic", rec))
-			}
-		}()
-		a.cfg.Events.Report(kind, proto.Clone(st).(*messages.SnapshotStatus))
-	}()
+	announce(a.cfg.Observer, a.cfg.Logger, m, observe.Meta{Stream: a.cfg.Stream, Time: a.cfg.Clock.Now()}, st)
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
 )
 
 // unsupervised numbers the incarnations of stream actors that do not run under a stream
@@ -251,9 +254,28 @@ func (s *streamActor) onOpened(ctx actor.Context, m *wire.ReaderOpened) {
 		s.subscribed = true
 		ctx.Request(s.dispatcher, &wire.Subscribe{Incarnation: s.inc})
 	}
-	ev := OpenedEvent{Incarnation: s.inc, Kind: kind, Source: s.startSource, NextSeq: s.nextSeq,
-		Reopen: reopen, At: s.cfg.Clock.Now()}
-	s.emit("Opened", func(e Events) { e.Opened(ev) })
+	s.report(observe.Started{Meta: s.meta(), Position: startedPosition(s.startSource)})
+}
+
+// startedPosition maps the source of the position a cursor opened at (StartFrom.source, or
+// "invalidate" for a reopen after an invalidate) to observe.Started.Position: a stored
+// checkpoint or the checkpointer's in-memory position is "checkpoint".
+func startedPosition(source string) string {
+	switch source {
+	case store.SourceInitial:
+		return "initial"
+	case store.SourceResumeFromNow, store.SourceRebuild:
+		return "after-gap"
+	case "latest":
+		return "latest"
+	case "at":
+		return "at"
+	case "invalidate":
+		return "after-invalidate"
+	case store.SourceMigrated:
+		return "migrated"
+	}
+	return "checkpoint"
 }
 
 // onEnded handles the end of the reader goroutine.
@@ -286,8 +308,6 @@ func (s *streamActor) onEnded(ctx actor.Context, m *wire.ReaderEnded) {
 		}
 		err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrCursor, Cause: cause, Detail: detail}
 		s.log.Warn("change stream failed; the supervisor restarts the stream", zap.Error(err), zap.Int32("code", m.GetCode()))
-		ev := CursorFailedEvent{Incarnation: s.inc, Err: err, Code: m.GetCode(), Open: open, At: s.cfg.Clock.Now()}
-		s.emit("CursorFailed", func(e Events) { e.CursorFailed(ev) })
 		treekit.Fail(ctx, err)
 	}
 }
@@ -298,17 +318,20 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 	s.invalidated++
 	tok := bson.Raw(m.GetInvalidateToken())
 	restart := s.cfg.InvalidateRestart && len(tok) > 0
-	ev := InvalidatedEvent{Incarnation: s.inc, Seq: m.GetNextSeq() - 1, Token: tok, Cause: m.GetInvalidateCause(),
-		Restart: restart, At: s.cfg.Clock.Now()}
-	s.emit("Invalidated", func(e Events) { e.Invalidated(ev) })
+	seq := m.GetNextSeq() - 1 // the invalidate event's seq
+	action := policy.InvalidateStop
 	if restart {
-		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", ev.Seq))
+		action = policy.InvalidateRestart
+	}
+	s.report(observe.Invalidated{Meta: s.meta(), Cause: m.GetInvalidateCause(), Action: action})
+	if restart {
+		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", seq))
 		s.startSource = "invalidate"
 		s.launch(ctx, Position{Kind: wire.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
 	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
-		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", ev.Seq)}
+		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
 	treekit.Fail(ctx, err)
 }
@@ -331,12 +354,17 @@ func (s *streamActor) statsReply() *wire.StreamStats {
 	return st
 }
 
-// emit calls an Events method, recovering a panic.
-func (s *streamActor) emit(name string, f func(Events)) {
+// meta is the Meta of an event the actor reports now.
+func (s *streamActor) meta() observe.Meta {
+	return observe.Meta{Stream: s.cfg.Stream, Time: s.cfg.Clock.Now()}
+}
+
+// report hands ev to the Observer, recovering a panic: it never breaks the actor.
+func (s *streamActor) report(ev observe.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("Events."+name+" panicked; ignored", zap.Any("panic", r))
+			s.log.Error("stream Observer panicked; ignored", zap.Stringer("event", ev.Kind()), zap.Any("panic", r))
 		}
 	}()
-	f(s.cfg.Events)
+	s.cfg.Observer.OnEvent(ev)
 }

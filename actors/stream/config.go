@@ -14,6 +14,7 @@ import (
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // Defaults of the zero Config fields.
@@ -131,7 +132,7 @@ type Config struct {
 	// which is always delivered to the dispatcher as an event first: true reopens the change
 	// stream with startAfter the invalidate's token in the same incarnation (seqs continue);
 	// false (the default) fails terminally with an error wrapping ErrInvalidated, so the
-	// supervisor gives up. Both are reported (Events.Invalidated).
+	// supervisor gives up. Both are reported (observe.Invalidated).
 	InvalidateRestart bool
 	// HistoryLostCodes are the server error codes that mean the start position was lost. An open
 	// failing with one of them (or a getMore failing with one before the first event of that
@@ -143,8 +144,11 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the log lines, each with the field stream=<Stream>. Default zap.NewNop().
 	Logger *zap.Logger
-	// Events receives what the stream actor does, on the actor goroutine. Default NopEvents.
-	Events Events
+	// Observer receives the events the stream actor reports (observe.Started when a cursor
+	// opens, observe.Invalidated), built here with Meta{Stream, Clock.Now()}, on the actor
+	// goroutine. It must not block (the root passes its queue); a panic in it is recovered and
+	// logged. Default observe.Nop.
+	Observer observe.Observer
 }
 
 // Validate checks the configuration. The error names the field and the rule; several broken
@@ -210,8 +214,8 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
-	if c.Events == nil {
-		c.Events = NopEvents{}
+	if c.Observer == nil {
+		c.Observer = observe.Nop{}
 	}
 	return c
 }

@@ -58,8 +58,8 @@
 //
 // The driver resumes a change stream once by itself on a resumable error (network errors,
 // ResumableChangeStreamError-labelled errors, CursorNotFound). An error that survives it —
-// TryNext false with Err set — ends the reader, which posts ReaderEnded; the actor reports
-// Events.CursorFailed and fails (supervisor.Fail, no panic) with an *Error wrapping ErrCursor
+// TryNext false with Err set — ends the reader, which posts ReaderEnded; the actor logs it and
+// fails (supervisor.Fail, no panic) with an *Error wrapping ErrCursor
 // and the driver's error. The supervisor's classifier decides: a transient error restarts it
 // after the RestartPolicy delay (a new instance, a new incarnation, a new ResolveStart: the
 // checkpointer answers its newest settled position), a terminal one (a server error no restart
@@ -75,8 +75,8 @@
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
 // startAfter the invalidate's token (seqs continue); otherwise it fails with an *Error wrapping
 // ErrInvalidated, which the supervisor's classifier treats as terminal.
-// Both are reported (Events.Invalidated, with the operationType read right before the
-// invalidate as its cause). A resumeAfter refused with InvalidResumeToken (260) — the resolved
+// Both are reported (observe.Invalidated, with the operationType read right before the
+// invalidate as its cause). Every cursor open is reported as observe.Started. A resumeAfter refused with InvalidResumeToken (260) — the resolved
 // position is an invalidate's token — is retried once, at once, with startAfter the same token.
 //
 // # Stopping

@@ -21,6 +21,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -246,30 +247,29 @@ func (w *world) checkProto(m any) {
 	}
 }
 
-// recEvents records the stream actor's Events.
+// recEvents records the events the stream actor reports to its Observer.
 type recEvents struct {
 	mu          sync.Mutex
-	opened      []OpenedEvent
-	invalidated []InvalidatedEvent
-	failed      []CursorFailedEvent
+	opened      []observe.Started
+	invalidated []observe.Invalidated
 }
 
-func (r *recEvents) Opened(e OpenedEvent) { r.mu.Lock(); r.opened = append(r.opened, e); r.mu.Unlock() }
-func (r *recEvents) Invalidated(e InvalidatedEvent) {
-	r.mu.Lock()
-	r.invalidated = append(r.invalidated, e)
-	r.mu.Unlock()
-}
-func (r *recEvents) CursorFailed(e CursorFailedEvent) {
-	r.mu.Lock()
-	r.failed = append(r.failed, e)
-	r.mu.Unlock()
-}
-
-func (r *recEvents) snapshot() (o []OpenedEvent, i []InvalidatedEvent, f []CursorFailedEvent) {
+// OnEvent implements observe.Observer.
+func (r *recEvents) OnEvent(ev observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append(o, r.opened...), append(i, r.invalidated...), append(f, r.failed...)
+	switch e := ev.(type) {
+	case observe.Started:
+		r.opened = append(r.opened, e)
+	case observe.Invalidated:
+		r.invalidated = append(r.invalidated, e)
+	}
+}
+
+func (r *recEvents) snapshot() (o []observe.Started, i []observe.Invalidated) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append(o, r.opened...), append(i, r.invalidated...)
 }
 
 type harness struct {
@@ -336,7 +336,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		return h
 	}
 	cfg := Config{Stream: "orders", Watcher: h.watcher, MaxAwaitTime: 50 * time.Millisecond,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Events: h.ev}
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Observer: h.ev}
 	if o.edit != nil {
 		o.edit(&cfg)
 	}

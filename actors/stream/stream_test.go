@@ -16,6 +16,7 @@ import (
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // checkSeqs asserts that events carry seqs from..from+len-1 in order, each with a copied raw
@@ -105,9 +106,9 @@ func TestStreamBatchesWithinCredit(t *testing.T) {
 		pos[0].MaxAwaitTime != 50*time.Millisecond || pos[0].Comment != "watchtree:orders" {
 		t.Fatalf("opened at %+v", pos)
 	}
-	opened, _, _ := h.ev.snapshot()
-	if len(opened) != 1 || opened[0].Incarnation != 1 || opened[0].NextSeq != 1 || opened[0].Source != "initial" {
-		t.Fatalf("Opened events %+v", opened)
+	opened, _ := h.ev.snapshot()
+	if len(opened) != 1 || opened[0].Position != "initial" || opened[0].Stream != "orders" {
+		t.Fatalf("Started events %+v", opened)
 	}
 	h.noTransition()
 }
@@ -185,9 +186,8 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	if !errors.As(tr.Cause, &f) || f.Incarnation != 1 || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
 		t.Fatalf("cause %T %v, want a Failure (not a panic) of incarnation 1", tr.Cause, tr.Cause)
 	}
-	_, _, failed := h.ev.snapshot()
-	if len(failed) != 1 || failed[0].Code != 6 || failed[0].Open {
-		t.Fatalf("CursorFailed events %+v", failed)
+	if !strings.Contains(tr.Cause.Error(), "cursor died") {
+		t.Fatalf("cause %v, want a dead cursor (not an open failure)", tr.Cause)
 	}
 	eventually(t, "the dead reader ended", func() bool { return liveReaders.Load() == 0 })
 
@@ -239,9 +239,6 @@ func TestStreamCloseConnectionResumedByDriver(t *testing.T) {
 		}
 	}
 	h.noTransition()
-	if _, _, failed := h.ev.snapshot(); len(failed) != 0 {
-		t.Fatalf("CursorFailed %+v", failed)
-	}
 	if pos := h.watcher.positions(); len(pos) != 1 {
 		t.Fatalf("the stream actor reopened (%d opens); the driver should have resumed", len(pos))
 	}
@@ -283,9 +280,6 @@ func TestStreamHistoryLostAsksCheckpointer(t *testing.T) {
 	if len(pos) != 2 || !bytes.Equal(pos[1].Token, fresh) {
 		t.Fatalf("opens %+v, want the lost token then the fresh one", pos)
 	}
-	if _, _, failed := h.ev.snapshot(); len(failed) != 0 {
-		t.Fatalf("history lost reported as a cursor failure: %+v", failed)
-	}
 	h.noTransition()
 }
 
@@ -324,9 +318,12 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 	if docID(evs[3].GetRaw()) != 10 || docID(evs[4].GetRaw()) != 11 {
 		t.Fatalf("events after the reopen are of documents %d, %d", docID(evs[3].GetRaw()), docID(evs[4].GetRaw()))
 	}
-	_, inv, _ := h.ev.snapshot()
-	if len(inv) != 1 || !inv[0].Restart || inv[0].Seq != 3 || inv[0].Cause != "drop" || !bytes.Equal(inv[0].Token, evs[2].GetResumeToken()) {
+	_, inv := h.ev.snapshot()
+	if len(inv) != 1 || inv[0].Action != policy.InvalidateRestart || inv[0].Cause != "drop" || inv[0].Stream != "orders" {
 		t.Fatalf("Invalidated events %+v", inv)
+	}
+	if opened, _ := h.ev.snapshot(); len(opened) != 2 || opened[1].Position != "after-invalidate" {
+		t.Fatalf("Started events %+v, want the reopen after the invalidate", opened)
 	}
 	if subs := h.w.subscribeList(); len(subs) != 1 {
 		t.Fatalf("%d subscribes; a reopen keeps the incarnation and its credit", len(subs))
@@ -356,8 +353,8 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 	if len(evs) != 3 || opType(evs[1].GetRaw()) != "rename" || opType(evs[2].GetRaw()) != "invalidate" {
 		t.Fatalf("%d events delivered before the crash, want insert, rename, invalidate", len(evs))
 	}
-	_, inv, _ := h.ev.snapshot()
-	if len(inv) != 1 || inv[0].Restart || inv[0].Cause != "rename" {
+	_, inv := h.ev.snapshot()
+	if len(inv) != 1 || inv[0].Action != policy.InvalidateStop || inv[0].Cause != "rename" {
 		t.Fatalf("Invalidated events %+v", inv)
 	}
 	eventually(t, "the reader ended", func() bool { return liveReaders.Load() == 0 })

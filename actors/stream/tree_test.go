@@ -19,6 +19,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -34,7 +35,7 @@ func (r *recRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, er
 	return recCall{r: r, raw: raw}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
-func (r *recRouter) Classify(error) dispatcher.ErrorClass { return dispatcher.Retryable }
+func (r *recRouter) Classify(error) (dispatcher.ErrorClass, string) { return dispatcher.Retryable, "" }
 
 // all reports whether every document in [from, to) was handled.
 func (r *recRouter) all(from, to int) bool {
@@ -100,7 +101,7 @@ func TestStreamWithRealCheckpointerAndDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	child, err := New(Config{Stream: "orders", Watcher: h.watcher, MaxAwaitTime: 50 * time.Millisecond, MaxBatch: 3,
-		InvalidateRestart: true, Logger: log, Events: h.ev})
+		InvalidateRestart: true, Logger: log, Observer: h.ev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,19 +159,23 @@ func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 	if docID(evs[3].GetRaw()) != 10 {
 		t.Fatalf("event 4 is of document %d", docID(evs[3].GetRaw()))
 	}
-	opened, _, _ := h.ev.snapshot()
-	if last := opened[len(opened)-1]; last.Kind != wire.StartKind_START_KIND_START_AFTER || last.Incarnation != 2 {
-		t.Fatalf("last Opened %+v", last)
+	opened, _ := h.ev.snapshot()
+	// The retry with startAfter reopens the checkpointer's position: Started says so.
+	if last := opened[len(opened)-1]; len(opened) != 3 || last.Position != "checkpoint" {
+		t.Fatalf("Started events %+v", opened)
 	}
 }
 
 // failedWrites reports the checkpointer's failed writes on a channel.
 type failedWrites struct {
-	checkpointer.NopEvents
-	ch chan checkpointer.CheckpointFailedEvent
+	ch chan observe.CheckpointFailed
 }
 
-func (f failedWrites) CheckpointFailed(e checkpointer.CheckpointFailedEvent) {
+func (f failedWrites) OnEvent(ev observe.Event) {
+	e, ok := ev.(observe.CheckpointFailed)
+	if !ok {
+		return
+	}
 	select {
 	case f.ch <- e:
 	default: // the test waits for the first only
@@ -194,9 +199,9 @@ func TestStreamUnflushedBoundWhileStoreDown(t *testing.T) {
 		}
 		return nil
 	})
-	failed := failedWrites{ch: make(chan checkpointer.CheckpointFailedEvent, 1)}
+	failed := failedWrites{ch: make(chan observe.CheckpointFailed, 1)}
 	cpProps, err := checkpointer.New(checkpointer.Config{Stream: "orders", Store: ms, Positions: positions{h.coll},
-		Checkpoint: policy.Checkpoint{SaveEvery: 10, MaxUnflushed: maxUnflushed}, Clock: h.clk, Logger: log, Events: failed})
+		Checkpoint: policy.Checkpoint{SaveEvery: 10, MaxUnflushed: maxUnflushed}, Clock: h.clk, Logger: log, Observer: failed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/logx"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -72,6 +73,11 @@ type Config struct {
 	// goroutine of your own); a panic in it is recovered and logged, it never breaks the
 	// supervisor.
 	OnTransition func(Transition)
+	// Observer receives the stream's lifecycle events the transitions mean (observe.Stopped for
+	// a backoff, a crash or a stop, observe.Restarted for a successful restart), with the
+	// transition's time, on the supervisor's goroutine, before OnTransition. It must not block
+	// (the root passes its queue); a panic in it is recovered and logged. Default observe.Nop.
+	Observer observe.Observer
 	// Dispatcher and Checkpointer name the siblings a graceful Stop drains and flushes. Defaults
 	// "dispatcher" and "checkpointer". A step whose sibling does not exist is left out.
 	Dispatcher, Checkpointer string
@@ -193,6 +199,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	c.Logger = logx.With(c.Logger, zap.String("stream", c.Stream))
+	if c.Observer == nil {
+		c.Observer = observe.Nop{}
+	}
 	return c
 }
 

@@ -20,7 +20,8 @@
 // is up runs the graceful stop's sequence (cursor closed, dispatcher drained, final checkpoint;
 // the lease kept) and then launches the next incarnation, so that the new cursor does not read
 // again what the old one delivered. Every transition is logged with zap
-// (field stream), counted (StatusReply.Transitions) and reported to Config.OnTransition.
+// (field stream), counted (StatusReply.Transitions), reported to Config.OnTransition, and, as the
+// lifecycle event it means for the user (observe.Stopped, observe.Restarted), to Config.Observer.
 //
 // What the stream actor must do:
 //   - call NotifyResubscribed(ctx) once its change stream is open;

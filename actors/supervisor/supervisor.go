@@ -82,6 +82,7 @@ type Supervisor struct {
 
 	deaths, restarts, stale uint64
 	transitions             [len(stateNames)]uint64 // by state: a map was ~0.2 KB of every tree
+	life                    lifecycle               // the Observer's view of the transitions
 
 	// SINGLE_LEADER (cfg.Leader set): the leader actor, its latest LeaseState, the epoch the
 	// stream actor runs under, and whether the next launch starts a new leadership term (the
@@ -466,13 +467,13 @@ func (s *Supervisor) death(reason any) {
 	s.deaths++
 	s.lastCause = cause
 	if terminal {
-		s.giveUp("terminal error: " + cause.Error())
+		s.giveUp("terminal error: "+cause.Error(), cause)
 		return
 	}
 	s.attempt++
 	maxA := s.cfg.Policy.MaxAttempts
 	if maxA > 0 && s.attempt > maxA {
-		s.giveUp(fmt.Sprintf("gave up after %d restart attempts: %v", maxA, cause))
+		s.giveUp(fmt.Sprintf("gave up after %d restart attempts: %v", maxA, cause), gaveUp(cause))
 		return
 	}
 	delay := s.cfg.Policy.Delay(s.attempt, s.cfg.Rand)
@@ -496,13 +497,14 @@ func (s *Supervisor) classify(reason any) (terminal bool, cause error) {
 }
 
 // giveUp is terminal: the stream actor is stopped and the stream stays crashed until an
-// operator Start.
-func (s *Supervisor) giveUp(why string) {
+// operator Start. cause is the transition's: the latest death's, wrapped with ErrGaveUp when
+// the attempts ran out.
+func (s *Supervisor) giveUp(why string, cause error) {
 	s.cancelTimer()
 	s.stopChild()
 	s.resignLease("gave up")
 	s.resumeFailedSiblings()
-	s.transition(StateCrashed, why, s.lastCause)
+	s.transition(StateCrashed, why, cause)
 }
 
 // resumeFailedSiblings lets failed siblings process messages again while the stream is down, so
@@ -679,6 +681,7 @@ func (s *Supervisor) transitionAttempt(to State, why string, cause error, attemp
 		}
 	}
 	s.log.Log(level, "stream "+to.String(), fields...)
+	s.announce(t)
 	s.notify(t)
 	// AwaitRunning waits for the new cursor of a restart.
 	if to != StateStarting && to != StateBackoff && !s.restarting() && len(s.awaiting) > 0 {

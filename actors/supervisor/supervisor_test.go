@@ -129,8 +129,8 @@ func TestGiveUpAfterMaxAttempts(t *testing.T) {
 	}
 	h.started()
 	tr := h.await(StateCrashed)
-	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") {
-		t.Fatalf("give-up cause = %v", tr.Cause)
+	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") || !errors.Is(tr.Cause, ErrGaveUp) {
+		t.Fatalf("give-up cause = %v, want ErrGaveUp around the last death", tr.Cause)
 	}
 	var pe *PanicError
 	if !errors.As(tr.Cause, &pe) || !strings.Contains(string(pe.Stack), "fakeStream") {

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // envPod holds a pod's podConfig (JSON): set, the demo's binary runs as that pod instead of as
@@ -111,31 +112,31 @@ type podObserver struct {
 	rep *reporter
 }
 
-func (o podObserver) OnEvent(ev watchtree.ObserverEvent) {
+func (o podObserver) OnEvent(ev observe.Event) {
 	kind, position := "", ""
 	switch e := ev.(type) {
-	case watchtree.Started:
+	case observe.Started:
 		kind, position = "started", e.Position
-	case watchtree.Stopped:
+	case observe.Stopped:
 		kind = "stopped"
-		if e.Reason == watchtree.Crashed && !e.Terminal {
+		if e.Reason == observe.Crashed && !e.Terminal {
 			kind = "backoff"
 		}
-	case watchtree.Restarted:
+	case observe.Restarted:
 		kind = "restarted"
-	case watchtree.LeadershipChanged:
+	case observe.LeadershipChanged:
 		kind = "standby"
 		if e.Leader {
 			kind = "leader"
 		}
-	case watchtree.RetryScheduled:
+	case observe.RetryScheduled:
 		kind = "retry"
-	case watchtree.DeadLettered:
+	case observe.DeadLettered:
 		kind = "dead-lettered"
 	default:
 		return
 	}
-	o.rep.send(report{Kind: "event", Event: kind, Stream: ev.StreamName(), Message: ev.String(), Position: position})
+	o.rep.send(report{Kind: "event", Event: kind, Stream: ev.EventMeta().Stream, Message: ev.String(), Position: position})
 }
 
 // podMain runs one pod: a watchtree runtime with its console open, the orders stream

@@ -3,9 +3,10 @@
 //
 // A Metrics value is two things at once:
 //
-//   - a watchtree.Observer (and HandlerObserver): set it as Config.Observer (or in a
-//     MultiObserver) and it counts what the runtime reports: retries, dead letters, restarts,
-//     stops, checkpoints, history lost, gaps, and the handler duration histogram;
+//   - an observe.Observer (and observe.HandlerObserver): set it as Config.Observer (or in an
+//     observe.Multi) and it counts what the runtime reports: retries, skips, dead letters,
+//     restarts, stops, checkpoints, history lost, gaps, and the handler duration histogram
+//     (the event kinds no counter follows are listed, with the reason, in notCounted);
 //
 //   - a prometheus.Collector: registered with a registry, it reads the runtime's state at each
 //     scrape (Runtime.Streams, CountDeadLetters, OplogWindow): events by outcome, state, role,
@@ -27,6 +28,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // Source is what a scrape reads; *watchtree.Runtime is one.
@@ -70,10 +72,23 @@ type Metrics struct {
 }
 
 var (
-	_ watchtree.Observer        = (*Metrics)(nil)
-	_ watchtree.HandlerObserver = (*Metrics)(nil)
-	_ prom.Collector            = (*Metrics)(nil)
+	_ observe.Observer        = (*Metrics)(nil)
+	_ observe.HandlerObserver = (*Metrics)(nil)
+	_ prom.Collector          = (*Metrics)(nil)
 )
+
+// notCounted are the event kinds OnEvent counts nothing for, each with the reason: every other
+// kind changes a counter. A new kind must go to one or the other (the package's test checks
+// that every kind of observe.Kinds is in exactly one).
+var notCounted = map[observe.Kind]string{
+	observe.KindStarted:           "a start is the stream_state gauge (running) and restarts_total counts the restarts",
+	observe.KindInvalidated:       "an invalidate that stops the stream is counted in stops_total (crashed, terminal); one that reopens is not a failure",
+	observe.KindLeadershipChanged: "leadership is the stream_role gauge (leader, standby), read at each scrape",
+	observe.KindSnapshotStarted:   "a snapshot is the stream_state gauge (snapshotting); its documents are handler calls (handler_duration_seconds)",
+	observe.KindSnapshotResumed:   "as SnapshotStarted",
+	observe.KindSnapshotProgress:  "progress is a status, not a count: Runtime.Streams reports it",
+	observe.KindSnapshotDone:      "as SnapshotStarted",
+}
 
 // New returns the adapter. Attach the runtime before the first scrape for the state gauges; the
 // Observer counters work without it.
@@ -129,42 +144,42 @@ func (m *Metrics) Attach(src Source) {
 	m.mu.Unlock()
 }
 
-// OnEvent implements watchtree.Observer.
-func (m *Metrics) OnEvent(ev watchtree.ObserverEvent) {
-	s := ev.StreamName()
+// OnEvent implements observe.Observer: it counts the event, unless its kind is in notCounted.
+func (m *Metrics) OnEvent(ev observe.Event) {
+	s := ev.EventMeta().Stream
 	switch e := ev.(type) {
-	case watchtree.RetryScheduled:
+	case observe.RetryScheduled:
 		m.retries.WithLabelValues(s).Inc()
-	case watchtree.DeadLettered:
+	case observe.DeadLettered:
 		if e.Dropped {
 			m.dropped.WithLabelValues(s).Inc()
 		} else {
 			m.deadLetters.WithLabelValues(s).Inc()
 		}
-	case watchtree.DeadLetterFailed:
+	case observe.DeadLetterFailed:
 		m.deadLetterFailures.WithLabelValues(s).Inc()
-	case watchtree.Skipped:
+	case observe.Skipped:
 		m.skipped.WithLabelValues(s).Inc()
-	case watchtree.Restarted:
+	case observe.Restarted:
 		m.restarts.WithLabelValues(s).Inc()
-	case watchtree.Stopped:
+	case observe.Stopped:
 		terminal := "false"
 		if e.Terminal {
 			terminal = "true"
 		}
 		m.stops.WithLabelValues(s, e.Reason.String(), terminal).Inc()
-	case watchtree.Checkpointed:
+	case observe.Checkpointed:
 		m.checkpoints.WithLabelValues(s).Inc()
-	case watchtree.CheckpointFailed:
+	case observe.CheckpointFailed:
 		m.checkpointFailures.WithLabelValues(s).Inc()
-	case watchtree.HistoryLost:
+	case observe.HistoryLost:
 		m.historyLost.WithLabelValues(s).Inc()
-	case watchtree.GapRecorded:
+	case observe.GapRecorded:
 		m.gaps.WithLabelValues(s).Inc()
 	}
 }
 
-// ObserveHandler implements watchtree.HandlerObserver.
+// ObserveHandler implements observe.HandlerObserver.
 func (m *Metrics) ObserveHandler(stream string, took time.Duration, err error) {
 	result := "ok"
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -22,8 +23,8 @@ type checkpointCounter struct {
 	settled atomic.Int64
 }
 
-func (c *checkpointCounter) OnEvent(ev watchtree.ObserverEvent) {
-	if cp, ok := ev.(watchtree.Checkpointed); ok && cp.StreamName() == c.stream {
+func (c *checkpointCounter) OnEvent(ev observe.Event) {
+	if cp, ok := ev.(observe.Checkpointed); ok && cp.Stream == c.stream {
 		c.writes.Add(1)
 		c.settled.Add(int64(cp.Settled))
 	}

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
@@ -98,7 +99,7 @@ func startPoint() time.Time { return time.Now().Truncate(time.Second) }
 
 // newRuntime creates and starts a runtime on cl and benchDB with obs (nil: none); cleanup stops
 // it gracefully.
-func newRuntime(b *testing.B, cl *mongo.Client, obs watchtree.Observer) *watchtree.Runtime {
+func newRuntime(b *testing.B, cl *mongo.Client, obs observe.Observer) *watchtree.Runtime {
 	b.Helper()
 	rt, stop := startRuntime(b, cl, obs)
 	b.Cleanup(stop)
@@ -107,7 +108,7 @@ func newRuntime(b *testing.B, cl *mongo.Client, obs watchtree.Observer) *watchtr
 
 // startRuntime creates and starts a runtime on cl and benchDB with obs (nil: none), and returns
 // it with a function that stops it gracefully (once; later calls do nothing).
-func startRuntime(b *testing.B, cl *mongo.Client, obs watchtree.Observer) (*watchtree.Runtime, func()) {
+func startRuntime(b *testing.B, cl *mongo.Client, obs observe.Observer) (*watchtree.Runtime, func()) {
 	b.Helper()
 	rt, err := watchtree.New(watchtree.Config{Client: cl, Database: benchDB, Observer: obs})
 	if err != nil {

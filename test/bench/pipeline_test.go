@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,8 +75,8 @@ type noopCall struct{}
 func (noopRouter) Route(bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
 	return noopCall{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
 }
-func (noopRouter) Classify(error) dispatcher.ErrorClass { return dispatcher.Retryable }
-func (noopCall) Call(context.Context, int) error        { return nil }
+func (noopRouter) Classify(error) (dispatcher.ErrorClass, string) { return dispatcher.Retryable, "" }
+func (noopCall) Call(context.Context, int) error                  { return nil }
 
 // fixedPositions is the PositionSource of the checkpointer: the "current position" is a
 // constant token (the tree's first start captures and persists it, as in production).
@@ -85,19 +86,27 @@ func (p fixedPositions) Current(context.Context) (bson.Raw, bson.Timestamp, erro
 	return p.token, bson.Timestamp{T: 1764460000}, nil
 }
 
-// settledCounter is the dispatcher's Events: it closes done once want events have settled
-// (Counted carries cumulative counts, once per SettledBatch, on the dispatcher's goroutine).
-type settledCounter struct {
-	dispatcher.NopEvents
+// handledCounter is a no-op Router that closes done once want events were handled (one atomic
+// add per event, on the lanes).
+type handledCounter struct {
+	noopRouter
+	n    atomic.Uint64
 	want uint64
 	once sync.Once
 	done chan struct{}
 }
 
-func (c *settledCounter) Counted(n dispatcher.Counts) {
-	if n.Settled >= c.want {
-		c.once.Do(func() { close(c.done) })
+func (c *handledCounter) Route(bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+	return countedCall{c}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+}
+
+type countedCall struct{ c *handledCounter }
+
+func (k countedCall) Call(context.Context, int) error {
+	if k.c.n.Add(1) >= k.c.want {
+		k.c.once.Do(func() { close(k.c.done) })
 	}
+	return nil
 }
 
 // feeder stands in for the stream actor under the supervisor, with the cursor replaced by
@@ -236,8 +245,8 @@ func runTree(b *testing.B, raws, tokens [][]byte, n, lanes int) treeRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	counter := &settledCounter{want: uint64(n), done: make(chan struct{})}
-	dispProps, err := dispatcher.New(dispatcher.Config{Stream: "bench", Router: noopRouter{}, Lanes: lanes, Events: counter})
+	counter := &handledCounter{want: uint64(n), done: make(chan struct{})}
+	dispProps, err := dispatcher.New(dispatcher.Config{Stream: "bench", Router: counter, Lanes: lanes})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -263,11 +272,10 @@ func runTree(b *testing.B, raws, tokens [][]byte, n, lanes int) treeRun {
 	select {
 	case <-counter.done:
 	case <-time.After(stallAfter):
-		b.Fatal("tree: stalled before every event settled")
+		b.Fatal("tree: stalled before every event was handled")
 	}
-	// Counted runs when the dispatcher sends a SettledBatch, but its counts include settlements
-	// still queued behind it (the next chunk of the same flush), so the checkpointer may not have
-	// all of them yet: flush until the last event is settled and its token durable.
+	// Every handler call returned, but the settlements may still be on their way to the
+	// checkpointer: flush until the last event is settled and its token durable.
 	cp := actor.NewPID(sup.Address, sup.Id+"/checkpointer")
 	deadline := time.Now().Add(stallAfter)
 	for {

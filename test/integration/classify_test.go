@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // TestServerConfigurationErrorIsTerminal: a Pipeline the server refuses is a configuration error
@@ -60,16 +61,16 @@ func TestServerConfigurationErrorIsTerminal(t *testing.T) {
 			if rs := restartsOf(r, "bad-pipeline"); len(rs) != 0 {
 				t.Errorf("restarts %v; want none (terminal at once)", rs)
 			}
-			stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
-				s, ok := ev.(watchtree.Stopped)
+			stopped := r.obs.wait(t, "terminal Stopped", func(ev observe.Event) bool {
+				s, ok := ev.(observe.Stopped)
 				return ok && s.Terminal
-			}).(watchtree.Stopped)
+			}).(observe.Stopped)
 			var se mongo.ServerError
 			if !errors.As(stopped.Cause, &se) || !se.HasErrorCode(int(tc.code)) {
 				t.Errorf("Stopped.Cause %v (%T), want a server error with code %d", stopped.Cause, stopped.Cause, tc.code)
 			}
-			if n := len(r.obs.find(func(ev watchtree.ObserverEvent) bool {
-				s, ok := ev.(watchtree.Stopped)
+			if n := len(r.obs.find(func(ev observe.Event) bool {
+				s, ok := ev.(observe.Stopped)
 				return ok && !s.Terminal
 			})); n != 0 {
 				t.Errorf("%d non-terminal Stopped events: a configuration error must not enter backoff", n)
@@ -92,10 +93,10 @@ func TestTransientStartFailureBacksOff(t *testing.T) {
 		OnInsert: newHandled().handler()})
 	r.waitRunning(t, h)
 	// The Observer is fed asynchronously: wait for the backoff's report.
-	cause := r.obs.wait(t, "a non-terminal Stopped (the failed start went to backoff)", func(ev watchtree.ObserverEvent) bool {
-		s, ok := ev.(watchtree.Stopped)
-		return ok && s.Reason == watchtree.Crashed && !s.Terminal
-	}).(watchtree.Stopped).Cause
+	cause := r.obs.wait(t, "a non-terminal Stopped (the failed start went to backoff)", func(ev observe.Event) bool {
+		s, ok := ev.(observe.Stopped)
+		return ok && s.Reason == observe.Crashed && !s.Terminal
+	}).(observe.Stopped).Cause
 	var se mongo.ServerError
 	if !errors.As(cause, &se) || !se.HasErrorCode(50) {
 		t.Errorf("backoff cause %v (%T), want the server's MaxTimeMSExpired (50)", cause, cause)
@@ -103,8 +104,8 @@ func TestTransientStartFailureBacksOff(t *testing.T) {
 	if cause != nil && strings.Contains(cause.Error(), "panic") {
 		t.Errorf("backoff cause %q calls a server error a panic", cause)
 	}
-	if n := len(r.obs.find(func(ev watchtree.ObserverEvent) bool {
-		s, ok := ev.(watchtree.Stopped)
+	if n := len(r.obs.find(func(ev observe.Event) bool {
+		s, ok := ev.(observe.Stopped)
 		return ok && s.Terminal
 	})); n != 0 {
 		t.Errorf("%d terminal Stopped events for a transient fault", n)

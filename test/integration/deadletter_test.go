@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -51,7 +52,7 @@ func TestPoisonEventsDeadLettered(t *testing.T) {
 		})
 	}
 	waitFor(t, "the 27 good orders handled", func() bool { return got.distinct() == 27 })
-	waitFor(t, "3 DeadLettered events", func() bool { return len(r.obs.find(ofType[watchtree.DeadLettered])) == 3 }, r.obs.dump)
+	waitFor(t, "3 DeadLettered events", func() bool { return len(r.obs.find(ofType[observe.DeadLettered])) == 3 }, r.obs.dump)
 
 	dls := r.deadLetters(t, "poison")
 	if len(dls) != 3 {
@@ -133,9 +134,9 @@ func TestDeadLetterStoreDown(t *testing.T) {
 	e.insertOrders("orders", 7, 15)
 	waitOrders(t, got, 5)
 	waitFor(t, "two failed dead-letter writes", func() bool {
-		return len(r.obs.find(ofType[watchtree.DeadLetterFailed])) >= 2
+		return len(r.obs.find(ofType[observe.DeadLetterFailed])) >= 2
 	}, r.obs.dump)
-	poisonID := r.obs.find(ofType[watchtree.DeadLetterFailed])[0].(watchtree.DeadLetterFailed).EventID
+	poisonID := r.obs.find(ofType[observe.DeadLetterFailed])[0].(observe.DeadLetterFailed).EventID
 	id5 := eventOf(got, 5)
 	waitFor(t, "the checkpoint to reach order 5", func() bool {
 		cp, ok := e.checkpoint("dlqdown")
@@ -148,14 +149,14 @@ func TestDeadLetterStoreDown(t *testing.T) {
 	if n := got.distinct(); n != 5 {
 		t.Errorf("%d orders handled while the poison event blocks the only lane, want 5", n)
 	}
-	if n := len(r.obs.find(ofType[watchtree.DeadLettered])); n != 0 {
+	if n := len(r.obs.find(ofType[observe.DeadLettered])); n != 0 {
 		t.Errorf("%d DeadLettered reported while the store is down", n)
 	}
 
 	e.failPointOff()
 	waitOrders(t, got, 5)
 	waitFor(t, "orders 7..15 handled", func() bool { return got.distinct() == 14 })
-	r.obs.wait(t, "DeadLettered", ofType[watchtree.DeadLettered])
+	r.obs.wait(t, "DeadLettered", ofType[observe.DeadLettered])
 	dls := r.deadLetters(t, "dlqdown")
 	if len(dls) != 1 || dls[0].ID != poisonID || !strings.Contains(dls[0].Error, "bad order") {
 		t.Errorf("dead letters %+v, want the poison order's with its error", dls)
@@ -214,7 +215,7 @@ func TestUndecodableDocuments(t *testing.T) {
 		_, b := seen.Load(int64(3))
 		return a && b
 	})
-	dl := r.obs.wait(t, "DeadLettered", ofType[watchtree.DeadLettered]).(watchtree.DeadLettered)
+	dl := r.obs.wait(t, "DeadLettered", ofType[observe.DeadLettered]).(observe.DeadLettered)
 	var de *watchtree.DecodeError
 	if !errors.As(dl.Err, &de) || de.Field != "fullDocument" {
 		t.Errorf("DeadLettered.Err = %v, want a *DecodeError of fullDocument", dl.Err)
@@ -262,7 +263,7 @@ func TestTwoStreamsDeadLetterTheSameEvents(t *testing.T) {
 			return err
 		})
 	}
-	waitFor(t, "8 DeadLettered events", func() bool { return len(r.obs.find(ofType[watchtree.DeadLettered])) == 8 }, r.obs.dump)
+	waitFor(t, "8 DeadLettered events", func() bool { return len(r.obs.find(ofType[observe.DeadLettered])) == 8 }, r.obs.dump)
 	if n := e.collCount("_wt_dead_letters", nil); n != 8 {
 		t.Errorf("_wt_dead_letters holds %d records for 8 DeadLettered events", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // call is one handler call as a test saw it.
@@ -222,7 +223,7 @@ func TestFilterAndPipeline(t *testing.T) {
 			return false
 		}
 		lastID = tokenData(cp.Token)
-		return lastID > list[1].id && cp.Source != "initial" && r.obs.find(ofType[watchtree.Checkpointed]) != nil &&
+		return lastID > list[1].id && cp.Source != "initial" && r.obs.find(ofType[observe.Checkpointed]) != nil &&
 			len(got.get()) == 2 && checkpointPastAll(e, lastID)
 	}, func() string { return "checkpoint " + lastID })
 	if n := len(got.get()); n != 2 {

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // fastRestart restarts a crashed stream after 10ms, 20ms, ... so fault tests stay short.
@@ -39,10 +40,10 @@ func waitOrders(t *testing.T, got *handled, n int64) {
 	}, func() string { return fmt.Sprintf("%d distinct events handled", got.distinct()) })
 }
 
-func restartsOf(r *rtEnv, stream string) []watchtree.ObserverEvent {
-	return r.obs.find(func(ev watchtree.ObserverEvent) bool {
-		_, ok := ev.(watchtree.Restarted)
-		return ok && ev.StreamName() == stream
+func restartsOf(r *rtEnv, stream string) []observe.Event {
+	return r.obs.find(func(ev observe.Event) bool {
+		_, ok := ev.(observe.Restarted)
+		return ok && ev.EventMeta().Stream == stream
 	})
 }
 
@@ -59,10 +60,10 @@ func TestCursorDeathGetMoreNotResumable(t *testing.T) {
 
 	e.failPoint(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}},
 		{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: r.app}})
-	ev := r.obs.wait(t, "Restarted", func(ev watchtree.ObserverEvent) bool {
-		_, ok := ev.(watchtree.Restarted)
-		return ok && ev.StreamName() == "gm-nolabel"
-	}).(watchtree.Restarted)
+	ev := r.obs.wait(t, "Restarted", func(ev observe.Event) bool {
+		_, ok := ev.(observe.Restarted)
+		return ok && ev.EventMeta().Stream == "gm-nolabel"
+	}).(observe.Restarted)
 	if ev.Attempt != 1 || ev.Cause == nil {
 		t.Errorf("Restarted{Attempt %d, Cause %v}, want attempt 1 with the cursor error", ev.Attempt, ev.Cause)
 	}
@@ -182,11 +183,11 @@ func TestRestartPolicyGiveUpAndOperatorStart(t *testing.T) {
 	e.failPoint("alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"getMore", "aggregate"}},
 		{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: r.app}})
 	st := waitState(t, h, watchtree.StateCrashed)
-	stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
-		s, ok := ev.(watchtree.Stopped)
-		return ok && ev.StreamName() == "giveup" && s.Terminal
-	}).(watchtree.Stopped)
-	if stopped.Reason != watchtree.Crashed || !errors.Is(stopped.Cause, watchtree.ErrGaveUp) {
+	stopped := r.obs.wait(t, "terminal Stopped", func(ev observe.Event) bool {
+		s, ok := ev.(observe.Stopped)
+		return ok && ev.EventMeta().Stream == "giveup" && s.Terminal
+	}).(observe.Stopped)
+	if stopped.Reason != observe.Crashed || !errors.Is(stopped.Cause, watchtree.ErrGaveUp) {
 		t.Errorf("Stopped{%v, cause %v}, want crashed with ErrGaveUp", stopped.Reason, stopped.Cause)
 	}
 	if n := len(restartsOf(r, "giveup")); n > 2 {

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -238,9 +239,9 @@ func waitState(t *testing.T, h *watchtree.Handle, want watchtree.StreamState) wa
 func (r *rtEnv) waitRunning(t *testing.T, h *watchtree.Handle) {
 	t.Helper()
 	waitState(t, h, watchtree.StateRunning)
-	r.obs.wait(t, "Started of "+h.Name(), func(ev watchtree.ObserverEvent) bool {
-		_, ok := ev.(watchtree.Started)
-		return ok && ev.StreamName() == h.Name()
+	r.obs.wait(t, "Started of "+h.Name(), func(ev observe.Event) bool {
+		_, ok := ev.(observe.Started)
+		return ok && ev.EventMeta().Stream == h.Name()
 	})
 }
 
@@ -270,23 +271,23 @@ func waitWithin(t testing.TB, limit time.Duration, what string, cond func() bool
 // recorder is an Observer that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []watchtree.ObserverEvent
+	events []observe.Event
 }
 
-func (r *recorder) OnEvent(ev watchtree.ObserverEvent) {
+func (r *recorder) OnEvent(ev observe.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 }
 
-func (r *recorder) all() []watchtree.ObserverEvent {
+func (r *recorder) all() []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]watchtree.ObserverEvent(nil), r.events...)
+	return append([]observe.Event(nil), r.events...)
 }
 
-func (r *recorder) find(match func(watchtree.ObserverEvent) bool) []watchtree.ObserverEvent {
-	var out []watchtree.ObserverEvent
+func (r *recorder) find(match func(observe.Event) bool) []observe.Event {
+	var out []observe.Event
 	for _, ev := range r.all() {
 		if match(ev) {
 			out = append(out, ev)
@@ -296,9 +297,9 @@ func (r *recorder) find(match func(watchtree.ObserverEvent) bool) []watchtree.Ob
 }
 
 // wait polls until an event matches and returns the first match.
-func (r *recorder) wait(t testing.TB, what string, match func(watchtree.ObserverEvent) bool) watchtree.ObserverEvent {
+func (r *recorder) wait(t testing.TB, what string, match func(observe.Event) bool) observe.Event {
 	t.Helper()
-	var got watchtree.ObserverEvent
+	var got observe.Event
 	waitFor(t, "observer event: "+what, func() bool {
 		if m := r.find(match); len(m) > 0 {
 			got = m[0]
@@ -320,7 +321,7 @@ func (r *recorder) dump() string {
 }
 
 // ofType matches events of type E (of any stream).
-func ofType[E watchtree.ObserverEvent](ev watchtree.ObserverEvent) bool {
+func ofType[E observe.Event](ev observe.Event) bool {
 	_, ok := ev.(E)
 	return ok
 }

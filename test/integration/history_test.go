@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // loseHistory runs a stream "hl" over orders 1..10, stops the runtime gracefully (the checkpoint
@@ -31,8 +32,8 @@ func loseHistory(t *testing.T, e *env, got *handled) string {
 	return tokenData(cp.Token)
 }
 
-func historyLostOf(r *rtEnv) []watchtree.ObserverEvent {
-	return r.obs.find(ofType[watchtree.HistoryLost])
+func historyLostOf(r *rtEnv) []observe.Event {
+	return r.obs.find(ofType[observe.HistoryLost])
 }
 
 // TestHistoryLostFail: under Fail (the default) a stream whose checkpoint fell out of the oplog
@@ -54,14 +55,14 @@ func TestHistoryLostFail(t *testing.T) {
 	if _, err := r.rt.Handle("hl"); !errors.Is(err, watchtree.ErrUnknownStream) {
 		t.Errorf("after a failed Spawn the name is still taken: %v", err)
 	}
-	stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
-		s, ok := ev.(watchtree.Stopped)
+	stopped := r.obs.wait(t, "terminal Stopped", func(ev observe.Event) bool {
+		s, ok := ev.(observe.Stopped)
 		return ok && s.Terminal
-	}).(watchtree.Stopped)
-	if stopped.Reason != watchtree.Crashed || !errors.Is(stopped.Cause, watchtree.ErrHistoryLost) {
+	}).(observe.Stopped)
+	if stopped.Reason != observe.Crashed || !errors.Is(stopped.Cause, watchtree.ErrHistoryLost) {
 		t.Errorf("Stopped{%v, %v}, want crashed with ErrHistoryLost", stopped.Reason, stopped.Cause)
 	}
-	hl := r.obs.wait(t, "HistoryLost", ofType[watchtree.HistoryLost]).(watchtree.HistoryLost)
+	hl := r.obs.wait(t, "HistoryLost", ofType[observe.HistoryLost]).(observe.HistoryLost)
 	if hl.Policy.String() != "Fail" || hl.Err == nil {
 		t.Errorf("HistoryLost{%v, %v}, want policy Fail with the server error", hl.Policy, hl.Err)
 	}
@@ -88,7 +89,7 @@ func TestHistoryLostResumeFromNow(t *testing.T) {
 	r := e.startRuntime(nil)
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "hl", Collection: "orders", OnHistoryLost: watchtree.ResumeFromNow,
 		OnInsert: got.handler()})
-	gr := r.obs.wait(t, "GapRecorded", ofType[watchtree.GapRecorded]).(watchtree.GapRecorded)
+	gr := r.obs.wait(t, "GapRecorded", ofType[observe.GapRecorded]).(observe.GapRecorded)
 	waitState(t, h, watchtree.StateRunning)
 	e.insertOrders("orders", 21, 25)
 	waitFor(t, "orders 21..25 handled", func() bool {
@@ -135,7 +136,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	r := e.startRuntime(nil)
 	h := r.spawn(t, watchtree.Stream[Order]{Name: "hl", Collection: "orders", OnHistoryLost: watchtree.Rebuild(rebuild),
 		OnInsert: got.handler()})
-	r.obs.wait(t, "GapRecorded", ofType[watchtree.GapRecorded])
+	r.obs.wait(t, "GapRecorded", ofType[observe.GapRecorded])
 	waitState(t, h, watchtree.StateRunning)
 	e.insertOrders("orders", 21, 22)
 	waitFor(t, "the order written by the rebuild and orders 21, 22 handled", func() bool {
@@ -187,16 +188,16 @@ func TestInvalidate(t *testing.T) {
 				if string(list[0].op) != how || list[1].op != watchtree.OpInvalidate {
 					t.Errorf("OnChange saw %s, %s; want %s, invalidate", list[0].op, list[1].op, how)
 				}
-				inv := r.obs.wait(t, "Invalidated", ofType[watchtree.Invalidated]).(watchtree.Invalidated)
+				inv := r.obs.wait(t, "Invalidated", ofType[observe.Invalidated]).(observe.Invalidated)
 				if string(inv.Cause) != how || inv.Action != policy {
 					t.Errorf("Invalidated{Cause %q, Action %v}, want %q, %v", inv.Cause, inv.Action, how, policy)
 				}
 				if policy == watchtree.InvalidateStop {
 					waitState(t, h, watchtree.StateCrashed)
-					s := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
-						s, ok := ev.(watchtree.Stopped)
+					s := r.obs.wait(t, "terminal Stopped", func(ev observe.Event) bool {
+						s, ok := ev.(observe.Stopped)
 						return ok && s.Terminal
-					}).(watchtree.Stopped)
+					}).(observe.Stopped)
 					if !errors.Is(s.Cause, watchtree.ErrInvalidated) {
 						t.Errorf("Stopped cause %v, want ErrInvalidated", s.Cause)
 					}
@@ -204,7 +205,7 @@ func TestInvalidate(t *testing.T) {
 				}
 				// InvalidateRestart: the stream follows a re-created collection of the same name.
 				waitFor(t, "the stream to reopen after the invalidate", func() bool {
-					return len(r.obs.find(ofType[watchtree.Started])) >= 2
+					return len(r.obs.find(ofType[observe.Started])) >= 2
 				}, r.obs.dump)
 				waitState(t, h, watchtree.StateRunning)
 				e.insertOrders("orders", 4, 5)
@@ -213,7 +214,7 @@ func TestInvalidate(t *testing.T) {
 					t.Errorf("after the restart: handled %+v, want orders 4 and 5", l[3:])
 				}
 				// Nothing may fail or loop: no crash was reported.
-				for _, ev := range r.obs.find(ofType[watchtree.Stopped]) {
+				for _, ev := range r.obs.find(ofType[observe.Stopped]) {
 					t.Errorf("unexpected %v", ev)
 				}
 				if n := len(change.get()); n != 2 {

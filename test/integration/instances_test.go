@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -162,7 +163,7 @@ func TestAllInstancesEachResumesFromItsOwnPosition(t *testing.T) {
 	e.insertMany("orders", 600, 600) // a marker: once B has it, nothing more is on its way
 	waitFor(t, "B handled the marker", func() bool { return seenB2.count() == 501 })
 	seenB2.wantRange(t, "B after its restart", 100, 600)
-	if st := b2.obs.find(ofType[watchtree.Started]); len(st) == 0 || st[0].(watchtree.Started).Position != "checkpoint" {
+	if st := b2.obs.find(ofType[observe.Started]); len(st) == 0 || st[0].(observe.Started).Position != "checkpoint" {
 		t.Fatalf("B's restart started from %v, want its checkpoint", st)
 	}
 }
@@ -188,8 +189,8 @@ func TestAllInstancesDeadLettersAreTheirOwn(t *testing.T) {
 	a.waitRunning(t, a.spawn(t, fails("pod-a", &fixedA, even)))
 	b.waitRunning(t, b.spawn(t, fails("pod-b", nil, third)))
 	e.insertOrders("orders", 1, 12)
-	waitFor(t, "A's 6 dead letters", func() bool { return len(a.obs.find(ofType[watchtree.DeadLettered])) == 6 }, a.obs.dump)
-	waitFor(t, "B's 4 dead letters", func() bool { return len(b.obs.find(ofType[watchtree.DeadLettered])) == 4 }, b.obs.dump)
+	waitFor(t, "A's 6 dead letters", func() bool { return len(a.obs.find(ofType[observe.DeadLettered])) == 6 }, a.obs.dump)
+	waitFor(t, "B's 4 dead letters", func() bool { return len(b.obs.find(ofType[observe.DeadLettered])) == 4 }, b.obs.dump)
 	if n := e.collCount("_wt_dead_letters", nil); n != 10 {
 		t.Fatalf("_wt_dead_letters holds %d records, want 10 (6 of pod-a, 4 of pod-b)", n)
 	}
@@ -283,7 +284,7 @@ func TestEphemeralStreamWritesNoCheckpoint(t *testing.T) {
 	// A graceful stop flushes, and still writes nothing.
 	runtimes[0].stop(t)
 	for i, r := range runtimes {
-		if got := len(r.obs.find(ofType[watchtree.Checkpointed])); got != 0 {
+		if got := len(r.obs.find(ofType[observe.Checkpointed])); got != 0 {
 			t.Errorf("pod-%d reported %d Checkpointed events, want 0", i+1, got)
 		}
 		if got := r.cmds.count("update"); got != 0 {
@@ -301,7 +302,7 @@ func TestEphemeralStreamWritesNoCheckpoint(t *testing.T) {
 	again := newSeenDocs()
 	r := e.startRuntime(named("pod-1"))
 	r.waitRunning(t, r.spawn(t, cacheStream(again, ephemeral)))
-	if st := r.obs.find(ofType[watchtree.Started]); len(st) != 1 || st[0].(watchtree.Started).Position != "latest" {
+	if st := r.obs.find(ofType[observe.Started]); len(st) != 1 || st[0].(observe.Started).Position != "latest" {
 		t.Fatalf("the restarted ephemeral stream started from %v, want latest", st)
 	}
 	e.insertMany("orders", n+1, n+5)
@@ -415,7 +416,7 @@ func TestSharedCheckpointOfEarlierVersionIsEachInstancesStart(t *testing.T) {
 		r.waitRunning(t, r.spawn(t, cacheStream(seen, nil)))
 		waitFor(t, name+" handled orders 5-9", func() bool { return seen.count() == 5 })
 		seen.wantRange(t, name, 5, 9)
-		if st := r.obs.find(ofType[watchtree.Started]); len(st) != 1 || st[0].(watchtree.Started).Position != "migrated" {
+		if st := r.obs.find(ofType[observe.Started]); len(st) != 1 || st[0].(observe.Started).Position != "migrated" {
 			t.Fatalf("%s started from %v, want migrated", name, st)
 		}
 		if cp, ok := e.checkpointOf("cache", name); !ok || len(cp.Token) == 0 {

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // TestLanesPerKeyOrder: with 8 lanes and random handler delays, each document's events are
@@ -128,8 +129,8 @@ func TestCheckpointNeverPassesUnsettled(t *testing.T) {
 	if d := tokenData(cp.Token); d != id4 {
 		t.Errorf("checkpoint %s while order %d is in flight, want exactly the event before it (%s)", d, held, id4)
 	}
-	for _, ev := range r.obs.find(ofType[watchtree.Checkpointed]) {
-		if d := tokenData(ev.(watchtree.Checkpointed).Token); d > id4 {
+	for _, ev := range r.obs.find(ofType[observe.Checkpointed]) {
+		if d := tokenData(ev.(observe.Checkpointed).Token); d > id4 {
 			t.Errorf("a checkpoint %s passed the held event (last good %s)", d, id4)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // bigDoc is the document type of the large-event test: a and the _id.
@@ -122,12 +123,12 @@ func TestLargeEventSplitEndToEnd(t *testing.T) {
 			upd.post, upd.pre, upd.preChar, upd.upd, field)
 	}
 	if !e.real() {
-		r.obs.wait(t, "a restart after the cursor died between fragments", ofType[watchtree.Restarted])
+		r.obs.wait(t, "a restart after the cursor died between fragments", ofType[observe.Restarted])
 	}
 	// Every position the stream saved is a whole event's: resuming there never starts inside the
 	// split event. The update's own token (its last fragment's) is the only one at its time.
-	for _, ev := range r.obs.find(ofType[watchtree.Checkpointed]) {
-		tok := tokenData(ev.(watchtree.Checkpointed).Token)
+	for _, ev := range r.obs.find(ofType[observe.Checkpointed]) {
+		tok := tokenData(ev.(observe.Checkpointed).Token)
 		if tok > got[1].token && tok < upd.token {
 			t.Fatalf("checkpoint %s lies inside the split event (after %s, before its last fragment %s)", tok, got[1].token, upd.token)
 		}

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/store/redisstore"
@@ -454,9 +455,9 @@ func TestSingleLeaderHandover(t *testing.T) {
 
 // leadershipAt returns the time of the first LeadershipChanged of change on r after since
 // (zero when none).
-func leadershipAt(r *rtEnv, change watchtree.LeadershipChange, since time.Time) time.Time {
+func leadershipAt(r *rtEnv, change observe.LeadershipChange, since time.Time) time.Time {
 	for _, ev := range r.obs.all() {
-		if lc, ok := ev.(watchtree.LeadershipChanged); ok && lc.Change == change && !lc.Time.Before(since) {
+		if lc, ok := ev.(observe.LeadershipChanged); ok && lc.Change == change && !lc.Time.Before(since) {
 			return lc.Time
 		}
 	}
@@ -467,7 +468,7 @@ func leadershipAt(r *rtEnv, change watchtree.LeadershipChange, since time.Time) 
 func checkpointsAfter(r *rtEnv, at time.Time) int {
 	n := 0
 	for _, ev := range r.obs.all() {
-		if cp, ok := ev.(watchtree.Checkpointed); ok && cp.Time.After(at) {
+		if cp, ok := ev.(observe.Checkpointed); ok && cp.Time.After(at) {
 			n++
 		}
 	}
@@ -514,16 +515,16 @@ func TestSingleLeaderSplitBrain(t *testing.T) {
 			} else {
 				c.faults[old].frozen.Store(true)
 			}
-			c.rts[old].obs.wait(t, "the frozen leader's loss", func(ev watchtree.ObserverEvent) bool {
-				lc, ok := ev.(watchtree.LeadershipChanged)
-				return ok && lc.Change == watchtree.LeadershipLost
+			c.rts[old].obs.wait(t, "the frozen leader's loss", func(ev observe.Event) bool {
+				lc, ok := ev.(observe.LeadershipChanged)
+				return ok && lc.Change == observe.LeadershipLost
 			})
-			c.rts[other].obs.wait(t, "the standby's acquisition", func(ev watchtree.ObserverEvent) bool {
-				lc, ok := ev.(watchtree.LeadershipChanged)
-				return ok && lc.Change == watchtree.LeadershipAcquired && lc.Time.After(freezeAt)
+			c.rts[other].obs.wait(t, "the standby's acquisition", func(ev observe.Event) bool {
+				lc, ok := ev.(observe.LeadershipChanged)
+				return ok && lc.Change == observe.LeadershipAcquired && lc.Time.After(freezeAt)
 			})
-			lostAt := leadershipAt(c.rts[old], watchtree.LeadershipLost, freezeAt)
-			acquiredAt := leadershipAt(c.rts[other], watchtree.LeadershipAcquired, freezeAt)
+			lostAt := leadershipAt(c.rts[old], observe.LeadershipLost, freezeAt)
+			acquiredAt := leadershipAt(c.rts[other], observe.LeadershipAcquired, freezeAt)
 			t.Logf("frozen at 0, old leader stopped at %v, new leader acquired at %v", lostAt.Sub(freezeAt), acquiredAt.Sub(freezeAt))
 			if !lostAt.Before(acquiredAt) {
 				t.Fatalf("the old leader stopped at %v, after the new one acquired at %v", lostAt, acquiredAt)
@@ -577,7 +578,7 @@ func TestSingleLeaderStoreOutage(t *testing.T) {
 			var lostAt time.Time
 			waitFor(t, "the leader's demotion", func() bool {
 				for _, r := range c.rts {
-					if at := leadershipAt(r, watchtree.LeadershipLost, downAt); !at.IsZero() {
+					if at := leadershipAt(r, observe.LeadershipLost, downAt); !at.IsZero() {
 						lostAt = at
 						return true
 					}
@@ -590,7 +591,7 @@ func TestSingleLeaderStoreOutage(t *testing.T) {
 			// Past the lease's expiry, still down: nobody may acquire.
 			for until := time.Now().Add(testLease.TTL + 500*time.Millisecond); time.Now().Before(until); {
 				for i, r := range c.rts {
-					if at := leadershipAt(r, watchtree.LeadershipAcquired, downAt); !at.IsZero() {
+					if at := leadershipAt(r, observe.LeadershipAcquired, downAt); !at.IsZero() {
 						t.Fatalf("instance-%d acquired the lease at %v while the store was down", i, at.Sub(downAt))
 					}
 				}
@@ -710,15 +711,15 @@ func TestSingleLeaderBalance(t *testing.T) {
 				var took time.Time
 				for i := range dead {
 					for _, ev := range c.rts[i].obs.all() {
-						if lc, ok := ev.(watchtree.LeadershipChanged); ok && lc.Stream == s &&
-							lc.Change == watchtree.LeadershipAcquired && lc.Time.After(cutAt) && (took.IsZero() || lc.Time.Before(took)) {
+						if lc, ok := ev.(observe.LeadershipChanged); ok && lc.Stream == s &&
+							lc.Change == observe.LeadershipAcquired && lc.Time.After(cutAt) && (took.IsZero() || lc.Time.Before(took)) {
 							took = lc.Time
 						}
 					}
 				}
 				lost := time.Time{}
 				for _, ev := range c.rts[dead].obs.all() {
-					if lc, ok := ev.(watchtree.LeadershipChanged); ok && lc.Stream == s && lc.Change == watchtree.LeadershipLost && lc.Time.After(cutAt) {
+					if lc, ok := ev.(observe.LeadershipChanged); ok && lc.Stream == s && lc.Change == observe.LeadershipLost && lc.Time.After(cutAt) {
 						lost = lc.Time
 						break
 					}
@@ -827,9 +828,9 @@ func TestSingleLeaderFencedWrites(t *testing.T) {
 		})
 	}
 	fencings := func() int {
-		return len(r.obs.find(func(ev watchtree.ObserverEvent) bool {
-			lc, ok := ev.(watchtree.LeadershipChanged)
-			return ok && lc.Change == watchtree.LeadershipFenced
+		return len(r.obs.find(func(ev observe.Event) bool {
+			lc, ok := ev.(observe.LeadershipChanged)
+			return ok && lc.Change == observe.LeadershipFenced
 		}))
 	}
 

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store/redisstore"
 )
 
@@ -63,9 +64,9 @@ func leaderWorkerMain() int {
 			options.UpdateOne().SetUpsert(true))
 	}
 	// The role is written on the Observer's goroutine, in order, as the runtime reports it.
-	obs := watchtree.ObserverFunc(func(ev watchtree.ObserverEvent) {
-		if lc, ok := ev.(watchtree.LeadershipChanged); ok {
-			if lc.Change == watchtree.LeadershipAcquired {
+	obs := observe.Func(func(ev observe.Event) {
+		if lc, ok := ev.(observe.LeadershipChanged); ok {
+			if lc.Change == observe.LeadershipAcquired {
 				setRole("leader")
 			} else {
 				setRole("standby")

@@ -12,13 +12,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // onDemandDone polls the stream's status until its on-demand snapshot id reached a final phase,
 // and returns that status.
-func onDemandDone(t *testing.T, h *watchtree.Handle, id string) watchtree.SnapshotStatus {
+func onDemandDone(t *testing.T, h *watchtree.Handle, id string) observe.SnapshotStatus {
 	t.Helper()
-	var od watchtree.SnapshotStatus
+	var od observe.SnapshotStatus
 	waitFor(t, "on-demand snapshot "+id+" to end", func() bool {
 		st, err := h.Status(context.Background())
 		if err != nil || st.OnDemand == nil || st.OnDemand.ID != id {
@@ -127,8 +128,8 @@ func TestOnDemandSnapshotDuringLiveWrites(t *testing.T) {
 	if got := e.collCount("_wt_signals", bson.D{{Key: "snapshot", Value: id}}); got != 2*int64(od.ChunksDone) {
 		t.Errorf("%d watermarks in _wt_signals, want 2 per chunk (%d)", got, 2*od.ChunksDone)
 	}
-	r.obs.wait(t, "SnapshotDone of the on-demand snapshot", func(ev watchtree.ObserverEvent) bool {
-		d, ok := ev.(watchtree.SnapshotDone)
+	r.obs.wait(t, "SnapshotDone of the on-demand snapshot", func(ev observe.Event) bool {
+		d, ok := ev.(observe.SnapshotDone)
 		return ok && d.Snapshot.ID == id && d.Snapshot.Reason == "on-demand"
 	})
 }

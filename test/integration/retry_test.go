@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // TestRetryThenSuccessAndSkip: a handler that fails twice then succeeds is called with Attempt
@@ -54,24 +55,24 @@ func TestRetryThenSuccessAndSkip(t *testing.T) {
 		cp, ok := e.checkpoint("retry")
 		return ok && checkpointPastAll(e, tokenData(cp.Token))
 	})
-	retries := r.obs.find(ofType[watchtree.RetryScheduled])
+	retries := r.obs.find(ofType[observe.RetryScheduled])
 	if len(retries) != 2 {
 		t.Errorf("%d RetryScheduled, want 2: %v", len(retries), retries)
 	}
 	for i, ev := range retries {
-		rs := ev.(watchtree.RetryScheduled)
+		rs := ev.(observe.RetryScheduled)
 		if rs.Attempt != i+1 || rs.Err == nil || !strings.Contains(rs.Err.Error(), "flaky downstream") || rs.EventID == "" {
 			t.Errorf("retry %d: %+v", i, rs)
 		}
 	}
-	sk := r.obs.wait(t, "Skipped", ofType[watchtree.Skipped]).(watchtree.Skipped)
-	if sk.Reason != "not for us" {
-		t.Errorf("Skipped reason %q", sk.Reason)
+	sk := r.obs.wait(t, "Skipped", ofType[observe.Skipped]).(observe.Skipped)
+	if sk.Reason != observe.SkipByHandler || sk.Detail != "not for us" || sk.EventID == "" {
+		t.Errorf("Skipped %+v, want the handler's reason %q", sk, "not for us")
 	}
 	if dls := r.deadLetters(t, "retry"); len(dls) != 0 {
 		t.Errorf("dead letters %+v, want none", dls)
 	}
-	if n := len(r.obs.find(ofType[watchtree.DeadLettered])); n != 0 {
+	if n := len(r.obs.find(ofType[observe.DeadLettered])); n != 0 {
 		t.Errorf("%d DeadLettered reported, want none", n)
 	}
 }
@@ -107,7 +108,7 @@ func TestDatabaseWideStream(t *testing.T) {
 		defer mu.Unlock()
 		return len(seen) >= 11
 	})
-	r.obs.wait(t, "DeadLettered", ofType[watchtree.DeadLettered])
+	r.obs.wait(t, "DeadLettered", ofType[observe.DeadLettered])
 	// The checkpoint and dead-letter writes that follow must not come back as events: once the
 	// checkpoint passed every event of the database, the stream has seen exactly the 11.
 	waitFor(t, "the checkpoint to pass every user event", func() bool {

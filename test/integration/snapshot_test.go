@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // target is an idempotent projection: document _id → newest version seen. A write carrying an
@@ -203,13 +204,13 @@ func TestSnapshotThenStream(t *testing.T) {
 	src := e.source("orders")
 	waitFor(t, "the target to equal the collection", func() bool { ok, _ := tg.equalTo(src); return ok },
 		func() string { _, d := tg.equalTo(src); return d })
-	done := r.obs.wait(t, "SnapshotDone", ofType[watchtree.SnapshotDone]).(watchtree.SnapshotDone)
+	done := r.obs.wait(t, "SnapshotDone", ofType[observe.SnapshotDone]).(observe.SnapshotDone)
 	// The copy reads each range after the gate opened: it may see orders inserted during it and
 	// miss the ones deleted before it reached them. The stream delivers those changes anyway.
 	if n := int64(done.Snapshot.Documents); n < existing-2 || n > existing+50 {
 		t.Errorf("SnapshotDone.Documents = %d, want between %d and %d", n, existing-2, existing+50)
 	}
-	if n := len(r.obs.find(ofType[watchtree.SnapshotStarted])); n != 1 {
+	if n := len(r.obs.find(ofType[observe.SnapshotStarted])); n != 1 {
 		t.Errorf("%d SnapshotStarted events, want 1", n)
 	}
 	docs, repeats := tg.snapshotDeliveries()
@@ -246,7 +247,7 @@ func TestSnapshotThenStream(t *testing.T) {
 	src = e.source("orders")
 	waitFor(t, "the target to follow the new write", func() bool { ok, _ := tg.equalTo(src); return ok },
 		func() string { _, d := tg.equalTo(src); return d })
-	if n := len(r2.obs.find(ofType[watchtree.SnapshotStarted])) + len(r2.obs.find(ofType[watchtree.SnapshotResumed])); n != 0 {
+	if n := len(r2.obs.find(ofType[observe.SnapshotStarted])) + len(r2.obs.find(ofType[observe.SnapshotResumed])); n != 0 {
 		t.Errorf("a finished snapshot ran again after a restart (%d snapshot start events)", n)
 	}
 	if d2, rep2 := tg.snapshotDeliveries(); d2 != docs || rep2 != repeats {
@@ -435,11 +436,11 @@ func TestHistoryLostRebuildFromSnapshot(t *testing.T) {
 	if len(gaps) != 1 || gaps[0].Policy != "rebuildFromSnapshot" {
 		t.Fatalf("gap records %+v: want one of policy rebuildFromSnapshot", gaps)
 	}
-	done := r2.obs.wait(t, "SnapshotDone", ofType[watchtree.SnapshotDone]).(watchtree.SnapshotDone)
+	done := r2.obs.wait(t, "SnapshotDone", ofType[observe.SnapshotDone]).(observe.SnapshotDone)
 	if done.Snapshot.Reason != "rebuild" || done.Snapshot.Documents != 60 {
 		t.Errorf("rebuild snapshot %+v: want reason rebuild, 60 documents", done.Snapshot)
 	}
-	r2.obs.wait(t, "GapRecorded", ofType[watchtree.GapRecorded])
+	r2.obs.wait(t, "GapRecorded", ofType[observe.GapRecorded])
 }
 
 // TestSnapshotPoisonDocument: a document that does not decode into the stream's type goes to the
@@ -466,7 +467,7 @@ func TestSnapshotPoisonDocument(t *testing.T) {
 		dls[0].OperationType != watchtree.OpSnapshot {
 		t.Fatalf("dead letters %+v: want the one undecodable document, as a snapshot event", dls)
 	}
-	done := r.obs.wait(t, "SnapshotDone", ofType[watchtree.SnapshotDone]).(watchtree.SnapshotDone)
+	done := r.obs.wait(t, "SnapshotDone", ofType[observe.SnapshotDone]).(observe.SnapshotDone)
 	if done.Snapshot.Documents != 301 || done.Snapshot.DeadLettered != 1 {
 		t.Errorf("SnapshotDone %+v: want 301 documents settled, 1 dead-lettered", done.Snapshot)
 	}
@@ -601,10 +602,10 @@ func TestSnapshotMixedIDTypes(t *testing.T) {
 			t.Errorf("crashed status %+v: want one death whose cause names the mixed _id types", st)
 		}
 	}
-	stopped := r.obs.wait(t, "terminal Stopped", func(ev watchtree.ObserverEvent) bool {
-		s, ok := ev.(watchtree.Stopped)
+	stopped := r.obs.wait(t, "terminal Stopped", func(ev observe.Event) bool {
+		s, ok := ev.(observe.Stopped)
 		return ok && s.Terminal
-	}).(watchtree.Stopped)
+	}).(observe.Stopped)
 	if !errors.Is(stopped.Cause, watchtree.ErrSnapshotMixedIDs) {
 		t.Errorf("Stopped.Cause = %v, want ErrSnapshotMixedIDs", stopped.Cause)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // The worker process of TestCrashResumeSIGKILL: the test binary re-executed with envWorker set.
@@ -64,8 +65,8 @@ func workerMain() int {
 		_ = cl.Disconnect(dctx)
 	}()
 	started := make(chan struct{}, 1)
-	obs := watchtree.ObserverFunc(func(ev watchtree.ObserverEvent) {
-		if _, ok := ev.(watchtree.Started); ok {
+	obs := observe.Func(func(ev observe.Event) {
+		if _, ok := ev.(observe.Started); ok {
 			select {
 			case started <- struct{}{}:
 			default:

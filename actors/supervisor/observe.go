@@ -1,0 +1,81 @@
+package supervisor
+
+import (
+	"errors"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/observe"
+)
+
+// ErrGaveUp is matched (errors.Is) by the cause of the transition to crashed, and of the
+// terminal observe.Stopped, when the RestartPolicy ran out of attempts; the cause also wraps the
+// latest death's. The root package re-exports it as watchtree.ErrGaveUp.
+var ErrGaveUp = errors.New("watchtree: restart attempts exhausted")
+
+// gaveUpError is the cause of a give-up: ErrGaveUp around the latest death's cause.
+type gaveUpError struct{ cause error }
+
+func (e *gaveUpError) Error() string {
+	msg := e.cause.Error()
+	if strings.Contains(msg, ErrGaveUp.Error()) {
+		return msg
+	}
+	return ErrGaveUp.Error() + ": " + msg
+}
+
+func (e *gaveUpError) Unwrap() []error { return []error{ErrGaveUp, e.cause} }
+
+// gaveUp wraps cause with ErrGaveUp unless it already matches it.
+func gaveUp(cause error) error {
+	if cause == nil || errors.Is(cause, ErrGaveUp) {
+		return cause
+	}
+	return &gaveUpError{cause: cause}
+}
+
+// lifecycle turns the transitions of one stream into its observe lifecycle events. observe.Started
+// is not among them: the stream actor reports it when its cursor opens.
+type lifecycle struct {
+	// stopFromCrashed is set while a stream that had crashed stops: its terminal Stopped was
+	// reported already, so the stop reports nothing more.
+	stopFromCrashed bool
+}
+
+// eventOf returns the event t means for the user, or nil.
+func (l *lifecycle) eventOf(stream string, t Transition) observe.Event {
+	meta := observe.Meta{Stream: stream, Time: t.At}
+	switch t.To {
+	case StateRunning:
+		if t.Attempt > 0 {
+			return observe.Restarted{Meta: meta, Attempt: t.Attempt, Cause: t.Cause}
+		}
+	case StateBackoff:
+		return observe.Stopped{Meta: meta, Reason: observe.Crashed, Cause: t.Cause, Attempt: t.Attempt, RestartIn: t.Delay}
+	case StateCrashed:
+		return observe.Stopped{Meta: meta, Reason: observe.Crashed, Cause: t.Cause, Terminal: true}
+	case StateStopping:
+		l.stopFromCrashed = t.From == StateCrashed
+	case StateStopped:
+		if t.From == StateStopping && l.stopFromCrashed {
+			return nil
+		}
+		return observe.Stopped{Meta: meta, Reason: observe.Graceful}
+	}
+	return nil
+}
+
+// announce reports t's lifecycle event, if any, to the Observer, recovering a panic of it.
+func (s *Supervisor) announce(t Transition) {
+	ev := s.life.eventOf(s.cfg.Stream, t)
+	if ev == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("supervisor Observer panicked; ignored", zap.Any("panic", r))
+		}
+	}()
+	s.cfg.Observer.OnEvent(ev)
+}

@@ -1,0 +1,389 @@
+package observe
+
+import (
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/policy"
+)
+
+// Started reports that the stream's cursor is open and events flow. The stream actor reports
+// it.
+type Started struct {
+	Meta
+	// Position says where it started: "checkpoint", "initial", "latest", "at", "after-invalidate",
+	// "after-gap", or "migrated" (an AllInstances instance's first start from the stream's
+	// shared checkpoint of an earlier version). An Ephemeral stream starts "latest".
+	Position string
+}
+
+// Stopped reports that the stream stopped, gracefully or by a crash. The supervisor reports it.
+type Stopped struct {
+	Meta
+	Reason StopReason // Graceful or Crashed
+	// Cause is nil for a graceful stop; for a crash it is the error, matching
+	// watchtree.ErrGaveUp, ErrHistoryLost, ErrInvalidated or ErrFenced with errors.Is when
+	// terminal, or carrying the server's error (a mongo.ServerError) when the server refused
+	// what no restart can fix.
+	Cause error
+	// Terminal is true when the stream stays down until an operator starts it.
+	Terminal bool
+	// Attempt and RestartIn describe the supervisor's backoff after a crash that is not
+	// terminal: the stream's RestartPolicy schedules restart attempt Attempt (1-based, counted
+	// since the last successful start) RestartIn from Time. Both are zero for a graceful or a
+	// terminal stop. A Restarted event follows when the attempt succeeds; a failed attempt is
+	// reported as another Stopped with the next Attempt and its longer delay.
+	Attempt   int
+	RestartIn time.Duration
+}
+
+// Restarted reports a successful restart by the supervisor after a crash.
+type Restarted struct {
+	Meta
+	// Attempt is the 1-based restart attempt that succeeded.
+	Attempt int
+	// Cause is the error of the crash that led to the restart.
+	Cause error
+}
+
+// RetryScheduled reports that a handler failed and the event will be retried. The dispatcher
+// reports it.
+type RetryScheduled struct {
+	Meta
+	// EventID is the event's ID().
+	EventID string
+	// Attempt is the 1-based attempt that failed.
+	Attempt int
+	// Delay is the wait before the next attempt.
+	Delay time.Duration
+	// Err is the handler's error.
+	Err error
+}
+
+// Skipped reports an event settled on purpose, without a retry or a dead letter. The
+// dispatcher reports it.
+type Skipped struct {
+	Meta
+	EventID string // the event's ID (Event.ID)
+	// Reason is the rule that skipped the event (SkipByHandler: the handler returned
+	// watchtree.Skip).
+	Reason SkipReason
+	// Detail is what the rule gave: for SkipByHandler, the reason passed to watchtree.Skip.
+	Detail string
+}
+
+// DeadLettered reports an event that exhausted its attempts or failed permanently, and whose
+// dead-letter record is durably written (or dropped, when dead letters are disabled). The
+// dispatcher reports it.
+type DeadLettered struct {
+	Meta
+	EventID string // the event's ID (Event.ID), the dead letter's key
+	// OperationType is the event's operation type as the server spells it (a
+	// watchtree.OperationType value: "insert", "update", ...), empty when it did not decode.
+	OperationType string
+	// Attempts is the number of handler calls made (0 for a decode error).
+	Attempts int
+	// Err is the final error.
+	Err error
+	// Dropped is true when DeadLetter.Disabled: nothing was written and the event is lost.
+	Dropped bool
+}
+
+// DeadLetterFailed reports a failed dead-letter write. The event stays unsettled and the write
+// is retried; the checkpoint does not pass it. The dispatcher reports it.
+type DeadLetterFailed struct {
+	Meta
+	EventID string // the event's ID (Event.ID)
+	Err     error  // the store's error
+}
+
+// Checkpointed reports a durable checkpoint write. The checkpointer reports it.
+type Checkpointed struct {
+	Meta
+	// Token is the resume token written.
+	Token bson.Raw
+	// Settled is the number of settlements this write covers (0 for an idle-token write or a
+	// write of a new start position).
+	Settled int
+}
+
+// CheckpointFailed reports a failed checkpoint write. The progress stays due and is retried;
+// processing goes on up to CheckpointPolicy.MaxUnflushed unwritten settlements. The
+// checkpointer reports it.
+type CheckpointFailed struct {
+	Meta
+	Err error // the store's error
+	// Unflushed is the number of settled events not yet written.
+	Unflushed int
+}
+
+// HistoryLost reports that the saved position is no longer in the oplog, and which
+// OnHistoryLost policy applies. The checkpointer reports it.
+type HistoryLost struct {
+	Meta
+	Policy policy.HistoryLost // the OnHistoryLost policy that applies (watchtree.HistoryLostPolicy)
+	// Err is the server's error (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280 or
+	// CappedPositionLost 136), matching watchtree.ErrHistoryLost.
+	Err error
+}
+
+// GapRecorded reports a durable gap record: events between From and To were never delivered.
+// The checkpointer reports it.
+type GapRecorded struct {
+	Meta
+	// From is the last position known good (the lost token); To is the new start position.
+	From, To bson.Raw
+	Policy   policy.HistoryLost // the OnHistoryLost policy that wrote the gap
+}
+
+// Invalidated reports an invalidate event and the path taken. The stream actor reports it.
+type Invalidated struct {
+	Meta
+	// Cause is the operation that invalidated the stream: "drop", "rename" or "dropDatabase"
+	// (empty when the server sent the invalidate alone).
+	Cause string
+	// Action is the stream's OnInvalidate policy (watchtree.InvalidatePolicy): the stream
+	// reopens after the invalidate, or stops terminally.
+	Action policy.Invalidate
+}
+
+// LeadershipChanged reports a change of a SingleLeader stream's leadership on this instance:
+// acquired, lost, released, handed over for balance, or fenced (Change). The leader actor
+// reports it.
+type LeadershipChanged struct {
+	Meta
+	// Leader is true when this instance now leads the stream (Change LeadershipAcquired).
+	Leader bool
+	// Change says what happened.
+	Change LeadershipChange
+	// Instance is this instance's ID (watchtree.Config.InstanceID).
+	Instance string
+	// Owner is the instance ID holding the lease as last seen (empty when unknown or free).
+	Owner string
+	// Epoch is the lease epoch concerned; it increments on every acquisition.
+	Epoch int64
+	// ExpiresAt is the lease's expiry (lease store clock) when known.
+	ExpiresAt time.Time
+	// Why is the reason of a loss or a fencing.
+	Why string
+}
+
+// SnapshotStarted reports that a new snapshot planned its ranges and reads its first documents
+// (or, for an on-demand snapshot, that it started). The snapshot actor reports it.
+type SnapshotStarted struct {
+	Meta
+	Snapshot SnapshotStatus // the snapshot's status at that moment
+}
+
+// SnapshotResumed reports that a run continues a snapshot an earlier run had begun (after a
+// restart or a crash): finished ranges are not read again, the others resume after their last
+// document done.
+type SnapshotResumed struct {
+	Meta
+	Snapshot SnapshotStatus // the snapshot's status at that moment
+}
+
+// SnapshotProgress reports a running snapshot's progress, every second (an on-demand
+// snapshot: every chunk), and at once when its handoff position becomes at risk of leaving the
+// oplog before it ends (Snapshot.AtRisk).
+type SnapshotProgress struct {
+	Meta
+	Snapshot SnapshotStatus // the snapshot's status at that moment
+}
+
+// SnapshotDone reports that every range of the snapshot is done; the change stream opens from
+// the snapshot's handoff position next. An on-demand snapshot that ended (done, failed or
+// abandoned: Snapshot.Phase) reports it too.
+type SnapshotDone struct {
+	Meta
+	Snapshot SnapshotStatus // the snapshot's status at that moment
+}
+
+// The sealing methods: only the types below are Events (embedding Meta is not enough).
+func (Started) event()           {}
+func (Stopped) event()           {}
+func (Restarted) event()         {}
+func (RetryScheduled) event()    {}
+func (Skipped) event()           {}
+func (DeadLettered) event()      {}
+func (DeadLetterFailed) event()  {}
+func (Checkpointed) event()      {}
+func (CheckpointFailed) event()  {}
+func (HistoryLost) event()       {}
+func (GapRecorded) event()       {}
+func (Invalidated) event()       {}
+func (LeadershipChanged) event() {}
+func (SnapshotStarted) event()   {}
+func (SnapshotResumed) event()   {}
+func (SnapshotProgress) event()  {}
+func (SnapshotDone) event()      {}
+
+// Kind returns KindStarted.
+func (Started) Kind() Kind { return KindStarted }
+
+// Kind returns KindStopped.
+func (Stopped) Kind() Kind { return KindStopped }
+
+// Kind returns KindRestarted.
+func (Restarted) Kind() Kind { return KindRestarted }
+
+// Kind returns KindRetryScheduled.
+func (RetryScheduled) Kind() Kind { return KindRetryScheduled }
+
+// Kind returns KindSkipped.
+func (Skipped) Kind() Kind { return KindSkipped }
+
+// Kind returns KindDeadLettered.
+func (DeadLettered) Kind() Kind { return KindDeadLettered }
+
+// Kind returns KindDeadLetterFailed.
+func (DeadLetterFailed) Kind() Kind { return KindDeadLetterFailed }
+
+// Kind returns KindCheckpointed.
+func (Checkpointed) Kind() Kind { return KindCheckpointed }
+
+// Kind returns KindCheckpointFailed.
+func (CheckpointFailed) Kind() Kind { return KindCheckpointFailed }
+
+// Kind returns KindHistoryLost.
+func (HistoryLost) Kind() Kind { return KindHistoryLost }
+
+// Kind returns KindGapRecorded.
+func (GapRecorded) Kind() Kind { return KindGapRecorded }
+
+// Kind returns KindInvalidated.
+func (Invalidated) Kind() Kind { return KindInvalidated }
+
+// Kind returns KindLeadershipChanged.
+func (LeadershipChanged) Kind() Kind { return KindLeadershipChanged }
+
+// Kind returns KindSnapshotStarted.
+func (SnapshotStarted) Kind() Kind { return KindSnapshotStarted }
+
+// Kind returns KindSnapshotResumed.
+func (SnapshotResumed) Kind() Kind { return KindSnapshotResumed }
+
+// Kind returns KindSnapshotProgress.
+func (SnapshotProgress) Kind() Kind { return KindSnapshotProgress }
+
+// Kind returns KindSnapshotDone.
+func (SnapshotDone) Kind() Kind { return KindSnapshotDone }
+
+// String describes the event in one line, as the runtime logs it.
+func (e Started) String() string {
+	return fmt.Sprintf("stream %s started from %s", e.Stream, e.Position)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e Stopped) String() string {
+	s := fmt.Sprintf("stream %s stopped (%s)", e.Stream, e.Reason)
+	if e.Terminal {
+		s += ", terminal"
+	}
+	if e.Attempt > 0 {
+		s += fmt.Sprintf(", restart attempt %d in %v", e.Attempt, e.RestartIn)
+	}
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e Restarted) String() string {
+	return fmt.Sprintf("stream %s restarted (attempt %d) after: %v", e.Stream, e.Attempt, e.Cause)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e RetryScheduled) String() string {
+	return fmt.Sprintf("stream %s: event %s attempt %d failed, retry in %v: %v", e.Stream, e.EventID, e.Attempt, e.Delay, e.Err)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e Skipped) String() string {
+	return fmt.Sprintf("stream %s: event %s skipped: %s", e.Stream, e.EventID, e.Detail)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e DeadLettered) String() string {
+	verb := "dead-lettered"
+	if e.Dropped {
+		verb = "dropped (dead letters disabled)"
+	}
+	return fmt.Sprintf("stream %s: %s event %s %s after %d attempts: %v", e.Stream, e.OperationType, e.EventID, verb, e.Attempts, e.Err)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e DeadLetterFailed) String() string {
+	return fmt.Sprintf("stream %s: dead-letter write for event %s failed, will retry: %v", e.Stream, e.EventID, e.Err)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e Checkpointed) String() string {
+	return fmt.Sprintf("stream %s: checkpoint written (%d settled)", e.Stream, e.Settled)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e CheckpointFailed) String() string {
+	return fmt.Sprintf("stream %s: checkpoint write failed (%d unflushed), will retry: %v", e.Stream, e.Unflushed, e.Err)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e HistoryLost) String() string {
+	return fmt.Sprintf("stream %s: change stream history lost, applying %v: %v", e.Stream, e.Policy, e.Err)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e GapRecorded) String() string {
+	return fmt.Sprintf("stream %s: gap recorded (%v)", e.Stream, e.Policy)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e Invalidated) String() string {
+	return fmt.Sprintf("stream %s invalidated by %q, %v", e.Stream, e.Cause, e.Action)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e LeadershipChanged) String() string {
+	if e.Leader {
+		return fmt.Sprintf("stream %s: leader (epoch %d)", e.Stream, e.Epoch)
+	}
+	if e.Change != "" && e.Change != LeadershipAcquired {
+		s := fmt.Sprintf("stream %s: leadership %s (epoch %d)", e.Stream, e.Change, e.Epoch)
+		if e.Why != "" {
+			s += ": " + e.Why
+		}
+		return s
+	}
+	return fmt.Sprintf("stream %s: not leader (owner %q, epoch %d)", e.Stream, e.Owner, e.Epoch)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e SnapshotStarted) String() string {
+	return fmt.Sprintf("stream %s snapshot %s started (%s, %d ranges, ~%d documents)", e.Stream, e.Snapshot.ID,
+		e.Snapshot.Reason, e.Snapshot.RangesTotal, e.Snapshot.EstimatedTotal)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e SnapshotResumed) String() string {
+	return fmt.Sprintf("stream %s snapshot %s resumed (%d/%d ranges done, %d documents)", e.Stream, e.Snapshot.ID,
+		e.Snapshot.RangesDone, e.Snapshot.RangesTotal, e.Snapshot.Documents)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e SnapshotProgress) String() string {
+	s := fmt.Sprintf("stream %s snapshot %s: %d/%d ranges, %d documents, %.0f/s, ETA %v", e.Stream, e.Snapshot.ID,
+		e.Snapshot.RangesDone, e.Snapshot.RangesTotal, e.Snapshot.Documents, e.Snapshot.Rate, e.Snapshot.ETA)
+	if e.Snapshot.AtRisk {
+		s += ": " + e.Snapshot.Warning
+	}
+	return s
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e SnapshotDone) String() string {
+	return fmt.Sprintf("stream %s snapshot %s done (%d documents, %d dead-lettered)", e.Stream, e.Snapshot.ID,
+		e.Snapshot.Documents, e.Snapshot.DeadLettered)
+}

@@ -1,0 +1,29 @@
+package policy
+
+import "fmt"
+
+// Invalidate says what a collection or database stream does after an invalidate event (the
+// watched collection was dropped or renamed, or its database dropped); the stream actor applies
+// it. The root package calls it watchtree.InvalidatePolicy. The zero value is InvalidateStop.
+type Invalidate int
+
+const (
+	// InvalidateStop (the default) stops the stream terminally with watchtree.ErrInvalidated,
+	// reported as Stopped{Crashed}. It stays down until an operator starts it (which resumes after
+	// the invalidate).
+	InvalidateStop Invalidate = iota
+	// InvalidateRestart opens a new change stream right after the invalidate (startAfter), so
+	// the stream follows a re-created collection of the same name.
+	InvalidateRestart
+)
+
+// String returns "InvalidateStop" or "InvalidateRestart".
+func (p Invalidate) String() string {
+	switch p {
+	case InvalidateStop:
+		return "InvalidateStop"
+	case InvalidateRestart:
+		return "InvalidateRestart"
+	}
+	return fmt.Sprintf("InvalidatePolicy(%d)", int(p))
+}
