@@ -15,6 +15,8 @@ import (
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/internal/streamstatus"
+	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
@@ -151,56 +153,30 @@ type StopReport struct {
 	Took time.Duration
 }
 
-// statusOf converts the supervisor's reply: the one place where the status shape is read.
+// statusOf converts the supervisor's reply, as internal/streamstatus reads it (the console reads
+// it there too).
 func statusOf(r *messages.StatusReply) StreamStatus {
+	s := streamstatus.Read(r)
 	st := StreamStatus{
-		Name:        r.GetStream(),
-		State:       StreamState(supervisor.StateFromProto(r.GetState()).String()),
-		Why:         r.GetWhy(),
-		Since:       r.GetSince().AsTime(),
-		Attempt:     r.GetAttempt(),
-		MaxAttempts: r.GetMaxAttempts(),
-		LastCause:   r.GetLastCause(),
-		Incarnation: r.GetIncarnation(),
-		Deaths:      r.GetDeaths(),
-		Restarts:    r.GetRestarts(),
+		Name: s.Stream, State: StreamState(s.State), Why: s.Why, Since: s.Since,
+		Attempt: s.Attempt, MaxAttempts: s.MaxAttempts, NextRetryAt: s.NextRetryAt, LastCause: s.LastCause,
+		Incarnation: s.Incarnation, Deaths: s.Deaths, Restarts: s.Restarts,
+		Settled: s.Settled.Settled, Handled: s.Settled.Handled, Filtered: s.Settled.Filtered,
+		Unhandled: s.Settled.Unhandled, Skipped: s.Settled.Skipped, DeadLettered: s.Settled.DeadLettered,
+		InFlight: s.InFlight, ReadThrough: s.ReadThrough,
 	}
-	if r.GetNextRetryAt() != nil {
-		st.NextRetryAt = r.GetNextRetryAt().AsTime()
+	if cp := s.Checkpoint; cp != nil {
+		st.Checkpoint, st.CheckpointSource, st.CheckpointAt = cp.Token, cp.Source, cp.WrittenAt
 	}
-	if cp := r.GetCheckpoint(); cp != nil {
-		if len(cp.GetToken()) > 0 {
-			st.Checkpoint = append(bson.Raw(nil), cp.GetToken()...)
-		}
-		st.CheckpointSource = cp.GetSource()
-		st.CheckpointAt = cp.GetWrittenAt().AsTime()
+	if l := s.Lease; l != nil {
+		st.Lease = &LeaseStatus{Role: l.Role, Instance: l.Instance, Owner: l.Holder, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt,
+			Why: l.Why, Acquisitions: l.Acquisitions, Losses: l.Losses, HandOvers: l.HandOvers, Fenced: l.Fenced}
 	}
-	c := r.GetSettlements()
-	st.Settled, st.Handled, st.Filtered = c.GetSettled(), c.GetHandled(), c.GetFiltered()
-	st.Unhandled, st.Skipped, st.DeadLettered = c.GetUnhandled(), c.GetSkipped(), c.GetDeadLettered()+c.GetDropped()
-	st.InFlight = r.GetInFlight()
-	if rt := r.GetReadThrough(); rt != nil {
-		st.ReadThrough = rt.AsTime()
-	}
-	if l := r.GetLease(); l != nil {
-		role := RoleIdle
-		switch l.GetRole() {
-		case messages.LeaseRole_LEASE_ROLE_LEADER:
-			role = RoleLeader
-		case messages.LeaseRole_LEASE_ROLE_STANDBY:
-			role = RoleStandby
-		}
-		st.Lease = &LeaseStatus{Role: role, Instance: l.GetOwner(), Owner: l.GetHolder(), Epoch: l.GetEpoch(), Why: l.GetWhy(),
-			Acquisitions: l.GetAcquisitions(), Losses: l.GetLosses(), HandOvers: l.GetHandovers(), Fenced: l.GetFenced()}
-		if l.GetExpiresAt() != nil {
-			st.Lease.ExpiresAt = l.GetExpiresAt().AsTime()
-		}
-	}
-	if ls := r.GetLastStop(); ls != nil {
+	if ls := s.LastStop; ls != nil {
 		st.LastStop = &StopReport{
-			Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
-			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(),
-			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration(),
+			Settled: ls.Settled, Unsettled: ls.Unsettled, LowWaterMark: ls.LowWaterMark,
+			Drained: ls.Drained, Flushed: ls.Flushed, Fenced: ls.Fenced,
+			HeldUpBy: ls.HeldUpBy, Skipped: ls.Skipped, Error: ls.Error, Took: ls.Took,
 		}
 	}
 	if sn := r.GetSnapshot(); sn != nil {
@@ -355,15 +331,12 @@ func (e *streamEntry) lastStatus() StreamStatus {
 	return st
 }
 
-// ask sends msg to the supervisor and returns its StatusReply.
-func (e *streamEntry) ask(ctx context.Context, pid *actor.PID, msg any) (*messages.StatusReply, error) {
-	res, err := request(ctx, e.rt.sys, pid, msg)
+// ask sends msg to the supervisor and returns its StatusReply (internal/superclient: bounded by
+// ctx, 5s without a deadline; a supervisor that is gone matches actor.ErrDeadLetter).
+func (e *streamEntry) ask(ctx context.Context, pid *actor.PID, msg proto.Message) (*messages.StatusReply, error) {
+	r, err := superclient.New(e.rt.sys).Ask(ctx, pid, msg)
 	if err != nil {
 		return nil, err
-	}
-	r, ok := res.(*messages.StatusReply)
-	if !ok {
-		return nil, fmt.Errorf("unexpected reply %T", res)
 	}
 	e.remember(r)
 	return r, nil
@@ -390,7 +363,7 @@ func (e *streamEntry) status(ctx context.Context) (StreamStatus, error) {
 }
 
 // command sends Start or Restart to the supervisor.
-func (e *streamEntry) command(ctx context.Context, msg any) error {
+func (e *streamEntry) command(ctx context.Context, msg proto.Message) error {
 	if _, err := e.rt.system(); err != nil {
 		return err
 	}
@@ -468,7 +441,7 @@ func (e *streamEntry) awaitRunning(ctx context.Context) error {
 		return fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
 			time.Since(start).Round(time.Millisecond), detail, err)
 	}
-	if supervisor.StateFromProto(r.GetState()) == supervisor.StateCrashed {
+	if streamstatus.StateName(r.GetState()) == streamstatus.Crashed {
 		e.mu.Lock()
 		cause := e.lastCause
 		e.mu.Unlock()
@@ -534,33 +507,29 @@ func (e *streamEntry) stop(ctx context.Context, why string) error {
 }
 
 // gracefulStop asks the supervisor to run its stop sequence and turns its report into an error.
-// The supervisor gets nine tenths of the time left, so that its report (naming the step that
-// held the stop up) arrives before ctx ends.
+// The supervisor gets nine tenths of the time left (superclient.StopBudget), so that its report
+// (naming the step that held the stop up) arrives before ctx ends.
 func (e *streamEntry) gracefulStop(ctx context.Context, why string) error {
 	pid := e.supervisorPID()
 	if pid == nil {
 		return nil
 	}
-	var timeoutMs int64
-	if dl, ok := ctx.Deadline(); ok {
-		timeoutMs = max(time.Until(dl).Milliseconds()*9/10, 1)
-	}
-	r, err := e.ask(ctx, pid, &messages.Stop{Reason: why, Graceful: true, TimeoutMs: timeoutMs})
+	r, err := e.ask(ctx, pid, superclient.New(e.rt.sys).GracefulStop(ctx, why))
 	if err != nil {
 		if errors.Is(err, actor.ErrDeadLetter) {
 			return nil // the tree is gone already
 		}
 		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
 	}
-	ls := r.GetLastStop()
+	ls := streamstatus.Read(r).LastStop
 	switch {
-	case ls == nil || ls.GetError() == "":
+	case !ls.Failed():
 		return nil
-	case ls.GetHeldUpBy() != "":
-		return fmt.Errorf("watchtree: stream %q: stop held up by the %s: %s: %w", e.name, ls.GetHeldUpBy(),
-			ls.GetError(), context.DeadlineExceeded)
+	case ls.TimedOut():
+		return fmt.Errorf("watchtree: stream %q: stop held up by the %s: %s: %w", e.name, ls.HeldUpBy,
+			ls.Error, context.DeadlineExceeded)
 	default:
-		return fmt.Errorf("watchtree: stream %q: stop: %s", e.name, ls.GetError())
+		return fmt.Errorf("watchtree: stream %q: stop: %s", e.name, ls.Error)
 	}
 }
 
@@ -587,29 +556,6 @@ func (e *streamEntry) shutdown(ctx context.Context, why string) error {
 	}
 	e.mu.Unlock()
 	return err
-}
-
-// defaultRequestTimeout bounds an actor request when ctx has no deadline.
-const defaultRequestTimeout = 5 * time.Second
-
-// request sends msg to pid and waits for the reply, bounded by ctx (defaultRequestTimeout
-// without a deadline). It runs on the caller's goroutine, never on an actor's.
-func request(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID, msg any) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	timeout := defaultRequestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	res, err := sys.Root.RequestFuture(pid, msg, timeout).Result()
-	if errors.Is(err, actor.ErrTimeout) {
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		return nil, fmt.Errorf("%w after %v", context.DeadlineExceeded, timeout)
-	}
-	return res, err
 }
 
 // stopActor stops pid and waits until it (and its children) stopped, bounded by ctx.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/internal/superclient"
 )
 
 // SignalsCollection is the collection of the records' database (Config.Database, else the
@@ -86,13 +86,9 @@ func (h *Handle) Snapshot(ctx context.Context, req SnapshotRequest) (string, err
 		return "", fmt.Errorf("watchtree: stream %q: its supervisor is not running: %w", e.name, ErrStreamNotRunning)
 	}
 	id := "ondemand-" + strconv.FormatInt(e.rt.clk.Now().UnixMilli(), 36) + "-" + strconv.FormatUint(ondemandIDs.Add(1), 10)
-	res, err := request(ctx, e.rt.sys, pid, &messages.OnDemandSnapshot{SnapshotId: id, Filter: filter})
+	r, err := superclient.New(e.rt.sys).OnDemandSnapshot(ctx, pid, id, filter)
 	if err != nil {
 		return "", fmt.Errorf("watchtree: stream %q: snapshot: %w", e.name, err)
-	}
-	r, ok := res.(*messages.OnDemandSnapshotReply)
-	if !ok {
-		return "", fmt.Errorf("watchtree: stream %q: snapshot: unexpected reply %T", e.name, res)
 	}
 	switch r.GetCode() {
 	case "":

@@ -14,11 +14,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/streamstatus"
+	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -71,6 +72,7 @@ type inspector struct {
 	cfg Config
 	b   Backend
 	sys *actor.ActorSystem
+	sc  superclient.Client // the supervisors' client, on sys
 	log *zap.Logger
 	clk clock.Clock
 
@@ -104,6 +106,7 @@ func (in *inspector) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		in.sys = ctx.ActorSystem()
+		in.sc = superclient.New(in.sys)
 		in.work, in.cancel = context.WithCancel(context.Background())
 		in.armTick(ctx)
 	case *actor.Stopping:
@@ -238,8 +241,8 @@ func (in *inspector) sample(ctx actor.Context) {
 			if r.Supervisor == nil {
 				continue
 			}
-			if st, err := in.status(in.work, r.Supervisor, min(in.cfg.SampleInterval, time.Second)); err == nil {
-				out.settled[r.Name] = st.GetSettlements().GetSettled()
+			if st, err := in.sc.Within(min(in.cfg.SampleInterval, time.Second)).Status(in.work, r.Supervisor); err == nil {
+				out.settled[r.Name] = streamstatus.Read(st).Settled.Settled
 			}
 		}
 		out.at = in.clk.Now()
@@ -261,54 +264,6 @@ func (in *inspector) addSamples(m sampled) {
 		if _, ok := m.settled[name]; !ok {
 			delete(in.samples, name)
 		}
-	}
-}
-
-// status asks a supervisor for its StatusReply.
-func (in *inspector) status(ctx context.Context, pid *actor.PID, bound time.Duration) (*messages.StatusReply, error) {
-	res, err := in.request(ctx, pid, &messages.StatusRequest{}, bound)
-	if err != nil {
-		return nil, err
-	}
-	r, ok := res.(*messages.StatusReply)
-	if !ok {
-		return nil, fmt.Errorf("unexpected reply %T", res)
-	}
-	return r, nil
-}
-
-// request sends msg to pid and waits for the reply, bounded by ctx and bound.
-func (in *inspector) request(ctx context.Context, pid *actor.PID, msg any, bound time.Duration) (any, error) {
-	timeout := bound
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	if timeout <= 0 {
-		return nil, context.DeadlineExceeded
-	}
-	// A protoactor future cannot be cancelled: wait for it on a goroutine of its own (it ends at
-	// the reply or the timeout), so that the console's stop does not wait for it.
-	fut := in.sys.Root.RequestFuture(pid, msg, timeout)
-	type result struct {
-		res any
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := fut.Result()
-		done <- result{res, err}
-	}()
-	select {
-	case r := <-done:
-		if errors.Is(r.err, actor.ErrTimeout) {
-			return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), context.DeadlineExceeded)
-		}
-		return r.res, r.err
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no answer within %v: %w", timeout.Round(time.Millisecond), ctx.Err())
-		}
-		return nil, ctx.Err()
 	}
 }
 
@@ -338,7 +293,7 @@ func (in *inspector) snapshot(ctx context.Context, self *actor.PID, req *message
 
 // viewSync asks the actor for a copy of its memory (the request runs off the actor).
 func (in *inspector) viewSync(ctx context.Context, self *actor.PID) view {
-	res, err := in.request(ctx, self, viewRequest{}, time.Second)
+	res, err := in.sc.Within(time.Second).Request(ctx, self, viewRequest{})
 	if v, ok := res.(view); err == nil && ok {
 		return v
 	}
@@ -487,11 +442,12 @@ func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl 
 		row.State, row.Why = "stopped", "the stream's supervisor is not running"
 		return row
 	}
-	st, err := in.status(ctx, r.Supervisor, in.cfg.RequestTimeout)
+	reply, err := in.sc.Within(in.cfg.RequestTimeout).Status(ctx, r.Supervisor)
 	if err != nil {
-		row.State, row.Note = "unknown", joinNote(row.Note, "status: "+err.Error())
+		row.State, row.Note = streamstatus.Unknown, joinNote(row.Note, "status: "+err.Error())
 		return row
 	}
+	st := streamstatus.Read(reply)
 	fillRow(row, st, now)
 	if len(samples) > 0 {
 		first := samples[0]
@@ -500,8 +456,8 @@ func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl 
 		}
 	}
 	if oplog.err == "" && !oplog.newest.IsZero() {
-		if rt := st.GetReadThrough(); rt != nil {
-			row.OplogBehind = durationpb.New(max(oplog.newest.Sub(rt.AsTime()), 0))
+		if !st.ReadThrough.IsZero() {
+			row.OplogBehind = durationpb.New(max(oplog.newest.Sub(st.ReadThrough), 0))
 		}
 		if row.CheckpointTime != nil {
 			row.TokenHeadroom = durationpb.New(row.CheckpointTime.AsTime().Sub(oplog.oldest))
@@ -517,89 +473,46 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// fillRow copies the supervisor's status into row: the one place the console reads it.
-func fillRow(row *messages.StreamRow, st *messages.StatusReply, now time.Time) {
-	row.State = stateName(st.GetState())
-	row.Why, row.Since = st.GetWhy(), st.GetSince()
-	row.Attempt, row.MaxAttempts, row.NextRetryAt = st.GetAttempt(), st.GetMaxAttempts(), st.GetNextRetryAt()
-	row.LastError = st.GetLastCause()
-	row.InFlight = st.GetInFlight()
-	if rt := st.GetReadThrough(); rt != nil {
-		row.LastEventAt = rt
-		row.Lag = durationpb.New(max(now.Sub(rt.AsTime()), 0))
+// fillRow copies the supervisor's status, as internal/streamstatus reads it, into row.
+func fillRow(row *messages.StreamRow, st streamstatus.Status, now time.Time) {
+	row.State, row.Why, row.Since = st.State, st.Why, timestamp(st.Since)
+	row.Attempt, row.MaxAttempts, row.NextRetryAt = st.Attempt, st.MaxAttempts, timestamp(st.NextRetryAt)
+	row.LastError = st.LastCause
+	row.InFlight = st.InFlight
+	if lag, ok := st.Lag(now); ok {
+		row.LastEventAt, row.Lag = timestamp(st.ReadThrough), durationpb.New(lag)
 	}
-	if cp := st.GetCheckpoint(); cp != nil {
-		row.CheckpointAt, row.CheckpointSource = cp.GetWrittenAt(), cp.GetSource()
-		row.CheckpointToken = tokentime.Data(cp.GetToken())
-		if at, _, ok := tokentime.Of(cp.GetToken()); ok {
+	if cp := st.Checkpoint; cp != nil {
+		row.CheckpointAt, row.CheckpointSource = timestamp(cp.WrittenAt), cp.Source
+		row.CheckpointToken = tokentime.Data(cp.Token)
+		if at, _, ok := tokentime.Of(cp.Token); ok {
 			row.CheckpointTime = timestamppb.New(at)
 		}
 	}
-	c := st.GetSettlements()
-	row.Settled, row.DeadLettered = c.GetSettled(), c.GetDeadLettered()+c.GetDropped()
-	row.Deaths, row.Restarts, row.Incarnation = st.GetDeaths(), st.GetRestarts(), st.GetIncarnation()
-	fillLease(row, st.ProtoReflect())
+	row.Settled, row.DeadLettered = st.Settled.Settled, st.Settled.DeadLettered
+	row.Deaths, row.Restarts, row.Incarnation = st.Deaths, st.Restarts, st.Incarnation
+	fillLease(row, st.Lease)
 }
 
-// fillLease copies a SINGLE_LEADER stream's lease into row when the status carries it: a
-// `lease` message field (role enum, holder, epoch, expires_at), as the leader actor reports it.
-// It is read by field name, so the console needs no change when the status gains it; a status
-// without it leaves the role showing the mode.
-func fillLease(row *messages.StreamRow, m protoreflect.Message) {
-	f := m.Descriptor().Fields().ByName("lease")
-	if f == nil || f.Message() == nil || !m.Has(f) {
+// fillLease copies a SINGLE_LEADER stream's lease into row: the role when this instance leads
+// or stands by (an idle instance, and a stream without a lease, keep the mode as the role), the
+// holder, epoch and expiry.
+func fillLease(row *messages.StreamRow, l *streamstatus.Lease) {
+	if l == nil {
 		return
 	}
-	lease := m.Get(f).Message()
-	fields := lease.Descriptor().Fields()
-	get := func(name protoreflect.Name) (protoreflect.FieldDescriptor, protoreflect.Value, bool) {
-		fd := fields.ByName(name)
-		if fd == nil || !lease.Has(fd) {
-			return nil, protoreflect.Value{}, false
-		}
-		return fd, lease.Get(fd), true
+	if l.Role != streamstatus.RoleIdle {
+		row.Role = l.Role
 	}
-	if fd, v, ok := get("role"); ok && fd.Enum() != nil {
-		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
-			switch r := roleName(string(ev.Name())); r {
-			case "leader", "standby":
-				row.Role = r
-			}
-		}
-	}
-	if fd, v, ok := get("holder"); ok && fd.Kind() == protoreflect.StringKind {
-		row.LeaseOwner = v.String()
-	}
-	if fd, v, ok := get("epoch"); ok {
-		switch fd.Kind() {
-		case protoreflect.Int64Kind, protoreflect.Int32Kind, protoreflect.Sint64Kind:
-			row.LeaseEpoch = v.Int()
-		case protoreflect.Uint64Kind, protoreflect.Uint32Kind:
-			row.LeaseEpoch = int64(v.Uint())
-		}
-	}
-	if fd, v, ok := get("expires_at"); ok && fd.Message() != nil {
-		if ts, isTS := v.Message().Interface().(*timestamppb.Timestamp); isTS {
-			row.LeaseExpiresAt = ts
-		}
-	}
+	row.LeaseOwner, row.LeaseEpoch, row.LeaseExpiresAt = l.Holder, l.Epoch, timestamp(l.ExpiresAt)
 }
 
-// roleName turns an enum value name such as ROLE_LEADER into "leader".
-func roleName(n string) string {
-	n = strings.ToLower(n)
-	if i := strings.LastIndex(n, "_"); i >= 0 {
-		n = n[i+1:]
+// timestamp is t as a protobuf timestamp, nil for the zero time (a time the status left unset).
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
 	}
-	return n
-}
-
-func stateName(s messages.SupervisorState) string {
-	n := strings.ToLower(strings.TrimPrefix(s.String(), "SUPERVISOR_STATE_"))
-	if n == "unspecified" {
-		return "unknown"
-	}
-	return n
+	return timestamppb.New(t)
 }
 
 func (in *inspector) describe(ctx context.Context, self *actor.PID, req *messages.DescribeRequest, events []*messages.LifecycleEvent) proto.Message {
@@ -617,7 +530,7 @@ func (in *inspector) describe(ctx context.Context, self *actor.PID, req *message
 		}
 	}
 	if ref.Supervisor != nil {
-		if st, err := in.status(ctx, ref.Supervisor, in.cfg.RequestTimeout); err == nil {
+		if st, err := in.sc.Within(in.cfg.RequestTimeout).Status(ctx, ref.Supervisor); err == nil {
 			out.Status = st
 		}
 	}
@@ -748,11 +661,7 @@ func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who 
 	case messages.ControlAction_CONTROL_ACTION_RESTART:
 		return in.supervise(ctx, ref, &messages.Restart{Reason: reason}, true)
 	case messages.ControlAction_CONTROL_ACTION_STOP:
-		var ms int64
-		if dl, ok := ctx.Deadline(); ok {
-			ms = max(time.Until(dl).Milliseconds()*9/10, 1)
-		}
-		return in.supervise(ctx, ref, &messages.Stop{Reason: reason, Graceful: true, TimeoutMs: ms}, false)
+		return in.supervise(ctx, ref, in.commands().GracefulStop(ctx, reason), false)
 	case messages.ControlAction_CONTROL_ACTION_RELEASE_LEASE:
 		if ref.Mode != "single-leader" {
 			return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q is not a SINGLE_LEADER stream (mode %s): it holds no lease", ref.Name, ref.Mode)}
@@ -766,67 +675,72 @@ func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who 
 	return &messages.ControlReply{Code: "invalid", Error: fmt.Sprintf("unknown action %v", req.GetAction())}
 }
 
+// commands is the client of the control commands: bounded by their request's ctx and by
+// maxControlTimeout.
+func (in *inspector) commands() superclient.Client { return in.sc.Within(maxControlTimeout) }
+
+// notRunning is the reply to a command for a stream whose tree is not running.
+func notRunning(ref StreamRef) *messages.ControlReply {
+	return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+}
+
 // supervise sends a lifecycle message to the stream's supervisor; for Start and Restart it then
 // waits, as the Handle does, until the stream left starting and backoff.
 func (in *inspector) supervise(ctx context.Context, ref StreamRef, msg proto.Message, await bool) *messages.ControlReply {
 	if ref.Supervisor == nil {
-		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+		return notRunning(ref)
 	}
-	bound := maxControlTimeout
-	res, err := in.request(ctx, ref.Supervisor, msg, bound)
+	reply, err := in.commands().Ask(ctx, ref.Supervisor, msg)
 	if err == nil && await {
-		res, err = in.request(ctx, ref.Supervisor, &messages.AwaitRunning{}, bound)
+		reply, err = in.commands().AwaitRunning(ctx, ref.Supervisor)
 	}
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
 	}
-	st, ok := res.(*messages.StatusReply)
-	if !ok {
-		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: unexpected reply %T", ref.Name, res)}
-	}
-	reply := &messages.ControlReply{Ok: true, Status: st, Detail: "state " + stateName(st.GetState())}
-	if ls := st.GetLastStop(); !await && ls != nil {
-		reply.Detail = fmt.Sprintf("stopped: %d settled, %d unsettled, drained %v, flushed %v", ls.GetSettled(), ls.GetUnsettled(), ls.GetDrained(), ls.GetFlushed())
-		if ls.GetError() != "" {
-			reply.Ok, reply.Code, reply.Error = false, "failed", ls.GetError()
-			if ls.GetHeldUpBy() != "" {
-				reply.Code = "timeout"
+	st := streamstatus.Read(reply)
+	out := &messages.ControlReply{Ok: true, Status: reply, Detail: "state " + st.State}
+	if ls := st.LastStop; !await && ls != nil {
+		out.Detail = fmt.Sprintf("stopped: %d settled, %d unsettled, drained %v, flushed %v", ls.Settled, ls.Unsettled, ls.Drained, ls.Flushed)
+		if ls.Failed() {
+			out.Ok, out.Code, out.Error = false, "failed", ls.Error
+			if ls.TimedOut() {
+				out.Code = "timeout"
 			}
 		}
 	}
-	if await && st.GetState() == messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
-		reply.Ok, reply.Code, reply.Error = false, "failed", "crashed while starting: "+st.GetLastCause()
+	if await && st.State == streamstatus.Crashed {
+		out.Ok, out.Code, out.Error = false, "failed", "crashed while starting: "+st.LastCause
 	}
-	return reply
+	return out
 }
 
 // releaseLease asks the stream's supervisor to hand its lease over (ReleaseLease: drain, flush,
 // release, then standby) and reports whether this instance held it.
 func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason string) *messages.ControlReply {
 	if ref.Supervisor == nil {
-		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+		return notRunning(ref)
 	}
-	res, err := in.request(ctx, ref.Supervisor, &messages.StatusRequest{}, maxControlTimeout)
+	reply, err := in.commands().Status(ctx, ref.Supervisor)
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
 	}
-	before, _ := res.(*messages.StatusReply)
-	if l := before.GetLease(); l.GetRole() != messages.LeaseRole_LEASE_ROLE_LEADER {
-		holder := l.GetHolder()
-		if holder == "" {
-			holder = "nobody"
+	before := streamstatus.Read(reply)
+	if !before.Leads() {
+		holder := "nobody"
+		if before.Lease != nil && before.Lease.Holder != "" {
+			holder = before.Lease.Holder
 		}
-		return &messages.ControlReply{Code: "failed", Status: before,
+		return &messages.ControlReply{Code: "failed", Status: reply,
 			Error: fmt.Sprintf("stream %q: this instance does not hold the lease (held by %s): release it on the leader", ref.Name, holder)}
 	}
-	reply := in.supervise(ctx, ref, &messages.ReleaseLease{Reason: reason}, false)
-	if reply.GetOk() {
-		reply.Detail = fmt.Sprintf("lease released (epoch %d): %s", before.GetLease().GetEpoch(), reply.GetDetail())
-		if ls := reply.GetStatus().GetLastStop(); ls != nil && !ls.GetReleased() {
-			reply.Ok, reply.Code, reply.Error = false, "failed", fmt.Sprintf("stream %q: the lease was not released (it lapses at its expiry): %s", ref.Name, ls.GetError())
+	out := in.supervise(ctx, ref, &messages.ReleaseLease{Reason: reason}, false)
+	if out.GetOk() {
+		out.Detail = fmt.Sprintf("lease released (epoch %d): %s", before.Lease.Epoch, out.GetDetail())
+		if ls := streamstatus.Read(out.GetStatus()).LastStop; ls != nil && !ls.Released {
+			out.Ok, out.Code, out.Error = false, "failed", fmt.Sprintf("stream %q: the lease was not released (it lapses at its expiry): %s", ref.Name, ls.Error)
 		}
 	}
-	return reply
+	return out
 }
 
 func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *messages.ControlRequest) *messages.ControlReply {
@@ -871,7 +785,7 @@ func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *
 // Handle.Snapshot does) of the documents matching the request's filter.
 func (in *inspector) onDemandSnapshot(ctx context.Context, ref StreamRef, req *messages.ControlRequest) *messages.ControlReply {
 	if ref.Supervisor == nil {
-		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: its supervisor is not running (the runtime is stopping)", ref.Name)}
+		return notRunning(ref)
 	}
 	var filter []byte
 	if f := req.GetFilter(); f != "" {
@@ -882,13 +796,9 @@ func (in *inspector) onDemandSnapshot(ctx context.Context, ref StreamRef, req *m
 		filter = raw
 	}
 	id := fmt.Sprintf("ondemand-console-%d", in.clk.Now().UnixMilli())
-	res, err := in.request(ctx, ref.Supervisor, &messages.OnDemandSnapshot{SnapshotId: id, Filter: filter}, maxControlTimeout)
+	r, err := in.commands().OnDemandSnapshot(ctx, ref.Supervisor, id, filter)
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
-	}
-	r, ok := res.(*messages.OnDemandSnapshotReply)
-	if !ok {
-		return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: unexpected reply %T", ref.Name, res)}
 	}
 	switch r.GetCode() {
 	case "":

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -35,7 +36,7 @@ func TestRowFigures(t *testing.T) {
 		}
 	}))
 	in := newInspector(Config{}.withDefaults(), nil)
-	in.sys, in.work, in.clk, in.log = sys, context.Background(), clock.Real(), zap.NewNop()
+	in.sys, in.sc, in.work, in.clk, in.log = sys, superclient.New(sys), context.Background(), clock.Real(), zap.NewNop()
 	samples := []sample{{at: now.Add(-10 * time.Second), settled: 50}}
 	oplog := oplogInfo{oldest: now.Add(-2 * time.Hour), newest: now.Add(-1 * time.Second)}
 	r := in.row(context.Background(), StreamRef{Name: "s", Namespace: "db.c", Mode: "all-instances", Supervisor: sup},

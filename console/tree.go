@@ -2,11 +2,9 @@ package console
 
 import (
 	"os"
-	"reflect"
 	"runtime"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -14,8 +12,10 @@ import (
 )
 
 // buildTree lists the actors of the process registry as a hierarchy by PID id ("a/b" is a
-// child of "a"), with the depth of each mailbox. Futures are left out: they are requests in
-// flight, not actors.
+// child of "a"). Futures are left out: they are requests in flight, not actors. Mailbox depths
+// are not shown: protoactor keeps an actor's mailbox unexported and offers no accessor (its only
+// reading is the OpenTelemetry gauge of an actor system built with a metrics provider, by actor
+// type rather than by PID).
 func buildTree(sys *actor.ActorSystem) *messages.TreeReply {
 	nodes := map[string]*messages.ActorNode{}
 	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
@@ -23,11 +23,7 @@ func buildTree(sys *actor.ActorSystem) *messages.TreeReply {
 			if strings.HasPrefix(item.Key, "future$") {
 				continue
 			}
-			n := &messages.ActorNode{Id: item.Key, Name: item.Key[strings.LastIndex(item.Key, "/")+1:], Mailbox: -1}
-			if p, ok := item.Val.(*actor.ActorProcess); ok {
-				n.Mailbox = mailboxDepth(p)
-			}
-			nodes[item.Key] = n
+			nodes[item.Key] = &messages.ActorNode{Id: item.Key, Name: item.Key[strings.LastIndex(item.Key, "/")+1:]}
 		}
 	}
 	reply := &messages.TreeReply{Actors: uint32(len(nodes))}
@@ -56,29 +52,6 @@ func parentOf(id string, nodes map[string]*messages.ActorNode) *messages.ActorNo
 		}
 	}
 	return nil
-}
-
-// mailboxReadable: protoactor keeps an actor's mailbox in the unexported first field of
-// ActorProcess and offers no accessor. The depth is read through that field only when the
-// layout is the one of the pinned version (checked once, by reflection); otherwise -1.
-var mailboxReadable = func() bool {
-	t := reflect.TypeOf(actor.ActorProcess{})
-	if t.NumField() == 0 {
-		return false
-	}
-	f := t.Field(0)
-	return f.Name == "mailbox" && f.Offset == 0 && f.Type == reflect.TypeOf((*actor.Mailbox)(nil)).Elem()
-}()
-
-func mailboxDepth(p *actor.ActorProcess) int64 {
-	if !mailboxReadable || p == nil {
-		return -1
-	}
-	mb := *(*actor.Mailbox)(unsafe.Pointer(p))
-	if mb == nil {
-		return -1
-	}
-	return int64(mb.UserMessageCount())
 }
 
 func goVersion() string { return runtime.Version() }

@@ -855,9 +855,7 @@ type ActorNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// name is the last segment of the id.
-	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// mailbox is the number of user messages waiting; -1 when it cannot be read.
-	Mailbox       int64        `protobuf:"varint,3,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
+	Name          string       `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Children      []*ActorNode `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -905,13 +903,6 @@ func (x *ActorNode) GetName() string {
 		return x.Name
 	}
 	return ""
-}
-
-func (x *ActorNode) GetMailbox() int64 {
-	if x != nil {
-		return x.Mailbox
-	}
-	return 0
 }
 
 func (x *ActorNode) GetChildren() []*ActorNode {
@@ -1990,12 +1981,11 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x06stream\x18\x01 \x01(\v2\x17.watchtree.v1.StreamRowR\x06stream\x121\n" +
 	"\x06status\x18\x02 \x01(\v2\x19.watchtree.v1.StatusReplyR\x06status\x124\n" +
 	"\x06events\x18\x03 \x03(\v2\x1c.watchtree.v1.LifecycleEventR\x06events\"\r\n" +
-	"\vTreeRequest\"~\n" +
+	"\vTreeRequest\"s\n" +
 	"\tActorNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
-	"\amailbox\x18\x03 \x01(\x03R\amailbox\x123\n" +
-	"\bchildren\x18\x04 \x03(\v2\x17.watchtree.v1.ActorNodeR\bchildren\"R\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x123\n" +
+	"\bchildren\x18\x04 \x03(\v2\x17.watchtree.v1.ActorNodeR\bchildrenJ\x04\b\x03\x10\x04R\amailbox\"R\n" +
 	"\tTreeReply\x12-\n" +
 	"\x05roots\x18\x01 \x03(\v2\x17.watchtree.v1.ActorNodeR\x05roots\x12\x16\n" +
 	"\x06actors\x18\x02 \x01(\rR\x06actors\"B\n" +

@@ -168,11 +168,7 @@ func printDescribe(w io.Writer, d *messages.DescribeReply) error {
 func printTree(w io.Writer, t *messages.TreeReply) error {
 	var walk func(n *messages.ActorNode, depth int)
 	walk = func(n *messages.ActorNode, depth int) {
-		mb := "?"
-		if n.GetMailbox() >= 0 {
-			mb = fmt.Sprint(n.GetMailbox())
-		}
-		fmt.Fprintf(w, "%s%s  [mailbox %s]\n", strings.Repeat("  ", depth), n.GetName(), mb)
+		fmt.Fprintf(w, "%s%s\n", strings.Repeat("  ", depth), n.GetName())
 		for _, c := range n.GetChildren() {
 			walk(c, depth+1)
 		}

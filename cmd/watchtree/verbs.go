@@ -69,7 +69,7 @@ func describeCmd(o *opts) *cobra.Command {
 func treeCmd(o *opts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "tree",
-		Short: "The actor hierarchy, with mailbox depths",
+		Short: "The actor hierarchy of the instance, by PID",
 		Args:  noArgs,
 		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, _ []string) error {
 			ctx, cancel := o.ctx(cmd)

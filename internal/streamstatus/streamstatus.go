@@ -1,0 +1,209 @@
+// Package streamstatus reads a stream supervisor's StatusReply (package messages) into Go values:
+// the one reading of that message, shared by the runtime's Handle (watchtree.StreamStatus) and
+// the console (its stream rows and command replies), so that a field means the same on both
+// sides: the state's name, which lease role counts as leading, that dead-lettered includes the
+// events dropped with dead letters disabled, what an unset timestamp is, when a stop failed or
+// timed out. Snapshot progress is not read here: only the Handle shows it.
+package streamstatus
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+// The state names of Status.State, as the supervisor's states are called in logs and in
+// StatusReply.transitions.
+const (
+	Starting     = "starting"
+	Standby      = "standby"
+	Running      = "running"
+	Backoff      = "backoff"
+	Stopped      = "stopped"
+	Crashed      = "crashed"
+	Stopping     = "stopping"
+	Snapshotting = "snapshotting"
+	// Unknown is the state of a reply without one, or with a value this build does not know.
+	Unknown = "unknown"
+)
+
+var stateNames = map[messages.SupervisorState]string{
+	messages.SupervisorState_SUPERVISOR_STATE_STARTING:     Starting,
+	messages.SupervisorState_SUPERVISOR_STATE_STANDBY:      Standby,
+	messages.SupervisorState_SUPERVISOR_STATE_RUNNING:      Running,
+	messages.SupervisorState_SUPERVISOR_STATE_BACKOFF:      Backoff,
+	messages.SupervisorState_SUPERVISOR_STATE_STOPPED:      Stopped,
+	messages.SupervisorState_SUPERVISOR_STATE_CRASHED:      Crashed,
+	messages.SupervisorState_SUPERVISOR_STATE_STOPPING:     Stopping,
+	messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING: Snapshotting,
+}
+
+// StateName returns the name of s (one of the constants above; Unknown for an unset or
+// unknown value).
+func StateName(s messages.SupervisorState) string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return Unknown
+}
+
+// The lease roles of Lease.Role.
+const (
+	// RoleLeader: this instance holds the lease and runs the stream.
+	RoleLeader = "leader"
+	// RoleStandby: another instance holds the lease (or it could not be read); this one waits.
+	RoleStandby = "standby"
+	// RoleIdle: this instance does not campaign (the stream is stopped or crashed here); also
+	// the role of a lease state without one.
+	RoleIdle = "idle"
+)
+
+// Status is one StatusReply. Timestamps the reply leaves unset are the zero time.
+type Status struct {
+	// Stream is the stream's name; State its state's name (StateName); Why the one-line reason
+	// of the latest transition; Since when it was entered (supervisor clock).
+	Stream, State, Why string
+	Since              time.Time
+	// Attempt counts deaths since the last successful resubscription; MaxAttempts is the
+	// restart policy's limit (0: unlimited); NextRetryAt when the pending restart fires (zero
+	// outside backoff); LastCause the error of the latest death ("" if none).
+	Attempt, MaxAttempts uint32
+	NextRetryAt          time.Time
+	LastCause            string
+	// Incarnation numbers the stream actor's (re)starts from 1; Deaths and Restarts count its
+	// deaths and the restarts the policy carried out, since the supervisor started.
+	Incarnation, Deaths, Restarts uint64
+	// Checkpoint is the latest checkpoint written since the supervisor started; nil when none.
+	Checkpoint *Checkpoint
+	// Settled counts the settled events by outcome, since the supervisor started.
+	Settled Settlements
+	// InFlight counts the events the dispatcher accepted and has not settled, as of its latest
+	// report. ReadThrough is the cluster time of the newest position the stream has read (zero
+	// before the first batch): now minus it is the stream's lag (Lag).
+	InFlight    uint64
+	ReadThrough time.Time
+	// Lease is a SINGLE_LEADER stream's lease as this instance sees it; nil for ALL_INSTANCES.
+	Lease *Lease
+	// LastStop reports the latest graceful stop; nil when there was none.
+	LastStop *Stop
+}
+
+// Checkpoint is the latest checkpoint written.
+type Checkpoint struct {
+	// Token is the resume token written (a copy; nil for an operation-time position), Source
+	// its source ("event", "pbrt", "initial", ...), WrittenAt when it was written.
+	Token     bson.Raw
+	Source    string
+	WrittenAt time.Time
+}
+
+// Settlements counts settled events by outcome: Handled + Filtered + Unhandled + Skipped +
+// DeadLettered = Settled.
+type Settlements struct {
+	// Settled is the total; Handled, Filtered, Unhandled and Skipped count by outcome.
+	Settled, Handled, Filtered, Unhandled, Skipped uint64
+	// DeadLettered counts the events whose attempts ran out: their dead letter was written, or
+	// they were dropped with dead letters disabled.
+	DeadLettered uint64
+}
+
+// Lease is the leader actor's view of a stream's lease.
+type Lease struct {
+	// Role is RoleLeader, RoleStandby or RoleIdle.
+	Role string
+	// Instance is this instance's ID; Holder the lease holder as last seen ("" when free or
+	// unknown); Epoch the lease's epoch as last seen (this instance's own when leader);
+	// ExpiresAt its expiry (lease store clock; zero when unknown); Why the reason of the role.
+	Instance, Holder string
+	Epoch            int64
+	ExpiresAt        time.Time
+	Why              string
+	// Acquisitions, Losses, HandOvers and Fenced count leaderships won, lost, handed over, and
+	// writes refused by a newer epoch, since the supervisor started.
+	Acquisitions, Losses, HandOvers, Fenced uint64
+}
+
+// Stop is the report of a graceful stop.
+type Stop struct {
+	// Settled and Unsettled are the dispatcher's counts when its drain ended; LowWaterMark the
+	// highest sequence number the final checkpoint covers.
+	Settled, Unsettled, LowWaterMark uint64
+	// Drained and Flushed: the drain and the final checkpoint write completed. Fenced: the final
+	// write was refused by a newer lease epoch. Released: the lease was released as the last step.
+	Drained, Flushed, Fenced, Released bool
+	// HeldUpBy names the first step that did not finish within the stop's timeout; Skipped the
+	// steps left out; Error the first error of the sequence. All empty after a clean stop.
+	HeldUpBy, Skipped, Error string
+	// Took is how long the sequence ran.
+	Took time.Duration
+}
+
+// Failed reports whether the stop had an error (nil: no stop, so none).
+func (s *Stop) Failed() bool { return s != nil && s.Error != "" }
+
+// TimedOut reports whether the stop failed because a step did not finish in time (HeldUpBy
+// names it): such a stop is reported as a timeout.
+func (s *Stop) TimedOut() bool { return s.Failed() && s.HeldUpBy != "" }
+
+// Read reads r; a nil r reads as an empty reply (state Unknown).
+func Read(r *messages.StatusReply) Status {
+	st := Status{
+		Stream: r.GetStream(), State: StateName(r.GetState()), Why: r.GetWhy(), Since: timeOf(r.GetSince()),
+		Attempt: r.GetAttempt(), MaxAttempts: r.GetMaxAttempts(), NextRetryAt: timeOf(r.GetNextRetryAt()),
+		LastCause: r.GetLastCause(), Incarnation: r.GetIncarnation(), Deaths: r.GetDeaths(), Restarts: r.GetRestarts(),
+		InFlight: r.GetInFlight(), ReadThrough: timeOf(r.GetReadThrough()),
+	}
+	if cp := r.GetCheckpoint(); cp != nil {
+		st.Checkpoint = &Checkpoint{Source: cp.GetSource(), WrittenAt: timeOf(cp.GetWrittenAt())}
+		if len(cp.GetToken()) > 0 {
+			st.Checkpoint.Token = append(bson.Raw(nil), cp.GetToken()...)
+		}
+	}
+	c := r.GetSettlements()
+	st.Settled = Settlements{Settled: c.GetSettled(), Handled: c.GetHandled(), Filtered: c.GetFiltered(),
+		Unhandled: c.GetUnhandled(), Skipped: c.GetSkipped(), DeadLettered: c.GetDeadLettered() + c.GetDropped()}
+	if l := r.GetLease(); l != nil {
+		st.Lease = &Lease{Role: roleName(l.GetRole()), Instance: l.GetOwner(), Holder: l.GetHolder(), Epoch: l.GetEpoch(),
+			ExpiresAt: timeOf(l.GetExpiresAt()), Why: l.GetWhy(),
+			Acquisitions: l.GetAcquisitions(), Losses: l.GetLosses(), HandOvers: l.GetHandovers(), Fenced: l.GetFenced()}
+	}
+	if ls := r.GetLastStop(); ls != nil {
+		st.LastStop = &Stop{Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
+			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(), Released: ls.GetReleased(),
+			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration()}
+	}
+	return st
+}
+
+// Lag is the stream's lag at now: now minus ReadThrough, never negative; ok is false before
+// the first batch (ReadThrough unset).
+func (s Status) Lag(now time.Time) (lag time.Duration, ok bool) {
+	if s.ReadThrough.IsZero() {
+		return 0, false
+	}
+	return max(now.Sub(s.ReadThrough), 0), true
+}
+
+// Leads reports whether this instance holds the stream's lease (false for a stream without one).
+func (s Status) Leads() bool { return s.Lease != nil && s.Lease.Role == RoleLeader }
+
+func roleName(r messages.LeaseRole) string {
+	switch r {
+	case messages.LeaseRole_LEASE_ROLE_LEADER:
+		return RoleLeader
+	case messages.LeaseRole_LEASE_ROLE_STANDBY:
+		return RoleStandby
+	}
+	return RoleIdle
+}
+
+// timeOf is ts as a time, the zero time when unset.
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}

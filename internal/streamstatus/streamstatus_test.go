@@ -1,0 +1,113 @@
+package streamstatus
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/messages"
+)
+
+func TestStateNames(t *testing.T) {
+	want := map[messages.SupervisorState]string{
+		messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED:  Unknown,
+		messages.SupervisorState_SUPERVISOR_STATE_STARTING:     "starting",
+		messages.SupervisorState_SUPERVISOR_STATE_STANDBY:      "standby",
+		messages.SupervisorState_SUPERVISOR_STATE_RUNNING:      "running",
+		messages.SupervisorState_SUPERVISOR_STATE_BACKOFF:      "backoff",
+		messages.SupervisorState_SUPERVISOR_STATE_STOPPED:      "stopped",
+		messages.SupervisorState_SUPERVISOR_STATE_CRASHED:      "crashed",
+		messages.SupervisorState_SUPERVISOR_STATE_STOPPING:     "stopping",
+		messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING: "snapshotting",
+		messages.SupervisorState(99):                           Unknown,
+	}
+	for s, n := range want {
+		if got := StateName(s); got != n {
+			t.Errorf("StateName(%v) = %q, want %q", s, got, n)
+		}
+	}
+	// Every value of the enum has a name: a state added to the protocol must be named here.
+	for v := range messages.SupervisorState_name {
+		if s := messages.SupervisorState(v); s != messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED && StateName(s) == Unknown {
+			t.Errorf("%v has no name", s)
+		}
+	}
+}
+
+func TestRead(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0).UTC()
+	token := []byte{5, 0, 0, 0, 0}
+	r := &messages.StatusReply{
+		Stream: "orders", State: messages.SupervisorState_SUPERVISOR_STATE_RUNNING, Why: "cursor open",
+		Since: timestamppb.New(now.Add(-time.Minute)), Attempt: 1, MaxAttempts: 5, LastCause: "boom",
+		Incarnation: 3, Deaths: 2, Restarts: 2, InFlight: 4, ReadThrough: timestamppb.New(now.Add(-2 * time.Second)),
+		Settlements: &messages.SettlementCounts{Settled: 20, Handled: 10, Filtered: 3, Unhandled: 2, Skipped: 1, DeadLettered: 3, Dropped: 1},
+		Checkpoint:  &messages.CheckpointWritten{Token: token, Source: "event", WrittenAt: timestamppb.New(now)},
+		Lease: &messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_LEADER, Owner: "a", Holder: "a", Epoch: 7,
+			ExpiresAt: timestamppb.New(now.Add(time.Second)), Why: "leader (epoch 7)", Acquisitions: 1, Fenced: 2},
+		LastStop: &messages.StopReport{Settled: 9, Unsettled: 1, Drained: true, Released: true, Error: "drain: timeout",
+			HeldUpBy: "drain", Took: durationpb.New(3 * time.Second)},
+	}
+	st := Read(r)
+	token[0] = 0 // the reading keeps a copy
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"state", st.Stream == "orders" && st.State == Running && st.Why == "cursor open" && st.Since.Equal(now.Add(-time.Minute))},
+		{"restarts", st.Attempt == 1 && st.MaxAttempts == 5 && st.NextRetryAt.IsZero() && st.LastCause == "boom"},
+		{"counters", st.Incarnation == 3 && st.Deaths == 2 && st.Restarts == 2 && st.InFlight == 4},
+		{"dead-lettered includes dropped", st.Settled == Settlements{20, 10, 3, 2, 1, 4}},
+		{"checkpoint", st.Checkpoint != nil && st.Checkpoint.Token[0] == 5 && st.Checkpoint.Source == "event" && st.Checkpoint.WrittenAt.Equal(now)},
+		{"lease", st.Leads() && st.Lease.Instance == "a" && st.Lease.Holder == "a" && st.Lease.Epoch == 7 &&
+			st.Lease.ExpiresAt.Equal(now.Add(time.Second)) && st.Lease.Acquisitions == 1 && st.Lease.Fenced == 2},
+		{"stop", st.LastStop.Failed() && st.LastStop.TimedOut() && st.LastStop.Released && st.LastStop.Took == 3*time.Second},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: %+v", c.what, st)
+		}
+	}
+	if lag, ok := st.Lag(now); !ok || lag != 2*time.Second {
+		t.Errorf("lag = %v, %v", lag, ok)
+	}
+	if lag, ok := st.Lag(now.Add(-time.Hour)); !ok || lag != 0 {
+		t.Errorf("lag behind the clock = %v, %v; want 0", lag, ok)
+	}
+
+	// What a reply leaves unset reads as nothing: zero times, no lease, no stop, no lag.
+	empty := Read(&messages.StatusReply{Checkpoint: &messages.CheckpointWritten{Source: "initial"}})
+	if empty.State != Unknown || !empty.Since.IsZero() || empty.Lease != nil || empty.LastStop != nil ||
+		empty.Checkpoint.Token != nil || !empty.Checkpoint.WrittenAt.IsZero() || empty.Leads() {
+		t.Errorf("empty reply: %+v", empty)
+	}
+	if _, ok := empty.Lag(now); ok {
+		t.Error("an unset read_through has a lag")
+	}
+	if st := Read(nil); st.State != Unknown {
+		t.Errorf("nil reply: %+v", st)
+	}
+	var none *Stop
+	if none.Failed() || none.TimedOut() {
+		t.Error("no stop report failed")
+	}
+	if s := (&Stop{Error: "flush: refused"}); !s.Failed() || s.TimedOut() {
+		t.Errorf("an error without a held-up step: failed %v, timed out %v", s.Failed(), s.TimedOut())
+	}
+}
+
+func TestLeaseRoles(t *testing.T) {
+	for role, want := range map[messages.LeaseRole]string{
+		messages.LeaseRole_LEASE_ROLE_UNSPECIFIED: RoleIdle,
+		messages.LeaseRole_LEASE_ROLE_IDLE:        RoleIdle,
+		messages.LeaseRole_LEASE_ROLE_STANDBY:     RoleStandby,
+		messages.LeaseRole_LEASE_ROLE_LEADER:      RoleLeader,
+	} {
+		st := Read(&messages.StatusReply{Lease: &messages.LeaseState{Role: role}})
+		if st.Lease.Role != want || st.Leads() != (want == RoleLeader) {
+			t.Errorf("%v: role %q, leads %v", role, st.Lease.Role, st.Leads())
+		}
+	}
+}
