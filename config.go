@@ -175,7 +175,7 @@ func (c Config) Validate() error {
 		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
 	}
 	var fe *console.FieldError
-	if err := c.Console.console(nil).Validate(); errors.As(err, &fe) {
+	if err := c.Console.config().Validate(); errors.As(err, &fe) {
 		ce.Add("Console."+fe.Field, "%s", fe.Rule)
 	}
 	return ce.Err()
@@ -203,9 +203,15 @@ func (c Config) storeFields() []storeField {
 	return out
 }
 
-// stores is the engine's view of the store fields.
-func (c Config) stores() engine.Stores {
-	return engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases}
+// engine is the engine's configuration of c (defaulted).
+func (c Config) engine() engine.Config {
+	return engine.Config{
+		Client: c.Client, Database: c.Database, Logger: c.Logger, ActorSystem: c.ActorSystem, Observer: c.Observer,
+		InstanceID: c.InstanceID, InstanceName: c.InstanceName,
+		ShutdownTimeout: c.ShutdownTimeout, ConnectTimeout: c.ConnectTimeout,
+		Stores: engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases},
+		Lease:  c.Lease, Console: c.Console.config(),
+	}
 }
 
 // isNilPointer reports whether v holds a nil pointer (a store field set to a typed nil, which

@@ -6,7 +6,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/tokentime"
 )
 
@@ -26,8 +25,5 @@ func TokenClusterTime(token bson.Raw) (time.Time, bool) {
 // client read it (no permission on local, a sharded cluster through mongos, a server without an
 // oplog) returns that error; callers degrade to not knowing the window.
 func (rt *Runtime) OplogWindow(ctx context.Context) (oldest, newest time.Time, err error) {
-	if _, err := rt.system(); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	return engine.OplogWindow(ctx, rt.cfg.Client, rt.cfg.ConnectTimeout)
+	return rt.e.OplogWindow(ctx)
 }

@@ -57,7 +57,7 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
 	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[observe.DeadLettered]) == 1 })
 
-	stored, err := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0)
+	stored, err := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.InstanceName()}, 0)
 	if err != nil || len(stored) != 1 || !strings.Contains(stored[0].Error, "poison order") {
 		t.Fatalf("memstore dead letters: %+v, %v; want the poison order's", stored, err)
 	}
@@ -69,11 +69,11 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	if err := rt.Replay(ctx, "mem", dls[0].ID); err != nil {
 		t.Fatalf("Replay: %v", err)
 	}
-	if left, _ := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0); len(left) != 0 {
+	if left, _ := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.InstanceName()}, 0); len(left) != 0 {
 		t.Fatalf("the replayed dead letter is still in the memstore: %+v", left)
 	}
 	waitFor(t, "a checkpoint in the memstore", func() bool {
-		cp, ok, err := ms.Load(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName})
+		cp, ok, err := ms.Load(ctx, store.Scope{Stream: "mem", Instance: rt.InstanceName()})
 		return err == nil && ok && len(cp.Token) > 0
 	})
 	cps, err := rt.Checkpoints(ctx, "mem")

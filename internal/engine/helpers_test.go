@@ -11,7 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -99,4 +101,11 @@ func stage(t *testing.T, d bson.D) bson.Raw {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// testConfig is a runtime's configuration on e's database, defaulted as the root does, with
+// obs as its Observer.
+func testConfig(e *env, obs observe.Observer) Config {
+	return Config{Client: e.client, Database: e.db, Logger: zap.NewNop(), Observer: obs, InstanceID: "engine-test-1",
+		InstanceName: "engine-test", ShutdownTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second}
 }
