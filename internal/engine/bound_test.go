@@ -116,7 +116,7 @@ func TestBoundedWatcherGetMoreBound(t *testing.T) {
 	}
 
 	t.Run("re-armed", func(t *testing.T) {
-		w := NewWatcher(cs, e.client, e.db).Bounded(150 * time.Millisecond)
+		w := newDriverWatcher(cs, e.client, e.db).bounded(150 * time.Millisecond)
 		ctx := testCtx(t)
 		c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 50 * time.Millisecond})
 		if err != nil {
@@ -146,7 +146,7 @@ func TestBoundedWatcherGetMoreBound(t *testing.T) {
 	})
 
 	t.Run("frozen server", func(t *testing.T) {
-		w := NewWatcher(cs, e.client, e.db).Bounded(150 * time.Millisecond)
+		w := newDriverWatcher(cs, e.client, e.db).bounded(150 * time.Millisecond)
 		ctx := testCtx(t)
 		c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 50 * time.Millisecond})
 		if err != nil {
@@ -180,7 +180,7 @@ func TestBoundedWatcherGetMoreBound(t *testing.T) {
 	})
 
 	t.Run("cancelled reader", func(t *testing.T) {
-		w := NewWatcher(cs, e.client, e.db).Bounded(10 * time.Second)
+		w := newDriverWatcher(cs, e.client, e.db).bounded(10 * time.Second)
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
 		c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 50 * time.Millisecond})
@@ -218,7 +218,7 @@ func TestBoundedWatcherKeepsMaxAwaitTime(t *testing.T) {
 	e := newEnv(t)
 	e.needSim(t)
 	cs := &Spec{Name: "bounded", Collection: "orders"}
-	w := NewWatcher(cs, e.client, e.db).Bounded(300 * time.Millisecond)
+	w := newDriverWatcher(cs, e.client, e.db).bounded(300 * time.Millisecond)
 	ctx := testCtx(t)
 	e.srv.ResetCommands()
 	c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 50 * time.Millisecond})

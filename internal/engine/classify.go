@@ -101,10 +101,10 @@ var terminalCodes = map[int]string{
 	40602: "Location40602", // "$changeStream is only valid as the first stage in a pipeline"
 }
 
-// ClassifyFailure is the supervisors' Classifier: it classifies the failure (classifyError) and
+// classifyFailure is the supervisors' Classifier: it classifies the failure (classifyError) and
 // reports it as it is, so that the cause reads as the error that failed (the server's own words
 // for a server error).
-func ClassifyFailure(reason any) (bool, error) {
+func classifyFailure(reason any) (bool, error) {
 	cause := supervisor.AsError(reason)
 	return classifyError(cause) == terminal, cause
 }

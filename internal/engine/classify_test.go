@@ -108,18 +108,18 @@ func TestClassifyError(t *testing.T) {
 func TestClassifyFailureReportsTheCauseAsItIs(t *testing.T) {
 	unknownStage := serverErr(40324, "Location40324", "Unrecognized pipeline stage name: '$matchh'")
 	reason := &supervisor.Failure{Incarnation: 1, Err: &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: unknownStage}}
-	isTerminal, cause := ClassifyFailure(reason)
+	isTerminal, cause := classifyFailure(reason)
 	if !isTerminal || cause != error(reason) {
 		t.Fatalf("classifyFailure = %v, %v; want terminal with the reason itself", isTerminal, cause)
 	}
 	if msg := cause.Error(); !strings.Contains(msg, "Unrecognized pipeline stage name: '$matchh'") || strings.Contains(msg, "panic") {
 		t.Fatalf("cause %q, want the server's message and no panic", msg)
 	}
-	isTerminal, cause = ClassifyFailure(&supervisor.Failure{Err: &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}})
+	isTerminal, cause = classifyFailure(&supervisor.Failure{Err: &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}})
 	if !isTerminal || !errors.Is(cause, stream.ErrInvalidated) {
 		t.Fatalf("invalidate-stop: %v, %v; want terminal matching ErrInvalidated", isTerminal, cause)
 	}
-	if isTerminal, cause := ClassifyFailure("boom"); isTerminal || cause == nil || cause.Error() != "boom" {
+	if isTerminal, cause := classifyFailure("boom"); isTerminal || cause == nil || cause.Error() != "boom" {
 		t.Fatalf("a panic value: %v, %v; want transient with its text", isTerminal, cause)
 	}
 }

@@ -1,10 +1,20 @@
-// Package engine is the wiring behind the public watchtree package: it turns a compiled stream
-// (Spec) into a supervised actor tree and keeps the runtime's share of it — the driver-backed
-// change streams and their bounds, the store sets and their indexes, snapshot sources, the
-// classification of failures, the lease balancer and the dead-letter fencing.
+// Package engine is the wiring behind the public watchtree package. The root keeps the API
+// (Config, Runtime, Stream[T], Event[T], Handle, errors) and compiles each Stream[T] into a Spec,
+// the non-generic form this package takes, the generic piece (decoding and calling the handlers)
+// staying behind Spec.Router. watchtree.Runtime wraps a Runtime and watchtree.Handle an Entry.
 //
-// The root package keeps the public API (Config, Runtime, Stream[T], Event[T], Handle) and
-// compiles each Stream[T] into a Spec, the only generic piece (decoding and calling the
-// handlers) staying behind Spec.Router. This package never imports the root: the types both need
-// live here, in policy/, in store/ or in the actor packages.
+// Runtime (runtime.go) is the registry of the streams, the actor system, the Observer's queue
+// (safeObserver, observer.go), the console and its backend (console.go), the store sets and the
+// background index creation (stores.go, indexes.go), the SINGLE_LEADER balancer and dead-letter
+// fencing (leases.go), and the ordered shutdown. Entry (entry.go) is one stream: its
+// supervisor's PID and last reply, the wait for a running stream, the graceful stop. tree.go
+// builds a stream's actor tree (supervisor, checkpointer, dispatcher, stream actor, snapshot,
+// on-demand snapshot and leader actors); watch.go and bound.go open its change streams with the
+// driver, every wait for the server bounded; snapshot.go reads its collection for snapshots;
+// classify.go says which failures are terminal; records.go lists, counts, replays and purges
+// dead letters and lists checkpoints.
+//
+// This package never imports the root: the types both need live here, in observe/, in
+// policy/, in store/ or in the actor packages. Its sentinel errors are re-exported by the root
+// under the same names.
 package engine

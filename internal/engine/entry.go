@@ -29,7 +29,7 @@ type Entry struct {
 	name  string
 	spec  *Spec
 	log   *zap.Logger
-	store *StoreSet
+	store *storeSet
 	// records is the key of the stream's checkpoint, dead letters and gap records on this
 	// instance (Spec.Records: per instance for AllInstances, shared for SingleLeader).
 	records store.Scope
@@ -37,7 +37,7 @@ type Entry struct {
 	// memory, for the life of the process (a restart of the tree resumes a copy under way; a new
 	// process copies again, as it starts from the current position again).
 	memSnapshots *memstore.Store
-	watcher      *Watcher
+	watcher      *driverWatcher
 	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
 
 	// epoch is the fencing epoch of the SingleLeader term under way (0 for AllInstances): the
@@ -56,19 +56,19 @@ type Entry struct {
 	lastCause error      // the latest death's cause, as reported (errors.Is works on it)
 }
 
-func newEntry(rt *Runtime, spec *Spec, st *StoreSet, watchDB, storeDB string, owned bool) *Entry {
+func newEntry(rt *Runtime, spec *Spec, st *storeSet, watchDB, storeDB string, owned bool) *Entry {
 	e := &Entry{
 		rt:      rt,
 		name:    spec.Name,
 		spec:    spec,
-		log:     StreamLogger(rt.log, spec.Name),
+		log:     streamLogger(rt.log, spec.Name),
 		store:   st,
 		records: spec.Records(rt.cfg.InstanceName),
-		watcher: NewWatcher(spec, rt.cfg.Client, watchDB),
+		watcher: newDriverWatcher(spec, rt.cfg.Client, watchDB),
 		owned:   owned,
 		storeDB: storeDB,
 	}
-	e.watcher.ExcludeStores(storeDB, spec.DeadLetter.Collection)
+	e.watcher.excludeStores(storeDB, spec.DeadLetter.Collection)
 	if spec.Checkpoint.Ephemeral && spec.Snapshots() {
 		e.memSnapshots = memstore.New(memstore.Options{})
 	}

@@ -14,14 +14,14 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-var _ leader.Balancer = (*Balancer)(nil)
+var _ leader.Balancer = (*balancer)(nil)
 
-// FencedDeadLetters guards a SingleLeader stream's dead-letter writes: a write goes through only
+// fencedDeadLetters guards a SingleLeader stream's dead-letter writes: a write goes through only
 // while this instance holds the lease under the stream's current epoch, as the lease store
 // judges it right before the write; otherwise it fails with store.ErrFenced (the event stays
 // unsettled, so nothing is lost) and Fence is called, which tells the supervisor to stop the
 // stream at once.
-type FencedDeadLetters struct {
+type fencedDeadLetters struct {
 	store.DeadLetterStore
 	// Leases is the stream's lease store; Stream its name (the lease's) and Owner this
 	// instance's ID (Config.InstanceID).
@@ -34,7 +34,7 @@ type FencedDeadLetters struct {
 }
 
 // PutDeadLetter checks the lease, then writes dl (store.DeadLetterStore.PutDeadLetter).
-func (f FencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
+func (f fencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLetter) error {
 	epoch := f.Epoch()
 	l, ok, err := f.Leases.GetLease(ctx, f.Stream)
 	if err != nil {
@@ -48,10 +48,10 @@ func (f FencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLette
 	return f.DeadLetterStore.PutDeadLetter(ctx, dl)
 }
 
-// Balancer shares the runtime's SingleLeader leaderships out over the live instances: it keeps
+// balancer shares the runtime's SingleLeader leaderships out over the live instances: it keeps
 // this instance's heartbeat in the lease store (every RenewEvery, for TTL) and counts the live
 // instances; the leader actors ask it before they take a free lease and after each renewal.
-type Balancer struct {
+type balancer struct {
 	leases  store.LeaseStore
 	policy  policy.Lease
 	id      string        // this instance (Config.InstanceID)
@@ -67,18 +67,18 @@ type Balancer struct {
 	done   chan struct{}
 }
 
-// NewBalancer starts the balancer of instance id on leases, with the runtime's lease policy p
+// newBalancer starts the balancer of instance id on leases, with the runtime's lease policy p
 // (defaulted here) and each store call bounded by connect; Stop ends it.
-func NewBalancer(leases store.LeaseStore, p policy.Lease, id string, connect time.Duration, log *zap.Logger) *Balancer {
+func newBalancer(leases store.LeaseStore, p policy.Lease, id string, connect time.Duration, log *zap.Logger) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Balancer{leases: leases, policy: p.WithDefaults(), id: id, connect: connect, log: log, streams: map[string]bool{},
+	b := &balancer{leases: leases, policy: p.WithDefaults(), id: id, connect: connect, log: log, streams: map[string]bool{},
 		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b
 }
 
 // run beats and counts the instances every RenewEvery until stop.
-func (b *Balancer) run(ctx context.Context) {
+func (b *balancer) run(ctx context.Context) {
 	defer close(b.done)
 	id := b.id
 	for {
@@ -120,20 +120,20 @@ func (b *Balancer) run(ctx context.Context) {
 }
 
 // Stop ends the heartbeat and removes this instance's record (Leave).
-func (b *Balancer) Stop() {
+func (b *balancer) stop() {
 	b.cancel()
 	<-b.done
 }
 
-// Add counts stream among the runtime's SingleLeader streams, not led yet.
-func (b *Balancer) Add(stream string) {
+// add counts stream among the runtime's SingleLeader streams, not led yet.
+func (b *balancer) add(stream string) {
 	b.mu.Lock()
 	b.streams[stream] = false
 	b.mu.Unlock()
 }
 
-// Remove forgets stream (unregistered).
-func (b *Balancer) Remove(stream string) {
+// remove forgets stream (unregistered).
+func (b *balancer) remove(stream string) {
 	b.mu.Lock()
 	delete(b.streams, stream)
 	delete(b.handing, stream)
@@ -141,7 +141,7 @@ func (b *Balancer) Remove(stream string) {
 }
 
 // share is ⌈M/N⌉, under b.mu.
-func (b *Balancer) share() (leading, share int) {
+func (b *balancer) share() (leading, share int) {
 	for _, l := range b.streams {
 		if l {
 			leading++
@@ -152,7 +152,7 @@ func (b *Balancer) share() (leading, share int) {
 }
 
 // MayAcquire implements leader.Balancer: this instance leads fewer than its share.
-func (b *Balancer) MayAcquire() bool {
+func (b *balancer) MayAcquire() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	leading, share := b.share()
@@ -160,7 +160,7 @@ func (b *Balancer) MayAcquire() bool {
 }
 
 // Leading implements leader.Balancer.
-func (b *Balancer) Leading(stream string, leading bool) {
+func (b *balancer) Leading(stream string, leading bool) {
 	b.mu.Lock()
 	if _, ok := b.streams[stream]; ok {
 		b.streams[stream] = leading
@@ -172,7 +172,7 @@ func (b *Balancer) Leading(stream string, leading bool) {
 }
 
 // ShouldHandOver implements leader.Balancer: one handover at a time, only above the share.
-func (b *Balancer) ShouldHandOver(stream string) bool {
+func (b *balancer) ShouldHandOver(stream string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	leading, share := b.share()

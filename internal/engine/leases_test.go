@@ -5,7 +5,7 @@ import "testing"
 // The balancer's fair share: ⌈M/N⌉; an instance below it may take a free lease, one above it
 // hands the excess over, one lease at a time per stream.
 func TestBalancerShare(t *testing.T) {
-	b := &Balancer{streams: map[string]bool{}, handing: map[string]bool{}, instances: 3}
+	b := &balancer{streams: map[string]bool{}, handing: map[string]bool{}, instances: 3}
 	for _, s := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		b.streams[s] = false
 	}

@@ -39,8 +39,8 @@ func NewActorSystem(zl *zap.Logger, extra ...actor.ConfigOption) *actor.ActorSys
 	return actor.NewActorSystem(append(opts, extra...)...)
 }
 
-// StreamLogger returns the runtime logger with the stream name, carried by every line of the
+// streamLogger returns the runtime logger with the stream name, carried by every line of the
 // stream's actors.
-func StreamLogger(zl *zap.Logger, stream string) *zap.Logger {
+func streamLogger(zl *zap.Logger, stream string) *zap.Logger {
 	return logx.With(zl, zap.String("stream", stream))
 }

@@ -10,10 +10,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// OplogWindow returns the cluster times of the oldest and newest entries of the oplog
+// oplogWindow returns the cluster times of the oldest and newest entries of the oplog
 // (local.oplog.rs) of client's deployment, read with two one-document finds bounded by ctx and
 // connect (watchtree.Runtime.OplogWindow).
-func OplogWindow(ctx context.Context, client *mongo.Client, connect time.Duration) (oldest, newest time.Time, err error) {
+func oplogWindow(ctx context.Context, client *mongo.Client, connect time.Duration) (oldest, newest time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, connect)
 	defer cancel()
 	coll := client.Database("local").Collection("oplog.rs")

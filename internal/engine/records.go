@@ -27,7 +27,7 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	list, err := e.store.DeadLetters.ListDeadLetters(ctx, e.records, limit)
+	list, err := e.store.deadLetters.ListDeadLetters(ctx, e.records, limit)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: list dead letters: %w", stream, err)
 	}
@@ -41,14 +41,14 @@ func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, er
 	if err != nil {
 		return 0, err
 	}
-	if c, ok := e.store.DeadLetters.(store.DeadLetterCounter); ok {
+	if c, ok := e.store.deadLetters.(store.DeadLetterCounter); ok {
 		n, err := c.CountDeadLetters(ctx, e.records)
 		if err != nil {
 			return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
 		}
 		return int(n), nil
 	}
-	list, err := e.store.DeadLetters.ListDeadLetters(ctx, e.records, 0)
+	list, err := e.store.deadLetters.ListDeadLetters(ctx, e.records, 0)
 	if err != nil {
 		return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
 	}
@@ -64,7 +64,7 @@ func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
 	if err != nil {
 		return err
 	}
-	st := e.store.DeadLetters
+	st := e.store.deadLetters
 	dl, err := st.GetDeadLetter(ctx, e.records, id)
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
@@ -129,7 +129,7 @@ func (rt *Runtime) Purge(ctx context.Context, stream, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := e.store.DeadLetters.DeleteDeadLetter(ctx, e.records, id); err != nil {
+	if err := e.store.deadLetters.DeleteDeadLetter(ctx, e.records, id); err != nil {
 		return fmt.Errorf("watchtree: stream %q: purge %s: %w", stream, id, err)
 	}
 	e.log.Info("dead letter purged")
@@ -143,7 +143,7 @@ func (rt *Runtime) Checkpoints(ctx context.Context, stream string) ([]store.Chec
 	if err != nil {
 		return nil, err
 	}
-	list, err := e.store.Checkpoints.ListCheckpoints(ctx, stream)
+	list, err := e.store.checkpoints.ListCheckpoints(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: list checkpoints: %w", stream, err)
 	}

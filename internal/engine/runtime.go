@@ -87,7 +87,7 @@ type Runtime struct {
 	console   *console.Server // nil when Config.Console is off
 	startedAt time.Time
 
-	bal *Balancer // SingleLeader balance: started with the first such stream, stopped by Stop
+	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
 }
 
 // New returns a runtime of cfg. It does no I/O.
@@ -99,7 +99,7 @@ func New(cfg Config) *Runtime {
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
 		clk:     clock.Real(),
 		streams: map[string]*Entry{},
-		stores:  NewStoreSets(cfg.Client, cfg.Stores, log),
+		stores:  newStoreSets(cfg.Client, cfg.Stores, log),
 	}
 }
 
@@ -144,11 +144,11 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		return failed("ping the primary", err)
 	}
 	if rt.cfg.Database != "" {
-		st, err := rt.stores.Get(rt.cfg.Database, mongostore.DefaultDeadLetterCollection)
+		st, err := rt.stores.get(rt.cfg.Database, mongostore.DefaultDeadLetterCollection)
 		if err != nil {
 			return err
 		}
-		if err := rt.stores.CreateIndexes(cctx, st); err != nil {
+		if err := rt.stores.createIndexes(cctx, st); err != nil {
 			return failed("create the store indexes", err)
 		}
 	}
@@ -195,7 +195,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.state = rtStopping
 	entries := rt.entriesLocked()
 	rt.mu.Unlock()
-	rt.stores.Stop() // no index creation outlives the runtime
+	rt.stores.stop() // no index creation outlives the runtime
 
 	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
 	defer cancel()
@@ -217,7 +217,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.state = rtStopped
 	rt.mu.Unlock()
 	if bal != nil {
-		bal.Stop() // after the trees released their leases: the heartbeat goes last
+		bal.stop() // after the trees released their leases: the heartbeat goes last
 	}
 	var consoleErr error
 	if cons != nil { // after the streams, so that an operator sees the stop to its end
@@ -380,12 +380,12 @@ func (rt *Runtime) register(spec *Spec, owned bool) (*Entry, error) {
 		return nil, &policy.ConfigError{Stream: spec.Name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
 			Err: ErrDuplicateStream}
 	}
-	st, err := rt.stores.Get(storeDB, spec.DeadLetter.Collection)
+	st, err := rt.stores.get(storeDB, spec.DeadLetter.Collection)
 	if err != nil {
 		rt.mu.Unlock()
 		return nil, err
 	}
-	if spec.Snapshots() && !spec.Checkpoint.Ephemeral && st.Snapshots == nil {
+	if spec.Snapshots() && !spec.Checkpoint.Ephemeral && st.snapshots == nil {
 		rt.mu.Unlock()
 		return nil, &policy.ConfigError{Stream: spec.Name, Field: "Config.Snapshots",
 			Rule: "must be set for a stream that snapshots (Snapshot.Mode, or OnHistoryLost RebuildFromSnapshot) when Config.Checkpoints is set: the snapshot records go with the checkpoints, so the default MongoDB store serves only the default checkpoints"}
@@ -393,7 +393,7 @@ func (rt *Runtime) register(spec *Spec, owned bool) (*Entry, error) {
 	e := newEntry(rt, spec, st, watchDB, storeDB, owned)
 	rt.streams[spec.Name] = e
 	rt.mu.Unlock()
-	rt.stores.CreateIndexesLater(st)
+	rt.stores.createIndexesLater(st)
 	return e, nil
 }
 
@@ -402,7 +402,7 @@ func (rt *Runtime) unregister(e *Entry) {
 	if rt.streams[e.name] == e {
 		delete(rt.streams, e.name)
 		if rt.bal != nil {
-			rt.bal.Remove(e.name)
+			rt.bal.remove(e.name)
 		}
 	}
 	rt.mu.Unlock()
@@ -429,7 +429,7 @@ func (rt *Runtime) databases(spec *Spec) (watchDB, storeDB string, err error) {
 	if storeDB == "" {
 		storeDB = watchDB
 	}
-	if field := rt.cfg.Stores.NeedsDatabase(spec); storeDB == "" && field != "" {
+	if field := rt.cfg.Stores.needsDatabase(spec); storeDB == "" && field != "" {
 		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "Database",
 			Rule: fmt.Sprintf("must be set when Config.Database is empty (a cluster-wide stream's default stores need a database: Config.%s is nil)", field)}
 	}
@@ -438,14 +438,14 @@ func (rt *Runtime) databases(spec *Spec) (watchDB, storeDB string, err error) {
 
 // balancerFor returns the runtime's balancer (started with the first SingleLeader stream) with
 // stream counted in it.
-func (rt *Runtime) balancerFor(leases store.LeaseStore, stream string) *Balancer {
+func (rt *Runtime) balancerFor(leases store.LeaseStore, stream string) *balancer {
 	rt.mu.Lock()
 	if rt.bal == nil {
-		rt.bal = NewBalancer(leases, rt.cfg.Lease, rt.cfg.InstanceID, rt.cfg.ConnectTimeout, rt.log)
+		rt.bal = newBalancer(leases, rt.cfg.Lease, rt.cfg.InstanceID, rt.cfg.ConnectTimeout, rt.log)
 	}
 	b := rt.bal
 	rt.mu.Unlock()
-	b.Add(stream)
+	b.add(stream)
 	return b
 }
 
@@ -481,7 +481,7 @@ func (rt *Runtime) OplogWindow(ctx context.Context) (oldest, newest time.Time, e
 	if _, err := rt.system(); err != nil {
 		return time.Time{}, time.Time{}, err
 	}
-	return OplogWindow(ctx, rt.cfg.Client, rt.cfg.ConnectTimeout)
+	return oplogWindow(ctx, rt.cfg.Client, rt.cfg.ConnectTimeout)
 }
 
 // ObserverStats counts what became of the events meant for the Observer since Start

@@ -17,11 +17,11 @@ import (
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
-// SnapshotSource reads a stream's collection for its snapshot with the driver: primary reads,
+// snapshotSource reads a stream's collection for its snapshot with the driver: primary reads,
 // the snapshot Filter ANDed with the range bounds, sorted on _id (the _id index). It keeps
 // names, not driver handles: a Database and a Collection handle cost ~1 KB together, every
 // stream has a source, and most never snapshot, so the handles are made per read.
-type SnapshotSource struct {
+type snapshotSource struct {
 	client    *mongo.Client
 	db, coll  string
 	filter    bson.Raw // nil: every document
@@ -30,28 +30,28 @@ type SnapshotSource struct {
 	signalsDB string // database of the on-demand snapshots' watermarks (SignalsCollection)
 }
 
-// NewSnapshotSource returns the source of a snapshot of coll in db: filter (nil: every
+// newSnapshotSource returns the source of a snapshot of coll in db: filter (nil: every
 // document) ANDed with every read, w (the stream's bounded watcher) for Watch, comment on its
 // cursors, and signalsDB the database of the on-demand watermarks ("" for a snapshot that
 // writes none).
-func NewSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw, w stream.Watcher, comment, signalsDB string) *SnapshotSource {
-	return &SnapshotSource{client: client, db: db, coll: coll, filter: filter, watcher: w, comment: comment, signalsDB: signalsDB}
+func newSnapshotSource(client *mongo.Client, db, coll string, filter bson.Raw, w stream.Watcher, comment, signalsDB string) *snapshotSource {
+	return &snapshotSource{client: client, db: db, coll: coll, filter: filter, watcher: w, comment: comment, signalsDB: signalsDB}
 }
 
 // collection returns a handle on the stream's collection.
-func (s *SnapshotSource) collection() *mongo.Collection {
+func (s *snapshotSource) collection() *mongo.Collection {
 	return s.client.Database(s.db).Collection(s.coll)
 }
 
 // Watch implements snapshot.Source with the stream's own watcher (its pipeline and namespace),
 // resuming after token.
-func (s *SnapshotSource) Watch(ctx context.Context, token bson.Raw) (snapshot.IdleCursor, error) {
+func (s *snapshotSource) Watch(ctx context.Context, token bson.Raw) (snapshot.IdleCursor, error) {
 	return s.watcher.Open(ctx, stream.Position{Kind: wire.StartKind_START_KIND_RESUME_AFTER, Token: token,
 		MaxAwaitTime: defaultMaxAwaitTime, Comment: s.comment})
 }
 
 // and returns the filter ANDed with extra conditions.
-func (s *SnapshotSource) and(extra ...bson.D) bson.D {
+func (s *snapshotSource) and(extra ...bson.D) bson.D {
 	var all bson.A
 	if s.filter != nil {
 		all = append(all, s.filter)
@@ -75,7 +75,7 @@ func (s *SnapshotSource) and(extra ...bson.D) bson.D {
 // real server and mongosim support it, unlike $bucketAuto and $sample. The split points must
 // have one BSON type class: a range query on _id compares within one type only, so a collection
 // whose _id values mix types (numbers and strings, say) is refused with an error naming them.
-func (s *SnapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Raw, error) {
+func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Raw, error) {
 	n, err := s.collection().CountDocuments(ctx, s.and())
 	if err != nil {
 		return 0, nil, err
@@ -118,7 +118,7 @@ func (s *SnapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Ra
 
 // idAt returns {_id: v} of the matching document at position skip of the _id order (dir 1) or
 // of its reverse (dir -1), nil when there is none.
-func (s *SnapshotSource) idAt(ctx context.Context, dir int, skip int64) (bson.Raw, error) {
+func (s *snapshotSource) idAt(ctx context.Context, dir int, skip int64) (bson.Raw, error) {
 	o := options.Find().SetSort(bson.D{{Key: "_id", Value: dir}}).SetProjection(bson.D{{Key: "_id", Value: 1}}).
 		SetSkip(skip).SetLimit(1)
 	cur, err := s.collection().Find(ctx, s.and(), o)
@@ -137,7 +137,7 @@ func (s *SnapshotSource) idAt(ctx context.Context, dir int, skip int64) (bson.Ra
 }
 
 // Read implements snapshot.Source.
-func (s *SnapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit int) ([]bson.Raw, error) {
+func (s *snapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit int) ([]bson.Raw, error) {
 	var conds []bson.D
 	if after != nil {
 		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after.Lookup("_id")}}}})
@@ -151,7 +151,7 @@ func (s *SnapshotSource) Read(ctx context.Context, lo, hi, after bson.Raw, limit
 }
 
 // find returns up to limit documents matching filter in _id order.
-func (s *SnapshotSource) find(ctx context.Context, filter bson.D, limit int) ([]bson.Raw, error) {
+func (s *snapshotSource) find(ctx context.Context, filter bson.D, limit int) ([]bson.Raw, error) {
 	o := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetBatchSize(int32(limit))
 	cur, err := s.collection().Find(ctx, filter, o)
 	if err != nil {
@@ -168,7 +168,7 @@ func (s *SnapshotSource) find(ctx context.Context, filter bson.D, limit int) ([]
 // OplogWindow implements snapshot.Source: the wall times of the first and last entries of
 // local.oplog.rs in natural order. A server that refuses the read (no permission) or has no
 // such collection gives ok false: the window is then unknown and not guarded.
-func (s *SnapshotSource) OplogWindow(ctx context.Context) (first, last time.Time, ok bool) {
+func (s *snapshotSource) OplogWindow(ctx context.Context) (first, last time.Time, ok bool) {
 	read := func(dir int) (time.Time, bool) {
 		var e struct {
 			TS   bson.Timestamp `bson:"ts"`
@@ -202,7 +202,7 @@ func bsonType(idDoc bson.Raw) string { return idDoc.Lookup("_id").Type.String() 
 
 // ReadMatching implements snapshot.OnDemandSource: the request's filter ANDed with the stream's
 // snapshot Filter and _id > after, in _id order.
-func (s *SnapshotSource) ReadMatching(ctx context.Context, filter, after bson.Raw, limit int) ([]bson.Raw, error) {
+func (s *snapshotSource) ReadMatching(ctx context.Context, filter, after bson.Raw, limit int) ([]bson.Raw, error) {
 	var conds []bson.D
 	if filter != nil {
 		var d bson.D
@@ -219,7 +219,7 @@ func (s *SnapshotSource) ReadMatching(ctx context.Context, filter, after bson.Ra
 
 // Mark implements snapshot.OnDemandSource: it inserts doc into SignalsCollection in a session
 // and returns the session's operation time (the insert's cluster time).
-func (s *SnapshotSource) Mark(ctx context.Context, doc bson.D) (bson.Timestamp, error) {
+func (s *snapshotSource) Mark(ctx context.Context, doc bson.D) (bson.Timestamp, error) {
 	sess, err := s.client.StartSession()
 	if err != nil {
 		return bson.Timestamp{}, err

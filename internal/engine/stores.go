@@ -27,10 +27,10 @@ func (s Stores) all() bool {
 	return s.Checkpoints != nil && s.DeadLetters != nil && s.Gaps != nil && s.Snapshots != nil && s.Leases != nil
 }
 
-// NeedsDatabase names the first store field spec uses that is left to the default MongoDB
+// needsDatabase names the first store field spec uses that is left to the default MongoDB
 // store, which needs a database; "" when every store spec uses is set. (Snapshots has no
-// default of its own: see StoreSet.Snapshots.)
-func (s Stores) NeedsDatabase(spec *Spec) string {
+// default of its own: see storeSet.Snapshots.)
+func (s Stores) needsDatabase(spec *Spec) string {
 	switch {
 	case s.Checkpoints == nil:
 		return "Checkpoints"
@@ -44,17 +44,17 @@ func (s Stores) NeedsDatabase(spec *Spec) string {
 	return ""
 }
 
-// StoreSet is the stores of the streams that share a store database and dead-letter
+// storeSet is the stores of the streams that share a store database and dead-letter
 // collection: Config's stores where set, the default MongoDB store for the others.
-type StoreSet struct {
-	Checkpoints store.CheckpointStore
-	DeadLetters store.DeadLetterStore
-	Gaps        store.GapStore
-	// Snapshots is Config.Snapshots, else the default MongoDB store when Config.Checkpoints is
+type storeSet struct {
+	checkpoints store.CheckpointStore
+	deadLetters store.DeadLetterStore
+	gaps        store.GapStore
+	// snapshots is Config.Snapshots, else the default MongoDB store when Config.Checkpoints is
 	// nil too (the snapshot records go with the checkpoints); nil otherwise, and a stream that
 	// snapshots is refused.
-	Snapshots store.SnapshotStore
-	Leases    store.LeaseStore
+	snapshots store.SnapshotStore
+	leases    store.LeaseStore
 
 	key storeKey
 	// mongo is the default store behind the stores Config leaves nil; nil when Config sets them
@@ -71,9 +71,9 @@ type storeKey struct{ database, deadLetters string }
 
 // newStoreSet returns the stores of k: stores where set, a mongostore on client for the others.
 // It does no I/O.
-func newStoreSet(client *mongo.Client, stores Stores, k storeKey) (*StoreSet, error) {
-	st := &StoreSet{Checkpoints: stores.Checkpoints, DeadLetters: stores.DeadLetters, Gaps: stores.Gaps,
-		Snapshots: stores.Snapshots, Leases: stores.Leases, key: k}
+func newStoreSet(client *mongo.Client, stores Stores, k storeKey) (*storeSet, error) {
+	st := &storeSet{checkpoints: stores.Checkpoints, deadLetters: stores.DeadLetters, gaps: stores.Gaps,
+		snapshots: stores.Snapshots, leases: stores.Leases, key: k}
 	if k.database == "" || stores.all() {
 		return st, nil
 	}
@@ -82,20 +82,20 @@ func newStoreSet(client *mongo.Client, stores Stores, k storeKey) (*StoreSet, er
 		return nil, fmt.Errorf("watchtree: store in %q: %w", k.database, err)
 	}
 	st.mongo = ms
-	if st.Checkpoints == nil {
-		st.Checkpoints, st.indexed = ms, true
-		if st.Snapshots == nil { // the snapshot records go with the checkpoints
-			st.Snapshots = ms
+	if st.checkpoints == nil {
+		st.checkpoints, st.indexed = ms, true
+		if st.snapshots == nil { // the snapshot records go with the checkpoints
+			st.snapshots = ms
 		}
 	}
-	if st.DeadLetters == nil {
-		st.DeadLetters, st.indexed = ms, true
+	if st.deadLetters == nil {
+		st.deadLetters, st.indexed = ms, true
 	}
-	if st.Gaps == nil {
-		st.Gaps, st.indexed = ms, true
+	if st.gaps == nil {
+		st.gaps, st.indexed = ms, true
 	}
-	if st.Leases == nil {
-		st.Leases = ms
+	if st.leases == nil {
+		st.leases = ms
 	}
 	return st, nil
 }
@@ -109,18 +109,18 @@ type StoreSets struct {
 	log    *zap.Logger
 
 	mu   sync.Mutex
-	sets map[storeKey]*StoreSet
+	sets map[storeKey]*storeSet
 	idx  indexer
 }
 
-// NewStoreSets returns the store sets of a runtime on client with Config's stores.
-func NewStoreSets(client *mongo.Client, stores Stores, log *zap.Logger) *StoreSets {
-	return &StoreSets{client: client, stores: stores, log: log, sets: map[storeKey]*StoreSet{}}
+// newStoreSets returns the store sets of a runtime on client with Config's stores.
+func newStoreSets(client *mongo.Client, stores Stores, log *zap.Logger) *StoreSets {
+	return &StoreSets{client: client, stores: stores, log: log, sets: map[storeKey]*storeSet{}}
 }
 
-// Get returns the stores of database and dead-letter collection deadLetters, creating them
+// get returns the stores of database and dead-letter collection deadLetters, creating them
 // without I/O.
-func (s *StoreSets) Get(database, deadLetters string) (*StoreSet, error) {
+func (s *StoreSets) get(database, deadLetters string) (*storeSet, error) {
 	k := storeKey{database, deadLetters}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,9 +143,9 @@ type indexKey struct {
 	k      storeKey
 }
 
-// CreateIndexes creates the indexes of st's default MongoDB store now (idempotent), when it
+// createIndexes creates the indexes of st's default MongoDB store now (idempotent), when it
 // keeps checkpoints, dead letters or gaps; stores set by Config need none from the runtime.
-func (s *StoreSets) CreateIndexes(ctx context.Context, st *StoreSet) error {
+func (s *StoreSets) createIndexes(ctx context.Context, st *storeSet) error {
 	if !st.indexed {
 		return nil
 	}
@@ -156,11 +156,11 @@ func (s *StoreSets) CreateIndexes(ctx context.Context, st *StoreSet) error {
 	return nil
 }
 
-// CreateIndexesLater has the indexes of st created once per client, in the background (see
+// createIndexesLater has the indexes of st created once per client, in the background (see
 // indexer): it never waits on the server. A failure is logged and retried by the next call for
 // the same store (the next Spawn that uses it): indexes only serve retention and listing, never
 // correctness of the stream.
-func (s *StoreSets) CreateIndexesLater(st *StoreSet) {
+func (s *StoreSets) createIndexesLater(st *storeSet) {
 	if !st.indexed {
 		return // Config sets the stores that need indexes: none is the runtime's to index
 	}
@@ -171,9 +171,9 @@ func (s *StoreSets) CreateIndexesLater(st *StoreSet) {
 	s.idx.enqueue(indexJob{key: key, st: st.mongo, log: s.log})
 }
 
-// Stop cancels the index creation in flight and waits for its goroutine (Runtime.Stop): no
+// stop cancels the index creation in flight and waits for its goroutine (Runtime.Stop): no
 // index creation outlives the runtime.
-func (s *StoreSets) Stop() { s.idx.stop() }
+func (s *StoreSets) stop() { s.idx.stop() }
 
 // IndexesPending returns the number of index creations queued or in flight.
 func (s *StoreSets) IndexesPending() int {

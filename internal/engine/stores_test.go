@@ -36,31 +36,31 @@ func TestStoreSetDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !isMongo(st.Checkpoints) || !isMongo(st.DeadLetters) || !isMongo(st.Gaps) || !isMongo(st.Snapshots) || !isMongo(st.Leases) || !st.indexed {
+	if !isMongo(st.checkpoints) || !isMongo(st.deadLetters) || !isMongo(st.gaps) || !isMongo(st.snapshots) || !isMongo(st.leases) || !st.indexed {
 		t.Fatalf("no store set: %+v, want every store the indexed MongoDB one", st)
 	}
 
 	st, _ = newStoreSet(client, Stores{Checkpoints: ms, DeadLetters: ms, Gaps: ms}, storeKey{"shop", "_wt_dead_letters"})
-	if st.Snapshots != nil || !isMongo(st.Leases) || st.indexed || st.Checkpoints != ms {
+	if st.snapshots != nil || !isMongo(st.leases) || st.indexed || st.checkpoints != ms {
 		t.Fatalf("record stores set: %+v, want no snapshot store, the MongoDB leases, nothing to index", st)
 	}
 
 	st, _ = newStoreSet(client, Stores{DeadLetters: ms}, storeKey{"shop", "_wt_dead_letters"})
-	if !isMongo(st.Snapshots) || !isMongo(st.Checkpoints) || st.DeadLetters != ms || !st.indexed {
+	if !isMongo(st.snapshots) || !isMongo(st.checkpoints) || st.deadLetters != ms || !st.indexed {
 		t.Fatalf("dead letters set: %+v, want the MongoDB checkpoints and snapshots, indexed", st)
 	}
 
 	st, _ = newStoreSet(client, Stores{Checkpoints: ms, DeadLetters: ms, Gaps: ms, Snapshots: ms, Leases: leases},
 		storeKey{"shop", "_wt_dead_letters"})
-	if st.mongo != nil || st.indexed || st.Snapshots != ms || st.Leases != leases {
+	if st.mongo != nil || st.indexed || st.snapshots != ms || st.leases != leases {
 		t.Fatalf("every store set: %+v, want no MongoDB store", st)
 	}
 
 	st, _ = newStoreSet(client, Stores{Checkpoints: ms, DeadLetters: ms, Gaps: ms}, storeKey{"", "_wt_dead_letters"})
-	if st.mongo != nil || st.Leases != nil {
+	if st.mongo != nil || st.leases != nil {
 		t.Fatalf("no database: %+v, want no MongoDB store", st)
 	}
-	if err := NewStoreSets(client, Stores{}, nil).CreateIndexes(context.Background(), st); err != nil {
+	if err := newStoreSets(client, Stores{}, nil).createIndexes(context.Background(), st); err != nil {
 		t.Fatalf("CreateIndexes of a set with nothing to index: %v", err)
 	}
 }
@@ -82,7 +82,7 @@ func TestStoresNeedDatabase(t *testing.T) {
 		{Stores{Checkpoints: ms, DeadLetters: ms, Gaps: ms}, leader, "Leases"},
 		{Stores{Checkpoints: ms, DeadLetters: ms, Gaps: ms, Leases: memstore.NewLeases(memstore.Options{})}, leader, ""},
 	} {
-		if got := tc.stores.NeedsDatabase(tc.spec); got != tc.want {
+		if got := tc.stores.needsDatabase(tc.spec); got != tc.want {
 			t.Errorf("%+v, single leader %v: %q, want %q", tc.stores, tc.spec.SingleLeader, got, tc.want)
 		}
 	}

@@ -43,10 +43,10 @@ func (e *Entry) snapshotStore() store.SnapshotStore {
 		return nil
 	case e.memSnapshots != nil: // Ephemeral: nothing is stored
 		return e.memSnapshots
-	case e.store.Snapshots == nil:
+	case e.store.snapshots == nil:
 		return nil
 	}
-	return e.store.Snapshots
+	return e.store.snapshots
 }
 
 // treeProps builds the props of the stream's supervisor and its tree. The StartPosition (Latest,
@@ -57,13 +57,13 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 	start := cs.Start
 	var leases store.LeaseStore
 	if cs.SingleLeader {
-		leases = e.store.Leases // set: databases made sure the default has a database
+		leases = e.store.leases // set: databases made sure the default has a database
 	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.Name,
 		Instance:      e.records.Instance,
-		Store:         e.store.Checkpoints,
-		Gaps:          e.store.Gaps,
+		Store:         e.store.checkpoints,
+		Gaps:          e.store.gaps,
 		Positions:     e.watcher,
 		StartPosition: start,
 		OnHistoryLost: cs.OnHistoryLost,
@@ -82,9 +82,9 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 	}
 	var dl dispatcher.DeadLetterWriter
 	if !cs.DeadLetter.Disabled {
-		dl = e.store.DeadLetters
+		dl = e.store.deadLetters
 		if leases != nil {
-			dl = FencedDeadLetters{DeadLetterStore: e.store.DeadLetters, Leases: leases, Stream: e.name,
+			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, Leases: leases, Stream: e.name,
 				Owner: rt.cfg.InstanceID, Epoch: e.epoch.Load, Fence: e.fence}
 		}
 	}
@@ -122,8 +122,8 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 			Database:   e.watcher.Database,
 			Collection: cs.Collection,
 			Store:      e.snapshotStore(),
-			Source: NewSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
-				e.watcher.Bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":snapshot", ""),
+			Source: newSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
+				e.watcher.bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":snapshot", ""),
 			Policy:       cs.Snapshot,
 			Dispatcher:   dispatcherName,
 			Checkpointer: checkpointerName,
@@ -158,7 +158,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		Siblings:         siblings,
 		OnDemand:         snapshot.OnDemandName,
 		Policy:           cs.Restart,
-		Classify:         ClassifyFailure,
+		Classify:         classifyFailure,
 		SenderMiddleware: rt.treeSenderMW,
 		Clock:            rt.clk,
 		Logger:           rt.log,
@@ -191,8 +191,8 @@ func (e *Entry) onDemandProps() (*actor.Props, error) {
 	if signalsDB == "" {
 		signalsDB = e.watcher.Database
 	}
-	src := NewSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
-		e.watcher.Bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":ondemand", signalsDB)
+	src := newSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
+		e.watcher.bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":ondemand", signalsDB)
 	props, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
 		Stream:     cs.Name,
 		Instance:   e.records.Instance,
@@ -216,7 +216,7 @@ func (e *Entry) onDemandProps() (*actor.Props, error) {
 func (e *Entry) streamProps() (*actor.Props, error) {
 	props, err := stream.New(stream.Config{
 		Stream:            e.spec.Name,
-		Watcher:           e.watcher.Bounded(e.rt.cfg.ConnectTimeout),
+		Watcher:           e.watcher.bounded(e.rt.cfg.ConnectTimeout),
 		Checkpointer:      checkpointerName,
 		Dispatcher:        dispatcherName,
 		MaxAwaitTime:      e.watcher.MaxAwait,

@@ -21,34 +21,34 @@ import (
 // it returns an empty batch (with a fresh post-batch resume token).
 const defaultMaxAwaitTime = time.Second
 
-// Watcher opens a stream's change stream with the MongoDB driver: Collection.Watch,
+// driverWatcher opens a stream's change stream with the MongoDB driver: Collection.Watch,
 // Database.Watch or Client.Watch by the compiled scope, with the user's pipeline, the
 // fullDocument modes, the comment "watchtree:<stream>", MaxAwaitTime and the start position.
-// It implements the stream actor's Watcher and the checkpointer's PositionSource; its calls run
+// It implements the stream actor's driverWatcher and the checkpointer's PositionSource; its calls run
 // on the stream actor's reader goroutine and the checkpointer's I/O goroutine (blocking I/O),
-// never on an actor goroutine. The stream actor gets it through Bounded (every wait for the
+// never on an actor goroutine. The stream actor gets it through bounded (every wait for the
 // server bounded by Config.ConnectTimeout); the checkpointer bounds each Current call itself
 // (checkpointer.Config.IOTimeout, set to Config.ConnectTimeout).
-type Watcher struct {
+type driverWatcher struct {
 	spec *Spec
 	// Client is Stream.Client, else Config.Client; Database the resolved watched database
 	// (empty for a cluster stream); MaxAwait the getMores' server-side wait.
 	Client   *mongo.Client
 	Database string
 	MaxAwait time.Duration
-	pipeline []bson.Raw // the stages after $changeStream: see ExcludeStores
+	pipeline []bson.Raw // the stages after $changeStream: see excludeStores
 	// splits caches whether the server has $changeStreamSplitLargeEvent (SplitAuto): 0 not
 	// asked yet, 1 yes, 2 no. Written by whichever open asks first; every answer is the same.
 	splits atomic.Int32
 }
 
-// NewWatcher returns the watcher of spec on database (the resolved watched database), through
+// newDriverWatcher returns the watcher of spec on database (the resolved watched database), through
 // spec.Client or else client.
-func NewWatcher(spec *Spec, client *mongo.Client, database string) *Watcher {
+func newDriverWatcher(spec *Spec, client *mongo.Client, database string) *driverWatcher {
 	if spec.Client != nil {
 		client = spec.Client
 	}
-	return &Watcher{spec: spec, Client: client, Database: database, MaxAwait: defaultMaxAwaitTime,
+	return &driverWatcher{spec: spec, Client: client, Database: database, MaxAwait: defaultMaxAwaitTime,
 		pipeline: spec.WatchPipeline()}
 }
 
@@ -62,12 +62,12 @@ func storeCollections(deadLetters string) bson.A {
 	return names
 }
 
-// ExcludeStores makes a database- or cluster-wide stream whose scope contains the store
+// excludeStores makes a database- or cluster-wide stream whose scope contains the store
 // database skip the events of watchtree's own collections there (checkpoint writes, dead
 // letters, gaps, leases): otherwise every checkpoint write would be an event of the stream, and
 // its handling another checkpoint write. The stage goes first, so the user's stages never see
 // those events. A collection stream needs nothing (the store collections are never watched).
-func (w *Watcher) ExcludeStores(storeDB, deadLetters string) {
+func (w *driverWatcher) excludeStores(storeDB, deadLetters string) {
 	if w.spec.Scope() == ScopeCollection || (w.spec.Scope() == ScopeDatabase && w.Database != storeDB) {
 		return
 	}
@@ -93,7 +93,7 @@ const watchBatchSize = int32(dispatcher.DefaultCapacity / 4)
 // Open implements stream.Watcher: it opens the change stream at from (resumeAfter, startAfter,
 // startAtOperationTime, or the current position for an unspecified kind), with from's
 // MaxAwaitTime and comment. It runs on the stream actor's reader goroutine.
-func (w *Watcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
+func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
 	o := w.spec.ChangeStreamOptions()
 	maxAwait := w.MaxAwait
 	if from.MaxAwaitTime > 0 {
@@ -129,18 +129,18 @@ func (w *Watcher) Open(ctx context.Context, from stream.Position) (stream.Cursor
 	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, maxAwait: maxAwait, splits: splits}, nil
 }
 
-// boundedWatcher is the stream actor's Watcher: w with every wait for the server bounded by
+// boundedWatcher is the stream actor's driverWatcher: w with every wait for the server bounded by
 // connect (Config.ConnectTimeout). The driver waits for a selectable server up to its server
 // selection timeout (30s by default) when the context has no deadline: opening the change
 // stream, and resuming it inside TryNext after a network error. Without a bound a dead server
 // keeps the stream "starting" or "running" that long before it fails.
 type boundedWatcher struct {
-	w       *Watcher
+	w       *driverWatcher
 	connect time.Duration
 }
 
-// Bounded returns the Watcher of the stream actor: w with every server wait bounded by connect.
-func (w *Watcher) Bounded(connect time.Duration) boundedWatcher {
+// bounded returns the driverWatcher of the stream actor: w with every server wait bounded by connect.
+func (w *driverWatcher) bounded(connect time.Duration) boundedWatcher {
 	return boundedWatcher{w: w, connect: connect}
 }
 
@@ -245,7 +245,7 @@ var splitStageRaw = func() bson.Raw {
 
 // serverSplits reports whether the server supports $changeStreamSplitLargeEvent, asking it
 // (hello's maxWireVersion) once per stream, and only for a stream that would use it.
-func (w *Watcher) serverSplits(ctx context.Context) (bool, error) {
+func (w *driverWatcher) serverSplits(ctx context.Context) (bool, error) {
 	if w.spec.Split != SplitAuto || w.spec.UserSplits() || !w.spec.WantsSplit(true) {
 		return false, nil
 	}
@@ -272,7 +272,7 @@ func (w *Watcher) serverSplits(ctx context.Context) (bool, error) {
 
 // watch calls the Watch method of the stream's scope. splits reports whether the pipeline
 // ends with $changeStreamSplitLargeEvent (the stream's or the user's own).
-func (w *Watcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (cs *mongo.ChangeStream, splits bool, err error) {
+func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuilder) (cs *mongo.ChangeStream, splits bool, err error) {
 	pipeline := w.pipeline
 	serverSplits, err := w.serverSplits(ctx)
 	if err != nil {
@@ -298,7 +298,7 @@ func (w *Watcher) watch(ctx context.Context, o *options.ChangeStreamOptionsBuild
 // stream's scope (with its pipeline and comment), reads the initial post-batch resume token of
 // the aggregate reply and the reply's operation time (through an explicit session), and closes
 // the stream. The token resumes right after everything committed before the call.
-func (w *Watcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
+func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
 	// Errors are returned as the driver reported them: the checkpointer names the step and the
 	// stream actor the stream, and the classifier reads the server's code.
 	sess, err := w.Client.StartSession()

@@ -41,7 +41,7 @@ func TestDriverWatcherPositions(t *testing.T) {
 		{"cluster", &Spec{Name: "w-cluster"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := NewWatcher(tc.spec, e.client, e.db)
+			w := newDriverWatcher(tc.spec, e.client, e.db)
 			ctx := testCtx(t)
 			base := 100 * (1 + len(tc.name))
 			insertOrders(t, e, base-1, base) // before the position: never seen
@@ -84,7 +84,7 @@ func TestDriverWatcherOptions(t *testing.T) {
 		PreImage:     "whenAvailable",
 		Pipeline:     []bson.Raw{stage(t, bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}})},
 	}
-	w := NewWatcher(cs, e.client, e.db)
+	w := newDriverWatcher(cs, e.client, e.db)
 	ctx := testCtx(t)
 	e.srv.ResetCommands()
 	c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 20 * time.Millisecond, Comment: "watchtree:opts"})
@@ -159,7 +159,7 @@ func TestDriverWatcherSplitsEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := &Spec{Name: "splits", Collection: "orders", Split: tc.split, Pipeline: tc.user}
 			ctx := testCtx(t)
-			c, err := NewWatcher(cs, e.client, e.db).Open(ctx, stream.Position{MaxAwaitTime: 20 * time.Millisecond})
+			c, err := newDriverWatcher(cs, e.client, e.db).Open(ctx, stream.Position{MaxAwaitTime: 20 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
