@@ -2,7 +2,6 @@ package watchtree
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -50,15 +49,11 @@ type CheckpointInfo struct {
 // Handle does. It fails with ErrNotStarted before Start. It reads the store once, bounded by
 // ctx.
 func (rt *Runtime) Checkpoints(ctx context.Context, stream string) ([]CheckpointInfo, error) {
-	e, err := rt.registeredEntry(stream, "checkpoints are read through the stream that writes them: spawn it on this runtime")
+	list, err := rt.e.Checkpoints(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
-	list, err := e.store.checkpoints.ListCheckpoints(ctx, stream)
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: list checkpoints: %w", stream, err)
-	}
-	now := rt.clk.Now()
+	now := rt.e.Now()
 	out := make([]CheckpointInfo, len(list))
 	for i, cp := range list {
 		out[i] = checkpointInfoOf(cp, now)

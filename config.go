@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"time"
 	"unicode"
@@ -15,8 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/store"
 )
 
 // defaultShutdownTimeout bounds Stop when the caller's context has no deadline.
@@ -33,7 +36,8 @@ const maxInstanceID = 200
 // rule.
 type Config struct {
 	// Client is the MongoDB client (driver v2) of the default stores (checkpoints, dead letters,
-	// gap records, leases) and of every stream that does not bring its own Stream.Client.
+	// gap records, snapshots, leases) and of every stream that does not bring its own
+	// Stream.Client.
 	// Required, also when every store is set: streams watch through it.
 	Client *mongo.Client
 	// Database is the default database: where the default stores live, and the watched
@@ -76,22 +80,40 @@ type Config struct {
 	// default.
 	ShutdownTimeout time.Duration
 
-	// Checkpoints, DeadLetters and Gaps are the stores of every stream on the runtime: resume
-	// positions, dead letters, and records of history skipped on purpose. Each nil field means
-	// the default: MongoDB through Client (store/mongostore), in the store database (Database,
-	// else the stream's own Database), dead letters in the stream's DeadLetterPolicy.Collection.
-	// A store set here serves every stream (so a stream's DeadLetterPolicy.Collection must then
-	// be left empty) and keys its records by stream; store/memstore, for tests, is one, and any
-	// store must pass the store/storetest contract suites. Client is still required: streams
-	// watch through it.
-	Checkpoints CheckpointStore
-	DeadLetters DeadLetterStore
-	Gaps        GapStore
+	// Checkpoints keeps the streams' resume positions (store.CheckpointStore). Default: the
+	// MongoDB store (store/mongostore on Client, collection _wt_checkpoints in the store
+	// database: Database, else the stream's own Database). A store set here serves every
+	// stream on the runtime and keys its records by stream and instance; store/memstore is one,
+	// for your own tests. Any store must pass store/storetest.TestCheckpointStore. Client is
+	// still required: streams watch through it.
+	Checkpoints store.CheckpointStore
+	// DeadLetters keeps the dead letters (store.DeadLetterStore). Default: the MongoDB store
+	// (store/mongostore on Client, in the store database, in each stream's
+	// DeadLetterPolicy.Collection). A store set here serves every stream, so a stream's
+	// DeadLetterPolicy.Collection must then be left empty (Spawn refuses it otherwise). Any
+	// store must pass store/storetest.TestDeadLetterStore.
+	DeadLetters store.DeadLetterStore
+	// Gaps keeps the records of history skipped on purpose (store.GapStore). Default: the
+	// MongoDB store (store/mongostore on Client, collection _wt_gaps in the store database).
+	// Any store must pass store/storetest.TestGapStore.
+	Gaps store.GapStore
+	// Snapshots keeps the progress of the streams' snapshots (Stream.Snapshot and
+	// RebuildFromSnapshot; store.SnapshotStore). Default: the MongoDB store (store/mongostore
+	// on Client, collection _wt_snapshots in the store database) when Checkpoints is nil too. A
+	// snapshot's record belongs with the stream's checkpoint (its handoff position is one, and
+	// a start resumes an interrupted copy from the record), so with Checkpoints set and
+	// Snapshots nil there is no snapshot store: Spawn refuses a stream that snapshots with a
+	// *ConfigError naming Config.Snapshots (set it, e.g. to the memstore.Store of Checkpoints).
+	// An Ephemeral stream keeps its snapshot progress in memory and needs none. Any store must
+	// pass store/storetest.TestSnapshotStore.
+	Snapshots store.SnapshotStore
 	// Leases holds the leases of SingleLeader streams and the instance heartbeats of balanced
-	// leadership. Default: MongoDB through Client (store/mongostore, collections _wt_leases and
-	// _wt_instances in the store database); store/redisstore keeps them in Redis. Any store
-	// must pass the store/storetest lease contract.
-	Leases LeaseStore
+	// leadership (store.LeaseStore). Default: the MongoDB store (store/mongostore on Client,
+	// collections _wt_leases and _wt_instances in the store database), whatever the other
+	// store fields; store/redisstore keeps them in Redis, memstore.NewLeases in memory (your
+	// own tests). Only SingleLeader streams use it. Any store must pass
+	// store/storetest.TestLeaseStore.
+	Leases store.LeaseStore
 	// Lease governs the leases of every SingleLeader stream on the runtime. The zero value is
 	// the default: TTL 60s, RenewEvery 15s, StandbyPoll 20s, Margin TTL/10, Balance on.
 	Lease LeasePolicy
@@ -120,7 +142,7 @@ type Config struct {
 func (c Config) Validate() error {
 	ce := policy.NewErrors("Config.")
 	switch {
-	case c.Client == nil && c.anyStore():
+	case c.Client == nil && len(c.storeFields()) > 0:
 		ce.Add("Client", "is required even when stores are set (streams watch through it), got nil")
 	case c.Client == nil:
 		ce.Add("Client", "is required, got nil")
@@ -140,6 +162,11 @@ func (c Config) Validate() error {
 			ce.Add("InstanceName", "%s, got %q", rule, c.InstanceName)
 		}
 	}
+	for _, f := range c.storeFields() {
+		if isNilPointer(f.value) {
+			ce.Add(f.name, "must be nil (the default store) or a usable store, got a nil %T", f.value)
+		}
+	}
 	c.Lease.ValidateInto(ce, "Lease")
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
@@ -148,10 +175,50 @@ func (c Config) Validate() error {
 		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
 	}
 	var fe *console.FieldError
-	if err := c.Console.console(nil).Validate(); errors.As(err, &fe) {
+	if err := c.Console.config().Validate(); errors.As(err, &fe) {
 		ce.Add("Console."+fe.Field, "%s", fe.Rule)
 	}
 	return ce.Err()
+}
+
+// storeField is one store field of Config, by name.
+type storeField struct {
+	name  string
+	value any // nil when unset
+}
+
+// storeFields lists the store fields that are set.
+func (c Config) storeFields() []storeField {
+	var out []storeField
+	add := func(name string, set bool, v any) {
+		if set {
+			out = append(out, storeField{name, v})
+		}
+	}
+	add("Checkpoints", c.Checkpoints != nil, c.Checkpoints)
+	add("DeadLetters", c.DeadLetters != nil, c.DeadLetters)
+	add("Gaps", c.Gaps != nil, c.Gaps)
+	add("Snapshots", c.Snapshots != nil, c.Snapshots)
+	add("Leases", c.Leases != nil, c.Leases)
+	return out
+}
+
+// engine is the engine's configuration of c (defaulted).
+func (c Config) engine() engine.Config {
+	return engine.Config{
+		Client: c.Client, Database: c.Database, Logger: c.Logger, ActorSystem: c.ActorSystem, Observer: c.Observer,
+		InstanceID: c.InstanceID, InstanceName: c.InstanceName,
+		ShutdownTimeout: c.ShutdownTimeout, ConnectTimeout: c.ConnectTimeout,
+		Stores: engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases},
+		Lease:  c.Lease, Console: c.Console.config(),
+	}
+}
+
+// isNilPointer reports whether v holds a nil pointer (a store field set to a typed nil, which
+// would fail at its first call instead of at New).
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // withDefaults returns c with every zero field but Client, Database and ActorSystem replaced by

@@ -12,7 +12,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -38,6 +37,11 @@ func TestConfigValidate(t *testing.T) {
 			[]string{`watchtree: Config.Console.RequestTimeout must be >= 0 (0 means the default 10s), got -1ns`}},
 		{"stores but no client", Config{Checkpoints: memstore.New(memstore.Options{})},
 			[]string{"watchtree: Config.Client is required even when stores are set (streams watch through it), got nil"}},
+		{"every store set", Config{Client: client, Checkpoints: memstore.New(memstore.Options{}), DeadLetters: memstore.New(memstore.Options{}),
+			Gaps: memstore.New(memstore.Options{}), Snapshots: memstore.New(memstore.Options{}), Leases: memstore.NewLeases(memstore.Options{})}, nil},
+		{"typed nil stores", Config{Client: client, Checkpoints: (*memstore.Store)(nil), Leases: (*memstore.Leases)(nil)},
+			[]string{"watchtree: Config.Checkpoints must be nil (the default store) or a usable store, got a nil *memstore.Store",
+				"watchtree: Config.Leases must be nil (the default store) or a usable store, got a nil *memstore.Leases"}},
 		{"bad database", Config{Client: client, Database: "a b"},
 			[]string{`watchtree: Config.Database must not contain any of /\. "$*<>:|? or NUL, got "a b"`}},
 		{"lease renewals too rare", Config{Client: client, Lease: LeasePolicy{TTL: 2 * time.Second, RenewEvery: time.Second}},
@@ -137,19 +141,5 @@ func TestConfigDefaults(t *testing.T) {
 	set := Config{InstanceID: "x", ShutdownTimeout: time.Second, ConnectTimeout: time.Millisecond, Observer: observe.Multi()}.withDefaults()
 	if set.InstanceID != "x" || set.ShutdownTimeout != time.Second || set.ConnectTimeout != time.Millisecond {
 		t.Errorf("withDefaults changed set fields: %+v", set)
-	}
-}
-
-// TestRecordScope: the mode decides whose records a stream keeps, in one place. An
-// AllInstances stream keeps them per instance name; a SingleLeader stream keeps the shared
-// position (the lease holder writes it), whichever instance runs it.
-func TestRecordScope(t *testing.T) {
-	if got := recordScope("orders", AllInstances, "pod-a"); got != (store.Scope{Stream: "orders", Instance: "pod-a"}) {
-		t.Errorf("AllInstances scope = %+v", got)
-	}
-	for _, inst := range []string{"pod-a", "pod-b"} {
-		if got := recordScope("orders", SingleLeader, inst); got != (store.Scope{Stream: "orders"}) || !got.Shared() {
-			t.Errorf("SingleLeader scope on %s = %+v, want the shared one", inst, got)
-		}
 	}
 }

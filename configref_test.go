@@ -41,7 +41,7 @@ func configReference() []refType {
 				if err != nil {
 					panic(err)
 				}
-				return Stream[bson.Raw]{Lanes: cs.lanes} // the one scalar compile defaults; policies have tables of their own
+				return Stream[bson.Raw]{Lanes: cs.Lanes} // the one scalar compile defaults; policies have tables of their own
 			}},
 		{heading: "`watchtree.RetryPolicy`", file: "policy/backoff.go", name: "Retry", zero: RetryPolicy{},
 			defaults: func() any { return RetryPolicy{}.WithDefaults() }},

@@ -2,15 +2,11 @@ package watchtree
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"runtime/debug"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -69,13 +65,9 @@ func deadLetterOf(d store.DeadLetter) DeadLetter {
 // stream's DeadLetterPolicy.Collection) is known; another name fails with an error matching
 // ErrUnknownStream, as Handle does. It fails with ErrNotStarted before Start.
 func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([]DeadLetter, error) {
-	e, err := rt.deadLetterEntry(stream)
+	list, err := rt.e.DeadLetters(ctx, stream, limit)
 	if err != nil {
 		return nil, err
-	}
-	list, err := e.store.deadLetters.ListDeadLetters(ctx, e.records, limit)
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: list dead letters: %w", stream, err)
 	}
 	out := make([]DeadLetter, len(list))
 	for i, d := range list {
@@ -84,38 +76,17 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 	return out, nil
 }
 
-// deadLetterCounter is the optional counting method of a DeadLetterStore (store/mongostore and
-// store/memstore have it).
-type deadLetterCounter interface {
-	CountDeadLetters(ctx context.Context, scope store.Scope) (int64, error)
-}
-
 // CountDeadLetters returns the number of the stream's unexpired dead letters (its dead-letter
 // backlog; on an AllInstances stream this instance's), as DeadLetters would list them. A store
-// with a CountDeadLetters(ctx, store.Scope) (int64, error) method counts without reading the
-// records; any other store is listed in full. Errors as DeadLetters.
+// that implements store.DeadLetterCounter counts without reading the records; any other store
+// is listed in full. Errors as DeadLetters.
 func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, error) {
-	e, err := rt.deadLetterEntry(stream)
-	if err != nil {
-		return 0, err
-	}
-	if c, ok := e.store.deadLetters.(deadLetterCounter); ok {
-		n, err := c.CountDeadLetters(ctx, e.records)
-		if err != nil {
-			return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
-		}
-		return int(n), nil
-	}
-	list, err := e.store.deadLetters.ListDeadLetters(ctx, e.records, 0)
-	if err != nil {
-		return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
-	}
-	return len(list), nil
+	return rt.e.CountDeadLetters(ctx, stream)
 }
 
 // ErrReplayUnavailable means a dead letter cannot be replayed: its event was not stored
 // (DeadLetter.EventOmitted).
-var ErrReplayUnavailable = errors.New("watchtree: dead letter cannot be replayed")
+var ErrReplayUnavailable = engine.ErrReplayUnavailable
 
 // Replay runs the stream's dead-lettered event id once more through the stream's handler: in
 // the caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic recovered
@@ -135,83 +106,5 @@ var ErrReplayUnavailable = errors.New("watchtree: dead letter cannot be replayed
 // own events of the same document: make the handler idempotent by Event.ID (as at-least-once
 // delivery requires anyway).
 func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
-	e, err := rt.deadLetterEntry(stream)
-	if err != nil {
-		return err
-	}
-	st := e.store.deadLetters
-	dl, err := st.GetDeadLetter(ctx, e.records, id)
-	if err != nil {
-		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
-	}
-	if dl.EventOmitted || len(dl.Event) == 0 {
-		return fmt.Errorf("%w: the event of %s was not stored (too large); re-read document %v instead",
-			ErrReplayUnavailable, id, dl.DocumentKey)
-	}
-	herr := replayOnce(ctx, e, dl.Event)
-	now := rt.clk.Now()
-	if herr == nil || IsSkip(herr) {
-		if err := st.DeleteDeadLetter(ctx, e.records, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("watchtree: stream %q: replay %s succeeded, but deleting the dead letter failed: %w", stream, id, err)
-		}
-		e.log.Info("dead letter replayed", zap.String("id", id))
-		return nil
-	}
-	if err := st.MarkReplayed(ctx, e.records, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.log.Warn("dead letter replay not recorded", zap.String("id", id), zap.Error(err))
-	}
-	e.log.Warn("dead letter replay failed", zap.String("id", id), zap.Error(herr))
-	return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, herr)
-}
-
-// replayOnce routes and calls the handler once, recovering panics.
-func replayOnce(ctx context.Context, e *streamEntry, raw bson.Raw) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &replayPanic{value: p, stack: debug.Stack()}
-		}
-	}()
-	inv, outcome, err := e.routerFor().Route(raw)
-	if err != nil {
-		return err
-	}
-	if inv == nil || outcome != wire.Outcome_OUTCOME_UNSPECIFIED {
-		return nil // filtered or unhandled: settles, as in the stream
-	}
-	return inv.Call(ctx, 1)
-}
-
-// replayPanic is a handler panic during Replay.
-type replayPanic struct {
-	value any
-	stack []byte
-}
-
-func (p *replayPanic) Error() string {
-	return fmt.Sprintf("handler panicked: %v\n%s", p.value, p.stack)
-}
-
-func (p *replayPanic) Unwrap() error {
-	err, _ := p.value.(error)
-	return err
-}
-
-// deadLetterEntry returns the entry of stream, which must be registered on rt.
-func (rt *Runtime) deadLetterEntry(stream string) (*streamEntry, error) {
-	return rt.registeredEntry(stream, "dead letters are read through the stream that wrote them: spawn it on this runtime")
-}
-
-// registeredEntry returns the entry of stream, which must be registered on rt; hint explains
-// an unknown stream.
-func (rt *Runtime) registeredEntry(stream, hint string) (*streamEntry, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.state == rtNew {
-		return nil, ErrNotStarted
-	}
-	e, ok := rt.streams[stream]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q (%s)", ErrUnknownStream, stream, hint)
-	}
-	return e, nil
+	return rt.e.Replay(ctx, stream, id)
 }

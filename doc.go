@@ -48,15 +48,15 @@
 //
 // # Files
 //
-// runtime.go (Runtime: New, Start, Stop, Streams, Handle), spawn.go (Spawn, Props: the tree of
-// one stream, whose actors report to the Observer themselves), handle.go (Handle,
-// StreamStatus), deadletters.go (DeadLetters, Replay), checkpoints.go (Checkpoints), watch.go (the driver-backed change
-// streams), logging.go (zap, and protoactor's slog bridged into it), stream.go (Stream, Spec),
-// event.go (Event), policy.go (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package
-// policy's types; DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too;
-// OnInvalidate, fullDocument modes, recordScope: whose records a stream keeps), errors.go,
-// classify.go (which failures are terminal, which transient), observer.go (the Observer's delivery
-// queue; the events are package observe's), config.go. The actors live under
-// actors/, their protobuf messages under messages/, the policies they share with this package
-// under policy/.
+// This package is the public API; the wiring is behind internal/engine. runtime.go (Runtime: New,
+// Start, Stop, Streams, Handle), spawn.go (Spawn, Props), handle.go (Handle, StreamStatus),
+// deadletters.go (DeadLetters, Replay), checkpoints.go (Checkpoints), ondemand.go
+// (Handle.Snapshot), stream.go (Stream, Spec, and its compilation to the engine's spec),
+// router.go (the typed handlers behind the dispatcher's Router), event.go (Event), policy.go
+// (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package policy's types;
+// DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too; OnInvalidate,
+// fullDocument modes), errors.go, observer.go (ObserverStats; the events are package
+// observe's), config.go. The actors live under actors/, their protobuf messages under
+// messages/, the policies they share with this package under policy/, the store contracts
+// under store/.
 package watchtree

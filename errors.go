@@ -2,13 +2,12 @@ package watchtree
 
 import (
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
@@ -24,22 +23,22 @@ var (
 
 	// ErrDuplicateStream means a stream with the same Name is already spawned on the runtime.
 	// Names identify checkpoint, lease and dead-letter records, so they must be unique.
-	ErrDuplicateStream = errors.New("watchtree: duplicate stream name")
+	ErrDuplicateStream = engine.ErrDuplicateStream
 
 	// ErrNoHandler means a Stream sets none of OnInsert, OnUpdate, OnReplace, OnDelete and OnChange.
 	ErrNoHandler = errors.New("watchtree: stream has no handler")
 
 	// ErrUnknownStream means no stream of that name is spawned on the runtime.
-	ErrUnknownStream = errors.New("watchtree: unknown stream")
+	ErrUnknownStream = engine.ErrUnknownStream
 
 	// ErrNotStarted means the runtime (or the stream) has not been started yet.
-	ErrNotStarted = errors.New("watchtree: not started")
+	ErrNotStarted = engine.ErrNotStarted
 
 	// ErrAlreadyStarted means Start was called on a runtime (or stream) that is already running.
-	ErrAlreadyStarted = errors.New("watchtree: already started")
+	ErrAlreadyStarted = engine.ErrAlreadyStarted
 
 	// ErrStopped means the runtime (or the stream) is stopped and refuses the request.
-	ErrStopped = errors.New("watchtree: stopped")
+	ErrStopped = engine.ErrStopped
 
 	// ErrHistoryLost means the saved resume position is no longer in the oplog
 	// (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280 or CappedPositionLost 136) and the
@@ -61,13 +60,13 @@ var (
 	// context's earlier deadline), or the connection failed: Start could not ping the primary
 	// or create the store indexes. The error wraps the driver's error too (a server selection
 	// error naming the topology). The runtime stays unstarted; Start may be called again.
-	ErrUnreachable = errors.New("watchtree: cannot reach MongoDB")
+	ErrUnreachable = engine.ErrUnreachable
 
 	// ErrObserverNotDrained means Stop's deadline passed before Config.Observer received every
 	// queued event: its OnEvent is slower than the events came. The error counts the events
 	// (discarded, and counted in ObserverStats.Dropped); it says nothing about the streams,
 	// which Stop reports separately by name.
-	ErrObserverNotDrained = errors.New("watchtree: observer not drained")
+	ErrObserverNotDrained = engine.ErrObserverNotDrained
 
 	// ErrFenced means a checkpoint or lease write was refused because another instance holds a
 	// newer lease epoch. The deposed instance stops processing the stream at once. The stores
@@ -80,20 +79,6 @@ var (
 	// The snapshot actor raises it; this is the same value. It is terminal.
 	ErrSnapshotMixedIDs = snapshot.ErrMixedIDTypes
 )
-
-// unreachableError is Start's error when no server answered in time: it renders
-// "watchtree: start: cannot reach MongoDB within 10s: <driver error>" and matches ErrUnreachable
-// and the driver's error.
-type unreachableError struct {
-	within time.Duration // the bound that passed: ConnectTimeout, or less when ctx's deadline came first
-	err    error
-}
-
-func (e *unreachableError) Error() string {
-	return fmt.Sprintf("watchtree: start: cannot reach MongoDB within %v: %v", e.within, e.err)
-}
-
-func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
 
 // ConfigError reports one broken configuration rule: Field names the field (for example
 // "Retry.Multiplier" inside a Stream), Rule the rule and the rejected value. Every Validate

@@ -88,10 +88,7 @@ func TestRegisterDoesNotWaitForIndexes(t *testing.T) {
 			}
 
 			// The creation was asked for and cannot finish against the dead server.
-			rt.idx.mu.Lock()
-			pending := len(rt.idx.queued)
-			rt.idx.mu.Unlock()
-			if pending != 1 {
+			if pending := rt.e.StoreSets().IndexesPending(); pending != 1 {
 				t.Fatalf("%d index creations queued or in flight, want 1", pending)
 			}
 
@@ -102,9 +99,7 @@ func TestRegisterDoesNotWaitForIndexes(t *testing.T) {
 			case <-quick.Done():
 				t.Fatal("Stop still blocked after 3s: it does not cancel the index creation in flight")
 			}
-			select {
-			case <-rt.idx.done:
-			default:
+			if !rt.e.StoreSets().IndexerDone() {
 				t.Fatal("the index goroutine outlived Stop")
 			}
 		})

@@ -32,45 +32,6 @@ func (b *blockingObserver) OnEvent(ev observe.Event) {
 	<-b.release
 }
 
-// TestRuntimeObserverStats: events the runtime could not hand to a slow Observer are counted,
-// and ObserverStats reads the counts (zero before Start, final after Stop).
-func TestRuntimeObserverStats(t *testing.T) {
-	e := newRTEnv(t)
-	obs := newBlockingObserver()
-	rt, err := New(Config{Client: e.client, Database: e.db, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := rt.ObserverStats(); st != (ObserverStats{}) {
-		t.Fatalf("stats before Start = %+v, want zero", st)
-	}
-	ctx := testCtx(t)
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rt.obs.OnEvent(observe.Skipped{Meta: observe.Meta{Stream: "s"}, Detail: "panic"})
-	// The drain goroutine takes the Started and blocks: the queue is empty again.
-	rt.obs.OnEvent(observe.Started{Meta: observe.Meta{Stream: "s"}})
-	<-obs.entered
-	const emitted = 2000
-	for range emitted {
-		rt.obs.OnEvent(observe.Started{Meta: observe.Meta{Stream: "s"}})
-	}
-	// The queue holds 1024 events; the rest were dropped.
-	want := ObserverStats{Dropped: emitted - defaultObserverQueue, Panicked: 1}
-	if st := rt.ObserverStats(); st != want {
-		t.Fatalf("stats with a blocked observer = %+v, want %+v", st, want)
-	}
-	close(obs.release)
-	if err := rt.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	want = ObserverStats{Delivered: 1 + defaultObserverQueue, Dropped: emitted - defaultObserverQueue, Panicked: 1}
-	if st := rt.ObserverStats(); st != want {
-		t.Fatalf("stats after Stop = %+v, want %+v", st, want)
-	}
-}
-
 // TestRuntimeStopNamesASlowObserver: when only the Observer is behind at Stop's deadline, Stop's
 // error says so and counts its queued events, and names no stream: every stream stopped
 // cleanly.

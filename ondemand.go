@@ -2,34 +2,28 @@ package watchtree
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/watchtree/watchtree/actors/snapshot"
-	"github.com/watchtree/watchtree/internal/superclient"
+	"github.com/watchtree/watchtree/internal/engine"
 )
 
 // SignalsCollection is the collection of the records' database (Config.Database, else the
 // watched one) that on-demand snapshots write their watermarks to: one document per chunk boundary ({stream, instance, snapshot, chunk,
 // kind: "low"|"high", at}), the audit trail of every on-demand snapshot. The stream never sees
 // these writes (it watches its own collection); they only move the cluster time forward.
-const SignalsCollection = "_wt_signals"
+const SignalsCollection = engine.SignalsCollection
 
 var (
 	// ErrSnapshotRunning means Handle.Snapshot was called while an on-demand snapshot of the
 	// stream is still running: a stream runs one at a time. The error names the running one.
-	ErrSnapshotRunning = errors.New("watchtree: an on-demand snapshot is already running")
+	ErrSnapshotRunning = engine.ErrSnapshotRunning
 
 	// ErrStreamNotRunning means the stream is not running on this instance (starting, in
 	// backoff, stopped, crashed, or a SINGLE_LEADER standby): an on-demand snapshot needs the
 	// live stream to order its chunks. The error names the state.
-	ErrStreamNotRunning = errors.New("watchtree: stream not running here")
+	ErrStreamNotRunning = engine.ErrStreamNotRunning
 )
 
 // SnapshotRequest asks for an on-demand snapshot (Handle.Snapshot).
@@ -39,9 +33,6 @@ type SnapshotRequest struct {
 	// Stream.Snapshot.Filter when that is set. nil or "" reads every document.
 	Filter any
 }
-
-// ondemandIDs numbers the on-demand snapshots of this process.
-var ondemandIDs atomic.Uint64
 
 // Snapshot re-reads the stream's collection (or the documents matching req.Filter) through the
 // handlers while the stream keeps running, and returns the snapshot's id at once; the
@@ -60,45 +51,15 @@ var ondemandIDs atomic.Uint64
 // document or that the server refuses. A restart or stop of the stream abandons a running
 // on-demand snapshot (its status says "abandoned"); call Snapshot again to re-run it.
 func (h *Handle) Snapshot(ctx context.Context, req SnapshotRequest) (string, error) {
-	e := h.e
-	if e.cs.collection == "" {
-		return "", fmt.Errorf("watchtree: stream %q: an on-demand snapshot reads one collection; this stream watches a database or the cluster", e.name)
+	name := h.e.Name()
+	if h.e.Spec().Collection == "" {
+		return "", fmt.Errorf("watchtree: stream %q: an on-demand snapshot reads one collection; this stream watches a database or the cluster", name)
 	}
 	filter, err := snapshotRequestFilter(req.Filter)
 	if err != nil {
-		return "", &ConfigError{Stream: e.name, Field: "SnapshotRequest.Filter", Rule: err.Error()}
+		return "", &ConfigError{Stream: name, Field: "SnapshotRequest.Filter", Rule: err.Error()}
 	}
-	if _, err := e.rt.system(); err != nil {
-		return "", err
-	}
-	if filter != nil {
-		// A bad operator is the server's to find: ask it once, on the caller's goroutine.
-		coll := e.watcher.client.Database(e.watcher.database).Collection(e.cs.collection)
-		if err := coll.FindOne(ctx, filter, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err(); err != nil &&
-			!errors.Is(err, mongo.ErrNoDocuments) {
-			return "", &ConfigError{Stream: e.name, Field: "SnapshotRequest.Filter",
-				Rule: fmt.Sprintf("the server refused the query %s: %v", filter.String(), err)}
-		}
-	}
-	pid := e.supervisorPID()
-	if pid == nil {
-		return "", fmt.Errorf("watchtree: stream %q: its supervisor is not running: %w", e.name, ErrStreamNotRunning)
-	}
-	id := "ondemand-" + strconv.FormatInt(e.rt.clk.Now().UnixMilli(), 36) + "-" + strconv.FormatUint(ondemandIDs.Add(1), 10)
-	r, err := superclient.New(e.rt.sys).OnDemandSnapshot(ctx, pid, id, filter)
-	if err != nil {
-		return "", fmt.Errorf("watchtree: stream %q: snapshot: %w", e.name, err)
-	}
-	switch r.GetCode() {
-	case "":
-		return id, nil
-	case snapshot.CodeBusy:
-		return "", fmt.Errorf("watchtree: stream %q: snapshot %s: %w", e.name, r.GetRunning(), ErrSnapshotRunning)
-	case snapshot.CodeNotRunning:
-		return "", fmt.Errorf("watchtree: stream %q: %s: %w", e.name, r.GetError(), ErrStreamNotRunning)
-	default:
-		return "", fmt.Errorf("watchtree: stream %q: snapshot: %s", e.name, r.GetError())
-	}
+	return h.e.Snapshot(ctx, filter)
 }
 
 // snapshotRequestFilter encodes f as a BSON document; nil means every document.
@@ -126,39 +87,4 @@ func snapshotRequestFilter(f any) (bson.Raw, error) {
 		return nil, fmt.Errorf("must encode to a BSON document, got %T: %v", f, err)
 	}
 	return raw, nil
-}
-
-// ReadMatching implements snapshot.OnDemandSource: the request's filter ANDed with the stream's
-// snapshot Filter and _id > after, in _id order.
-func (s *snapshotSource) ReadMatching(ctx context.Context, filter, after bson.Raw, limit int) ([]bson.Raw, error) {
-	var conds []bson.D
-	if filter != nil {
-		var d bson.D
-		if err := bson.Unmarshal(filter, &d); err != nil {
-			return nil, err
-		}
-		conds = append(conds, d)
-	}
-	if after != nil {
-		conds = append(conds, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after.Lookup("_id")}}}})
-	}
-	return s.find(ctx, s.and(conds...), limit)
-}
-
-// Mark implements snapshot.OnDemandSource: it inserts doc into SignalsCollection in a session
-// and returns the session's operation time (the insert's cluster time).
-func (s *snapshotSource) Mark(ctx context.Context, doc bson.D) (bson.Timestamp, error) {
-	sess, err := s.client.StartSession()
-	if err != nil {
-		return bson.Timestamp{}, err
-	}
-	defer sess.EndSession(context.WithoutCancel(ctx))
-	if _, err := s.client.Database(s.signalsDB).Collection(SignalsCollection).InsertOne(mongo.NewSessionContext(ctx, sess), doc); err != nil {
-		return bson.Timestamp{}, err
-	}
-	ot := sess.OperationTime()
-	if ot == nil || ot.IsZero() {
-		return bson.Timestamp{}, errors.New("the server returned no operationTime for the watermark write")
-	}
-	return *ot, nil
 }

@@ -2,11 +2,9 @@ package watchtree
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree/internal/tokentime"
 )
@@ -27,31 +25,5 @@ func TokenClusterTime(token bson.Raw) (time.Time, bool) {
 // client read it (no permission on local, a sharded cluster through mongos, a server without an
 // oplog) returns that error; callers degrade to not knowing the window.
 func (rt *Runtime) OplogWindow(ctx context.Context) (oldest, newest time.Time, err error) {
-	if _, err := rt.system(); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ConnectTimeout)
-	defer cancel()
-	coll := rt.cfg.Client.Database("local").Collection("oplog.rs")
-	read := func(dir int) (time.Time, error) {
-		var doc struct {
-			TS bson.Timestamp `bson:"ts"`
-		}
-		err := coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).
-			SetProjection(bson.D{{Key: "ts", Value: 1}})).Decode(&doc)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if doc.TS.T == 0 {
-			return time.Time{}, errors.New("oplog entry without ts")
-		}
-		return time.Unix(int64(doc.TS.T), 0).UTC(), nil
-	}
-	if oldest, err = read(1); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	if newest, err = read(-1); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	return oldest, newest, nil
+	return rt.e.OplogWindow(ctx)
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/policy"
-	"github.com/watchtree/watchtree/store"
 )
 
 // Mode is the deployment mode of a stream.
@@ -31,15 +31,12 @@ const (
 	SingleLeader
 )
 
-// recordScope is the key of the stream's checkpoint, dead letters and gap records on the
-// instance named instance: the one place the mode decides it. An AllInstances stream keeps
-// one scope per instance; a SingleLeader stream one shared scope (no instance), whichever
-// instance holds the lease.
-func recordScope(stream string, mode Mode, instance string) store.Scope {
-	if mode == SingleLeader {
-		return store.Scope{Stream: stream}
+// modeOf is the Mode a compiled spec runs in.
+func modeOf(cs *engine.Spec) Mode {
+	if cs.SingleLeader {
+		return SingleLeader
 	}
-	return store.Scope{Stream: stream, Instance: instance}
+	return AllInstances
 }
 
 // String returns "AllInstances" or "SingleLeader".

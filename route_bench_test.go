@@ -36,7 +36,7 @@ func BenchmarkRouteAgainstReference(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			inv, _, err := cs.router.Route(raw)
+			inv, _, err := cs.Router.Route(raw)
 			if err != nil {
 				b.Fatal(err)
 			}

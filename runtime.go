@@ -2,38 +2,9 @@ package watchtree
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.uber.org/zap"
-
-	"github.com/watchtree/watchtree/console"
-	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/store/mongostore"
+	"github.com/watchtree/watchtree/internal/engine"
 )
-
-// runtimeState is the lifecycle of a Runtime: new → started → stopped (final).
-type runtimeState uint8
-
-const (
-	rtNew runtimeState = iota
-	rtStarted
-	rtStopping
-	rtStopped
-)
-
-// runtimeSeq numbers runtimes in the process, so that several runtimes can share one actor
-// system (Config.ActorSystem) without actor-name clashes.
-var runtimeSeq atomic.Uint64
 
 // Runtime runs stream trees: one supervisor per stream, with its checkpointer, dispatcher and
 // stream actor. Create it with New, start it with Start, add streams with Spawn (or
@@ -43,28 +14,8 @@ var runtimeSeq atomic.Uint64
 // prepares the stores; Spawn needs a started runtime; Stop is final (a stopped runtime cannot be
 // started again: create a new one, which resumes every stream from its checkpoint).
 type Runtime struct {
-	cfg    Config
-	log    *zap.Logger
-	prefix string // actor-name prefix of this runtime's supervisors: "watchtree-<n>"
-	clk    clock.Clock
-
-	// sysOpts are extra options for the runtime's own actor system (tests).
-	sysOpts []actor.ConfigOption
-	// treeSenderMW is added to every actor of every stream tree (tests: protocheck).
-	treeSenderMW []actor.SenderMiddleware
-
-	mu        sync.Mutex
-	state     runtimeState
-	sys       *actor.ActorSystem
-	ownSystem bool
-	obs       *safeObserver
-	streams   map[string]*streamEntry
-	stores    map[storeKey]*storeSet
-	console   *console.Server // nil when Config.Console is off
-	startedAt time.Time
-
-	idx indexer   // creates the default stores' indexes in the background
-	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
+	cfg Config          // validated and defaulted
+	e   *engine.Runtime // the registry, the trees, the stores, the Observer's queue, the console
 }
 
 // New validates cfg and returns a runtime. It does not connect to anything; Start does the
@@ -80,14 +31,7 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	return &Runtime{
-		cfg:     cfg,
-		log:     cfg.Logger.With(zap.String("instance", cfg.InstanceID)), // every line names the instance
-		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
-		clk:     clock.Real(),
-		streams: map[string]*streamEntry{},
-		stores:  map[storeKey]*storeSet{},
-	}, nil
+	return &Runtime{cfg: cfg, e: engine.New(cfg.engine())}, nil
 }
 
 // Start starts the runtime: it pings the primary of Config.Client, creates its actor system (or
@@ -103,69 +47,7 @@ func New(cfg Config) (*Runtime, error) {
 // failure leaves the runtime unstarted, so Start may be called again. Start fails with
 // ErrAlreadyStarted or ErrStopped when called twice or after Stop.
 func (rt *Runtime) Start(ctx context.Context) error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	switch rt.state {
-	case rtStarted:
-		return ErrAlreadyStarted
-	case rtStopping, rtStopped:
-		return ErrStopped
-	}
-	// Without this bound an unreachable server holds Start for the driver's server selection
-	// timeout (30s) and then fails with a bare driver error.
-	within := rt.cfg.ConnectTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < within {
-		within = max(time.Until(dl), 0).Round(time.Millisecond)
-	}
-	cctx, cancel := context.WithTimeout(ctx, rt.cfg.ConnectTimeout)
-	defer cancel()
-	// failed reports a timeout or a network error as unreachable; a server's answer (an
-	// authorization error, say) is reported as it is.
-	failed := func(what string, err error) error {
-		switch {
-		case ctx.Err() == context.Canceled:
-			return fmt.Errorf("watchtree: start: cancelled while reaching MongoDB: %w", err)
-		case cctx.Err() != nil || mongo.IsNetworkError(err):
-			return &unreachableError{within: within, err: err}
-		}
-		return fmt.Errorf("watchtree: start: %s: %w", what, err)
-	}
-	if err := rt.cfg.Client.Ping(cctx, readpref.Primary()); err != nil {
-		return failed("ping the primary", err)
-	}
-	if rt.cfg.Database != "" {
-		st, err := rt.storeLocked(rt.cfg.Database, defaultDeadLetterColl)
-		if err != nil {
-			return err
-		}
-		if err := st.EnsureIndexes(cctx); err != nil {
-			return failed("create the store indexes", err)
-		}
-		indexedByRuntime.Store(indexKey{client: rt.cfg.Client, k: storeKey{rt.cfg.Database, defaultDeadLetterColl}}, true)
-	}
-	if rt.cfg.ActorSystem != nil {
-		rt.sys = rt.cfg.ActorSystem
-	} else {
-		rt.sys = newActorSystem(rt.log, rt.sysOpts...)
-		rt.ownSystem = true
-	}
-	rt.startedAt = rt.clk.Now()
-	if err := rt.startConsoleLocked(); err != nil {
-		if rt.ownSystem {
-			rt.sys.Shutdown()
-		}
-		rt.sys, rt.ownSystem = nil, false
-		return err
-	}
-	obs := rt.cfg.Observer
-	if rt.console != nil {
-		obs = observe.Multi(obs, rt.console) // the console's live feed
-	}
-	rt.obs = newSafeObserver(obs, 0, rt.log)
-	rt.state = rtStarted
-	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID), zap.String("instance_name", rt.cfg.InstanceName),
-		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
-	return nil
+	return rt.e.Start(ctx)
 }
 
 // Stop stops every stream gracefully, then the runtime. For each stream, in parallel: the stream
@@ -189,76 +71,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 // Stop is idempotent: a second call returns nil at once. A never-started
 // runtime stops at once.
 func (rt *Runtime) Stop(ctx context.Context) error {
-	rt.mu.Lock()
-	switch rt.state {
-	case rtNew:
-		rt.state = rtStopped
-		rt.mu.Unlock()
-		return nil
-	case rtStopping, rtStopped:
-		rt.mu.Unlock()
-		return nil
-	}
-	rt.state = rtStopping
-	entries := make([]*streamEntry, 0, len(rt.streams))
-	for _, e := range rt.streams {
-		entries = append(entries, e)
-	}
-	rt.mu.Unlock()
-	rt.idx.stop() // no index creation outlives the runtime
-
-	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
-	defer cancel()
-	start := time.Now()
-
-	errs := make([]error, len(entries))
-	var wg sync.WaitGroup
-	for i, e := range entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = e.shutdown(ctx, "runtime stop")
-		}()
-	}
-	wg.Wait()
-
-	rt.mu.Lock()
-	sys, own, cons, bal := rt.sys, rt.ownSystem, rt.console, rt.bal
-	rt.state = rtStopped
-	rt.mu.Unlock()
-	if bal != nil {
-		bal.stop() // after the trees released their leases: the heartbeat goes last
-	}
-	var consoleErr error
-	if cons != nil { // after the streams, so that an operator sees the stop to its end
-		consoleErr = cons.Stop(ctx)
-	}
-	if own {
-		sys.Shutdown()
-	}
-	// The streams and the Observer are reported apart: a slow Observer must not read as a
-	// stream that did not stop, nor the reverse.
-	var streamsErr error
-	var unclean []string
-	for i, err := range errs {
-		if err != nil {
-			unclean = append(unclean, entries[i].name)
-		}
-	}
-	if len(unclean) > 0 {
-		sort.Strings(unclean)
-		streamsErr = fmt.Errorf("%d of %d streams did not stop cleanly (%s): %w", len(unclean), len(entries),
-			strings.Join(unclean, ", "), errors.Join(errs...))
-	}
-	obsErr := rt.obs.closeFrom(ctx, start)
-	err := errors.Join(streamsErr, consoleErr, obsErr)
-	if err != nil {
-		rt.log.Warn("watchtree runtime stopped with errors", zap.Duration("took", time.Since(start)), zap.Error(err))
-		return fmt.Errorf("watchtree: stop: %w", err)
-	}
-	rt.log.Info("watchtree runtime stopped", zap.Duration("took", time.Since(start)),
-		zap.Int("streams", len(entries)))
-	return nil
+	return rt.e.Stop(ctx)
 }
 
 // Streams asks every stream's supervisor for its status, in parallel, each bounded by ctx (5s
@@ -266,124 +79,20 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 // answer is left out and named in the error; the others are returned all the same. After Stop
 // it returns each stream's last reported status.
 func (rt *Runtime) Streams(ctx context.Context) ([]StreamStatus, error) {
-	rt.mu.Lock()
-	entries := make([]*streamEntry, 0, len(rt.streams))
-	for _, e := range rt.streams {
-		entries = append(entries, e)
-	}
-	rt.mu.Unlock()
-	sts := make([]StreamStatus, len(entries))
-	errs := make([]error, len(entries))
-	var wg sync.WaitGroup
-	for i, e := range entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sts[i], errs[i] = e.status(ctx)
-		}()
-	}
-	wg.Wait()
-	out := make([]StreamStatus, 0, len(entries))
+	sts, err := rt.e.Streams(ctx)
+	out := make([]StreamStatus, len(sts))
 	for i, st := range sts {
-		if errs[i] == nil {
-			out = append(out, st)
-		}
+		out[i] = statusOf(st.Entry, st.Reply)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // Handle returns the handle of a spawned stream (also one spawned through Props), or an error
 // matching ErrUnknownStream.
 func (rt *Runtime) Handle(name string) (*Handle, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	e, ok := rt.streams[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownStream, name)
+	e, err := rt.e.Entry(name)
+	if err != nil {
+		return nil, err
 	}
-	return e.handle, nil
-}
-
-// storeKey identifies one set of stores: the database of the default store's records and the
-// dead-letter collection (DeadLetterPolicy.Collection).
-type storeKey struct{ database, deadLetters string }
-
-// storeLocked returns the stores of key, creating them without I/O: Config's stores where set,
-// a mongostore on Config.Client for the others. rt.mu must be held.
-func (rt *Runtime) storeLocked(database, deadLetters string) (*storeSet, error) {
-	k := storeKey{database, deadLetters}
-	if st, ok := rt.stores[k]; ok {
-		return st, nil
-	}
-	st := &storeSet{checkpoints: rt.cfg.Checkpoints, deadLetters: rt.cfg.DeadLetters, gaps: rt.cfg.Gaps}
-	if !rt.cfg.ownStores() {
-		ms, err := mongostore.New(rt.cfg.Client.Database(database), mongostore.Options{DeadLetterCollection: deadLetters})
-		if err != nil {
-			return nil, fmt.Errorf("watchtree: store in %q: %w", database, err)
-		}
-		st.mongo = ms
-		if st.checkpoints == nil {
-			st.checkpoints = ms
-		}
-		if st.deadLetters == nil {
-			st.deadLetters = ms
-		}
-		if st.gaps == nil {
-			st.gaps = ms
-		}
-	}
-	if ss, ok := rt.cfg.Checkpoints.(SnapshotStore); ok {
-		st.snapshots = ss
-	} else if st.mongo != nil {
-		st.snapshots = st.mongo
-	}
-	rt.stores[k] = st
-	return st, nil
-}
-
-// indexedByRuntime caches the stores whose indexes were created, by client and store key.
-var indexedByRuntime sync.Map
-
-// ensureIndexes has the indexes of st (key k) created once per client, in the background (see
-// indexer): it never waits on the server. A failure is logged and retried by the next Spawn
-// that uses the same store: indexes only serve retention and listing, never correctness of the
-// stream.
-func (rt *Runtime) ensureIndexes(st *storeSet, k storeKey) {
-	key := indexKey{client: rt.cfg.Client, k: k}
-	if st.mongo == nil {
-		return // Config sets every store: none is the runtime's to index
-	}
-	if _, ok := indexedByRuntime.Load(key); ok {
-		return
-	}
-	rt.idx.enqueue(indexJob{key: key, st: st.mongo, log: rt.log})
-}
-
-type indexKey struct {
-	client *mongo.Client
-	k      storeKey
-}
-
-// system returns the actor system, or an error when the runtime is not started.
-func (rt *Runtime) system() (*actor.ActorSystem, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	switch rt.state {
-	case rtNew:
-		return nil, ErrNotStarted
-	case rtStopping, rtStopped:
-		return nil, ErrStopped
-	}
-	return rt.sys, nil
-}
-
-// sysRoot is the root context of the runtime's actor system (nil before Start).
-func (rt *Runtime) sysRoot() *actor.RootContext {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.sys == nil {
-		return nil
-	}
-	return rt.sys.Root
+	return &Handle{e: e}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -18,6 +19,10 @@ import (
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
+
+// TestMain fails the package's tests if any goroutine (a runtime's observer queue, a stream
+// tree) outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rtWait bounds every wait of the runtime tests; nothing sleeps, they poll with a deadline.
 const rtWait = 20 * time.Second
@@ -236,7 +241,7 @@ func mustStreams(t *testing.T, rt *Runtime) []StreamStatus {
 // checkProtocol fails the test when an actor of any of rt's stream trees sends another actor a
 // message that is not protobuf (what an actor sends itself may be plain Go).
 func checkProtocol(t *testing.T, rt *Runtime) {
-	rt.treeSenderMW = append(rt.treeSenderMW, protocheck.SenderMiddleware(func(v protocheck.Violation) {
+	rt.e.UseTreeSenderMiddleware(protocheck.SenderMiddleware(func(v protocheck.Violation) {
 		t.Errorf("%v sent %v a non-protobuf message %T", v.From, v.To, v.Message)
 	}))
 }

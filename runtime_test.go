@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
@@ -230,7 +231,7 @@ func TestRuntimeStopIsGraceful(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, ok, err := ms.Load(ctx, store.Scope{Stream: "graceful", Instance: rt.cfg.InstanceName})
+	cp, ok, err := ms.Load(ctx, store.Scope{Stream: "graceful", Instance: rt.InstanceName()})
 	if err != nil || !ok {
 		t.Fatalf("Load: %v %v", ok, err)
 	}
@@ -458,7 +459,7 @@ func TestRuntimeProps(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Props: %v", err)
 	}
-	pid, err := rt.sys.Root.SpawnNamed(props, "my-supervisor")
+	pid, err := rt.e.ActorSystem().Root.SpawnNamed(props, "my-supervisor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +482,7 @@ func TestRuntimeProps(t *testing.T) {
 	if err := rt.Stop(ctx); err != nil {
 		t.Fatalf("runtime Stop: %v", err)
 	}
-	if h.e.supervisorPID() != nil {
+	if h.e.SupervisorPID() != nil {
 		t.Fatalf("supervisor %v still tracked after Stop", pid)
 	}
 }
@@ -567,8 +568,8 @@ func TestRuntimeObserverEvents(t *testing.T) {
 	if st.State != StateStopped || st.Handled != 5 || st.Checkpoint == nil || st.CheckpointAt.IsZero() {
 		t.Fatalf("Streams()[0] = %+v", st)
 	}
-	if rt.obs.Panics() == 0 || panics.count(func(observe.Event) bool { return true }) != len(rec.all()) {
-		t.Fatalf("panicking observer: %d panics, %d vs %d events", rt.obs.Panics(), len(panics.all()), len(rec.all()))
+	if rt.ObserverStats().Panicked == 0 || panics.count(func(observe.Event) bool { return true }) != len(rec.all()) {
+		t.Fatalf("panicking observer: %d panics, %d vs %d events", rt.ObserverStats().Panicked, len(panics.all()), len(rec.all()))
 	}
 }
 
@@ -687,7 +688,7 @@ func TestRuntimeWideStreamsSkipStoreCollections(t *testing.T) {
 // which Stop leaves running; two runtimes share it without name clashes.
 func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 	e := newRTEnv(t)
-	sys := newActorSystem(zap.NewNop())
+	sys := engine.NewActorSystem(zap.NewNop())
 	defer sys.Shutdown()
 	s1, s2 := newSeen(), newSeen()
 	rt1, _ := e.newRuntime(t, func(c *Config) { c.ActorSystem = sys })
@@ -711,7 +712,7 @@ func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 	}
 	insertOrders(t, e, 3, 4)
 	waitFor(t, "the other runtime goes on", func() bool { return s2.distinct() == 4 })
-	res, err := sys.Root.RequestFuture(rt2.streams["same"].supervisorPID(), &messages.StatusRequest{}, rtWait).Result()
+	res, err := sys.Root.RequestFuture(h2.e.SupervisorPID(), &messages.StatusRequest{}, rtWait).Result()
 	if err != nil {
 		t.Fatalf("the shared system stopped with the first runtime: %v", err)
 	}

@@ -67,13 +67,13 @@ func TestStreamSnapshotCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.onHistoryLost.Kind() != RebuildFromSnapshot.Kind() || !cs.snapshots() {
-		t.Errorf("SnapshotWhenNeeded compiles OnHistoryLost to %v, want RebuildFromSnapshot", cs.onHistoryLost)
+	if cs.OnHistoryLost.Kind() != RebuildFromSnapshot.Kind() || !cs.Snapshots() {
+		t.Errorf("SnapshotWhenNeeded compiles OnHistoryLost to %v, want RebuildFromSnapshot", cs.OnHistoryLost)
 	}
-	if cs.snapshot.Partitions != 4 || cs.snapshot.BatchSize != 1000 || cs.snapFilter == nil {
-		t.Errorf("compiled snapshot %+v, filter %v", cs.snapshot, cs.snapFilter)
+	if cs.Snapshot.Partitions != 4 || cs.Snapshot.BatchSize != 1000 || cs.SnapshotFilter == nil {
+		t.Errorf("compiled snapshot %+v, filter %v", cs.Snapshot, cs.SnapshotFilter)
 	}
-	if plain, _ := validStream().compile(); plain.snapshots() {
+	if plain, _ := validStream().compile(); plain.Snapshots() {
 		t.Error("a stream without a snapshot policy has a snapshot actor")
 	}
 }

@@ -2,46 +2,11 @@ package watchtree
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/actors/checkpointer"
-	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/actors/snapshot"
-	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/engine"
 )
-
-// Actor names of a stream tree. The supervisor of stream "orders" on the runtime's own system
-// is "watchtree-<n>/orders"; its children are ".../orders/checkpointer", ".../orders/dispatcher"
-// and ".../orders/stream".
-const (
-	checkpointerName = "checkpointer"
-	dispatcherName   = "dispatcher"
-	snapshotName     = "snapshot"
-)
-
-// snapshotReadTimeout is the least time a snapshot's store and read calls get (a chunk of
-// BatchSize documents, or the planning queries on a large collection, take longer than a
-// connection).
-const snapshotReadTimeout = time.Minute
-
-// snapshotStore is the stream's snapshot store when the stream can run a snapshot, else nil
-// (the checkpointer then never looks for a snapshot record).
-func (e *streamEntry) snapshotStore() checkpointer.SnapshotStore {
-	switch {
-	case !e.cs.snapshots():
-		return nil
-	case e.memSnapshots != nil: // Ephemeral: nothing is stored
-		return e.memSnapshots
-	case e.store.snapshots == nil:
-		return nil
-	}
-	return e.store.snapshots
-}
 
 // Spawn validates spec, starts its stream tree and waits until the stream's change stream is
 // open: when Spawn returns without error, the stream's start position is fixed, and every write
@@ -73,21 +38,15 @@ func (e *streamEntry) snapshotStore() checkpointer.SnapshotStore {
 // tree is stopped and the name is free again. Spawn fails with ErrNotStarted before Start and
 // ErrStopped after Stop.
 func (rt *Runtime) Spawn(ctx context.Context, spec Spec) (*Handle, error) {
-	e, err := rt.register(spec, true)
+	cs, err := compileSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.spawnTree(); err != nil {
-		rt.unregister(e)
+	e, err := rt.e.Spawn(ctx, cs)
+	if err != nil {
 		return nil, err
 	}
-	if err := e.awaitRunning(ctx); err != nil {
-		e.abandon()
-		return nil, err
-	}
-	e.log.Info("stream spawned", zap.Stringer("scope", e.cs.scope), zap.String("database", e.watcher.database),
-		zap.String("collection", e.cs.collection), zap.Int("lanes", e.cs.lanes), zap.Stringer("mode", e.cs.mode))
-	return e.handle, nil
+	return &Handle{e: e}, nil
 }
 
 // Props validates spec like Spawn and registers the stream on rt, but returns the props of its
@@ -103,275 +62,17 @@ func (rt *Runtime) Spawn(ctx context.Context, spec Spec) (*Handle, error) {
 // (rt.Handle(name)); Runtime.Stop stops the tree gracefully and then stops the supervisor actor,
 // since the tree cannot outlive the runtime's stores.
 func Props(rt *Runtime, spec Spec) (*actor.Props, error) {
-	e, err := rt.register(spec, false)
+	cs, err := compileSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	props, err := e.treeProps()
-	if err != nil {
-		rt.unregister(e)
-		return nil, err
-	}
-	return props.Clone(actor.WithReceiverMiddleware(e.trackPID)), nil
+	return rt.e.Props(cs)
 }
 
-// register validates spec, resolves its databases and store, and adds it to the registry.
-func (rt *Runtime) register(spec Spec, owned bool) (*streamEntry, error) {
+// compileSpec validates spec (which must not be nil) and compiles it for the engine.
+func compileSpec(spec Spec) (*engine.Spec, error) {
 	if spec == nil {
 		return nil, &ConfigError{Field: "Spec", Rule: "must not be nil"}
 	}
-	cs, err := spec.compile()
-	if err != nil {
-		return nil, err
-	}
-	watchDB, storeDB, err := rt.databases(cs)
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	switch rt.state {
-	case rtNew:
-		rt.mu.Unlock()
-		return nil, ErrNotStarted
-	case rtStopping, rtStopped:
-		rt.mu.Unlock()
-		return nil, ErrStopped
-	}
-	if _, dup := rt.streams[cs.name]; dup {
-		rt.mu.Unlock()
-		return nil, &ConfigError{Stream: cs.name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
-			Err: ErrDuplicateStream}
-	}
-	st, err := rt.storeLocked(storeDB, cs.deadLetter.Collection)
-	if err != nil {
-		rt.mu.Unlock()
-		return nil, err
-	}
-	if cs.snapshots() && !cs.checkpoint.Ephemeral && st.snapshots == nil {
-		rt.mu.Unlock()
-		return nil, &ConfigError{Stream: cs.name, Field: "Snapshot",
-			Rule: fmt.Sprintf("needs a SnapshotStore: Config.Checkpoints (%T) does not implement LoadSnapshot and SaveSnapshot", rt.cfg.Checkpoints)}
-	}
-	e := newStreamEntry(rt, cs, st, watchDB, storeDB, owned)
-	rt.streams[cs.name] = e
-	rt.mu.Unlock()
-	rt.ensureIndexes(st, storeKey{storeDB, cs.deadLetter.Collection})
-	return e, nil
-}
-
-func (rt *Runtime) unregister(e *streamEntry) {
-	rt.mu.Lock()
-	if rt.streams[e.name] == e {
-		delete(rt.streams, e.name)
-		if rt.bal != nil {
-			rt.bal.remove(e.name)
-		}
-	}
-	rt.mu.Unlock()
-}
-
-// databases resolves the watched database and the store database of cs (empty when Config
-// sets every store and cs names none), and rejects a DeadLetterPolicy.Collection that
-// Config.DeadLetters would ignore.
-func (rt *Runtime) databases(cs *compiledStream) (watchDB, storeDB string, err error) {
-	watchDB = cs.database
-	if cs.scope == scopeCollection && watchDB == "" {
-		watchDB = rt.cfg.Database
-	}
-	if cs.scope == scopeCollection && watchDB == "" {
-		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
-			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
-	}
-	if rt.cfg.DeadLetters != nil && cs.deadLetter.Collection != defaultDeadLetterColl {
-		// The collection would be silently ignored: Config.DeadLetters serves every stream.
-		return "", "", &ConfigError{Stream: cs.name, Field: "DeadLetter.Collection",
-			Rule: fmt.Sprintf("must be empty when Config.DeadLetters is set, got %q", cs.deadLetter.Collection)}
-	}
-	storeDB = rt.cfg.Database
-	if storeDB == "" {
-		storeDB = watchDB
-	}
-	if storeDB == "" && !rt.cfg.ownStores() {
-		return "", "", &ConfigError{Stream: cs.name, Field: "Database",
-			Rule: "must be set when Config.Database is empty (a cluster-wide stream's checkpoints need a database)"}
-	}
-	return watchDB, storeDB, nil
-}
-
-// treeProps builds the props of the stream's supervisor and its tree. The StartPosition (Latest,
-// At) applies to the first start of the tree only: the checkpointer's instances share that
-// memory, so later starts, and a tree rebuilt by a user's parent, resume from the checkpoint.
-func (e *streamEntry) treeProps() (*actor.Props, error) {
-	cs, rt := e.cs, e.rt
-	start := cs.start
-	var leases LeaseStore
-	if cs.mode == SingleLeader {
-		if leases = rt.leaseOf(e.store); leases == nil {
-			return nil, &ConfigError{Stream: cs.name, Field: "Mode",
-				Rule: "SingleLeader needs a lease store: set Config.Leases (the default MongoDB store needs Config's stores unset)"}
-		}
-	}
-	cpProps, err := checkpointer.New(checkpointer.Config{
-		Stream:        cs.name,
-		Instance:      e.records.Instance,
-		Store:         e.store.checkpoints,
-		Gaps:          e.store.gaps,
-		Positions:     e.watcher,
-		StartPosition: start,
-		OnHistoryLost: cs.onHistoryLost,
-		Snapshot:      cs.snapshot,
-		Snapshots:     e.snapshotStore(),
-		Checkpoint:    cs.checkpoint,
-		IOTimeout:     rt.cfg.ConnectTimeout,
-		Owner:         rt.cfg.InstanceID,
-		Epoch:         e.epoch.Load,
-		Clock:         rt.clk,
-		Logger:        rt.log,
-		Observer:      rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.name, err)
-	}
-	var dl dispatcher.DeadLetterWriter
-	if !cs.deadLetter.Disabled {
-		dl = e.store.deadLetters
-		if leases != nil {
-			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, e: e, leases: leases}
-		}
-	}
-	dProps, err := dispatcher.New(dispatcher.Config{
-		Stream:              cs.name,
-		Instance:            e.records.Instance,
-		Router:              e.routerFor(),
-		Lanes:               cs.lanes,
-		Retry:               cs.retry,
-		DeadLetters:         dl,
-		DeadLetterRetention: cs.deadLetter.Retention,
-		AwaitSettleLimit:    true, // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
-		CheckpointerName:    checkpointerName,
-		Clock:               rt.clk,
-		Logger:              rt.log,
-		Observer:            rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: dispatcher: %w", cs.name, err)
-	}
-	child, err := e.streamProps()
-	if err != nil {
-		return nil, err
-	}
-	// The checkpointer first: the dispatcher resolves it by name, and the reverse stop order
-	// lets the dispatcher's last SettledBatch reach it. The snapshot actor last: it stops first.
-	siblings := []supervisor.Sibling{
-		{Name: checkpointerName, Props: cpProps},
-		{Name: dispatcherName, Props: dProps},
-	}
-	if cs.snapshots() {
-		sProps, err := snapshot.New(snapshot.Config{
-			Stream:     cs.name,
-			Instance:   e.records.Instance,
-			Database:   e.watcher.database,
-			Collection: cs.collection,
-			Store:      e.snapshotStore(),
-			Source: newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
-				e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":snapshot"),
-			Policy:       cs.snapshot,
-			Dispatcher:   dispatcherName,
-			Checkpointer: checkpointerName,
-			IOTimeout:    max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
-			Clock:        rt.clk,
-			Logger:       rt.log,
-			Observer:     rt.obs,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.name, err)
-		}
-		siblings = append(siblings, supervisor.Sibling{Name: snapshotName, Props: sProps})
-	}
-	if cs.collection != "" {
-		// Every collection stream can take an on-demand snapshot (Handle.Snapshot). The actor,
-		// its props and its source are made by the first one: most streams never take one.
-		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Lazy: true, NewProps: e.onDemandProps})
-	}
-	var leaderProps *actor.Props
-	if leases != nil {
-		if leaderProps, err = e.leaderProps(leases); err != nil {
-			return nil, fmt.Errorf("watchtree: stream %q: leader: %w", cs.name, err)
-		}
-	}
-	props, err := supervisor.New(supervisor.Config{
-		Stream: cs.name,
-		Child:  child,
-		Leader: leaderProps,
-		// An operator's lease release lets a standby take over: this instance waits a standby
-		// poll period (the standbys act on the store's change notice at once, or at their poll).
-		ReleaseCooldown:  rt.cfg.Lease.WithDefaults().StandbyPoll,
-		Siblings:         siblings,
-		OnDemand:         snapshot.OnDemandName,
-		Policy:           cs.restart,
-		Classify:         classifyFailure,
-		SenderMiddleware: rt.treeSenderMW,
-		Clock:            rt.clk,
-		Logger:           rt.log,
-		Observer:         rt.obs,
-		OnTransition:     e.onTransition,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: supervisor: %w", cs.name, err)
-	}
-	if len(rt.treeSenderMW) > 0 {
-		props = props.Clone(actor.WithSenderMiddleware(rt.treeSenderMW...))
-	}
-	return props, nil
-}
-
-// onDemandProps makes the props of the stream's on-demand snapshot actor (a collection stream's
-// Lazy sibling, see treeProps), on the supervisor's goroutine; its watermarks go to the
-// records' database, which database-wide streams skip. Its configuration is the compiled
-// stream's, validated by Spawn: the error is not expected.
-func (e *streamEntry) onDemandProps() (*actor.Props, error) {
-	cs, rt := e.cs, e.rt
-	src := newSnapshotSource(e.watcher.client, e.watcher.database, cs.collection, cs.snapFilter,
-		e.watcher.bounded(rt.cfg.ConnectTimeout), cs.cursorComment()+":ondemand")
-	signalsDB := e.storeDB
-	if signalsDB == "" {
-		signalsDB = e.watcher.database
-	}
-	src.signalsDB = signalsDB
-	props, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
-		Stream:     cs.name,
-		Instance:   e.records.Instance,
-		Database:   e.watcher.database,
-		Collection: cs.collection,
-		Source:     src,
-		BatchSize:  cs.snapshot.WithDefaults().BatchSize,
-		Dispatcher: dispatcherName,
-		IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
-		Clock:      rt.clk,
-		Logger:     rt.log,
-		Observer:   rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.name, err)
-	}
-	return props, nil
-}
-
-// streamProps builds the stream actor's props (the supervisor's restartable child).
-func (e *streamEntry) streamProps() (*actor.Props, error) {
-	props, err := stream.New(stream.Config{
-		Stream:            e.cs.name,
-		Watcher:           e.watcher.bounded(e.rt.cfg.ConnectTimeout),
-		Checkpointer:      checkpointerName,
-		Dispatcher:        dispatcherName,
-		MaxAwaitTime:      e.watcher.maxAwait,
-		InvalidateRestart: e.cs.onInvalidate == InvalidateRestart,
-		Clock:             e.rt.clk,
-		Logger:            e.rt.log,
-		Observer:          e.rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: stream actor: %w", e.cs.name, err)
-	}
-	return props, nil
+	return spec.compile()
 }

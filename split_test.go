@@ -52,7 +52,7 @@ func TestStreamSplitLargeEventsDecision(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := cs.wantsSplit(tc.serverSplits); got != tc.want {
+		if got := cs.WantsSplit(tc.serverSplits); got != tc.want {
 			t.Errorf("%s: wantsSplit(%v) = %v, want %v", tc.name, tc.serverSplits, got, tc.want)
 		}
 	}

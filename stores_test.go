@@ -12,20 +12,9 @@ import (
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
-	"github.com/watchtree/watchtree/store/mongostore"
 )
 
-// Both stores of the repository fit every store field of Config.
-var (
-	_ CheckpointStore = (*memstore.Store)(nil)
-	_ DeadLetterStore = (*memstore.Store)(nil)
-	_ GapStore        = (*memstore.Store)(nil)
-	_ CheckpointStore = (*mongostore.Store)(nil)
-	_ DeadLetterStore = (*mongostore.Store)(nil)
-	_ GapStore        = (*mongostore.Store)(nil)
-)
-
-// TestRuntimeOnMemstore: a runtime whose stores are all one memstore, as in a user's own tests.
+// TestRuntimeOnMemstore: a runtime whose stores are all memstores, as in a user's own tests.
 // The stream watches through Config.Client, and its checkpoint and dead letters land in the
 // memstore (DeadLetters and Replay read them there); nothing is written to MongoDB.
 func TestRuntimeOnMemstore(t *testing.T) {
@@ -33,7 +22,8 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	ms := memstore.New(memstore.Options{})
 	rt, rec := e.newRuntime(t, func(c *Config) {
 		c.Database = "" // the stream names its database; the stores need none
-		c.Checkpoints, c.DeadLetters, c.Gaps = ms, ms, ms
+		c.Checkpoints, c.DeadLetters, c.Gaps, c.Snapshots = ms, ms, ms, ms
+		c.Leases = memstore.NewLeases(memstore.Options{})
 	})
 	fixed := make(chan struct{})
 	s := newSeen()
@@ -67,7 +57,7 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	waitFor(t, "the healthy events", func() bool { return s.distinct() == 2 })
 	waitFor(t, "a DeadLettered event", func() bool { return rec.count(isEvent[observe.DeadLettered]) == 1 })
 
-	stored, err := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0)
+	stored, err := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.InstanceName()}, 0)
 	if err != nil || len(stored) != 1 || !strings.Contains(stored[0].Error, "poison order") {
 		t.Fatalf("memstore dead letters: %+v, %v; want the poison order's", stored, err)
 	}
@@ -79,11 +69,11 @@ func TestRuntimeOnMemstore(t *testing.T) {
 	if err := rt.Replay(ctx, "mem", dls[0].ID); err != nil {
 		t.Fatalf("Replay: %v", err)
 	}
-	if left, _ := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName}, 0); len(left) != 0 {
+	if left, _ := ms.ListDeadLetters(ctx, store.Scope{Stream: "mem", Instance: rt.InstanceName()}, 0); len(left) != 0 {
 		t.Fatalf("the replayed dead letter is still in the memstore: %+v", left)
 	}
 	waitFor(t, "a checkpoint in the memstore", func() bool {
-		cp, ok, err := ms.Load(ctx, store.Scope{Stream: "mem", Instance: rt.cfg.InstanceName})
+		cp, ok, err := ms.Load(ctx, store.Scope{Stream: "mem", Instance: rt.InstanceName()})
 		return err == nil && ok && len(cp.Token) > 0
 	})
 	cps, err := rt.Checkpoints(ctx, "mem")
@@ -131,6 +121,33 @@ func TestRuntimeStoreConfigRules(t *testing.T) {
 		c.Checkpoints, c.DeadLetters, c.Gaps = ms, ms, ms
 	})
 	if _, err := Props(own, Stream[order]{Name: "cluster", OnChange: noop}); err != nil {
-		t.Fatalf("a cluster-wide stream without a database, every store set: %v", err)
+		t.Fatalf("a cluster-wide stream without a database, every store it uses set: %v", err)
+	}
+	// The default lease store needs a database: a SingleLeader cluster-wide stream names it.
+	_, err = Props(own, Stream[order]{Name: "cluster-leader", Mode: SingleLeader, OnChange: noop})
+	if !errors.As(err, &ce) || ce.Field != "Database" || !strings.Contains(ce.Rule, "Config.Leases is nil") {
+		t.Fatalf("a SingleLeader cluster-wide stream without a database or Config.Leases: %v", err)
+	}
+	// The snapshot records go with the checkpoints: with Checkpoints set, a stream that
+	// snapshots needs Config.Snapshots, for either way of snapshotting.
+	for _, spec := range []Stream[order]{
+		{Name: "snap", Database: e.db, Collection: "c", Snapshot: SnapshotPolicy{Mode: SnapshotInitial}, OnChange: noop},
+		{Name: "rebuild", Database: e.db, Collection: "c", OnHistoryLost: RebuildFromSnapshot, OnChange: noop},
+	} {
+		_, err = Props(own, spec)
+		if !errors.As(err, &ce) || ce.Field != "Config.Snapshots" || ce.Stream != spec.Name || !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("stream %s snapshotting with Config.Checkpoints set and no Config.Snapshots: %v", spec.Name, err)
+		}
+	}
+	// An Ephemeral stream keeps its snapshot progress in memory: it needs no snapshot store.
+	if _, err := Props(own, Stream[order]{Name: "snap-ephemeral", Database: e.db, Collection: "c",
+		Snapshot: SnapshotPolicy{Mode: SnapshotInitial}, Checkpoint: CheckpointPolicy{Ephemeral: true}, OnChange: noop}); err != nil {
+		t.Fatalf("an Ephemeral stream that snapshots, no Config.Snapshots: %v", err)
+	}
+	withSnapshots, _ := e.newRuntime(t, func(c *Config) {
+		c.Checkpoints, c.DeadLetters, c.Gaps, c.Snapshots = ms, ms, ms, ms
+	})
+	if _, err := Props(withSnapshots, Stream[order]{Name: "snap", Collection: "c", Snapshot: SnapshotPolicy{Mode: SnapshotInitial}, OnChange: noop}); err != nil {
+		t.Fatalf("a stream that snapshots, Config.Snapshots set: %v", err)
 	}
 }

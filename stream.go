@@ -8,9 +8,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -125,14 +124,15 @@ type Stream[T any] struct {
 
 // Spec is a stream description the runtime can spawn, whatever its document type. Stream[T]
 // implements it; the interface is sealed (compile is unexported), because Go methods cannot take
-// type parameters and the runtime must not see T.
+// type parameters and the runtime must not see T: compile turns it into the engine's
+// non-generic spec.
 type Spec interface {
 	// StreamName returns the stream's Name.
 	StreamName() string
 	// Validate checks the spec; see Stream.Validate.
 	Validate() error
 	// compile validates the spec and returns its defaulted, non-generic form.
-	compile() (*compiledStream, error)
+	compile() (*engine.Spec, error)
 }
 
 var _ Spec = Stream[bson.Raw]{}
@@ -224,154 +224,53 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	return pipeline, c.Err()
 }
 
-// watchScope is what a stream watches.
-type watchScope uint8
-
-const (
-	scopeCollection watchScope = iota // Collection.Watch
-	scopeDatabase                     // Database.Watch
-	scopeCluster                      // Client.Watch
-)
-
-func (w watchScope) String() string {
-	switch w {
-	case scopeCollection:
-		return "collection"
-	case scopeDatabase:
-		return "database"
-	case scopeCluster:
-		return "cluster"
-	}
-	return fmt.Sprintf("watchScope(%d)", w)
-}
-
-// compiledStream is the validated, defaulted, non-generic form of a Stream[T]: everything the
-// actors of one stream tree need. The only generic piece, decoding and calling the handlers, is
-// behind router.
-type compiledStream struct {
-	name       string
-	client     *mongo.Client // nil: the runtime's Config.Client
-	scope      watchScope
-	database   string // empty for a collection stream: the runtime's Config.Database
-	collection string
-	pipeline   []bson.Raw // user stages, marshalled; appended after $changeStream
-
-	fullDocument FullDocumentMode
-	preImage     PreImageMode
-	split        SplitMode
-	userSplits   bool // the user's pipeline ends with $changeStreamSplitLargeEvent itself
-	mode         Mode
-	lanes        int
-	start        StartPosition
-
-	retry         RetryPolicy
-	restart       RestartPolicy
-	checkpoint    CheckpointPolicy
-	deadLetter    DeadLetterPolicy
-	onHistoryLost HistoryLostPolicy
-	onInvalidate  InvalidatePolicy
-	snapshot      SnapshotPolicy
-	snapFilter    bson.Raw // Snapshot.Filter, marshalled
-
-	router dispatcher.Router
-}
-
 // compile validates s and returns its compiled form, with every policy defaulted but Checkpoint,
 // which the checkpointer defaults (it checks the values the user set).
-func (s Stream[T]) compile() (*compiledStream, error) {
+func (s Stream[T]) compile() (*engine.Spec, error) {
 	pipeline, err := s.check()
 	if err != nil {
 		return nil, err
 	}
-	cs := &compiledStream{
-		name:          s.Name,
-		client:        s.Client,
-		database:      s.Database,
-		collection:    s.Collection,
-		pipeline:      pipeline,
-		fullDocument:  s.FullDocument,
-		preImage:      s.FullDocumentBeforeChange,
-		split:         s.SplitLargeEvents,
-		userSplits:    endsWithSplitStage(pipeline),
-		mode:          s.Mode,
-		lanes:         s.Lanes,
-		start:         s.StartPosition,
-		retry:         s.Retry.WithDefaults(),
-		restart:       s.Restart.WithDefaults(),
-		checkpoint:    s.Checkpoint, // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
-		deadLetter:    s.DeadLetter.withDefaults(),
-		onHistoryLost: s.OnHistoryLost,
-		onInvalidate:  s.OnInvalidate,
-		snapshot:      s.Snapshot.WithDefaults(),
-		router:        newRouter(s),
+	cs := &engine.Spec{
+		Name:              s.Name,
+		Client:            s.Client,
+		Database:          s.Database,
+		Collection:        s.Collection,
+		Pipeline:          pipeline,
+		FullDocument:      string(s.FullDocument),
+		PreImage:          string(s.FullDocumentBeforeChange),
+		Split:             splitOf(s.SplitLargeEvents),
+		SingleLeader:      s.Mode == SingleLeader,
+		Lanes:             s.Lanes,
+		Start:             s.StartPosition,
+		Retry:             s.Retry.WithDefaults(),
+		Restart:           s.Restart.WithDefaults(),
+		Checkpoint:        s.Checkpoint, // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
+		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
+		OnHistoryLost:     s.OnHistoryLost,
+		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
+		Snapshot:          s.Snapshot.WithDefaults(),
+		Router:            newRouter(s),
 	}
-	cs.snapFilter, _ = s.Snapshot.MarshalFilter() // validated by check
-	if cs.snapshot.Mode == SnapshotWhenNeeded && cs.onHistoryLost.Kind() == policy.HistoryFail {
-		cs.onHistoryLost = RebuildFromSnapshot
+	cs.SnapshotFilter, _ = s.Snapshot.MarshalFilter() // validated by check
+	if cs.Snapshot.Mode == SnapshotWhenNeeded && cs.OnHistoryLost.Kind() == policy.HistoryFail {
+		cs.OnHistoryLost = RebuildFromSnapshot
 	}
-	switch {
-	case s.Collection != "":
-		cs.scope = scopeCollection
-	case s.Database != "":
-		cs.scope = scopeDatabase
-	default:
-		cs.scope = scopeCluster
-	}
-	if cs.lanes == 0 {
-		cs.lanes = 1
+	if cs.Lanes == 0 {
+		cs.Lanes = 1
 	}
 	return cs, nil
 }
 
-// cursorComment is the comment every cursor of the stream carries, so operators can find it in
-// currentOp and the server logs.
-func (c *compiledStream) cursorComment() string { return "watchtree:" + c.name }
-
-// changeStreamOptions returns the options every cursor of the stream is opened with: the
-// fullDocument modes and the comment. The stream actor adds the start position (resumeAfter,
-// startAfter or startAtOperationTime) and batch settings.
-func (c *compiledStream) changeStreamOptions() *options.ChangeStreamOptionsBuilder {
-	o := options.ChangeStream().SetComment(c.cursorComment())
-	if c.fullDocument != FullDocumentDefault {
-		o.SetFullDocument(options.FullDocument(c.fullDocument))
+// splitOf is the engine's form of m (validated by check).
+func splitOf(m SplitMode) engine.Split {
+	switch m {
+	case SplitOn:
+		return engine.SplitOn
+	case SplitOff:
+		return engine.SplitOff
 	}
-	if c.preImage != PreImageOff {
-		o.SetFullDocumentBeforeChange(options.FullDocument(c.preImage))
-	}
-	return o
-}
-
-// splitStage is the stage that splits events over 16 MiB into fragments.
-const splitStage = "$changeStreamSplitLargeEvent"
-
-// endsWithSplitStage reports whether a marshalled pipeline's last stage is splitStage.
-func endsWithSplitStage(p []bson.Raw) bool {
-	if len(p) == 0 {
-		return false
-	}
-	elems, err := p[len(p)-1].Elements()
-	return err == nil && len(elems) == 1 && elems[0].Key() == splitStage
-}
-
-// wantsSplit reports whether the stream appends splitStage: always with SplitOn, never with
-// SplitOff or when the user's pipeline has it; with SplitAuto when it requests full documents or
-// pre-images and the server supports the stage (serverSplits).
-func (c *compiledStream) wantsSplit(serverSplits bool) bool {
-	switch {
-	case c.userSplits || c.split == SplitOff:
-		return false
-	case c.split == SplitOn:
-		return true
-	}
-	return serverSplits && (c.fullDocument != FullDocumentDefault || c.preImage != PreImageOff)
-}
-
-// watchPipeline returns the user stages in the form mongo's Watch methods accept.
-func (c *compiledStream) watchPipeline() []bson.Raw {
-	if c.pipeline == nil {
-		return []bson.Raw{}
-	}
-	return c.pipeline
+	return engine.SplitAuto
 }
 
 // pipelineError names the pipeline element that broke a rule.

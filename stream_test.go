@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
@@ -223,31 +224,33 @@ func TestStreamCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.name != "orders" || cs.client != client || cs.scope != scopeCollection || cs.database != "shop" || cs.collection != "orders" {
+	if cs.Name != "orders" || cs.Client != client || cs.Scope() != engine.ScopeCollection || cs.Database != "shop" || cs.Collection != "orders" {
 		t.Errorf("identity = %+v", cs)
 	}
-	if cs.lanes != 1 || cs.mode != AllInstances || cs.start != Resume || cs.onHistoryLost.Kind() != Fail.Kind() || cs.onInvalidate != InvalidateStop {
-		t.Errorf("defaults: lanes %d mode %v start %v onHistoryLost %v onInvalidate %v", cs.lanes, cs.mode, cs.start, cs.onHistoryLost, cs.onInvalidate)
+	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != Resume || cs.OnHistoryLost.Kind() != Fail.Kind() || cs.InvalidateRestart ||
+		cs.Split != engine.SplitAuto {
+		t.Errorf("defaults: lanes %d single leader %v start %v onHistoryLost %v invalidate restart %v split %v", cs.Lanes,
+			cs.SingleLeader, cs.Start, cs.OnHistoryLost, cs.InvalidateRestart, cs.Split)
 	}
-	if cs.retry != (RetryPolicy{}).WithDefaults() || cs.restart != (RestartPolicy{}).WithDefaults() ||
-		cs.deadLetter != (DeadLetterPolicy{}).withDefaults() {
-		t.Errorf("policies not defaulted: %+v %+v %+v", cs.retry, cs.restart, cs.deadLetter)
+	if cs.Retry != (RetryPolicy{}).WithDefaults() || cs.Restart != (RestartPolicy{}).WithDefaults() ||
+		cs.DeadLetter != engine.DeadLetter((DeadLetterPolicy{}).withDefaults()) {
+		t.Errorf("policies not defaulted: %+v %+v %+v", cs.Retry, cs.Restart, cs.DeadLetter)
 	}
 	// The checkpoint policy is passed as given: the checkpointer defaults it, and checks the
 	// fields the user set (an Ephemeral stream must leave the write settings 0).
-	if cs.checkpoint != (CheckpointPolicy{}) {
-		t.Errorf("checkpoint policy %+v, want the stream's own (zero)", cs.checkpoint)
+	if cs.Checkpoint != (CheckpointPolicy{}) {
+		t.Errorf("checkpoint policy %+v, want the stream's own (zero)", cs.Checkpoint)
 	}
-	if len(cs.pipeline) != 1 || cs.pipeline[0].Lookup("$match", "operationType").StringValue() != "insert" {
-		t.Errorf("pipeline = %v", cs.pipeline)
+	if len(cs.Pipeline) != 1 || cs.Pipeline[0].Lookup("$match", "operationType").StringValue() != "insert" {
+		t.Errorf("pipeline = %v", cs.Pipeline)
 	}
-	if cs.router == nil {
+	if cs.Router == nil {
 		t.Fatal("no router")
 	}
-	if cs.cursorComment() != "watchtree:orders" {
-		t.Errorf("comment = %q", cs.cursorComment())
+	if cs.CursorComment() != "watchtree:orders" {
+		t.Errorf("comment = %q", cs.CursorComment())
 	}
-	opts := applyChangeStreamOptions(t, cs.changeStreamOptions())
+	opts := applyChangeStreamOptions(t, cs.ChangeStreamOptions())
 	if opts.Comment != "watchtree:orders" || opts.FullDocument == nil || *opts.FullDocument != options.WhenAvailable ||
 		opts.FullDocumentBeforeChange == nil || *opts.FullDocumentBeforeChange != options.WhenAvailable {
 		t.Errorf("options = %+v", opts)
@@ -255,7 +258,7 @@ func TestStreamCompile(t *testing.T) {
 
 	// The compiled pipeline is a copy: changing the user's value afterwards has no effect.
 	s.Pipeline.(bson.A)[0] = bson.D{{Key: "$project", Value: bson.D{}}}
-	if cs.pipeline[0].Lookup("$match").IsZero() {
+	if cs.Pipeline[0].Lookup("$match").IsZero() {
 		t.Error("compiled pipeline aliases the user's value")
 	}
 
@@ -266,22 +269,21 @@ func TestStreamCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.scope != scopeDatabase || cs.watchPipeline() == nil || len(cs.watchPipeline()) != 0 {
-		t.Errorf("database scope: %v %v", cs.scope, cs.watchPipeline())
+	if cs.Scope() != engine.ScopeDatabase || cs.WatchPipeline() == nil || len(cs.WatchPipeline()) != 0 {
+		t.Errorf("database scope: %v %v", cs.Scope(), cs.WatchPipeline())
 	}
-	opts = applyChangeStreamOptions(t, cs.changeStreamOptions())
+	opts = applyChangeStreamOptions(t, cs.ChangeStreamOptions())
 	if opts.FullDocument != nil || opts.FullDocumentBeforeChange != nil {
 		t.Errorf("default modes must send nothing: %+v", opts)
 	}
 	s.Database = ""
 	s.Lanes = 8
-	if cs, _ = s.compile(); cs.scope != scopeCluster || cs.lanes != 8 {
-		t.Errorf("cluster scope: %v lanes %d", cs.scope, cs.lanes)
+	if cs, _ = s.compile(); cs.Scope() != engine.ScopeCluster || cs.Lanes != 8 {
+		t.Errorf("cluster scope: %v lanes %d", cs.Scope(), cs.Lanes)
 	}
-	for _, w := range []watchScope{scopeCollection, scopeDatabase, scopeCluster, 9} {
-		if w.String() == "" {
-			t.Errorf("empty String for %d", w)
-		}
+	s.Mode, s.OnInvalidate, s.SplitLargeEvents = SingleLeader, InvalidateRestart, SplitOff
+	if cs, _ = s.compile(); !cs.SingleLeader || !cs.InvalidateRestart || cs.Split != engine.SplitOff || modeOf(cs) != SingleLeader {
+		t.Errorf("SingleLeader, InvalidateRestart, SplitOff: %+v", cs)
 	}
 }
 
@@ -408,10 +410,10 @@ func TestRouter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			inv, outcome, err := cs.router.Route(tt.raw)
+			inv, outcome, err := cs.Router.Route(tt.raw)
 			if tt.decode {
 				var de *DecodeError
-				if !errors.As(err, &de) || classOf(cs.router, err) != dispatcher.Permanent || inv != nil {
+				if !errors.As(err, &de) || classOf(cs.Router, err) != dispatcher.Permanent || inv != nil {
 					t.Fatalf("want a permanent decode error and no invocation, got %v %v", inv, err)
 				}
 				if filterCalls != 0 {
@@ -468,13 +470,13 @@ func TestInvocationAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, _, err := cs.router.Route(changeEvent(t, "insert", "82", bson.E{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: 1}}}))
+	inv, _, err := cs.Router.Route(changeEvent(t, "insert", "82", bson.E{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: 1}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for a := 1; a <= 3; a++ {
 		err := inv.Call(context.Background(), a)
-		if a < 3 && (!errors.Is(err, boom) || classOf(cs.router, err) != dispatcher.Retryable) {
+		if a < 3 && (!errors.Is(err, boom) || classOf(cs.Router, err) != dispatcher.Retryable) {
 			t.Fatalf("attempt %d: %v", a, err)
 		}
 		if a == 3 && err != nil {
@@ -493,7 +495,7 @@ func TestInvocationAttempts(t *testing.T) {
 func TestRouterDoesNotRecoverPanics(t *testing.T) {
 	s := Stream[testOrder]{Name: "s", OnChange: func(context.Context, *Event[testOrder]) error { panic("handler") }}
 	cs, _ := s.compile()
-	inv, _, err := cs.router.Route(changeEvent(t, "drop", "82"))
+	inv, _, err := cs.Router.Route(changeEvent(t, "drop", "82"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +514,7 @@ func TestRouterDoesNotRecoverPanics(t *testing.T) {
 			t.Error("filter panic was swallowed")
 		}
 	}()
-	_, _, _ = cs.router.Route(changeEvent(t, "drop", "82"))
+	_, _, _ = cs.Router.Route(changeEvent(t, "drop", "82"))
 }
 
 // classOf is r.Classify's class.
@@ -523,7 +525,7 @@ func classOf(r dispatcher.Router, err error) dispatcher.ErrorClass {
 
 func TestRouterClassify(t *testing.T) {
 	cs, _ := validStream().compile()
-	r := cs.router
+	r := cs.Router
 	if classOf(r, errors.New("x")) != dispatcher.Retryable || classOf(r, Permanent(errors.New("x"))) != dispatcher.Permanent ||
 		classOf(r, Skip("dup")) != dispatcher.Skipped {
 		t.Fatal("Classify mismatch")
@@ -573,7 +575,7 @@ func BenchmarkRoute(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		inv, _, err := cs.router.Route(raw)
+		inv, _, err := cs.Router.Route(raw)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -608,7 +610,7 @@ func TestRouterNamespaceCache(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 500 {
-				inv, _, err := cs.router.Route(raws[(g+i)%len(raws)])
+				inv, _, err := cs.Router.Route(raws[(g+i)%len(raws)])
 				if err == nil {
 					err = inv.Call(context.Background(), 1)
 				}
@@ -650,7 +652,7 @@ func TestRouterKeptDocumentsSurviveReuse(t *testing.T) {
 			bson.E{Key: "fullDocumentBeforeChange", Value: bson.D{{Key: "_id", Value: i}, {Key: "total", Value: 10*i - 1}}},
 			bson.E{Key: "updateDescription", Value: bson.D{{Key: "updatedFields", Value: bson.D{{Key: "total", Value: 10 * i}}},
 				{Key: "removedFields", Value: bson.A{fmt.Sprint("f", i)}}}})
-		inv, _, err := cs.router.Route(raw)
+		inv, _, err := cs.Router.Route(raw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -82,4 +83,25 @@ func cloneRaw(r bson.Raw) bson.Raw {
 		return nil
 	}
 	return append(bson.Raw(make([]byte, 0, len(r))), r...)
+}
+
+// CheckpointStore keeps the resume positions: at most one Checkpoint per Scope, replaced by
+// every save (watchtree.Config.Checkpoints). The checkpointer of each stream calls Load and Save
+// from one goroutine, one call at a time, with a context cancelled when it stops or restarts;
+// ListCheckpoints serves operators (Runtime.Checkpoints). store/memstore, store/mongostore and
+// store/redisstore implement it, and store/storetest.TestCheckpointStore is its contract.
+//
+// Every method honours ctx: a done context fails the call with an error matching ctx.Err() and
+// changes nothing.
+type CheckpointStore interface {
+	// Load returns the checkpoint of scope; ok is false (and err nil) when there is none or it
+	// has expired (ExpiresAt passed).
+	Load(ctx context.Context, scope Scope) (cp Checkpoint, ok bool, err error)
+	// Save upserts cp by cp.Scope(), unless the stored Epoch is higher: then it fails with an
+	// error matching ErrFenced and leaves the stored record unchanged. An equal or higher Epoch
+	// succeeds. A nil error means the record is durable.
+	Save(ctx context.Context, cp Checkpoint) error
+	// ListCheckpoints returns the unexpired checkpoints of the stream, every scope: the shared
+	// one first, then the instances' by name; empty, not an error, when there are none.
+	ListCheckpoints(ctx context.Context, stream string) ([]Checkpoint, error)
 }

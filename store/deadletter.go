@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -70,4 +71,43 @@ func (d DeadLetter) Clone() DeadLetter {
 	d.DocumentKey = cloneRaw(d.DocumentKey)
 	d.Event = cloneRaw(d.Event)
 	return d
+}
+
+// DeadLetterStore keeps dead letters (watchtree.Config.DeadLetters). A record's key is (Stream,
+// Instance, ID): streams that dead-letter the same event each keep their own record, and so
+// does each instance of an ALL_INSTANCES stream; every read and mutation names its Scope and
+// ID. The dispatcher calls PutDeadLetter from its lanes concurrently; the runtime lists, reads,
+// deletes and marks records for operators (Runtime.DeadLetters, Replay, the console's purge).
+// store/memstore and store/mongostore implement it, and store/storetest.TestDeadLetterStore is
+// its contract.
+//
+// Every method honours ctx: a done context fails the call with an error matching ctx.Err() and
+// changes nothing. Expired records (ExpiresAt passed) are absent from every read.
+type DeadLetterStore interface {
+	// PutDeadLetter upserts dl by (dl.Stream, dl.Instance, dl.ID): a second put of the same key
+	// replaces the whole record; another scope's record of the same ID is left alone. A nil
+	// error means the record is durable: the event settles right after. Any error is retried
+	// with backoff while the event stays unsettled.
+	PutDeadLetter(ctx context.Context, dl DeadLetter) error
+	// ListDeadLetters returns up to limit (limit <= 0: all) unexpired dead letters of scope,
+	// oldest first: ascending CreatedAt, ties by ID; empty, not an error, when there are none.
+	ListDeadLetters(ctx context.Context, scope Scope, limit int) ([]DeadLetter, error)
+	// GetDeadLetter returns scope's dead letter id, or an error matching ErrNotFound when there
+	// is none or it has expired.
+	GetDeadLetter(ctx context.Context, scope Scope, id string) (DeadLetter, error)
+	// DeleteDeadLetter removes scope's dead letter id; an error matching ErrNotFound when there
+	// is none.
+	DeleteDeadLetter(ctx context.Context, scope Scope, id string) error
+	// MarkReplayed increments the record's ReplayCount and sets its LastReplayAt to at; an
+	// error matching ErrNotFound when there is none (or it has expired).
+	MarkReplayed(ctx context.Context, scope Scope, id string, at time.Time) error
+}
+
+// DeadLetterCounter is an optional method of a DeadLetterStore: it counts scope's unexpired
+// dead letters without reading them, as ListDeadLetters(ctx, scope, 0) would list them.
+// Runtime.CountDeadLetters uses it when the store has it (store/memstore and store/mongostore
+// do), and lists in full otherwise; store/storetest checks that the two agree.
+type DeadLetterCounter interface {
+	// CountDeadLetters returns the number of scope's unexpired dead letters.
+	CountDeadLetters(ctx context.Context, scope Scope) (int64, error)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -54,4 +55,21 @@ func (g Gap) Clone() Gap {
 	g.FromToken = cloneRaw(g.FromToken)
 	g.ToToken = cloneRaw(g.ToToken)
 	return g
+}
+
+// GapStore records history skipped on purpose (watchtree.Config.Gaps): the checkpointer writes a
+// gap before it resumes past lost history (OnHistoryLost ResumeFromNow, Rebuild or
+// RebuildFromSnapshot). store/memstore and store/mongostore implement it, and
+// store/storetest.TestGapStore is its contract.
+//
+// Every method honours ctx: a done context fails the call with an error matching ctx.Err() and
+// changes nothing.
+type GapStore interface {
+	// RecordGap upserts g by g.ID, so a retried write never duplicates. A nil error means the
+	// record is durable; on an error the stream does not resume past the gap, and the write is
+	// retried.
+	RecordGap(ctx context.Context, g Gap) error
+	// ListGaps returns the gaps of scope in ascending At order (ties by ID); empty, not an
+	// error, when there are none.
+	ListGaps(ctx context.Context, scope Scope) ([]Gap, error)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -55,3 +56,42 @@ var (
 	// record is left unchanged. It is never transient: the caller has lost the leadership.
 	ErrLeaseLost = errors.New("watchtree: lease lost")
 )
+
+// LeaseStore holds the leases of SINGLE_LEADER streams and the heartbeats of the runtime
+// instances that share them out (watchtree.Config.Leases). Expiry is judged by the store's own
+// clock, never the caller's. The leader actor of each stream calls Acquire, Renew, Release and
+// WatchLease; the runtime's balancer calls Heartbeat, Instances and Leave, and its dead-letter
+// fencing GetLease. store/mongostore, store/redisstore and store/memstore (Leases) implement
+// it, and store/storetest.TestLeaseStore is its contract.
+//
+// Every method honours ctx: a done context fails the call with an error matching ctx.Err() and
+// changes nothing.
+type LeaseStore interface {
+	// Acquire takes the lease of name for owner for ttl when it is free (never held, expired by
+	// the store's clock, released) or already owner's, with a new, higher epoch (re-acquiring
+	// one's own lease starts a new epoch too, fencing an older incarnation of the owner); else
+	// it returns the holder's lease and an error matching ErrLeaseHeld.
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error)
+	// Renew extends the lease to store now + ttl when owner holds it unexpired under epoch;
+	// else it fails with an error matching ErrLeaseLost and changes nothing.
+	Renew(ctx context.Context, name, owner string, epoch int64, ttl time.Duration) (Lease, error)
+	// Release frees owner's lease under epoch at once (the epoch stays, so the next acquisition
+	// gets a higher one); else it fails with an error matching ErrLeaseLost and changes
+	// nothing.
+	Release(ctx context.Context, name, owner string, epoch int64) error
+	// GetLease reads the lease of name with Remaining judged by the store's clock; ok is false
+	// (and err nil) when there is no record.
+	GetLease(ctx context.Context, name string) (l Lease, ok bool, err error)
+	// WatchLease returns a channel that receives a value (changes coalesce) whenever the lease
+	// of name changes, and is closed when ctx ends. It is an accelerator: callers still poll,
+	// so a store may deliver late or not at all while its feed is down.
+	WatchLease(ctx context.Context, name string) <-chan struct{}
+	// Heartbeat records instance id as alive until store now + ttl (an upsert by id).
+	Heartbeat(ctx context.Context, id string, ttl time.Duration) error
+	// Instances lists the instances whose heartbeat has not expired by the store's clock, by
+	// ID.
+	Instances(ctx context.Context) ([]Instance, error)
+	// Leave removes instance id's heartbeat at once (a graceful shutdown), so that the others
+	// take over its share without waiting for the record to expire.
+	Leave(ctx context.Context, id string) error
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -87,3 +88,21 @@ func (s Snapshot) Finished() bool { return s.State == SnapshotDone }
 
 // Scope returns the record's key.
 func (s Snapshot) Scope() Scope { return Scope{Stream: s.Stream, Instance: s.Instance} }
+
+// SnapshotStore keeps the progress of each stream's snapshot (watchtree.Config.Snapshots): at
+// most one Snapshot per Scope, the latest, replaced by every save. The checkpointer creates the
+// record of a new snapshot before it persists the snapshot's handoff position, and reads it at
+// every start to resume an interrupted copy; the snapshot actor saves its progress. The record
+// and the stream's checkpoint belong together (the handoff position is a checkpoint), so they
+// should live in stores with the same durability. store/memstore and store/mongostore implement
+// it, and store/storetest.TestSnapshotStore is its contract.
+//
+// Every method honours ctx: a done context fails the call with an error matching ctx.Err() and
+// changes nothing.
+type SnapshotStore interface {
+	// LoadSnapshot returns scope's record; ok is false (and err nil) when there is none.
+	LoadSnapshot(ctx context.Context, scope Scope) (sn Snapshot, ok bool, err error)
+	// SaveSnapshot upserts sn by its scope (sn.Scope()). A nil error means the progress in it
+	// is durable.
+	SaveSnapshot(ctx context.Context, sn Snapshot) error
+}

@@ -29,35 +29,28 @@ const (
 	DefaultIOTimeout = 10 * time.Second
 )
 
-// Store loads and saves a checkpoint by its scope (stream, instance). store/memstore and
-// store/mongostore implement it. Calls run on the checkpointer's own I/O goroutine, one at a
-// time, with a context that is cancelled when the checkpointer stops or restarts.
+// Store is the part of store.CheckpointStore the checkpointer calls (see there for the
+// guarantees). Calls run on the checkpointer's own I/O goroutine, one at a time, with a context
+// that is cancelled when the checkpointer stops or restarts.
 type Store interface {
-	// Load returns the checkpoint of scope, and false when there is none (or it expired).
+	// Load: see store.CheckpointStore.Load.
 	Load(ctx context.Context, scope store.Scope) (store.Checkpoint, bool, error)
-	// Save upserts cp, conditional on its epoch: it fails with an error matching
-	// store.ErrFenced when the stored Epoch is higher.
+	// Save: see store.CheckpointStore.Save.
 	Save(ctx context.Context, cp store.Checkpoint) error
 }
 
-// GapRecorder durably records a gap (history skipped on purpose). A second call with the same
-// Gap.ID overwrites the first, so retries never duplicate.
+// GapRecorder is the part of store.GapStore the checkpointer calls (see there): it retries a
+// failed RecordGap before it moves past the gap.
 type GapRecorder interface {
-	// RecordGap writes g durably (an upsert by g.ID); an error leaves the gap unrecorded and the
-	// checkpointer retries it before it moves past the gap.
+	// RecordGap: see store.GapStore.RecordGap.
 	RecordGap(ctx context.Context, g store.Gap) error
 }
 
-// SnapshotStore loads and saves a stream's snapshot record (store.Snapshot). store/memstore and
-// store/mongostore implement it. The checkpointer creates the record of a new snapshot, before
-// it persists the snapshot's handoff position, and reads it to know whether a snapshot is still
-// running; the snapshot actor writes its progress.
-type SnapshotStore interface {
-	// LoadSnapshot returns the scope's snapshot record; ok is false when there is none.
-	LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error)
-	// SaveSnapshot upserts sn (keyed by its scope); a nil error means it is durable.
-	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
-}
+// The store interfaces satisfy the subsets.
+var (
+	_ Store       = store.CheckpointStore(nil)
+	_ GapRecorder = store.GapStore(nil)
+)
 
 // PositionSource captures the current position of the watched namespace: the root implements it
 // by opening a change stream and reading its initial post-batch resume token, and the operation
@@ -108,7 +101,7 @@ type Config struct {
 	Snapshot policy.Snapshot
 	// Snapshots keeps the snapshot records. Required when Snapshot.Mode is not SnapshotNever
 	// or OnHistoryLost is RebuildFromSnapshot.
-	Snapshots SnapshotStore
+	Snapshots store.SnapshotStore
 	// Checkpoint says when the position is written (the stream's watchtree.CheckpointPolicy, as
 	// it is); policy.Checkpoint gives the fields and their defaults. MaxUnflushed bounds the
 	// settlements not covered by a successful write, the events still in flight in the

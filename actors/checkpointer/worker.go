@@ -102,7 +102,7 @@ func (c Config) boundIO() Config {
 }
 
 type boundedSnapshots struct {
-	next SnapshotStore
+	next store.SnapshotStore
 	d    time.Duration
 }
 

@@ -14,15 +14,17 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// DeadLetterWriter stores dead letters. PutDeadLetter must be idempotent by the record's key
-// (Stream, Instance, ID: an upsert): a redelivered event that fails again overwrites its record. It is called from the
-// lanes concurrently, with a context cancelled when the dispatcher stops and bounded by
-// Config.DeadLetterTimeout. A nil error means the record is durable.
+// DeadLetterWriter is the part of store.DeadLetterStore the dispatcher calls (see there for
+// the guarantees). It is called from the lanes concurrently, with a context cancelled when the
+// dispatcher stops and bounded by Config.DeadLetterTimeout; any error is retried with backoff
+// while the event stays unsettled.
 type DeadLetterWriter interface {
-	// PutDeadLetter upserts dl; a nil error means it is durable, any error is retried with
-	// backoff while the event stays unsettled.
+	// PutDeadLetter: see store.DeadLetterStore.PutDeadLetter.
 	PutDeadLetter(ctx context.Context, dl store.DeadLetter) error
 }
+
+// The dead-letter store satisfies the subset.
+var _ DeadLetterWriter = store.DeadLetterStore(nil)
 
 // eventID returns the event's stable identity: the resume token's _data. It falls back to the
 // raw event's _id._data, then to a hash of the raw event (stable across redeliveries of the

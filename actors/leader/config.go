@@ -15,21 +15,21 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// Store is the lease store the leader actor needs; store/mongostore and store/redisstore
-// implement it and pass the store/storetest lease contract. Expiry is the store's to judge.
+// Store is the part of store.LeaseStore the leader actor calls (see there for the guarantees
+// and errors); expiry is the store's to judge.
 type Store interface {
-	// Acquire takes the lease for owner for ttl if it is free or owner's own, with a new,
-	// higher epoch; else it returns the holder's lease and an error matching
-	// store.ErrLeaseHeld.
+	// Acquire: see store.LeaseStore.Acquire.
 	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (store.Lease, error)
-	// Renew extends owner's unexpired lease under epoch to store now + ttl; else an error
-	// matching store.ErrLeaseLost.
+	// Renew: see store.LeaseStore.Renew.
 	Renew(ctx context.Context, name, owner string, epoch int64, ttl time.Duration) (store.Lease, error)
-	// Release frees owner's lease under epoch at once; else store.ErrLeaseLost.
+	// Release: see store.LeaseStore.Release.
 	Release(ctx context.Context, name, owner string, epoch int64) error
-	// WatchLease notifies (coalesced) on changes of the lease until ctx ends, then closes.
+	// WatchLease: see store.LeaseStore.WatchLease.
 	WatchLease(ctx context.Context, name string) <-chan struct{}
 }
+
+// The lease store satisfies the subset.
+var _ Store = store.LeaseStore(nil)
 
 // Balancer shares the leaderships of one instance's SINGLE_LEADER streams out over the live
 // instances (LeasePolicy.Balance). The root implements it once per runtime; every leader actor

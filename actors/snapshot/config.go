@@ -35,14 +35,6 @@ const (
 // failure. The root re-exports it as watchtree.ErrSnapshotMixedIDs.
 var ErrMixedIDTypes = errors.New("watchtree: snapshot: mixed _id types")
 
-// Store keeps the snapshot record (store/memstore and store/mongostore implement it).
-type Store interface {
-	// LoadSnapshot returns the scope's snapshot record; ok is false when there is none.
-	LoadSnapshot(ctx context.Context, scope store.Scope) (store.Snapshot, bool, error)
-	// SaveSnapshot upserts sn; a nil error means the progress in it is durable.
-	SaveSnapshot(ctx context.Context, sn store.Snapshot) error
-}
-
 // Source reads the watched collection. The root implements it with the driver, applying the
 // snapshot's Filter to every call. Its methods are called from the actor's worker and range
 // goroutines, with contexts cancelled when the run ends.
@@ -87,7 +79,7 @@ type Config struct {
 	// Required.
 	Database, Collection string
 	// Store keeps the snapshot record. Required.
-	Store Store
+	Store store.SnapshotStore
 	// Source reads the collection. Required.
 	Source Source
 	// Policy is the stream's snapshot policy (Partitions and BatchSize are used here; the

@@ -10,7 +10,7 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// Leases is the in-memory lease store and instance registry (watchtree.LeaseStore): for users'
+// Leases is the in-memory lease store and instance registry (store.LeaseStore): for users'
 // own tests and for running several runtimes in one process without MongoDB or Redis. Its clock
 // (Options.Now) plays the lease server's clock. It passes the store/storetest lease contract.
 // Create it with NewLeases; it is safe for concurrent use.

@@ -53,6 +53,16 @@ type Stats struct {
 	Gaps, DeadLetterPuts uint64
 }
 
+// Store implements the record stores of package store; Leases the lease store.
+var (
+	_ store.CheckpointStore   = (*Store)(nil)
+	_ store.DeadLetterStore   = (*Store)(nil)
+	_ store.DeadLetterCounter = (*Store)(nil)
+	_ store.GapStore          = (*Store)(nil)
+	_ store.SnapshotStore     = (*Store)(nil)
+	_ store.LeaseStore        = (*Leases)(nil)
+)
+
 // Store is the in-memory store. Create it with New.
 type Store struct {
 	now   func() time.Time

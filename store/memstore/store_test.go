@@ -12,19 +12,19 @@ import (
 )
 
 func TestCheckpointContract(t *testing.T) {
-	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) storetest.CheckpointStore {
+	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) store.CheckpointStore {
 		return memstore.New(memstore.Options{Now: now})
 	})
 }
 
 func TestGapContract(t *testing.T) {
-	storetest.TestGapStore(t, func(t *testing.T) storetest.GapStore {
+	storetest.TestGapStore(t, func(t *testing.T) store.GapStore {
 		return memstore.New(memstore.Options{})
 	})
 }
 
 func TestDeadLetterContract(t *testing.T) {
-	storetest.TestDeadLetterStore(t, func(t *testing.T, now func() time.Time) storetest.DeadLetterStore {
+	storetest.TestDeadLetterStore(t, func(t *testing.T, now func() time.Time) store.DeadLetterStore {
 		return memstore.New(memstore.Options{Now: now})
 	})
 }
@@ -94,11 +94,11 @@ func BenchmarkSave(b *testing.B) {
 }
 
 func TestSnapshotContract(t *testing.T) {
-	storetest.TestSnapshotStore(t, func(t *testing.T) storetest.SnapshotStore {
+	storetest.TestSnapshotStore(t, func(t *testing.T) store.SnapshotStore {
 		return memstore.New(memstore.Options{})
 	})
 }
 
 func TestLeaseContract(t *testing.T) {
-	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore { return memstore.NewLeases(memstore.Options{}) })
+	storetest.TestLeaseStore(t, func(t *testing.T) store.LeaseStore { return memstore.NewLeases(memstore.Options{}) })
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/store/storetest"
 	"github.com/watchtree/watchtree/test/mongosim"
@@ -14,7 +15,7 @@ import (
 
 func TestCheckpointContract(t *testing.T) {
 	e := newEnv(t, mongosim.Options{})
-	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) storetest.CheckpointStore {
+	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) store.CheckpointStore {
 		s, _ := e.newStore(t, mongostore.Options{Now: now})
 		return s
 	})
@@ -22,7 +23,7 @@ func TestCheckpointContract(t *testing.T) {
 
 func TestGapContract(t *testing.T) {
 	e := newEnv(t, mongosim.Options{})
-	storetest.TestGapStore(t, func(t *testing.T) storetest.GapStore {
+	storetest.TestGapStore(t, func(t *testing.T) store.GapStore {
 		s, _ := e.newStore(t, mongostore.Options{})
 		return s
 	})
@@ -30,7 +31,7 @@ func TestGapContract(t *testing.T) {
 
 func TestDeadLetterContract(t *testing.T) {
 	e := newEnv(t, mongosim.Options{})
-	storetest.TestDeadLetterStore(t, func(t *testing.T, now func() time.Time) storetest.DeadLetterStore {
+	storetest.TestDeadLetterStore(t, func(t *testing.T, now func() time.Time) store.DeadLetterStore {
 		s, _ := e.newStore(t, mongostore.Options{Now: now})
 		return s
 	})
@@ -38,7 +39,7 @@ func TestDeadLetterContract(t *testing.T) {
 
 func TestSnapshotContract(t *testing.T) {
 	e := newEnv(t, mongosim.Options{})
-	storetest.TestSnapshotStore(t, func(t *testing.T) storetest.SnapshotStore {
+	storetest.TestSnapshotStore(t, func(t *testing.T) store.SnapshotStore {
 		s, _ := e.newStore(t, mongostore.Options{})
 		return s
 	})
@@ -46,7 +47,7 @@ func TestSnapshotContract(t *testing.T) {
 
 func TestLeaseContract(t *testing.T) {
 	e := newEnv(t, mongosim.Options{})
-	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore {
+	storetest.TestLeaseStore(t, func(t *testing.T) store.LeaseStore {
 		s, _ := e.newStore(t, mongostore.Options{})
 		return s
 	})

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/watchtree/watchtree/internal/leasewatch"
+	"github.com/watchtree/watchtree/store"
 )
 
 // Default collection names.
@@ -118,6 +119,16 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// Store implements every store interface of package store.
+var (
+	_ store.CheckpointStore   = (*Store)(nil)
+	_ store.DeadLetterStore   = (*Store)(nil)
+	_ store.DeadLetterCounter = (*Store)(nil)
+	_ store.GapStore          = (*Store)(nil)
+	_ store.SnapshotStore     = (*Store)(nil)
+	_ store.LeaseStore        = (*Store)(nil)
+)
 
 // Store implements the checkpoint, gap, dead-letter, snapshot and lease stores on one database. It is safe for
 // concurrent use; it holds no state besides the collection handles.

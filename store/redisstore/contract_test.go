@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/redisstore"
 	"github.com/watchtree/watchtree/store/storetest"
 )
@@ -56,9 +57,9 @@ func newStoreAt(t *testing.T, now func() time.Time) *redisstore.Store {
 }
 
 func TestLeaseContract(t *testing.T) {
-	storetest.TestLeaseStore(t, func(t *testing.T) storetest.LeaseStore { return newStore(t) })
+	storetest.TestLeaseStore(t, func(t *testing.T) store.LeaseStore { return newStore(t) })
 }
 
 func TestCheckpointContract(t *testing.T) {
-	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) storetest.CheckpointStore { return newStoreAt(t, now) })
+	storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) store.CheckpointStore { return newStoreAt(t, now) })
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/watchtree/watchtree/internal/leasewatch"
+	"github.com/watchtree/watchtree/store"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
@@ -24,6 +25,12 @@ type Options struct {
 	// server's own clock). Default time.Now.
 	Now func() time.Time
 }
+
+// Store implements the checkpoint and lease stores of package store.
+var (
+	_ store.CheckpointStore = (*Store)(nil)
+	_ store.LeaseStore      = (*Store)(nil)
+)
 
 // Store is the Redis lease and checkpoint store. It is safe for concurrent use and holds no
 // state besides the client; the client is the caller's to close.

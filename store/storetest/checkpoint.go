@@ -21,12 +21,12 @@ import (
 // store's clock for retention: the store must treat a checkpoint as expired (absent from every
 // read) once now() is after its ExpiresAt. The suite's clock starts at the wall-clock time, as
 // TestDeadLetterStore's does, and only moves when a case advances it.
-func TestCheckpointStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) CheckpointStore) {
+func TestCheckpointStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) store.CheckpointStore) {
 	t.Helper()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, s CheckpointStore)
-		clk  func(t *testing.T, s CheckpointStore, clk *clock.Fake)
+		run  func(t *testing.T, s store.CheckpointStore)
+		clk  func(t *testing.T, s store.CheckpointStore, clk *clock.Fake)
 	}{
 		{"LoadMissing", cpLoadMissing, nil},
 		{"RoundTrip", cpRoundTrip, nil},
@@ -69,7 +69,7 @@ func sampleCheckpoint(stream string, epoch int64, n uint64) store.Checkpoint {
 	}
 }
 
-func mustLoad(t *testing.T, s CheckpointStore, scope store.Scope) (store.Checkpoint, bool) {
+func mustLoad(t *testing.T, s store.CheckpointStore, scope store.Scope) (store.Checkpoint, bool) {
 	t.Helper()
 	cp, ok, err := s.Load(testCtx(t), scope)
 	if err != nil {
@@ -78,14 +78,14 @@ func mustLoad(t *testing.T, s CheckpointStore, scope store.Scope) (store.Checkpo
 	return cp, ok
 }
 
-func mustSave(t *testing.T, s CheckpointStore, cp store.Checkpoint) {
+func mustSave(t *testing.T, s store.CheckpointStore, cp store.Checkpoint) {
 	t.Helper()
 	if err := s.Save(testCtx(t), cp); err != nil {
 		t.Fatalf("Save(%s, epoch %d): %v", cp.Scope(), cp.Epoch, err)
 	}
 }
 
-func wantCheckpoint(t *testing.T, s CheckpointStore, want store.Checkpoint) {
+func wantCheckpoint(t *testing.T, s store.CheckpointStore, want store.Checkpoint) {
 	t.Helper()
 	got, ok := mustLoad(t, s, want.Scope())
 	if !ok {
@@ -96,21 +96,21 @@ func wantCheckpoint(t *testing.T, s CheckpointStore, want store.Checkpoint) {
 	}
 }
 
-func cpLoadMissing(t *testing.T, s CheckpointStore) {
+func cpLoadMissing(t *testing.T, s store.CheckpointStore) {
 	cp, ok := mustLoad(t, s, sh("missing"))
 	if ok {
 		t.Fatalf("Load of a stream never saved: ok = true, cp = %+v", cp)
 	}
 }
 
-func cpRoundTrip(t *testing.T, s CheckpointStore) {
+func cpRoundTrip(t *testing.T, s store.CheckpointStore) {
 	want := sampleCheckpoint("orders", 3, 42)
 	want.Source = store.SourcePBRT
 	mustSave(t, s, want)
 	wantCheckpoint(t, s, want)
 }
 
-func cpRoundTripWithoutToken(t *testing.T, s CheckpointStore) {
+func cpRoundTripWithoutToken(t *testing.T, s store.CheckpointStore) {
 	want := store.Checkpoint{
 		Stream:      "orders",
 		ClusterTime: bson.Timestamp{T: 1_773_500_000, I: 1},
@@ -127,7 +127,7 @@ func cpRoundTripWithoutToken(t *testing.T, s CheckpointStore) {
 	}
 }
 
-func cpOverwrite(t *testing.T, s CheckpointStore) {
+func cpOverwrite(t *testing.T, s store.CheckpointStore) {
 	first := sampleCheckpoint("orders", 1, 1)
 	mustSave(t, s, first)
 	second := store.Checkpoint{ // fewer fields: a save replaces the record, it does not merge
@@ -141,7 +141,7 @@ func cpOverwrite(t *testing.T, s CheckpointStore) {
 	wantCheckpoint(t, s, second)
 }
 
-func cpStreamsIndependent(t *testing.T, s CheckpointStore) {
+func cpStreamsIndependent(t *testing.T, s store.CheckpointStore) {
 	a := sampleCheckpoint("a", 7, 1)
 	b := sampleCheckpoint("b", 2, 2)
 	mustSave(t, s, a)
@@ -150,7 +150,7 @@ func cpStreamsIndependent(t *testing.T, s CheckpointStore) {
 	wantCheckpoint(t, s, b)
 }
 
-func cpFenced(t *testing.T, s CheckpointStore) {
+func cpFenced(t *testing.T, s store.CheckpointStore) {
 	held := sampleCheckpoint("orders", 5, 10)
 	mustSave(t, s, held)
 
@@ -175,7 +175,7 @@ func cpFenced(t *testing.T, s CheckpointStore) {
 	wantCheckpoint(t, s, newer)
 }
 
-func cpFencingFromZero(t *testing.T, s CheckpointStore) {
+func cpFencingFromZero(t *testing.T, s store.CheckpointStore) {
 	// ALL_INSTANCES writes epoch 0; a later leader (epoch ≥ 1) takes over and fences them.
 	zero := sampleCheckpoint("orders", 0, 1)
 	mustSave(t, s, zero)
@@ -192,7 +192,7 @@ func cpFencingFromZero(t *testing.T, s CheckpointStore) {
 // either succeeds or is fenced; once a writer is fenced it stays fenced (epochs only grow); the
 // highest epoch is never fenced; and the stored record is the highest writer's last save (no
 // lost update).
-func cpConcurrentEpochs(t *testing.T, s CheckpointStore) {
+func cpConcurrentEpochs(t *testing.T, s store.CheckpointStore) {
 	const writers, saves = 8, 15
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
@@ -228,7 +228,7 @@ func cpConcurrentEpochs(t *testing.T, s CheckpointStore) {
 
 // cpConcurrentFirstSave: writers race to create the record. Only the highest epoch may end up
 // stored, and it must not be fenced by a lower one that created the record first.
-func cpConcurrentFirstSave(t *testing.T, s CheckpointStore) {
+func cpConcurrentFirstSave(t *testing.T, s store.CheckpointStore) {
 	const writers = 8
 	for round := range 5 {
 		stream := fmt.Sprintf("race-%d", round)
@@ -256,7 +256,7 @@ func cpConcurrentFirstSave(t *testing.T, s CheckpointStore) {
 	}
 }
 
-func cpCopies(t *testing.T, s CheckpointStore) {
+func cpCopies(t *testing.T, s store.CheckpointStore) {
 	cp := sampleCheckpoint("orders", 1, 1)
 	want := cp.Clone()
 	mustSave(t, s, cp)
@@ -273,7 +273,7 @@ func cpCopies(t *testing.T, s CheckpointStore) {
 	wantCheckpoint(t, s, want)
 }
 
-func cpDoneContext(t *testing.T, s CheckpointStore) {
+func cpDoneContext(t *testing.T, s store.CheckpointStore) {
 	for _, c := range []struct {
 		name string
 		ctx  context.Context
@@ -312,7 +312,7 @@ func instanceCheckpoint(stream, instance string, n uint64) store.Checkpoint {
 // cpScopesIndependent: the shared position and each instance's own are separate records. An
 // instance's save never moves another's or the shared one, and the shared one's epoch fences
 // nobody else.
-func cpScopesIndependent(t *testing.T, s CheckpointStore) {
+func cpScopesIndependent(t *testing.T, s store.CheckpointStore) {
 	shared := sampleCheckpoint("orders", 5, 100)
 	a := instanceCheckpoint("orders", "pod-a", 600)
 	b := instanceCheckpoint("orders", "pod-b", 99)
@@ -346,7 +346,7 @@ func cpScopesIndependent(t *testing.T, s CheckpointStore) {
 	wantCheckpoint(t, s, fencedA)
 }
 
-func mustListCheckpoints(t *testing.T, s CheckpointStore, stream string) []store.Checkpoint {
+func mustListCheckpoints(t *testing.T, s store.CheckpointStore, stream string) []store.Checkpoint {
 	t.Helper()
 	cps, err := s.ListCheckpoints(testCtx(t), stream)
 	if err != nil {
@@ -355,7 +355,7 @@ func mustListCheckpoints(t *testing.T, s CheckpointStore, stream string) []store
 	return cps
 }
 
-func wantListCheckpoints(t *testing.T, s CheckpointStore, stream string, want ...store.Checkpoint) {
+func wantListCheckpoints(t *testing.T, s store.CheckpointStore, stream string, want ...store.Checkpoint) {
 	t.Helper()
 	got := mustListCheckpoints(t, s, stream)
 	scopes := func(cps []store.Checkpoint) []string {
@@ -377,7 +377,7 @@ func wantListCheckpoints(t *testing.T, s CheckpointStore, stream string, want ..
 
 // cpList: a stream's checkpoints are listed, every scope, the shared one first and then by
 // instance name; other streams' (a stream whose name has this one as a prefix included) are not.
-func cpList(t *testing.T, s CheckpointStore) {
+func cpList(t *testing.T, s store.CheckpointStore) {
 	wantListCheckpoints(t, s, "orders")
 	b := instanceCheckpoint("orders", "pod-b", 2)
 	a := instanceCheckpoint("orders", "pod-a", 1)
@@ -399,7 +399,7 @@ func cpList(t *testing.T, s CheckpointStore) {
 // cpRetention: a checkpoint is absent from Load and ListCheckpoints once the store's clock is
 // after its ExpiresAt; one without ExpiresAt never expires; a save after expiry stores a fresh
 // record.
-func cpRetention(t *testing.T, s CheckpointStore, clk *clock.Fake) {
+func cpRetention(t *testing.T, s store.CheckpointStore, clk *clock.Fake) {
 	now := clk.Now()
 	a := instanceCheckpoint("orders", "pod-a", 1)
 	a.UpdatedAt, a.ExpiresAt = now, now.Add(time.Hour)

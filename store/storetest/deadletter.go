@@ -24,11 +24,11 @@ import (
 // listed, replayed and deleted on its own), listing
 // by stream (oldest first: ascending CreatedAt, ties by ID) with a limit, delete, mark replayed,
 // retention, defensive copies and done contexts.
-func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) DeadLetterStore) {
+func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) store.DeadLetterStore) {
 	t.Helper()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, s DeadLetterStore, clk *clock.Fake)
+		run  func(t *testing.T, s store.DeadLetterStore, clk *clock.Fake)
 	}{
 		{"Missing", dlMissing},
 		{"RoundTrip", dlRoundTrip},
@@ -83,14 +83,14 @@ func sampleDeadLetter(stream, id string, base time.Time, createdMs int) store.De
 	}
 }
 
-func mustPut(t *testing.T, s DeadLetterStore, dl store.DeadLetter) {
+func mustPut(t *testing.T, s store.DeadLetterStore, dl store.DeadLetter) {
 	t.Helper()
 	if err := s.PutDeadLetter(testCtx(t), dl); err != nil {
 		t.Fatalf("PutDeadLetter(%q): %v", dl.ID, err)
 	}
 }
 
-func mustGet(t *testing.T, s DeadLetterStore, scope store.Scope, id string) store.DeadLetter {
+func mustGet(t *testing.T, s store.DeadLetterStore, scope store.Scope, id string) store.DeadLetter {
 	t.Helper()
 	dl, err := s.GetDeadLetter(testCtx(t), scope, id)
 	if err != nil {
@@ -99,21 +99,21 @@ func mustGet(t *testing.T, s DeadLetterStore, scope store.Scope, id string) stor
 	return dl
 }
 
-func wantDeadLetter(t *testing.T, s DeadLetterStore, want store.DeadLetter) {
+func wantDeadLetter(t *testing.T, s store.DeadLetterStore, want store.DeadLetter) {
 	t.Helper()
 	if d := diffDeadLetter(want, mustGet(t, s, want.Scope(), want.ID)); d != "" {
 		t.Fatalf("GetDeadLetter(%s, %q): %s", want.Scope(), want.ID, d)
 	}
 }
 
-func wantNotFound(t *testing.T, s DeadLetterStore, scope store.Scope, id string) {
+func wantNotFound(t *testing.T, s store.DeadLetterStore, scope store.Scope, id string) {
 	t.Helper()
 	if dl, err := s.GetDeadLetter(testCtx(t), scope, id); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetDeadLetter(%s, %q): err = %v (record %+v), want store.ErrNotFound", scope, id, err, dl)
 	}
 }
 
-func mustList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int) []store.DeadLetter {
+func mustList(t *testing.T, s store.DeadLetterStore, scope store.Scope, limit int) []store.DeadLetter {
 	t.Helper()
 	dls, err := s.ListDeadLetters(testCtx(t), scope, limit)
 	if err != nil {
@@ -122,7 +122,7 @@ func mustList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int) []s
 	return dls
 }
 
-func wantList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int, want ...store.DeadLetter) {
+func wantList(t *testing.T, s store.DeadLetterStore, scope store.Scope, limit int, want ...store.DeadLetter) {
 	t.Helper()
 	got := mustList(t, s, scope, limit)
 	if len(got) != len(want) {
@@ -134,9 +134,7 @@ func wantList(t *testing.T, s DeadLetterStore, scope store.Scope, limit int, wan
 		}
 	}
 	// A store that counts (the optional CountDeadLetters) counts what a full listing lists.
-	if c, ok := s.(interface {
-		CountDeadLetters(ctx context.Context, scope store.Scope) (int64, error)
-	}); ok && limit <= 0 {
+	if c, ok := s.(store.DeadLetterCounter); ok && limit <= 0 {
 		n, err := c.CountDeadLetters(testCtx(t), scope)
 		if err != nil || n != int64(len(want)) {
 			t.Fatalf("CountDeadLetters(%s) = %d, %v; want %d", scope, n, err, len(want))
@@ -152,7 +150,7 @@ func dlIDs(dls []store.DeadLetter) []string {
 	return ids
 }
 
-func dlMissing(t *testing.T, s DeadLetterStore, _ *clock.Fake) {
+func dlMissing(t *testing.T, s store.DeadLetterStore, _ *clock.Fake) {
 	wantNotFound(t, s, sh("orders"), "nope")
 	if err := s.DeleteDeadLetter(testCtx(t), sh("orders"), "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteDeadLetter of a missing ID: err = %v, want store.ErrNotFound", err)
@@ -165,7 +163,7 @@ func dlMissing(t *testing.T, s DeadLetterStore, _ *clock.Fake) {
 	}
 }
 
-func dlRoundTrip(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlRoundTrip(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "8263A1B2C3000000012B0229296E04", clk.Now(), 0)
 	dl.ReplayCount = 2
 	dl.LastReplayAt = clk.Now().Add(-time.Hour)
@@ -174,7 +172,7 @@ func dlRoundTrip(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantList(t, s, sh("orders"), 0, dl)
 }
 
-func dlRoundTripMinimal(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlRoundTripMinimal(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	// A database-level event: no document key, no namespace, never expires, never replayed.
 	dl := store.DeadLetter{
 		ID:            "min",
@@ -197,7 +195,7 @@ func dlRoundTripMinimal(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantDeadLetter(t, s, dl)
 }
 
-func dlIdempotent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlIdempotent(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "e1", clk.Now(), 0)
 	mustPut(t, s, dl)
 	redelivered := sampleDeadLetter("orders", "e1", clk.Now(), 50) // same event, dead-lettered again
@@ -211,7 +209,7 @@ func dlIdempotent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 // dlSameIDInTwoStreams: two streams on one collection dead-letter the same event. Each keeps
 // its own record: a put of one never overwrites the other's, and reads, listing, replay marks
 // and deletes reach only the named stream's record.
-func dlSameIDInTwoStreams(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlSameIDInTwoStreams(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	base := clk.Now()
 	search := sampleDeadLetter("search", "e1", base, 0)
 	search.Error = "index unavailable"
@@ -259,7 +257,7 @@ func dlSameIDInTwoStreams(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 
 // dlInstancesIndependent: two instances of an ALL_INSTANCES stream, and the stream's shared
 // scope, dead-letter the same event. Each scope sees, replays and deletes only its own record.
-func dlInstancesIndependent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlInstancesIndependent(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	base := clk.Now()
 	a := sampleDeadLetter("orders", "e1", base, 0)
 	a.Instance, a.Error = "pod-a", "cache down on pod-a"
@@ -302,7 +300,7 @@ func dlInstancesIndependent(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantList(t, s, inst("orders", "pod-b"), 0, b, onlyB)
 }
 
-func dlListOrderAndLimit(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlListOrderAndLimit(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	base := clk.Now()
 	d1 := sampleDeadLetter("orders", "z1", base, 10)
 	d2a := sampleDeadLetter("orders", "a2", base, 20) // same CreatedAt: ties broken by ID
@@ -322,7 +320,7 @@ func dlListOrderAndLimit(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantList(t, s, sh("nobody"), 0)
 }
 
-func dlDelete(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlDelete(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	a := sampleDeadLetter("orders", "a", clk.Now(), 1)
 	b := sampleDeadLetter("orders", "b", clk.Now(), 2)
 	mustPut(t, s, a)
@@ -337,7 +335,7 @@ func dlDelete(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	}
 }
 
-func dlMarkReplayed(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlMarkReplayed(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "r", clk.Now(), 0)
 	mustPut(t, s, dl)
 	first := clk.Now().Add(time.Minute)
@@ -352,7 +350,7 @@ func dlMarkReplayed(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 }
 
 // dlMarkReplayedConcurrently: concurrent replays each count once (no lost increment).
-func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlMarkReplayedConcurrently(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "r", clk.Now(), 0)
 	mustPut(t, s, dl)
 	const n = 16
@@ -376,7 +374,7 @@ func dlMarkReplayedConcurrently(t *testing.T, s DeadLetterStore, clk *clock.Fake
 	}
 }
 
-func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlRetention(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	base := clk.Now()
 	short := sampleDeadLetter("orders", "short", base, 0)
 	short.ExpiresAt = base.Add(time.Hour)
@@ -410,7 +408,7 @@ func dlRetention(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantList(t, s, sh("orders"), 0, forever)
 }
 
-func dlCopies(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlCopies(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "c", clk.Now(), 0)
 	want := dl.Clone()
 	mustPut(t, s, dl)
@@ -428,7 +426,7 @@ func dlCopies(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
 	wantDeadLetter(t, s, want)
 }
 
-func dlDoneContext(t *testing.T, s DeadLetterStore, clk *clock.Fake) {
+func dlDoneContext(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "d", clk.Now(), 0)
 	for _, c := range []struct {
 		name string

@@ -1,9 +1,10 @@
-// Package storetest holds the contract suites every store implementation must pass:
-// TestCheckpointStore, TestGapStore, TestDeadLetterStore and TestSnapshotStore. An implementation's own tests call
-// them with a constructor that returns a fresh, empty store per call:
+// Package storetest holds the contract suites every store implementation must pass, one per
+// store interface of package store: TestCheckpointStore, TestGapStore, TestDeadLetterStore,
+// TestSnapshotStore and TestLeaseStore. An implementation's own tests call them with a
+// constructor that returns a fresh, empty store per call:
 //
 //	func TestContract(t *testing.T) {
-//		storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) storetest.CheckpointStore {
+//		storetest.TestCheckpointStore(t, func(t *testing.T, now func() time.Time) store.CheckpointStore {
 //			return newStore(t, now)
 //		})
 //	}

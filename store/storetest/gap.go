@@ -14,11 +14,11 @@ import (
 // TestGapStore runs the gap-record contract against stores made by newStore (a fresh, empty
 // store per call): an empty listing, exact round trips, ascending order by At (ties by ID),
 // listing by stream and by instance (each Scope on its own), idempotence by ID, defensive copies and done contexts.
-func TestGapStore(t *testing.T, newStore func(t *testing.T) GapStore) {
+func TestGapStore(t *testing.T, newStore func(t *testing.T) store.GapStore) {
 	t.Helper()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, s GapStore)
+		run  func(t *testing.T, s store.GapStore)
 	}{
 		{"ListEmpty", gapListEmpty},
 		{"RecordAndListInOrder", gapRecordAndList},
@@ -47,7 +47,7 @@ func sampleGap(stream, id string, atMs int) store.Gap {
 	}
 }
 
-func mustListGaps(t *testing.T, s GapStore, scope store.Scope) []store.Gap {
+func mustListGaps(t *testing.T, s store.GapStore, scope store.Scope) []store.Gap {
 	t.Helper()
 	gs, err := s.ListGaps(testCtx(t), scope)
 	if err != nil {
@@ -56,7 +56,7 @@ func mustListGaps(t *testing.T, s GapStore, scope store.Scope) []store.Gap {
 	return gs
 }
 
-func wantGaps(t *testing.T, s GapStore, scope store.Scope, want ...store.Gap) {
+func wantGaps(t *testing.T, s store.GapStore, scope store.Scope, want ...store.Gap) {
 	t.Helper()
 	got := mustListGaps(t, s, scope)
 	if len(got) != len(want) {
@@ -77,20 +77,20 @@ func gapIDs(gs []store.Gap) []string {
 	return ids
 }
 
-func mustRecordGap(t *testing.T, s GapStore, g store.Gap) {
+func mustRecordGap(t *testing.T, s store.GapStore, g store.Gap) {
 	t.Helper()
 	if err := s.RecordGap(testCtx(t), g); err != nil {
 		t.Fatalf("RecordGap(%q): %v", g.ID, err)
 	}
 }
 
-func gapListEmpty(t *testing.T, s GapStore) {
+func gapListEmpty(t *testing.T, s store.GapStore) {
 	if gs := mustListGaps(t, s, sh("orders")); len(gs) != 0 {
 		t.Fatalf("ListGaps on an empty store: %v", gapIDs(gs))
 	}
 }
 
-func gapRecordAndList(t *testing.T, s GapStore) {
+func gapRecordAndList(t *testing.T, s store.GapStore) {
 	g3 := sampleGap("orders", "c", 30)
 	g1 := sampleGap("orders", "z", 10)
 	g2a := sampleGap("orders", "a", 20) // same At as g2b: ties broken by ID
@@ -105,7 +105,7 @@ func gapRecordAndList(t *testing.T, s GapStore) {
 	wantGaps(t, s, sh("nobody"))
 }
 
-func gapInstancesIndependent(t *testing.T, s GapStore) {
+func gapInstancesIndependent(t *testing.T, s store.GapStore) {
 	a := sampleGap("orders", "orders/pod-a/1", 10)
 	a.Instance = "pod-a"
 	b1 := sampleGap("orders", "orders/pod-b/1", 5)
@@ -122,7 +122,7 @@ func gapInstancesIndependent(t *testing.T, s GapStore) {
 	wantGaps(t, s, inst("orders", "pod-c"))
 }
 
-func gapEmptyFrom(t *testing.T, s GapStore) {
+func gapEmptyFrom(t *testing.T, s store.GapStore) {
 	g := sampleGap("orders", "first", 1)
 	g.FromToken, g.FromTime = nil, bson.Timestamp{} // the stream never had a position
 	mustRecordGap(t, s, g)
@@ -133,7 +133,7 @@ func gapEmptyFrom(t *testing.T, s GapStore) {
 	wantGaps(t, s, sh("orders"), g)
 }
 
-func gapIdempotent(t *testing.T, s GapStore) {
+func gapIdempotent(t *testing.T, s store.GapStore) {
 	g := sampleGap("orders", "g1", 10)
 	mustRecordGap(t, s, g)
 	g.Reason = "retried write"
@@ -141,7 +141,7 @@ func gapIdempotent(t *testing.T, s GapStore) {
 	wantGaps(t, s, sh("orders"), g)
 }
 
-func gapCopies(t *testing.T, s GapStore) {
+func gapCopies(t *testing.T, s store.GapStore) {
 	g := sampleGap("orders", "g1", 10)
 	want := g.Clone()
 	mustRecordGap(t, s, g)
@@ -151,7 +151,7 @@ func gapCopies(t *testing.T, s GapStore) {
 	wantGaps(t, s, sh("orders"), want)
 }
 
-func gapDoneContext(t *testing.T, s GapStore) {
+func gapDoneContext(t *testing.T, s store.GapStore) {
 	for _, c := range []struct {
 		name string
 		ctx  context.Context

@@ -11,29 +11,6 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// LeaseStore is what the leader actor needs (actors/leader.Store) plus the instance registry
-// of balanced leadership (actors/leader.Registry).
-type LeaseStore interface {
-	// Acquire takes the lease of name for owner for ttl when it is free (never held, expired
-	// by the store's clock, released) or already owner's, with a new, higher epoch; else it
-	// returns the holder's lease and an error matching store.ErrLeaseHeld.
-	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (store.Lease, error)
-	// Renew extends the lease to store now + ttl if owner holds it unexpired under epoch; else
-	// store.ErrLeaseLost.
-	Renew(ctx context.Context, name, owner string, epoch int64, ttl time.Duration) (store.Lease, error)
-	// Release frees owner's lease under epoch at once; else store.ErrLeaseLost.
-	Release(ctx context.Context, name, owner string, epoch int64) error
-	// GetLease reads the lease with Remaining judged by the store's clock; ok false if none.
-	GetLease(ctx context.Context, name string) (store.Lease, bool, error)
-	// WatchLease notifies (coalesced) on every change of the lease until ctx ends.
-	WatchLease(ctx context.Context, name string) <-chan struct{}
-	// Heartbeat records instance id as alive for ttl; Instances lists the live ones by ID;
-	// Leave removes one.
-	Heartbeat(ctx context.Context, id string, ttl time.Duration) error
-	Instances(ctx context.Context) ([]store.Instance, error)
-	Leave(ctx context.Context, id string) error
-}
-
 // Trials is the number of rounds of the concurrent-acquirers case.
 const Trials = 100
 
@@ -43,11 +20,11 @@ const Trials = 100
 // one winner among concurrent acquirers in each of Trials rounds; the watch; the instance
 // registry. Expiry is the store's own (its server clock), so the expiry cases wait for it with
 // short TTLs, polling with a deadline.
-func TestLeaseStore(t *testing.T, newStore func(t *testing.T) LeaseStore) {
+func TestLeaseStore(t *testing.T, newStore func(t *testing.T) store.LeaseStore) {
 	t.Helper()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, s LeaseStore)
+		run  func(t *testing.T, s store.LeaseStore)
 	}{
 		{"AcquireFree", leaseAcquireFree},
 		{"AcquireHeld", leaseAcquireHeld},
@@ -73,7 +50,7 @@ func TestLeaseStore(t *testing.T, newStore func(t *testing.T) LeaseStore) {
 
 const longTTL = time.Minute
 
-func mustAcquire(t *testing.T, s LeaseStore, name, owner string, ttl time.Duration) store.Lease {
+func mustAcquire(t *testing.T, s store.LeaseStore, name, owner string, ttl time.Duration) store.Lease {
 	t.Helper()
 	l, err := s.Acquire(testCtx(t), name, owner, ttl)
 	if err != nil {
@@ -88,7 +65,7 @@ func mustAcquire(t *testing.T, s LeaseStore, name, owner string, ttl time.Durati
 	return l
 }
 
-func mustGetLease(t *testing.T, s LeaseStore, name string) store.Lease {
+func mustGetLease(t *testing.T, s store.LeaseStore, name string) store.Lease {
 	t.Helper()
 	l, ok, err := s.GetLease(testCtx(t), name)
 	if err != nil || !ok {
@@ -98,7 +75,7 @@ func mustGetLease(t *testing.T, s LeaseStore, name string) store.Lease {
 }
 
 // awaitExpired polls GetLease until the store judges the lease free.
-func awaitExpired(t *testing.T, s LeaseStore, name string) {
+func awaitExpired(t *testing.T, s store.LeaseStore, name string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -116,7 +93,7 @@ func awaitExpired(t *testing.T, s LeaseStore, name string) {
 	}
 }
 
-func leaseAcquireFree(t *testing.T, s LeaseStore) {
+func leaseAcquireFree(t *testing.T, s store.LeaseStore) {
 	if _, ok, err := s.GetLease(testCtx(t), "free"); err != nil || ok {
 		t.Fatalf("GetLease of a lease never acquired = ok %v, %v; want not found", ok, err)
 	}
@@ -133,7 +110,7 @@ func leaseAcquireFree(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseAcquireHeld(t *testing.T, s LeaseStore) {
+func leaseAcquireHeld(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "held", "a", longTTL)
 	held, err := s.Acquire(testCtx(t), "held", "b", longTTL)
 	if !errors.Is(err, store.ErrLeaseHeld) {
@@ -147,7 +124,7 @@ func leaseAcquireHeld(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseAcquireExpired(t *testing.T, s LeaseStore) {
+func leaseAcquireExpired(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "expiring", "a", 300*time.Millisecond)
 	awaitExpired(t, s, "expiring")
 	l2 := mustAcquire(t, s, "expiring", "b", longTTL)
@@ -156,7 +133,7 @@ func leaseAcquireExpired(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseReleaseReacquire(t *testing.T, s LeaseStore) {
+func leaseReleaseReacquire(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "released", "a", longTTL)
 	if err := s.Release(testCtx(t), "released", "a", l.Epoch); err != nil {
 		t.Fatalf("Release by the owner: %v", err)
@@ -174,7 +151,7 @@ func leaseReleaseReacquire(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseReacquireOwn(t *testing.T, s LeaseStore) {
+func leaseReacquireOwn(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "own", "a", longTTL)
 	l2 := mustAcquire(t, s, "own", "a", longTTL)
 	if l2.Epoch <= l.Epoch {
@@ -185,7 +162,7 @@ func leaseReacquireOwn(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseRenew(t *testing.T, s LeaseStore) {
+func leaseRenew(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "renew", "a", 2*time.Second)
 	r, err := s.Renew(testCtx(t), "renew", "a", l.Epoch, longTTL)
 	if err != nil {
@@ -199,7 +176,7 @@ func leaseRenew(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseRenewNonOwner(t *testing.T, s LeaseStore) {
+func leaseRenewNonOwner(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "renew-other", "a", longTTL)
 	if _, err := s.Renew(testCtx(t), "renew-other", "b", l.Epoch, longTTL); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("Renew by a non-owner: %v, want ErrLeaseLost", err)
@@ -215,7 +192,7 @@ func leaseRenewNonOwner(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseRenewExpired(t *testing.T, s LeaseStore) {
+func leaseRenewExpired(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "renew-expired", "a", 300*time.Millisecond)
 	awaitExpired(t, s, "renew-expired")
 	if _, err := s.Renew(testCtx(t), "renew-expired", "a", l.Epoch, longTTL); !errors.Is(err, store.ErrLeaseLost) {
@@ -223,7 +200,7 @@ func leaseRenewExpired(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseReleaseNonOwner(t *testing.T, s LeaseStore) {
+func leaseReleaseNonOwner(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "release-other", "a", longTTL)
 	if err := s.Release(testCtx(t), "release-other", "b", l.Epoch); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("Release by a non-owner: %v, want ErrLeaseLost", err)
@@ -236,7 +213,7 @@ func leaseReleaseNonOwner(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseEpochsGrow(t *testing.T, s LeaseStore) {
+func leaseEpochsGrow(t *testing.T, s store.LeaseStore) {
 	var last int64
 	for i := range 10 {
 		owner := fmt.Sprintf("owner-%d", i%3)
@@ -251,7 +228,7 @@ func leaseEpochsGrow(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseConcurrent(t *testing.T, s LeaseStore) {
+func leaseConcurrent(t *testing.T, s store.LeaseStore) {
 	const acquirers = 5
 	for trial := range Trials {
 		name := fmt.Sprintf("race-%d", trial)
@@ -288,7 +265,7 @@ func leaseConcurrent(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseIndependent(t *testing.T, s LeaseStore) {
+func leaseIndependent(t *testing.T, s store.LeaseStore) {
 	mustAcquire(t, s, "one", "a", longTTL)
 	mustAcquire(t, s, "two", "b", longTTL)
 	if got := mustGetLease(t, s, "one"); got.Owner != "a" {
@@ -296,7 +273,7 @@ func leaseIndependent(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseWatch(t *testing.T, s LeaseStore) {
+func leaseWatch(t *testing.T, s store.LeaseStore) {
 	l := mustAcquire(t, s, "watched", "a", longTTL)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	ch := s.WatchLease(ctx, "watched")
@@ -336,7 +313,7 @@ func leaseWatch(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseInstances(t *testing.T, s LeaseStore) {
+func leaseInstances(t *testing.T, s store.LeaseStore) {
 	ctx := testCtx(t)
 	for _, id := range []string{"i-b", "i-a"} {
 		if err := s.Heartbeat(ctx, id, longTTL); err != nil {
@@ -372,7 +349,7 @@ func leaseInstances(t *testing.T, s LeaseStore) {
 	}
 }
 
-func leaseDoneContext(t *testing.T, s LeaseStore) {
+func leaseDoneContext(t *testing.T, s store.LeaseStore) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.Acquire(ctx, "done", "a", longTTL); !errors.Is(err, context.Canceled) {

@@ -16,11 +16,11 @@ import (
 // unbounded sides and typed _id bounds), upsert overwrite, per-stream and per-instance records,
 // defensive copies
 // and done contexts.
-func TestSnapshotStore(t *testing.T, newStore func(t *testing.T) SnapshotStore) {
+func TestSnapshotStore(t *testing.T, newStore func(t *testing.T) store.SnapshotStore) {
 	t.Helper()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, s SnapshotStore)
+		run  func(t *testing.T, s store.SnapshotStore)
 	}{
 		{"LoadMissing", snLoadMissing},
 		{"RoundTrip", snRoundTrip},
@@ -61,12 +61,12 @@ func sampleSnapshot(stream string) store.Snapshot {
 }
 
 // mustLoadSnapshot loads the record of stream's shared scope.
-func mustLoadSnapshot(t *testing.T, s SnapshotStore, stream string) (store.Snapshot, bool) {
+func mustLoadSnapshot(t *testing.T, s store.SnapshotStore, stream string) (store.Snapshot, bool) {
 	t.Helper()
 	return mustLoadSnapshotOf(t, s, store.Scope{Stream: stream})
 }
 
-func mustLoadSnapshotOf(t *testing.T, s SnapshotStore, scope store.Scope) (store.Snapshot, bool) {
+func mustLoadSnapshotOf(t *testing.T, s store.SnapshotStore, scope store.Scope) (store.Snapshot, bool) {
 	t.Helper()
 	sn, ok, err := s.LoadSnapshot(testCtx(t), scope)
 	if err != nil {
@@ -75,7 +75,7 @@ func mustLoadSnapshotOf(t *testing.T, s SnapshotStore, scope store.Scope) (store
 	return sn, ok
 }
 
-func mustSaveSnapshot(t *testing.T, s SnapshotStore, sn store.Snapshot) {
+func mustSaveSnapshot(t *testing.T, s store.SnapshotStore, sn store.Snapshot) {
 	t.Helper()
 	if err := s.SaveSnapshot(testCtx(t), sn); err != nil {
 		t.Fatalf("SaveSnapshot(%q): %v", sn.Stream, err)
@@ -139,13 +139,13 @@ func boolStr(b bool) string {
 	return "false"
 }
 
-func snLoadMissing(t *testing.T, s SnapshotStore) {
+func snLoadMissing(t *testing.T, s store.SnapshotStore) {
 	if _, ok := mustLoadSnapshot(t, s, "nobody"); ok {
 		t.Fatal("LoadSnapshot of a stream never saved: ok = true, want false")
 	}
 }
 
-func snRoundTrip(t *testing.T, s SnapshotStore) {
+func snRoundTrip(t *testing.T, s store.SnapshotStore) {
 	want := sampleSnapshot("orders")
 	mustSaveSnapshot(t, s, want)
 	got, ok := mustLoadSnapshot(t, s, "orders")
@@ -157,7 +157,7 @@ func snRoundTrip(t *testing.T, s SnapshotStore) {
 	}
 }
 
-func snRoundTripUnplanned(t *testing.T, s SnapshotStore) {
+func snRoundTripUnplanned(t *testing.T, s store.SnapshotStore) {
 	want := store.Snapshot{Stream: "fresh", ID: "snap-fresh", State: store.SnapshotRunning, Reason: store.SnapshotReasonRebuild,
 		HandoffTime: bson.Timestamp{T: 1_773_500_100, I: 1}, StartedAt: baseTime, UpdatedAt: baseTime}
 	mustSaveSnapshot(t, s, want)
@@ -170,7 +170,7 @@ func snRoundTripUnplanned(t *testing.T, s SnapshotStore) {
 	}
 }
 
-func snOverwrite(t *testing.T, s SnapshotStore) {
+func snOverwrite(t *testing.T, s store.SnapshotStore) {
 	first := sampleSnapshot("orders")
 	mustSaveSnapshot(t, s, first)
 	next := sampleSnapshot("orders")
@@ -187,7 +187,7 @@ func snOverwrite(t *testing.T, s SnapshotStore) {
 	}
 }
 
-func snStreamsIndependent(t *testing.T, s SnapshotStore) {
+func snStreamsIndependent(t *testing.T, s store.SnapshotStore) {
 	a, b := sampleSnapshot("a"), sampleSnapshot("b")
 	b.Ranges = b.Ranges[:1]
 	mustSaveSnapshot(t, s, a)
@@ -204,7 +204,7 @@ func snStreamsIndependent(t *testing.T, s SnapshotStore) {
 
 // snScopesIndependent: the instances of an ALL_INSTANCES stream each keep their own record, apart
 // from the stream's shared one.
-func snScopesIndependent(t *testing.T, s SnapshotStore) {
+func snScopesIndependent(t *testing.T, s store.SnapshotStore) {
 	shared := sampleSnapshot("orders")
 	a := sampleSnapshot("orders")
 	a.Instance, a.ID, a.State = "pod-a", "snap-a", store.SnapshotDone
@@ -227,7 +227,7 @@ func snScopesIndependent(t *testing.T, s SnapshotStore) {
 	}
 }
 
-func snCopies(t *testing.T, s SnapshotStore) {
+func snCopies(t *testing.T, s store.SnapshotStore) {
 	sn := sampleSnapshot("orders")
 	want := sn.Clone()
 	mustSaveSnapshot(t, s, sn)
@@ -245,7 +245,7 @@ func snCopies(t *testing.T, s SnapshotStore) {
 	}
 }
 
-func snDoneContext(t *testing.T, s SnapshotStore) {
+func snDoneContext(t *testing.T, s store.SnapshotStore) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.SaveSnapshot(ctx, sampleSnapshot("x")); err == nil {

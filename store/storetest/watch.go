@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/watchtree/watchtree/store"
 )
 
 // WatchEach opens n watches of leases named watch-00, watch-01, … on s, then acquires and
@@ -12,7 +14,7 @@ import (
 // checks that every channel closes once the watches' context ends. It fails t when a lease call
 // fails, when a watch is not notified within 20 rounds, or when a channel stays open: a store
 // whose watches hold a connection each fails it on a client with fewer connections than n.
-func WatchEach(t *testing.T, s LeaseStore, n int, callTimeout time.Duration) {
+func WatchEach(t *testing.T, s store.LeaseStore, n int, callTimeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,4 +71,4 @@ func WatchEach(t *testing.T, s LeaseStore, n int, callTimeout time.Duration) {
 	}
 }
 
-func leaseManyWatches(t *testing.T, s LeaseStore) { WatchEach(t, s, 20, 5*time.Second) }
+func leaseManyWatches(t *testing.T, s store.LeaseStore) { WatchEach(t, s, 20, 5*time.Second) }

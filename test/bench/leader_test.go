@@ -23,7 +23,7 @@ import (
 // countingLeases counts a lease store's calls by operation and can freeze every call (a
 // crashed instance's lease I/O: it hangs until its context ends).
 type countingLeases struct {
-	watchtree.LeaseStore
+	store.LeaseStore
 	acquire, renew, release atomic.Int64
 	frozen                  *atomic.Bool
 }
@@ -75,7 +75,7 @@ type leaderBench struct {
 	cl    *mongo.Client
 	db    string
 	lease watchtree.LeasePolicy
-	store func() watchtree.LeaseStore // nil: the default MongoDB store
+	store func() store.LeaseStore // nil: the default MongoDB store
 }
 
 var benchDBSeq atomic.Int64
@@ -85,7 +85,7 @@ func newLeaderBench(b *testing.B, lease watchtree.LeasePolicy, backend string) *
 	lb := &leaderBench{b: b, cl: cl, db: fmt.Sprintf("wt_bench_leader_%d", benchDBSeq.Add(1)), lease: lease}
 	switch backend {
 	case "mongo":
-		lb.store = func() watchtree.LeaseStore {
+		lb.store = func() store.LeaseStore {
 			s, err := newMongoLeases(cl, lb.db)
 			if err != nil {
 				b.Fatal(err)
@@ -367,7 +367,7 @@ func BenchmarkLeaderBalance30(b *testing.B) {
 	b.ReportMetric(float64(avg)/float64(pol.RenewEvery), "renew-periods")
 }
 
-func redisBenchLeases(b *testing.B) func() watchtree.LeaseStore {
+func redisBenchLeases(b *testing.B) func() store.LeaseStore {
 	addr := os.Getenv("WATCHTREE_REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"
@@ -384,7 +384,7 @@ func redisBenchLeases(b *testing.B) func() watchtree.LeaseStore {
 			c.Del(ctx, iter.Val())
 		}
 	})
-	return func() watchtree.LeaseStore {
+	return func() store.LeaseStore {
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		b.Cleanup(func() { _ = rdb.Close() })
 		if err := rdb.Ping(context.Background()).Err(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -166,6 +167,6 @@ func (c *countdown) wait(b *testing.B, what string) {
 }
 
 // newMongoLeases returns the default MongoDB lease store on cl's database db.
-func newMongoLeases(cl *mongo.Client, db string) (watchtree.LeaseStore, error) {
+func newMongoLeases(cl *mongo.Client, db string) (store.LeaseStore, error) {
 	return mongostore.New(cl.Database(db), mongostore.Options{})
 }

@@ -41,7 +41,7 @@ type leaseBackend struct {
 	name string
 	// leases returns the store one runtime uses (nil: the default MongoDB store); every runtime
 	// of a test shares the same keys.
-	leases func(t *testing.T) watchtree.LeaseStore
+	leases func(t *testing.T) store.LeaseStore
 }
 
 var leaseBackends = []leaseBackend{
@@ -52,7 +52,7 @@ var leaseBackends = []leaseBackend{
 // redisPrefixes keeps one key prefix per test, shared by that test's runtimes.
 var redisPrefixes sync.Map
 
-func redisLeases(t *testing.T) watchtree.LeaseStore {
+func redisLeases(t *testing.T) store.LeaseStore {
 	t.Helper()
 	addr := os.Getenv("WATCHTREE_REDIS_ADDR")
 	if addr == "" {
@@ -97,7 +97,7 @@ func redisLeases(t *testing.T) watchtree.LeaseStore {
 // others can tell (crashed or partitioned), so its leases and heartbeat are never renewed nor
 // released and must expire.
 type faultyLeases struct {
-	watchtree.LeaseStore
+	store.LeaseStore
 	frozen, down, cut *atomic.Bool
 }
 

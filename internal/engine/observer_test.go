@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"context"
@@ -210,5 +210,61 @@ func TestSafeObserverWithMultiObserverPanic(t *testing.T) {
 	}
 	if s.Panics() != 1 || len(events) != 1 {
 		t.Fatalf("panics %d, forwarded %d", s.Panics(), len(events))
+	}
+}
+
+// blockingObserver blocks every OnEvent until release is closed; entered is closed when the
+// first call blocks. An event Skipped{Detail: "panic"} panics instead.
+type blockingObserver struct {
+	release chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func newBlockingObserver() *blockingObserver {
+	return &blockingObserver{release: make(chan struct{}), entered: make(chan struct{})}
+}
+
+func (b *blockingObserver) OnEvent(ev observe.Event) {
+	if sk, ok := ev.(observe.Skipped); ok && sk.Detail == "panic" {
+		panic("observer bug")
+	}
+	b.once.Do(func() { close(b.entered) })
+	<-b.release
+}
+
+// TestRuntimeObserverStats: events the runtime could not hand to a slow Observer are counted,
+// and ObserverStats reads the counts (zero before Start, final after Stop).
+func TestRuntimeObserverStats(t *testing.T) {
+	e := newEnv(t)
+	obs := newBlockingObserver()
+	rt := New(testConfig(e, obs))
+	if st := rt.ObserverStats(); st != (ObserverStats{}) {
+		t.Fatalf("stats before Start = %+v, want zero", st)
+	}
+	ctx := testCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt.obs.OnEvent(observe.Skipped{Meta: observe.Meta{Stream: "s"}, Detail: "panic"})
+	// The drain goroutine takes the Started and blocks: the queue is empty again.
+	rt.obs.OnEvent(observe.Started{Meta: observe.Meta{Stream: "s"}})
+	<-obs.entered
+	const emitted = 2000
+	for range emitted {
+		rt.obs.OnEvent(observe.Started{Meta: observe.Meta{Stream: "s"}})
+	}
+	// The queue holds 1024 events; the rest were dropped.
+	want := ObserverStats{Dropped: emitted - defaultObserverQueue, Panicked: 1}
+	if st := rt.ObserverStats(); st != want {
+		t.Fatalf("stats with a blocked observer = %+v, want %+v", st, want)
+	}
+	close(obs.release)
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want = ObserverStats{Delivered: 1 + defaultObserverQueue, Dropped: emitted - defaultObserverQueue, Panicked: 1}
+	if st := rt.ObserverStats(); st != want {
+		t.Fatalf("stats after Stop = %+v, want %+v", st, want)
 	}
 }

@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func TestClassifyFailureReportsTheCauseAsItIs(t *testing.T) {
 		t.Fatalf("cause %q, want the server's message and no panic", msg)
 	}
 	isTerminal, cause = classifyFailure(&supervisor.Failure{Err: &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}})
-	if !isTerminal || !errors.Is(cause, ErrInvalidated) {
+	if !isTerminal || !errors.Is(cause, stream.ErrInvalidated) {
 		t.Fatalf("invalidate-stop: %v, %v; want terminal matching ErrInvalidated", isTerminal, cause)
 	}
 	if isTerminal, cause := classifyFailure("boom"); isTerminal || cause == nil || cause.Error() != "boom" {

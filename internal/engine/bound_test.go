@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"context"
@@ -104,13 +104,9 @@ type valueKey struct{}
 // MaxAwaitTime); a frozen server fails the getMore within MaxAwaitTime + ConnectTimeout, with
 // the error naming the bound; a cancelled reader ends a getMore at once.
 func TestBoundedWatcherGetMoreBound(t *testing.T) {
-	e := newRTEnv(t)
+	e := newEnv(t)
 	e.needSim(t)
-	spec := Stream[order]{Name: "bounded", Collection: "orders", OnChange: func(context.Context, *Event[order]) error { return nil }}
-	cs, err := spec.compile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := &Spec{Name: "bounded", Collection: "orders"}
 	closeSoon := func(c stream.Cursor) {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -214,4 +210,36 @@ func TestBoundedWatcherGetMoreBound(t *testing.T) {
 			t.Fatalf("error %q after a cancel: want the cancel, not the bound", err)
 		}
 	})
+}
+
+// TestBoundedWatcherKeepsMaxAwaitTime: the bound of a getMore (MaxAwaitTime + ConnectTimeout)
+// does not shorten the server-side wait the driver derives from the context's deadline.
+func TestBoundedWatcherKeepsMaxAwaitTime(t *testing.T) {
+	e := newEnv(t)
+	e.needSim(t)
+	cs := &Spec{Name: "bounded", Collection: "orders"}
+	w := newDriverWatcher(cs, e.client, e.db).bounded(300 * time.Millisecond)
+	ctx := testCtx(t)
+	e.srv.ResetCommands()
+	c, err := w.Open(ctx, stream.Position{MaxAwaitTime: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for range 2 { // the first TryNext may only look at the aggregate's empty first batch
+		if c.TryNext(ctx) {
+			t.Fatal("event on an idle collection")
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("idle getMore failed: %v", err)
+		}
+	}
+	gms := e.srv.CommandsNamed("getMore")
+	if len(gms) == 0 {
+		t.Fatal("no getMore")
+	}
+	gb, _ := bson.Marshal(gms[0].Body)
+	if ms := bson.Raw(gb).Lookup("maxTimeMS").AsInt64(); ms != 50 {
+		t.Fatalf("getMore maxTimeMS %d, want 50", ms)
+	}
 }

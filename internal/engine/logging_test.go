@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // "protoactor", with the actor system's id.
 func TestSlogBridge(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	sys := newActorSystem(zap.New(core))
+	sys := NewActorSystem(zap.New(core))
 	defer sys.Shutdown()
 	sys.Logger().Warn("from protoactor", "k", "v")
 	entries := logs.FilterMessage("from protoactor").All()

@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"context"
@@ -9,8 +9,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
+	"github.com/watchtree/watchtree/actors/checkpointer"
+	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/store"
 )
 
 // failureClass says what a stream's failure means for its RestartPolicy.
@@ -32,8 +35,9 @@ func (c failureClass) String() string {
 	return "transient"
 }
 
-// terminalSentinels are the terminal failures raised inside a stream tree.
-var terminalSentinels = []error{ErrHistoryLost, ErrInvalidated, ErrFenced, ErrSnapshotMixedIDs}
+// terminalSentinels are the terminal failures raised inside a stream tree (watchtree.ErrHistoryLost,
+// ErrInvalidated, ErrFenced and ErrSnapshotMixedIDs are these values).
+var terminalSentinels = []error{checkpointer.ErrHistoryLost, stream.ErrInvalidated, store.ErrFenced, snapshot.ErrMixedIDTypes}
 
 // transientLabels are the driver's and the server's labels of an error worth retrying.
 var transientLabels = []string{
@@ -107,8 +111,8 @@ func classifyFailure(reason any) (bool, error) {
 
 // classifyError classifies a stream's failure, in this order:
 //
-//  1. terminal: the terminal sentinels (ErrHistoryLost under Fail, ErrInvalidated under
-//     InvalidateStop, ErrFenced), and a Pipeline that removes or changes the event's _id;
+//  1. terminal: the terminal sentinels (history lost under Fail, invalidated under
+//     InvalidateStop, fenced, mixed _id types), and a Pipeline that removes or changes the event's _id;
 //  2. transient: a network error (mongo.IsNetworkError, a net.Error), a transient label, a
 //     timeout (mongo.IsTimeout: a context deadline, MaxTimeMSExpired, a network timeout), a
 //     server selection error, or one of transientCodes;

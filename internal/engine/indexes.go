@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"context"

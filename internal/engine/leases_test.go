@@ -1,18 +1,6 @@
-package watchtree
+package engine
 
-import (
-	"testing"
-
-	"github.com/watchtree/watchtree/store/memstore"
-	"github.com/watchtree/watchtree/store/mongostore"
-)
-
-// The lease stores the project ships are LeaseStores (store/redisstore's tests check it, in its
-// own module).
-var (
-	_ LeaseStore = (*mongostore.Store)(nil)
-	_ LeaseStore = (*memstore.Leases)(nil)
-)
+import "testing"
 
 // The balancer's fair share: ⌈M/N⌉; an instance below it may take a free lease, one above it
 // hands the excess over, one lease at a time per stream.

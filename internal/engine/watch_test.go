@@ -1,7 +1,6 @@
-package watchtree
+package engine
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,11 +10,11 @@ import (
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
-// nextEvent reads the next event from c with TryNext, polling up to rtWait.
+// nextEvent reads the next event from c with TryNext, polling up to testWait.
 func nextEvent(t *testing.T, c stream.Cursor) bson.Raw {
 	t.Helper()
 	ctx := testCtx(t)
-	deadline := time.Now().Add(rtWait)
+	deadline := time.Now().Add(testWait)
 	for time.Now().Before(deadline) {
 		if c.TryNext(ctx) {
 			return append(bson.Raw(nil), c.Current()...)
@@ -24,7 +23,7 @@ func nextEvent(t *testing.T, c stream.Cursor) bson.Raw {
 			t.Fatalf("cursor: %v", err)
 		}
 	}
-	t.Fatalf("no event within %v", rtWait)
+	t.Fatalf("no event within %v", testWait)
 	return nil
 }
 
@@ -32,22 +31,17 @@ func nextEvent(t *testing.T, c stream.Cursor) bson.Raw {
 // resumes right after everything written before it, and Open honours resumeAfter,
 // startAtOperationTime and the unspecified (now) kind, for every scope.
 func TestDriverWatcherPositions(t *testing.T) {
-	e := newRTEnv(t)
-	noop := func(context.Context, *Event[bson.Raw]) error { return nil }
+	e := newEnv(t)
 	for _, tc := range []struct {
 		name string
-		spec Stream[bson.Raw]
+		spec *Spec
 	}{
-		{"collection", Stream[bson.Raw]{Name: "w-coll", Collection: "orders", OnChange: noop}},
-		{"database", Stream[bson.Raw]{Name: "w-db", Database: e.db, OnChange: noop}},
-		{"cluster", Stream[bson.Raw]{Name: "w-cluster", OnChange: noop}},
+		{"collection", &Spec{Name: "w-coll", Collection: "orders"}},
+		{"database", &Spec{Name: "w-db", Database: e.db}},
+		{"cluster", &Spec{Name: "w-cluster"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := tc.spec.compile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := newDriverWatcher(cs, e.client, e.db)
+			w := newDriverWatcher(tc.spec, e.client, e.db)
 			ctx := testCtx(t)
 			base := 100 * (1 + len(tc.name))
 			insertOrders(t, e, base-1, base) // before the position: never seen
@@ -82,18 +76,13 @@ func TestDriverWatcherPositions(t *testing.T) {
 // TestDriverWatcherOptions: the aggregate carries the comment "watchtree:<stream>", the
 // fullDocument modes and the user's pipeline; getMores wait MaxAwaitTime.
 func TestDriverWatcherOptions(t *testing.T) {
-	e := newRTEnv(t)
+	e := newEnv(t)
 	e.needSim(t)
-	spec := Stream[bson.Raw]{
+	cs := &Spec{
 		Name: "opts", Collection: "orders",
-		FullDocument:             FullDocumentUpdateLookup,
-		FullDocumentBeforeChange: PreImageWhenAvailable,
-		Pipeline:                 bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}},
-		OnChange:                 func(context.Context, *Event[bson.Raw]) error { return nil },
-	}
-	cs, err := spec.compile()
-	if err != nil {
-		t.Fatal(err)
+		FullDocument: "updateLookup",
+		PreImage:     "whenAvailable",
+		Pipeline:     []bson.Raw{stage(t, bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}})},
 	}
 	w := newDriverWatcher(cs, e.client, e.db)
 	ctx := testCtx(t)
@@ -154,25 +143,21 @@ func TestDriverWatcherOptions(t *testing.T) {
 // $changeStreamSplitLargeEvent (the stream's or the user's), so that the reader looks for
 // splitEvent only then.
 func TestDriverWatcherSplitsEvents(t *testing.T) {
-	e := newRTEnv(t)
+	e := newEnv(t)
 	e.needSim(t)
 	for _, tc := range []struct {
 		name  string
-		split SplitMode
-		user  bson.A
+		split Split
+		user  []bson.Raw
 		want  bool
 	}{
 		{"off", SplitOff, nil, false},
 		{"on", SplitOn, nil, true},
 		{"auto without full documents", SplitAuto, nil, false},
-		{"the user's own stage", SplitAuto, bson.A{bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}, true},
+		{"the user's own stage", SplitAuto, []bson.Raw{stage(t, bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}})}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := Stream[bson.Raw]{Name: "splits", Collection: "orders", SplitLargeEvents: tc.split, Pipeline: tc.user,
-				OnChange: func(context.Context, *Event[bson.Raw]) error { return nil }}.compile()
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs := &Spec{Name: "splits", Collection: "orders", Split: tc.split, Pipeline: tc.user}
 			ctx := testCtx(t)
 			c, err := newDriverWatcher(cs, e.client, e.db).Open(ctx, stream.Position{MaxAwaitTime: 20 * time.Millisecond})
 			if err != nil {

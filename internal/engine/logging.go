@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"log/slog"
@@ -27,9 +27,9 @@ func slogBridge(zl *zap.Logger) *slog.Logger {
 		zapslog.AddStacktraceAt(slog.LevelError)))
 }
 
-// newActorSystem creates the runtime's own actor system, with protoactor's slog bridged into
+// NewActorSystem creates the runtime's own actor system, with protoactor's slog bridged into
 // zl, protoactor's metrics off, and a short dead-letter throttle.
-func newActorSystem(zl *zap.Logger, extra ...actor.ConfigOption) *actor.ActorSystem {
+func NewActorSystem(zl *zap.Logger, extra ...actor.ConfigOption) *actor.ActorSystem {
 	opts := []actor.ConfigOption{
 		actor.WithLoggerFactory(func(as *actor.ActorSystem) *slog.Logger {
 			return slogBridge(zl).With(slog.String("actor_system", as.ID))

@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"context"
@@ -24,28 +24,32 @@ const defaultMaxAwaitTime = time.Second
 // driverWatcher opens a stream's change stream with the MongoDB driver: Collection.Watch,
 // Database.Watch or Client.Watch by the compiled scope, with the user's pipeline, the
 // fullDocument modes, the comment "watchtree:<stream>", MaxAwaitTime and the start position.
-// It implements the stream actor's Watcher and the checkpointer's PositionSource; its calls run
+// It implements the stream actor's driverWatcher and the checkpointer's PositionSource; its calls run
 // on the stream actor's reader goroutine and the checkpointer's I/O goroutine (blocking I/O),
 // never on an actor goroutine. The stream actor gets it through bounded (every wait for the
 // server bounded by Config.ConnectTimeout); the checkpointer bounds each Current call itself
 // (checkpointer.Config.IOTimeout, set to Config.ConnectTimeout).
 type driverWatcher struct {
-	cs       *compiledStream
-	client   *mongo.Client // Stream.Client, else Config.Client
-	database string        // resolved watched database (empty for a cluster stream)
-	maxAwait time.Duration
+	spec *Spec
+	// Client is Stream.Client, else Config.Client; Database the resolved watched database
+	// (empty for a cluster stream); MaxAwait the getMores' server-side wait.
+	Client   *mongo.Client
+	Database string
+	MaxAwait time.Duration
 	pipeline []bson.Raw // the stages after $changeStream: see excludeStores
 	// splits caches whether the server has $changeStreamSplitLargeEvent (SplitAuto): 0 not
 	// asked yet, 1 yes, 2 no. Written by whichever open asks first; every answer is the same.
 	splits atomic.Int32
 }
 
-func newDriverWatcher(cs *compiledStream, client *mongo.Client, database string) *driverWatcher {
-	if cs.client != nil {
-		client = cs.client
+// newDriverWatcher returns the watcher of spec on database (the resolved watched database), through
+// spec.Client or else client.
+func newDriverWatcher(spec *Spec, client *mongo.Client, database string) *driverWatcher {
+	if spec.Client != nil {
+		client = spec.Client
 	}
-	return &driverWatcher{cs: cs, client: client, database: database, maxAwait: defaultMaxAwaitTime,
-		pipeline: cs.watchPipeline()}
+	return &driverWatcher{spec: spec, Client: client, Database: database, MaxAwait: defaultMaxAwaitTime,
+		pipeline: spec.WatchPipeline()}
 }
 
 // storeCollections are the collections of watchtree's own records.
@@ -64,7 +68,7 @@ func storeCollections(deadLetters string) bson.A {
 // its handling another checkpoint write. The stage goes first, so the user's stages never see
 // those events. A collection stream needs nothing (the store collections are never watched).
 func (w *driverWatcher) excludeStores(storeDB, deadLetters string) {
-	if w.cs.scope == scopeCollection || (w.cs.scope == scopeDatabase && w.database != storeDB) {
+	if w.spec.Scope() == ScopeCollection || (w.spec.Scope() == ScopeDatabase && w.Database != storeDB) {
 		return
 	}
 	stage, err := bson.Marshal(bson.D{{Key: "$match", Value: bson.D{{Key: "$nor", Value: bson.A{
@@ -73,7 +77,7 @@ func (w *driverWatcher) excludeStores(storeDB, deadLetters string) {
 	if err != nil { // unreachable: a fixed document of strings
 		panic(err)
 	}
-	w.pipeline = append([]bson.Raw{stage}, w.cs.watchPipeline()...)
+	w.pipeline = append([]bson.Raw{stage}, w.spec.WatchPipeline()...)
 }
 
 // watchBatchSize is the change stream's cursor batch size: a quarter of the dispatcher's
@@ -90,8 +94,8 @@ const watchBatchSize = int32(dispatcher.DefaultCapacity / 4)
 // startAtOperationTime, or the current position for an unspecified kind), with from's
 // MaxAwaitTime and comment. It runs on the stream actor's reader goroutine.
 func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
-	o := w.cs.changeStreamOptions()
-	maxAwait := w.maxAwait
+	o := w.spec.ChangeStreamOptions()
+	maxAwait := w.MaxAwait
 	if from.MaxAwaitTime > 0 {
 		maxAwait = from.MaxAwaitTime
 	}
@@ -116,7 +120,7 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 		o.SetStartAtOperationTime(&ts)
 	case wire.StartKind_START_KIND_UNSPECIFIED:
 	default:
-		return nil, fmt.Errorf("watchtree: stream %q: cannot open a change stream at start kind %v", w.cs.name, from.Kind)
+		return nil, fmt.Errorf("watchtree: stream %q: cannot open a change stream at start kind %v", w.spec.Name, from.Kind)
 	}
 	cs, splits, err := w.watch(ctx, o)
 	if err != nil {
@@ -125,7 +129,7 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	return &opCursor{Cursor: stream.ChangeStreamCursor(cs), cs: cs, maxAwait: maxAwait, splits: splits}, nil
 }
 
-// boundedWatcher is the stream actor's Watcher: w with every wait for the server bounded by
+// boundedWatcher is the stream actor's driverWatcher: w with every wait for the server bounded by
 // connect (Config.ConnectTimeout). The driver waits for a selectable server up to its server
 // selection timeout (30s by default) when the context has no deadline: opening the change
 // stream, and resuming it inside TryNext after a network error. Without a bound a dead server
@@ -135,7 +139,7 @@ type boundedWatcher struct {
 	connect time.Duration
 }
 
-// bounded returns the Watcher of the stream actor: w with every server wait bounded by connect.
+// bounded returns the driverWatcher of the stream actor: w with every server wait bounded by connect.
 func (w *driverWatcher) bounded(connect time.Duration) boundedWatcher {
 	return boundedWatcher{w: w, connect: connect}
 }
@@ -242,7 +246,7 @@ var splitStageRaw = func() bson.Raw {
 // serverSplits reports whether the server supports $changeStreamSplitLargeEvent, asking it
 // (hello's maxWireVersion) once per stream, and only for a stream that would use it.
 func (w *driverWatcher) serverSplits(ctx context.Context) (bool, error) {
-	if w.cs.split != SplitAuto || w.cs.userSplits || !w.cs.wantsSplit(true) {
+	if w.spec.Split != SplitAuto || w.spec.UserSplits() || !w.spec.WantsSplit(true) {
 		return false, nil
 	}
 	switch w.splits.Load() {
@@ -254,7 +258,7 @@ func (w *driverWatcher) serverSplits(ctx context.Context) (bool, error) {
 	var hello struct {
 		MaxWireVersion int32 `bson:"maxWireVersion"`
 	}
-	if err := w.client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+	if err := w.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
 		return false, fmt.Errorf("hello (does the server split large events?): %w", err)
 	}
 	ok := hello.MaxWireVersion >= splitMinWireVersion
@@ -274,18 +278,18 @@ func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOption
 	if err != nil {
 		return nil, false, err
 	}
-	if w.cs.wantsSplit(serverSplits) {
+	if w.spec.WantsSplit(serverSplits) {
 		pipeline = append(append(make([]bson.Raw, 0, len(pipeline)+1), pipeline...), splitStageRaw)
 		splits = true
 	}
-	splits = splits || w.cs.userSplits
-	switch w.cs.scope {
-	case scopeCollection:
-		cs, err = w.client.Database(w.database).Collection(w.cs.collection).Watch(ctx, pipeline, o)
-	case scopeDatabase:
-		cs, err = w.client.Database(w.database).Watch(ctx, pipeline, o)
+	splits = splits || w.spec.UserSplits()
+	switch w.spec.Scope() {
+	case ScopeCollection:
+		cs, err = w.Client.Database(w.Database).Collection(w.spec.Collection).Watch(ctx, pipeline, o)
+	case ScopeDatabase:
+		cs, err = w.Client.Database(w.Database).Watch(ctx, pipeline, o)
 	default:
-		cs, err = w.client.Watch(ctx, pipeline, o)
+		cs, err = w.Client.Watch(ctx, pipeline, o)
 	}
 	return cs, splits, err
 }
@@ -297,13 +301,13 @@ func (w *driverWatcher) watch(ctx context.Context, o *options.ChangeStreamOption
 func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
 	// Errors are returned as the driver reported them: the checkpointer names the step and the
 	// stream actor the stream, and the classifier reads the server's code.
-	sess, err := w.client.StartSession()
+	sess, err := w.Client.StartSession()
 	if err != nil {
 		return nil, bson.Timestamp{}, fmt.Errorf("start a session: %w", err)
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	sctx := mongo.NewSessionContext(ctx, sess)
-	cs, _, err := w.watch(sctx, w.cs.changeStreamOptions().SetMaxAwaitTime(w.maxAwait))
+	cs, _, err := w.watch(sctx, w.spec.ChangeStreamOptions().SetMaxAwaitTime(w.MaxAwait))
 	if err != nil {
 		return nil, bson.Timestamp{}, err
 	}

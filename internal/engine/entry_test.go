@@ -1,4 +1,4 @@
-package watchtree
+package engine
 
 import (
 	"errors"
@@ -12,11 +12,11 @@ import (
 )
 
 // TestTransitionKeepsTheCause: a death's cause is kept for Spawn's error, the give-up's with
-// ErrGaveUp as the supervisor wrapped it. (The supervisor reports the Observer events itself.)
+// supervisor.ErrGaveUp as the supervisor wrapped it. (The supervisor reports the Observer events itself.)
 func TestTransitionKeepsTheCause(t *testing.T) {
-	e := &streamEntry{name: "s", log: zap.NewNop()}
+	e := &Entry{name: "s", log: zap.NewNop()}
 	at := time.Unix(1700000000, 0)
-	cause := fmt.Errorf("cursor died: %w", ErrGaveUp)
+	cause := fmt.Errorf("cursor died: %w", supervisor.ErrGaveUp)
 	for _, tr := range []supervisor.Transition{
 		{To: supervisor.StateStarting, At: at, Incarnation: 1},
 		{To: supervisor.StateBackoff, At: at, Attempt: 1, Delay: time.Second, Cause: errors.New("first"), Incarnation: 1},
@@ -26,7 +26,7 @@ func TestTransitionKeepsTheCause(t *testing.T) {
 	} {
 		e.onTransition(tr)
 	}
-	if !errors.Is(e.lastCause, ErrGaveUp) || e.lastCause != cause {
+	if !errors.Is(e.lastCause, supervisor.ErrGaveUp) || e.lastCause != cause {
 		t.Fatalf("lastCause = %v, want the give-up cause kept for Spawn's error", e.lastCause)
 	}
 }

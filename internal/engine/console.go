@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+)
+
+// ConsoleAddr returns the address the console listens on, "" when it is off or the runtime is
+// not started.
+func (rt *Runtime) ConsoleAddr() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.console == nil {
+		return ""
+	}
+	return rt.console.Addr()
+}
+
+// startConsoleLocked starts the console on the runtime's actor system; rt.mu is held.
+func (rt *Runtime) startConsoleLocked() error {
+	if rt.cfg.Console.Addr == "" {
+		return nil
+	}
+	cc := rt.cfg.Console
+	cc.Logger, cc.Clock = rt.log.Named("console"), rt.clk
+	srv, err := console.Start(rt.sys, consoleBackend{rt}, cc)
+	if err != nil {
+		return fmt.Errorf("watchtree: start: %w", err)
+	}
+	rt.console = srv
+	return nil
+}
+
+// consoleBackend is what the console reads and changes through the runtime. Stream lifecycle
+// commands do not pass here: the console sends them to the supervisors itself.
+type consoleBackend struct{ rt *Runtime }
+
+func (b consoleBackend) Instance() console.Instance {
+	host, _ := os.Hostname()
+	return console.Instance{ID: b.rt.cfg.InstanceID, Host: host, Version: moduleVersion(), StartedAt: b.rt.startedAt}
+}
+
+// moduleVersion is watchtree's version as built into the binary.
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if bi.Main.Path == "github.com/watchtree/watchtree" {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/watchtree/watchtree" {
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+func (b consoleBackend) Streams() []console.StreamRef {
+	b.rt.mu.Lock()
+	entries := b.rt.entriesLocked()
+	b.rt.mu.Unlock()
+	out := make([]console.StreamRef, 0, len(entries))
+	for _, e := range entries {
+		ns := e.watcher.Database
+		if e.spec.Collection != "" {
+			ns += "." + e.spec.Collection
+		}
+		mode := "all-instances"
+		if e.spec.SingleLeader {
+			mode = "single-leader"
+		}
+		out = append(out, console.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Supervisor: e.SupervisorPID()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func consoleErr(err error) error {
+	if errors.Is(err, ErrUnknownStream) || errors.Is(err, store.ErrNotFound) {
+		return notFoundErr{err}
+	}
+	return err
+}
+
+// notFoundErr reads as err and matches console.ErrNotFound too.
+type notFoundErr struct{ err error }
+
+func (e notFoundErr) Error() string   { return e.err.Error() }
+func (e notFoundErr) Unwrap() []error { return []error{e.err, console.ErrNotFound} }
+
+func (b consoleBackend) DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error) {
+	list, err := b.rt.DeadLetters(ctx, stream, limit)
+	if err != nil {
+		return nil, consoleErr(err)
+	}
+	out := make([]*messages.DeadLetterInfo, len(list))
+	for i, d := range list {
+		key := ""
+		if len(d.DocumentKey) > 0 {
+			if j, err := bson.MarshalExtJSON(d.DocumentKey, false, false); err == nil {
+				key = string(j)
+			}
+		}
+		out[i] = &messages.DeadLetterInfo{Id: d.ID, OperationType: d.OperationType, DocumentKey: key,
+			Error: d.Error, ErrorType: d.ErrorType, Attempts: uint32(d.Attempts), CreatedAt: timestamppb.New(d.CreatedAt),
+			ReplayCount: uint32(d.ReplayCount), Replayable: !d.EventOmitted && len(d.Event) > 0}
+	}
+	return out, nil
+}
+
+func (b consoleBackend) Replay(ctx context.Context, stream, id string) error {
+	return consoleErr(b.rt.Replay(ctx, stream, id))
+}
+
+func (b consoleBackend) Purge(ctx context.Context, stream, id string) error {
+	return consoleErr(b.rt.Purge(ctx, stream, id))
+}
+
+func (b consoleBackend) CountDeadLetters(ctx context.Context, stream string) (int, error) {
+	n, err := b.rt.CountDeadLetters(ctx, stream)
+	return n, consoleErr(err)
+}
+
+func (b consoleBackend) OplogWindow(ctx context.Context) (oldest, newest time.Time, err error) {
+	return b.rt.OplogWindow(ctx)
+}

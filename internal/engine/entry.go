@@ -1,0 +1,359 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/streamstatus"
+	"github.com/watchtree/watchtree/internal/superclient"
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/memstore"
+)
+
+// Entry is the runtime's record of one stream, behind its watchtree.Handle: its compiled spec,
+// stores, and the supervisor's PID while its tree runs. Everything the stream does is asked of
+// the supervisor with the same protobuf messages a remote console sends (internal/superclient);
+// the entry keeps only the last reply, for a tree that is gone.
+type Entry struct {
+	rt    *Runtime
+	name  string
+	spec  *Spec
+	log   *zap.Logger
+	store *storeSet
+	// records is the key of the stream's checkpoint, dead letters and gap records on this
+	// instance (Spec.Records: per instance for AllInstances, shared for SingleLeader).
+	records store.Scope
+	// memSnapshots keeps the snapshot progress of an Ephemeral stream, which stores nothing: in
+	// memory, for the life of the process (a restart of the tree resumes a copy under way; a new
+	// process copies again, as it starts from the current position again).
+	memSnapshots *memstore.Store
+	watcher      *driverWatcher
+	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
+
+	// epoch is the fencing epoch of the SingleLeader term under way (0 for AllInstances): the
+	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard
+	// read it for every write.
+	epoch atomic.Int64
+
+	opMu sync.Mutex // serialises stop and shutdown
+
+	storeDB string // the records' database ("" with the user's own stores)
+
+	mu        sync.Mutex
+	pid       *actor.PID // the supervisor, nil while the tree is not running
+	closed    bool       // runtime stopping: never spawn the tree again
+	last      []byte     // the latest reply, encoded, answered once the tree is gone
+	lastCause error      // the latest death's cause, as reported (errors.Is works on it)
+}
+
+func newEntry(rt *Runtime, spec *Spec, st *storeSet, watchDB, storeDB string, owned bool) *Entry {
+	e := &Entry{
+		rt:      rt,
+		name:    spec.Name,
+		spec:    spec,
+		log:     streamLogger(rt.log, spec.Name),
+		store:   st,
+		records: spec.Records(rt.cfg.InstanceName),
+		watcher: newDriverWatcher(spec, rt.cfg.Client, watchDB),
+		owned:   owned,
+		storeDB: storeDB,
+	}
+	e.watcher.excludeStores(storeDB, spec.DeadLetter.Collection)
+	if spec.Checkpoint.Ephemeral && spec.Snapshots() {
+		e.memSnapshots = memstore.New(memstore.Options{})
+	}
+	return e
+}
+
+// Name returns the stream's name.
+func (e *Entry) Name() string { return e.name }
+
+// Spec returns the stream's compiled spec.
+func (e *Entry) Spec() *Spec { return e.spec }
+
+// SupervisorPID returns the supervisor's PID, or nil while the tree is not running.
+func (e *Entry) SupervisorPID() *actor.PID {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pid
+}
+
+// remember keeps r as the last reply. It keeps r's encoding, a fraction of the decoded reply
+// (its transitions map, its timestamps), which every stream asked once would hold for good.
+func (e *Entry) remember(r *messages.StatusReply) {
+	b, err := proto.Marshal(r)
+	if err != nil { // unreachable: a reply the supervisor built
+		return
+	}
+	e.mu.Lock()
+	e.last = b
+	e.mu.Unlock()
+}
+
+// lastReply is the supervisor's last reply, nil when it never answered.
+func (e *Entry) lastReply() *messages.StatusReply {
+	e.mu.Lock()
+	b := e.last
+	e.mu.Unlock()
+	var last messages.StatusReply
+	if b == nil || proto.Unmarshal(b, &last) != nil {
+		return nil
+	}
+	return &last
+}
+
+// ask sends msg to the supervisor and returns its StatusReply (internal/superclient: bounded by
+// ctx, 5s without a deadline; a supervisor that is gone matches actor.ErrDeadLetter).
+func (e *Entry) ask(ctx context.Context, pid *actor.PID, msg proto.Message) (*messages.StatusReply, error) {
+	r, err := superclient.New(e.rt.sys).Ask(ctx, pid, msg)
+	if err != nil {
+		return nil, err
+	}
+	e.remember(r)
+	return r, nil
+}
+
+// Status asks the supervisor for its status (one round trip, bounded by ctx; 5s without a
+// deadline). When the supervisor cannot be asked (the runtime or the tree stopped) it returns
+// the last reply, and nil when there was none: the supervisor is not running.
+func (e *Entry) Status(ctx context.Context) (*messages.StatusReply, error) {
+	if _, err := e.rt.system(); err != nil {
+		return e.lastReply(), nil
+	}
+	pid := e.SupervisorPID()
+	if pid == nil {
+		return e.lastReply(), nil
+	}
+	r, err := e.ask(ctx, pid, &messages.StatusRequest{})
+	if err != nil {
+		if errors.Is(err, actor.ErrDeadLetter) { // the tree stopped meanwhile
+			return e.lastReply(), nil
+		}
+		return nil, fmt.Errorf("watchtree: stream %q: status: %w", e.name, err)
+	}
+	return r, nil
+}
+
+// Command sends Start or Restart to the supervisor and waits until the stream runs, as Spawn
+// does (Handle.Start, Handle.Restart).
+func (e *Entry) Command(ctx context.Context, msg proto.Message) error {
+	if _, err := e.rt.system(); err != nil {
+		return err
+	}
+	pid := e.SupervisorPID()
+	if pid == nil {
+		return fmt.Errorf("watchtree: stream %q: its supervisor is not running: %w", e.name, ErrStopped)
+	}
+	if _, err := e.ask(ctx, pid, msg); err != nil {
+		return fmt.Errorf("watchtree: stream %q: %w", e.name, err)
+	}
+	return e.awaitRunning(ctx)
+}
+
+// onTransition runs on the supervisor's goroutine: it keeps the cause of a death for Spawn's
+// error. (The supervisor reports the transition's lifecycle event to the Observer itself.)
+func (e *Entry) onTransition(t supervisor.Transition) {
+	if t.Cause != nil && (t.To == supervisor.StateBackoff || t.To == supervisor.StateCrashed) {
+		e.mu.Lock()
+		e.lastCause = t.Cause
+		e.mu.Unlock()
+	}
+}
+
+// spawnTree spawns the stream's tree under the actor system's root.
+func (e *Entry) spawnTree() error {
+	sys, err := e.rt.system()
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrStopped
+	}
+	props, err := e.treeProps()
+	if err != nil {
+		return err
+	}
+	pid, err := sys.Root.SpawnNamed(props, e.rt.prefix+"/"+e.name)
+	if err != nil {
+		return fmt.Errorf("watchtree: stream %q: spawn: %w", e.name, err)
+	}
+	e.pid = pid
+	return nil
+}
+
+// awaitRunning waits until the stream's cursor is open (its start position is fixed), bounded by
+// ctx (defaultSpawnTimeout without a deadline). A crashed stream fails at once with its cause.
+func (e *Entry) awaitRunning(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultSpawnTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	r, err := e.ask(ctx, e.SupervisorPID(), &messages.AwaitRunning{})
+	if err != nil {
+		// ctx is over: ask for the state with a short budget of its own, to say where it stands.
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, serr := e.Status(sctx)
+		cancel()
+		if serr != nil {
+			st = e.lastReply()
+		}
+		e.mu.Lock()
+		cause := e.lastCause
+		e.mu.Unlock()
+		detail := "its change stream did not open"
+		if cause != nil {
+			detail += ": " + cause.Error()
+		}
+		if st != nil && streamstatus.StateName(st.GetState()) == streamstatus.Backoff {
+			detail += fmt.Sprintf(" (restart attempt %d pending)", st.GetAttempt())
+		}
+		return fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
+			time.Since(start).Round(time.Millisecond), detail, err)
+	}
+	if streamstatus.StateName(r.GetState()) == streamstatus.Crashed {
+		e.mu.Lock()
+		cause := e.lastCause
+		e.mu.Unlock()
+		if cause == nil {
+			cause = errors.New(r.GetLastCause())
+		}
+		return fmt.Errorf("watchtree: stream %q: crashed while starting: %w", e.name, cause)
+	}
+	return nil
+}
+
+// defaultSpawnTimeout bounds Spawn's wait for the cursor when ctx has no deadline.
+const defaultSpawnTimeout = 30 * time.Second
+
+// abandon stops the tree of a Spawn that failed and frees the name.
+func (e *Entry) abandon() {
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	e.mu.Lock()
+	pid := e.pid
+	e.pid, e.closed = nil, true
+	e.mu.Unlock()
+	if pid != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), e.rt.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := stopActor(ctx, e.rt.sys, pid); err != nil {
+			e.log.Warn("abandoned stream tree did not stop", zap.Error(err))
+		}
+	}
+	e.rt.unregister(e)
+}
+
+// trackPID is the receiver middleware of a Props-built supervisor: it records the supervisor's
+// PID while the actor lives, so Handle, Stop and Status reach a tree the user spawned.
+func (e *Entry) trackPID(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
+		switch env.Message.(type) {
+		case *actor.Started:
+			e.mu.Lock()
+			e.pid = ctx.Self()
+			e.mu.Unlock()
+		case *actor.Stopped:
+			e.mu.Lock()
+			if e.pid != nil && e.pid.Equal(ctx.Self()) {
+				e.pid = nil
+			}
+			e.mu.Unlock()
+		}
+		next(ctx, env)
+	}
+}
+
+// Stop is Handle.Stop: a graceful Stop request to the supervisor, bounded by ctx and
+// ShutdownTimeout; the tree stays, stopped.
+func (e *Entry) Stop(ctx context.Context, why string) error {
+	if _, err := e.rt.system(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.rt.cfg.ShutdownTimeout)
+	defer cancel()
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	return e.gracefulStop(ctx, why)
+}
+
+// gracefulStop asks the supervisor to run its stop sequence and turns its report into an error.
+// The supervisor gets nine tenths of the time left (superclient.StopBudget), so that its report
+// (naming the step that held the stop up) arrives before ctx ends.
+func (e *Entry) gracefulStop(ctx context.Context, why string) error {
+	pid := e.SupervisorPID()
+	if pid == nil {
+		return nil
+	}
+	r, err := e.ask(ctx, pid, superclient.New(e.rt.sys).GracefulStop(ctx, why))
+	if err != nil {
+		if errors.Is(err, actor.ErrDeadLetter) {
+			return nil // the tree is gone already
+		}
+		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
+	}
+	ls := streamstatus.Read(r).LastStop
+	switch {
+	case !ls.Failed():
+		return nil
+	case ls.TimedOut():
+		return fmt.Errorf("watchtree: stream %q: stop held up by the %s: %s: %w", e.name, ls.HeldUpBy,
+			ls.Error, context.DeadlineExceeded)
+	default:
+		return fmt.Errorf("watchtree: stream %q: stop: %s", e.name, ls.Error)
+	}
+}
+
+// shutdown is a stream's part of Runtime.Stop: the graceful stop, then the supervisor actor and
+// its children stop, also for a tree spawned through Props (its stores and Observer go away with
+// the runtime, so it must not be started again). The entry is closed: never spawned again.
+func (e *Entry) shutdown(ctx context.Context, why string) error {
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	e.mu.Lock()
+	e.closed = true
+	pid := e.pid
+	e.mu.Unlock()
+	if pid == nil {
+		return nil
+	}
+	err := e.gracefulStop(ctx, why)
+	if serr := stopActor(ctx, e.rt.sys, pid); serr != nil {
+		err = errors.Join(err, fmt.Errorf("watchtree: stream %q: stop the supervisor: %w", e.name, serr))
+	}
+	e.mu.Lock()
+	if e.pid != nil && e.pid.Equal(pid) {
+		e.pid = nil
+	}
+	e.mu.Unlock()
+	return err
+}
+
+// stopActor stops pid and waits until it (and its children) stopped, bounded by ctx.
+func stopActor(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) error {
+	fut := sys.Root.StopFuture(pid) // protoactor's own 10s bound
+	done := make(chan error, 1)
+	go func() { done <- fut.Wait() }()
+	select {
+	case err := <-done:
+		if errors.Is(err, actor.ErrDeadLetter) {
+			return nil // already gone
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
