@@ -17,8 +17,8 @@ import (
 
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 

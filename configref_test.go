@@ -43,17 +43,17 @@ func configReference() []refType {
 				}
 				return Stream[bson.Raw]{Lanes: cs.Lanes} // the one scalar compile defaults; policies have tables of their own
 			}},
-		{heading: "`watchtree.RetryPolicy`", file: "policy/backoff.go", name: "Retry", zero: RetryPolicy{},
+		{heading: "`watchtree.RetryPolicy`", file: "internal/policy/backoff.go", name: "Retry", zero: RetryPolicy{},
 			defaults: func() any { return RetryPolicy{}.WithDefaults() }},
-		{heading: "`watchtree.RestartPolicy`", file: "policy/backoff.go", name: "Restart", zero: RestartPolicy{},
+		{heading: "`watchtree.RestartPolicy`", file: "internal/policy/backoff.go", name: "Restart", zero: RestartPolicy{},
 			defaults: func() any { return RestartPolicy{}.WithDefaults() }},
-		{heading: "`watchtree.CheckpointPolicy`", file: "policy/checkpoint.go", name: "Checkpoint", zero: CheckpointPolicy{},
+		{heading: "`watchtree.CheckpointPolicy`", file: "internal/policy/checkpoint.go", name: "Checkpoint", zero: CheckpointPolicy{},
 			defaults: func() any { return CheckpointPolicy{}.WithDefaults() }},
 		{heading: "`watchtree.DeadLetterPolicy`", file: "policy.go", name: "DeadLetterPolicy", zero: DeadLetterPolicy{},
 			defaults: func() any { return DeadLetterPolicy{}.withDefaults() }},
-		{heading: "`watchtree.LeasePolicy`", file: "policy/lease.go", name: "Lease", zero: LeasePolicy{},
+		{heading: "`watchtree.LeasePolicy`", file: "internal/policy/lease.go", name: "Lease", zero: LeasePolicy{},
 			defaults: func() any { return LeasePolicy{}.WithDefaults() }},
-		{heading: "`watchtree.SnapshotPolicy`", file: "policy/snapshot.go", name: "Snapshot", zero: SnapshotPolicy{},
+		{heading: "`watchtree.SnapshotPolicy`", file: "internal/policy/snapshot.go", name: "Snapshot", zero: SnapshotPolicy{},
 			defaults: func() any { return SnapshotPolicy{}.WithDefaults() }},
 	}
 }

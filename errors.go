@@ -8,7 +8,7 @@ import (
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/store"
 )
 

@@ -1,7 +1,7 @@
 package watchtree
 
 import (
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // LeasePolicy governs the leases of SingleLeader streams (Config.Lease): TTL 60s, renewal every

@@ -3,7 +3,7 @@ package watchtree
 import (
 	"time"
 
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // The stream policies are defined once, in package policy, and shared with the actors that apply

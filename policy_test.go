@@ -9,7 +9,7 @@ import (
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // The retry, restart and checkpoint policies, StartPosition and HistoryLostPolicy are defined,

@@ -1,7 +1,7 @@
 package watchtree
 
 import (
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // SnapshotPolicy configures the copy of a collection's existing documents through the stream's

@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // maxLanes is the largest Stream.Lanes accepted.

@@ -6,7 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // Started reports that the stream's cursor is open and events flow. The stream actor reports

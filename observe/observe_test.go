@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/policy"
 )
 
 // sample is one event and its one-line description.

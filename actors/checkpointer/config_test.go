@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchtree/watchtree/policy"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 

@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/policy"
 )
 
 // DefaultChildName is the actor name of the stream actor under its supervisor: the stream actor

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/leader"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 

@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree/actors/snapshot"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/superclient"
-	"github.com/watchtree/watchtree/policy"
 )
 
 // ondemandIDs numbers the on-demand snapshots of this process.

@@ -17,9 +17,9 @@ import (
 
 	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
