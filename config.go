@@ -167,7 +167,7 @@ func (c Config) Validate() error {
 			ce.Add(f.name, "must be nil (the default store) or a usable store, got a nil %T", f.value)
 		}
 	}
-	c.Lease.ValidateInto(ce, "Lease")
+	policy.ValidateInto(ce, "Lease", c.Lease)
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}

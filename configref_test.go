@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // A refType is a public configuration struct whose exported fields the README's configuration
@@ -44,17 +46,17 @@ func configReference() []refType {
 				return Stream[bson.Raw]{Lanes: cs.Lanes} // the one scalar compile defaults; policies have tables of their own
 			}},
 		{heading: "`watchtree.RetryPolicy`", file: "internal/policy/backoff.go", name: "Retry", zero: RetryPolicy{},
-			defaults: func() any { return RetryPolicy{}.WithDefaults() }},
+			defaults: func() any { return policy.WithDefaults(RetryPolicy{}) }},
 		{heading: "`watchtree.RestartPolicy`", file: "internal/policy/backoff.go", name: "Restart", zero: RestartPolicy{},
-			defaults: func() any { return RestartPolicy{}.WithDefaults() }},
+			defaults: func() any { return policy.WithDefaults(RestartPolicy{}) }},
 		{heading: "`watchtree.CheckpointPolicy`", file: "internal/policy/checkpoint.go", name: "Checkpoint", zero: CheckpointPolicy{},
-			defaults: func() any { return CheckpointPolicy{}.WithDefaults() }},
+			defaults: func() any { return policy.WithDefaults(CheckpointPolicy{}) }},
 		{heading: "`watchtree.DeadLetterPolicy`", file: "policy.go", name: "DeadLetterPolicy", zero: DeadLetterPolicy{},
 			defaults: func() any { return DeadLetterPolicy{}.withDefaults() }},
 		{heading: "`watchtree.LeasePolicy`", file: "internal/policy/lease.go", name: "Lease", zero: LeasePolicy{},
-			defaults: func() any { return LeasePolicy{}.WithDefaults() }},
+			defaults: func() any { return policy.WithDefaults(LeasePolicy{}) }},
 		{heading: "`watchtree.SnapshotPolicy`", file: "internal/policy/snapshot.go", name: "Snapshot", zero: SnapshotPolicy{},
-			defaults: func() any { return SnapshotPolicy{}.WithDefaults() }},
+			defaults: func() any { return policy.WithDefaults(SnapshotPolicy{}) }},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/actors/snapshot"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
@@ -67,7 +68,7 @@ func TestStreamSnapshotCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.OnHistoryLost.Kind() != RebuildFromSnapshot.Kind() || !cs.Snapshots() {
+	if policy.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryRebuildFromSnapshot || !cs.Snapshots() {
 		t.Errorf("SnapshotWhenNeeded compiles OnHistoryLost to %v, want RebuildFromSnapshot", cs.OnHistoryLost)
 	}
 	if cs.Snapshot.Partitions != 4 || cs.Snapshot.BatchSize != 1000 || cs.SnapshotFilter == nil {

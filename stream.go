@@ -187,34 +187,34 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Lanes < 0 || s.Lanes > maxLanes {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
-	s.StartPosition.ValidateInto(c, "StartPosition")
-	s.Retry.ValidateInto(c, "Retry")
-	s.Restart.ValidateInto(c, "Restart")
-	s.Checkpoint.ValidateInto(c, "Checkpoint")
-	s.Checkpoint.ValidateStartInto(c, "StartPosition", s.StartPosition)
+	policy.ValidateInto(c, "StartPosition", s.StartPosition)
+	policy.ValidateInto(c, "Retry", s.Retry)
+	policy.ValidateInto(c, "Restart", s.Restart)
+	policy.ValidateInto(c, "Checkpoint", s.Checkpoint)
+	policy.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition)
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
 	s.DeadLetter.validateInto(c, "DeadLetter")
-	s.OnHistoryLost.ValidateInto(c, "OnHistoryLost")
+	policy.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost)
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
-	s.Snapshot.ValidateInto(c, "Snapshot")
-	if s.Snapshot.Enabled() || s.OnHistoryLost.Kind() == policy.HistoryRebuildFromSnapshot {
+	policy.ValidateInto(c, "Snapshot", s.Snapshot)
+	if policy.SnapshotEnabled(s.Snapshot) || policy.HistoryLostKindOf(s.OnHistoryLost) == policy.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
-		if !s.Snapshot.Enabled() {
+		if !policy.SnapshotEnabled(s.Snapshot) {
 			field = "OnHistoryLost"
 		}
 		if s.Collection == "" {
 			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 		}
-		if s.StartPosition.Kind() == policy.StartAt && s.Snapshot.Enabled() {
+		if policy.StartKindOf(s.StartPosition) == policy.StartAt && policy.SnapshotEnabled(s.Snapshot) {
 			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
 		}
 	}
 	if s.Snapshot.Mode == SnapshotWhenNeeded {
-		if k := s.OnHistoryLost.Kind(); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
+		if k := policy.HistoryLostKindOf(s.OnHistoryLost); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
 			c.Add("OnHistoryLost", "must be left at its default or be RebuildFromSnapshot with Snapshot.Mode SnapshotWhenNeeded, got %v", s.OnHistoryLost)
 		}
 	}
@@ -243,17 +243,17 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		SingleLeader:      s.Mode == SingleLeader,
 		Lanes:             s.Lanes,
 		Start:             s.StartPosition,
-		Retry:             s.Retry.WithDefaults(),
-		Restart:           s.Restart.WithDefaults(),
+		Retry:             policy.WithDefaults(s.Retry),
+		Restart:           policy.WithDefaults(s.Restart),
 		Checkpoint:        s.Checkpoint, // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
 		OnHistoryLost:     s.OnHistoryLost,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
-		Snapshot:          s.Snapshot.WithDefaults(),
+		Snapshot:          policy.WithDefaults(s.Snapshot),
 		Router:            newRouter(s),
 	}
-	cs.SnapshotFilter, _ = s.Snapshot.MarshalFilter() // validated by check
-	if cs.Snapshot.Mode == SnapshotWhenNeeded && cs.OnHistoryLost.Kind() == policy.HistoryFail {
+	cs.SnapshotFilter, _ = policy.MarshalFilter(s.Snapshot) // validated by check
+	if cs.Snapshot.Mode == SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
 		cs.OnHistoryLost = RebuildFromSnapshot
 	}
 	if cs.Lanes == 0 {

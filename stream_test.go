@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
@@ -227,12 +228,12 @@ func TestStreamCompile(t *testing.T) {
 	if cs.Name != "orders" || cs.Client != client || cs.Scope() != engine.ScopeCollection || cs.Database != "shop" || cs.Collection != "orders" {
 		t.Errorf("identity = %+v", cs)
 	}
-	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != Resume || cs.OnHistoryLost.Kind() != Fail.Kind() || cs.InvalidateRestart ||
+	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != Resume || policy.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryFail || cs.InvalidateRestart ||
 		cs.Split != engine.SplitAuto {
 		t.Errorf("defaults: lanes %d single leader %v start %v onHistoryLost %v invalidate restart %v split %v", cs.Lanes,
 			cs.SingleLeader, cs.Start, cs.OnHistoryLost, cs.InvalidateRestart, cs.Split)
 	}
-	if cs.Retry != (RetryPolicy{}).WithDefaults() || cs.Restart != (RestartPolicy{}).WithDefaults() ||
+	if cs.Retry != policy.WithDefaults(RetryPolicy{}) || cs.Restart != policy.WithDefaults(RestartPolicy{}) ||
 		cs.DeadLetter != engine.DeadLetter((DeadLetterPolicy{}).withDefaults()) {
 		t.Errorf("policies not defaulted: %+v %+v %+v", cs.Retry, cs.Restart, cs.DeadLetter)
 	}

@@ -159,17 +159,17 @@ func (c Config) Validate() error {
 	if c.Positions == nil {
 		add("Positions", "must not be nil")
 	}
-	if c.Gaps == nil && (c.OnHistoryLost.Kind() != policy.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
+	if c.Gaps == nil && (policy.HistoryLostKindOf(c.OnHistoryLost) != policy.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
 		add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
 	}
-	if c.Snapshots == nil && (c.Snapshot.Enabled() || c.OnHistoryLost.Kind() == policy.HistoryRebuildFromSnapshot) {
+	if c.Snapshots == nil && (policy.SnapshotEnabled(c.Snapshot) || policy.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryRebuildFromSnapshot) {
 		add("Snapshots", "must not be nil when Snapshot.Mode is %v or OnHistoryLost is %v", c.Snapshot.Mode, c.OnHistoryLost)
 	}
 	pe := policy.NewErrors("Config.")
-	c.StartPosition.ValidateInto(pe, "StartPosition")
-	c.OnHistoryLost.ValidateInto(pe, "OnHistoryLost")
-	c.Checkpoint.ValidateInto(pe, "Checkpoint")
-	c.Checkpoint.ValidateStartInto(pe, "StartPosition", c.StartPosition)
+	policy.ValidateInto(pe, "StartPosition", c.StartPosition)
+	policy.ValidateInto(pe, "OnHistoryLost", c.OnHistoryLost)
+	policy.ValidateInto(pe, "Checkpoint", c.Checkpoint)
+	policy.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
 	errs = append(errs, pe.Err())
 	if c.IOTimeout < 0 {
 		add("IOTimeout", "must be >= 0 (0 means %v), got %v", DefaultIOTimeout, c.IOTimeout)
@@ -194,8 +194,8 @@ func (c Config) Validate() error {
 
 // withDefaults fills the zero fields.
 func (c Config) withDefaults() Config {
-	c.Checkpoint = c.Checkpoint.WithDefaults()
-	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && c.OnHistoryLost.Kind() == policy.HistoryFail {
+	c.Checkpoint = policy.WithDefaults(c.Checkpoint)
+	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && policy.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryFail {
 		c.OnHistoryLost = policy.RebuildFromSnapshot
 	}
 	if c.RetryInitialDelay == 0 {

@@ -59,7 +59,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 			c.replyStart(ctx, c.t.pos, sourceMemory)
 			return
 		}
-		if c.cfg.Snapshot.Enabled() && c.cfg.Snapshots != nil {
+		if policy.SnapshotEnabled(c.cfg.Snapshot) && c.cfg.Snapshots != nil {
 			c.w.submit(c.ephemeralSnapshotJob(c.reqSeq))
 			return
 		}
@@ -70,7 +70,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 	if c.sh.firstDone.Load() {
 		mode = policy.Resume
 	}
-	if mode.Kind() == policy.StartResume && !c.t.pos.empty() {
+	if policy.StartKindOf(mode) == policy.StartResume && !c.t.pos.empty() {
 		c.replyStart(ctx, c.t.pos, sourceMemory)
 		return
 	}
@@ -254,11 +254,11 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			p := position{token: snap.HandoffToken, opTime: snap.HandoffTime, source: store.SourceSnapshot}
 			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, false)
 		}
-		if !found && cfg.Instance != "" && mode.Kind() == policy.StartResume && cfg.migrate(ctx, r, base) {
+		if !found && cfg.Instance != "" && policy.StartKindOf(mode) == policy.StartResume && cfg.migrate(ctx, r, base) {
 			return r
 		}
 		if found {
-			if mode.Kind() == policy.StartResume {
+			if policy.StartKindOf(mode) == policy.StartResume {
 				if base.Epoch > 0 && cp.Epoch > base.Epoch {
 					// A newer term wrote it: this one is deposed before it starts.
 					r.fenced = fmt.Errorf("checkpointer: stream %q: start under epoch %d, stored epoch %d: %w",
@@ -282,19 +282,19 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			}
 			r.discarded = &cp
 		}
-		if !found && cfg.Snapshot.Enabled() && mode.Kind() != policy.StartAt {
+		if !found && policy.SnapshotEnabled(cfg.Snapshot) && policy.StartKindOf(mode) != policy.StartAt {
 			// The first start: capture the handoff position, record the snapshot, then persist
 			// the position, so that a crash in between never skips the snapshot.
 			p, ok := cfg.beginSnapshot(ctx, r)
 			if !ok {
 				return r
 			}
-			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, mode.Kind() != policy.StartResume)
+			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, policy.StartKindOf(mode) != policy.StartResume)
 		}
 		var p position
-		switch mode.Kind() {
+		switch policy.StartKindOf(mode) {
 		case policy.StartAt:
-			p = position{opTime: mode.OperationTime(), source: store.SourceInitial}
+			p = position{opTime: policy.OperationTime(mode), source: store.SourceInitial}
 			r.source = sourceAt
 		default:
 			tok, ts, ok := cfg.capture(ctx, r, "capture the current position")
@@ -303,11 +303,11 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			}
 			p = position{token: tok, opTime: ts, source: store.SourceInitial}
 			r.source = store.SourceInitial
-			if mode.Kind() == policy.StartLatest {
+			if policy.StartKindOf(mode) == policy.StartLatest {
 				r.source = sourceLatest
 			}
 		}
-		return persistStart(ctx, *cfg, r, p, base, r.source, mode.Kind() != policy.StartResume)
+		return persistStart(ctx, *cfg, r, p, base, r.source, policy.StartKindOf(mode) != policy.StartResume)
 	}
 }
 
@@ -364,7 +364,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
 	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl,
 		Err: fmt.Errorf("%w: server error %d: %s", ErrHistoryLost, m.GetCode(), m.GetMessage())})
-	if hl.Kind() == policy.HistoryFail {
+	if policy.HistoryLostKindOf(hl) == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
 		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
@@ -399,7 +399,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		var p position
 		var snap *store.Snapshot
 		gapPolicy := store.GapResumeFromNow
-		switch hl.Kind() {
+		switch policy.HistoryLostKindOf(hl) {
 		case policy.HistoryRebuildFromSnapshot:
 			if len(tok) == 0 {
 				r.fail = "capture the current position after history lost: empty resume token"
@@ -414,7 +414,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 				r.fail = "capture the current position after history lost: no operation time"
 				return r
 			}
-			if err := hl.RebuildFunc()(ctx); err != nil {
+			if err := policy.RebuildFunc(hl)(ctx); err != nil {
 				r.failWith("rebuild", err)
 				return r
 			}

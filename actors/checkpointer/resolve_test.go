@@ -212,7 +212,7 @@ func TestHistoryLostFail(t *testing.T) {
 	}
 	hl := event[observe.HistoryLost](h)
 	if !errors.Is(hl.Err, ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
-		hl.Policy.Kind() != policy.HistoryFail {
+		policy.HistoryLostKindOf(hl.Policy) != policy.HistoryFail {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	err := h.failure()
@@ -238,7 +238,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-9", sf)
 	}
 	hl := event[observe.HistoryLost](h)
-	if hl.Policy.Kind() != policy.HistoryResumeFromNow || !strings.Contains(hl.Err.Error(), "server error 286: gone") {
+	if policy.HistoryLostKindOf(hl.Policy) != policy.HistoryResumeFromNow || !strings.Contains(hl.Err.Error(), "server error 286: gone") {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	g := event[store.Gap](h)

@@ -140,7 +140,7 @@ func (c Config) Validate() error {
 		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", MaxCapacity, DefaultCapacity, c.Capacity)
 	}
 	retry := policy.NewErrors("Config.")
-	c.Retry.ValidateInto(retry, "Retry")
+	policy.ValidateInto(retry, "Retry", c.Retry)
 	errs = append(errs, retry.Err())
 	for _, d := range []struct {
 		field string
@@ -170,7 +170,7 @@ func (c Config) withDefaults() Config {
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
 	}
-	c.Retry = c.Retry.WithDefaults()
+	c.Retry = policy.WithDefaults(c.Retry)
 	if c.DeadLetterTimeout == 0 {
 		c.DeadLetterTimeout = DefaultDeadLetterTimeout
 	}

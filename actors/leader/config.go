@@ -95,13 +95,13 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("leader: Config.IOTimeout must be >= 0"))
 	}
 	pe := policy.NewErrors("Config.")
-	c.Policy.ValidateInto(pe, "Policy")
+	policy.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
-	c.Policy = c.Policy.WithDefaults()
+	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Policy.Balance == policy.BalanceOff {
 		c.Balancer = nil
 	}

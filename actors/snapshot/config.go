@@ -134,7 +134,7 @@ func (c Config) Validate() error {
 		bad("Source", "must not be nil")
 	}
 	pe := policy.NewErrors("Config.")
-	c.Policy.ValidateInto(pe, "Policy")
+	policy.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	if c.ProgressInterval < 0 {
 		bad("ProgressInterval", "must be >= 0 (0 means %v), got %v", DefaultProgressInterval, c.ProgressInterval)
@@ -149,7 +149,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	c.Policy = c.Policy.WithDefaults()
+	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Dispatcher == "" {
 		c.Dispatcher = DefaultDispatcherName
 	}

@@ -159,7 +159,7 @@ func (c Config) Validate() error {
 		}
 	}
 	pe := policy.NewErrors("Config.")
-	c.Policy.ValidateInto(pe, "Policy")
+	policy.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	return errors.Join(errs...)
 }
@@ -185,7 +185,7 @@ func (c Config) withDefaults() Config {
 	if c.LeaderName == "" {
 		c.LeaderName = "leader"
 	}
-	c.Policy = c.Policy.WithDefaults()
+	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Classify == nil {
 		c.Classify = DefaultClassifier()
 	}

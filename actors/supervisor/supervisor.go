@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
@@ -477,7 +478,7 @@ func (s *Supervisor) death(reason any) {
 		s.giveUp(fmt.Sprintf("gave up after %d restart attempts: %v", maxA, cause), gaveUp(cause))
 		return
 	}
-	delay := s.cfg.Policy.Delay(s.attempt, s.cfg.Rand)
+	delay := policy.Delay(s.cfg.Policy, s.attempt, s.cfg.Rand)
 	s.armTimer(delay)
 	s.transition(StateBackoff, fmt.Sprintf("restart attempt %d/%s in %v after: %v",
 		s.attempt, s.maxString(), delay, cause), cause)

@@ -71,7 +71,7 @@ type balancer struct {
 // (defaulted here) and each store call bounded by connect; Stop ends it.
 func newBalancer(leases store.LeaseStore, p policy.Lease, id string, connect time.Duration, log *zap.Logger) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &balancer{leases: leases, policy: p.WithDefaults(), id: id, connect: connect, log: log, streams: map[string]bool{},
+	b := &balancer{leases: leases, policy: policy.WithDefaults(p), id: id, connect: connect, log: log, streams: map[string]bool{},
 		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b

@@ -138,7 +138,7 @@ func (s *Spec) Records(instance string) store.Scope {
 // Snapshots reports whether the stream can run a snapshot (a snapshot mode, or the
 // RebuildFromSnapshot repair).
 func (s *Spec) Snapshots() bool {
-	return s.Snapshot.Enabled() || s.OnHistoryLost.Kind() == policy.HistoryRebuildFromSnapshot
+	return policy.SnapshotEnabled(s.Snapshot) || policy.HistoryLostKindOf(s.OnHistoryLost) == policy.HistoryRebuildFromSnapshot
 }
 
 // CursorComment is the comment every cursor of the stream carries, so operators can find it in

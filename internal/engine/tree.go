@@ -154,7 +154,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		Leader: leaderProps,
 		// An operator's lease release lets a standby take over: this instance waits a standby
 		// poll period (the standbys act on the store's change notice at once, or at their poll).
-		ReleaseCooldown:  rt.cfg.Lease.WithDefaults().StandbyPoll,
+		ReleaseCooldown:  policy.WithDefaults(rt.cfg.Lease).StandbyPoll,
 		Siblings:         siblings,
 		OnDemand:         snapshot.OnDemandName,
 		Policy:           cs.Restart,
@@ -199,7 +199,7 @@ func (e *Entry) onDemandProps() (*actor.Props, error) {
 		Database:   e.watcher.Database,
 		Collection: cs.Collection,
 		Source:     src,
-		BatchSize:  cs.Snapshot.WithDefaults().BatchSize,
+		BatchSize:  policy.WithDefaults(cs.Snapshot).BatchSize,
 		Dispatcher: dispatcherName,
 		IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
 		Clock:      rt.clk,

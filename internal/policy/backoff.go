@@ -66,8 +66,8 @@ type Retry struct {
 	DisableJitter bool
 }
 
-// WithDefaults returns p with every zero field replaced by its default.
-func (p Retry) WithDefaults() Retry {
+// withDefaults returns p with every zero field replaced by its default.
+func (p Retry) withDefaults() Retry {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultRetryMaxAttempts
 	}
@@ -80,25 +80,23 @@ func (p Retry) WithDefaults() Retry {
 // matches ErrInvalidConfig.
 func (p Retry) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "RetryPolicy")
+	p.validateInto(c, "RetryPolicy")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
+// validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
 // "Retry.MaxAttempts" for field "Retry".
-func (p Retry) ValidateInto(c *Errors, field string) {
+func (p Retry) validateInto(c *Errors, field string) {
 	if p.MaxAttempts < 0 {
 		c.Add(field+".MaxAttempts", "must be >= 1 (0 means the default %d), got %d", DefaultRetryMaxAttempts, p.MaxAttempts)
 	}
 	retryCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
 
-// Delay returns the delay after the attempt-th failed attempt (1-based), following the formula
-// on Retry with zero fields replaced by their defaults. rnd returns a uniform float in [0, 1)
-// and is used only for jitter; nil means math/rand/v2.Float64. An attempt below 1 counts as 1.
-// Delay never overflows: a huge exponent gives MaxDelay.
-func (p Retry) Delay(attempt int, rnd func() float64) time.Duration {
-	p = p.WithDefaults()
+// nthDelay is Delay of a Retry: the delay after the attempt-th failed attempt, jittered unless
+// DisableJitter is set.
+func (p Retry) nthDelay(attempt int, rnd func() float64) time.Duration {
+	p = p.withDefaults()
 	return delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt, !p.DisableJitter, rnd)
 }
 
@@ -140,9 +138,9 @@ type Restart struct {
 	Jitter bool
 }
 
-// WithDefaults returns p with every zero field replaced by its default. MaxAttempts stays 0
+// withDefaults returns p with every zero field replaced by its default. MaxAttempts stays 0
 // (unlimited) when unset.
-func (p Restart) WithDefaults() Restart {
+func (p Restart) withDefaults() Restart {
 	restartCurve.fill(&p.InitialDelay, &p.MaxDelay, &p.Multiplier)
 	return p
 }
@@ -152,25 +150,23 @@ func (p Restart) WithDefaults() Restart {
 // ErrInvalidConfig.
 func (p Restart) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "RestartPolicy")
+	p.validateInto(c, "RestartPolicy")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
+// validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
 // "Restart.Multiplier" for field "Restart".
-func (p Restart) ValidateInto(c *Errors, field string) {
+func (p Restart) validateInto(c *Errors, field string) {
 	if p.MaxAttempts < 0 {
 		c.Add(field+".MaxAttempts", "must be >= 0 (0 means unlimited), got %d", p.MaxAttempts)
 	}
 	restartCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
 
-// Delay returns the delay before the attempt-th restart (1-based), following the formula on
-// Restart with zero fields replaced by their defaults. rnd returns a uniform float in [0, 1) and
-// is called only when Jitter is set; nil means math/rand/v2.Float64. An attempt below 1 counts as
-// 1. Delay never overflows: a huge exponent gives MaxDelay.
-func (p Restart) Delay(attempt int, rnd func() float64) time.Duration {
-	p = p.WithDefaults()
+// nthDelay is Delay of a Restart: the delay before the attempt-th restart, jittered only when
+// Jitter is set.
+func (p Restart) nthDelay(attempt int, rnd func() float64) time.Duration {
+	p = p.withDefaults()
 	return delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt, p.Jitter, rnd)
 }
 

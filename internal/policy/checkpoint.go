@@ -104,8 +104,8 @@ type Checkpoint struct {
 	Ephemeral bool
 }
 
-// WithDefaults returns p with every zero field replaced by its default.
-func (p Checkpoint) WithDefaults() Checkpoint {
+// withDefaults returns p with every zero field replaced by its default.
+func (p Checkpoint) withDefaults() Checkpoint {
 	if p.SaveEvery == 0 {
 		p.SaveEvery = DefaultSaveEvery
 	}
@@ -133,13 +133,13 @@ func (p Checkpoint) WithDefaults() Checkpoint {
 // ErrInvalidConfig.
 func (p Checkpoint) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "CheckpointPolicy")
+	p.validateInto(c, "CheckpointPolicy")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
+// validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
 // "Checkpoint.SaveEvery" for field "Checkpoint".
-func (p Checkpoint) ValidateInto(c *Errors, field string) {
+func (p Checkpoint) validateInto(c *Errors, field string) {
 	ok := true
 	if p.SaveEvery < 0 {
 		c.Add(field+".SaveEvery", "must be >= 1 (0 means the default %d), got %d", DefaultSaveEvery, p.SaveEvery)
@@ -160,7 +160,7 @@ func (p Checkpoint) ValidateInto(c *Errors, field string) {
 		ok = false
 	}
 	if ok {
-		d := p.WithDefaults()
+		d := p.withDefaults()
 		if d.MaxUnflushed < d.SaveEvery {
 			c.Add(field+".MaxUnflushed", "must be >= SaveEvery (%d), got %d", d.SaveEvery, d.MaxUnflushed)
 		}
@@ -191,8 +191,8 @@ func (p Checkpoint) ValidateInto(c *Errors, field string) {
 // ValidateStartInto adds to c the rule that ties p to the stream's start position: an Ephemeral
 // stream starts at the current position on every start, so start (field startField) must be
 // Resume or Latest; an At position would be applied again at every start, long after t.
-func (p Checkpoint) ValidateStartInto(c *Errors, startField string, start StartPosition) {
-	if p.Ephemeral && start.Kind() == StartAt {
+func ValidateStartInto(c *Errors, startField string, p Checkpoint, start StartPosition) {
+	if p.Ephemeral && start.kind == StartAt {
 		c.Add(startField, "must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got %v", start)
 	}
 }

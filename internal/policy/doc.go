@@ -6,17 +6,24 @@
 // invalidate event, applied by the stream actor). Each type carries its defaults, its one
 // validator and, for Retry and Restart, its delay formula.
 //
-// Users normally reach these types through the root package, which re-exports them under their
+// Users reach these types only through the root package, which re-exports them under their
 // public names with type aliases: watchtree.RetryPolicy is Retry, watchtree.RestartPolicy is
-// Restart, watchtree.CheckpointPolicy is Checkpoint, watchtree.StartPosition is StartPosition,
+// Restart, watchtree.CheckpointPolicy is Checkpoint, watchtree.LeasePolicy is Lease,
+// watchtree.SnapshotPolicy is Snapshot, watchtree.StartPosition is StartPosition,
 // watchtree.HistoryLostPolicy is HistoryLost (with watchtree.Resume, Latest, At, Fail,
-// ResumeFromNow and Rebuild) and watchtree.InvalidatePolicy is Invalidate. The actors take the
-// same types in their Config (and package observe in its events), so a field added here
-// reaches both the user's Stream and the actor that applies it without any copy.
+// ResumeFromNow, Rebuild and RebuildFromSnapshot) and watchtree.InvalidatePolicy is Invalidate.
+// The actors take the same types in their Config (and package observe in its events), so a
+// field added here reaches both the user's Stream and the actor that applies it without any
+// copy.
 //
-// The zero value of every field means its documented default; WithDefaults fills the defaults
-// in. Validate returns the broken rules as *ConfigError values (joined with errors.Join) that
-// name the field with the root package's type name, e.g. "RetryPolicy.Multiplier", and match
-// ErrInvalidConfig. ValidateInto adds the same rules to an Errors collector under a path of the
-// caller's choosing: a watchtree.Stream reports `Stream "orders": Retry.Multiplier ...`.
+// Because the aliases make every exported method of these types public API, the methods are
+// only what a user calls: Validate and String. What the tree needs is package-level functions:
+// WithDefaults fills the defaults in (the zero value of every field means its documented
+// default), ValidateInto adds a policy's broken rules to an Errors collector under a path of the
+// caller's choosing (a watchtree.Stream reports `Stream "orders": Retry.Multiplier ...`),
+// ValidateStartInto ties a Checkpoint to its StartPosition, Delay is the backoff formula of Retry
+// and Restart, and StartKindOf, HistoryLostKindOf, StartTime, OperationTime, RebuildFunc,
+// SnapshotEnabled and MarshalFilter read what the unexported fields hold. Validate returns the
+// broken rules as *ConfigError values (joined with errors.Join) that name the field with the
+// root package's type name, e.g. "RetryPolicy.Multiplier", and match ErrInvalidConfig.
 package policy

@@ -62,8 +62,8 @@ type Lease struct {
 	Balance Balance
 }
 
-// WithDefaults returns p with every zero field replaced by its default.
-func (p Lease) WithDefaults() Lease {
+// withDefaults returns p with every zero field replaced by its default.
+func (p Lease) withDefaults() Lease {
 	if p.TTL == 0 {
 		p.TTL = DefaultLeaseTTL
 	}
@@ -83,12 +83,12 @@ func (p Lease) WithDefaults() Lease {
 // it is a *ConfigError (several are joined) and matches ErrInvalidConfig.
 func (p Lease) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "LeasePolicy")
+	p.validateInto(c, "LeasePolicy")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rules of p to c, naming each field field.<Name>.
-func (p Lease) ValidateInto(c *Errors, field string) {
+// validateInto adds the broken rules of p to c, naming each field field.<Name>.
+func (p Lease) validateInto(c *Errors, field string) {
 	ok := true
 	for _, f := range []struct {
 		name string
@@ -113,7 +113,7 @@ func (p Lease) ValidateInto(c *Errors, field string) {
 	if !ok {
 		return
 	}
-	d := p.WithDefaults()
+	d := p.withDefaults()
 	if d.Margin >= d.TTL {
 		c.Add(field+".Margin", "must be < TTL (%v), got %v", d.TTL, d.Margin)
 		return

@@ -48,7 +48,7 @@ func TestRetryDelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.p.Delay(tt.attempt, tt.rnd); got != tt.want {
+			if got := Delay(tt.p, tt.attempt, tt.rnd); got != tt.want {
 				t.Fatalf("Delay(%d) = %v, want %v", tt.attempt, got, tt.want)
 			}
 		})
@@ -89,7 +89,7 @@ func TestRestartDelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.p.Delay(tt.attempt, tt.rnd); got != tt.want {
+			if got := Delay(tt.p, tt.attempt, tt.rnd); got != tt.want {
 				t.Fatalf("Delay(%d) = %v, want %v", tt.attempt, got, tt.want)
 			}
 		})
@@ -97,7 +97,7 @@ func TestRestartDelay(t *testing.T) {
 	// rnd is not called without jitter: the supervisor may pass a source that must not be
 	// consumed for nothing.
 	called := false
-	Restart{}.Delay(1, func() float64 { called = true; return 0 })
+	Delay(Restart{}, 1, func() float64 { called = true; return 0 })
 	if called {
 		t.Error("Restart.Delay called rnd without Jitter")
 	}
@@ -112,14 +112,14 @@ func TestJitterBounds(t *testing.T) {
 		delay func(n int) time.Duration
 		base  func(n int) time.Duration
 	}{
-		{"retry", func(n int) time.Duration { return Retry{}.Delay(n, r.Float64) },
-			func(n int) time.Duration { return Retry{DisableJitter: true}.Delay(n, nil) }},
-		{"restart", func(n int) time.Duration { return Restart{Jitter: true}.Delay(n, r.Float64) },
-			func(n int) time.Duration { return Restart{}.Delay(n, nil) }},
-		{"retry, global source", func(n int) time.Duration { return Retry{}.Delay(n, nil) },
-			func(n int) time.Duration { return Retry{DisableJitter: true}.Delay(n, nil) }},
-		{"restart, global source", func(n int) time.Duration { return Restart{Jitter: true}.Delay(n, nil) },
-			func(n int) time.Duration { return Restart{}.Delay(n, nil) }},
+		{"retry", func(n int) time.Duration { return Delay(Retry{}, n, r.Float64) },
+			func(n int) time.Duration { return Delay(Retry{DisableJitter: true}, n, nil) }},
+		{"restart", func(n int) time.Duration { return Delay(Restart{Jitter: true}, n, r.Float64) },
+			func(n int) time.Duration { return Delay(Restart{}, n, nil) }},
+		{"retry, global source", func(n int) time.Duration { return Delay(Retry{}, n, nil) },
+			func(n int) time.Duration { return Delay(Retry{DisableJitter: true}, n, nil) }},
+		{"restart, global source", func(n int) time.Duration { return Delay(Restart{Jitter: true}, n, nil) },
+			func(n int) time.Duration { return Delay(Restart{}, n, nil) }},
 	}
 	for _, p := range policies {
 		t.Run(p.name, func(t *testing.T) {
@@ -142,35 +142,35 @@ func TestJitterBounds(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
-	if got, want := (Retry{}).WithDefaults(), (Retry{MaxAttempts: 3, InitialDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second, Multiplier: 2}); got != want {
+	if got, want := WithDefaults(Retry{}), (Retry{MaxAttempts: 3, InitialDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("Retry defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (Restart{}).WithDefaults(), (Restart{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
+	if got, want := WithDefaults(Restart{}), (Restart{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("Restart defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (Checkpoint{}).WithDefaults(), (Checkpoint{SaveEvery: 1000, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
+	if got, want := WithDefaults(Checkpoint{}), (Checkpoint{SaveEvery: 1000, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
 		t.Errorf("Checkpoint defaults = %+v, want %+v", got, want)
 	}
-	if got, want := (Checkpoint{SaveEvery: 7}).WithDefaults().MaxUnflushed, 10000; got != want {
+	if got, want := WithDefaults(Checkpoint{SaveEvery: 7}).MaxUnflushed, 10000; got != want {
 		t.Errorf("MaxUnflushed default for SaveEvery 7 = %d, want %d", got, want)
 	}
-	if got, want := (Checkpoint{SaveEvery: 5000}).WithDefaults().MaxUnflushed, 50000; got != want {
+	if got, want := WithDefaults(Checkpoint{SaveEvery: 5000}).MaxUnflushed, 50000; got != want {
 		t.Errorf("MaxUnflushed default for SaveEvery 5000 = %d, want %d", got, want)
 	}
-	if got := (Checkpoint{SaveEvery: math.MaxInt / 2}).WithDefaults().MaxUnflushed; got != math.MaxInt {
+	if got := WithDefaults(Checkpoint{SaveEvery: math.MaxInt / 2}).MaxUnflushed; got != math.MaxInt {
 		t.Errorf("MaxUnflushed default must saturate, got %d", got)
 	}
 	// Set fields are kept.
 	retry := Retry{MaxAttempts: 1, InitialDelay: 1, MaxDelay: 2, Multiplier: 1.5, DisableJitter: true}
-	if got := retry.WithDefaults(); got != retry {
+	if got := WithDefaults(retry); got != retry {
 		t.Errorf("Retry.WithDefaults changed set fields: %+v", got)
 	}
 	restart := Restart{MaxAttempts: 4, InitialDelay: 1, MaxDelay: 2, Multiplier: 1.5, Jitter: true}
-	if got := restart.WithDefaults(); got != restart {
+	if got := WithDefaults(restart); got != restart {
 		t.Errorf("Restart.WithDefaults changed set fields: %+v", got)
 	}
 	cp := Checkpoint{SaveEvery: 1, SaveInterval: 2, IdleInterval: 3, MaxUnflushed: 4, Retention: 5, Ephemeral: true}
-	if got := cp.WithDefaults(); got != cp {
+	if got := WithDefaults(cp); got != cp {
 		t.Errorf("Checkpoint.WithDefaults changed set fields: %+v", got)
 	}
 }
@@ -280,7 +280,7 @@ func TestRestartValidate(t *testing.T) {
 // startRule returns the error of p.ValidateStartInto for start.
 func startRule(p Checkpoint, start StartPosition) error {
 	c := NewErrors("")
-	p.ValidateStartInto(c, "StartPosition", start)
+	ValidateStartInto(c, "StartPosition", p, start)
 	return c.Err()
 }
 
@@ -360,17 +360,17 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 		}
 	}
 
-	if Resume.Kind() != StartResume || Latest.Kind() != StartLatest || At(time.Now()).Kind() != StartAt {
+	if StartKindOf(Resume) != StartResume || StartKindOf(Latest) != StartLatest || StartKindOf(At(time.Now())) != StartAt {
 		t.Error("StartPosition kinds")
 	}
-	if _, ok := Resume.Time(); ok {
+	if _, ok := StartTime(Resume); ok {
 		t.Error("Resume has no time")
 	}
 	at := time.Unix(1700000000, 999e6)
-	if got, ok := At(at).Time(); !ok || !got.Equal(at) {
+	if got, ok := StartTime(At(at)); !ok || !got.Equal(at) {
 		t.Error("At lost its time")
 	}
-	if ts := At(at).OperationTime(); ts.T != 1700000000 || ts.I != 0 {
+	if ts := OperationTime(At(at)); ts.T != 1700000000 || ts.I != 0 {
 		t.Errorf("OperationTime = %+v, want {1700000000 0}: rounded down to the second", ts)
 	}
 	var zero StartPosition
@@ -379,14 +379,14 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 	}
 
 	var zeroHL HistoryLost
-	if zeroHL.Kind() != HistoryFail || ResumeFromNow.Kind() != HistoryResumeFromNow || Rebuild(nil).Kind() != HistoryRebuild {
+	if HistoryLostKindOf(zeroHL) != HistoryFail || HistoryLostKindOf(ResumeFromNow) != HistoryResumeFromNow || HistoryLostKindOf(Rebuild(nil)) != HistoryRebuild {
 		t.Error("HistoryLost kinds")
 	}
 	ran := false
-	if fn := Rebuild(func(context.Context) error { ran = true; return nil }).RebuildFunc(); fn == nil || fn(context.Background()) != nil || !ran {
+	if fn := RebuildFunc(Rebuild(func(context.Context) error { ran = true; return nil })); fn == nil || fn(context.Background()) != nil || !ran {
 		t.Error("RebuildFunc must return the function given to Rebuild")
 	}
-	if Fail.RebuildFunc() != nil || ResumeFromNow.RebuildFunc() != nil {
+	if RebuildFunc(Fail) != nil || RebuildFunc(ResumeFromNow) != nil {
 		t.Error("only Rebuild has a function")
 	}
 }
@@ -424,7 +424,7 @@ func TestErrors(t *testing.T) {
 	}
 	sentinel := errors.New("sentinel")
 	c := StreamErrors("")
-	Retry{Multiplier: 0.5}.ValidateInto(c, "Retry")
+	ValidateInto(c, "Retry", Retry{Multiplier: 0.5})
 	c.AddErr("OnChange", sentinel, "must be set")
 	checkValidation(t, []validationCase{{"stream", c.Err(), []string{
 		`watchtree: Stream "": Retry.Multiplier must be finite and >= 1, got 0.5`,
@@ -434,17 +434,17 @@ func TestErrors(t *testing.T) {
 		t.Error("AddErr's sentinel is not matched")
 	}
 	c = NewErrors("Config.")
-	Checkpoint{SaveEvery: -1}.ValidateInto(c, "Checkpoint")
+	ValidateInto(c, "Checkpoint", Checkpoint{SaveEvery: -1})
 	checkValidation(t, []validationCase{{"prefix", c.Err(), []string{
 		"watchtree: Config.Checkpoint.SaveEvery must be >= 1 (0 means the default 1000), got -1",
 	}}})
 }
 
 func TestLeaseDefaultsAndValidate(t *testing.T) {
-	d := Lease{}.WithDefaults()
+	d := WithDefaults(Lease{})
 	if d.TTL != 60*time.Second || d.RenewEvery != 15*time.Second || d.StandbyPoll != 20*time.Second ||
 		d.Margin != 6*time.Second || d.Balance != BalanceOn {
-		t.Fatalf("Lease{}.WithDefaults() = %+v", d)
+		t.Fatalf("WithDefaults(Lease{}) = %+v", d)
 	}
 	if err := (Lease{}).Validate(); err != nil {
 		t.Fatalf("zero Lease: %v", err)

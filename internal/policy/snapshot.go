@@ -85,8 +85,8 @@ type Snapshot struct {
 	HandoffRefresh time.Duration
 }
 
-// WithDefaults returns p with every zero field replaced by its default.
-func (p Snapshot) WithDefaults() Snapshot {
+// withDefaults returns p with every zero field replaced by its default.
+func (p Snapshot) withDefaults() Snapshot {
 	if p.Partitions == 0 {
 		p.Partitions = DefaultSnapshotPartitions
 	}
@@ -99,19 +99,22 @@ func (p Snapshot) WithDefaults() Snapshot {
 	return p
 }
 
-// Enabled reports whether p copies the existing documents on the first start.
-func (p Snapshot) Enabled() bool { return p.Mode == SnapshotInitial || p.Mode == SnapshotWhenNeeded }
+// SnapshotEnabled reports whether p copies the existing documents on the first start (Mode
+// SnapshotInitial or SnapshotWhenNeeded).
+func SnapshotEnabled(p Snapshot) bool {
+	return p.Mode == SnapshotInitial || p.Mode == SnapshotWhenNeeded
+}
 
 // Validate checks p. The error is a *ConfigError on field "SnapshotPolicy.<Field>" and matches
 // ErrInvalidConfig.
 func (p Snapshot) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "SnapshotPolicy")
+	p.validateInto(c, "SnapshotPolicy")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rules of p to c, naming each field field.<Name>.
-func (p Snapshot) ValidateInto(c *Errors, field string) {
+// validateInto adds the broken rules of p to c, naming each field field.<Name>.
+func (p Snapshot) validateInto(c *Errors, field string) {
 	if p.Mode > SnapshotWhenNeeded {
 		c.Add(field+".Mode", "must be SnapshotNever, SnapshotInitial or SnapshotWhenNeeded, got %v", p.Mode)
 	}
@@ -126,13 +129,14 @@ func (p Snapshot) ValidateInto(c *Errors, field string) {
 	if p.HandoffRefresh < 0 {
 		c.Add(field+".HandoffRefresh", "must be > 0 (0 means the default %v), got %v", DefaultSnapshotHandoffRefresh, p.HandoffRefresh)
 	}
-	if _, err := p.MarshalFilter(); err != nil {
+	if _, err := MarshalFilter(p); err != nil {
 		c.Add(field+".Filter", "%v", err)
 	}
 }
 
-// MarshalFilter returns Filter as a BSON document; nil when Filter is nil.
-func (p Snapshot) MarshalFilter() (bson.Raw, error) {
+// MarshalFilter returns p.Filter as a BSON document (a copy of a bson.Raw); nil when Filter is
+// nil. The error says why Filter is not a document; Validate reports it on SnapshotPolicy.Filter.
+func MarshalFilter(p Snapshot) (bson.Raw, error) {
 	switch f := p.Filter.(type) {
 	case nil:
 		return nil, nil

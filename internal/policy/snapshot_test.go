@@ -9,12 +9,12 @@ import (
 )
 
 func TestSnapshotDefaultsAndValidate(t *testing.T) {
-	d := Snapshot{}.WithDefaults()
+	d := WithDefaults(Snapshot{})
 	if d.Partitions != DefaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever ||
 		d.HandoffRefresh != DefaultSnapshotHandoffRefresh {
 		t.Fatalf("defaults: %+v", d)
 	}
-	if (Snapshot{}).Enabled() || !(Snapshot{Mode: SnapshotInitial}).Enabled() || !(Snapshot{Mode: SnapshotWhenNeeded}).Enabled() {
+	if SnapshotEnabled(Snapshot{}) || !SnapshotEnabled(Snapshot{Mode: SnapshotInitial}) || !SnapshotEnabled(Snapshot{Mode: SnapshotWhenNeeded}) {
 		t.Fatal("Enabled: wrong for the modes")
 	}
 	if err := (Snapshot{Mode: SnapshotInitial, Filter: bson.D{{Key: "a", Value: 1}}, Partitions: 8, BatchSize: 50}).Validate(); err != nil {
@@ -40,23 +40,23 @@ func TestSnapshotDefaultsAndValidate(t *testing.T) {
 			t.Errorf("%+v: error %v, want a ConfigError on %s", c.p, err, c.field)
 		}
 	}
-	raw, err := Snapshot{Filter: bson.M{"status": "open"}}.MarshalFilter()
+	raw, err := MarshalFilter(Snapshot{Filter: bson.M{"status": "open"}})
 	if err != nil || !strings.Contains(raw.String(), "open") {
 		t.Fatalf("MarshalFilter: %v %v", raw, err)
 	}
-	if raw, err := (Snapshot{}).MarshalFilter(); raw != nil || err != nil {
+	if raw, err := MarshalFilter(Snapshot{}); raw != nil || err != nil {
 		t.Fatalf("MarshalFilter of nil: %v %v", raw, err)
 	}
 }
 
 func TestRebuildFromSnapshotKind(t *testing.T) {
-	if RebuildFromSnapshot.Kind() != HistoryRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
-		t.Fatalf("RebuildFromSnapshot: kind %v, %q", RebuildFromSnapshot.Kind(), RebuildFromSnapshot.String())
+	if HistoryLostKindOf(RebuildFromSnapshot) != HistoryRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
+		t.Fatalf("RebuildFromSnapshot: kind %v, %q", HistoryLostKindOf(RebuildFromSnapshot), RebuildFromSnapshot.String())
 	}
 	if err := RebuildFromSnapshot.Validate(); err != nil {
 		t.Fatalf("RebuildFromSnapshot.Validate: %v", err)
 	}
-	if RebuildFromSnapshot.RebuildFunc() != nil {
+	if RebuildFunc(RebuildFromSnapshot) != nil {
 		t.Fatal("RebuildFromSnapshot has a user function")
 	}
 	for m, want := range map[SnapshotMode]string{SnapshotNever: "Never", SnapshotInitial: "Initial", SnapshotWhenNeeded: "WhenNeeded", 9: "SnapshotMode(9)"} {

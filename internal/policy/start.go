@@ -51,15 +51,15 @@ var Latest = StartPosition{kind: StartLatest}
 // and 2106, and must still be in the oplog, otherwise the HistoryLost policy applies.
 func At(t time.Time) StartPosition { return StartPosition{kind: StartAt, at: t} }
 
-// Kind returns StartResume, StartLatest or StartAt.
-func (p StartPosition) Kind() StartKind { return p.kind }
+// StartKindOf returns the kind of p: StartResume, StartLatest or StartAt.
+func StartKindOf(p StartPosition) StartKind { return p.kind }
 
-// Time returns the time given to At, and false for Resume and Latest.
-func (p StartPosition) Time() (time.Time, bool) { return p.at, p.kind == StartAt }
+// StartTime returns the time given to At, and false for Resume and Latest.
+func StartTime(p StartPosition) (time.Time, bool) { return p.at, p.kind == StartAt }
 
 // OperationTime returns the startAtOperationTime of an At position: its time rounded down to the
 // second, increment 0. It is meaningful only for a valid At position.
-func (p StartPosition) OperationTime() bson.Timestamp {
+func OperationTime(p StartPosition) bson.Timestamp {
 	return bson.Timestamp{T: uint32(p.at.Unix())}
 }
 
@@ -80,12 +80,12 @@ func (p StartPosition) String() string {
 // error is a *ConfigError on field "StartPosition" and matches ErrInvalidConfig.
 func (p StartPosition) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "StartPosition")
+	p.validateInto(c, "StartPosition")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rule of p, if any, to c under the name field.
-func (p StartPosition) ValidateInto(c *Errors, field string) {
+// validateInto adds the broken rule of p, if any, to c under the name field.
+func (p StartPosition) validateInto(c *Errors, field string) {
 	switch {
 	case p.kind != StartAt:
 	case p.at.IsZero():
@@ -107,7 +107,7 @@ type HistoryLost struct {
 	rebuild func(ctx context.Context) error
 }
 
-// HistoryLostKind tells the three kinds of HistoryLost apart.
+// HistoryLostKind tells the four kinds of HistoryLost apart.
 type HistoryLostKind uint8
 
 const (
@@ -145,11 +145,12 @@ func Rebuild(fn func(ctx context.Context) error) HistoryLost {
 	return HistoryLost{kind: HistoryRebuild, rebuild: fn}
 }
 
-// Kind returns HistoryFail, HistoryResumeFromNow, HistoryRebuild or HistoryRebuildFromSnapshot.
-func (p HistoryLost) Kind() HistoryLostKind { return p.kind }
+// HistoryLostKindOf returns the kind of p: HistoryFail, HistoryResumeFromNow, HistoryRebuild or
+// HistoryRebuildFromSnapshot.
+func HistoryLostKindOf(p HistoryLost) HistoryLostKind { return p.kind }
 
-// RebuildFunc returns the function given to Rebuild, and nil for Fail and ResumeFromNow.
-func (p HistoryLost) RebuildFunc() func(ctx context.Context) error { return p.rebuild }
+// RebuildFunc returns the function given to Rebuild, and nil for the other kinds.
+func RebuildFunc(p HistoryLost) func(ctx context.Context) error { return p.rebuild }
 
 // String returns "Fail", "ResumeFromNow", "Rebuild" or "RebuildFromSnapshot"; gap records store
 // it.
@@ -171,12 +172,12 @@ func (p HistoryLost) String() string {
 // "HistoryLostPolicy" and matches ErrInvalidConfig.
 func (p HistoryLost) Validate() error {
 	c := NewErrors("")
-	p.ValidateInto(c, "HistoryLostPolicy")
+	p.validateInto(c, "HistoryLostPolicy")
 	return c.Err()
 }
 
-// ValidateInto adds the broken rule of p, if any, to c under the name field.
-func (p HistoryLost) ValidateInto(c *Errors, field string) {
+// validateInto adds the broken rule of p, if any, to c under the name field.
+func (p HistoryLost) validateInto(c *Errors, field string) {
 	if p.kind == HistoryRebuild && p.rebuild == nil {
 		c.Add(field, "Rebuild needs a non-nil function")
 	}

@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/redisstore"
 )
@@ -267,7 +268,7 @@ func BenchmarkLeaderCrashFailover(b *testing.B) {
 			}
 			b.StopTimer()
 			f := float64(total.Milliseconds()) / float64(b.N)
-			p := pol.WithDefaults()
+			p := policy.WithDefaults(pol)
 			b.ReportMetric(f, "failover-ms")
 			b.ReportMetric(float64((p.TTL + p.StandbyPoll).Milliseconds()), "polling-formula-ms")
 			b.ReportMetric(f/float64((p.TTL+500*time.Millisecond).Milliseconds()), "failover/target")
@@ -282,7 +283,7 @@ func BenchmarkLeaderCrashFailover(b *testing.B) {
 // expiry it saw (each a conditional write that changes nothing while the lease is held).
 func BenchmarkLeaseWriteLoad(b *testing.B) {
 	const scale = 10
-	def := watchtree.LeasePolicy{}.WithDefaults()
+	def := policy.WithDefaults(watchtree.LeasePolicy{})
 	pol := watchtree.LeasePolicy{TTL: def.TTL / scale, RenewEvery: def.RenewEvery / scale, StandbyPoll: def.StandbyPoll / scale}
 	for _, backend := range []string{"mongo", "redis"} {
 		b.Run(backend, func(b *testing.B) {
