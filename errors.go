@@ -18,7 +18,7 @@ import (
 // raise, so errors.Is matches them without any translation.
 var (
 	// ErrInvalidConfig is matched by every *ConfigError: a Config, Stream or policy value broke a
-	// rule. It is policy.ErrInvalidConfig (the same value).
+	// rule. It is the very value internal/policy's validators use.
 	ErrInvalidConfig = policy.ErrInvalidConfig
 
 	// ErrDuplicateStream means a stream with the same Name is already spawned on the runtime.
@@ -84,8 +84,8 @@ var (
 // "Retry.Multiplier" inside a Stream), Rule the rule and the rejected value. Every Validate
 // method of this package returns *ConfigError values (joined with errors.Join when several rules
 // are broken); find one with errors.As. It matches ErrInvalidConfig with errors.Is, and also its
-// Err when set (ErrNoHandler, ErrDuplicateStream). It is policy.ConfigError, which the policies'
-// own validators return too.
+// Err when set (ErrNoHandler, ErrDuplicateStream). It is internal/policy.ConfigError, which the
+// policies' validators return too.
 type ConfigError = policy.ConfigError
 
 // Permanent marks err as permanent: the event's remaining retries are skipped and it is

@@ -4,12 +4,10 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 )
 
-// LeasePolicy governs the leases of SingleLeader streams (Config.Lease): TTL 60s, renewal every
-// 15s, standby attempts every 20s, a leader that cannot renew stops at lastRenewOk + TTL -
-// Margin (Margin default TTL/10), and balanced leadership on. See policy.Lease.
+// LeasePolicy is the leases of SingleLeader streams, Config.Lease (internal/policy.Lease).
 type LeasePolicy = policy.Lease
 
-// Balance says whether leaderships are shared out over the instances (LeasePolicy.Balance).
+// Balance is LeasePolicy.Balance: BalanceOn or BalanceOff (internal/policy.Balance).
 type Balance = policy.Balance
 
 // The Balance values.

@@ -132,42 +132,38 @@ func (m SplitMode) String() string {
 	return fmt.Sprintf("SplitMode(%d)", int(m))
 }
 
-// StartPosition says where a newly spawned stream starts reading: Resume (the zero value),
-// Latest or At. Latest and At apply to the first start after Spawn only; every later start
-// resumes from the checkpoint. It is policy.StartPosition: see there for the details.
+// StartPosition is where a new stream starts: Resume, Latest or At (internal/policy.StartPosition).
 type StartPosition = policy.StartPosition
 
 // Resume (the default) resumes after the saved checkpoint; with no checkpoint it captures the
-// current position and persists it before consuming anything. See policy.Resume.
+// current position and persists it before consuming anything.
 var Resume = policy.Resume
 
-// Latest ignores any saved checkpoint and starts from the current position. See policy.Latest.
+// Latest ignores any saved checkpoint and starts from the current position, persisted before
+// anything is consumed.
 var Latest = policy.Latest
 
 // At ignores any saved checkpoint and starts at the first event with a cluster time at or after
-// t rounded down to the second. t must be a non-zero time between 1970 and 2106. See policy.At.
+// t rounded down to the second. t must be a non-zero time between 1970 and 2106 and still in the
+// oplog (otherwise Stream.OnHistoryLost applies).
 func At(t time.Time) StartPosition { return policy.At(t) }
 
-// HistoryLostPolicy says what a stream does when its saved resume position is no longer in the
-// oplog: Fail (the zero value), ResumeFromNow or Rebuild. Every choice other than Fail writes a
-// durable gap record. It is policy.HistoryLost: see there for the details.
+// HistoryLostPolicy is Stream.OnHistoryLost, for a lost position (internal/policy.HistoryLost).
 type HistoryLostPolicy = policy.HistoryLost
 
-// Fail (the default) stops the stream terminally with ErrHistoryLost. See policy.Fail.
+// Fail (the default) stops the stream terminally with ErrHistoryLost; it stays down until an
+// operator acts.
 var Fail = policy.Fail
 
-// ResumeFromNow records the gap and starts from the current position. See policy.ResumeFromNow.
+// ResumeFromNow records the gap and starts from the current position.
 var ResumeFromNow = policy.ResumeFromNow
 
 // Rebuild records the gap, captures the current operation time T, runs fn (the user's full
-// rebuild), then starts at T. fn must not be nil. See policy.Rebuild.
+// rebuild), then starts at T. fn must not be nil; if it fails, the start fails and the
+// RestartPolicy applies.
 func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy { return policy.Rebuild(fn) }
 
-// InvalidatePolicy says what a collection or database stream does after an invalidate event
-// (the watched collection was dropped or renamed, or its database dropped). The invalidate event
-// reaches OnChange first, if set; it is never a resume position. Either path is reported to the
-// Observer as observe.Invalidated. It is policy.Invalidate, shared with the stream actor and
-// the Observer events.
+// InvalidatePolicy is Stream.OnInvalidate, after an invalidate event (internal/policy.Invalidate).
 type InvalidatePolicy = policy.Invalidate
 
 const (

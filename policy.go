@@ -6,29 +6,18 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 )
 
-// The stream policies are defined once, in package policy, and shared with the actors that apply
-// them; these aliases give them their public names. The zero value of every policy field means
-// its default.
+// The stream policies are defined once, in internal/policy, and shared with the actors that apply
+// them; these aliases are their only public names. The types' docs (fields, defaults, formulas)
+// are on the internal/policy types; the zero value of every policy field means its default.
 
-// RetryPolicy decides how often a failing handler is called again for the same event, and how
-// long the event's lane waits between calls. It is policy.Retry: see there for the fields, their
-// defaults (3 attempts, 500ms, 1s, ... capped at 30s, ±20% jitter) and the delay formula.
+// RetryPolicy is the handler retries of Stream.Retry (internal/policy.Retry).
 type RetryPolicy = policy.Retry
 
-// RestartPolicy decides when a crashed stream is started again by its supervisor. It is
-// policy.Restart: see there for the fields, their defaults (unlimited attempts, 1s, 2s, ...
-// capped at 60s, no jitter) and the delay formula.
+// RestartPolicy is the restarts of a crashed stream of Stream.Restart (internal/policy.Restart).
 type RestartPolicy = policy.Restart
 
-// CheckpointPolicy decides when the stream's resume position is persisted. It is
-// policy.Checkpoint: see there for the fields, their defaults (every 1,000 settlements or 1s, an
-// idle stream's token every 5 minutes, an instance's checkpoint kept 30 days after its last
-// write), the bound of replays after a crash, and Ephemeral streams, which write none.
+// CheckpointPolicy is when the resume position is persisted (internal/policy.Checkpoint).
 type CheckpointPolicy = policy.Checkpoint
-
-// DefaultCheckpointRetention is the default CheckpointPolicy.Retention: an AllInstances
-// instance's checkpoint not written for 30 days expires.
-const DefaultCheckpointRetention = policy.DefaultRetention
 
 // Defaults of DeadLetterPolicy.
 const (

@@ -4,23 +4,24 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 )
 
-// SnapshotPolicy configures the copy of a collection's existing documents through the stream's
-// handlers (the initial load, and the rebuild of RebuildFromSnapshot). It is policy.Snapshot:
-// see there for the fields, their defaults (Mode SnapshotNever, 4 partitions, chunks of 1000
-// documents) and the guarantees.
+// SnapshotPolicy is Stream.Snapshot, the copy of the existing documents (internal/policy.Snapshot).
 type SnapshotPolicy = policy.Snapshot
 
-// SnapshotMode says when a stream copies the existing documents. It is policy.SnapshotMode.
+// SnapshotMode is SnapshotPolicy.Mode: when the copy runs (internal/policy.SnapshotMode).
 type SnapshotMode = policy.SnapshotMode
 
-// The snapshot modes; see policy.SnapshotMode.
+// The snapshot modes.
 const (
-	SnapshotNever      = policy.SnapshotNever
-	SnapshotInitial    = policy.SnapshotInitial
+	// SnapshotNever (the default) never copies the existing documents.
+	SnapshotNever = policy.SnapshotNever
+	// SnapshotInitial copies them on the first start, the one that finds no checkpoint.
+	SnapshotInitial = policy.SnapshotInitial
+	// SnapshotWhenNeeded is SnapshotInitial, and RebuildFromSnapshot when the position has left
+	// the oplog.
 	SnapshotWhenNeeded = policy.SnapshotWhenNeeded
 )
 
 // RebuildFromSnapshot records the gap, captures and persists the current position, copies the
 // collection again through the handlers (Stream.Snapshot's Filter, Partitions and BatchSize;
-// resumable), then streams from the captured position. See policy.RebuildFromSnapshot.
+// resumable), then streams from the captured position.
 var RebuildFromSnapshot = policy.RebuildFromSnapshot

@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/test/mongosim"
@@ -150,7 +151,7 @@ func TestAllInstancesEachResumesFromItsOwnPosition(t *testing.T) {
 	}
 	for _, cp := range listed {
 		if cp.Stream != "cache" || len(cp.Token) == 0 || cp.UpdatedAt.IsZero() || cp.Age < 0 ||
-			!cp.ExpiresAt.Equal(cp.UpdatedAt.Add(watchtree.DefaultCheckpointRetention)) {
+			!cp.ExpiresAt.Equal(cp.UpdatedAt.Add(policy.DefaultRetention)) {
 			t.Errorf("listed checkpoint %+v", cp)
 		}
 	}
