@@ -9,7 +9,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 )
@@ -123,8 +122,8 @@ func TestRouterSnapshotEvents(t *testing.T) {
 func snapshotEventForTest(t *testing.T) bson.Raw {
 	t.Helper()
 	raw, err := bson.Marshal(bson.D{
-		{Key: "_id", Value: bson.D{{Key: "_data", Value: snapshot.IDPrefix + "snap1:shop.orders:12" + "2a00000000000000"}}},
-		{Key: "operationType", Value: snapshot.OperationType},
+		{Key: "_id", Value: bson.D{{Key: "_data", Value: "snapshot:snap1:shop.orders:12" + "2a00000000000000"}}},
+		{Key: "operationType", Value: "snapshot"},
 		{Key: "ns", Value: bson.D{{Key: "db", Value: "shop"}, {Key: "coll", Value: "orders"}}},
 		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: int64(42)}}},
 		{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: int64(42)}}},

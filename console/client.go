@@ -87,7 +87,7 @@ func (c *Client) call(ctx context.Context, method string, req, reply proto.Messa
 		ctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
-	err := c.conn.Invoke(ctx, "/"+ServiceName+"/"+method, req, reply)
+	err := c.conn.Invoke(ctx, "/"+serviceName+"/"+method, req, reply)
 	return c.wrap(err)
 }
 
@@ -131,10 +131,10 @@ func (c *Client) wrap(err error) error {
 	case codes.Unimplemented:
 		// gRPC reports an HTTP server, or a gRPC server without the console's service, as
 		// Unimplemented: whatever listens there is not a watchtree console.
-		if msg := st.Message(); strings.Contains(msg, "unexpected HTTP status code") || strings.Contains(msg, "unknown service "+ServiceName) {
+		if msg := st.Message(); strings.Contains(msg, "unexpected HTTP status code") || strings.Contains(msg, "unknown service "+serviceName) {
 			return fmt.Errorf("%w at %s: something else answers there, not a watchtree console (%s)", ErrUnreachable, c.addr, msg)
 		}
-		return &reasonError{st.Message(), ErrUnsupported}
+		return &reasonError{st.Message(), errUnsupported}
 	}
 	return fmt.Errorf("console %s: %s", c.addr, st.Message())
 }
@@ -255,7 +255,7 @@ func (c *Client) control(ctx context.Context, req *messages.ControlRequest, time
 		case "not_found":
 			base = ErrNotFound
 		case "unsupported":
-			base = ErrUnsupported
+			base = errUnsupported
 		case "timeout":
 			base = context.DeadlineExceeded
 		}
@@ -273,7 +273,7 @@ func (c *Client) control(ctx context.Context, req *messages.ControlRequest, time
 func (c *Client) Subscribe(ctx context.Context, stream string, backlog int, fn func(*messages.LifecycleEvent)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/"+ServiceName+"/Subscribe")
+	s, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/"+serviceName+"/Subscribe")
 	if err != nil {
 		return c.wrap(err)
 	}

@@ -64,15 +64,15 @@ func (c Config) Validate() error {
 	if err != nil {
 		return &FieldError{"Addr", fmt.Sprintf("must be host:port, got %q", c.Addr)}
 	}
-	if c.Token == "" && host != "" && !IsLoopback(host) {
+	if c.Token == "" && host != "" && !isLoopback(host) {
 		return &FieldError{"Token", fmt.Sprintf("is required when Addr listens beyond loopback, got Addr %q and no token", c.Addr)}
 	}
 	return nil
 }
 
-// IsLoopback reports whether host is "localhost" or a loopback IP. An empty host (all
+// isLoopback reports whether host is "localhost" or a loopback IP. An empty host (all
 // interfaces) is not.
-func IsLoopback(host string) bool {
+func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}

@@ -53,7 +53,7 @@ func TestEveryRequestIsBounded(t *testing.T) {
 	b := &muteBackend{}
 	sys, srv := startLocal(t, b, Config{RequestTimeout: 200 * time.Millisecond})
 	b.sup.Store(sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})))
-	res, err := sys.Root.RequestFuture(srv.PID(), &messages.SnapshotRequest{}, 10*time.Second).Result()
+	res, err := sys.Root.RequestFuture(srv.actorPID(), &messages.SnapshotRequest{}, 10*time.Second).Result()
 	if err != nil {
 		t.Fatalf("snapshot: %v (the console did not answer by itself)", err)
 	}
@@ -62,7 +62,7 @@ func TestEveryRequestIsBounded(t *testing.T) {
 	if len(rows) != 1 || rows[0].GetState() != "unknown" || !strings.Contains(rows[0].GetNote(), "no answer within ") {
 		t.Fatalf("rows = %v", rows)
 	}
-	res, err = sys.Root.RequestFuture(srv.PID(), &messages.ControlRequest{Action: messages.ControlAction_CONTROL_ACTION_RESTART,
+	res, err = sys.Root.RequestFuture(srv.actorPID(), &messages.ControlRequest{Action: messages.ControlAction_CONTROL_ACTION_RESTART,
 		Stream: "mute", TimeoutMs: 300}, 10*time.Second).Result()
 	if r, ok := res.(*messages.ControlReply); err != nil || !ok || r.GetOk() || r.GetCode() != "timeout" {
 		t.Fatalf("restart of a mute stream: %v, %v; want code timeout", res, err)

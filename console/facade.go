@@ -26,8 +26,8 @@ import (
 // caller's own connection. Each call is handed to the console actor as the same message a
 // remote peer would send, so both paths get the same answers and the same checks.
 
-// ServiceName is the facade's gRPC service.
-const ServiceName = "watchtree.v1.Console"
+// serviceName is the facade's gRPC service.
+const serviceName = "watchtree.v1.Console"
 
 type facade struct {
 	sys  *actor.ActorSystem
@@ -45,7 +45,7 @@ func (f *facade) close() { f.once.Do(func() { close(f.done) }) }
 
 func (f *facade) handle(_ any, stream grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(stream)
-	name, ok := strings.CutPrefix(method, "/"+ServiceName+"/")
+	name, ok := strings.CutPrefix(method, "/"+serviceName+"/")
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown service method %s", method)
 	}

@@ -49,13 +49,13 @@ func FeedServe() int {
 		case strings.HasPrefix(cmd, "publish "):
 			_, _ = fmt.Sscan(strings.TrimPrefix(cmd, "publish "), &n)
 			for i := uint64(0); i < n; i++ {
-				srv.Publish(&messages.LifecycleEvent{Stream: "s", Kind: "checkpointed", Message: fmt.Sprint(i)})
+				srv.publish(&messages.LifecycleEvent{Stream: "s", Kind: "checkpointed", Message: fmt.Sprint(i)})
 			}
 			fmt.Println("published")
 		case strings.HasPrefix(cmd, "info "):
 			_, _ = fmt.Sscan(strings.TrimPrefix(cmd, "info "), &n)
 			var info *messages.SubscriberInfo
-			if res, err := sys.Root.RequestFuture(srv.PID(), &messages.SnapshotRequest{}, 5*time.Second).Result(); err == nil {
+			if res, err := sys.Root.RequestFuture(srv.actorPID(), &messages.SnapshotRequest{}, 5*time.Second).Result(); err == nil {
 				for _, s := range res.(*messages.SnapshotReply).GetInstance().GetSubscribers() {
 					if s.GetId() == n {
 						info = s

@@ -19,13 +19,13 @@ type emptyBackend struct{}
 func (emptyBackend) Instance() Instance                                    { return Instance{ID: "feed-test", StartedAt: time.Now()} }
 func (emptyBackend) Streams() []StreamRef                                  { return nil }
 func (emptyBackend) CountDeadLetters(context.Context, string) (int, error) { return 0, nil }
-func (emptyBackend) Replay(context.Context, string, string) error          { return ErrUnsupported }
-func (emptyBackend) Purge(context.Context, string, string) error           { return ErrUnsupported }
+func (emptyBackend) Replay(context.Context, string, string) error          { return errUnsupported }
+func (emptyBackend) Purge(context.Context, string, string) error           { return errUnsupported }
 func (emptyBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadLetterInfo, error) {
 	return nil, nil
 }
 func (emptyBackend) OplogWindow(context.Context) (time.Time, time.Time, error) {
-	return time.Time{}, time.Time{}, ErrUnsupported
+	return time.Time{}, time.Time{}, errUnsupported
 }
 
 // startLocal starts a console on an actor system of its own; both stop when the test ends.
@@ -100,7 +100,7 @@ func TestFeedWindowQueueAndDrops(t *testing.T) {
 	sys, srv := startLocal(t, emptyBackend{}, Config{})
 	box := &inbox{}
 	sub := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return box }))
-	res, err := sys.Root.RequestFuture(srv.PID(), &messages.SubscribeRequest{SubscriberId: sub.Id, Window: 4}, 5*time.Second).Result()
+	res, err := sys.Root.RequestFuture(srv.actorPID(), &messages.SubscribeRequest{SubscriberId: sub.Id, Window: 4}, 5*time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +108,12 @@ func TestFeedWindowQueueAndDrops(t *testing.T) {
 
 	const published = 1200
 	for i := 0; i < published; i++ {
-		srv.Publish(&messages.LifecycleEvent{Stream: "s", Kind: "checkpointed", Message: fmt.Sprint(i)})
+		srv.publish(&messages.LifecycleEvent{Stream: "s", Kind: "checkpointed", Message: fmt.Sprint(i)})
 	}
 	// The backlog marker and 3 events fill the window of 4; feedQueue wait; the rest are dropped.
 	const dropped = published - 3 - feedQueue
-	poll(t, "the drops to be counted", func() bool { return subscriberInfo(t, sys, srv.PID(), id).GetDropped() == dropped })
-	info := subscriberInfo(t, sys, srv.PID(), id)
+	poll(t, "the drops to be counted", func() bool { return subscriberInfo(t, sys, srv.actorPID(), id).GetDropped() == dropped })
+	info := subscriberInfo(t, sys, srv.actorPID(), id)
 	if info.GetDelivered() != 4 || info.GetAcknowledged() != 0 || info.GetQueued() != feedQueue || info.GetWindow() != 4 {
 		t.Fatalf("subscriber = %v", info)
 	}
@@ -126,7 +126,7 @@ func TestFeedWindowQueueAndDrops(t *testing.T) {
 		got := box.all()
 		if n := uint64(len(got)); n > acked {
 			acked = n
-			sys.Root.Send(srv.PID(), &messages.SubscriptionAck{Id: id, Received: acked})
+			sys.Root.Send(srv.actorPID(), &messages.SubscriptionAck{Id: id, Received: acked})
 			continue
 		}
 		time.Sleep(time.Millisecond)
@@ -147,13 +147,13 @@ func TestFeedWindowQueueAndDrops(t *testing.T) {
 			t.Fatalf("event %d (seq %d) says %d dropped, want %d", i, ev.GetSeq(), ev.GetDropped(), want)
 		}
 	}
-	info = subscriberInfo(t, sys, srv.PID(), id)
+	info = subscriberInfo(t, sys, srv.actorPID(), id)
 	if info.GetQueued() != 0 || info.GetDelivered() != 4+feedQueue || info.GetAcknowledged() != 4+feedQueue || info.GetDropped() != dropped {
 		t.Fatalf("after the acks: %v", info)
 	}
 	// A new event now goes straight through, an ack beyond what was sent changes nothing.
-	sys.Root.Send(srv.PID(), &messages.SubscriptionAck{Id: id, Received: 1 << 40})
-	srv.Publish(&messages.LifecycleEvent{Stream: "s", Kind: "checkpointed"})
+	sys.Root.Send(srv.actorPID(), &messages.SubscriptionAck{Id: id, Received: 1 << 40})
+	srv.publish(&messages.LifecycleEvent{Stream: "s", Kind: "checkpointed"})
 	poll(t, "the next live event", func() bool { return len(box.all()) == 5+feedQueue })
 }
 
@@ -161,13 +161,13 @@ func TestFeedWindowQueueAndDrops(t *testing.T) {
 // most maxSubscribers subscriptions.
 func TestSubscribeLimits(t *testing.T) {
 	sys, srv := startLocal(t, emptyBackend{}, Config{})
-	res, err := sys.Root.RequestFuture(srv.PID(), &messages.SubscribeRequest{SubscriberId: "x", Window: maxWindow + 1}, 5*time.Second).Result()
+	res, err := sys.Root.RequestFuture(srv.actorPID(), &messages.SubscribeRequest{SubscriberId: "x", Window: maxWindow + 1}, 5*time.Second).Result()
 	if ce, ok := res.(*messages.ConsoleError); err != nil || !ok || ce.GetError() != "SubscribeRequest.window 1025 is above the maximum 1024" {
 		t.Fatalf("window %d: %v, %v", maxWindow+1, res, err)
 	}
 	subscribe := func() any {
 		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &inbox{} }))
-		res, err := sys.Root.RequestFuture(srv.PID(), &messages.SubscribeRequest{SubscriberId: pid.Id}, 5*time.Second).Result()
+		res, err := sys.Root.RequestFuture(srv.actorPID(), &messages.SubscribeRequest{SubscriberId: pid.Id}, 5*time.Second).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

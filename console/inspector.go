@@ -582,7 +582,7 @@ func codeOf(err error) string {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
-	case errors.Is(err, ErrUnsupported):
+	case errors.Is(err, errUnsupported):
 		return "unsupported"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"

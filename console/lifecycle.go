@@ -8,9 +8,9 @@ import (
 )
 
 // OnEvent implements observe.Observer: it publishes ev as the console's lifecycle event (see
-// Publish). The runtime adds the console to its Observer, so it runs on the observer queue's
+// publish). The runtime adds the console to its Observer, so it runs on the observer queue's
 // goroutine; it never blocks (an actor send).
-func (s *Server) OnEvent(ev observe.Event) { s.Publish(lifecycleEventOf(ev)) }
+func (s *Server) OnEvent(ev observe.Event) { s.publish(lifecycleEventOf(ev)) }
 
 // lifecycleEventOf is the console's message for ev: kind, stream, time and one-line message for
 // every kind, and the cause and attempt of the kinds that carry them. It is the one mapping of

@@ -107,12 +107,12 @@ func dialOnce(c *remote.Config) { c.MaxRetryCount = 1 }
 // Addr returns the address the console listens on ("" when Config.Addr is empty).
 func (s *Server) Addr() string { return s.addr }
 
-// PID returns the console actor.
-func (s *Server) PID() *actor.PID { return s.pid }
+// actorPID returns the console actor.
+func (s *Server) actorPID() *actor.PID { return s.pid }
 
-// Publish hands a lifecycle event to the console (numbered, kept and sent to the subscribers).
+// publish hands a lifecycle event to the console (numbered, kept and sent to the subscribers).
 // It never blocks.
-func (s *Server) Publish(ev *messages.LifecycleEvent) { s.sys.Root.Send(s.pid, ev) }
+func (s *Server) publish(ev *messages.LifecycleEvent) { s.sys.Root.Send(s.pid, ev) }
 
 // Stop ends the facade's live feeds, stops the console actor, then protoactor remote (when the
 // console started it), bounded by ctx. The actor goes first: once it and its goroutines are done

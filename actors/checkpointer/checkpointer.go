@@ -32,7 +32,7 @@ type shared struct {
 // builds a fresh instance: its in-memory position is lost and the next ResolveStart loads the
 // stored checkpoint; StartPosition Latest/At is not applied again once a start succeeded.
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

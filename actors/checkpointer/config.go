@@ -21,12 +21,12 @@ import (
 
 // Defaults of the zero Config fields (those of Config.Checkpoint are policy.Checkpoint's).
 const (
-	// DefaultRetryInitialDelay is the default Config.RetryInitialDelay.
-	DefaultRetryInitialDelay = 100 * time.Millisecond
-	// DefaultRetryMaxDelay is the default Config.RetryMaxDelay.
-	DefaultRetryMaxDelay = 30 * time.Second
-	// DefaultIOTimeout is the default Config.IOTimeout.
-	DefaultIOTimeout = 10 * time.Second
+	// defaultRetryInitialDelay is the default Config.RetryInitialDelay.
+	defaultRetryInitialDelay = 100 * time.Millisecond
+	// defaultRetryMaxDelay is the default Config.RetryMaxDelay.
+	defaultRetryMaxDelay = 30 * time.Second
+	// defaultIOTimeout is the default Config.IOTimeout.
+	defaultIOTimeout = 10 * time.Second
 )
 
 // Store is the part of store.CheckpointStore the checkpointer calls (see there for the
@@ -110,9 +110,8 @@ type Config struct {
 	Checkpoint policy.Checkpoint
 	// RetryInitialDelay and RetryMaxDelay shape the backoff of failed checkpoint and gap writes:
 	// the n-th consecutive failure is retried after min(RetryInitialDelay × 2^(n-1),
-	// RetryMaxDelay), without jitter. Defaults DefaultRetryInitialDelay (100ms) and
-	// DefaultRetryMaxDelay (30s, or RetryInitialDelay when that is longer). Must be >= 0
-	// (0 = default), RetryMaxDelay >= RetryInitialDelay.
+	// RetryMaxDelay), without jitter. Defaults 100ms and 30s (or RetryInitialDelay when that is
+	// longer). Must be >= 0 (0 = default), RetryMaxDelay >= RetryInitialDelay.
 	RetryInitialDelay time.Duration
 	RetryMaxDelay     time.Duration
 	// IOTimeout bounds each call to Store, Gaps and Positions (a context deadline, wall clock;
@@ -120,8 +119,7 @@ type Config struct {
 	// error matching context.DeadlineExceeded and takes that call's failure path: a transient
 	// FAIL answer to the start request, a retried checkpoint or gap write. Without it an
 	// unreachable server holds the checkpointer for the MongoDB driver's server selection
-	// timeout (30s by default) per call. Default DefaultIOTimeout (10s). Must be >= 0 (0 =
-	// default).
+	// timeout (30s by default) per call. Default 10s. Must be >= 0 (0 = default).
 	IOTimeout time.Duration
 	// Epoch returns the fencing epoch written with every checkpoint (SINGLE_LEADER: the lease
 	// epoch). It is called on the actor goroutine for each write and must not block. Default: 0.
@@ -142,10 +140,10 @@ type Config struct {
 	Observer observe.Observer
 }
 
-// Validate checks the configuration. The error names the field (Config.<Field>; the rules of
+// validate checks the configuration. The error names the field (Config.<Field>; the rules of
 // StartPosition, OnHistoryLost and Checkpoint are the policies' own, reported as
 // *policy.ConfigError); several broken rules are joined.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("checkpointer: Config.%s %s", field, fmt.Sprintf(format, args...)))
@@ -172,15 +170,15 @@ func (c Config) Validate() error {
 	policy.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
 	errs = append(errs, pe.Err())
 	if c.IOTimeout < 0 {
-		add("IOTimeout", "must be >= 0 (0 means %v), got %v", DefaultIOTimeout, c.IOTimeout)
+		add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
 	}
 	delaysOK := true
 	if c.RetryInitialDelay < 0 {
-		add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", DefaultRetryInitialDelay, c.RetryInitialDelay)
+		add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", defaultRetryInitialDelay, c.RetryInitialDelay)
 		delaysOK = false
 	}
 	if c.RetryMaxDelay < 0 {
-		add("RetryMaxDelay", "must be >= 0 (0 means %v), got %v", DefaultRetryMaxDelay, c.RetryMaxDelay)
+		add("RetryMaxDelay", "must be >= 0 (0 means %v), got %v", defaultRetryMaxDelay, c.RetryMaxDelay)
 		delaysOK = false
 	}
 	if delaysOK {
@@ -199,13 +197,13 @@ func (c Config) withDefaults() Config {
 		c.OnHistoryLost = policy.RebuildFromSnapshot
 	}
 	if c.RetryInitialDelay == 0 {
-		c.RetryInitialDelay = DefaultRetryInitialDelay
+		c.RetryInitialDelay = defaultRetryInitialDelay
 	}
 	if c.RetryMaxDelay == 0 {
-		c.RetryMaxDelay = max(DefaultRetryMaxDelay, c.RetryInitialDelay)
+		c.RetryMaxDelay = max(defaultRetryMaxDelay, c.RetryInitialDelay)
 	}
 	if c.IOTimeout == 0 {
-		c.IOTimeout = DefaultIOTimeout
+		c.IOTimeout = defaultIOTimeout
 	}
 	if c.Epoch == nil {
 		c.Epoch = func() int64 { return 0 }

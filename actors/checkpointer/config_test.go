@@ -17,7 +17,7 @@ func validConfig() Config {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := validConfig().Validate(); err != nil {
+	if err := validConfig().validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 	cases := []struct {
@@ -42,7 +42,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
 			tc.edit(&c)
-			err := c.Validate()
+			err := c.validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate() = %v, want %q", err, tc.want)
 			}
@@ -52,7 +52,7 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	// Several broken rules are all named.
-	err := Config{Checkpoint: policy.Checkpoint{SaveEvery: -1}}.Validate()
+	err := Config{Checkpoint: policy.Checkpoint{SaveEvery: -1}}.validate()
 	for _, f := range []string{"Stream", "Store", "Positions", "Checkpoint.SaveEvery"} {
 		if !strings.Contains(err.Error(), "Config."+f) {
 			t.Errorf("joined error %q does not name %s", err, f)
@@ -80,7 +80,7 @@ func TestConfigValidatePoliciesUseTheirValidators(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
 			tc.edit(&c)
-			err := c.Validate()
+			err := c.validate()
 			var ce *policy.ConfigError
 			if !errors.As(err, &ce) || ce.Error() != tc.want || !errors.Is(err, policy.ErrInvalidConfig) {
 				t.Fatalf("Validate() = %v, want the policy.ConfigError %q", err, tc.want)

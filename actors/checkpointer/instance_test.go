@@ -157,7 +157,7 @@ func TestInstanceIgnoresASharedCheckpointPastRetention(t *testing.T) {
 // startAfter one once migrated (a resumeAfter an invalidate is refused by the server).
 func TestInstanceMigrationKeepsAnInvalidateStartAfter(t *testing.T) {
 	h := newHarness(t, onInstance)
-	h.save(store.Checkpoint{Stream: "orders", Token: tok("inv"), Source: SourceInvalidate, UpdatedAt: h.clk.Now()})
+	h.save(store.Checkpoint{Stream: "orders", Token: tok("inv"), Source: sourceInvalidate, UpdatedAt: h.clk.Now()})
 	if sf := h.resolve(1); sf.GetKind() != wire.StartKind_START_KIND_START_AFTER {
 		t.Fatalf("StartFrom %v, want START_AFTER", sf)
 	}
@@ -274,7 +274,7 @@ func TestEphemeralHistoryLostRecordsTheGapOnly(t *testing.T) {
 
 func TestEphemeralRejectsAt(t *testing.T) {
 	err := Config{Stream: "orders", Store: nopStore{}, Positions: &fakePositions{},
-		Checkpoint: policy.Checkpoint{Ephemeral: true}, StartPosition: policy.At(time.Unix(1_700_000_000, 0))}.Validate()
+		Checkpoint: policy.Checkpoint{Ephemeral: true}, StartPosition: policy.At(time.Unix(1_700_000_000, 0))}.validate()
 	if err == nil || !strings.Contains(err.Error(), "Config.StartPosition must be Resume or Latest when Checkpoint.Ephemeral is set") {
 		t.Fatalf("Validate: %v", err)
 	}

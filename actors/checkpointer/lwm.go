@@ -8,10 +8,10 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// SourceInvalidate is the Checkpoint.Source of a position after an invalidate event: its token
+// sourceInvalidate is the Checkpoint.Source of a position after an invalidate event: its token
 // is the invalidate's, and the stream reopens with startAfter (never resumeAfter, which the
 // server refuses for an invalidate token).
-const SourceInvalidate = "invalidate"
+const sourceInvalidate = "invalidate"
 
 // position is a place to (re)open the change stream.
 type position struct {
@@ -22,7 +22,7 @@ type position struct {
 	// opTime is the start operation time when token is nil (At, Rebuild), else the cluster time
 	// of the position when known.
 	opTime bson.Timestamp
-	// source is a store.Source* value or SourceInvalidate.
+	// source is a store.Source* value or sourceInvalidate.
 	source string
 	// seq is the seq the position was taken at (0 for start positions).
 	seq uint64
@@ -31,7 +31,7 @@ type position struct {
 func (p position) empty() bool { return p.token == nil && p.opTime.IsZero() }
 
 func positionOf(cp store.Checkpoint) position {
-	return position{token: cp.Token, startAfter: cp.Source == SourceInvalidate && cp.Token != nil,
+	return position{token: cp.Token, startAfter: cp.Source == sourceInvalidate && cp.Token != nil,
 		opTime: cp.ClusterTime, source: cp.Source}
 }
 
@@ -195,7 +195,7 @@ func (t *tracker) advance() bool {
 		// The lwm event's token is newer than the position, whatever it was.
 		src := store.SourceEvent
 		if last.invalidate {
-			src = SourceInvalidate
+			src = sourceInvalidate
 		}
 		// A copy: the settlement's token may share a whole server reply's memory, which a
 		// position kept for long (an idle stream's) must not pin.

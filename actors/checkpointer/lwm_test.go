@@ -125,7 +125,7 @@ func TestTrackerInvalidateIsStartAfter(t *testing.T) {
 	tr.settle(1, evTok(1), false)
 	tr.settle(2, tok("inv"), true)
 	tr.advance()
-	if !tr.pos.startAfter || tokData(tr.pos.token) != "inv" || tr.pos.source != SourceInvalidate {
+	if !tr.pos.startAfter || tokData(tr.pos.token) != "inv" || tr.pos.source != sourceInvalidate {
 		t.Fatalf("pos %+v, want startAfter inv", tr.pos)
 	}
 	// The PBRT of the invalidate's batch is not a resumeAfter position.

@@ -211,8 +211,8 @@ func (c Config) migrate(ctx context.Context, r *resolveResult, base store.Checkp
 	p := positionOf(shared)
 	rec := base
 	rec.Token, rec.ClusterTime, rec.Source = shared.Token, shared.ClusterTime, store.SourceMigrated
-	if shared.Source == SourceInvalidate {
-		rec.Source = SourceInvalidate // keeps it a startAfter position when loaded again
+	if shared.Source == sourceInvalidate {
+		rec.Source = sourceInvalidate // keeps it a startAfter position when loaded again
 	}
 	rec = c.stamp(rec, now)
 	if !c.save(ctx, r, rec, "persist the migrated position") {

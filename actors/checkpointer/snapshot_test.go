@@ -125,7 +125,7 @@ func TestSnapshotRebuildAfterHistoryLost(t *testing.T) {
 
 func TestSnapshotConfigNeedsStore(t *testing.T) {
 	err := Config{Stream: "s", Store: memstore.New(memstore.Options{}), Positions: &fakePositions{},
-		Gaps: memstore.New(memstore.Options{}), Snapshot: policy.Snapshot{Mode: policy.SnapshotInitial}}.Validate()
+		Gaps: memstore.New(memstore.Options{}), Snapshot: policy.Snapshot{Mode: policy.SnapshotInitial}}.validate()
 	if err == nil {
 		t.Fatal("a snapshot mode without Snapshots validated")
 	}

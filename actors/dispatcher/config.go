@@ -18,19 +18,19 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultLanes               = 1
+	defaultLanes               = 1
 	DefaultCapacity            = 4096
-	DefaultSettleBatch         = 1024
-	DefaultSettleFlushInterval = 50 * time.Millisecond
-	DefaultDrainTimeout        = 30 * time.Second
-	DefaultStopTimeout         = 10 * time.Second
-	DefaultDeadLetterTimeout   = 30 * time.Second
-	DefaultCheckpointerName    = "checkpointer"
+	defaultSettleBatch         = 1024
+	defaultSettleFlushInterval = 50 * time.Millisecond
+	defaultDrainTimeout        = 30 * time.Second
+	defaultStopTimeout         = 10 * time.Second
+	defaultDeadLetterTimeout   = 30 * time.Second
+	defaultCheckpointerName    = "checkpointer"
 
-	// MaxLanes is the largest Config.Lanes accepted.
-	MaxLanes = 1024
-	// MaxCapacity is the largest Config.Capacity accepted (credit travels as uint32).
-	MaxCapacity = 1 << 24
+	// maxLanes is the largest Config.Lanes accepted.
+	maxLanes = 1024
+	// maxCapacity is the largest Config.Capacity accepted (credit travels as uint32).
+	maxCapacity = 1 << 24
 )
 
 // Config configures one dispatcher. Stream and Router are required; every other zero field
@@ -50,13 +50,13 @@ type Config struct {
 	// same lane and are processed there in order; different keys run in parallel. An event
 	// without a documentKey (drop, rename, dropDatabase, invalidate) is a barrier: it starts once
 	// every earlier event settled, and later events start once it settled. With 1 lane
-	// processing is strictly sequential. Default 1, at most MaxLanes.
+	// processing is strictly sequential. Default 1, at most 1,024.
 	Lanes int
 	// Capacity bounds the events accepted (or granted as credit) and not yet settled; memory is
 	// bounded by it whatever the handler speed. Default 4096 (four cursor batches: the next
-	// batches are read while the lanes work on this one), at most MaxCapacity. The memory this
-	// holds is at most Capacity events, and never more than Capacity/1024 + 1 server replies
-	// (16 MiB each at most) with the cursor's batches of 1024.
+	// batches are read while the lanes work on this one), at most 2^24 (16,777,216). The memory
+	// this holds is at most Capacity events, and never more than Capacity/1024 + 1 server
+	// replies (16 MiB each at most) with the cursor's batches of 1024.
 	Capacity int
 	// Retry governs handler retries and the spacing of dead-letter write retries: the stream's
 	// watchtree.RetryPolicy, as it is. See policy.Retry for the fields, defaults and formula; the
@@ -86,7 +86,7 @@ type Config struct {
 	// AttachCheckpointer message replaces it.
 	Checkpointer *actor.PID
 	// CheckpointerName is the sibling name used when Checkpointer is nil. Default
-	// DefaultCheckpointerName ("checkpointer").
+	// "checkpointer".
 	CheckpointerName string
 	// SettleBatch is the largest SettledBatch sent to the checkpointer, and the number of
 	// settlements at which a busy lane wakes the actor. Default 1,024 (a change-stream batch).
@@ -119,10 +119,10 @@ type Config struct {
 	Observer observe.Observer
 }
 
-// Validate checks c. The error names the field and the rule ("dispatcher: Config.Lanes must be
+// validate checks c. The error names the field and the rule ("dispatcher: Config.Lanes must be
 // ..."; the Retry rules are policy.ConfigError values on "Config.Retry.<Field>"); several broken
 // rules are joined with errors.Join.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.%s "+format, append([]any{field}, args...)...))
@@ -133,11 +133,11 @@ func (c Config) Validate() error {
 	if c.Router == nil {
 		bad("Router", "must not be nil")
 	}
-	if c.Lanes < 0 || c.Lanes > MaxLanes {
-		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", MaxLanes, DefaultLanes, c.Lanes)
+	if c.Lanes < 0 || c.Lanes > maxLanes {
+		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", maxLanes, defaultLanes, c.Lanes)
 	}
-	if c.Capacity < 0 || c.Capacity > MaxCapacity {
-		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", MaxCapacity, DefaultCapacity, c.Capacity)
+	if c.Capacity < 0 || c.Capacity > maxCapacity {
+		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", maxCapacity, DefaultCapacity, c.Capacity)
 	}
 	retry := policy.NewErrors("Config.")
 	policy.ValidateInto(retry, "Retry", c.Retry)
@@ -157,7 +157,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.SettleBatch < 0 {
-		bad("SettleBatch", "must be >= 1 (0 means the default %d), got %d", DefaultSettleBatch, c.SettleBatch)
+		bad("SettleBatch", "must be >= 1 (0 means the default %d), got %d", defaultSettleBatch, c.SettleBatch)
 	}
 	return errors.Join(errs...)
 }
@@ -165,29 +165,29 @@ func (c Config) Validate() error {
 // withDefaults returns c with every zero field replaced by its default.
 func (c Config) withDefaults() Config {
 	if c.Lanes == 0 {
-		c.Lanes = DefaultLanes
+		c.Lanes = defaultLanes
 	}
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
 	}
 	c.Retry = policy.WithDefaults(c.Retry)
 	if c.DeadLetterTimeout == 0 {
-		c.DeadLetterTimeout = DefaultDeadLetterTimeout
+		c.DeadLetterTimeout = defaultDeadLetterTimeout
 	}
 	if c.CheckpointerName == "" {
-		c.CheckpointerName = DefaultCheckpointerName
+		c.CheckpointerName = defaultCheckpointerName
 	}
 	if c.SettleBatch == 0 {
-		c.SettleBatch = DefaultSettleBatch
+		c.SettleBatch = defaultSettleBatch
 	}
 	if c.SettleFlushInterval == 0 {
-		c.SettleFlushInterval = DefaultSettleFlushInterval
+		c.SettleFlushInterval = defaultSettleFlushInterval
 	}
 	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
+		c.DrainTimeout = defaultDrainTimeout
 	}
 	if c.StopTimeout == 0 {
-		c.StopTimeout = DefaultStopTimeout
+		c.StopTimeout = defaultStopTimeout
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
@@ -202,7 +202,7 @@ func (c Config) withDefaults() Config {
 // its own lanes; a restarted instance starts afresh (its unsettled events are redelivered by the
 // stream's next incarnation).
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

@@ -85,7 +85,7 @@ func newDeadLetter(scope store.Scope, id string, token, raw []byte, f failure, n
 	if retention > 0 {
 		dl.ExpiresAt = now.Add(retention)
 	}
-	var pe *PanicError
+	var pe *panicError
 	if errors.As(f.err, &pe) {
 		dl.Stack = string(pe.Stack)
 	}
@@ -116,7 +116,7 @@ func newDeadLetter(scope store.Scope, id string, token, raw []byte, f failure, n
 // errorType names the error for DeadLetter.ErrorType: "panic" for a recovered panic, "decode"
 // for an event the Router could not decode, else the Go type of the outermost error.
 func errorType(f failure) string {
-	var pe *PanicError
+	var pe *panicError
 	switch {
 	case errors.As(f.err, &pe):
 		return "panic"

@@ -52,7 +52,7 @@
 //
 // Per event, a lane calls Router.Route once, then Invocation.Call once per attempt with a context
 // that is cancelled when the dispatcher stops (or a drain times out). Panics of Route or Call are
-// recovered into a *PanicError carrying runtime/debug.Stack (which includes the panic site) and
+// recovered into a *panicError carrying runtime/debug.Stack (which includes the panic site) and
 // treated like a returned error; a panicking Route (a Filter) is routed again on the next
 // attempt. A Call or Route that ends its goroutine with runtime.Goexit fails that attempt with
 // ErrHandlerGoexit (retryable), and the lane continues from the same event in a new goroutine.

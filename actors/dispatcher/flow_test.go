@@ -558,7 +558,7 @@ func TestRestartingInstanceEndsItsLanes(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	ok := Config{Stream: "s", Router: &fakeRouter{}}
-	if err := ok.Validate(); err != nil {
+	if err := ok.validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 	cases := []struct {
@@ -580,7 +580,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range cases {
 		c := ok
 		tc.edit(&c)
-		err := c.Validate()
+		err := c.validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate() = %v, want %q", err, tc.want)
 		}
@@ -588,7 +588,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("New accepted an invalid config (%s)", tc.want)
 		}
 	}
-	multi := Config{Lanes: -1}.Validate()
+	multi := Config{Lanes: -1}.validate()
 	for _, f := range []string{"Config.Stream", "Config.Router", "Config.Lanes"} {
 		if !strings.Contains(multi.Error(), f) {
 			t.Errorf("joined error %q misses %s", multi, f)
@@ -601,7 +601,7 @@ func TestConfigValidate(t *testing.T) {
 // refused by New.
 func TestConfigValidateRetryUsesThePolicy(t *testing.T) {
 	c := Config{Stream: "s", Router: &fakeRouter{}, Retry: policy.Retry{Multiplier: 0.5, MaxAttempts: -1}}
-	err := c.Validate()
+	err := c.validate()
 	var fields []string
 	var walk func(error)
 	walk = func(e error) {

@@ -244,7 +244,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			inv, outcome, err = l.route(ev.raw)
 			switch {
 			case err != nil:
-				var pe *PanicError
+				var pe *panicError
 				routeErr = !errors.As(err, &pe) // a decode error, not a panic of the Filter
 			case inv == nil && (outcome == wire.Outcome_OUTCOME_UNHANDLED || outcome == wire.Outcome_OUTCOME_FILTERED):
 				s.outcome = outcome
@@ -276,7 +276,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			// The event did not decode, so this attempt made no handler call.
 			f.attempts = attempt - 1
 		}
-		var pe *PanicError
+		var pe *panicError
 		if errors.As(err, &pe) {
 			l.panicked(ev, attempt, pe)
 		}
@@ -313,7 +313,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 	}
 }
 
-// route calls Router.Route, recovering a panic (of the Filter) into a *PanicError.
+// route calls Router.Route, recovering a panic (of the Filter) into a *panicError.
 func (l *lane) route(raw []byte) (inv Invocation, outcome wire.Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -323,7 +323,7 @@ func (l *lane) route(raw []byte) (inv Invocation, outcome wire.Outcome, err erro
 	return l.sh.router.Route(bson.Raw(raw))
 }
 
-// callHandler runs one attempt, recovering a panic into a *PanicError.
+// callHandler runs one attempt, recovering a panic into a *panicError.
 func callHandler(ctx context.Context, inv Invocation, attempt int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -333,7 +333,7 @@ func callHandler(ctx context.Context, inv Invocation, attempt int) (err error) {
 	return inv.Call(ctx, attempt)
 }
 
-func (l *lane) panicked(ev *event, attempt int, pe *PanicError) {
+func (l *lane) panicked(ev *event, attempt int, pe *panicError) {
 	sh := l.sh
 	id := eventID(ev.token, ev.raw)
 	sh.log.Error("handler panicked", zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),

@@ -5,10 +5,10 @@ import (
 	"runtime/debug"
 )
 
-// PanicError is the error of an event whose handler (or Router) panicked. The dispatcher treats it
+// panicError is the error of an event whose handler (or Router) panicked. The dispatcher treats it
 // like a returned error: Router.Classify decides (a panic is retryable unless its value is an
 // error the Router classifies otherwise), and a dead letter records Stack.
-type PanicError struct {
+type panicError struct {
 	// Value is the value passed to panic.
 	Value any
 	// Stack is the lane goroutine's stack at the recovery (runtime/debug.Stack), which includes
@@ -16,13 +16,13 @@ type PanicError struct {
 	Stack []byte
 }
 
-func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+func newPanicError(v any) *panicError { return &panicError{Value: v, Stack: debug.Stack()} }
 
 // Error returns "panic: <value>", without the stack.
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // Unwrap returns the panic value when it is an error, so errors.Is/As see through the panic.
-func (e *PanicError) Unwrap() error {
+func (e *panicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }

@@ -47,8 +47,8 @@ type Balancer interface {
 	ShouldHandOver(stream string) bool
 }
 
-// DefaultIOTimeout bounds each lease store call when Config.IOTimeout is 0.
-const DefaultIOTimeout = 10 * time.Second
+// defaultIOTimeout bounds each lease store call when Config.IOTimeout is 0.
+const defaultIOTimeout = 10 * time.Second
 
 // Config configures one stream's leader actor. Stream, Owner and Store are required.
 type Config struct {
@@ -62,7 +62,7 @@ type Config struct {
 	Policy policy.Lease
 	// Balancer shares leaderships out; nil (or Policy.Balance off) means no balancing.
 	Balancer Balancer
-	// IOTimeout bounds every lease store call. Default DefaultIOTimeout, capped at the TTL.
+	// IOTimeout bounds every lease store call. Default 10s, capped at the TTL.
 	IOTimeout time.Duration
 	// Clock times renewals, the demotion deadline, polls and expiry retries. Default clock.Real().
 	Clock clock.Clock
@@ -79,8 +79,8 @@ type Config struct {
 	OnAcquired func(epoch int64)
 }
 
-// Validate checks the configuration; errors name the field.
-func (c Config) Validate() error {
+// validate checks the configuration; errors name the field.
+func (c Config) validate() error {
 	var errs []error
 	if c.Stream == "" {
 		errs = append(errs, errors.New("leader: Config.Stream must not be empty"))
@@ -106,7 +106,7 @@ func (c Config) withDefaults() Config {
 		c.Balancer = nil
 	}
 	if c.IOTimeout == 0 {
-		c.IOTimeout = DefaultIOTimeout
+		c.IOTimeout = defaultIOTimeout
 	}
 	c.IOTimeout = min(c.IOTimeout, c.Policy.TTL)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)

@@ -21,7 +21,7 @@ import (
 // New validates cfg and returns the props of the leader actor. Spawn it as a child of the
 // stream's supervisor: it reports to its parent.
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

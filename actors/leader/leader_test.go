@@ -388,7 +388,7 @@ func TestRefusedRenewalDemotesAtOnce(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := Config{Policy: policy.Lease{RenewEvery: -1}}.Validate()
+	err := Config{Policy: policy.Lease{RenewEvery: -1}}.validate()
 	for _, want := range []string{"Config.Stream", "Config.Owner", "Config.Store", "Config.Policy.RenewEvery"} {
 		if err == nil || !containsStr(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %s", err, want)

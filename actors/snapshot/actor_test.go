@@ -288,7 +288,7 @@ func TestRunCopiesEveryDocumentOnce(t *testing.T) {
 			t.Errorf("document %d handled %d times", id, h.disp.settled[id])
 		}
 	}
-	if got := h.disp.ids[17]; got != IDPrefix+"snap1:shop.orders:12"+"1100000000000000" {
+	if got := h.disp.ids[17]; got != idPrefix+"snap1:shop.orders:12"+"1100000000000000" {
 		t.Errorf("event ID of document 17 = %q", got)
 	}
 	h.disp.mu.Unlock()
@@ -416,7 +416,7 @@ func TestEventBuilderStableIDs(t *testing.T) {
 	if err := raw1.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if op := raw1.Lookup("operationType").StringValue(); op != OperationType {
+	if op := raw1.Lookup("operationType").StringValue(); op != operationType {
 		t.Fatalf("operationType %q", op)
 	}
 	_, tokOther := newEventBuilder("s2", "db", "c").build(doc, k)
@@ -429,7 +429,7 @@ func TestEventBuilderStableIDs(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := Config{Policy: policy.Snapshot{BatchSize: -1}, ProgressInterval: -1}.Validate()
+	err := Config{Policy: policy.Snapshot{BatchSize: -1}, ProgressInterval: -1}.validate()
 	for _, field := range []string{"Config.Stream", "Config.Collection", "Config.Store", "Config.Source",
 		"Config.Policy.BatchSize", "Config.ProgressInterval"} {
 		if err == nil || !containsField(err.Error(), field) {

@@ -20,13 +20,13 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultProgressInterval = time.Second
-	DefaultIOTimeout        = 10 * time.Second
-	DefaultDispatcherName   = "dispatcher"
-	DefaultCheckpointerName = "checkpointer"
-	// DefaultWindowCheckEvery is how many progress intervals pass between two reads of the
+	defaultProgressInterval = time.Second
+	defaultIOTimeout        = 10 * time.Second
+	defaultDispatcherName   = "dispatcher"
+	defaultCheckpointerName = "checkpointer"
+	// defaultWindowCheckEvery is how many progress intervals pass between two reads of the
 	// oplog window.
-	DefaultWindowCheckEvery = 30
+	defaultWindowCheckEvery = 30
 )
 
 // ErrMixedIDTypes is the terminal error of a snapshot whose collection holds _id values of
@@ -115,8 +115,8 @@ type Config struct {
 	Observer observe.Observer
 }
 
-// Validate checks c; the error names each broken field.
-func (c Config) Validate() error {
+// validate checks c; the error names each broken field.
+func (c Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("snapshot: Config.%s "+format, append([]any{field}, args...)...))
@@ -137,13 +137,13 @@ func (c Config) Validate() error {
 	policy.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	if c.ProgressInterval < 0 {
-		bad("ProgressInterval", "must be >= 0 (0 means %v), got %v", DefaultProgressInterval, c.ProgressInterval)
+		bad("ProgressInterval", "must be >= 0 (0 means %v), got %v", defaultProgressInterval, c.ProgressInterval)
 	}
 	if c.WindowCheckEvery < 0 {
-		bad("WindowCheckEvery", "must be >= 0 (0 means %d), got %d", DefaultWindowCheckEvery, c.WindowCheckEvery)
+		bad("WindowCheckEvery", "must be >= 0 (0 means %d), got %d", defaultWindowCheckEvery, c.WindowCheckEvery)
 	}
 	if c.IOTimeout < 0 {
-		bad("IOTimeout", "must be >= 0 (0 means %v), got %v", DefaultIOTimeout, c.IOTimeout)
+		bad("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
 	}
 	return errors.Join(errs...)
 }
@@ -151,19 +151,19 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Dispatcher == "" {
-		c.Dispatcher = DefaultDispatcherName
+		c.Dispatcher = defaultDispatcherName
 	}
 	if c.Checkpointer == "" {
-		c.Checkpointer = DefaultCheckpointerName
+		c.Checkpointer = defaultCheckpointerName
 	}
 	if c.ProgressInterval == 0 {
-		c.ProgressInterval = DefaultProgressInterval
+		c.ProgressInterval = defaultProgressInterval
 	}
 	if c.WindowCheckEvery == 0 {
-		c.WindowCheckEvery = DefaultWindowCheckEvery
+		c.WindowCheckEvery = defaultWindowCheckEvery
 	}
 	if c.IOTimeout == 0 {
-		c.IOTimeout = DefaultIOTimeout
+		c.IOTimeout = defaultIOTimeout
 	}
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
 	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
@@ -173,7 +173,7 @@ func (c Config) withDefaults() Config {
 // New validates cfg and returns the props of the snapshot actor; the supervisor spawns it as a
 // sibling named "snapshot".
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

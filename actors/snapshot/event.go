@@ -8,12 +8,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
-// OperationType is the operationType of a snapshot event.
-const OperationType = "snapshot"
+// operationType is the operationType of a snapshot event.
+const operationType = "snapshot"
 
-// IDPrefix starts the _id._data (the event ID) of every snapshot event:
+// idPrefix starts the _id._data (the event ID) of every snapshot event:
 // "snapshot:<snapshot id>:<db>.<coll>:<hex of the _id value, type byte first>".
-const IDPrefix = "snapshot:"
+const idPrefix = "snapshot:"
 
 // errNoID is the error of a document without an _id (which a collection cannot hold).
 var errNoID = errors.New("snapshot: document without _id")
@@ -29,13 +29,13 @@ func idOf(doc bson.Raw) (bson.Raw, error) {
 
 // eventBuilder builds the snapshot events of one snapshot.
 type eventBuilder struct {
-	prefix string // IDPrefix + id + ":" + ns + ":"
+	prefix string // idPrefix + id + ":" + ns + ":"
 	ns     bsoncore.Document
 }
 
 func newEventBuilder(snapshotID, db, coll string) eventBuilder {
 	ns := bsoncore.NewDocumentBuilder().AppendString("db", db).AppendString("coll", coll).Build()
-	return eventBuilder{prefix: IDPrefix + snapshotID + ":" + db + "." + coll + ":", ns: ns}
+	return eventBuilder{prefix: idPrefix + snapshotID + ":" + db + "." + coll + ":", ns: ns}
 }
 
 // build returns the raw snapshot event of doc, whose {_id: value} is key, and the event's _id
@@ -53,7 +53,7 @@ func (b eventBuilder) build(doc, key bson.Raw) (raw, token bson.Raw) {
 	n := 64 + len(tok) + len(b.ns) + len(key) + len(doc)
 	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, n))
 	out = bsoncore.AppendDocumentElement(out, "_id", tok)
-	out = bsoncore.AppendStringElement(out, "operationType", OperationType)
+	out = bsoncore.AppendStringElement(out, "operationType", operationType)
 	out = bsoncore.AppendDocumentElement(out, "ns", b.ns)
 	out = bsoncore.AppendDocumentElement(out, "documentKey", key)
 	out = bsoncore.AppendDocumentElement(out, "fullDocument", doc)

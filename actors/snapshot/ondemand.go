@@ -28,16 +28,16 @@ const OnDemandName = "ondemand"
 const (
 	CodeBusy        = "busy"
 	CodeNotRunning  = "not_running"
-	CodeUnsupported = "unsupported"
-	CodeFailed      = "failed"
+	codeUnsupported = "unsupported"
+	codeFailed      = "failed"
 )
 
 // Phases of an on-demand snapshot's status.
 const (
-	PhaseRunning   = "running"
-	PhaseDone      = "done"
-	PhaseFailed    = "failed"
-	PhaseAbandoned = "abandoned"
+	phaseRunning   = "running"
+	phaseDone      = "done"
+	phaseFailed    = "failed"
+	phaseAbandoned = "abandoned"
 )
 
 // OnDemandSource reads the collection and writes the watermarks of an on-demand snapshot. Its
@@ -100,10 +100,10 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 		cfg.BatchSize = 1000
 	}
 	if cfg.Dispatcher == "" {
-		cfg.Dispatcher = DefaultDispatcherName
+		cfg.Dispatcher = defaultDispatcherName
 	}
 	if cfg.IOTimeout == 0 {
-		cfg.IOTimeout = DefaultIOTimeout
+		cfg.IOTimeout = defaultIOTimeout
 	}
 	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger)
 	cfg.Observer = cmp.Or[observe.Observer](cfg.Observer, observe.Nop{})
@@ -157,13 +157,13 @@ func (a *onDemandActor) Receive(ctx actor.Context) {
 			a.dispatcher = actor.NewPID(p.Address, p.Id+"/"+a.cfg.Dispatcher)
 		}
 	case *actor.Stopping:
-		a.end(ctx, PhaseAbandoned, "the stream's tree stopped")
+		a.end(ctx, phaseAbandoned, "the stream's tree stopped")
 	case *actor.Restarting:
-		a.end(ctx, PhaseAbandoned, "the on-demand snapshot actor restarted")
+		a.end(ctx, phaseAbandoned, "the on-demand snapshot actor restarted")
 	case *messages.OnDemandSnapshot:
 		a.onRequest(ctx, m)
 	case *wire.AbandonOnDemand:
-		a.end(ctx, PhaseAbandoned, m.GetWhy())
+		a.end(ctx, phaseAbandoned, m.GetWhy())
 	case *chunkReady:
 		if r := a.run; r != nil && m.run == r.n && m.chunk == r.chunk {
 			a.onChunkReady(ctx, m)
@@ -201,7 +201,7 @@ func (a *onDemandActor) onRequest(ctx actor.Context, m *messages.OnDemandSnapsho
 	if len(m.GetFilter()) > 0 {
 		filter = bson.Raw(m.GetFilter())
 		if err := filter.Validate(); err != nil {
-			ctx.Respond(&messages.OnDemandSnapshotReply{Code: CodeFailed, Error: "filter: " + err.Error()})
+			ctx.Respond(&messages.OnDemandSnapshotReply{Code: codeFailed, Error: "filter: " + err.Error()})
 			return
 		}
 	}
@@ -210,7 +210,7 @@ func (a *onDemandActor) onRequest(ctx actor.Context, m *messages.OnDemandSnapsho
 	r := &odRun{n: runs.Add(1), id: m.GetSnapshotId(), filter: filter, ctx: rctx, cancel: cancel, wg: &sync.WaitGroup{},
 		builder: newEventBuilder(m.GetSnapshotId(), a.cfg.Database, a.cfg.Collection), started: now,
 		st: &messages.SnapshotStatus{SnapshotId: m.GetSnapshotId(), Reason: "on-demand", Running: true, OnDemand: true,
-			Phase: PhaseRunning, StartedAt: timestamppb.New(now)}}
+			Phase: phaseRunning, StartedAt: timestamppb.New(now)}}
 	a.run = r
 	ctx.Respond(&messages.OnDemandSnapshotReply{})
 	a.cfg.Logger.Info("on-demand snapshot started", zap.String("snapshot", r.id), zap.Bool("filtered", filter != nil))
@@ -269,7 +269,7 @@ func (a *onDemandActor) nextChunk(ctx actor.Context) {
 func (a *onDemandActor) onChunkReady(ctx actor.Context, m *chunkReady) {
 	r := a.run
 	if m.err != nil {
-		a.end(ctx, PhaseFailed, m.err.Error())
+		a.end(ctx, phaseFailed, m.err.Error())
 		return
 	}
 	r.firstSeq, r.rows = r.seq+1, len(m.events)
@@ -297,7 +297,7 @@ func (a *onDemandActor) maybeChunkDone(ctx actor.Context) {
 	r.chunkCount++
 	r.st.ChunksDone = r.chunkCount
 	if r.lastChunk {
-		a.end(ctx, PhaseDone, "")
+		a.end(ctx, phaseDone, "")
 		return
 	}
 	a.report(ctx, progress, r.st)
@@ -312,18 +312,18 @@ func (a *onDemandActor) end(ctx actor.Context, phase, why string) {
 	}
 	a.run = nil
 	r.cancel()
-	if phase != PhaseDone && a.dispatcher != nil {
+	if phase != phaseDone && a.dispatcher != nil {
 		// An empty chunk with high 0 closes the dispatcher's window at once.
 		ctx.Send(a.dispatcher, &wire.WindowChunk{Run: r.n, Chunk: r.chunk})
 	}
 	now := a.cfg.Clock.Now()
 	r.st.Running, r.st.Phase = false, phase
-	r.st.Done = phase == PhaseDone
+	r.st.Done = phase == phaseDone
 	r.st.DoneAt = timestamppb.New(now)
 	if el := now.Sub(r.started).Seconds(); el > 0 {
 		r.st.Rate = float64(r.st.Documents) / el
 	}
-	if phase != PhaseDone {
+	if phase != phaseDone {
 		r.st.Error = why
 		a.cfg.Logger.Warn("on-demand snapshot ended early", zap.String("snapshot", r.id), zap.String("phase", phase),
 			zap.String("why", why), zap.Uint32("chunks_done", r.chunkCount))

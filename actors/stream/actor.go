@@ -97,7 +97,7 @@ func (s *streamActor) onStarted(ctx actor.Context) {
 	s.log = logx.With(s.cfg.Logger, zap.Uint64("incarnation", s.inc))
 	if s.checkpointer == nil || s.dispatcher == nil {
 		// Without a parent and without PIDs there is nobody to talk to: a wiring bug.
-		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+		panic(&actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 			Detail: "no checkpointer or dispatcher: the actor has no parent and Config.CheckpointerPID/DispatcherPID are nil"})
 	}
 	s.phase = wire.StreamPhase_STREAM_PHASE_RESOLVING
@@ -142,18 +142,18 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *wire.StartFrom) {
 		if cause != nil {
 			detail = strings.TrimSuffix(detail, ": "+cause.Error())
 		}
-		treekit.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed, Detail: detail, Cause: cause})
+		treekit.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed, Detail: detail, Cause: cause})
 		return
 	case wire.StartKind_START_KIND_RESUME_AFTER, wire.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {
-			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+			panic(&actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 				Detail: fmt.Sprintf("StartFrom %v without a token", m.GetKind())})
 		}
 	case wire.StartKind_START_KIND_START_AT_OPERATION_TIME:
 		ot := m.GetOperationTime()
 		pos.OperationTime = bson.Timestamp{T: ot.GetSeconds(), I: ot.GetIncrement()}
 	default:
-		panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+		panic(&actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 			Detail: fmt.Sprintf("StartFrom of unknown kind %v", m.GetKind())})
 	}
 	next := m.GetNextSeq()
@@ -165,7 +165,7 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *wire.StartFrom) {
 		// The position is a snapshot's handoff position: the snapshot runs to its end first,
 		// then the position is resolved again (it may have moved forward meanwhile).
 		if s.snapshot == nil {
-			panic(&Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+			panic(&actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 				Detail: "StartFrom names snapshot " + id + " but the actor has no parent and Config.SnapshotPID is nil"})
 		}
 		s.phase, s.snapshotID = wire.StreamPhase_STREAM_PHASE_SNAPSHOTTING, id
@@ -200,7 +200,7 @@ func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *wire.SnapshotFini
 		if cause == nil {
 			cause = errors.New(m.GetError())
 		}
-		treekit.Fail(ctx, &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrStartFailed,
+		treekit.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 			Detail: "snapshot " + id + " failed", Cause: cause})
 		return
 	}
@@ -220,7 +220,7 @@ func (s *streamActor) cancelSnapshot(ctx actor.Context) {
 // launch starts a new reader generation.
 func (s *streamActor) launch(ctx actor.Context, pos Position, next uint64) {
 	pos.MaxAwaitTime = s.cfg.MaxAwaitTime
-	pos.Comment = CommentPrefix + s.cfg.Stream
+	pos.Comment = commentPrefix + s.cfg.Stream
 	s.gen++
 	s.nextSeq = next
 	s.stats.next.Store(next)
@@ -297,7 +297,7 @@ func (s *streamActor) onEnded(ctx actor.Context, m *wire.ReaderEnded) {
 		cause := errdetail.Err(m.GetCause())
 		switch {
 		case m.GetEnd() == wire.ReaderEnd_READER_END_CURSOR_CLOSED:
-			cause = ErrCursorClosed
+			cause = errCursorClosed
 		case cause == nil:
 			cause = errors.New(m.GetError())
 		}
@@ -306,7 +306,7 @@ func (s *streamActor) onEnded(ctx actor.Context, m *wire.ReaderEnded) {
 		if open {
 			detail = "opening the change stream failed"
 		}
-		err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrCursor, Cause: cause, Detail: detail}
+		err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errCursor, Cause: cause, Detail: detail}
 		s.log.Warn("change stream failed; the supervisor restarts the stream", zap.Error(err), zap.Int32("code", m.GetCode()))
 		treekit.Fail(ctx, err)
 	}
@@ -330,7 +330,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 		s.launch(ctx, Position{Kind: wire.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
-	err := &Error{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
+	err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
 		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
 	treekit.Fail(ctx, err)

@@ -97,7 +97,7 @@ func BenchmarkStreamReader(b *testing.B) {
 	sk := &sink{want: uint64(b.N), done: done}
 	sinkPID := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sk }))
 	props, err := New(Config{Stream: "bench", CheckpointerPID: sinkPID, DispatcherPID: sinkPID,
-		Watcher: WatcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })})
+		Watcher: watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })})
 	if err != nil {
 		b.Fatal(err)
 	}

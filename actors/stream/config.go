@@ -19,25 +19,25 @@ import (
 
 // Defaults of the zero Config fields.
 const (
-	// DefaultMaxBatch is the default Config.MaxBatch (events per EventBatch).
-	DefaultMaxBatch = 1024
-	// DefaultMaxAwaitTime is the default Config.MaxAwaitTime.
-	DefaultMaxAwaitTime = time.Second
-	// DefaultCloseTimeout is the default Config.CloseTimeout.
-	DefaultCloseTimeout = 5 * time.Second
-	// DefaultCheckpointerName and DefaultDispatcherName are the sibling names the stream actor
+	// defaultMaxBatch is the default Config.MaxBatch (events per EventBatch).
+	defaultMaxBatch = 1024
+	// defaultMaxAwaitTime is the default Config.MaxAwaitTime.
+	defaultMaxAwaitTime = time.Second
+	// defaultCloseTimeout is the default Config.CloseTimeout.
+	defaultCloseTimeout = 5 * time.Second
+	// defaultCheckpointerName and DefaultDispatcherName are the sibling names the stream actor
 	// resolves under its parent (the stream supervisor) when no PID is configured.
-	DefaultCheckpointerName = "checkpointer"
-	DefaultDispatcherName   = "dispatcher"
-	DefaultSnapshotName     = "snapshot"
-	// CommentPrefix prefixes the stream name in the change stream's comment.
-	CommentPrefix = "watchtree:"
+	defaultCheckpointerName = "checkpointer"
+	defaultDispatcherName   = "dispatcher"
+	defaultSnapshotName     = "snapshot"
+	// commentPrefix prefixes the stream name in the change stream's comment.
+	commentPrefix = "watchtree:"
 )
 
-// DefaultHistoryLostCodes are the server error codes that mean the start position is no longer
+// defaultHistoryLostCodes are the server error codes that mean the start position is no longer
 // in the oplog: ChangeStreamHistoryLost (286), ChangeStreamFatalError (280) and
 // CappedPositionLost (136).
-var DefaultHistoryLostCodes = []int32{286, 280, 136}
+var defaultHistoryLostCodes = []int32{286, 280, 136}
 
 // Watcher opens the change stream at a position. The root implements it with the driver
 // (Client/Database/Collection.Watch by the stream's scope, with its pipeline and fullDocument
@@ -49,11 +49,11 @@ type Watcher interface {
 	Open(ctx context.Context, from Position) (Cursor, error)
 }
 
-// WatcherFunc adapts a function to Watcher.
-type WatcherFunc func(ctx context.Context, from Position) (Cursor, error)
+// watcherFunc adapts a function to Watcher.
+type watcherFunc func(ctx context.Context, from Position) (Cursor, error)
 
 // Open calls f.
-func (f WatcherFunc) Open(ctx context.Context, from Position) (Cursor, error) { return f(ctx, from) }
+func (f watcherFunc) Open(ctx context.Context, from Position) (Cursor, error) { return f(ctx, from) }
 
 // Position is where and how to open the change stream. The Watcher must apply every field:
 //
@@ -112,7 +112,7 @@ type Config struct {
 	// actor tree wired differently, or tests).
 	CheckpointerPID, DispatcherPID *actor.PID
 	// Snapshot is the name of the snapshot sibling (actors/snapshot), asked to run a snapshot
-	// when a StartFrom names one. Default DefaultSnapshotName ("snapshot"); SnapshotPID, when
+	// when a StartFrom names one. Default "snapshot"; SnapshotPID, when
 	// set, is used instead.
 	Snapshot    string
 	SnapshotPID *actor.PID
@@ -137,7 +137,7 @@ type Config struct {
 	// HistoryLostCodes are the server error codes that mean the start position was lost. An open
 	// failing with one of them (or a getMore failing with one before the first event of that
 	// cursor) sends HistoryLost to the checkpointer instead of failing. Default
-	// DefaultHistoryLostCodes (286, 280, 136). Codes must be > 0.
+	// 286, 280 and 136. Codes must be > 0.
 	HistoryLostCodes []int32
 
 	// Clock stamps events and statistics. Default clock.Real().
@@ -151,9 +151,9 @@ type Config struct {
 	Observer observe.Observer
 }
 
-// Validate checks the configuration. The error names the field and the rule; several broken
+// validate checks the configuration. The error names the field and the rule; several broken
 // rules are joined.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("stream: Config."+format, args...))
@@ -165,13 +165,13 @@ func (c Config) Validate() error {
 		bad("Watcher must not be nil")
 	}
 	if c.MaxBatch < 0 {
-		bad("MaxBatch must be >= 1 (0 means the default %d), got %d", DefaultMaxBatch, c.MaxBatch)
+		bad("MaxBatch must be >= 1 (0 means the default %d), got %d", defaultMaxBatch, c.MaxBatch)
 	}
 	if c.MaxAwaitTime < 0 {
-		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", DefaultMaxAwaitTime, c.MaxAwaitTime)
+		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", defaultMaxAwaitTime, c.MaxAwaitTime)
 	}
 	if c.CloseTimeout < 0 {
-		bad("CloseTimeout must be > 0 (0 means the default %v), got %v", DefaultCloseTimeout, c.CloseTimeout)
+		bad("CloseTimeout must be > 0 (0 means the default %v), got %v", defaultCloseTimeout, c.CloseTimeout)
 	}
 	for i, code := range c.HistoryLostCodes {
 		if code <= 0 {
@@ -186,25 +186,25 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.Checkpointer == "" {
-		c.Checkpointer = DefaultCheckpointerName
+		c.Checkpointer = defaultCheckpointerName
 	}
 	if c.Dispatcher == "" {
-		c.Dispatcher = DefaultDispatcherName
+		c.Dispatcher = defaultDispatcherName
 	}
 	if c.Snapshot == "" {
-		c.Snapshot = DefaultSnapshotName
+		c.Snapshot = defaultSnapshotName
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
+		c.MaxBatch = defaultMaxBatch
 	}
 	if c.MaxAwaitTime == 0 {
-		c.MaxAwaitTime = DefaultMaxAwaitTime
+		c.MaxAwaitTime = defaultMaxAwaitTime
 	}
 	if c.CloseTimeout == 0 {
-		c.CloseTimeout = DefaultCloseTimeout
+		c.CloseTimeout = defaultCloseTimeout
 	}
 	if len(c.HistoryLostCodes) == 0 {
-		c.HistoryLostCodes = DefaultHistoryLostCodes
+		c.HistoryLostCodes = defaultHistoryLostCodes
 	}
 	c.HistoryLostCodes = append([]int32(nil), c.HistoryLostCodes...)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
@@ -216,7 +216,7 @@ func (c Config) withDefaults() Config {
 // stream supervisor's Child (supervisor.Config.Child), next to the siblings "checkpointer" and
 // "dispatcher".
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

@@ -9,7 +9,7 @@
 //	checkpointer  → StartFrom{incarnation, kind, token | operation_time, next_seq, reason, terminal, source, cause}
 //	                  RESUME_AFTER / START_AFTER / START_AT_OPERATION_TIME: open the cursor (reader goroutine)
 //	                  FAIL, terminal: do nothing; the checkpointer already escalated, the supervisor stops us
-//	                  FAIL, not terminal: fail (supervisor.Fail, an *Error wrapping ErrStartFailed and cause)
+//	                  FAIL, not terminal: fail (supervisor.Fail, an *actorError wrapping errStartFailed and cause)
 //	                    → the supervisor's classifier: backoff, or crashed for a server error no restart fixes
 //	open failed with a history-lost code (HistoryLostCodes; also a getMore before the first event)
 //	              → checkpointer  HistoryLost{incarnation, code, message}   (a request) → another StartFrom
@@ -59,13 +59,13 @@
 // The driver resumes a change stream once by itself on a resumable error (network errors,
 // ResumableChangeStreamError-labelled errors, CursorNotFound). An error that survives it —
 // TryNext false with Err set — ends the reader, which posts ReaderEnded; the actor logs it and
-// fails (supervisor.Fail, no panic) with an *Error wrapping ErrCursor
+// fails (supervisor.Fail, no panic) with an *actorError wrapping errCursor
 // and the driver's error. The supervisor's classifier decides: a transient error restarts it
 // after the RestartPolicy delay (a new instance, a new incarnation, a new ResolveStart: the
 // checkpointer answers its newest settled position), a terminal one (a server error no restart
 // can fix, such as an unknown pipeline stage) crashes the stream at once. The same happens when
 // Open fails (other than history lost) and when the server closes the cursor without an
-// invalidate (ErrCursorClosed).
+// invalidate (errCursorClosed).
 //
 // # Invalidate
 //
@@ -73,7 +73,7 @@
 // the last of its batch, with no post_batch_resume_token (the server's PBRT there is the
 // invalidate token, which must never become a resumeAfter position). The reader then closes the
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
-// startAfter the invalidate's token (seqs continue); otherwise it fails with an *Error wrapping
+// startAfter the invalidate's token (seqs continue); otherwise it fails with an *actorError wrapping
 // ErrInvalidated, which the supervisor's classifier treats as terminal.
 // Both are reported (observe.Invalidated, with the operationType read right before the
 // invalidate as its cause). Every cursor open is reported as observe.Started. A resumeAfter refused with InvalidResumeToken (260) — the resolved

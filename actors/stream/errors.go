@@ -13,24 +13,24 @@ var (
 	// ErrInvalidated: an invalidate event ended the change stream and Config.InvalidateRestart
 	// is false. Terminal. The root package re-exports it as watchtree.ErrInvalidated.
 	ErrInvalidated = errors.New("watchtree: change stream invalidated")
-	// ErrCursor: the cursor died after the driver's own resume attempt (or opening it failed).
+	// errCursor: the cursor died after the driver's own resume attempt (or opening it failed).
 	// The failure also wraps the driver's error, so the supervisor's classifier decides: usually
 	// transient (a restart after the RestartPolicy delay), terminal for a server error no
 	// restart can fix (an unknown pipeline stage, an authorization error).
-	ErrCursor = errors.New("stream: change stream cursor failed")
-	// ErrStartFailed: the checkpointer answered a non-terminal StartFrom FAIL (the start position
+	errCursor = errors.New("stream: change stream cursor failed")
+	// errStartFailed: the checkpointer answered a non-terminal StartFrom FAIL (the start position
 	// could not be captured or persisted, a rebuild failed). The failure also wraps the FAIL's
-	// cause, which the classifier reads as for ErrCursor: a capture the server refuses (the
+	// cause, which the classifier reads as for errCursor: a capture the server refuses (the
 	// Pipeline) is terminal, a network error transient.
-	ErrStartFailed = errors.New("stream: start position not resolved")
+	errStartFailed = errors.New("stream: start position not resolved")
 )
 
-// Error is the failure the stream actor reports. It matches its sentinel (ErrInvalidated,
-// ErrCursor, ErrStartFailed) and the cause.
-type Error struct {
+// actorError is the failure the stream actor reports. It matches its sentinel (ErrInvalidated,
+// errCursor, errStartFailed) and the cause.
+type actorError struct {
 	Stream      string // the stream's name
 	Incarnation uint64 // the incarnation of the stream actor that failed, from 1
-	// Sentinel is ErrInvalidated, ErrCursor or ErrStartFailed.
+	// Sentinel is ErrInvalidated, errCursor or errStartFailed.
 	Sentinel error
 	// Cause is the driver's error, when there is one.
 	Cause error
@@ -39,7 +39,7 @@ type Error struct {
 }
 
 // Error returns "<sentinel> (stream "<name>", incarnation <n>): <detail>: <cause>".
-func (e *Error) Error() string {
+func (e *actorError) Error() string {
 	s := fmt.Sprintf("%v (stream %q, incarnation %d)", e.Sentinel, e.Stream, e.Incarnation)
 	if e.Detail != "" {
 		s += ": " + e.Detail
@@ -51,7 +51,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns the sentinel and the cause.
-func (e *Error) Unwrap() []error {
+func (e *actorError) Unwrap() []error {
 	errs := []error{e.Sentinel}
 	if e.Cause != nil {
 		errs = append(errs, e.Cause)

@@ -25,16 +25,16 @@ func (c *closedCursor) ID() int64                    { return 0 }
 func (c *closedCursor) Close(context.Context) error  { close(c.closed); return nil }
 
 // A cursor the server closed without an error or an invalidate (id 0) is a death
-// (ErrCursorClosed), not a busy loop; the cursor is closed.
+// (errCursorClosed), not a busy loop; the cursor is closed.
 func TestStreamServerClosedCursorFails(t *testing.T) {
 	cur := &closedCursor{closed: make(chan struct{})}
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
-		c.Watcher = WatcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
+		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
 	h.await(supervisor.StateRunning) // the open succeeded
 	tr := h.await(supervisor.StateBackoff)
-	if !errors.Is(tr.Cause, ErrCursor) || !errors.Is(tr.Cause, ErrCursorClosed) {
-		t.Fatalf("cause %v, want ErrCursor wrapping ErrCursorClosed", tr.Cause)
+	if !errors.Is(tr.Cause, errCursor) || !errors.Is(tr.Cause, errCursorClosed) {
+		t.Fatalf("cause %v, want errCursor wrapping errCursorClosed", tr.Cause)
 	}
 	<-cur.closed
 }
@@ -43,14 +43,14 @@ func TestStreamServerClosedCursorFails(t *testing.T) {
 // wrapping the driver's error, so a classifier can see its code (here Unauthorized, 13).
 func TestStreamOpenFailureFails(t *testing.T) {
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
-		c.Watcher = WatcherFunc(func(context.Context, Position) (Cursor, error) {
+		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) {
 			return nil, mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized"}
 		})
 	}})
 	tr := h.await(supervisor.StateBackoff)
 	var ce mongo.CommandError
-	if !errors.Is(tr.Cause, ErrCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 13 {
-		t.Fatalf("cause %v, want ErrCursor wrapping the server error 13", tr.Cause)
+	if !errors.Is(tr.Cause, errCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 13 {
+		t.Fatalf("cause %v, want errCursor wrapping the server error 13", tr.Cause)
 	}
 	if !strings.Contains(tr.Cause.Error(), "opening the change stream failed") {
 		t.Fatalf("cause %v, want an open failure", tr.Cause)

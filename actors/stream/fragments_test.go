@@ -137,7 +137,7 @@ func TestStreamReassemblesSplitEvent(t *testing.T) {
 	batches, pbrts := splitScript(t)
 	cur := newScriptedCursor(batches, pbrts)
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
-		c.Watcher = WatcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
+		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
 	h.await(supervisor.StateRunning)
 	checkReassembled(t, h)
@@ -150,7 +150,7 @@ func TestStreamReassemblesSplitEventOneCreditAtATime(t *testing.T) {
 	batches, pbrts := splitScript(t)
 	cur := newScriptedCursor(batches, pbrts)
 	h := newHarness(t, harnessOpts{initCredit: 1, edit: func(c *Config) {
-		c.Watcher = WatcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
+		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
 	h.await(supervisor.StateRunning)
 	h.waitEvents(1)
@@ -170,12 +170,12 @@ func TestStreamSplitFragmentOutOfSequenceFails(t *testing.T) {
 	batches[0] = batches[0][:1] // drop fragment 1
 	cur := newScriptedCursor(batches, pbrts)
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
-		c.Watcher = WatcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
+		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
 	h.await(supervisor.StateRunning)
 	tr := h.await(supervisor.StateBackoff)
-	if !errors.Is(tr.Cause, ErrCursor) || !strings.Contains(tr.Cause.Error(), errSplitEvent.Error()) {
-		t.Fatalf("cause %v, want ErrCursor wrapping errSplitEvent", tr.Cause)
+	if !errors.Is(tr.Cause, errCursor) || !strings.Contains(tr.Cause.Error(), errSplitEvent.Error()) {
+		t.Fatalf("cause %v, want errCursor wrapping errSplitEvent", tr.Cause)
 	}
 	for _, ev := range h.w.events() {
 		if bson.Raw(ev.GetRaw()).Lookup("operationType").StringValue() == "update" {

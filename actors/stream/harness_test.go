@@ -445,7 +445,7 @@ func (h *harness) noTransition() {
 
 // streamPID is the stream actor's PID under the supervisor.
 func (h *harness) streamPID() *actor.PID {
-	return actor.NewPID(h.sup.Address, h.sup.Id+"/"+supervisor.DefaultChildName)
+	return actor.NewPID(h.sup.Address, h.sup.Id+"/stream") // the supervisor's default child name
 }
 
 // stats asks the stream actor for its StreamStats.

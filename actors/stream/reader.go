@@ -19,9 +19,9 @@ import (
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
-// ErrCursorClosed is the cause of a READER_END_CURSOR_CLOSED failure: the server closed the
+// errCursorClosed is the cause of a READER_END_CURSOR_CLOSED failure: the server closed the
 // change stream's cursor (id 0) without an error and without an invalidate event.
-var ErrCursorClosed = errors.New("stream: the server closed the change stream cursor")
+var errCursorClosed = errors.New("stream: the server closed the change stream cursor")
 
 // counters are the statistics of one actor instance, written by its reader goroutines and read
 // by the actor (StreamStats).
@@ -239,7 +239,7 @@ func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 			continue
 		}
 		if serverClosed(cur) {
-			return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_CURSOR_CLOSED, Error: ErrCursorClosed.Error()}
+			return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_CURSOR_CLOSED, Error: errCursorClosed.Error()}
 		}
 		// An empty round (one getMore that found nothing): report the PBRT when it moved.
 		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) && !asm.pending() {

@@ -166,7 +166,7 @@ func TestStreamIdlePBRTBatches(t *testing.T) {
 }
 
 // A getMore failing with a non-resumable error (code 6 without ResumableChangeStreamError)
-// survives the driver: the stream actor fails (ErrCursor wrapping the driver error), the
+// survives the driver: the stream actor fails (errCursor wrapping the driver error), the
 // supervisor backs off, and the restarted instance resolves its start again (incarnation 2),
 // resumes after the last event and continues the seqs. The old reader goroutine ends.
 func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
@@ -178,8 +178,8 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	h.failGetMore(bson.D{{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}})
 	tr := h.await(supervisor.StateBackoff)
 	var ce mongo.CommandError
-	if !errors.Is(tr.Cause, ErrCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 6 {
-		t.Fatalf("death cause %v, want ErrCursor with the server's code 6", tr.Cause)
+	if !errors.Is(tr.Cause, errCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 6 {
+		t.Fatalf("death cause %v, want errCursor with the server's code 6", tr.Cause)
 	}
 	var f *supervisor.Failure
 	var pe *supervisor.PanicError
@@ -360,7 +360,7 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 	eventually(t, "the reader ended", func() bool { return liveReaders.Load() == 0 })
 }
 
-// A transient StartFrom FAIL fails the stream (ErrStartFailed, backoff); a terminal one does not
+// A transient StartFrom FAIL fails the stream (errStartFailed, backoff); a terminal one does not
 // (the checkpointer escalated it), the stream waits in phase FAILED.
 func TestStreamStartFromFail(t *testing.T) {
 	terminal := false
@@ -371,8 +371,8 @@ func TestStreamStartFromFail(t *testing.T) {
 		}
 	}})
 	tr := h.await(supervisor.StateBackoff)
-	if !errors.Is(tr.Cause, ErrStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") || strings.Contains(tr.Cause.Error(), "panic") {
-		t.Fatalf("cause %v, want ErrStartFailed with the reason, not a panic", tr.Cause)
+	if !errors.Is(tr.Cause, errStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") || strings.Contains(tr.Cause.Error(), "panic") {
+		t.Fatalf("cause %v, want errStartFailed with the reason, not a panic", tr.Cause)
 	}
 	h.w.mu.Lock()
 	terminal = true
@@ -405,8 +405,8 @@ func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
 	}})
 	tr := h.await(supervisor.StateBackoff) // the harness's classifier knows no server codes
 	var se mongo.ServerError
-	if !errors.Is(tr.Cause, ErrStartFailed) || !errors.As(tr.Cause, &se) || !se.HasErrorCode(40324) {
-		t.Fatalf("cause %v, want ErrStartFailed wrapping the server's 40324", tr.Cause)
+	if !errors.Is(tr.Cause, errStartFailed) || !errors.As(tr.Cause, &se) || !se.HasErrorCode(40324) {
+		t.Fatalf("cause %v, want errStartFailed wrapping the server's 40324", tr.Cause)
 	}
 	if text := tr.Cause.Error(); strings.Count(text, refused.Message) != 1 || !strings.Contains(text, "capture the current position: "+refused.Error()) {
 		t.Fatalf("cause text %q, want the step and the server's error, once", text)
@@ -448,7 +448,7 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 // TestReaderEndedCarriesTheError: the error that ended a reader travels in its ReaderEnded (the
 // actor reads no reader state to learn it), with the server's code and labels intact.
 func TestReaderEndedCarriesTheError(t *testing.T) {
-	r := &reader{cfg: &Config{HistoryLostCodes: DefaultHistoryLostCodes}}
+	r := &reader{cfg: &Config{HistoryLostCodes: defaultHistoryLostCodes}}
 	err := fmt.Errorf("open: %w", mongo.CommandError{Code: 40324, Name: "Location40324",
 		Message: "Unrecognized pipeline stage name: '$matchh'", Labels: []string{"x"}})
 	end := r.failed(err, true, false)
@@ -463,8 +463,8 @@ func TestReaderEndedCarriesTheError(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Stream: "s", Watcher: WatcherFunc(nil)}
-	if err := ok.Validate(); err != nil {
+	ok := Config{Stream: "s", Watcher: watcherFunc(nil)}
+	if err := ok.validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 	cases := []struct {
@@ -482,7 +482,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range cases {
 		c := ok
 		tc.edit(&c)
-		err := c.Validate()
+		err := c.validate()
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}

@@ -16,9 +16,9 @@ import (
 	"github.com/watchtree/watchtree/observe"
 )
 
-// DefaultChildName is the actor name of the stream actor under its supervisor: the stream actor
+// defaultChildName is the actor name of the stream actor under its supervisor: the stream actor
 // of the supervisor "order-stream" has the PID id "<parent>/order-stream/stream".
-const DefaultChildName = "stream"
+const defaultChildName = "stream"
 
 // Sibling is an actor the supervisor spawns once, next to the stream actor, and does not restart
 // when the stream actor restarts: the checkpointer and the dispatcher keep their
@@ -47,7 +47,7 @@ type Config struct {
 	// Child spawns the restartable stream actor. The supervisor adds a receiver middleware that
 	// numbers its incarnations (see Incarnation) and captures panic stacks. Required.
 	Child *actor.Props
-	// ChildName is the stream actor's name under the supervisor. Default DefaultChildName.
+	// ChildName is the stream actor's name under the supervisor. Default "stream".
 	ChildName string
 	// Siblings are spawned, in this order, when the supervisor starts, before the stream actor.
 	// protoactor stops children in reverse spawn order, so the stream actor stops first when the
@@ -131,10 +131,10 @@ type Transition struct {
 	Incarnation uint64
 }
 
-// Validate checks the configuration. The error names the field (Config.Stream, Config.Child,
+// validate checks the configuration. The error names the field (Config.Stream, Config.Child,
 // Config.Siblings[i].Name, and Config.Policy.<Field> as a policy.ConfigError); several broken
 // rules are joined.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	if c.Stream == "" {
 		errs = append(errs, errors.New("supervisor: Config.Stream must not be empty"))
@@ -166,7 +166,7 @@ func (c Config) Validate() error {
 
 func (c Config) childName() string {
 	if c.ChildName == "" {
-		return DefaultChildName
+		return defaultChildName
 	}
 	return c.ChildName
 }
@@ -202,7 +202,7 @@ func (c Config) withDefaults() Config {
 // supervisor instance owns its state: if the supervisor itself is restarted by its parent, the
 // tree starts afresh.
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

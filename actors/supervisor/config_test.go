@@ -81,7 +81,7 @@ func TestStateNames(t *testing.T) {
 		if s.String() != want {
 			t.Errorf("%d.String() = %q, want %q", s, s.String(), want)
 		}
-		if s < 7 && StateFromProto(s.Proto()) != s {
+		if s < 7 && stateFromProto(s.proto()) != s {
 			t.Errorf("proto round trip of %v", s)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // restarted at once, so no handler keeps running: standby), and HandOver (balance: a graceful
 // stop that ends in standby). A fenced write, whoever reports it, is handled like a lost lease.
 
-func (s *Supervisor) spawnLeader(ctx actor.Context) {
+func (s *supervisorActor) spawnLeader(ctx actor.Context) {
 	if s.cfg.Leader == nil {
 		return
 	}
@@ -30,11 +30,11 @@ func (s *Supervisor) spawnLeader(ctx actor.Context) {
 }
 
 // leads reports whether the stream runs under a lease this instance holds.
-func (s *Supervisor) leads() bool { return s.leaseEpoch > 0 }
+func (s *supervisorActor) leads() bool { return s.leaseEpoch > 0 }
 
 // campaign asks the leader actor to seek the lease; the stream is starting until the leader
 // actor's first answer (granted: the stream actor starts; held by another: standby).
-func (s *Supervisor) campaign(why string) {
+func (s *supervisorActor) campaign(why string) {
 	s.cancelTimer()
 	if s.lease.GetRole() == messages.LeaseRole_LEASE_ROLE_STANDBY {
 		s.transition(StateStandby, why+": "+s.lease.GetWhy(), nil)
@@ -44,7 +44,7 @@ func (s *Supervisor) campaign(why string) {
 	s.root.Send(s.leader, &wire.Campaign{Reason: why})
 }
 
-func (s *Supervisor) onLeaseState(m *messages.LeaseState) {
+func (s *supervisorActor) onLeaseState(m *messages.LeaseState) {
 	s.lease = m
 	if m.GetRole() != messages.LeaseRole_LEASE_ROLE_STANDBY || s.leads() || s.stop != nil {
 		return
@@ -57,7 +57,7 @@ func (s *Supervisor) onLeaseState(m *messages.LeaseState) {
 	}
 }
 
-func (s *Supervisor) onLeaseGranted(ctx actor.Context, m *wire.LeaseGranted) {
+func (s *supervisorActor) onLeaseGranted(ctx actor.Context, m *wire.LeaseGranted) {
 	if s.stop != nil || s.state.down() {
 		// A grant that crossed a stop: give the lease back.
 		s.root.Send(s.leader, &wire.Resign{Reason: "the stream is " + s.state.String()})
@@ -71,7 +71,7 @@ func (s *Supervisor) onLeaseGranted(ctx actor.Context, m *wire.LeaseGranted) {
 // onLeaseLost stops processing at once: the stream actor stops (its cursor closes) and the
 // dispatcher restarts (its lanes end), and the stream waits in standby while the leader actor
 // campaigns again. The next term starts with a fresh checkpointer.
-func (s *Supervisor) onLeaseLost(_ actor.Context, why string) {
+func (s *supervisorActor) onLeaseLost(_ actor.Context, why string) {
 	if !s.leads() {
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Supervisor) onLeaseLost(_ actor.Context, why string) {
 
 // fenced handles a write refused by a newer epoch (a checkpoint write escalated by the
 // checkpointer): the stream stops at once, and the leader actor hears of it.
-func (s *Supervisor) fenced(cause error) {
+func (s *supervisorActor) fenced(cause error) {
 	s.fencings++
 	epoch := s.leaseEpoch
 	s.log.Error("write fenced by a newer lease epoch; the stream stops", zap.Int64("epoch", epoch), zap.Error(cause))
@@ -112,14 +112,14 @@ func (s *Supervisor) fenced(cause error) {
 }
 
 // onFencedReport is a fenced write reported from outside the tree (a dead-letter write).
-func (s *Supervisor) onFencedReport(_ actor.Context, m *wire.Fenced) {
+func (s *supervisorActor) onFencedReport(_ actor.Context, m *wire.Fenced) {
 	if !s.leads() || (m.GetEpoch() != 0 && m.GetEpoch() != s.leaseEpoch) {
 		return
 	}
 	s.fenced(fmt.Errorf("%s", m.GetWhy()))
 }
 
-func (s *Supervisor) onHandOver(ctx actor.Context, m *wire.HandOver) {
+func (s *supervisorActor) onHandOver(ctx actor.Context, m *wire.HandOver) {
 	// Any state with the lease (running, starting, backoff) can hand over: the graceful stop
 	// stops whatever runs. A HandOver of another term, or during a stop, is stale.
 	if s.state.down() || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
@@ -131,7 +131,7 @@ func (s *Supervisor) onHandOver(ctx actor.Context, m *wire.HandOver) {
 // onReleaseLease hands the lease over on an operator's request, as a balance handover does; the
 // requester is answered when the sequence ended (standby), or at once when there is nothing to
 // release here.
-func (s *Supervisor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease) {
+func (s *supervisorActor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease) {
 	if s.leader == nil || s.state.down() || s.stop != nil || !s.leads() {
 		s.respond(ctx)
 		return
@@ -147,7 +147,7 @@ func (s *Supervisor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease)
 	}
 }
 
-func (s *Supervisor) onResigned(ctx actor.Context, m *wire.Resigned) {
+func (s *supervisorActor) onResigned(ctx actor.Context, m *wire.Resigned) {
 	if s.stop == nil || s.stop.phase != phaseRelease {
 		return
 	}
@@ -160,7 +160,7 @@ func (s *Supervisor) onResigned(ctx actor.Context, m *wire.Resigned) {
 
 // resignLease tells the leader actor to release the lease and stop campaigning (a give-up, a
 // non-graceful stop).
-func (s *Supervisor) resignLease(why string) {
+func (s *supervisorActor) resignLease(why string) {
 	if s.leader == nil {
 		return
 	}
@@ -171,7 +171,7 @@ func (s *Supervisor) resignLease(why string) {
 
 // onLeaderFailure restarts a failed leader actor. Its lease is no longer renewed, so the stream
 // stops as if the lease were lost, and the new leader actor campaigns again.
-func (s *Supervisor) onLeaderFailure(ctx actor.Context, f failure) {
+func (s *supervisorActor) onLeaderFailure(ctx actor.Context, f failure) {
 	s.log.Error("leader actor failed; restarting it", zap.Error(AsError(f.reason)))
 	s.sup.RestartChildren(f.who)
 	s.lease = nil

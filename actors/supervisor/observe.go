@@ -67,7 +67,7 @@ func (l *lifecycle) eventOf(stream string, t Transition) observe.Event {
 }
 
 // announce reports t's lifecycle event, if any, to the Observer, recovering a panic of it.
-func (s *Supervisor) announce(t Transition) {
+func (s *supervisorActor) announce(t Transition) {
 	ev := s.life.eventOf(s.cfg.Stream, t)
 	if ev == nil {
 		return

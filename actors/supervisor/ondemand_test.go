@@ -150,7 +150,7 @@ func TestSiblingNewPropsValidation(t *testing.T) {
 		{"both", Sibling{Name: "x", Lazy: true, Props: props, NewProps: newProps}, "Props and NewProps are exclusive"},
 		{"lazy", Sibling{Name: "x", Lazy: true, NewProps: newProps}, ""},
 	} {
-		err := Config{Stream: "s", Child: props, Siblings: []Sibling{tc.sib}}.Validate()
+		err := Config{Stream: "s", Child: props, Siblings: []Sibling{tc.sib}}.validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
 		}

@@ -46,11 +46,11 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Proto returns the protobuf enum value of s.
-func (s State) Proto() messages.SupervisorState { return messages.SupervisorState(s) }
+// proto returns the protobuf enum value of s.
+func (s State) proto() messages.SupervisorState { return messages.SupervisorState(s) }
 
-// StateFromProto converts the protobuf enum back into a State.
-func StateFromProto(s messages.SupervisorState) State {
+// stateFromProto converts the protobuf enum back into a State.
+func stateFromProto(s messages.SupervisorState) State {
 	if s < 0 || int(s) >= len(stateNames) {
 		return StateUnspecified
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/watchtree/watchtree/messages"
 )
 
-// DefaultStopTimeout bounds a graceful Stop whose timeout_ms is 0.
-const DefaultStopTimeout = 30 * time.Second
+// defaultStopTimeout bounds a graceful Stop whose timeout_ms is 0.
+const defaultStopTimeout = 30 * time.Second
 
 // stopPhase is the step a graceful stop waits for.
 type stopPhase uint8
@@ -63,7 +63,7 @@ type stopDeadline struct{ gen uint64 }
 
 // onGracefulStop starts the sequence stream actor stop → drain → flush → stopped, or joins the
 // one under way. The requester (if any) gets the StatusReply when the sequence ends.
-func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
+func (s *supervisorActor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 	if s.stop != nil {
 		if ctx.Sender() != nil {
 			s.stop.waiters = append(s.stop.waiters, ctx.Sender())
@@ -86,10 +86,10 @@ func (s *Supervisor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 // answer when it ends; for a handover the caller decides who waits (ReleaseLease's requester
 // does), and a restart's requester is answered at once (its AwaitRunning waits for the new
 // cursor).
-func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, kind stopKind) {
+func (s *supervisorActor) beginStop(ctx actor.Context, m *messages.Stop, kind stopKind) {
 	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 {
-		timeout = DefaultStopTimeout
+		timeout = defaultStopTimeout
 	}
 	now := s.cfg.Clock.Now()
 	s.stopGen++
@@ -111,7 +111,7 @@ func (s *Supervisor) beginStop(ctx actor.Context, m *messages.Stop, kind stopKin
 }
 
 // stopAdvance moves the graceful stop past the step it waited for.
-func (s *Supervisor) stopAdvance(ctx actor.Context) {
+func (s *supervisorActor) stopAdvance(ctx actor.Context) {
 	run := s.stop
 	switch run.phase {
 	case phaseStream:
@@ -162,9 +162,9 @@ func (run *stopRun) verb() string {
 }
 
 // restarting reports whether an operator restart's graceful sequence is under way.
-func (s *Supervisor) restarting() bool { return s.stop != nil && s.stop.kind == stopRestart }
+func (s *supervisorActor) restarting() bool { return s.stop != nil && s.stop.kind == stopRestart }
 
-func (s *Supervisor) skipStep(run *stopRun, note string) {
+func (s *supervisorActor) skipStep(run *stopRun, note string) {
 	if run.report.Skipped != "" {
 		note = run.report.Skipped + ", " + note
 	}
@@ -173,7 +173,7 @@ func (s *Supervisor) skipStep(run *stopRun, note string) {
 
 // healthySibling returns the PID of the named sibling, or nil (noting the skipped step) when it
 // does not exist or failed and is suspended: a suspended actor would answer nothing.
-func (s *Supervisor) healthySibling(name string, run *stopRun) *actor.PID {
+func (s *supervisorActor) healthySibling(name string, run *stopRun) *actor.PID {
 	pid := s.siblingByName(name)
 	if pid == nil {
 		return nil
@@ -190,13 +190,13 @@ func (s *Supervisor) healthySibling(name string, run *stopRun) *actor.PID {
 }
 
 // drainBudgetMs gives the drain three quarters of the time left, so that the final flush fits.
-func (s *Supervisor) drainBudgetMs(run *stopRun) int64 {
+func (s *supervisorActor) drainBudgetMs(run *stopRun) int64 {
 	left := run.deadline.Sub(s.cfg.Clock.Now())
 	return max(left.Milliseconds()*3/4, 1)
 }
 
 // onDrained records the dispatcher's answer and goes on to the flush.
-func (s *Supervisor) onDrained(ctx actor.Context, m *wire.Drained) {
+func (s *supervisorActor) onDrained(ctx actor.Context, m *wire.Drained) {
 	if s.stop == nil || s.stop.phase != phaseDrain {
 		return
 	}
@@ -210,7 +210,7 @@ func (s *Supervisor) onDrained(ctx actor.Context, m *wire.Drained) {
 }
 
 // onFlushed records the checkpointer's answer and ends the stop.
-func (s *Supervisor) onFlushed(ctx actor.Context, m *wire.Flushed) {
+func (s *supervisorActor) onFlushed(ctx actor.Context, m *wire.Flushed) {
 	if s.stop == nil || s.stop.phase != phaseFlush {
 		return
 	}
@@ -229,7 +229,7 @@ func (s *Supervisor) onFlushed(ctx actor.Context, m *wire.Flushed) {
 }
 
 // onStopDeadline ends a stop whose step did not answer in time, naming the step.
-func (s *Supervisor) onStopDeadline(ctx actor.Context, m *stopDeadline) {
+func (s *supervisorActor) onStopDeadline(ctx actor.Context, m *stopDeadline) {
 	if s.stop == nil || s.stop.gen != m.gen {
 		return
 	}
@@ -242,7 +242,7 @@ func (s *Supervisor) onStopDeadline(ctx actor.Context, m *stopDeadline) {
 	s.finishStop(ctx)
 }
 
-func (s *Supervisor) stopError(msg string) {
+func (s *supervisorActor) stopError(msg string) {
 	if r := s.stop.report; r.Error == "" {
 		r.Error = msg
 	} else {
@@ -251,7 +251,7 @@ func (s *Supervisor) stopError(msg string) {
 }
 
 // onSiblingFailedWhileStopping skips the step that waits for a sibling that just failed.
-func (s *Supervisor) onSiblingFailedWhileStopping(ctx actor.Context, name string) {
+func (s *supervisorActor) onSiblingFailedWhileStopping(ctx actor.Context, name string) {
 	run := s.stop
 	waiting := (run.phase == phaseDrain && name == s.cfg.Dispatcher) || (run.phase == phaseFlush && name == s.cfg.Checkpointer)
 	if !waiting {
@@ -264,7 +264,7 @@ func (s *Supervisor) onSiblingFailedWhileStopping(ctx actor.Context, name string
 // finishStop enters stopped (standby after a handover) and answers everyone who asked for the
 // stop; a restart launches the next incarnation instead. ctx may be nil only when the run
 // cannot launch (abortStop clears restart first).
-func (s *Supervisor) finishStop(ctx actor.Context) {
+func (s *supervisorActor) finishStop(ctx actor.Context) {
 	run := s.stop
 	s.stop = nil
 	if run.timer != nil {
@@ -304,7 +304,7 @@ func (s *Supervisor) finishStop(ctx actor.Context) {
 }
 
 // abortStop answers the waiters of a stop cut short by the supervisor's own stop.
-func (s *Supervisor) abortStop() {
+func (s *supervisorActor) abortStop() {
 	if s.stop == nil {
 		return
 	}
@@ -317,7 +317,7 @@ func (s *Supervisor) abortStop() {
 }
 
 // siblingByName returns the live sibling of that name, or nil.
-func (s *Supervisor) siblingByName(name string) *actor.PID {
+func (s *supervisorActor) siblingByName(name string) *actor.PID {
 	if name == "" {
 		return nil
 	}

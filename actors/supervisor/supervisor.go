@@ -22,7 +22,7 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// Supervisor is the per-stream supervisor actor. It is its own actor.SupervisorStrategy: protoactor
+// supervisorActor is the per-stream supervisor actor. It is its own actor.SupervisorStrategy: protoactor
 // calls HandleFailure on the supervisor's mailbox goroutine, so the attempt counter, the restart
 // timer and the epochs are plain fields, touched by one goroutine only.
 //
@@ -36,7 +36,7 @@ import (
 //
 // Every timer and operator command bumps an epoch; a RestartTick of an older epoch is dropped, so
 // an operator Stop or Start cancels a pending restart even if its timer already fired.
-type Supervisor struct {
+type supervisorActor struct {
 	cfg  *Config // shared by every instance (the props keep one copy); never written
 	log  *zap.Logger
 	self *actor.PID
@@ -103,15 +103,15 @@ type failure struct {
 	inc    uint64
 }
 
-var _ actor.SupervisorStrategy = (*Supervisor)(nil)
+var _ actor.SupervisorStrategy = (*supervisorActor)(nil)
 
 // instances numbers supervisor instances; each starts its epochs at instance<<32, so a restart
 // tick left over from a previous instance (the supervisor restarted by its own parent) can never
 // match a current epoch.
 var instances atomic.Uint64
 
-func newSupervisor(cfg *Config) *Supervisor {
-	return &Supervisor{
+func newSupervisor(cfg *Config) *supervisorActor {
+	return &supervisorActor{
 		epoch: instances.Add(1) << 32,
 		cfg:   cfg,
 		log:   cfg.Logger,
@@ -125,7 +125,7 @@ type liveSibling struct {
 }
 
 // siblingName returns the name of the live sibling with that PID id.
-func (s *Supervisor) siblingName(id string) (string, bool) {
+func (s *supervisorActor) siblingName(id string) (string, bool) {
 	for _, sib := range s.siblings {
 		if sib.pid.Id == id {
 			return sib.name, true
@@ -135,7 +135,7 @@ func (s *Supervisor) siblingName(id string) (string, bool) {
 }
 
 // Receive handles lifecycle and control messages.
-func (s *Supervisor) Receive(ctx actor.Context) {
+func (s *supervisorActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.onStarted(ctx)
@@ -219,7 +219,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 // DeathNotice to itself: the death is then handled after any message the failed actor sent before
 // dying (a Resubscribed right before a panic counts first, and the death still consumes an
 // attempt).
-func (s *Supervisor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+func (s *supervisorActor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	var inc uint64
 	switch r := reason.(type) {
 	case *PanicError:
@@ -239,7 +239,7 @@ func (s *Supervisor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, chi
 	s.root.Send(s.self, &wire.DeathNotice{Seq: s.failSeq})
 }
 
-func (s *Supervisor) onStarted(ctx actor.Context) {
+func (s *supervisorActor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
 	s.root = ctx.ActorSystem().Root
 	sup, ok := ctx.(actor.Supervisor)
@@ -269,7 +269,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 // spawnSibling spawns sib under the supervisor (and its child middleware, see New; a sibling
 // with NewProps gets its props made and wrapped here); nil when the spawn failed, which is
 // logged.
-func (s *Supervisor) spawnSibling(ctx actor.Context, sib Sibling) *actor.PID {
+func (s *supervisorActor) spawnSibling(ctx actor.Context, sib Sibling) *actor.PID {
 	props := sib.Props
 	if props == nil {
 		p, err := sib.NewProps()
@@ -290,7 +290,7 @@ func (s *Supervisor) spawnSibling(ctx actor.Context, sib Sibling) *actor.PID {
 
 // lazySibling returns the sibling called name, spawning it first when it is a Lazy one not
 // spawned yet; nil when there is none.
-func (s *Supervisor) lazySibling(ctx actor.Context, name string) *actor.PID {
+func (s *supervisorActor) lazySibling(ctx actor.Context, name string) *actor.PID {
 	if pid := s.siblingByName(name); pid != nil || name == "" {
 		return pid
 	}
@@ -303,7 +303,7 @@ func (s *Supervisor) lazySibling(ctx actor.Context, name string) *actor.PID {
 }
 
 // launch (re)starts the stream actor as a new incarnation and enters starting.
-func (s *Supervisor) launch(ctx actor.Context, why string) {
+func (s *supervisorActor) launch(ctx actor.Context, why string) {
 	s.cancelTimer()
 	s.abandonOnDemand(ctx, "the stream restarts ("+why+")")
 	s.inc++
@@ -336,7 +336,7 @@ func (s *Supervisor) launch(ctx actor.Context, why string) {
 	s.transition(StateStarting, why, nil)
 }
 
-func (s *Supervisor) spawnChild(ctx actor.Context) {
+func (s *supervisorActor) spawnChild(ctx actor.Context) {
 	q := &incarnations{}
 	q.push(s.inc)
 	props := s.cfg.underMiddleware(s.cfg.Child, q)
@@ -351,7 +351,7 @@ func (s *Supervisor) spawnChild(ctx actor.Context) {
 }
 
 // stopChild stops the stream actor (if any) and forgets any pending launch.
-func (s *Supervisor) stopChild() {
+func (s *supervisorActor) stopChild() {
 	s.launchPending = false
 	if pid := s.siblingByName(s.cfg.OnDemand); pid != nil {
 		s.root.Send(pid, &wire.AbandonOnDemand{Why: "the stream stops"})
@@ -362,7 +362,7 @@ func (s *Supervisor) stopChild() {
 	}
 }
 
-func (s *Supervisor) onTerminated(ctx actor.Context, who *actor.PID) {
+func (s *supervisorActor) onTerminated(ctx actor.Context, who *actor.PID) {
 	if s.child != nil && who.Equal(s.child) {
 		s.child, s.childQ = nil, nil
 		if s.dying {
@@ -397,7 +397,7 @@ func (s *Supervisor) onTerminated(ctx actor.Context, who *actor.PID) {
 	}
 }
 
-func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
+func (s *supervisorActor) onDeathNotice(ctx actor.Context, seq uint64) {
 	f, ok := s.failures[seq]
 	if !ok {
 		return
@@ -427,7 +427,7 @@ func (s *Supervisor) onDeathNotice(ctx actor.Context, seq uint64) {
 // onSiblingFailure keeps the failed sibling suspended until the next launch and, when the stream
 // is up, stops the stream actor and handles the failure as a death: the tree resumes from the
 // checkpointer's position once the policy delay has passed.
-func (s *Supervisor) onSiblingFailure(name string, f failure) {
+func (s *supervisorActor) onSiblingFailure(name string, f failure) {
 	if s.siblingsDown == nil {
 		s.siblingsDown = map[string]*actor.PID{}
 	}
@@ -458,7 +458,7 @@ func (e *siblingError) Error() string {
 func (e *siblingError) Unwrap() []error { return []error{ErrSiblingFailed, AsError(e.reason)} }
 
 // death applies the RestartPolicy to one death of the stream actor.
-func (s *Supervisor) death(reason any) {
+func (s *supervisorActor) death(reason any) {
 	if s.leader != nil && errors.Is(AsError(reason), store.ErrFenced) {
 		s.deaths++
 		s.lastCause = AsError(reason)
@@ -484,7 +484,7 @@ func (s *Supervisor) death(reason any) {
 		s.attempt, s.maxString(), delay, cause), cause)
 }
 
-func (s *Supervisor) classify(reason any) (terminal bool, cause error) {
+func (s *supervisorActor) classify(reason any) (terminal bool, cause error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("classifier panicked; treating the failure as transient", zap.Any("panic", r))
@@ -501,7 +501,7 @@ func (s *Supervisor) classify(reason any) (terminal bool, cause error) {
 // giveUp is terminal: the stream actor is stopped and the stream stays crashed until an
 // operator Start. cause is the transition's: the latest death's, wrapped with ErrGaveUp when
 // the attempts ran out.
-func (s *Supervisor) giveUp(why string, cause error) {
+func (s *supervisorActor) giveUp(why string, cause error) {
 	s.cancelTimer()
 	s.stopChild()
 	s.resignLease("gave up")
@@ -513,13 +513,13 @@ func (s *Supervisor) giveUp(why string, cause error) {
 // that a crashed tree still answers Drain, Flush and status requests (a failed child's mailbox
 // stays suspended until its supervisor decides). They stay in siblingsDown: the next launch
 // restarts them with fresh state.
-func (s *Supervisor) resumeFailedSiblings() {
+func (s *supervisorActor) resumeFailedSiblings() {
 	for _, pid := range s.siblingsDown {
 		s.sup.ResumeChildren(pid)
 	}
 }
 
-func (s *Supervisor) armTimer(delay time.Duration) {
+func (s *supervisorActor) armTimer(delay time.Duration) {
 	s.cancelTimer()
 	epoch := s.epoch
 	root, self := s.root, s.self
@@ -530,13 +530,13 @@ func (s *Supervisor) armTimer(delay time.Duration) {
 
 // cancelTimer stops the pending restart, if any, and bumps the epoch so that a tick already in
 // the mailbox is dropped.
-func (s *Supervisor) cancelTimer() {
+func (s *supervisorActor) cancelTimer() {
 	treekit.StopTimer(&s.timer)
 	s.epoch++
 	s.nextRetryAt = time.Time{}
 }
 
-func (s *Supervisor) onRestartTick(ctx actor.Context, epoch uint64) {
+func (s *supervisorActor) onRestartTick(ctx actor.Context, epoch uint64) {
 	if epoch != s.epoch || s.state != StateBackoff {
 		s.stale++
 		s.log.Debug("stale restart tick dropped", zap.Uint64("epoch", epoch), zap.Uint64("current", s.epoch),
@@ -551,7 +551,7 @@ func (s *Supervisor) onRestartTick(ctx actor.Context, epoch uint64) {
 // onSnapshotting moves a starting stream to snapshotting: its position is fixed, so whoever
 // awaits running (Spawn) is answered. The attempt counter is not reset: only an open cursor
 // proves the start healthy.
-func (s *Supervisor) onSnapshotting(m *wire.Snapshotting) {
+func (s *supervisorActor) onSnapshotting(m *wire.Snapshotting) {
 	inc := m.GetIncarnation()
 	if inc != s.inc || s.state != StateStarting || s.child == nil || s.dying {
 		s.stale++
@@ -563,7 +563,7 @@ func (s *Supervisor) onSnapshotting(m *wire.Snapshotting) {
 		m.GetSnapshotId(), inc), nil)
 }
 
-func (s *Supervisor) onResubscribed(inc uint64) {
+func (s *supervisorActor) onResubscribed(inc uint64) {
 	if inc != s.inc || (s.state != StateStarting && s.state != StateSnapshotting) || s.child == nil || s.dying {
 		if inc != s.inc || s.state != StateRunning {
 			s.stale++
@@ -583,7 +583,7 @@ func (s *Supervisor) onResubscribed(inc uint64) {
 	s.transitionAttempt(StateRunning, why, cause, prev)
 }
 
-func (s *Supervisor) onStart(ctx actor.Context, reason string) {
+func (s *supervisorActor) onStart(ctx actor.Context, reason string) {
 	switch s.state {
 	case StateStarting, StateRunning, StateStandby, StateSnapshotting:
 		s.log.Info("operator start ignored: already up", zap.Stringer("state", s.state), zap.String("reason", reason))
@@ -597,7 +597,7 @@ func (s *Supervisor) onStart(ctx actor.Context, reason string) {
 	s.launch(ctx, operatorWhy("start", reason))
 }
 
-func (s *Supervisor) onStop(reason string) {
+func (s *supervisorActor) onStop(reason string) {
 	if s.state == StateStopped {
 		return
 	}
@@ -607,7 +607,7 @@ func (s *Supervisor) onStop(reason string) {
 	s.transition(StateStopped, operatorWhy("stop", reason), nil)
 }
 
-func (s *Supervisor) onRestart(ctx actor.Context, reason string) {
+func (s *supervisorActor) onRestart(ctx actor.Context, reason string) {
 	s.attempt = 0
 	if s.leader != nil && !s.leads() {
 		if s.state == StateStandby || s.state == StateStarting {
@@ -633,19 +633,19 @@ func operatorWhy(verb, reason string) string {
 	return "operator " + verb + ": " + reason
 }
 
-func (s *Supervisor) maxString() string {
+func (s *supervisorActor) maxString() string {
 	if s.cfg.Policy.MaxAttempts == 0 {
 		return "∞"
 	}
 	return strconv.Itoa(s.cfg.Policy.MaxAttempts)
 }
 
-func (s *Supervisor) transition(to State, why string, cause error) {
+func (s *supervisorActor) transition(to State, why string, cause error) {
 	s.transitionAttempt(to, why, cause, s.attempt)
 }
 
 // transitionAttempt records, counts, logs and reports one transition.
-func (s *Supervisor) transitionAttempt(to State, why string, cause error, attempt int) {
+func (s *supervisorActor) transitionAttempt(to State, why string, cause error, attempt int) {
 	from := s.state
 	now := s.cfg.Clock.Now()
 	s.state, s.why, s.since = to, why, now
@@ -694,7 +694,7 @@ func (s *Supervisor) transitionAttempt(to State, why string, cause error, attemp
 
 // onAwaitRunning answers at once unless the stream is starting or in backoff; then the answer
 // waits for the next transition out of those states.
-func (s *Supervisor) onAwaitRunning(ctx actor.Context) {
+func (s *supervisorActor) onAwaitRunning(ctx actor.Context) {
 	if ctx.Sender() == nil {
 		return
 	}
@@ -707,7 +707,7 @@ func (s *Supervisor) onAwaitRunning(ctx actor.Context) {
 
 // refuseWhileStopping reports (and logs) that an operator command waits for nothing: a graceful
 // stop under way finishes first, then the command can be sent again.
-func (s *Supervisor) refuseWhileStopping(verb, reason string) bool {
+func (s *supervisorActor) refuseWhileStopping(verb, reason string) bool {
 	if s.stop == nil {
 		return false
 	}
@@ -715,7 +715,7 @@ func (s *Supervisor) refuseWhileStopping(verb, reason string) bool {
 	return true
 }
 
-func (s *Supervisor) addSettlements(m *messages.SettlementCounts) {
+func (s *supervisorActor) addSettlements(m *messages.SettlementCounts) {
 	t := &s.settlements
 	t.Settled += m.GetSettled()
 	t.Handled += m.GetHandled()
@@ -730,7 +730,7 @@ func (s *Supervisor) addSettlements(m *messages.SettlementCounts) {
 	}
 }
 
-func (s *Supervisor) notify(t Transition) {
+func (s *supervisorActor) notify(t Transition) {
 	if s.cfg.OnTransition == nil {
 		return
 	}
@@ -742,16 +742,16 @@ func (s *Supervisor) notify(t Transition) {
 	s.cfg.OnTransition(t)
 }
 
-func (s *Supervisor) respond(ctx actor.Context) {
+func (s *supervisorActor) respond(ctx actor.Context) {
 	if ctx.Sender() != nil {
 		ctx.Respond(s.status())
 	}
 }
 
-func (s *Supervisor) status() *messages.StatusReply {
+func (s *supervisorActor) status() *messages.StatusReply {
 	r := &messages.StatusReply{
 		Stream:       s.cfg.Stream,
-		State:        s.state.Proto(),
+		State:        s.state.proto(),
 		Why:          s.why,
 		Since:        timestamppb.New(s.since),
 		Attempt:      uint32(s.attempt),
@@ -803,7 +803,7 @@ func (s *Supervisor) status() *messages.StatusReply {
 // onOnDemand forwards an on-demand snapshot request to the on-demand sibling, which answers the
 // requester; only a running stream takes one (its live events must reach the dispatcher to
 // close the chunks' windows).
-func (s *Supervisor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot) {
+func (s *supervisorActor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot) {
 	if s.state != StateRunning {
 		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "not_running",
 			Error: fmt.Sprintf("the stream is %s here, not running (%s)", s.state, s.why)})
@@ -819,7 +819,7 @@ func (s *Supervisor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot)
 
 // abandonOnDemand ends a running on-demand snapshot: a new incarnation starts with a new
 // dispatcher position, and the chunks' windows would never close.
-func (s *Supervisor) abandonOnDemand(ctx actor.Context, why string) {
+func (s *supervisorActor) abandonOnDemand(ctx actor.Context, why string) {
 	if pid := s.siblingByName(s.cfg.OnDemand); pid != nil {
 		ctx.Send(pid, &wire.AbandonOnDemand{Why: why})
 	}

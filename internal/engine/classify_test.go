@@ -23,17 +23,42 @@ func serverErr(code int32, name, msg string, labels ...string) mongo.CommandErro
 	return mongo.CommandError{Code: code, Name: name, Message: msg, Labels: labels}
 }
 
+// actorErr has the shape of the stream actor's failure (its own error type): it unwraps to its
+// sentinel and to the cause. The classifier knows neither, only what they wrap.
+type actorErr struct{ sentinel, cause error }
+
+func (e *actorErr) Error() string {
+	if e.cause == nil {
+		return e.sentinel.Error()
+	}
+	return e.sentinel.Error() + ": " + e.cause.Error()
+}
+
+func (e *actorErr) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.sentinel}
+	}
+	return []error{e.sentinel, e.cause}
+}
+
+// The stream actor's sentinels the classifier does not match (it reads their causes).
+var (
+	errCursor       = errors.New("stream: change stream cursor failed")
+	errStartFailed  = errors.New("stream: start position not resolved")
+	errCursorClosed = errors.New("stream: the server closed the change stream cursor")
+)
+
 // TestClassifyError: failures against their class, through the wrappings they arrive in (the
-// stream actor's *Error, a sibling's failure, Fail, a panic, a message's ErrorDetail) and the
+// stream actor's error, a sibling's failure, Fail, a panic, a message's ErrorDetail) and the
 // driver's error types (CommandError, WriteException, labels, network and timeout errors).
 func TestClassifyError(t *testing.T) {
 	wrapped := func(err error) error { return fmt.Errorf("actor: %w", err) }
-	cursor := func(cause error) error { return &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: cause} }
+	cursor := func(cause error) error { return &actorErr{sentinel: errCursor, cause: cause} }
 	unknownStage := serverErr(40324, "Location40324", "Unrecognized pipeline stage name: '$matchh'")
 	// The start failure of the finding: the capture refused by the server, carried to the stream
 	// actor in a StartFrom FAIL and failed with by Fail.
-	startFailed := &supervisor.Failure{Incarnation: 2, Err: &stream.Error{Stream: "s", Sentinel: stream.ErrStartFailed,
-		Detail: "capture the current position", Cause: errdetail.Err(errdetail.Of(unknownStage))}}
+	startFailed := &supervisor.Failure{Incarnation: 2, Err: &actorErr{sentinel: errStartFailed,
+		cause: fmt.Errorf("capture the current position: %w", errdetail.Err(errdetail.Of(unknownStage)))}}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -43,8 +68,8 @@ func TestClassifyError(t *testing.T) {
 		{"history lost", wrapped(checkpointer.ErrHistoryLost), terminal},
 		{"history lost via a sibling", fmt.Errorf("%w: %w", supervisor.ErrSiblingFailed, checkpointer.ErrHistoryLost), terminal},
 		{"fenced store write", fmt.Errorf("memstore: save: %w", store.ErrFenced), terminal},
-		{"invalidated", &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}, terminal},
-		{"invalidated in a Failure", &supervisor.Failure{Err: &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}}, terminal},
+		{"invalidated", &actorErr{sentinel: stream.ErrInvalidated}, terminal},
+		{"invalidated in a Failure", &supervisor.Failure{Err: &actorErr{sentinel: stream.ErrInvalidated}}, terminal},
 		{"invalidated in a panic", &supervisor.PanicError{Value: wrapped(stream.ErrInvalidated)}, terminal},
 		{"pipeline removed _id", cursor(serverErr(280, "ChangeStreamFatalError",
 			"Encountered an event whose _id field, which contains the resume token, was modified by the pipeline.")), terminal},
@@ -76,7 +101,7 @@ func TestClassifyError(t *testing.T) {
 
 		// Unknown: transient, the RestartPolicy bounds it.
 		{"unknown server code", cursor(serverErr(8, "UnknownError", "?")), transient},
-		{"cursor closed by the server", cursor(stream.ErrCursorClosed), transient},
+		{"cursor closed by the server", cursor(errCursorClosed), transient},
 		{"stream actor stopped", supervisor.ErrChildStopped, transient},
 		{"store fault", wrapped(errors.New("disk full")), transient},
 		{"a real panic", &supervisor.PanicError{Value: "index out of range"}, transient},
@@ -107,7 +132,7 @@ func TestClassifyError(t *testing.T) {
 // with errors.Is, and is no panic.
 func TestClassifyFailureReportsTheCauseAsItIs(t *testing.T) {
 	unknownStage := serverErr(40324, "Location40324", "Unrecognized pipeline stage name: '$matchh'")
-	reason := &supervisor.Failure{Incarnation: 1, Err: &stream.Error{Stream: "s", Sentinel: stream.ErrCursor, Cause: unknownStage}}
+	reason := &supervisor.Failure{Incarnation: 1, Err: &actorErr{sentinel: errCursor, cause: unknownStage}}
 	isTerminal, cause := classifyFailure(reason)
 	if !isTerminal || cause != error(reason) {
 		t.Fatalf("classifyFailure = %v, %v; want terminal with the reason itself", isTerminal, cause)
@@ -115,7 +140,7 @@ func TestClassifyFailureReportsTheCauseAsItIs(t *testing.T) {
 	if msg := cause.Error(); !strings.Contains(msg, "Unrecognized pipeline stage name: '$matchh'") || strings.Contains(msg, "panic") {
 		t.Fatalf("cause %q, want the server's message and no panic", msg)
 	}
-	isTerminal, cause = classifyFailure(&supervisor.Failure{Err: &stream.Error{Stream: "s", Sentinel: stream.ErrInvalidated}})
+	isTerminal, cause = classifyFailure(&supervisor.Failure{Err: &actorErr{sentinel: stream.ErrInvalidated}})
 	if !isTerminal || !errors.Is(cause, stream.ErrInvalidated) {
 		t.Fatalf("invalidate-stop: %v, %v; want terminal matching ErrInvalidated", isTerminal, cause)
 	}

@@ -234,6 +234,10 @@ func (c *opCursor) Err() error {
 // $changeStreamSplitLargeEvent.
 const splitMinWireVersion = 21
 
+// captureCloseTimeout bounds the close (killCursors) of the capture's change stream, as the
+// stream actor bounds its own cursor's close by default.
+const captureCloseTimeout = 5 * time.Second
+
 // splitStageRaw is {$changeStreamSplitLargeEvent: {}}.
 var splitStageRaw = func() bson.Raw {
 	b, err := bson.Marshal(bson.D{{Key: splitStage, Value: bson.D{}}})
@@ -314,7 +318,7 @@ func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, 
 	token := append(bson.Raw(nil), cs.ResumeToken()...)
 	// The close (killCursors) must not outlive the capture by much either: the server may have
 	// gone away right after the reply.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stream.DefaultCloseTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), captureCloseTimeout)
 	closeErr := cs.Close(cctx)
 	cancel()
 	if len(token) == 0 {

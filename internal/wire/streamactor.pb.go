@@ -237,7 +237,7 @@ type ReaderEnded struct {
 	// filtered it out, or an invalidate alone).
 	InvalidateCause string `protobuf:"bytes,8,opt,name=invalidate_cause,json=invalidateCause,proto3" json:"invalidate_cause,omitempty"`
 	// cause is the error that ended the reader, for READER_END_OPEN_FAILED, _HISTORY_LOST and
-	// _CURSOR_FAILED (READER_END_CURSOR_CLOSED means stream.ErrCursorClosed).
+	// _CURSOR_FAILED (READER_END_CURSOR_CLOSED means the stream actor's errCursorClosed).
 	Cause         *ErrorDetail `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -11,13 +11,13 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// Trials is the number of rounds of the concurrent-acquirers case.
-const Trials = 100
+// trials is the number of rounds of the concurrent-acquirers case.
+const trials = 100
 
 // TestLeaseStore runs the lease contract against stores made by newStore (a fresh store per
 // call, whose lease names no other test uses): free, held, expired, released and re-acquired
 // leases; renewal and release by a non-owner or a stale epoch; epochs that only grow; exactly
-// one winner among concurrent acquirers in each of Trials rounds; the watch; the instance
+// one winner among concurrent acquirers in each of trials rounds; the watch; the instance
 // registry. Expiry is the store's own (its server clock), so the expiry cases wait for it with
 // short TTLs, polling with a deadline.
 func TestLeaseStore(t *testing.T, newStore func(t *testing.T) store.LeaseStore) {
@@ -230,7 +230,7 @@ func leaseEpochsGrow(t *testing.T, s store.LeaseStore) {
 
 func leaseConcurrent(t *testing.T, s store.LeaseStore) {
 	const acquirers = 5
-	for trial := range Trials {
+	for trial := range trials {
 		name := fmt.Sprintf("race-%d", trial)
 		var wg sync.WaitGroup
 		errs := make([]error, acquirers)
