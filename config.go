@@ -15,7 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
@@ -174,7 +174,7 @@ func (c Config) Validate() error {
 	if c.ConnectTimeout < 0 {
 		ce.Add("ConnectTimeout", "must be >= 0 (0 means the default %v), got %v", defaultConnectTimeout, c.ConnectTimeout)
 	}
-	var fe *console.FieldError
+	var fe *consoleserver.FieldError
 	if err := c.Console.config().Validate(); errors.As(err, &fe) {
 		ce.Add("Console."+fe.Field, "%s", fe.Rule)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/remote"
 
-	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/consoleserver"
 )
 
 // ConsoleConfig turns on the remote console (Config.Console): the inspector actor, reachable
@@ -29,8 +29,8 @@ type ConsoleConfig struct {
 }
 
 // config is the console's configuration (the runtime adds its logger and clock).
-func (c ConsoleConfig) config() console.Config {
-	return console.Config{Addr: c.Addr, Token: c.Token, RemoteOptions: c.RemoteOptions, RequestTimeout: c.RequestTimeout}
+func (c ConsoleConfig) config() consoleserver.Config {
+	return consoleserver.Config{Addr: c.Addr, Token: c.Token, RemoteOptions: c.RemoteOptions, RequestTimeout: c.RequestTimeout}
 }
 
 // ConsoleAddr returns the address the console listens on, "" when it is off or the runtime is

@@ -1,3 +1,6 @@
+// Package console is the client of a watchtree console: Dial one by its address and read its
+// streams, follow its lifecycle feed, or run commands. The console itself runs inside a
+// runtime (watchtree.Config.Console).
 package console
 
 import (
@@ -17,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -56,7 +60,13 @@ var (
 	// trusted by the console, a console certificate the client does not trust, or TLS on one
 	// side only.
 	ErrTLS = errors.New("console TLS handshake failed")
+	// ErrNotFound: the console knows no such stream or dead letter.
+	ErrNotFound = consoleserver.ErrNotFound
 )
+
+// BacklogEnd is the kind of the marker event Subscribe delivers after the backlog: the events
+// after it are live. It carries no seq.
+const BacklogEnd = consoleserver.BacklogEnd
 
 // Dial prepares a client for the console at addr. It does not connect: the first call does, and
 // fails with ErrUnreachable when nothing answers.
@@ -87,7 +97,7 @@ func (c *Client) call(ctx context.Context, method string, req, reply proto.Messa
 		ctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
-	err := c.conn.Invoke(ctx, "/"+serviceName+"/"+method, req, reply)
+	err := c.conn.Invoke(ctx, "/"+consoleserver.ServiceName+"/"+method, req, reply)
 	return c.wrap(err)
 }
 
@@ -131,10 +141,10 @@ func (c *Client) wrap(err error) error {
 	case codes.Unimplemented:
 		// gRPC reports an HTTP server, or a gRPC server without the console's service, as
 		// Unimplemented: whatever listens there is not a watchtree console.
-		if msg := st.Message(); strings.Contains(msg, "unexpected HTTP status code") || strings.Contains(msg, "unknown service "+serviceName) {
+		if msg := st.Message(); strings.Contains(msg, "unexpected HTTP status code") || strings.Contains(msg, "unknown service "+consoleserver.ServiceName) {
 			return fmt.Errorf("%w at %s: something else answers there, not a watchtree console (%s)", ErrUnreachable, c.addr, msg)
 		}
-		return &reasonError{st.Message(), errUnsupported}
+		return &reasonError{st.Message(), consoleserver.ErrUnsupported}
 	}
 	return fmt.Errorf("console %s: %s", c.addr, st.Message())
 }
@@ -225,7 +235,7 @@ func (c *Client) DeadLetters(ctx context.Context, stream string, limit int) (*me
 // that says why (ErrUnauthenticated for a wrong token).
 func (c *Client) Control(ctx context.Context, action messages.ControlAction, stream, deadLetterID string, timeout time.Duration) (*messages.ControlReply, error) {
 	if timeout <= 0 {
-		timeout = defaultControlTimeout
+		timeout = consoleserver.DefaultControlTimeout
 	}
 	return c.control(ctx, &messages.ControlRequest{Action: action, Stream: stream, DeadLetterId: deadLetterID, Token: c.token,
 		RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}, timeout)
@@ -236,7 +246,7 @@ func (c *Client) Control(ctx context.Context, action messages.ControlAction, str
 // returns once the stream accepted it; the reply's detail names the snapshot.
 func (c *Client) OnDemandSnapshot(ctx context.Context, stream, filter string, timeout time.Duration) (*messages.ControlReply, error) {
 	if timeout <= 0 {
-		timeout = defaultControlTimeout
+		timeout = consoleserver.DefaultControlTimeout
 	}
 	return c.control(ctx, &messages.ControlRequest{Action: messages.ControlAction_CONTROL_ACTION_SNAPSHOT, Stream: stream,
 		Filter: filter, Token: c.token, RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}, timeout)
@@ -255,7 +265,7 @@ func (c *Client) control(ctx context.Context, req *messages.ControlRequest, time
 		case "not_found":
 			base = ErrNotFound
 		case "unsupported":
-			base = errUnsupported
+			base = consoleserver.ErrUnsupported
 		case "timeout":
 			base = context.DeadlineExceeded
 		}
@@ -273,7 +283,7 @@ func (c *Client) control(ctx context.Context, req *messages.ControlRequest, time
 func (c *Client) Subscribe(ctx context.Context, stream string, backlog int, fn func(*messages.LifecycleEvent)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/"+serviceName+"/Subscribe")
+	s, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/"+consoleserver.ServiceName+"/Subscribe")
 	if err != nil {
 		return c.wrap(err)
 	}

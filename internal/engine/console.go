@@ -12,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
@@ -35,7 +35,7 @@ func (rt *Runtime) startConsoleLocked() error {
 	}
 	cc := rt.cfg.Console
 	cc.Logger, cc.Clock = rt.log.Named("console"), rt.clk
-	srv, err := console.Start(rt.sys, consoleBackend{rt}, cc)
+	srv, err := consoleserver.Start(rt.sys, consoleBackend{rt}, cc)
 	if err != nil {
 		return fmt.Errorf("watchtree: start: %w", err)
 	}
@@ -47,9 +47,9 @@ func (rt *Runtime) startConsoleLocked() error {
 // commands do not pass here: the console sends them to the supervisors itself.
 type consoleBackend struct{ rt *Runtime }
 
-func (b consoleBackend) Instance() console.Instance {
+func (b consoleBackend) Instance() consoleserver.Instance {
 	host, _ := os.Hostname()
-	return console.Instance{ID: b.rt.cfg.InstanceID, Host: host, Version: moduleVersion(), StartedAt: b.rt.startedAt}
+	return consoleserver.Instance{ID: b.rt.cfg.InstanceID, Host: host, Version: moduleVersion(), StartedAt: b.rt.startedAt}
 }
 
 // moduleVersion is watchtree's version as built into the binary.
@@ -69,11 +69,11 @@ func moduleVersion() string {
 	return "unknown"
 }
 
-func (b consoleBackend) Streams() []console.StreamRef {
+func (b consoleBackend) Streams() []consoleserver.StreamRef {
 	b.rt.mu.Lock()
 	entries := b.rt.entriesLocked()
 	b.rt.mu.Unlock()
-	out := make([]console.StreamRef, 0, len(entries))
+	out := make([]consoleserver.StreamRef, 0, len(entries))
 	for _, e := range entries {
 		ns := e.watcher.Database
 		if e.spec.Collection != "" {
@@ -83,7 +83,7 @@ func (b consoleBackend) Streams() []console.StreamRef {
 		if e.spec.SingleLeader {
 			mode = "single-leader"
 		}
-		out = append(out, console.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Supervisor: e.SupervisorPID()})
+		out = append(out, consoleserver.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Supervisor: e.SupervisorPID()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -96,11 +96,11 @@ func consoleErr(err error) error {
 	return err
 }
 
-// notFoundErr reads as err and matches console.ErrNotFound too.
+// notFoundErr reads as err and matches consoleserver.ErrNotFound too.
 type notFoundErr struct{ err error }
 
 func (e notFoundErr) Error() string   { return e.err.Error() }
-func (e notFoundErr) Unwrap() []error { return []error{e.err, console.ErrNotFound} }
+func (e notFoundErr) Unwrap() []error { return []error{e.err, consoleserver.ErrNotFound} }
 
 func (b consoleBackend) DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error) {
 	list, err := b.rt.DeadLetters(ctx, stream, limit)

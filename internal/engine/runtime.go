@@ -15,8 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/console"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -48,7 +48,7 @@ type Config struct {
 	Lease policy.Lease
 	// Console configures the remote console; Addr "" is off. Its Logger and Clock are the
 	// runtime's.
-	Console console.Config
+	Console consoleserver.Config
 }
 
 // state is the lifecycle of a Runtime: new → started → stopping → stopped (final).
@@ -84,7 +84,7 @@ type Runtime struct {
 	ownSystem bool
 	obs       *safeObserver
 	streams   map[string]*Entry
-	console   *console.Server // nil when Config.Console is off
+	console   *consoleserver.Server // nil when Config.Console is off
 	startedAt time.Time
 
 	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop

@@ -1,4 +1,4 @@
-package console_test
+package consoleserver_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package console
+package consoleserver
 
 import (
 	"context"
@@ -19,13 +19,13 @@ type emptyBackend struct{}
 func (emptyBackend) Instance() Instance                                    { return Instance{ID: "feed-test", StartedAt: time.Now()} }
 func (emptyBackend) Streams() []StreamRef                                  { return nil }
 func (emptyBackend) CountDeadLetters(context.Context, string) (int, error) { return 0, nil }
-func (emptyBackend) Replay(context.Context, string, string) error          { return errUnsupported }
-func (emptyBackend) Purge(context.Context, string, string) error           { return errUnsupported }
+func (emptyBackend) Replay(context.Context, string, string) error          { return ErrUnsupported }
+func (emptyBackend) Purge(context.Context, string, string) error           { return ErrUnsupported }
 func (emptyBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadLetterInfo, error) {
 	return nil, nil
 }
 func (emptyBackend) OplogWindow(context.Context) (time.Time, time.Time, error) {
-	return time.Time{}, time.Time{}, errUnsupported
+	return time.Time{}, time.Time{}, ErrUnsupported
 }
 
 // startLocal starts a console on an actor system of its own; both stop when the test ends.

@@ -1,4 +1,4 @@
-package console_test
+package consoleserver_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -46,11 +47,11 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(tlsServeEnv); dir != "" {
 		os.Exit(tlsServe(dir))
 	}
-	if os.Getenv(console.FeedServeEnv) != "" {
-		os.Exit(console.FeedServe())
+	if os.Getenv(consoleserver.FeedServeEnv) != "" {
+		os.Exit(consoleserver.FeedServe())
 	}
-	if addr := os.Getenv(console.FeedPeerEnv); addr != "" {
-		os.Exit(console.FeedPeer(addr))
+	if addr := os.Getenv(consoleserver.FeedPeerEnv); addr != "" {
+		os.Exit(consoleserver.FeedPeer(addr))
 	}
 	if addr := os.Getenv(remoteClientEnv); addr != "" {
 		os.Exit(remotePeer(addr, os.Getenv(remoteClientEnv+"_ADVERTISE")))

@@ -1,4 +1,4 @@
-package console_test
+package consoleserver_test
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 // FuzzRemotePort sends a peer's MessageBatch with a random protobuf type name and random
 // message bytes to the console's remote port, and checks after each input that the process
-// still serves. `go test` runs the seeds; `go test -fuzz FuzzRemotePort ./console/` explores.
+// still serves. `go test` runs the seeds; `go test -fuzz FuzzRemotePort ./internal/consoleserver/` explores.
 func FuzzRemotePort(f *testing.F) {
 	f.Add("does.not.Exist", []byte{0x0a, 0x03, 'a', 'b', 'c'}, int32(0), int32(0))
 	f.Add("watchtree.v1.SnapshotRequest", []byte{0xff, 0xff, 0xff}, int32(0), int32(0))

@@ -1,4 +1,4 @@
-package console
+package consoleserver
 
 import (
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -1,4 +1,4 @@
-package console
+package consoleserver
 
 import (
 	"context"
@@ -582,7 +582,7 @@ func codeOf(err error) string {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
-	case errors.Is(err, errUnsupported):
+	case errors.Is(err, ErrUnsupported):
 		return "unsupported"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
@@ -614,7 +614,7 @@ func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
 	log.Info("console: command received")
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 {
-		timeout = defaultControlTimeout
+		timeout = DefaultControlTimeout
 	}
 	timeout = min(timeout, maxControlTimeout)
 	self := ctx.Self()
@@ -641,7 +641,9 @@ func (in *inspector) control(ctx actor.Context, req *messages.ControlRequest) {
 }
 
 const (
-	defaultControlTimeout = 30 * time.Second
+	// DefaultControlTimeout bounds a command that names no timeout (30s), in the console and in
+	// the client's wait for it.
+	DefaultControlTimeout = 30 * time.Second
 	maxControlTimeout     = 5 * time.Minute
 )
 

@@ -1,4 +1,4 @@
-package console_test
+package consoleserver_test
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/console"
+	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -186,9 +187,9 @@ func clientCert(t *testing.T, cn string, ca *x509.Certificate, caKey *ecdsa.Priv
 
 // serveChild starts tlsServe(dir) in a child process and returns it with the console's
 // address; unless the test stops it, it is stopped and checked when the test ends.
-func serveChild(t *testing.T, dir string) (*console.Child, string) {
+func serveChild(t *testing.T, dir string) (*consoleserver.Child, string) {
 	t.Helper()
-	c := console.StartChild(t, tlsServeEnv+"="+dir)
+	c := consoleserver.StartChild(t, tlsServeEnv+"="+dir)
 	t.Cleanup(func() {
 		c.CloseStdin() // the child stops its runtime and exits
 		if err := c.Wait(); err != nil {

@@ -1,4 +1,4 @@
-package console
+package consoleserver
 
 import (
 	"context"
@@ -54,5 +54,5 @@ type StreamRef struct {
 // ErrNotFound is what a Backend returns (wrapped) for an unknown stream or dead letter.
 var ErrNotFound = errors.New("console: not found")
 
-// errUnsupported is what a Backend returns (wrapped) for a command the stream cannot take.
-var errUnsupported = errors.New("console: not supported")
+// ErrUnsupported is what a Backend returns (wrapped) for a command the stream cannot take.
+var ErrUnsupported = errors.New("console: not supported")

@@ -1,4 +1,4 @@
-package console
+package consoleserver
 
 import (
 	"errors"
@@ -26,8 +26,8 @@ import (
 // caller's own connection. Each call is handed to the console actor as the same message a
 // remote peer would send, so both paths get the same answers and the same checks.
 
-// serviceName is the facade's gRPC service.
-const serviceName = "watchtree.v1.Console"
+// ServiceName is the facade's gRPC service.
+const ServiceName = "watchtree.v1.Console"
 
 type facade struct {
 	sys  *actor.ActorSystem
@@ -45,7 +45,7 @@ func (f *facade) close() { f.once.Do(func() { close(f.done) }) }
 
 func (f *facade) handle(_ any, stream grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(stream)
-	name, ok := strings.CutPrefix(method, "/"+serviceName+"/")
+	name, ok := strings.CutPrefix(method, "/"+ServiceName+"/")
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown service method %s", method)
 	}
@@ -91,7 +91,7 @@ func (f *facade) control(stream grpc.ServerStream) error {
 	req.RequestedBy = who
 	t := time.Duration(req.GetTimeoutMs()) * time.Millisecond
 	if t <= 0 {
-		t = defaultControlTimeout
+		t = DefaultControlTimeout
 	}
 	return f.ask(stream, req, min(t, maxControlTimeout)+2*time.Second)
 }
