@@ -14,10 +14,10 @@ import (
 
 // maxPublicSurface bounds the exported identifiers of the library's importable packages (see
 // publicSurface for what counts): the count when the engine moved behind internal/ (843 before,
-// 590 after). The aim is 550 or fewer; the largest parts left are the console's server side, which
-// only the engine uses, and the store adapters. A change that grows the public API past the bound
+// 590 after), then when the console's server side did (578). The aim is 550 or fewer; the largest
+// part left is the store adapters. A change that grows the public API past the bound
 // has to raise it here, on purpose and in review; a change that shrinks it lowers it.
-const maxPublicSurface = 590
+const maxPublicSurface = 578
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
