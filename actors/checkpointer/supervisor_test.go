@@ -16,6 +16,7 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -93,10 +94,10 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 	for {
 		select {
 		case tr := <-transitions:
-			if tr.To == supervisor.StateBackoff {
+			if tr.To == messages.SupervisorState_SUPERVISOR_STATE_BACKOFF {
 				t.Fatalf("history lost under Fail was treated as transient: %v", tr.Cause)
 			}
-			if tr.To != supervisor.StateCrashed {
+			if tr.To != messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 				continue
 			}
 			var pe *supervisor.PanicError
@@ -220,10 +221,10 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 	for {
 		select {
 		case tr := <-transitions:
-			if tr.To == supervisor.StateBackoff {
+			if tr.To == messages.SupervisorState_SUPERVISOR_STATE_BACKOFF {
 				t.Fatalf("fencing was treated as transient: %v", tr.Cause)
 			}
-			if tr.To != supervisor.StateCrashed {
+			if tr.To != messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 				continue
 			}
 			var pe *supervisor.PanicError

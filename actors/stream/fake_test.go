@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -31,8 +31,8 @@ func TestStreamServerClosedCursorFails(t *testing.T) {
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
 		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
-	h.await(supervisor.StateRunning) // the open succeeded
-	tr := h.await(supervisor.StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING) // the open succeeded
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if !errors.Is(tr.Cause, errCursor) || !errors.Is(tr.Cause, errCursorClosed) {
 		t.Fatalf("cause %v, want errCursor wrapping errCursorClosed", tr.Cause)
 	}
@@ -47,7 +47,7 @@ func TestStreamOpenFailureFails(t *testing.T) {
 			return nil, mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized"}
 		})
 	}})
-	tr := h.await(supervisor.StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	var ce mongo.CommandError
 	if !errors.Is(tr.Cause, errCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 13 {
 		t.Fatalf("cause %v, want errCursor wrapping the server error 13", tr.Cause)
@@ -66,7 +66,7 @@ func TestStreamEventsPanicIgnored(t *testing.T) {
 		c.Observer = observe.Func(func(observe.Event) { panic("observer bug") })
 		c.InvalidateRestart = true
 	}})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 2)
 	if err := h.coll.Drop(h.ctx); err != nil {
 		t.Fatal(err)

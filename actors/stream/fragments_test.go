@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // scriptedCursor replays server batches: each TryNext returns the next document of the current
@@ -139,7 +139,7 @@ func TestStreamReassemblesSplitEvent(t *testing.T) {
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
 		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	checkReassembled(t, h)
 	h.noTransition()
 }
@@ -152,7 +152,7 @@ func TestStreamReassemblesSplitEventOneCreditAtATime(t *testing.T) {
 	h := newHarness(t, harnessOpts{initCredit: 1, edit: func(c *Config) {
 		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.waitEvents(1)
 	h.grant(1)
 	h.waitEvents(2)
@@ -172,8 +172,8 @@ func TestStreamSplitFragmentOutOfSequenceFails(t *testing.T) {
 	h := newHarness(t, harnessOpts{edit: func(c *Config) {
 		c.Watcher = watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })
 	}})
-	h.await(supervisor.StateRunning)
-	tr := h.await(supervisor.StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if !errors.Is(tr.Cause, errCursor) || !strings.Contains(tr.Cause.Error(), errSplitEvent.Error()) {
 		t.Fatalf("cause %v, want errCursor wrapping errSplitEvent", tr.Cause)
 	}

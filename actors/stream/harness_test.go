@@ -411,7 +411,7 @@ func (h *harness) currentToken() bson.Raw {
 }
 
 // await returns the next supervisor transition, failing unless it enters want.
-func (h *harness) await(want supervisor.State) supervisor.Transition {
+func (h *harness) await(want messages.SupervisorState) supervisor.Transition {
 	h.t.Helper()
 	for {
 		select {
@@ -419,7 +419,7 @@ func (h *harness) await(want supervisor.State) supervisor.Transition {
 			if tr.To == want {
 				return tr
 			}
-			if tr.To == supervisor.StateStarting {
+			if tr.To == messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 				continue // starting precedes running and a death in Started
 			}
 			h.t.Fatalf("transition %v → %v (%s, cause %v), want → %v", tr.From, tr.To, tr.Why, tr.Cause, want)

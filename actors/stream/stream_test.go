@@ -42,7 +42,7 @@ func checkSeqs(t *testing.T, evs []*wire.Event, from uint64) {
 // Demand resumes it. The aggregate carries the comment "watchtree:orders".
 func TestStreamBatchesWithinCredit(t *testing.T) {
 	h := newHarness(t, harnessOpts{initCredit: 5, edit: func(c *Config) { c.MaxBatch = 3 }})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 20)
 
 	h.waitEvents(5)
@@ -117,7 +117,7 @@ func TestStreamBatchesWithinCredit(t *testing.T) {
 // sent), only when the PBRT moved; they need no credit.
 func TestStreamIdlePBRTBatches(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	other := h.client.Database("app").Collection("other")
 
 	// Writes elsewhere move the cluster time, hence the PBRT of the orders stream.
@@ -171,12 +171,12 @@ func TestStreamIdlePBRTBatches(t *testing.T) {
 // resumes after the last event and continues the seqs. The old reader goroutine ends.
 func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 3)
 	h.waitEvents(3)
 
 	h.failGetMore(bson.D{{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}})
-	tr := h.await(supervisor.StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	var ce mongo.CommandError
 	if !errors.Is(tr.Cause, errCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 6 {
 		t.Fatalf("death cause %v, want errCursor with the server's code 6", tr.Cause)
@@ -192,7 +192,7 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	eventually(t, "the dead reader ended", func() bool { return liveReaders.Load() == 0 })
 
 	h.clk.Advance(time.Second) // the policy's first delay
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(3, 5)
 	evs := h.waitEvents(5)
 	checkSeqs(t, evs, 1)
@@ -221,7 +221,7 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 // aggregate): no failure, no duplicate, no gap.
 func TestStreamCloseConnectionResumedByDriver(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 2)
 	h.waitEvents(2)
 	before := len(h.srv.CommandsNamed("aggregate"))
@@ -264,7 +264,7 @@ func TestStreamHistoryLostAsksCheckpointer(t *testing.T) {
 			return nil
 		}
 	}})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	msgs := h.w.checkpointerMsgs()
 	if len(msgs) != 2 {
 		t.Fatalf("checkpointer got %v, want ResolveStart then HistoryLost", msgs)
@@ -288,7 +288,7 @@ func TestStreamHistoryLostAsksCheckpointer(t *testing.T) {
 // of the recreated collection continue the seqs.
 func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 	h := newHarness(t, harnessOpts{edit: func(c *Config) { c.InvalidateRestart = true }})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 1)
 	h.waitEvents(1)
 	if err := h.coll.Drop(h.ctx); err != nil {
@@ -338,14 +338,14 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 // terminally: the supervisor gives up (crashed) with a cause matching ErrInvalidated.
 func TestStreamInvalidateStopsTerminally(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 1)
 	h.waitEvents(1)
 	if err := h.client.Database("admin").RunCommand(h.ctx, bson.D{
 		{Key: "renameCollection", Value: "app.orders"}, {Key: "to", Value: "app.orders2"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	tr := h.await(supervisor.StateCrashed)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
 	if !errors.Is(tr.Cause, ErrInvalidated) {
 		t.Fatalf("crash cause %v, want ErrInvalidated", tr.Cause)
 	}
@@ -370,7 +370,7 @@ func TestStreamStartFromFail(t *testing.T) {
 				Reason: "capture the current position: boom", Terminal: terminal}
 		}
 	}})
-	tr := h.await(supervisor.StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if !errors.Is(tr.Cause, errStartFailed) || !strings.Contains(tr.Cause.Error(), "boom") || strings.Contains(tr.Cause.Error(), "panic") {
 		t.Fatalf("cause %v, want errStartFailed with the reason, not a panic", tr.Cause)
 	}
@@ -384,7 +384,7 @@ func TestStreamStartFromFail(t *testing.T) {
 	if st := h.stats(); st.GetIncarnation() != 2 {
 		t.Fatalf("stats %v", st)
 	}
-	if tr := <-h.trans; tr.To != supervisor.StateStarting {
+	if tr := <-h.trans; tr.To != messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 		t.Fatalf("transition to %v after the restart, want starting", tr.To)
 	}
 	h.noTransition()
@@ -403,7 +403,7 @@ func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
 				Reason: "capture the current position: " + refused.Error(), Cause: errdetail.Of(refused)}
 		}
 	}})
-	tr := h.await(supervisor.StateBackoff) // the harness's classifier knows no server codes
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF) // the harness's classifier knows no server codes
 	var se mongo.ServerError
 	if !errors.Is(tr.Cause, errStartFailed) || !errors.As(tr.Cause, &se) || !se.HasErrorCode(40324) {
 		t.Fatalf("cause %v, want errStartFailed wrapping the server's 40324", tr.Cause)
@@ -418,7 +418,7 @@ func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
 // ignored.
 func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	h := newHarness(t, harnessOpts{initCredit: 1})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 3)
 	h.waitEvents(1) // the reader now waits for credit
 
@@ -430,8 +430,8 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	if _, err := h.sys.Root.RequestFuture(h.sup, &messages.Restart{Reason: "test"}, waitLimit).Result(); err != nil {
 		t.Fatal(err)
 	}
-	h.await(supervisor.StateStopping) // a graceful restart: the cursor closes first
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING) // a graceful restart: the cursor closes first
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	evs := h.waitEvents(2) // incarnation 2 resumes after event 1 with a fresh credit of 1
 	checkSeqs(t, evs, 1)
 	eventually(t, "the old reader ended; one runs", func() bool { return liveReaders.Load() == 1 })
@@ -441,7 +441,7 @@ func TestStreamStopAndRestartEndTheReader(t *testing.T) {
 	if _, err := h.sys.Root.RequestFuture(h.sup, &messages.Stop{Reason: "test"}, waitLimit).Result(); err != nil {
 		t.Fatal(err)
 	}
-	h.await(supervisor.StateStopped)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
 	eventually(t, "the reader ended after Stop", func() bool { return liveReaders.Load() == 0 })
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -107,14 +108,14 @@ func TestStreamWithRealCheckpointerAndDispatcher(t *testing.T) {
 	}
 	h.spawn(supervisor.Config{Stream: "orders", Child: child, Siblings: []supervisor.Sibling{
 		{Name: "checkpointer", Props: cpProps}, {Name: "dispatcher", Props: dProps}}})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 
 	h.insert(0, 30)
 	eventually(t, "30 inserts handled", func() bool { return router.all(0, 30) })
 	h.failGetMore(bson.D{{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}})
-	h.await(supervisor.StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.clk.Advance(time.Second)
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(30, 40)
 	eventually(t, "40 inserts handled", func() bool { return router.all(0, 40) })
 
@@ -135,7 +136,7 @@ func TestStreamWithRealCheckpointerAndDispatcher(t *testing.T) {
 // it with InvalidResumeToken 260) reopens with startAfter that token instead of dying forever.
 func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 	h := newHarness(t, harnessOpts{edit: func(c *Config) { c.InvalidateRestart = true }})
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.insert(0, 1)
 	if err := h.coll.Drop(h.ctx); err != nil {
 		t.Fatal(err)
@@ -145,9 +146,9 @@ func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 
 	// The fake checkpointer resumes after the newest event it saw: the invalidate.
 	h.failGetMore(bson.D{{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}})
-	h.await(supervisor.StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.clk.Advance(time.Second)
-	h.await(supervisor.StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	pos := h.watcher.positions()
 	if len(pos) != 4 || pos[2].Kind != wire.StartKind_START_KIND_RESUME_AFTER ||
 		pos[3].Kind != wire.StartKind_START_KIND_START_AFTER || string(pos[3].Token) != string(evs[2].GetResumeToken()) {
@@ -216,7 +217,7 @@ func TestStreamUnflushedBoundWhileStoreDown(t *testing.T) {
 	}
 	h.spawn(supervisor.Config{Stream: "orders", Child: child, Siblings: []supervisor.Sibling{
 		{Name: "checkpointer", Props: cpProps}, {Name: "dispatcher", Props: dProps}}})
-	h.await(supervisor.StateRunning) // the first start wrote the initial position
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING) // the first start wrote the initial position
 	down.Store(true)
 	h.insert(0, total)
 

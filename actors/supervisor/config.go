@@ -13,6 +13,7 @@ import (
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -110,9 +111,9 @@ type Config struct {
 
 // Transition reports one state change of a stream.
 type Transition struct {
-	Stream string // the stream's name
-	From   State  // the state left
-	To     State  // the state entered
+	Stream string                   // the stream's name
+	From   messages.SupervisorState // the state left
+	To     messages.SupervisorState // the state entered
 	// Why is the one-line reason, as in StatusReply.Why.
 	Why string
 	// At is the time of the transition (the supervisor's clock).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/messages"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -74,15 +75,23 @@ func TestIncarnationOutsideSupervisor(t *testing.T) {
 }
 
 func TestStateNames(t *testing.T) {
-	for s, want := range map[State]string{
-		StateStarting: "starting", StateStandby: "standby", StateRunning: "running", StateBackoff: "backoff",
-		StateStopped: "stopped", StateCrashed: "crashed", State(99): "unknown",
+	for s, want := range map[messages.SupervisorState]string{
+		messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED: "unspecified",
+		messages.SupervisorState_SUPERVISOR_STATE_STARTING:    "starting", messages.SupervisorState_SUPERVISOR_STATE_STANDBY: "standby",
+		messages.SupervisorState_SUPERVISOR_STATE_RUNNING: "running", messages.SupervisorState_SUPERVISOR_STATE_BACKOFF: "backoff",
+		messages.SupervisorState_SUPERVISOR_STATE_STOPPED: "stopped", messages.SupervisorState_SUPERVISOR_STATE_CRASHED: "crashed",
+		messages.SupervisorState_SUPERVISOR_STATE_STOPPING:     "stopping",
+		messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING: "snapshotting",
+		messages.SupervisorState(99):                           "unknown", messages.SupervisorState(-1): "unknown",
 	} {
-		if s.String() != want {
-			t.Errorf("%d.String() = %q, want %q", s, s.String(), want)
+		if got := stateName(s); got != want {
+			t.Errorf("stateName(%d) = %q, want %q", s, got, want)
 		}
-		if s < 7 && stateFromProto(s.proto()) != s {
-			t.Errorf("proto round trip of %v", s)
+	}
+	// Every value of the enum has a name, so a state added to the protobuf enum is named here too.
+	for v := range messages.SupervisorState_name {
+		if stateName(messages.SupervisorState(v)) == "unknown" {
+			t.Errorf("state %d has no name", v)
 		}
 	}
 }

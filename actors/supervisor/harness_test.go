@@ -258,7 +258,7 @@ func (h *harness) siblingProps(name string) Sibling {
 }
 
 // await returns the next transition, failing unless it enters want.
-func (h *harness) await(want State) Transition {
+func (h *harness) await(want messages.SupervisorState) Transition {
 	h.t.Helper()
 	select {
 	case tr := <-h.transitions:

@@ -37,9 +37,9 @@ func (s *supervisorActor) leads() bool { return s.leaseEpoch > 0 }
 func (s *supervisorActor) campaign(why string) {
 	s.cancelTimer()
 	if s.lease.GetRole() == messages.LeaseRole_LEASE_ROLE_STANDBY {
-		s.transition(StateStandby, why+": "+s.lease.GetWhy(), nil)
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, why+": "+s.lease.GetWhy(), nil)
 	} else {
-		s.transition(StateStarting, why+": campaigning for the lease", nil)
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STARTING, why+": campaigning for the lease", nil)
 	}
 	s.root.Send(s.leader, &wire.Campaign{Reason: why})
 }
@@ -50,17 +50,17 @@ func (s *supervisorActor) onLeaseState(m *messages.LeaseState) {
 		return
 	}
 	switch s.state {
-	case StateStarting:
-		s.transition(StateStandby, m.GetWhy(), nil)
-	case StateStandby:
+	case messages.SupervisorState_SUPERVISOR_STATE_STARTING:
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, m.GetWhy(), nil)
+	case messages.SupervisorState_SUPERVISOR_STATE_STANDBY:
 		s.why = m.GetWhy()
 	}
 }
 
 func (s *supervisorActor) onLeaseGranted(ctx actor.Context, m *wire.LeaseGranted) {
-	if s.stop != nil || s.state.down() {
+	if s.stop != nil || stateDown(s.state) {
 		// A grant that crossed a stop: give the lease back.
-		s.root.Send(s.leader, &wire.Resign{Reason: "the stream is " + s.state.String()})
+		s.root.Send(s.leader, &wire.Resign{Reason: "the stream is " + stateName(s.state)})
 		return
 	}
 	s.leaseEpoch = m.GetEpoch()
@@ -89,8 +89,8 @@ func (s *supervisorActor) onLeaseLost(_ actor.Context, why string) {
 		}
 	}
 	s.restartDispatcher = false
-	if !s.state.down() {
-		s.transition(StateStandby, why, nil)
+	if !stateDown(s.state) {
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, why, nil)
 	}
 }
 
@@ -106,8 +106,8 @@ func (s *supervisorActor) fenced(cause error) {
 		return
 	}
 	s.stopChild()
-	if !s.state.down() && s.state != StateStandby {
-		s.transition(StateStandby, "fenced: "+cause.Error(), nil)
+	if !stateDown(s.state) && s.state != messages.SupervisorState_SUPERVISOR_STATE_STANDBY {
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, "fenced: "+cause.Error(), nil)
 	}
 }
 
@@ -122,7 +122,7 @@ func (s *supervisorActor) onFencedReport(_ actor.Context, m *wire.Fenced) {
 func (s *supervisorActor) onHandOver(ctx actor.Context, m *wire.HandOver) {
 	// Any state with the lease (running, starting, backoff) can hand over: the graceful stop
 	// stops whatever runs. A HandOver of another term, or during a stop, is stale.
-	if s.state.down() || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
+	if stateDown(s.state) || s.stop != nil || !s.leads() || m.GetEpoch() != s.leaseEpoch {
 		return
 	}
 	s.beginStop(ctx, &messages.Stop{Reason: "handover for balance: " + m.GetWhy(), Graceful: true}, stopHandover)
@@ -132,7 +132,7 @@ func (s *supervisorActor) onHandOver(ctx actor.Context, m *wire.HandOver) {
 // requester is answered when the sequence ended (standby), or at once when there is nothing to
 // release here.
 func (s *supervisorActor) onReleaseLease(ctx actor.Context, m *messages.ReleaseLease) {
-	if s.leader == nil || s.state.down() || s.stop != nil || !s.leads() {
+	if s.leader == nil || stateDown(s.state) || s.stop != nil || !s.leads() {
 		s.respond(ctx)
 		return
 	}
@@ -176,7 +176,7 @@ func (s *supervisorActor) onLeaderFailure(ctx actor.Context, f failure) {
 	s.sup.RestartChildren(f.who)
 	s.lease = nil
 	s.onLeaseLost(ctx, "the leader actor failed: "+AsError(f.reason).Error())
-	if s.state == StateStandby || s.state == StateStarting {
+	if s.state == messages.SupervisorState_SUPERVISOR_STATE_STANDBY || s.state == messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 		s.root.Send(s.leader, &wire.Campaign{Reason: "leader actor restarted"})
 	}
 }

@@ -83,12 +83,12 @@ func nextAsked[M proto.Message](t *testing.T, asked chan proto.Message) M {
 // granted under epoch, the stream actor starts and reports its cursor open.
 func leadAndRun(t *testing.T, h *harness, leader *actor.PID, asked chan proto.Message, epoch int64) {
 	t.Helper()
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	nextAsked[*wire.Campaign](t, asked)
 	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: epoch, Owner: "me"}})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // The SINGLE_LEADER states: campaigning → standby → (granted) starting → running → (lost)
@@ -96,21 +96,21 @@ func leadAndRun(t *testing.T, h *harness, leader *actor.PID, asked chan proto.Me
 // the lease as its last step.
 func TestSingleLeaderLifecycle(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	nextAsked[*wire.Campaign](t, asked)
 	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
-	if tr := h.await(StateStandby); tr.Why != "standby: other leads" {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY); tr.Why != "standby: other leads" {
 		t.Fatalf("standby why %q", tr.Why)
 	}
 	h.noStart()
 
 	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: 3, Owner: "me"}})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 
 	h.tell(leader, sayCmd{&wire.LeaseLost{Epoch: 3, Why: "renewal refused"}})
-	if tr := h.await(StateStandby); tr.Why != "lease lost: renewal refused" {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY); tr.Why != "lease lost: renewal refused" {
 		t.Fatalf("standby why %q", tr.Why)
 	}
 	select {
@@ -120,9 +120,9 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 	}
 
 	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: 4, Owner: "me"}})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 
 	r := h.request(&messages.Stop{Graceful: true, Reason: "test"})
 	if r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED || !r.GetLastStop().GetReleased() {
@@ -131,8 +131,8 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 	if res := nextAsked[*wire.Resign](t, asked); res.GetCampaignAgain() {
 		t.Fatalf("Resign %v: a stop must not campaign again", res)
 	}
-	h.await(StateStopping)
-	h.await(StateStopped)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
 	// The fake leader reports its idle role after answering the Resign; until that report is
 	// in, the supervisor still holds the standby role of the first campaign and would go to
 	// standby on the start below.
@@ -142,7 +142,7 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 
 	// An operator start campaigns again instead of starting the stream actor.
 	h.request(&messages.Start{Reason: "again"})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	nextAsked[*wire.Campaign](t, asked)
 	h.noStart()
 }
@@ -154,11 +154,11 @@ func TestSingleLeaderHandOver(t *testing.T) {
 	h.tell(leader, sayCmd{&wire.HandOver{Epoch: 1, Why: "stale"}}) // another term: ignored
 	h.noTransition()
 	h.tell(leader, sayCmd{&wire.HandOver{Epoch: 2, Why: "above the fair share"}})
-	h.await(StateStopping)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
 	if res := nextAsked[*wire.Resign](t, asked); !res.GetCampaignAgain() {
 		t.Fatalf("Resign %v, want campaign_again for a handover", res)
 	}
-	h.await(StateStandby)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY)
 	if st := h.status(); !st.GetLastStop().GetReleased() {
 		t.Fatalf("last stop %v, want the lease released", st.GetLastStop())
 	}
@@ -170,7 +170,7 @@ func TestSingleLeaderFencedReport(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	leadAndRun(t, h, leader, asked, 5)
 	h.tell(h.pid, &wire.Fenced{Epoch: 5, Why: "dead-letter write refused"})
-	h.await(StateStandby)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY)
 	if f := nextAsked[*wire.Fenced](t, asked); f.GetEpoch() != 5 {
 		t.Fatalf("Fenced %v, want epoch 5", f)
 	}
@@ -181,23 +181,23 @@ func TestSingleLeaderFencedReport(t *testing.T) {
 // instance does not lead, it is answered at once and changes nothing.
 func TestSingleLeaderReleaseLease(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	nextAsked[*wire.Campaign](t, asked)
 	if st := h.request(&messages.ReleaseLease{Reason: "test"}); st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 		t.Fatalf("ReleaseLease without the lease answered %v, want the status unchanged (starting)", st.GetState())
 	}
 	h.noTransition()
 	h.tell(leader, sayCmd{&wire.LeaseGranted{Epoch: 3, Owner: "me"}})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	replied := make(chan *messages.StatusReply, 1)
 	go func() { replied <- h.request(&messages.ReleaseLease{Reason: "console: op"}) }()
-	h.await(StateStopping)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
 	if res := nextAsked[*wire.Resign](t, asked); !res.GetCampaignAgain() || res.GetCooldownMs() != 20_000 {
 		t.Fatalf("Resign %v, want campaign_again with the release cooldown, 20s (a standby takes over first)", res)
 	}
-	h.await(StateStandby)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY)
 	st := <-replied
 	if st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STANDBY || !st.GetLastStop().GetReleased() {
 		t.Fatalf("ReleaseLease answered %v (last stop %v), want standby with the lease released", st.GetState(), st.GetLastStop())

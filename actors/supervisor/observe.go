@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -47,18 +48,18 @@ type lifecycle struct {
 func (l *lifecycle) eventOf(stream string, t Transition) observe.Event {
 	meta := observe.Meta{Stream: stream, Time: t.At}
 	switch t.To {
-	case StateRunning:
+	case messages.SupervisorState_SUPERVISOR_STATE_RUNNING:
 		if t.Attempt > 0 {
 			return observe.Restarted{Meta: meta, Attempt: t.Attempt, Cause: t.Cause}
 		}
-	case StateBackoff:
+	case messages.SupervisorState_SUPERVISOR_STATE_BACKOFF:
 		return observe.Stopped{Meta: meta, Reason: observe.Crashed, Cause: t.Cause, Attempt: t.Attempt, RestartIn: t.Delay}
-	case StateCrashed:
+	case messages.SupervisorState_SUPERVISOR_STATE_CRASHED:
 		return observe.Stopped{Meta: meta, Reason: observe.Crashed, Cause: t.Cause, Terminal: true}
-	case StateStopping:
-		l.stopFromCrashed = t.From == StateCrashed
-	case StateStopped:
-		if t.From == StateStopping && l.stopFromCrashed {
+	case messages.SupervisorState_SUPERVISOR_STATE_STOPPING:
+		l.stopFromCrashed = t.From == messages.SupervisorState_SUPERVISOR_STATE_CRASHED
+	case messages.SupervisorState_SUPERVISOR_STATE_STOPPED:
+		if t.From == messages.SupervisorState_SUPERVISOR_STATE_STOPPING && l.stopFromCrashed {
 			return nil
 		}
 		return observe.Stopped{Meta: meta, Reason: observe.Graceful}

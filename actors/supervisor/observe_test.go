@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -18,21 +19,21 @@ func TestLifecycleEvents(t *testing.T) {
 	var l lifecycle
 	var got []string
 	for _, tr := range []Transition{
-		{To: StateStarting, At: at, Incarnation: 1},
-		{To: StateRunning, At: at, Incarnation: 1},
-		{To: StateBackoff, At: at, Attempt: 1, MaxAttempts: 2, Delay: time.Second, Cause: cause, Incarnation: 1},
-		{To: StateRunning, At: at, Attempt: 1, MaxAttempts: 2, Cause: cause, Incarnation: 2},
-		{To: StateBackoff, At: at, Attempt: 1, MaxAttempts: 2, Delay: time.Second, Cause: cause, Incarnation: 2},
-		{To: StateBackoff, At: at, Attempt: 2, MaxAttempts: 2, Delay: 2 * time.Second, Cause: cause, Incarnation: 3},
-		{To: StateCrashed, At: at, Attempt: 3, MaxAttempts: 2, Cause: gaveUp(cause), Incarnation: 4},
-		{To: StateCrashed, At: at, Cause: historyLost, Incarnation: 5},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_STARTING, At: at, Incarnation: 1},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_RUNNING, At: at, Incarnation: 1},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, At: at, Attempt: 1, MaxAttempts: 2, Delay: time.Second, Cause: cause, Incarnation: 1},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_RUNNING, At: at, Attempt: 1, MaxAttempts: 2, Cause: cause, Incarnation: 2},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, At: at, Attempt: 1, MaxAttempts: 2, Delay: time.Second, Cause: cause, Incarnation: 2},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, At: at, Attempt: 2, MaxAttempts: 2, Delay: 2 * time.Second, Cause: cause, Incarnation: 3},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_CRASHED, At: at, Attempt: 3, MaxAttempts: 2, Cause: gaveUp(cause), Incarnation: 4},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_CRASHED, At: at, Cause: historyLost, Incarnation: 5},
 		// A graceful stop of a crashed stream reports nothing more; of a running one, Graceful.
-		{From: StateCrashed, To: StateStopping, At: at, Incarnation: 5},
-		{From: StateStopping, To: StateStopped, At: at, Incarnation: 5},
-		{From: StateStopped, To: StateStarting, At: at, Incarnation: 6},
-		{From: StateStarting, To: StateRunning, At: at, Incarnation: 6},
-		{From: StateRunning, To: StateStopping, At: at, Incarnation: 6},
-		{From: StateStopping, To: StateStopped, At: at, Incarnation: 6},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_CRASHED, To: messages.SupervisorState_SUPERVISOR_STATE_STOPPING, At: at, Incarnation: 5},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_STOPPING, To: messages.SupervisorState_SUPERVISOR_STATE_STOPPED, At: at, Incarnation: 5},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_STOPPED, To: messages.SupervisorState_SUPERVISOR_STATE_STARTING, At: at, Incarnation: 6},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_STARTING, To: messages.SupervisorState_SUPERVISOR_STATE_RUNNING, At: at, Incarnation: 6},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_RUNNING, To: messages.SupervisorState_SUPERVISOR_STATE_STOPPING, At: at, Incarnation: 6},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_STOPPING, To: messages.SupervisorState_SUPERVISOR_STATE_STOPPED, At: at, Incarnation: 6},
 	} {
 		ev := l.eventOf("s", tr)
 		if ev == nil {

@@ -46,9 +46,9 @@ func TestOnDemandForwardedWhileRunning(t *testing.T) {
 			return &fakeOnDemand{abandons: &abandons}
 		})}}
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if r := h.onDemand("s1"); r.GetCode() != "" || r.GetRunning() != "accepted s1" {
 		t.Fatalf("reply %v: want the sibling's acceptance", r)
 	}
@@ -60,9 +60,9 @@ func TestOnDemandForwardedWhileRunning(t *testing.T) {
 // Without the sibling (a database or cluster stream) the answer is unsupported.
 func TestOnDemandUnsupported(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if r := h.onDemand("s1"); r.GetCode() != "unsupported" {
 		t.Fatalf("reply %v: want unsupported", r)
 	}
@@ -71,9 +71,9 @@ func TestOnDemandUnsupported(t *testing.T) {
 // A standby (SINGLE_LEADER, another instance leads) refuses, naming its state.
 func TestOnDemandRefusedOnStandby(t *testing.T) {
 	h, leader, _ := leaderHarness(t)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
-	h.await(StateStandby)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY)
 	if r := h.onDemand("s1"); r.GetCode() != "not_running" || !strings.Contains(r.GetError(), "standby") {
 		t.Fatalf("reply %v: want not_running naming the standby state", r)
 	}
@@ -89,9 +89,9 @@ func TestOnDemandLazySiblingSpawnedByFirstRequest(t *testing.T) {
 			return &fakeOnDemand{abandons: &abandons}
 		})}}
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if n := spawned.Load(); n != 0 {
 		t.Fatalf("lazy sibling spawned %d times before any request", n)
 	}
@@ -121,9 +121,9 @@ func TestOnDemandLazySiblingPropsMadeBySpawn(t *testing.T) {
 			}), nil
 		}}}
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if n := made.Load(); n != 0 {
 		t.Fatalf("lazy sibling's props made %d times before any request", n)
 	}

@@ -48,15 +48,15 @@ func nextStep(t *testing.T, asked chan askedStep, sibling string) {
 // the stop.
 func TestOperatorRestartIsGraceful(t *testing.T) {
 	h, asked := restartHarness(t, nil)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 
 	if r := h.request(&messages.Restart{Reason: "reload"}); r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPING {
 		t.Fatalf("Restart answered %v, want stopping", r.GetState())
 	}
 	running := h.sys.Root.RequestFuture(h.pid, &messages.AwaitRunning{}, waitFor)
-	if tr := h.await(StateStopping); tr.Why != "operator restart: reload: closing the cursor" {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING); tr.Why != "operator restart: reload: closing the cursor" {
 		t.Fatalf("why %q", tr.Why)
 	}
 	select {
@@ -74,11 +74,11 @@ func TestOperatorRestartIsGraceful(t *testing.T) {
 	}
 	h.tell(h.pid, &wire.Flushed{LowWaterMark: 9})
 
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("restarted as incarnation %d, want 2", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	res, err := running.Result()
 	if err != nil {
 		t.Fatalf("AwaitRunning: %v", err)
@@ -98,17 +98,17 @@ func TestOperatorRestartIsGraceful(t *testing.T) {
 // An operator Stop during a restart's drain wins: the stream ends stopped, nothing relaunches.
 func TestStopDuringRestartEndsStopped(t *testing.T) {
 	h, asked := restartHarness(t, nil)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.request(&messages.Restart{Reason: "reload"})
-	h.await(StateStopping)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
 	nextStep(t, asked, "dispatcher")
 	stopped := h.sys.Root.RequestFuture(h.pid, &messages.Stop{Graceful: true, Reason: "maintenance"}, waitFor)
 	h.tell(h.pid, &wire.Drained{})
 	nextStep(t, asked, "checkpointer")
 	h.tell(h.pid, &wire.Flushed{})
-	if tr := h.await(StateStopped); tr.Why != "operator stop: maintenance" {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED); tr.Why != "operator stop: maintenance" {
 		t.Fatalf("why %q", tr.Why)
 	}
 	res, err := stopped.Result()
@@ -131,15 +131,15 @@ func TestRestartInBackoffLaunchesAtOnce(t *testing.T) {
 		}
 		return actResubscribe
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.request(&messages.Restart{Reason: "now"})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("incarnation %d, want 2", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	select {
 	case st := <-asked:
 		t.Fatalf("a restart from backoff sent %T to the %s", st.msg, st.name)
@@ -153,12 +153,12 @@ func TestSingleLeaderRestartKeepsLease(t *testing.T) {
 	leadAndRun(t, h, leader, asked, 3)
 
 	h.request(&messages.Restart{Reason: "reload"})
-	h.await(StateStopping)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("incarnation %d, want 2", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	select {
 	case m := <-asked:
 		t.Fatalf("the leader was sent %T during a restart", m)

@@ -13,9 +13,9 @@ import (
 // death while snapshotting is a death like any other; the latest SnapshotStatus is in the status.
 func TestSnapshotting(t *testing.T) {
 	h := scripted(t, func(uint64) action { return actSnapshotting }, nil)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	child := h.started()
-	if tr := h.await(StateSnapshotting); tr.Incarnation != child.incarnation {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING); tr.Incarnation != child.incarnation {
 		t.Fatalf("snapshotting transition %+v", tr)
 	}
 	if r := h.request(&messages.AwaitRunning{}); r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING {
@@ -29,17 +29,17 @@ func TestSnapshotting(t *testing.T) {
 	h.tell(h.pid, &wire.Snapshotting{Incarnation: child.incarnation - 1})
 	h.noTransition()
 	h.tell(child.pid, openCmd{})
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 
 	// Snapshotting again after a restart, then a death during the snapshot: backoff.
 	h.tell(child.pid, failCmd{err: errors.New("snapshot read failed")})
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.fireRestart(h.armed())
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	next := h.started()
-	h.await(StateSnapshotting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING)
 	h.tell(next.pid, failCmd{err: errors.New("snapshot read failed again")})
-	if tr := h.await(StateBackoff); tr.Attempt != 2 {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Attempt != 2 {
 		t.Fatalf("a death while snapshotting: attempt %d, want 2 (snapshotting does not reset the counter)", tr.Attempt)
 	}
 }

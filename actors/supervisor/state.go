@@ -2,7 +2,8 @@ package supervisor
 
 import "github.com/watchtree/watchtree/messages"
 
-// State is the lifecycle state of one stream.
+// A stream's lifecycle state is the protobuf enum messages.SupervisorState, the value
+// StatusReply.State carries; this package has no state type of its own.
 //
 //	starting → running            the stream actor sent Resubscribed for its incarnation
 //	starting → snapshotting       the stream actor sent Snapshotting: its position is fixed and a
@@ -17,48 +18,29 @@ import "github.com/watchtree/watchtree/messages"
 //
 // Standby (SINGLE_LEADER, waiting for the lease) is reserved for the leader actor; nothing in
 // this package enters it yet.
-type State uint8
 
-// The states, in the order of the protobuf enum SupervisorState.
-const (
-	StateUnspecified State = iota
-	StateStarting
-	StateStandby
-	StateRunning
-	StateBackoff
-	StateStopped
-	StateCrashed
-	// StateStopping: a graceful stop is under way (cursor closed, dispatcher draining,
-	// checkpointer flushing); stopped follows.
-	StateStopping
-	// StateSnapshotting: the stream actor's start position is fixed (persisted) and a snapshot
-	// copies the existing documents before the change stream opens; running follows.
-	StateSnapshotting
-)
-
+// stateNames are the lower-case state names used in logs, in Resign reasons and as the keys of
+// StatusReply.transitions, indexed by the enum's value; they match the names
+// internal/streamstatus reads back.
 var stateNames = [...]string{"unspecified", "starting", "standby", "running", "backoff", "stopped", "crashed", "stopping", "snapshotting"}
 
-// String returns the lower-case state name used in logs and in StatusReply.transitions.
-func (s State) String() string {
-	if int(s) < len(stateNames) {
+// stateName returns the lower-case name of s, or "unknown" for a value this build does not know.
+func stateName(s messages.SupervisorState) string {
+	if s >= 0 && int(s) < len(stateNames) {
 		return stateNames[s]
 	}
 	return "unknown"
 }
 
-// proto returns the protobuf enum value of s.
-func (s State) proto() messages.SupervisorState { return messages.SupervisorState(s) }
-
-// stateFromProto converts the protobuf enum back into a State.
-func stateFromProto(s messages.SupervisorState) State {
-	if s < 0 || int(s) >= len(stateNames) {
-		return StateUnspecified
-	}
-	return State(s)
+// stateUp reports whether the stream actor is supposed to be running and alive in s.
+func stateUp(s messages.SupervisorState) bool {
+	return s == messages.SupervisorState_SUPERVISOR_STATE_STARTING ||
+		s == messages.SupervisorState_SUPERVISOR_STATE_RUNNING ||
+		s == messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING
 }
 
-// up reports whether the stream actor is supposed to be running and alive in s.
-func (s State) up() bool { return s == StateStarting || s == StateRunning || s == StateSnapshotting }
-
-// down reports whether the stream actor is not supposed to run in s.
-func (s State) down() bool { return s == StateStopped || s == StateCrashed }
+// stateDown reports whether the stream actor is not supposed to run in s.
+func stateDown(s messages.SupervisorState) bool {
+	return s == messages.SupervisorState_SUPERVISOR_STATE_STOPPED ||
+		s == messages.SupervisorState_SUPERVISOR_STATE_CRASHED
+}

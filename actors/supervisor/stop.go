@@ -75,7 +75,7 @@ func (s *supervisorActor) onGracefulStop(ctx actor.Context, m *messages.Stop) {
 		s.stop.kind = stopOperator
 		return
 	}
-	if s.state == StateStopped {
+	if s.state == messages.SupervisorState_SUPERVISOR_STATE_STOPPED {
 		s.respond(ctx)
 		return
 	}
@@ -102,7 +102,7 @@ func (s *supervisorActor) beginStop(ctx actor.Context, m *messages.Stop, kind st
 	run.timer = s.cfg.Clock.AfterFunc(timeout, func() { root.Send(self, &stopDeadline{gen: gen}) })
 	s.stop = run
 	s.cancelTimer()
-	s.transition(StateStopping, run.verb()+": closing the cursor", nil)
+	s.transition(messages.SupervisorState_SUPERVISOR_STATE_STOPPING, run.verb()+": closing the cursor", nil)
 	if s.child == nil {
 		s.stopAdvance(ctx)
 		return
@@ -293,9 +293,9 @@ func (s *supervisorActor) finishStop(ctx actor.Context) {
 		s.attempt = 0
 		s.launch(ctx, why)
 	case run.kind != stopOperator: // a handover, or a restart whose lease was lost
-		s.transition(StateStandby, why, nil)
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, why, nil)
 	default:
-		s.transition(StateStopped, why, nil)
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STOPPED, why, nil)
 	}
 	reply := s.status()
 	for _, w := range run.waiters {

@@ -43,7 +43,7 @@ type supervisorActor struct {
 	root *actor.RootContext
 	sup  actor.Supervisor
 
-	state State
+	state messages.SupervisorState
 	why   string
 	since time.Time
 
@@ -145,8 +145,8 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.stopping = true
 		s.abortStop()
 		s.cancelTimer()
-		if !s.state.down() {
-			s.transition(StateStopped, "supervisor stopping", nil)
+		if !stateDown(s.state) {
+			s.transition(messages.SupervisorState_SUPERVISOR_STATE_STOPPED, "supervisor stopping", nil)
 		}
 	case *actor.Terminated:
 		s.onTerminated(ctx, m.Who)
@@ -256,7 +256,7 @@ func (s *supervisorActor) onStarted(ctx actor.Context) {
 		}
 	}
 	if s.cfg.StartStopped {
-		s.transition(StateStopped, "spawned stopped; waiting for an operator start", nil)
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STOPPED, "spawned stopped; waiting for an operator start", nil)
 		return
 	}
 	if s.leader != nil {
@@ -333,7 +333,7 @@ func (s *supervisorActor) launch(ctx actor.Context, why string) {
 	default:
 		s.spawnChild(ctx)
 	}
-	s.transition(StateStarting, why, nil)
+	s.transition(messages.SupervisorState_SUPERVISOR_STATE_STARTING, why, nil)
 }
 
 func (s *supervisorActor) spawnChild(ctx actor.Context) {
@@ -376,7 +376,7 @@ func (s *supervisorActor) onTerminated(ctx actor.Context, who *actor.PID) {
 			}
 			return
 		}
-		if s.state.up() {
+		if stateUp(s.state) {
 			s.death(ErrChildStopped)
 		}
 		return
@@ -415,10 +415,10 @@ func (s *supervisorActor) onDeathNotice(ctx actor.Context, seq uint64) {
 		return
 	}
 	if s.child == nil || !f.who.Equal(s.child) || s.dying || f.inc != s.inc ||
-		!s.state.up() {
+		!stateUp(s.state) {
 		s.stale++
 		s.log.Debug("stale failure dropped", zap.Uint64("incarnation", f.inc),
-			zap.Uint64("current", s.inc), zap.Stringer("state", s.state), zap.Any("reason", f.reason))
+			zap.Uint64("current", s.inc), zap.String("state", stateName(s.state)), zap.Any("reason", f.reason))
 		return
 	}
 	s.death(f.reason)
@@ -433,8 +433,8 @@ func (s *supervisorActor) onSiblingFailure(name string, f failure) {
 	}
 	s.siblingsDown[f.who.Id] = f.who
 	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(AsError(f.reason)))
-	if !s.state.up() {
-		if s.state == StateCrashed || s.state == StateStopped {
+	if !stateUp(s.state) {
+		if s.state == messages.SupervisorState_SUPERVISOR_STATE_CRASHED || s.state == messages.SupervisorState_SUPERVISOR_STATE_STOPPED {
 			s.resumeFailedSiblings()
 		}
 		return
@@ -480,7 +480,7 @@ func (s *supervisorActor) death(reason any) {
 	}
 	delay := policy.Delay(s.cfg.Policy, s.attempt, s.cfg.Rand)
 	s.armTimer(delay)
-	s.transition(StateBackoff, fmt.Sprintf("restart attempt %d/%s in %v after: %v",
+	s.transition(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, fmt.Sprintf("restart attempt %d/%s in %v after: %v",
 		s.attempt, s.maxString(), delay, cause), cause)
 }
 
@@ -506,7 +506,7 @@ func (s *supervisorActor) giveUp(why string, cause error) {
 	s.stopChild()
 	s.resignLease("gave up")
 	s.resumeFailedSiblings()
-	s.transition(StateCrashed, why, cause)
+	s.transition(messages.SupervisorState_SUPERVISOR_STATE_CRASHED, why, cause)
 }
 
 // resumeFailedSiblings lets failed siblings process messages again while the stream is down, so
@@ -537,10 +537,10 @@ func (s *supervisorActor) cancelTimer() {
 }
 
 func (s *supervisorActor) onRestartTick(ctx actor.Context, epoch uint64) {
-	if epoch != s.epoch || s.state != StateBackoff {
+	if epoch != s.epoch || s.state != messages.SupervisorState_SUPERVISOR_STATE_BACKOFF {
 		s.stale++
 		s.log.Debug("stale restart tick dropped", zap.Uint64("epoch", epoch), zap.Uint64("current", s.epoch),
-			zap.Stringer("state", s.state))
+			zap.String("state", stateName(s.state)))
 		return
 	}
 	s.timer = nil
@@ -553,22 +553,22 @@ func (s *supervisorActor) onRestartTick(ctx actor.Context, epoch uint64) {
 // proves the start healthy.
 func (s *supervisorActor) onSnapshotting(m *wire.Snapshotting) {
 	inc := m.GetIncarnation()
-	if inc != s.inc || s.state != StateStarting || s.child == nil || s.dying {
+	if inc != s.inc || s.state != messages.SupervisorState_SUPERVISOR_STATE_STARTING || s.child == nil || s.dying {
 		s.stale++
 		s.log.Debug("stale snapshotting dropped", zap.Uint64("incarnation", inc),
-			zap.Uint64("current", s.inc), zap.Stringer("state", s.state))
+			zap.Uint64("current", s.inc), zap.String("state", stateName(s.state)))
 		return
 	}
-	s.transition(StateSnapshotting, fmt.Sprintf("snapshot %s running before the cursor opens (incarnation %d)",
+	s.transition(messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING, fmt.Sprintf("snapshot %s running before the cursor opens (incarnation %d)",
 		m.GetSnapshotId(), inc), nil)
 }
 
 func (s *supervisorActor) onResubscribed(inc uint64) {
-	if inc != s.inc || (s.state != StateStarting && s.state != StateSnapshotting) || s.child == nil || s.dying {
-		if inc != s.inc || s.state != StateRunning {
+	if inc != s.inc || (s.state != messages.SupervisorState_SUPERVISOR_STATE_STARTING && s.state != messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING) || s.child == nil || s.dying {
+		if inc != s.inc || s.state != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
 			s.stale++
 			s.log.Debug("stale resubscribed dropped", zap.Uint64("incarnation", inc),
-				zap.Uint64("current", s.inc), zap.Stringer("state", s.state))
+				zap.Uint64("current", s.inc), zap.String("state", stateName(s.state)))
 		}
 		return
 	}
@@ -580,13 +580,13 @@ func (s *supervisorActor) onResubscribed(inc uint64) {
 		why += fmt.Sprintf(" after restart attempt %d: %v", prev, s.lastCause)
 		cause = s.lastCause
 	}
-	s.transitionAttempt(StateRunning, why, cause, prev)
+	s.transitionAttempt(messages.SupervisorState_SUPERVISOR_STATE_RUNNING, why, cause, prev)
 }
 
 func (s *supervisorActor) onStart(ctx actor.Context, reason string) {
 	switch s.state {
-	case StateStarting, StateRunning, StateStandby, StateSnapshotting:
-		s.log.Info("operator start ignored: already up", zap.Stringer("state", s.state), zap.String("reason", reason))
+	case messages.SupervisorState_SUPERVISOR_STATE_STARTING, messages.SupervisorState_SUPERVISOR_STATE_RUNNING, messages.SupervisorState_SUPERVISOR_STATE_STANDBY, messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING:
+		s.log.Info("operator start ignored: already up", zap.String("state", stateName(s.state)), zap.String("reason", reason))
 		return
 	}
 	s.attempt = 0
@@ -598,26 +598,26 @@ func (s *supervisorActor) onStart(ctx actor.Context, reason string) {
 }
 
 func (s *supervisorActor) onStop(reason string) {
-	if s.state == StateStopped {
+	if s.state == messages.SupervisorState_SUPERVISOR_STATE_STOPPED {
 		return
 	}
 	s.cancelTimer()
 	s.stopChild()
 	s.resignLease(operatorWhy("stop", reason))
-	s.transition(StateStopped, operatorWhy("stop", reason), nil)
+	s.transition(messages.SupervisorState_SUPERVISOR_STATE_STOPPED, operatorWhy("stop", reason), nil)
 }
 
 func (s *supervisorActor) onRestart(ctx actor.Context, reason string) {
 	s.attempt = 0
 	if s.leader != nil && !s.leads() {
-		if s.state == StateStandby || s.state == StateStarting {
+		if s.state == messages.SupervisorState_SUPERVISOR_STATE_STANDBY || s.state == messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 			s.log.Info("operator restart ignored: waiting for the lease", zap.String("reason", reason))
 			return
 		}
 		s.campaign(operatorWhy("restart", reason))
 		return
 	}
-	if s.state.up() && s.child != nil && !s.dying {
+	if stateUp(s.state) && s.child != nil && !s.dying {
 		// The cursor closes, in-flight events settle and the checkpoint is written before the
 		// new cursor opens from it: nothing handled before the restart is delivered again.
 		s.beginStop(ctx, &messages.Stop{Reason: reason, Graceful: true}, stopRestart)
@@ -640,12 +640,12 @@ func (s *supervisorActor) maxString() string {
 	return strconv.Itoa(s.cfg.Policy.MaxAttempts)
 }
 
-func (s *supervisorActor) transition(to State, why string, cause error) {
+func (s *supervisorActor) transition(to messages.SupervisorState, why string, cause error) {
 	s.transitionAttempt(to, why, cause, s.attempt)
 }
 
 // transitionAttempt records, counts, logs and reports one transition.
-func (s *supervisorActor) transitionAttempt(to State, why string, cause error, attempt int) {
+func (s *supervisorActor) transitionAttempt(to messages.SupervisorState, why string, cause error, attempt int) {
 	from := s.state
 	now := s.cfg.Clock.Now()
 	s.state, s.why, s.since = to, why, now
@@ -656,18 +656,18 @@ func (s *supervisorActor) transitionAttempt(to State, why string, cause error, a
 		Stream: s.cfg.Stream, From: from, To: to, Why: why, At: now,
 		Attempt: attempt, MaxAttempts: s.cfg.Policy.MaxAttempts, Cause: cause, Incarnation: s.inc,
 	}
-	if to == StateBackoff {
+	if to == messages.SupervisorState_SUPERVISOR_STATE_BACKOFF {
 		t.Delay = s.lastDelay
 	}
 	level := zapcore.InfoLevel
 	switch to {
-	case StateBackoff:
+	case messages.SupervisorState_SUPERVISOR_STATE_BACKOFF:
 		level = zapcore.WarnLevel
-	case StateCrashed:
+	case messages.SupervisorState_SUPERVISOR_STATE_CRASHED:
 		level = zapcore.ErrorLevel
 	}
 	fields := []zap.Field{
-		zap.Stringer("from", from), zap.Stringer("to", to), zap.String("why", why),
+		zap.String("from", stateName(from)), zap.String("to", stateName(to)), zap.String("why", why),
 		zap.Int("attempt", attempt), zap.Uint64("incarnation", s.inc),
 	}
 	if t.Delay > 0 {
@@ -679,11 +679,11 @@ func (s *supervisorActor) transitionAttempt(to State, why string, cause error, a
 			fields = append(fields, zap.ByteString("stack", pe.Stack))
 		}
 	}
-	s.log.Log(level, "stream "+to.String(), fields...)
+	s.log.Log(level, "stream "+stateName(to), fields...)
 	s.announce(t)
 	s.notify(t)
 	// AwaitRunning waits for the new cursor of a restart.
-	if to != StateStarting && to != StateBackoff && !s.restarting() && len(s.awaiting) > 0 {
+	if to != messages.SupervisorState_SUPERVISOR_STATE_STARTING && to != messages.SupervisorState_SUPERVISOR_STATE_BACKOFF && !s.restarting() && len(s.awaiting) > 0 {
 		reply := s.status()
 		for _, w := range s.awaiting {
 			s.root.Send(w, reply)
@@ -698,7 +698,7 @@ func (s *supervisorActor) onAwaitRunning(ctx actor.Context) {
 	if ctx.Sender() == nil {
 		return
 	}
-	if s.state == StateStarting || s.state == StateBackoff || s.restarting() {
+	if s.state == messages.SupervisorState_SUPERVISOR_STATE_STARTING || s.state == messages.SupervisorState_SUPERVISOR_STATE_BACKOFF || s.restarting() {
 		s.awaiting = append(s.awaiting, ctx.Sender())
 		return
 	}
@@ -751,7 +751,7 @@ func (s *supervisorActor) respond(ctx actor.Context) {
 func (s *supervisorActor) status() *messages.StatusReply {
 	r := &messages.StatusReply{
 		Stream:       s.cfg.Stream,
-		State:        s.state.proto(),
+		State:        s.state,
 		Why:          s.why,
 		Since:        timestamppb.New(s.since),
 		Attempt:      uint32(s.attempt),
@@ -776,7 +776,7 @@ func (s *supervisorActor) status() *messages.StatusReply {
 	}
 	for st, n := range s.transitions {
 		if n > 0 {
-			r.Transitions[State(st).String()] = n
+			r.Transitions[stateName(messages.SupervisorState(st))] = n
 		}
 	}
 	totals := proto.Clone(&s.settlements).(*messages.SettlementCounts)
@@ -804,9 +804,9 @@ func (s *supervisorActor) status() *messages.StatusReply {
 // requester; only a running stream takes one (its live events must reach the dispatcher to
 // close the chunks' windows).
 func (s *supervisorActor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot) {
-	if s.state != StateRunning {
+	if s.state != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
 		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "not_running",
-			Error: fmt.Sprintf("the stream is %s here, not running (%s)", s.state, s.why)})
+			Error: fmt.Sprintf("the stream is %s here, not running (%s)", stateName(s.state), s.why)})
 		return
 	}
 	pid := s.lazySibling(ctx, s.cfg.OnDemand)

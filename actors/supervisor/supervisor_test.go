@@ -20,12 +20,12 @@ import (
 
 func TestSpawnResubscribeRunning(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	ev := h.started()
 	if ev.incarnation != 1 {
 		t.Fatalf("first incarnation = %d, want 1", ev.incarnation)
 	}
-	tr := h.await(StateRunning)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if tr.Attempt != 0 || tr.Cause != nil || tr.Stream != "orders" {
 		t.Fatalf("running transition = %+v", tr)
 	}
@@ -53,11 +53,11 @@ func TestSpawnResubscribeRunning(t *testing.T) {
 func TestRestartDelaysExact(t *testing.T) {
 	h := scripted(t, func(uint64) action { return actPanic }, nil)
 	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60}
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	for i, w := range want {
 		w *= time.Second
 		h.started()
-		tr := h.await(StateBackoff)
+		tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 		if tr.Attempt != i+1 || tr.Delay != w {
 			t.Fatalf("death %d: attempt %d delay %v, want attempt %d delay %v", i+1, tr.Attempt, tr.Delay, i+1, w)
 		}
@@ -69,10 +69,10 @@ func TestRestartDelaysExact(t *testing.T) {
 			t.Fatalf("next_retry_at is now+%v, want now+%v", got, w)
 		}
 		h.fireRestart(w)
-		h.await(StateStarting)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	}
 	h.started()
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if st := h.status(); st.GetRestarts() != uint64(len(want)) || st.GetDeaths() != uint64(len(want)+1) {
 		t.Fatalf("restarts %d deaths %d, want %d and %d", st.GetRestarts(), st.GetDeaths(), len(want), len(want)+1)
 	}
@@ -82,14 +82,14 @@ func TestRestartDelaysCustomPolicy(t *testing.T) {
 	h := scripted(t, func(uint64) action { return actPanic }, func(c *Config) {
 		c.Policy = policy.Restart{InitialDelay: 100 * time.Millisecond, Multiplier: 3, MaxDelay: time.Second}
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	for _, w := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 900 * time.Millisecond, time.Second} {
 		h.started()
-		if tr := h.await(StateBackoff); tr.Delay != w {
+		if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Delay != w {
 			t.Fatalf("delay %v, want %v", tr.Delay, w)
 		}
 		h.fireRestart(w)
-		h.await(StateStarting)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	}
 }
 
@@ -102,14 +102,14 @@ func TestJitterBoundsThroughSupervisor(t *testing.T) {
 		c.Policy = policy.Restart{Jitter: true}
 		c.Rand = func() float64 { return rs[int(i.Add(1)-1)%len(rs)] }
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	for _, w := range []time.Duration{800 * time.Millisecond, 2400 * time.Millisecond, 4 * time.Second} {
 		h.started()
-		if tr := h.await(StateBackoff); tr.Delay != w {
+		if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Delay != w {
 			t.Fatalf("jittered delay %v, want %v", tr.Delay, w)
 		}
 		h.fireRestart(w)
-		h.await(StateStarting)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	}
 }
 
@@ -118,17 +118,17 @@ func TestJitterBoundsThroughSupervisor(t *testing.T) {
 // operator Start.
 func TestGiveUpAfterMaxAttempts(t *testing.T) {
 	h := scripted(t, func(uint64) action { return actPanic }, func(c *Config) { c.Policy = policy.Restart{MaxAttempts: 3} })
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	for i, w := range []time.Duration{1, 2, 4} {
 		h.started()
-		if tr := h.await(StateBackoff); tr.Attempt != i+1 {
+		if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Attempt != i+1 {
 			t.Fatalf("attempt %d, want %d", tr.Attempt, i+1)
 		}
 		h.fireRestart(w * time.Second)
-		h.await(StateStarting)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	}
 	h.started()
-	tr := h.await(StateCrashed)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
 	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") || !errors.Is(tr.Cause, ErrGaveUp) {
 		t.Fatalf("give-up cause = %v, want ErrGaveUp around the last death", tr.Cause)
 	}
@@ -164,11 +164,11 @@ func TestGiveUpAfterMaxAttempts(t *testing.T) {
 	if r := h.request(&messages.Start{Reason: "test"}); r.GetAttempt() != 0 {
 		t.Fatalf("attempt after operator start = %d", r.GetAttempt())
 	}
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 5 {
 		t.Fatalf("incarnation after operator start = %d, want 5", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestCounterResetAfterResubscribed: deaths before the cursor opens grow the counter; the first
@@ -180,28 +180,28 @@ func TestCounterResetAfterResubscribed(t *testing.T) {
 		}
 		return actResubscribe
 	}, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 
 	h.tell(child, panicCmd{errBoom})
-	if tr := h.await(StateBackoff); tr.Attempt != 1 {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Attempt != 1 {
 		t.Fatalf("attempt %d, want 1", tr.Attempt)
 	}
 	h.fireRestart(time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started() // 2 panics
-	if tr := h.await(StateBackoff); tr.Attempt != 2 {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Attempt != 2 {
 		t.Fatalf("attempt %d, want 2", tr.Attempt)
 	}
 	h.fireRestart(2 * time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started() // 3 panics
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.fireRestart(4 * time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started() // 4 resubscribes
-	tr := h.await(StateRunning)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if tr.Attempt != 3 || tr.Cause == nil {
 		t.Fatalf("running after restart: attempt %d cause %v, want 3 and the last cause", tr.Attempt, tr.Cause)
 	}
@@ -210,7 +210,7 @@ func TestCounterResetAfterResubscribed(t *testing.T) {
 	}
 
 	h.tell(child, panicCmd{errBoom})
-	if tr := h.await(StateBackoff); tr.Attempt != 1 || tr.Delay != time.Second {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Attempt != 1 || tr.Delay != time.Second {
 		t.Fatalf("after reset: attempt %d delay %v, want 1 and 1s", tr.Attempt, tr.Delay)
 	}
 }
@@ -225,21 +225,21 @@ func TestEveryDeathConsumesAnAttempt(t *testing.T) {
 		}
 		return actResubscribePanic
 	}, func(c *Config) { c.Policy = policy.Restart{MaxAttempts: 1} })
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	for i := 1; i <= 3; i++ {
 		if ev := h.started(); ev.incarnation != uint64(i) {
 			t.Fatalf("incarnation %d, want %d", ev.incarnation, i)
 		}
-		h.await(StateRunning)
-		tr := h.await(StateBackoff)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
+		tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 		if tr.Attempt != 1 || tr.Delay != time.Second || !strings.Contains(tr.Cause.Error(), "right after resubscribing") {
 			t.Fatalf("cycle %d: %+v", i, tr)
 		}
 		h.fireRestart(time.Second)
-		h.await(StateStarting)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	}
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if st := h.status(); st.GetDeaths() != 3 || st.GetStaleDropped() != 0 {
 		t.Fatalf("deaths %d stale %d, want 3 and 0", st.GetDeaths(), st.GetStaleDropped())
 	}
@@ -254,19 +254,19 @@ func TestOperatorStartDuringBackoffWins(t *testing.T) {
 		}
 		return actPanic
 	}, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, panicCmd{errBoom})
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.fireRestart(time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.fireRestart(2 * time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	if tr := h.await(StateBackoff); tr.Attempt != 3 || tr.Delay != 4*time.Second {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Attempt != 3 || tr.Delay != 4*time.Second {
 		t.Fatalf("before operator start: %+v", tr)
 	}
 
@@ -280,12 +280,12 @@ func TestOperatorStartDuringBackoffWins(t *testing.T) {
 	if h.clk.Pending() != 0 {
 		t.Fatal("restart timer still pending after operator start")
 	}
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	ev := h.started()
 	if ev.incarnation != 4 || !ev.pid.Equal(child) {
 		t.Fatalf("restarted %v incarnation %d, want %v incarnation 4", ev.pid, ev.incarnation, child)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.clk.Advance(time.Hour)
 	h.noTransition()
 	h.noStart()
@@ -298,18 +298,18 @@ func TestOperatorStartDuringBackoffWins(t *testing.T) {
 // stops the child; time passing restarts nothing.
 func TestOperatorStopDuringBackoffCancels(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, panicCmd{errBoom})
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.armed()
 
 	r := h.request(&messages.Stop{Reason: "maintenance"})
 	if r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED || r.GetWhy() != "operator stop: maintenance" {
 		t.Fatalf("reply to Stop = %v", r)
 	}
-	h.await(StateStopped)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
 	if h.clk.Pending() != 0 {
 		t.Fatal("restart timer still pending after operator stop")
 	}
@@ -324,28 +324,28 @@ func TestOperatorStopDuringBackoffCancels(t *testing.T) {
 
 	// A Start afterwards spawns a fresh child once the old one is gone.
 	h.request(&messages.Start{})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("incarnation %d, want 2", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestStopThenStartImmediately: a Start right after a Stop waits for the old child to be gone
 // before spawning the new one under the same name.
 func TestStopThenStartImmediately(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.started()
 	h.tell(h.pid, &messages.Stop{})
 	h.tell(h.pid, &messages.Start{})
-	h.await(StateStopped)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("incarnation %d, want 2", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestTerminalErrorGivesUpImmediately: a death classified terminal crashes at once, whatever
@@ -353,11 +353,11 @@ func TestStopThenStartImmediately(t *testing.T) {
 func TestTerminalErrorGivesUpImmediately(t *testing.T) {
 	errHistoryLost := errors.New("history lost")
 	h := newHarness(t, func(c *Config) { c.Classify = DefaultClassifier(errHistoryLost) })
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, panicCmd{fmt.Errorf("resume: %w", errHistoryLost)})
-	tr := h.await(StateCrashed)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
 	if !errors.Is(tr.Cause, errHistoryLost) || !strings.HasPrefix(tr.Why, "terminal error") || tr.Attempt != 0 {
 		t.Fatalf("crashed transition = %+v", tr)
 	}
@@ -369,29 +369,29 @@ func TestTerminalErrorGivesUpImmediately(t *testing.T) {
 // TestEscalateFailureWithoutPanic: a child may fail with EscalateFailure; the error is the cause.
 func TestEscalateFailureWithoutPanic(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, escalateCmd{errBoom})
-	tr := h.await(StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if !errors.Is(tr.Cause, errBoom) {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
 	h.fireRestart(time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestFailIsNotAPanic: Fail reports the error as the death's cause with the error's own text:
 // no "panic: " prefix and no stack, in the transition and in the status.
 func TestFailIsNotAPanic(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, failCmd{errBoom})
-	tr := h.await(StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	var pe *PanicError
 	var f *Failure
 	if !errors.Is(tr.Cause, errBoom) || errors.As(tr.Cause, &pe) || !errors.As(tr.Cause, &f) || f.Incarnation != 1 {
@@ -404,23 +404,23 @@ func TestFailIsNotAPanic(t *testing.T) {
 		t.Fatalf("status cause %q stack %q, want %q and no stack", st.GetLastCause(), st.GetLastCauseStack(), errBoom.Error())
 	}
 	h.fireRestart(time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestStaleFailureDropped: a *Failure of an incarnation the supervisor already replaced (it
 // raced an operator Restart) is dropped, not counted as a death of the new instance.
 func TestStaleFailureDropped(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.started()
 	h.request(&messages.Restart{Reason: "test"})
-	h.await(StateStopping)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	child := h.started().pid
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.tell(child, escalateAsCmd{err: errBoom, inc: 1})
 	for deadline := time.Now().Add(waitFor); h.status().GetStaleDropped() != 1; {
 		if time.Now().After(deadline) {
@@ -438,20 +438,20 @@ func TestStaleFailureDropped(t *testing.T) {
 // policy with ErrChildStopped.
 func TestChildStoppingItselfIsADeath(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, stopSelfCmd{})
-	tr := h.await(StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if !errors.Is(tr.Cause, ErrChildStopped) {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
 	h.fireRestart(time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 || ev.pid.Id != child.Id {
 		t.Fatalf("respawned %v incarnation %d", ev.pid, ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestSiblingsSurviveStreamRestart: siblings keep their PID, their state and their single
@@ -460,8 +460,8 @@ func TestSiblingsSurviveStreamRestart(t *testing.T) {
 	h := newHarnessH(t, func(h *harness, c *Config) {
 		c.Siblings = []Sibling{h.siblingProps("checkpointer"), h.siblingProps("dispatcher")}
 	})
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	cp := actor.NewPID(h.sys.Address(), h.pid.Id+"/checkpointer")
 	dp := actor.NewPID(h.sys.Address(), h.pid.Id+"/dispatcher")
@@ -470,13 +470,13 @@ func TestSiblingsSurviveStreamRestart(t *testing.T) {
 
 	for range 3 {
 		h.tell(child, panicCmd{errBoom})
-		h.await(StateBackoff)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 		h.fireRestart(time.Second)
-		h.await(StateStarting)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 		if ev := h.started(); !ev.pid.Equal(child) {
 			t.Fatalf("stream child PID changed: %v → %v", child, ev.pid)
 		}
-		h.await(StateRunning)
+		h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	}
 	for pid, want := range map[*actor.PID]int{cp: 7, dp: 11} {
 		res, err := h.sys.Root.RequestFuture(pid, getCmd{}, waitFor).Result()
@@ -496,22 +496,22 @@ func TestSiblingsSurviveStreamRestart(t *testing.T) {
 // then both restart; the sibling keeps its PID.
 func TestSiblingFailureRestartsTree(t *testing.T) {
 	h := newHarnessH(t, func(h *harness, c *Config) { c.Siblings = []Sibling{h.siblingProps("dispatcher")} })
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.started()
 	dp := actor.NewPID(h.sys.Address(), h.pid.Id+"/dispatcher")
 	h.tell(dp, panicCmd{errBoom})
-	tr := h.await(StateBackoff)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	if !errors.Is(tr.Cause, ErrSiblingFailed) || !errors.Is(tr.Cause, errBoom) ||
 		!strings.Contains(tr.Cause.Error(), "dispatcher") {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
 	h.fireRestart(time.Second)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("incarnation %d", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	pollUntil(t, "dispatcher restarted", func() bool {
 		v, _ := h.starts.Load("dispatcher")
 		return v.(*startCounter).get() == 2
@@ -530,12 +530,12 @@ func TestCrashedTreeSiblingStillAnswers(t *testing.T) {
 		c.Siblings = []Sibling{h.siblingProps("checkpointer")}
 		c.Classify = DefaultClassifier(errHistoryLost)
 	})
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.started()
 	cp := actor.NewPID(h.sys.Address(), h.pid.Id+"/checkpointer")
 	h.tell(cp, panicCmd{errHistoryLost})
-	tr := h.await(StateCrashed)
+	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
 	if !errors.Is(tr.Cause, errHistoryLost) {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
@@ -553,13 +553,13 @@ func TestStaleMessagesDropped(t *testing.T) {
 		}
 		return actIdle
 	}, func(c *Config) { c.Policy = policy.Restart{InitialDelay: time.Minute} })
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 
 	h.tell(h.pid, &wire.RestartTick{Epoch: 0}) // not in backoff
 	h.tell(child, panicCmd{errBoom})
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.tell(h.pid, &wire.RestartTick{Epoch: 0})              // an epoch long gone
 	h.tell(h.pid, &wire.RestartTick{Epoch: math.MaxUint64}) // not this timer's
 	h.noTransition()
@@ -569,7 +569,7 @@ func TestStaleMessagesDropped(t *testing.T) {
 	h.noStart()
 
 	h.fireRestart(time.Minute)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started() // incarnation 2, idle
 	h.tell(h.pid, &wire.Resubscribed{Incarnation: 1})
 	h.noTransition()
@@ -577,22 +577,22 @@ func TestStaleMessagesDropped(t *testing.T) {
 		t.Fatalf("stale %d state %v, want 4 starting", st.GetStaleDropped(), st.GetState())
 	}
 	h.tell(h.pid, &wire.Resubscribed{Incarnation: 2})
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestTimerFiredAfterStopIsDropped: a Stop and a restart timer that fires in the same instant
 // race; whichever wins, the stream stays stopped and nothing restarts.
 func TestTimerFiredAfterStopIsDropped(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.tell(child, panicCmd{errBoom})
-	h.await(StateBackoff)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	h.armed()
 	h.tell(h.pid, &messages.Stop{})
 	h.clk.Advance(time.Second) // the tick, if sent, queues behind the Stop
-	h.await(StateStopped)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
 	h.noTransition()
 	h.noStart()
 	if st := h.status(); st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED || st.GetRestarts() != 0 {
@@ -604,16 +604,16 @@ func TestTimerFiredAfterStopIsDropped(t *testing.T) {
 // without counting a death.
 func TestOperatorRestart(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
 	h.request(&messages.Restart{Reason: "reload"})
-	h.await(StateStopping)
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 || !ev.pid.Equal(child) {
 		t.Fatalf("restart: %v incarnation %d", ev.pid, ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if st := h.status(); st.GetDeaths() != 0 || st.GetAttempt() != 0 {
 		t.Fatalf("status = %v", st)
 	}
@@ -621,12 +621,12 @@ func TestOperatorRestart(t *testing.T) {
 
 func TestStartStoppedWaitsForOperator(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.StartStopped = true })
-	h.await(StateStopped)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
 	h.noStart()
 	h.request(&messages.Start{})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if r := h.request(&messages.Start{}); r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
 		t.Fatalf("second Start changed the state: %v", r)
 	}
@@ -637,10 +637,10 @@ func TestStartStoppedWaitsForOperator(t *testing.T) {
 // same system and clock keeps answering and restarting.
 func TestBackoffDoesNotDelayOtherStreams(t *testing.T) {
 	a := newHarness(t, func(c *Config) { c.Policy = policy.Restart{InitialDelay: time.Hour, MaxDelay: time.Hour} })
-	a.await(StateStarting)
-	a.await(StateRunning)
+	a.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	a.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	a.tell(a.started().pid, panicCmd{errBoom})
-	a.await(StateBackoff)
+	a.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 
 	pb := newProbe()
 	bTransitions := make(chan Transition, 64)
@@ -659,10 +659,10 @@ func TestBackoffDoesNotDelayOtherStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.sys.Root.StopFuture(b.pid).Wait() })
-	b.await(StateStarting)
-	b.await(StateRunning)
+	b.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	b.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	b.tell(b.started().pid, panicCmd{errBoom})
-	b.await(StateBackoff)
+	b.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
 	// Both timers are armed; the short one fires first and only b restarts.
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -670,9 +670,9 @@ func TestBackoffDoesNotDelayOtherStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.clk.Advance(time.Second)
-	b.await(StateStarting)
+	b.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	b.started()
-	b.await(StateRunning)
+	b.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	if st := a.status(); st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_BACKOFF {
 		t.Fatalf("a = %v", st.GetState())
 	}
@@ -682,10 +682,10 @@ func TestClassifierPanicIsTransient(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
 		c.Classify = func(any) (bool, error) { panic("classifier bug") }
 	})
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.tell(h.started().pid, panicCmd{errBoom})
-	if tr := h.await(StateBackoff); !errors.Is(tr.Cause, errBoom) {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); !errors.Is(tr.Cause, errBoom) {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
 	if h.logs.FilterMessageSnippet("classifier panicked").Len() != 1 {
@@ -716,17 +716,17 @@ func TestPanicWhileStoppingDoesNotWedge(t *testing.T) {
 		}
 		return actResubscribe
 	}, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	h.started()
 	h.request(&messages.Stop{})
-	h.await(StateStopped)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPED)
 	h.request(&messages.Start{})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	if ev := h.started(); ev.incarnation != 2 {
 		t.Fatalf("incarnation %d, want 2", ev.incarnation)
 	}
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestRealClockRestart runs the default (real) clock end to end with a 1ms delay.
@@ -740,22 +740,22 @@ func TestRealClockRestart(t *testing.T) {
 		c.Clock = nil
 		c.Policy = policy.Restart{InitialDelay: time.Millisecond}
 	})
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	if tr := h.await(StateBackoff); tr.Delay != time.Millisecond {
+	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF); tr.Delay != time.Millisecond {
 		t.Fatalf("delay %v", tr.Delay)
 	}
-	h.await(StateStarting)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.started()
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
 // TestStatusCarriesTheDispatcherFlow: the totals add up across reports, while in_flight and
 // read_through are the latest report's (a report without read_through keeps the last one).
 func TestStatusCarriesTheDispatcherFlow(t *testing.T) {
 	h := newHarness(t, nil)
-	h.await(StateStarting)
-	h.await(StateRunning)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	at := time.Unix(1_700_000_000, 0).UTC()
 	h.tell(h.pid, &messages.SettlementCounts{Settled: 3, Handled: 3, InFlight: 5, ReadThrough: timestamppb.New(at)})
 	h.tell(h.pid, &messages.SettlementCounts{Settled: 2, Handled: 1, Filtered: 1, InFlight: 1})

@@ -163,7 +163,7 @@ func (e *Entry) Command(ctx context.Context, msg proto.Message) error {
 // onTransition runs on the supervisor's goroutine: it keeps the cause of a death for Spawn's
 // error. (The supervisor reports the transition's lifecycle event to the Observer itself.)
 func (e *Entry) onTransition(t supervisor.Transition) {
-	if t.Cause != nil && (t.To == supervisor.StateBackoff || t.To == supervisor.StateCrashed) {
+	if t.Cause != nil && (t.To == messages.SupervisorState_SUPERVISOR_STATE_BACKOFF || t.To == messages.SupervisorState_SUPERVISOR_STATE_CRASHED) {
 		e.mu.Lock()
 		e.lastCause = t.Cause
 		e.mu.Unlock()

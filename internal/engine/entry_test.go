@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // TestTransitionKeepsTheCause: a death's cause is kept for Spawn's error, the give-up's with
@@ -18,11 +19,11 @@ func TestTransitionKeepsTheCause(t *testing.T) {
 	at := time.Unix(1700000000, 0)
 	cause := fmt.Errorf("cursor died: %w", supervisor.ErrGaveUp)
 	for _, tr := range []supervisor.Transition{
-		{To: supervisor.StateStarting, At: at, Incarnation: 1},
-		{To: supervisor.StateBackoff, At: at, Attempt: 1, Delay: time.Second, Cause: errors.New("first"), Incarnation: 1},
-		{To: supervisor.StateCrashed, At: at, Attempt: 2, MaxAttempts: 1, Cause: cause, Incarnation: 2},
-		{From: supervisor.StateCrashed, To: supervisor.StateStopping, At: at, Incarnation: 2},
-		{From: supervisor.StateStopping, To: supervisor.StateStopped, At: at, Incarnation: 2},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_STARTING, At: at, Incarnation: 1},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, At: at, Attempt: 1, Delay: time.Second, Cause: errors.New("first"), Incarnation: 1},
+		{To: messages.SupervisorState_SUPERVISOR_STATE_CRASHED, At: at, Attempt: 2, MaxAttempts: 1, Cause: cause, Incarnation: 2},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_CRASHED, To: messages.SupervisorState_SUPERVISOR_STATE_STOPPING, At: at, Incarnation: 2},
+		{From: messages.SupervisorState_SUPERVISOR_STATE_STOPPING, To: messages.SupervisorState_SUPERVISOR_STATE_STOPPED, At: at, Incarnation: 2},
 	} {
 		e.onTransition(tr)
 	}
