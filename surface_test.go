@@ -13,11 +13,11 @@ import (
 )
 
 // maxPublicSurface bounds the exported identifiers of the library's importable packages (see
-// publicSurface for what counts): the count when the engine moved behind internal/ (843 before,
-// 590 after), then when the console's server side did (578). The aim is 550 or fewer; the largest
-// part left is the store adapters. A change that grows the public API past the bound
-// has to raise it here, on purpose and in review; a change that shrinks it lowers it.
-const maxPublicSurface = 578
+// publicSurface for what counts). It was 843 before the engine, the policies, the console's server
+// side and the tree's private messages moved behind internal/; 567 after. The aim is 550 or fewer.
+// A change that grows the public API past the bound has to raise it here, on purpose and in
+// review; a change that shrinks it lowers it.
+const maxPublicSurface = 567
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
