@@ -1,6 +1,9 @@
 package supervisor
 
-import "github.com/watchtree/watchtree/messages"
+import (
+	"github.com/watchtree/watchtree/internal/streamstatus"
+	"github.com/watchtree/watchtree/messages"
+)
 
 // A stream's lifecycle state is the protobuf enum messages.SupervisorState, the value
 // StatusReply.State carries; this package has no state type of its own.
@@ -19,17 +22,17 @@ import "github.com/watchtree/watchtree/messages"
 // Standby (SINGLE_LEADER, waiting for the lease) is reserved for the leader actor; nothing in
 // this package enters it yet.
 
-// stateNames are the lower-case state names used in logs, in Resign reasons and as the keys of
-// StatusReply.transitions, indexed by the enum's value; they match the names
-// internal/streamstatus reads back.
-var stateNames = [...]string{"unspecified", "starting", "standby", "running", "backoff", "stopped", "crashed", "stopping", "snapshotting"}
+// numStates sizes the per-state counters: every value of the enum, unspecified included.
+const numStates = int(messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING) + 1
 
-// stateName returns the lower-case name of s, or "unknown" for a value this build does not know.
+// stateName returns the lower-case name of s used in logs, in Resign reasons and as the keys of
+// StatusReply.transitions: internal/streamstatus's names, which read them back, and
+// "unspecified" for the zero value a supervisor starts from.
 func stateName(s messages.SupervisorState) string {
-	if s >= 0 && int(s) < len(stateNames) {
-		return stateNames[s]
+	if s == messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED {
+		return "unspecified"
 	}
-	return "unknown"
+	return streamstatus.StateName(s)
 }
 
 // stateUp reports whether the stream actor is supposed to be running and alive in s.

@@ -83,8 +83,8 @@ type supervisorActor struct {
 	onDemand    *messages.SnapshotStatus    // latest progress of an on-demand snapshot
 
 	deaths, restarts, stale uint64
-	transitions             [len(stateNames)]uint64 // by state: a map was ~0.2 KB of every tree
-	life                    lifecycle               // the Observer's view of the transitions
+	transitions             [numStates]uint64 // by state: a map was ~0.2 KB of every tree
+	life                    lifecycle         // the Observer's view of the transitions
 
 	// SINGLE_LEADER (cfg.Leader set): the leader actor, its latest LeaseState, the epoch the
 	// stream actor runs under, and whether the next launch starts a new leadership term (the
