@@ -2,20 +2,17 @@ package watchtree
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/watchtree/watchtree/internal/protocheck"
+	"github.com/watchtree/watchtree/internal/testenv"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -27,9 +24,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // rtWait bounds every wait of the runtime tests; nothing sleeps, they poll with a deadline.
 const rtWait = 20 * time.Second
 
-// rtURIEnv points the runtime tests at a real replica set instead of mongosim.
-const rtURIEnv = "WATCHTREE_MONGODB_URI"
-
 // rtEnv is one test's server (nil against a real replica set), client and database.
 type rtEnv struct {
 	srv    *mongosim.Server
@@ -37,48 +31,15 @@ type rtEnv struct {
 	db     string
 }
 
-// newRTEnv connects to WATCHTREE_MONGODB_URI when set, else starts a mongosim, and picks a
-// database unique to the test (dropped at the end against a real server).
+// newRTEnv connects to testenv.URIEnv's replica set when set, else starts a mongosim, with a
+// database unique to the test.
 func newRTEnv(t *testing.T) *rtEnv {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	e := &rtEnv{}
-	uri := os.Getenv(rtURIEnv)
-	if uri == "" {
-		srv, err := mongosim.Start(ctx, mongosim.Options{})
-		if err != nil {
-			t.Fatalf("mongosim.Start: %v", err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		e.srv, uri = srv, srv.URI()
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
-	if err != nil {
-		t.Fatalf("mongo.Connect: %v", err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	e.db = "wt_rt_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if e.srv == nil {
-			_ = client.Database(e.db).Drop(ctx)
-		}
-		_ = client.Disconnect(ctx)
-	})
-	e.client = client
-	return e
+	te := testenv.New(t, "wt_rt_")
+	return &rtEnv{srv: te.Srv, client: te.Client, db: te.DB}
 }
 
 // needSim skips t against a real replica set: it needs mongosim's hooks.
-func (e *rtEnv) needSim(t *testing.T) {
-	t.Helper()
-	if e.srv == nil {
-		t.Skipf("needs mongosim's hooks; %s is set", rtURIEnv)
-	}
-}
+func (e *rtEnv) needSim(t *testing.T) { (&testenv.Env{Srv: e.srv}).NeedSim(t) }
 
 func (e *rtEnv) coll(name string) *mongo.Collection { return e.client.Database(e.db).Collection(name) }
 

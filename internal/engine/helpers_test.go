@@ -2,26 +2,20 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/testenv"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 // testWait bounds every wait of the engine tests; nothing sleeps, they poll with a deadline.
 const testWait = 20 * time.Second
-
-// uriEnv points the engine tests at a real replica set instead of mongosim.
-const uriEnv = "WATCHTREE_MONGODB_URI"
 
 // env is one test's server (nil against a real replica set), client and database.
 type env struct {
@@ -30,48 +24,15 @@ type env struct {
 	db     string
 }
 
-// newEnv connects to WATCHTREE_MONGODB_URI when set, else starts a mongosim, and picks a
-// database unique to the test (dropped at the end against a real server).
+// newEnv connects to testenv.URIEnv's replica set when set, else starts a mongosim, with a
+// database unique to the test.
 func newEnv(t *testing.T) *env {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	e := &env{}
-	uri := os.Getenv(uriEnv)
-	if uri == "" {
-		srv, err := mongosim.Start(ctx, mongosim.Options{})
-		if err != nil {
-			t.Fatalf("mongosim.Start: %v", err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		e.srv, uri = srv, srv.URI()
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
-	if err != nil {
-		t.Fatalf("mongo.Connect: %v", err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	e.db = "wt_engine_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if e.srv == nil {
-			_ = client.Database(e.db).Drop(ctx)
-		}
-		_ = client.Disconnect(ctx)
-	})
-	e.client = client
-	return e
+	te := testenv.New(t, "wt_engine_")
+	return &env{srv: te.Srv, client: te.Client, db: te.DB}
 }
 
 // needSim skips t against a real replica set: it needs mongosim's hooks.
-func (e *env) needSim(t *testing.T) {
-	t.Helper()
-	if e.srv == nil {
-		t.Skipf("needs mongosim's hooks; %s is set", uriEnv)
-	}
-}
+func (e *env) needSim(t *testing.T) { (&testenv.Env{Srv: e.srv}).NeedSim(t) }
 
 func (e *env) coll(name string) *mongo.Collection { return e.client.Database(e.db).Collection(name) }
 
