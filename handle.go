@@ -135,6 +135,14 @@ type StopReport struct {
 	Drained, Flushed bool
 	// Fenced reports a final write refused because another instance holds a newer lease epoch.
 	Fenced bool
+	// Released (SINGLE_LEADER) reports that the lease was released as the last step, so that a
+	// standby could take over at once rather than at the lease's expiry.
+	Released bool
+	// LeaseLost (SINGLE_LEADER) reports that the lease was lost during the stop. Handling ended
+	// at once: in-flight handler calls had their context cancelled, no queued event started, and
+	// neither the rest of the drain nor the final checkpoint write ran (Drained and Flushed are
+	// false); the unsettled events are the next leader's.
+	LeaseLost bool
 	// HeldUpBy names the first step that did not finish in time ("stream actor stop", "drain",
 	// "checkpoint flush"); Skipped the steps left out because their actor had failed; Error the
 	// first error of the sequence. All are empty after a clean stop.
@@ -168,7 +176,7 @@ func statusOf(e *engine.Entry, r *messages.StatusReply) StreamStatus {
 	if ls := s.LastStop; ls != nil {
 		st.LastStop = &StopReport{
 			Settled: ls.Settled, Unsettled: ls.Unsettled, LowWaterMark: ls.LowWaterMark,
-			Drained: ls.Drained, Flushed: ls.Flushed, Fenced: ls.Fenced,
+			Drained: ls.Drained, Flushed: ls.Flushed, Fenced: ls.Fenced, Released: ls.Released, LeaseLost: ls.LeaseLost,
 			HeldUpBy: ls.HeldUpBy, Skipped: ls.Skipped, Error: ls.Error, Took: ls.Took,
 		}
 	}

@@ -669,7 +669,12 @@ type StopReport struct {
 	// final checkpoint write when the lease was lost during the stop.
 	Skipped string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	// released: SINGLE_LEADER, the lease was released as the last step.
-	Released      bool `protobuf:"varint,11,opt,name=released,proto3" json:"released,omitempty"`
+	Released bool `protobuf:"varint,11,opt,name=released,proto3" json:"released,omitempty"`
+	// lease_lost: SINGLE_LEADER, the lease was lost during the stop. Handling ended at once: the
+	// dispatcher was restarted (in-flight handler calls cancelled through their context, nothing
+	// more started), the drain and the final checkpoint write were left out, and the unsettled
+	// events are the next leader's.
+	LeaseLost     bool `protobuf:"varint,12,opt,name=lease_lost,json=leaseLost,proto3" json:"lease_lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +782,13 @@ func (x *StopReport) GetSkipped() string {
 func (x *StopReport) GetReleased() bool {
 	if x != nil {
 		return x.Released
+	}
+	return false
+}
+
+func (x *StopReport) GetLeaseLost() bool {
+	if x != nil {
+		return x.LeaseLost
 	}
 	return false
 }
@@ -1048,7 +1060,11 @@ type LeaseState struct {
 	Losses       uint64 `protobuf:"varint,8,opt,name=losses,proto3" json:"losses,omitempty"`
 	Handovers    uint64 `protobuf:"varint,9,opt,name=handovers,proto3" json:"handovers,omitempty"`
 	// fenced counts writes refused by a newer epoch.
-	Fenced        uint64 `protobuf:"varint,10,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Fenced uint64 `protobuf:"varint,10,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// answered: the lease store has answered an acquisition attempt since the campaign began
+	// (granted, held by holder, or failed). A standby report before that is the campaign's start,
+	// with nobody known to lead.
+	Answered      bool `protobuf:"varint,11,opt,name=answered,proto3" json:"answered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1151,6 +1167,13 @@ func (x *LeaseState) GetFenced() uint64 {
 		return x.Fenced
 	}
 	return 0
+}
+
+func (x *LeaseState) GetAnswered() bool {
+	if x != nil {
+		return x.Answered
+	}
+	return false
 }
 
 // SnapshotStatus is the progress of a stream's snapshot, reported to the supervisor.
@@ -1527,7 +1550,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x129\n" +
 	"\n" +
-	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xcf\x02\n" +
+	"written_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\"\xee\x02\n" +
 	"\n" +
 	"StopReport\x12\x18\n" +
 	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x1c\n" +
@@ -1542,7 +1565,9 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
 	" \x01(\tR\askipped\x12\x1a\n" +
-	"\breleased\x18\v \x01(\bR\breleased\"\xe2\b\n" +
+	"\breleased\x18\v \x01(\bR\breleased\x12\x1d\n" +
+	"\n" +
+	"lease_lost\x18\f \x01(\bR\tleaseLost\"\xe2\b\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1574,7 +1599,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x05lease\x18\x14 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xbc\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xd8\x02\n" +
 	"\n" +
 	"LeaseState\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.watchtree.v1.LeaseRoleR\x04role\x12\x14\n" +
@@ -1588,7 +1613,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x06losses\x18\b \x01(\x04R\x06losses\x12\x1c\n" +
 	"\thandovers\x18\t \x01(\x04R\thandovers\x12\x16\n" +
 	"\x06fenced\x18\n" +
-	" \x01(\x04R\x06fenced\"\xe7\x05\n" +
+	" \x01(\x04R\x06fenced\x12\x1a\n" +
+	"\banswered\x18\v \x01(\bR\banswered\"\xe7\x05\n" +
 	"\x0eSnapshotStatus\x12\x1f\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
 	"snapshotId\x12\x16\n" +

@@ -233,6 +233,11 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 	st := &l.st
 	f.first = st.first
 	for attempt := max(st.attempt, 1); ; attempt++ {
+		if ctx.Err() != nil {
+			// The lanes were cancelled (a stop, a restart, a lost lease): nothing starts on a
+			// cancelled context, even after a handler that ignored it returned.
+			return s, false
+		}
 		var err error
 		routeErr := false
 		if st.goexit {

@@ -99,7 +99,10 @@ type leaderActor struct {
 	deferUntil  time.Time // no acquisition before (balance, cooldown after a handover)
 
 	acquiring, renewing bool
-	resign              *pendingResign
+	// answered: the lease store answered an acquisition attempt of this campaign (reported as
+	// LeaseState.answered, so that the supervisor knows a standby from a campaign's start).
+	answered bool
+	resign   *pendingResign
 
 	timers map[tickKind]clock.Timer
 
@@ -259,7 +262,7 @@ func roleName(r messages.LeaseRole) string {
 
 func (a *leaderActor) report() {
 	st := &messages.LeaseState{Role: a.role, Owner: a.cfg.Owner, Holder: a.seen.Owner, Epoch: a.seen.Epoch, Why: a.why,
-		Acquisitions: a.acquisitions, Losses: a.losses, Handovers: a.handovers, Fenced: a.fenced}
+		Acquisitions: a.acquisitions, Losses: a.losses, Handovers: a.handovers, Fenced: a.fenced, Answered: a.answered}
 	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
 		st.Holder, st.Epoch = a.cfg.Owner, a.epoch
 		if !a.expiresAt.IsZero() {
@@ -318,6 +321,7 @@ func (a *leaderActor) onCampaign(reason string) {
 
 // standby enters the standby role and attempts at once.
 func (a *leaderActor) standby(why string) {
+	a.answered = false
 	a.become(messages.LeaseRole_LEASE_ROLE_STANDBY, why)
 	a.watch()
 	a.attempt(why)
@@ -397,18 +401,24 @@ func (a *leaderActor) onResult(r *ioResult) {
 }
 
 func (a *leaderActor) onAcquired(r *ioResult) {
+	first := !a.answered
+	a.answered = true
 	if r.err != nil {
 		if errors.Is(r.err, store.ErrLeaseHeld) {
 			changed := r.lease.Owner != a.seen.Owner || r.lease.Epoch != a.seen.Epoch
 			a.seen = r.lease
 			a.deferUntil = time.Time{}
 			a.arm(tickExpiry, r.lease.Remaining+time.Millisecond)
-			if changed {
+			if changed || first {
 				a.why = fmt.Sprintf("standby: %s leads (epoch %d)", r.lease.Owner, r.lease.Epoch)
 				a.report()
 			}
 		} else {
 			a.log.Warn("lease acquisition failed", zap.Error(r.err))
+			if first {
+				a.why = "standby: the lease store failed: " + r.err.Error()
+				a.report()
+			}
 		}
 		a.arm(tickPoll, a.cfg.Policy.StandbyPoll)
 		return

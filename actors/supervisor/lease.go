@@ -51,6 +51,12 @@ func (s *supervisorActor) onLeaseState(m *messages.LeaseState) {
 	}
 	switch s.state {
 	case messages.SupervisorState_SUPERVISOR_STATE_STARTING:
+		if !m.GetAnswered() {
+			// The campaign's start: the first acquisition is in flight, and nobody is known to
+			// lead. The stream stays starting (Spawn waits) until the store has answered.
+			s.why = m.GetWhy()
+			return
+		}
 		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, m.GetWhy(), nil)
 	case messages.SupervisorState_SUPERVISOR_STATE_STANDBY:
 		s.why = m.GetWhy()
@@ -77,20 +83,32 @@ func (s *supervisorActor) onLeaseLost(_ actor.Context, why string) {
 	}
 	s.leaseEpoch = 0
 	s.freshTerm = true
+	s.stopChild()
+	s.haltDispatcher()
 	if s.stop != nil {
+		// A graceful stop (operator stop, handover, restart) goes on to release the lease, but
+		// no handler may run for a lease that may be gone: the drain is cut short, and the
+		// final checkpoint is not written (the next leader owns the position).
 		s.stop.leaseLost = true
+		s.stop.report.LeaseLost = true
+		s.why = s.stop.verb() + ": " + why + "; handling stopped at once"
 		return
 	}
 	s.cancelTimer()
-	s.stopChild()
+	s.restartDispatcher = false
+	if !stateDown(s.state) {
+		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, why, nil)
+	}
+}
+
+// haltDispatcher restarts the dispatcher (unless it failed and is suspended): its lanes'
+// context is cancelled, so in-flight handler calls are interrupted and no queued event starts,
+// and the new instance holds nothing. A Drain it was answering is answered as cut short.
+func (s *supervisorActor) haltDispatcher() {
 	if pid := s.siblingByName(s.cfg.Dispatcher); pid != nil {
 		if _, down := s.siblingsDown[pid.Id]; !down {
 			s.sup.RestartChildren(pid)
 		}
-	}
-	s.restartDispatcher = false
-	if !stateDown(s.state) {
-		s.transition(messages.SupervisorState_SUPERVISOR_STATE_STANDBY, why, nil)
 	}
 }
 

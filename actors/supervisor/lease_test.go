@@ -98,7 +98,14 @@ func TestSingleLeaderLifecycle(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	nextAsked[*wire.Campaign](t, asked)
-	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
+	// The leader actor's report of its campaign's start (standby, its first acquisition in
+	// flight) leaves the stream starting: nobody is known to lead, and Spawn must wait.
+	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Why: "campaigning: spawned"}})
+	pollUntil(t, "the campaign's report", func() bool { return h.status().GetLease().GetWhy() == "campaigning: spawned" })
+	if st := h.status(); st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STARTING {
+		t.Fatalf("state %v after the campaign's first report, want starting until the store answered", st.GetState())
+	}
+	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads", Answered: true}})
 	if tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY); tr.Why != "standby: other leads" {
 		t.Fatalf("standby why %q", tr.Why)
 	}
@@ -201,5 +208,62 @@ func TestSingleLeaderReleaseLease(t *testing.T) {
 	st := <-replied
 	if st.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STANDBY || !st.GetLastStop().GetReleased() {
 		t.Fatalf("ReleaseLease answered %v (last stop %v), want standby with the lease released", st.GetState(), st.GetLastStop())
+	}
+}
+
+// A lease lost during a graceful stop ends handling at once: the dispatcher, which was
+// draining, is restarted (its lanes' context is cancelled, so no handler starts for a lease
+// that may be gone), the final checkpoint is not written, and the stop goes on to release the
+// lease. Before, the drain ran on and handlers overlapped with the next leader's.
+func TestLeaseLostDuringStopHaltsTheDispatcher(t *testing.T) {
+	steps := make(chan askedStep, 16)
+	fl := &fakeLeader{pid: make(chan *actor.PID, 1), asked: make(chan proto.Message, 64)}
+	h := newHarnessH(t, func(h *harness, c *Config) {
+		for _, name := range []string{"dispatcher", "checkpointer"} {
+			starts, name := h.starts, name
+			c.Siblings = append(c.Siblings, Sibling{Name: name, Props: actor.PropsFromProducer(func() actor.Actor {
+				return &fakeSibling{starts: starts, name: name, asked: steps}
+			})})
+		}
+		c.Dispatcher, c.Checkpointer = "dispatcher", "checkpointer"
+		c.Leader = actor.PropsFromProducer(func() actor.Actor { return fl })
+	})
+	leader := <-fl.pid
+	leadAndRun(t, h, leader, fl.asked, 3)
+	dispatcherStarts := func() int {
+		v, _ := h.starts.Load("dispatcher")
+		return v.(*startCounter).get()
+	}
+	before := dispatcherStarts()
+
+	stopped := make(chan *messages.StatusReply, 1)
+	go func() { stopped <- h.request(&messages.Stop{Graceful: true, Reason: "deploy"}) }()
+	h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
+	nextStep(t, steps, "dispatcher") // the Drain, left unanswered: handlers are still running
+
+	h.tell(leader, sayCmd{&wire.LeaseLost{Epoch: 3, Why: "renewal failed"}})
+	pollUntil(t, "the dispatcher restarted on the lease loss", func() bool { return dispatcherStarts() > before })
+	h.tell(h.pid, &wire.Drained{Settled: 7, Unsettled: 40, TimedOut: true}) // what the restarted dispatcher answers
+
+	if res := nextAsked[*wire.Resign](t, fl.asked); res.GetCampaignAgain() {
+		t.Fatalf("Resign %v: an operator stop does not campaign again", res)
+	}
+	var r *messages.StatusReply
+	select {
+	case r = <-stopped:
+	case <-time.After(waitFor):
+		t.Fatal("the graceful stop did not end")
+	}
+	ls := r.GetLastStop()
+	if r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPED || !ls.GetLeaseLost() || ls.GetFlushed() || ls.GetDrained() {
+		t.Fatalf("stop ended %v with %v, want stopped, lease_lost, neither drained nor flushed", r.GetState(), ls)
+	}
+	if ls.GetError() != "" || ls.GetHeldUpBy() != "" {
+		t.Fatalf("stop report %v: a lease loss is not a drain timeout", ls)
+	}
+	select {
+	case st := <-steps:
+		t.Fatalf("%T sent to the %s after the lease was lost, want no final checkpoint", st.msg, st.name)
+	default:
 	}
 }

@@ -72,7 +72,7 @@ func TestOnDemandUnsupported(t *testing.T) {
 func TestOnDemandRefusedOnStandby(t *testing.T) {
 	h, leader, _ := leaderHarness(t)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
-	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads"}})
+	h.tell(leader, sayCmd{&messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_STANDBY, Holder: "other", Why: "standby: other leads", Answered: true}})
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STANDBY)
 	if r := h.onDemand("s1"); r.GetCode() != "not_running" || !strings.Contains(r.GetError(), "standby") {
 		t.Fatalf("reply %v: want not_running naming the standby state", r)

@@ -116,7 +116,9 @@ func (s *supervisorActor) stopAdvance(ctx actor.Context) {
 	switch run.phase {
 	case phaseStream:
 		run.phase = phaseDrain
-		if pid := s.healthySibling(s.cfg.Dispatcher, run); pid != nil {
+		if run.leaseLost {
+			s.skipStep(run, "drain (the lease was lost)")
+		} else if pid := s.healthySibling(s.cfg.Dispatcher, run); pid != nil {
 			s.why = run.verb() + ": draining the dispatcher"
 			ctx.Request(pid, &wire.Drain{TimeoutMs: s.drainBudgetMs(run)})
 			return
@@ -202,7 +204,12 @@ func (s *supervisorActor) onDrained(ctx actor.Context, m *wire.Drained) {
 	}
 	r := s.stop.report
 	r.Settled, r.Unsettled, r.Drained = m.GetSettled(), m.GetUnsettled(), !m.GetTimedOut()
-	if m.GetTimedOut() {
+	switch {
+	case s.stop.leaseLost:
+		// The dispatcher was restarted when the lease was lost: its drain ended there.
+		r.Drained = false
+		s.skipStep(s.stop, fmt.Sprintf("the rest of the drain (the lease was lost; %d events unsettled, the next leader's)", m.GetUnsettled()))
+	case m.GetTimedOut():
 		s.stopError(fmt.Sprintf("drain timed out: %d events unsettled, redelivered on the next start", m.GetUnsettled()))
 		r.HeldUpBy = phaseDrain.String()
 	}

@@ -39,6 +39,9 @@ type Entry struct {
 	memSnapshots *memstore.Store
 	watcher      *driverWatcher
 	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
+	// resumeSeed: Spawn saved the SingleLeader stream's start position (fixLeaderStart), so
+	// the tree resumes from it whatever the StartPosition; set before the tree is built.
+	resumeSeed bool
 
 	// epoch is the fencing epoch of the SingleLeader term under way (0 for AllInstances): the
 	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard

@@ -323,12 +323,17 @@ func (rt *Runtime) registeredEntry(stream, hint string) (*Entry, error) {
 	return e, nil
 }
 
-// Spawn registers spec, spawns its tree and waits until its change stream is open (or it is in
-// standby), bounded by ctx (30s without a deadline): watchtree.Runtime.Spawn. A failure leaves
-// nothing registered.
+// Spawn registers spec, spawns its tree and waits until its change stream is open (or, for a
+// SingleLeader stream, until it is in standby with its start position saved: fixLeaderStart),
+// bounded by ctx (30s without a deadline): watchtree.Runtime.Spawn. A failure leaves nothing
+// registered.
 func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 	e, err := rt.register(spec, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.fixLeaderStart(ctx); err != nil {
+		rt.unregister(e)
 		return nil, err
 	}
 	if err := e.spawnTree(); err != nil {

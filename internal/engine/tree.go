@@ -55,6 +55,9 @@ func (e *Entry) snapshotStore() store.SnapshotStore {
 func (e *Entry) treeProps() (*actor.Props, error) {
 	cs, rt := e.spec, e.rt
 	start := cs.Start
+	if e.resumeSeed {
+		start = policy.Resume
+	}
 	var leases store.LeaseStore
 	if cs.SingleLeader {
 		leases = e.store.leases // set: databases made sure the default has a database

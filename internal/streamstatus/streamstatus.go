@@ -133,7 +133,8 @@ type Stop struct {
 	Settled, Unsettled, LowWaterMark uint64
 	// Drained and Flushed: the drain and the final checkpoint write completed. Fenced: the final
 	// write was refused by a newer lease epoch. Released: the lease was released as the last step.
-	Drained, Flushed, Fenced, Released bool
+	// LeaseLost: the lease was lost during the stop, and handling ended at once.
+	Drained, Flushed, Fenced, Released, LeaseLost bool
 	// HeldUpBy names the first step that did not finish within the stop's timeout; Skipped the
 	// steps left out; Error the first error of the sequence. All empty after a clean stop.
 	HeldUpBy, Skipped, Error string
@@ -172,7 +173,7 @@ func Read(r *messages.StatusReply) Status {
 	}
 	if ls := r.GetLastStop(); ls != nil {
 		st.LastStop = &Stop{Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
-			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(), Released: ls.GetReleased(),
+			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(), Released: ls.GetReleased(), LeaseLost: ls.GetLeaseLost(),
 			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration()}
 	}
 	return st

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/store"
+)
+
+// fixLeaderStart runs before a SingleLeader stream's tree is spawned (Spawn only; a tree built
+// with Props is the user's to spawn). It does two things an AllInstances stream gets from its
+// cursor opening before Spawn returns:
+//
+//   - It opens the stream's change stream once, with its pipeline, and closes it: a pipeline the
+//     server refuses (a typo) fails Spawn here, in every role, instead of crashing the stream
+//     later, when this instance takes the lease over (maybe after the healthy ones are gone).
+//   - It fixes the start position. A stream with no checkpoint yet gets the position just
+//     captured, saved as its checkpoint (Source "initial", epoch 0) before Spawn returns. Whoever
+//     leads first, this instance or another one, resumes from there (a new leader claims it under
+//     its own epoch), so that nothing written after Spawn returned is skipped, however long the
+//     lease stays with a standby, a slow campaign or a dead holder.
+//
+// The position is captured before the checkpoint is read. Two instances spawning a new stream
+// at once may both save theirs; a save replaces an earlier one only when it is the earlier
+// position, and either covers every write made after its own Spawn returned: each capture
+// precedes the other's read. Nothing is seeded for an Ephemeral stream (nothing is stored), a
+// stream that snapshots first (the snapshot copies what was written meanwhile), a StartPosition
+// At (its position is fixed by its time), or when a checkpoint exists (Latest then applies when
+// this instance first leads, as documented).
+func (e *Entry) fixLeaderStart(ctx context.Context) error {
+	spec := e.spec
+	if !spec.SingleLeader {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.rt.cfg.ConnectTimeout)
+	defer cancel()
+	tok, ts, err := e.watcher.Current(ctx)
+	if err != nil {
+		return fmt.Errorf("watchtree: stream %q: its change stream does not open: %w", e.name, err)
+	}
+	kind := policy.StartKindOf(spec.Start)
+	if spec.Checkpoint.Ephemeral || spec.Snapshots() || kind == policy.StartAt {
+		return nil
+	}
+	scope := store.Scope{Stream: e.name}
+	cp, found, err := e.store.checkpoints.Load(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("watchtree: stream %q: read its checkpoint to fix the start position: %w", e.name, err)
+	}
+	if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
+		earlierSeed := cp.Epoch == 0 && cp.Source == store.SourceInitial && !cp.ClusterTime.IsZero() &&
+			!ts.IsZero() && ts.Before(cp.ClusterTime)
+		if !earlierSeed {
+			return nil
+		}
+	}
+	seed := store.Checkpoint{Stream: e.name, Token: tok, ClusterTime: ts, Source: store.SourceInitial,
+		Owner: e.rt.cfg.InstanceID, UpdatedAt: e.rt.clk.Now()}
+	switch err := e.store.checkpoints.Save(ctx, seed); {
+	case errors.Is(err, store.ErrFenced):
+		// A leader claimed a position meanwhile: that one is fixed.
+		return nil
+	case err != nil:
+		return fmt.Errorf("watchtree: stream %q: save its start position: %w", e.name, err)
+	}
+	// The tree resumes from the position saved here: Latest was just applied.
+	e.resumeSeed = true
+	e.log.Info("start position fixed at spawn", zap.String("source", store.SourceInitial),
+		zap.Uint32("cluster_time_t", ts.T), zap.Uint32("cluster_time_i", ts.I))
+	return nil
+}
