@@ -13,7 +13,19 @@ var ErrHistoryLost = errors.New("watchtree: change stream history lost")
 
 // historyLostError is the terminal failure of history lost under Fail.
 func historyLostError(stream string, code int32, message string) error {
+	if code == 0 {
+		return fmt.Errorf("%w (stream %q): %s", ErrHistoryLost, stream, message)
+	}
 	return fmt.Errorf("%w (stream %q): server error %d: %s", ErrHistoryLost, stream, code, message)
+}
+
+// lossReason is a gap record's reason: the server's error code and message, or (code 0) the
+// stream actor's own finding, such as a saved token that is not a resume token.
+func lossReason(code int32, message string) string {
+	if code == 0 {
+		return message
+	}
+	return fmt.Sprintf("code %d: %s", code, message)
 }
 
 // fencedError is the terminal failure of a fenced write; err matches store.ErrFenced.

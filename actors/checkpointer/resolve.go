@@ -359,11 +359,11 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 	}
 	from := c.lastStart
 	hl := c.cfg.OnHistoryLost
-	reason := fmt.Sprintf("code %d: %s", m.GetCode(), m.GetMessage())
+	reason := lossReason(m.GetCode(), m.GetMessage())
 	c.log.Warn("change stream history lost", zap.Int32("code", m.GetCode()), zap.String("message", m.GetMessage()),
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
 	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl,
-		Err: fmt.Errorf("%w: server error %d: %s", ErrHistoryLost, m.GetCode(), m.GetMessage())})
+		Err: historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())})
 	if policy.HistoryLostKindOf(hl) == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil

@@ -307,7 +307,9 @@ func (s *streamActor) onEnded(ctx actor.Context, m *wire.ReaderEnded) {
 			detail = "opening the change stream failed"
 		}
 		err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errCursor, Cause: cause, Detail: detail}
-		s.log.Warn("change stream failed; the supervisor restarts the stream", zap.Error(err), zap.Int32("code", m.GetCode()))
+		// The supervisor classifies the failure and logs what follows (a restart, or the terminal
+		// crash): a line here claiming either would be wrong half the time.
+		s.log.Debug("change stream failed; reported to the supervisor", zap.Error(err), zap.Int32("code", m.GetCode()))
 		treekit.Fail(ctx, err)
 	}
 }

@@ -104,6 +104,11 @@ func (r *reader) run(ctx context.Context) {
 // read opens the cursor and reads it until it ends or ctx is cancelled.
 func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 	pos := r.pos
+	if why := unusableToken(pos); why != "" {
+		// Asking the server would only fail the same way, under a code that also means a
+		// configuration error: the position is lost, and OnHistoryLost decides what follows.
+		return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_HISTORY_LOST, Error: why}
+	}
 	cur, err := r.cfg.Watcher.Open(ctx, pos)
 	if err != nil && pos.Kind == wire.StartKind_START_KIND_RESUME_AFTER && hasCode(err, codeInvalidResumeToken) {
 		// The position is an invalidate's token, which the server accepts only with startAfter
@@ -114,6 +119,13 @@ func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 		cur, err = r.cfg.Watcher.Open(ctx, pos)
 	}
 	if err != nil {
+		if tokenRefused(pos, err) {
+			// The server cannot read the saved token (another deployment's, or damaged in a way
+			// the shape check above cannot see): the position is lost as well.
+			code, _ := r.serverCode(err)
+			return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_HISTORY_LOST, Error: err.Error(), Code: code,
+				Cause: errdetail.Of(err)}
+		}
 		return r.failed(err, true, false)
 	}
 	if cur == nil {
