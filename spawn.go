@@ -18,9 +18,13 @@ import (
 //
 // The tree is a supervisor (the RestartPolicy) with the checkpointer and the dispatcher as
 // siblings and the stream actor as its restartable child; the handle reports and controls it.
-// A SingleLeader stream's tree also has a leader actor, and Spawn returns once the stream runs
-// (this instance acquired the lease) or is in standby (another instance holds it): a standby's
-// start position is fixed when it acquires the lease, from the stream's shared checkpoint.
+// A SingleLeader stream's tree also has a leader actor. Before the tree starts, Spawn opens the
+// stream's change stream once (a pipeline the server refuses fails Spawn on every instance,
+// standby or not) and, when the stream has no checkpoint yet, saves the captured position as its
+// checkpoint, which whoever leads first resumes from. Spawn then returns once the stream runs
+// (this instance acquired the lease) or is in standby after the lease store answered (another
+// instance holds the lease, or the store failed): in both cases the position is fixed, and every
+// write committed after Spawn returned is delivered by whichever instance leads.
 //
 // Validation is fail-fast and needs no server: the spec's own rules (Stream.Validate); a
 // duplicate name (a *ConfigError on field Name matching ErrDuplicateStream); and the database rules: a collection or cluster-wide
