@@ -363,7 +363,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 	c.log.Warn("change stream history lost", zap.Int32("code", m.GetCode()), zap.String("message", m.GetMessage()),
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
 	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl,
-		Err: fmt.Errorf("%w: server error %d: %s", ErrHistoryLost, m.GetCode(), m.GetMessage())})
+		Err: fmt.Errorf("%w: server error %d: %s", treekit.ErrHistoryLost, m.GetCode(), m.GetMessage())})
 	if policy.HistoryLostKindOf(hl) == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil

@@ -29,12 +29,6 @@ const (
 	defaultWindowCheckEvery = 30
 )
 
-// ErrMixedIDTypes is the terminal error of a snapshot whose collection holds _id values of
-// different BSON types: a range query on _id compares values of one type only, so ranges would
-// skip documents. Source.Plan returns an error wrapping it; the actor escalates it as a terminal
-// failure. The root re-exports it as watchtree.ErrSnapshotMixedIDs.
-var ErrMixedIDTypes = errors.New("watchtree: snapshot: mixed _id types")
-
 // Source reads the watched collection. The root implements it with the driver, applying the
 // snapshot's Filter to every call. Its methods are called from the actor's worker and range
 // goroutines, with contexts cancelled when the run ends.
