@@ -7,9 +7,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/actors/stream"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -146,8 +145,8 @@ func TestTerminalSentinelsAreTheRaisersOwn(t *testing.T) {
 		name        string
 		root, raise error
 	}{
-		{"ErrHistoryLost", ErrHistoryLost, checkpointer.ErrHistoryLost},
-		{"ErrInvalidated", ErrInvalidated, stream.ErrInvalidated},
+		{"ErrHistoryLost", ErrHistoryLost, treekit.ErrHistoryLost},
+		{"ErrInvalidated", ErrInvalidated, treekit.ErrInvalidated},
 		{"ErrFenced", ErrFenced, store.ErrFenced},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/messages"
@@ -181,11 +180,11 @@ func statusOf(e *engine.Entry, r *messages.StatusReply) StreamStatus {
 		}
 	}
 	if sn := r.GetSnapshot(); sn != nil {
-		p := snapshot.StatusOf(sn)
+		p := streamstatus.SnapshotOf(sn)
 		st.Snapshot = &p
 	}
 	if sn := r.GetOnDemand(); sn != nil {
-		p := snapshot.StatusOf(sn)
+		p := streamstatus.SnapshotOf(sn)
 		st.OnDemand = &p
 	}
 	return st

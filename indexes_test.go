@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/watchtree/watchtree/store/mongostore"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
@@ -126,6 +125,6 @@ func TestSpawnCreatesIndexesInTheBackground(t *testing.T) {
 		for _, s := range specs {
 			names[s.Name] = true
 		}
-		return names[mongostore.IndexDeadLetterTTL] && names[mongostore.IndexDeadLetterStream]
+		return names["expiresAt_ttl"] && names["stream_1_instance_1_createdAt_1"]
 	})
 }

@@ -1,22 +1,19 @@
 package checkpointer
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/watchtree/watchtree/internal/treekit"
 )
 
-// ErrHistoryLost is matched (errors.Is) by the terminal failure the checkpointer escalates when
-// the start position is no longer in the oplog and OnHistoryLost is Fail. The root package
-// re-exports it as watchtree.ErrHistoryLost. A fenced write escalates a failure wrapping the
-// store's error, which matches store.ErrFenced (watchtree.ErrFenced).
-var ErrHistoryLost = errors.New("watchtree: change stream history lost")
-
-// historyLostError is the terminal failure of history lost under Fail.
+// historyLostError is the terminal failure of history lost under Fail: it matches
+// treekit.ErrHistoryLost (watchtree.ErrHistoryLost). A fenced write escalates a failure wrapping
+// the store's error, which matches store.ErrFenced (watchtree.ErrFenced).
 func historyLostError(stream string, code int32, message string) error {
 	if code == 0 {
-		return fmt.Errorf("%w (stream %q): %s", ErrHistoryLost, stream, message)
+		return fmt.Errorf("%w (stream %q): %s", treekit.ErrHistoryLost, stream, message)
 	}
-	return fmt.Errorf("%w (stream %q): server error %d: %s", ErrHistoryLost, stream, code, message)
+	return fmt.Errorf("%w (stream %q): server error %d: %s", treekit.ErrHistoryLost, stream, code, message)
 }
 
 // lossReason is a gap record's reason: the server's error code and message, or (code 0) the

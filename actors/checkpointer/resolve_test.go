@@ -13,6 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
@@ -211,13 +212,13 @@ func TestHistoryLostFail(t *testing.T) {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
 	hl := event[observe.HistoryLost](h)
-	if !errors.Is(hl.Err, ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
+	if !errors.Is(hl.Err, treekit.ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
 		policy.HistoryLostKindOf(hl.Policy) != policy.HistoryFail {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	err := h.failure()
-	if !errors.Is(err, ErrHistoryLost) || !strings.Contains(err.Error(), "resume point no longer in the oplog") {
-		t.Fatalf("escalated %v, want ErrHistoryLost with the server's message", err)
+	if !errors.Is(err, treekit.ErrHistoryLost) || !strings.Contains(err.Error(), "resume point no longer in the oplog") {
+		t.Fatalf("escalated %v, want treekit.ErrHistoryLost with the server's message", err)
 	}
 	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 0 {
 		t.Fatalf("gap recorded under Fail: %+v", gaps)

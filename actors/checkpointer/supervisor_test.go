@@ -69,7 +69,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{lost: true, starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     supervisor.DefaultClassifier(ErrHistoryLost, store.ErrFenced),
+		Classify:     treekit.TerminalOn(treekit.ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -100,9 +100,9 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 			if tr.To != messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 				continue
 			}
-			var pe *supervisor.PanicError
-			if !errors.Is(tr.Cause, ErrHistoryLost) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
-				t.Fatalf("crashed with %v, want ErrHistoryLost, not a panic", tr.Cause)
+			var pe *treekit.PanicError
+			if !errors.Is(tr.Cause, treekit.ErrHistoryLost) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+				t.Fatalf("crashed with %v, want treekit.ErrHistoryLost, not a panic", tr.Cause)
 			}
 			// Stopping the crashed tree (the failed checkpointer is still suspended) is prompt.
 			start := time.Now()
@@ -190,7 +190,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     supervisor.DefaultClassifier(ErrHistoryLost, store.ErrFenced),
+		Classify:     treekit.TerminalOn(treekit.ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -227,7 +227,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 			if tr.To != messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 				continue
 			}
-			var pe *supervisor.PanicError
+			var pe *treekit.PanicError
 			if !errors.Is(tr.Cause, store.ErrFenced) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
 				t.Fatalf("crashed with %v, want store.ErrFenced, not a panic", tr.Cause)
 			}

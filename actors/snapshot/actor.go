@@ -649,7 +649,7 @@ func (a *snapshotActor) fail(ctx actor.Context, err error) {
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, st)
 	}
-	terminal := errors.Is(err, ErrMixedIDTypes)
+	terminal := errors.Is(err, treekit.ErrMixedIDTypes)
 	ctx.Send(r.to, &wire.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id, Error: err.Error(), Cause: errdetail.Of(err),
 		Terminal: terminal})
 	a.stopRun("")

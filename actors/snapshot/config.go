@@ -29,19 +29,15 @@ const (
 	defaultWindowCheckEvery = 30
 )
 
-// ErrMixedIDTypes is the terminal error of a snapshot whose collection holds _id values of
-// different BSON types: a range query on _id compares values of one type only, so ranges would
-// skip documents. Source.Plan returns an error wrapping it; the actor escalates it as a terminal
-// failure. The root re-exports it as watchtree.ErrSnapshotMixedIDs.
-var ErrMixedIDTypes = errors.New("watchtree: snapshot: mixed _id types")
-
 // Source reads the watched collection. The root implements it with the driver, applying the
 // snapshot's Filter to every call. Its methods are called from the actor's worker and range
 // goroutines, with contexts cancelled when the run ends.
 type Source interface {
 	// Plan returns the number of matching documents and at most parts-1 split points, each a
 	// document {_id: value}, strictly ascending: the ranges are [nil, s1), [s1, s2), ...,
-	// [sk, nil). An empty collection has no split points.
+	// [sk, nil). An empty collection has no split points. A collection whose _id values mix
+	// BSON types fails with an error wrapping treekit.ErrMixedIDTypes (a range query on _id
+	// compares values of one type only): the actor escalates it as a terminal failure.
 	Plan(ctx context.Context, parts int) (total uint64, splits []bson.Raw, err error)
 	// Read returns up to limit matching documents with min <= _id < max and _id > after, in
 	// _id order (min, max and after are {_id: value} documents; nil means unbounded).

@@ -21,17 +21,6 @@ import (
 	"github.com/watchtree/watchtree/observe"
 )
 
-// OnDemandName is the sibling name of the on-demand snapshot actor.
-const OnDemandName = "ondemand"
-
-// Reply codes of OnDemandSnapshotReply.
-const (
-	CodeBusy        = "busy"
-	CodeNotRunning  = "not_running"
-	codeUnsupported = "unsupported"
-	codeFailed      = "failed"
-)
-
 // Phases of an on-demand snapshot's status.
 const (
 	phaseRunning   = "running"
@@ -193,7 +182,7 @@ func (a *onDemandActor) Receive(ctx actor.Context) {
 
 func (a *onDemandActor) onRequest(ctx actor.Context, m *messages.OnDemandSnapshot) {
 	if r := a.run; r != nil {
-		ctx.Respond(&messages.OnDemandSnapshotReply{Code: CodeBusy, Running: r.id,
+		ctx.Respond(&messages.OnDemandSnapshotReply{Code: treekit.OnDemandBusy, Running: r.id,
 			Error: fmt.Sprintf("on-demand snapshot %s is still running", r.id)})
 		return
 	}
@@ -201,7 +190,7 @@ func (a *onDemandActor) onRequest(ctx actor.Context, m *messages.OnDemandSnapsho
 	if len(m.GetFilter()) > 0 {
 		filter = bson.Raw(m.GetFilter())
 		if err := filter.Validate(); err != nil {
-			ctx.Respond(&messages.OnDemandSnapshotReply{Code: codeFailed, Error: "filter: " + err.Error()})
+			ctx.Respond(&messages.OnDemandSnapshotReply{Code: treekit.OnDemandFailed, Error: "filter: " + err.Error()})
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
@@ -25,33 +26,9 @@ const (
 	atRisk
 )
 
-// StatusOf converts the snapshot status the actors send the supervisor (StatusReply.snapshot,
-// StatusReply.on_demand) to the shape the Observer events and watchtree.StreamStatus carry.
-// A nil st gives the zero status.
-func StatusOf(st *messages.SnapshotStatus) observe.SnapshotStatus {
-	p := observe.SnapshotStatus{ID: st.GetSnapshotId(), Reason: st.GetReason(), Running: st.GetRunning(), Done: st.GetDone(),
-		Resumed: st.GetResumed(), RangesDone: int(st.GetRangesDone()), RangesTotal: int(st.GetRangesTotal()),
-		Documents: st.GetDocuments(), EstimatedTotal: st.GetEstimatedTotal(), DeadLettered: st.GetDeadLettered(),
-		Rate: st.GetRate(), AtRisk: st.GetAtRisk(), Warning: st.GetWarning(), Error: st.GetError(),
-		Phase: st.GetPhase(), ChunksDone: int(st.GetChunksDone()), Dropped: st.GetDropped()}
-	if st.GetEta() != nil {
-		p.ETA = st.GetEta().AsDuration()
-	}
-	if st.GetOplogWindow() != nil {
-		p.OplogWindow = st.GetOplogWindow().AsDuration()
-	}
-	if st.GetStartedAt() != nil {
-		p.StartedAt = st.GetStartedAt().AsTime()
-	}
-	if st.GetDoneAt() != nil {
-		p.DoneAt = st.GetDoneAt().AsTime()
-	}
-	return p
-}
-
 // eventOf is the observe event of milestone m with the status st.
 func eventOf(m milestone, meta observe.Meta, st *messages.SnapshotStatus) observe.Event {
-	s := StatusOf(st)
+	s := streamstatus.SnapshotOf(st)
 	switch m {
 	case started:
 		return observe.SnapshotStarted{Meta: meta, Snapshot: s}

@@ -332,7 +332,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 		s.launch(ctx, Position{Kind: wire.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
-	err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: ErrInvalidated,
+	err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: treekit.ErrInvalidated,
 		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
 	treekit.Fail(ctx, err)

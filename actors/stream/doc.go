@@ -74,7 +74,7 @@
 // invalidate token, which must never become a resumeAfter position). The reader then closes the
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
 // startAfter the invalidate's token (seqs continue); otherwise it fails with an *actorError wrapping
-// ErrInvalidated, which the supervisor's classifier treats as terminal.
+// treekit.ErrInvalidated, which the supervisor's classifier treats as terminal.
 // Both are reported (observe.Invalidated, with the operationType read right before the
 // invalidate as its cause). Every cursor open is reported as observe.Started. A resumeAfter refused with InvalidResumeToken (260) — the resolved
 // position is an invalidate's token — is retried once, at once, with startAfter the same token.

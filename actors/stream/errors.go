@@ -5,14 +5,11 @@ import (
 	"fmt"
 )
 
-// Sentinels of the failures the stream actor reports to its supervisor: it fails with
-// treekit.Fail and an *Error matching one of them, which reaches the supervisor as a
-// *treekit.Failure unwrapping to it. Panics are kept for bugs (a StartFrom that breaks the
-// protocol, an actor with nobody to talk to).
+// Sentinels of the failures the stream actor reports to its supervisor, with treekit.ErrInvalidated
+// (the terminal one): it fails with treekit.Fail and an *actorError matching one of them, which
+// reaches the supervisor as a *treekit.Failure unwrapping to it. Panics are kept for bugs (a
+// StartFrom that breaks the protocol, an actor with nobody to talk to).
 var (
-	// ErrInvalidated: an invalidate event ended the change stream and Config.InvalidateRestart
-	// is false. Terminal. The root package re-exports it as watchtree.ErrInvalidated.
-	ErrInvalidated = errors.New("watchtree: change stream invalidated")
 	// errCursor: the cursor died after the driver's own resume attempt (or opening it failed).
 	// The failure also wraps the driver's error, so the supervisor's classifier decides: usually
 	// transient (a restart after the RestartPolicy delay), terminal for a server error no
@@ -25,12 +22,12 @@ var (
 	errStartFailed = errors.New("stream: start position not resolved")
 )
 
-// actorError is the failure the stream actor reports. It matches its sentinel (ErrInvalidated,
-// errCursor, errStartFailed) and the cause.
+// actorError is the failure the stream actor reports. It matches its sentinel
+// (treekit.ErrInvalidated, errCursor, errStartFailed) and the cause.
 type actorError struct {
 	Stream      string // the stream's name
 	Incarnation uint64 // the incarnation of the stream actor that failed, from 1
-	// Sentinel is ErrInvalidated, errCursor or errStartFailed.
+	// Sentinel is treekit.ErrInvalidated, errCursor or errStartFailed.
 	Sentinel error
 	// Cause is the driver's error, when there is one.
 	Cause error

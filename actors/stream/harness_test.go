@@ -19,6 +19,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -361,7 +362,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 func (h *harness) spawn(cfg supervisor.Config) {
 	t := h.t
 	t.Helper()
-	cfg.Classify = supervisor.DefaultClassifier(ErrInvalidated)
+	cfg.Classify = treekit.TerminalOn(treekit.ErrInvalidated)
 	cfg.Clock = h.clk
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	cfg.OnTransition = func(tr supervisor.Transition) { h.trans <- tr }

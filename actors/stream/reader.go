@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -298,17 +297,6 @@ const codeInvalidResumeToken = 260
 // codeChangeStreamFatalError is the server's ChangeStreamFatalError (280).
 const codeChangeStreamFatalError = 280
 
-// PipelineModifiedID reports whether err is the server's ChangeStreamFatalError (280) for an
-// event whose _id (the resume token) a user pipeline stage removed or changed. The server uses
-// 280 for a resume token that is no longer found too; only the message tells them apart.
-func PipelineModifiedID(err error) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) || !se.HasErrorCode(codeChangeStreamFatalError) {
-		return false
-	}
-	return strings.Contains(err.Error(), "_id field") && strings.Contains(err.Error(), "modified by the pipeline")
-}
-
 // hasCode reports whether err is a server error with the code.
 func hasCode(err error, code int) bool {
 	var se mongo.ServerError
@@ -324,7 +312,7 @@ func (r *reader) serverCode(err error) (int32, bool) {
 	}
 	codes := se.ErrorCodes()
 	for _, c := range codes {
-		if c == codeChangeStreamFatalError && PipelineModifiedID(err) {
+		if c == codeChangeStreamFatalError && errdetail.PipelineModifiedID(err) {
 			// 280 also reports a user pipeline that removed or changed the event's _id: a
 			// configuration error, not lost history, so OnHistoryLost must not skip anything.
 			return int32(c), false

@@ -58,7 +58,7 @@ type Config struct {
 	// each restart and the attempt limit. See policy.Restart for the fields, defaults and
 	// formula; the jitter draws from Rand. It is validated by New.
 	Policy policy.Restart
-	// Classify decides whether a failure is terminal. Default DefaultClassifier() (everything is
+	// Classify decides whether a failure is terminal. Default treekit.TerminalOn() (everything is
 	// transient).
 	Classify Classifier
 	// Clock schedules restarts. Default clock.Real().
@@ -188,7 +188,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Classify == nil {
-		c.Classify = DefaultClassifier()
+		c.Classify = treekit.TerminalOn()
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64

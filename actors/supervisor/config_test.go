@@ -37,17 +37,17 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestDefaultClassifier(t *testing.T) {
+func TestTerminalOnClassifier(t *testing.T) {
 	errTerminal := errors.New("terminal")
-	classify := DefaultClassifier(errTerminal, nil)
+	classify := treekit.TerminalOn(errTerminal, nil)
 	cases := []struct {
 		reason   any
 		terminal bool
 		msg      string
 	}{
 		{errors.New("network"), false, "network"},
-		{&PanicError{Value: errors.Join(errors.New("x"), errTerminal)}, true, "panic: x\nterminal"},
-		{&PanicError{Value: "plain string"}, false, "panic: plain string"},
+		{&treekit.PanicError{Value: errors.Join(errors.New("x"), errTerminal)}, true, "panic: x\nterminal"},
+		{&treekit.PanicError{Value: "plain string"}, false, "panic: plain string"},
 		{"a string", false, "a string"},
 		{nil, false, "supervisor: failure with a nil reason"},
 		{&siblingError{name: "checkpointer", reason: errTerminal}, true, "supervisor: sibling failed checkpointer: terminal"},

@@ -24,15 +24,15 @@
 // lifecycle event it means for the user (observe.Stopped, observe.Restarted), to Config.Observer.
 //
 // What the stream actor must do:
-//   - call NotifyResubscribed(ctx) once its change stream is open;
-//   - fail with Fail(ctx, err) when its cursor dies or its start fails, with an error the
+//   - call treekit.NotifyResubscribed(ctx) once its change stream is open;
+//   - fail with treekit.Fail(ctx, err) when its cursor dies or its start fails, with an error the
 //     Classifier can recognise as terminal when it is (a panic is for bugs: it is reported as
 //     one, "panic: ..." with the stack);
 //   - cancel its cursor goroutine on both *actor.Restarting and *actor.Stopping.
 //
-// A failure reaches the Classifier as a *Failure (from Fail, carrying the error and the
-// incarnation) or as a *PanicError: panics in a supervised actor are recovered by a receiver
-// middleware the supervisor adds to its children and carry the stack. Panics while handling
-// *actor.Restarting, *actor.Stopping or *actor.Stopped are logged and dropped instead: failing
-// there would wedge protoactor's stop protocol.
+// A failure reaches the Classifier as a *treekit.Failure (from treekit.Fail, carrying the error and
+// the incarnation) or as a *treekit.PanicError: panics in a supervised actor are recovered by a
+// receiver middleware the supervisor adds to its children and carry the stack. Panics while
+// handling *actor.Restarting, *actor.Stopping or *actor.Stopped are logged and dropped instead:
+// failing there would wedge protoactor's stop protocol.
 package supervisor

@@ -40,7 +40,8 @@ type (
 	panicCmd    struct{ err error }
 	escalateCmd struct{ err error }
 	failCmd     struct{ err error }
-	// escalateAsCmd escalates a *Failure claiming incarnation inc (a failure racing a restart).
+	// escalateAsCmd escalates a *treekit.Failure claiming incarnation inc (a failure racing a
+	// restart).
 	escalateAsCmd struct {
 		err error
 		inc uint64
@@ -115,7 +116,7 @@ func (f *fakeStream) Receive(ctx actor.Context) {
 	case failCmd:
 		treekit.Fail(ctx, m.err)
 	case escalateAsCmd:
-		ctx.(actor.Supervisor).EscalateFailure(&Failure{Err: m.err, Incarnation: m.inc}, m)
+		ctx.(actor.Supervisor).EscalateFailure(&treekit.Failure{Err: m.err, Incarnation: m.inc}, m)
 	case stopSelfCmd:
 		ctx.Stop(ctx.Self())
 	case openCmd:

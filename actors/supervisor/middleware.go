@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -10,31 +9,6 @@ import (
 
 	"github.com/watchtree/watchtree/internal/treekit"
 )
-
-// PanicError is the failure reason of a supervised actor that panicked: the middleware this
-// package installs on every child recovers the panic, records the stack and panics again with a
-// *PanicError, which protoactor hands to the supervisor's HandleFailure as the reason.
-type PanicError struct {
-	// Value is the value passed to panic.
-	Value any
-	// Stack is the goroutine stack at the panic (runtime/debug.Stack).
-	Stack []byte
-	// Incarnation is the incarnation of the actor instance that panicked (0 for siblings).
-	Incarnation uint64
-}
-
-// Error returns "panic: <value>", without the stack.
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// Unwrap returns the panic value when it is an error, so errors.Is/As see through the panic.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// Failure is the failure reason of a supervised actor that failed on purpose (treekit.Fail)
-// rather than by panicking; see treekit.Failure.
-type Failure = treekit.Failure
 
 // incarnations is the FIFO of incarnation numbers handed from the supervisor to one spawned
 // child PID. The supervisor pushes a number right before each spawn or RestartChildren, and the
@@ -62,9 +36,9 @@ func (q *incarnations) pop() (uint64, bool) {
 	return n, true
 }
 
-// childMiddleware numbers incarnations (when q is not nil) and turns panics into *PanicError
-// carrying the stack and the incarnation; a *Failure (Fail without EscalateFailure) is no panic
-// of the actor's and passes unchanged.
+// childMiddleware numbers incarnations (when q is not nil) and turns panics into
+// *treekit.PanicError carrying the stack and the incarnation; a *treekit.Failure (treekit.Fail
+// without EscalateFailure) is no panic of the actor's and passes unchanged.
 func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
@@ -80,12 +54,12 @@ func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 				if r == nil {
 					return
 				}
-				if f, ok := r.(*Failure); ok {
+				if f, ok := r.(*treekit.Failure); ok {
 					panic(f)
 				}
-				pe, ok := r.(*PanicError) // already wrapped by an inner layer
+				pe, ok := r.(*treekit.PanicError) // already wrapped by an inner layer
 				if !ok {
-					pe = &PanicError{Value: r, Stack: debug.Stack(), Incarnation: treekit.Incarnation(ctx)}
+					pe = &treekit.PanicError{Value: r, Stack: debug.Stack(), Incarnation: treekit.Incarnation(ctx)}
 				}
 				switch env.Message.(type) {
 				case *actor.Restarting, *actor.Stopping, *actor.Stopped:

@@ -6,31 +6,27 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
-// ErrGaveUp is matched (errors.Is) by the cause of the transition to crashed, and of the
-// terminal observe.Stopped, when the RestartPolicy ran out of attempts; the cause also wraps the
-// latest death's. The root package re-exports it as watchtree.ErrGaveUp.
-var ErrGaveUp = errors.New("watchtree: restart attempts exhausted")
-
-// gaveUpError is the cause of a give-up: ErrGaveUp around the latest death's cause.
+// gaveUpError is the cause of a give-up: treekit.ErrGaveUp around the latest death's cause.
 type gaveUpError struct{ cause error }
 
 func (e *gaveUpError) Error() string {
 	msg := e.cause.Error()
-	if strings.Contains(msg, ErrGaveUp.Error()) {
+	if strings.Contains(msg, treekit.ErrGaveUp.Error()) {
 		return msg
 	}
-	return ErrGaveUp.Error() + ": " + msg
+	return treekit.ErrGaveUp.Error() + ": " + msg
 }
 
-func (e *gaveUpError) Unwrap() []error { return []error{ErrGaveUp, e.cause} }
+func (e *gaveUpError) Unwrap() []error { return []error{treekit.ErrGaveUp, e.cause} }
 
-// gaveUp wraps cause with ErrGaveUp unless it already matches it.
+// gaveUp wraps cause with treekit.ErrGaveUp unless it already matches it.
 func gaveUp(cause error) error {
-	if cause == nil || errors.Is(cause, ErrGaveUp) {
+	if cause == nil || errors.Is(cause, treekit.ErrGaveUp) {
 		return cause
 	}
 	return &gaveUpError{cause: cause}

@@ -222,9 +222,9 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 func (s *supervisorActor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	var inc uint64
 	switch r := reason.(type) {
-	case *PanicError:
+	case *treekit.PanicError:
 		inc = r.Incarnation
-	case *Failure:
+	case *treekit.Failure:
 		inc = r.Incarnation
 	default:
 		if s.child != nil && child.Equal(s.child) {
@@ -377,7 +377,7 @@ func (s *supervisorActor) onTerminated(ctx actor.Context, who *actor.PID) {
 			return
 		}
 		if stateUp(s.state) {
-			s.death(ErrChildStopped)
+			s.death(treekit.ErrChildStopped)
 		}
 		return
 	}
@@ -432,7 +432,7 @@ func (s *supervisorActor) onSiblingFailure(name string, f failure) {
 		s.siblingsDown = map[string]*actor.PID{}
 	}
 	s.siblingsDown[f.who.Id] = f.who
-	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(AsError(f.reason)))
+	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(treekit.AsError(f.reason)))
 	if !stateUp(s.state) {
 		if s.state == messages.SupervisorState_SUPERVISOR_STATE_CRASHED || s.state == messages.SupervisorState_SUPERVISOR_STATE_STOPPED {
 			s.resumeFailedSiblings()
@@ -444,24 +444,26 @@ func (s *supervisorActor) onSiblingFailure(name string, f failure) {
 }
 
 // siblingError is the reason of a death caused by a sibling's failure. It matches
-// ErrSiblingFailed and unwraps to the sibling's own cause, so a terminal sentinel raised by a
-// sibling (e.g. history lost in the checkpointer) stays terminal.
+// treekit.ErrSiblingFailed and unwraps to the sibling's own cause, so a terminal sentinel raised by
+// a sibling (e.g. history lost in the checkpointer) stays terminal.
 type siblingError struct {
 	name   string
 	reason any
 }
 
 func (e *siblingError) Error() string {
-	return fmt.Sprintf("%v %s: %v", ErrSiblingFailed, e.name, AsError(e.reason))
+	return fmt.Sprintf("%v %s: %v", treekit.ErrSiblingFailed, e.name, treekit.AsError(e.reason))
 }
 
-func (e *siblingError) Unwrap() []error { return []error{ErrSiblingFailed, AsError(e.reason)} }
+func (e *siblingError) Unwrap() []error {
+	return []error{treekit.ErrSiblingFailed, treekit.AsError(e.reason)}
+}
 
 // death applies the RestartPolicy to one death of the stream actor.
 func (s *supervisorActor) death(reason any) {
-	if s.leader != nil && errors.Is(AsError(reason), store.ErrFenced) {
+	if s.leader != nil && errors.Is(treekit.AsError(reason), store.ErrFenced) {
 		s.deaths++
-		s.lastCause = AsError(reason)
+		s.lastCause = treekit.AsError(reason)
 		s.fenced(s.lastCause)
 		return
 	}
@@ -488,19 +490,19 @@ func (s *supervisorActor) classify(reason any) (terminal bool, cause error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("classifier panicked; treating the failure as transient", zap.Any("panic", r))
-			terminal, cause = false, AsError(reason)
+			terminal, cause = false, treekit.AsError(reason)
 		}
 	}()
 	terminal, cause = s.cfg.Classify(reason)
 	if cause == nil {
-		cause = AsError(reason)
+		cause = treekit.AsError(reason)
 	}
 	return terminal, cause
 }
 
-// giveUp is terminal: the stream actor is stopped and the stream stays crashed until an
-// operator Start. cause is the transition's: the latest death's, wrapped with ErrGaveUp when
-// the attempts ran out.
+// giveUp is terminal: the stream actor is stopped and the stream stays crashed until an operator
+// Start. cause is the transition's: the latest death's, wrapped with treekit.ErrGaveUp when the
+// attempts ran out.
 func (s *supervisorActor) giveUp(why string, cause error) {
 	s.cancelTimer()
 	s.stopChild()
@@ -805,13 +807,13 @@ func (s *supervisorActor) status() *messages.StatusReply {
 // close the chunks' windows).
 func (s *supervisorActor) onOnDemand(ctx actor.Context, m *messages.OnDemandSnapshot) {
 	if s.state != messages.SupervisorState_SUPERVISOR_STATE_RUNNING {
-		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "not_running",
+		ctx.Respond(&messages.OnDemandSnapshotReply{Code: treekit.OnDemandNotRunning,
 			Error: fmt.Sprintf("the stream is %s here, not running (%s)", stateName(s.state), s.why)})
 		return
 	}
 	pid := s.lazySibling(ctx, s.cfg.OnDemand)
 	if pid == nil {
-		ctx.Respond(&messages.OnDemandSnapshotReply{Code: "unsupported", Error: "the stream has no on-demand snapshot actor"})
+		ctx.Respond(&messages.OnDemandSnapshotReply{Code: treekit.OnDemandUnsupported, Error: "the stream has no on-demand snapshot actor"})
 		return
 	}
 	ctx.RequestWithCustomSender(pid, m, ctx.Sender())

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -129,10 +130,10 @@ func TestGiveUpAfterMaxAttempts(t *testing.T) {
 	}
 	h.started()
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
-	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") || !errors.Is(tr.Cause, ErrGaveUp) {
-		t.Fatalf("give-up cause = %v, want ErrGaveUp around the last death", tr.Cause)
+	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") || !errors.Is(tr.Cause, treekit.ErrGaveUp) {
+		t.Fatalf("give-up cause = %v, want treekit.ErrGaveUp around the last death", tr.Cause)
 	}
-	var pe *PanicError
+	var pe *treekit.PanicError
 	if !errors.As(tr.Cause, &pe) || !strings.Contains(string(pe.Stack), "fakeStream") {
 		t.Fatalf("give-up cause carries no panic stack: %#v", tr.Cause)
 	}
@@ -352,7 +353,7 @@ func TestStopThenStartImmediately(t *testing.T) {
 // the attempts left.
 func TestTerminalErrorGivesUpImmediately(t *testing.T) {
 	errHistoryLost := errors.New("history lost")
-	h := newHarness(t, func(c *Config) { c.Classify = DefaultClassifier(errHistoryLost) })
+	h := newHarness(t, func(c *Config) { c.Classify = treekit.TerminalOn(errHistoryLost) })
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
@@ -392,10 +393,10 @@ func TestFailIsNotAPanic(t *testing.T) {
 	child := h.started().pid
 	h.tell(child, failCmd{errBoom})
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
-	var pe *PanicError
-	var f *Failure
+	var pe *treekit.PanicError
+	var f *treekit.Failure
 	if !errors.Is(tr.Cause, errBoom) || errors.As(tr.Cause, &pe) || !errors.As(tr.Cause, &f) || f.Incarnation != 1 {
-		t.Fatalf("cause %T %v, want a *Failure of incarnation 1 wrapping errBoom, not a panic", tr.Cause, tr.Cause)
+		t.Fatalf("cause %T %v, want a *treekit.Failure of incarnation 1 wrapping errBoom, not a panic", tr.Cause, tr.Cause)
 	}
 	if tr.Cause.Error() != errBoom.Error() {
 		t.Fatalf("cause text %q, want the error's own %q", tr.Cause.Error(), errBoom.Error())
@@ -409,7 +410,7 @@ func TestFailIsNotAPanic(t *testing.T) {
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
-// TestStaleFailureDropped: a *Failure of an incarnation the supervisor already replaced (it
+// TestStaleFailureDropped: a *treekit.Failure of an incarnation the supervisor already replaced (it
 // raced an operator Restart) is dropped, not counted as a death of the new instance.
 func TestStaleFailureDropped(t *testing.T) {
 	h := newHarness(t, nil)
@@ -435,7 +436,7 @@ func TestStaleFailureDropped(t *testing.T) {
 }
 
 // TestChildStoppingItselfIsADeath: a stream actor that stops by itself is respawned through the
-// policy with ErrChildStopped.
+// policy with treekit.ErrChildStopped.
 func TestChildStoppingItselfIsADeath(t *testing.T) {
 	h := newHarness(t, nil)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
@@ -443,7 +444,7 @@ func TestChildStoppingItselfIsADeath(t *testing.T) {
 	child := h.started().pid
 	h.tell(child, stopSelfCmd{})
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
-	if !errors.Is(tr.Cause, ErrChildStopped) {
+	if !errors.Is(tr.Cause, treekit.ErrChildStopped) {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
 	h.fireRestart(time.Second)
@@ -502,7 +503,7 @@ func TestSiblingFailureRestartsTree(t *testing.T) {
 	dp := actor.NewPID(h.sys.Address(), h.pid.Id+"/dispatcher")
 	h.tell(dp, panicCmd{errBoom})
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
-	if !errors.Is(tr.Cause, ErrSiblingFailed) || !errors.Is(tr.Cause, errBoom) ||
+	if !errors.Is(tr.Cause, treekit.ErrSiblingFailed) || !errors.Is(tr.Cause, errBoom) ||
 		!strings.Contains(tr.Cause.Error(), "dispatcher") {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
@@ -528,7 +529,7 @@ func TestCrashedTreeSiblingStillAnswers(t *testing.T) {
 	errHistoryLost := errors.New("history lost")
 	h := newHarnessH(t, func(h *harness, c *Config) {
 		c.Siblings = []Sibling{h.siblingProps("checkpointer")}
-		c.Classify = DefaultClassifier(errHistoryLost)
+		c.Classify = treekit.TerminalOn(errHistoryLost)
 	})
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)

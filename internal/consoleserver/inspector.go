@@ -21,6 +21,7 @@ import (
 	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/internal/tokentime"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -805,7 +806,7 @@ func (in *inspector) onDemandSnapshot(ctx context.Context, ref StreamRef, req *m
 	switch r.GetCode() {
 	case "":
 		return &messages.ControlReply{Ok: true, Detail: "on-demand snapshot " + id + " started"}
-	case "unsupported":
+	case treekit.OnDemandUnsupported:
 		return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q: %s", ref.Name, r.GetError())}
 	}
 	return &messages.ControlReply{Code: "failed", Error: fmt.Sprintf("stream %q: %s", ref.Name, r.GetError())}

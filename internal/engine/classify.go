@@ -9,10 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
-	"github.com/watchtree/watchtree/actors/checkpointer"
-	"github.com/watchtree/watchtree/actors/snapshot"
-	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/errdetail"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -37,7 +35,7 @@ func (c failureClass) String() string {
 
 // terminalSentinels are the terminal failures raised inside a stream tree (watchtree.ErrHistoryLost,
 // ErrInvalidated, ErrFenced and ErrSnapshotMixedIDs are these values).
-var terminalSentinels = []error{checkpointer.ErrHistoryLost, stream.ErrInvalidated, store.ErrFenced, snapshot.ErrMixedIDTypes}
+var terminalSentinels = []error{treekit.ErrHistoryLost, treekit.ErrInvalidated, store.ErrFenced, treekit.ErrMixedIDTypes}
 
 // transientLabels are the driver's and the server's labels of an error worth retrying.
 var transientLabels = []string{
@@ -105,7 +103,7 @@ var terminalCodes = map[int]string{
 // reports it as it is, so that the cause reads as the error that failed (the server's own words
 // for a server error).
 func classifyFailure(reason any) (bool, error) {
-	cause := supervisor.AsError(reason)
+	cause := treekit.AsError(reason)
 	return classifyError(cause) == terminal, cause
 }
 
@@ -128,7 +126,7 @@ func classifyError(err error) failureClass {
 			return terminal
 		}
 	}
-	if stream.PipelineModifiedID(err) {
+	if errdetail.PipelineModifiedID(err) {
 		return terminal
 	}
 	if isTransient(err) {

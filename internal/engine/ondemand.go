@@ -11,9 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/superclient"
+	"github.com/watchtree/watchtree/internal/treekit"
 )
 
 // ondemandIDs numbers the on-demand snapshots of this process.
@@ -48,9 +48,9 @@ func (e *Entry) Snapshot(ctx context.Context, filter bson.Raw) (string, error) {
 	switch r.GetCode() {
 	case "":
 		return id, nil
-	case snapshot.CodeBusy:
+	case treekit.OnDemandBusy:
 		return "", fmt.Errorf("watchtree: stream %q: snapshot %s: %w", e.name, r.GetRunning(), ErrSnapshotRunning)
-	case snapshot.CodeNotRunning:
+	case treekit.OnDemandNotRunning:
 		return "", fmt.Errorf("watchtree: stream %q: %s: %w", e.name, r.GetError(), ErrStreamNotRunning)
 	default:
 		return "", fmt.Errorf("watchtree: stream %q: snapshot: %s", e.name, r.GetError())

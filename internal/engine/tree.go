@@ -28,6 +28,7 @@ const (
 	checkpointerName = "checkpointer"
 	dispatcherName   = "dispatcher"
 	snapshotName     = "snapshot"
+	onDemandName     = "ondemand" // the on-demand snapshot actor, spawned at its first request
 )
 
 // snapshotReadTimeout is the least time a snapshot's store and read calls get (a chunk of
@@ -143,7 +144,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 	if cs.Collection != "" {
 		// Every collection stream can take an on-demand snapshot (Handle.Snapshot). The actor,
 		// its props and its source are made by the first one: most streams never take one.
-		siblings = append(siblings, supervisor.Sibling{Name: snapshot.OnDemandName, Lazy: true, NewProps: e.onDemandProps})
+		siblings = append(siblings, supervisor.Sibling{Name: onDemandName, Lazy: true, NewProps: e.onDemandProps})
 	}
 	var leaderProps *actor.Props
 	if leases != nil {
@@ -159,7 +160,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		// poll period (the standbys act on the store's change notice at once, or at their poll).
 		ReleaseCooldown:  policy.WithDefaults(rt.cfg.Lease).StandbyPoll,
 		Siblings:         siblings,
-		OnDemand:         snapshot.OnDemandName,
+		OnDemand:         onDemandName,
 		Policy:           cs.Restart,
 		Classify:         classifyFailure,
 		SenderMiddleware: rt.treeSenderMW,

@@ -1,7 +1,8 @@
 // Package errdetail carries a Go error through a protobuf message (wire.ErrorDetail) and
 // rebuilds it on the other side, keeping what the supervisor's classifier needs: the text, and
 // for a server error its codes and labels. The stream actor's reader goroutine and the
-// checkpointer use it to report the error that failed a cursor or a start.
+// checkpointer use it to report the error that failed a cursor or a start. PipelineModifiedID
+// reads one such error, as the stream actor and the engine's classifier both need to.
 package errdetail
 
 import (
@@ -111,3 +112,14 @@ func (e *ServerError) HasErrorCodeWithMessage(code int, msg string) bool {
 }
 
 var _ mongo.ServerError = (*ServerError)(nil)
+
+// PipelineModifiedID reports whether err is the server's ChangeStreamFatalError (280) for an
+// event whose _id (the resume token) a user pipeline stage removed or changed. The server uses
+// 280 for a resume token that is no longer found too; only the message tells them apart.
+func PipelineModifiedID(err error) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(280) {
+		return false
+	}
+	return strings.Contains(err.Error(), "_id field") && strings.Contains(err.Error(), "modified by the pipeline")
+}

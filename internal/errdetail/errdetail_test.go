@@ -85,3 +85,29 @@ func TestNil(t *testing.T) {
 		t.Fatal("a nil error must describe as nil and a nil detail rebuild as nil")
 	}
 }
+
+// A pipeline that changed the event's _id is told from a lost resume token (both 280) by the
+// message, on the driver's error and on its rebuilt copy alike.
+func TestPipelineModifiedID(t *testing.T) {
+	modified := mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError",
+		Message: "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline."}
+	notFound := mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError",
+		Message: "cannot resume stream; the resume token was not found."}
+	other := mongo.CommandError{Code: 2, Name: "BadValue", Message: "the _id field was modified by the pipeline"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"modified", modified, true},
+		{"modified, wrapped", fmt.Errorf("cursor: %w", modified), true},
+		{"modified, rebuilt", roundTrip(t, modified), true},
+		{"token not found", notFound, false},
+		{"another code", other, false},
+		{"not a server error", errors.New(modified.Message), false},
+	} {
+		if got := PipelineModifiedID(tc.err); got != tc.want {
+			t.Errorf("%s: PipelineModifiedID = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -3,7 +3,8 @@
 // the console (its stream rows and command replies), so that a field means the same on both
 // sides: the state's name, which lease role counts as leading, that dead-lettered includes the
 // events dropped with dead letters disabled, what an unset timestamp is, when a stop failed or
-// timed out. Snapshot progress is not read here: only the Handle shows it.
+// timed out. Snapshot progress is read on its own (SnapshotOf), into observe.SnapshotStatus: the
+// Handle shows it, and the snapshot actors report it in their Observer events.
 package streamstatus
 
 import (
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // The state names of Status.State, as the supervisor's states are called in logs and in
@@ -207,4 +209,28 @@ func timeOf(ts *timestamppb.Timestamp) time.Time {
 		return time.Time{}
 	}
 	return ts.AsTime()
+}
+
+// SnapshotOf reads a snapshot status (StatusReply.snapshot, StatusReply.on_demand, and the
+// reports the snapshot actors send their supervisor) into the shape the Observer events and
+// watchtree.StreamStatus carry. A nil st gives the zero status.
+func SnapshotOf(st *messages.SnapshotStatus) observe.SnapshotStatus {
+	p := observe.SnapshotStatus{ID: st.GetSnapshotId(), Reason: st.GetReason(), Running: st.GetRunning(), Done: st.GetDone(),
+		Resumed: st.GetResumed(), RangesDone: int(st.GetRangesDone()), RangesTotal: int(st.GetRangesTotal()),
+		Documents: st.GetDocuments(), EstimatedTotal: st.GetEstimatedTotal(), DeadLettered: st.GetDeadLettered(),
+		Rate: st.GetRate(), AtRisk: st.GetAtRisk(), Warning: st.GetWarning(), Error: st.GetError(),
+		Phase: st.GetPhase(), ChunksDone: int(st.GetChunksDone()), Dropped: st.GetDropped()}
+	if st.GetEta() != nil {
+		p.ETA = st.GetEta().AsDuration()
+	}
+	if st.GetOplogWindow() != nil {
+		p.OplogWindow = st.GetOplogWindow().AsDuration()
+	}
+	if st.GetStartedAt() != nil {
+		p.StartedAt = st.GetStartedAt().AsTime()
+	}
+	if st.GetDoneAt() != nil {
+		p.DoneAt = st.GetDoneAt().AsTime()
+	}
+	return p
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 )
 
 func TestStateNames(t *testing.T) {
@@ -109,5 +110,31 @@ func TestLeaseRoles(t *testing.T) {
 		if st.Lease.Role != want || st.Leads() != (want == RoleLeader) {
 			t.Errorf("%v: role %q, leads %v", role, st.Lease.Role, st.Leads())
 		}
+	}
+}
+
+// SnapshotOf copies every field of the report, the unset timestamps and durations reading as
+// zero, and a nil report as the zero status.
+func TestSnapshotOf(t *testing.T) {
+	if got := SnapshotOf(nil); got != (observe.SnapshotStatus{}) {
+		t.Errorf("SnapshotOf(nil) = %+v, want the zero status", got)
+	}
+	started := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st := &messages.SnapshotStatus{SnapshotId: "s1", Reason: "on-demand", Running: true, Resumed: true,
+		RangesDone: 2, RangesTotal: 4, Documents: 10, EstimatedTotal: 40, DeadLettered: 1, Rate: 2.5,
+		Eta: durationpb.New(12 * time.Second), StartedAt: timestamppb.New(started),
+		OplogWindow: durationpb.New(time.Hour), AtRisk: true, Warning: "w", Error: "e",
+		OnDemand: true, Phase: "running", ChunksDone: 3, Dropped: 5}
+	want := observe.SnapshotStatus{ID: "s1", Reason: "on-demand", Running: true, Resumed: true,
+		RangesDone: 2, RangesTotal: 4, Documents: 10, EstimatedTotal: 40, DeadLettered: 1, Rate: 2.5,
+		ETA: 12 * time.Second, StartedAt: started, OplogWindow: time.Hour, AtRisk: true, Warning: "w",
+		Error: "e", Phase: "running", ChunksDone: 3, Dropped: 5}
+	got := SnapshotOf(st)
+	if !got.StartedAt.Equal(want.StartedAt) || !got.DoneAt.IsZero() {
+		t.Errorf("StartedAt, DoneAt = %v, %v; want %v, zero", got.StartedAt, got.DoneAt, want.StartedAt)
+	}
+	got.StartedAt, want.StartedAt = time.Time{}, time.Time{}
+	if got != want {
+		t.Errorf("SnapshotOf = %+v\nwant          %+v", got, want)
 	}
 }

@@ -1,7 +1,9 @@
 // Package treekit holds what the actors of one stream tree share without importing each other:
 // the incarnation number the supervisor gives each instance of the stream actor, and the report
-// a stream actor sends its supervisor once its cursor is open. The supervisor sets the number
-// (through a receiver middleware); the stream actor reads it.
+// a stream actor sends its supervisor once its cursor is open (the supervisor sets the number,
+// through a receiver middleware; the stream actor reads it); the failure reasons a supervisor's
+// classifier receives (Failure, PanicError) and the sentinels the tree's actors fail with, which
+// the root package re-exports; the mailboxes and the goroutine pool.
 package treekit
 
 import (
@@ -52,40 +54,6 @@ var incarnationExtID = ctxext.NextContextExtensionID()
 type incarnationExt struct{ n uint64 }
 
 func (*incarnationExt) ExtensionID() ctxext.ContextExtensionID { return incarnationExtID }
-
-// Failure is the failure reason of a supervised actor that failed on purpose, through Fail,
-// rather than by panicking: a start position that could not be resolved, a cursor that died, a
-// terminal error. Its text is Err's own (no "panic: " prefix, no stack), and errors.Is and
-// errors.As see through it to Err.
-type Failure struct {
-	// Err is the error the actor failed with. Never nil.
-	Err error
-	// Incarnation is the incarnation of the actor instance that failed (0 for siblings), so that
-	// the supervisor drops the failure of an instance it already replaced.
-	Incarnation uint64
-}
-
-// Error returns Err's text.
-func (f *Failure) Error() string { return f.Err.Error() }
-
-// Unwrap returns Err.
-func (f *Failure) Unwrap() error { return f.Err }
-
-// Fail reports err (not nil) as the failure of the calling actor, as a panic would, but without
-// one: protoactor suspends the actor's mailbox and hands its supervisor a *Failure carrying err
-// and the incarnation, where a panic would hand it a *PanicError. Call it on the actor's own
-// goroutine and return from Receive right after; the actor processes nothing more until its
-// supervisor restarts, resumes or stops it.
-func Fail(ctx actor.Context, err error) {
-	f := &Failure{Err: err, Incarnation: Incarnation(ctx)}
-	if esc, ok := ctx.(interface{ EscalateFailure(reason, message any) }); ok {
-		esc.EscalateFailure(f, ctx.Message())
-		return
-	}
-	// A context decorator hides EscalateFailure: fail by a panic instead; the supervisor's child
-	// middleware hands a *Failure on unchanged, so the supervisor sees the same reason.
-	panic(f)
-}
 
 // Props returns the props of one actor of a stream tree, made by producer, with protoactor's
 // lock-free unbounded mailbox. protoactor's default mailbox preallocates a ring of ten slots

@@ -195,11 +195,11 @@ func TestIndexes(t *testing.T) {
 
 	dl := indexes(mongostore.DefaultDeadLetterCollection)
 	if len(dl) != 3 {
-		t.Errorf("dead-letter indexes: %d (%v), want _id_, %s and %s", len(dl), keys(dl), mongostore.IndexDeadLetterTTL, mongostore.IndexDeadLetterStream)
+		t.Errorf("dead-letter indexes: %d (%v), want _id_, expiresAt_ttl and stream_1_instance_1_createdAt_1", len(dl), keys(dl))
 	}
-	ttl, ok := dl[mongostore.IndexDeadLetterTTL]
+	ttl, ok := dl["expiresAt_ttl"]
 	if !ok {
-		t.Fatalf("no %s index: %v", mongostore.IndexDeadLetterTTL, keys(dl))
+		t.Fatalf("no expiresAt_ttl index: %v", keys(dl))
 	}
 	if k := keyShape(ttl); k != "expiresAt:1" {
 		t.Errorf("TTL index key %s, want expiresAt:1", k)
@@ -209,23 +209,23 @@ func TestIndexes(t *testing.T) {
 	} else if n, ok := v.AsInt64OK(); !ok || n != 0 {
 		t.Errorf("TTL index expireAfterSeconds = %v, want 0", v)
 	}
-	if ix, ok := dl[mongostore.IndexDeadLetterStream]; !ok || keyShape(ix) != "stream:1,instance:1,createdAt:1" {
-		t.Errorf("listing index %s: %v, want key stream:1,instance:1,createdAt:1", mongostore.IndexDeadLetterStream, ix)
+	if ix, ok := dl["stream_1_instance_1_createdAt_1"]; !ok || keyShape(ix) != "stream:1,instance:1,createdAt:1" {
+		t.Errorf("listing index stream_1_instance_1_createdAt_1: %v, want key stream:1,instance:1,createdAt:1", ix)
 	}
 	gaps := indexes(mongostore.DefaultGapCollection)
-	if ix, ok := gaps[mongostore.IndexGapStream]; !ok || keyShape(ix) != "stream:1,instance:1,at:1" {
-		t.Errorf("gap index %s: %v, want key stream:1,instance:1,at:1", mongostore.IndexGapStream, ix)
+	if ix, ok := gaps["stream_1_instance_1_at_1"]; !ok || keyShape(ix) != "stream:1,instance:1,at:1" {
+		t.Errorf("gap index stream_1_instance_1_at_1: %v, want key stream:1,instance:1,at:1", ix)
 	}
 	cps := indexes(mongostore.DefaultCheckpointCollection)
 	if len(cps) != 3 {
-		t.Errorf("checkpoint indexes: %d (%v), want _id_, %s and %s", len(cps), keys(cps), mongostore.IndexCheckpointTTL, mongostore.IndexCheckpointStream)
+		t.Errorf("checkpoint indexes: %d (%v), want _id_, expiresAt_ttl and stream_1_instance_1", len(cps), keys(cps))
 	}
-	if ix, ok := cps[mongostore.IndexCheckpointStream]; !ok || keyShape(ix) != "stream:1,instance:1" {
-		t.Errorf("checkpoint listing index %s: %v, want key stream:1,instance:1", mongostore.IndexCheckpointStream, ix)
+	if ix, ok := cps["stream_1_instance_1"]; !ok || keyShape(ix) != "stream:1,instance:1" {
+		t.Errorf("checkpoint listing index stream_1_instance_1: %v, want key stream:1,instance:1", ix)
 	}
-	cpTTL, ok := cps[mongostore.IndexCheckpointTTL]
+	cpTTL, ok := cps["expiresAt_ttl"]
 	if !ok || keyShape(cpTTL) != "expiresAt:1" {
-		t.Fatalf("checkpoint TTL index %s: %v, want key expiresAt:1", mongostore.IndexCheckpointTTL, cpTTL)
+		t.Fatalf("checkpoint TTL index expiresAt_ttl: %v, want key expiresAt:1", cpTTL)
 	}
 	if v, err := cpTTL.LookupErr("expireAfterSeconds"); err != nil {
 		t.Errorf("checkpoint TTL index has no expireAfterSeconds: %v", cpTTL)

@@ -26,15 +26,13 @@ const (
 	DefaultInstanceCollection   = "_wt_instances"
 )
 
-// Index names created by EnsureIndexes. Earlier versions created "stream_1_createdAt_1" on the
-// dead letters and "stream_1_at_1" on the gaps; EnsureIndexes leaves them alone (they can be
-// dropped once no earlier version runs).
+// The names of the indexes EnsureIndexes creates (its doc lists them for operators).
 const (
-	IndexDeadLetterTTL    = "expiresAt_ttl"
-	IndexDeadLetterStream = "stream_1_instance_1_createdAt_1"
-	IndexGapStream        = "stream_1_instance_1_at_1"
-	IndexCheckpointTTL    = "expiresAt_ttl"
-	IndexCheckpointStream = "stream_1_instance_1"
+	indexDeadLetterTTL    = "expiresAt_ttl"
+	indexDeadLetterStream = "stream_1_instance_1_createdAt_1"
+	indexGapStream        = "stream_1_instance_1_at_1"
+	indexCheckpointTTL    = "expiresAt_ttl"
+	indexCheckpointStream = "stream_1_instance_1"
 )
 
 // Options configures a Store. The zero value is the documented default for every field.
@@ -167,14 +165,18 @@ func New(db *mongo.Database, opts Options) (*Store, error) {
 	}, nil
 }
 
-// EnsureIndexes creates the indexes of the three collections. Creating an index that already
-// exists with the same options is a no-op.
-//   - checkpoints: a TTL index on expiresAt (expireAfterSeconds 0: a per-instance checkpoint
-//     not written for its retention is deleted; the shared one has no expiresAt and never
-//     expires) and {stream: 1, instance: 1} for listing;
-//   - dead letters: a TTL index on expiresAt and {stream: 1, instance: 1, createdAt: 1} for
+// EnsureIndexes creates the indexes of the three collections, under these names. Creating an
+// index that already exists with the same options is a no-op.
+//   - checkpoints: "expiresAt_ttl", a TTL index on expiresAt (expireAfterSeconds 0: a
+//     per-instance checkpoint not written for its retention is deleted; the shared one has no
+//     expiresAt and never expires), and "stream_1_instance_1", {stream: 1, instance: 1}, for
 //     listing;
-//   - gaps: {stream: 1, instance: 1, at: 1} for listing.
+//   - dead letters: "expiresAt_ttl", a TTL index on expiresAt, and
+//     "stream_1_instance_1_createdAt_1", {stream: 1, instance: 1, createdAt: 1}, for listing;
+//   - gaps: "stream_1_instance_1_at_1", {stream: 1, instance: 1, at: 1}, for listing.
+//
+// Earlier versions created "stream_1_createdAt_1" on the dead letters and "stream_1_at_1" on
+// the gaps; EnsureIndexes leaves them alone (they can be dropped once no earlier version runs).
 func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -182,11 +184,11 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	_, err := s.checkpoints.Indexes().CreateMany(ctx, []mongo.IndexModel{
 		{
 			Keys:    bson.D{{Key: "expiresAt", Value: 1}},
-			Options: options.Index().SetName(IndexCheckpointTTL).SetExpireAfterSeconds(0),
+			Options: options.Index().SetName(indexCheckpointTTL).SetExpireAfterSeconds(0),
 		},
 		{
 			Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "instance", Value: 1}},
-			Options: options.Index().SetName(IndexCheckpointStream),
+			Options: options.Index().SetName(indexCheckpointStream),
 		},
 	})
 	if err != nil {
@@ -195,11 +197,11 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	_, err = s.deadLetters.Indexes().CreateMany(ctx, []mongo.IndexModel{
 		{
 			Keys:    bson.D{{Key: "expiresAt", Value: 1}},
-			Options: options.Index().SetName(IndexDeadLetterTTL).SetExpireAfterSeconds(0),
+			Options: options.Index().SetName(indexDeadLetterTTL).SetExpireAfterSeconds(0),
 		},
 		{
 			Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "instance", Value: 1}, {Key: "createdAt", Value: 1}},
-			Options: options.Index().SetName(IndexDeadLetterStream),
+			Options: options.Index().SetName(indexDeadLetterStream),
 		},
 	})
 	if err != nil {
@@ -207,7 +209,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	}
 	_, err = s.gaps.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys:    bson.D{{Key: "stream", Value: 1}, {Key: "instance", Value: 1}, {Key: "at", Value: 1}},
-		Options: options.Index().SetName(IndexGapStream),
+		Options: options.Index().SetName(indexGapStream),
 	})
 	if err != nil {
 		return wrap(ctx, err, "create gap index on %s", s.gaps.Name())
