@@ -520,12 +520,12 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	}
 	if m := r.migrated; m != nil {
 		c.log.Info("no checkpoint of this instance: the stream's shared checkpoint of an earlier version is its starting point",
-			zap.String("instance", c.cfg.Instance), zap.String("shared_source", m.Source), zap.Time("shared_at", m.UpdatedAt),
+			zap.String("instance_name", c.cfg.Instance), zap.String("shared_source", m.Source), zap.Time("shared_at", m.UpdatedAt),
 			zap.String("shared_owner", m.Owner))
 	}
 	if d := r.ignoredShared; d != nil {
 		c.log.Warn("the stream's shared checkpoint of an earlier version is older than Checkpoint.Retention and is ignored: this instance starts per StartPosition",
-			zap.String("instance", c.cfg.Instance), zap.Time("shared_at", d.UpdatedAt), zap.Duration("retention", c.cfg.Checkpoint.Retention))
+			zap.String("instance_name", c.cfg.Instance), zap.Time("shared_at", d.UpdatedAt), zap.Duration("retention", c.cfg.Checkpoint.Retention))
 	}
 	if d := r.discarded; d != nil {
 		c.log.Warn("saved checkpoint ignored by the start position", zap.Stringer("start_position", c.cfg.StartPosition),

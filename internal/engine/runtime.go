@@ -172,7 +172,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	rt.obs = newSafeObserver(obs, 0, rt.log)
 	rt.state = rtStarted
-	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID), zap.String("instance_name", rt.cfg.InstanceName),
+	rt.log.Info("watchtree runtime started", zap.String("instance_name", rt.cfg.InstanceName), // rt.log names the instance
 		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
 	return nil
 }
