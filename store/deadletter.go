@@ -39,8 +39,10 @@ type DeadLetter struct {
 	// copy is better than a dead-letter write that can never succeed, which would block the
 	// event's lane forever. Writers leave it false.
 	EventOmitted bool
-	// Error is the last error's message; ErrorType its Go type (e.g. "*errors.errorString")
-	// or a classification ("panic", "decode", "permanent"); Stack the panic stack, if any.
+	// Error is the last error's message; ErrorType a stable public name of its kind: "panic",
+	// "decode", else the first exported Go type in the error chain ("*mongo.CommandError"),
+	// else "permanent", "timeout", "canceled" or "error" (never an unexported type such as
+	// *fmt.wrapError); Stack the panic stack, if any.
 	Error     string
 	ErrorType string
 	Stack     string
