@@ -7,7 +7,7 @@
 //	GET /metrics  the Options.Metrics handler (e.g. promhttp.HandlerFor on a registry holding
 //	              the metrics/prometheus adapter), 404 when none is set
 //
-// A standby (a SINGLE_LEADER stream another instance leads) is ready: it is doing its job.
+// A standby (a SingleLeader stream another instance leads) is ready: it is doing its job.
 // A crashed or given-up stream is not, nor is one in backoff or still starting.
 //
 //	mux.Handle("/", health.Handler(rt, health.Options{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}))

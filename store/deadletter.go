@@ -11,14 +11,14 @@ import (
 // settles only once its dead letter has been written durably.
 //
 // A dead letter's key is (Stream, Instance, ID): several streams may watch the same collection
-// and dead-letter the same event, and so may the instances of an ALL_INSTANCES stream; each
+// and dead-letter the same event, and so may the instances of an AllInstances stream; each
 // keeps its own record in a shared store.
 type DeadLetter struct {
 	// ID is stable: the event ID (the resume token's _data). A redelivered event's dead letter
 	// overwrites the previous one of the same scope (PutDeadLetter is an upsert by (Stream,
 	// Instance, ID)), never duplicates it.
 	ID string
-	// Stream is the stream name and Instance the instance name of an ALL_INSTANCES stream
+	// Stream is the stream name and Instance the instance name of an AllInstances stream
 	// (empty for the shared scope); dead letters are listed, read, replayed and deleted per
 	// Scope.
 	Stream   string
@@ -77,7 +77,7 @@ func (d DeadLetter) Clone() DeadLetter {
 
 // DeadLetterStore keeps dead letters (watchtree.Config.DeadLetters). A record's key is (Stream,
 // Instance, ID): streams that dead-letter the same event each keep their own record, and so
-// does each instance of an ALL_INSTANCES stream; every read and mutation names its Scope and
+// does each instance of an AllInstances stream; every read and mutation names its Scope and
 // ID. The dispatcher calls PutDeadLetter from its lanes concurrently; the runtime lists, reads,
 // deletes and marks records for operators (Runtime.DeadLetters, Replay, the console's purge).
 // store/memstore and store/mongostore implement it, and store/storetest.TestDeadLetterStore is
