@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,20 @@ func TestBalancerWarnsOfASameNamedInstance(t *testing.T) {
 	warned := logs.FilterMessageSnippet("InstanceName").All()
 	if len(warned) != 1 || warned[0].ContextMap()["instance_name"] != "api-1" {
 		t.Fatalf("%d warnings, want one naming api-1: %v", len(warned), logs.All())
+	}
+}
+
+// TestInstanceWarningsReachTheConsole: the balancer's duplicates are the console's instance
+// warnings, naming the InstanceName and the other instance; none without a balancer.
+func TestInstanceWarningsReachTheConsole(t *testing.T) {
+	rt := &Runtime{cfg: Config{InstanceID: "api-1-17-ffffff", InstanceName: "api-1"}}
+	if w := (consoleBackend{rt}).Instance().Warnings; len(w) != 0 {
+		t.Fatalf("warnings without a balancer: %v", w)
+	}
+	rt.bal = &balancer{dups: []string{"api-1-4242-0a1b2c"}}
+	in := consoleBackend{rt}.Instance()
+	if len(in.Warnings) != 1 || !strings.Contains(in.Warnings[0], `InstanceName "api-1"`) || !strings.Contains(in.Warnings[0], "api-1-4242-0a1b2c") ||
+		in.Name != "api-1" || in.ID != "api-1-17-ffffff" {
+		t.Fatalf("instance %+v", in)
 	}
 }
