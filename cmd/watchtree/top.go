@@ -251,11 +251,14 @@ func instanceCard(snap *messages.SnapshotReply) string {
 	}
 	lines := []string{
 		titleStyle.Render(in.GetId()),
-		fmt.Sprintf("host %s · %s · up %s", in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
+		fmt.Sprintf("name %s · host %s · %s · up %s", in.GetName(), in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
 		fmt.Sprintf("streams %d · up %d · not up %d · leader %d · standby %d", len(snap.GetStreams()), up, down, leaders, standbys),
 	}
 	if in.GetOplogNewest() != nil {
 		lines = append(lines, fmt.Sprintf("oplog window %s", in.GetOplogNewest().AsTime().Sub(in.GetOplogOldest().AsTime()).Round(time.Second)))
+	}
+	for _, w := range in.GetWarnings() {
+		lines = append(lines, badStyle.Render("WARNING: "+oneLine(w, 100)))
 	}
 	return cardStyle.Render(strings.Join(lines, "\n"))
 }

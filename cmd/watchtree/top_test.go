@@ -177,3 +177,24 @@ func TestTopSelectionSpansTheRow(t *testing.T) {
 	}
 	t.Fatalf("no billing row in:\n%s", m.View())
 }
+
+// TestInstanceWarningsShown: an instance's warnings (another live process with its
+// InstanceName) are on its top card and under the streams table's instance line, which names
+// both the InstanceName and the InstanceID.
+func TestInstanceWarningsShown(t *testing.T) {
+	snap := &messages.SnapshotReply{Instance: &messages.InstanceInfo{Id: "api-1-17-ffffff", Name: "api-1", Host: "h",
+		Warnings: []string{`InstanceName "api-1" is also used by the live instance api-1-4242-0a1b2c`}}}
+	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
+	step(m, tea.WindowSizeMsg{Width: 160, Height: 40})
+	step(m, tickMsg(time.Now()))
+	if view := m.View(); !strings.Contains(view, `WARNING: InstanceName "api-1"`) || !strings.Contains(view, "name api-1") {
+		t.Errorf("top card:\n%s", view)
+	}
+	var b strings.Builder
+	if err := printStreams(&b, snap); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.HasPrefix(out, "instance api-1 (id api-1-17-ffffff)") || !strings.Contains(out, "\nWARNING: InstanceName \"api-1\" is also used") {
+		t.Errorf("streams table:\n%s", out)
+	}
+}
