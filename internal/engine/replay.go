@@ -117,7 +117,8 @@ func withFullDocument(raw, doc bson.Raw) (bson.Raw, error) {
 
 // ReplayCheck tells whether replaying dl as stored can reach the stream's handler: its event
 // is stored and decodes with the stream's current code. When it cannot, note says why and
-// what to do. It decodes the event (no handler is called, no I/O).
+// what to do. It routes the event as a replay would (decoding it, and running the stream's
+// Filter when a handler matches), calls no handler and does no I/O.
 func (rt *Runtime) ReplayCheck(stream string, dl store.DeadLetter) (ok bool, note string) {
 	if dl.EventOmitted || len(dl.Event) == 0 {
 		return false, "the event was not stored (too large): re-read the document by its key instead"
