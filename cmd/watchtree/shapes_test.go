@@ -100,7 +100,13 @@ func TestReplayRefreshAndSummary(t *testing.T) {
 		cliJSON(t, &dl, "deadletters", "flaky")
 		return len(dl.GetDeadLetters()) == 2
 	})
-	defer cli(t, "purge", "flaky", "--token", testToken)
+	defer func() { // the documents and dead letters go, so that -count=N runs again
+		cli(t, "purge", "flaky", "--token", testToken)
+		_, _ = live.db.Collection("flaky").DeleteMany(context.Background(), bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{301, 302}}}}})
+		live.mu.Lock()
+		delete(live.deliveries["flaky"], 301)
+		live.mu.Unlock()
+	}()
 	for _, x := range dl.GetDeadLetters() {
 		if !x.GetReplayable() || x.GetErrorType() != "error" {
 			t.Errorf("dead letter %v: want replayable, error_type error", x)
