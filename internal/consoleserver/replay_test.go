@@ -19,7 +19,9 @@ type letterBackend struct {
 	refresh  []bool // what each Replay was asked
 }
 
-func (b *letterBackend) Streams() []StreamRef { return []StreamRef{{Name: "s", Mode: ModeAllInstances}} }
+func (b *letterBackend) Streams() []StreamRef {
+	return []StreamRef{{Name: "s", Mode: ModeAllInstances}}
+}
 
 func (b *letterBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadLetterInfo, error) {
 	var out []*messages.DeadLetterInfo
