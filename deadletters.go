@@ -32,8 +32,11 @@ type DeadLetter struct {
 	// the 16 MiB document limit; such a dead letter cannot be replayed (Replay fails), re-read the
 	// document by DocumentKey instead.
 	EventOmitted bool
-	// Error is the last error's message; ErrorType its classification ("panic", "decode") or Go
-	// type; Stack the panic stack, if any.
+	// Error is the last error's message; Stack the panic stack, if any. ErrorType is a stable
+	// public name of the error's kind: "panic", "decode", else the first exported Go type in
+	// the error chain ("*mongo.CommandError", "*app.ValidationError"), else "permanent" (marked
+	// with Permanent), "timeout", "canceled" (a context's error) or "error"; never an
+	// unexported type of watchtree or the standard library.
 	Error, ErrorType, Stack string
 	// Attempts is the number of handler calls made (0 for a decode error).
 	Attempts int
@@ -84,27 +87,49 @@ func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, er
 	return rt.e.CountDeadLetters(ctx, stream)
 }
 
-// ErrReplayUnavailable means a dead letter cannot be replayed: its event was not stored
-// (DeadLetter.EventOmitted).
+// ErrReplayUnavailable means a dead letter cannot be replayed as asked: its event was not
+// stored (DeadLetter.EventOmitted), or a refresh (ReplayOptions.Refresh) found no document under
+// the event's documentKey (it was deleted since: purge the dead letter, or replay it as stored)
+// or has no namespace or documentKey to read by. The record is left unchanged.
 var ErrReplayUnavailable = engine.ErrReplayUnavailable
 
-// Replay runs the stream's dead-lettered event id once more through the stream's handler: in
-// the caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic recovered
-// into an error carrying its stack. It reads, deletes and updates only the stream's own record
-// of id, on an AllInstances stream this instance's (another stream's or another instance's dead
-// letter of the same event is left alone). The stream must be
-// registered on rt (by Spawn or Props: its handlers are needed); it need not be running.
+// ReplayOptions change what ReplayWith runs. The zero value replays the event as stored.
+type ReplayOptions struct {
+	// Refresh re-reads the document before the replay: the event's fullDocument becomes the
+	// document found now by its documentKey in its namespace (through the stream's client), so
+	// that an event dead-lettered for its document's content (a decode error, a validation
+	// error) succeeds once the document is fixed. It applies to insert, update and replace
+	// events; any other event replays as stored. fullDocumentBeforeChange and
+	// updateDescription stay as stored. No document under the key fails with ErrReplayUnavailable.
+	// Default false: the event as it was dead-lettered.
+	Refresh bool
+}
+
+// Replay runs the stream's dead-lettered event id once more through the stream's handler, as
+// stored: ReplayWith with the zero ReplayOptions.
+func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
+	return rt.ReplayWith(ctx, stream, id, ReplayOptions{})
+}
+
+// ReplayWith runs the stream's dead-lettered event id once more through the stream's handler:
+// in the caller's goroutine, one attempt (Event.Attempt is 1), with ctx, a handler panic
+// recovered into an error of one line ("handler panicked: <value>"; the stack is logged with
+// the WARN line of the failed replay, and the record keeps the stack of the original failure).
+// o.Refresh first re-reads the document (see ReplayOptions). It reads, deletes and updates
+// only the stream's own record of id, on an AllInstances stream this instance's (another
+// stream's or another instance's dead letter of the same event is left alone). The stream must
+// be registered on rt (by Spawn or Props: its handlers are needed); it need not be running.
 //
 // On success — the handler returned nil or Skip, the Filter rejected the event, or no handler
-// matches its operation type — the record is deleted, and Replay returns nil. On failure the
+// matches its operation type — the record is deleted, and it returns nil. On failure the
 // record is kept, its ReplayCount and LastReplayAt are updated, and the handler's error is
-// returned (a decode error for an event that still does not decode). Errors: ErrNotStarted,
+// returned (a *DecodeError for an event that still does not decode). Errors: ErrNotStarted,
 // ErrUnknownStream, an error matching store.ErrNotFound for an id the stream has no unexpired
 // dead letter of, ErrReplayUnavailable.
 //
-// Replay does not go through the stream's lanes, so it may run concurrently with the stream's
-// own events of the same document: make the handler idempotent by Event.ID (as at-least-once
-// delivery requires anyway).
-func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
-	return rt.e.Replay(ctx, stream, id)
+// A replay does not go through the stream's lanes, so it may run concurrently with the
+// stream's own events of the same document: make the handler idempotent by Event.ID (as
+// at-least-once delivery requires anyway).
+func (rt *Runtime) ReplayWith(ctx context.Context, stream, id string, o ReplayOptions) error {
+	return rt.e.Replay(ctx, stream, id, engine.ReplayOptions{Refresh: o.Refresh})
 }

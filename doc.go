@@ -46,17 +46,12 @@
 // ErrFenced with errors.Is; a server error no restart can fix (a Pipeline the server refuses,
 // authentication) is terminal too, and reported as the server's own error.
 //
-// # Files
+// # Where to look
 //
-// This package is the public API; the wiring is behind internal/engine. runtime.go (Runtime: New,
-// Start, Stop, Streams, Handle), spawn.go (Spawn, Props), handle.go (Handle, StreamStatus),
-// deadletters.go (DeadLetters, Replay), checkpoints.go (Checkpoints), ondemand.go
-// (Handle.Snapshot), stream.go (Stream, Spec, and its compilation to the engine's spec),
-// router.go (the typed handlers behind the dispatcher's Router), event.go (Event), policy.go
-// (RetryPolicy, RestartPolicy, CheckpointPolicy: aliases of package policy's types;
-// DeadLetterPolicy), options.go (Mode, StartPosition, OnHistoryLost: aliases too; OnInvalidate,
-// fullDocument modes), errors.go, observer.go (ObserverStats; the events are package
-// observe's), config.go. The actors live under actors/, their protobuf messages under
-// messages/, the policies they share with this package under policy/, the store contracts
-// under store/.
+// Start with Config, New and Runtime (Start, Stop, Spawn, Streams, Handle), then Stream and
+// Event; the policies (RetryPolicy, RestartPolicy, CheckpointPolicy, DeadLetterPolicy) say what
+// happens when things fail, and DeadLetters and Replay what an operator does about it.
+// TestEvent builds the Event a handler receives, for a unit test without a server. The actors
+// live under actors/, their protobuf messages under messages/, the store contracts under
+// store/, the Observer's events under observe/; the wiring is behind internal/engine.
 package watchtree

@@ -21,7 +21,7 @@ var (
 	ErrSnapshotRunning = engine.ErrSnapshotRunning
 
 	// ErrStreamNotRunning means the stream is not running on this instance (starting, in
-	// backoff, stopped, crashed, or a SINGLE_LEADER standby): an on-demand snapshot needs the
+	// backoff, stopped, crashed, or a SingleLeader standby): an on-demand snapshot needs the
 	// live stream to order its chunks. The error names the state.
 	ErrStreamNotRunning = engine.ErrStreamNotRunning
 )

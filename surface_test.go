@@ -16,10 +16,12 @@ import (
 // publicSurface for what counts). It was 843 before the engine, the policies, the console's server
 // side and the tree's private messages moved behind internal/; 567 after; 543 once the failure
 // reasons and sentinels of the tree (internal/treekit), the on-demand reply codes, the snapshot
-// status reading (internal/streamstatus) and mongostore's index names left the public packages.
+// status reading (internal/streamstatus) and mongostore's index names left the public packages;
+// 546 with Runtime.ReplayWith, ReplayOptions and console.Client.Replay (a replay that re-reads
+// the document).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 543
+const maxPublicSurface = 546
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -218,10 +218,14 @@ func (c *Client) Describe(ctx context.Context, stream string, events int) (*mess
 	return out, c.call(ctx, "Describe", &messages.DescribeRequest{Stream: stream, Events: uint32(max(events, 0))}, out, c.timeout)
 }
 
-// Tree returns the actor hierarchy.
-func (c *Client) Tree(ctx context.Context) (*messages.TreeReply, error) {
+// Tree returns the actor hierarchy: watchtree's actors, and protoactor's own too with req.All
+// (a nil req is the default request).
+func (c *Client) Tree(ctx context.Context, req *messages.TreeRequest) (*messages.TreeReply, error) {
+	if req == nil {
+		req = &messages.TreeRequest{}
+	}
 	out := &messages.TreeReply{}
-	return out, c.call(ctx, "Tree", &messages.TreeRequest{}, out, c.timeout)
+	return out, c.call(ctx, "Tree", req, out, c.timeout)
 }
 
 // DeadLetters lists a stream's dead letters.
@@ -239,6 +243,17 @@ func (c *Client) Control(ctx context.Context, action messages.ControlAction, str
 	}
 	return c.control(ctx, &messages.ControlRequest{Action: action, Stream: stream, DeadLetterId: deadLetterID, Token: c.token,
 		RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}, timeout)
+}
+
+// Replay runs a stream's dead letter id (all of them when id is "") through its handler again,
+// re-reading each event's document first when refresh is set (watchtree.ReplayOptions). The
+// reply counts the dead letters replayed (Done), failed and skipped; errors as Control.
+func (c *Client) Replay(ctx context.Context, stream, id string, refresh bool, timeout time.Duration) (*messages.ControlReply, error) {
+	if timeout <= 0 {
+		timeout = consoleserver.DefaultControlTimeout
+	}
+	return c.control(ctx, &messages.ControlRequest{Action: messages.ControlAction_CONTROL_ACTION_REPLAY, Stream: stream,
+		DeadLetterId: id, Refresh: refresh, Token: c.token, RequestedBy: c.who, TimeoutMs: timeout.Milliseconds()}, timeout)
 }
 
 // OnDemandSnapshot starts an on-demand snapshot of a running stream (CONTROL_ACTION_SNAPSHOT)

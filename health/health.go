@@ -7,16 +7,20 @@
 //	GET /metrics  the Options.Metrics handler (e.g. promhttp.HandlerFor on a registry holding
 //	              the metrics/prometheus adapter), 404 when none is set
 //
-// A standby (a SINGLE_LEADER stream another instance leads) is ready: it is doing its job.
+// A standby (a SingleLeader stream another instance leads) is ready: it is doing its job.
 // A crashed or given-up stream is not, nor is one in backoff or still starting.
 //
 //	mux.Handle("/", health.Handler(rt, health.Options{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}))
+//
+// It may be mounted under a prefix as well (mux.Handle("/ops/", ...) serves /ops/healthz): it
+// routes by the path's last segment.
 package health
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -38,30 +42,49 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Handler returns the handler of /healthz, /readyz and /metrics.
+// Handler returns the handler of /healthz, /readyz and /metrics. It routes by the last
+// segment of the request path, so it serves the same endpoints mounted at the root
+// (mux.Handle("/", h)) or under a prefix, with or without http.StripPrefix
+// (mux.Handle("/ops/", h) answers /ops/healthz, /ops/readyz and /ops/metrics). Any other path
+// is 404; a method other than GET and HEAD is 405.
 func Handler(src Source, o Options) http.Handler {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Second
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
-		defer cancel()
-		ready, report := Ready(ctx, src)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ready {
-			w.WriteHeader(http.StatusServiceUnavailable)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var serve func()
+		switch path.Base(r.URL.Path) {
+		case "healthz":
+			serve = func() {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				fmt.Fprintln(w, "ok")
+			}
+		case "readyz":
+			serve = func() {
+				ctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
+				defer cancel()
+				ready, report := Ready(ctx, src)
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				if !ready {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+				fmt.Fprint(w, report)
+			}
+		case "metrics":
+			if o.Metrics != nil {
+				serve = func() { o.Metrics.ServeHTTP(w, r) }
+			}
 		}
-		fmt.Fprint(w, report)
+		switch {
+		case serve == nil:
+			http.NotFound(w, r)
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		default:
+			serve()
+		}
 	})
-	if o.Metrics != nil {
-		mux.Handle("GET /metrics", o.Metrics)
-	}
-	return mux
 }
 
 // Ready reports whether every stream of src is running or standby, with a text report: "ready"

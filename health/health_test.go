@@ -142,3 +142,35 @@ func TestReadinessFollowsALiveStream(t *testing.T) {
 		t.Fatalf("started again: %d %q", code, body)
 	}
 }
+
+// TestHandlerUnderAPrefix: mounted under /ops/ without http.StripPrefix, the handler serves
+// /ops/healthz, /ops/readyz and /ops/metrics (it used to 404 them); with StripPrefix too. Other
+// paths are 404 and other methods 405.
+func TestHandlerUnderAPrefix(t *testing.T) {
+	h := health.Handler(fixed{{Name: "a", State: watchtree.StateRunning}}, health.Options{Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "# metrics\n")
+	})})
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", h)
+	mux.Handle("/stripped/", http.StripPrefix("/stripped", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, prefix := range []string{"/ops", "/stripped"} {
+		for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\na: running\n", "/metrics": "# metrics\n"} {
+			if code, body := get(t, srv, prefix+path); code != http.StatusOK || body != want {
+				t.Errorf("%s%s: %d %q, want 200 %q", prefix, path, code, body, want)
+			}
+		}
+		if code, _ := get(t, srv, prefix+"/nothing"); code != http.StatusNotFound {
+			t.Errorf("%s/nothing: %d, want 404", prefix, code)
+		}
+	}
+	resp, err := srv.Client().Post(srv.URL+"/ops/healthz", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /ops/healthz: %d, want 405", resp.StatusCode)
+	}
+}

@@ -39,7 +39,7 @@ const (
 	ControlAction_CONTROL_ACTION_START   ControlAction = 1
 	ControlAction_CONTROL_ACTION_STOP    ControlAction = 2
 	ControlAction_CONTROL_ACTION_RESTART ControlAction = 3
-	// RELEASE_LEASE hands a SINGLE_LEADER stream's lease over.
+	// RELEASE_LEASE hands a SingleLeader stream's lease over.
 	ControlAction_CONTROL_ACTION_RELEASE_LEASE ControlAction = 4
 	// REPLAY runs dead letters through the stream's handler again (one id, or all of them);
 	// PURGE deletes them.
@@ -202,7 +202,13 @@ type InstanceInfo struct {
 	OplogNewest *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=oplog_newest,json=oplogNewest,proto3" json:"oplog_newest,omitempty"`
 	OplogNote   string                 `protobuf:"bytes,12,opt,name=oplog_note,json=oplogNote,proto3" json:"oplog_note,omitempty"`
 	// subscribers are the console's live feeds, with their queues and drops.
-	Subscribers   []*SubscriberInfo `protobuf:"bytes,40,rep,name=subscribers,proto3" json:"subscribers,omitempty"`
+	Subscribers []*SubscriberInfo `protobuf:"bytes,40,rep,name=subscribers,proto3" json:"subscribers,omitempty"`
+	// name is Config.InstanceName, the identity that stays the same across restarts (positions
+	// and dead letters are scoped by it); id above is Config.InstanceID, this run of the process.
+	Name string `protobuf:"bytes,50,opt,name=name,proto3" json:"name,omitempty"`
+	// warnings are what is wrong with the instance as a whole, one line each: another live
+	// process with the same InstanceName (seen through the lease store's heartbeats).
+	Warnings      []string `protobuf:"bytes,51,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,16 +334,30 @@ func (x *InstanceInfo) GetSubscribers() []*SubscriberInfo {
 	return nil
 }
 
+func (x *InstanceInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InstanceInfo) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 // StreamRow is one stream as the console shows it.
 type StreamRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// namespace is "db.collection", "db" for a database-wide stream, "" for the cluster.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// mode is "all-instances" or "single-leader".
+	// mode is "AllInstances" or "SingleLeader" (watchtree.Mode's names).
 	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
-	// role is "leader" or "standby" for a SINGLE_LEADER stream once leases report it; until then
-	// it is the mode.
+	// role is "leader" or "standby" for a SingleLeader stream once leases report it ("" until
+	// then, and always for an AllInstances stream).
 	Role           string                 `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
 	LeaseOwner     string                 `protobuf:"bytes,5,opt,name=lease_owner,json=leaseOwner,proto3" json:"lease_owner,omitempty"`
 	LeaseEpoch     int64                  `protobuf:"varint,6,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
@@ -815,7 +835,11 @@ func (x *DescribeReply) GetEvents() []*LifecycleEvent {
 }
 
 type TreeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// all includes protoactor's own actors (its dead-letter sink, remote endpoints, futures
+	// aside); by default the tree has watchtree's actors only: the streams' trees and the
+	// console's.
+	All           bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,6 +872,13 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
 	return file_watchtree_v1_console_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TreeRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
 }
 
 // ActorNode is one actor of the process, by PID id; children are the actors under it.
@@ -913,9 +944,12 @@ func (x *ActorNode) GetChildren() []*ActorNode {
 }
 
 type TreeReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Roots         []*ActorNode           `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
-	Actors        uint32                 `protobuf:"varint,2,opt,name=actors,proto3" json:"actors,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Roots []*ActorNode           `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
+	// actors counts the nodes of roots.
+	Actors uint32 `protobuf:"varint,2,opt,name=actors,proto3" json:"actors,omitempty"`
+	// hidden counts the actors of the process left out (TreeRequest.all false).
+	Hidden        uint32 `protobuf:"varint,50,opt,name=hidden,proto3" json:"hidden,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -960,6 +994,13 @@ func (x *TreeReply) GetRoots() []*ActorNode {
 func (x *TreeReply) GetActors() uint32 {
 	if x != nil {
 		return x.Actors
+	}
+	return 0
+}
+
+func (x *TreeReply) GetHidden() uint32 {
+	if x != nil {
+		return x.Hidden
 	}
 	return 0
 }
@@ -1023,13 +1064,19 @@ type DeadLetterInfo struct {
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	OperationType string                 `protobuf:"bytes,2,opt,name=operation_type,json=operationType,proto3" json:"operation_type,omitempty"`
 	// document_key is the key as relaxed extended JSON.
-	DocumentKey   string                 `protobuf:"bytes,3,opt,name=document_key,json=documentKey,proto3" json:"document_key,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	ErrorType     string                 `protobuf:"bytes,5,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
-	Attempts      uint32                 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ReplayCount   uint32                 `protobuf:"varint,8,opt,name=replay_count,json=replayCount,proto3" json:"replay_count,omitempty"`
-	Replayable    bool                   `protobuf:"varint,9,opt,name=replayable,proto3" json:"replayable,omitempty"`
+	DocumentKey string                 `protobuf:"bytes,3,opt,name=document_key,json=documentKey,proto3" json:"document_key,omitempty"`
+	Error       string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorType   string                 `protobuf:"bytes,5,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	Attempts    uint32                 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ReplayCount uint32                 `protobuf:"varint,8,opt,name=replay_count,json=replayCount,proto3" json:"replay_count,omitempty"`
+	// replayable: a replay of the event as stored can reach the handler (the event is stored,
+	// and it decodes with the stream's current code). Otherwise replay_note says why, and
+	// whether a replay with refresh can succeed (a document that does not decode is re-read).
+	Replayable bool   `protobuf:"varint,9,opt,name=replayable,proto3" json:"replayable,omitempty"`
+	ReplayNote string `protobuf:"bytes,50,opt,name=replay_note,json=replayNote,proto3" json:"replay_note,omitempty"`
+	// stack is the handler's panic stack of the original failure (error_type "panic").
+	Stack         string `protobuf:"bytes,51,opt,name=stack,proto3" json:"stack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1174,20 @@ func (x *DeadLetterInfo) GetReplayable() bool {
 	return false
 }
 
+func (x *DeadLetterInfo) GetReplayNote() string {
+	if x != nil {
+		return x.ReplayNote
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetStack() string {
+	if x != nil {
+		return x.Stack
+	}
+	return ""
+}
+
 type DeadLettersReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -1193,7 +1254,10 @@ type ControlRequest struct {
 	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// filter is the SNAPSHOT's query on the collection, MongoDB Extended JSON (empty: every
 	// document).
-	Filter        string `protobuf:"bytes,40,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,40,opt,name=filter,proto3" json:"filter,omitempty"`
+	// refresh makes REPLAY re-read each event's document by its documentKey and replay the
+	// event with it as fullDocument (watchtree.ReplayOptions.Refresh).
+	Refresh       bool `protobuf:"varint,50,opt,name=refresh,proto3" json:"refresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1277,6 +1341,13 @@ func (x *ControlRequest) GetFilter() string {
 	return ""
 }
 
+func (x *ControlRequest) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
+	}
+	return false
+}
+
 type ControlReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ok is false when the command failed; error then says why.
@@ -1287,9 +1358,13 @@ type ControlReply struct {
 	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	// status is the supervisor's reply to START, STOP and RESTART.
 	Status *StatusReply `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	// done and failed count the dead letters REPLAY or PURGE handled and could not handle.
+	// done, failed and skipped count the dead letters REPLAY or PURGE handled, could not handle
+	// (error lists the first five, one line each), and left alone: gone by the time their turn
+	// came (replayed or purged meanwhile), or not replayable as asked (the event was not stored,
+	// or a refresh found no document); a REPLAY of all counts those, a REPLAY of one id fails.
 	Done          uint32 `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
 	Failed        uint32 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Skipped       uint32 `protobuf:"varint,50,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	Detail        string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1363,6 +1438,13 @@ func (x *ControlReply) GetDone() uint32 {
 func (x *ControlReply) GetFailed() uint32 {
 	if x != nil {
 		return x.Failed
+	}
+	return 0
+}
+
+func (x *ControlReply) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
 	}
 	return 0
 }
@@ -1914,7 +1996,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\n" +
 	"descending\x18\x04 \x01(\bR\n" +
 	"descending\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"\x89\x04\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xb9\x04\n" +
 	"\fInstanceInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
@@ -1932,7 +2014,9 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\foplog_newest\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\voplogNewest\x12\x1d\n" +
 	"\n" +
 	"oplog_note\x18\f \x01(\tR\toplogNote\x12>\n" +
-	"\vsubscribers\x18( \x03(\v2\x1c.watchtree.v1.SubscriberInfoR\vsubscribers\"\xc3\t\n" +
+	"\vsubscribers\x18( \x03(\v2\x1c.watchtree.v1.SubscriberInfoR\vsubscribers\x12\x12\n" +
+	"\x04name\x182 \x01(\tR\x04name\x12\x1a\n" +
+	"\bwarnings\x183 \x03(\tR\bwarnings\"\xc3\t\n" +
 	"\tStreamRow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1980,18 +2064,20 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\rDescribeReply\x12/\n" +
 	"\x06stream\x18\x01 \x01(\v2\x17.watchtree.v1.StreamRowR\x06stream\x121\n" +
 	"\x06status\x18\x02 \x01(\v2\x19.watchtree.v1.StatusReplyR\x06status\x124\n" +
-	"\x06events\x18\x03 \x03(\v2\x1c.watchtree.v1.LifecycleEventR\x06events\"\r\n" +
-	"\vTreeRequest\"s\n" +
+	"\x06events\x18\x03 \x03(\v2\x1c.watchtree.v1.LifecycleEventR\x06events\"\x1f\n" +
+	"\vTreeRequest\x12\x10\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\"s\n" +
 	"\tActorNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x123\n" +
-	"\bchildren\x18\x04 \x03(\v2\x17.watchtree.v1.ActorNodeR\bchildrenJ\x04\b\x03\x10\x04R\amailbox\"R\n" +
+	"\bchildren\x18\x04 \x03(\v2\x17.watchtree.v1.ActorNodeR\bchildrenJ\x04\b\x03\x10\x04R\amailbox\"j\n" +
 	"\tTreeReply\x12-\n" +
 	"\x05roots\x18\x01 \x03(\v2\x17.watchtree.v1.ActorNodeR\x05roots\x12\x16\n" +
-	"\x06actors\x18\x02 \x01(\rR\x06actors\"B\n" +
+	"\x06actors\x18\x02 \x01(\rR\x06actors\x12\x16\n" +
+	"\x06hidden\x182 \x01(\rR\x06hidden\"B\n" +
 	"\x12DeadLettersRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xb9\x02\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xf0\x02\n" +
 	"\x0eDeadLetterInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eoperation_type\x18\x02 \x01(\tR\roperationType\x12!\n" +
@@ -2005,10 +2091,13 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\freplay_count\x18\b \x01(\rR\vreplayCount\x12\x1e\n" +
 	"\n" +
 	"replayable\x18\t \x01(\bR\n" +
-	"replayable\"k\n" +
+	"replayable\x12\x1f\n" +
+	"\vreplay_note\x182 \x01(\tR\n" +
+	"replayNote\x12\x14\n" +
+	"\x05stack\x183 \x01(\tR\x05stack\"k\n" +
 	"\x10DeadLettersReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12?\n" +
-	"\fdead_letters\x18\x02 \x03(\v2\x1c.watchtree.v1.DeadLetterInfoR\vdeadLetters\"\xf3\x01\n" +
+	"\fdead_letters\x18\x02 \x03(\v2\x1c.watchtree.v1.DeadLetterInfoR\vdeadLetters\"\x8d\x02\n" +
 	"\x0eControlRequest\x123\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x1b.watchtree.v1.ControlActionR\x06action\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12$\n" +
@@ -2017,14 +2106,16 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\frequested_by\x18\x05 \x01(\tR\vrequestedBy\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x16\n" +
-	"\x06filter\x18( \x01(\tR\x06filter\"\xbf\x01\n" +
+	"\x06filter\x18( \x01(\tR\x06filter\x12\x18\n" +
+	"\arefresh\x182 \x01(\bR\arefresh\"\xd9\x01\n" +
 	"\fControlReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x121\n" +
 	"\x06status\x18\x04 \x01(\v2\x19.watchtree.v1.StatusReplyR\x06status\x12\x12\n" +
 	"\x04done\x18\x05 \x01(\rR\x04done\x12\x16\n" +
-	"\x06failed\x18\x06 \x01(\rR\x06failed\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\rR\x06failed\x12\x18\n" +
+	"\askipped\x182 \x01(\rR\askipped\x12\x16\n" +
 	"\x06detail\x18\a \x01(\tR\x06detail\"8\n" +
 	"\fConsoleError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x14\n" +

@@ -36,7 +36,7 @@ const (
 	SupervisorState_SUPERVISOR_STATE_UNSPECIFIED SupervisorState = 0
 	// The stream actor is (re)starting; its cursor is not open yet.
 	SupervisorState_SUPERVISOR_STATE_STARTING SupervisorState = 1
-	// The stream waits for leadership (SINGLE_LEADER) and consumes nothing.
+	// The stream waits for leadership (SingleLeader) and consumes nothing.
 	SupervisorState_SUPERVISOR_STATE_STANDBY SupervisorState = 2
 	// The cursor is open (the stream actor sent Resubscribed for its incarnation).
 	SupervisorState_SUPERVISOR_STATE_RUNNING SupervisorState = 3
@@ -338,12 +338,12 @@ func (x *Restart) GetReason() string {
 	return ""
 }
 
-// ReleaseLease asks a SINGLE_LEADER stream's supervisor to hand its lease over now (an operator's
+// ReleaseLease asks a SingleLeader stream's supervisor to hand its lease over now (an operator's
 // handover): the graceful sequence of a balance handover (stop the cursor, drain, flush the
 // checkpoint under the epoch, release the lease), after which this instance stands by and waits
 // the handover cooldown before it may lead again, so that a standby takes over. The reply is a
 // StatusReply once the sequence ended; at once, with nothing done, when this instance does not
-// hold the lease or the stream has none (an ALL_INSTANCES stream).
+// hold the lease or the stream has none (an AllInstances stream).
 type ReleaseLease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -668,7 +668,7 @@ type StopReport struct {
 	// skipped names the steps left out because a sibling had failed and is suspended, or the
 	// final checkpoint write when the lease was lost during the stop.
 	Skipped string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	// released: SINGLE_LEADER, the lease was released as the last step.
+	// released: SingleLeader, the lease was released as the last step.
 	Released bool `protobuf:"varint,11,opt,name=released,proto3" json:"released,omitempty"`
 	// lease_lost: SINGLE_LEADER, the lease was lost during the stop. Handling ended at once: the
 	// dispatcher was restarted (in-flight handler calls cancelled through their context, nothing
@@ -842,8 +842,8 @@ type StatusReply struct {
 	// apart from the fields after last_stop, which the leader actor's lease state takes.)
 	InFlight    uint64                 `protobuf:"varint,30,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	ReadThrough *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
-	// lease is the leader actor's view of the stream's lease (SINGLE_LEADER only; unset for
-	// ALL_INSTANCES streams).
+	// lease is the leader actor's view of the stream's lease (SingleLeader only; unset for
+	// AllInstances streams).
 	Lease         *LeaseState `protobuf:"bytes,20,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -30,13 +30,13 @@ const (
 )
 
 // Checkpoint is a durable resume position. There is at most one per Scope (the stream, and the
-// instance of an ALL_INSTANCES stream); saving one replaces the previous one of the same scope
+// instance of an AllInstances stream); saving one replaces the previous one of the same scope
 // (an upsert keyed by Stream and Instance), conditional on Epoch (fencing).
 type Checkpoint struct {
 	// Stream is the stream name; with Instance, the record's key.
 	Stream string
-	// Instance is the instance name of an ALL_INSTANCES stream's own position; empty for the
-	// stream's shared position (SINGLE_LEADER, and the layout of earlier versions).
+	// Instance is the instance name of an AllInstances stream's own position; empty for the
+	// stream's shared position (SingleLeader, and the layout of earlier versions).
 	Instance string
 	// Token is the resume token document ({_data: …}) to resume after; nil = none (a position
 	// known only by ClusterTime, e.g. a StartAt(t) start before any event).
@@ -46,7 +46,7 @@ type Checkpoint struct {
 	ClusterTime bson.Timestamp
 	// Source says how the position was obtained: one of the Source* constants.
 	Source string
-	// Epoch is the fencing epoch of the writer (0 in ALL_INSTANCES mode). A Save with an Epoch
+	// Epoch is the fencing epoch of the writer (0 in AllInstances mode). A Save with an Epoch
 	// lower than the stored one fails with ErrFenced; an equal or higher one succeeds.
 	Epoch int64
 	// Owner is the instance id of the writer (informational).

@@ -11,14 +11,14 @@ import (
 // settles only once its dead letter has been written durably.
 //
 // A dead letter's key is (Stream, Instance, ID): several streams may watch the same collection
-// and dead-letter the same event, and so may the instances of an ALL_INSTANCES stream; each
+// and dead-letter the same event, and so may the instances of an AllInstances stream; each
 // keeps its own record in a shared store.
 type DeadLetter struct {
 	// ID is stable: the event ID (the resume token's _data). A redelivered event's dead letter
 	// overwrites the previous one of the same scope (PutDeadLetter is an upsert by (Stream,
 	// Instance, ID)), never duplicates it.
 	ID string
-	// Stream is the stream name and Instance the instance name of an ALL_INSTANCES stream
+	// Stream is the stream name and Instance the instance name of an AllInstances stream
 	// (empty for the shared scope); dead letters are listed, read, replayed and deleted per
 	// Scope.
 	Stream   string
@@ -39,8 +39,10 @@ type DeadLetter struct {
 	// copy is better than a dead-letter write that can never succeed, which would block the
 	// event's lane forever. Writers leave it false.
 	EventOmitted bool
-	// Error is the last error's message; ErrorType its Go type (e.g. "*errors.errorString")
-	// or a classification ("panic", "decode", "permanent"); Stack the panic stack, if any.
+	// Error is the last error's message; ErrorType a stable public name of its kind: "panic",
+	// "decode", else the first exported Go type in the error chain ("*mongo.CommandError"),
+	// else "permanent", "timeout", "canceled" or "error" (never an unexported type such as
+	// *fmt.wrapError); Stack the panic stack, if any.
 	Error     string
 	ErrorType string
 	Stack     string
@@ -75,7 +77,7 @@ func (d DeadLetter) Clone() DeadLetter {
 
 // DeadLetterStore keeps dead letters (watchtree.Config.DeadLetters). A record's key is (Stream,
 // Instance, ID): streams that dead-letter the same event each keep their own record, and so
-// does each instance of an ALL_INSTANCES stream; every read and mutation names its Scope and
+// does each instance of an AllInstances stream; every read and mutation names its Scope and
 // ID. The dispatcher calls PutDeadLetter from its lanes concurrently; the runtime lists, reads,
 // deletes and marks records for operators (Runtime.DeadLetters, Replay, the console's purge).
 // store/memstore and store/mongostore implement it, and store/storetest.TestDeadLetterStore is

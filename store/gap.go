@@ -26,7 +26,7 @@ type Gap struct {
 	// ID identifies the record (unique; the writer chooses it, e.g. stream + "/" + instance + "/" + time). A
 	// second RecordGap with the same ID overwrites the first, so a retried write never duplicates.
 	ID string
-	// Stream is the stream name, Instance the instance name of an ALL_INSTANCES stream (empty
+	// Stream is the stream name, Instance the instance name of an AllInstances stream (empty
 	// for the shared scope); gaps are listed per Scope.
 	Stream   string
 	Instance string

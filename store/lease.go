@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Lease is the leadership record of one SINGLE_LEADER stream: whoever holds it unexpired is the
+// Lease is the leadership record of one SingleLeader stream: whoever holds it unexpired is the
 // only instance that processes the stream. There is one record per stream name; it is never
 // deleted, so its Epoch only grows.
 //
@@ -57,7 +57,7 @@ var (
 	ErrLeaseLost = errors.New("watchtree: lease lost")
 )
 
-// LeaseStore holds the leases of SINGLE_LEADER streams and the heartbeats of the runtime
+// LeaseStore holds the leases of SingleLeader streams and the heartbeats of the runtime
 // instances that share them out (watchtree.Config.Leases). Expiry is judged by the store's own
 // clock, never the caller's. The leader actor of each stream calls Acquire, Renew, Release and
 // WatchLease; the runtime's balancer calls Heartbeat, Instances and Leave, and its dead-letter

@@ -1,11 +1,11 @@
 package store
 
 // Scope names whose records a checkpoint, a dead letter or a gap record is: the stream, and,
-// for a stream that runs on every instance (ALL_INSTANCES), the instance. Each instance of such
+// for a stream that runs on every instance (AllInstances), the instance. Each instance of such
 // a stream keeps its own position, dead letters and gaps, so one instance's progress or failures
 // never move or show up in another's.
 //
-// An empty Instance is the stream's shared scope: the one position of a SINGLE_LEADER stream
+// An empty Instance is the stream's shared scope: the one position of a SingleLeader stream
 // (written only by the lease holder, under its epoch), and the only scope earlier versions had.
 // Which scope a stream uses is decided by its mode, in one place of the root package; stores
 // treat both alike.

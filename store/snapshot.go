@@ -24,7 +24,7 @@ const (
 )
 
 // Snapshot is the durable progress of a stream's copy of its collection's existing documents.
-// There is at most one per Scope (stream, and instance for an ALL_INSTANCES stream: each instance
+// There is at most one per Scope (stream, and instance for an AllInstances stream: each instance
 // copies for itself, as it keeps its own position), the latest; saving one replaces the previous
 // one (an upsert keyed by the scope). The checkpointer creates it (State running, no ranges) before the stream's
 // handoff position is persisted; the snapshot actor plans the ranges and records, per range, the

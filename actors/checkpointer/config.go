@@ -68,8 +68,8 @@ type Config struct {
 	// Required.
 	Stream string
 	// Instance is the instance part of the key of the checkpoint and the gap records: an
-	// ALL_INSTANCES stream's instance name, so that each instance resumes from its own
-	// position only; empty for the stream's shared position (SINGLE_LEADER). The root decides
+	// AllInstances stream's instance name, so that each instance resumes from its own
+	// position only; empty for the stream's shared position (SingleLeader). The root decides
 	// it from the stream's mode. With an Instance, a start that finds no checkpoint of its own
 	// takes the shared checkpoint of an earlier version's layout, once, as its starting point
 	// (see the package documentation), and every write carries ExpiresAt = UpdatedAt +
@@ -121,7 +121,7 @@ type Config struct {
 	// unreachable server holds the checkpointer for the MongoDB driver's server selection
 	// timeout (30s by default) per call. Default 10s. Must be >= 0 (0 = default).
 	IOTimeout time.Duration
-	// Epoch returns the fencing epoch written with every checkpoint (SINGLE_LEADER: the lease
+	// Epoch returns the fencing epoch written with every checkpoint (SingleLeader: the lease
 	// epoch). It is called on the actor goroutine for each write and must not block. Default: 0.
 	Epoch func() int64
 	// Owner is the instance id written with every checkpoint (informational).

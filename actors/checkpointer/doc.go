@@ -34,7 +34,7 @@
 // # Scope, migration, retention, ephemeral streams
 //
 // Config.Instance is the instance part of the key of the checkpoint and the gaps (the root sets
-// it for an ALL_INSTANCES stream, and leaves it empty for the shared SINGLE_LEADER position). An
+// it for an AllInstances stream, and leaves it empty for the shared SingleLeader position). An
 // instance that finds no checkpoint of its own, under StartPosition Resume, loads the shared one
 // (the layout of earlier versions); unless it is older than Checkpoint.Retention it persists it
 // as its own (Source "migrated", an invalidate position keeping its Source) before the reply, so

@@ -113,7 +113,7 @@ func (c *checkpointer) snapshot(p position) store.Checkpoint {
 }
 
 // scope is the key of the stream's checkpoint and gap records: the stream and, for an
-// ALL_INSTANCES stream, the instance.
+// AllInstances stream, the instance.
 func (c Config) scope() store.Scope { return store.Scope{Stream: c.Stream, Instance: c.Instance} }
 
 // stamp sets rec's write time to now and, for an instance's own checkpoint, its expiry:
@@ -266,7 +266,7 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 					return r
 				}
 				if cp.Epoch < base.Epoch {
-					// A new leadership epoch (SINGLE_LEADER): claim the position under it
+					// A new leadership epoch (SingleLeader): claim the position under it
 					// before anything is consumed, so that every later write of an older
 					// epoch (a deposed leader) is fenced.
 					claimed := cp
@@ -480,7 +480,7 @@ func (c Config) retry(ctx context.Context, log *zap.Logger, what string, write f
 }
 
 // gapID is a gap record's ID: "<stream>/<nanoseconds>/<incarnation>", with the instance after
-// the stream for an ALL_INSTANCES stream ("<stream>/<instance>/..."), so that two instances
+// the stream for an AllInstances stream ("<stream>/<instance>/..."), so that two instances
 // never write the same ID.
 func gapID(scope store.Scope, at time.Time, inc uint64) string {
 	if scope.Shared() {
@@ -520,12 +520,12 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	}
 	if m := r.migrated; m != nil {
 		c.log.Info("no checkpoint of this instance: the stream's shared checkpoint of an earlier version is its starting point",
-			zap.String("instance", c.cfg.Instance), zap.String("shared_source", m.Source), zap.Time("shared_at", m.UpdatedAt),
+			zap.String("instance_name", c.cfg.Instance), zap.String("shared_source", m.Source), zap.Time("shared_at", m.UpdatedAt),
 			zap.String("shared_owner", m.Owner))
 	}
 	if d := r.ignoredShared; d != nil {
 		c.log.Warn("the stream's shared checkpoint of an earlier version is older than Checkpoint.Retention and is ignored: this instance starts per StartPosition",
-			zap.String("instance", c.cfg.Instance), zap.Time("shared_at", d.UpdatedAt), zap.Duration("retention", c.cfg.Checkpoint.Retention))
+			zap.String("instance_name", c.cfg.Instance), zap.Time("shared_at", d.UpdatedAt), zap.Duration("retention", c.cfg.Checkpoint.Retention))
 	}
 	if d := r.discarded; d != nil {
 		c.log.Warn("saved checkpoint ignored by the start position", zap.Stringer("start_position", c.cfg.StartPosition),

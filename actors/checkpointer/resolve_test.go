@@ -467,7 +467,7 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 	}
 }
 
-// A start under a new, higher fencing epoch (a new SINGLE_LEADER term) re-saves the stored
+// A start under a new, higher fencing epoch (a new SingleLeader term) re-saves the stored
 // checkpoint under that epoch before replying, so that every later write of an older epoch is
 // fenced; the position itself is unchanged.
 func TestCascadeClaimsTheCheckpointUnderANewEpoch(t *testing.T) {

@@ -39,9 +39,9 @@ type Config struct {
 	// Stream is the stream name: every log line carries it (field "stream") and every dead
 	// letter records it. Required.
 	Stream string
-	// Instance is recorded with every dead letter next to Stream: an ALL_INSTANCES stream's
+	// Instance is recorded with every dead letter next to Stream: an AllInstances stream's
 	// instance name, so that each instance keeps, lists and replays its own; empty for the
-	// stream's shared scope (SINGLE_LEADER). The root decides it from the stream's mode.
+	// stream's shared scope (SingleLeader). The root decides it from the stream's mode.
 	Instance string
 	// Router decodes events and calls the user's handlers. Required. It is called from all lanes
 	// concurrently.

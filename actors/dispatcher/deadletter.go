@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
+	"reflect"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -113,8 +115,11 @@ func newDeadLetter(scope store.Scope, id string, token, raw []byte, f failure, n
 	return dl
 }
 
-// errorType names the error for DeadLetter.ErrorType: "panic" for a recovered panic, "decode"
-// for an event the Router could not decode, else the Go type of the outermost error.
+// errorType names the error for DeadLetter.ErrorType with a stable public name, never an
+// unexported Go type (which would change with the implementation): "panic" for a recovered
+// panic, "decode" for an event the Router could not decode, else the first exported Go type
+// in the error chain ("*mongo.CommandError", "*app.ValidationError"), else "permanent" for an
+// error classified permanent, "timeout" or "canceled" for a context's error, and "error".
 func errorType(f failure) string {
 	var pe *panicError
 	switch {
@@ -123,7 +128,45 @@ func errorType(f failure) string {
 	case f.decode:
 		return "decode"
 	}
-	return fmt.Sprintf("%T", f.err)
+	if t := exportedType(f.err); t != "" {
+		return t
+	}
+	switch {
+	case f.permanent:
+		return "permanent"
+	case errors.Is(f.err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(f.err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
+}
+
+// exportedType returns the Go type ("%T") of the first error in err's tree, depth first, whose
+// type is a named, exported one; "" when there is none.
+func exportedType(err error) string {
+	if err == nil {
+		return ""
+	}
+	t := reflect.TypeOf(err)
+	n := t
+	if n.Kind() == reflect.Pointer {
+		n = n.Elem()
+	}
+	if r, _ := utf8.DecodeRuneInString(n.Name()); unicode.IsUpper(r) {
+		return t.String()
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return exportedType(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if t := exportedType(e); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 func cloneBytes(b []byte) bson.Raw {

@@ -86,7 +86,7 @@ func TestPermanentErrorSkipsRetries(t *testing.T) {
 	}
 	now := h.clk.Now()
 	if dl.Attempts != 1 || dl.Stream != "orders" || dl.OperationType != "insert" || dl.Namespace != "shop.orders" ||
-		!strings.Contains(dl.Error, "bad order") || dl.ErrorType != "*fmt.wrapError" ||
+		!strings.Contains(dl.Error, "bad order") || dl.ErrorType != "permanent" ||
 		!dl.CreatedAt.Equal(now) || !dl.ExpiresAt.Equal(now.Add(24*time.Hour)) || !dl.FirstAttemptAt.Equal(now) ||
 		dl.DocumentKey.Lookup("_id").StringValue() != "a" || len(dl.Event) == 0 || dl.Token.Lookup("_data").StringValue() != "T00000001" {
 		t.Fatalf("dead letter = %+v", dl)
@@ -120,7 +120,7 @@ func TestExhaustedAttemptsDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	if dl.Attempts != 2 || !dl.FirstAttemptAt.Equal(start) || !dl.LastAttemptAt.Equal(start.Add(500*time.Millisecond)) ||
-		dl.ErrorType != "*errors.errorString" || !dl.ExpiresAt.IsZero() {
+		dl.ErrorType != "error" || !dl.ExpiresAt.IsZero() {
 		t.Fatalf("dead letter = %+v", dl)
 	}
 }
@@ -348,5 +348,39 @@ func TestHandlerGoexitDoesNotStallTheLane(t *testing.T) {
 	}
 	if dl.Attempts != 2 || !strings.Contains(dl.Error, "Goexit") {
 		t.Fatalf("dead letter: attempts %d error %q; want 2 attempts and ErrHandlerGoexit", dl.Attempts, dl.Error)
+	}
+}
+
+// ValidationError is an exported error type of the test, for TestErrorTypeNames.
+type ValidationError struct{}
+
+func (*ValidationError) Error() string { return "invalid" }
+
+// unexportedErr is an error type with an unexported name, as watchtree.Permanent's wrapper is.
+type unexportedErr struct{ err error }
+
+func (e *unexportedErr) Error() string   { return "wrapped: " + e.err.Error() }
+func (e *unexportedErr) Unwrap() error   { return e.err }
+func (e *unexportedErr) Permanent() bool { return true }
+
+// TestErrorTypeNames: DeadLetter.ErrorType is a stable public name, never an unexported Go
+// type such as *watchtree.permanentError or *fmt.wrapError.
+func TestErrorTypeNames(t *testing.T) {
+	for _, c := range []struct {
+		f    failure
+		want string
+	}{
+		{failure{err: newPanicError("boom")}, "panic"},
+		{failure{err: errors.New("bad bytes"), decode: true}, "decode"},
+		{failure{err: &unexportedErr{errors.New("no")}, permanent: true}, "permanent"},
+		{failure{err: fmt.Errorf("validate: %w", &unexportedErr{&ValidationError{}}), permanent: true}, "*dispatcher.ValidationError"},
+		{failure{err: errors.Join(errors.New("a"), &ValidationError{})}, "*dispatcher.ValidationError"},
+		{failure{err: fmt.Errorf("call: %w", context.DeadlineExceeded)}, "timeout"},
+		{failure{err: context.Canceled}, "canceled"},
+		{failure{err: errors.New("still down")}, "error"},
+	} {
+		if got := errorType(c.f); got != c.want {
+			t.Errorf("errorType(%v) = %q, want %q", c.f.err, got, c.want)
+		}
 	}
 }

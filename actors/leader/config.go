@@ -31,7 +31,7 @@ type Store interface {
 // The lease store satisfies the subset.
 var _ Store = store.LeaseStore(nil)
 
-// Balancer shares the leaderships of one instance's SINGLE_LEADER streams out over the live
+// Balancer shares the leaderships of one instance's SingleLeader streams out over the live
 // instances (LeasePolicy.Balance). The root implements it once per runtime; every leader actor
 // of the runtime calls it from its own goroutine, so it must be safe for concurrent use and must
 // not block.

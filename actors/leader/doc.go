@@ -1,4 +1,4 @@
-// Package leader is the leader actor of a SINGLE_LEADER stream: one per stream, a child of the
+// Package leader is the leader actor of a SingleLeader stream: one per stream, a child of the
 // stream's supervisor, holding the stream's lease in a lease store (Store) whose own clock
 // judges expiry.
 //

@@ -68,8 +68,8 @@ type Config struct {
 	// Stream is the stream name. Required.
 	Stream string
 	// Instance is the instance part of the snapshot record's scope (store.Scope): the instance
-	// name for an ALL_INSTANCES stream, each instance copying for itself; empty for the shared
-	// record of a SINGLE_LEADER stream.
+	// name for an AllInstances stream, each instance copying for itself; empty for the shared
+	// record of a SingleLeader stream.
 	Instance string
 	// Database and Collection are the watched namespace: the ns of every snapshot event.
 	// Required.

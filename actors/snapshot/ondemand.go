@@ -42,7 +42,7 @@ type OnDemandSource interface {
 
 // OnDemandConfig configures the on-demand snapshot actor of one stream.
 type OnDemandConfig struct {
-	// Stream and Instance scope the watermarks (Instance is empty for a SINGLE_LEADER stream).
+	// Stream and Instance scope the watermarks (Instance is empty for a SingleLeader stream).
 	Stream, Instance string
 	// Database and Collection are the watched namespace. Required.
 	Database, Collection string

@@ -92,7 +92,7 @@ type Config struct {
 	// StartStopped leaves the stream in the stopped state when the supervisor starts, until an
 	// operator Start. By default the stream actor is spawned at once.
 	StartStopped bool
-	// Leader, when set, makes the stream SINGLE_LEADER: the supervisor spawns this leader actor
+	// Leader, when set, makes the stream SingleLeader: the supervisor spawns this leader actor
 	// (actors/leader) first, as LeaderName, and runs the stream actor only while the leader
 	// actor holds the lease (LeaseGranted → starting; LeaseLost or a fenced write → the stream
 	// actor and the handlers stop at once, standby). A graceful Stop releases the lease as its

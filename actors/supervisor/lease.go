@@ -11,7 +11,7 @@ import (
 	"github.com/watchtree/watchtree/messages"
 )
 
-// SINGLE_LEADER: the supervisor runs the stream actor only while its leader actor holds the
+// SingleLeader: the supervisor runs the stream actor only while its leader actor holds the
 // lease. The leader actor campaigns (standby), reports LeaseGranted (the supervisor launches
 // the stream under that epoch), LeaseLost (the stream actor stops and the dispatcher is
 // restarted at once, so no handler keeps running: standby), and HandOver (balance: a graceful

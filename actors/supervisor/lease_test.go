@@ -91,7 +91,7 @@ func leadAndRun(t *testing.T, h *harness, leader *actor.PID, asked chan proto.Me
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
-// The SINGLE_LEADER states: campaigning → standby → (granted) starting → running → (lost)
+// The SingleLeader states: campaigning → standby → (granted) starting → running → (lost)
 // standby with the stream actor stopped → granted again → running; a graceful stop releases
 // the lease as its last step.
 func TestSingleLeaderLifecycle(t *testing.T) {

@@ -68,7 +68,7 @@ func TestOnDemandUnsupported(t *testing.T) {
 	}
 }
 
-// A standby (SINGLE_LEADER, another instance leads) refuses, naming its state.
+// A standby (SingleLeader, another instance leads) refuses, naming its state.
 func TestOnDemandRefusedOnStandby(t *testing.T) {
 	h, leader, _ := leaderHarness(t)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)

@@ -147,7 +147,7 @@ func TestRestartInBackoffLaunchesAtOnce(t *testing.T) {
 	}
 }
 
-// A SINGLE_LEADER restart keeps the lease: no Resign, the new incarnation runs in the same term.
+// A SingleLeader restart keeps the lease: no Resign, the new incarnation runs in the same term.
 func TestSingleLeaderRestartKeepsLease(t *testing.T) {
 	h, leader, asked := leaderHarness(t)
 	leadAndRun(t, h, leader, asked, 3)

@@ -19,7 +19,7 @@ import (
 //	any → stopped                 a non-graceful Stop, or the supervisor itself stopping
 //	stopped|crashed → starting    an operator Start or Restart
 //
-// Standby (SINGLE_LEADER, waiting for the lease) is reserved for the leader actor; nothing in
+// Standby (SingleLeader, waiting for the lease) is reserved for the leader actor; nothing in
 // this package enters it yet.
 
 // numStates sizes the per-state counters: every value of the enum, unspecified included.

@@ -23,7 +23,7 @@ const (
 	phaseStream  stopPhase = iota // the stream actor is stopping (its cursor closes)
 	phaseDrain                    // Drain sent to the dispatcher, waiting for Drained
 	phaseFlush                    // Flush sent to the checkpointer, waiting for Flushed
-	phaseRelease                  // SINGLE_LEADER: Resign sent to the leader actor, waiting for Resigned
+	phaseRelease                  // SingleLeader: Resign sent to the leader actor, waiting for Resigned
 )
 
 var phaseNames = [...]string{"stream actor stop", "drain", "checkpoint flush", "lease release"}

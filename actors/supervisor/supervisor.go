@@ -86,7 +86,7 @@ type supervisorActor struct {
 	transitions             [numStates]uint64 // by state: a map was ~0.2 KB of every tree
 	life                    lifecycle         // the Observer's view of the transitions
 
-	// SINGLE_LEADER (cfg.Leader set): the leader actor, its latest LeaseState, the epoch the
+	// SingleLeader (cfg.Leader set): the leader actor, its latest LeaseState, the epoch the
 	// stream actor runs under, and whether the next launch starts a new leadership term (the
 	// checkpointer and dispatcher then start afresh: another instance may have moved on).
 	leader     *actor.PID

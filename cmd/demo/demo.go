@@ -196,7 +196,7 @@ func (d *demo) run(ctx, holdCtx context.Context) error {
 	if err := d.seedProducts(ctx); err != nil {
 		return err
 	}
-	d.printf("starting pod-a and pod-b: a watchtree runtime each, streams orders (SINGLE_LEADER) and products (ALL_INSTANCES)\n")
+	d.printf("starting pod-a and pod-b: a watchtree runtime each, streams orders (SingleLeader) and products (AllInstances)\n")
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, name := range []string{"pod-a", "pod-b"} {

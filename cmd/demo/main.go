@@ -1,10 +1,10 @@
 // Command demo is the end-to-end demonstration of watchtree (make demo). Two pods, each a
 // process of its own running a watchtree runtime with its console open, share two streams:
 //
-//   - orders, SINGLE_LEADER: the leader pod charges every new order of <db>.orders exactly once
+//   - orders, SingleLeader: the leader pod charges every new order of <db>.orders exactly once
 //     into <db>.payments, idempotent by the event's ID, with retries; poison orders (every
 //     --poison-every-th) are declined at every attempt and end as dead letters;
-//   - products, ALL_INSTANCES: each pod evicts the prices it caches in memory when a product
+//   - products, AllInstances: each pod evicts the prices it caches in memory when a product
 //     changes.
 //
 // A load generator writes orders and product changes. A quarter of the way in, a fail point
@@ -172,9 +172,9 @@ func (c *command) Execute() error {
 // usage prints what the demo does and its flags, with their defaults, to out.
 func (c *command) usage() {
 	fmt.Fprint(c.out, "demo starts two pods (processes with a watchtree runtime and its console each). The\n"+
-		"SINGLE_LEADER stream \"orders\" charges each order inserted into <db>.orders once into\n"+
+		"SingleLeader stream \"orders\" charges each order inserted into <db>.orders once into\n"+
 		"<db>.payments, idempotent by the event ID; poison orders end as dead letters. The\n"+
-		"ALL_INSTANCES stream \"products\" invalidates each pod's price cache. Midway a fail point\n"+
+		"AllInstances stream \"products\" invalidates each pod's price cache. Midway a fail point\n"+
 		"kills the leader's cursor (the supervisor restarts it) and the leader pod is killed\n"+
 		"with SIGKILL (the standby takes over from the checkpoint); one dead letter is replayed\n"+
 		"through the console. MONGODB_URI selects a real replica set; unset, an embedded mongosim\n"+

@@ -140,7 +140,7 @@ func (o podObserver) OnEvent(ev observe.Event) {
 }
 
 // podMain runs one pod: a watchtree runtime with its console open, the orders stream
-// (SINGLE_LEADER) charging orders into payments and the products stream (ALL_INSTANCES)
+// (SingleLeader) charging orders into payments and the products stream (AllInstances)
 // invalidating the pod's cache, until SIGTERM (a graceful stop) or SIGKILL. Its reports go to
 // stdout; it reads commands on stdin ("verify <marker>"), and stops gracefully when stdin
 // closes (the demo ended, whichever way).

@@ -41,7 +41,7 @@ func TestStreamsJSON(t *testing.T) {
 			orders = r
 		}
 	}
-	if orders.GetState() != "running" || orders.GetMode() != "all-instances" || orders.GetRole() != "all-instances" ||
+	if orders.GetState() != "running" || orders.GetMode() != "AllInstances" || orders.GetRole() != "" ||
 		orders.GetNamespace() != live.db.Name()+".orders" || orders.GetIncarnation() != 1 {
 		t.Errorf("orders row = %v", orders)
 	}
@@ -59,7 +59,7 @@ func TestStreamsJSON(t *testing.T) {
 	}
 	// the table names every stream
 	code, out, _ := cli(t, "streams")
-	if code != 0 || !strings.Contains(out, "orders") || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "cli-test-instance") {
+	if code != 0 || !strings.Contains(out, "orders") || !strings.Contains(out, "running") || !strings.Contains(out, "cli-test-instance") {
 		t.Errorf("streams table (exit %d):\n%s", code, out)
 	}
 }
@@ -238,7 +238,7 @@ func TestDeadLettersReplayAndPurge(t *testing.T) {
 
 func TestLeaseReleaseNotSingleLeader(t *testing.T) {
 	code, _, errs := cli(t, "lease", "release", "orders", "--token", testToken)
-	if code != 1 || !strings.Contains(errs, "not a SINGLE_LEADER stream") {
+	if code != 1 || !strings.Contains(errs, "not a SingleLeader stream") {
 		t.Errorf("lease release: exit %d, %q", code, errs)
 	}
 }

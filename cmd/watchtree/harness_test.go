@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/test/mongosim"
@@ -169,8 +171,58 @@ func cliJSON(t *testing.T, m proto.Message, args ...string) {
 	if code != 0 {
 		t.Fatalf("watchtree %s: exit %d: %s", strings.Join(args, " "), code, errs)
 	}
-	if err := protojson.Unmarshal([]byte(out), m); err != nil {
+	if err := unmarshalCLIJSON([]byte(out), m); err != nil {
 		t.Fatalf("watchtree %s: output is not %T JSON: %v\n%s", strings.Join(args, " "), m, err, out)
+	}
+}
+
+// unmarshalCLIJSON decodes the CLI's JSON into m: protojson, once the enums' short names are
+// their full names again (protojson reads 64-bit numbers as numbers already).
+func unmarshalCLIJSON(b []byte, m proto.Message) error {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return err
+	}
+	fullEnums(v, m.ProtoReflect().Descriptor())
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return protojson.Unmarshal(b, m)
+}
+
+// fullEnums rewrites, in the decoded JSON v of a message md, every enum's short name
+// ("running") to its full one (SUPERVISOR_STATE_RUNNING).
+func fullEnums(v any, md protoreflect.MessageDescriptor) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	for k, val := range obj {
+		fd := md.Fields().ByName(protoreflect.Name(k))
+		if fd == nil {
+			continue
+		}
+		conv := func(x any) any {
+			switch fd.Kind() {
+			case protoreflect.EnumKind:
+				if s, ok := x.(string); ok {
+					return enumPrefix(string(fd.Enum().Name())) + strings.ToUpper(strings.ReplaceAll(s, "-", "_"))
+				}
+			case protoreflect.MessageKind:
+				fullEnums(x, fd.Message())
+			}
+			return x
+		}
+		if list, ok := val.([]any); ok {
+			for i := range list {
+				list[i] = conv(list[i])
+			}
+			continue
+		}
+		obj[k] = conv(val)
 	}
 }
 

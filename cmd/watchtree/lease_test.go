@@ -11,7 +11,7 @@ import (
 	"github.com/watchtree/watchtree/messages"
 )
 
-// ledger counts a SINGLE_LEADER stream's deliveries by instance.
+// ledger counts a SingleLeader stream's deliveries by instance.
 type ledger struct {
 	mu  sync.Mutex
 	got map[string]map[int64]int // instance → _id → deliveries
@@ -57,7 +57,7 @@ func role(t *testing.T, h *watchtree.Handle) string {
 	return st.Lease.Role
 }
 
-// TestLeaseReleaseHandsOver: two runtimes run one SINGLE_LEADER stream. `watchtree lease release`
+// TestLeaseReleaseHandsOver: two runtimes run one SingleLeader stream. `watchtree lease release`
 // on the leader's console makes the leader drain, flush and release; the other runtime takes
 // over from the checkpoint and the first stands by. Every event is handled once: the first 20 by
 // the first leader, the next 20 by the new one.

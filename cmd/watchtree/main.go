@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/console"
@@ -106,7 +105,7 @@ func newRoot(o *opts) *cobra.Command {
 		controlCmd(o, "start", "Start a stopped or crashed stream (during backoff: restart now)", messages.ControlAction_CONTROL_ACTION_START),
 		controlCmd(o, "stop", "Stop a stream gracefully: the cursor closes, in-flight events drain, the checkpoint is written", messages.ControlAction_CONTROL_ACTION_STOP),
 		controlCmd(o, "restart", "Restart a stream: drain, write the checkpoint, reopen the cursor from it", messages.ControlAction_CONTROL_ACTION_RESTART),
-		deadLetterCmd(o, "replay", "Run a stream's dead letters (all, or --id) through its handler again", messages.ControlAction_CONTROL_ACTION_REPLAY),
+		replayCmd(o),
 		deadLetterCmd(o, "purge", "Delete a stream's dead letters (all, or --id)", messages.ControlAction_CONTROL_ACTION_PURGE),
 		snapshotCmd(o), leaseCmd(o), topCmd(o))
 	return root
@@ -160,9 +159,9 @@ func (o *opts) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), o.timeout)
 }
 
-// printJSON writes m as indented protobuf JSON.
+// printJSON writes m as indented JSON (marshalJSON: numbers as numbers, enums by short name).
 func (o *opts) printJSON(m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
+	b, err := marshalJSON(m, true)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,9 +20,9 @@ var (
 	contextWithTimeout = context.WithTimeout
 )
 
-// printJSONLine writes m as one line of protobuf JSON (a stream of events).
+// printJSONLine writes m as one line of JSON (a stream of events), as printJSON does.
 func (o *opts) printJSONLine(m proto.Message) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	b, err := marshalJSON(m, false)
 	if err != nil {
 		return err
 	}
@@ -39,7 +38,7 @@ func printStreams(w io.Writer, s *messages.SnapshotReply) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tROLE\tSTATE\tRESTART\tEV/S\tIN FLIGHT\tLAG\tCHECKPOINT\tDEAD\tWHY")
 	for _, r := range s.GetStreams() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\n", r.GetName(), badge(r), strings.ToUpper(r.GetState()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\n", r.GetName(), badge(r), r.GetState(),
 			restartCell(r), r.GetEventsPerSec(), r.GetInFlight(), dur(r.GetLag()), age(r.GetCheckpointAt()),
 			deadCell(r), oneLine(r.GetWhy(), 60))
 	}
@@ -56,17 +55,22 @@ func printInstance(w io.Writer, in *messages.InstanceInfo) {
 	if in == nil {
 		return
 	}
-	fmt.Fprintf(w, "instance %s  host %s  version %s  up %s  console %s\n", in.GetId(), in.GetHost(), in.GetVersion(),
+	name := in.GetName()
+	if name == "" {
+		name = "-"
+	}
+	fmt.Fprintf(w, "instance %s (id %s)  host %s  version %s  up %s  console %s\n", name, in.GetId(), in.GetHost(), in.GetVersion(),
 		dur(in.GetUptime()), in.GetAddress())
+	for _, warn := range in.GetWarnings() {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
 }
 
-// badge is the role column: LEADER or STANDBY for a SINGLE_LEADER stream, else the mode.
+// badge is the role column: the role of a SingleLeader stream (leader, standby), "-" for an
+// AllInstances stream or before the lease reports one. The mode has its own column in describe.
 func badge(r *messages.StreamRow) string {
-	switch r.GetRole() {
-	case "leader":
-		return "LEADER"
-	case "standby":
-		return "STANDBY"
+	if r.GetRole() == "" {
+		return "-"
 	}
 	return r.GetRole()
 }
@@ -131,7 +135,7 @@ func printDescribe(w io.Writer, d *messages.DescribeReply) error {
 	if r.GetLeaseOwner() != "" {
 		row("lease", fmt.Sprintf("owner %s epoch %d expires %s", r.GetLeaseOwner(), r.GetLeaseEpoch(), r.GetLeaseExpiresAt().AsTime().Format(time.RFC3339)))
 	}
-	row("state", strings.ToUpper(r.GetState())+" since "+age(r.GetSince()))
+	row("state", r.GetState()+" since "+age(r.GetSince()))
 	row("why", r.GetWhy())
 	row("restart", restartCell(r))
 	row("deaths / restarts", fmt.Sprintf("%d / %d (incarnation %d)", r.GetDeaths(), r.GetRestarts(), r.GetIncarnation()))
@@ -176,6 +180,10 @@ func printTree(w io.Writer, t *messages.TreeReply) error {
 	for _, r := range t.GetRoots() {
 		walk(r, 0)
 	}
+	if t.GetHidden() > 0 {
+		_, err := fmt.Fprintf(w, "(%d actors; %d of protoactor not shown: --all)\n", t.GetActors(), t.GetHidden())
+		return err
+	}
 	_, err := fmt.Fprintf(w, "(%d actors)\n", t.GetActors())
 	return err
 }
@@ -189,16 +197,58 @@ func printEvent(w io.Writer, ev *messages.LifecycleEvent) error {
 	return err
 }
 
-func printDeadLetters(w io.Writer, d *messages.DeadLettersReply) error {
+// printDeadLetters is the table of dead letters; REPLAY says "yes", or "refresh" when only a
+// replay with --refresh can succeed, or "no". verbose adds each one's whole error, replay note
+// and stack under the table.
+func printDeadLetters(w io.Writer, d *messages.DeadLettersReply, verbose bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOP\tKEY\tATTEMPTS\tCREATED\tREPLAYS\tERROR")
+	fmt.Fprintln(tw, "ID\tOP\tKEY\tATTEMPTS\tCREATED\tREPLAYS\tREPLAY\tTYPE\tERROR")
 	for _, x := range d.GetDeadLetters() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", x.GetId(), x.GetOperationType(), x.GetDocumentKey(), x.GetAttempts(),
-			age(x.GetCreatedAt()), x.GetReplayCount(), oneLine(x.GetError(), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", x.GetId(), x.GetOperationType(), x.GetDocumentKey(), x.GetAttempts(),
+			age(x.GetCreatedAt()), x.GetReplayCount(), replayCell(x), x.GetErrorType(), oneLine(x.GetError(), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if verbose {
+		for _, x := range d.GetDeadLetters() {
+			fmt.Fprintf(w, "\n%s (%s):\n  error: %s\n", x.GetId(), x.GetErrorType(), x.GetError())
+			if x.GetReplayNote() != "" {
+				fmt.Fprintf(w, "  replay: %s\n", x.GetReplayNote())
+			}
+			if x.GetStack() != "" {
+				fmt.Fprintf(w, "  stack:\n    %s\n", strings.ReplaceAll(strings.TrimSpace(x.GetStack()), "\n", "\n    "))
+			}
+		}
+	}
 	_, err := fmt.Fprintf(w, "(%d dead letters)\n", len(d.GetDeadLetters()))
 	return err
+}
+
+// replayCell is the REPLAY column: can a replay succeed, as stored or with --refresh.
+func replayCell(x *messages.DeadLetterInfo) string {
+	switch {
+	case x.GetReplayable():
+		return "yes"
+	case strings.Contains(x.GetReplayNote(), "refresh"):
+		return "refresh"
+	}
+	return "no"
+}
+
+// printReplay prints a replay's summary line, then one line per failure the console listed.
+func printReplay(w io.Writer, stream string, r *messages.ControlReply, verbose bool) {
+	fmt.Fprintf(w, "replay %s: %d replayed, %d failed, %d skipped\n", stream, r.GetDone(), r.GetFailed(), r.GetSkipped())
+	if r.GetFailed() == 0 {
+		return
+	}
+	for _, e := range strings.Split(r.GetError(), "\n") {
+		if !verbose {
+			e = oneLine(e, 160)
+		}
+		fmt.Fprintf(w, "  failed: %s\n", e)
+	}
+	if n := r.GetFailed() - uint32(len(strings.Split(r.GetError(), "\n"))); int(n) > 0 {
+		fmt.Fprintf(w, "  (%d more failures: deadletters -v shows them)\n", n)
+	}
 }

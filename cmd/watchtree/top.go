@@ -20,7 +20,7 @@ func topCmd(o *opts) *cobra.Command {
 		Short: "A live full-screen view: instance cards, streams (role, state, restart countdown, events/s, lag), detail pane",
 		Long: "top shows one or more instances live. --addr may list several consoles, comma-separated\n" +
 			"(the instances of one service): one card per instance, and the streams of all of them,\n" +
-			"so a SINGLE_LEADER stream shows its LEADER on one instance and STANDBY on the others.",
+			"so a SingleLeader stream shows leader on one instance and standby on the others.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var srcs []source
@@ -251,11 +251,14 @@ func instanceCard(snap *messages.SnapshotReply) string {
 	}
 	lines := []string{
 		titleStyle.Render(in.GetId()),
-		fmt.Sprintf("host %s · %s · up %s", in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
+		fmt.Sprintf("name %s · host %s · %s · up %s", in.GetName(), in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
 		fmt.Sprintf("streams %d · up %d · not up %d · leader %d · standby %d", len(snap.GetStreams()), up, down, leaders, standbys),
 	}
 	if in.GetOplogNewest() != nil {
 		lines = append(lines, fmt.Sprintf("oplog window %s", in.GetOplogNewest().AsTime().Sub(in.GetOplogOldest().AsTime()).Round(time.Second)))
+	}
+	for _, w := range in.GetWarnings() {
+		lines = append(lines, badStyle.Render("WARNING: "+oneLine(w, 100)))
 	}
 	return cardStyle.Render(strings.Join(lines, "\n"))
 }
@@ -286,7 +289,7 @@ func (m *topModel) table() string {
 	b.WriteString(headerStyle.Render(strings.Join(hdr, " ")) + "\n")
 	for i, row := range m.rows() {
 		r := row.r
-		cells := []string{r.GetName(), badge(r), strings.ToUpper(r.GetState()), restartCell(r),
+		cells := []string{r.GetName(), badge(r), r.GetState(), restartCell(r),
 			fmt.Sprintf("%.1f", r.GetEventsPerSec()), dur(r.GetLag()), age(r.GetCheckpointAt()), deadCell(r)}
 		// The selected row is reversed cell by cell: a styled badge ends its own style, so
 		// reversing the joined line would stop at the first badge.
@@ -299,9 +302,9 @@ func (m *topModel) table() string {
 		for j, c := range cells {
 			style := base
 			switch {
-			case j == 1 && c == "LEADER":
+			case j == 1 && c == "leader":
 				style = leaderStyle.Reverse(sel)
-			case j == 1 && c == "STANDBY":
+			case j == 1 && c == "standby":
 				style = standbyStyle.Reverse(sel)
 			case j == 2 && (r.GetState() == "crashed" || r.GetState() == "backoff"):
 				style = badStyle.Reverse(sel)

@@ -48,7 +48,7 @@ func TestTopRendersTheLiveRuntime(t *testing.T) {
 	step(m, tea.WindowSizeMsg{Width: 140, Height: 50})
 	step(m, tickMsg(time.Now()))
 	view := m.View()
-	for _, want := range []string{"cli-test-instance", "STREAM", "ROLE", "EV/S", "flaky", "orders", "spare", "all-instances", "RUNNING"} {
+	for _, want := range []string{"cli-test-instance", "STREAM", "ROLE", "EV/S", "flaky", "orders", "spare", "running"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("the view has no %q:\n%s", want, view)
 		}
@@ -85,9 +85,9 @@ func TestTopBadgesAndCountdown(t *testing.T) {
 	snap := &messages.SnapshotReply{
 		Instance: &messages.InstanceInfo{Id: "node-a", Host: "h", Version: "v1", Uptime: durationpb.New(time.Hour)},
 		Streams: []*messages.StreamRow{
-			{Name: "billing", Mode: "single-leader", Role: "leader", State: "running", EventsPerSec: 42.5, Lag: durationpb.New(250 * time.Millisecond)},
-			{Name: "orders", Mode: "single-leader", Role: "standby", State: "standby", Why: "lease held by node-b"},
-			{Name: "search", Mode: "all-instances", Role: "all-instances", State: "backoff", Attempt: 3, MaxAttempts: 5,
+			{Name: "billing", Mode: "SingleLeader", Role: "leader", State: "running", EventsPerSec: 42.5, Lag: durationpb.New(250 * time.Millisecond)},
+			{Name: "orders", Mode: "SingleLeader", Role: "standby", State: "standby", Why: "lease held by node-b"},
+			{Name: "search", Mode: "AllInstances", State: "backoff", Attempt: 3, MaxAttempts: 5,
 				NextRetryAt: timestamppb.New(next), LastError: "connection refused", DeadLetters: 1000},
 		},
 	}
@@ -97,21 +97,21 @@ func TestTopBadgesAndCountdown(t *testing.T) {
 	lines := strings.Split(view, "\n")
 	row := func(name string) string {
 		for _, l := range lines {
-			if strings.Contains(l, name+" ") && (strings.Contains(l, "RUNNING") || strings.Contains(l, "STANDBY") || strings.Contains(l, "BACKOFF")) {
+			if strings.Contains(l, name+" ") && (strings.Contains(l, "running") || strings.Contains(l, "standby") || strings.Contains(l, "backoff")) {
 				return l
 			}
 		}
 		t.Fatalf("no row for %s:\n%s", name, view)
 		return ""
 	}
-	if r := row("billing"); !strings.Contains(r, "LEADER") || !strings.Contains(r, "42.5") || !strings.Contains(r, "250ms") {
+	if r := row("billing"); !strings.Contains(r, "leader") || !strings.Contains(r, "42.5") || !strings.Contains(r, "250ms") {
 		t.Errorf("billing row: %q", r)
 	}
-	if r := row("orders"); !strings.Contains(r, "STANDBY") {
+	if r := row("orders"); !strings.Contains(r, "standby") {
 		t.Errorf("orders row: %q", r)
 	}
 	r := row("search")
-	if !strings.Contains(r, "BACKOFF") || !strings.Contains(r, "3/5 next 1") || !strings.Contains(r, "1000") {
+	if !strings.Contains(r, "backoff") || !strings.Contains(r, "3/5 next 1") || !strings.Contains(r, "1000") {
 		t.Errorf("search row: %q", r)
 	}
 	if !strings.Contains(view, "leader 1 · standby 1") || !strings.Contains(view, "node-a") {
@@ -125,13 +125,13 @@ func TestTopBadgesAndCountdown(t *testing.T) {
 	}
 }
 
-// TestTopSeveralInstances: one card per instance, and a SINGLE_LEADER stream shows LEADER on
-// one instance and STANDBY on the other.
+// TestTopSeveralInstances: one card per instance, and a SingleLeader stream shows leader on
+// one instance and standby on the other.
 func TestTopSeveralInstances(t *testing.T) {
 	inst := func(id, role, state string) fakeSource {
 		return fakeSource{&messages.SnapshotReply{
 			Instance: &messages.InstanceInfo{Id: id, Host: id + ".local", Version: "v1", Uptime: durationpb.New(time.Minute)},
-			Streams:  []*messages.StreamRow{{Name: "billing", Mode: "single-leader", Role: role, State: state, LeaseOwner: "node-a", LeaseEpoch: 7}},
+			Streams:  []*messages.StreamRow{{Name: "billing", Mode: "SingleLeader", Role: role, State: state, LeaseOwner: "node-a", LeaseEpoch: 7}},
 		}}
 	}
 	m := newTopModel([]source{inst("node-a", "leader", "running"), inst("node-b", "standby", "standby")}, time.Millisecond, time.Second)
@@ -139,41 +139,62 @@ func TestTopSeveralInstances(t *testing.T) {
 	view := m.View()
 	var leader, standby bool
 	for _, l := range strings.Split(view, "\n") {
-		leader = leader || (strings.Contains(l, "node-a") && strings.Contains(l, "billing") && strings.Contains(l, "LEADER"))
-		standby = standby || (strings.Contains(l, "node-b") && strings.Contains(l, "billing") && strings.Contains(l, "STANDBY"))
+		leader = leader || (strings.Contains(l, "node-a") && strings.Contains(l, "billing") && strings.Contains(l, "leader"))
+		standby = standby || (strings.Contains(l, "node-b") && strings.Contains(l, "billing") && strings.Contains(l, "standby"))
 	}
 	if !leader || !standby || !strings.Contains(view, "INSTANCE") || strings.Count(view, "up 1m0s") != 2 {
 		t.Errorf("two instances:\n%s", view)
 	}
 	step(m, tea.KeyMsg{Type: tea.KeyDown})
-	if view := m.View(); !strings.Contains(view, "lease:      node-a epoch 7") || !strings.Contains(view, "billing single-leader · node-b") &&
+	if view := m.View(); !strings.Contains(view, "lease:      node-a epoch 7") || !strings.Contains(view, "billing SingleLeader · node-b") &&
 		!strings.Contains(view, "· node-b") {
 		t.Errorf("detail of node-b's billing:\n%s", view)
 	}
 }
 
 // TestTopSelectionSpansTheRow: the selected row is reversed in every cell, the ones after a
-// coloured LEADER badge too (a badge ends its own style), when the terminal shows styles.
+// coloured leader badge too (a badge ends its own style), when the terminal shows styles.
 func TestTopSelectionSpansTheRow(t *testing.T) {
 	profile := lipgloss.ColorProfile()
 	lipgloss.SetColorProfile(2) // termenv.ANSI: without a terminal the renderer drops every style
 	defer lipgloss.SetColorProfile(profile)
 	snap := &messages.SnapshotReply{Instance: &messages.InstanceInfo{Id: "node-a"}, Streams: []*messages.StreamRow{
-		{Name: "billing", Mode: "single-leader", Role: "leader", State: "running"},
-		{Name: "orders", Mode: "all-instances", Role: "all-instances", State: "running"},
+		{Name: "billing", Mode: "SingleLeader", Role: "leader", State: "running"},
+		{Name: "orders", Mode: "AllInstances", State: "running"},
 	}}
 	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
 	step(m, tickMsg(time.Now()))
 	for _, l := range strings.Split(m.View(), "\n") {
-		if !strings.Contains(l, "billing") || !strings.Contains(l, "RUNNING") {
+		if !strings.Contains(l, "billing") || !strings.Contains(l, "running") {
 			continue
 		}
 		// The cells after the badge: each rendered reversed (SGR 7, alone or with others).
-		after := l[strings.Index(l, "LEADER"):]
+		after := l[strings.Index(l, "leader"):]
 		if n := strings.Count(after, "\x1b[7m") + strings.Count(after, ";7m"); n < len(topColumns)-2 {
 			t.Errorf("the selected row is reversed in %d cells after its badge, want %d: %q", n, len(topColumns)-2, l)
 		}
 		return
 	}
 	t.Fatalf("no billing row in:\n%s", m.View())
+}
+
+// TestInstanceWarningsShown: an instance's warnings (another live process with its
+// InstanceName) are on its top card and under the streams table's instance line, which names
+// both the InstanceName and the InstanceID.
+func TestInstanceWarningsShown(t *testing.T) {
+	snap := &messages.SnapshotReply{Instance: &messages.InstanceInfo{Id: "api-1-17-ffffff", Name: "api-1", Host: "h",
+		Warnings: []string{`InstanceName "api-1" is also used by the live instance api-1-4242-0a1b2c`}}}
+	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
+	step(m, tea.WindowSizeMsg{Width: 160, Height: 40})
+	step(m, tickMsg(time.Now()))
+	if view := m.View(); !strings.Contains(view, `WARNING: InstanceName "api-1"`) || !strings.Contains(view, "name api-1") {
+		t.Errorf("top card:\n%s", view)
+	}
+	var b strings.Builder
+	if err := printStreams(&b, snap); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.HasPrefix(out, "instance api-1 (id api-1-17-ffffff)") || !strings.Contains(out, "\nWARNING: InstanceName \"api-1\" is also used") {
+		t.Errorf("streams table:\n%s", out)
+	}
 }

@@ -67,14 +67,15 @@ func describeCmd(o *opts) *cobra.Command {
 }
 
 func treeCmd(o *opts) *cobra.Command {
-	return &cobra.Command{
+	req := &messages.TreeRequest{}
+	cmd := &cobra.Command{
 		Use:   "tree",
-		Short: "The actor hierarchy of the instance, by PID",
+		Short: "The actor hierarchy of the instance's streams and console, by PID (--all: protoactor's own actors too)",
 		Args:  noArgs,
 		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, _ []string) error {
 			ctx, cancel := o.ctx(cmd)
 			defer cancel()
-			t, err := c.Tree(ctx)
+			t, err := c.Tree(ctx, req)
 			if err != nil {
 				return err
 			}
@@ -84,6 +85,8 @@ func treeCmd(o *opts) *cobra.Command {
 			return printTree(o.out, t)
 		}),
 	}
+	cmd.Flags().BoolVar(&req.All, "all", false, "include protoactor's own actors (its dead-letter sink, remote endpoints): not watchtree's dead letters")
+	return cmd
 }
 
 func eventsCmd(o *opts) *cobra.Command {
@@ -132,6 +135,7 @@ func eventsCmd(o *opts) *cobra.Command {
 
 func deadLettersCmd(o *opts) *cobra.Command {
 	var limit int
+	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "deadletters STREAM",
 		Short: "A stream's dead letters, oldest first",
@@ -146,10 +150,11 @@ func deadLettersCmd(o *opts) *cobra.Command {
 			if o.output == "json" {
 				return o.printJSON(d)
 			}
-			return printDeadLetters(o.out, d)
+			return printDeadLetters(o.out, d, verbose)
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "each dead letter's whole error, why it cannot be replayed, and its panic stack")
 	return cmd
 }
 
@@ -224,8 +229,56 @@ func deadLetterCmd(o *opts, verb, short string, action messages.ControlAction) *
 	return cmd
 }
 
+func replayCmd(o *opts) *cobra.Command {
+	var id string
+	var refresh, verbose bool
+	cmd := &cobra.Command{
+		Use:   "replay STREAM",
+		Short: "Run a stream's dead letters (all, or --id) through its handler again; --refresh re-reads each document first",
+		Long: `Run a stream's dead letters (all, or --id) through its handler again, one attempt each.
+A replayed dead letter is deleted; a failed one is kept and its replay count raised.
+
+By default the event runs as it was stored, with the fullDocument it had then. --refresh
+re-reads the document by the event's documentKey and runs the event with the current one
+(insert, update and replace events): the way to replay after fixing the document. A document
+deleted since cannot be refreshed: that dead letter is skipped (purge it, or replay it as
+stored).
+
+It prints one line of summary (replayed, failed, skipped: gone meanwhile or not replayable as
+asked), then one line per failure (the first five); --verbose does not cut them. A handler
+panic is one line too: its stack is in the replay's WARN log line, and the stack of the
+original failure in deadletters --verbose.`,
+		Args: exactArgs(1, "a stream name"),
+		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
+			t := o.commandTimeout()
+			ctx, cancel := contextWithTimeout(cmd.Context(), t+5*time.Second)
+			defer cancel()
+			r, err := c.Replay(ctx, args[0], id, refresh, t)
+			if r == nil || (err != nil && id != "") || (err != nil && r.GetDone()+r.GetFailed()+r.GetSkipped() == 0) {
+				return err // refused, or the one dead letter failed: the error says it in one line
+			}
+			if o.output == "json" {
+				if perr := o.printJSON(r); perr != nil {
+					return perr
+				}
+			} else {
+				printReplay(o.out, args[0], r, verbose)
+			}
+			if r.GetFailed() > 0 {
+				return fmt.Errorf("replay %s: %d of %d dead letters failed", args[0], r.GetFailed(), r.GetDone()+r.GetFailed()+r.GetSkipped())
+			}
+			return err
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&id, "id", "", "one dead letter's ID (default: all of the stream's)")
+	f.BoolVar(&refresh, "refresh", false, "re-read each event's document and replay with the current one (default: the event as stored)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print the failures' errors in full")
+	return cmd
+}
+
 func leaseCmd(o *opts) *cobra.Command {
-	lease := &cobra.Command{Use: "lease", Short: "SINGLE_LEADER leases", Args: cobra.ArbitraryArgs,
+	lease := &cobra.Command{Use: "lease", Short: "SingleLeader leases", Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{errors.New("lease needs a verb: lease release STREAM")}
@@ -234,7 +287,7 @@ func leaseCmd(o *opts) *cobra.Command {
 		}}
 	lease.AddCommand(&cobra.Command{
 		Use:   "release STREAM",
-		Short: "Release this instance's lease of a SINGLE_LEADER stream, so that a standby takes over",
+		Short: "Release this instance's lease of a SingleLeader stream, so that a standby takes over",
 		Args:  exactArgs(1, "a stream name"),
 		RunE: withClient(o, func(cmd *cobra.Command, c *console.Client, args []string) error {
 			return o.control(cmd, c, messages.ControlAction_CONTROL_ACTION_RELEASE_LEASE, args[0], "")

@@ -1,5 +1,5 @@
 // Command cacheinvalidation shows cache invalidation on every instance: two instances of a web
-// service each keep a read-through cache of prices in memory and run the same ALL_INSTANCES
+// service each keep a read-through cache of prices in memory and run the same AllInstances
 // stream on products, which evicts a product's entry whenever its document changes, so the next
 // read on every instance sees the new price. The stream is Ephemeral: a cache in memory is empty
 // after a restart anyway, so no instance writes a checkpoint (N instances would pay N × the writes

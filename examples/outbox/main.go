@@ -1,5 +1,5 @@
 // Command outbox shows an outbox relay: the service writes each message into an outbox
-// collection (in the same transaction as its own change, in a real service), and a SINGLE_LEADER
+// collection (in the same transaction as its own change, in a real service), and a SingleLeader
 // stream publishes every message once and marks it sent. Two relay instances run; only the lease
 // holder publishes, the other waits in standby. Midway the leader stops gracefully: it writes its
 // final checkpoint and releases the lease, and the standby takes over from exactly there.

@@ -22,8 +22,10 @@ type Backend interface {
 	DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error)
 	// CountDeadLetters returns the number of the stream's dead letters.
 	CountDeadLetters(ctx context.Context, stream string) (int, error)
-	// Replay runs one dead letter through the stream's handler again; on success it is deleted.
-	Replay(ctx context.Context, stream, id string) error
+	// Replay runs one dead letter through the stream's handler again, with refresh after
+	// re-reading its document; on success it is deleted. A dead letter that cannot be replayed
+	// as asked fails with an error matching ErrUnsupported.
+	Replay(ctx context.Context, stream, id string, refresh bool) error
 	// Purge deletes one dead letter.
 	Purge(ctx context.Context, stream, id string) error
 	// OplogWindow returns the cluster times of the oldest and newest oplog entries, or an error
@@ -33,8 +35,12 @@ type Backend interface {
 
 // Instance describes the process the console runs in.
 type Instance struct {
-	// ID is Config.InstanceID, Host the hostname, Version watchtree's module version.
-	ID, Host, Version string
+	// ID is Config.InstanceID (this run), Name Config.InstanceName (the identity across
+	// restarts), Host the hostname, Version watchtree's module version.
+	ID, Name, Host, Version string
+	// Warnings are what is wrong with the instance as a whole, one line each (another live
+	// process with the same Name). Instance reads them from memory.
+	Warnings []string
 	// StartedAt is when the runtime started.
 	StartedAt time.Time
 }
@@ -45,11 +51,17 @@ type StreamRef struct {
 	Name string
 	// Namespace is "db.collection", "db", or "" for a cluster-wide stream.
 	Namespace string
-	// Mode is "all-instances" or "single-leader".
+	// Mode is "AllInstances" or "SingleLeader" (ModeSingleLeader).
 	Mode string
 	// Supervisor is the stream's supervisor, nil while its tree is not running.
 	Supervisor *actor.PID
 }
+
+// ModeSingleLeader and ModeAllInstances are StreamRef.Mode's values, watchtree.Mode's names.
+const (
+	ModeSingleLeader = "SingleLeader"
+	ModeAllInstances = "AllInstances"
+)
 
 // ErrNotFound is what a Backend returns (wrapped) for an unknown stream or dead letter.
 var ErrNotFound = errors.New("console: not found")

@@ -44,7 +44,7 @@ type muteBackend struct {
 }
 
 func (b *muteBackend) Streams() []StreamRef {
-	return []StreamRef{{Name: "mute", Mode: "all-instances", Supervisor: b.sup.Load()}}
+	return []StreamRef{{Name: "mute", Mode: "AllInstances", Supervisor: b.sup.Load()}}
 }
 
 // TestEveryRequestIsBounded: a supervisor that never answers does not hold a read past

@@ -19,7 +19,7 @@ type emptyBackend struct{}
 func (emptyBackend) Instance() Instance                                    { return Instance{ID: "feed-test", StartedAt: time.Now()} }
 func (emptyBackend) Streams() []StreamRef                                  { return nil }
 func (emptyBackend) CountDeadLetters(context.Context, string) (int, error) { return 0, nil }
-func (emptyBackend) Replay(context.Context, string, string) error          { return ErrUnsupported }
+func (emptyBackend) Replay(context.Context, string, string, bool) error    { return ErrUnsupported }
 func (emptyBackend) Purge(context.Context, string, string) error           { return ErrUnsupported }
 func (emptyBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadLetterInfo, error) {
 	return nil, nil

@@ -140,7 +140,7 @@ func (in *inspector) Receive(ctx actor.Context) {
 		events := in.eventsOf(m.GetStream(), int(m.GetEvents()))
 		in.answer(ctx, in.cfg.RequestTimeout, func(c context.Context) proto.Message { return in.describe(c, ctx.Self(), m, events) })
 	case *messages.TreeRequest:
-		in.answer(ctx, in.cfg.RequestTimeout, func(context.Context) proto.Message { return buildTree(in.sys) })
+		in.answer(ctx, in.cfg.RequestTimeout, func(context.Context) proto.Message { return buildTree(in.sys, in.ours(m.GetAll())) })
 	case *messages.DeadLettersRequest:
 		in.answer(ctx, in.cfg.RequestTimeout, func(c context.Context) proto.Message { return in.deadLetters(c, m) })
 	case *messages.ControlRequest:
@@ -374,7 +374,7 @@ func sortRows(rows []*messages.StreamRow, by string, desc bool) {
 func (in *inspector) instance(oplog oplogInfo, now time.Time) *messages.InstanceInfo {
 	inst := in.b.Instance()
 	ii := &messages.InstanceInfo{
-		Id: inst.ID, Host: inst.Host, Version: inst.Version, GoVersion: goVersion(), Pid: int64(pid()),
+		Id: inst.ID, Name: inst.Name, Warnings: inst.Warnings, Host: inst.Host, Version: inst.Version, GoVersion: goVersion(), Pid: int64(pid()),
 		StartedAt: timestamppb.New(inst.StartedAt), Uptime: durationpb.New(now.Sub(inst.StartedAt).Round(time.Second)),
 		Address: in.sys.Address(), TokenRequired: in.cfg.Token != "", OplogNote: oplog.err,
 	}
@@ -437,7 +437,7 @@ func (in *inspector) freshDLCounts(ctx context.Context, self *actor.PID, refs []
 
 // row builds one stream's row from its supervisor's status and the console's memory.
 func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl dlCount, oplog oplogInfo, now time.Time) *messages.StreamRow {
-	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode, Role: r.Mode,
+	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode,
 		DeadLetters: dl.n, Note: dl.err}
 	if r.Supervisor == nil {
 		row.State, row.Why = "stopped", "the stream's supervisor is not running"
@@ -495,16 +495,13 @@ func fillRow(row *messages.StreamRow, st streamstatus.Status, now time.Time) {
 	fillLease(row, st.Lease)
 }
 
-// fillLease copies a SINGLE_LEADER stream's lease into row: the role when this instance leads
-// or stands by (an idle instance, and a stream without a lease, keep the mode as the role), the
-// holder, epoch and expiry.
+// fillLease copies a SingleLeader stream's lease into row: the role (leader, standby, idle),
+// the holder, epoch and expiry. A stream without a lease keeps no role.
 func fillLease(row *messages.StreamRow, l *streamstatus.Lease) {
 	if l == nil {
 		return
 	}
-	if l.Role != streamstatus.RoleIdle {
-		row.Role = l.Role
-	}
+	row.Role = l.Role
 	row.LeaseOwner, row.LeaseEpoch, row.LeaseExpiresAt = l.Holder, l.Epoch, timestamp(l.ExpiresAt)
 }
 
@@ -666,8 +663,8 @@ func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who 
 	case messages.ControlAction_CONTROL_ACTION_STOP:
 		return in.supervise(ctx, ref, in.commands().GracefulStop(ctx, reason), false)
 	case messages.ControlAction_CONTROL_ACTION_RELEASE_LEASE:
-		if ref.Mode != "single-leader" {
-			return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q is not a SINGLE_LEADER stream (mode %s): it holds no lease", ref.Name, ref.Mode)}
+		if ref.Mode != ModeSingleLeader {
+			return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q is not a SingleLeader stream (mode %s): it holds no lease", ref.Name, ref.Mode)}
 		}
 		return in.releaseLease(ctx, ref, reason)
 	case messages.ControlAction_CONTROL_ACTION_REPLAY, messages.ControlAction_CONTROL_ACTION_PURGE:
@@ -746,9 +743,13 @@ func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason str
 	return out
 }
 
+// deadLetterCommand replays or purges one dead letter, or all of the stream's. Of all, the ones
+// gone meanwhile (not found) or not replayable as asked (unsupported) are skipped, not failed:
+// there is nothing a retry of the command would change.
 func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *messages.ControlRequest) *messages.ControlReply {
 	ids := []string{req.GetDeadLetterId()}
-	if ids[0] == "" {
+	all := ids[0] == ""
+	if all {
 		list, err := in.b.DeadLetters(ctx, ref.Name, 0)
 		if err != nil {
 			return &messages.ControlReply{Code: codeOf(err), Error: err.Error()}
@@ -758,14 +759,21 @@ func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *
 			ids = append(ids, d.GetId())
 		}
 	}
-	do := in.b.Replay
+	do := func(ctx context.Context, stream, id string) error {
+		return in.b.Replay(ctx, stream, id, req.GetRefresh())
+	}
+	verb := "replayed"
 	if req.GetAction() == messages.ControlAction_CONTROL_ACTION_PURGE {
-		do = in.b.Purge
+		do, verb = in.b.Purge, "purged"
 	}
 	reply := &messages.ControlReply{Ok: true}
 	var errs []string
 	for _, id := range ids {
 		if err := do(ctx, ref.Name, id); err != nil {
+			if all && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnsupported)) {
+				reply.Skipped++
+				continue
+			}
 			reply.Failed++
 			if len(errs) < 5 {
 				errs = append(errs, err.Error())
@@ -778,9 +786,9 @@ func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *
 		reply.Done++
 	}
 	if reply.Failed > 0 {
-		reply.Ok, reply.Error = false, strings.Join(errs, "; ")
+		reply.Ok, reply.Error = false, strings.Join(errs, "\n")
 	}
-	reply.Detail = fmt.Sprintf("%d done, %d failed", reply.Done, reply.Failed)
+	reply.Detail = fmt.Sprintf("%d %s, %d failed, %d skipped", reply.Done, verb, reply.Failed, reply.Skipped)
 	return reply
 }
 

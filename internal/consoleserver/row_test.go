@@ -39,7 +39,7 @@ func TestRowFigures(t *testing.T) {
 	in.sys, in.sc, in.work, in.clk, in.log = sys, superclient.New(sys), context.Background(), clock.Real(), zap.NewNop()
 	samples := []sample{{at: now.Add(-10 * time.Second), settled: 50}}
 	oplog := oplogInfo{oldest: now.Add(-2 * time.Hour), newest: now.Add(-1 * time.Second)}
-	r := in.row(context.Background(), StreamRef{Name: "s", Namespace: "db.c", Mode: "all-instances", Supervisor: sup},
+	r := in.row(context.Background(), StreamRef{Name: "s", Namespace: "db.c", Mode: "AllInstances", Supervisor: sup},
 		samples, dlCount{n: 9}, oplog, now)
 	checks := []struct {
 		what string
@@ -54,7 +54,7 @@ func TestRowFigures(t *testing.T) {
 		{"events/s over the window", r.GetEventsPerSec() == 10},
 		{"in flight", r.GetInFlight() == 7},
 		{"dead letters", r.GetDeadLetters() == 9 && r.GetDeadLettered() == 3},
-		{"role is the mode", r.GetRole() == "all-instances"},
+		{"an AllInstances stream has no role", r.GetRole() == ""},
 	}
 	for _, c := range checks {
 		if !c.ok {

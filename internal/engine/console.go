@@ -49,7 +49,8 @@ type consoleBackend struct{ rt *Runtime }
 
 func (b consoleBackend) Instance() consoleserver.Instance {
 	host, _ := os.Hostname()
-	return consoleserver.Instance{ID: b.rt.cfg.InstanceID, Host: host, Version: moduleVersion(), StartedAt: b.rt.startedAt}
+	return consoleserver.Instance{ID: b.rt.cfg.InstanceID, Name: b.rt.cfg.InstanceName, Host: host, Version: moduleVersion(),
+		StartedAt: b.rt.startedAt, Warnings: b.rt.instanceWarnings()}
 }
 
 // moduleVersion is watchtree's version as built into the binary.
@@ -79,9 +80,9 @@ func (b consoleBackend) Streams() []consoleserver.StreamRef {
 		if e.spec.Collection != "" {
 			ns += "." + e.spec.Collection
 		}
-		mode := "all-instances"
+		mode := consoleserver.ModeAllInstances
 		if e.spec.SingleLeader {
-			mode = "single-leader"
+			mode = consoleserver.ModeSingleLeader
 		}
 		out = append(out, consoleserver.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Supervisor: e.SupervisorPID()})
 	}
@@ -90,11 +91,20 @@ func (b consoleBackend) Streams() []consoleserver.StreamRef {
 }
 
 func consoleErr(err error) error {
-	if errors.Is(err, ErrUnknownStream) || errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, ErrUnknownStream) || errors.Is(err, store.ErrNotFound):
 		return notFoundErr{err}
+	case errors.Is(err, ErrReplayUnavailable):
+		return alsoErr{err, consoleserver.ErrUnsupported}
 	}
 	return err
 }
+
+// alsoErr reads as err and matches also too.
+type alsoErr struct{ err, also error }
+
+func (e alsoErr) Error() string   { return e.err.Error() }
+func (e alsoErr) Unwrap() []error { return []error{e.err, e.also} }
 
 // notFoundErr reads as err and matches consoleserver.ErrNotFound too.
 type notFoundErr struct{ err error }
@@ -115,15 +125,16 @@ func (b consoleBackend) DeadLetters(ctx context.Context, stream string, limit in
 				key = string(j)
 			}
 		}
+		ok, note := b.rt.ReplayCheck(stream, d)
 		out[i] = &messages.DeadLetterInfo{Id: d.ID, OperationType: d.OperationType, DocumentKey: key,
 			Error: d.Error, ErrorType: d.ErrorType, Attempts: uint32(d.Attempts), CreatedAt: timestamppb.New(d.CreatedAt),
-			ReplayCount: uint32(d.ReplayCount), Replayable: !d.EventOmitted && len(d.Event) > 0}
+			ReplayCount: uint32(d.ReplayCount), Replayable: ok, ReplayNote: note, Stack: d.Stack}
 	}
 	return out, nil
 }
 
-func (b consoleBackend) Replay(ctx context.Context, stream, id string) error {
-	return consoleErr(b.rt.Replay(ctx, stream, id))
+func (b consoleBackend) Replay(ctx context.Context, stream, id string, refresh bool) error {
+	return consoleErr(b.rt.Replay(ctx, stream, id, ReplayOptions{Refresh: refresh}))
 }
 
 func (b consoleBackend) Purge(ctx context.Context, stream, id string) error {

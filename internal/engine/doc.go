@@ -5,7 +5,7 @@
 //
 // Runtime (runtime.go) is the registry of the streams, the actor system, the Observer's queue
 // (safeObserver, observer.go), the console and its backend (console.go), the store sets and the
-// background index creation (stores.go, indexes.go), the SINGLE_LEADER balancer and dead-letter
+// background index creation (stores.go, indexes.go), the SingleLeader balancer and dead-letter
 // fencing (leases.go), and the ordered shutdown. Entry (entry.go) is one stream: its
 // supervisor's PID and last reply, the wait for a running stream, the graceful stop. tree.go
 // builds a stream's actor tree (supervisor, checkpointer, dispatcher, stream actor, snapshot,

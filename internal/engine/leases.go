@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -55,6 +58,7 @@ type balancer struct {
 	leases  store.LeaseStore
 	policy  policy.Lease
 	id      string        // this instance (Config.InstanceID)
+	name    string        // and its Config.InstanceName
 	connect time.Duration // bound of each store call (Config.ConnectTimeout, at most RenewEvery)
 	log     *zap.Logger
 
@@ -62,16 +66,17 @@ type balancer struct {
 	streams   map[string]bool // the runtime's SingleLeader streams → led by this instance
 	handing   map[string]bool // led streams being handed over
 	instances int             // live instances, this one included (≥ 1)
+	dups      []string        // the other live instances with this one's InstanceName, by ID
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// newBalancer starts the balancer of instance id on leases, with the runtime's lease policy p
-// (defaulted here) and each store call bounded by connect; Stop ends it.
-func newBalancer(leases store.LeaseStore, p policy.Lease, id string, connect time.Duration, log *zap.Logger) *balancer {
+// newBalancer starts the balancer of instance id (named name) on leases, with the runtime's
+// lease policy p (defaulted here) and each store call bounded by connect; Stop ends it.
+func newBalancer(leases store.LeaseStore, p policy.Lease, id, name string, connect time.Duration, log *zap.Logger) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &balancer{leases: leases, policy: policy.WithDefaults(p), id: id, connect: connect, log: log, streams: map[string]bool{},
+	b := &balancer{leases: leases, policy: policy.WithDefaults(p), id: id, name: name, connect: connect, log: log, streams: map[string]bool{},
 		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b
@@ -103,9 +108,16 @@ func (b *balancer) run(ctx context.Context) {
 			if !found {
 				n++
 			}
+			dups := sameName(in, id, b.name)
 			b.mu.Lock()
 			b.instances = max(n, 1)
+			changed := !slices.Equal(dups, b.dups)
+			b.dups = dups
 			b.mu.Unlock()
+			if changed && len(dups) > 0 {
+				b.log.Warn("another live instance has this instance's InstanceName: they share the positions and dead letters of the AllInstances streams; give each process its own InstanceName",
+					zap.String("instance_name", b.name), zap.Strings("same_name", dups))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -117,6 +129,32 @@ func (b *balancer) run(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(context.Background(), min(b.connect, time.Second))
 	defer cancel()
 	_ = b.leases.Leave(lctx, id)
+}
+
+// instanceIDName parses the InstanceName out of an InstanceID of the default form
+// "<InstanceName>-<pid>-<6 hex digits>"; ok is false for an ID of another form.
+var instanceIDName = regexp.MustCompile(`^(.+)-[0-9]+-[0-9a-f]{6}$`)
+
+// sameName returns the IDs, sorted, of the instances other than self whose InstanceID has the
+// default form with InstanceName name: another process running under the same name. An
+// instance whose InstanceID was set by hand cannot be told.
+func sameName(in []store.Instance, self, name string) []string {
+	var out []string
+	for _, i := range in {
+		if m := instanceIDName.FindStringSubmatch(i.ID); i.ID != self && m != nil && m[1] == name {
+			out = append(out, i.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// duplicates returns the other live instances with this instance's InstanceName, as of the
+// last heartbeat.
+func (b *balancer) duplicates() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dups
 }
 
 // Stop ends the heartbeat and removes this instance's record (Leave).

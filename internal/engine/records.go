@@ -2,15 +2,8 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime/debug"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.uber.org/zap"
-
-	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -53,73 +46,6 @@ func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, er
 		return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
 	}
 	return len(list), nil
-}
-
-// Replay runs the stream's dead-lettered event id once more through its handler, in the
-// caller's goroutine (watchtree.Runtime.Replay): on success (nil, a skip, filtered or unhandled)
-// the record is deleted; on failure it is kept and marked replayed, and the handler's error
-// returned. Errors: ErrNotStarted, ErrUnknownStream, store.ErrNotFound, ErrReplayUnavailable.
-func (rt *Runtime) Replay(ctx context.Context, stream, id string) error {
-	e, err := rt.deadLetterEntry(stream)
-	if err != nil {
-		return err
-	}
-	st := e.store.deadLetters
-	dl, err := st.GetDeadLetter(ctx, e.records, id)
-	if err != nil {
-		return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
-	}
-	if dl.EventOmitted || len(dl.Event) == 0 {
-		return fmt.Errorf("%w: the event of %s was not stored (too large); re-read document %v instead",
-			ErrReplayUnavailable, id, dl.DocumentKey)
-	}
-	router := e.routerFor()
-	herr := replayOnce(ctx, router, dl.Event)
-	now := rt.clk.Now()
-	if class, _ := router.Classify(herr); herr == nil || class == dispatcher.Skipped {
-		if err := st.DeleteDeadLetter(ctx, e.records, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("watchtree: stream %q: replay %s succeeded, but deleting the dead letter failed: %w", stream, id, err)
-		}
-		e.log.Info("dead letter replayed", zap.String("id", id))
-		return nil
-	}
-	if err := st.MarkReplayed(ctx, e.records, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.log.Warn("dead letter replay not recorded", zap.String("id", id), zap.Error(err))
-	}
-	e.log.Warn("dead letter replay failed", zap.String("id", id), zap.Error(herr))
-	return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, herr)
-}
-
-// replayOnce routes and calls the handler once, recovering panics.
-func replayOnce(ctx context.Context, router dispatcher.Router, raw bson.Raw) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &replayPanic{value: p, stack: debug.Stack()}
-		}
-	}()
-	inv, outcome, err := router.Route(raw)
-	if err != nil {
-		return err
-	}
-	if inv == nil || outcome != wire.Outcome_OUTCOME_UNSPECIFIED {
-		return nil // filtered or unhandled: settles, as in the stream
-	}
-	return inv.Call(ctx, 1)
-}
-
-// replayPanic is a handler panic during Replay.
-type replayPanic struct {
-	value any
-	stack []byte
-}
-
-func (p *replayPanic) Error() string {
-	return fmt.Sprintf("handler panicked: %v\n%s", p.value, p.stack)
-}
-
-func (p *replayPanic) Unwrap() error {
-	err, _ := p.value.(error)
-	return err
 }
 
 // Purge deletes the stream's dead letter id (the console's purge); store.ErrNotFound when

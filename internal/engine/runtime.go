@@ -172,7 +172,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	rt.obs = newSafeObserver(obs, 0, rt.log)
 	rt.state = rtStarted
-	rt.log.Info("watchtree runtime started", zap.String("instance", rt.cfg.InstanceID), zap.String("instance_name", rt.cfg.InstanceName),
+	rt.log.Info("watchtree runtime started", zap.String("instance_name", rt.cfg.InstanceName), // rt.log names the instance
 		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
 	return nil
 }
@@ -441,12 +441,28 @@ func (rt *Runtime) databases(spec *Spec) (watchDB, storeDB string, err error) {
 	return watchDB, storeDB, nil
 }
 
+// instanceWarnings are the console's warnings about the instance: another live process with
+// its InstanceName, as the SingleLeader balancer's heartbeats show (none without such a stream).
+func (rt *Runtime) instanceWarnings() []string {
+	rt.mu.Lock()
+	b := rt.bal
+	rt.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	if dups := b.duplicates(); len(dups) > 0 {
+		return []string{fmt.Sprintf("InstanceName %q is also used by the live instance %s: they share the positions and dead letters of the AllInstances streams; give each process its own InstanceName",
+			rt.cfg.InstanceName, strings.Join(dups, ", "))}
+	}
+	return nil
+}
+
 // balancerFor returns the runtime's balancer (started with the first SingleLeader stream) with
 // stream counted in it.
 func (rt *Runtime) balancerFor(leases store.LeaseStore, stream string) *balancer {
 	rt.mu.Lock()
 	if rt.bal == nil {
-		rt.bal = newBalancer(leases, rt.cfg.Lease, rt.cfg.InstanceID, rt.cfg.ConnectTimeout, rt.log)
+		rt.bal = newBalancer(leases, rt.cfg.Lease, rt.cfg.InstanceID, rt.cfg.InstanceName, rt.cfg.ConnectTimeout, rt.log)
 	}
 	b := rt.bal
 	rt.mu.Unlock()

@@ -1,6 +1,6 @@
 // Package leasewatch multiplexes the lease watches of one lease store over one feed (a change
 // stream, a pub/sub subscription), so that a runtime holds one connection for all its
-// SINGLE_LEADER streams' watches instead of one per stream.
+// SingleLeader streams' watches instead of one per stream.
 package leasewatch
 
 import (

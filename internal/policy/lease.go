@@ -14,7 +14,7 @@ const (
 	DefaultMarginDivisor = 10
 )
 
-// Balance says whether the SINGLE_LEADER streams' leaderships are shared out over the instances.
+// Balance says whether the SingleLeader streams' leaderships are shared out over the instances.
 type Balance uint8
 
 const (
@@ -33,7 +33,7 @@ func (b Balance) String() string {
 	return "on"
 }
 
-// Lease governs a SINGLE_LEADER stream's lease; the leader actor applies it. The root package
+// Lease governs a SingleLeader stream's lease; the leader actor applies it. The root package
 // calls it watchtree.LeasePolicy.
 //
 // The leader acquires the lease for TTL and renews it every RenewEvery. Expiry is judged by the

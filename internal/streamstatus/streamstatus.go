@@ -87,7 +87,7 @@ type Status struct {
 	// before the first batch): now minus it is the stream's lag (Lag).
 	InFlight    uint64
 	ReadThrough time.Time
-	// Lease is a SINGLE_LEADER stream's lease as this instance sees it; nil for ALL_INSTANCES.
+	// Lease is a SingleLeader stream's lease as this instance sees it; nil for AllInstances.
 	Lease *Lease
 	// LastStop reports the latest graceful stop; nil when there was none.
 	LastStop *Stop

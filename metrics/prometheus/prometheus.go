@@ -12,12 +12,14 @@
 //     scrape (Runtime.Streams, CountDeadLetters, OplogWindow): events by outcome, state, role,
 //     lag, in flight, restart attempt, dead-letter backlog, checkpoint age and token headroom.
 //
-//     m := prometheus.New(prometheus.Options{})
-//     rt, _ := watchtree.New(watchtree.Config{..., Observer: m})
-//     m.Attach(rt)
-//     reg := prom.NewRegistry()
-//     reg.MustRegister(m)
-//     http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+// Wiring it up:
+//
+//	m := prometheus.New(prometheus.Options{})
+//	rt, _ := watchtree.New(watchtree.Config{..., Observer: m})
+//	m.Attach(rt)
+//	reg := prom.NewRegistry()
+//	reg.MustRegister(m)
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 package prometheus
 
 import (

@@ -2,12 +2,12 @@
 // (driver go.mongodb.org/mongo-driver/v2). It passes the store/storetest contract suites.
 //
 // Collections (names configurable through Options). Every record belongs to a store.Scope: a
-// stream and, for an ALL_INSTANCES stream, an instance; the shared scope (no instance) keeps the
+// stream and, for an AllInstances stream, an instance; the shared scope (no instance) keeps the
 // layout of earlier versions, so their documents stay readable.
 //
 //   - _wt_checkpoints: one document per scope. An instance's own checkpoint is
 //     {_id: {stream, instance}, stream, instance, token, clusterTime, source, epoch, owner,
-//     settled, updatedAt, expiresAt}; the shared one (SINGLE_LEADER, earlier versions) is
+//     settled, updatedAt, expiresAt}; the shared one (SingleLeader, earlier versions) is
 //     {_id: stream, token, clusterTime, source, epoch, owner, settled, updatedAt}, without
 //     stream, instance or expiresAt. A compound _id never equals a string one, so both layouts
 //     live side by side and the key's uniqueness needs no index. token and clusterTime are left

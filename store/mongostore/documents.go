@@ -10,7 +10,7 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// checkpointKey is the _id of an instance's own checkpoint (ALL_INSTANCES). A compound _id
+// checkpointKey is the _id of an instance's own checkpoint (AllInstances). A compound _id
 // can never equal the string _id of a stream's shared checkpoint, so the two layouts live side
 // by side in one collection; field order is fixed by the struct, so equality filters on _id
 // match what was written.

@@ -177,7 +177,7 @@ func (s *Store) lostError(ctx context.Context, verb, name, owner string, epoch i
 // WatchLease returns a channel that receives a value (changes coalesce) whenever the lease
 // record of name changes on the server, and is closed when ctx ends. All the watches of one
 // Store share a single change stream on the lease collection (leaseFeed): a watch per
-// lease would hold a connection per SINGLE_LEADER stream in a getMore, and past about half the
+// lease would hold a connection per SingleLeader stream in a getMore, and past about half the
 // driver's maxPoolSize (100) those exhaust the pool and starve the lease renewals themselves.
 // A failed change stream is reopened after a second; the watch is an accelerator (the caller
 // still polls), so nothing is lost while it is down.

@@ -45,7 +45,7 @@ type Options struct {
 	GapCollection string
 	// SnapshotCollection names the snapshot-progress collection. Default "_wt_snapshots".
 	SnapshotCollection string
-	// LeaseCollection names the SINGLE_LEADER lease collection. Default "_wt_leases".
+	// LeaseCollection names the SingleLeader lease collection. Default "_wt_leases".
 	LeaseCollection string
 	// InstanceCollection names the instance heartbeat collection (balanced leadership).
 	// Default "_wt_instances".

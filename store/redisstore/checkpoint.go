@@ -13,7 +13,7 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// A checkpoint is a hash: the shared scope's at "checkpoint:<stream>" (a SINGLE_LEADER
+// A checkpoint is a hash: the shared scope's at "checkpoint:<stream>" (a SingleLeader
 // stream's one position), an instance's at "checkpoint:<stream>@<instance>" (stream and
 // instance names never hold '@'). The set "checkpoints:<stream>" lists the instance names
 // whose hash may exist ("" for the shared one), for ListCheckpoints.

@@ -1,4 +1,4 @@
-// Package redisstore implements watchtree's SINGLE_LEADER lease store and checkpoint store on
+// Package redisstore implements watchtree's SingleLeader lease store and checkpoint store on
 // Redis, through github.com/redis/go-redis/v9. It passes the store/storetest lease and
 // checkpoint contract suites against a real Redis server.
 //

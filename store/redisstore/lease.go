@@ -189,7 +189,7 @@ func (s *Store) GetLease(ctx context.Context, name string) (store.Lease, bool, e
 // and release of name's lease, closed when ctx ends. Expiries are not published (see the
 // package doc). All the watches of one Store share one pattern subscription to the
 // lease-events channels (leaseFeed), so a runtime holds one pub/sub connection, not one per
-// SINGLE_LEADER stream.
+// SingleLeader stream.
 func (s *Store) WatchLease(ctx context.Context, name string) <-chan struct{} {
 	return s.watches.Watch(ctx, name, s.leaseFeed)
 }

@@ -176,7 +176,7 @@ func cpFenced(t *testing.T, s store.CheckpointStore) {
 }
 
 func cpFencingFromZero(t *testing.T, s store.CheckpointStore) {
-	// ALL_INSTANCES writes epoch 0; a later leader (epoch ≥ 1) takes over and fences them.
+	// AllInstances writes epoch 0; a later leader (epoch ≥ 1) takes over and fences them.
 	zero := sampleCheckpoint("orders", 0, 1)
 	mustSave(t, s, zero)
 	mustSave(t, s, sampleCheckpoint("orders", 0, 2))
@@ -301,7 +301,7 @@ func cpDoneContext(t *testing.T, s store.CheckpointStore) {
 }
 
 // instanceCheckpoint is sampleCheckpoint for an instance's own position (epoch 0, as an
-// ALL_INSTANCES writer saves).
+// AllInstances writer saves).
 func instanceCheckpoint(stream, instance string, n uint64) store.Checkpoint {
 	cp := sampleCheckpoint(stream, 0, n)
 	cp.Instance = instance

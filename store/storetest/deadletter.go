@@ -255,7 +255,7 @@ func dlSameIDInTwoStreams(t *testing.T, s store.DeadLetterStore, clk *clock.Fake
 	wantDeadLetter(t, s, again)
 }
 
-// dlInstancesIndependent: two instances of an ALL_INSTANCES stream, and the stream's shared
+// dlInstancesIndependent: two instances of an AllInstances stream, and the stream's shared
 // scope, dead-letter the same event. Each scope sees, replays and deletes only its own record.
 func dlInstancesIndependent(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	base := clk.Now()

@@ -202,7 +202,7 @@ func snStreamsIndependent(t *testing.T, s store.SnapshotStore) {
 	}
 }
 
-// snScopesIndependent: the instances of an ALL_INSTANCES stream each keep their own record, apart
+// snScopesIndependent: the instances of an AllInstances stream each keep their own record, apart
 // from the stream's shared one.
 func snScopesIndependent(t *testing.T, s store.SnapshotStore) {
 	shared := sampleSnapshot("orders")

@@ -83,7 +83,7 @@ func (s *seenDocs) wantRange(t *testing.T, who string, from, to int64) {
 	}
 }
 
-// cacheStream is the ALL_INSTANCES stream of these scenarios: every instance keeps its own view.
+// cacheStream is the AllInstances stream of these scenarios: every instance keeps its own view.
 func cacheStream(s *seenDocs, edit func(*watchtree.Stream[Order])) watchtree.Stream[Order] {
 	spec := watchtree.Stream[Order]{Name: "cache", Collection: "orders", Lanes: 4,
 		Checkpoint: watchtree.CheckpointPolicy{SaveInterval: 20 * time.Millisecond},
@@ -114,7 +114,7 @@ func instancesOf(cps []watchtree.CheckpointInfo) string {
 }
 
 // TestAllInstancesEachResumesFromItsOwnPosition is the scenario of two instances of one
-// ALL_INSTANCES stream: B handles 0–99 and stops; A goes on through 599; B comes back and
+// AllInstances stream: B handles 0–99 and stops; A goes on through 599; B comes back and
 // handles the 500 events written while it was down. A's progress never moves B's position.
 func TestAllInstancesEachResumesFromItsOwnPosition(t *testing.T) {
 	e := newEnv(t)
@@ -143,7 +143,7 @@ func TestAllInstancesEachResumesFromItsOwnPosition(t *testing.T) {
 		t.Fatalf("A's progress moved B's checkpoint from %q to %q", tokenData(cpB.Token), tokenData(cp.Token))
 	}
 	if cp, ok := e.checkpointOf("cache", ""); ok {
-		t.Fatalf("an ALL_INSTANCES stream wrote a shared checkpoint: %+v", cp)
+		t.Fatalf("an AllInstances stream wrote a shared checkpoint: %+v", cp)
 	}
 	listed := a.checkpoints(t, "cache")
 	if got := instancesOf(listed); got != "pod-a,pod-b" {
@@ -336,7 +336,7 @@ func TestPerInstanceCheckpointExpires(t *testing.T) {
 	if !ok {
 		t.Fatal("pod-gone wrote no checkpoint")
 	}
-	// The stream's shared position (as SINGLE_LEADER keeps it) has no expiry.
+	// The stream's shared position (as SingleLeader keeps it) has no expiry.
 	e.must(func(ctx context.Context) error {
 		_, err := e.db.Collection("_wt_checkpoints").InsertOne(ctx, bson.D{{Key: "_id", Value: "cache"},
 			{Key: "token", Value: cp.Token}, {Key: "source", Value: "event"}, {Key: "epoch", Value: int64(3)},
