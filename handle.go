@@ -134,10 +134,10 @@ type StopReport struct {
 	Drained, Flushed bool
 	// Fenced reports a final write refused because another instance holds a newer lease epoch.
 	Fenced bool
-	// Released (SINGLE_LEADER) reports that the lease was released as the last step, so that a
+	// Released (SingleLeader) reports that the lease was released as the last step, so that a
 	// standby could take over at once rather than at the lease's expiry.
 	Released bool
-	// LeaseLost (SINGLE_LEADER) reports that the lease was lost during the stop. Handling ended
+	// LeaseLost (SingleLeader) reports that the lease was lost during the stop. Handling ended
 	// at once: in-flight handler calls had their context cancelled, no queued event started, and
 	// neither the rest of the drain nor the final checkpoint write ran (Drained and Flushed are
 	// false); the unsettled events are the next leader's.
