@@ -85,6 +85,9 @@ type Status struct {
 	// before the first batch): now minus it is the stream's lag (Lag).
 	InFlight    uint64
 	ReadThrough time.Time
+	// SettledThrough is the cluster time of the settled position, as the checkpointer last
+	// reported it: every event before it has settled. Zero before the first report.
+	SettledThrough bson.Timestamp
 	// Lease is a SINGLE_LEADER stream's lease as this instance sees it; nil for ALL_INSTANCES.
 	Lease *Lease
 	// LastStop reports the latest graceful stop; nil when there was none.
@@ -155,6 +158,7 @@ func Read(r *messages.StatusReply) Status {
 		Attempt: r.GetAttempt(), MaxAttempts: r.GetMaxAttempts(), NextRetryAt: timeOf(r.GetNextRetryAt()),
 		LastCause: r.GetLastCause(), Incarnation: r.GetIncarnation(), Deaths: r.GetDeaths(), Restarts: r.GetRestarts(),
 		InFlight: r.GetInFlight(), ReadThrough: timeOf(r.GetReadThrough()),
+		SettledThrough: bson.Timestamp{T: r.GetSettledThrough().GetSeconds(), I: r.GetSettledThrough().GetIncrement()},
 	}
 	if cp := r.GetCheckpoint(); cp != nil {
 		st.Checkpoint = &Checkpoint{Source: cp.GetSource(), WrittenAt: timeOf(cp.GetWrittenAt())}
