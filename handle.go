@@ -97,6 +97,11 @@ type StreamStatus struct {
 	// earlier cluster time has settled on this instance. It is reported at most every 50ms;
 	// zero before the first report. AwaitCaughtUp waits for it.
 	SettledThrough bson.Timestamp
+	// Warnings are conditions the stream cannot see for itself, one line each; nil when none
+	// holds. A Collection stream whose collection does not exist carries "namespace db.coll does
+	// not exist ..." (checked at Spawn and every minute; observe.NamespaceMissing reports it too)
+	// until a check finds it.
+	Warnings []string
 	// Lease is the SingleLeader lease as this instance sees it; nil for AllInstances streams.
 	Lease *LeaseStatus
 }
@@ -162,6 +167,7 @@ func statusOf(e *engine.Entry, r *messages.StatusReply) StreamStatus {
 		Settled: s.Settled.Settled, Handled: s.Settled.Handled, Filtered: s.Settled.Filtered,
 		Unhandled: s.Settled.Unhandled, Skipped: s.Settled.Skipped, DeadLettered: s.Settled.DeadLettered,
 		InFlight: s.InFlight, ReadThrough: s.ReadThrough, SettledThrough: s.SettledThrough,
+		Warnings: s.Warnings,
 	}
 	if cp := s.Checkpoint; cp != nil {
 		st.Checkpoint, st.CheckpointSource, st.CheckpointAt = cp.Token, cp.Source, cp.WrittenAt

@@ -15,10 +15,11 @@ import (
 // maxPublicSurface bounds the exported identifiers of the library's importable packages (see
 // publicSurface for what counts). It was 843 before the engine, the policies, the console's server
 // side and the tree's private messages moved behind internal/; 567 after; 572 with
-// Handle.AwaitCaughtUp (its request, reply and cluster time, ErrStandby). The aim is 550 or fewer.
+// Handle.AwaitCaughtUp (its request, reply and cluster time, ErrStandby); 576 with the
+// NamespaceMissing warning (its event, kind and StatusReply.warnings). The aim is 550 or fewer.
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 572
+const maxPublicSurface = 576
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

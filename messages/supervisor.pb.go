@@ -1007,8 +1007,12 @@ type StatusReply struct {
 	// last reported it (SettledThrough): every event before it has settled. Unset before the
 	// first report.
 	SettledThrough *ClusterTime `protobuf:"bytes,50,opt,name=settled_through,json=settledThrough,proto3" json:"settled_through,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// warnings are conditions the stream cannot see for itself and an operator should: a
+	// Collection stream whose collection does not exist (it opens and stays silent). Empty when
+	// none holds.
+	Warnings      []string `protobuf:"bytes,51,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -1205,6 +1209,13 @@ func (x *StatusReply) GetLease() *LeaseState {
 func (x *StatusReply) GetSettledThrough() *ClusterTime {
 	if x != nil {
 		return x.SettledThrough
+	}
+	return nil
+}
+
+func (x *StatusReply) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1732,7 +1743,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\x04took\x18\t \x01(\v2\x19.google.protobuf.DurationR\x04took\x12\x18\n" +
 	"\askipped\x18\n" +
 	" \x01(\tR\askipped\x12\x1a\n" +
-	"\breleased\x18\v \x01(\bR\breleased\"\xa6\t\n" +
+	"\breleased\x18\v \x01(\bR\breleased\"\xc2\t\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1762,7 +1773,8 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\tin_flight\x18\x1e \x01(\x04R\binFlight\x12=\n" +
 	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x12.\n" +
 	"\x05lease\x18\x14 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x12B\n" +
-	"\x0fsettled_through\x182 \x01(\v2\x19.watchtree.v1.ClusterTimeR\x0esettledThrough\x1a>\n" +
+	"\x0fsettled_through\x182 \x01(\v2\x19.watchtree.v1.ClusterTimeR\x0esettledThrough\x12\x1a\n" +
+	"\bwarnings\x183 \x03(\tR\bwarnings\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xbc\x02\n" +

@@ -79,6 +79,8 @@ type supervisorActor struct {
 	// seconds<<32|increment, and settledCT the same as reported; 0 and nil before a report.
 	settledThrough uint64
 	settledCT      *messages.ClusterTime
+	// nsWarning is the latest NamespaceCheck's warning ("" once the collection exists).
+	nsWarning string
 
 	settlements messages.SettlementCounts   // totals reported by the dispatcher
 	inFlight    uint64                      // the dispatcher's latest report
@@ -196,6 +198,11 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.onAwaitCaughtUp(ctx, m)
 	case *wire.SettledThrough:
 		s.onSettledThrough(m)
+	case *wire.NamespaceCheck:
+		s.nsWarning = ""
+		if m.GetMissing() {
+			s.nsWarning = m.GetWarning()
+		}
 	case *wire.Drained:
 		s.onDrained(ctx, m)
 	case *wire.Flushed:
@@ -811,6 +818,9 @@ func (s *supervisorActor) status() *messages.StatusReply {
 	}
 	if s.settledCT != nil {
 		r.SettledThrough = s.settledCT
+	}
+	if s.nsWarning != "" {
+		r.Warnings = []string{s.nsWarning}
 	}
 	return r
 }

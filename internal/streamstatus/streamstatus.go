@@ -7,6 +7,7 @@
 package streamstatus
 
 import (
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -88,6 +89,9 @@ type Status struct {
 	// SettledThrough is the cluster time of the settled position, as the checkpointer last
 	// reported it: every event before it has settled. Zero before the first report.
 	SettledThrough bson.Timestamp
+	// Warnings are the conditions the supervisor was told of that an operator should see (a
+	// Collection stream's collection that does not exist); nil when none holds.
+	Warnings []string
 	// Lease is a SINGLE_LEADER stream's lease as this instance sees it; nil for ALL_INSTANCES.
 	Lease *Lease
 	// LastStop reports the latest graceful stop; nil when there was none.
@@ -159,6 +163,7 @@ func Read(r *messages.StatusReply) Status {
 		LastCause: r.GetLastCause(), Incarnation: r.GetIncarnation(), Deaths: r.GetDeaths(), Restarts: r.GetRestarts(),
 		InFlight: r.GetInFlight(), ReadThrough: timeOf(r.GetReadThrough()),
 		SettledThrough: bson.Timestamp{T: r.GetSettledThrough().GetSeconds(), I: r.GetSettledThrough().GetIncrement()},
+		Warnings:       slices.Clone(r.GetWarnings()),
 	}
 	if cp := r.GetCheckpoint(); cp != nil {
 		st.Checkpoint = &Checkpoint{Source: cp.GetSource(), WrittenAt: timeOf(cp.GetWrittenAt())}
