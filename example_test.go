@@ -105,6 +105,9 @@ func ExampleCheckpointPolicy_ephemeral() {
 		Name:       "price-cache",
 		Collection: "prices",
 		Checkpoint: watchtree.CheckpointPolicy{Ephemeral: true},
+		// Lost history (the default for Ephemeral is ResumeFromNow): forget everything, then
+		// follow the changes from now on.
+		OnHistoryLost: watchtree.Rebuild(func(context.Context) error { cache.Clear(); return nil }),
 		OnChange: func(ctx context.Context, ev *watchtree.Event[bson.Raw]) error {
 			id, _ := ev.DocumentID().AsInt64OK()
 			cache.Delete(int(id))

@@ -91,6 +91,16 @@ type StreamStatus struct {
 	// event's, or that of an empty batch's post-batch resume token (the cursor is caught up to
 	// it). time.Since(ReadThrough) is the stream's lag. Zero before the first batch.
 	ReadThrough time.Time
+	// SettledThrough is the cluster time (seconds and increment) of the stream's settled
+	// position, the resume position that never passes an unsettled event: every event with an
+	// earlier cluster time has settled on this instance. It is reported at most every 50ms;
+	// zero before the first report. AwaitCaughtUp waits for it.
+	SettledThrough bson.Timestamp
+	// Warnings are conditions the stream cannot see for itself, one line each; nil when none
+	// holds. A Collection stream whose collection does not exist carries "namespace db.coll does
+	// not exist ..." (checked at Spawn and every minute; observe.NamespaceMissing reports it too)
+	// until a check finds it.
+	Warnings []string
 	// Lease is the SingleLeader lease as this instance sees it; nil for AllInstances streams.
 	Lease *LeaseStatus
 }
@@ -163,7 +173,8 @@ func statusOf(e *engine.Entry, r *messages.StatusReply) StreamStatus {
 		Incarnation: s.Incarnation, Deaths: s.Deaths, Restarts: s.Restarts,
 		Settled: s.Settled.Settled, Handled: s.Settled.Handled, Filtered: s.Settled.Filtered,
 		Unhandled: s.Settled.Unhandled, Skipped: s.Settled.Skipped, DeadLettered: s.Settled.DeadLettered,
-		InFlight: s.InFlight, ReadThrough: s.ReadThrough,
+		InFlight: s.InFlight, ReadThrough: s.ReadThrough, SettledThrough: s.SettledThrough,
+		Warnings: s.Warnings,
 	}
 	if cp := s.Checkpoint; cp != nil {
 		st.Checkpoint, st.CheckpointSource, st.CheckpointAt = cp.Token, cp.Source, cp.WrittenAt

@@ -149,13 +149,17 @@ var Latest = policy.Latest
 func At(t time.Time) StartPosition { return policy.At(t) }
 
 // HistoryLostPolicy is Stream.OnHistoryLost, for a lost position (internal/policy.HistoryLost).
+// Its zero value is the default: Fail, or ResumeFromNow for a stream with
+// CheckpointPolicy.Ephemeral.
 type HistoryLostPolicy = policy.HistoryLost
 
-// Fail (the default) stops the stream terminally with ErrHistoryLost; it stays down until an
-// operator acts.
+// Fail (the default, except for Ephemeral streams) stops the stream terminally with
+// ErrHistoryLost; it stays down until an operator acts. Set explicitly, it applies to an
+// Ephemeral stream too.
 var Fail = policy.Fail
 
-// ResumeFromNow records the gap and starts from the current position.
+// ResumeFromNow records the gap (a gap record, HistoryLost and GapRecorded events) and starts
+// from the current position. It is the default of an Ephemeral stream.
 var ResumeFromNow = policy.ResumeFromNow
 
 // Rebuild records the gap, captures the current operation time T, runs fn (the user's full

@@ -93,7 +93,12 @@ func TestRuntimeTypedDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// updateLookup reads the document when the event is read: delete only once it was handled.
-	waitFor(t, "insert and update", func() bool { return s.distinct() == 2 })
+	if err := h.AwaitCaughtUp(ctx); err != nil {
+		t.Fatalf("AwaitCaughtUp after the insert and the update: %v", err)
+	}
+	if n := s.distinct(); n != 2 {
+		t.Fatalf("caught up with %d of the 2 events handled", n)
+	}
 	if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,10 @@ type Stream[T any] struct {
 	// DeadLetter governs where events that exhausted their attempts go. Default on,
 	// "_wt_dead_letters", 14 days.
 	DeadLetter DeadLetterPolicy
-	// OnHistoryLost is applied when the saved position is no longer in the oplog. Default Fail.
+	// OnHistoryLost is applied when the saved position is no longer in the oplog. Default Fail;
+	// for a stream with Checkpoint.Ephemeral, ResumeFromNow: the gap is recorded and reported
+	// (HistoryLost, GapRecorded) and the stream goes on from the current position, instead of
+	// an in-memory consumer stopping for good. Set Fail explicitly to keep Fail.
 	OnHistoryLost HistoryLostPolicy
 	// OnInvalidate is applied after an invalidate event. Default InvalidateStop.
 	OnInvalidate InvalidatePolicy
@@ -255,6 +258,10 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 	cs.SnapshotFilter, _ = policy.MarshalFilter(s.Snapshot) // validated by check
 	if cs.Snapshot.Mode == SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
 		cs.OnHistoryLost = RebuildFromSnapshot
+	}
+	if cs.Checkpoint.Ephemeral && !policy.HistoryLostSet(cs.OnHistoryLost) {
+		// In-memory state that stopped following the collection would go stale unnoticed.
+		cs.OnHistoryLost = ResumeFromNow
 	}
 	if cs.Lanes == 0 {
 		cs.Lanes = 1

@@ -683,3 +683,28 @@ func TestRouterKeptDocumentsSurviveReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestEphemeralHistoryLostDefault: an Ephemeral stream's zero OnHistoryLost compiles to
+// ResumeFromNow; Fail set explicitly, or any other stream's zero value, stays Fail.
+func TestEphemeralHistoryLostDefault(t *testing.T) {
+	kind := func(s Stream[testOrder]) policy.HistoryLostKind {
+		t.Helper()
+		cs, err := s.compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policy.HistoryLostKindOf(cs.OnHistoryLost)
+	}
+	eph := validStream()
+	eph.Checkpoint = CheckpointPolicy{Ephemeral: true}
+	if k := kind(eph); k != policy.HistoryResumeFromNow {
+		t.Errorf("Ephemeral, OnHistoryLost unset: kind %v, want ResumeFromNow", k)
+	}
+	eph.OnHistoryLost = Fail
+	if k := kind(eph); k != policy.HistoryFail {
+		t.Errorf("Ephemeral, OnHistoryLost Fail: kind %v, want Fail", k)
+	}
+	if k := kind(validStream()); k != policy.HistoryFail {
+		t.Errorf("durable stream, OnHistoryLost unset: kind %v, want Fail", k)
+	}
+}

@@ -18,10 +18,11 @@ import (
 // reasons and sentinels of the tree (internal/treekit), the on-demand reply codes, the snapshot
 // status reading (internal/streamstatus) and mongostore's index names left the public packages;
 // 546 with Runtime.ReplayWith, ReplayOptions and console.Client.Replay (a replay that re-reads
-// the document).
+// the document); 555 with Handle.AwaitCaughtUp (its request, reply and cluster time,
+// ErrStandby) and the NamespaceMissing warning (its event, kind and StatusReply.warnings).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 546
+const maxPublicSurface = 555
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

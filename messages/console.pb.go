@@ -398,7 +398,9 @@ type StreamRow struct {
 	Deaths       uint64 `protobuf:"varint,29,opt,name=deaths,proto3" json:"deaths,omitempty"`
 	Restarts     uint64 `protobuf:"varint,30,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	Incarnation  uint64 `protobuf:"varint,31,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	// note says what could not be read (a supervisor that did not answer, a store that failed).
+	// note says what could not be read (a supervisor that did not answer, a store that failed)
+	// and the stream's warnings (StatusReply.warnings: a collection that does not exist), "; "
+	// between them.
 	Note          string `protobuf:"bytes,32,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -464,6 +464,176 @@ func (*AwaitRunning) Descriptor() ([]byte, []int) {
 	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{5}
 }
 
+// ClusterTime is a BSON timestamp, a cluster time at full precision: seconds since the epoch and
+// the ordinal of the operation within that second.
+type ClusterTime struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seconds       uint32                 `protobuf:"varint,1,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	Increment     uint32                 `protobuf:"varint,2,opt,name=increment,proto3" json:"increment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterTime) Reset() {
+	*x = ClusterTime{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterTime) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterTime) ProtoMessage() {}
+
+func (x *ClusterTime) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterTime.ProtoReflect.Descriptor instead.
+func (*ClusterTime) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ClusterTime) GetSeconds() uint32 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *ClusterTime) GetIncrement() uint32 {
+	if x != nil {
+		return x.Increment
+	}
+	return 0
+}
+
+// AwaitCaughtUp asks for a CaughtUpReply once every event of the stream with a cluster time at or
+// before cluster_time has settled on this instance: once the stream's settled position (the
+// checkpointer's resume position, which never passes an unsettled event) has a cluster time after
+// it. An idle stream's position moves with its post-batch resume tokens. The reply comes at once
+// when the position is already past it, or when the stream cannot get there here (standby,
+// stopped, crashed); later, when the stream enters one of those states. While the stream starts,
+// runs, backs off, snapshots or stops the reply waits; the requester bounds the wait.
+type AwaitCaughtUp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterTime   *ClusterTime           `protobuf:"bytes,1,opt,name=cluster_time,json=clusterTime,proto3" json:"cluster_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitCaughtUp) Reset() {
+	*x = AwaitCaughtUp{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitCaughtUp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitCaughtUp) ProtoMessage() {}
+
+func (x *AwaitCaughtUp) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitCaughtUp.ProtoReflect.Descriptor instead.
+func (*AwaitCaughtUp) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AwaitCaughtUp) GetClusterTime() *ClusterTime {
+	if x != nil {
+		return x.ClusterTime
+	}
+	return nil
+}
+
+// CaughtUpReply answers AwaitCaughtUp.
+type CaughtUpReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// caught_up: every event at or before the requested cluster time has settled. When false,
+	// status.state says why (standby, stopped, crashed).
+	CaughtUp bool `protobuf:"varint,1,opt,name=caught_up,json=caughtUp,proto3" json:"caught_up,omitempty"`
+	// settled_through is the cluster time of the stream's settled position, as last reported
+	// (unset before the first report): every event before it has settled.
+	SettledThrough *ClusterTime `protobuf:"bytes,2,opt,name=settled_through,json=settledThrough,proto3" json:"settled_through,omitempty"`
+	Status         *StatusReply `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CaughtUpReply) Reset() {
+	*x = CaughtUpReply{}
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaughtUpReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaughtUpReply) ProtoMessage() {}
+
+func (x *CaughtUpReply) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaughtUpReply.ProtoReflect.Descriptor instead.
+func (*CaughtUpReply) Descriptor() ([]byte, []int) {
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CaughtUpReply) GetCaughtUp() bool {
+	if x != nil {
+		return x.CaughtUp
+	}
+	return false
+}
+
+func (x *CaughtUpReply) GetSettledThrough() *ClusterTime {
+	if x != nil {
+		return x.SettledThrough
+	}
+	return nil
+}
+
+func (x *CaughtUpReply) GetStatus() *StatusReply {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // SettlementCounts counts settled events by outcome. The dispatcher reports increments to its
 // parent supervisor after each SettledBatch; StatusReply.settlements holds the totals since the
 // supervisor started. settled = handled + filtered + unhandled + skipped + dead_lettered + dropped.
@@ -490,7 +660,7 @@ type SettlementCounts struct {
 
 func (x *SettlementCounts) Reset() {
 	*x = SettlementCounts{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +672,7 @@ func (x *SettlementCounts) String() string {
 func (*SettlementCounts) ProtoMessage() {}
 
 func (x *SettlementCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[6]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +685,7 @@ func (x *SettlementCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettlementCounts.ProtoReflect.Descriptor instead.
 func (*SettlementCounts) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{6}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SettlementCounts) GetSettled() uint64 {
@@ -596,7 +766,7 @@ type CheckpointWritten struct {
 
 func (x *CheckpointWritten) Reset() {
 	*x = CheckpointWritten{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +778,7 @@ func (x *CheckpointWritten) String() string {
 func (*CheckpointWritten) ProtoMessage() {}
 
 func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[7]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +791,7 @@ func (x *CheckpointWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointWritten.ProtoReflect.Descriptor instead.
 func (*CheckpointWritten) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{7}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckpointWritten) GetToken() []byte {
@@ -681,7 +851,7 @@ type StopReport struct {
 
 func (x *StopReport) Reset() {
 	*x = StopReport{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +863,7 @@ func (x *StopReport) String() string {
 func (*StopReport) ProtoMessage() {}
 
 func (x *StopReport) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[8]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +876,7 @@ func (x *StopReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopReport.ProtoReflect.Descriptor instead.
 func (*StopReport) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{8}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StopReport) GetSettled() uint64 {
@@ -844,14 +1014,22 @@ type StatusReply struct {
 	ReadThrough *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=read_through,json=readThrough,proto3" json:"read_through,omitempty"`
 	// lease is the leader actor's view of the stream's lease (SingleLeader only; unset for
 	// AllInstances streams).
-	Lease         *LeaseState `protobuf:"bytes,20,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease *LeaseState `protobuf:"bytes,20,opt,name=lease,proto3" json:"lease,omitempty"`
+	// settled_through is the cluster time of the stream's settled position, as the checkpointer
+	// last reported it (SettledThrough): every event before it has settled. Unset before the
+	// first report.
+	SettledThrough *ClusterTime `protobuf:"bytes,50,opt,name=settled_through,json=settledThrough,proto3" json:"settled_through,omitempty"`
+	// warnings are conditions the stream cannot see for itself and an operator should: a
+	// Collection stream whose collection does not exist (it opens and stays silent). Empty when
+	// none holds.
+	Warnings      []string `protobuf:"bytes,51,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1041,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[9]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1054,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{9}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusReply) GetStream() string {
@@ -1040,6 +1218,20 @@ func (x *StatusReply) GetLease() *LeaseState {
 	return nil
 }
 
+func (x *StatusReply) GetSettledThrough() *ClusterTime {
+	if x != nil {
+		return x.SettledThrough
+	}
+	return nil
+}
+
+func (x *StatusReply) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 // LeaseState is the leader actor's view of the lease, sent to the supervisor on every change
 // (role, epoch, holder, expiry); StatusReply.lease is the latest.
 type LeaseState struct {
@@ -1071,7 +1263,7 @@ type LeaseState struct {
 
 func (x *LeaseState) Reset() {
 	*x = LeaseState{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1275,7 @@ func (x *LeaseState) String() string {
 func (*LeaseState) ProtoMessage() {}
 
 func (x *LeaseState) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[10]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1288,7 @@ func (x *LeaseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
 func (*LeaseState) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{10}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaseState) GetRole() LeaseRole {
@@ -1217,7 +1409,7 @@ type SnapshotStatus struct {
 
 func (x *SnapshotStatus) Reset() {
 	*x = SnapshotStatus{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1421,7 @@ func (x *SnapshotStatus) String() string {
 func (*SnapshotStatus) ProtoMessage() {}
 
 func (x *SnapshotStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[11]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1434,7 @@ func (x *SnapshotStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotStatus.ProtoReflect.Descriptor instead.
 func (*SnapshotStatus) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{11}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SnapshotStatus) GetSnapshotId() string {
@@ -1412,7 +1604,7 @@ type OnDemandSnapshot struct {
 
 func (x *OnDemandSnapshot) Reset() {
 	*x = OnDemandSnapshot{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[12]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1616,7 @@ func (x *OnDemandSnapshot) String() string {
 func (*OnDemandSnapshot) ProtoMessage() {}
 
 func (x *OnDemandSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[12]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1629,7 @@ func (x *OnDemandSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnDemandSnapshot.ProtoReflect.Descriptor instead.
 func (*OnDemandSnapshot) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{12}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OnDemandSnapshot) GetSnapshotId() string {
@@ -1469,7 +1661,7 @@ type OnDemandSnapshotReply struct {
 
 func (x *OnDemandSnapshotReply) Reset() {
 	*x = OnDemandSnapshotReply{}
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[13]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1673,7 @@ func (x *OnDemandSnapshotReply) String() string {
 func (*OnDemandSnapshotReply) ProtoMessage() {}
 
 func (x *OnDemandSnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_watchtree_v1_supervisor_proto_msgTypes[13]
+	mi := &file_watchtree_v1_supervisor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1686,7 @@ func (x *OnDemandSnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnDemandSnapshotReply.ProtoReflect.Descriptor instead.
 func (*OnDemandSnapshotReply) Descriptor() ([]byte, []int) {
-	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{13}
+	return file_watchtree_v1_supervisor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OnDemandSnapshotReply) GetCode() string {
@@ -1535,7 +1727,16 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\fReleaseLease\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0f\n" +
 	"\rStatusRequest\"\x0e\n" +
-	"\fAwaitRunning\"\xb5\x02\n" +
+	"\fAwaitRunning\"E\n" +
+	"\vClusterTime\x12\x18\n" +
+	"\aseconds\x18\x01 \x01(\rR\aseconds\x12\x1c\n" +
+	"\tincrement\x18\x02 \x01(\rR\tincrement\"M\n" +
+	"\rAwaitCaughtUp\x12<\n" +
+	"\fcluster_time\x18\x01 \x01(\v2\x19.watchtree.v1.ClusterTimeR\vclusterTime\"\xa3\x01\n" +
+	"\rCaughtUpReply\x12\x1b\n" +
+	"\tcaught_up\x18\x01 \x01(\bR\bcaughtUp\x12B\n" +
+	"\x0fsettled_through\x18\x02 \x01(\v2\x19.watchtree.v1.ClusterTimeR\x0esettledThrough\x121\n" +
+	"\x06status\x18\x03 \x01(\v2\x19.watchtree.v1.StatusReplyR\x06status\"\xb5\x02\n" +
 	"\x10SettlementCounts\x12\x18\n" +
 	"\asettled\x18\x01 \x01(\x04R\asettled\x12\x18\n" +
 	"\ahandled\x18\x02 \x01(\x04R\ahandled\x12\x1a\n" +
@@ -1567,7 +1768,7 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	" \x01(\tR\askipped\x12\x1a\n" +
 	"\breleased\x18\v \x01(\bR\breleased\x12\x1d\n" +
 	"\n" +
-	"lease_lost\x18\f \x01(\bR\tleaseLost\"\xe2\b\n" +
+	"lease_lost\x18\f \x01(\bR\tleaseLost\"\xc2\t\n" +
 	"\vStatusReply\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.watchtree.v1.SupervisorStateR\x05state\x12\x10\n" +
@@ -1596,7 +1797,9 @@ const file_watchtree_v1_supervisor_proto_rawDesc = "" +
 	"\ton_demand\x18( \x01(\v2\x1c.watchtree.v1.SnapshotStatusR\bonDemand\x12\x1b\n" +
 	"\tin_flight\x18\x1e \x01(\x04R\binFlight\x12=\n" +
 	"\fread_through\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vreadThrough\x12.\n" +
-	"\x05lease\x18\x14 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x1a>\n" +
+	"\x05lease\x18\x14 \x01(\v2\x18.watchtree.v1.LeaseStateR\x05lease\x12B\n" +
+	"\x0fsettled_through\x182 \x01(\v2\x19.watchtree.v1.ClusterTimeR\x0esettledThrough\x12\x1a\n" +
+	"\bwarnings\x183 \x03(\tR\bwarnings\x1a>\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xd8\x02\n" +
@@ -1680,7 +1883,7 @@ func file_watchtree_v1_supervisor_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_watchtree_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_watchtree_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	(SupervisorState)(0),          // 0: watchtree.v1.SupervisorState
 	(LeaseRole)(0),                // 1: watchtree.v1.LeaseRole
@@ -1690,45 +1893,52 @@ var file_watchtree_v1_supervisor_proto_goTypes = []any{
 	(*ReleaseLease)(nil),          // 5: watchtree.v1.ReleaseLease
 	(*StatusRequest)(nil),         // 6: watchtree.v1.StatusRequest
 	(*AwaitRunning)(nil),          // 7: watchtree.v1.AwaitRunning
-	(*SettlementCounts)(nil),      // 8: watchtree.v1.SettlementCounts
-	(*CheckpointWritten)(nil),     // 9: watchtree.v1.CheckpointWritten
-	(*StopReport)(nil),            // 10: watchtree.v1.StopReport
-	(*StatusReply)(nil),           // 11: watchtree.v1.StatusReply
-	(*LeaseState)(nil),            // 12: watchtree.v1.LeaseState
-	(*SnapshotStatus)(nil),        // 13: watchtree.v1.SnapshotStatus
-	(*OnDemandSnapshot)(nil),      // 14: watchtree.v1.OnDemandSnapshot
-	(*OnDemandSnapshotReply)(nil), // 15: watchtree.v1.OnDemandSnapshotReply
-	nil,                           // 16: watchtree.v1.StatusReply.TransitionsEntry
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*ClusterTime)(nil),           // 8: watchtree.v1.ClusterTime
+	(*AwaitCaughtUp)(nil),         // 9: watchtree.v1.AwaitCaughtUp
+	(*CaughtUpReply)(nil),         // 10: watchtree.v1.CaughtUpReply
+	(*SettlementCounts)(nil),      // 11: watchtree.v1.SettlementCounts
+	(*CheckpointWritten)(nil),     // 12: watchtree.v1.CheckpointWritten
+	(*StopReport)(nil),            // 13: watchtree.v1.StopReport
+	(*StatusReply)(nil),           // 14: watchtree.v1.StatusReply
+	(*LeaseState)(nil),            // 15: watchtree.v1.LeaseState
+	(*SnapshotStatus)(nil),        // 16: watchtree.v1.SnapshotStatus
+	(*OnDemandSnapshot)(nil),      // 17: watchtree.v1.OnDemandSnapshot
+	(*OnDemandSnapshotReply)(nil), // 18: watchtree.v1.OnDemandSnapshotReply
+	nil,                           // 19: watchtree.v1.StatusReply.TransitionsEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
 }
 var file_watchtree_v1_supervisor_proto_depIdxs = []int32{
-	17, // 0: watchtree.v1.SettlementCounts.read_through:type_name -> google.protobuf.Timestamp
-	17, // 1: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
-	18, // 2: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
-	0,  // 3: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
-	17, // 4: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
-	17, // 5: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
-	18, // 6: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
-	16, // 7: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
-	8,  // 8: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
-	9,  // 9: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
-	10, // 10: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
-	13, // 11: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
-	13, // 12: watchtree.v1.StatusReply.on_demand:type_name -> watchtree.v1.SnapshotStatus
-	17, // 13: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
-	12, // 14: watchtree.v1.StatusReply.lease:type_name -> watchtree.v1.LeaseState
-	1,  // 15: watchtree.v1.LeaseState.role:type_name -> watchtree.v1.LeaseRole
-	17, // 16: watchtree.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
-	18, // 17: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
-	17, // 18: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
-	17, // 19: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
-	18, // 20: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	8,  // 0: watchtree.v1.AwaitCaughtUp.cluster_time:type_name -> watchtree.v1.ClusterTime
+	8,  // 1: watchtree.v1.CaughtUpReply.settled_through:type_name -> watchtree.v1.ClusterTime
+	14, // 2: watchtree.v1.CaughtUpReply.status:type_name -> watchtree.v1.StatusReply
+	20, // 3: watchtree.v1.SettlementCounts.read_through:type_name -> google.protobuf.Timestamp
+	20, // 4: watchtree.v1.CheckpointWritten.written_at:type_name -> google.protobuf.Timestamp
+	21, // 5: watchtree.v1.StopReport.took:type_name -> google.protobuf.Duration
+	0,  // 6: watchtree.v1.StatusReply.state:type_name -> watchtree.v1.SupervisorState
+	20, // 7: watchtree.v1.StatusReply.since:type_name -> google.protobuf.Timestamp
+	20, // 8: watchtree.v1.StatusReply.next_retry_at:type_name -> google.protobuf.Timestamp
+	21, // 9: watchtree.v1.StatusReply.last_delay:type_name -> google.protobuf.Duration
+	19, // 10: watchtree.v1.StatusReply.transitions:type_name -> watchtree.v1.StatusReply.TransitionsEntry
+	11, // 11: watchtree.v1.StatusReply.settlements:type_name -> watchtree.v1.SettlementCounts
+	12, // 12: watchtree.v1.StatusReply.checkpoint:type_name -> watchtree.v1.CheckpointWritten
+	13, // 13: watchtree.v1.StatusReply.last_stop:type_name -> watchtree.v1.StopReport
+	16, // 14: watchtree.v1.StatusReply.snapshot:type_name -> watchtree.v1.SnapshotStatus
+	16, // 15: watchtree.v1.StatusReply.on_demand:type_name -> watchtree.v1.SnapshotStatus
+	20, // 16: watchtree.v1.StatusReply.read_through:type_name -> google.protobuf.Timestamp
+	15, // 17: watchtree.v1.StatusReply.lease:type_name -> watchtree.v1.LeaseState
+	8,  // 18: watchtree.v1.StatusReply.settled_through:type_name -> watchtree.v1.ClusterTime
+	1,  // 19: watchtree.v1.LeaseState.role:type_name -> watchtree.v1.LeaseRole
+	20, // 20: watchtree.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 21: watchtree.v1.SnapshotStatus.eta:type_name -> google.protobuf.Duration
+	20, // 22: watchtree.v1.SnapshotStatus.started_at:type_name -> google.protobuf.Timestamp
+	20, // 23: watchtree.v1.SnapshotStatus.done_at:type_name -> google.protobuf.Timestamp
+	21, // 24: watchtree.v1.SnapshotStatus.oplog_window:type_name -> google.protobuf.Duration
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_supervisor_proto_init() }
@@ -1742,7 +1952,7 @@ func file_watchtree_v1_supervisor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_v1_supervisor_proto_rawDesc), len(file_watchtree_v1_supervisor_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

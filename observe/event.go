@@ -53,6 +53,7 @@ const (
 	KindSnapshotResumed
 	KindSnapshotProgress
 	KindSnapshotDone
+	KindNamespaceMissing
 	kindEnd // one past the last kind
 )
 
@@ -74,12 +75,14 @@ var kindNames = [kindEnd]string{
 	KindSnapshotResumed:   "snapshot-resumed",
 	KindSnapshotProgress:  "snapshot-progress",
 	KindSnapshotDone:      "snapshot-done",
+	KindNamespaceMissing:  "namespace-missing",
 }
 
 // String returns the kind's name: "started", "stopped", "restarted", "retry", "skipped",
 // "dead-lettered", "dead-letter-failed", "checkpointed", "checkpoint-failed", "history-lost",
 // "gap", "invalidated", "leadership", "snapshot-started", "snapshot-resumed",
-// "snapshot-progress" or "snapshot-done"; "Kind(n)" for a value that is none of them.
+// "snapshot-progress", "snapshot-done" or "namespace-missing"; "Kind(n)" for a value that is
+// none of them.
 func (k Kind) String() string {
 	if k > 0 && k < kindEnd {
 		return kindNames[k]

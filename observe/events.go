@@ -201,6 +201,19 @@ type SnapshotDone struct {
 	Snapshot SnapshotStatus // the snapshot's status at that moment
 }
 
+// NamespaceMissing warns that a Collection stream watches a collection that does not exist:
+// its change stream opens and stays silent (running, a healthy lag) until the collection is
+// created, so a wrong Collection or Database name looks like a quiet one. The runtime checks
+// at Spawn and then every minute while the stream is spawned, and reports it each time the
+// collection is still missing; StreamStatus.Warnings holds the same note until it exists.
+type NamespaceMissing struct {
+	Meta
+	// Namespace is "database.collection".
+	Namespace string
+	// Since is when the runtime first found it missing (runtime clock).
+	Since time.Time
+}
+
 // The sealing methods: only the types below are Events (embedding Meta is not enough).
 func (Started) event()           {}
 func (Stopped) event()           {}
@@ -219,6 +232,7 @@ func (SnapshotStarted) event()   {}
 func (SnapshotResumed) event()   {}
 func (SnapshotProgress) event()  {}
 func (SnapshotDone) event()      {}
+func (NamespaceMissing) event()  {}
 
 // Kind returns KindStarted.
 func (Started) Kind() Kind { return KindStarted }
@@ -270,6 +284,9 @@ func (SnapshotProgress) Kind() Kind { return KindSnapshotProgress }
 
 // Kind returns KindSnapshotDone.
 func (SnapshotDone) Kind() Kind { return KindSnapshotDone }
+
+// Kind returns KindNamespaceMissing.
+func (NamespaceMissing) Kind() Kind { return KindNamespaceMissing }
 
 // String describes the event in one line, as the runtime logs it.
 func (e Started) String() string {
@@ -386,4 +403,10 @@ func (e SnapshotProgress) String() string {
 func (e SnapshotDone) String() string {
 	return fmt.Sprintf("stream %s snapshot %s done (%d documents, %d dead-lettered)", e.Stream, e.Snapshot.ID,
 		e.Snapshot.Documents, e.Snapshot.DeadLettered)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e NamespaceMissing) String() string {
+	return fmt.Sprintf("stream %s: namespace %s does not exist (since %s): the stream sees no events until it is created",
+		e.Stream, e.Namespace, e.Since.UTC().Format(time.RFC3339))
 }

@@ -57,6 +57,8 @@ func samples() []sample {
 		{observe.SnapshotResumed{Meta: m, Snapshot: snap}, "stream s snapshot snap-1 resumed (1/4 ranges done, 10 documents)"},
 		{observe.SnapshotProgress{Meta: m, Snapshot: snap}, "stream s snapshot snap-1: 1/4 ranges, 10 documents, 5/s, ETA 6s"},
 		{observe.SnapshotDone{Meta: m, Snapshot: snap}, "stream s snapshot snap-1 done (10 documents, 2 dead-lettered)"},
+		{observe.NamespaceMissing{Meta: m, Namespace: "shop.orderz", Since: time.Unix(1700000000, 0)},
+			"stream s: namespace shop.orderz does not exist (since 2023-11-14T22:13:20Z): the stream sees no events until it is created"},
 	}
 }
 

@@ -88,7 +88,8 @@ type tickKind uint8
 const (
 	tickInterval tickKind = iota
 	tickRetry
-	tickReport // a CheckpointWritten held back by reportWrite is due
+	tickReport  // a CheckpointWritten held back by reportWrite is due
+	tickSettled // a SettledThrough held back by reportSettled is due
 )
 
 type pendingStart struct {
@@ -161,6 +162,14 @@ type checkpointer struct {
 	unreported  *messages.CheckpointWritten
 	reportTimer clock.Timer
 
+	// Settled-through reports to the supervisor (settled.go): the cluster time last sent (packed
+	// seconds<<32|increment), the tracker version it was computed at, the gate spacing them and
+	// the timer of a held-back one.
+	settledSent    uint64
+	settledVersion uint64
+	settledGate    treekit.Gate
+	settledTimer   clock.Timer
+
 	paused     bool // the settle limit is reached while the store fails
 	dispatcher *actor.PID
 	fenced     bool
@@ -171,8 +180,16 @@ func newCheckpointer(cfg *Config, sh *shared) *checkpointer {
 		dispatcher: cfg.Dispatcher}
 }
 
-// Receive implements actor.Actor.
+// Receive implements actor.Actor. After every message that moved the resume position, the
+// supervisor hears of its cluster time (reportSettled).
 func (c *checkpointer) Receive(ctx actor.Context) {
+	c.receive(ctx)
+	if c.t.version != c.settledVersion {
+		c.reportSettled(ctx, false)
+	}
+}
+
+func (c *checkpointer) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.self, c.sys = ctx.Self(), ctx.ActorSystem()
@@ -235,6 +252,7 @@ func (c *checkpointer) shutdown(ctx actor.Context, why string) {
 	}
 	c.stopTimers()
 	c.sendReport(ctx) // a held-back report goes now, or the status would keep an older write
+	c.reportSettled(ctx, true)
 	for _, w := range c.waiters {
 		c.sendFlushed(ctx, w.to, errors.New(why))
 	}
@@ -251,6 +269,7 @@ func (c *checkpointer) stopTimers() {
 	treekit.StopTimer(&c.intervalTimer)
 	treekit.StopTimer(&c.retryTimer)
 	treekit.StopTimer(&c.reportTimer)
+	treekit.StopTimer(&c.settledTimer)
 	c.intervalDue = false
 }
 
@@ -265,6 +284,9 @@ func (c *checkpointer) after(kind tickKind) clock.Timer {
 	}
 	if kind == tickReport {
 		d = writeReportEvery
+	}
+	if kind == tickSettled {
+		d = settledReportEvery
 	}
 	msg := &tick{inst: c.inst, gen: c.timerGen, kind: kind}
 	send := sender(c.sys, c.self)
@@ -295,6 +317,12 @@ func (c *checkpointer) onTick(ctx actor.Context, m *tick) {
 		}
 		c.reportTimer = nil
 		c.sendReport(ctx)
+	case tickSettled:
+		if c.settledTimer == nil {
+			return
+		}
+		c.settledTimer = nil
+		c.reportSettled(ctx, true)
 	}
 }
 

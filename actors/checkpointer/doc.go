@@ -27,6 +27,10 @@
 //     invalidate Event and the dispatcher copies the flag to its Settled.
 //   - Flush{} (a request) → Flushed{token, start_after, low_water_mark, error, fenced} once the
 //     write of the position current at the Flush has ended.
+//   - SettledThrough{cluster_time} to the parent supervisor when the cluster time of the
+//     position moved forward (the token's, else a start's operation time): every event before
+//     it has settled. At most every 50ms on the injected clock (the newest of a faster run),
+//     at once before a Flushed and on stop; the supervisor answers AwaitCaughtUp with it.
 //   - FlowControl{paused, settle_limit, attach} to the dispatcher, whose PID comes from
 //     Config.Dispatcher or the latest AttachDispatcher{address, id, attach}; every
 //     AttachDispatcher is answered at once (see Bound of unflushed progress).

@@ -141,6 +141,7 @@ type parentActor struct {
 	child    chan *actor.PID
 	failures chan any
 	written  chan *messages.CheckpointWritten // the checkpointer's reports
+	settled  chan *wire.SettledThrough        // its settled-position reports
 	resume   bool                             // resume the failed child instead of stopping it
 }
 
@@ -150,6 +151,10 @@ type restartChild struct{}
 func (p *parentActor) Receive(ctx actor.Context) {
 	if m, ok := ctx.Message().(*messages.CheckpointWritten); ok {
 		p.written <- m
+		return
+	}
+	if m, ok := ctx.Message().(*wire.SettledThrough); ok {
+		p.settled <- m
 		return
 	}
 	if _, ok := ctx.Message().(restartChild); ok {
@@ -187,6 +192,7 @@ type harness struct {
 	cp        *actor.PID
 	failures  chan any
 	written   chan *messages.CheckpointWritten // what the checkpointer reported to its parent
+	settled   chan *wire.SettledThrough        // its SettledThrough reports to the parent
 	cfg       Config
 	parentPID *actor.PID
 	resume    bool // the parent resumes a failed checkpointer (set in edit)
@@ -207,7 +213,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 		t: t, sys: newTestSystem(), clk: clk, ms: memstore.New(memstore.Options{Now: clk.Now}),
 		pos: &fakePositions{token: tok("now-1"), ts: bson.Timestamp{T: 1000, I: 1}},
 		ev:  make(chan any, 4096), probe: make(chan any, 4096), failures: make(chan any, 16),
-		written: make(chan *messages.CheckpointWritten, 4096),
+		written: make(chan *messages.CheckpointWritten, 4096), settled: make(chan *wire.SettledThrough, 4096),
 	}
 	h.probePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probeActor{ch: h.probe} }))
 	cfg := Config{
@@ -227,7 +233,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	childCh := make(chan *actor.PID, 1)
-	parent := &parentActor{props: props, child: childCh, failures: h.failures, written: h.written, resume: h.resume}
+	parent := &parentActor{props: props, child: childCh, failures: h.failures, written: h.written, settled: h.settled, resume: h.resume}
 	h.parentPID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return parent }))
 	select {
 	case h.cp = <-childCh:

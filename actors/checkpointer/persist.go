@@ -277,6 +277,9 @@ func (c *checkpointer) limitNeeded(limit uint64) bool {
 // onFlush writes the current position now and answers Flushed once the write ended.
 func (c *checkpointer) onFlush(ctx actor.Context) {
 	to := ctx.Sender()
+	// The settled position goes first, ahead of Flushed: the status after a graceful stop (and
+	// the AwaitCaughtUp waiters it answers) holds what the drain settled.
+	c.reportSettled(ctx, true)
 	if c.fenced {
 		if to != nil {
 			ctx.Send(to, &wire.Flushed{Fenced: true, Error: store.ErrFenced.Error(), LowWaterMark: c.t.lwm})

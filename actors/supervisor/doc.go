@@ -22,6 +22,10 @@
 // again what the old one delivered. Every transition is logged with zap
 // (field stream), counted (StatusReply.Transitions), reported to Config.OnTransition, and, as the
 // lifecycle event it means for the user (observe.Stopped, observe.Restarted), to Config.Observer.
+// AwaitCaughtUp{cluster_time} is answered with a CaughtUpReply once the checkpointer's
+// SettledThrough is after cluster_time, at once when it already is or the stream is standby,
+// stopped or crashed, and on entering one of those states (caught_up false). NamespaceCheck
+// (from the runtime) sets or clears the warning StatusReply.warnings carries.
 //
 // What the stream actor must do:
 //   - call treekit.NotifyResubscribed(ctx) once its change stream is open;

@@ -73,7 +73,14 @@ type supervisorActor struct {
 	stopGen           uint64
 	restartDispatcher bool // the dispatcher was drained by a stop: restart it on the next launch
 	lastStop          *messages.StopReport
-	awaiting          []*actor.PID // AwaitRunning requesters, answered when starting/backoff ends
+	awaiting          []*actor.PID     // AwaitRunning requesters, answered when starting/backoff ends
+	caughtUp          []caughtUpWaiter // AwaitCaughtUp requesters (caughtup.go)
+	// settledThrough is the checkpointer's settled position (SettledThrough), packed
+	// seconds<<32|increment, and settledCT the same as reported; 0 and nil before a report.
+	settledThrough uint64
+	settledCT      *messages.ClusterTime
+	// nsWarning is the latest NamespaceCheck's warning ("" once the collection exists).
+	nsWarning string
 
 	settlements messages.SettlementCounts   // totals reported by the dispatcher
 	inFlight    uint64                      // the dispatcher's latest report
@@ -187,6 +194,15 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.respond(ctx)
 	case *messages.AwaitRunning:
 		s.onAwaitRunning(ctx)
+	case *messages.AwaitCaughtUp:
+		s.onAwaitCaughtUp(ctx, m)
+	case *wire.SettledThrough:
+		s.onSettledThrough(m)
+	case *wire.NamespaceCheck:
+		s.nsWarning = ""
+		if m.GetMissing() {
+			s.nsWarning = m.GetWarning()
+		}
 	case *wire.Drained:
 		s.onDrained(ctx, m)
 	case *wire.Flushed:
@@ -692,6 +708,9 @@ func (s *supervisorActor) transitionAttempt(to messages.SupervisorState, why str
 		}
 		s.awaiting = nil
 	}
+	if !canCatchUp(to) {
+		s.answerCaughtUp(true)
+	}
 }
 
 // onAwaitRunning answers at once unless the stream is starting or in backoff; then the answer
@@ -798,6 +817,12 @@ func (s *supervisorActor) status() *messages.StatusReply {
 	}
 	if s.lease != nil {
 		r.Lease = proto.Clone(s.lease).(*messages.LeaseState)
+	}
+	if s.settledCT != nil {
+		r.SettledThrough = s.settledCT
+	}
+	if s.nsWarning != "" {
+		r.Warnings = []string{s.nsWarning}
 	}
 	return r
 }

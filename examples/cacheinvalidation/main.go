@@ -61,6 +61,12 @@ func (c *cache) evict(ctx context.Context, ev *watchtree.Event[Product]) error {
 	return nil
 }
 
+// forget empties the cache: its OnHistoryLost rebuild, after changes were missed.
+func (c *cache) forget(context.Context) error {
+	c.prices.Clear()
+	return nil
+}
+
 func main() {
 	if err := run(context.Background(), os.Getenv("MONGODB_URI"), os.Stdout); err != nil {
 		log.Fatal(err)
@@ -103,7 +109,11 @@ func run(ctx context.Context, uri string, out io.Writer) error {
 			Name:       "price-cache",
 			Collection: "products",
 			Checkpoint: watchtree.CheckpointPolicy{Ephemeral: true}, // no position stored
-			OnChange:   c.evict,
+			// Lost history (the cursor fell out of the oplog): the cache may hold prices that
+			// changed meanwhile, so it forgets them all. (Left out, an Ephemeral stream records
+			// the gap and resumes from now: ResumeFromNow.)
+			OnHistoryLost: watchtree.Rebuild(c.forget),
+			OnChange:      c.evict,
 		}); err != nil {
 			return err
 		}

@@ -492,6 +492,9 @@ func fillRow(row *messages.StreamRow, st streamstatus.Status, now time.Time) {
 	}
 	row.Settled, row.DeadLettered = st.Settled.Settled, st.Settled.DeadLettered
 	row.Deaths, row.Restarts, row.Incarnation = st.Deaths, st.Restarts, st.Incarnation
+	for _, w := range st.Warnings {
+		row.Note = joinNote(row.Note, w)
+	}
 	fillLease(row, st.Lease)
 }
 

@@ -59,6 +59,8 @@ func lifecycleEventOf(ev observe.Event) *messages.LifecycleEvent {
 		out.Cause = snapshotCause(e.Snapshot)
 	case observe.SnapshotDone:
 		out.Cause = snapshotCause(e.Snapshot)
+	case observe.NamespaceMissing:
+		out.Cause = "namespace " + e.Namespace + " does not exist"
 	}
 	return out
 }

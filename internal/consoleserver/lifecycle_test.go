@@ -32,6 +32,7 @@ func lifecycleSamples(at time.Time) map[observe.Kind]observe.Event {
 		observe.SnapshotResumed{Meta: m, Snapshot: snap},
 		observe.SnapshotProgress{Meta: m, Snapshot: observe.SnapshotStatus{ID: "snap-1", AtRisk: true, Warning: "boom"}},
 		observe.SnapshotDone{Meta: m, Snapshot: observe.SnapshotStatus{ID: "snap-1", Done: true, Error: "boom"}},
+		observe.NamespaceMissing{Meta: m, Namespace: "shop.orderz", Since: at},
 	}
 	out := make(map[observe.Kind]observe.Event, len(evs))
 	for _, ev := range evs {

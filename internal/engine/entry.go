@@ -53,10 +53,11 @@ type Entry struct {
 	storeDB string // the records' database ("" with the user's own stores)
 
 	mu        sync.Mutex
-	pid       *actor.PID // the supervisor, nil while the tree is not running
-	closed    bool       // runtime stopping: never spawn the tree again
-	last      []byte     // the latest reply, encoded, answered once the tree is gone
-	lastCause error      // the latest death's cause, as reported (errors.Is works on it)
+	pid       *actor.PID      // the supervisor, nil while the tree is not running
+	closed    bool            // runtime stopping: never spawn the tree again
+	last      []byte          // the latest reply, encoded, answered once the tree is gone
+	nsWatch   *namespaceWatch // the check of a Collection stream's collection (Spawn), nil when none
+	lastCause error           // the latest death's cause, as reported (errors.Is works on it)
 }
 
 func newEntry(rt *Runtime, spec *Spec, st *storeSet, watchDB, storeDB string, owned bool) *Entry {
@@ -244,6 +245,7 @@ const defaultSpawnTimeout = 30 * time.Second
 
 // abandon stops the tree of a Spawn that failed and frees the name.
 func (e *Entry) abandon() {
+	e.stopNamespaceWatch()
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	e.mu.Lock()
@@ -324,6 +326,7 @@ func (e *Entry) gracefulStop(ctx context.Context, why string) error {
 // its children stop, also for a tree spawned through Props (its stores and Observer go away with
 // the runtime, so it must not be started again). The entry is closed: never spawned again.
 func (e *Entry) shutdown(ctx context.Context, why string) error {
+	e.stopNamespaceWatch()
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	e.mu.Lock()

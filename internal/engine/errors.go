@@ -29,6 +29,8 @@ var (
 	ErrSnapshotRunning = errors.New("watchtree: an on-demand snapshot is already running")
 	// ErrStreamNotRunning: the stream is not running on this instance.
 	ErrStreamNotRunning = errors.New("watchtree: stream not running here")
+	// ErrStandby: the SingleLeader stream is in standby on this instance (another one leads).
+	ErrStandby = errors.New("watchtree: stream in standby here")
 )
 
 // unreachableError is Start's error when no server answered in time: it renders

@@ -344,6 +344,7 @@ func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 		e.abandon()
 		return nil, err
 	}
+	e.startNamespaceWatch(ctx)
 	e.log.Info("stream spawned", zap.Stringer("scope", spec.Scope()), zap.String("database", e.watcher.Database),
 		zap.String("collection", spec.Collection), zap.Int("lanes", spec.Lanes), zap.String("mode", spec.Mode()))
 	return e, nil

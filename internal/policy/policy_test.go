@@ -472,3 +472,17 @@ func TestLeaseDefaultsAndValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryLostSet: the zero value is "not chosen" (its meaning depends on the stream), every
+// named policy is chosen, Fail included, and the zero value is still of the Fail kind.
+func TestHistoryLostSet(t *testing.T) {
+	var zero HistoryLost
+	if HistoryLostSet(zero) || HistoryLostKindOf(zero) != HistoryFail {
+		t.Errorf("zero value: set %v, kind %v; want unset, of the Fail kind", HistoryLostSet(zero), HistoryLostKindOf(zero))
+	}
+	for _, p := range []HistoryLost{Fail, ResumeFromNow, RebuildFromSnapshot, Rebuild(func(context.Context) error { return nil })} {
+		if !HistoryLostSet(p) {
+			t.Errorf("%v: not set", p)
+		}
+	}
+}

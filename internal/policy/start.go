@@ -97,13 +97,16 @@ func (p StartPosition) validateInto(c *Errors, field string) {
 
 // HistoryLost says what a stream does when its saved resume position is no longer in the oplog
 // (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280, CappedPositionLost 136); the
-// checkpointer actor applies it. Build it with Fail (the zero value), ResumeFromNow, Rebuild or
-// RebuildFromSnapshot.
+// checkpointer actor applies it. Build it with Fail, ResumeFromNow, Rebuild or
+// RebuildFromSnapshot. The zero value is the default: Fail, except for a stream with
+// Checkpoint.Ephemeral, where it is ResumeFromNow (an in-memory consumer that stopped for good
+// would go stale unnoticed; see HistoryLostSet). Fail given explicitly is Fail for every stream.
 // The root package calls it watchtree.HistoryLostPolicy. Every choice other than Fail writes a
 // durable gap record (stream, from, to, policy, time) to "_wt_gaps", retried until it is
 // written, and reports GapRecorded to the Observer: a gap is never silent.
 type HistoryLost struct {
 	kind    HistoryLostKind
+	set     bool // made by Fail, ResumeFromNow, Rebuild or RebuildFromSnapshot, not the zero value
 	rebuild func(ctx context.Context) error
 }
 
@@ -111,7 +114,7 @@ type HistoryLost struct {
 type HistoryLostKind uint8
 
 const (
-	// HistoryFail is the kind of Fail.
+	// HistoryFail is the kind of Fail and of the zero value.
 	HistoryFail HistoryLostKind = iota
 	// HistoryResumeFromNow is the kind of ResumeFromNow.
 	HistoryResumeFromNow
@@ -121,20 +124,21 @@ const (
 	HistoryRebuildFromSnapshot
 )
 
-// Fail (the default) stops the stream terminally with watchtree.ErrHistoryLost and reports it. It
-// stays down until an operator acts (for example deletes the checkpoint or changes the policy).
-var Fail = HistoryLost{}
+// Fail (the default but for Ephemeral streams) stops the stream terminally with
+// watchtree.ErrHistoryLost and reports it. It stays down until an operator acts (for example
+// deletes the checkpoint or changes the policy).
+var Fail = HistoryLost{set: true}
 
 // ResumeFromNow records the gap and starts from the current position. Use it for rebuildable
 // projections (search indexes, caches), and reconcile the gap afterwards.
-var ResumeFromNow = HistoryLost{kind: HistoryResumeFromNow}
+var ResumeFromNow = HistoryLost{kind: HistoryResumeFromNow, set: true}
 
 // RebuildFromSnapshot records the gap, captures and persists the current position, copies the
 // collection's documents again through the stream's handlers (the stream's Snapshot policy:
 // Filter, Partitions, BatchSize; resumable like an initial copy), then streams from the captured
 // position, so nothing written during the copy is missed. It is the built-in rebuild: the
 // handlers see the copied documents as snapshot events (OnSnapshot, else OnChange).
-var RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot}
+var RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot, set: true}
 
 // Rebuild records the gap, captures the current operation time T, runs fn (the user's full
 // rebuild, for example a re-scan of the collection), then starts at T, so nothing written during
@@ -142,12 +146,17 @@ var RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot}
 // the stream stops. If fn returns an error the start fails and the Restart policy applies (fn
 // runs again on the next attempt). fn must not be nil.
 func Rebuild(fn func(ctx context.Context) error) HistoryLost {
-	return HistoryLost{kind: HistoryRebuild, rebuild: fn}
+	return HistoryLost{kind: HistoryRebuild, set: true, rebuild: fn}
 }
 
 // HistoryLostKindOf returns the kind of p: HistoryFail, HistoryResumeFromNow, HistoryRebuild or
 // HistoryRebuildFromSnapshot.
 func HistoryLostKindOf(p HistoryLost) HistoryLostKind { return p.kind }
+
+// HistoryLostSet reports whether p was chosen (Fail, ResumeFromNow, Rebuild, RebuildFromSnapshot)
+// rather than left at the zero value, whose meaning depends on the stream (Fail, or
+// ResumeFromNow for an Ephemeral stream).
+func HistoryLostSet(p HistoryLost) bool { return p.set }
 
 // RebuildFunc returns the function given to Rebuild, and nil for the other kinds.
 func RebuildFunc(p HistoryLost) func(ctx context.Context) error { return p.rebuild }

@@ -8,6 +8,7 @@
 package streamstatus
 
 import (
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -87,6 +88,12 @@ type Status struct {
 	// before the first batch): now minus it is the stream's lag (Lag).
 	InFlight    uint64
 	ReadThrough time.Time
+	// SettledThrough is the cluster time of the settled position, as the checkpointer last
+	// reported it: every event before it has settled. Zero before the first report.
+	SettledThrough bson.Timestamp
+	// Warnings are the conditions the supervisor was told of that an operator should see (a
+	// Collection stream's collection that does not exist); nil when none holds.
+	Warnings []string
 	// Lease is a SingleLeader stream's lease as this instance sees it; nil for AllInstances.
 	Lease *Lease
 	// LastStop reports the latest graceful stop; nil when there was none.
@@ -158,6 +165,8 @@ func Read(r *messages.StatusReply) Status {
 		Attempt: r.GetAttempt(), MaxAttempts: r.GetMaxAttempts(), NextRetryAt: timeOf(r.GetNextRetryAt()),
 		LastCause: r.GetLastCause(), Incarnation: r.GetIncarnation(), Deaths: r.GetDeaths(), Restarts: r.GetRestarts(),
 		InFlight: r.GetInFlight(), ReadThrough: timeOf(r.GetReadThrough()),
+		SettledThrough: bson.Timestamp{T: r.GetSettledThrough().GetSeconds(), I: r.GetSettledThrough().GetIncrement()},
+		Warnings:       slices.Clone(r.GetWarnings()),
 	}
 	if cp := r.GetCheckpoint(); cp != nil {
 		st.Checkpoint = &Checkpoint{Source: cp.GetSource(), WrittenAt: timeOf(cp.GetWrittenAt())}

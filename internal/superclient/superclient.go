@@ -176,6 +176,13 @@ func (c Client) OnDemandSnapshot(ctx context.Context, pid *actor.PID, id string,
 	return expect[*messages.OnDemandSnapshotReply](c.Request(ctx, pid, &messages.OnDemandSnapshot{SnapshotId: id, Filter: filter}))
 }
 
+// AwaitCaughtUp asks for a CaughtUpReply once every event at or before ct has settled (or the
+// stream cannot get there on this instance). Its errors are Request's, and one matching
+// ErrUnexpectedReply for a reply that is not a CaughtUpReply.
+func (c Client) AwaitCaughtUp(ctx context.Context, pid *actor.PID, ct *messages.ClusterTime) (*messages.CaughtUpReply, error) {
+	return expect[*messages.CaughtUpReply](c.Request(ctx, pid, &messages.AwaitCaughtUp{ClusterTime: ct}))
+}
+
 // expect returns res as a T.
 func expect[T any](res any, err error) (T, error) {
 	var zero T

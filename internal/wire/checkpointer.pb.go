@@ -671,6 +671,54 @@ func (x *AttachDispatcher) GetAttach() uint64 {
 	return 0
 }
 
+// SettledThrough is sent by the checkpointer to its parent supervisor when the cluster time of
+// its resume position moves forward, at most every 50ms (the newest one of a faster run; at once
+// before a Flushed and on stop): every event before cluster_time has settled (handled,
+// filtered, unhandled, skipped, dead-lettered). The supervisor answers AwaitCaughtUp with it.
+type SettledThrough struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterTime   *OperationTime         `protobuf:"bytes,1,opt,name=cluster_time,json=clusterTime,proto3" json:"cluster_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettledThrough) Reset() {
+	*x = SettledThrough{}
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettledThrough) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettledThrough) ProtoMessage() {}
+
+func (x *SettledThrough) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_internal_v1_checkpointer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettledThrough.ProtoReflect.Descriptor instead.
+func (*SettledThrough) Descriptor() ([]byte, []int) {
+	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SettledThrough) GetClusterTime() *OperationTime {
+	if x != nil {
+		return x.ClusterTime
+	}
+	return nil
+}
+
 var File_watchtree_internal_v1_checkpointer_proto protoreflect.FileDescriptor
 
 const file_watchtree_internal_v1_checkpointer_proto_rawDesc = "" +
@@ -715,7 +763,9 @@ const file_watchtree_internal_v1_checkpointer_proto_rawDesc = "" +
 	"\x10AttachDispatcher\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
-	"\x06attach\x18\x03 \x01(\x04R\x06attach*\x9d\x01\n" +
+	"\x06attach\x18\x03 \x01(\x04R\x06attach\"Y\n" +
+	"\x0eSettledThrough\x12G\n" +
+	"\fcluster_time\x18\x01 \x01(\v2$.watchtree.internal.v1.OperationTimeR\vclusterTime*\x9d\x01\n" +
 	"\tStartKind\x12\x1a\n" +
 	"\x16START_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17START_KIND_RESUME_AFTER\x10\x01\x12\x1a\n" +
@@ -736,7 +786,7 @@ func file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP() []byte {
 }
 
 var file_watchtree_internal_v1_checkpointer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watchtree_internal_v1_checkpointer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_watchtree_internal_v1_checkpointer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_watchtree_internal_v1_checkpointer_proto_goTypes = []any{
 	(StartKind)(0),           // 0: watchtree.internal.v1.StartKind
 	(*ResolveStart)(nil),     // 1: watchtree.internal.v1.ResolveStart
@@ -747,17 +797,19 @@ var file_watchtree_internal_v1_checkpointer_proto_goTypes = []any{
 	(*Flushed)(nil),          // 6: watchtree.internal.v1.Flushed
 	(*FlowControl)(nil),      // 7: watchtree.internal.v1.FlowControl
 	(*AttachDispatcher)(nil), // 8: watchtree.internal.v1.AttachDispatcher
-	(*ErrorDetail)(nil),      // 9: watchtree.internal.v1.ErrorDetail
+	(*SettledThrough)(nil),   // 9: watchtree.internal.v1.SettledThrough
+	(*ErrorDetail)(nil),      // 10: watchtree.internal.v1.ErrorDetail
 }
 var file_watchtree_internal_v1_checkpointer_proto_depIdxs = []int32{
-	0, // 0: watchtree.internal.v1.StartFrom.kind:type_name -> watchtree.internal.v1.StartKind
-	2, // 1: watchtree.internal.v1.StartFrom.operation_time:type_name -> watchtree.internal.v1.OperationTime
-	9, // 2: watchtree.internal.v1.StartFrom.cause:type_name -> watchtree.internal.v1.ErrorDetail
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: watchtree.internal.v1.StartFrom.kind:type_name -> watchtree.internal.v1.StartKind
+	2,  // 1: watchtree.internal.v1.StartFrom.operation_time:type_name -> watchtree.internal.v1.OperationTime
+	10, // 2: watchtree.internal.v1.StartFrom.cause:type_name -> watchtree.internal.v1.ErrorDetail
+	2,  // 3: watchtree.internal.v1.SettledThrough.cluster_time:type_name -> watchtree.internal.v1.OperationTime
+	4,  // [4:4] is the sub-list for method output_type
+	4,  // [4:4] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_internal_v1_checkpointer_proto_init() }
@@ -773,7 +825,7 @@ func file_watchtree_internal_v1_checkpointer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_checkpointer_proto_rawDesc), len(file_watchtree_internal_v1_checkpointer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

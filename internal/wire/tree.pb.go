@@ -165,6 +165,69 @@ func (x *DeathNotice) GetSeq() uint64 {
 	return 0
 }
 
+// NamespaceCheck is sent to a Collection stream's supervisor by the runtime's check of the
+// watched collection (at Spawn, then every minute): missing while it does not exist, with
+// warning, the note the supervisor puts in StatusReply.warnings until a check finds it.
+type NamespaceCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Missing       bool                   `protobuf:"varint,2,opt,name=missing,proto3" json:"missing,omitempty"`
+	Warning       string                 `protobuf:"bytes,3,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespaceCheck) Reset() {
+	*x = NamespaceCheck{}
+	mi := &file_watchtree_internal_v1_tree_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespaceCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespaceCheck) ProtoMessage() {}
+
+func (x *NamespaceCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_watchtree_internal_v1_tree_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespaceCheck.ProtoReflect.Descriptor instead.
+func (*NamespaceCheck) Descriptor() ([]byte, []int) {
+	return file_watchtree_internal_v1_tree_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *NamespaceCheck) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *NamespaceCheck) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
+func (x *NamespaceCheck) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
 var File_watchtree_internal_v1_tree_proto protoreflect.FileDescriptor
 
 const file_watchtree_internal_v1_tree_proto_rawDesc = "" +
@@ -175,7 +238,11 @@ const file_watchtree_internal_v1_tree_proto_rawDesc = "" +
 	"\vRestartTick\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x1f\n" +
 	"\vDeathNotice\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seqB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"b\n" +
+	"\x0eNamespaceCheck\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
+	"\amissing\x18\x02 \x01(\bR\amissing\x12\x18\n" +
+	"\awarning\x18\x03 \x01(\tR\awarningB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
 	file_watchtree_internal_v1_tree_proto_rawDescOnce sync.Once
@@ -189,11 +256,12 @@ func file_watchtree_internal_v1_tree_proto_rawDescGZIP() []byte {
 	return file_watchtree_internal_v1_tree_proto_rawDescData
 }
 
-var file_watchtree_internal_v1_tree_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_watchtree_internal_v1_tree_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_watchtree_internal_v1_tree_proto_goTypes = []any{
-	(*Resubscribed)(nil), // 0: watchtree.internal.v1.Resubscribed
-	(*RestartTick)(nil),  // 1: watchtree.internal.v1.RestartTick
-	(*DeathNotice)(nil),  // 2: watchtree.internal.v1.DeathNotice
+	(*Resubscribed)(nil),   // 0: watchtree.internal.v1.Resubscribed
+	(*RestartTick)(nil),    // 1: watchtree.internal.v1.RestartTick
+	(*DeathNotice)(nil),    // 2: watchtree.internal.v1.DeathNotice
+	(*NamespaceCheck)(nil), // 3: watchtree.internal.v1.NamespaceCheck
 }
 var file_watchtree_internal_v1_tree_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -214,7 +282,7 @@ func file_watchtree_internal_v1_tree_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_tree_proto_rawDesc), len(file_watchtree_internal_v1_tree_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

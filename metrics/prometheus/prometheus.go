@@ -90,6 +90,7 @@ var notCounted = map[observe.Kind]string{
 	observe.KindSnapshotResumed:   "as SnapshotStarted",
 	observe.KindSnapshotProgress:  "progress is a status, not a count: Runtime.Streams reports it",
 	observe.KindSnapshotDone:      "as SnapshotStarted",
+	observe.KindNamespaceMissing:  "a warning with a state, repeated every minute while it holds: StreamStatus.Warnings and the console's note carry it",
 }
 
 // New returns the adapter. Attach the runtime before the first scrape for the state gauges; the

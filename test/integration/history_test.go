@@ -224,3 +224,77 @@ func TestInvalidate(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryLostEphemeralDefault: an Ephemeral stream (the README's cache) left at the default
+// OnHistoryLost whose in-memory position fell out of the oplog (stopped, then the oplog rolled
+// over) does not crash for good: Start brings it back from the current position, the gap is
+// recorded and reported (HistoryLost, GapRecorded), and the writes after it are handled.
+func TestHistoryLostEphemeralDefault(t *testing.T) {
+	e := newEnv(t)
+	e.needSim("TruncateOplog")
+	got := newHandled()
+	r := e.startRuntime(nil)
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "cache", Collection: "orders", Restart: fastRestart,
+		Checkpoint: watchtree.CheckpointPolicy{Ephemeral: true}, OnInsert: got.handler()})
+	r.waitRunning(t, h)
+	e.insertOrders("orders", 1, 5)
+	waitOrders(t, got, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	e.insertOrders("orders", 6, 10)          // missed while stopped
+	e.srv.TruncateOplog(e.srv.ClusterTime()) // the in-memory position (order 5) is gone
+
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start after lost history: %v (an Ephemeral stream must record the gap and go on)", err)
+	}
+	hl := r.obs.wait(t, "HistoryLost", ofType[observe.HistoryLost]).(observe.HistoryLost)
+	if hl.Policy.String() != "ResumeFromNow" {
+		t.Errorf("HistoryLost under policy %v, want ResumeFromNow (the Ephemeral default)", hl.Policy)
+	}
+	gr := r.obs.wait(t, "GapRecorded", ofType[observe.GapRecorded]).(observe.GapRecorded)
+	waitState(t, h, watchtree.StateRunning)
+	e.insertOrders("orders", 11, 13)
+	waitFor(t, "orders 11..13 handled", func() bool {
+		d := got.docs()
+		return d[11] && d[12] && d[13]
+	})
+	gaps := e.gaps("cache")
+	if len(gaps) != 1 || gaps[0].Policy != "resumeFromNow" || gaps[0].Reason == "" {
+		t.Fatalf("gaps %+v: want one resumeFromNow gap with its reason", gaps)
+	}
+	if tokenData(gr.To) != tokenData(gaps[0].ToToken) || len(gaps[0].FromToken) == 0 {
+		t.Errorf("gap %+v / GapRecorded{To %s}: want the record's end and the lost in-memory position as its start", gaps[0], tokenData(gr.To))
+	}
+	if s := restartsOf(r, "cache"); len(s) != 0 {
+		t.Errorf("the stream was restarted %d times: lost history must not crash it", len(s))
+	}
+}
+
+// TestHistoryLostEphemeralExplicitFail: Fail set explicitly on an Ephemeral stream is Fail.
+func TestHistoryLostEphemeralExplicitFail(t *testing.T) {
+	e := newEnv(t)
+	e.needSim("TruncateOplog")
+	got := newHandled()
+	r := e.startRuntime(nil)
+	h := r.spawn(t, watchtree.Stream[Order]{Name: "cache", Collection: "orders", Restart: fastRestart,
+		Checkpoint: watchtree.CheckpointPolicy{Ephemeral: true}, OnHistoryLost: watchtree.Fail, OnInsert: got.handler()})
+	r.waitRunning(t, h)
+	e.insertOrders("orders", 1, 2)
+	waitOrders(t, got, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	e.insertOrders("orders", 3, 4)
+	e.srv.TruncateOplog(e.srv.ClusterTime())
+	if err := h.Start(ctx); !errors.Is(err, watchtree.ErrHistoryLost) {
+		t.Fatalf("Start: %v, want ErrHistoryLost under an explicit Fail", err)
+	}
+	if g := e.gaps("cache"); len(g) != 0 {
+		t.Errorf("gap records under Fail: %+v", g)
+	}
+}

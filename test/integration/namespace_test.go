@@ -1,0 +1,48 @@
+package integration_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
+)
+
+// TestMissingCollectionWarns: a Collection stream on a collection that does not exist (a typo)
+// runs, and says so: a NamespaceMissing event at Spawn naming the namespace, and the warning in
+// its status and in the console's row note. A stream on an existing collection warns of nothing.
+func TestMissingCollectionWarns(t *testing.T) {
+	e := newEnv(t)
+	e.createColl("orders", false)
+	r := e.startRuntime(nil)
+	got := newHandled()
+	typo := r.spawn(t, watchtree.Stream[Order]{Name: "typo", Collection: "ordrs", OnInsert: got.handler()})
+	good := r.spawn(t, watchtree.Stream[Order]{Name: "good", Collection: "orders", OnInsert: got.handler()})
+	ns := e.dbName + ".ordrs"
+	ev := r.obs.wait(t, "NamespaceMissing", ofType[observe.NamespaceMissing]).(observe.NamespaceMissing)
+	if ev.Stream != "typo" || ev.Namespace != ns || ev.Since.IsZero() {
+		t.Errorf("NamespaceMissing{%s, %s, %v}, want stream typo, namespace %s, a time", ev.Stream, ev.Namespace, ev.Since, ns)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	st, err := typo.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != watchtree.StateRunning || len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], ns+" does not exist") {
+		t.Errorf("typo's status: state %s, warnings %q; want running with the missing namespace named", st.State, st.Warnings)
+	}
+	gs, err := good.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs.Warnings) != 0 {
+		t.Errorf("a stream on an existing collection warns: %q", gs.Warnings)
+	}
+	for _, m := range r.obs.find(ofType[observe.NamespaceMissing]) {
+		if m.EventMeta().Stream != "typo" {
+			t.Errorf("NamespaceMissing of stream %s", m.EventMeta().Stream)
+		}
+	}
+}
