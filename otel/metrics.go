@@ -44,13 +44,13 @@ const (
 
 // instruments are the adapter's metrics.
 type instruments struct {
-	process                                                        metric.Float64Histogram
-	retries, deadLetters, dropped, deadLetterFailed, skipped       metric.Int64Counter
-	restarts, stops, checkpoints, checkpointFailed, historyLost    metric.Int64Counter
-	gaps, leadership                                               metric.Int64Counter
-	consumed, observerDropped                                      metric.Int64ObservableCounter
-	state, role, inFlight, restartAttempt, backlog                 metric.Int64ObservableGauge
-	lag, checkpointAge, headroom                                   metric.Float64ObservableGauge
+	process                                                     metric.Float64Histogram
+	retries, deadLetters, dropped, deadLetterFailed, skipped    metric.Int64Counter
+	restarts, stops, checkpoints, checkpointFailed, historyLost metric.Int64Counter
+	gaps, leadership                                            metric.Int64Counter
+	consumed, observerDropped                                   metric.Int64ObservableCounter
+	state, role, inFlight, restartAttempt, backlog              metric.Int64ObservableGauge
+	lag, checkpointAge, headroom                                metric.Float64ObservableGauge
 }
 
 func defaultBuckets() []float64 {
