@@ -4,8 +4,8 @@
 // Invalidated, LeadershipChanged and the Snapshot* events), each with its Kind.
 //
 // The events are built once, by the actors of a stream's tree where the thing happens, and
-// reach Config.Observer as they are: the console's live feed and the Prometheus adapter
-// (metrics/prometheus) consume the same values. Set an Observer as watchtree.Config.Observer:
+// reach Config.Observer as they are: the console's live feed, the Prometheus adapter
+// (metrics/prometheus) and the OpenTelemetry adapter (module otel) consume the same values. Set an Observer as watchtree.Config.Observer:
 //
 //	obs := observe.Func(func(ev observe.Event) {
 //		switch e := ev.(type) {
