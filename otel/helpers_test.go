@@ -109,7 +109,7 @@ next:
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			got, has := p.attrs.Value(attribute.Key(kv[i]))
-			if !has || got.Emit() != kv[i+1] {
+			if !has || got.String() != kv[i+1] {
 				continue next
 			}
 		}
@@ -118,11 +118,11 @@ next:
 	return v, ok
 }
 
-// attrsOf is a span's attributes by key, rendered with Emit.
+// attrsOf is a span's attributes by key, rendered with String.
 func attrsOf(kvs []attribute.KeyValue) map[string]string {
 	m := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

@@ -105,9 +105,10 @@ func (t *Telemetry) TraceHandler(ctx context.Context, c observe.HandlerCall) (co
 		if c.EventID == "" {
 			return
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			t.remember(key, attemptEnd{span: span.SpanContext(), end: end})
-		} else {
+		case c.Attempt > 1: // a first attempt that succeeds had nothing remembered: no lock
 			t.forget(key)
 		}
 	}
