@@ -102,7 +102,8 @@ type Telemetry struct {
 	// failed is the last failed attempt of each event not yet settled (key stream, event ID),
 	// oldest first in order.
 	failed map[pendingKey]attemptEnd
-	order  []pendingKey
+	order  []pendingRef
+	seq    uint64
 	// restarts are the open restart spans, snapshots the open snapshot spans, by stream.
 	restarts  map[string]trace.Span
 	snapshots map[string]map[string]*snapshotSpan

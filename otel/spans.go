@@ -53,10 +53,19 @@ var messagingMongoDB = semconv.MessagingSystemKey.String("mongodb")
 // pendingKey names one event of one stream.
 type pendingKey struct{ stream, id string }
 
-// attemptEnd is an event's last failed attempt: its span and when it ended.
+// attemptEnd is an event's last failed attempt: its span and when it ended; seq orders the
+// remembered attempts.
 type attemptEnd struct {
 	span trace.SpanContext
 	end  time.Time
+	seq  uint64
+}
+
+// pendingRef is an entry of the remembered attempts' order: current while the map holds the
+// same seq for its key.
+type pendingRef struct {
+	key pendingKey
+	seq uint64
 }
 
 // TraceHandler implements observe.HandlerTracer: it starts the call's process span, which the
@@ -156,21 +165,27 @@ func splitField(f string) []string {
 func (t *Telemetry) remember(k pendingKey, a attemptEnd) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.failed[k]; !ok {
-		t.order = append(t.order, k)
-	}
+	t.seq++
+	a.seq = t.seq
 	t.failed[k] = a
-	for len(t.failed) > t.opts.MaxPending && len(t.order) > 0 {
-		delete(t.failed, t.order[0])
+	t.order = append(t.order, pendingRef{k, a.seq})
+	// order may hold stale references (an event forgotten, or remembered again since): they
+	// are skipped here and dropped by the compaction, so the list stays within 2×MaxPending+1.
+	for len(t.failed) > t.opts.MaxPending {
+		r := t.order[0]
 		t.order = t.order[1:]
+		if cur, ok := t.failed[r.key]; ok && cur.seq == r.seq {
+			delete(t.failed, r.key)
+		}
 	}
-	if len(t.order) > 2*t.opts.MaxPending { // keys forgotten out of order: compact
+	if len(t.order) > 2*t.opts.MaxPending {
 		kept := t.order[:0]
-		for _, o := range t.order {
-			if _, ok := t.failed[o]; ok {
-				kept = append(kept, o)
+		for _, r := range t.order {
+			if cur, ok := t.failed[r.key]; ok && cur.seq == r.seq {
+				kept = append(kept, r)
 			}
 		}
+		clear(t.order[len(kept):])
 		t.order = kept
 	}
 }

@@ -161,3 +161,32 @@ func TestPendingAttemptsAreBounded(t *testing.T) {
 		t.Errorf("the order list holds %d keys for MaxPending 2", n)
 	}
 }
+
+// TestPendingAttemptsOfOneEvent: an event that fails, succeeds and fails again many times keeps
+// one entry, and its stale references neither grow the order list nor evict it while it is
+// among the newest.
+func TestPendingAttemptsOfOneEvent(t *testing.T) {
+	h := newHarness(t, Options{MaxPending: 2})
+	call := func(id string, attempt int, err error) {
+		_, done := h.tel.TraceHandler(context.Background(), observe.HandlerCall{Stream: "s", EventID: id, Attempt: attempt})
+		done(err)
+	}
+	boom := errors.New("boom")
+	for range 1000 {
+		call("a", 1, boom)
+		call("a", 2, nil)
+	}
+	call("a", 1, boom)
+	call("b", 1, boom)
+	has := func(id string) bool { _, ok := h.tel.lastAttempt(pendingKey{"s", id}, false); return ok }
+	if !has("a") || !has("b") {
+		t.Errorf("a %v b %v, want both remembered (MaxPending 2)", has("a"), has("b"))
+	}
+	if n := len(h.tel.order); n > 2*2+1 {
+		t.Errorf("the order list holds %d references for MaxPending 2", n)
+	}
+	call("c", 1, boom)
+	if has("a") || !has("b") || !has("c") {
+		t.Errorf("after c: a %v b %v c %v, want the oldest (a) forgotten", has("a"), has("b"), has("c"))
+	}
+}
