@@ -55,7 +55,8 @@ type Config struct {
 	// Observer receives the typed events of package observe (see observe.Observer), through a
 	// bounded queue: it never blocks or breaks the runtime (Runtime.ObserverStats counts what it
 	// missed). When it also implements observe.HandlerObserver, every handler call is timed for
-	// it. Default observe.Nop.
+	// it; when it implements observe.HandlerTracer, every handler call runs inside its
+	// TraceHandler (the OpenTelemetry adapter's process span). Default observe.Nop.
 	Observer observe.Observer
 	// InstanceID identifies this run of the process: the owner of its SingleLeader leases
 	// (LeaseStatus.Owner, observe.LeadershipChanged.Owner), of the checkpoints it writes, and its name

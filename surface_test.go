@@ -19,10 +19,12 @@ import (
 // status reading (internal/streamstatus) and mongostore's index names left the public packages;
 // 546 with Runtime.ReplayWith, ReplayOptions and console.Client.Replay (a replay that re-reads
 // the document); 555 with Handle.AwaitCaughtUp (its request, reply and cluster time,
-// ErrStandby) and the NamespaceMissing warning (its event, kind and StatusReply.warnings).
+// ErrStandby) and the NamespaceMissing warning (its event, kind and StatusReply.warnings); 566 with
+// the OpenTelemetry adapter (its Options, Source, Telemetry and their functions) and the
+// observe.HandlerTracer it needs (the interface, HandlerCall, ErrHandlerAborted).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 555
+const maxPublicSurface = 566
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -1,6 +1,7 @@
 package observe_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -162,4 +163,70 @@ func TestMultiHandlerObserver(t *testing.T) {
 		t.Fatalf("calls = %v", calls)
 	}
 	m.OnEvent(observe.Started{}) // still an Observer
+}
+
+type tracerKey struct{}
+
+// tracerRec is an Observer that also traces handler calls: it appends its name to the
+// context's path and records "name:start path" and "name:done err".
+type tracerRec struct {
+	observe.Nop
+	name  string
+	calls *[]string
+	panic bool
+}
+
+func (r tracerRec) TraceHandler(ctx context.Context, c observe.HandlerCall) (context.Context, func(error)) {
+	if r.panic {
+		panic(r.name)
+	}
+	path, _ := ctx.Value(tracerKey{}).(string)
+	*r.calls = append(*r.calls, fmt.Sprintf("%s:start %s %s#%d", r.name, path, c.Stream, c.Attempt))
+	return context.WithValue(ctx, tracerKey{}, path+r.name), func(err error) {
+		*r.calls = append(*r.calls, fmt.Sprintf("%s:done %v", r.name, err))
+	}
+}
+
+// TestMultiHandlerTracer: Multi is a HandlerTracer exactly when a member is (also beside a
+// HandlerObserver); it chains the members' contexts in order and ends them in reverse; a
+// member's panic leaves the others traced and is re-raised by done.
+func TestMultiHandlerTracer(t *testing.T) {
+	if _, ok := observe.Multi(observe.Nop{}, handlerRec{}).(observe.HandlerTracer); ok {
+		t.Fatal("a Multi without a HandlerTracer member is one")
+	}
+	var calls []string
+	m := observe.Multi(tracerRec{name: "a", calls: &calls}, handlerRec{calls: &calls}, tracerRec{name: "b", calls: &calls})
+	if _, ok := m.(observe.HandlerObserver); !ok {
+		t.Fatal("a Multi with a HandlerObserver and a HandlerTracer is no HandlerObserver")
+	}
+	ht, ok := m.(observe.HandlerTracer)
+	if !ok {
+		t.Fatal("a Multi with a HandlerTracer member is not one")
+	}
+	ctx, done := ht.TraceHandler(context.Background(), observe.HandlerCall{Stream: "s", Attempt: 2})
+	if got, _ := ctx.Value(tracerKey{}).(string); got != "ab" {
+		t.Errorf("the handler's context has path %q, want \"ab\"", got)
+	}
+	done(errors.New("boom"))
+	if got := strings.Join(calls, ","); got != "a:start  s#2,b:start a s#2,b:done boom,a:done boom" {
+		t.Errorf("calls = %s", got)
+	}
+
+	calls = nil
+	m = observe.Multi(tracerRec{name: "a", calls: &calls, panic: true}, tracerRec{name: "b", calls: &calls})
+	ctx, done = m.(observe.HandlerTracer).TraceHandler(context.Background(), observe.HandlerCall{Stream: "s", Attempt: 1})
+	if got, _ := ctx.Value(tracerKey{}).(string); got != "b" {
+		t.Errorf("after a's panic the context has path %q, want \"b\"", got)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "a" {
+				t.Errorf("done re-raised %v, want a's panic", p)
+			}
+		}()
+		done(nil)
+	}()
+	if got := strings.Join(calls, ","); got != "b:start  s#1,b:done <nil>" {
+		t.Errorf("calls = %s", got)
+	}
 }

@@ -4,8 +4,8 @@
 // Invalidated, LeadershipChanged, the Snapshot* events and NamespaceMissing), each with its Kind.
 //
 // The events are built once, by the actors of a stream's tree where the thing happens, and
-// reach Config.Observer as they are: the console's live feed and the Prometheus adapter
-// (metrics/prometheus) consume the same values. Set an Observer as watchtree.Config.Observer:
+// reach Config.Observer as they are: the console's live feed, the Prometheus adapter
+// (metrics/prometheus) and the OpenTelemetry adapter (module otel) consume the same values. Set an Observer as watchtree.Config.Observer:
 //
 //	obs := observe.Func(func(ev observe.Event) {
 //		switch e := ev.(type) {
@@ -73,10 +73,10 @@ type HandlerObserver interface {
 // ones. A panic in one observer does not keep the others from seeing the event: it is
 // re-raised after all have been called (and then recovered and counted by the runtime). The
 // result implements HandlerObserver exactly when a member does, and then passes each handler
-// call on to the members that implement it.
+// call on to the members that implement it; the same holds for HandlerTracer.
 func Multi(obs ...Observer) Observer {
 	out := make(multi, 0, len(obs))
-	handlers := false
+	handlers, tracers := false, false
 	for _, o := range obs {
 		if o == nil {
 			continue
@@ -85,9 +85,17 @@ func Multi(obs ...Observer) Observer {
 		if _, ok := o.(HandlerObserver); ok {
 			handlers = true
 		}
+		if _, ok := o.(HandlerTracer); ok {
+			tracers = true
+		}
 	}
-	if handlers {
+	switch {
+	case handlers && tracers:
+		return traceHandlerMulti{multiHandler{out}}
+	case handlers:
 		return multiHandler{out}
+	case tracers:
+		return traceMulti{out}
 	}
 	return out
 }

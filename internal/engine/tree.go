@@ -304,11 +304,16 @@ func (r timedRouter) observe(took time.Duration, err error) {
 }
 
 // routerFor returns the stream's router, timed when Config.Observer is an
-// observe.HandlerObserver (observe.Multi is one exactly when a member is).
+// observe.HandlerObserver and traced when it is an observe.HandlerTracer (observe.Multi is one
+// exactly when a member is). The tracer is outermost, so the time it measures includes the
+// HandlerObserver's.
 func (e *Entry) routerFor() dispatcher.Router {
-	ho, ok := e.rt.cfg.Observer.(observe.HandlerObserver)
-	if !ok {
-		return e.spec.Router
+	r := e.spec.Router
+	if ho, ok := e.rt.cfg.Observer.(observe.HandlerObserver); ok {
+		r = timedRouter{Router: r, stream: e.name, obs: ho, log: e.log, now: time.Now}
 	}
-	return timedRouter{Router: e.spec.Router, stream: e.name, obs: ho, log: e.log, now: time.Now}
+	if ht, ok := e.rt.cfg.Observer.(observe.HandlerTracer); ok {
+		r = tracedRouter{Router: r, stream: e.name, tr: ht, log: e.log}
+	}
+	return r
 }

@@ -60,6 +60,8 @@ var rows = []row{
 		Metric: "ns/op", BaseBench: "BenchmarkLaneKey/bsoncore", BaseMetric: "ns/op"},
 	{Group: "pipeline", Label: "encoding 256 settlements as runs, eight lanes' order, ns (baseline: in seq order)", Bench: "BenchmarkSettledRuns/lanes=8",
 		Metric: "ns/op", BaseBench: "BenchmarkSettledRuns/lanes=1", BaseMetric: "ns/op"},
+	{Group: "pipeline", Label: "the OpenTelemetry adapter per handler call (process span, histogram), with the SDK, ns (baseline: no-op providers: the adapter's own work)",
+		Bench: "BenchmarkTraceHandler/sdk", Metric: "ns/op", BaseBench: "BenchmarkTraceHandler/noop", BaseMetric: "ns/op"},
 
 	// end to end on mongosim
 	{Group: "end to end", Label: "catch-up events/s, watchtree (baseline: raw driver loop)", Bench: "BenchmarkEndToEnd",
