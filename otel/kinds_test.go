@@ -33,6 +33,7 @@ func samples() map[observe.Kind]observe.Event {
 		observe.SnapshotResumed{Meta: m, Snapshot: snap},
 		observe.SnapshotProgress{Meta: m, Snapshot: snap},
 		observe.SnapshotDone{Meta: m, Snapshot: snap},
+		observe.NamespaceMissing{Meta: m, Namespace: "db.orderz", Since: m.Time},
 	}
 	out := make(map[observe.Kind]observe.Event, len(evs))
 	for _, ev := range evs {
