@@ -26,6 +26,13 @@ type oplogEntry struct {
 	opDesc     bson.D // operationDescription of expanded events (createIndexes, …)
 	lsid       bson.D // {id, uid} for events of multi-document transactions
 	txnNumber  *int64
+
+	// Document versions, for snapshot reads (snapshotread.go): versioned is set on every
+	// document write; key is the _id hash key and prev the version the write replaced (nil
+	// for an insert).
+	versioned bool
+	key       string
+	prev      *docSlot
 }
 
 // oplog is the bounded change history. It keeps at most capacity entries and, when retention

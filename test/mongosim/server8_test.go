@@ -434,13 +434,15 @@ func TestServer8OnPrimaryTransactionalWrite(t *testing.T) {
 	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil || doc[1].Value != int32(1) {
 		t.Fatalf("document %v, %v: the write must be applied once", doc, err)
 	}
-	// failBeforeCommitExceptionCode: the write fails and is not applied.
+	// failBeforeCommitExceptionCode without closeConnection: the statement fails with that
+	// code, as a write error, and is not applied (retrywrite_test.go covers the default).
 	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"},
 		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
-		{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 2}}}})
+		{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 2}, {Key: "closeConnection", Value: false}}}})
 	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}})
-	if ce := commandError(t, err); ce.Code != 2 {
-		t.Fatalf("insert: %v, want code 2", err)
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != 2 {
+		t.Fatalf("insert: %v, want a write error with code 2", err)
 	}
 	if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: 2}}); n != 0 {
 		t.Fatal("a write failed before commit must not be applied")
