@@ -250,7 +250,7 @@ func cmdDrop(s *Server, c *command) (bson.D, error) {
 // dropCollectionLocked removes coll and logs its "drop" entry. Caller holds e.mu.
 func (e *engine) dropCollectionLocked(coll *collection) {
 	e.removeCollectionLocked(coll.db, coll.name)
-	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "drop", db: coll.db, coll: coll.name, collUUID: coll.uuid})
+	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "drop", db: coll.db, coll: coll.name, collUUID: coll.uuid, dropped: coll})
 }
 
 func cmdDropDatabase(s *Server, c *command) (bson.D, error) {

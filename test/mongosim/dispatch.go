@@ -31,6 +31,13 @@ type command struct {
 	deadline      time.Time // maxTimeMS; zero for none (generic.go)
 	unsatisfiedWC bson.D    // the writeConcernError a write concern this set cannot meet gets
 	closeAfter    bool      // set by handlers: drop the connection instead of replying (retrywrite.go)
+
+	// Snapshot reads (snapshotread.go): snapshot is set for readConcern level snapshot outside
+	// a transaction; snapshotAt is the time read at (atClusterTime, or chosen by the read),
+	// valid when snapshotAtSet. In a transaction, snapshotAtSet alone gives its read time.
+	snapshot      bool
+	snapshotAt    bson.Timestamp
+	snapshotAtSet bool
 }
 
 // Arg returns the value of a top-level field of the command body.

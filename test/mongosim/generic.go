@@ -117,22 +117,27 @@ func checkReadConcernArg(c *command) *cmdError {
 		return errorf(codeTypeMismatch, "BSON field 'readConcern' is the wrong type '%s', expected type 'object'", typeName(v))
 	}
 	level, _ := lookupD(rc, "level")
-	if _, ok := lookupD(rc, "atClusterTime"); ok {
-		if level != "snapshot" {
-			return errorf(codeInvalidOptions, "readConcern level must be 'snapshot' to specify atClusterTime")
-		}
-		return unsupported("snapshot reads at a cluster time (readConcern atClusterTime)")
+	if _, ok := lookupD(rc, "atClusterTime"); ok && level != "snapshot" {
+		return errorf(codeInvalidOptions, "readConcern level must be 'snapshot' to specify atClusterTime")
 	}
 	switch level {
 	case nil, "local", "majority", "linearizable", "available":
 		return nil
 	case "snapshot":
+		at, hasAt, err := readConcernAt(rc)
+		if err != nil {
+			return err
+		}
 		if c.InTransaction() {
+			c.snapshotAt, c.snapshotAtSet = at, hasAt // the transaction's read time (txn.go)
 			return nil
 		}
 		switch c.Name {
-		case "find", "aggregate", "distinct", "count", "getMore":
-			return unsupported("snapshot reads (readConcern level 'snapshot' outside a transaction)")
+		case "find", "aggregate", "distinct":
+			c.snapshot, c.snapshotAt, c.snapshotAtSet = true, at, hasAt
+			return nil
+		case "count":
+			return errorf(codeInvalidOptions, "read concern snapshot not supported")
 		}
 		return errorf(codeInvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } }", c.Name)
 	default:

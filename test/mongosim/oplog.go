@@ -33,6 +33,7 @@ type oplogEntry struct {
 	versioned bool
 	key       string
 	prev      *docSlot
+	dropped   *collection // drop: the collection as it was dropped (no longer changed)
 }
 
 // oplog is the bounded change history. It keeps at most capacity entries and, when retention

@@ -15,7 +15,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -283,48 +282,6 @@ func TestServer8APIStrict(t *testing.T) {
 	raw := cl.Database("api").RunCommand(ctx, bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "2"}}).Err()
 	if ce := commandError(t, raw); ce.Code != codeAPIVersionError {
 		t.Fatalf("apiVersion 2: %v, want APIVersionError (322)", raw)
-	}
-}
-
-// Item 2: snapshot reads are refused with the "not supported" code, never answered with the
-// latest data; a transaction with readConcern snapshot still runs.
-func TestServer8SnapshotReadsRefused(t *testing.T) {
-	_, cl := startServer(t, Options{})
-	ctx := context.Background()
-	coll := cl.Database("snap").Collection("c")
-	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := cl.StartSession(options.Session().SetSnapshot(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.EndSession(ctx)
-	sctx := mongo.NewSessionContext(ctx, sess)
-	err = coll.FindOne(sctx, bson.D{}).Err()
-	if ce := commandError(t, err); ce.Code != codeUnsupported || !strings.Contains(ce.Message, "snapshot") {
-		t.Fatalf("find in a snapshot session: %v, want the not-supported error naming snapshot reads", err)
-	}
-	rc := cl.Database("snap").Collection("c", options.Collection().SetReadConcern(readconcern.Snapshot()))
-	if _, err := rc.Aggregate(ctx, mongo.Pipeline{}); err == nil || commandError(t, err).Code != codeUnsupported {
-		t.Fatalf("aggregate with readConcern snapshot: %v, want the not-supported error", err)
-	}
-	// A write carrying readConcern snapshot is refused as a server refuses it.
-	werr := cl.Database("snap").RunCommand(ctx, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}},
-		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}}).Err()
-	if ce := commandError(t, werr); ce.Code != codeInvalidOptions {
-		t.Fatalf("insert with readConcern snapshot: %v, want InvalidOptions (72)", werr)
-	}
-	tsess, err := cl.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tsess.EndSession(ctx)
-	_, err = tsess.WithTransaction(ctx, func(sc context.Context) (any, error) {
-		return nil, coll.FindOne(sc, bson.D{}).Err()
-	}, options.Transaction().SetReadConcern(readconcern.Snapshot()))
-	if err != nil {
-		t.Fatalf("transaction with readConcern snapshot: %v", err)
 	}
 }
 
