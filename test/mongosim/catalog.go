@@ -514,7 +514,7 @@ func applyIndexChange(coll *collection, ch *indexChange) (bson.D, *cmdError) {
 		nix.unique, nix.prepareUnique = true, false
 		nix.entries = make(map[string]string)
 		if err := coll.buildIndex(nix); err != nil {
-			return nil, &cmdError{Code: 359, Msg: "Cannot convert the index to unique. Please resolve conflicting documents before running collMod again."}
+			return nil, errCannotConvertToUnique(coll, nix)
 		}
 		nix.spec = slices.DeleteFunc(nix.spec, func(e bson.E) bool { return e.Key == "prepareUnique" })
 		setSpec("unique", true)

@@ -100,13 +100,16 @@ func checkAPIArgs(c *command) *cmdError {
 		if _, known := commandTable[c.Name]; known {
 			return errorf(codeAPIStrictError, "Provided apiStrict:true, but the command %s is not in API Version 1. Information on supported commands and migrations in API Version 1 can be found at https://www.mongodb.com/docs/manual/reference/stable-api/", c.Name)
 		}
+	} else if b {
+		return checkAPIStrictStages(c) // apistrict.go
 	}
 	return nil
 }
 
-// checkReadConcernArg refuses snapshot reads outside a transaction: the simulator keeps no
-// versioned history to read at a cluster time, and answering with the latest data would be
-// wrong. A write carrying readConcern snapshot is refused as a server refuses it.
+// checkReadConcernArg validates readConcern. Level snapshot is accepted in transactions and,
+// outside them, on find, aggregate and distinct (snapshotread.go), with an optional
+// atClusterTime; count refuses it, and any other command (writes included) too, as a server
+// does.
 func checkReadConcernArg(c *command) *cmdError {
 	v, ok := c.Arg("readConcern")
 	if !ok {

@@ -481,7 +481,7 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 			res[i] = bson.D{} // a collection scan has no index keys
 			continue
 		case returnKey:
-			k, kerr := returnKeyDoc(d, keyPattern)
+			k, kerr := returnKeyDoc(d, keyPattern, filter, returnKeyReverse(keyPattern, sortSpec))
 			if kerr != nil {
 				return nil, kerr
 			}
