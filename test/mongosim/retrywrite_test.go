@@ -3,6 +3,7 @@ package mongosim
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -155,8 +156,9 @@ func TestRetryableWriteFailBeforeCommit(t *testing.T) {
 			}
 			onPrimaryTransactionalWrite(t, cl, bson.D{{Key: "times", Value: 2}}, failBeforeCommit)
 			err := tc.run(ctx, coll)
-			if !mongo.IsNetworkError(err) {
-				t.Fatalf("write failed twice before commit: %v, want the network error", err)
+			var le mongo.LabeledError
+			if !mongo.IsNetworkError(err) || !errors.As(err, &le) || !le.HasErrorLabel("RetryableWriteError") {
+				t.Fatalf("write failed twice before commit: %v, want the network error labelled RetryableWriteError", err)
 			}
 			if got := retryDocN(t, coll); got != before {
 				t.Fatalf("n %d after two failures before commit, want %d (nothing applied)", got, before)
@@ -341,5 +343,30 @@ func TestRetryableWriteCloseConnectionInBulk(t *testing.T) {
 			t.Fatalf("mode %v: %d delete commands: a delete matching nothing must not fire the fail point", mode, n)
 		}
 		onPrimaryTransactionalWrite(t, cl, "off", nil)
+	}
+}
+
+// Without closeConnection, findAndModify fails with the fail point's code as a command error,
+// labelled RetryableWriteError when the code is retriable, so the driver retries it; the
+// failed attempt changed nothing.
+func TestRetryableWriteFailBeforeCommitRetriableCode(t *testing.T) {
+	srv, _ := startServer(t, Options{})
+	var rec cmdRecorder
+	cl := connectClient(t, srv, func(o *options.ClientOptions) { o.SetMonitor(rec.Monitor()) })
+	ctx := context.Background()
+	coll := cl.Database("fbc").Collection("code")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	onPrimaryTransactionalWrite(t, cl, bson.D{{Key: "times", Value: 1}},
+		bson.D{{Key: "closeConnection", Value: false}, {Key: "failBeforeCommitExceptionCode", Value: 262}})
+	var d bson.M
+	if err := coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d); err != nil || d["n"] != int32(2) {
+		t.Fatalf("findOneAndUpdate: %v, %v, want n 2 after one retry", d, err)
+	}
+	evs := rec.Named("findAndModify")
+	if len(evs) != 2 || evs[0].Code != 262 || !slices.Contains(evs[0].Labels, "RetryableWriteError") || !evs[1].OK {
+		t.Fatalf("findAndModify events %+v, want ExceededTimeLimit labelled RetryableWriteError, then success", evs)
 	}
 }
