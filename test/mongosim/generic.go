@@ -119,6 +119,9 @@ func checkReadConcernArg(c *command) *cmdError {
 	if !ok {
 		return errorf(codeTypeMismatch, "BSON field 'readConcern' is the wrong type '%s', expected type 'object'", typeName(v))
 	}
+	if c.InTransaction() && !c.StartTxn && len(rc) > 0 {
+		return errorf(codeInvalidOptions, "Only the first command in a transaction may specify a readConcern")
+	}
 	level, _ := lookupD(rc, "level")
 	if _, ok := lookupD(rc, "atClusterTime"); ok && level != "snapshot" {
 		return errorf(codeInvalidOptions, "readConcern level must be 'snapshot' to specify atClusterTime")

@@ -315,9 +315,14 @@ func TestSnapshotTransactionAtClusterTime(t *testing.T) {
 	if x := raw.Lookup("cursor", "firstBatch").Array().Index(0).Document().Lookup("x").Int32(); x != 1 {
 		t.Fatalf("the transaction reads x %d, want 1 (as of t1)", x)
 	}
+	// Only the first statement may carry a readConcern.
+	again := append(bson.D{{Key: "find", Value: "txn"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: t1}}}}, txnFields(100, false)...)
+	var ce mongo.CommandError
+	if _, err := run(db, again); !errors.As(err, &ce) || ce.Code != codeInvalidOptions || !strings.Contains(ce.Message, "Only the first command") {
+		t.Fatalf("readConcern on a later statement: %v, want InvalidOptions", err)
+	}
 	_, err = run(db, append(bson.D{{Key: "update", Value: "txn"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}},
 		{Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "x", Value: 1}}}}}}}}}, txnFields(100, false)...))
-	var ce mongo.CommandError
 	if !errors.As(err, &ce) || ce.Code != codeWriteConflict || !ce.HasErrorLabel("TransientTransactionError") {
 		t.Fatalf("update of a document changed after t1: %v, want WriteConflict labelled TransientTransactionError", err)
 	}
