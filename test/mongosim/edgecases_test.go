@@ -186,4 +186,13 @@ func TestFindReturnKeyMultikey(t *testing.T) {
 	if got := find(bson.D{{Key: "_id", Value: 2}}, options.Find().SetHint("tags_1")); got != `{"tags": {"$undefined":true}}` {
 		t.Fatalf("an empty array: %s, want its undefined key", got)
 	}
+	// A hashed index's keys are hashes mongosim does not compute: refused, not answered wrong.
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "b", Value: "hashed"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := coll.Find(ctx, bson.D{}, options.Find().SetHint("b_hashed").SetReturnKey(true))
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != codeUnsupported || !strings.Contains(ce.Message, "hashed") {
+		t.Fatalf("returnKey on a hashed index: %v, want the not-supported error naming it", err)
+	}
 }

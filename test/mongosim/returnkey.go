@@ -85,6 +85,12 @@ func (e *engine) returnKeyPattern(c *command, db, coll string, filter, sortSpec 
 // the bounds of the filter's conditions on the key fields, in the scan's direction (reverse:
 // a backward scan, for a sort against the index's order).
 func returnKeyDoc(doc, pattern, filter bson.D, reverse bool) (bson.D, *cmdError) {
+	for _, k := range pattern {
+		if _, hashed := k.Value.(string); hashed {
+			// Its keys are the server's hashes of the values, which mongosim does not compute.
+			return nil, unsupported("find's returnKey on a hashed index (%s)", k.Key)
+		}
+	}
 	ix := &index{key: pattern}
 	keys, err := ix.keysFor(doc)
 	if err != nil {
