@@ -51,6 +51,13 @@ type oplog struct {
 	floor     bson.Timestamp
 	start     bson.Timestamp // the floor at start-up: the set's initiation (oplogview.go)
 	uuid      bson.Binary    // local.oplog.rs's collection UUID
+
+	// Snapshot history (snapshotread.go): entries keep the versions they replaced for
+	// versionWindow (negative: not at all); vfrom is the seq of the first entry that still
+	// does, vfloor the cluster time of the newest entry that no longer does.
+	versionWindow time.Duration
+	vfrom         uint64
+	vfloor        bson.Timestamp
 }
 
 func newOplog(capacity int, retention time.Duration, start bson.Timestamp) *oplog {
@@ -77,6 +84,7 @@ func (o *oplog) append(now time.Time, entries ...*oplogEntry) {
 			o.dropOldest()
 		}
 	}
+	o.pruneVersions(now)
 }
 
 func (o *oplog) grow() {

@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -28,6 +29,45 @@ const (
 	codeSnapshotTooOld      = 239
 	codeSnapshotUnavailable = 246
 )
+
+func init() {
+	serverParameters["minSnapshotHistoryWindowInSeconds"] = serverParameter{value: func(s *Server) any {
+		return int32(max(s.opts.SnapshotHistory, 0).Seconds())
+	}, runtime: true, atStartup: true}
+}
+
+// pruneVersions releases the versions kept by entries older than the snapshot history
+// window, oldest first, raising vfloor: a snapshot read needs every entry after its time.
+// Amortised O(1) per appended entry.
+func (o *oplog) pruneVersions(now time.Time) {
+	if o.n == 0 {
+		return
+	}
+	first := o.at(0).seq
+	if o.vfrom < first {
+		o.vfrom = first
+	}
+	cutoff := now.Add(-o.versionWindow)
+	for o.vfrom-first < uint64(o.n) {
+		en := o.at(int(o.vfrom - first))
+		if o.versionWindow >= 0 && !en.wall.Before(cutoff) {
+			return
+		}
+		en.prev, en.dropped, en.versioned = nil, nil, false
+		if tsLess(o.vfloor, en.ts) {
+			o.vfloor = en.ts
+		}
+		o.vfrom++
+	}
+}
+
+// snapshotFloor is the oldest cluster time a snapshot read can read at.
+func (o *oplog) snapshotFloor() bson.Timestamp {
+	if tsLess(o.floor, o.vfloor) {
+		return o.vfloor
+	}
+	return o.floor
+}
 
 // setVersion marks a document entry with the document's key and the version it replaced
 // (nil: the document did not exist), which snapshot reads undo to see the data as it was.
@@ -81,7 +121,7 @@ func (e *engine) snapshotTimeLocked(c *command) (bson.Timestamp, *cmdError) {
 // indexes' entries, for a transaction that writes to it. Caller holds e.mu.
 func (e *engine) collectionAtLocked(db, name string, ts bson.Timestamp, forWrite bool) (*collection, *cmdError) {
 	o := e.oplog
-	if tsLess(ts, o.historyFloor()) {
+	if tsLess(ts, o.snapshotFloor()) {
 		return nil, errorf(codeSnapshotTooOld, "Read timestamp %s is older than the oldest available timestamp.", formatTS(ts))
 	}
 	base := e.collLocked(db, name)

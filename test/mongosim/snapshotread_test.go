@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -334,5 +335,76 @@ func TestSnapshotTransactionAtClusterTime(t *testing.T) {
 	}
 	if _, err := run(cl.Database("admin"), append(bson.D{{Key: "abortTransaction", Value: 1}}, txnFields(101, false)...)); !errors.As(err, &ce) || ce.Code != codeNoSuchTransaction {
 		t.Fatalf("abort after the refused start: %v, want NoSuchTransaction", err)
+	}
+}
+
+// Versions are kept for Options.SnapshotHistory (5 minutes by default, the server's
+// minSnapshotHistoryWindowInSeconds, which getParameter reports): a read at a time whose
+// later changes have aged out fails with SnapshotTooOld, one within the window still reads
+// the old data; with a negative window nothing is kept.
+func TestSnapshotHistoryWindow(t *testing.T) {
+	clock := &ttlClock{now: time.Now()}
+	advance := func(d time.Duration) { clock.Set(clock.Now().Add(d)) }
+	srv, cl := startServer(t, Options{Now: clock.Now})
+	ctx := context.Background()
+	db := cl.Database("snap")
+	coll := db.Collection("window")
+	setX := func(x int) {
+		t.Helper()
+		if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: x}}}}, options.UpdateOne().SetUpsert(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readX := func(at bson.Timestamp) (int32, error) {
+		raw, err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "window"},
+			{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: at}}}}).Raw()
+		if err != nil {
+			return 0, err
+		}
+		return raw.Lookup("cursor", "firstBatch").Array().Index(0).Document().Lookup("x").Int32(), nil
+	}
+	setX(1)
+	t1 := srv.ClusterTime()
+	setX(2)
+	advance(4 * time.Minute)
+	setX(3)
+	t3 := srv.ClusterTime()
+	if x, err := readX(t1); err != nil || x != 1 {
+		t.Fatalf("read at t1 within the window: %d, %v, want 1", x, err)
+	}
+	advance(2 * time.Minute) // the change after t1 is now 6 minutes old
+	setX(4)
+	if _, err := readX(t1); !errors.As(err, new(mongo.CommandError)) || err.(mongo.CommandError).Code != codeSnapshotTooOld {
+		t.Fatalf("read at t1 after its history aged out: %v, want SnapshotTooOld", err)
+	}
+	if x, err := readX(t3); err != nil || x != 3 {
+		t.Fatalf("read at t3, still in the window: %d, %v, want 3", x, err)
+	}
+	raw, err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "getParameter", Value: 1}, {Key: "minSnapshotHistoryWindowInSeconds", Value: 1}}).Raw()
+	if err != nil || raw.Lookup("minSnapshotHistoryWindowInSeconds").Int32() != 300 {
+		t.Fatalf("getParameter minSnapshotHistoryWindowInSeconds: %s, %v", raw, err)
+	}
+
+	srv2, cl2 := startServer(t, Options{SnapshotHistory: -1})
+	db2 := cl2.Database("snap")
+	if _, err := db2.Collection("none").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	at := srv2.ClusterTime()
+	find := func(rc bson.D) error {
+		return db2.RunCommand(ctx, bson.D{{Key: "find", Value: "none"}, {Key: "readConcern", Value: rc}}).Err()
+	}
+	if err := find(bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: at}}); err != nil {
+		t.Fatalf("read at the latest time with no history kept: %v", err)
+	}
+	if _, err := db2.Collection("none").InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	var ce mongo.CommandError
+	if err := find(bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: at}}); !errors.As(err, &ce) || ce.Code != codeSnapshotTooOld {
+		t.Fatalf("read before a change with no history kept: %v, want SnapshotTooOld", err)
+	}
+	if err := find(bson.D{{Key: "level", Value: "snapshot"}}); err != nil {
+		t.Fatalf("a snapshot read at the latest time: %v", err)
 	}
 }

@@ -152,7 +152,7 @@ func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
 			if readAt, cerr = e.snapshotTimeLocked(c); cerr != nil {
 				return nil, cerr
 			}
-			if tsLess(readAt, e.oplog.historyFloor()) {
+			if tsLess(readAt, e.oplog.snapshotFloor()) {
 				return nil, errorf(codeSnapshotTooOld, "Read timestamp %s is older than the oldest available timestamp.", formatTS(readAt))
 			}
 		}
