@@ -183,43 +183,15 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 	results := bson.A{}
 	for i, op := range parsed {
 		w.db, w.name = op.ns.db, op.ns.coll
-		res := bson.D{{Key: "ok", Value: 1.0}, {Key: "idx", Value: int32(i)}}
+		o, done := w.executed(i)
 		var err *cmdError
-		switch op.kind {
-		case "insert":
-			var doc bson.D
-			var size int
-			if doc, size, err = prepareInsert(op.doc); err == nil {
-				var coll *collection
-				if coll, err = w.target(true); err == nil {
-					err = w.insertDoc(coll, doc, size)
-				}
+		if !done {
+			o, err = w.bulkOp(op.kind, op.doc, op.upd, op.q, op.one)
+			if err = w.endStatement(err); err == errStmtDropped {
+				return nil, errCloseConnection
 			}
 			if err == nil {
-				nInserted++
-				res = append(res, bson.E{Key: "n", Value: int32(1)})
-			}
-		case "update":
-			var out *updateOutcome
-			if out, err = w.update(op.upd); err == nil {
-				n := int32(out.matched)
-				nMatched += int32(out.matched)
-				nModified += int32(out.modified)
-				if out.upserted {
-					n++
-					nUpserted++
-				}
-				res = append(res, bson.E{Key: "n", Value: n}, bson.E{Key: "nModified", Value: int32(out.modified)})
-				if out.upserted {
-					res = append(res, bson.E{Key: "upserted", Value: bson.D{{Key: "_id", Value: out.upsertedID}}})
-				}
-			}
-		case "delete":
-			var deleted []bson.D
-			deleted, err = w.deleteMatching(op.q, op.one, nil)
-			if err == nil {
-				nDeleted += int32(len(deleted))
-				res = append(res, bson.E{Key: "n", Value: int32(len(deleted))})
+				w.keepOutcome(i, o)
 			}
 		}
 		if err != nil {
@@ -238,6 +210,24 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 			}
 			continue
 		}
+		res := bson.D{{Key: "ok", Value: 1.0}, {Key: "idx", Value: int32(i)}, {Key: "n", Value: o.n}}
+		switch op.kind {
+		case "insert":
+			nInserted++
+		case "update":
+			nMatched += o.n
+			if o.upserted {
+				nMatched--
+				nUpserted++
+			}
+			nModified += o.modified
+			res = append(res, bson.E{Key: "nModified", Value: o.modified})
+			if o.upserted {
+				res = append(res, bson.E{Key: "upserted", Value: bson.D{{Key: "_id", Value: o.upsertedID}}})
+			}
+		case "delete":
+			nDeleted += o.n
+		}
 		if !errorsOnly {
 			results = append(results, res)
 		}
@@ -248,8 +238,52 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 		{Key: "nErrors", Value: nErrors}, {Key: "nInserted", Value: nInserted}, {Key: "nMatched", Value: nMatched},
 		{Key: "nModified", Value: nModified}, {Key: "nUpserted", Value: nUpserted}, {Key: "nDeleted", Value: nDeleted},
 	}
-	e.retryStoreLocked(c, reply)
+	w.storeReplyLocked(reply)
 	return reply, nil
+}
+
+// bulkOp runs one operation of a client bulkWrite: insert doc, update upd, or delete the
+// documents matching q (one or all).
+func (w *writeCtx) bulkOp(kind string, doc bson.D, upd updateSpec, q bson.D, one bool) (stmtOutcome, *cmdError) {
+	switch kind {
+	case "insert":
+		doc, size, err := prepareInsert(doc)
+		if err != nil {
+			return stmtOutcome{}, err
+		}
+		coll, err := w.target(true)
+		if err != nil {
+			return stmtOutcome{}, err
+		}
+		if err := w.insertDoc(coll, doc, size); err != nil {
+			return stmtOutcome{}, err
+		}
+		return stmtOutcome{n: 1}, nil
+	case "update":
+		if upd.multi {
+			if err := multiRetryableErr(w.c, "Cannot use retryable writes with multi=true"); err != nil {
+				return stmtOutcome{}, err
+			}
+		}
+		out, err := w.update(upd)
+		if err != nil {
+			return stmtOutcome{}, err
+		}
+		o := stmtOutcome{n: int32(out.matched), modified: int32(out.modified)}
+		if out.upserted {
+			o.n++
+			o.upserted, o.upsertedID = true, out.upsertedID
+		}
+		return o, nil
+	default: // delete
+		if !one {
+			if err := multiRetryableErr(w.c, "Cannot use retryable writes with multi=true"); err != nil {
+				return stmtOutcome{}, err
+			}
+		}
+		deleted, err := w.deleteMatching(q, one, nil)
+		return stmtOutcome{n: int32(len(deleted))}, err
+	}
 }
 
 // cutNamespace splits "db.coll" at the first dot.

@@ -250,7 +250,7 @@ func cmdDrop(s *Server, c *command) (bson.D, error) {
 // dropCollectionLocked removes coll and logs its "drop" entry. Caller holds e.mu.
 func (e *engine) dropCollectionLocked(coll *collection) {
 	e.removeCollectionLocked(coll.db, coll.name)
-	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "drop", db: coll.db, coll: coll.name, collUUID: coll.uuid})
+	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "drop", db: coll.db, coll: coll.name, collUUID: coll.uuid, dropped: coll})
 }
 
 func cmdDropDatabase(s *Server, c *command) (bson.D, error) {
@@ -514,7 +514,7 @@ func applyIndexChange(coll *collection, ch *indexChange) (bson.D, *cmdError) {
 		nix.unique, nix.prepareUnique = true, false
 		nix.entries = make(map[string]string)
 		if err := coll.buildIndex(nix); err != nil {
-			return nil, &cmdError{Code: 359, Msg: "Cannot convert the index to unique. Please resolve conflicting documents before running collMod again."}
+			return nil, errCannotConvertToUnique(coll, nix)
 		}
 		nix.spec = slices.DeleteFunc(nix.spec, func(e bson.E) bool { return e.Key == "prepareUnique" })
 		setSpec("unique", true)

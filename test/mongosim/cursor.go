@@ -124,7 +124,7 @@ func (e *engine) firstBatch(c *command, cur cursor, batchSize int) (bson.D, erro
 		}
 		e.mu.Unlock()
 	}
-	return cursorDoc("firstBatch", batch, extra, id, cur.namespace()), nil
+	return withAtClusterTime(c, cursorDoc("firstBatch", batch, extra, id, cur.namespace())), nil
 }
 
 // cursorIsChangeStream reports whether id names an open change-stream cursor.

@@ -30,6 +30,14 @@ type command struct {
 
 	deadline      time.Time // maxTimeMS; zero for none (generic.go)
 	unsatisfiedWC bson.D    // the writeConcernError a write concern this set cannot meet gets
+	closeAfter    bool      // set by handlers: drop the connection instead of replying (retrywrite.go)
+
+	// Snapshot reads (snapshotread.go): snapshot is set for readConcern level snapshot outside
+	// a transaction; snapshotAt is the time read at (atClusterTime, or chosen by the read),
+	// valid when snapshotAtSet. In a transaction, snapshotAtSet alone gives its read time.
+	snapshot      bool
+	snapshotAt    bson.Timestamp
+	snapshotAtSet bool
 }
 
 // Arg returns the value of a top-level field of the command body.
@@ -200,15 +208,8 @@ func (s *Server) handle(cn *conn, req *request) (reply []byte, closeConn bool) {
 	if c.expired() {
 		return fail(errMaxTimeExpired())
 	}
-	closeAfter := false
-	if spec.kind == kindWrite && c.RetryableWrite() && c.Name != "commitTransaction" && c.Name != "abortTransaction" {
-		var ferr *cmdError
-		if ferr, closeAfter = s.fp.evalTransactionalWrite(); ferr != nil {
-			return fail(ferr)
-		}
-	}
 	fields, err := spec.handler(s, c)
-	if errors.Is(err, errCloseConnection) || (err == nil && closeAfter) {
+	if errors.Is(err, errCloseConnection) || (err == nil && c.closeAfter) {
 		return drop()
 	}
 	if err != nil {

@@ -32,6 +32,7 @@ func newEngine(s *Server) *engine {
 		stop:  make(chan struct{}),
 	}
 	e.oplog = newOplog(s.opts.OplogCapacity, s.opts.OplogRetention, e.clock.last())
+	e.oplog.versionWindow = s.opts.SnapshotHistory
 	e.cursors.init()
 	e.sessions.init()
 	e.hub.init()

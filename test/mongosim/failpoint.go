@@ -19,10 +19,10 @@ func init() {
 const (
 	fpFailCommand              = "failCommand"
 	fpFailGetMoreAfterCheckout = "failGetMoreAfterCursorCheckout"
-	// fpOnPrimaryTransactionalWrite fires on a retryable write: after the write is applied and
-	// its reply stored, the connection is closed without a reply (closeConnection, the default),
-	// so the driver's retry is answered from the stored reply; with
-	// failBeforeCommitExceptionCode the write fails with that code instead, not applied.
+	// fpOnPrimaryTransactionalWrite fires at the commit of each statement of a retryable write
+	// that wrote a document (retrywrite.go): it closes the connection (closeConnection, the
+	// default) and, with failBeforeCommitExceptionCode, fails the statement with that code
+	// and rolls it back.
 	fpOnPrimaryTransactionalWrite = "onPrimaryTransactionalWrite"
 )
 
@@ -403,10 +403,12 @@ func (f *failPoints) evalGetMoreAfterCheckout() (err *cmdError, closeConn bool) 
 	return e, false
 }
 
-// evalTransactionalWrite returns what the onPrimaryTransactionalWrite fail point does to a
-// retryable write: fail it before it is applied (err), or close the connection after it
-// (closeAfter).
-func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeAfter bool) {
+// evalTransactionalWrite returns what the onPrimaryTransactionalWrite fail point does to one
+// statement of a retryable write that wrote a document (retrywrite.go): fail it before it
+// commits (err, with failBeforeCommitExceptionCode) and/or close the connection (closeConn,
+// the default). A failed statement is rolled back; a closed connection still gets a
+// committed statement without failBeforeCommitExceptionCode.
+func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeConn bool) {
 	if !f.txnWriteSet.Load() {
 		return nil, false // the common case: no lock taken per write
 	}
@@ -421,7 +423,7 @@ func (f *failPoints) evalTransactionalWrite() (err *cmdError, closeAfter bool) {
 		f.txnWriteSet.Store(false)
 	}
 	if fp.failBeforeCommit != nil {
-		return &cmdError{Code: *fp.failBeforeCommit, Msg: "Failing write via 'onPrimaryTransactionalWrite' failpoint"}, false
+		err = &cmdError{Code: *fp.failBeforeCommit, Msg: "Failing write due to failpoint. The write must not be reflected."}
 	}
-	return nil, fp.closeConn
+	return err, fp.closeConn
 }

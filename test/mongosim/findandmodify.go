@@ -132,13 +132,16 @@ func cmdFindAndModify(s *Server, c *command) (bson.D, error) {
 		}
 		reply, cerr = w.findAndModify(a)
 	}
+	if cerr = w.endStatement(cerr); cerr == errStmtDropped {
+		return nil, errCloseConnection
+	}
 	if cerr != nil {
 		if w.txn != nil {
 			e.abortTxnLocked(w.txn)
 		}
 		return nil, cerr
 	}
-	e.retryStoreLocked(c, reply)
+	w.storeReplyLocked(reply)
 	return reply, nil
 }
 

@@ -100,13 +100,16 @@ func checkAPIArgs(c *command) *cmdError {
 		if _, known := commandTable[c.Name]; known {
 			return errorf(codeAPIStrictError, "Provided apiStrict:true, but the command %s is not in API Version 1. Information on supported commands and migrations in API Version 1 can be found at https://www.mongodb.com/docs/manual/reference/stable-api/", c.Name)
 		}
+	} else if b {
+		return checkAPIStrictStages(c) // apistrict.go
 	}
 	return nil
 }
 
-// checkReadConcernArg refuses snapshot reads outside a transaction: the simulator keeps no
-// versioned history to read at a cluster time, and answering with the latest data would be
-// wrong. A write carrying readConcern snapshot is refused as a server refuses it.
+// checkReadConcernArg validates readConcern. Level snapshot is accepted in transactions and,
+// outside them, on find, aggregate and distinct (snapshotread.go), with an optional
+// atClusterTime; count refuses it, and any other command (writes included) too, as a server
+// does.
 func checkReadConcernArg(c *command) *cmdError {
 	v, ok := c.Arg("readConcern")
 	if !ok {
@@ -116,23 +119,31 @@ func checkReadConcernArg(c *command) *cmdError {
 	if !ok {
 		return errorf(codeTypeMismatch, "BSON field 'readConcern' is the wrong type '%s', expected type 'object'", typeName(v))
 	}
+	if c.InTransaction() && !c.StartTxn && len(rc) > 0 {
+		return errorf(codeInvalidOptions, "Only the first command in a transaction may specify a readConcern")
+	}
 	level, _ := lookupD(rc, "level")
-	if _, ok := lookupD(rc, "atClusterTime"); ok {
-		if level != "snapshot" {
-			return errorf(codeInvalidOptions, "readConcern level must be 'snapshot' to specify atClusterTime")
-		}
-		return unsupported("snapshot reads at a cluster time (readConcern atClusterTime)")
+	if _, ok := lookupD(rc, "atClusterTime"); ok && level != "snapshot" {
+		return errorf(codeInvalidOptions, "readConcern level must be 'snapshot' to specify atClusterTime")
 	}
 	switch level {
 	case nil, "local", "majority", "linearizable", "available":
 		return nil
 	case "snapshot":
+		at, hasAt, err := readConcernAt(rc)
+		if err != nil {
+			return err
+		}
 		if c.InTransaction() {
+			c.snapshotAt, c.snapshotAtSet = at, hasAt // the transaction's read time (txn.go)
 			return nil
 		}
 		switch c.Name {
-		case "find", "aggregate", "distinct", "count", "getMore":
-			return unsupported("snapshot reads (readConcern level 'snapshot' outside a transaction)")
+		case "find", "aggregate", "distinct":
+			c.snapshot, c.snapshotAt, c.snapshotAtSet = true, at, hasAt
+			return nil
+		case "count":
+			return errorf(codeInvalidOptions, "read concern snapshot not supported")
 		}
 		return errorf(codeInvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } }", c.Name)
 	default:

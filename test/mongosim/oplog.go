@@ -26,6 +26,14 @@ type oplogEntry struct {
 	opDesc     bson.D // operationDescription of expanded events (createIndexes, …)
 	lsid       bson.D // {id, uid} for events of multi-document transactions
 	txnNumber  *int64
+
+	// Document versions, for snapshot reads (snapshotread.go): versioned is set on every
+	// document write; key is the _id hash key and prev the version the write replaced (nil
+	// for an insert).
+	versioned bool
+	key       string
+	prev      *docSlot
+	dropped   *collection // drop: the collection as it was dropped (no longer changed)
 }
 
 // oplog is the bounded change history. It keeps at most capacity entries and, when retention
@@ -43,6 +51,13 @@ type oplog struct {
 	floor     bson.Timestamp
 	start     bson.Timestamp // the floor at start-up: the set's initiation (oplogview.go)
 	uuid      bson.Binary    // local.oplog.rs's collection UUID
+
+	// Snapshot history (snapshotread.go): entries keep the versions they replaced for
+	// versionWindow (negative: not at all); vfrom is the seq of the first entry that still
+	// does, vfloor the cluster time of the newest entry that no longer does.
+	versionWindow time.Duration
+	vfrom         uint64
+	vfloor        bson.Timestamp
 }
 
 func newOplog(capacity int, retention time.Duration, start bson.Timestamp) *oplog {
@@ -69,6 +84,7 @@ func (o *oplog) append(now time.Time, entries ...*oplogEntry) {
 			o.dropOldest()
 		}
 	}
+	o.pruneVersions(now)
 }
 
 func (o *oplog) grow() {

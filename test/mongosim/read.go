@@ -206,9 +206,25 @@ func (e *engine) readViewLocked(c *command, db, coll string) (col *collection, o
 		return nil, e.oplogViewLocked(c), true, nil
 	}
 	if c.InTransaction() {
-		if _, cerr := e.txnForCommandLocked(c); cerr != nil {
+		t, cerr := e.txnForCommandLocked(c)
+		if cerr != nil {
 			return nil, nil, false, cerr
 		}
+		tv, cerr := t.viewFor(e, db, coll, false)
+		if cerr != nil || tv == nil {
+			return nil, nil, false, cerr // nil: no such collection (at the transaction's read time)
+		}
+		return tv.view, nil, false, nil
+	} else if c.snapshot {
+		ts, cerr := e.snapshotTimeLocked(c)
+		if cerr != nil {
+			return nil, nil, false, cerr
+		}
+		col, cerr := e.collectionAtLocked(db, coll, ts, false)
+		if cerr != nil {
+			return nil, nil, false, cerr
+		}
+		return col, nil, false, nil
 	}
 	return e.viewLocked(c, db, coll), nil, false, nil
 }
@@ -465,7 +481,7 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 			res[i] = bson.D{} // a collection scan has no index keys
 			continue
 		case returnKey:
-			k, kerr := returnKeyDoc(d, keyPattern)
+			k, kerr := returnKeyDoc(d, keyPattern, filter, returnKeyReverse(keyPattern, sortSpec))
 			if kerr != nil {
 				return nil, kerr
 			}
@@ -669,7 +685,7 @@ func cmdDistinct(s *Server, c *command) (bson.D, error) {
 		})
 	}
 	rdSortValues(values)
-	return bson.D{{Key: "values", Value: values}}, nil
+	return withAtClusterTime(c, bson.D{{Key: "values", Value: values}}), nil
 }
 
 // rdDistinctValues calls add for every value at the dotted path parts of v: arrays met on the

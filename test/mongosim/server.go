@@ -52,6 +52,13 @@ type Options struct {
 	// blocks another write or runs a command (which then fails with NoSuchTransaction, 251).
 	// Default 60s.
 	TransactionLifetimeLimit time.Duration
+	// SnapshotHistory is how long the document versions that writes replace are kept for
+	// snapshot reads, as a server's minSnapshotHistoryWindowInSeconds: a snapshot read at a
+	// cluster time older than this, or than the retained oplog, fails with SnapshotTooOld
+	// (239). Every update, replace and delete within the window keeps the version it replaced
+	// in memory. Default 5 minutes, as on a server; negative keeps none (a snapshot read then
+	// succeeds only while nothing it reads has changed since its time).
+	SnapshotHistory time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -84,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TransactionLifetimeLimit == 0 {
 		o.TransactionLifetimeLimit = 60 * time.Second
+	}
+	if o.SnapshotHistory == 0 {
+		o.SnapshotHistory = 5 * time.Minute
 	}
 	return o
 }

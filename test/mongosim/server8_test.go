@@ -15,7 +15,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -286,48 +285,6 @@ func TestServer8APIStrict(t *testing.T) {
 	}
 }
 
-// Item 2: snapshot reads are refused with the "not supported" code, never answered with the
-// latest data; a transaction with readConcern snapshot still runs.
-func TestServer8SnapshotReadsRefused(t *testing.T) {
-	_, cl := startServer(t, Options{})
-	ctx := context.Background()
-	coll := cl.Database("snap").Collection("c")
-	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := cl.StartSession(options.Session().SetSnapshot(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.EndSession(ctx)
-	sctx := mongo.NewSessionContext(ctx, sess)
-	err = coll.FindOne(sctx, bson.D{}).Err()
-	if ce := commandError(t, err); ce.Code != codeUnsupported || !strings.Contains(ce.Message, "snapshot") {
-		t.Fatalf("find in a snapshot session: %v, want the not-supported error naming snapshot reads", err)
-	}
-	rc := cl.Database("snap").Collection("c", options.Collection().SetReadConcern(readconcern.Snapshot()))
-	if _, err := rc.Aggregate(ctx, mongo.Pipeline{}); err == nil || commandError(t, err).Code != codeUnsupported {
-		t.Fatalf("aggregate with readConcern snapshot: %v, want the not-supported error", err)
-	}
-	// A write carrying readConcern snapshot is refused as a server refuses it.
-	werr := cl.Database("snap").RunCommand(ctx, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}},
-		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}}).Err()
-	if ce := commandError(t, werr); ce.Code != codeInvalidOptions {
-		t.Fatalf("insert with readConcern snapshot: %v, want InvalidOptions (72)", werr)
-	}
-	tsess, err := cl.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tsess.EndSession(ctx)
-	_, err = tsess.WithTransaction(ctx, func(sc context.Context) (any, error) {
-		return nil, coll.FindOne(sc, bson.D{}).Err()
-	}, options.Transaction().SetReadConcern(readconcern.Snapshot()))
-	if err != nil {
-		t.Fatalf("transaction with readConcern snapshot: %v", err)
-	}
-}
-
 // Item 12: the client-level bulkWrite command, through the driver's Client.BulkWrite: results
 // per operation across namespaces, the change events of each write, and its errors.
 func TestServer8ClientBulkWrite(t *testing.T) {
@@ -434,13 +391,15 @@ func TestServer8OnPrimaryTransactionalWrite(t *testing.T) {
 	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil || doc[1].Value != int32(1) {
 		t.Fatalf("document %v, %v: the write must be applied once", doc, err)
 	}
-	// failBeforeCommitExceptionCode: the write fails and is not applied.
+	// failBeforeCommitExceptionCode without closeConnection: the statement fails with that
+	// code, as a write error, and is not applied (retrywrite_test.go covers the default).
 	setFailPoint(t, cl, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"},
 		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
-		{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 2}}}})
+		{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 2}, {Key: "closeConnection", Value: false}}}})
 	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}})
-	if ce := commandError(t, err); ce.Code != 2 {
-		t.Fatalf("insert: %v, want code 2", err)
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != 2 {
+		t.Fatalf("insert: %v, want a write error with code 2", err)
 	}
 	if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: 2}}); n != 0 {
 		t.Fatal("a write failed before commit must not be applied")

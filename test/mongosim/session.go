@@ -26,6 +26,10 @@ type sessionState struct {
 	// reply is the stored reply (fields before ok) of the successful write with txnNumber,
 	// nil until that write succeeded. A retry with the same txnNumber gets it back.
 	reply bson.D
+	// stmts holds the statements of the write with txnNumber that executed, by index, when
+	// the onPrimaryTransactionalWrite fail point was configured (retrywrite.go): a retry
+	// without a stored reply skips them.
+	stmts map[int]stmtOutcome
 }
 
 // sessionTable holds the logical sessions the server knows of. Guarded by engine.mu.
@@ -124,7 +128,7 @@ func (e *engine) retryLookupLocked(c *command) (reply bson.D, found bool, err er
 		}
 		return nil, false, nil
 	default:
-		st.txnNumber, st.hasTxn, st.reply = n, true, nil
+		st.txnNumber, st.hasTxn, st.reply, st.stmts = n, true, nil, nil
 		return nil, false, nil
 	}
 }

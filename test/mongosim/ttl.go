@@ -85,6 +85,7 @@ func (e *engine) expireLocked(coll *collection, ix *index, now time.Time) {
 		if coll.preAndPostImages {
 			en.pre = s.doc
 		}
+		en.setVersion(s.key, s)
 		e.logLocked(en)
 	}
 }

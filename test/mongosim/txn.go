@@ -57,6 +57,10 @@ type transaction struct {
 	owned     []string      // keys of txnTable.owners this transaction holds
 	started   time.Time     // for TransactionLifetimeLimit
 	done      chan struct{} // closed when the transaction commits or aborts
+	// readAt is the cluster time the transaction reads at when its first statement gave
+	// atClusterTime (readAtSet); otherwise each collection is read as of its first access.
+	readAt    bson.Timestamp
+	readAtSet bool
 }
 
 // txnView is the transaction's private copy of one collection.
@@ -141,11 +145,22 @@ func (e *engine) txnForCommandLocked(c *command) (*transaction, *cmdError) {
 			return nil, errorf(codeTransactionTooOld, "Cannot start transaction %d on session %s because a newer retryable write %d has already started.",
 				n, formatLSID(*c.LSID), se.txnNumber)
 		}
+		var readAt bson.Timestamp
+		if c.snapshotAtSet {
+			// readConcern {level: snapshot, atClusterTime}: the transaction reads at that time.
+			var cerr *cmdError
+			if readAt, cerr = e.snapshotTimeLocked(c); cerr != nil {
+				return nil, cerr
+			}
+			if tsLess(readAt, e.oplog.snapshotFloor()) {
+				return nil, errorf(codeSnapshotTooOld, "Read timestamp %s is older than the oldest available timestamp.", formatTS(readAt))
+			}
+		}
 		if st != nil && st.txn != nil {
 			tab.end(st, txnAborted) // a newer transaction number aborts the open one
 		}
 		t := &transaction{lsid: *c.LSID, number: n, startedBy: c, views: make(map[string]*txnView),
-			started: time.Now(), done: make(chan struct{})}
+			started: time.Now(), done: make(chan struct{}), readAt: readAt, readAtSet: c.snapshotAtSet}
 		tab.m[key] = &sessionTxn{number: n, phase: txnActive, txn: t}
 		return t, nil
 	}
@@ -225,7 +240,14 @@ func (t *transaction) viewFor(e *engine, db, coll string, create bool) (*txnView
 		return tv, nil
 	}
 	base := e.collLocked(db, coll)
-	if base == nil {
+	snap := base
+	if t.readAtSet {
+		var err *cmdError
+		if snap, err = e.collectionAtLocked(db, coll, t.readAt, true); err != nil {
+			return nil, err
+		}
+	}
+	if snap == nil {
 		if !create {
 			return nil, nil
 		}
@@ -238,7 +260,11 @@ func (t *transaction) viewFor(e *engine, db, coll string, create bool) (*txnView
 		t.ops = append(t.ops, txnOp{kind: "create", db: db, coll: coll, created: v, entry: createEntry(v)})
 		return tv, nil
 	}
-	tv := &txnView{view: base.clone(), base: base, seen: make(map[string]*docSlot)}
+	view := snap
+	if snap == base {
+		view = base.clone()
+	} // else a reconstruction of its own (snapshotread.go)
+	tv := &txnView{view: view, base: base, seen: make(map[string]*docSlot)}
 	t.views[ns] = tv
 	return tv, nil
 }
@@ -377,6 +403,7 @@ func (t *transaction) commitLocked(e *engine) *cmdError {
 				return errorf(codeInternalError, "mongosim: transaction commit lost collection %s.%s", op.db, op.coll)
 			}
 			var err *cmdError
+			prev := coll.slot(op.key)
 			switch op.kind {
 			case "insert":
 				err = coll.insertSlot(op.slot)
@@ -385,6 +412,7 @@ func (t *transaction) commitLocked(e *engine) *cmdError {
 			default:
 				err = coll.replaceSlot(op.slot)
 			}
+			op.entry.setVersion(op.key, prev)
 			if err != nil {
 				return errorf(codeInternalError, "mongosim: transaction commit failed half-way: %v", err)
 			}

@@ -32,6 +32,13 @@ type writeCtx struct {
 	// blockedBy is the open transaction a write outside transactions must wait for, set
 	// with errTxnBlocked (txnwait.go).
 	blockedBy *transaction
+
+	// Retryable-write statements (retrywrite.go).
+	fpArmed  bool                // onPrimaryTransactionalWrite may fire on this write
+	fpFailed bool                // it failed a statement without closing the connection
+	pending  []*oplogEntry       // the current statement's entries, logged at its commit
+	undo     []undoRec           // how to roll the current statement back
+	history  map[int]stmtOutcome // statements a previous attempt executed (nil: none)
 }
 
 // newWriteCtxLocked prepares a write to db.name: it resolves the command's transaction and
@@ -49,6 +56,7 @@ func (e *engine) newWriteCtxLocked(c *command, name string) (*writeCtx, *cmdErro
 			return nil, err
 		}
 	}
+	w.armFailPoint()
 	env, err := e.commandEnvLocked(c)
 	if err != nil {
 		return nil, err
@@ -103,12 +111,19 @@ func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 	return coll, nil
 }
 
-// record logs one document write: outside a transaction at once, with its own cluster time;
-// inside one as a pending operation applied at commit.
-func (w *writeCtx) record(coll *collection, kind, key string, slot *docSlot, entry *oplogEntry) {
+// record logs one document write: outside a transaction at once, with its own cluster time
+// (at the statement's commit while the retryable-write fail point is armed); inside one as a
+// pending operation applied at commit. prev is the version the write replaced (nil: none).
+func (w *writeCtx) record(coll *collection, kind, key string, slot, prev *docSlot, entry *oplogEntry) {
 	entry.db, entry.coll, entry.collUUID = coll.db, coll.name, coll.uuid
 	if w.txn != nil {
 		w.txn.ops = append(w.txn.ops, txnOp{kind: kind, db: coll.db, coll: coll.name, key: key, slot: slot, entry: entry})
+		return
+	}
+	entry.setVersion(key, prev)
+	if w.fpArmed {
+		w.noteWrite(coll, key, prev)
+		w.pending = append(w.pending, entry)
 		return
 	}
 	entry.ts = w.e.clock.tick()
@@ -137,7 +152,7 @@ func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 	if err := coll.insertSlot(s); err != nil {
 		return err
 	}
-	w.record(coll, "insert", s.key, s, &oplogEntry{op: "insert", docKey: bson.D{{Key: "_id", Value: id}}, doc: doc})
+	w.record(coll, "insert", s.key, s, nil, &oplogEntry{op: "insert", docKey: bson.D{{Key: "_id", Value: id}}, doc: doc})
 	return nil
 }
 
@@ -160,7 +175,7 @@ func (w *writeCtx) replaceDoc(coll *collection, old *docSlot, res *query.UpdateR
 	if coll.preAndPostImages {
 		en.pre, en.post = old.doc, res.Doc
 	}
-	w.record(coll, en.op, s.key, s, en)
+	w.record(coll, en.op, s.key, s, old, en)
 	return nil
 }
 
@@ -174,7 +189,7 @@ func (w *writeCtx) deleteDoc(coll *collection, old *docSlot) *cmdError {
 	if coll.preAndPostImages {
 		en.pre = old.doc
 	}
-	w.record(coll, "delete", old.key, nil, en)
+	w.record(coll, "delete", old.key, nil, old, en)
 	return nil
 }
 
@@ -575,9 +590,10 @@ func statements(c *command, field string) (bson.A, *cmdError) {
 }
 
 // runWrite is the common frame of insert, update and delete: it holds e.mu, answers retries
-// of retryable writes from the session, runs the statements, aborts the transaction on a
-// failure inside one, and stores the reply for retries.
-func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int, v any) *cmdError, finish func(bson.D) bson.D) (bson.D, error) {
+// of retryable writes from the session (the whole reply, or the statements an interrupted
+// attempt executed), runs the statements, aborts the transaction on a failure inside one,
+// and stores the reply for retries. stmt runs statement i and returns what it did.
+func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int, v any) (stmtOutcome, *cmdError)) (bson.D, error) {
 	name, err := collectionArg(c)
 	if err != nil {
 		return nil, err
@@ -597,35 +613,63 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	if cerr != nil {
 		return nil, cerr
 	}
-	var writeErrors bson.A
+	var (
+		writeErrors bson.A
+		n, modified int32
+		upserted    bson.A
+		isUpdate    = c.Name == "update"
+		accumulate  = func(i int, o stmtOutcome) {
+			n += o.n
+			modified += o.modified
+			if o.upserted {
+				upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: o.upsertedID}})
+			}
+		}
+	)
 	for i, v := range arr {
-		err := stmt(w, i, v)
+		if o, done := w.executed(i); done {
+			accumulate(i, o)
+			continue
+		}
+		o, err := stmt(w, i, v)
 		for err == errTxnBlocked {
 			// Nothing of statement i was applied: wait for the transaction, then run it again.
 			if werr := w.waitBlocked(); werr != nil {
 				return nil, werr
 			}
-			err = stmt(w, i, v)
+			o, err = stmt(w, i, v)
 		}
-		if err != nil {
-			if w.txn != nil {
-				// Any failure inside a transaction aborts it (later commands get 251).
-				e.abortTxnLocked(w.txn)
-				if err.Code == codeWriteConflict {
-					return nil, err
-				}
+		if err = w.endStatement(err); err == errStmtDropped {
+			return nil, errCloseConnection
+		}
+		if err == nil {
+			accumulate(i, o)
+			w.keepOutcome(i, o)
+			continue
+		}
+		if w.txn != nil {
+			// Any failure inside a transaction aborts it (later commands get 251).
+			e.abortTxnLocked(w.txn)
+			if err.Code == codeWriteConflict {
+				return nil, err
 			}
-			writeErrors = append(writeErrors, writeErrorDoc(i, err))
-			if ordered || w.txn != nil {
-				break
-			}
+		}
+		writeErrors = append(writeErrors, writeErrorDoc(i, err))
+		if ordered || w.txn != nil {
+			break
 		}
 	}
-	reply := finish(nil)
+	reply := bson.D{{Key: "n", Value: n}}
+	if isUpdate {
+		reply = append(reply, bson.E{Key: "nModified", Value: modified})
+		if len(upserted) > 0 {
+			reply = append(reply, bson.E{Key: "upserted", Value: upserted})
+		}
+	}
 	if len(writeErrors) > 0 {
 		reply = append(reply, bson.E{Key: "writeErrors", Value: writeErrors})
 	}
-	e.retryStoreLocked(c, reply)
+	w.storeReplyLocked(reply)
 	return reply, nil
 }
 
@@ -655,23 +699,19 @@ func isEmptyHint(h any) bool {
 }
 
 func cmdInsert(s *Server, c *command) (bson.D, error) {
-	n := 0
-	return s.runWrite(c, "documents", func(w *writeCtx, _ int, v any) *cmdError {
+	return s.runWrite(c, "documents", func(w *writeCtx, _ int, v any) (stmtOutcome, *cmdError) {
 		doc, size, err := prepareInsert(v)
 		if err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
 		coll, err := w.target(true)
 		if err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
 		if err := w.insertDoc(coll, doc, size); err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
-		n++
-		return nil
-	}, func(bson.D) bson.D {
-		return bson.D{{Key: "n", Value: int32(n)}}
+		return stmtOutcome{n: 1}, nil
 	})
 }
 
@@ -679,34 +719,30 @@ func cmdUpdate(s *Server, c *command) (bson.D, error) {
 	if err := checkUpdatePipelines(c); err != nil {
 		return nil, err
 	}
-	n, modified := 0, 0
-	var upserted bson.A
-	return s.runWrite(c, "updates", func(w *writeCtx, i int, v any) *cmdError {
+	return s.runWrite(c, "updates", func(w *writeCtx, i int, v any) (stmtOutcome, *cmdError) {
 		st, ok := v.(bson.D)
 		if !ok {
-			return errorf(codeTypeMismatch, "BSON field 'update.updates' must be an array of objects")
+			return stmtOutcome{}, errorf(codeTypeMismatch, "BSON field 'update.updates' must be an array of objects")
 		}
 		sp, err := parseUpdateStatement(st)
 		if err != nil {
-			return err
+			return stmtOutcome{}, err
+		}
+		if sp.multi {
+			if err := multiRetryableErr(w.c, "Cannot use (or request) retryable writes with multi=true"); err != nil {
+				return stmtOutcome{}, err
+			}
 		}
 		out, err := w.update(sp)
 		if err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
-		n += out.matched
-		modified += out.modified
+		o := stmtOutcome{n: int32(out.matched), modified: int32(out.modified)}
 		if out.upserted {
-			n++
-			upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: out.upsertedID}})
+			o.n++
+			o.upserted, o.upsertedID = true, out.upsertedID
 		}
-		return nil
-	}, func(bson.D) bson.D {
-		r := bson.D{{Key: "n", Value: int32(n)}, {Key: "nModified", Value: int32(modified)}}
-		if len(upserted) > 0 {
-			r = append(r, bson.E{Key: "upserted", Value: upserted})
-		}
-		return r
+		return o, nil
 	})
 }
 
@@ -792,42 +828,43 @@ func parseUpdateStatement(st bson.D) (updateSpec, *cmdError) {
 }
 
 func cmdDelete(s *Server, c *command) (bson.D, error) {
-	n := 0
-	return s.runWrite(c, "deletes", func(w *writeCtx, _ int, v any) *cmdError {
+	return s.runWrite(c, "deletes", func(w *writeCtx, _ int, v any) (stmtOutcome, *cmdError) {
 		st, ok := v.(bson.D)
 		if !ok {
-			return errorf(codeTypeMismatch, "BSON field 'delete.deletes' must be an array of objects")
+			return stmtOutcome{}, errorf(codeTypeMismatch, "BSON field 'delete.deletes' must be an array of objects")
 		}
 		if err := checkStatementOptions(st); err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
 		qv, ok := lookupD(st, "q")
 		if !ok {
-			return errorf(codeFailedToParse, "BSON field 'delete.deletes.q' is missing but a required field")
+			return stmtOutcome{}, errorf(codeFailedToParse, "BSON field 'delete.deletes.q' is missing but a required field")
 		}
 		q, ok := qv.(bson.D)
 		if !ok {
-			return errorf(codeTypeMismatch, "BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeName(qv))
+			return stmtOutcome{}, errorf(codeTypeMismatch, "BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeName(qv))
 		}
 		lv, ok := lookupD(st, "limit")
 		if !ok {
-			return errorf(codeFailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
+			return stmtOutcome{}, errorf(codeFailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
 		}
 		limit, _ := asInt64(lv)
 		if limit != 0 && limit != 1 {
-			return errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
+			return stmtOutcome{}, errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
 		}
 		for _, f := range st {
 			switch f.Key {
 			case "q", "limit", "hint", "collation":
 			default:
-				return errorf(40415, "BSON field 'delete.deletes.%s' is an unknown field.", f.Key)
+				return stmtOutcome{}, errorf(40415, "BSON field 'delete.deletes.%s' is an unknown field.", f.Key)
+			}
+		}
+		if limit == 0 {
+			if err := multiRetryableErr(w.c, "Cannot use (or request) retryable writes with limit=0"); err != nil {
+				return stmtOutcome{}, err
 			}
 		}
 		deleted, err := w.deleteMatching(q, limit == 1, nil)
-		n += len(deleted)
-		return err
-	}, func(bson.D) bson.D {
-		return bson.D{{Key: "n", Value: int32(n)}}
+		return stmtOutcome{n: int32(len(deleted))}, err
 	})
 }

@@ -254,9 +254,7 @@ func parseModifiers(u bson.D) ([]*modOp, error) {
 		if !ok {
 			return nil, errf(9, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s: %s}", typeNameOf(e.Value), e.Key, renderValue(e.Value))
 		}
-		if len(fields) == 0 {
-			return nil, errf(9, "'%s' is empty. You must specify a field like so: {%s: {<field>: ...}}", e.Key, e.Key)
-		}
+		// An empty operand ({$set: {}}) is a no-op since 5.0, not an error.
 		for _, f := range fields {
 			if err := checkUpdatePath(f.Key); err != nil {
 				return nil, err

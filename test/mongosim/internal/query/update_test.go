@@ -333,8 +333,8 @@ func TestQueryUpdateModifiers(t *testing.T) {
 		{name: "set _id to same value", doc: base, u: `{"$set": {"_id": 1, "a": 2}}`,
 			want: `{"_id": 1, "a": 2, "s": "str", "arr": [1, 2, 3], "sub": {"c": 1}}`, updated: `{"a": 2}`},
 		{name: "unset _id", doc: base, u: `{"$unset": {"_id": 1}}`, code: 66},
-		{name: "empty modifier", doc: base, u: `{"$set": {}}`, code: 9,
-			msg: "'$set' is empty. You must specify a field like so: {$set: {<field>: ...}}"},
+		{name: "empty modifier is a no-op (5.0+)", doc: base, u: `{"$set": {}, "$inc": {}}`, noop: true,
+			want: `{"_id": 1, "a": 1, "s": "str", "arr": [1, 2, 3], "sub": {"c": 1}}`},
 		{name: "unknown modifier", doc: base, u: `{"$foo": {"a": 1}}`, code: 9,
 			msg: "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"},
 		{name: "non-$ field after modifier", doc: base, u: `{"$set": {"a": 1}, "b": 1}`, code: 9},
@@ -496,7 +496,7 @@ func TestQueryValidateUpdate(t *testing.T) {
 		{`{"$set": {"a": 1}}`, 0},
 		{`{"a": 1}`, 0},
 		{`[{"$set": {"a": 1}}]`, 0},
-		{`{"$set": {}}`, 9},
+		{`{"$set": {}}`, 0}, // a no-op since 5.0
 		{`{"$nope": {"a": 1}}`, 9},
 		{`{"$set": {"a": 1}, "$unset": {"a": 1}}`, 40},
 		{`{"a": 1, "$set": {"b": 1}}`, 52},
@@ -535,7 +535,7 @@ func TestQueryValidateUpdateOptions(t *testing.T) {
 		{`{"$set": {"a.$[x]": 1}}`, `[{"x": {"$bogus": 1}}]`, -2},
 		{`{"a": 1}`, `[{"x": 1}]`, 9},
 		{`[{"$set": {"a": 1}}]`, `[{"x": 1}]`, 9},
-		{`{"$set": {}}`, `[]`, 9},
+		{`{"$set": {}}`, `[]`, 0}, // an empty operand is a no-op since 5.0
 	}
 	for _, tc := range tests {
 		err := ValidateUpdateOptions(qbVal(t, tc.u), UpdateOptions{ArrayFilters: qbVal(t, tc.filters).(bson.A)})
