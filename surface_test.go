@@ -14,11 +14,12 @@ import (
 
 // maxPublicSurface bounds the exported identifiers of the library's importable packages (see
 // publicSurface for what counts). It was 843 before the engine, the policies, the console's server
-// side and the tree's private messages moved behind internal/; 567 after; 569 with ServerReadings and
-// Runtime.Readings (the console and /metrics answer from memory while MongoDB is down). The aim is 550 or fewer.
+// side and the tree's private messages moved behind internal/; 567 after; 571 with ServerReadings and
+// Runtime.Readings (the console and /metrics answer from memory while MongoDB is down) and the
+// metrics adapter's Attach errors (ErrNotAttached, ErrAttached). The aim is 550 or fewer.
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 569
+const maxPublicSurface = 571
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
