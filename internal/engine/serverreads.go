@@ -221,12 +221,6 @@ func (s *serverReads) readings(ctx context.Context, wait time.Duration) Readings
 	return s.snapshot()
 }
 
-// reachable reports "" when MongoDB answered a refresh within wait (started now if the
-// readings are stale), else the one wording of the unreachable condition.
-func (s *serverReads) reachable(ctx context.Context, wait time.Duration) string {
-	return s.readings(ctx, wait).Unreachable
-}
-
 // snapshot copies the cache, marking what is not current.
 func (s *serverReads) snapshot() Readings {
 	now := s.rt.clk.Now()
@@ -247,6 +241,8 @@ func (s *serverReads) snapshot() Readings {
 		switch {
 		case err != nil && isUnreachable(err) && out.Unreachable != "":
 			return out.Unreachable + lastKnown(at, now)
+		case err != nil && what == "":
+			return causeText(err) + lastKnown(at, now) // the error names what failed
 		case err != nil:
 			return what + ": " + causeText(err) + lastKnown(at, now)
 		case out.Unreachable != "" && now.Sub(at) >= readingsTTL:
@@ -260,7 +256,7 @@ func (s *serverReads) snapshot() Readings {
 	}
 	for _, e := range s.rt.registered() {
 		c := s.counts[e.name]
-		out.DeadLetters[e.name] = CountReading{N: c.n, Reading: Reading{At: c.at, Unknown: unknown(c.at, c.err, "count dead letters")}}
+		out.DeadLetters[e.name] = CountReading{N: c.n, Reading: Reading{At: c.at, Unknown: unknown(c.at, c.err, "")}}
 	}
 	out.Oplog = s.oplog
 	out.Oplog.Unknown = unknown(s.oplog.At, s.oplogErr, "oplog not readable")
