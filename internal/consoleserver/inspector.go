@@ -261,7 +261,7 @@ func (in *inspector) view() view {
 }
 
 func (in *inspector) snapshot(ctx context.Context, self *actor.PID, req *messages.SnapshotRequest) proto.Message {
-	return in.snapshotWith(ctx, self, req, in.viewSync(ctx, self))
+	return in.snapshotWith(ctx, req, in.viewSync(ctx, self))
 }
 
 // viewSync asks the actor for a copy of its memory (the request runs off the actor).
@@ -275,7 +275,7 @@ func (in *inspector) viewSync(ctx context.Context, self *actor.PID) view {
 
 type viewRequest struct{}
 
-func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *messages.SnapshotRequest, v view) *messages.SnapshotReply {
+func (in *inspector) snapshotWith(ctx context.Context, req *messages.SnapshotRequest, v view) *messages.SnapshotReply {
 	rd := in.b.Readings(ctx)
 	now := in.clk.Now()
 	refs := in.b.Streams()
@@ -443,7 +443,7 @@ func (in *inspector) describe(ctx context.Context, self *actor.PID, req *message
 		return &messages.ConsoleError{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	v := in.viewSync(ctx, self)
-	snap := in.snapshotWith(ctx, self, &messages.SnapshotRequest{Filter: ref.Name}, v)
+	snap := in.snapshotWith(ctx, &messages.SnapshotRequest{Filter: ref.Name}, v)
 	out := &messages.DescribeReply{Events: events}
 	for _, r := range snap.GetStreams() {
 		if r.GetName() == ref.Name {
