@@ -21,10 +21,12 @@ import (
 // the document); 555 with Handle.AwaitCaughtUp (its request, reply and cluster time,
 // ErrStandby) and the NamespaceMissing warning (its event, kind and StatusReply.warnings); 566 with
 // the OpenTelemetry adapter (its Options, Source, Telemetry and their functions) and the
-// observe.HandlerTracer it needs (the interface, HandlerCall, ErrHandlerAborted).
+// observe.HandlerTracer it needs (the interface, HandlerCall, ErrHandlerAborted); 570 with
+// ServerReadings and Runtime.Readings (the console and /metrics answer from memory while MongoDB
+// is down) and the metrics adapter's Attach errors (ErrNotAttached, ErrAttached).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 566
+const maxPublicSurface = 570
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -196,11 +196,18 @@ type InstanceInfo struct {
 	Address string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
 	// token_required: mutating requests need the configured token.
 	TokenRequired bool `protobuf:"varint,9,opt,name=token_required,json=tokenRequired,proto3" json:"token_required,omitempty"`
-	// oplog_oldest and oplog_newest bound the oplog when it can be read (unset otherwise);
-	// oplog_note says why it cannot.
+	// oplog_oldest and oplog_newest bound the oplog when its current window is known (unset
+	// otherwise); oplog_note says why it is not (the oplog is not readable, MongoDB does not
+	// answer), with the age of the last read.
 	OplogOldest *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=oplog_oldest,json=oplogOldest,proto3" json:"oplog_oldest,omitempty"`
 	OplogNewest *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=oplog_newest,json=oplogNewest,proto3" json:"oplog_newest,omitempty"`
 	OplogNote   string                 `protobuf:"bytes,12,opt,name=oplog_note,json=oplogNote,proto3" json:"oplog_note,omitempty"`
+	// oplog_read_at is when the oplog window was last read (unset: never).
+	OplogReadAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=oplog_read_at,json=oplogReadAt,proto3" json:"oplog_read_at,omitempty"`
+	// mongodb_unreachable is empty while MongoDB answers the console's reads, else the one
+	// wording of that condition: "MongoDB unreachable since 15:04:05 UTC (42s): <cause>". The
+	// console still answers from memory; the figures only MongoDB gives are marked unknown.
+	MongodbUnreachable string `protobuf:"bytes,14,opt,name=mongodb_unreachable,json=mongodbUnreachable,proto3" json:"mongodb_unreachable,omitempty"`
 	// subscribers are the console's live feeds, with their queues and drops.
 	Subscribers []*SubscriberInfo `protobuf:"bytes,40,rep,name=subscribers,proto3" json:"subscribers,omitempty"`
 	// name is Config.InstanceName, the identity that stays the same across restarts (positions
@@ -327,6 +334,20 @@ func (x *InstanceInfo) GetOplogNote() string {
 	return ""
 }
 
+func (x *InstanceInfo) GetOplogReadAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OplogReadAt
+	}
+	return nil
+}
+
+func (x *InstanceInfo) GetMongodbUnreachable() string {
+	if x != nil {
+		return x.MongodbUnreachable
+	}
+	return ""
+}
+
 func (x *InstanceInfo) GetSubscribers() []*SubscriberInfo {
 	if x != nil {
 		return x.Subscribers
@@ -390,8 +411,9 @@ type StreamRow struct {
 	// older the oplog's tail may get before the token is lost. Unset when the oplog cannot be read.
 	TokenHeadroom *durationpb.Duration `protobuf:"bytes,24,opt,name=token_headroom,json=tokenHeadroom,proto3" json:"token_headroom,omitempty"`
 	// dead_letters counts the stream's unexpired dead letters in its store (the backlog, counted
-	// at most every 2 seconds); dead_lettered counts the events dead-lettered since the tree
-	// spawned.
+	// off the request's path at most every 2 seconds); dead_lettered counts the events
+	// dead-lettered since the tree spawned. When dead_letters_unknown is set, dead_letters is the
+	// last known count (read at dead_letters_at, 0 when never read), not a current one.
 	DeadLetters  uint64 `protobuf:"varint,25,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
 	DeadLettered uint64 `protobuf:"varint,27,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	Settled      uint64 `protobuf:"varint,28,opt,name=settled,proto3" json:"settled,omitempty"`
@@ -401,7 +423,12 @@ type StreamRow struct {
 	// note says what could not be read (a supervisor that did not answer, a store that failed)
 	// and the stream's warnings (StatusReply.warnings: a collection that does not exist), "; "
 	// between them.
-	Note          string `protobuf:"bytes,32,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,32,opt,name=note,proto3" json:"note,omitempty"`
+	// dead_letters_unknown says why dead_letters is not current (MongoDB unreachable, the count
+	// failed, not counted yet); empty while it is.
+	DeadLettersUnknown string `protobuf:"bytes,33,opt,name=dead_letters_unknown,json=deadLettersUnknown,proto3" json:"dead_letters_unknown,omitempty"`
+	// dead_letters_at is when dead_letters was counted (unset: never).
+	DeadLettersAt *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=dead_letters_at,json=deadLettersAt,proto3" json:"dead_letters_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +678,20 @@ func (x *StreamRow) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *StreamRow) GetDeadLettersUnknown() string {
+	if x != nil {
+		return x.DeadLettersUnknown
+	}
+	return ""
+}
+
+func (x *StreamRow) GetDeadLettersAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadLettersAt
+	}
+	return nil
 }
 
 type SnapshotReply struct {
@@ -1998,7 +2039,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\n" +
 	"descending\x18\x04 \x01(\bR\n" +
 	"descending\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xb9\x04\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xaa\x05\n" +
 	"\fInstanceInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
@@ -2016,9 +2057,12 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\foplog_newest\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\voplogNewest\x12\x1d\n" +
 	"\n" +
 	"oplog_note\x18\f \x01(\tR\toplogNote\x12>\n" +
+	"\roplog_read_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\voplogReadAt\x12/\n" +
+	"\x13mongodb_unreachable\x18\x0e \x01(\tR\x12mongodbUnreachable\x12>\n" +
 	"\vsubscribers\x18( \x03(\v2\x1c.watchtree.v1.SubscriberInfoR\vsubscribers\x12\x12\n" +
 	"\x04name\x182 \x01(\tR\x04name\x12\x1a\n" +
-	"\bwarnings\x183 \x03(\tR\bwarnings\"\xc3\t\n" +
+	"\bwarnings\x183 \x03(\tR\bwarnings\"\xb9\n" +
+	"\n" +
 	"\tStreamRow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2054,7 +2098,9 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x06deaths\x18\x1d \x01(\x04R\x06deaths\x12\x1a\n" +
 	"\brestarts\x18\x1e \x01(\x04R\brestarts\x12 \n" +
 	"\vincarnation\x18\x1f \x01(\x04R\vincarnation\x12\x12\n" +
-	"\x04note\x18  \x01(\tR\x04noteJ\x04\b\x1a\x10\x1b\"\xbc\x01\n" +
+	"\x04note\x18  \x01(\tR\x04note\x120\n" +
+	"\x14dead_letters_unknown\x18! \x01(\tR\x12deadLettersUnknown\x12B\n" +
+	"\x0fdead_letters_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\rdeadLettersAtJ\x04\b\x1a\x10\x1b\"\xbc\x01\n" +
 	"\rSnapshotReply\x126\n" +
 	"\binstance\x18\x01 \x01(\v2\x1a.watchtree.v1.InstanceInfoR\binstance\x121\n" +
 	"\astreams\x18\x02 \x03(\v2\x17.watchtree.v1.StreamRowR\astreams\x12\x14\n" +
@@ -2221,47 +2267,49 @@ var file_watchtree_v1_console_proto_depIdxs = []int32{
 	23, // 1: watchtree.v1.InstanceInfo.uptime:type_name -> google.protobuf.Duration
 	22, // 2: watchtree.v1.InstanceInfo.oplog_oldest:type_name -> google.protobuf.Timestamp
 	22, // 3: watchtree.v1.InstanceInfo.oplog_newest:type_name -> google.protobuf.Timestamp
-	18, // 4: watchtree.v1.InstanceInfo.subscribers:type_name -> watchtree.v1.SubscriberInfo
-	22, // 5: watchtree.v1.StreamRow.lease_expires_at:type_name -> google.protobuf.Timestamp
-	22, // 6: watchtree.v1.StreamRow.since:type_name -> google.protobuf.Timestamp
-	22, // 7: watchtree.v1.StreamRow.next_retry_at:type_name -> google.protobuf.Timestamp
-	23, // 8: watchtree.v1.StreamRow.lag:type_name -> google.protobuf.Duration
-	22, // 9: watchtree.v1.StreamRow.last_event_at:type_name -> google.protobuf.Timestamp
-	23, // 10: watchtree.v1.StreamRow.oplog_behind:type_name -> google.protobuf.Duration
-	22, // 11: watchtree.v1.StreamRow.checkpoint_at:type_name -> google.protobuf.Timestamp
-	22, // 12: watchtree.v1.StreamRow.checkpoint_time:type_name -> google.protobuf.Timestamp
-	23, // 13: watchtree.v1.StreamRow.token_headroom:type_name -> google.protobuf.Duration
-	2,  // 14: watchtree.v1.SnapshotReply.instance:type_name -> watchtree.v1.InstanceInfo
-	3,  // 15: watchtree.v1.SnapshotReply.streams:type_name -> watchtree.v1.StreamRow
-	22, // 16: watchtree.v1.SnapshotReply.at:type_name -> google.protobuf.Timestamp
-	3,  // 17: watchtree.v1.DescribeReply.stream:type_name -> watchtree.v1.StreamRow
-	24, // 18: watchtree.v1.DescribeReply.status:type_name -> watchtree.v1.StatusReply
-	21, // 19: watchtree.v1.DescribeReply.events:type_name -> watchtree.v1.LifecycleEvent
-	8,  // 20: watchtree.v1.ActorNode.children:type_name -> watchtree.v1.ActorNode
-	8,  // 21: watchtree.v1.TreeReply.roots:type_name -> watchtree.v1.ActorNode
-	22, // 22: watchtree.v1.DeadLetterInfo.created_at:type_name -> google.protobuf.Timestamp
-	11, // 23: watchtree.v1.DeadLettersReply.dead_letters:type_name -> watchtree.v1.DeadLetterInfo
-	0,  // 24: watchtree.v1.ControlRequest.action:type_name -> watchtree.v1.ControlAction
-	24, // 25: watchtree.v1.ControlReply.status:type_name -> watchtree.v1.StatusReply
-	22, // 26: watchtree.v1.SubscriberInfo.since:type_name -> google.protobuf.Timestamp
-	22, // 27: watchtree.v1.LifecycleEvent.at:type_name -> google.protobuf.Timestamp
-	1,  // 28: watchtree.v1.Console.Snapshot:input_type -> watchtree.v1.SnapshotRequest
-	5,  // 29: watchtree.v1.Console.Describe:input_type -> watchtree.v1.DescribeRequest
-	7,  // 30: watchtree.v1.Console.Tree:input_type -> watchtree.v1.TreeRequest
-	10, // 31: watchtree.v1.Console.DeadLetters:input_type -> watchtree.v1.DeadLettersRequest
-	13, // 32: watchtree.v1.Console.Control:input_type -> watchtree.v1.ControlRequest
-	16, // 33: watchtree.v1.Console.Subscribe:input_type -> watchtree.v1.SubscribeRequest
-	4,  // 34: watchtree.v1.Console.Snapshot:output_type -> watchtree.v1.SnapshotReply
-	6,  // 35: watchtree.v1.Console.Describe:output_type -> watchtree.v1.DescribeReply
-	9,  // 36: watchtree.v1.Console.Tree:output_type -> watchtree.v1.TreeReply
-	12, // 37: watchtree.v1.Console.DeadLetters:output_type -> watchtree.v1.DeadLettersReply
-	14, // 38: watchtree.v1.Console.Control:output_type -> watchtree.v1.ControlReply
-	21, // 39: watchtree.v1.Console.Subscribe:output_type -> watchtree.v1.LifecycleEvent
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	22, // 4: watchtree.v1.InstanceInfo.oplog_read_at:type_name -> google.protobuf.Timestamp
+	18, // 5: watchtree.v1.InstanceInfo.subscribers:type_name -> watchtree.v1.SubscriberInfo
+	22, // 6: watchtree.v1.StreamRow.lease_expires_at:type_name -> google.protobuf.Timestamp
+	22, // 7: watchtree.v1.StreamRow.since:type_name -> google.protobuf.Timestamp
+	22, // 8: watchtree.v1.StreamRow.next_retry_at:type_name -> google.protobuf.Timestamp
+	23, // 9: watchtree.v1.StreamRow.lag:type_name -> google.protobuf.Duration
+	22, // 10: watchtree.v1.StreamRow.last_event_at:type_name -> google.protobuf.Timestamp
+	23, // 11: watchtree.v1.StreamRow.oplog_behind:type_name -> google.protobuf.Duration
+	22, // 12: watchtree.v1.StreamRow.checkpoint_at:type_name -> google.protobuf.Timestamp
+	22, // 13: watchtree.v1.StreamRow.checkpoint_time:type_name -> google.protobuf.Timestamp
+	23, // 14: watchtree.v1.StreamRow.token_headroom:type_name -> google.protobuf.Duration
+	22, // 15: watchtree.v1.StreamRow.dead_letters_at:type_name -> google.protobuf.Timestamp
+	2,  // 16: watchtree.v1.SnapshotReply.instance:type_name -> watchtree.v1.InstanceInfo
+	3,  // 17: watchtree.v1.SnapshotReply.streams:type_name -> watchtree.v1.StreamRow
+	22, // 18: watchtree.v1.SnapshotReply.at:type_name -> google.protobuf.Timestamp
+	3,  // 19: watchtree.v1.DescribeReply.stream:type_name -> watchtree.v1.StreamRow
+	24, // 20: watchtree.v1.DescribeReply.status:type_name -> watchtree.v1.StatusReply
+	21, // 21: watchtree.v1.DescribeReply.events:type_name -> watchtree.v1.LifecycleEvent
+	8,  // 22: watchtree.v1.ActorNode.children:type_name -> watchtree.v1.ActorNode
+	8,  // 23: watchtree.v1.TreeReply.roots:type_name -> watchtree.v1.ActorNode
+	22, // 24: watchtree.v1.DeadLetterInfo.created_at:type_name -> google.protobuf.Timestamp
+	11, // 25: watchtree.v1.DeadLettersReply.dead_letters:type_name -> watchtree.v1.DeadLetterInfo
+	0,  // 26: watchtree.v1.ControlRequest.action:type_name -> watchtree.v1.ControlAction
+	24, // 27: watchtree.v1.ControlReply.status:type_name -> watchtree.v1.StatusReply
+	22, // 28: watchtree.v1.SubscriberInfo.since:type_name -> google.protobuf.Timestamp
+	22, // 29: watchtree.v1.LifecycleEvent.at:type_name -> google.protobuf.Timestamp
+	1,  // 30: watchtree.v1.Console.Snapshot:input_type -> watchtree.v1.SnapshotRequest
+	5,  // 31: watchtree.v1.Console.Describe:input_type -> watchtree.v1.DescribeRequest
+	7,  // 32: watchtree.v1.Console.Tree:input_type -> watchtree.v1.TreeRequest
+	10, // 33: watchtree.v1.Console.DeadLetters:input_type -> watchtree.v1.DeadLettersRequest
+	13, // 34: watchtree.v1.Console.Control:input_type -> watchtree.v1.ControlRequest
+	16, // 35: watchtree.v1.Console.Subscribe:input_type -> watchtree.v1.SubscribeRequest
+	4,  // 36: watchtree.v1.Console.Snapshot:output_type -> watchtree.v1.SnapshotReply
+	6,  // 37: watchtree.v1.Console.Describe:output_type -> watchtree.v1.DescribeReply
+	9,  // 38: watchtree.v1.Console.Tree:output_type -> watchtree.v1.TreeReply
+	12, // 39: watchtree.v1.Console.DeadLetters:output_type -> watchtree.v1.DeadLettersReply
+	14, // 40: watchtree.v1.Console.Control:output_type -> watchtree.v1.ControlReply
+	21, // 41: watchtree.v1.Console.Subscribe:output_type -> watchtree.v1.LifecycleEvent
+	36, // [36:42] is the sub-list for method output_type
+	30, // [30:36] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_watchtree_v1_console_proto_init() }

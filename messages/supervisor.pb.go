@@ -1243,7 +1243,7 @@ type LeaseState struct {
 	Holder string `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
 	// epoch is the lease's epoch as last seen (this instance's own when leader).
 	Epoch int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// expires_at is the lease's expiry as last seen (store clock).
+	// expires_at is the lease's expiry as last seen (store clock): a leader's moves with each renewal.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// why is a one-line reason for the role.
 	Why string `protobuf:"bytes,6,opt,name=why,proto3" json:"why,omitempty"`

@@ -465,6 +465,7 @@ func (a *leaderActor) onRenewed(r *ioResult) {
 	}
 	a.lastRenewOk, a.expiresAt, a.seen = r.sentAt, r.lease.ExpiresAt, r.lease
 	a.armLeaderTimers(r.sentAt)
+	a.report() // the supervisor's LeaseState (Status().Lease, describe) shows the renewed expiry
 	if a.cfg.Balancer != nil && !a.handingOver && a.resign == nil && a.cfg.Balancer.ShouldHandOver(a.cfg.Stream) {
 		a.handingOver = true
 		why := "this instance leads more than its fair share"

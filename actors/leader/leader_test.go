@@ -421,3 +421,22 @@ func TestCampaignDuringReleaseCampaignsAfterIt(t *testing.T) {
 		t.Fatalf("LeaseGranted epoch %d after the release, want 2", g.GetEpoch())
 	}
 }
+
+// The LeaseState a leader reports carries the expiry of its latest renewal, not the one of its
+// acquisition: describe, the JSON and Status().Lease show it, and a healthy leader must not look
+// expired there.
+func TestLeaseStateFollowsRenewals(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+	acquiredAt := h.clk.Now()
+	for st := next[*messages.LeaseState](h); st.GetRole() != messages.LeaseRole_LEASE_ROLE_LEADER; st = next[*messages.LeaseState](h) {
+	}
+	for i := 1; i <= 3; i++ {
+		h.advance(2, testPolicy.RenewEvery) // renew and demote timers
+		want := acquiredAt.Add(time.Duration(i)*testPolicy.RenewEvery + testPolicy.TTL)
+		st := next[*messages.LeaseState](h)
+		if got := st.GetExpiresAt().AsTime(); !got.Equal(want) || st.GetRole() != messages.LeaseRole_LEASE_ROLE_LEADER {
+			t.Fatalf("after renewal %d: LeaseState %v expires %v, want leader expiring %v", i, st, got, want)
+		}
+	}
+}

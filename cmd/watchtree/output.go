@@ -61,6 +61,9 @@ func printInstance(w io.Writer, in *messages.InstanceInfo) {
 	}
 	fmt.Fprintf(w, "instance %s (id %s)  host %s  version %s  up %s  console %s\n", name, in.GetId(), in.GetHost(), in.GetVersion(),
 		dur(in.GetUptime()), in.GetAddress())
+	if u := in.GetMongodbUnreachable(); u != "" {
+		fmt.Fprintf(w, "%s (the states are current; DEAD shows the last known count, marked ?)\n", u)
+	}
 	for _, warn := range in.GetWarnings() {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
@@ -91,8 +94,16 @@ func restartCell(r *messages.StreamRow) string {
 	return fmt.Sprintf("%d", r.GetRestarts())
 }
 
+// deadCell is the stored dead-letter count; "?" when it is not known, "3?" when 3 is the last
+// known count but not a current one (DeadLettersUnknown says why).
 func deadCell(r *messages.StreamRow) string {
-	return fmt.Sprint(r.GetDeadLetters())
+	switch {
+	case r.GetDeadLettersUnknown() == "":
+		return fmt.Sprint(r.GetDeadLetters())
+	case r.GetDeadLettersAt() == nil:
+		return "?"
+	}
+	return fmt.Sprintf("%d?", r.GetDeadLetters())
 }
 
 func dur(d *durationpb.Duration) string {
@@ -152,6 +163,9 @@ func printDescribe(w io.Writer, d *messages.DescribeReply) error {
 		row("token headroom", dur(r.GetTokenHeadroom()))
 	}
 	row("dead letters", fmt.Sprintf("%s stored, %d since spawn", deadCell(r), r.GetDeadLettered()))
+	if u := r.GetDeadLettersUnknown(); u != "" {
+		row("", "stored count unknown: "+u)
+	}
 	if r.GetNote() != "" {
 		row("note", r.GetNote())
 	}

@@ -257,6 +257,10 @@ func instanceCard(snap *messages.SnapshotReply) string {
 	if in.GetOplogNewest() != nil {
 		lines = append(lines, fmt.Sprintf("oplog window %s", in.GetOplogNewest().AsTime().Sub(in.GetOplogOldest().AsTime()).Round(time.Second)))
 	}
+	if u := in.GetMongodbUnreachable(); u != "" {
+		// The outage is what the operator must see: the states below are still current.
+		lines = append(lines, badStyle.Render(oneLine(u, 90)))
+	}
 	for _, w := range in.GetWarnings() {
 		lines = append(lines, badStyle.Render("WARNING: "+oneLine(w, 100)))
 	}
@@ -332,6 +336,9 @@ func (m *topModel) detailPane() string {
 		fmt.Sprintf("flow:       %.1f ev/s · settled %d · in flight %d · lag %s", r.GetEventsPerSec(), r.GetSettled(), r.GetInFlight(), dur(r.GetLag())),
 		fmt.Sprintf("checkpoint: %s (%s)", age(r.GetCheckpointAt()), r.GetCheckpointSource()),
 		fmt.Sprintf("dead:       %s stored · %d since spawn", deadCell(r), r.GetDeadLettered()),
+	}
+	if u := r.GetDeadLettersUnknown(); u != "" {
+		lines = append(lines, dimStyle.Render("            stored count unknown: "+oneLine(u, 80)))
 	}
 	if r.GetLastError() != "" {
 		lines = append(lines, badStyle.Render("last error: "+oneLine(r.GetLastError(), 90)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,69 @@ func TestInstanceWarningsShown(t *testing.T) {
 	}
 	if out := b.String(); !strings.HasPrefix(out, "instance api-1 (id api-1-17-ffffff)") || !strings.Contains(out, "\nWARNING: InstanceName \"api-1\" is also used") {
 		t.Errorf("streams table:\n%s", out)
+	}
+}
+
+// TestTopShowsAnOutage: while MongoDB does not answer, the console still answers from memory;
+// top keeps running and shows the outage on the instance card, the last known dead-letter count
+// marked "?" and, in the detail pane, why it is unknown. A console that stops answering is an
+// error line, not the end of top: the last snapshot stays on screen.
+func TestTopShowsAnOutage(t *testing.T) {
+	const down = "MongoDB unreachable since 10:00:00 UTC (42s): no answer for 42s"
+	snap := &messages.SnapshotReply{
+		Instance: &messages.InstanceInfo{Id: "node-a", MongodbUnreachable: down, OplogNote: down + " (last read 44s ago)"},
+		Streams: []*messages.StreamRow{{Name: "billing", Mode: "AllInstances", State: "running",
+			DeadLetters: 3, DeadLettersAt: timestamppb.New(time.Now().Add(-44 * time.Second)), DeadLettersUnknown: down + " (last read 44s ago)"}},
+	}
+	src := &flakySource{fakeSource: fakeSource{snap}}
+	m := newTopModel([]source{src}, time.Millisecond, time.Second)
+	step(m, tickMsg(time.Now()))
+	view := m.View()
+	if !strings.Contains(view, "MongoDB unreachable since 10:00:00 UTC") || !strings.Contains(view, "3?") ||
+		!strings.Contains(view, "stored count unknown: MongoDB unreachable") {
+		t.Errorf("the outage is not shown:\n%s", view)
+	}
+	src.fail = true
+	_, cmd := m.Update(tickMsg(time.Now()))
+	for _, msg := range runAll(cmd) {
+		if _, quit := msg.(tea.QuitMsg); quit {
+			t.Fatal("top quit when its console did not answer")
+		}
+		m.Update(msg)
+	}
+	if view := m.View(); !strings.Contains(view, "error: no answer") || !strings.Contains(view, "billing") {
+		t.Errorf("after a failed refresh:\n%s", view)
+	}
+}
+
+// flakySource is a fakeSource whose snapshots fail once fail is set.
+type flakySource struct {
+	fakeSource
+	fail bool
+}
+
+func (f *flakySource) Snapshot(ctx context.Context, req *messages.SnapshotRequest) (*messages.SnapshotReply, error) {
+	if f.fail {
+		return nil, errors.New("no answer")
+	}
+	return f.fakeSource.Snapshot(ctx, req)
+}
+
+// runAll runs cmd (batches included) and returns the messages it produced, ticks left out.
+func runAll(cmd tea.Cmd) []tea.Msg {
+	if cmd == nil {
+		return nil
+	}
+	switch out := cmd().(type) {
+	case tea.BatchMsg:
+		var msgs []tea.Msg
+		for _, c := range out {
+			msgs = append(msgs, runAll(c)...)
+		}
+		return msgs
+	case nil, tickMsg:
+		return nil
+	default:
+		return []tea.Msg{out}
 	}
 }

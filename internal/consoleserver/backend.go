@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -20,17 +21,16 @@ type Backend interface {
 	Streams() []StreamRef
 	// DeadLetters returns up to limit of the stream's dead letters, oldest first.
 	DeadLetters(ctx context.Context, stream string, limit int) ([]*messages.DeadLetterInfo, error)
-	// CountDeadLetters returns the number of the stream's dead letters.
-	CountDeadLetters(ctx context.Context, stream string) (int, error)
 	// Replay runs one dead letter through the stream's handler again, with refresh after
 	// re-reading its document; on success it is deleted. A dead letter that cannot be replayed
 	// as asked fails with an error matching ErrUnsupported.
 	Replay(ctx context.Context, stream, id string, refresh bool) error
 	// Purge deletes one dead letter.
 	Purge(ctx context.Context, stream, id string) error
-	// OplogWindow returns the cluster times of the oldest and newest oplog entries, or an error
-	// when the oplog cannot be read (no permission, not a replica set).
-	OplogWindow(ctx context.Context) (oldest, newest time.Time, err error)
+	// Readings returns the figures only MongoDB gives (each stream's dead-letter count, the
+	// oplog window) from memory, within readings.Wait: what is not current is marked unknown
+	// with the reason, and Unreachable says when MongoDB does not answer.
+	Readings(ctx context.Context) readings.Readings
 }
 
 // Instance describes the process the console runs in.

@@ -134,6 +134,10 @@ func grpcCode(code string) codes.Code {
 		return codes.DeadlineExceeded
 	case "exhausted":
 		return codes.ResourceExhausted
+	case "unavailable":
+		// MongoDB does not answer; the console does (codes.Unavailable would read as the
+		// console being unreachable).
+		return codes.FailedPrecondition
 	}
 	return codes.Internal
 }

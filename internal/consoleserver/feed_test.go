@@ -10,22 +10,22 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/messages"
 )
 
 // emptyBackend is a runtime with no streams.
 type emptyBackend struct{}
 
-func (emptyBackend) Instance() Instance                                    { return Instance{ID: "feed-test", StartedAt: time.Now()} }
-func (emptyBackend) Streams() []StreamRef                                  { return nil }
-func (emptyBackend) CountDeadLetters(context.Context, string) (int, error) { return 0, nil }
-func (emptyBackend) Replay(context.Context, string, string, bool) error    { return ErrUnsupported }
-func (emptyBackend) Purge(context.Context, string, string) error           { return ErrUnsupported }
+func (emptyBackend) Instance() Instance                                 { return Instance{ID: "feed-test", StartedAt: time.Now()} }
+func (emptyBackend) Streams() []StreamRef                               { return nil }
+func (emptyBackend) Replay(context.Context, string, string, bool) error { return ErrUnsupported }
+func (emptyBackend) Purge(context.Context, string, string) error        { return ErrUnsupported }
 func (emptyBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadLetterInfo, error) {
 	return nil, nil
 }
-func (emptyBackend) OplogWindow(context.Context) (time.Time, time.Time, error) {
-	return time.Time{}, time.Time{}, ErrUnsupported
+func (emptyBackend) Readings(context.Context) readings.Readings {
+	return readings.Readings{Oplog: readings.Oplog{Reading: readings.Reading{Unknown: "oplog not readable: unsupported"}}}
 }
 
 // startLocal starts a console on an actor system of its own; both stop when the test ends.

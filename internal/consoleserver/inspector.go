@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/internal/tokentime"
@@ -26,35 +27,24 @@ import (
 )
 
 // The inspector is the console actor. Its mailbox goroutine only keeps the console's memory
-// (recent lifecycle events, subscribers, rate samples, cached dead-letter counts and oplog
-// window) and starts work: every request is answered by a goroutine the actor owns (bounded by
-// the request's timeout and cancelled when the actor stops), which asks the supervisors with
-// their own messages, reads the stores through the Backend, and sends the reply to the
-// requester. Results that update the console's memory come back to the actor as messages.
+// (recent lifecycle events, subscribers, rate samples) and starts work: every request is
+// answered by a goroutine the actor owns (bounded by the request's timeout and cancelled when
+// the actor stops), which asks the supervisors with their own messages, takes the figures only
+// MongoDB gives (dead-letter counts, the oplog window) from the runtime's memory
+// (Backend.Readings, never a read of the server on the request's path), and sends the reply to
+// the requester. Results that update the console's memory come back to the actor as messages.
+// A request that needs the server itself (listing, replaying or purging dead letters) is
+// refused at once, in the one wording, while MongoDB does not answer.
 
 const (
 	recentEvents    = 1024 // lifecycle events kept for the whole instance
 	perStreamEvents = 64   // and for each stream (Describe)
 	rateWindow      = 10 * time.Second
-	dlCountTTL      = 2 * time.Second // a snapshot recounts dead letters older than this
-	oplogTTL        = 10 * time.Second
 )
 
 type sample struct {
 	at      time.Time
 	settled uint64
-}
-
-type dlCount struct {
-	n   uint64
-	at  time.Time
-	err string
-}
-
-type oplogInfo struct {
-	oldest, newest time.Time
-	err            string
-	at             time.Time
 }
 
 // Plain messages the actor sends itself.
@@ -64,8 +54,6 @@ type (
 		at      time.Time
 		settled map[string]uint64
 	}
-	dlCounted   struct{ counts map[string]dlCount }
-	oplogRead   struct{ info oplogInfo }
 	commandDone struct{ ev *messages.LifecycleEvent }
 )
 
@@ -83,8 +71,6 @@ type inspector struct {
 	subs     map[uint64]*subscriber
 	subSeq   uint64
 	samples  map[string][]sample
-	dl       map[string]dlCount
-	oplog    oplogInfo
 	sampling bool // a sampling round is under way
 
 	work   context.Context
@@ -99,7 +85,6 @@ func newInspector(cfg Config, b Backend) *inspector {
 		byStream: map[string][]*messages.LifecycleEvent{},
 		subs:     map[uint64]*subscriber{},
 		samples:  map[string][]sample{},
-		dl:       map[string]dlCount{},
 	}
 }
 
@@ -122,12 +107,6 @@ func (in *inspector) Receive(ctx actor.Context) {
 		in.sampling = false
 		in.addSamples(m)
 		in.armTick(ctx)
-	case dlCounted:
-		for k, v := range m.counts {
-			in.dl[k] = v
-		}
-	case oplogRead:
-		in.oplog = m.info
 	case viewRequest:
 		ctx.Respond(in.view())
 	case commandDone:
@@ -271,25 +250,19 @@ func (in *inspector) addSamples(m sampled) {
 // view is the part of the actor's memory a snapshot reads, copied for its goroutine.
 type view struct {
 	samples map[string][]sample
-	dl      map[string]dlCount
-	oplog   oplogInfo
 	subs    []*messages.SubscriberInfo
 }
 
 func (in *inspector) view() view {
-	v := view{samples: make(map[string][]sample, len(in.samples)), dl: make(map[string]dlCount, len(in.dl)), oplog: in.oplog,
-		subs: in.subscribers()}
+	v := view{samples: make(map[string][]sample, len(in.samples)), subs: in.subscribers()}
 	for k, s := range in.samples {
 		v.samples[k] = append([]sample(nil), s...)
-	}
-	for k, c := range in.dl {
-		v.dl[k] = c
 	}
 	return v
 }
 
 func (in *inspector) snapshot(ctx context.Context, self *actor.PID, req *messages.SnapshotRequest) proto.Message {
-	return in.snapshotWith(ctx, self, req, in.viewSync(ctx, self))
+	return in.snapshotWith(ctx, req, in.viewSync(ctx, self))
 }
 
 // viewSync asks the actor for a copy of its memory (the request runs off the actor).
@@ -303,10 +276,10 @@ func (in *inspector) viewSync(ctx context.Context, self *actor.PID) view {
 
 type viewRequest struct{}
 
-func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *messages.SnapshotRequest, v view) *messages.SnapshotReply {
+func (in *inspector) snapshotWith(ctx context.Context, req *messages.SnapshotRequest, v view) *messages.SnapshotReply {
+	rd := in.b.Readings(ctx)
 	now := in.clk.Now()
 	refs := in.b.Streams()
-	oplog := in.freshOplog(ctx, self, v.oplog, now)
 	rows := make([]*messages.StreamRow, 0, len(refs))
 	var keep []StreamRef
 	for _, r := range refs {
@@ -316,13 +289,12 @@ func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *mes
 		keep = append(keep, r)
 	}
 	rows = rows[:len(keep)]
-	counts := in.freshDLCounts(ctx, self, keep, v.dl, now)
 	var wg sync.WaitGroup
 	for i, r := range keep {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rows[i] = in.row(ctx, r, v.samples[r.Name], counts[r.Name], oplog, now)
+			rows[i] = in.row(ctx, r, v.samples[r.Name], rd.DeadLetters[r.Name], rd.Oplog, now)
 		}()
 	}
 	wg.Wait()
@@ -334,7 +306,7 @@ func (in *inspector) snapshotWith(ctx context.Context, self *actor.PID, req *mes
 	if l := int(req.GetLimit()); l > 0 && l < len(rows) {
 		rows = rows[:l]
 	}
-	inst := in.instance(oplog, now)
+	inst := in.instance(rd, now)
 	inst.Subscribers = v.subs
 	return &messages.SnapshotReply{Instance: inst, Streams: rows, Total: total, At: timestamppb.New(now)}
 }
@@ -371,74 +343,24 @@ func sortRows(rows []*messages.StreamRow, by string, desc bool) {
 	})
 }
 
-func (in *inspector) instance(oplog oplogInfo, now time.Time) *messages.InstanceInfo {
+func (in *inspector) instance(rd readings.Readings, now time.Time) *messages.InstanceInfo {
 	inst := in.b.Instance()
 	ii := &messages.InstanceInfo{
 		Id: inst.ID, Name: inst.Name, Warnings: inst.Warnings, Host: inst.Host, Version: inst.Version, GoVersion: goVersion(), Pid: int64(pid()),
 		StartedAt: timestamppb.New(inst.StartedAt), Uptime: durationpb.New(now.Sub(inst.StartedAt).Round(time.Second)),
-		Address: in.sys.Address(), TokenRequired: in.cfg.Token != "", OplogNote: oplog.err,
+		Address: in.sys.Address(), TokenRequired: in.cfg.Token != "", OplogNote: rd.Oplog.Unknown,
+		OplogReadAt: timestamp(rd.Oplog.At), MongodbUnreachable: rd.Unreachable,
 	}
-	if oplog.err == "" && !oplog.oldest.IsZero() {
-		ii.OplogOldest, ii.OplogNewest = timestamppb.New(oplog.oldest), timestamppb.New(oplog.newest)
+	if rd.Oplog.Unknown == "" && !rd.Oplog.Oldest.IsZero() {
+		ii.OplogOldest, ii.OplogNewest = timestamppb.New(rd.Oplog.Oldest), timestamppb.New(rd.Oplog.Newest)
 	}
 	return ii
 }
 
-// freshOplog returns the oplog window, read again when older than oplogTTL.
-func (in *inspector) freshOplog(ctx context.Context, self *actor.PID, cur oplogInfo, now time.Time) oplogInfo {
-	if !cur.at.IsZero() && now.Sub(cur.at) < oplogTTL {
-		return cur
-	}
-	oldest, newest, err := in.b.OplogWindow(ctx)
-	info := oplogInfo{oldest: oldest, newest: newest, at: now}
-	if err != nil {
-		info = oplogInfo{err: "oplog not readable: " + err.Error(), at: now}
-	}
-	in.sys.Root.Send(self, oplogRead{info})
-	return info
-}
-
-// freshDLCounts returns the dead-letter counts of refs, counting again those older than
-// dlCountTTL.
-func (in *inspector) freshDLCounts(ctx context.Context, self *actor.PID, refs []StreamRef, cur map[string]dlCount, now time.Time) map[string]dlCount {
-	out := make(map[string]dlCount, len(refs))
-	fresh := map[string]dlCount{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, r := range refs {
-		if c, ok := cur[r.Name]; ok && now.Sub(c.at) < dlCountTTL {
-			mu.Lock()
-			out[r.Name] = c
-			mu.Unlock()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := in.b.CountDeadLetters(ctx, r.Name)
-			c := dlCount{n: uint64(max(n, 0)), at: now}
-			if err != nil {
-				c = dlCount{err: "dead letters: " + err.Error()}
-			}
-			mu.Lock()
-			out[r.Name] = c
-			if err == nil {
-				fresh[r.Name] = c
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if len(fresh) > 0 {
-		in.sys.Root.Send(self, dlCounted{fresh})
-	}
-	return out
-}
-
 // row builds one stream's row from its supervisor's status and the console's memory.
-func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl dlCount, oplog oplogInfo, now time.Time) *messages.StreamRow {
+func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl readings.Count, oplog readings.Oplog, now time.Time) *messages.StreamRow {
 	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode,
-		DeadLetters: dl.n, Note: dl.err}
+		DeadLetters: uint64(max(dl.N, 0)), DeadLettersUnknown: dl.Unknown, DeadLettersAt: timestamp(dl.At)}
 	if r.Supervisor == nil {
 		row.State, row.Why = "stopped", "the stream's supervisor is not running"
 		return row
@@ -456,12 +378,12 @@ func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl 
 			row.EventsPerSec = float64(row.Settled-first.settled) / dt
 		}
 	}
-	if oplog.err == "" && !oplog.newest.IsZero() {
+	if oplog.Unknown == "" && !oplog.Newest.IsZero() {
 		if !st.ReadThrough.IsZero() {
-			row.OplogBehind = durationpb.New(max(oplog.newest.Sub(st.ReadThrough), 0))
+			row.OplogBehind = durationpb.New(max(oplog.Newest.Sub(st.ReadThrough), 0))
 		}
 		if row.CheckpointTime != nil {
-			row.TokenHeadroom = durationpb.New(row.CheckpointTime.AsTime().Sub(oplog.oldest))
+			row.TokenHeadroom = durationpb.New(row.CheckpointTime.AsTime().Sub(oplog.Oldest))
 		}
 	}
 	return row
@@ -522,8 +444,7 @@ func (in *inspector) describe(ctx context.Context, self *actor.PID, req *message
 		return &messages.ConsoleError{Code: "not_found", Error: in.unknownStream(req.GetStream())}
 	}
 	v := in.viewSync(ctx, self)
-	v.dl = nil // describe counts afresh
-	snap := in.snapshotWith(ctx, self, &messages.SnapshotRequest{Filter: ref.Name}, v)
+	snap := in.snapshotWith(ctx, &messages.SnapshotRequest{Filter: ref.Name}, v)
 	out := &messages.DescribeReply{Events: events}
 	for _, r := range snap.GetStreams() {
 		if r.GetName() == ref.Name {
@@ -572,11 +493,49 @@ func (in *inspector) deadLetters(ctx context.Context, req *messages.DeadLettersR
 	if limit <= 0 {
 		limit = 100
 	}
-	list, err := in.b.DeadLetters(ctx, req.GetStream(), limit)
+	var list []*messages.DeadLetterInfo
+	u, err := in.whileReachable(ctx, func(c context.Context) (err error) {
+		list, err = in.b.DeadLetters(c, req.GetStream(), limit)
+		return err
+	})
+	if u != "" {
+		return &messages.ConsoleError{Code: "unavailable", Error: u + ": the dead letters cannot be listed"}
+	}
 	if err != nil {
 		return &messages.ConsoleError{Code: codeOf(err), Error: err.Error()}
 	}
 	return &messages.DeadLettersReply{Stream: req.GetStream(), DeadLetters: list}
+}
+
+// reachPoll is how often whileReachable looks at MongoDB's reachability.
+const reachPoll = 100 * time.Millisecond
+
+// whileReachable runs f, which reads or writes MongoDB, bounded by ctx and by the server's
+// reachability: when the runtime's readings say MongoDB does not answer (before f or while it
+// runs), f's context ends and unreachable is the one wording of that condition. A request that
+// needs the server so answers within about a second of an outage's start, and at once after.
+func (in *inspector) whileReachable(ctx context.Context, f func(context.Context) error) (unreachable string, err error) {
+	if u := in.b.Readings(ctx).Unreachable; u != "" {
+		return u, nil
+	}
+	c, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(c) }()
+	tick := time.NewTicker(reachPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return "", err
+		case <-tick.C:
+			if u := in.b.Readings(ctx).Unreachable; u != "" {
+				cancel()
+				<-done
+				return u, nil
+			}
+		}
+	}
 }
 
 func codeOf(err error) string {
@@ -753,7 +712,14 @@ func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *
 	ids := []string{req.GetDeadLetterId()}
 	all := ids[0] == ""
 	if all {
-		list, err := in.b.DeadLetters(ctx, ref.Name, 0)
+		var list []*messages.DeadLetterInfo
+		u, err := in.whileReachable(ctx, func(c context.Context) (err error) {
+			list, err = in.b.DeadLetters(c, ref.Name, 0)
+			return err
+		})
+		if u != "" {
+			return &messages.ControlReply{Code: "unavailable", Error: u + ": " + actionName(req.GetAction()) + " needs it"}
+		}
 		if err != nil {
 			return &messages.ControlReply{Code: codeOf(err), Error: err.Error()}
 		}
@@ -772,7 +738,13 @@ func (in *inspector) deadLetterCommand(ctx context.Context, ref StreamRef, req *
 	reply := &messages.ControlReply{Ok: true}
 	var errs []string
 	for _, id := range ids {
-		if err := do(ctx, ref.Name, id); err != nil {
+		u, err := in.whileReachable(ctx, func(c context.Context) error { return do(c, ref.Name, id) })
+		if u != "" {
+			reply.Failed += uint32(len(ids)) - reply.Done - reply.Failed - reply.Skipped
+			reply.Code, errs = "unavailable", append(errs, u+": "+actionName(req.GetAction())+" needs it")
+			break
+		}
+		if err != nil {
 			if all && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnsupported)) {
 				reply.Skipped++
 				continue

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -38,9 +39,9 @@ func TestRowFigures(t *testing.T) {
 	in := newInspector(Config{}.withDefaults(), nil)
 	in.sys, in.sc, in.work, in.clk, in.log = sys, superclient.New(sys), context.Background(), clock.Real(), zap.NewNop()
 	samples := []sample{{at: now.Add(-10 * time.Second), settled: 50}}
-	oplog := oplogInfo{oldest: now.Add(-2 * time.Hour), newest: now.Add(-1 * time.Second)}
+	oplog := readings.Oplog{Oldest: now.Add(-2 * time.Hour), Newest: now.Add(-1 * time.Second)}
 	r := in.row(context.Background(), StreamRef{Name: "s", Namespace: "db.c", Mode: "AllInstances", Supervisor: sup},
-		samples, dlCount{n: 9}, oplog, now)
+		samples, readings.Count{N: 9}, oplog, now)
 	checks := []struct {
 		what string
 		ok   bool
@@ -62,7 +63,7 @@ func TestRowFigures(t *testing.T) {
 		}
 	}
 	// Without an oplog window the oplog figures are left out.
-	r = in.row(context.Background(), StreamRef{Name: "s", Supervisor: sup}, nil, dlCount{}, oplogInfo{err: "no oplog"}, now)
+	r = in.row(context.Background(), StreamRef{Name: "s", Supervisor: sup}, nil, readings.Count{}, readings.Oplog{Reading: readings.Reading{Unknown: "no oplog"}}, now)
 	if r.GetOplogBehind() != nil || r.GetTokenHeadroom() != nil || r.GetLag() == nil {
 		t.Errorf("no oplog: %v", r)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -141,11 +140,4 @@ func (b consoleBackend) Purge(ctx context.Context, stream, id string) error {
 	return consoleErr(b.rt.Purge(ctx, stream, id))
 }
 
-func (b consoleBackend) CountDeadLetters(ctx context.Context, stream string) (int, error) {
-	n, err := b.rt.CountDeadLetters(ctx, stream)
-	return n, consoleErr(err)
-}
-
-func (b consoleBackend) OplogWindow(ctx context.Context) (oldest, newest time.Time, err error) {
-	return b.rt.OplogWindow(ctx)
-}
+func (b consoleBackend) Readings(ctx context.Context) Readings { return b.rt.Readings(ctx, 0) }

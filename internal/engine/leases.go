@@ -70,6 +70,8 @@ type balancer struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// leave bounds the Leave that ends the heartbeat: Stop's context, set by stop.
+	leave context.Context
 }
 
 // newBalancer starts the balancer of instance id (named name) on leases, with the runtime's
@@ -126,7 +128,13 @@ func (b *balancer) run(ctx context.Context) {
 		}
 		break
 	}
-	lctx, cancel := context.WithTimeout(context.Background(), min(b.connect, time.Second))
+	b.mu.Lock()
+	leave := b.leave
+	b.mu.Unlock()
+	if leave == nil {
+		leave = context.Background()
+	}
+	lctx, cancel := context.WithTimeout(leave, min(b.connect, time.Second))
 	defer cancel()
 	_ = b.leases.Leave(lctx, id)
 }
@@ -157,8 +165,12 @@ func (b *balancer) duplicates() []string {
 	return b.dups
 }
 
-// Stop ends the heartbeat and removes this instance's record (Leave).
-func (b *balancer) stop() {
+// stop ends the heartbeat and removes this instance's record (Leave, bounded by ctx and 1s:
+// an unreachable store must not hold Runtime.Stop past its bound).
+func (b *balancer) stop(ctx context.Context) {
+	b.mu.Lock()
+	b.leave = ctx
+	b.mu.Unlock()
 	b.cancel()
 	<-b.done
 }

@@ -69,7 +69,7 @@ func TestBalancerWarnsOfASameNamedInstance(t *testing.T) {
 		}
 	}
 	b := newBalancer(leases, policy.Lease{TTL: time.Minute, RenewEvery: 20 * time.Millisecond}, "api-1-17-ffffff", "api-1", time.Second, zap.New(core))
-	defer b.stop()
+	defer b.stop(context.Background())
 	deadline := time.Now().Add(testWait)
 	for len(b.duplicates()) == 0 {
 		if time.Now().After(deadline) {

@@ -86,6 +86,7 @@ type Runtime struct {
 	streams   map[string]*Entry
 	console   *consoleserver.Server // nil when Config.Console is off
 	startedAt time.Time
+	reads     *serverReads // the figures only MongoDB gives, from memory; nil outside started
 
 	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
 }
@@ -172,6 +173,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	rt.obs = newSafeObserver(obs, 0, rt.log)
 	rt.state = rtStarted
+	rt.reads = startServerReads(rt)
 	rt.log.Info("watchtree runtime started", zap.String("instance_name", rt.cfg.InstanceName), // rt.log names the instance
 		zap.String("database", rt.cfg.Database), zap.Bool("own_actor_system", rt.ownSystem))
 	return nil
@@ -194,20 +196,31 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	}
 	rt.state = rtStopping
 	entries := rt.entriesLocked()
+	reads := rt.reads
+	rt.reads = nil
 	rt.mu.Unlock()
 	rt.stores.stop() // no index creation outlives the runtime
+	reads.stop()     // a refresh under way is cancelled: it must not hold the stop
 
 	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ShutdownTimeout)
 	defer cancel()
 	start := time.Now()
 
+	// The streams get the bound less a reserve, so that the steps after them (the heartbeat's
+	// Leave, the console, the Observer's drain) still end within it when a stream's flush runs
+	// out, e.g. with MongoDB unreachable.
+	sctx, scancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		sctx, scancel = context.WithDeadline(ctx, dl.Add(-stopReserve(time.Until(dl))))
+	}
+	defer scancel()
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.shutdown(ctx, "runtime stop")
+			errs[i] = e.shutdown(sctx, "runtime stop")
 		}()
 	}
 	wg.Wait()
@@ -217,7 +230,14 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.state = rtStopped
 	rt.mu.Unlock()
 	if bal != nil {
-		bal.stop() // after the trees released their leases: the heartbeat goes last
+		// After the trees released their leases: the heartbeat goes last. Its Leave gets half
+		// of what is left, the console and the Observer the rest.
+		lctx, lcancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			lctx, lcancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		}
+		bal.stop(lctx)
+		lcancel()
 	}
 	var consoleErr error
 	if cons != nil { // after the streams, so that an operator sees the stop to its end
@@ -249,6 +269,12 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.log.Info("watchtree runtime stopped", zap.Duration("took", time.Since(start)),
 		zap.Int("streams", len(entries)))
 	return nil
+}
+
+// stopReserve is the part of Stop's bound kept for the steps after the streams: a tenth of
+// it, at most 500ms.
+func stopReserve(bound time.Duration) time.Duration {
+	return min(max(bound, 0)/10, 500*time.Millisecond)
 }
 
 // entriesLocked returns the registered entries; rt.mu is held.

@@ -131,7 +131,9 @@ func TestScrapeAfterARetryADeadLetterAndARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	m.Attach(rt)
+	if err := m.Attach(rt); err != nil {
+		t.Fatal(err)
+	}
 	reg := prom.NewRegistry()
 	reg.MustRegister(m)
 	h, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
@@ -218,8 +220,71 @@ func TestScrapeAfterARetryADeadLetterAndARestart(t *testing.T) {
 	if f := fams["watchtree_handler_duration_seconds"]; f.GetType() != dto.MetricType_HISTOGRAM {
 		t.Errorf("handler duration type %v", f.GetType())
 	}
-	_, _, oerr := rt.OplogWindow(ctx)
-	if _, ok := value(fams, "watchtree_token_headroom_seconds", pay()); ok != (oerr == nil) {
-		t.Errorf("token headroom present %v, but the oplog window read returned %v", ok, oerr)
+	rd := rt.Readings(ctx)
+	if _, ok := value(fams, "watchtree_token_headroom_seconds", pay()); ok != (rd.Oplog.Unknown == "") {
+		t.Errorf("token headroom present %v, but the oplog window reads %q", ok, rd.Oplog.Unknown)
+	}
+}
+
+// TestScrapeDuringAnOutage: with MongoDB frozen, a scrape answers from memory well within its
+// timeout, mongodb_reachable reads 0 and the dead-letter backlog (which needs the server) is
+// left out while the state gauges stay. Before, every scrape waited for ScrapeTimeout (5s). The
+// bound is generous for a loaded machine; a scrape takes about 50ms.
+func TestScrapeDuringAnOutage(t *testing.T) {
+	if os.Getenv("WATCHTREE_MONGODB_URI") != "" {
+		t.Skip("freezes mongosim")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	srv, err := mongosim.Start(ctx, mongosim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	m := wtprom.New(wtprom.Options{})
+	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "wt_prom_outage", Observer: m, ShutdownTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
+	if err := m.Attach(rt); err != nil {
+		t.Fatal(err)
+	}
+	reg := prom.NewRegistry()
+	reg.MustRegister(m)
+	if _, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
+		OnInsert: func(context.Context, *watchtree.Event[Pay]) error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	pay := map[string]string{"stream": "pay"}
+	waitFor(t, "the backlog counted", func() bool {
+		_, ok := value(scrape(t, reg), "watchtree_dead_letter_backlog", pay)
+		return ok
+	})
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	var fams map[string]*dto.MetricFamily
+	waitFor(t, "mongodb_reachable 0", func() bool {
+		start := time.Now()
+		fams = scrape(t, reg)
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("a scrape took %v with MongoDB frozen", took)
+		}
+		v, ok := value(fams, "watchtree_mongodb_reachable", nil)
+		return ok && v == 0
+	})
+	if v, ok := value(fams, "watchtree_dead_letter_backlog", pay); ok {
+		t.Errorf("dead_letter_backlog %v exported while MongoDB does not answer", v)
+	}
+	if v, ok := value(fams, "watchtree_stream_state", map[string]string{"stream": "pay", "state": "running"}); !ok || v != 1 {
+		t.Errorf("stream_state{running} = %v (present %v): the states are in memory", v, ok)
 	}
 }
