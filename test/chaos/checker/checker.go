@@ -126,6 +126,17 @@ func Check(recs []history.Record, p Params) *Report {
 	history.Sort(recs)
 	c := &checker{p: p, recs: recs, writes: map[string]history.Record{},
 		rep: &Report{Writes: map[history.Outcome]int{}, Faults: map[string]int{}}}
+	deleteSeq := map[string]int64{} // a key's delete: its last write (keys are never reused)
+	for _, r := range recs {
+		if r.Type == history.Write && r.Op == history.Delete {
+			deleteSeq[r.Key] = r.Seq
+		}
+	}
+	for i, r := range recs {
+		if r.Type == history.Call && r.Op == history.Delete && r.Seq == 0 {
+			recs[i].Seq = deleteSeq[r.Key] // a delete event carries no document
+		}
+	}
 	for _, r := range recs {
 		switch r.Type {
 		case history.Write:
