@@ -14,12 +14,14 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,9 +48,10 @@ type Options struct {
 	Duration time.Duration // how long the nemesis runs; default 60s
 	Nodes    int           // default 3
 	Dir      string        // where histories and logs go; default a temporary directory, removed when clean
-	Redis    string        // default 127.0.0.1:6379
+	Redis    string        // default $WATCHTREE_REDIS_ADDR, else 127.0.0.1:6379
 	Rate     float64       // writes a second; default 40
-	// Faults are the kinds the nemesis draws from; default FaultKinds().
+	// Faults are the kinds the nemesis draws from; default FaultKinds(). An entry "-kind"
+	// removes kind from the default set instead (ParseFaults reads the CHAOS_FAULTS syntax).
 	Faults   []string
 	Database string        // default "chaos"
 	LeaseTTL time.Duration // default 4s
@@ -71,14 +74,12 @@ func (o *Options) defaults() {
 		o.Nodes = 3
 	}
 	if o.Redis == "" {
-		o.Redis = "127.0.0.1:6379"
+		o.Redis = cmp.Or(os.Getenv("WATCHTREE_REDIS_ADDR"), "127.0.0.1:6379")
 	}
 	if o.Rate == 0 {
 		o.Rate = 40
 	}
-	if len(o.Faults) == 0 {
-		o.Faults = FaultKinds()
-	}
+	o.Faults = selectFaults(o.Faults)
 	if o.Database == "" {
 		o.Database = "chaos"
 	}
@@ -109,9 +110,10 @@ type Report struct {
 	Seed     uint64
 	Network  string // how partitions were made
 	Duration time.Duration
-	Dir      string // the histories and logs (kept when there are violations)
-	CaughtUp bool   // every committed write was handled within Options.CatchUp
-	Faults   []string
+	Dir      string   // the histories and logs (kept when there are violations)
+	CaughtUp bool     // every committed write was handled within Options.CatchUp
+	Faults   []string // the faults applied, in order
+	Kinds    []string // the kinds the nemesis drew from
 	*checker.Report
 }
 
@@ -143,7 +145,7 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	} else if err = os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
-	rep.Dir = s.dir
+	rep.Dir, rep.Kinds = s.dir, opts.Faults
 	defer func() { // a clean run's temporary directory goes; a failed one's stays for the seed's analysis
 		if opts.Dir == "" && (err != nil || rep.Report == nil || !rep.Failed()) {
 			if err == nil || rep == nil {
@@ -241,6 +243,39 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	}
 	rep.Report = checker.Check(recs, params)
 	return rep, nil
+}
+
+// selectFaults applies the entries of sel to FaultKinds(): kinds named alone are the set,
+// "-kind" entries remove from it (from the full set when no kind is named alone).
+func selectFaults(sel []string) []string {
+	var only, minus []string
+	for _, k := range sel {
+		if k = strings.TrimSpace(k); strings.HasPrefix(k, "-") {
+			minus = append(minus, k[1:])
+		} else if k != "" {
+			only = append(only, k)
+		}
+	}
+	if len(only) == 0 {
+		only = FaultKinds()
+	}
+	var out []string
+	for _, k := range only {
+		if !slices.Contains(minus, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// CheckFaults returns an error naming the first entry of sel that is no fault kind.
+func CheckFaults(sel []string) error {
+	for _, k := range sel {
+		if k = strings.TrimPrefix(strings.TrimSpace(k), "-"); k != "" && !slices.Contains(FaultKinds(), k) {
+			return fmt.Errorf("unknown fault kind %q (the kinds: %s)", k, strings.Join(FaultKinds(), ", "))
+		}
+	}
+	return nil
 }
 
 func (s *soak) params() checker.Params {
@@ -365,11 +400,14 @@ func (r *Report) Print(w io.Writer) {
 	for _, k := range kinds {
 		fs = append(fs, fmt.Sprintf("%s %d", k, r.Report.Faults[k]))
 	}
-	fmt.Fprintf(w, "faults: %d (%s); not applied: clock skew (Config takes no clock)\n", len(r.Faults), strings.Join(fs, ", "))
+	fmt.Fprintf(w, "faults: %d (%s); drawn from: %s; never: clock skew (Config takes no clock)\n", len(r.Faults), strings.Join(fs, ", "), strings.Join(r.Kinds, ","))
 	fmt.Fprintf(w, "writes: %d committed (%d poison), %d aborted on purpose, %d uncertain; handler calls: %d\n",
 		r.Writes[history.Committed], r.Poison, r.Writes[history.Aborted], r.Writes[history.Uncertain], r.Calls)
 	fmt.Fprintf(w, "duplicates: %d; worst failover: %v (%s); caught up after healing: %v\n",
 		r.Report.Duplicates, r.WorstFailover.Round(time.Millisecond), r.WorstFailoverStream, r.CaughtUp)
+	for _, t := range r.Terminal {
+		fmt.Fprintf(w, "  terminal stop: %s\n", t)
+	}
 	for _, v := range r.Views {
 		fmt.Fprintf(w, "  %-14s handled %5d  duplicates %4d  sessions %3d  worst delay %v\n", v.View, v.Handled, v.Duplicates, v.Sessions, v.WorstDelay.Round(time.Millisecond))
 	}

@@ -99,6 +99,8 @@ type Report struct {
 	WorstFailover       time.Duration
 	WorstFailoverStream string
 	Violations          []Violation
+	// Terminal lists the terminal stops, "stream on node: cause", one per stream and cause.
+	Terminal []string
 }
 
 // Count returns the number of violations of kind k.
@@ -150,6 +152,13 @@ func Check(recs []history.Record, p Params) *Report {
 			c.rep.Faults[r.Kind]++
 		case history.Call:
 			c.rep.Calls++
+		case history.Stopped:
+			if r.Terminal {
+				line := fmt.Sprintf("%s on %s: %s", r.Stream, r.Node, r.Err)
+				if !slices.Contains(c.rep.Terminal, line) {
+					c.rep.Terminal = append(c.rep.Terminal, line)
+				}
+			}
 		}
 	}
 	for _, s := range p.Streams {

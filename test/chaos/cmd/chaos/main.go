@@ -22,13 +22,17 @@ func main() {
 	seed := flag.Uint64("seed", 0, "the seed to rerun (0: a fresh one, printed)")
 	seconds := flag.Int("seconds", 600, "how long the nemesis runs")
 	dir := flag.String("dir", "", "where the histories and logs go (default a temporary directory)")
-	faults := flag.String("faults", "", "comma-separated fault kinds to draw from (default all: "+strings.Join(chaos.FaultKinds(), ",")+")")
+	faults := flag.String("faults", "", "comma-separated fault kinds to draw from, or -kind entries to leave out (default all: "+strings.Join(chaos.FaultKinds(), ",")+")")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := chaos.Options{Seed: *seed, Duration: time.Duration(*seconds) * time.Second, Dir: *dir, Log: os.Stdout}
 	if *faults != "" {
 		opts.Faults = strings.Split(*faults, ",")
+		if err := chaos.CheckFaults(opts.Faults); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: -faults:", err)
+			os.Exit(2)
+		}
 	}
 	rep, err := chaos.Run(ctx, opts)
 	if err != nil {
