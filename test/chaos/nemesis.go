@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -26,6 +27,11 @@ const (
 	FaultCheckpointDown = "checkpoint-store" // checkpoint reads and writes fail
 	FaultDeadLetterDown = "deadletter-store" // dead-letter writes fail
 	FaultCorruptToken   = "corrupt-token"    // a saved resume token overwritten with garbage
+	// FaultStopPartitioned is a graceful stop of a leader with a backlog (slow handlers), cut
+	// from the server and Redis while it drains, for longer than the lease TTL.
+	FaultStopPartitioned = "stop-partitioned"
+	// FaultSpawn spawns a new SingleLeader stream on every node under load.
+	FaultSpawn = "spawn-stream"
 )
 
 // FaultKinds lists the kinds the nemesis draws from. Clock skew is not among them: watchtree's
@@ -34,7 +40,8 @@ const (
 // clock, and a process's own readings stay consistent).
 func FaultKinds() []string {
 	return []string{FaultKill, FaultPause, FaultPartMongo, FaultPartRedis, FaultPartBoth, FaultPartAsym,
-		FaultCursorKill, FaultStepDown, FaultCheckpointDown, FaultDeadLetterDown, FaultCorruptToken}
+		FaultCursorKill, FaultStepDown, FaultCheckpointDown, FaultDeadLetterDown, FaultCorruptToken,
+		FaultStopPartitioned, FaultSpawn}
 }
 
 // fault is one planned fault.
@@ -79,6 +86,11 @@ func (s *soak) plan(rng *rand.Rand, kinds []string) fault {
 	case FaultCorruptToken:
 		f.dur = between(500*time.Millisecond, 2*time.Second)
 		f.stream = s.opts.Streams[rng.IntN(len(s.opts.Streams))].Name
+	case FaultStopPartitioned:
+		f.dur = s.opts.LeaseTTL + between(time.Second, 3*time.Second)
+		f.stream = []string{"sl-mongo", "sl-redis"}[rng.IntN(2)]
+	case FaultSpawn:
+		f.node = -1
 	}
 	return f
 }
@@ -168,6 +180,20 @@ func (s *soak) apply(ctx context.Context, f fault) error {
 		}
 	case FaultCorruptToken:
 		rec.Node, err = s.corruptToken(ctx, f)
+	case FaultStopPartitioned:
+		rec.Node, err = s.stopPartitioned(ctx, f)
+	case FaultSpawn:
+		s.mu.Lock()
+		s.dynamic++
+		rec.Stream = fmt.Sprintf("dyn-%d", s.dynamic)
+		s.mu.Unlock()
+		for _, n := range s.nodes {
+			n.mu.Lock()
+			if n.p != nil {
+				n.p.signal(syscall.SIGUSR2)
+			}
+			n.mu.Unlock()
+		}
 	}
 	rec.End = time.Now()
 	if err != nil {
@@ -235,6 +261,48 @@ func (s *soak) corruptToken(ctx context.Context, f fault) (string, error) {
 		err = serr
 	}
 	return n.name, err
+}
+
+// stopPartitioned makes the leader of f.stream slow (a backlog builds up), stops it
+// gracefully, and cuts it from the server and Redis while it drains, for f.dur; then heals,
+// waits for it to exit and starts it again.
+func (s *soak) stopPartitioned(ctx context.Context, f fault) (string, error) {
+	n := s.nodes[f.node]
+	for _, sp := range s.opts.Streams {
+		if sp.Name != f.stream {
+			continue
+		}
+		owner, err := s.leaseOwner(ctx, sp)
+		if err != nil {
+			return "", err
+		}
+		for _, x := range s.nodes {
+			if strings.HasPrefix(owner, x.name+"-") {
+				n = x
+			}
+		}
+	}
+	n.mu.Lock()
+	p := n.p
+	n.mu.Unlock()
+	if p == nil {
+		return n.name, errors.New("node not running")
+	}
+	p.signal(syscall.SIGUSR1) // slow handlers
+	sleep(ctx, 2*time.Second)
+	p.signal(syscall.SIGTERM)
+	sleep(ctx, 200*time.Millisecond) // the stop has begun
+	n.mongo.Partition(Both)
+	n.redis.Partition(Both)
+	sleep(ctx, f.dur)
+	n.mongo.Heal()
+	n.redis.Heal()
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+	}
+	n.kill()
+	return n.name, s.startNode(n)
 }
 
 // leaseOwner reads the owner of a SingleLeader stream's lease from its store.

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -129,6 +130,9 @@ type soak struct {
 	prefix  string
 	nodes   []*node
 	h       *history.Writer
+
+	mu      sync.Mutex
+	dynamic int // dynamic streams spawned (dyn-1 … dyn-N)
 }
 
 // Run runs one soak. An error means the soak could not run (a build, the server, a node that
@@ -286,6 +290,11 @@ func (s *soak) params() checker.Params {
 	for _, n := range s.nodes {
 		p.Nodes = append(p.Nodes, n.name)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := 1; k <= s.dynamic; k++ {
+		p.Streams = append(p.Streams, checker.Stream{Name: fmt.Sprintf("dyn-%d", k), Single: true, Lanes: 1, Dynamic: true})
+	}
 	return p
 }
 
@@ -332,6 +341,9 @@ func (s *soak) startNode(n *node) error {
 		"-redis", n.redis.Addr(), "-redis-prefix", s.prefix, "-db", s.opts.Database,
 		"-history", base + ".jsonl", "-log", base + ".zap.log", "-lease-ttl", s.opts.LeaseTTL.String(),
 		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String()}
+	s.mu.Lock()
+	args = append(args, "-dynamic", fmt.Sprint(s.dynamic))
+	s.mu.Unlock()
 	p, rd, err := startProc(s.nodeBin, args, nil, logf)
 	if err != nil {
 		return err

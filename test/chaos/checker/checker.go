@@ -50,6 +50,9 @@ type Stream struct {
 	Name   string
 	Single bool // Mode SingleLeader: one view for the stream; else one view per node
 	Lanes  int  // Stream.Lanes (events in flight per session, besides MaxUnflushed)
+	// Dynamic: spawned during the soak; it must handle the writes committed after its first
+	// Spawn returned (a history.Note of Kind "spawned"), and none before are owed.
+	Dynamic bool
 }
 
 // Params is what the checker needs besides the history.
@@ -205,11 +208,16 @@ func (c *checker) view(s Stream, node string) {
 	sessionStart := map[string]time.Time{}
 	var gaps []history.Record
 	var dls []history.Record
+	var spawned time.Time // a dynamic stream's first Spawn return
 	for _, r := range c.recs {
 		if !inView(r, s, node) {
 			continue
 		}
 		switch r.Type {
+		case history.Note:
+			if r.Kind == "spawned" && r.Err == "" && spawned.IsZero() {
+				spawned = r.Start
+			}
 		case history.Started:
 			session[r.Instance]++
 			st.Sessions++
@@ -297,6 +305,7 @@ func (c *checker) view(s Stream, node string) {
 		switch {
 		case w.Poison && dead[kseq]:
 		case !w.Poison && !handled[kseq].IsZero():
+		case s.Dynamic && (spawned.IsZero() || w.Start.Before(spawned)):
 		case excused(w):
 		default:
 			lost = append(lost, w)

@@ -174,3 +174,24 @@ func TestGapAfterCorruptTokenExcusesItsWindowOnly(t *testing.T) {
 		t.Fatalf("a write after the gap, never handled by n2, must be lost in all@n2: %v", r.Violations)
 	}
 }
+
+// TestDynamicStreamOwesWritesAfterItsSpawn: a stream spawned during the soak must handle every
+// write committed after its first Spawn returned, and owes none before.
+func TestDynamicStreamOwesWritesAfterItsSpawn(t *testing.T) {
+	p := params
+	p.Streams = append(slices.Clone(p.Streams), Stream{Name: "dyn-1", Single: true, Lanes: 1, Dynamic: true})
+	recs := append(clean(),
+		history.Record{Type: history.Note, Kind: "spawned", Node: "n1", Instance: "n1-1", Stream: "dyn-1", Start: at(15)},
+		history.Record{Type: history.Call, Node: "n1", Instance: "n1-1", Stream: "dyn-1", Key: "k1", Seq: 2, EventID: "e2", Attempt: 1, Start: at(100)},
+		history.Record{Type: history.Call, Node: "n1", Instance: "n1-1", Stream: "dyn-1", Key: "p1", Seq: 1, EventID: "e3", Attempt: 1, Start: at(101), Poison: true, Err: "poison"},
+		history.Record{Type: history.DeadLetter, Node: "n1", Instance: "n1-1", Stream: "dyn-1", EventID: "e3", Start: at(102)},
+	)
+	if r := Check(recs, p); len(r.Violations) > 0 {
+		t.Fatalf("k1#1, committed before the spawn, is not owed: %v", r.Violations)
+	}
+	recs = slices.DeleteFunc(recs, func(r history.Record) bool { return r.Stream == "dyn-1" && r.Key == "k1" })
+	r := Check(recs, p)
+	if r.Count(Lost) != 1 || len(r.Violations) != 1 || r.Violations[0].View != "dyn-1" {
+		t.Fatalf("k1#2, committed after the spawn and never handled, must be lost in dyn-1: %v", r.Violations)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,7 +41,12 @@ type flags struct {
 	ttl, renew, poll, connectTimeout                                       time.Duration
 	saveEvery, maxUnflushed                                                int
 	saveInterval                                                           time.Duration
+	dynamic                                                                int
 }
+
+// slow makes every handler call take 100ms (SIGUSR1 toggles it), so that a backlog builds up
+// before a graceful stop and the drain outlasts the lease.
+var slow atomic.Bool
 
 func main() {
 	var f flags
@@ -59,6 +65,7 @@ func main() {
 	flag.IntVar(&f.saveEvery, "save-every", 20, "CheckpointPolicy.SaveEvery")
 	flag.IntVar(&f.maxUnflushed, "max-unflushed", 100, "CheckpointPolicy.MaxUnflushed")
 	flag.DurationVar(&f.saveInterval, "save-interval", 500*time.Millisecond, "CheckpointPolicy.SaveInterval")
+	flag.IntVar(&f.dynamic, "dynamic", 0, "spawn the SingleLeader streams dyn-1 … dyn-N at start (the soak spawns more with SIGUSR2)")
 	flag.Parse()
 	if f.name == "" || f.mongoURI == "" || f.redisAddr == "" || f.redisPrefix == "" || f.historyPath == "" {
 		fmt.Fprintln(os.Stderr, "chaosnode: -name, -mongo, -redis, -redis-prefix and -history are required")
@@ -118,8 +125,12 @@ func run(ctx context.Context, f flags) error {
 	}
 
 	var rts []*watchtree.Runtime
+	var rts0ID string // the InstanceID of the runtime with MongoDB leases
 	for _, kind := range []string{"m", "r"} {
 		id := instanceID(f.name, kind)
+		if kind == "m" {
+			rts0ID = id
+		}
 		o := &observer{h: h, node: f.name, instance: id, epochs: map[string]int64{}}
 		cfg := watchtree.Config{
 			Client: client, Database: f.db, Logger: log.With(zap.String("rt", kind)), Observer: o,
@@ -156,9 +167,39 @@ func run(ctx context.Context, f flags) error {
 			}
 		}
 	}
+	// SIGUSR2 spawns the next dynamic stream (a new SingleLeader stream under load), and
+	// records when Spawn returned: from then on its position is fixed, and every later write
+	// must reach it.
+	spawnDyn := func(k int) {
+		name := fmt.Sprintf("dyn-%d", k)
+		err := spawnWithin(ctx, rts[0], stream(f, name, true, 1, h, rts0ID), 60*time.Second)
+		r := history.Record{Type: history.Note, Kind: "spawned", Node: f.name, Instance: rts0ID, Stream: name, Start: time.Now()}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		h.Add(r)
+	}
+	dyn := f.dynamic
+	for k := 1; k <= dyn; k++ {
+		spawnDyn(k)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
 	fmt.Println("ready")
-	<-ctx.Done()
-	return nil
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case sig := <-sigs:
+			if sig == syscall.SIGUSR1 {
+				slow.Store(!slow.Load())
+				continue
+			}
+			dyn++
+			spawnDyn(dyn)
+		}
+	}
 }
 
 // startWithin retries Start until it succeeds: a restarted node may come up while its links
@@ -222,7 +263,11 @@ func stream(f flags, name string, single bool, lanes int, h *history.Writer, ins
 		if rec.Poison {
 			err = watchtree.Permanent(errors.New("poison"))
 		} else {
-			t := time.NewTimer(time.Duration(1+mrand.IntN(8)) * time.Millisecond)
+			d := time.Duration(1+mrand.IntN(8)) * time.Millisecond
+			if slow.Load() {
+				d = 100 * time.Millisecond
+			}
+			t := time.NewTimer(d)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
