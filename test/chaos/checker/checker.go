@@ -16,6 +16,7 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -387,6 +388,7 @@ func (c *checker) leases(s Stream) {
 		}
 	}
 	reported := map[string]int{}
+	lastAt := map[string]time.Time{}
 	for _, r := range calls {
 		i := sort.Search(len(acqs), func(i int) bool { return acqs[i].at.After(r.Start) }) - 1
 		if i < 0 {
@@ -395,10 +397,17 @@ func (c *checker) leases(s Stream) {
 		if a := acqs[i]; a.instance != r.Instance {
 			key := r.Instance + ">" + a.instance
 			reported[key]++
+			lastAt[key] = r.Start
 			if reported[key] <= 3 {
-				c.add(Deposed, s.Name, r.Start, "%s started a handler call (%s) %v after %s acquired epoch %d",
-					r.Instance, history.KeyOf(r.Key, r.Seq), r.Start.Sub(a.at).Round(time.Millisecond), a.instance, a.epoch)
+				c.add(Deposed, s.Name, r.Start, "%s started a handler call (%s) %v after %s acquired epoch %d%s",
+					r.Instance, history.KeyOf(r.Key, r.Seq), r.Start.Sub(a.at).Round(time.Millisecond), a.instance, a.epoch, c.faultNear(r.Node, r.Start))
 			}
+		}
+	}
+	for _, pair := range slices.Sorted(maps.Keys(reported)) {
+		if n := reported[pair]; n > 3 {
+			from, to, _ := strings.Cut(pair, ">")
+			c.add(Deposed, s.Name, lastAt[pair], "%d more handler calls of %s started after %s acquired (the last at %s)", n-3, from, to, lastAt[pair].Format("15:04:05.000"))
 		}
 	}
 	// Failover: previous holder's last call before the acquisition → new holder's first call after it.
@@ -423,6 +432,21 @@ func (c *checker) leases(s Stream) {
 			c.rep.WorstFailover, c.rep.WorstFailoverStream = d, s.Name
 		}
 	}
+}
+
+// faultNear names the fault on node that was under way at t or healed less than 5s before,
+// as a hint for the reader ("" when none).
+func (c *checker) faultNear(node string, t time.Time) string {
+	for i := len(c.faults) - 1; i >= 0; i-- {
+		f := c.faults[i]
+		if f.Node == node && !f.Start.After(t) && t.Sub(f.End) < 5*time.Second {
+			if f.End.After(t) {
+				return fmt.Sprintf(" (during %s of %s)", f.Kind, node)
+			}
+			return fmt.Sprintf(" (%v after %s of %s healed)", t.Sub(f.End).Round(time.Millisecond), f.Kind, node)
+		}
+	}
+	return ""
 }
 
 // checkpoints checks that every checkpoint scope of s only moves forward: ordered by epoch,
