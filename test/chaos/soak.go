@@ -202,6 +202,11 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 			fmt.Fprintf(opts.Log, "chaos: %s: %v\n", f.kind, err)
 		}
 		rep.Faults = append(rep.Faults, f.kind)
+		if ctx.Err() == nil && time.Since(start) > opts.Duration+2*time.Minute {
+			stopLoad()
+			<-loadDone
+			return nil, fmt.Errorf("the nemesis overran its %v by 2 minutes (the last fault: %s)", opts.Duration, f.kind)
+		}
 		sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
 	}
 	// Heal: every link open, no fail point, every node running; the load goes on a little so
@@ -215,18 +220,30 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 		return nil, ctx.Err()
 	}
 
+	// Catching up: until nothing is missing, CatchUp has passed, or 20s without progress (a
+	// stream that stopped terminally will not come back).
+	fmt.Fprintf(opts.Log, "chaos: +%4.0fs healed, load stopped; waiting for the streams to catch up\n", time.Since(start).Seconds())
 	params := s.params()
 	deadline := time.Now().Add(opts.CatchUp)
+	lastLost, progressAt := -1, time.Now()
 	for {
 		recs, err := history.ReadDir(s.dir)
 		if err != nil {
 			return nil, err
 		}
-		if r := checker.Check(recs, params); r.Count(checker.Lost) == 0 {
+		r := checker.Check(recs, params)
+		lost := 0
+		for _, v := range r.Views {
+			lost += r.Writes[history.Committed] - v.Handled
+		}
+		if r.Count(checker.Lost) == 0 {
 			rep.CaughtUp = true
 			break
 		}
-		if time.Now().After(deadline) {
+		if lost != lastLost {
+			lastLost, progressAt = lost, time.Now()
+		}
+		if time.Now().After(deadline) || time.Since(progressAt) > 20*time.Second {
 			break
 		}
 		sleep(ctx, time.Second)

@@ -163,7 +163,9 @@ func run(ctx context.Context, f flags) error {
 			}
 			spec := stream(f, s.Name, s.Single, s.Lanes, h, id)
 			if err := spawnWithin(ctx, rt, spec, 60*time.Second); err != nil {
-				return fmt.Errorf("spawn %s: %w", s.Name, err)
+				// The node runs on without it: the checker then finds what it never handled.
+				h.Add(history.Record{Type: history.Note, Kind: "spawn-failed", Node: f.name, Instance: id, Stream: s.Name, Err: err.Error(), Start: time.Now()})
+				fmt.Fprintf(os.Stderr, "chaosnode: spawn %s: %v\n", s.Name, err)
 			}
 		}
 	}
@@ -203,7 +205,7 @@ func run(ctx context.Context, f flags) error {
 }
 
 // startWithin retries Start until it succeeds: a restarted node may come up while its links
-// are cut.
+// are cut or the server steps down.
 func startWithin(ctx context.Context, rt *watchtree.Runtime, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
@@ -219,8 +221,8 @@ func spawnWithin(ctx context.Context, rt *watchtree.Runtime, spec watchtree.Spec
 	deadline := time.Now().Add(d)
 	for {
 		_, err := rt.Spawn(ctx, spec)
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil || errors.Is(err, watchtree.ErrInvalidConfig) {
-			return err
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil || !errors.Is(err, watchtree.ErrUnreachable) {
+			return err // only an unreachable server is worth another try: a crashed stream stays registered
 		}
 		time.Sleep(200 * time.Millisecond) // a retry period
 	}
