@@ -54,7 +54,7 @@ func TestProxyStallsAndHealsEachDirection(t *testing.T) {
 	if _, err := c.Write([]byte("a\n")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readEcho(10*time.Second); err != nil || got != "a\n" {
+	if got, err := readEcho(10 * time.Second); err != nil || got != "a\n" {
 		t.Fatalf("before the partition: %q, %v", got, err)
 	}
 	for _, d := range []Direction{Up, Down, Both} {
@@ -62,11 +62,11 @@ func TestProxyStallsAndHealsEachDirection(t *testing.T) {
 		if _, err := c.Write([]byte("b\n")); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := readEcho(300*time.Millisecond); err == nil {
+		if got, err := readEcho(300 * time.Millisecond); err == nil {
 			t.Fatalf("direction %d partitioned, yet the echo came back: %q", d, got)
 		}
 		p.Heal()
-		if got, err := readEcho(10*time.Second); err != nil || got != "b\n" {
+		if got, err := readEcho(10 * time.Second); err != nil || got != "b\n" {
 			t.Fatalf("after healing direction %d: %q, %v (the held bytes must arrive)", d, got, err)
 		}
 	}
