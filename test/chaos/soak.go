@@ -8,9 +8,11 @@
 // checker).
 //
 // Partitions are made by a TCP proxy per node and link (node → MongoDB, node → Redis) on
-// loopback, not by network namespaces: iptables is not available everywhere, and a proxy
-// stalls one direction of a link as easily as both. Run reports which was used
-// (Report.Network).
+// loopback, which needs neither root nor iptables and stalls one direction of a link as easily
+// as both; nodes in network namespaces are not built yet. Report.Network says which ran.
+//
+// A seed fixes the fault schedule and the load's choices; the timing is real, so a rerun
+// repeats the same fault kinds and durations in the same order, not the same interleaving.
 package chaos
 
 import (
