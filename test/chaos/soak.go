@@ -39,10 +39,10 @@ import (
 
 // StreamSpec is one stream the nodes run (as chaosnode defines them).
 type StreamSpec struct {
-	Name        string
-	Single      bool
-	Lanes       int
-	RedisLeases bool
+	Name        string // Stream.Name
+	Single      bool   // Mode SingleLeader (else AllInstances)
+	Lanes       int    // Stream.Lanes
+	RedisLeases bool   // on the node's runtime with Redis leases (store/redisstore)
 }
 
 // Options configures a soak. Zero values mean the defaults given.
@@ -110,7 +110,7 @@ const (
 
 // Report is a soak's outcome.
 type Report struct {
-	Seed     uint64
+	Seed     uint64 // the seed that reproduces the run (CHAOS_SEED)
 	Network  string // how partitions were made
 	Duration time.Duration
 	Dir      string   // the histories and logs (kept when there are violations)

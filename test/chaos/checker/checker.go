@@ -48,9 +48,9 @@ func Kinds() []Kind {
 
 // Stream describes one stream of the soak.
 type Stream struct {
-	Name   string
-	Single bool // Mode SingleLeader: one view for the stream; else one view per node
-	Lanes  int  // Stream.Lanes (events in flight per session, besides MaxUnflushed)
+	Name   string // Stream.Name
+	Single bool   // Mode SingleLeader: one view for the stream; else one view per node
+	Lanes  int    // Stream.Lanes (events in flight per session, besides MaxUnflushed)
 	// Dynamic: spawned during the soak; it must handle the writes committed after its first
 	// Spawn returned (a history.Note of Kind "spawned"), and none before are owed.
 	Dynamic bool
@@ -58,7 +58,7 @@ type Stream struct {
 
 // Params is what the checker needs besides the history.
 type Params struct {
-	Streams []Stream
+	Streams []Stream // the soak's streams, the dynamic ones included
 	Nodes   []string // the nodes' InstanceNames
 	// MaxUnflushed is the streams' CheckpointPolicy.MaxUnflushed: the most settled events a
 	// session may redeliver.
@@ -71,19 +71,20 @@ type Params struct {
 
 // Violation is one broken promise.
 type Violation struct {
-	Kind   Kind
+	Kind   Kind   // which promise broke
 	View   string // "stream" for a SingleLeader stream, "stream@node" for an AllInstances one
 	At     time.Time
 	Detail string
 }
 
+// String is one line: kind, view, time and what happened.
 func (v Violation) String() string {
 	return fmt.Sprintf("%s %s at %s: %s", v.Kind, v.View, v.At.Format("15:04:05.000"), v.Detail)
 }
 
 // ViewStats are the figures of one view.
 type ViewStats struct {
-	View       string
+	View       string        // as Violation.View
 	Handled    int           // distinct writes handled
 	Duplicates int           // successful calls of an already handled write
 	Sessions   int           // delivery sessions (cursor starts) in the view
@@ -92,12 +93,12 @@ type ViewStats struct {
 
 // Report is the checker's verdict.
 type Report struct {
-	Writes     map[history.Outcome]int
-	Poison     int
-	Calls      int
-	Faults     map[string]int
-	Views      []ViewStats
-	Duplicates int
+	Writes     map[history.Outcome]int // the load's writes by outcome
+	Poison     int                     // committed poison writes (each owed a dead letter per view)
+	Calls      int                     // handler calls, every view and attempt
+	Faults     map[string]int          // faults applied, by kind
+	Views      []ViewStats             // per view, in Params order
+	Duplicates int                     // sum of the views' duplicates
 	// WorstFailover is the longest time, over the leadership changes of the SingleLeader
 	// streams, from the previous leader's last handler call to the new leader's first.
 	WorstFailover       time.Duration

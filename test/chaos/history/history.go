@@ -70,7 +70,7 @@ const (
 
 // Record is one line of a history. Only the fields of its Type are set.
 type Record struct {
-	Type     Type      `json:"type"`
+	Type     Type      `json:"type"`               // what the record describes
 	Node     string    `json:"node,omitempty"`     // the node's InstanceName (stable over restarts)
 	Instance string    `json:"instance,omitempty"` // the runtime's InstanceID (one per process run and runtime)
 	Stream   string    `json:"stream,omitempty"`
