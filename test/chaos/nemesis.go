@@ -120,28 +120,31 @@ func (s *soak) apply(ctx context.Context, f fault) error {
 	case FaultPartMongo, FaultPartRedis, FaultPartBoth:
 		n := s.nodes[f.node]
 		if f.kind != FaultPartRedis {
-			n.mongo.Partition(Both)
+			err = n.cut(false, Both)
 		}
-		if f.kind != FaultPartMongo {
-			n.redis.Partition(Both)
+		if f.kind != FaultPartMongo && err == nil {
+			err = n.cut(true, Both)
 		}
 		sleep(ctx, f.dur)
-		n.mongo.Heal()
-		n.redis.Heal()
+		if herr := n.heal(); err == nil {
+			err = herr
+		}
 	case FaultPartAsym:
 		n := s.nodes[f.node]
-		p, link := n.mongo, "mongo"
+		link := "mongo"
 		if f.redis {
-			p, link = n.redis, "redis"
+			link = "redis"
 		}
 		dir := "node→server"
 		if f.dir == Down {
 			dir = "server→node"
 		}
 		rec.Detail = link + " " + dir
-		p.Partition(f.dir)
+		err = n.cut(f.redis, f.dir)
 		sleep(ctx, f.dur)
-		p.Heal()
+		if herr := n.heal(); err == nil {
+			err = herr
+		}
 	case FaultCursorKill:
 		data := bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}}
 		if f.code == 0 {
@@ -292,11 +295,17 @@ func (s *soak) stopPartitioned(ctx context.Context, f fault) (string, error) {
 	sleep(ctx, 2*time.Second)
 	p.signal(syscall.SIGTERM)
 	sleep(ctx, 200*time.Millisecond) // the stop has begun
-	n.mongo.Partition(Both)
-	n.redis.Partition(Both)
+	err := n.cut(false, Both)
+	if err == nil {
+		err = n.cut(true, Both)
+	}
 	sleep(ctx, f.dur)
-	n.mongo.Heal()
-	n.redis.Heal()
+	if herr := n.heal(); err == nil {
+		err = herr
+	}
+	if err != nil {
+		return n.name, err
+	}
 	select {
 	case <-p.done:
 	case <-time.After(20 * time.Second):
@@ -327,6 +336,30 @@ func (s *soak) leaseOwner(ctx context.Context, sp StreamSpec) (string, error) {
 	}
 	err := s.client.Database(s.opts.Database).Collection("_wt_leases").FindOne(ctx, bson.D{{Key: "_id", Value: sp.Name}}).Decode(&d)
 	return d.Owner, err
+}
+
+// cut partitions direction d of n's link to Redis (redis) or MongoDB: by blackhole routes
+// when n has a namespace, else by its proxy.
+func (n *node) cut(redis bool, d Direction) error {
+	if n.net != nil {
+		return n.net.cut(redis, d)
+	}
+	if redis {
+		n.redis.Partition(d)
+	} else {
+		n.mongo.Partition(d)
+	}
+	return nil
+}
+
+// heal undoes every cut of n's links.
+func (n *node) heal() error {
+	n.mongo.Heal()
+	n.redis.Heal()
+	if n.net != nil {
+		return n.net.heal()
+	}
+	return nil
 }
 
 func (n *node) pause() {

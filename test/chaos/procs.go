@@ -148,5 +148,6 @@ type node struct {
 	mu           sync.Mutex
 	p            *proc
 	runs         int
-	stopped      bool // SIGSTOPped
+	stopped      bool     // SIGSTOPped
+	net          *netHost // its network namespace; nil on loopback (the proxies partition)
 }

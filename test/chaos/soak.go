@@ -7,9 +7,11 @@
 // everything, waits for the streams to catch up and judges the recorded history (package
 // checker).
 //
-// Partitions are made by a TCP proxy per node and link (node → MongoDB, node → Redis) on
-// loopback, which needs neither root nor iptables and stalls one direction of a link as easily
-// as both; nodes in network namespaces are not built yet. Report.Network says which ran.
+// Where it may (root, ip(8)), each node runs in a network namespace of the soak's own making,
+// joined to the host by a veth pair, and a partition is a blackhole route at one end of a link
+// (node → server) or the other (server → node), so the kernel drops the segments. Otherwise the
+// nodes run on loopback and the TCP proxy of each link (node → MongoDB, node → Redis; present
+// in both modes) stalls the bytes of a partitioned direction. Report.Network says which ran.
 //
 // A seed fixes the fault schedule and the load's choices; the timing is real, so a rerun
 // repeats the same fault kinds and durations in the same order, not the same interleaving.
@@ -61,6 +63,10 @@ type Options struct {
 	// CatchUp bounds the wait, after everything is healed, for every committed write to be
 	// handled; default 60s.
 	CatchUp time.Duration
+	// Network is how nodes are partitioned: "netns" (a network namespace per node, partitions
+	// by blackhole routes; needs root), "proxy" (loopback, the proxies stall the bytes), or
+	// "" (the default): netns when it can be set up, else proxy.
+	Network string
 	// Streams are the nodes' streams (chaosnode's table); set by Run.
 	Streams []StreamSpec
 	Log     io.Writer // progress lines; default none
@@ -111,7 +117,7 @@ const (
 // Report is a soak's outcome.
 type Report struct {
 	Seed     uint64 // the seed that reproduces the run (CHAOS_SEED)
-	Network  string // how partitions were made
+	Network  string // how partitions were made: network namespaces, or proxies on loopback
 	Duration time.Duration
 	Dir      string   // the histories and logs (kept when there are violations)
 	CaughtUp bool     // every committed write was handled within Options.CatchUp
@@ -142,7 +148,7 @@ type soak struct {
 func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	opts.defaults()
 	s := &soak{opts: opts, prefix: fmt.Sprintf("watchtree-chaos-%d-%d:", opts.Seed, os.Getpid())}
-	rep = &Report{Seed: opts.Seed, Network: "loopback, a TCP proxy per node and link (node→MongoDB, node→Redis)"}
+	rep = &Report{Seed: opts.Seed}
 	s.dir = opts.Dir
 	if s.dir == "" {
 		if s.dir, err = os.MkdirTemp("", "watchtree-chaos-"); err != nil {
@@ -173,16 +179,10 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	if s.h, err = history.Create(filepath.Join(s.dir, "soak.jsonl")); err != nil {
 		return nil, err
 	}
-	for i := range opts.Nodes {
-		n := &node{name: fmt.Sprintf("n%d", i+1)}
-		if n.mongo, err = NewProxy(strings.TrimPrefix(strings.Split(s.uri, "/?")[0], "mongodb://")); err != nil {
-			return nil, err
-		}
-		if n.redis, err = NewProxy(opts.Redis); err != nil {
-			return nil, err
-		}
-		s.nodes = append(s.nodes, n)
+	if rep.Network, err = s.makeNodes(); err != nil {
+		return nil, err
 	}
+	fmt.Fprintf(opts.Log, "chaos: network: %s\n", rep.Network)
 	for _, n := range s.nodes {
 		if err := s.startNode(n); err != nil {
 			return nil, err
@@ -301,6 +301,60 @@ func CheckFaults(sel []string) error {
 	return nil
 }
 
+const (
+	netnsNetwork = "network namespaces: a netns and veth pair per node; partitions are blackhole routes at either end (one end: asymmetric)"
+	proxyNetwork = "loopback: a TCP proxy per node and link (node→MongoDB, node→Redis) stalls the bytes"
+)
+
+// makeNodes makes the nodes' networks (namespaces when possible and allowed) and proxies.
+func (s *soak) makeNodes() (string, error) {
+	mongoAddr := strings.TrimPrefix(strings.Split(s.uri, "/?")[0], "mongodb://")
+	var hosts []*netHost
+	var why error
+	if s.opts.Network != "proxy" {
+		for i := range s.opts.Nodes {
+			h, err := newNetHost(i + 1)
+			if err != nil {
+				why = err
+				break
+			}
+			hosts = append(hosts, h)
+		}
+		if why != nil {
+			for _, h := range hosts {
+				h.close()
+			}
+			hosts = nil
+			if s.opts.Network == "netns" {
+				return "", fmt.Errorf("network namespaces: %w", why)
+			}
+		}
+	}
+	for i := range s.opts.Nodes {
+		n := &node{name: fmt.Sprintf("n%d", i+1)}
+		mongoOn, redisOn := "127.0.0.1", "127.0.0.1"
+		if hosts != nil {
+			n.net = hosts[i]
+			mongoOn, redisOn = n.net.hostMongo, n.net.hostRedis
+		}
+		s.nodes = append(s.nodes, n) // before the errors below, so that cleanup finds what was made
+		var err error
+		if n.mongo, err = NewProxyOn(mongoOn, mongoAddr); err != nil {
+			return "", err
+		}
+		if n.redis, err = NewProxyOn(redisOn, s.opts.Redis); err != nil {
+			return "", err
+		}
+	}
+	if hosts != nil {
+		return netnsNetwork, nil
+	}
+	if why != nil {
+		return proxyNetwork + " (no namespaces: " + why.Error() + ")", nil
+	}
+	return proxyNetwork, nil
+}
+
 func (s *soak) params() checker.Params {
 	p := checker.Params{MaxUnflushed: maxUnflushed, GapSlack: 4 * saveInterval}
 	for _, sp := range s.opts.Streams {
@@ -363,7 +417,12 @@ func (s *soak) startNode(n *node) error {
 	s.mu.Lock()
 	args = append(args, "-dynamic", fmt.Sprint(s.dynamic))
 	s.mu.Unlock()
-	p, rd, err := startProc(s.nodeBin, args, nil, logf)
+	bin := s.nodeBin
+	if n.net != nil { // ip netns exec execs the node: the pid signalled is the node's
+		args = append([]string{"netns", "exec", n.net.ns, bin}, args...)
+		bin = "ip"
+	}
+	p, rd, err := startProc(bin, args, nil, logf)
 	if err != nil {
 		return err
 	}
@@ -383,8 +442,7 @@ func (s *soak) healAll(ctx context.Context) {
 	_ = s.failPoint(ctx, "off", nil)
 	s.waitPrimary(ctx, 30*time.Second)
 	for _, n := range s.nodes {
-		n.mongo.Heal()
-		n.redis.Heal()
+		_ = n.heal()
 		n.resume()
 		n.mu.Lock()
 		dead := n.p == nil || n.p.exited()
@@ -400,8 +458,15 @@ func (s *soak) healAll(ctx context.Context) {
 func (s *soak) cleanup() {
 	for _, n := range s.nodes {
 		n.kill()
-		_ = n.mongo.Close()
-		_ = n.redis.Close()
+		if n.mongo != nil {
+			_ = n.mongo.Close()
+		}
+		if n.redis != nil {
+			_ = n.redis.Close()
+		}
+		if n.net != nil {
+			n.net.close()
+		}
 	}
 	if s.client != nil {
 		_ = s.client.Disconnect(context.Background())

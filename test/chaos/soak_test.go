@@ -38,6 +38,7 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("CHAOS_FAULTS: %v", err)
 		}
 	}
+	opts.Network = os.Getenv("CHAOS_NETWORK")
 	var progress bytes.Buffer
 	opts.Log = &progress
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Duration+6*time.Minute)

@@ -23,10 +23,11 @@ func main() {
 	seconds := flag.Int("seconds", 600, "how long the nemesis runs")
 	dir := flag.String("dir", "", "where the histories and logs go (default a temporary directory)")
 	faults := flag.String("faults", "", "comma-separated fault kinds to draw from, or -kind entries to leave out (default all: "+strings.Join(chaos.FaultKinds(), ",")+")")
+	network := flag.String("network", "", `how partitions are made: "netns", "proxy", or "" (netns when it can be set up)`)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := chaos.Options{Seed: *seed, Duration: time.Duration(*seconds) * time.Second, Dir: *dir, Log: os.Stdout}
+	opts := chaos.Options{Seed: *seed, Duration: time.Duration(*seconds) * time.Second, Dir: *dir, Log: os.Stdout, Network: *network}
 	if *faults != "" {
 		opts.Faults = strings.Split(*faults, ",")
 		if err := chaos.CheckFaults(opts.Faults); err != nil {
