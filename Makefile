@@ -8,7 +8,7 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test test-go test-clients test-mongosh demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt tidy modules mongosim tools
+.PHONY: all test test-go test-clients test-mongosh chaos demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt tidy modules mongosim tools
 
 all: lint test
 
@@ -39,6 +39,16 @@ test-mongosh:
 	@[ -d test/mongosim/clients/mongosh/node_modules ] || (cd test/mongosim/clients/mongosh && npm ci --no-audit --no-fund)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 		(cd test/mongosim && $(GO) build -o "$$tmp/mongosim" ./cmd/mongosim) && test/mongosim/clients/mongosh/smoke.sh "$$tmp/mongosim"
+
+## chaos: the chaos soak (test/chaos): 3 node processes, mongosim, a keyed load and a seeded
+## nemesis for CHAOS_SECONDS (default 600), then the checker's report; a fresh seed is drawn and
+## printed, CHAOS_SEED=<seed> reruns one. CHAOS_DIR keeps the histories there; CHAOS_FAULTS
+## picks fault kinds (e.g. CHAOS_FAULTS=-corrupt-token leaves one out); CHAOS_NETWORK=proxy
+## keeps the nodes on loopback instead of network namespaces. Exit 1 on a
+## violation. make test runs a 60-second seeded soak (TestSoak).
+CHAOS_SECONDS ?= 600
+chaos:
+	cd test && $(GO) run ./chaos/cmd/chaos -seconds $(CHAOS_SECONDS) -seed $${CHAOS_SEED:-0} $${CHAOS_DIR:+-dir $$CHAOS_DIR} $${CHAOS_FAULTS:+-faults=$$CHAOS_FAULTS} $${CHAOS_NETWORK:+-network=$$CHAOS_NETWORK}
 
 ## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set); DEMO_FLAGS
 ## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).

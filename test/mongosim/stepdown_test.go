@@ -327,3 +327,41 @@ func TestStepDownRepeatedIsSafe(t *testing.T) {
 	}
 	_ = srv.StepDown(time.Hour) // Close must stop the pending re-election timer
 }
+
+// TestReplSetStepDownCommand: the wire command steps the member down for the seconds given (a
+// client outside the process, such as a chaos test, has no Server.StepDown), and refuses a bad
+// argument or a second step-down while it is secondary.
+func TestReplSetStepDownCommand(t *testing.T) {
+	srv, client := startServer(t, Options{})
+	ctx := context.Background()
+	admin := client.Database("admin")
+	var ce mongo.CommandError
+	if err := admin.RunCommand(ctx, bson.D{{Key: "replSetStepDown", Value: "soon"}}).Err(); !errors.As(err, &ce) || ce.Code != 2 {
+		t.Fatalf("replSetStepDown with a string = %v, want BadValue 2", err)
+	}
+	if err := client.Database("db").RunCommand(ctx, bson.D{{Key: "replSetStepDown", Value: 1}}).Err(); !errors.As(err, &ce) || ce.Code != 13 {
+		t.Fatalf("replSetStepDown outside admin = %v, want Unauthorized 13", err)
+	}
+	rc := dialRaw(t, srv)
+	if err := admin.RunCommand(ctx, bson.D{{Key: "replSetStepDown", Value: 0.5}, {Key: "force", Value: true}}).Err(); err != nil {
+		t.Fatalf("replSetStepDown: %v", err)
+	}
+	if h := rawHello(t, rc, 1); h.writable || !h.secondary {
+		t.Fatalf("after replSetStepDown hello = %+v, want a secondary", h)
+	}
+	// On the raw connection: the driver would wait for the re-election before sending it.
+	rc.send(opMsgBytes(t, 2, 0, bson.D{{Key: "replSetStepDown", Value: 1}, {Key: "$db", Value: "admin"}}, nil))
+	if code, _ := rc.read().doc.Lookup("code").AsInt64OK(); code != 10107 {
+		t.Fatalf("second replSetStepDown while secondary: code %d, want NotWritablePrimary 10107", code)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for id := int32(3); ; id++ {
+		if h := rawHello(t, rc, id); h.writable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not re-elected 20s after a 0.5s step-down")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the role, not waiting a fixed time
+	}
+}

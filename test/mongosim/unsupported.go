@@ -5,10 +5,9 @@ package mongosim
 // rather than CommandNotFound: a test learns what is missing, not that the command is unknown.
 // A registered handler of the same name (another file) takes precedence.
 var unsupportedCommands = map[string]string{
-	// One member: no elections, membership or replication changes (Server.StepDown simulates a
-	// step-down and re-election of the single member).
-	"replSetStepDown": "replica-set elections (replSetStepDown; use Server.StepDown)",
-	"replSetStepUp":   "replica-set elections (replSetStepUp)", "replSetFreeze": "replica-set elections (replSetFreeze)",
+	// One member: no elections, membership or replication changes (replSetStepDown and
+	// Server.StepDown simulate a step-down and re-election of the single member).
+	"replSetStepUp": "replica-set elections (replSetStepUp)", "replSetFreeze": "replica-set elections (replSetFreeze)",
 	"replSetReconfig": "replica-set membership changes (replSetReconfig)", "replSetInitiate": "replica-set membership changes (replSetInitiate)",
 	"replSetMaintenance": "replica-set maintenance mode (replSetMaintenance)", "replSetSyncFrom": "replication sources (replSetSyncFrom)",
 	"replSetResizeOplog": "oplog resizing (replSetResizeOplog; use Options.OplogCapacity)",

@@ -1,0 +1,124 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// netHost is a node's network namespace: a veth pair whose host end carries the two
+// addresses the node dials (its MongoDB and Redis proxies listen there) and whose node end
+// carries two source addresses, one per link, so that each direction of each link can be cut
+// on its own by a blackhole route: node → server in the namespace (the route to the server's
+// address), server → node on the host (the route to the node's address for that link). The
+// kernel then drops the segments, and TCP retransmits them after the heal, as over a real
+// partition.
+type netHost struct {
+	ns, hostIf, nodeIf         string
+	hostMongo, hostRedis       string // host-end addresses (the proxies' listen addresses)
+	nodeMongoSrc, nodeRedisSrc string // node-end addresses, the source of each link
+	blackholed                 map[string]bool
+}
+
+// ipCmd runs ip(8) with args; in names the namespace to run it in ("" for the host).
+func ipCmd(in string, args ...string) error {
+	if in != "" {
+		args = append([]string{"netns", "exec", in, "ip"}, args...)
+	}
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// newNetHost makes the namespace of node i (1-based) of this process's soak. Any failure
+// undoes what was made.
+func newNetHost(i int) (h *netHost, err error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("network namespaces need root")
+	}
+	tag := fmt.Sprintf("wtc%d", os.Getpid()%100000)
+	net := fmt.Sprintf("10.%d.%d", 200+os.Getpid()%50, i) // a /29 per node
+	h = &netHost{
+		ns: fmt.Sprintf("%sn%d", tag, i), hostIf: fmt.Sprintf("%sh%d", tag, i), nodeIf: fmt.Sprintf("%sv%d", tag, i),
+		hostMongo: net + ".1", hostRedis: net + ".3", nodeMongoSrc: net + ".2", nodeRedisSrc: net + ".4",
+		blackholed: map[string]bool{},
+	}
+	defer func() {
+		if err != nil {
+			h.close()
+		}
+	}()
+	steps := [][]string{
+		{"", "netns", "add", h.ns},
+		{"", "link", "add", h.hostIf, "type", "veth", "peer", "name", h.nodeIf},
+		{"", "link", "set", h.nodeIf, "netns", h.ns},
+		{"", "addr", "add", h.hostMongo + "/29", "dev", h.hostIf},
+		{"", "addr", "add", h.hostRedis + "/29", "dev", h.hostIf},
+		{"", "link", "set", h.hostIf, "up"},
+		{h.ns, "addr", "add", h.nodeMongoSrc + "/29", "dev", h.nodeIf},
+		{h.ns, "addr", "add", h.nodeRedisSrc + "/29", "dev", h.nodeIf},
+		{h.ns, "link", "set", h.nodeIf, "up"},
+		{h.ns, "link", "set", "lo", "up"},
+		{h.ns, "route", "add", h.hostMongo + "/32", "dev", h.nodeIf, "src", h.nodeMongoSrc},
+		{h.ns, "route", "add", h.hostRedis + "/32", "dev", h.nodeIf, "src", h.nodeRedisSrc},
+	}
+	for _, st := range steps {
+		if err := ipCmd(st[0], st[1:]...); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// cut drops direction d of a link (redis or MongoDB).
+func (h *netHost) cut(redis bool, d Direction) error {
+	host, src := h.hostMongo, h.nodeMongoSrc
+	if redis {
+		host, src = h.hostRedis, h.nodeRedisSrc
+	}
+	if d&Up != 0 && !h.blackholed["up"+host] {
+		if err := ipCmd(h.ns, "route", "replace", "blackhole", host+"/32"); err != nil {
+			return err
+		}
+		h.blackholed["up"+host] = true
+	}
+	if d&Down != 0 && !h.blackholed["down"+src] {
+		if err := ipCmd("", "route", "add", "blackhole", src+"/32"); err != nil {
+			return err
+		}
+		h.blackholed["down"+src] = true
+	}
+	return nil
+}
+
+// heal restores every route cut.
+func (h *netHost) heal() error {
+	var first error
+	for _, l := range []struct{ host, src string }{{h.hostMongo, h.nodeMongoSrc}, {h.hostRedis, h.nodeRedisSrc}} {
+		if h.blackholed["up"+l.host] {
+			if err := ipCmd(h.ns, "route", "replace", l.host+"/32", "dev", h.nodeIf, "src", l.src); err != nil && first == nil {
+				first = err
+			} else {
+				delete(h.blackholed, "up"+l.host)
+			}
+		}
+		if h.blackholed["down"+l.src] {
+			if err := ipCmd("", "route", "del", "blackhole", l.src+"/32"); err != nil && first == nil {
+				first = err
+			} else {
+				delete(h.blackholed, "down"+l.src)
+			}
+		}
+	}
+	return first
+}
+
+// close removes the namespace (and with it the veth pair) and the host's blackhole routes.
+func (h *netHost) close() {
+	_ = h.heal()
+	_ = ipCmd("", "link", "del", h.hostIf)
+	_ = ipCmd("", "netns", "del", h.ns)
+}
