@@ -185,6 +185,7 @@ func (d *dispatcher) start(ctx actor.Context) {
 		dlTimeout: d.cfg.DeadLetterTimeout,
 		retention: d.cfg.DeadLetterRetention,
 		settle:    d.settle,
+		mayStart:  d.cfg.MayStart,
 		wg:        &d.wg,
 	}
 	sh.ctx, d.cancel = context.WithCancel(context.Background())

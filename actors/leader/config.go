@@ -77,6 +77,13 @@ type Config struct {
 	// actor goroutine, before the supervisor hears of it: the stream's writes carry that epoch
 	// from then on (the fencing epoch). It must not block. Optional.
 	OnAcquired func(epoch int64)
+	// OnValidUntil, when set, is called on the actor goroutine with the Clock time until which
+	// this instance may act as the leader: lastRenewOk + TTL - Margin after the acquisition and
+	// after each renewal (the moment the actor demotes itself when no renewal succeeded), and the
+	// zero time once it stops leading (a loss, a release). The dispatcher checks it before every
+	// handler call, so that a leader whose timers are late (a process paused past its lease)
+	// starts nothing after it. It must not block. Optional.
+	OnValidUntil func(t time.Time)
 }
 
 // validate checks the configuration; errors name the field.

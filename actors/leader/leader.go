@@ -203,6 +203,13 @@ func (a *leaderActor) submit(o op, epoch int64) {
 	}
 }
 
+// validUntil reports how long this instance may act as the leader (Config.OnValidUntil).
+func (a *leaderActor) validUntil(t time.Time) {
+	if a.cfg.OnValidUntil != nil {
+		a.cfg.OnValidUntil(t)
+	}
+}
+
 func (a *leaderActor) shutdown() {
 	a.stopTimers()
 	if a.watchCancel != nil {
@@ -214,8 +221,11 @@ func (a *leaderActor) shutdown() {
 		<-a.done // the worker ends within IOTimeout: its call's context is cancelled
 		a.cancel = nil
 	}
-	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && a.cfg.Balancer != nil {
-		a.cfg.Balancer.Leading(a.cfg.Stream, false)
+	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
+		a.validUntil(time.Time{})
+		if a.cfg.Balancer != nil {
+			a.cfg.Balancer.Leading(a.cfg.Stream, false)
+		}
 	}
 }
 
@@ -237,8 +247,11 @@ func (a *leaderActor) stopTimers() {
 // become changes the role: a new generation (late results and ticks of the old role are
 // dropped), no timers, a LeaseState to the supervisor.
 func (a *leaderActor) become(role messages.LeaseRole, why string) {
-	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && role != messages.LeaseRole_LEASE_ROLE_LEADER && a.cfg.Balancer != nil {
-		a.cfg.Balancer.Leading(a.cfg.Stream, false)
+	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && role != messages.LeaseRole_LEASE_ROLE_LEADER {
+		a.validUntil(time.Time{})
+		if a.cfg.Balancer != nil {
+			a.cfg.Balancer.Leading(a.cfg.Stream, false)
+		}
 	}
 	a.gen++
 	a.stopTimers()
@@ -425,6 +438,7 @@ func (a *leaderActor) onAcquired(r *ioResult) {
 	}
 	l := r.lease
 	a.seen, a.epoch, a.expiresAt, a.lastRenewOk = l, l.Epoch, l.ExpiresAt, r.sentAt
+	a.validUntil(r.sentAt.Add(a.cfg.Policy.TTL - a.cfg.Policy.Margin))
 	a.deferUntil = time.Time{}
 	a.acquisitions++
 	if a.cfg.Balancer != nil {
@@ -464,6 +478,7 @@ func (a *leaderActor) onRenewed(r *ioResult) {
 		return
 	}
 	a.lastRenewOk, a.expiresAt, a.seen = r.sentAt, r.lease.ExpiresAt, r.lease
+	a.validUntil(r.sentAt.Add(a.cfg.Policy.TTL - a.cfg.Policy.Margin))
 	a.armLeaderTimers(r.sentAt)
 	a.report() // the supervisor's LeaseState (Status().Lease, describe) shows the renewed expiry
 	if a.cfg.Balancer != nil && !a.handingOver && a.resign == nil && a.cfg.Balancer.ShouldHandOver(a.cfg.Stream) {
@@ -514,6 +529,7 @@ func (a *leaderActor) onResign(ctx actor.Context, m *wire.Resign) {
 		return
 	}
 	// Stop renewing (new generation) and release; the answer goes out with the release's result.
+	a.validUntil(time.Time{})
 	a.gen++
 	a.stopTimers()
 	a.resign = pr

@@ -166,8 +166,21 @@ type harness struct {
 }
 
 type recEvents struct {
-	mu  sync.Mutex
-	log []string
+	mu       sync.Mutex
+	log      []string
+	validity []time.Time // every OnValidUntil
+}
+
+func (r *recEvents) validUntil(t time.Time) {
+	r.mu.Lock()
+	r.validity = append(r.validity, t)
+	r.mu.Unlock()
+}
+
+func (r *recEvents) validities() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.validity...)
 }
 
 // OnEvent records each LeadershipChanged as "<change> <epoch>", and the epoch OnAcquired got.
@@ -206,7 +219,7 @@ func newHarness(t *testing.T, prepare func(*fakeStore)) *harness {
 	}
 	ev := &recEvents{}
 	props, err := New(Config{Stream: "billing", Owner: "me", Store: st, Policy: testPolicy, Clock: clk, Observer: ev,
-		OnAcquired: ev.acquired})
+		OnAcquired: ev.acquired, OnValidUntil: ev.validUntil})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,5 +451,37 @@ func TestLeaseStateFollowsRenewals(t *testing.T) {
 		if got := st.GetExpiresAt().AsTime(); !got.Equal(want) || st.GetRole() != messages.LeaseRole_LEASE_ROLE_LEADER {
 			t.Fatalf("after renewal %d: LeaseState %v expires %v, want leader expiring %v", i, st, got, want)
 		}
+	}
+}
+
+// OnValidUntil follows the term: lastRenewOk + TTL - Margin at the acquisition and after each
+// renewal (the demotion deadline), and the zero time once the lease is lost, so that the
+// dispatcher starts no handler call after it even when the actor's timers are late.
+func TestValidUntilFollowsTheTerm(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+	next[*wire.LeaseGranted](h)
+	acquiredAt := h.clk.Now()
+	window := testPolicy.TTL - testPolicy.Margin
+	if v := h.events.validities(); len(v) != 1 || !v[0].Equal(acquiredAt.Add(window)) {
+		t.Fatalf("validity after the acquisition %v, want [%v]", v, acquiredAt.Add(window))
+	}
+	h.advance(2, testPolicy.RenewEvery)
+	deadline := time.Now().Add(waitLimit)
+	for len(h.events.validities()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no validity after the renewal")
+		}
+		time.Sleep(time.Millisecond) // polling tick
+	}
+	if v := h.events.validities()[1]; !v.Equal(acquiredAt.Add(testPolicy.RenewEvery + window)) {
+		t.Fatalf("validity after the renewal %v, want %v", v, acquiredAt.Add(testPolicy.RenewEvery+window))
+	}
+	h.st.set(store.Lease{Name: "billing", Owner: "other", Epoch: 9, ExpiresAt: h.clk.Now().Add(time.Hour)})
+	h.advance(2, testPolicy.RenewEvery)
+	next[*wire.LeaseLost](h)
+	v := h.events.validities()
+	if last := v[len(v)-1]; !last.IsZero() {
+		t.Fatalf("validity after the loss %v, want the zero time (not leading)", last)
 	}
 }

@@ -231,9 +231,13 @@ func TestLeaseLostDuringStopHaltsTheDispatcher(t *testing.T) {
 	leader := <-fl.pid
 	leadAndRun(t, h, leader, fl.asked, 3)
 	dispatcherStarts := func() int {
-		v, _ := h.starts.Load("dispatcher")
+		v, ok := h.starts.Load("dispatcher")
+		if !ok {
+			return 0 // its Started has not run yet
+		}
 		return v.(*startCounter).get()
 	}
+	pollUntil(t, "the dispatcher started", func() bool { return dispatcherStarts() > 0 })
 	before := dispatcherStarts()
 
 	stopped := make(chan *messages.StatusReply, 1)

@@ -47,6 +47,9 @@ type Entry struct {
 	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard
 	// read it for every write.
 	epoch atomic.Int64
+	// validUntil is how long the SingleLeader term under way may act (the leader actor's
+	// OnValidUntil; nil when not leading): no handler call starts after it (mayStart).
+	validUntil atomic.Pointer[time.Time]
 
 	opMu sync.Mutex // serialises stop and shutdown
 
@@ -361,5 +364,28 @@ func stopActor(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) erro
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// setValidUntil records the leader actor's OnValidUntil (zero: not leading).
+func (e *Entry) setValidUntil(t time.Time) {
+	if t.IsZero() {
+		e.validUntil.Store(nil)
+		return
+	}
+	e.validUntil.Store(&t)
+}
+
+// mayStart is the dispatcher's MayStart of a SingleLeader stream: a handler call starts only
+// before the term's validity ends (compared on the monotonic clock when the runtime's is real),
+// so that a leader paused past its lease starts nothing before its timers catch up. nil for an
+// AllInstances stream.
+func (e *Entry) mayStart() func(now time.Time) bool {
+	if !e.spec.SingleLeader {
+		return nil
+	}
+	return func(now time.Time) bool {
+		t := e.validUntil.Load()
+		return t != nil && now.Before(*t)
 	}
 }

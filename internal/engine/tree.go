@@ -102,6 +102,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		DeadLetterRetention: cs.DeadLetter.Retention,
 		AwaitSettleLimit:    true, // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
 		CheckpointerName:    checkpointerName,
+		MayStart:            e.mayStart(),
 		Clock:               rt.clk,
 		Logger:              rt.log,
 		Observer:            rt.obs,
@@ -253,7 +254,8 @@ func (e *Entry) leaderProps(leases store.LeaseStore) (*actor.Props, error) {
 		Logger:    rt.log,
 		Observer:  rt.obs,
 		// Before the supervisor hears of the lease: every write of the term carries its epoch.
-		OnAcquired: e.epoch.Store,
+		OnAcquired:   e.epoch.Store,
+		OnValidUntil: e.setValidUntil,
 	})
 }
 

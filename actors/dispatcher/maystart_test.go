@@ -1,0 +1,52 @@
+package dispatcher
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// MayStart is asked before every handler attempt: once it says no (a lease whose validity has
+// passed, a paused leader's timers not yet caught up), no call starts and nothing settles,
+// while the events before that were handled and settled as usual.
+func TestMayStartWithholdsCalls(t *testing.T) {
+	var allow atomic.Bool
+	allow.Store(true)
+	var calls atomic.Int64
+	release := make(chan struct{})
+	r := &fakeRouter{handle: func(ctx context.Context, c call) error {
+		if calls.Add(1) == 3 {
+			<-release // the third call is in flight when the validity passes
+		}
+		return nil
+	}}
+	h := newHarness(t, r, func(c *Config) {
+		c.Lanes = 1
+		c.MayStart = func(time.Time) bool { return allow.Load() }
+	})
+	h.subscribe(1)
+	h.send(mkEvent(1, "k"), mkEvent(2, "k"), mkEvent(3, "k"), mkEvent(4, "k"), mkEvent(5, "k"))
+	h.waitSettled(1, 2)
+	deadline := time.Now().Add(waitFor)
+	for calls.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the third call did not start")
+		}
+		time.Sleep(time.Millisecond) // poll interval
+	}
+	allow.Store(false)
+	close(release)
+	h.waitSettled(3) // the call in flight finishes and settles
+	// Event 4's attempt is withheld (the lane says so in the log), and so is everything after it.
+	deadline = time.Now().Add(waitFor)
+	for h.logs.FilterMessageSnippet("handler call withheld").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no withheld call logged")
+		}
+		time.Sleep(time.Millisecond) // poll interval
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("%d handler calls, want 3: none may start once MayStart says no", n)
+	}
+}
