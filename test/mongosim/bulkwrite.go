@@ -76,6 +76,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 		upd  updateSpec
 		q    bson.D // delete filter
 		one  bool   // delete: multi false
+		hint writeHint
 	}
 	parsed := make([]bulkOp, len(ops))
 	for i, v := range ops {
@@ -158,6 +159,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 			if err := checkStatementOptions(st); err != nil {
 				return nil, err
 			}
+			op.hint, _ = statementHint(st)
 		default:
 			return nil, errorf(codeFailedToParse, "Unrecognized bulkWrite operation '%s' in ops entry %d", kind, i)
 		}
@@ -216,7 +218,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 			}
 		case "delete":
 			var deleted []bson.D
-			deleted, err = w.deleteMatching(op.q, op.one, nil)
+			deleted, err = w.deleteMatchingHinted(op.q, op.one, nil, op.hint)
 			if err == nil {
 				nDeleted += int32(len(deleted))
 				res = append(res, bson.E{Key: "n", Value: int32(len(deleted))})

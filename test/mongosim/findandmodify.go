@@ -20,6 +20,7 @@ type famArgs struct {
 	fields       bson.D
 	upsert       bool
 	arrayFilters bson.A
+	hint         writeHint
 }
 
 func parseFindAndModify(c *command) (*famArgs, *cmdError) {
@@ -67,9 +68,11 @@ func parseFindAndModify(c *command) (*famArgs, *cmdError) {
 			}
 			a.arrayFilters = af
 		case "hint":
-			if !isEmptyHint(f.Value) {
-				return nil, unsupported("hint on findAndModify")
+			h, err := parseWriteHint(f.Value)
+			if err != nil {
+				return nil, err
 			}
+			a.hint = h
 		case "collation":
 			if !isSimpleCollation(f.Value) {
 				return nil, unsupported("collations other than simple")
@@ -158,7 +161,7 @@ func (w *writeCtx) findAndModify(a *famArgs) (bson.D, *cmdError) {
 		return p, nil
 	}
 	if a.remove {
-		deleted, err := w.deleteMatching(a.query, true, a.sort)
+		deleted, err := w.deleteMatchingHinted(a.query, true, a.sort, a.hint)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +173,7 @@ func (w *writeCtx) findAndModify(a *famArgs) (bson.D, *cmdError) {
 		}
 		return bson.D{{Key: "lastErrorObject", Value: leo}, {Key: "value", Value: value}}, nil
 	}
-	out, err := w.update(updateSpec{q: a.query, u: a.update, upsert: a.upsert, arrayFilters: a.arrayFilters, sort: a.sort})
+	out, err := w.update(updateSpec{q: a.query, u: a.update, upsert: a.upsert, arrayFilters: a.arrayFilters, sort: a.sort, hint: a.hint})
 	if err != nil {
 		return nil, err
 	}

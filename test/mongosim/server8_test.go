@@ -581,10 +581,6 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		{"collation", func() error {
 			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetCollation(&options.Collation{Locale: "fr"})).Err()
 		}, "collation"},
-		{"hint on writes", func() error {
-			_, err := db.Collection("c").UpdateOne(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}, options.UpdateOne().SetHint("_id_"))
-			return err
-		}, "hint on writes"},
 		{"elections", func() error {
 			return cl.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetStepUp", Value: 1}}).Err()
 		}, "elections"},

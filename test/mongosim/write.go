@@ -352,7 +352,8 @@ type updateSpec struct {
 	multi        bool
 	arrayFilters bson.A
 	sort         bson.D
-	constants    bson.D // c: variables of a pipeline update, in addition to let
+	constants    bson.D    // c: variables of a pipeline update, in addition to let
+	hint         writeHint // the index the statement reads through (writehint.go)
 }
 
 // updateOutcome is what one update statement did.
@@ -396,8 +397,11 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 	}
 	var slots []*docSlot
 	if coll != nil {
-		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil)
+		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil && !sp.hint.isSet())
 		if cerr != nil {
+			return nil, cerr
+		}
+		if slots, cerr = sp.hint.apply(coll, slots); cerr != nil {
 			return nil, cerr
 		}
 		if !sp.multi && len(slots) > 1 {
@@ -509,6 +513,11 @@ func isReplacement(u any) bool {
 // deleteMatching deletes the documents matching q (at most one when one is set, the first
 // in sort order when sortSpec is given) and returns the deleted documents.
 func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D, *cmdError) {
+	return w.deleteMatchingHinted(q, one, sortSpec, writeHint{})
+}
+
+// deleteMatchingHinted is deleteMatching through the index (or natural order) hint names.
+func (w *writeCtx) deleteMatchingHinted(q bson.D, one bool, sortSpec bson.D, hint writeHint) ([]bson.D, *cmdError) {
 	f, err := query.CompileFilter(q)
 	if err != nil {
 		return nil, qerrToCmd(err)
@@ -517,8 +526,11 @@ func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D
 	if cerr != nil || coll == nil {
 		return nil, cerr
 	}
-	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil)
+	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil && !hint.isSet())
 	if cerr != nil {
+		return nil, cerr
+	}
+	if slots, cerr = hint.apply(coll, slots); cerr != nil {
 		return nil, cerr
 	}
 	if one && len(slots) > 1 {
@@ -629,12 +641,10 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	return reply, nil
 }
 
-// checkStatementOptions rejects per-statement hint and non-simple collation.
+// checkStatementOptions checks a statement's hint and rejects a non-simple collation.
 func checkStatementOptions(st bson.D) *cmdError {
-	if h, ok := lookupD(st, "hint"); ok {
-		if !(isEmptyHint(h)) {
-			return unsupported("hint on writes")
-		}
+	if _, err := statementHint(st); err != nil {
+		return err
 	}
 	if col, ok := lookupD(st, "collation"); ok && !isSimpleCollation(col) {
 		return unsupported("collations other than simple")
@@ -737,6 +747,7 @@ func parseUpdateStatement(st bson.D) (updateSpec, *cmdError) {
 	if err := checkStatementOptions(st); err != nil {
 		return sp, err
 	}
+	sp.hint, _ = statementHint(st)
 	qv, ok := lookupD(st, "q")
 	if !ok {
 		return sp, errorf(codeFailedToParse, "BSON field 'update.updates.q' is missing but a required field")
@@ -824,7 +835,8 @@ func cmdDelete(s *Server, c *command) (bson.D, error) {
 				return errorf(40415, "BSON field 'delete.deletes.%s' is an unknown field.", f.Key)
 			}
 		}
-		deleted, err := w.deleteMatching(q, limit == 1, nil)
+		hint, _ := statementHint(st) // checked by checkStatementOptions
+		deleted, err := w.deleteMatchingHinted(q, limit == 1, nil, hint)
 		n += len(deleted)
 		return err
 	}, func(bson.D) bson.D {
