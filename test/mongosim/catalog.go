@@ -321,11 +321,19 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	if from == to {
 		return nil, errorf(codeIllegalOperation, "Can't rename a collection to itself")
 	}
+	if e.collLocked(tdb, tcoll) != nil && !dropTarget {
+		return nil, errorf(codeNamespaceExists, "target namespace exists")
+	}
+	e.renameLocked(src, tdb, tcoll)
+	return bson.D{}, nil
+}
+
+// renameLocked moves src to tdb.tcoll, dropping a collection already there, and logs the
+// drop and the "rename" entry. Caller holds e.mu.
+func (e *engine) renameLocked(src *collection, tdb, tcoll string) {
+	fdb, fcoll := src.db, src.name
 	desc := bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: tdb}, {Key: "coll", Value: tcoll}}}}
 	if dst := e.collLocked(tdb, tcoll); dst != nil {
-		if !dropTarget {
-			return nil, errorf(codeNamespaceExists, "target namespace exists")
-		}
 		e.dropCollectionLocked(dst)
 		desc = append(desc, bson.E{Key: "dropTarget", Value: dst.uuid})
 	}
@@ -342,7 +350,6 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	d.colls[tcoll] = &moved
 	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "rename", db: fdb, coll: fcoll, collUUID: src.uuid,
 		toDB: tdb, toColl: tcoll, opDesc: desc})
-	return bson.D{}, nil
 }
 
 func cmdCollMod(s *Server, c *command) (bson.D, error) {

@@ -721,8 +721,9 @@ var rdAggregateFields = map[string]bool{
 // cmdAggregate runs an aggregation pipeline over a snapshot of the collection and serves the
 // result through a static cursor (cursor.batchSize as the first batch size, default 101).
 // A $changeStream pipeline is handed whole to the change-stream implementation. The cursor
-// option is required, as on a real server. $out and $merge, explain, database-level
-// aggregation (aggregate: 1) and non-simple collations are not supported.
+// option is required, as on a real server. A final $out or $merge writes the result instead
+// (aggout.go). Explain, database-level aggregation (aggregate: 1) other than the sources below
+// and non-simple collations are not supported.
 func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if c.ChangeStream {
 		return rdAggregateChangeStream(s, c)
@@ -766,8 +767,6 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 			return nil, errSearchNotEnabled()
 		}
 		switch sd[0].Key {
-		case "$out", "$merge":
-			return nil, unsupported("the %s aggregation stage (aggregate into a collection)", sd[0].Key)
 		case "$changeStream":
 			if i > 0 {
 				return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
@@ -812,6 +811,10 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	pipeline, outStage, oerr := splitOutStage(pipeline, c.DB) // aggout.go
+	if oerr != nil {
+		return nil, oerr
+	}
 	p, err := query.CompilePipeline(pipeline)
 	if err != nil {
 		return nil, readQueryErr(err)
@@ -823,6 +826,9 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	out, err := p.Run(docs, env)
 	if err != nil {
 		return nil, readQueryErr(err)
+	}
+	if outStage != nil {
+		return s.writeAggOutput(c, outStage, out)
 	}
 	res := make([]any, len(out))
 	for i, d := range out {
@@ -883,13 +889,20 @@ func cmdAggregateSource(s *Server, c *command, pipeline bson.A, batchSize int) (
 		}
 		docs = s.eng.localSessions(c)
 	}
-	p, err := query.CompilePipeline(pipeline[1:])
+	rest, outStage, oerr := splitOutStage(pipeline[1:], c.DB) // aggout.go
+	if oerr != nil {
+		return nil, oerr
+	}
+	p, err := query.CompilePipeline(rest)
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
 	out, err := p.Run(docs, env)
 	if err != nil {
 		return nil, readQueryErr(err)
+	}
+	if outStage != nil {
+		return s.writeAggOutput(c, outStage, out)
 	}
 	res := make([]any, len(out))
 	for i, d := range out {

@@ -570,14 +570,6 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		{"capped", func() error {
 			return db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096))
 		}, "capped"},
-		{"$out", func() error {
-			_, err := db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "o"}}})
-			return err
-		}, "$out"},
-		{"$merge", func() error {
-			_, err := db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "o"}}}}})
-			return err
-		}, "$merge"},
 		{"collation", func() error {
 			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetCollation(&options.Collation{Locale: "fr"})).Err()
 		}, "collation"},
