@@ -25,6 +25,7 @@ func init() {
 type database struct {
 	name  string
 	colls map[string]*collection
+	views map[string]*userView // views.go; nil until the first view
 }
 
 // collLocked returns the committed collection db.coll, or nil. Caller holds e.mu.
@@ -84,7 +85,7 @@ func (e *engine) removeCollectionLocked(db, coll string) {
 		return
 	}
 	delete(d.colls, coll)
-	if len(d.colls) == 0 {
+	if len(d.colls) == 0 && len(d.views) == 0 {
 		delete(e.dbs, db)
 	}
 }
@@ -140,6 +141,9 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	if err := validCollName(c.DB, name); err != nil {
 		return nil, err
 	}
+	if _, ok := c.Arg("viewOn"); ok {
+		return s.createView(c, name) // views.go
+	}
 	opts := bson.D{}
 	pre := false
 	for _, f := range c.Body[1:] {
@@ -172,8 +176,8 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 				return nil, unsupported("collections with a collation (create option 'collation')")
 			}
 			continue
-		case "viewOn", "pipeline":
-			return nil, unsupported("views (create option '%s')", f.Key)
+		case "pipeline":
+			return nil, errorf(codeBadValue, "'pipeline' requires 'viewOn' to also be specified")
 		case "timeseries", "expireAfterSeconds":
 			return nil, unsupported("time-series collections (create option '%s')", f.Key)
 		case "clusteredIndex":
@@ -188,6 +192,9 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	defer e.mu.Unlock()
 	if e.collLocked(c.DB, name) != nil {
 		return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", c.DB, name)
+	}
+	if e.userViewLocked(c.DB, name) != nil {
+		return nil, errorf(codeNamespaceExists, "Namespace %s.%s already exists", c.DB, name)
 	}
 	if c.InTransaction() {
 		// Created in the transaction's view; it and its create event appear at commit.
@@ -240,6 +247,9 @@ func cmdDrop(s *Server, c *command) (bson.D, error) {
 	defer e.mu.Unlock()
 	coll := e.collLocked(c.DB, name)
 	if coll == nil {
+		if e.dropViewLocked(c.DB, name) { // views.go
+			return bson.D{{Key: "ns", Value: c.DB + "." + name}}, nil
+		}
 		return nil, errorf(codeNamespaceNotFound, "ns not found")
 	}
 	n := int32(len(coll.indexes))
@@ -315,6 +325,12 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	src := e.collLocked(fdb, fcoll)
+	if src == nil && e.userViewLocked(fdb, fcoll) != nil {
+		return nil, errIsView(fdb, fcoll)
+	}
+	if e.userViewLocked(tdb, tcoll) != nil {
+		return nil, errorf(codeNamespaceExists, "a view already exists with that name: %s", to)
+	}
 	if src == nil {
 		return nil, errorf(codeNamespaceNotFound, "Source collection %s does not exist", from)
 	}
@@ -364,6 +380,9 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	coll := e.collLocked(c.DB, name)
+	if coll == nil && e.userViewLocked(c.DB, name) != nil {
+		return nil, unsupported("collMod of a view")
+	}
 	if coll == nil {
 		return nil, errorf(codeNamespaceNotFound, "ns does not exist: %s.%s", c.DB, name)
 	}
@@ -569,6 +588,9 @@ func cmdListCollections(s *Server, c *command) (bson.D, error) {
 	if d := e.dbs[c.DB]; d != nil {
 		for _, coll := range d.colls {
 			infos = append(infos, collectionInfo(coll))
+		}
+		for _, v := range d.views {
+			infos = append(infos, viewInfo(v))
 		}
 	}
 	if c.DB == "local" {

@@ -538,6 +538,9 @@ func cmdCreateIndexes(s *Server, c *command) (bson.D, error) {
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.viewWriteErrorLocked(c.DB, name); err != nil {
+		return nil, err
+	}
 	coll := e.collLocked(c.DB, name)
 	var txn *transaction
 	created := false
@@ -647,6 +650,9 @@ func cmdDropIndexes(s *Server, c *command) (bson.D, error) {
 		return nil, errorf(263, "Cannot run 'dropIndexes' in a multi-document transaction.")
 	}
 	coll := e.collLocked(c.DB, name)
+	if coll == nil && e.userViewLocked(c.DB, name) != nil {
+		return nil, errIsView(c.DB, name)
+	}
 	if coll == nil {
 		return nil, errorf(codeNamespaceNotFound, "ns not found %s.%s", c.DB, name)
 	}

@@ -180,6 +180,11 @@ func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bso
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	col, oplog, isOplog, err := e.readViewLocked(c, db, coll)
+	if col == nil && err == nil && !isOplog {
+		if docs, ok, verr := e.viewDocsLocked(c, db, coll); ok { // a view (views.go)
+			return docs, true, verr
+		}
+	}
 	if col == nil || err != nil {
 		return oplog, isOplog, err
 	}
@@ -231,7 +236,8 @@ func (e *engine) readIDOrdered(c *command, db, coll string, filter bson.D, dir i
 		return nil, false, !isOplog, err
 	}
 	if col == nil {
-		return nil, false, true, nil
+		// A view has no _id index: the caller reads it through readSnapshot.
+		return nil, false, e.userViewLocked(db, coll) == nil, nil
 	}
 	docs = col.idRangeDocs(r, dir, int(max))
 	return docs, max > 0 && int64(len(docs)) == max, true, nil
@@ -577,7 +583,15 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 		if col := s.eng.collLocked(c.DB, coll); col != nil {
 			total = int64(col.count())
 		}
+		isView := s.eng.userViewLocked(c.DB, coll) != nil
 		s.eng.mu.Unlock()
+		if isView {
+			docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+			if err != nil {
+				return nil, err
+			}
+			total = int64(len(docs))
+		}
 	} else {
 		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
 		if err != nil {
@@ -840,6 +854,14 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 // rdAggregateChangeStream hands a $changeStream aggregate, whole, to the change-stream
 // implementation (changestream.go).
 func rdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
+	if name, ok := c.Body[0].Value.(string); ok {
+		s.eng.mu.Lock()
+		err := s.eng.viewWriteErrorLocked(c.DB, name)
+		s.eng.mu.Unlock()
+		if err != nil {
+			return nil, errorf(codeCommandNotSupportedOnView, "$changeStream cannot run on view %s.%s", c.DB, name)
+		}
+	}
 	return cmdAggregateChangeStream(s, c)
 }
 

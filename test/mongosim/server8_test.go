@@ -560,7 +560,6 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		run  func() error
 		want string // in the message
 	}{
-		{"view", func() error { return db.CreateView(ctx, "v", "c", mongo.Pipeline{}) }, "views"},
 		{"time-series", func() error {
 			return db.CreateCollection(ctx, "ts", options.CreateCollection().SetTimeSeriesOptions(options.TimeSeries().SetTimeField("t")))
 		}, "time-series"},

@@ -83,6 +83,11 @@ func (e *engine) commandEnvLocked(c *command) (*query.Env, *cmdError) {
 // created (implicitly, as a real server does on the first write); otherwise nil is returned.
 func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 	if w.txn != nil {
+		if w.e.collLocked(w.db, w.name) == nil {
+			if err := w.e.viewWriteErrorLocked(w.db, w.name); err != nil {
+				return nil, err
+			}
+		}
 		tv, err := w.txn.viewFor(w.e, w.db, w.name, create)
 		if err != nil || tv == nil {
 			return nil, err
@@ -93,6 +98,11 @@ func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 		return nil, errorf(codeInvalidNamespace, "cannot write to '%s.%s'", w.db, w.name)
 	}
 	coll := w.e.collLocked(w.db, w.name)
+	if coll == nil {
+		if err := w.e.viewWriteErrorLocked(w.db, w.name); err != nil {
+			return nil, err
+		}
+	}
 	if coll == nil && create {
 		if err := validCollName(w.db, w.name); err != nil {
 			return nil, err
