@@ -274,6 +274,7 @@ func (e *engine) outLocked(c *command, out *outStage, docs []bson.D) error {
 	if old != nil {
 		tmp.options = slices.Clone(old.options)
 		tmp.preAndPostImages = old.preAndPostImages
+		tmp.collation = old.collation
 		for _, ix := range old.indexes[1:] {
 			cp := ix.clone()
 			if cp.entries != nil {

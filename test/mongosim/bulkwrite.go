@@ -74,9 +74,9 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 		ns   nsRef
 		doc  bson.D // insert document
 		upd  updateSpec
-		q    bson.D // delete filter
-		one  bool   // delete: multi false
-		hint writeHint
+		q    bson.D      // delete filter
+		one  bool        // delete: multi false
+		opts stmtOptions // hint and collation
 	}
 	parsed := make([]bulkOp, len(ops))
 	for i, v := range ops {
@@ -159,7 +159,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 			if err := checkStatementOptions(st); err != nil {
 				return nil, err
 			}
-			op.hint, _ = statementHint(st)
+			op.opts = statementOptions(st)
 		default:
 			return nil, errorf(codeFailedToParse, "Unrecognized bulkWrite operation '%s' in ops entry %d", kind, i)
 		}
@@ -218,7 +218,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 			}
 		case "delete":
 			var deleted []bson.D
-			deleted, err = w.deleteMatchingHinted(op.q, op.one, nil, op.hint)
+			deleted, err = w.deleteMatchingWith(op.q, op.one, nil, op.opts)
 			if err == nil {
 				nDeleted += int32(len(deleted))
 				res = append(res, bson.E{Key: "n", Value: int32(len(deleted))})

@@ -146,6 +146,7 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	}
 	opts := bson.D{}
 	pre := false
+	var defaultCol *collation
 	for _, f := range c.Body[1:] {
 		if genericCommandFields[f.Key] {
 			continue
@@ -172,10 +173,15 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 		case "idIndex":
 			continue
 		case "collation":
-			if !isSimpleCollation(f.Value) {
-				return nil, unsupported("collections with a collation (create option 'collation')")
+			col, err := parseCollation(f.Value)
+			if err != nil {
+				return nil, err
 			}
-			continue
+			if col == nil {
+				continue
+			}
+			defaultCol = col
+			f.Value = col.spec
 		case "pipeline":
 			return nil, errorf(codeBadValue, "'pipeline' requires 'viewOn' to also be specified")
 		case "timeseries", "expireAfterSeconds":
@@ -210,12 +216,20 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 			return nil, err
 		}
 		tv.view.options, tv.view.preAndPostImages = opts, pre
+		if defaultCol != nil {
+			tv.view.collation = defaultCol
+			e.collationsUsed.Store(true)
+		}
 		t.ops[len(t.ops)-1].entry = createEntry(tv.view) // with the options
 		return bson.D{}, nil
 	}
 	coll := newCollection(c.DB, name)
 	coll.options = opts
 	coll.preAndPostImages = pre
+	if defaultCol != nil {
+		coll.collation = defaultCol
+		e.collationsUsed.Store(true)
+	}
 	e.addCollectionLocked(coll, nil)
 	return bson.D{}, nil
 }

@@ -23,6 +23,7 @@ type collection struct {
 	uuid             bson.Binary // UUID, binary subtype 4; kept across renames
 	options          bson.D      // the create options, as listCollections reports them
 	preAndPostImages bool        // changeStreamPreAndPostImages.enabled
+	collation        *collation  // the default collation; nil = simple (collation.go)
 
 	docs  []*docSlot     // natural order; nil = deleted
 	byID  map[string]int // query.HashKey(_id) -> position in docs

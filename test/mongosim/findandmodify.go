@@ -21,6 +21,8 @@ type famArgs struct {
 	upsert       bool
 	arrayFilters bson.A
 	hint         writeHint
+	collation    any // collation.go
+	hasCollation bool
 }
 
 func parseFindAndModify(c *command) (*famArgs, *cmdError) {
@@ -74,9 +76,12 @@ func parseFindAndModify(c *command) (*famArgs, *cmdError) {
 			}
 			a.hint = h
 		case "collation":
-			if !isSimpleCollation(f.Value) {
-				return nil, unsupported("collations other than simple")
+			if f.Value != nil {
+				if _, err := parseCollation(f.Value); err != nil {
+					return nil, err
+				}
 			}
+			a.collation, a.hasCollation = f.Value, true
 		case "bypassDocumentValidation", "let", "maxTimeMS":
 		default:
 			if !genericCommandFields[f.Key] {
@@ -161,7 +166,7 @@ func (w *writeCtx) findAndModify(a *famArgs) (bson.D, *cmdError) {
 		return p, nil
 	}
 	if a.remove {
-		deleted, err := w.deleteMatchingHinted(a.query, true, a.sort, a.hint)
+		deleted, err := w.deleteMatchingWith(a.query, true, a.sort, stmtOptions{hint: a.hint, collation: a.collation, hasCollation: a.hasCollation})
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +178,8 @@ func (w *writeCtx) findAndModify(a *famArgs) (bson.D, *cmdError) {
 		}
 		return bson.D{{Key: "lastErrorObject", Value: leo}, {Key: "value", Value: value}}, nil
 	}
-	out, err := w.update(updateSpec{q: a.query, u: a.update, upsert: a.upsert, arrayFilters: a.arrayFilters, sort: a.sort, hint: a.hint})
+	out, err := w.update(updateSpec{q: a.query, u: a.update, upsert: a.upsert, arrayFilters: a.arrayFilters, sort: a.sort, hint: a.hint,
+		collation: a.collation, hasCollation: a.hasCollation})
 	if err != nil {
 		return nil, err
 	}

@@ -115,23 +115,6 @@ func readMaxTimeArg(c *command) error {
 	return nil
 }
 
-// readCollationArg accepts an absent or "simple" collation; any other collation changes
-// string comparison, which the simulator does not implement.
-func readCollationArg(c *command) error {
-	v, ok := c.Arg("collation")
-	if !ok || v == nil {
-		return nil
-	}
-	d, ok := v.(bson.D)
-	if !ok {
-		return errorf(codeTypeMismatch, "BSON field '%s.collation' is the wrong type '%s', expected type 'object'", c.Name, typeName(v))
-	}
-	if loc, _ := lookupD(d, "locale"); loc == "simple" && len(d) == 1 {
-		return nil
-	}
-	return unsupported("collation %v (only the simple binary collation is implemented)", d)
-}
-
 // readEnv builds the expression environment of one read: $$NOW, $$CLUSTER_TIME and the
 // command's let variables, each evaluated once as a constant expression.
 func readEnv(s *Server, c *command) (*query.Env, error) {
@@ -394,7 +377,8 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 			return nil, err
 		}
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll) // collation.go
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
@@ -404,6 +388,7 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	env.Collate = col.keyFunc()
 	f, err := query.CompileFilter(filter)
 	if err != nil {
 		return nil, readQueryErr(err)
@@ -427,12 +412,19 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if limit > 0 {
 		max = skip + limit
 	}
-	out, sorted, err := s.eng.findIDOrdered(c, coll, filter, sortSpec, f, env, max)
-	if err != nil {
-		return nil, err
+	var out []bson.D
+	sorted := false
+	if col == nil { // the _id index orders and finds _id values binary
+		if out, sorted, err = s.eng.findIDOrdered(c, coll, filter, sortSpec, f, env, max); err != nil {
+			return nil, err
+		}
 	}
 	if !sorted {
-		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+		snapFilter := filter
+		if col != nil {
+			snapFilter = nil // {_id: "a"} may match "A": no _id lookup
+		}
+		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, snapFilter)
 		if err != nil {
 			return nil, err
 		}
@@ -452,7 +444,7 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		}
 	}
 	if len(sortSpec) > 0 && !sorted {
-		if err := query.SortDocs(out, sortSpec); err != nil {
+		if err := query.SortDocsCollated(out, sortSpec, env.Collate); err != nil {
 			return nil, readQueryErr(err)
 		}
 	}
@@ -564,16 +556,21 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 	if limit < 0 {
 		limit = -limit
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll)
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
 		return nil, err
 	}
-	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last(), Collate: col.keyFunc()}
 	f, err := query.CompileFilter(filter)
 	if err != nil {
 		return nil, readQueryErr(err)
+	}
+	snapFilter := filter
+	if col != nil {
+		snapFilter = nil // no _id lookup: {_id: "a"} may match "A"
 	}
 	var total int64
 	if len(filter) == 0 {
@@ -593,7 +590,7 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 			total = int64(len(docs))
 		}
 	} else {
-		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, snapFilter)
 		if err != nil {
 			return nil, err
 		}
@@ -651,18 +648,23 @@ func cmdDistinct(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll)
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
 		return nil, err
 	}
-	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last(), Collate: col.keyFunc()}
 	f, err := query.CompileFilter(filter)
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+	snapFilter := filter
+	if col != nil {
+		snapFilter = nil
+	}
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, snapFilter)
 	if err != nil {
 		return nil, err
 	}
@@ -675,14 +677,20 @@ func cmdDistinct(s *Server, c *command) (bson.D, error) {
 	values := bson.A{}
 	for _, d := range out {
 		rdDistinctValues(d, parts, func(v any) {
-			h := query.HashKey(v)
+			h := query.HashKey(query.CollateValue(v, env.Collate))
 			if !seen[h] {
 				seen[h] = true
 				values = append(values, v)
 			}
 		})
 	}
-	rdSortValues(values)
+	if env.Collate != nil {
+		slices.SortStableFunc(values, func(a, b any) int {
+			return query.Compare(query.CollateValue(a, env.Collate), query.CollateValue(b, env.Collate))
+		})
+	} else {
+		rdSortValues(values)
+	}
 	return bson.D{{Key: "values", Value: values}}, nil
 }
 
@@ -815,7 +823,8 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if _, err := readBoolArg(c, "allowDiskUse"); err != nil {
 		return nil, err
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll)
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
@@ -825,6 +834,7 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	env.Collate = col.keyFunc()
 	pipeline, outStage, oerr := splitOutStage(pipeline, c.DB) // aggout.go
 	if oerr != nil {
 		return nil, oerr
@@ -871,13 +881,15 @@ func rdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 // user's, whose uid is the SHA-256 of the empty user name). The rest of the pipeline runs over
 // them.
 func cmdAggregateSource(s *Server, c *command, pipeline bson.A, batchSize int) (bson.D, error) {
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, "")
+	if err != nil {
 		return nil, err
 	}
 	env, err := readEnv(s, c)
 	if err != nil {
 		return nil, err
 	}
+	env.Collate = col.keyFunc()
 	first := pipeline[0].(bson.D)[0]
 	var docs []bson.D
 	switch first.Key {

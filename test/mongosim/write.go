@@ -309,11 +309,11 @@ func idEquality(q bson.D) (any, bool) {
 
 // matching returns the slots of coll that match the filter, in natural order; at most one
 // when one is true.
-func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one bool) ([]*docSlot, *cmdError) {
+func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one bool, env *query.Env) ([]*docSlot, *cmdError) {
 	var out []*docSlot
 	var merr *cmdError
 	test := func(s *docSlot) bool {
-		ok, err := f.Match(s.doc, w.env)
+		ok, err := f.Match(s.doc, env)
 		if err != nil {
 			merr = qerrToCmd(err)
 			return false
@@ -324,7 +324,7 @@ func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one boo
 		}
 		return true
 	}
-	if id, ok := idEquality(q); ok {
+	if id, ok := idEquality(q); ok && env.Collate == nil {
 		if s := coll.slot(query.HashKey(id)); s != nil {
 			test(s)
 		}
@@ -334,8 +334,8 @@ func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one boo
 	return out, merr
 }
 
-// pickSorted returns the first of slots in sort order.
-func pickSorted(slots []*docSlot, sortSpec bson.D) (*docSlot, *cmdError) {
+// pickSorted returns the first of slots in sort order (strings compared under col).
+func pickSorted(slots []*docSlot, sortSpec bson.D, col query.Collate) (*docSlot, *cmdError) {
 	if len(slots) <= 1 {
 		if len(slots) == 0 {
 			return nil, nil
@@ -348,7 +348,7 @@ func pickSorted(slots []*docSlot, sortSpec bson.D) (*docSlot, *cmdError) {
 		docs[i] = s.doc
 		byDoc[s.key] = s
 	}
-	if err := query.SortDocs(docs, sortSpec); err != nil {
+	if err := query.SortDocsCollated(docs, sortSpec, col); err != nil {
 		return nil, qerrToCmd(err)
 	}
 	return byDoc[query.HashKey(docID(docs[0]))], nil
@@ -364,6 +364,8 @@ type updateSpec struct {
 	sort         bson.D
 	constants    bson.D    // c: variables of a pipeline update, in addition to let
 	hint         writeHint // the index the statement reads through (writehint.go)
+	collation    any       // the statement's collation argument (collation.go)
+	hasCollation bool
 }
 
 // updateOutcome is what one update statement did.
@@ -407,7 +409,11 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 	}
 	var slots []*docSlot
 	if coll != nil {
-		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil && !sp.hint.isSet())
+		if env, cerr = w.collatedEnv(env, coll, sp.collation, sp.hasCollation); cerr != nil {
+			return nil, cerr
+		}
+		opts.Env = env
+		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil && !sp.hint.isSet(), env)
 		if cerr != nil {
 			return nil, cerr
 		}
@@ -415,7 +421,7 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 			return nil, cerr
 		}
 		if !sp.multi && len(slots) > 1 {
-			s, err := pickSorted(slots, sp.sort)
+			s, err := pickSorted(slots, sp.sort, env.Collate)
 			if err != nil {
 				return nil, err
 			}
@@ -523,11 +529,20 @@ func isReplacement(u any) bool {
 // deleteMatching deletes the documents matching q (at most one when one is set, the first
 // in sort order when sortSpec is given) and returns the deleted documents.
 func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D, *cmdError) {
-	return w.deleteMatchingHinted(q, one, sortSpec, writeHint{})
+	return w.deleteMatchingWith(q, one, sortSpec, stmtOptions{})
 }
 
-// deleteMatchingHinted is deleteMatching through the index (or natural order) hint names.
-func (w *writeCtx) deleteMatchingHinted(q bson.D, one bool, sortSpec bson.D, hint writeHint) ([]bson.D, *cmdError) {
+// stmtOptions are a delete statement's hint and collation.
+type stmtOptions struct {
+	hint         writeHint
+	collation    any
+	hasCollation bool
+}
+
+// deleteMatchingWith is deleteMatching through the index (or natural order) the hint names,
+// comparing under the statement's collation (else the collection's default).
+func (w *writeCtx) deleteMatchingWith(q bson.D, one bool, sortSpec bson.D, o stmtOptions) ([]bson.D, *cmdError) {
+	hint := o.hint
 	f, err := query.CompileFilter(q)
 	if err != nil {
 		return nil, qerrToCmd(err)
@@ -536,7 +551,11 @@ func (w *writeCtx) deleteMatchingHinted(q bson.D, one bool, sortSpec bson.D, hin
 	if cerr != nil || coll == nil {
 		return nil, cerr
 	}
-	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil && !hint.isSet())
+	env, cerr := w.collatedEnv(w.env, coll, o.collation, o.hasCollation)
+	if cerr != nil {
+		return nil, cerr
+	}
+	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil && !hint.isSet(), env)
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -544,7 +563,7 @@ func (w *writeCtx) deleteMatchingHinted(q bson.D, one bool, sortSpec bson.D, hin
 		return nil, cerr
 	}
 	if one && len(slots) > 1 {
-		s, err := pickSorted(slots, sortSpec)
+		s, err := pickSorted(slots, sortSpec, env.Collate)
 		if err != nil {
 			return nil, err
 		}
@@ -651,15 +670,25 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	return reply, nil
 }
 
-// checkStatementOptions checks a statement's hint and rejects a non-simple collation.
+// checkStatementOptions checks a statement's hint and collation.
 func checkStatementOptions(st bson.D) *cmdError {
 	if _, err := statementHint(st); err != nil {
 		return err
 	}
-	if col, ok := lookupD(st, "collation"); ok && !isSimpleCollation(col) {
-		return unsupported("collations other than simple")
+	if col, ok := lookupD(st, "collation"); ok && col != nil {
+		if _, err := parseCollation(col); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// statementOptions reads a checked statement's hint and collation.
+func statementOptions(st bson.D) stmtOptions {
+	o := stmtOptions{}
+	o.hint, _ = statementHint(st)
+	o.collation, o.hasCollation = lookupD(st, "collation")
+	return o
 }
 
 func isEmptyHint(h any) bool {
@@ -757,7 +786,8 @@ func parseUpdateStatement(st bson.D) (updateSpec, *cmdError) {
 	if err := checkStatementOptions(st); err != nil {
 		return sp, err
 	}
-	sp.hint, _ = statementHint(st)
+	o := statementOptions(st)
+	sp.hint, sp.collation, sp.hasCollation = o.hint, o.collation, o.hasCollation
 	qv, ok := lookupD(st, "q")
 	if !ok {
 		return sp, errorf(codeFailedToParse, "BSON field 'update.updates.q' is missing but a required field")
@@ -845,8 +875,7 @@ func cmdDelete(s *Server, c *command) (bson.D, error) {
 				return errorf(40415, "BSON field 'delete.deletes.%s' is an unknown field.", f.Key)
 			}
 		}
-		hint, _ := statementHint(st) // checked by checkStatementOptions
-		deleted, err := w.deleteMatchingHinted(q, limit == 1, nil, hint)
+		deleted, err := w.deleteMatchingWith(q, limit == 1, nil, statementOptions(st))
 		n += len(deleted)
 		return err
 	}, func(bson.D) bson.D {

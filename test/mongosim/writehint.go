@@ -112,7 +112,7 @@ func (h writeHint) apply(coll *collection, slots []*docSlot) ([]*docSlot, *cmdEr
 		docs[i] = s.doc
 		bySlot[s.key] = s
 	}
-	if err := query.SortDocs(docs, ix.key); err != nil {
+	if err := query.SortDocsCollated(docs, ix.key, ix.collation.keyFunc()); err != nil {
 		return nil, qerrToCmd(err)
 	}
 	out := make([]*docSlot, len(docs))

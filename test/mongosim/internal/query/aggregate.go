@@ -626,7 +626,7 @@ func parseSortStage(spec any) (*pstage, error) {
 	}
 	return &pstage{run: func(docs []bson.D, env *Env) ([]bson.D, error) {
 		out := append([]bson.D(nil), docs...)
-		if err := SortDocs(out, d); err != nil {
+		if err := SortDocsCollated(out, d, env.collator()); err != nil {
 			return nil, err
 		}
 		return out, nil

@@ -13,4 +13,7 @@ type Env struct {
 	Now         time.Time
 	ClusterTime bson.Timestamp
 	Vars        map[string]any
+	// Collate is the operation's collation for query comparisons ($eq, $gt, $in, …) and
+	// sorts; nil is the simple binary one. $regex and expressions ignore it, as on a server.
+	Collate Collate
 }
