@@ -275,6 +275,10 @@ func (e *engine) outLocked(c *command, out *outStage, docs []bson.D) error {
 		tmp.options = slices.Clone(old.options)
 		tmp.preAndPostImages = old.preAndPostImages
 		tmp.collation = old.collation
+		if old.kind != nil && old.kind.capped {
+			return errorf(17152, "namespace '%s' is capped so it can't be used for $out", old.ns())
+		}
+		tmp.kind = old.kind
 		for _, ix := range old.indexes[1:] {
 			cp := ix.clone()
 			if cp.entries != nil {

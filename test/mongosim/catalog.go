@@ -147,6 +147,7 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	opts := bson.D{}
 	pre := false
 	var defaultCol *collation
+	var kindFields bson.D
 	for _, f := range c.Body[1:] {
 		if genericCommandFields[f.Key] {
 			continue
@@ -158,17 +159,11 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 				return nil, err
 			}
 			pre = enabled
-		case "capped":
-			if truthy(f.Value) {
-				return nil, unsupported("capped collections (create option 'capped')")
-			}
+		case "capped", "validator", "validationLevel", "validationAction", "size", "max",
+			"timeseries", "expireAfterSeconds", "clusteredIndex":
+			kindFields = append(kindFields, f) // collkind.go
 			continue
-		case "validator":
-			if d, ok := f.Value.(bson.D); !ok || len(d) > 0 {
-				return nil, unsupported("document validation (create option 'validator')")
-			}
-			continue
-		case "validationLevel", "validationAction", "size", "max", "autoIndexId", "flags":
+		case "autoIndexId", "flags":
 			continue
 		case "idIndex":
 			continue
@@ -184,15 +179,16 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 			f.Value = col.spec
 		case "pipeline":
 			return nil, errorf(codeBadValue, "'pipeline' requires 'viewOn' to also be specified")
-		case "timeseries", "expireAfterSeconds":
-			return nil, unsupported("time-series collections (create option '%s')", f.Key)
-		case "clusteredIndex":
-			return nil, unsupported("clustered collections (create option 'clusteredIndex')")
 		default:
 			return nil, unsupported("the create option '%s'", f.Key)
 		}
 		opts = append(opts, f)
 	}
+	kind, kindOpts, kerr := parseCollKind(kindFields)
+	if kerr != nil {
+		return nil, kerr
+	}
+	opts = append(kindOpts, opts...)
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -216,6 +212,7 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 			return nil, err
 		}
 		tv.view.options, tv.view.preAndPostImages = opts, pre
+		tv.view.setKind(kind)
 		if defaultCol != nil {
 			tv.view.collation = defaultCol
 			e.collationsUsed.Store(true)
@@ -226,6 +223,7 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	coll := newCollection(c.DB, name)
 	coll.options = opts
 	coll.preAndPostImages = pre
+	coll.setKind(kind)
 	if defaultCol != nil {
 		coll.collation = defaultCol
 		e.collationsUsed.Store(true)
@@ -404,6 +402,7 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 	desc := bson.D{}
 	pre := coll.preAndPostImages
 	var idxChange *indexChange
+	var kindMods bson.D
 	for _, f := range c.Body[1:] {
 		if genericCommandFields[f.Key] {
 			continue
@@ -427,8 +426,16 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 			}
 			idxChange = ch
 			desc = append(desc, f)
+		case "validator", "validationLevel", "validationAction":
+			kindMods = append(kindMods, f) // collkind.go
+			desc = append(desc, f)
 		default:
 			return nil, unsupported("the collMod option '%s'", f.Key)
+		}
+	}
+	if len(kindMods) > 0 {
+		if err := coll.modifyValidation(kindMods); err != nil {
+			return nil, err
 		}
 	}
 	coll.preAndPostImages = pre
@@ -570,13 +577,13 @@ func applyIndexChange(coll *collection, ch *indexChange) (bson.D, *cmdError) {
 
 // collectionInfo is the listCollections document of coll.
 func collectionInfo(coll *collection) bson.D {
-	return bson.D{
+	return kindCollectionInfo(coll, bson.D{
 		{Key: "name", Value: coll.name},
 		{Key: "type", Value: "collection"},
 		{Key: "options", Value: slices.Clone(coll.options)},
 		{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: coll.uuid}}},
 		{Key: "idIndex", Value: coll.indexes[0].spec},
-	}
+	})
 }
 
 func cmdListCollections(s *Server, c *command) (bson.D, error) {

@@ -370,6 +370,9 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		return nil, errorf(codeFailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
 	}
 	if tailable {
+		if s.eng.isCapped(c.DB, coll) { // collkind.go
+			return nil, errCappedTailable()
+		}
 		return nil, errorf(codeBadValue, "error processing query: ns=%s.%s: tailable cursor requested on non capped collection", c.DB, coll)
 	}
 	for _, name := range []string{"noCursorTimeout", "allowPartialResults", "allowDiskUse", "oplogReplay", "readOnce"} {

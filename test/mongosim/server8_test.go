@@ -560,15 +560,13 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		run  func() error
 		want string // in the message
 	}{
-		{"time-series", func() error {
-			return db.CreateCollection(ctx, "ts", options.CreateCollection().SetTimeSeriesOptions(options.TimeSeries().SetTimeField("t")))
-		}, "time-series"},
-		{"clustered", func() error {
-			return db.CreateCollection(ctx, "cl", options.CreateCollection().SetClusteredIndex(bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: true}}))
-		}, "clustered"},
-		{"capped", func() error {
-			return db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096))
-		}, "capped"},
+		{"tailable cursors", func() error {
+			if err := db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096)); err != nil {
+				return err
+			}
+			_, err := db.Collection("cap").Find(ctx, bson.D{}, options.Find().SetCursorType(options.TailableAwait))
+			return err
+		}, "tailable"},
 		{"collation", func() error {
 			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetCollation(&options.Collation{Locale: "fr"})).Err()
 		}, "collation"},

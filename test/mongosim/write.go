@@ -144,10 +144,18 @@ func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 	if err := w.touch(s.key); err != nil {
 		return err
 	}
+	if coll.kind != nil {
+		if err := w.checkInsertKind(coll, doc); err != nil { // collkind.go
+			return err
+		}
+	}
 	if err := coll.insertSlot(s); err != nil {
 		return err
 	}
 	w.record(coll, "insert", s.key, s, &oplogEntry{op: "insert", docKey: bson.D{{Key: "_id", Value: id}}, doc: doc})
+	if coll.kind != nil && coll.kind.capped {
+		w.trimCapped(coll)
+	}
 	return nil
 }
 
@@ -155,6 +163,11 @@ func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 func (w *writeCtx) replaceDoc(coll *collection, old *docSlot, res *query.UpdateResult, size int) *cmdError {
 	if err := w.touch(old.key); err != nil {
 		return err
+	}
+	if coll.kind != nil {
+		if err := w.validate(coll, res.Doc, old.doc); err != nil { // validator.go
+			return err
+		}
 	}
 	s := &docSlot{doc: res.Doc, key: old.key, size: size}
 	if err := coll.replaceSlot(s); err != nil {
