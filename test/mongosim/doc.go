@@ -8,9 +8,10 @@
 //	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 //
 // It answers the legacy OP_QUERY handshake and OP_MSG commands, reports itself as the primary of
-// replica set "rs0", and implements CRUD, indexes (unique, partial, TTL), sessions, retryable-write
-// dedupe, multi-document transactions and change streams with ordered, opaque resume tokens and a
-// bounded oplog. Faults are injected with the server's own configureFailPoint command or with Go
+// replica set "rs0", and implements CRUD (with hints on writes, $out and $merge), indexes
+// (unique, partial, TTL), English collations, views, capped, clustered, time-series and
+// validated collections, sessions, retryable-write dedupe, multi-document transactions and
+// change streams with ordered, opaque resume tokens and a bounded oplog. Faults are injected with the server's own configureFailPoint command or with Go
 // hooks (KillAllConnections, StepDown, TruncateOplog, Pause).
 //
 // Anything it does not support fails with one error code, 9000001, whose message names the
