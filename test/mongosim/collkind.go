@@ -14,9 +14,10 @@ type collKind struct {
 	clustered       bool  // documents are kept, and scanned, in _id order
 	timeField       string
 	metaField       string
-	validator       *validator // validator.go; nil = none
-	validationLevel string     // strict, moderate or off
-	validationWarn  bool       // validationAction warn: failures are allowed
+	validator       *validator    // validator.go; nil = none
+	validationLevel string        // strict, moderate or off
+	validationWarn  bool          // validationAction warn: failures are allowed
+	tailWake        chan struct{} // capped: closed and replaced by each insert (tailable.go)
 }
 
 // kindOptionFields are the create options parseCollKind reads.
@@ -106,6 +107,7 @@ func parseCollKind(fields bson.D) (*collKind, bson.D, *cmdError) {
 		}
 		// As on a server: at least 4096 bytes, else raised to a multiple of 256.
 		k.cappedSize, plain = size, false
+		k.tailWake = make(chan struct{})
 		if k.cappedSize <= 4096 {
 			k.cappedSize = 4096
 		} else if r := k.cappedSize % 256; r != 0 {
@@ -297,11 +299,6 @@ func kindCollectionInfo(coll *collection, info bson.D) bson.D {
 		out = append(out, f)
 	}
 	return out
-}
-
-// errCappedTailable refuses tailable cursors, which mongosim does not implement.
-func errCappedTailable() *cmdError {
-	return unsupported("tailable cursors on capped collections")
 }
 
 // setKind makes coll a collection of kind k (nil: plain). A clustered collection's _id index

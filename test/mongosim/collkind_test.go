@@ -262,3 +262,97 @@ func TestValidator(t *testing.T) {
 		t.Fatalf("validationAction warn: %v", err)
 	}
 }
+
+// A tailable cursor on a capped collection stays open at its end, returns later inserts, and
+// with awaitData a getMore waits for the next insert; it fails with CappedPositionLost once
+// the collection wraps past it. An empty capped collection gives no cursor.
+func TestTailableCursor(t *testing.T) {
+	srv, cl := startServer(t, Options{})
+	ctx := testCtx(t)
+	db := cl.Database("tail")
+	if err := db.CreateCollection(ctx, "c", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096).SetMaxDocuments(2)); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("c")
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetCursorType(options.Tailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.ID() != 0 {
+		t.Fatalf("tailable cursor on an empty capped collection: id %d, want 0", cur.ID())
+	}
+	_ = cur.Close(ctx)
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "x", Value: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err = coll.Find(ctx, bson.D{{Key: "x", Value: bson.D{{Key: "$gte", Value: 0}}}}, options.Find().SetCursorType(options.TailableAwait).SetMaxAwaitTime(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	if !cur.Next(ctx) || cur.Current.Lookup("_id").Int32() != 1 {
+		t.Fatalf("first document: %v %v", cur.Current, cur.Err())
+	}
+	if cur.ID() == 0 {
+		t.Fatal("the tailable cursor closed at the end of the collection")
+	}
+	// A getMore waits; an insert wakes it long before its 15 s await time.
+	id := cur.ID()
+	got := make(chan int32, 1)
+	go func() {
+		if cur.Next(ctx) {
+			got <- cur.Current.Lookup("_id").Int32()
+		} else {
+			got <- -1
+		}
+	}()
+	waitFor(t, 10*time.Second, "the awaiting getMore", func() bool {
+		srv.eng.mu.Lock()
+		defer srv.eng.mu.Unlock()
+		ent := srv.eng.cursors.open[id]
+		return ent != nil && ent.inUse // the getMore holds the cursor while it waits
+	})
+	start := time.Now()
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}, {Key: "x", Value: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != 3 {
+			t.Fatalf("awaited document: %d, want 3", id)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("the insert did not wake the getMore (%v)", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("no document from the awaiting getMore")
+	}
+	// The collection wraps past the cursor's position (max 2): the next getMore fails.
+	for _, id := range []int{4, 5} {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "x", Value: -1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cur.Next(ctx) {
+		t.Fatalf("a document after the position was lost: %v", cur.Current)
+	}
+	var se mongo.ServerError
+	if !errors.As(cur.Err(), &se) || !se.HasErrorCode(codeCappedPositionLost) {
+		t.Fatalf("after wrapping: %v, want CappedPositionLost (136)", cur.Err())
+	}
+	// Without awaitData a getMore at the end answers at once and the cursor stays open.
+	cur2, err := coll.Find(ctx, bson.D{}, options.Find().SetCursorType(options.Tailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur2.Close(ctx)
+	for cur2.TryNext(ctx) {
+	}
+	if cur2.Err() != nil || cur2.ID() == 0 || cur2.TryNext(ctx) {
+		t.Fatalf("tailable without awaitData at the end: err %v, id %d", cur2.Err(), cur2.ID())
+	}
+	_, err = coll.Find(ctx, bson.D{}, options.Find().SetCursorType(options.Tailable).SetSort(bson.D{{Key: "x", Value: 1}}))
+	if !errors.As(err, &se) || !se.HasErrorCode(codeBadValue) {
+		t.Fatalf("tailable with a sort: %v, want BadValue", err)
+	}
+}

@@ -370,8 +370,11 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		return nil, errorf(codeFailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
 	}
 	if tailable {
-		if s.eng.isCapped(c.DB, coll) { // collkind.go
-			return nil, errCappedTailable()
+		if s.eng.isCapped(c.DB, coll) { // collkind.go, tailable.go
+			if err := checkTailableOptions(c, sortSpec, skip, limit, single, returnKey); err != nil {
+				return nil, err
+			}
+			return s.findTailable(c, coll, filter, proj, awaitData, batchSize)
 		}
 		return nil, errorf(codeBadValue, "error processing query: ns=%s.%s: tailable cursor requested on non capped collection", c.DB, coll)
 	}

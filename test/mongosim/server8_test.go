@@ -560,13 +560,6 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		run  func() error
 		want string // in the message
 	}{
-		{"tailable cursors", func() error {
-			if err := db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096)); err != nil {
-				return err
-			}
-			_, err := db.Collection("cap").Find(ctx, bson.D{}, options.Find().SetCursorType(options.TailableAwait))
-			return err
-		}, "tailable"},
 		{"collation", func() error {
 			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetCollation(&options.Collation{Locale: "fr"})).Err()
 		}, "collation"},

@@ -155,6 +155,7 @@ func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 	w.record(coll, "insert", s.key, s, &oplogEntry{op: "insert", docKey: bson.D{{Key: "_id", Value: id}}, doc: doc})
 	if coll.kind != nil && coll.kind.capped {
 		w.trimCapped(coll)
+		coll.wakeTailers() // tailable.go
 	}
 	return nil
 }
