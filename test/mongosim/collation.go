@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -81,7 +82,7 @@ func parseCollation(v any) (*collation, *cmdError) {
 				return nil, errorf(codeTypeMismatch, "BSON field 'collation.%s' is the wrong type '%s', expected type 'string'", f.Key, typeName(f.Value))
 			}
 			valid := map[string][]string{"caseFirst": {"upper", "lower", "off"}, "alternate": {"non-ignorable", "shifted"}, "maxVariable": {"punct", "space"}}[f.Key]
-			if !containsString(valid, s) {
+			if !slices.Contains(valid, s) {
 				return nil, errorf(codeBadValue, "Enumeration value '%s' for field 'collation.%s' is not a valid value.", s, f.Key)
 			}
 			switch f.Key {
@@ -144,15 +145,6 @@ func parseCollation(v any) (*collation, *cmdError) {
 		return k
 	}
 	return col, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // keyFunc is the comparison-key function of col, nil for the simple collation.

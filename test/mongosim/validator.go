@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -237,7 +238,7 @@ func compileSchema(v any) (*jsonSchema, *cmdError) {
 				if f.Key == "bsonType" && !schemaBSONTypes[n] {
 					return nil, errorf(codeBadValue, "Unknown type name alias: %s", n)
 				}
-				if f.Key == "type" && !containsString([]string{"object", "array", "number", "boolean", "string", "null"}, n) {
+				if f.Key == "type" && !slices.Contains([]string{"object", "array", "number", "boolean", "string", "null"}, n) {
 					return nil, errorf(codeBadValue, "Unknown type name alias: %s", n)
 				}
 			}
