@@ -101,6 +101,16 @@ func TestCollationQueriesAndSorts(t *testing.T) {
 	if err := cur.All(ctx, &agg); err != nil || len(agg) != 3 { // a, A and á tie under strength 1
 		t.Fatalf("aggregate $match/$sort under strength 1: %v %v", agg, err)
 	}
+	// $group keys equal under the collation form one group, keyed by the first value seen.
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: all}}, {{Key: "$group", Value: bson.D{{Key: "_id", Value: "$s"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}}},
+		options.Aggregate().SetCollation(en(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []bson.M
+	if err := cur.All(ctx, &groups); err != nil || len(groups) != 3 {
+		t.Fatalf("$group under strength 2: %v %v, want 3 groups (a/A, b/B, á)", groups, err)
+	}
 }
 
 // Writes match under the statement's collation; a unique index with a collation refuses keys

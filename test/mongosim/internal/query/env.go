@@ -13,7 +13,8 @@ type Env struct {
 	Now         time.Time
 	ClusterTime bson.Timestamp
 	Vars        map[string]any
-	// Collate is the operation's collation for query comparisons ($eq, $gt, $in, …) and
-	// sorts; nil is the simple binary one. $regex and expressions ignore it, as on a server.
+	// Collate is the operation's collation for query comparisons ($eq, $gt, $in, …), sorts
+	// and $group keys; nil is the simple binary one. $regex ignores it, as on a server;
+	// aggregation expressions ignore it too (a server applies it to them).
 	Collate Collate
 }
