@@ -101,6 +101,13 @@ func TestCollationQueriesAndSorts(t *testing.T) {
 	if err := cur.All(ctx, &agg); err != nil || len(agg) != 3 { // a, A and á tie under strength 1
 		t.Fatalf("aggregate $match/$sort under strength 1: %v %v", agg, err)
 	}
+	// Comparison expressions ($expr, $project) compare under the collation too.
+	if got := colNames(t, coll, bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$s", "CAFE"}}}}}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetCollation(en(2))); got != "Cafe,cafe" {
+		t.Fatalf("$expr $eq under strength 2: %s, want Cafe,cafe", got)
+	}
+	if got := colNames(t, coll, bson.D{{Key: "$expr", Value: bson.D{{Key: "$in", Value: bson.A{"$s", bson.A{"CAFÉ"}}}}}}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetCollation(en(1))); got != "café,Cafe,cafe" {
+		t.Fatalf("$expr $in under strength 1: %s, want café,Cafe,cafe", got)
+	}
 	// $group keys equal under the collation form one group, keyed by the first value seen.
 	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: all}}, {{Key: "$group", Value: bson.D{{Key: "_id", Value: "$s"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}}},
 		options.Aggregate().SetCollation(en(2)))
