@@ -74,8 +74,9 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 		ns   nsRef
 		doc  bson.D // insert document
 		upd  updateSpec
-		q    bson.D // delete filter
-		one  bool   // delete: multi false
+		q    bson.D      // delete filter
+		one  bool        // delete: multi false
+		opts stmtOptions // hint and collation
 	}
 	parsed := make([]bulkOp, len(ops))
 	for i, v := range ops {
@@ -158,6 +159,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 			if err := checkStatementOptions(st); err != nil {
 				return nil, err
 			}
+			op.opts = statementOptions(st)
 		default:
 			return nil, errorf(codeFailedToParse, "Unrecognized bulkWrite operation '%s' in ops entry %d", kind, i)
 		}
@@ -186,7 +188,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 		o, done := w.executed(i)
 		var err *cmdError
 		if !done {
-			o, err = w.bulkOp(op.kind, op.doc, op.upd, op.q, op.one)
+			o, err = w.bulkOp(op.kind, op.doc, op.upd, op.q, op.one, op.opts)
 			if err = w.endStatement(err); err == errStmtDropped {
 				return nil, errCloseConnection
 			}
@@ -244,7 +246,7 @@ func cmdBulkWrite(s *Server, c *command) (bson.D, error) {
 
 // bulkOp runs one operation of a client bulkWrite: insert doc, update upd, or delete the
 // documents matching q (one or all).
-func (w *writeCtx) bulkOp(kind string, doc bson.D, upd updateSpec, q bson.D, one bool) (stmtOutcome, *cmdError) {
+func (w *writeCtx) bulkOp(kind string, doc bson.D, upd updateSpec, q bson.D, one bool, opts stmtOptions) (stmtOutcome, *cmdError) {
 	switch kind {
 	case "insert":
 		doc, size, err := prepareInsert(doc)
@@ -281,7 +283,7 @@ func (w *writeCtx) bulkOp(kind string, doc bson.D, upd updateSpec, q bson.D, one
 				return stmtOutcome{}, err
 			}
 		}
-		deleted, err := w.deleteMatching(q, one, nil)
+		deleted, err := w.deleteMatchingWith(q, one, nil, opts)
 		return stmtOutcome{n: int32(len(deleted))}, err
 	}
 }

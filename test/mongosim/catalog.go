@@ -25,6 +25,7 @@ func init() {
 type database struct {
 	name  string
 	colls map[string]*collection
+	views map[string]*userView // views.go; nil until the first view
 }
 
 // collLocked returns the committed collection db.coll, or nil. Caller holds e.mu.
@@ -84,7 +85,7 @@ func (e *engine) removeCollectionLocked(db, coll string) {
 		return
 	}
 	delete(d.colls, coll)
-	if len(d.colls) == 0 {
+	if len(d.colls) == 0 && len(d.views) == 0 {
 		delete(e.dbs, db)
 	}
 }
@@ -140,8 +141,13 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 	if err := validCollName(c.DB, name); err != nil {
 		return nil, err
 	}
+	if _, ok := c.Arg("viewOn"); ok {
+		return s.createView(c, name) // views.go
+	}
 	opts := bson.D{}
 	pre := false
+	var defaultCol *collation
+	var kindFields bson.D
 	for _, f := range c.Body[1:] {
 		if genericCommandFields[f.Key] {
 			continue
@@ -153,41 +159,44 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 				return nil, err
 			}
 			pre = enabled
-		case "capped":
-			if truthy(f.Value) {
-				return nil, unsupported("capped collections (create option 'capped')")
-			}
+		case "capped", "validator", "validationLevel", "validationAction", "size", "max",
+			"timeseries", "expireAfterSeconds", "clusteredIndex":
+			kindFields = append(kindFields, f) // collkind.go
 			continue
-		case "validator":
-			if d, ok := f.Value.(bson.D); !ok || len(d) > 0 {
-				return nil, unsupported("document validation (create option 'validator')")
-			}
-			continue
-		case "validationLevel", "validationAction", "size", "max", "autoIndexId", "flags":
+		case "autoIndexId", "flags":
 			continue
 		case "idIndex":
 			continue
 		case "collation":
-			if !isSimpleCollation(f.Value) {
-				return nil, unsupported("collections with a collation (create option 'collation')")
+			col, err := parseCollation(f.Value)
+			if err != nil {
+				return nil, err
 			}
-			continue
-		case "viewOn", "pipeline":
-			return nil, unsupported("views (create option '%s')", f.Key)
-		case "timeseries", "expireAfterSeconds":
-			return nil, unsupported("time-series collections (create option '%s')", f.Key)
-		case "clusteredIndex":
-			return nil, unsupported("clustered collections (create option 'clusteredIndex')")
+			if col == nil {
+				continue
+			}
+			defaultCol = col
+			f.Value = col.spec
+		case "pipeline":
+			return nil, errorf(codeBadValue, "'pipeline' requires 'viewOn' to also be specified")
 		default:
 			return nil, unsupported("the create option '%s'", f.Key)
 		}
 		opts = append(opts, f)
 	}
+	kind, kindOpts, kerr := parseCollKind(kindFields)
+	if kerr != nil {
+		return nil, kerr
+	}
+	opts = append(kindOpts, opts...)
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.collLocked(c.DB, name) != nil {
 		return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", c.DB, name)
+	}
+	if e.userViewLocked(c.DB, name) != nil {
+		return nil, errorf(codeNamespaceExists, "Namespace %s.%s already exists", c.DB, name)
 	}
 	if c.InTransaction() {
 		// Created in the transaction's view; it and its create event appear at commit.
@@ -203,12 +212,22 @@ func cmdCreate(s *Server, c *command) (bson.D, error) {
 			return nil, err
 		}
 		tv.view.options, tv.view.preAndPostImages = opts, pre
+		tv.view.setKind(kind)
+		if defaultCol != nil {
+			tv.view.collation = defaultCol
+			e.collationsUsed.Store(true)
+		}
 		t.ops[len(t.ops)-1].entry = createEntry(tv.view) // with the options
 		return bson.D{}, nil
 	}
 	coll := newCollection(c.DB, name)
 	coll.options = opts
 	coll.preAndPostImages = pre
+	coll.setKind(kind)
+	if defaultCol != nil {
+		coll.collation = defaultCol
+		e.collationsUsed.Store(true)
+	}
 	e.addCollectionLocked(coll, nil)
 	return bson.D{}, nil
 }
@@ -240,6 +259,9 @@ func cmdDrop(s *Server, c *command) (bson.D, error) {
 	defer e.mu.Unlock()
 	coll := e.collLocked(c.DB, name)
 	if coll == nil {
+		if e.dropViewLocked(c.DB, name) { // views.go
+			return bson.D{{Key: "ns", Value: c.DB + "." + name}}, nil
+		}
 		return nil, errorf(codeNamespaceNotFound, "ns not found")
 	}
 	n := int32(len(coll.indexes))
@@ -315,17 +337,31 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	src := e.collLocked(fdb, fcoll)
+	if src == nil && e.userViewLocked(fdb, fcoll) != nil {
+		return nil, errIsView(fdb, fcoll)
+	}
+	if e.userViewLocked(tdb, tcoll) != nil {
+		return nil, errorf(codeNamespaceExists, "a view already exists with that name: %s", to)
+	}
 	if src == nil {
 		return nil, errorf(codeNamespaceNotFound, "Source collection %s does not exist", from)
 	}
 	if from == to {
 		return nil, errorf(codeIllegalOperation, "Can't rename a collection to itself")
 	}
+	if e.collLocked(tdb, tcoll) != nil && !dropTarget {
+		return nil, errorf(codeNamespaceExists, "target namespace exists")
+	}
+	e.renameLocked(src, tdb, tcoll)
+	return bson.D{}, nil
+}
+
+// renameLocked moves src to tdb.tcoll, dropping a collection already there, and logs the
+// drop and the "rename" entry. Caller holds e.mu.
+func (e *engine) renameLocked(src *collection, tdb, tcoll string) {
+	fdb, fcoll := src.db, src.name
 	desc := bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: tdb}, {Key: "coll", Value: tcoll}}}}
 	if dst := e.collLocked(tdb, tcoll); dst != nil {
-		if !dropTarget {
-			return nil, errorf(codeNamespaceExists, "target namespace exists")
-		}
 		e.dropCollectionLocked(dst)
 		desc = append(desc, bson.E{Key: "dropTarget", Value: dst.uuid})
 	}
@@ -342,7 +378,6 @@ func cmdRenameCollection(s *Server, c *command) (bson.D, error) {
 	d.colls[tcoll] = &moved
 	e.logLocked(&oplogEntry{ts: e.clock.tick(), op: "rename", db: fdb, coll: fcoll, collUUID: src.uuid,
 		toDB: tdb, toColl: tcoll, opDesc: desc})
-	return bson.D{}, nil
 }
 
 func cmdCollMod(s *Server, c *command) (bson.D, error) {
@@ -357,6 +392,9 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	coll := e.collLocked(c.DB, name)
+	if coll == nil && e.userViewLocked(c.DB, name) != nil {
+		return nil, unsupported("collMod of a view")
+	}
 	if coll == nil {
 		return nil, errorf(codeNamespaceNotFound, "ns does not exist: %s.%s", c.DB, name)
 	}
@@ -364,6 +402,7 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 	desc := bson.D{}
 	pre := coll.preAndPostImages
 	var idxChange *indexChange
+	var kindMods bson.D
 	for _, f := range c.Body[1:] {
 		if genericCommandFields[f.Key] {
 			continue
@@ -387,8 +426,16 @@ func cmdCollMod(s *Server, c *command) (bson.D, error) {
 			}
 			idxChange = ch
 			desc = append(desc, f)
+		case "validator", "validationLevel", "validationAction":
+			kindMods = append(kindMods, f) // collkind.go
+			desc = append(desc, f)
 		default:
 			return nil, unsupported("the collMod option '%s'", f.Key)
+		}
+	}
+	if len(kindMods) > 0 {
+		if err := coll.modifyValidation(kindMods); err != nil {
+			return nil, err
 		}
 	}
 	coll.preAndPostImages = pre
@@ -530,13 +577,13 @@ func applyIndexChange(coll *collection, ch *indexChange) (bson.D, *cmdError) {
 
 // collectionInfo is the listCollections document of coll.
 func collectionInfo(coll *collection) bson.D {
-	return bson.D{
+	return kindCollectionInfo(coll, bson.D{
 		{Key: "name", Value: coll.name},
 		{Key: "type", Value: "collection"},
 		{Key: "options", Value: slices.Clone(coll.options)},
 		{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: coll.uuid}}},
 		{Key: "idIndex", Value: coll.indexes[0].spec},
-	}
+	})
 }
 
 func cmdListCollections(s *Server, c *command) (bson.D, error) {
@@ -562,6 +609,9 @@ func cmdListCollections(s *Server, c *command) (bson.D, error) {
 	if d := e.dbs[c.DB]; d != nil {
 		for _, coll := range d.colls {
 			infos = append(infos, collectionInfo(coll))
+		}
+		for _, v := range d.views {
+			infos = append(infos, viewInfo(v))
 		}
 	}
 	if c.DB == "local" {

@@ -23,6 +23,8 @@ type collection struct {
 	uuid             bson.Binary // UUID, binary subtype 4; kept across renames
 	options          bson.D      // the create options, as listCollections reports them
 	preAndPostImages bool        // changeStreamPreAndPostImages.enabled
+	collation        *collation  // the default collation; nil = simple (collation.go)
+	kind             *collKind   // capped, clustered, time-series, validated; nil = plain (collkind.go)
 
 	docs  []*docSlot     // natural order; nil = deleted
 	byID  map[string]int // query.HashKey(_id) -> position in docs
@@ -92,6 +94,10 @@ func (coll *collection) count() int { return len(coll.byID) }
 // scan calls fn for each document in natural (insertion) order until fn returns false.
 // fn must not modify the collection nor the documents.
 func (coll *collection) scan(fn func(doc bson.D) bool) {
+	if coll.kind != nil && coll.kind.clustered {
+		coll.scanSlots(func(s *docSlot) bool { return fn(s.doc) })
+		return
+	}
 	for _, s := range coll.docs {
 		if s != nil && !fn(s.doc) {
 			return
@@ -101,6 +107,15 @@ func (coll *collection) scan(fn func(doc bson.D) bool) {
 
 // scanSlots is scan over the slots (for writers, which need the keys).
 func (coll *collection) scanSlots(fn func(s *docSlot) bool) {
+	if coll.kind != nil && coll.kind.clustered {
+		// A clustered collection's natural order is its _id order.
+		for _, e := range coll.order {
+			if !fn(coll.docs[coll.byID[e.key]]) {
+				return
+			}
+		}
+		return
+	}
 	for _, s := range coll.docs {
 		if s != nil && !fn(s) {
 			return

@@ -8,10 +8,12 @@
 //	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 //
 // It answers the legacy OP_QUERY handshake and OP_MSG commands, reports itself as the primary of
-// replica set "rs0", and implements CRUD, indexes (unique, partial, TTL), sessions, retryable-write
-// dedupe, multi-document transactions, snapshot reads at a cluster time and change streams with
-// ordered, opaque resume tokens and a bounded oplog. Faults are injected with the server's own configureFailPoint and replSetStepDown
-// commands or with Go
+// replica set "rs0", and implements CRUD (with hints on writes, $out and $merge), indexes
+// (unique, partial, TTL), English collations, views, capped, clustered, time-series and
+// validated collections, sessions, retryable-write dedupe, multi-document transactions,
+// snapshot reads at a cluster time and change streams with ordered, opaque resume tokens and a
+// bounded oplog. Faults are injected with the server's own configureFailPoint and
+// replSetStepDown commands or with Go
 // hooks (KillAllConnections, StepDown, TruncateOplog, Pause).
 //
 // Anything it does not support fails with one error code, 9000001, whose message names the

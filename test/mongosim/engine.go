@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // engine is the simulated node's data: the catalog, the oplog, sessions and cursors.
@@ -22,6 +23,10 @@ type engine struct {
 	txns     *txnTable            // txn.go: open and recently committed transactions per session
 
 	stop chan struct{} // closed by shutdown: background monitors end
+
+	// collationsUsed is set once any collection has a default collation: until then reads
+	// need not look up the collection's collation (collation.go).
+	collationsUsed atomic.Bool
 }
 
 func newEngine(s *Server) *engine {

@@ -20,6 +20,9 @@ type famArgs struct {
 	fields       bson.D
 	upsert       bool
 	arrayFilters bson.A
+	hint         writeHint
+	collation    any // collation.go
+	hasCollation bool
 }
 
 func parseFindAndModify(c *command) (*famArgs, *cmdError) {
@@ -67,13 +70,18 @@ func parseFindAndModify(c *command) (*famArgs, *cmdError) {
 			}
 			a.arrayFilters = af
 		case "hint":
-			if !isEmptyHint(f.Value) {
-				return nil, unsupported("hint on findAndModify")
+			h, err := parseWriteHint(f.Value)
+			if err != nil {
+				return nil, err
 			}
+			a.hint = h
 		case "collation":
-			if !isSimpleCollation(f.Value) {
-				return nil, unsupported("collations other than simple")
+			if f.Value != nil {
+				if _, err := parseCollation(f.Value); err != nil {
+					return nil, err
+				}
 			}
+			a.collation, a.hasCollation = f.Value, true
 		case "bypassDocumentValidation", "let", "maxTimeMS":
 		default:
 			if !genericCommandFields[f.Key] {
@@ -161,7 +169,7 @@ func (w *writeCtx) findAndModify(a *famArgs) (bson.D, *cmdError) {
 		return p, nil
 	}
 	if a.remove {
-		deleted, err := w.deleteMatching(a.query, true, a.sort)
+		deleted, err := w.deleteMatchingWith(a.query, true, a.sort, stmtOptions{hint: a.hint, collation: a.collation, hasCollation: a.hasCollation})
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +181,8 @@ func (w *writeCtx) findAndModify(a *famArgs) (bson.D, *cmdError) {
 		}
 		return bson.D{{Key: "lastErrorObject", Value: leo}, {Key: "value", Value: value}}, nil
 	}
-	out, err := w.update(updateSpec{q: a.query, u: a.update, upsert: a.upsert, arrayFilters: a.arrayFilters, sort: a.sort})
+	out, err := w.update(updateSpec{q: a.query, u: a.update, upsert: a.upsert, arrayFilters: a.arrayFilters, sort: a.sort, hint: a.hint,
+		collation: a.collation, hasCollation: a.hasCollation})
 	if err != nil {
 		return nil, err
 	}

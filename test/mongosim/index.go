@@ -36,6 +36,10 @@ type index struct {
 	// prepareUnique (collMod, createIndexes): new duplicate keys are refused, existing ones
 	// stay, until the index is converted to unique.
 	prepareUnique bool
+	// collation compares the key's strings (nil: binary); explicitSimple records a
+	// {locale: "simple"} that overrides the collection's default.
+	collation      *collation
+	explicitSimple bool
 
 	// entries maps a key (indexKey.hash) to the _id hash of the document holding it;
 	// maintained for unique indexes only.
@@ -94,7 +98,7 @@ func (ix *index) keysFor(doc bson.D) ([]indexKey, *cmdError) {
 		if found {
 			anyFound = true
 		}
-		vals = dedupe(vals)
+		vals = dedupe(vals, ix.collation.keyFunc())
 		if len(vals) > 1 {
 			if multi != "" {
 				return nil, errorf(171, "cannot index parallel arrays [%s] [%s]", f.Key, multi)
@@ -112,7 +116,7 @@ func (ix *index) keysFor(doc bson.D) ([]indexKey, *cmdError) {
 		next := make([]indexKey, 0, len(keys)*len(vals))
 		for _, k := range keys {
 			for _, v := range vals {
-				h := query.HashKey(v)
+				h := query.HashKey(query.CollateValue(v, ix.collation.keyFunc()))
 				next = append(next, indexKey{
 					hash: k.hash + strconv.Itoa(len(h)) + ":" + h,
 					vals: append(slices.Clip(k.vals), v),
@@ -173,14 +177,14 @@ func keyValues(v any, parts []string, out *[]any, found *bool) {
 	}
 }
 
-func dedupe(vals []any) []any {
+func dedupe(vals []any, col query.Collate) []any {
 	if len(vals) < 2 {
 		return vals
 	}
 	seen := make(map[string]bool, len(vals))
 	out := vals[:0:0]
 	for _, v := range vals {
-		h := query.HashKey(v)
+		h := query.HashKey(query.CollateValue(v, col))
 		if !seen[h] {
 			seen[h] = true
 			out = append(out, v)
@@ -365,10 +369,16 @@ func parseIndexSpec(raw any) (*index, *cmdError) {
 				return nil, unsupported("hidden indexes")
 			}
 		case "collation":
-			if !isSimpleCollation(f.Value) {
-				return nil, unsupported("collations other than simple (index %s)", ix.name)
+			col, err := parseCollation(f.Value)
+			if err != nil {
+				return nil, err
 			}
-			continue
+			if col == nil {
+				ix.explicitSimple = true
+				continue
+			}
+			ix.collation = col
+			f.Value = col.spec
 		case "partialFilterExpression":
 			pd, ok := f.Value.(bson.D)
 			if !ok {
@@ -448,7 +458,7 @@ func isSimpleCollation(v any) bool {
 // sameOptions compares the options that distinguish two indexes on the same key.
 func (ix *index) sameOptions(o *index) bool {
 	return ix.unique == o.unique && ix.sparse == o.sparse && ix.ttl == o.ttl &&
-		(!ix.ttl || ix.ttlSeconds == o.ttlSeconds) && samePartial(ix, o)
+		(!ix.ttl || ix.ttlSeconds == o.ttlSeconds) && samePartial(ix, o) && sameCollation(ix.collation, o.collation)
 }
 
 func samePartial(a, b *index) bool {
@@ -538,6 +548,9 @@ func cmdCreateIndexes(s *Server, c *command) (bson.D, error) {
 	e := s.eng
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.viewWriteErrorLocked(c.DB, name); err != nil {
+		return nil, err
+	}
 	coll := e.collLocked(c.DB, name)
 	var txn *transaction
 	created := false
@@ -567,6 +580,11 @@ func cmdCreateIndexes(s *Server, c *command) (bson.D, error) {
 	before := len(coll.indexes)
 	var toAdd []*index
 	for _, ix := range reqs {
+		if coll.collation != nil && ix.collation == nil && !ix.explicitSimple && !ix.isID {
+			// An index without a collation takes the collection's default, as on a server.
+			ix.collation = coll.collation
+			ix.spec = append(slices.Clip(ix.spec), bson.E{Key: "collation", Value: coll.collation.spec})
+		}
 		exists := false
 		for _, o := range append(slices.Clip(coll.indexes), toAdd...) {
 			switch {
@@ -580,7 +598,7 @@ func cmdCreateIndexes(s *Server, c *command) (bson.D, error) {
 				return nil, errorf(codeIndexOptionsConflict,
 					"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
 					formatKeyValue(ix.spec), formatKeyValue(o.spec))
-			case sameKey(o.key, ix.key) && samePartial(o, ix):
+			case sameKey(o.key, ix.key) && samePartial(o, ix) && sameCollation(o.collation, ix.collation):
 				return nil, errorf(codeIndexOptionsConflict, "Index already exists with a different name: %s", o.name)
 			}
 			if exists {
@@ -647,6 +665,9 @@ func cmdDropIndexes(s *Server, c *command) (bson.D, error) {
 		return nil, errorf(263, "Cannot run 'dropIndexes' in a multi-document transaction.")
 	}
 	coll := e.collLocked(c.DB, name)
+	if coll == nil && e.userViewLocked(c.DB, name) != nil {
+		return nil, errIsView(c.DB, name)
+	}
 	if coll == nil {
 		return nil, errorf(codeNamespaceNotFound, "ns not found %s.%s", c.DB, name)
 	}

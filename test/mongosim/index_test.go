@@ -347,8 +347,7 @@ func TestIndexCatalogCommands(t *testing.T) {
 	if ce := wRunErr(t, db, bson.D{{Key: "create", Value: "pre"}}); ce.Code != codeNamespaceExists {
 		t.Fatalf("create twice = %+v", ce)
 	}
-	for _, opt := range []bson.E{{Key: "capped", Value: true}, {Key: "validator", Value: bson.D{{Key: "a", Value: 1}}},
-		{Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}}}, {Key: "clusteredIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: true}}}} {
+	for _, opt := range []bson.E{{Key: "expireAfterSeconds", Value: 10}, {Key: "clusteredIndex", Value: true}} {
 		ce := wRunErr(t, db, bson.D{{Key: "create", Value: "x"}, opt})
 		if ce.Code != codeUnsupported || !strings.Contains(ce.Message, opt.Key) {
 			t.Fatalf("create with %s = %+v, want unsupported naming it", opt.Key, ce)
@@ -396,8 +395,8 @@ func TestIndexCatalogCommands(t *testing.T) {
 	if !off {
 		t.Fatal("collMod did not disable pre-images")
 	}
-	if ce := wRunErr(t, db, bson.D{{Key: "collMod", Value: "pre"}, {Key: "validator", Value: bson.D{}}}); ce.Code != codeUnsupported {
-		t.Fatalf("collMod validator = %+v", ce)
+	if ce := wRunErr(t, db, bson.D{{Key: "collMod", Value: "pre"}, {Key: "timeseries", Value: bson.D{}}}); ce.Code != codeUnsupported {
+		t.Fatalf("collMod timeseries = %+v", ce)
 	}
 	// listDatabases.
 	// admin, config and local exist from the start, as on a real replica-set member.

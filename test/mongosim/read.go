@@ -115,23 +115,6 @@ func readMaxTimeArg(c *command) error {
 	return nil
 }
 
-// readCollationArg accepts an absent or "simple" collation; any other collation changes
-// string comparison, which the simulator does not implement.
-func readCollationArg(c *command) error {
-	v, ok := c.Arg("collation")
-	if !ok || v == nil {
-		return nil
-	}
-	d, ok := v.(bson.D)
-	if !ok {
-		return errorf(codeTypeMismatch, "BSON field '%s.collation' is the wrong type '%s', expected type 'object'", c.Name, typeName(v))
-	}
-	if loc, _ := lookupD(d, "locale"); loc == "simple" && len(d) == 1 {
-		return nil
-	}
-	return unsupported("collation %v (only the simple binary collation is implemented)", d)
-}
-
 // readEnv builds the expression environment of one read: $$NOW, $$CLUSTER_TIME and the
 // command's let variables, each evaluated once as a constant expression.
 func readEnv(s *Server, c *command) (*query.Env, error) {
@@ -180,6 +163,11 @@ func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bso
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	col, oplog, isOplog, err := e.readViewLocked(c, db, coll)
+	if col == nil && err == nil && !isOplog {
+		if docs, ok, verr := e.viewDocsLocked(c, db, coll); ok { // a view (views.go)
+			return docs, true, verr
+		}
+	}
 	if col == nil || err != nil {
 		return oplog, isOplog, err
 	}
@@ -247,7 +235,8 @@ func (e *engine) readIDOrdered(c *command, db, coll string, filter bson.D, dir i
 		return nil, false, !isOplog, err
 	}
 	if col == nil {
-		return nil, false, true, nil
+		// A view has no _id index: the caller reads it through readSnapshot.
+		return nil, false, e.userViewLocked(db, coll) == nil, nil
 	}
 	docs = col.idRangeDocs(r, dir, int(max))
 	return docs, max > 0 && int64(len(docs)) == max, true, nil
@@ -397,6 +386,12 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		return nil, errorf(codeFailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
 	}
 	if tailable {
+		if s.eng.isCapped(c.DB, coll) { // collkind.go, tailable.go
+			if err := checkTailableOptions(c, sortSpec, skip, limit, single, returnKey); err != nil {
+				return nil, err
+			}
+			return s.findTailable(c, coll, filter, proj, awaitData, batchSize)
+		}
 		return nil, errorf(codeBadValue, "error processing query: ns=%s.%s: tailable cursor requested on non capped collection", c.DB, coll)
 	}
 	for _, name := range []string{"noCursorTimeout", "allowPartialResults", "allowDiskUse", "oplogReplay", "readOnce"} {
@@ -404,7 +399,8 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 			return nil, err
 		}
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll) // collation.go
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
@@ -414,6 +410,7 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	env.Collate = col.keyFunc()
 	f, err := query.CompileFilter(filter)
 	if err != nil {
 		return nil, readQueryErr(err)
@@ -437,12 +434,19 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 	if limit > 0 {
 		max = skip + limit
 	}
-	out, sorted, err := s.eng.findIDOrdered(c, coll, filter, sortSpec, f, env, max)
-	if err != nil {
-		return nil, err
+	var out []bson.D
+	sorted := false
+	if col == nil { // the _id index orders and finds _id values binary
+		if out, sorted, err = s.eng.findIDOrdered(c, coll, filter, sortSpec, f, env, max); err != nil {
+			return nil, err
+		}
 	}
 	if !sorted {
-		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+		snapFilter := filter
+		if col != nil {
+			snapFilter = nil // {_id: "a"} may match "A": no _id lookup
+		}
+		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, snapFilter)
 		if err != nil {
 			return nil, err
 		}
@@ -462,7 +466,7 @@ func cmdFind(s *Server, c *command) (bson.D, error) {
 		}
 	}
 	if len(sortSpec) > 0 && !sorted {
-		if err := query.SortDocs(out, sortSpec); err != nil {
+		if err := query.SortDocsCollated(out, sortSpec, env.Collate); err != nil {
 			return nil, readQueryErr(err)
 		}
 	}
@@ -574,16 +578,21 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 	if limit < 0 {
 		limit = -limit
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll)
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
 		return nil, err
 	}
-	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last(), Collate: col.keyFunc()}
 	f, err := query.CompileFilter(filter)
 	if err != nil {
 		return nil, readQueryErr(err)
+	}
+	snapFilter := filter
+	if col != nil {
+		snapFilter = nil // no _id lookup: {_id: "a"} may match "A"
 	}
 	var total int64
 	if len(filter) == 0 {
@@ -593,9 +602,17 @@ func cmdCount(s *Server, c *command) (bson.D, error) {
 		if col := s.eng.collLocked(c.DB, coll); col != nil {
 			total = int64(col.count())
 		}
+		isView := s.eng.userViewLocked(c.DB, coll) != nil
 		s.eng.mu.Unlock()
+		if isView {
+			docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+			if err != nil {
+				return nil, err
+			}
+			total = int64(len(docs))
+		}
 	} else {
-		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+		docs, _, err := s.eng.readSnapshot(c, c.DB, coll, snapFilter)
 		if err != nil {
 			return nil, err
 		}
@@ -653,18 +670,23 @@ func cmdDistinct(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll)
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
 		return nil, err
 	}
-	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last()}
+	env := &query.Env{Now: s.opts.Now(), ClusterTime: s.eng.clock.last(), Collate: col.keyFunc()}
 	f, err := query.CompileFilter(filter)
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
-	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, filter)
+	snapFilter := filter
+	if col != nil {
+		snapFilter = nil
+	}
+	docs, _, err := s.eng.readSnapshot(c, c.DB, coll, snapFilter)
 	if err != nil {
 		return nil, err
 	}
@@ -677,14 +699,20 @@ func cmdDistinct(s *Server, c *command) (bson.D, error) {
 	values := bson.A{}
 	for _, d := range out {
 		rdDistinctValues(d, parts, func(v any) {
-			h := query.HashKey(v)
+			h := query.HashKey(query.CollateValue(v, env.Collate))
 			if !seen[h] {
 				seen[h] = true
 				values = append(values, v)
 			}
 		})
 	}
-	rdSortValues(values)
+	if env.Collate != nil {
+		slices.SortStableFunc(values, func(a, b any) int {
+			return query.Compare(query.CollateValue(a, env.Collate), query.CollateValue(b, env.Collate))
+		})
+	} else {
+		rdSortValues(values)
+	}
 	return withAtClusterTime(c, bson.D{{Key: "values", Value: values}}), nil
 }
 
@@ -737,8 +765,9 @@ var rdAggregateFields = map[string]bool{
 // cmdAggregate runs an aggregation pipeline over a snapshot of the collection and serves the
 // result through a static cursor (cursor.batchSize as the first batch size, default 101).
 // A $changeStream pipeline is handed whole to the change-stream implementation. The cursor
-// option is required, as on a real server. $out and $merge, explain, database-level
-// aggregation (aggregate: 1) and non-simple collations are not supported.
+// option is required, as on a real server. A final $out or $merge writes the result instead
+// (aggout.go). Explain, database-level aggregation (aggregate: 1) other than the sources below
+// and non-simple collations are not supported.
 func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if c.ChangeStream {
 		return rdAggregateChangeStream(s, c)
@@ -782,8 +811,6 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 			return nil, errSearchNotEnabled()
 		}
 		switch sd[0].Key {
-		case "$out", "$merge":
-			return nil, unsupported("the %s aggregation stage (aggregate into a collection)", sd[0].Key)
 		case "$changeStream":
 			if i > 0 {
 				return nil, errorf(40602, "$changeStream is only valid as the first stage in a pipeline")
@@ -818,7 +845,8 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if _, err := readBoolArg(c, "allowDiskUse"); err != nil {
 		return nil, err
 	}
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, coll)
+	if err != nil {
 		return nil, err
 	}
 	if err := readMaxTimeArg(c); err != nil {
@@ -827,6 +855,11 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	env, err := readEnv(s, c)
 	if err != nil {
 		return nil, err
+	}
+	env.Collate = col.keyFunc()
+	pipeline, outStage, oerr := splitOutStage(pipeline, c.DB) // aggout.go
+	if oerr != nil {
+		return nil, oerr
 	}
 	p, err := query.CompilePipeline(pipeline)
 	if err != nil {
@@ -840,6 +873,9 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
+	if outStage != nil {
+		return s.writeAggOutput(c, outStage, out)
+	}
 	res := make([]any, len(out))
 	for i, d := range out {
 		res[i] = d
@@ -850,6 +886,14 @@ func cmdAggregate(s *Server, c *command) (bson.D, error) {
 // rdAggregateChangeStream hands a $changeStream aggregate, whole, to the change-stream
 // implementation (changestream.go).
 func rdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
+	if name, ok := c.Body[0].Value.(string); ok {
+		s.eng.mu.Lock()
+		err := s.eng.viewWriteErrorLocked(c.DB, name)
+		s.eng.mu.Unlock()
+		if err != nil {
+			return nil, errorf(codeCommandNotSupportedOnView, "$changeStream cannot run on view %s.%s", c.DB, name)
+		}
+	}
 	return cmdAggregateChangeStream(s, c)
 }
 
@@ -859,13 +903,15 @@ func rdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 // user's, whose uid is the SHA-256 of the empty user name). The rest of the pipeline runs over
 // them.
 func cmdAggregateSource(s *Server, c *command, pipeline bson.A, batchSize int) (bson.D, error) {
-	if err := readCollationArg(c); err != nil {
+	col, err := s.readCollation(c, "")
+	if err != nil {
 		return nil, err
 	}
 	env, err := readEnv(s, c)
 	if err != nil {
 		return nil, err
 	}
+	env.Collate = col.keyFunc()
 	first := pipeline[0].(bson.D)[0]
 	var docs []bson.D
 	switch first.Key {
@@ -899,13 +945,20 @@ func cmdAggregateSource(s *Server, c *command, pipeline bson.A, batchSize int) (
 		}
 		docs = s.eng.localSessions(c)
 	}
-	p, err := query.CompilePipeline(pipeline[1:])
+	rest, outStage, oerr := splitOutStage(pipeline[1:], c.DB) // aggout.go
+	if oerr != nil {
+		return nil, oerr
+	}
+	p, err := query.CompilePipeline(rest)
 	if err != nil {
 		return nil, readQueryErr(err)
 	}
 	out, err := p.Run(docs, env)
 	if err != nil {
 		return nil, readQueryErr(err)
+	}
+	if outStage != nil {
+		return s.writeAggOutput(c, outStage, out)
 	}
 	res := make([]any, len(out))
 	for i, d := range out {

@@ -440,10 +440,6 @@ func TestReadAggregate(t *testing.T) {
 	db := cl.Database("test")
 	err = db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: "ag"}, {Key: "pipeline", Value: bson.A{}}}).Err()
 	rdWantCode(t, "aggregate without cursor", err, codeFailedToParse)
-	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "other"}}})
-	rdWantCode(t, "$out", err, codeUnsupported)
-	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "other"}}}}})
-	rdWantCode(t, "$merge", err, codeUnsupported)
 	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$bogusStage", Value: 1}}})
 	rdWantCode(t, "unknown stage", err, 40324)
 	// $currentOp is served on admin only, as on a server.

@@ -519,31 +519,9 @@ func TestServer8UnsupportedFeaturesOneCode(t *testing.T) {
 		run  func() error
 		want string // in the message
 	}{
-		{"view", func() error { return db.CreateView(ctx, "v", "c", mongo.Pipeline{}) }, "views"},
-		{"time-series", func() error {
-			return db.CreateCollection(ctx, "ts", options.CreateCollection().SetTimeSeriesOptions(options.TimeSeries().SetTimeField("t")))
-		}, "time-series"},
-		{"clustered", func() error {
-			return db.CreateCollection(ctx, "cl", options.CreateCollection().SetClusteredIndex(bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: true}}))
-		}, "clustered"},
-		{"capped", func() error {
-			return db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096))
-		}, "capped"},
-		{"$out", func() error {
-			_, err := db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "o"}}})
-			return err
-		}, "$out"},
-		{"$merge", func() error {
-			_, err := db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "o"}}}}})
-			return err
-		}, "$merge"},
 		{"collation", func() error {
 			return db.Collection("c").FindOne(ctx, bson.D{}, options.FindOne().SetCollation(&options.Collation{Locale: "fr"})).Err()
 		}, "collation"},
-		{"hint on writes", func() error {
-			_, err := db.Collection("c").UpdateOne(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}, options.UpdateOne().SetHint("_id_"))
-			return err
-		}, "hint on writes"},
 		{"elections", func() error {
 			return cl.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetStepUp", Value: 1}}).Err()
 		}, "elections"},

@@ -91,6 +91,11 @@ func (e *engine) commandEnvLocked(c *command) (*query.Env, *cmdError) {
 // created (implicitly, as a real server does on the first write); otherwise nil is returned.
 func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 	if w.txn != nil {
+		if w.e.collLocked(w.db, w.name) == nil {
+			if err := w.e.viewWriteErrorLocked(w.db, w.name); err != nil {
+				return nil, err
+			}
+		}
 		tv, err := w.txn.viewFor(w.e, w.db, w.name, create)
 		if err != nil || tv == nil {
 			return nil, err
@@ -101,6 +106,11 @@ func (w *writeCtx) target(create bool) (*collection, *cmdError) {
 		return nil, errorf(codeInvalidNamespace, "cannot write to '%s.%s'", w.db, w.name)
 	}
 	coll := w.e.collLocked(w.db, w.name)
+	if coll == nil {
+		if err := w.e.viewWriteErrorLocked(w.db, w.name); err != nil {
+			return nil, err
+		}
+	}
 	if coll == nil && create {
 		if err := validCollName(w.db, w.name); err != nil {
 			return nil, err
@@ -149,10 +159,19 @@ func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 	if err := w.touch(s.key); err != nil {
 		return err
 	}
+	if coll.kind != nil {
+		if err := w.checkInsertKind(coll, doc); err != nil { // collkind.go
+			return err
+		}
+	}
 	if err := coll.insertSlot(s); err != nil {
 		return err
 	}
 	w.record(coll, "insert", s.key, s, nil, &oplogEntry{op: "insert", docKey: bson.D{{Key: "_id", Value: id}}, doc: doc})
+	if coll.kind != nil && coll.kind.capped {
+		w.trimCapped(coll)
+		coll.wakeTailers() // tailable.go
+	}
 	return nil
 }
 
@@ -160,6 +179,11 @@ func (w *writeCtx) insertDoc(coll *collection, doc bson.D, size int) *cmdError {
 func (w *writeCtx) replaceDoc(coll *collection, old *docSlot, res *query.UpdateResult, size int) *cmdError {
 	if err := w.touch(old.key); err != nil {
 		return err
+	}
+	if coll.kind != nil {
+		if err := w.validate(coll, res.Doc, old.doc); err != nil { // validator.go
+			return err
+		}
 	}
 	s := &docSlot{doc: res.Doc, key: old.key, size: size}
 	if err := coll.replaceSlot(s); err != nil {
@@ -314,11 +338,11 @@ func idEquality(q bson.D) (any, bool) {
 
 // matching returns the slots of coll that match the filter, in natural order; at most one
 // when one is true.
-func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one bool) ([]*docSlot, *cmdError) {
+func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one bool, env *query.Env) ([]*docSlot, *cmdError) {
 	var out []*docSlot
 	var merr *cmdError
 	test := func(s *docSlot) bool {
-		ok, err := f.Match(s.doc, w.env)
+		ok, err := f.Match(s.doc, env)
 		if err != nil {
 			merr = qerrToCmd(err)
 			return false
@@ -329,7 +353,7 @@ func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one boo
 		}
 		return true
 	}
-	if id, ok := idEquality(q); ok {
+	if id, ok := idEquality(q); ok && env.Collate == nil {
 		if s := coll.slot(query.HashKey(id)); s != nil {
 			test(s)
 		}
@@ -339,8 +363,8 @@ func (w *writeCtx) matching(coll *collection, q bson.D, f *query.Filter, one boo
 	return out, merr
 }
 
-// pickSorted returns the first of slots in sort order.
-func pickSorted(slots []*docSlot, sortSpec bson.D) (*docSlot, *cmdError) {
+// pickSorted returns the first of slots in sort order (strings compared under col).
+func pickSorted(slots []*docSlot, sortSpec bson.D, col query.Collate) (*docSlot, *cmdError) {
 	if len(slots) <= 1 {
 		if len(slots) == 0 {
 			return nil, nil
@@ -353,7 +377,7 @@ func pickSorted(slots []*docSlot, sortSpec bson.D) (*docSlot, *cmdError) {
 		docs[i] = s.doc
 		byDoc[s.key] = s
 	}
-	if err := query.SortDocs(docs, sortSpec); err != nil {
+	if err := query.SortDocsCollated(docs, sortSpec, col); err != nil {
 		return nil, qerrToCmd(err)
 	}
 	return byDoc[query.HashKey(docID(docs[0]))], nil
@@ -367,7 +391,10 @@ type updateSpec struct {
 	multi        bool
 	arrayFilters bson.A
 	sort         bson.D
-	constants    bson.D // c: variables of a pipeline update, in addition to let
+	constants    bson.D    // c: variables of a pipeline update, in addition to let
+	hint         writeHint // the index the statement reads through (writehint.go)
+	collation    any       // the statement's collation argument (collation.go)
+	hasCollation bool
 }
 
 // updateOutcome is what one update statement did.
@@ -411,12 +438,19 @@ func (w *writeCtx) update(sp updateSpec) (*updateOutcome, *cmdError) {
 	}
 	var slots []*docSlot
 	if coll != nil {
-		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil)
+		if env, cerr = w.collatedEnv(env, coll, sp.collation, sp.hasCollation); cerr != nil {
+			return nil, cerr
+		}
+		opts.Env = env
+		slots, cerr = w.matching(coll, sp.q, f, !sp.multi && sp.sort == nil && !sp.hint.isSet(), env)
 		if cerr != nil {
 			return nil, cerr
 		}
+		if slots, cerr = sp.hint.apply(coll, slots); cerr != nil {
+			return nil, cerr
+		}
 		if !sp.multi && len(slots) > 1 {
-			s, err := pickSorted(slots, sp.sort)
+			s, err := pickSorted(slots, sp.sort, env.Collate)
 			if err != nil {
 				return nil, err
 			}
@@ -524,6 +558,20 @@ func isReplacement(u any) bool {
 // deleteMatching deletes the documents matching q (at most one when one is set, the first
 // in sort order when sortSpec is given) and returns the deleted documents.
 func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D, *cmdError) {
+	return w.deleteMatchingWith(q, one, sortSpec, stmtOptions{})
+}
+
+// stmtOptions are a delete statement's hint and collation.
+type stmtOptions struct {
+	hint         writeHint
+	collation    any
+	hasCollation bool
+}
+
+// deleteMatchingWith is deleteMatching through the index (or natural order) the hint names,
+// comparing under the statement's collation (else the collection's default).
+func (w *writeCtx) deleteMatchingWith(q bson.D, one bool, sortSpec bson.D, o stmtOptions) ([]bson.D, *cmdError) {
+	hint := o.hint
 	f, err := query.CompileFilter(q)
 	if err != nil {
 		return nil, qerrToCmd(err)
@@ -532,12 +580,19 @@ func (w *writeCtx) deleteMatching(q bson.D, one bool, sortSpec bson.D) ([]bson.D
 	if cerr != nil || coll == nil {
 		return nil, cerr
 	}
-	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil)
+	env, cerr := w.collatedEnv(w.env, coll, o.collation, o.hasCollation)
 	if cerr != nil {
 		return nil, cerr
 	}
+	slots, cerr := w.matching(coll, q, f, one && sortSpec == nil && !hint.isSet(), env)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if slots, cerr = hint.apply(coll, slots); cerr != nil {
+		return nil, cerr
+	}
 	if one && len(slots) > 1 {
-		s, err := pickSorted(slots, sortSpec)
+		s, err := pickSorted(slots, sortSpec, env.Collate)
 		if err != nil {
 			return nil, err
 		}
@@ -673,17 +728,25 @@ func (s *Server) runWrite(c *command, field string, stmt func(w *writeCtx, i int
 	return reply, nil
 }
 
-// checkStatementOptions rejects per-statement hint and non-simple collation.
+// checkStatementOptions checks a statement's hint and collation.
 func checkStatementOptions(st bson.D) *cmdError {
-	if h, ok := lookupD(st, "hint"); ok {
-		if !(isEmptyHint(h)) {
-			return unsupported("hint on writes")
+	if _, err := statementHint(st); err != nil {
+		return err
+	}
+	if col, ok := lookupD(st, "collation"); ok && col != nil {
+		if _, err := parseCollation(col); err != nil {
+			return err
 		}
 	}
-	if col, ok := lookupD(st, "collation"); ok && !isSimpleCollation(col) {
-		return unsupported("collations other than simple")
-	}
 	return nil
+}
+
+// statementOptions reads a checked statement's hint and collation.
+func statementOptions(st bson.D) stmtOptions {
+	o := stmtOptions{}
+	o.hint, _ = statementHint(st)
+	o.collation, o.hasCollation = lookupD(st, "collation")
+	return o
 }
 
 func isEmptyHint(h any) bool {
@@ -773,6 +836,8 @@ func parseUpdateStatement(st bson.D) (updateSpec, *cmdError) {
 	if err := checkStatementOptions(st); err != nil {
 		return sp, err
 	}
+	o := statementOptions(st)
+	sp.hint, sp.collation, sp.hasCollation = o.hint, o.collation, o.hasCollation
 	qv, ok := lookupD(st, "q")
 	if !ok {
 		return sp, errorf(codeFailedToParse, "BSON field 'update.updates.q' is missing but a required field")
@@ -864,7 +929,7 @@ func cmdDelete(s *Server, c *command) (bson.D, error) {
 				return stmtOutcome{}, err
 			}
 		}
-		deleted, err := w.deleteMatching(q, limit == 1, nil)
+		deleted, err := w.deleteMatchingWith(q, limit == 1, nil, statementOptions(st))
 		return stmtOutcome{n: int32(len(deleted))}, err
 	})
 }

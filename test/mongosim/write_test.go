@@ -397,7 +397,6 @@ func TestWriteUpdateErrors(t *testing.T) {
 		t.Fatalf("unknown operator: %v, want a write error", err)
 	}
 	for _, st := range []bson.D{
-		{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}}, {Key: "hint", Value: "a_1"}},
 		{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}},
 	} {
 		raw := wRun(t, cl.Database("w"), bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{st}}})

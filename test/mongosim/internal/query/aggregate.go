@@ -626,7 +626,7 @@ func parseSortStage(spec any) (*pstage, error) {
 	}
 	return &pstage{run: func(docs []bson.D, env *Env) ([]bson.D, error) {
 		out := append([]bson.D(nil), docs...)
-		if err := SortDocs(out, d); err != nil {
+		if err := SortDocsCollated(out, d, env.collator()); err != nil {
 			return nil, err
 		}
 		return out, nil
@@ -781,7 +781,7 @@ func (g *groupSpec) run(docs []bson.D, env *Env) ([]bson.D, error) {
 		if isMissing(id) {
 			id = nil
 		}
-		k := HashKey(id)
+		k := HashKey(CollateValue(id, env.collator())) // equal under the collation: one group
 		gr := byKey[k]
 		if gr == nil {
 			gr = &group{id: id, states: make([]*accState, len(g.accs))}

@@ -13,4 +13,8 @@ type Env struct {
 	Now         time.Time
 	ClusterTime bson.Timestamp
 	Vars        map[string]any
+	// Collate is the operation's collation for query comparisons ($eq, $gt, $in, …), sorts,
+	// $group keys and the comparison expressions ($eq, $ne, $gt, $gte, $lt, $lte, $cmp, $in);
+	// nil is the simple binary one. $regex ignores it, as on a server.
+	Collate Collate
 }

@@ -855,6 +855,9 @@ func opCmp(name string, res func(int) any) opFunc {
 		if err != nil {
 			return nil, err
 		}
+		if col := ev.env.collator(); col != nil { // strings compare under the collation
+			return res(compareAgg(CollateValue(args[0], col), CollateValue(args[1], col))), nil
+		}
 		return res(compareAgg(args[0], args[1])), nil
 	}
 }
@@ -1101,8 +1104,10 @@ func opIn(ev *evaluator, operand any) (any, error) {
 	if !ok {
 		return nil, errf(40081, "$in requires an array as a second argument, found: %s", typeNameOf(args[1]))
 	}
+	col := ev.env.collator()
+	v := CollateValue(args[0], col)
 	for _, x := range a {
-		if compareAgg(args[0], x) == 0 {
+		if compareAgg(v, CollateValue(x, col)) == 0 {
 			return true, nil
 		}
 	}

@@ -459,7 +459,10 @@ type matchCmp struct {
 
 func (o *matchCmp) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
-func (o *matchCmp) single(v any, missing bool, _ *Env) (bool, error) {
+func (o *matchCmp) single(v any, missing bool, env *Env) (bool, error) {
+	if col := env.collator(); col != nil {
+		return cmpMatches(o.kind, CollateValue(v, col), missing, CollateValue(o.rhs, col)), nil
+	}
 	return cmpMatches(o.kind, v, missing, o.rhs), nil
 }
 
@@ -548,9 +551,18 @@ func compileIn(name string, v any) (matchOp, error) {
 func (o *matchIn) onPath(c *pathCtx, env *Env) (bool, error) { return anyItem(c, true, o, env) }
 
 func (o *matchIn) single(v any, missing bool, env *Env) (bool, error) {
-	for _, x := range o.values {
-		if cmpMatches(opEQ, v, missing, x) {
-			return true, nil
+	if col := env.collator(); col != nil {
+		cv := CollateValue(v, col)
+		for _, x := range o.values {
+			if cmpMatches(opEQ, cv, missing, CollateValue(x, col)) {
+				return true, nil
+			}
+		}
+	} else {
+		for _, x := range o.values {
+			if cmpMatches(opEQ, v, missing, x) {
+				return true, nil
+			}
 		}
 	}
 	for _, r := range o.regexes {

@@ -71,7 +71,7 @@ func compareSortKeys(a, b sortKey) int {
 // docSortKey computes the key of doc for one sort field: the smallest
 // (ascending) or largest (descending) value the path reaches, with arrays
 // contributing their elements and missing values counting as null.
-func docSortKey(doc bson.D, f sortField) sortKey {
+func docSortKey(doc bson.D, f sortField, col Collate) sortKey {
 	var cands []sortKey
 	for _, it := range pathItems(doc, f.parts, false) {
 		switch {
@@ -83,11 +83,11 @@ func docSortKey(doc bson.D, f sortField) sortKey {
 					cands = append(cands, sortKey{emptyArray: true})
 				}
 				for _, e := range arr {
-					cands = append(cands, sortKey{v: e})
+					cands = append(cands, sortKey{v: CollateValue(e, col)})
 				}
 				continue
 			}
-			cands = append(cands, sortKey{v: it.v})
+			cands = append(cands, sortKey{v: CollateValue(it.v, col)})
 		}
 	}
 	if len(cands) == 0 {
@@ -111,7 +111,10 @@ func docSortKey(doc bson.D, f sortField) sortKey {
 //
 // {$natural: 1} alone keeps docs in their given (natural) order and
 // {$natural: -1} reverses it; $natural combined with other keys is an error.
-func SortDocs(docs []bson.D, spec bson.D) error {
+func SortDocs(docs []bson.D, spec bson.D) error { return SortDocsCollated(docs, spec, nil) }
+
+// SortDocsCollated is SortDocs with strings compared under col (nil: binary).
+func SortDocsCollated(docs []bson.D, spec bson.D, col Collate) error {
 	if len(spec) > 0 && spec[0].Key == "$natural" {
 		if len(spec) > 1 {
 			return errf(codeBadValue, "$natural sort cannot be combined with other sort keys in mongosim")
@@ -140,7 +143,7 @@ func SortDocs(docs []bson.D, spec bson.D) error {
 		ks[i].doc = d
 		ks[i].keys = make([]sortKey, len(fields))
 		for j, f := range fields {
-			ks[i].keys[j] = docSortKey(d, f)
+			ks[i].keys[j] = docSortKey(d, f, col)
 		}
 	}
 	sort.SliceStable(ks, func(i, j int) bool {
