@@ -23,10 +23,12 @@ import (
 // the OpenTelemetry adapter (its Options, Source, Telemetry and their functions) and the
 // observe.HandlerTracer it needs (the interface, HandlerCall, ErrHandlerAborted); 570 with
 // ServerReadings and Runtime.Readings (the console and /metrics answer from memory while MongoDB
-// is down) and the metrics adapter's Attach errors (ErrNotAttached, ErrAttached).
+// is down) and the metrics adapter's Attach errors (ErrNotAttached, ErrAttached); 577 with
+// positions that never move backward (store.ErrBackward, ComparePositions, DescribePosition,
+// Checkpoint.Rewind, and the CheckpointRefused event and kind).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 570
+const maxPublicSurface = 577
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -54,6 +54,7 @@ const (
 	KindSnapshotProgress
 	KindSnapshotDone
 	KindNamespaceMissing
+	KindCheckpointRefused
 	kindEnd // one past the last kind
 )
 
@@ -76,13 +77,14 @@ var kindNames = [kindEnd]string{
 	KindSnapshotProgress:  "snapshot-progress",
 	KindSnapshotDone:      "snapshot-done",
 	KindNamespaceMissing:  "namespace-missing",
+	KindCheckpointRefused: "checkpoint-refused",
 }
 
 // String returns the kind's name: "started", "stopped", "restarted", "retry", "skipped",
 // "dead-lettered", "dead-letter-failed", "checkpointed", "checkpoint-failed", "history-lost",
 // "gap", "invalidated", "leadership", "snapshot-started", "snapshot-resumed",
-// "snapshot-progress", "snapshot-done" or "namespace-missing"; "Kind(n)" for a value that is
-// none of them.
+// "snapshot-progress", "snapshot-done", "namespace-missing" or "checkpoint-refused"; "Kind(n)"
+// for a value that is none of them.
 func (k Kind) String() string {
 	if k > 0 && k < kindEnd {
 		return kindNames[k]

@@ -119,6 +119,21 @@ type CheckpointFailed struct {
 	Unflushed int
 }
 
+// CheckpointRefused reports a checkpoint write that the store refused because its position
+// sorts before the one stored under the same epoch (store.ErrBackward): a late write of an
+// earlier incarnation, delivered after a newer one, or a post-batch token that sorts before the
+// event before it. The stored position stands, the stream goes on, and the next write past it
+// succeeds: a position never moves backward, so no refusal widens the redelivery window. The
+// checkpointer reports it, once per refused write.
+type CheckpointRefused struct {
+	Meta
+	// Token is the resume token of the position refused (nil for one known only by its cluster
+	// time).
+	Token bson.Raw
+	// Err is the store's error, which names both positions; it matches store.ErrBackward.
+	Err error
+}
+
 // HistoryLost reports that the saved position is no longer in the oplog, and which
 // OnHistoryLost policy applies. The checkpointer reports it.
 type HistoryLost struct {
@@ -224,6 +239,7 @@ func (DeadLettered) event()      {}
 func (DeadLetterFailed) event()  {}
 func (Checkpointed) event()      {}
 func (CheckpointFailed) event()  {}
+func (CheckpointRefused) event() {}
 func (HistoryLost) event()       {}
 func (GapRecorded) event()       {}
 func (Invalidated) event()       {}
@@ -260,6 +276,9 @@ func (Checkpointed) Kind() Kind { return KindCheckpointed }
 
 // Kind returns KindCheckpointFailed.
 func (CheckpointFailed) Kind() Kind { return KindCheckpointFailed }
+
+// Kind returns KindCheckpointRefused.
+func (CheckpointRefused) Kind() Kind { return KindCheckpointRefused }
 
 // Kind returns KindHistoryLost.
 func (HistoryLost) Kind() Kind { return KindHistoryLost }
@@ -345,6 +364,11 @@ func (e Checkpointed) String() string {
 // String describes the event in one line, as the runtime logs it.
 func (e CheckpointFailed) String() string {
 	return fmt.Sprintf("stream %s: checkpoint write failed (%d unflushed), will retry: %v", e.Stream, e.Unflushed, e.Err)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e CheckpointRefused) String() string {
+	return fmt.Sprintf("stream %s: checkpoint write refused, the stored position stands: %v", e.Stream, e.Err)
 }
 
 // String describes the event in one line, as the runtime logs it.

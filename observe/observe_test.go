@@ -46,6 +46,8 @@ func samples() []sample {
 		{observe.Checkpointed{Meta: m, Settled: 100}, "stream s: checkpoint written (100 settled)"},
 		{observe.CheckpointFailed{Meta: m, Err: cause, Unflushed: 250},
 			"stream s: checkpoint write failed (250 unflushed), will retry: cause"},
+		{observe.CheckpointRefused{Meta: m, Err: cause},
+			"stream s: checkpoint write refused, the stored position stands: cause"},
 		{observe.HistoryLost{Meta: m, Policy: policy.ResumeFromNow, Err: cause},
 			"stream s: change stream history lost, applying ResumeFromNow: cause"},
 		{observe.GapRecorded{Meta: m, Policy: policy.ResumeFromNow}, "stream s: gap recorded (ResumeFromNow)"},

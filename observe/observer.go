@@ -1,6 +1,6 @@
 // Package observe defines what a watchtree runtime reports about its streams: the Observer
 // interface and the events it receives (Started, Stopped, Restarted, RetryScheduled, Skipped,
-// DeadLettered, DeadLetterFailed, Checkpointed, CheckpointFailed, HistoryLost, GapRecorded,
+// DeadLettered, DeadLetterFailed, Checkpointed, CheckpointFailed, CheckpointRefused, HistoryLost, GapRecorded,
 // Invalidated, LeadershipChanged, the Snapshot* events and NamespaceMissing), each with its Kind.
 //
 // The events are built once, by the actors of a stream's tree where the thing happens, and

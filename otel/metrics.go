@@ -17,40 +17,41 @@ import (
 // (watchtree_ prefix left out); OpenTelemetry names carry no unit or _total suffix, the unit is
 // the instrument's.
 const (
-	metricProcessDuration  = "messaging.process.duration"         // handler_duration_seconds
-	metricConsumed         = "messaging.client.consumed.messages" // events_total
-	metricRetries          = "watchtree.retries"                  // retries_total
-	metricDeadLetters      = "watchtree.dead_letters"             // dead_letters_total
-	metricDropped          = "watchtree.events.dropped"           // events_dropped_total
-	metricDeadLetterFailed = "watchtree.dead_letter.failures"     // dead_letter_failures_total
-	metricSkipped          = "watchtree.skipped"                  // skipped_total
-	metricRestarts         = "watchtree.restarts"                 // restarts_total
-	metricStops            = "watchtree.stops"                    // stops_total
-	metricCheckpoints      = "watchtree.checkpoints"              // checkpoints_total
-	metricCheckpointFailed = "watchtree.checkpoint.failures"      // checkpoint_failures_total
-	metricHistoryLost      = "watchtree.history_lost"             // history_lost_total
-	metricGaps             = "watchtree.gaps"                     // gaps_total
-	metricLeadership       = "watchtree.leadership.changes"       // (none: Prometheus has the role gauge only)
-	metricState            = "watchtree.stream.state"             // stream_state
-	metricRole             = "watchtree.stream.role"              // stream_role
-	metricLag              = "watchtree.stream.lag"               // stream_lag_seconds
-	metricInFlight         = "watchtree.stream.in_flight"         // stream_in_flight
-	metricRestartAttempt   = "watchtree.stream.restart_attempt"   // stream_restart_attempt
-	metricBacklog          = "watchtree.dead_letter.backlog"      // dead_letter_backlog
-	metricCheckpointAge    = "watchtree.checkpoint.age"           // checkpoint_age_seconds
-	metricHeadroom         = "watchtree.token.headroom"           // token_headroom_seconds
-	metricObserverDropped  = "watchtree.observer.dropped"         // observer_dropped_total
+	metricProcessDuration   = "messaging.process.duration"         // handler_duration_seconds
+	metricConsumed          = "messaging.client.consumed.messages" // events_total
+	metricRetries           = "watchtree.retries"                  // retries_total
+	metricDeadLetters       = "watchtree.dead_letters"             // dead_letters_total
+	metricDropped           = "watchtree.events.dropped"           // events_dropped_total
+	metricDeadLetterFailed  = "watchtree.dead_letter.failures"     // dead_letter_failures_total
+	metricSkipped           = "watchtree.skipped"                  // skipped_total
+	metricRestarts          = "watchtree.restarts"                 // restarts_total
+	metricStops             = "watchtree.stops"                    // stops_total
+	metricCheckpoints       = "watchtree.checkpoints"              // checkpoints_total
+	metricCheckpointFailed  = "watchtree.checkpoint.failures"      // checkpoint_failures_total
+	metricCheckpointRefused = "watchtree.checkpoint.refused"       // checkpoint_refused_total
+	metricHistoryLost       = "watchtree.history_lost"             // history_lost_total
+	metricGaps              = "watchtree.gaps"                     // gaps_total
+	metricLeadership        = "watchtree.leadership.changes"       // (none: Prometheus has the role gauge only)
+	metricState             = "watchtree.stream.state"             // stream_state
+	metricRole              = "watchtree.stream.role"              // stream_role
+	metricLag               = "watchtree.stream.lag"               // stream_lag_seconds
+	metricInFlight          = "watchtree.stream.in_flight"         // stream_in_flight
+	metricRestartAttempt    = "watchtree.stream.restart_attempt"   // stream_restart_attempt
+	metricBacklog           = "watchtree.dead_letter.backlog"      // dead_letter_backlog
+	metricCheckpointAge     = "watchtree.checkpoint.age"           // checkpoint_age_seconds
+	metricHeadroom          = "watchtree.token.headroom"           // token_headroom_seconds
+	metricObserverDropped   = "watchtree.observer.dropped"         // observer_dropped_total
 )
 
 // instruments are the adapter's metrics.
 type instruments struct {
-	process                                                     metric.Float64Histogram
-	retries, deadLetters, dropped, deadLetterFailed, skipped    metric.Int64Counter
-	restarts, stops, checkpoints, checkpointFailed, historyLost metric.Int64Counter
-	gaps, leadership                                            metric.Int64Counter
-	consumed, observerDropped                                   metric.Int64ObservableCounter
-	state, role, inFlight, restartAttempt, backlog              metric.Int64ObservableGauge
-	lag, checkpointAge, headroom                                metric.Float64ObservableGauge
+	process                                                                        metric.Float64Histogram
+	retries, deadLetters, dropped, deadLetterFailed, skipped                       metric.Int64Counter
+	restarts, stops, checkpoints, checkpointFailed, checkpointRefused, historyLost metric.Int64Counter
+	gaps, leadership                                                               metric.Int64Counter
+	consumed, observerDropped                                                      metric.Int64ObservableCounter
+	state, role, inFlight, restartAttempt, backlog                                 metric.Int64ObservableGauge
+	lag, checkpointAge, headroom                                                   metric.Float64ObservableGauge
 }
 
 func defaultBuckets() []float64 {
@@ -93,6 +94,7 @@ func (in *instruments) make(meter metric.Meter, buckets []float64) error {
 	in.stops = counter(metricStops, "{stop}", "Stops of the stream, by watchtree.stop.reason (graceful, crashed) and watchtree.terminal.")
 	in.checkpoints = counter(metricCheckpoints, "{write}", "Checkpoints written.")
 	in.checkpointFailed = counter(metricCheckpointFailed, "{write}", "Failed checkpoint writes (retried).")
+	in.checkpointRefused = counter(metricCheckpointRefused, "{write}", "Checkpoint writes the store refused because their position sorts before the stored one (the stored one stands).")
 	in.historyLost = counter(metricHistoryLost, "{event}", "Saved positions no longer in the oplog.")
 	in.gaps = counter(metricGaps, "{gap}", "Gap records written (history skipped on purpose).")
 	in.leadership = counter(metricLeadership, "{change}", "Leadership changes of a SingleLeader stream on this instance, by watchtree.lease.change.")
@@ -145,6 +147,8 @@ func (t *Telemetry) count(ev observe.Event) {
 		in.checkpoints.Add(ctx, 1, s)
 	case observe.CheckpointFailed:
 		in.checkpointFailed.Add(ctx, 1, s)
+	case observe.CheckpointRefused:
+		in.checkpointRefused.Add(ctx, 1, s)
 	case observe.HistoryLost:
 		in.historyLost.Add(ctx, 1, s)
 	case observe.GapRecorded:

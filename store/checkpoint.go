@@ -47,7 +47,8 @@ type Checkpoint struct {
 	// Source says how the position was obtained: one of the Source* constants.
 	Source string
 	// Epoch is the fencing epoch of the writer (0 in AllInstances mode). A Save with an Epoch
-	// lower than the stored one fails with ErrFenced; an equal or higher one succeeds.
+	// lower than the stored one fails with ErrFenced; an equal one succeeds unless its position
+	// sorts before the stored one (ErrBackward); a higher one succeeds.
 	Epoch int64
 	// Owner is the instance id of the writer (informational).
 	Owner string
@@ -61,6 +62,12 @@ type Checkpoint struct {
 	// zero = never (the shared position never expires). An expired record is absent from every
 	// read, and is removed eventually (mongostore: by the server's TTL monitor).
 	ExpiresAt time.Time
+	// Rewind marks a save that may move the position backward on purpose: a start position
+	// the stream's configuration imposes (StartAt, or an earlier Spawn's seed replacing a later
+	// one), or the position a lost-history path writes over one that cannot be resumed. Without
+	// it, a save behind the stored position of the same epoch fails with ErrBackward. It is
+	// never stored: a loaded Checkpoint has it false.
+	Rewind bool
 }
 
 // Scope returns the record's key: its Stream and Instance.
@@ -97,9 +104,13 @@ type CheckpointStore interface {
 	// Load returns the checkpoint of scope; ok is false (and err nil) when there is none or it
 	// has expired (ExpiresAt passed).
 	Load(ctx context.Context, scope Scope) (cp Checkpoint, ok bool, err error)
-	// Save upserts cp by cp.Scope(), unless the stored Epoch is higher: then it fails with an
-	// error matching ErrFenced and leaves the stored record unchanged. An equal or higher Epoch
-	// succeeds. A nil error means the record is durable.
+	// Save upserts cp by cp.Scope(), in one atomic conditional write, unless
+	//   - the stored Epoch is higher: then it fails with an error matching ErrFenced;
+	//   - the stored Epoch is equal, cp is not a Rewind, and cp's position sorts before the
+	//     stored one (ComparePositions): then it fails with an error matching ErrBackward.
+	// Either way the stored record is left unchanged. An expired record is absent: it refuses
+	// nothing. A higher Epoch succeeds whatever its position. A nil error means the record is
+	// durable.
 	Save(ctx context.Context, cp Checkpoint) error
 	// ListCheckpoints returns the unexpired checkpoints of the stream, every scope: the shared
 	// one first, then the instances' by name; empty, not an error, when there are none.

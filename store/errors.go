@@ -12,6 +12,14 @@ var (
 	// watchtree.ErrFenced.
 	ErrFenced = errors.New("watchtree: fenced by a newer lease epoch")
 
+	// ErrBackward is returned by a checkpoint Save whose position sorts before the position
+	// already stored for the same scope under the same Epoch (see ComparePositions), unless the
+	// save is a Rewind. The stored record is left unchanged: it stands, and the writer goes on
+	// (a late write of an earlier incarnation, or a post-batch token that sorts before the
+	// event before it, must never move a stream back and widen its redelivery window). It is
+	// never transient. Implementations name both positions in the error's text.
+	ErrBackward = errors.New("store: checkpoint behind the stored position")
+
 	// ErrNotFound is returned by lookups and mutations of a record that does not exist
 	// (GetDeadLetter, DeleteDeadLetter, MarkReplayed with an unknown stream and ID pair).
 	ErrNotFound = errors.New("store: not found")

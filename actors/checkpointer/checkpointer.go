@@ -140,6 +140,7 @@ type checkpointer struct {
 	intervalIdle     bool // the armed interval timer waits Checkpoint.IdleInterval (only the PBRT moved)
 	retryTimer       clock.Timer
 	failures         int
+	refusals         int // writes the store refused as behind its position (store.ErrBackward)
 	waiters          []flushWaiter
 
 	// Settle limit (FlowControl.settle_limit). It is counted in Settled entries received, every

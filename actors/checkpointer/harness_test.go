@@ -211,7 +211,7 @@ func newHarness(t *testing.T, edit func(*harness, *Config)) *harness {
 	clk := clock.NewFake(time.Time{})
 	h := &harness{
 		t: t, sys: newTestSystem(), clk: clk, ms: memstore.New(memstore.Options{Now: clk.Now}),
-		pos: &fakePositions{token: tok("now-1"), ts: bson.Timestamp{T: 1000, I: 1}},
+		pos: &fakePositions{token: tok("0now-1"), ts: bson.Timestamp{T: 1000, I: 1}},
 		ev:  make(chan any, 4096), probe: make(chan any, 4096), failures: make(chan any, 16),
 		written: make(chan *messages.CheckpointWritten, 4096), settled: make(chan *wire.SettledThrough, 4096),
 	}

@@ -93,10 +93,10 @@ func TestInstanceWithoutCheckpointStartsAsNewStream(t *testing.T) {
 	h := newHarness(t, onInstance)
 	h.save(store.Checkpoint{Stream: "orders", Instance: "pod-a", Token: tok("a-599"), Source: store.SourceEvent})
 	sf := h.resolve(1)
-	if tokData(sf.GetToken()) != "now-1" || sf.GetSource() != store.SourceInitial {
+	if tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != store.SourceInitial {
 		t.Fatalf("StartFrom %v, want the captured now-1 (initial): pod-a's checkpoint is not pod-b's", sf)
 	}
-	if cp, ok := h.load(podB); !ok || tokData(cp.Token) != "now-1" || cp.Source != store.SourceInitial {
+	if cp, ok := h.load(podB); !ok || tokData(cp.Token) != "0now-1" || cp.Source != store.SourceInitial {
 		t.Fatalf("pod-b's initial checkpoint %+v (ok %v)", cp, ok)
 	}
 }
@@ -148,7 +148,7 @@ func TestInstanceIgnoresASharedCheckpointPastRetention(t *testing.T) {
 	h.clk.Advance(40 * 24 * time.Hour)
 	h.save(store.Checkpoint{Stream: "orders", Token: tok("legacy-old"), Source: store.SourceEvent,
 		UpdatedAt: h.clk.Now().Add(-31 * 24 * time.Hour)})
-	if sf := h.resolve(1); tokData(sf.GetToken()) != "now-1" || sf.GetSource() != store.SourceInitial {
+	if sf := h.resolve(1); tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != store.SourceInitial {
 		t.Fatalf("StartFrom %v, want the captured now-1: the shared checkpoint is past its retention", sf)
 	}
 }
@@ -202,7 +202,7 @@ func TestEphemeralWritesNothing(t *testing.T) {
 	base := h.ms.Stats()
 
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != sourceLatest {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != sourceLatest {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER the current now-1 (latest)", sf)
 	}
 	// More settlements than MaxUnflushed (10,000 by default): the settle limit keeps growing.
@@ -232,9 +232,9 @@ func TestEphemeralWritesNothing(t *testing.T) {
 		t.Fatalf("cursor restart %v, want ev012000 from memory", sf)
 	}
 	// A new checkpointer (a new tree) starts at the current position again.
-	h.pos.set(tok("now-2"), bson.Timestamp{T: 2000}, nil)
+	h.pos.set(tok("0now-2"), bson.Timestamp{T: 2000}, nil)
 	h.restartCheckpointer()
-	if sf := h.resolve(3); tokData(sf.GetToken()) != "now-2" || sf.GetSource() != sourceLatest {
+	if sf := h.resolve(3); tokData(sf.GetToken()) != "0now-2" || sf.GetSource() != sourceLatest {
 		t.Fatalf("after a restart %v, want the current now-2", sf)
 	}
 	h.noEvent() // no Checkpointed
@@ -257,9 +257,9 @@ func TestEphemeralHistoryLostRecordsTheGapOnly(t *testing.T) {
 	})
 	h.resolve(1)
 	base := h.ms.Stats()
-	h.pos.set(tok("now-9"), bson.Timestamp{T: 9000}, nil)
+	h.pos.set(tok("0now-9"), bson.Timestamp{T: 9000}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if tokData(sf.GetToken()) != "now-9" || sf.GetSource() != store.SourceResumeFromNow {
+	if tokData(sf.GetToken()) != "0now-9" || sf.GetSource() != store.SourceResumeFromNow {
 		t.Fatalf("StartFrom %v, want now-9", sf)
 	}
 	event[observe.HistoryLost](h)

@@ -171,6 +171,14 @@ func (c *checkpointer) submitSave() {
 
 func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 	c.saving = false
+	refused := r.err != nil && errors.Is(r.err, store.ErrBackward)
+	if refused {
+		// The store holds a position past this one: what this write would have covered is
+		// covered already. It is not a failure (nothing to retry, no flow to pause) and not a
+		// fence (this writer still owns the scope); the stored position stands.
+		c.refused(r)
+		r.err = nil
+	}
 	if r.err != nil {
 		if errors.Is(r.err, store.ErrFenced) {
 			c.fence(ctx, r.err)
@@ -193,14 +201,31 @@ func (c *checkpointer) onSaveResult(ctx actor.Context, r *saveResult) {
 		c.log.Info("checkpoint store recovered", zap.Int("failed_attempts", c.failures))
 	}
 	c.failures = 0
-	c.log.Debug("checkpoint written", zap.String("source", r.cp.Source), zap.Uint64("lwm", r.lwm),
-		zap.Int("settled", covered))
 	cp := r.cp
-	c.report(observe.Checkpointed{Meta: c.meta(), Token: cp.Token, Settled: covered})
-	c.reportWrite(ctx, cp, len(c.waiters) > 0)
+	if !refused {
+		c.log.Debug("checkpoint written", zap.String("source", r.cp.Source), zap.Uint64("lwm", r.lwm),
+			zap.Int("settled", covered))
+		c.report(observe.Checkpointed{Meta: c.meta(), Token: cp.Token, Settled: covered})
+		c.reportWrite(ctx, cp, len(c.waiters) > 0)
+	}
 	c.answerWaiters(ctx, r.version, nil)
 	c.flow(ctx, false)
 	c.maybeSave(ctx, len(c.waiters) > 0)
+}
+
+// refused reports a write the store refused as behind its stored position: every time to the
+// Observer (and so the metrics), once per checkpointer to the log with both positions (the
+// error names them), later ones at debug level so that a stream that keeps meeting a newer
+// record does not flood the log.
+func (c *checkpointer) refused(r *saveResult) {
+	c.refusals++
+	c.report(observe.CheckpointRefused{Meta: c.meta(), Token: r.cp.Token, Err: r.err})
+	if c.refusals == 1 {
+		c.log.Warn("checkpoint write refused: the store holds a later position, which stands",
+			zap.Error(r.err), zap.String("source", r.cp.Source), zap.Uint64("lwm", r.lwm))
+		return
+	}
+	c.log.Debug("checkpoint write refused again", zap.Error(r.err), zap.Int("refusals", c.refusals))
 }
 
 // saveFailed reports a failed write and schedules its retry after the backoff delay.

@@ -77,7 +77,7 @@ func TestFlushRequest(t *testing.T) {
 	h := started(t, nil)
 	// Clean: answered at once with the stored position.
 	fl := h.flush()
-	if tokData(fl.GetToken()) != "now-1" || fl.GetError() != "" {
+	if tokData(fl.GetToken()) != "0now-1" || fl.GetError() != "" {
 		t.Fatalf("Flushed %v", fl)
 	}
 	h.noEvent()
@@ -139,22 +139,22 @@ func TestIdlePBRTPersistedOncePerInterval(t *testing.T) {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	// Idle: empty batches keep moving the PBRT; one write per interval, with the newest.
-	h.progress(1, 2, tok("idle-a"))
+	h.progress(1, 2, tok("pbrt-000002-idle-a"))
 	h.sync()
 	h.clk.Advance(400 * time.Millisecond)
-	h.progress(1, 2, tok("idle-b"))
-	h.progress(1, 2, tok("idle-c"))
+	h.progress(1, 2, tok("pbrt-000002-idle-b"))
+	h.progress(1, 2, tok("pbrt-000002-idle-c"))
 	h.sync()
 	h.clk.Advance(599 * time.Millisecond)
 	h.noEvent()
 	h.clk.Advance(time.Millisecond)
 	ev := event[cpEvent](h)
-	if tokData(ev.Checkpoint.Token) != "idle-c" || ev.Settled != 0 || ev.Checkpoint.Source != store.SourcePBRT {
+	if tokData(ev.Checkpoint.Token) != "pbrt-000002-idle-c" || ev.Settled != 0 || ev.Checkpoint.Source != store.SourcePBRT {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	h.sync()
 	// An unchanged PBRT writes nothing and arms nothing.
-	h.progress(1, 2, tok("idle-c"))
+	h.progress(1, 2, tok("pbrt-000002-idle-c"))
 	h.sync()
 	if h.clk.Pending() != 0 {
 		t.Fatal("an unchanged PBRT armed the interval timer")
@@ -185,7 +185,7 @@ func TestIdlePBRTWaitsIdleInterval(t *testing.T) {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	h.sync()
-	h.progress(1, 2, tok("idle-a"))
+	h.progress(1, 2, tok("pbrt-000002-idle-a"))
 	h.sync()
 	if d, ok := h.clk.NextDeadline(); !ok || d != time.Minute {
 		t.Fatalf("idle PBRT armed a %v timer, want IdleInterval (1m)", d)
@@ -193,12 +193,12 @@ func TestIdlePBRTWaitsIdleInterval(t *testing.T) {
 	h.clk.Advance(59 * time.Second)
 	h.noEvent()
 	h.clk.Advance(time.Second)
-	if ev := event[cpEvent](h); tokData(ev.Checkpoint.Token) != "idle-a" {
+	if ev := event[cpEvent](h); tokData(ev.Checkpoint.Token) != "pbrt-000002-idle-a" {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 	h.sync()
 	// Idle wait, then an event settles: the write is due SaveInterval after it, not after the minute.
-	h.progress(1, 2, tok("idle-b"))
+	h.progress(1, 2, tok("pbrt-000002-idle-b"))
 	h.sync()
 	h.clk.Advance(10 * time.Second)
 	h.progress(1, 3, pbrtTok(3))
@@ -463,7 +463,7 @@ func TestWritesReportedAtMostEveryInterval(t *testing.T) {
 	}
 	select {
 	case m := <-h.written: // the start position's, written by started
-		if tokData(m.GetToken()) != tokData(tok("now-1")) {
+		if tokData(m.GetToken()) != tokData(tok("0now-1")) {
 			t.Fatalf("first CheckpointWritten %q, want the start position", tokData(m.GetToken()))
 		}
 	case <-time.After(waitFor):
@@ -547,7 +547,7 @@ func TestStaleProgressAndSettlementsDropped(t *testing.T) {
 	h.progress(1, 3, pbrtTok(3))
 	h.settle(1, 1, 2, 3)
 	fl := h.flush()
-	if tokData(fl.GetToken()) != "now-1" || fl.GetLowWaterMark() != 0 {
+	if tokData(fl.GetToken()) != "0now-1" || fl.GetLowWaterMark() != 0 {
 		t.Fatalf("Flushed %v: stale messages were applied", fl)
 	}
 	_ = bson.Raw(nil)
@@ -619,5 +619,76 @@ func TestSettledRunsMoveTheLowWaterMarkWhole(t *testing.T) {
 	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{run(201, 110)}})
 	if fl := h.flush(); tokData(fl.GetToken()) != "pbrt-000300" || fl.GetLowWaterMark() != 300 {
 		t.Fatalf("after 201-310: Flushed %v, want the PBRT of 300", fl)
+	}
+}
+
+// A store holding a later position than a write (another writer of the same scope got there
+// first, or a write the checkpointer gave up on was applied late) refuses it with
+// store.ErrBackward. What the write would cover is covered already: the checkpointer reports the
+// refusal, does not retry or pause the flow, answers its Flush waiters, and goes on writing; the
+// stored position stands until a write passes it.
+func TestBackwardWriteRefusedAndFlowGoesOn(t *testing.T) {
+	h := started(t, func(_ *harness, c *Config) {
+		c.Checkpoint.SaveEvery = 2
+		c.Checkpoint.MaxUnflushed = 4
+		c.Checkpoint.SaveInterval = time.Hour
+	})
+	ahead, ok := h.stored()
+	if !ok {
+		t.Fatal("no start checkpoint")
+	}
+	ahead.Token, ahead.Source = evTok(50), store.SourceEvent
+	h.save(ahead)
+
+	h.progress(1, 100, pbrtTok(100))
+	h.settle(1, 1, 2)
+	r := event[observe.CheckpointRefused](h)
+	if !errors.Is(r.Err, store.ErrBackward) || tokData(r.Token) != tokData(evTok(2)) {
+		t.Fatalf("CheckpointRefused %+v, want ev2 refused with ErrBackward", r)
+	}
+	h.sync()
+	if n := h.clk.Pending(); n != 0 {
+		t.Fatalf("%d timers pending after a refused write: it was scheduled for a retry", n)
+	}
+	if cp, _ := h.stored(); tokData(cp.Token) != tokData(evTok(50)) {
+		t.Fatalf("stored %q, want ev50 to stand", tokData(cp.Token))
+	}
+	// Past MaxUnflushed in settlements: a refused write counts as covered, nothing pauses.
+	h.settle(1, 3, 4)
+	event[observe.CheckpointRefused](h)
+	h.settle(1, 5, 6)
+	event[observe.CheckpointRefused](h)
+	fl := h.flush()
+	if fl.GetError() != "" || tokData(fl.GetToken()) != tokData(evTok(6)) {
+		t.Fatalf("Flushed %v, want no error at ev6 (covered by the stored ev50)", fl)
+	}
+	for {
+		select {
+		case m := <-h.probe:
+			if fc, ok := m.(*wire.FlowControl); ok && fc.GetPaused() {
+				t.Fatalf("FlowControl %v: a refused write paused the dispatcher", fc)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	// A write past the stored position is stored and reported as usual.
+	h.progress(1, 100, pbrtTok(100))
+	h.settle(1, seqRange(7, 60)...)
+	for {
+		ev := event[any](h)
+		if c, ok := ev.(cpEvent); ok {
+			if tokData(c.Checkpoint.Token) <= tokData(evTok(50)) {
+				t.Fatalf("Checkpointed %q, not past the stored ev50", tokData(c.Checkpoint.Token))
+			}
+			break
+		}
+		if _, ok := ev.(observe.CheckpointRefused); !ok {
+			t.Fatalf("event %T %+v", ev, ev)
+		}
+	}
+	if cp, _ := h.stored(); tokData(cp.Token) <= tokData(evTok(50)) {
+		t.Fatalf("stored %q, want past ev50", tokData(cp.Token))
 	}
 }

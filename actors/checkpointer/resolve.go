@@ -311,9 +311,12 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 	}
 }
 
-// persistStart writes p as the start checkpoint and completes r with it.
+// persistStart writes p as the start checkpoint and completes r with it. A start position the
+// configuration applies (applied: not a resume) replaces the stored one on purpose, even
+// behind it: a Rewind.
 func persistStart(ctx context.Context, cfg Config, r *resolveResult, p position, base store.Checkpoint, source string, applied bool) *resolveResult {
 	rec := cfg.record(base, p)
+	rec.Rewind = applied
 	if !cfg.save(ctx, r, rec, "persist the start position") {
 		return r
 	}
@@ -448,6 +451,9 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			return r // nothing is written: the new position lives in memory
 		}
 		rec := cfg.record(base, p)
+		// The stored position cannot be resumed from (or is corrupt, and may sort anywhere):
+		// the lost-history path replaces it on purpose.
+		rec.Rewind = true
 		if err := cfg.Store.Save(ctx, rec); err != nil {
 			if errors.Is(err, store.ErrFenced) {
 				r.fenced = err

@@ -49,14 +49,14 @@ func TestCascadeNoCheckpointCapturesAndPersistsBeforeReplying(t *testing.T) {
 		return nil
 	})
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-1", sf)
 	}
 	if !savedBeforeReply.Load() {
 		t.Fatal("the initial position was not saved before the reply")
 	}
 	cp, ok := h.stored()
-	if !ok || tokData(cp.Token) != "now-1" || cp.Source != store.SourceInitial ||
+	if !ok || tokData(cp.Token) != "0now-1" || cp.Source != store.SourceInitial ||
 		cp.ClusterTime != (bson.Timestamp{T: 1000, I: 1}) || cp.Owner != "instance-a" {
 		t.Fatalf("stored %+v", cp)
 	}
@@ -74,7 +74,7 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	// Persist failure: also transient, and nothing adopted in memory.
-	h.pos.set(tok("now-2"), bson.Timestamp{T: 2000}, nil)
+	h.pos.set(tok("0now-2"), bson.Timestamp{T: 2000}, nil)
 	h.ms.SetFault(func(ctx context.Context, op memstore.Op) error {
 		if op == memstore.OpSave {
 			return errors.New("disk full")
@@ -87,7 +87,7 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 	}
 	h.ms.SetFault(nil)
 	sf = h.resolve(3)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-2" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-2" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-2", sf)
 	}
 	if _, ok := h.stored(); !ok {
@@ -101,16 +101,16 @@ func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != "latest" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != "latest" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-1 (latest)", sf)
 	}
-	if cp, _ := h.stored(); tokData(cp.Token) != "now-1" {
+	if cp, _ := h.stored(); tokData(cp.Token) != "0now-1" {
 		t.Fatalf("stored %+v, want now-1", cp)
 	}
 	// A later start resumes (from memory) instead of capturing again.
-	h.pos.set(tok("now-2"), bson.Timestamp{}, nil)
+	h.pos.set(tok("0now-2"), bson.Timestamp{}, nil)
 	sf = h.resolve(2)
-	if tokData(sf.GetToken()) != "now-1" || sf.GetSource() != sourceMemory {
+	if tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != sourceMemory {
 		t.Fatalf("second start %v, want memory now-1", sf)
 	}
 }
@@ -171,7 +171,7 @@ func TestCascadeMemoryFirstAfterProgress(t *testing.T) {
 	if tokData(sf.GetToken()) != tokData(evTok(3)) || sf.GetSource() != sourceMemory || sf.GetNextSeq() != 6 {
 		t.Fatalf("StartFrom %v, want memory ev3 next_seq 6", sf)
 	}
-	if cp, _ := h.stored(); tokData(cp.Token) != "now-1" {
+	if cp, _ := h.stored(); tokData(cp.Token) != "0now-1" {
 		t.Fatalf("stored %v, want the initial position still", tokData(cp.Token))
 	}
 	// Settlements of the old incarnation are dropped after the rebase.
@@ -232,9 +232,9 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.resolve(1)
-	h.pos.set(tok("now-9"), bson.Timestamp{T: 9000, I: 3}, nil)
+	h.pos.set(tok("0now-9"), bson.Timestamp{T: 9000, I: 3}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-9" ||
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-9" ||
 		sf.GetSource() != store.SourceResumeFromNow {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-9", sf)
 	}
@@ -249,14 +249,14 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 	}
 	for _, got := range []store.Gap{g, gaps[0]} {
 		if got.Stream != "orders" || tokData(got.FromToken) != "old" || got.FromTime.T != 10 ||
-			tokData(got.ToToken) != "now-9" || got.ToTime != (bson.Timestamp{T: 9000, I: 3}) ||
+			tokData(got.ToToken) != "0now-9" || got.ToTime != (bson.Timestamp{T: 9000, I: 3}) ||
 			got.Policy != store.GapResumeFromNow || got.Reason != "code 286: gone" ||
 			!got.At.Equal(h.clk.Now()) || got.ID == "" {
 			t.Fatalf("gap %+v", got)
 		}
 	}
 	cp, _ := h.stored()
-	if tokData(cp.Token) != "now-9" || cp.Source != store.SourceResumeFromNow {
+	if tokData(cp.Token) != "0now-9" || cp.Source != store.SourceResumeFromNow {
 		t.Fatalf("stored %+v", cp)
 	}
 	if ev := event[cpEvent](h); ev.Checkpoint.Source != store.SourceResumeFromNow {
@@ -317,7 +317,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	})
 	h.resolve(1) // initial now-1
 	event[cpEvent](h)
-	h.pos.set(tok("now-5"), bson.Timestamp{T: 5000, I: 7}, nil)
+	h.pos.set(tok("0now-5"), bson.Timestamp{T: 5000, I: 7}, nil)
 
 	// Error path: transient FAIL, no gap, nothing persisted, fn called once.
 	sf := h.historyLost(1, 280, "fatal")
@@ -333,7 +333,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 		t.Fatalf("gap recorded after a failed rebuild: %+v", gaps)
 	}
 	// The next start still resumes from the lost position (memory), loses it again, rebuilds.
-	if sf := h.resolve(2); tokData(sf.GetToken()) != "now-1" {
+	if sf := h.resolve(2); tokData(sf.GetToken()) != "0now-1" {
 		t.Fatalf("restart %v", sf)
 	}
 	fail.Store(false)
@@ -347,8 +347,8 @@ func TestHistoryLostRebuild(t *testing.T) {
 	}
 	event[observe.HistoryLost](h)
 	g := event[store.Gap](h)
-	if g.Policy != store.GapRebuild || tokData(g.FromToken) != "now-1" || g.FromTime.T != 1000 ||
-		tokData(g.ToToken) != "now-5" || g.ToTime != (bson.Timestamp{T: 5000, I: 7}) || g.Reason != "code 280: fatal" {
+	if g.Policy != store.GapRebuild || tokData(g.FromToken) != "0now-1" || g.FromTime.T != 1000 ||
+		tokData(g.ToToken) != "0now-5" || g.ToTime != (bson.Timestamp{T: 5000, I: 7}) || g.Reason != "code 280: fatal" {
 		t.Fatalf("gap %+v", g)
 	}
 	cp, _ := h.stored()
@@ -383,7 +383,7 @@ func TestNewInstanceOfSamePropsResumesFromStore(t *testing.T) {
 	if err := h.sys.Root.StopFuture(a).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	h.pos.set(tok("now-2"), bson.Timestamp{}, nil)
+	h.pos.set(tok("0now-2"), bson.Timestamp{}, nil)
 	b := h.sys.Root.Spawn(props)
 	defer func() { _ = h.sys.Root.StopFuture(b).Wait() }()
 	h.sys.Root.RequestWithCustomSender(b, &wire.ResolveStart{Incarnation: 2}, h.probePID)
@@ -421,7 +421,7 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	// The new instance has no memory: it loads the stored (initial) position.
-	if sf := h.resolve(2); tokData(sf.GetToken()) != "now-1" || sf.GetSource() != store.SourceInitial {
+	if sf := h.resolve(2); tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != store.SourceInitial {
 		t.Fatalf("after restart %v", sf)
 	}
 }
@@ -444,9 +444,9 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 		}
 		return nil
 	})
-	h.pos.set(tok("now-3"), bson.Timestamp{T: 3000}, nil)
+	h.pos.set(tok("0now-3"), bson.Timestamp{T: 3000}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now-3" {
+	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-3" {
 		t.Fatalf("StartFrom %v", sf)
 	}
 	event[observe.HistoryLost](h)
@@ -462,7 +462,7 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 	h.sync()
 	h.clk.Advance(50 * time.Millisecond)
 	ev := event[cpEvent](h)
-	if tokData(ev.Checkpoint.Token) != "now-3" || ev.Checkpoint.Source != store.SourceResumeFromNow {
+	if tokData(ev.Checkpoint.Token) != "0now-3" || ev.Checkpoint.Source != store.SourceResumeFromNow {
 		t.Fatalf("Checkpointed %+v", ev)
 	}
 }

@@ -32,18 +32,18 @@ func TestSnapshotFirstStart(t *testing.T) {
 	})
 	sf := h.resolve(1)
 	recorded.Store(true)
-	if sf.GetSnapshotId() == "" || tokData(sf.GetToken()) != "now-1" || sf.GetSource() != store.SourceSnapshot {
+	if sf.GetSnapshotId() == "" || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != store.SourceSnapshot {
 		t.Fatalf("StartFrom %v: want the handoff position and a snapshot id", sf)
 	}
 	if len(order) != 2 || order[0] != memstore.OpSaveSnapshot || order[1] != memstore.OpSave {
 		t.Fatalf("writes %v: want the snapshot record before the checkpoint", order)
 	}
 	sn, ok, _ := h.ms.LoadSnapshot(context.Background(), store.Scope{Stream: "orders"})
-	if !ok || sn.ID != sf.GetSnapshotId() || sn.State != store.SnapshotRunning || tokData(sn.HandoffToken) != "now-1" ||
+	if !ok || sn.ID != sf.GetSnapshotId() || sn.State != store.SnapshotRunning || tokData(sn.HandoffToken) != "0now-1" ||
 		sn.Reason != store.SnapshotReasonInitial {
 		t.Fatalf("snapshot record %+v", sn)
 	}
-	if cp, _ := h.stored(); cp.Source != store.SourceSnapshot || tokData(cp.Token) != "now-1" {
+	if cp, _ := h.stored(); cp.Source != store.SourceSnapshot || tokData(cp.Token) != "0now-1" {
 		t.Fatalf("checkpoint %+v", cp)
 	}
 	// A restart of the stream actor before the snapshot ends: the same snapshot again.
@@ -108,9 +108,9 @@ func TestSnapshotRebuildAfterHistoryLost(t *testing.T) {
 	if sf := h.resolve(1); sf.GetSnapshotId() != "" {
 		t.Fatalf("StartFrom %v: a stream with a checkpoint starts no snapshot", sf)
 	}
-	h.pos.set(tok("now-9"), h.pos.ts, nil)
+	h.pos.set(tok("0now-9"), h.pos.ts, nil)
 	sf := h.historyLost(1, 286, "history lost")
-	if sf.GetSnapshotId() == "" || tokData(sf.GetToken()) != "now-9" {
+	if sf.GetSnapshotId() == "" || tokData(sf.GetToken()) != "0now-9" {
 		t.Fatalf("StartFrom %v: want a rebuild snapshot from now-9", sf)
 	}
 	gaps, _ := h.ms.ListGaps(ctx, store.Scope{Stream: "orders"})

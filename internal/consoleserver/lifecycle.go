@@ -45,6 +45,8 @@ func lifecycleEventOf(ev observe.Event) *messages.LifecycleEvent {
 		cause(e.Err)
 	case observe.CheckpointFailed:
 		cause(e.Err)
+	case observe.CheckpointRefused:
+		cause(e.Err)
 	case observe.HistoryLost:
 		cause(e.Err)
 	case observe.Invalidated:

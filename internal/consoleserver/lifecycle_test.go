@@ -24,6 +24,7 @@ func lifecycleSamples(at time.Time) map[observe.Kind]observe.Event {
 		observe.DeadLetterFailed{Meta: m, EventID: "e1", Err: err},
 		observe.Checkpointed{Meta: m, Settled: 10},
 		observe.CheckpointFailed{Meta: m, Err: err, Unflushed: 10},
+		observe.CheckpointRefused{Meta: m, Err: err},
 		observe.HistoryLost{Meta: m, Err: err},
 		observe.GapRecorded{Meta: m},
 		observe.Invalidated{Meta: m, Cause: "drop"},

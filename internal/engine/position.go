@@ -58,8 +58,10 @@ func (e *Entry) fixLeaderStart(ctx context.Context) error {
 			return nil
 		}
 	}
+	// Over an earlier seed, this one moves the position back on purpose: a Rewind, so that
+	// what is committed after this Spawn returns is delivered too.
 	seed := store.Checkpoint{Stream: e.name, Token: tok, ClusterTime: ts, Source: store.SourceInitial,
-		Owner: e.rt.cfg.InstanceID, UpdatedAt: e.rt.clk.Now()}
+		Owner: e.rt.cfg.InstanceID, UpdatedAt: e.rt.clk.Now(), Rewind: found}
 	switch err := e.store.checkpoints.Save(ctx, seed); {
 	case errors.Is(err, store.ErrFenced):
 		// A leader claimed a position meanwhile: that one is fixed.

@@ -64,6 +64,7 @@ func TestEveryCounterHasASeriesFromTheStart(t *testing.T) {
 	pay := map[string]string{"stream": "pay"}
 	for _, name := range []string{"watchtree_retries_total", "watchtree_dead_letters_total", "watchtree_events_dropped_total",
 		"watchtree_dead_letter_failures_total", "watchtree_checkpoints_total", "watchtree_checkpoint_failures_total",
+		"watchtree_checkpoint_refused_total",
 		"watchtree_history_lost_total", "watchtree_gaps_total", "watchtree_restarts_total", "watchtree_handler_duration_seconds"} {
 		if v, ok := value(fams, name, pay); !ok || v != 0 {
 			t.Errorf("%s{stream=pay} = %v (present %v), want a series at 0", name, v, ok)

@@ -79,10 +79,10 @@ type Options struct {
 type Metrics struct {
 	opts Options
 
-	retries, deadLetters, dropped, checkpoints, checkpointFailures *prom.CounterVec
-	historyLost, gaps, deadLetterFailures                          *prom.CounterVec
-	stops                                                          *prom.CounterVec
-	handler                                                        *prom.HistogramVec
+	retries, deadLetters, dropped, checkpoints, checkpointFailures, checkpointRefusals *prom.CounterVec
+	historyLost, gaps, deadLetterFailures                                              *prom.CounterVec
+	stops                                                                              *prom.CounterVec
+	handler                                                                            *prom.HistogramVec
 
 	events, restarts, state, role, lag, inFlight, attempt, backlog, cpAge, headroom, observerDropped *prom.Desc
 	leaseEpoch, leaseAcquisitions, leaseLosses, leaseHandovers, leaseFenced, buildInfo, reachable    *prom.Desc
@@ -157,6 +157,7 @@ func New(o Options) *Metrics {
 		stops:              counter("stops_total", "Stops of the stream, by reason (graceful, crashed) and whether terminal.", "reason", "terminal"),
 		checkpoints:        counter("checkpoints_total", "Checkpoints written."),
 		checkpointFailures: counter("checkpoint_failures_total", "Failed checkpoint writes (retried)."),
+		checkpointRefusals: counter("checkpoint_refused_total", "Checkpoint writes the store refused because their position sorts before the stored one (the stored one stands)."),
 		historyLost:        counter("history_lost_total", "Saved positions no longer in the oplog."),
 		gaps:               counter("gaps_total", "Gap records written (history skipped on purpose)."),
 		handler: prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: "handler_duration_seconds",
@@ -225,7 +226,7 @@ func (m *Metrics) zero(stream string) {
 		return
 	}
 	for _, c := range []*prom.CounterVec{m.retries, m.deadLetters, m.dropped, m.deadLetterFailures, m.checkpoints,
-		m.checkpointFailures, m.historyLost, m.gaps} {
+		m.checkpointFailures, m.checkpointRefusals, m.historyLost, m.gaps} {
 		c.WithLabelValues(stream)
 	}
 	m.stops.WithLabelValues(stream, observe.Graceful.String(), "false")
@@ -264,6 +265,8 @@ func (m *Metrics) OnEvent(ev observe.Event) {
 	case observe.CheckpointFailed:
 		m.checkpointFailures.WithLabelValues(s).Inc()
 		m.checkpointFailed(s, true)
+	case observe.CheckpointRefused:
+		m.checkpointRefusals.WithLabelValues(s).Inc()
 	case observe.HistoryLost:
 		m.historyLost.WithLabelValues(s).Inc()
 	case observe.GapRecorded:
@@ -293,7 +296,7 @@ func (m *Metrics) ObserveHandler(stream string, took time.Duration, err error) {
 
 func (m *Metrics) vecs() []prom.Collector {
 	return []prom.Collector{m.retries, m.deadLetters, m.dropped, m.deadLetterFailures,
-		m.stops, m.checkpoints, m.checkpointFailures, m.historyLost, m.gaps, m.handler}
+		m.stops, m.checkpoints, m.checkpointFailures, m.checkpointRefusals, m.historyLost, m.gaps, m.handler}
 }
 
 func (m *Metrics) descs() []*prom.Desc {

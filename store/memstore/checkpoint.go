@@ -27,8 +27,10 @@ func (s *Store) Load(ctx context.Context, scope store.Scope) (store.Checkpoint, 
 }
 
 // Save stores a copy of cp as the checkpoint of its scope (Stream, Instance), replacing the
-// previous one, unless the stored Epoch is higher than cp.Epoch: then it fails with an error
-// matching store.ErrFenced and changes nothing. An expired record fences nothing: it is gone.
+// previous one, unless the stored Epoch is higher than cp.Epoch (an error matching
+// store.ErrFenced) or, under the same Epoch, cp is not a Rewind and its position sorts before
+// the stored one (store.ErrBackward); then it changes nothing. An expired record refuses
+// nothing: it is gone.
 func (s *Store) Save(ctx context.Context, cp store.Checkpoint) error {
 	if err := s.enter(ctx, OpSave); err != nil {
 		return err
@@ -38,11 +40,18 @@ func (s *Store) Save(ctx context.Context, cp store.Checkpoint) error {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.checkpoints[cp.Scope()]; ok && !old.Expired(now) && old.Epoch > cp.Epoch {
-		s.fenced.Add(1)
-		return fmt.Errorf("memstore: save checkpoint of %s with epoch %d, stored epoch %d: %w",
-			cp.Scope(), cp.Epoch, old.Epoch, store.ErrFenced)
+	if old, ok := s.checkpoints[cp.Scope()]; ok && !old.Expired(now) {
+		if old.Epoch > cp.Epoch {
+			s.fenced.Add(1)
+			return fmt.Errorf("memstore: save checkpoint of %s with epoch %d, stored epoch %d: %w",
+				cp.Scope(), cp.Epoch, old.Epoch, store.ErrFenced)
+		}
+		if c, ok := store.ComparePositions(cp, old); ok && c < 0 && old.Epoch == cp.Epoch && !cp.Rewind {
+			return fmt.Errorf("memstore: save checkpoint of %s at %s, behind the stored %s (epoch %d): %w",
+				cp.Scope(), store.DescribePosition(cp), store.DescribePosition(old), cp.Epoch, store.ErrBackward)
+		}
 	}
+	cp.Rewind = false
 	s.checkpoints[cp.Scope()] = cp
 	return nil
 }

@@ -29,13 +29,15 @@
 //     {_id, stream, instance, fromToken, fromTime, toToken, toTime, policy, reason, at}
 //     (instance left out for the shared scope). Index {stream: 1, instance: 1, at: 1}.
 //
-// Fencing: Save is one atomic conditional upsert, a replaceOne with filter
-// {_id: <the scope's _id>, $or: [{epoch: {$lte: E}}, {epoch: {$exists: false}}]} and upsert: true. If a
-// higher epoch holds the document the filter matches nothing, the upsert tries to insert a second
-// document with the same _id and the server answers DuplicateKey (11000), which Save reports as
-// store.ErrFenced. A DuplicateKey can also come from a concurrent first save by a lower or equal
-// epoch; so Save retries once, and only a second DuplicateKey (the document now exists, and its
-// epoch is higher) is ErrFenced.
+// Fencing and monotonic positions: Save is one atomic conditional upsert, a replaceOne with
+// upsert: true and the filter {_id: <the scope's _id>, $or: [no epoch, expired, {epoch: {$lt: E}},
+// {epoch: E, <not behind>}]}, where <not behind> holds when the stored token's _data string is
+// not after the new one's (or, where either has no token, the stored clusterTime is not after
+// the new one's); a Rewind leaves it out. If the stored document refuses the save, the filter
+// matches nothing, the upsert tries to insert a second document with the same _id and the
+// server answers DuplicateKey (11000). A DuplicateKey can also come from a concurrent first save;
+// so Save retries once, and a second DuplicateKey is a refusal: Save reads the stored document
+// and reports store.ErrFenced (its epoch is higher) or store.ErrBackward (its position is ahead).
 //
 // Durability: writes use write concern majority (Options.WriteConcern) and reads go to the
 // primary, so a save that reported success survives a failover. Retryable writes (the driver's

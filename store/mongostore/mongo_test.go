@@ -401,10 +401,12 @@ func TestLegacySharedCheckpointReadable(t *testing.T) {
 func TestSaveIsOneConditionalUpsert(t *testing.T) {
 	rec := &recorder{}
 	e := newEnv(t, mongosim.Options{}, rec.option)
-	s, _ := e.newStore(t, mongostore.Options{})
+	s, _ := e.newStore(t, mongostore.Options{Now: func() time.Time { return t0 }})
 	ctx := testCtx(t)
 	rec.reset()
-	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 5, Settled: 1, UpdatedAt: t0}); err != nil {
+	tok, _ := bson.Marshal(bson.D{{Key: "_data", Value: "8269B5B0A4000000012B0429"}})
+	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 5, Settled: 1, UpdatedAt: t0,
+		Token: tok, ClusterTime: bson.Timestamp{T: 1_773_500_000, I: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	updates := rec.named("update")
@@ -413,7 +415,15 @@ func TestSaveIsOneConditionalUpsert(t *testing.T) {
 	}
 	stmt := updates[0].Command.Lookup("updates").Array().Index(0).Document()
 	q := stmt.Lookup("q").Document().String()
-	wantQ := `{"_id": "orders","$or": [{"epoch": {"$lte": {"$numberLong":"5"}}},{"epoch": {"$exists": false}}]}`
+	// The record may be replaced when it has no epoch, has expired, has a lower epoch, or has
+	// this epoch and a position not after this one: its token's _data not after this one's, or
+	// no token data and a cluster time not after this one's.
+	wantQ := `{"_id": "orders","$or": [{"epoch": {"$exists": false}},` +
+		`{"expiresAt": {"$lt": {"$date":{"$numberLong":"` + fmt.Sprint(t0.UnixMilli()) + `"}}}},` +
+		`{"epoch": {"$lt": {"$numberLong":"5"}}},` +
+		`{"epoch": {"$numberLong":"5"},"$or": [{"token._data": {"$lte": "8269B5B0A4000000012B0429"}},` +
+		`{"token._data": {"$not": {"$type": "string"}},"$or": [{"clusterTime": {"$exists": false}},` +
+		`{"clusterTime": {"$lte": {"$timestamp":{"t":1773500000,"i":1}}}}]}]}]}`
 	if q != wantQ {
 		t.Errorf("update filter %s\nwant %s", q, wantQ)
 	}
@@ -472,10 +482,24 @@ func TestSaveRetriesOneDuplicateKey(t *testing.T) {
 	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1, Settled: 1}); err != nil {
 		t.Fatalf("Save after one DuplicateKey: %v, want success on the retry", err)
 	}
+	// Two DuplicateKeys while the stored record accepts the save: neither fenced nor backward
+	// (a verdict the stored record does not support would stop or mislead the stream), but a
+	// failure that the caller retries.
 	failUpdates(2)
 	err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1, Settled: 2})
-	if !errors.Is(err, store.ErrFenced) {
-		t.Fatalf("Save after two DuplicateKeys: %v, want ErrFenced", err)
+	if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrBackward) {
+		t.Fatalf("Save after two DuplicateKeys over a record that accepts it: %v, want a plain error", err)
+	}
+	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 1, Settled: 2}); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	// Two DuplicateKeys over a higher epoch: fenced.
+	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 3, Settled: 3}); err != nil {
+		t.Fatal(err)
+	}
+	failUpdates(2)
+	if err := s.Save(ctx, store.Checkpoint{Stream: "orders", Epoch: 2, Settled: 4}); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("Save after two DuplicateKeys over epoch 3: %v, want ErrFenced", err)
 	}
 }
 

@@ -27,18 +27,44 @@ func (s *Store) checkpointKey(scope store.Scope) string {
 
 func (s *Store) checkpointIndex(stream string) string { return s.key("checkpoints", stream) }
 
-// saveScript replaces the checkpoint hash KEYS[1] with the field/value pairs ARGV[5..] unless
-// its stored epoch is higher than ARGV[1]: then it returns {0, stored epoch} and changes
-// nothing. A stored hash whose expiresAt (ms) is not after ARGV[3] (the store's now, ms) is
-// expired: it counts as absent, its epoch fences nothing. ARGV[2] is the new expiry (ms, 0:
-// none); the hash then also gets a Redis expiry ARGV[2] - ARGV[3] ms away, so that a checkpoint
-// past its retention is deleted. ARGV[4] is added to the index set KEYS[2].
+// saveScript replaces the checkpoint hash KEYS[1] with the field/value pairs ARGV[9..] unless
+// the stored record refuses it: its epoch is higher than ARGV[1] (it returns {0, stored epoch}),
+// or its epoch is equal, ARGV[5] is not "1" (a Rewind) and the new position sorts before the
+// stored one (it returns {2, stored data, stored ctT, stored ctI}); then it changes nothing.
+// Positions compare as store.ComparePositions orders them: by the tokens' _data strings
+// (ARGV[6] and the stored field "data", compared byte by byte: Lua's own < follows the
+// server's locale) when both have one, else by cluster time (ARGV[7], ARGV[8] and the stored
+// ctT, ctI) when both know one. A stored hash whose expiresAt (ms) is not after ARGV[3] (the
+// store's now, ms) is expired: it counts as absent and refuses nothing. ARGV[2] is the new
+// expiry (ms, 0: none); the hash then also gets a Redis expiry ARGV[2] - ARGV[3] ms away, so
+// that a checkpoint past its retention is deleted. ARGV[4] is added to the index set KEYS[2].
 var saveScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'epoch', 'expiresAt')
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local h = redis.call('HMGET', KEYS[1], 'epoch', 'expiresAt', 'data', 'ctT', 'ctI')
 local live = h[1] and not (h[2] and tonumber(h[2]) > 0 and tonumber(h[2]) <= tonumber(ARGV[3]))
-if live and tonumber(h[1]) > tonumber(ARGV[1]) then return {0, h[1]} end
+if live then
+  local stored, new = tonumber(h[1]), tonumber(ARGV[1])
+  if stored > new then return {0, h[1]} end
+  if stored == new and ARGV[5] ~= '1' then
+    local sd, st, si = h[3] or '', tonumber(h[4] or '0'), tonumber(h[5] or '0')
+    local nt, ni = tonumber(ARGV[7]), tonumber(ARGV[8])
+    local behind = false
+    if ARGV[6] ~= '' and sd ~= '' then
+      behind = before(ARGV[6], sd)
+    elseif (nt ~= 0 or ni ~= 0) and (st ~= 0 or si ~= 0) then
+      behind = nt < st or (nt == st and ni < si)
+    end
+    if behind then return {2, sd, tostring(st), tostring(si)} end
+  end
+end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], unpack(ARGV, 9))
 local exp = tonumber(ARGV[2])
 if exp > 0 then
   redis.call('PEXPIRE', KEYS[1], math.max(exp - tonumber(ARGV[3]), 1))
@@ -48,9 +74,11 @@ return {1, ''}
 `)
 
 // Save replaces the checkpoint of cp's scope with cp in one atomic script, unless the stored
-// epoch is higher than cp.Epoch: then it fails with an error matching store.ErrFenced (naming
-// the stored epoch) and changes nothing. A checkpoint with an ExpiresAt is deleted by Redis
-// once Options.Now passes it (its key expires), and is absent from reads from then on.
+// epoch is higher than cp.Epoch (an error matching store.ErrFenced, naming the stored epoch)
+// or, under the same epoch, cp is not a Rewind and its position sorts before the stored one
+// (an error matching store.ErrBackward, naming both positions); then it changes nothing. A
+// checkpoint with an ExpiresAt is deleted by Redis once Options.Now passes it (its key
+// expires), and is absent from reads from then on.
 func (s *Store) Save(ctx context.Context, cp store.Checkpoint) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -59,12 +87,24 @@ func (s *Store) Save(ctx context.Context, cp store.Checkpoint) error {
 	if !cp.ExpiresAt.IsZero() {
 		expires = cp.ExpiresAt.UnixMilli()
 	}
-	args := []any{cp.Epoch, expires, s.now().UnixMilli(), cp.Instance,
+	rewind := "0"
+	if cp.Rewind {
+		rewind = "1"
+	}
+	var data string
+	if len(cp.Token) > 0 {
+		data, _ = cp.Token.Lookup("_data").StringValueOK()
+	}
+	args := []any{cp.Epoch, expires, s.now().UnixMilli(), cp.Instance, rewind, data, cp.ClusterTime.T, cp.ClusterTime.I,
 		"stream", cp.Stream, "instance", cp.Instance,
 		"epoch", cp.Epoch, "source", cp.Source, "owner", cp.Owner, "settled", strconv.FormatUint(cp.Settled, 10),
 		"ctT", cp.ClusterTime.T, "ctI", cp.ClusterTime.I}
 	if cp.Token != nil {
 		args = append(args, "token", []byte(cp.Token))
+	}
+	if data != "" {
+		// The token's _data as a string, for the script's comparison (it cannot read BSON).
+		args = append(args, "data", data)
 	}
 	if !cp.UpdatedAt.IsZero() {
 		args = append(args, "updatedAt", cp.UpdatedAt.UnixMilli())
@@ -77,9 +117,21 @@ func (s *Store) Save(ctx context.Context, cp store.Checkpoint) error {
 	if err != nil {
 		return wrap(ctx, err, "save checkpoint of %q (epoch %d)", scope.String(), cp.Epoch)
 	}
-	if a, ok := v.([]any); ok && len(a) == 2 && toInt64(a[0]) == 0 {
+	a, _ := v.([]any)
+	switch {
+	case len(a) == 2 && toInt64(a[0]) == 0:
 		return fmt.Errorf("redisstore: save checkpoint of %q with epoch %d, stored epoch %s: %w",
 			scope.String(), cp.Epoch, toString(a[1]), store.ErrFenced)
+	case len(a) == 4 && toInt64(a[0]) == 2:
+		stored := store.Checkpoint{}
+		if d := toString(a[1]); d != "" {
+			stored.Token, _ = bson.Marshal(bson.D{{Key: "_data", Value: d}})
+		}
+		t, _ := strconv.ParseUint(toString(a[2]), 10, 32)
+		i, _ := strconv.ParseUint(toString(a[3]), 10, 32)
+		stored.ClusterTime = bson.Timestamp{T: uint32(t), I: uint32(i)}
+		return fmt.Errorf("redisstore: save checkpoint of %q at %s, behind the stored %s (epoch %d): %w",
+			scope.String(), store.DescribePosition(cp), store.DescribePosition(stored), cp.Epoch, store.ErrBackward)
 	}
 	return nil
 }

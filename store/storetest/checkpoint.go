@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,9 @@ import (
 // TestCheckpointStore runs the checkpoint contract against stores made by newStore (a fresh,
 // empty store per call): load of a missing stream, exact round trips, upsert overwrite, epoch
 // fencing (sequential and concurrent), scopes (the shared one and each instance's, fenced,
-// loaded and listed on their own), retention, defensive copies and done contexts. now is the
+// loaded and listed on their own), positions that never move backward under one epoch (by
+// token, by cluster time, per scope, concurrently, and the explicit Rewind), retention,
+// defensive copies and done contexts. now is the
 // store's clock for retention: the store must treat a checkpoint as expired (absent from every
 // read) once now() is after its ExpiresAt. The suite's clock starts at the wall-clock time, as
 // TestDeadLetterStore's does, and only moves when a case advances it.
@@ -41,7 +44,13 @@ func TestCheckpointStore(t *testing.T, newStore func(t *testing.T, now func() ti
 		{"DoneContext", cpDoneContext, nil},
 		{"ScopesAreIndependent", cpScopesIndependent, nil},
 		{"List", cpList, nil},
+		{"BackwardRefused", cpBackwardRefused, nil},
+		{"BackwardByClusterTime", cpBackwardByClusterTime, nil},
+		{"BackwardPerScope", cpBackwardPerScope, nil},
+		{"Rewind", cpRewind, nil},
+		{"ConcurrentPositions", cpConcurrentPositions, nil},
 		{"Retention", nil, cpRetention},
+		{"BackwardAfterExpiry", nil, cpBackwardAfterExpiry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -427,4 +436,164 @@ func cpRetention(t *testing.T, s store.CheckpointStore, clk *clock.Fake) {
 	clk.Advance(49 * time.Hour)
 	wantListCheckpoints(t, s, "orders", shared)
 	wantCheckpoint(t, s, shared)
+}
+
+// wantBackward asserts that saving cp fails with store.ErrBackward, naming the attempted and the
+// stored position, and leaves stored in place.
+func wantBackward(t *testing.T, s store.CheckpointStore, cp, stored store.Checkpoint) {
+	t.Helper()
+	err := s.Save(testCtx(t), cp)
+	if !errors.Is(err, store.ErrBackward) {
+		t.Fatalf("Save(%s at %s) behind %s: err = %v, want store.ErrBackward",
+			cp.Scope(), store.DescribePosition(cp), store.DescribePosition(stored), err)
+	}
+	if errors.Is(err, store.ErrFenced) {
+		t.Fatalf("Save behind the stored position under the same epoch: err = %v also matches ErrFenced", err)
+	}
+	for _, pos := range []string{store.DescribePosition(cp), store.DescribePosition(stored)} {
+		if !strings.Contains(err.Error(), pos) {
+			t.Errorf("ErrBackward text %q does not name the position %q", err, pos)
+		}
+	}
+	wantCheckpoint(t, s, stored)
+}
+
+// cpBackwardRefused: under one epoch, a save whose token sorts before the stored one is
+// refused; an equal or later one succeeds; a higher epoch may move the position back (a new
+// leader claims what it loaded), and is then held to its own order.
+func cpBackwardRefused(t *testing.T, s store.CheckpointStore) {
+	held := sampleCheckpoint("orders", 3, 10)
+	mustSave(t, s, held)
+	wantBackward(t, s, sampleCheckpoint("orders", 3, 9), held)
+	wantBackward(t, s, sampleCheckpoint("orders", 3, 1), held)
+
+	again := held
+	again.Source, again.Settled = store.SourcePBRT, 11
+	mustSave(t, s, again) // the same position again: not backward
+	wantCheckpoint(t, s, again)
+
+	later := sampleCheckpoint("orders", 3, 12)
+	mustSave(t, s, later)
+	wantCheckpoint(t, s, later)
+
+	claimed := sampleCheckpoint("orders", 4, 2) // a higher epoch behind: allowed
+	mustSave(t, s, claimed)
+	wantCheckpoint(t, s, claimed)
+	wantBackward(t, s, sampleCheckpoint("orders", 4, 1), claimed)
+
+	// The lower epoch is fenced, whatever its position: fencing comes first.
+	if err := s.Save(testCtx(t), sampleCheckpoint("orders", 3, 99)); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("Save with epoch 3 over epoch 4: err = %v, want store.ErrFenced", err)
+	}
+	wantCheckpoint(t, s, claimed)
+}
+
+// cpBackwardByClusterTime: where either position has no token, cluster times order them;
+// where neither can be ordered, the save goes through.
+func cpBackwardByClusterTime(t *testing.T, s store.CheckpointStore) {
+	at := func(stream string, tok string, ts bson.Timestamp) store.Checkpoint {
+		cp := store.Checkpoint{Stream: stream, ClusterTime: ts, Source: store.SourceRebuild, Epoch: 2, UpdatedAt: baseTime}
+		if tok != "" {
+			cp.Token, cp.Source = token(tok), store.SourceEvent
+		}
+		return cp
+	}
+	// No token on either side.
+	held := at("a", "", bson.Timestamp{T: 1_773_500_100, I: 5})
+	mustSave(t, s, held)
+	wantBackward(t, s, at("a", "", bson.Timestamp{T: 1_773_500_100, I: 4}), held)
+	wantBackward(t, s, at("a", "", bson.Timestamp{T: 1_773_500_099, I: 9}), held)
+	later := at("a", "", bson.Timestamp{T: 1_773_500_100, I: 6})
+	mustSave(t, s, later)
+
+	// A stored token against a save without one: the times decide.
+	withTok := at("b", "8269B5B0A4000000012B0429", bson.Timestamp{T: 1_773_500_100, I: 1})
+	mustSave(t, s, withTok)
+	wantBackward(t, s, at("b", "", bson.Timestamp{T: 1_773_500_099, I: 1}), withTok)
+	noTok := at("b", "", bson.Timestamp{T: 1_773_500_200, I: 1})
+	mustSave(t, s, noTok)
+	wantCheckpoint(t, s, noTok)
+	// A stored time alone against a token and an earlier time: the times decide.
+	wantBackward(t, s, at("b", "82FFFFFFFF000000012B0429", bson.Timestamp{T: 1_773_500_150, I: 1}), noTok)
+
+	// Incomparable: a token without a time over a time without a token.
+	blind := at("b", "8200000001", bson.Timestamp{})
+	mustSave(t, s, blind)
+	wantCheckpoint(t, s, blind)
+}
+
+// cpBackwardPerScope: the order holds per record. An AllInstances instance (epoch 0) cannot
+// move its own position back, and one instance's position never refuses another's.
+func cpBackwardPerScope(t *testing.T, s store.CheckpointStore) {
+	a := instanceCheckpoint("orders", "pod-a", 50)
+	mustSave(t, s, a)
+	wantBackward(t, s, instanceCheckpoint("orders", "pod-a", 40), a)
+	b := instanceCheckpoint("orders", "pod-b", 40)
+	mustSave(t, s, b)
+	shared := sampleCheckpoint("orders", 0, 30)
+	mustSave(t, s, shared)
+	wantCheckpoint(t, s, a)
+	wantCheckpoint(t, s, b)
+	wantCheckpoint(t, s, shared)
+}
+
+// cpRewind: a Rewind moves the position back on purpose; the flag is not stored, so the next
+// plain save is held to the rewound position's order.
+func cpRewind(t *testing.T, s store.CheckpointStore) {
+	mustSave(t, s, sampleCheckpoint("orders", 1, 100))
+	back := sampleCheckpoint("orders", 1, 20)
+	back.Source, back.Rewind = store.SourceRebuild, true
+	mustSave(t, s, back)
+	got, _ := mustLoad(t, s, sh("orders"))
+	if got.Rewind {
+		t.Fatal("a loaded checkpoint has Rewind set: the flag must not be stored")
+	}
+	back.Rewind = false
+	wantCheckpoint(t, s, back)
+	wantBackward(t, s, sampleCheckpoint("orders", 1, 19), back)
+	mustSave(t, s, sampleCheckpoint("orders", 1, 21))
+}
+
+// cpConcurrentPositions: writers of one epoch save interleaved positions concurrently. Every
+// save succeeds or is refused as backward; a refused save's position is behind one that was
+// stored; and the stored position ends at the highest (the check and the write are one atomic
+// step: a check-then-write store loses that race).
+func cpConcurrentPositions(t *testing.T, s store.CheckpointStore) {
+	const writers, saves = 6, 20
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*saves)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range saves {
+				n := uint64(i*writers + w + 1) // writer w saves w+1, w+1+writers, …: the writers interleave
+				err := s.Save(ctx, sampleCheckpoint("orders", 7, n))
+				if err != nil && !errors.Is(err, store.ErrBackward) {
+					errs <- fmt.Errorf("writer %d save of position %d: %v", w, n, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	wantCheckpoint(t, s, sampleCheckpoint("orders", 7, writers*saves))
+}
+
+// cpBackwardAfterExpiry: an expired record refuses nothing; a live one with retention does.
+func cpBackwardAfterExpiry(t *testing.T, s store.CheckpointStore, clk *clock.Fake) {
+	now := clk.Now()
+	a := instanceCheckpoint("orders", "pod-a", 50)
+	a.UpdatedAt, a.ExpiresAt = now, now.Add(time.Hour)
+	mustSave(t, s, a)
+	behind := instanceCheckpoint("orders", "pod-a", 40)
+	behind.UpdatedAt, behind.ExpiresAt = now, now.Add(time.Hour)
+	wantBackward(t, s, behind, a)
+
+	clk.Advance(time.Hour + time.Millisecond)
+	behind.UpdatedAt, behind.ExpiresAt = clk.Now(), clk.Now().Add(time.Hour)
+	mustSave(t, s, behind)
+	wantCheckpoint(t, s, behind)
 }

@@ -253,7 +253,10 @@ func (s *soak) corruptToken(ctx context.Context, f fault) (string, error) {
 		id = bson.D{{Key: "stream", Value: f.stream}, {Key: "instance", Value: n.name}}
 	}
 	n.pause()
-	garbage := bson.D{{Key: "_data", Value: "00chaos-corrupt-token"}}
+	// The garbage sorts after every real token (their _data is upper-case hex): a checkpoint
+	// write of the node still in flight (sent before a partition, delivered late) is refused
+	// as behind it instead of quietly repairing it, so the restart meets the corruption.
+	garbage := bson.D{{Key: "_data", Value: "zz-chaos-corrupt-token"}}
 	_, err := s.client.Database(s.opts.Database).Collection("_wt_checkpoints").UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "token", Value: garbage}}}})
 	n.kill()
