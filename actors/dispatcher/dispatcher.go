@@ -42,6 +42,7 @@ type dispatcher struct {
 	checkpointer *actor.PID
 
 	// lanes
+	sh     *laneShared
 	lanes  []*lane
 	stage  [][]item // per lane: items routed by the current message, pushed once per message
 	settle *settleBuf
@@ -58,6 +59,7 @@ type dispatcher struct {
 	credit      int        // granted to the current incarnation and not yet used
 	inFlight    int        // accepted and not settled
 	inLanes     int        // pushed to lanes (or staged) and not settled
+	superseded  uint64     // change events of older incarnations the lanes skipped unhandled
 	// readThrough is the cluster time of the newest batch's post-batch resume token, and
 	// readReported the one last sent to the supervisor (reportCounts).
 	readThrough, readReported time.Time
@@ -188,6 +190,7 @@ func (d *dispatcher) start(ctx actor.Context) {
 		mayStart:  d.cfg.MayStart,
 		wg:        &d.wg,
 	}
+	d.sh = sh
 	sh.ctx, d.cancel = context.WithCancel(context.Background())
 	d.lanes = make([]*lane, d.cfg.Lanes)
 	d.stage = make([][]item, d.cfg.Lanes)
@@ -254,7 +257,13 @@ func (d *dispatcher) onSubscribe(ctx actor.Context, m *wire.Subscribe) {
 		ctx.Send(sender, &wire.Demand{Incarnation: d.incarnation, Credit: 0})
 		return
 	}
+	if d.inFlight > 0 {
+		d.log.Debug("new incarnation: queued events of the previous ones are skipped, its cursor reads them again",
+			zap.Uint64("incarnation", m.Incarnation), zap.Int("in_flight", d.inFlight),
+			zap.Uint64("skipped_so_far", d.superseded))
+	}
 	d.incarnation, d.stream, d.credit = m.Incarnation, sender, 0
+	d.sh.current.Store(m.Incarnation)
 	if d.cfg.AwaitSettleLimit {
 		// A new incarnation may follow a restart of the checkpointer, which then knows neither
 		// this dispatcher nor its count: attach again and wait for the answer.
@@ -416,6 +425,11 @@ func (d *dispatcher) absorb(ctx actor.Context, taken []settlement) []settlement 
 	for i := range taken {
 		s := taken[i]
 		d.inLanes--
+		if s.superseded {
+			d.inFlight--
+			d.superseded++
+			continue
+		}
 		if !s.snap {
 			d.inFlight--
 			d.count(&s)

@@ -24,8 +24,12 @@
 //
 // A Subscribe with a newer incarnation replaces the current one; its credit is what the events
 // still in flight leave free. Batches of older incarnations that are still queued are dropped
-// unread (the new cursor re-reads their events from the checkpointer's position), but events
-// already accepted from an older incarnation keep running and settle normally. A SettledBatch
+// unread (the new cursor re-reads their events from the checkpointer's position), and so are
+// events accepted from an older incarnation that wait on a lane: the lane skips them unhandled
+// (lane.superseded), since handling them would be a certain duplicate, run ahead of the new
+// cursor's earlier events of the same key, and settle into nothing (the checkpointer ignores a
+// rebased incarnation). An event whose first attempt began runs to its end, retries and dead
+// letter included, and settles under its incarnation. A SettledBatch
 // never mixes incarnations: it carries the incarnation of the EventBatch its events came in, so
 // the checkpointer can ignore settlements of incarnations it rebased away from.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,11 +191,12 @@ func TestProgressPrecedesSettled(t *testing.T) {
 }
 
 // TestStaleIncarnation: after Subscribe{2}, batches of incarnation 1 still queued are dropped;
-// the events of incarnation 1 accepted before keep running and settle under incarnation 1; the
-// new incarnation's credit leaves room for them.
+// of the events of incarnation 1 accepted before, the one whose handler runs finishes and
+// settles under incarnation 1, and the ones queued behind it are skipped unhandled (the new
+// cursor reads them again); the new incarnation's credit leaves room for all three until then.
 func TestStaleIncarnation(t *testing.T) {
 	g := newGate()
-	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 10; c.Lanes = 2 })
+	h := newHarness(t, &fakeRouter{handle: g.handle}, func(c *Config) { c.Capacity = 10; c.Lanes = 1 })
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"), mkEvent(2, "b"), mkEvent(3, "a"))
 	eventually(t, "handlers started", func() bool { return g.started.Load() >= 1 })
@@ -204,17 +206,20 @@ func TestStaleIncarnation(t *testing.T) {
 	h.sendInc(1, mkEvent(4, "c")) // stale
 	h.sendInc(2, mkEvent(4, "d"), mkEvent(5, "a"))
 	g.open(1 << 10)
-	h.waitSettled(1, 2, 3, 4, 5)
-	for s, want := range map[uint64]uint64{1: 1, 2: 1, 3: 1, 4: 2, 5: 2} {
+	h.waitSettled(1, 4, 5)
+	for s, want := range map[uint64]uint64{1: 1, 4: 2, 5: 2} {
 		if h.setInc[s] != want {
 			t.Fatalf("seq %d settled under incarnation %d, want %d", s, h.setInc[s], want)
 		}
 	}
-	if st := h.stats(); st.StaleBatches != 1 || st.Accepted != 5 || st.Settled != 5 {
+	if h.settled[2] != nil || h.settled[3] != nil {
+		t.Fatalf("superseded seqs settled to the checkpointer: %v", h.order)
+	}
+	if st := h.stats(); st.StaleBatches != 1 || st.Accepted != 5 || st.Settled != 3 {
 		t.Fatalf("stats %v", st)
 	}
-	if g.started.Load() != 5 {
-		t.Fatalf("%d handler calls, want 5 (the stale batch must not run)", g.started.Load())
+	if g.started.Load() != 3 {
+		t.Fatalf("%d handler calls, want 3 (neither the stale batch nor the superseded events run)", g.started.Load())
 	}
 	// A repeated Subscribe grants nothing new. First take every replenishing Demand: incarnation
 	// 2 was granted 7 and sent 2 events, and the 5 settlements give back 5, so its credit is
@@ -713,4 +718,43 @@ func TestInvalidateFlagReachesSettled(t *testing.T) {
 	if h.settled[1].GetInvalidate() || !h.settled[2].GetInvalidate() {
 		t.Fatalf("Settled.invalidate = %v, %v; want false, true", h.settled[1].GetInvalidate(), h.settled[2].GetInvalidate())
 	}
+}
+
+// TestSupersededEventInRetryRunsToItsEnd: an event of the old incarnation whose first attempt
+// ran (it waits for its retry) is not taken back by a new Subscribe: it is retried and settles
+// under its incarnation; the event queued behind it on the lane is skipped unhandled, and the
+// new incarnation's events run after it, in order.
+func TestSupersededEventInRetryRunsToItsEnd(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	failed := false
+	r := &fakeRouter{handle: func(_ context.Context, c call) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, fmt.Sprintf("%d:%d", c.seq, c.attempt))
+		if c.seq == 1 && !failed {
+			failed = true
+			return errors.New("transient")
+		}
+		return nil
+	}}
+	h := newHarness(t, r, func(c *Config) { c.Capacity = 10; c.Lanes = 1; c.Retry.MaxAttempts = 3 })
+	h.subscribe(1)
+	h.send(mkEvent(1, "a"), mkEvent(2, "a"))
+	h.armed(1) // seq 1 waits for its retry; seq 2 behind it
+	h.subscribe(2)
+	h.sendInc(2, mkEvent(1, "a"), mkEvent(2, "a"))
+	h.clk.Advance(time.Second)
+	eventually(t, "the new incarnation's seq 2 handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) >= 4
+	})
+	mu.Lock()
+	got := strings.Join(calls, " ")
+	mu.Unlock()
+	if got != "1:1 1:2 1:1 2:1" {
+		t.Fatalf("calls %q, want the old seq 1 and its retry, then the new incarnation's 1 and 2", got)
+	}
+	eventually(t, "nothing in flight", func() bool { return h.stats().InFlight == 0 })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -55,8 +56,13 @@ type attemptState struct {
 // goroutine and the attempt counts as failed (retryable).
 var ErrHandlerGoexit = errors.New("dispatcher: the handler called runtime.Goexit")
 
-// laneShared is what the lanes of one dispatcher instance share. Read-only once the lanes run.
+// laneShared is what the lanes of one dispatcher instance share. Read-only once the lanes run,
+// but for current.
 type laneShared struct {
+	// current is the incarnation of the latest Subscribe, which the actor stores. A lane skips a
+	// queued change event of an older incarnation (see superseded).
+	current atomic.Uint64
+
 	stream    string
 	instance  string
 	router    Router
@@ -198,6 +204,11 @@ func (l *lane) run() {
 			l.cur, l.pos = batch, 0
 		}
 		for ; l.pos < len(l.cur); l.pos++ {
+			if l.superseded(&l.cur[l.pos]) {
+				it := &l.cur[l.pos]
+				l.sh.settle.publish(settlement{seq: it.ev.seq, incarnation: it.incarnation, superseded: true})
+				continue
+			}
 			s, ok := l.process(ctx, &l.cur[l.pos])
 			if !ok {
 				returned = true
@@ -213,6 +224,17 @@ func (l *lane) run() {
 		l.sp = batch[:0]
 		l.mu.Unlock()
 	}
+}
+
+// superseded reports whether it is a change event of an incarnation older than the current
+// one whose processing has not begun. A new incarnation's cursor resumes from the newest
+// settled position, so it reads such an event again, and the checkpointer drops an older
+// incarnation's settlements: handling it would be a certain duplicate and, worse, would run
+// before the new cursor's earlier events of the same key (a handler would see seqs 4, 5
+// handled, then 5, 4, 5). An event whose first attempt began runs to its end: a call cannot be
+// taken back, and its retries and dead letter keep their order on the lane.
+func (l *lane) superseded(it *item) bool {
+	return !it.snap && l.st.attempt == 0 && !l.st.goexit && it.incarnation < l.sh.current.Load()
 }
 
 // process runs one event to its settlement. ok is false when ctx was cancelled first.

@@ -22,6 +22,9 @@ type settlement struct {
 	dropped    bool // dead letters disabled: settled without a record
 	invalidate bool // an invalidate event: its token is a startAfter position only
 	snap       bool // a snapshot event (incarnation is its run)
+	// superseded: a change event of an older incarnation, skipped unhandled (lane.superseded).
+	// It only frees its place in the dispatcher: it is neither counted nor sent on.
+	superseded bool
 }
 
 // settleBuf is where the lanes leave settlements for the actor. Lanes append under mu, one

@@ -37,12 +37,17 @@ type streamActor struct {
 	dispatcher   *actor.PID
 	snapshot     *actor.PID
 
-	phase       wire.StreamPhase
-	gen         uint64
-	rd          *reader
-	credit      *credit
-	stats       counters
-	subscribed  bool
+	phase      wire.StreamPhase
+	gen        uint64
+	rd         *reader
+	credit     *credit
+	stats      counters
+	subscribed bool
+	// startedDue: the first cursor open of the incarnation is reported (observe.Started) when
+	// the dispatcher's first Demand answers the Subscribe, not before. From then on the
+	// dispatcher knows the incarnation and skips the previous ones' queued events, so every
+	// handler call that starts after the report is this incarnation's or was already running.
+	startedDue  bool
 	opens       uint32
 	invalidated uint32
 	startKind   wire.StartKind
@@ -70,6 +75,9 @@ func (s *streamActor) Receive(ctx actor.Context) {
 			return
 		}
 		s.credit.add(uint64(m.GetCredit()))
+		if s.startedDue {
+			s.reportStarted()
+		}
 	case *wire.ReaderEnded:
 		s.onEnded(ctx, m)
 	case *wire.SnapshotFinished:
@@ -251,9 +259,17 @@ func (s *streamActor) onOpened(ctx actor.Context, m *wire.ReaderOpened) {
 		zap.Uint64("next_seq", s.nextSeq), zap.Bool("reopen", reopen))
 	treekit.NotifyResubscribed(ctx)
 	if !s.subscribed {
-		s.subscribed = true
+		s.subscribed, s.startedDue = true, true
 		ctx.Request(s.dispatcher, &wire.Subscribe{Incarnation: s.inc})
+		return
 	}
+	s.reportStarted()
+}
+
+// reportStarted reports a cursor open: at once for a reopen, on the Subscribe's answer for the
+// first open of the incarnation (startedDue).
+func (s *streamActor) reportStarted() {
+	s.startedDue = false
 	s.report(observe.Started{Meta: s.meta(), Position: startedPosition(s.startSource)})
 }
 

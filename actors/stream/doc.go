@@ -76,7 +76,9 @@
 // startAfter the invalidate's token (seqs continue); otherwise it fails with an *actorError wrapping
 // treekit.ErrInvalidated, which the supervisor's classifier treats as terminal.
 // Both are reported (observe.Invalidated, with the operationType read right before the
-// invalidate as its cause). Every cursor open is reported as observe.Started. A resumeAfter refused with InvalidResumeToken (260) — the resolved
+// invalidate as its cause). Every cursor open is reported as observe.Started: a reopen at once, the first open
+// of an incarnation when the dispatcher's Demand answers its Subscribe, so that no handler call of
+// an earlier incarnation's queued events starts after the report. A resumeAfter refused with InvalidResumeToken (260) — the resolved
 // position is an invalidate's token — is retried once, at once, with startAfter the same token.
 //
 // # Stopping
