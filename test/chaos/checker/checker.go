@@ -4,7 +4,8 @@
 //   - every committed write is handled in every view that must see it (a SingleLeader stream:
 //     once across the instances; an AllInstances stream: by each instance), and nothing that
 //     was never committed is handled;
-//   - per-key order holds within each delivery session of each instance;
+//   - per-key order holds within each delivery session of each instance (a write whose outcome
+//     the load does not know may have been applied late, after the key's next one);
 //   - no checkpoint moves backward;
 //   - no handler call of a deposed leader starts after its successor acquired the lease (which
 //     the store grants only after the deposed lease's expiry);
@@ -242,7 +243,10 @@ func (c *checker) view(s Stream, node string) {
 			}
 			sess := fmt.Sprintf("%s/%d", r.Instance, session[r.Instance])
 			ok := sess + "/" + r.Key
-			if prev, seen := lastSeq[ok]; seen && r.Seq < prev && lastEvent[ok] != r.EventID {
+			// A write whose outcome the load does not know (its call failed) may have been
+			// applied after the key's next one, a late write like any other: the server's order
+			// is then N+1, N, and handling it in that order is right.
+			if prev, seen := lastSeq[ok]; seen && r.Seq < prev && lastEvent[ok] != r.EventID && w.Outcome != history.Uncertain {
 				c.add(Order, name, r.Start, "%s: seq %d handled after seq %d by %s in one session", r.Key, r.Seq, prev, r.Instance)
 			}
 			if r.Seq >= lastSeq[ok] {

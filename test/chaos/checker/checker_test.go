@@ -151,6 +151,30 @@ func TestPlantedViolations(t *testing.T) {
 	}
 }
 
+// TestUncertainWriteMayArriveLate: a write whose call failed (outcome uncertain) may be applied
+// after the key's next write; handling it after that one is the server's order, not a
+// violation. The same inversion of an acknowledged write is one.
+func TestUncertainWriteMayArriveLate(t *testing.T) {
+	for _, out := range []history.Outcome{history.Uncertain, history.Committed} {
+		recs := clean()
+		for i := range recs {
+			if recs[i].Type == history.Write && recs[i].Key == "k1" && recs[i].Seq == 1 {
+				recs[i].Outcome = out
+			}
+		}
+		// n1's AllInstances view handles k1's seq 2, then seq 1 again (a new event: the late write).
+		recs = append(recs, history.Record{Type: history.Call, Node: "n1", Instance: "n1-1", Stream: "all", Key: "k1", Seq: 1, EventID: "e1-late", Attempt: 1, Start: at(47)})
+		r := Check(recs, params)
+		got := kinds(r)
+		if out == history.Uncertain && slices.Contains(got, Order) {
+			t.Errorf("an uncertain write handled after the next one reported as %v", r.Violations)
+		}
+		if out == history.Committed && !slices.Contains(got, Order) {
+			t.Errorf("an acknowledged write handled after the next one not reported: %v", r.Violations)
+		}
+	}
+}
+
 // TestGapAfterCorruptTokenExcusesItsWindowOnly: a gap right after a corrupt-token fault of the
 // stream excuses the writes committed from GapSlack before the fault to the gap, not later ones.
 func TestGapAfterCorruptTokenExcusesItsWindowOnly(t *testing.T) {
