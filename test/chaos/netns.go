@@ -19,6 +19,7 @@ type netHost struct {
 	hostMongo, hostRedis       string // host-end addresses (the proxies' listen addresses)
 	nodeMongoSrc, nodeRedisSrc string // node-end addresses, the source of each link
 	blackholed                 map[string]bool
+	own                        *owner // records the host routes, for a cleanup after a crash
 }
 
 // ipCmd runs ip(8) with args; in names the namespace to run it in ("" for the host).
@@ -33,15 +34,15 @@ func ipCmd(in string, args ...string) error {
 	return nil
 }
 
-// newNetHost makes the namespace of node i (1-based) of this process's soak. Any failure
-// undoes what was made.
-func newNetHost(i int) (h *netHost, err error) {
+// newNetHost makes the namespace of node i (1-based) of own's soak, named with its tag
+// (cleanup.go). Any failure undoes what was made.
+func newNetHost(own *owner, i int) (h *netHost, err error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("network namespaces need root")
 	}
-	tag := fmt.Sprintf("wtc%d", os.Getpid()%100000)
-	net := fmt.Sprintf("10.%d.%d", 200+os.Getpid()%50, i) // a /29 per node
-	h = &netHost{
+	tag := tagOf(own.pid)
+	net := fmt.Sprintf("10.%d.%d", 200+own.pid%50, i) // a /29 per node
+	h = &netHost{own: own,
 		ns: fmt.Sprintf("%sn%d", tag, i), hostIf: fmt.Sprintf("%sh%d", tag, i), nodeIf: fmt.Sprintf("%sv%d", tag, i),
 		hostMongo: net + ".1", hostRedis: net + ".3", nodeMongoSrc: net + ".2", nodeRedisSrc: net + ".4",
 		blackholed: map[string]bool{},
@@ -86,6 +87,9 @@ func (h *netHost) cut(redis bool, d Direction) error {
 		h.blackholed["up"+host] = true
 	}
 	if d&Down != 0 && !h.blackholed["down"+src] {
+		if err := h.own.record("blackhole " + src + "/32"); err != nil {
+			return err
+		}
 		if err := ipCmd("", "route", "add", "blackhole", src+"/32"); err != nil {
 			return err
 		}
