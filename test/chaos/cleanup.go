@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Everything a soak names carries its tag, "wtc" and the soak's pid: its network namespaces
@@ -134,9 +137,10 @@ func dead(pid int) (bool, *os.File) {
 // folders, deletes their network namespaces, veth links and recorded host routes (as root;
 // otherwise it says so and skips them), and removes their folders (but those with a kept
 // marker: a finished soak's histories) and lock files. Live soaks, this one included, are
-// spared. It reports each removal on log and returns the errors of removals that failed;
-// finding nothing to do is no error.
-func Cleanup(log io.Writer) error {
+// spared. With redisAddr, it also deletes the dead soaks' Redis keys (wtc<pid>-<seed>:...);
+// a Redis it cannot reach within a second is skipped. It reports each removal on log and
+// returns the errors of removals that failed; finding nothing to do is no error.
+func Cleanup(log io.Writer, redisAddr string) error {
 	if log == nil {
 		log = io.Discard
 	}
@@ -164,6 +168,7 @@ func Cleanup(log io.Writer) error {
 	} else {
 		fmt.Fprintf(log, "chaos cleanup: not root or no ip(8): network namespaces, links and routes left alone\n")
 	}
+	keys := redisKeys(redisAddr, pids)
 	var errs []error
 	for pid := range pids {
 		isDead, lock := dead(pid)
@@ -177,6 +182,11 @@ func Cleanup(log io.Writer) error {
 		}
 		if root && ipErr == nil {
 			errs = append(errs, cleanNet(log, pid, lock, nets)...)
+		}
+		if err := delKeys(redisAddr, keys[pid]); err != nil {
+			errs = append(errs, err)
+		} else if len(keys[pid]) > 0 {
+			fmt.Fprintf(log, "chaos cleanup: deleted %d Redis keys of %s\n", len(keys[pid]), tag)
 		}
 		for _, dir := range folders[pid] {
 			if _, err := os.Stat(filepath.Join(dir, keptMarker)); err == nil {
@@ -196,6 +206,46 @@ func Cleanup(log io.Writer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// redisKeyName is a soak's Redis key: the tag, the seed, a colon.
+var redisKeyName = regexp.MustCompile(`^wtc(\d+)-\d+:`)
+
+// redisKeys lists the tagged keys at addr by pid, adding the pids to pids; nothing when addr
+// is "" or does not answer within a second.
+func redisKeys(addr string, pids map[int]bool) map[int][]string {
+	if addr == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+	defer rdb.Close()
+	byPid := map[int][]string{}
+	it := rdb.Scan(ctx, 0, tagPrefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		if m := redisKeyName.FindStringSubmatch(it.Val()); m != nil {
+			pid := atoi(m[1])
+			pids[pid] = true
+			byPid[pid] = append(byPid[pid], it.Val())
+		}
+	}
+	return byPid // on an error (no Redis here), what was listed
+}
+
+// delKeys deletes keys at addr.
+func delKeys(addr string, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+	defer rdb.Close()
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("cleanup: delete %d Redis keys at %s: %w", len(keys), addr, err)
+	}
+	return nil
 }
 
 // ipNames lists the tagged namespaces and links, adding their pids to pids.

@@ -18,8 +18,8 @@ import (
 // and once its nodes are up checks, in order, that a cleanup spares it, that a node stops
 // within 2s of SIGTERM even when its server does not answer, and that after a SIGKILL of the soak its processes die by themselves
 // (Pdeathsig and the lifeline: no cleanup runs before that check) and `chaos -cleanup` then
-// removes its namespaces, links, routes, folder and lock file (those outlive any process, so a
-// cleanup is what removes them). Skipped with -short, and without Redis (the soak needs it).
+// removes its namespaces, links, routes, folder, lock file and Redis keys (those outlive any
+// process, so a cleanup is what removes them). Skipped with -short, and without Redis (the soak needs it).
 func TestSoakLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a soak process: about 15s")
@@ -65,7 +65,7 @@ func TestSoakLifecycle(t *testing.T) {
 	t.Cleanup(func() { // the machine stays clean whatever failed
 		_ = cmd.Process.Kill()
 		<-exited
-		if err := Cleanup(nil); err != nil {
+		if err := Cleanup(nil, redisAddr); err != nil {
 			t.Errorf("cleanup after the test: %v", err)
 		}
 	})
@@ -174,6 +174,9 @@ func TestSoakLifecycle(t *testing.T) {
 		if left := netLeft(tag); len(left) > 0 {
 			t.Errorf("namespaces and links left after the cleanup: %v", left)
 		}
+		if keys := redisKeys(redisAddr, map[int]bool{}); len(keys[pid]) > 0 {
+			t.Errorf("Redis keys left after the cleanup: %v", keys[pid])
+		}
 		if netns {
 			subnet := fmt.Sprintf("10.%d.", 200+pid%50)
 			if out, err := exec.Command("ip", "route", "show").Output(); err != nil {
@@ -276,7 +279,7 @@ func TestCleanupOnlyDeadSoaks(t *testing.T) {
 	}
 
 	var log bytes.Buffer
-	if err := Cleanup(&log); err != nil {
+	if err := Cleanup(&log, ""); err != nil {
 		t.Fatalf("Cleanup: %v\n%s", err, log.String())
 	}
 	t.Logf("Cleanup:\n%s", log.String())

@@ -150,10 +150,11 @@ type soak struct {
 // never came up); violations are in the report.
 func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	opts.defaults()
-	s := &soak{opts: opts, prefix: fmt.Sprintf("watchtree-chaos-%d-%d:", opts.Seed, os.Getpid())}
+	// The Redis keys carry the soak's tag too (cleanup.go).
+	s := &soak{opts: opts, prefix: fmt.Sprintf("%s-%d:", tagOf(os.Getpid()), opts.Seed)}
 	rep = &Report{Seed: opts.Seed}
 	// What an earlier soak left when it was killed goes first; then this soak's own tag.
-	if err := Cleanup(opts.Log); err != nil {
+	if err := Cleanup(opts.Log, opts.Redis); err != nil {
 		fmt.Fprintf(opts.Log, "chaos: cleanup of dead soaks: %v\n", err)
 	}
 	if s.own, err = claim(); err != nil {

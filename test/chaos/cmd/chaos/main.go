@@ -3,7 +3,8 @@
 // when the checker found a violation, 2 when the soak could not run.
 //
 // -cleanup runs no soak: it removes what killed soaks left behind (their processes, network
-// namespaces, veth links, host routes and temporary folders; live soaks are spared, see
+// namespaces, veth links, host routes, temporary folders and Redis keys (at
+// $WATCHTREE_REDIS_ADDR, default 127.0.0.1:6379, when it answers); live soaks are spared, see
 // chaos.Cleanup) and exits 0, or 1 when a removal failed. make test-go runs it first. Without
 // root it leaves the network alone and says so.
 //
@@ -12,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -33,7 +35,8 @@ func main() {
 	cleanup := flag.Bool("cleanup", false, "remove what killed soaks left behind, and exit")
 	flag.Parse()
 	if *cleanup {
-		if err := chaos.Cleanup(os.Stdout); err != nil {
+		redisAddr := cmp.Or(os.Getenv("WATCHTREE_REDIS_ADDR"), "127.0.0.1:6379")
+		if err := chaos.Cleanup(os.Stdout, redisAddr); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos -cleanup:", err)
 			os.Exit(1)
 		}

@@ -7,7 +7,7 @@
 //	    -redis 127.0.0.1:40002 -redis-prefix chaos-123: -history /tmp/n1-1.jsonl
 //
 // It prints "ready" once every stream is spawned, and stops gracefully on SIGTERM or SIGINT,
-// within -stop-timeout (1.5s; -slow-stop-timeout while its handlers are slow, see slow); a
+// within -stop-timeout (1s; -slow-stop-timeout while its handlers are slow, see slow); a
 // second signal, or the timeout, makes it exit at once. With -lifeline it exits at once when
 // its stdin reaches EOF: the soak holds the pipe's other end, so the node dies with the soak.
 // The soak reaches MongoDB and Redis through its own proxies, so the addresses are theirs.
@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&f.maxUnflushed, "max-unflushed", 100, "CheckpointPolicy.MaxUnflushed")
 	flag.DurationVar(&f.saveInterval, "save-interval", 500*time.Millisecond, "CheckpointPolicy.SaveInterval")
 	flag.IntVar(&f.dynamic, "dynamic", 0, "spawn the SingleLeader streams dyn-1 … dyn-N at start (the soak spawns more with SIGUSR2)")
-	flag.DurationVar(&f.stopTimeout, "stop-timeout", 1500*time.Millisecond, "how long a graceful stop may take before the node exits at once")
+	flag.DurationVar(&f.stopTimeout, "stop-timeout", time.Second, "how long a graceful stop may take before the node exits at once")
 	flag.DurationVar(&f.slowStopTimeout, "slow-stop-timeout", 15*time.Second, "-stop-timeout while the handlers are slow (SIGUSR1): the drain is meant to outlast the lease")
 	flag.BoolVar(&f.lifeline, "lifeline", false, "exit at once when stdin reaches EOF (the soak's end of the pipe closed: the soak is gone)")
 	flag.Parse()
