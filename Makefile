@@ -49,7 +49,9 @@ test-mongosh:
 ## printed, CHAOS_SEED=<seed> reruns one. CHAOS_DIR keeps the histories there; CHAOS_FAULTS
 ## picks fault kinds (e.g. CHAOS_FAULTS=-corrupt-token leaves one out); CHAOS_NETWORK=proxy
 ## keeps the nodes on loopback instead of network namespaces. Exit 1 on a
-## violation. make test runs a 60-second seeded soak (TestSoak).
+## violation. make test runs a 60-second seeded soak (TestSoak). A killed soak's processes die
+## with it; its namespaces, links, routes, folder and Redis keys go with the next soak's start
+## or with `cd test && go run ./chaos/cmd/chaos -cleanup` (which test-go runs first).
 CHAOS_SECONDS ?= 600
 chaos:
 	cd test && $(GO) run ./chaos/cmd/chaos -seconds $(CHAOS_SECONDS) -seed $${CHAOS_SEED:-0} $${CHAOS_DIR:+-dir $$CHAOS_DIR} $${CHAOS_FAULTS:+-faults=$$CHAOS_FAULTS} $${CHAOS_NETWORK:+-network=$$CHAOS_NETWORK}

@@ -16,10 +16,11 @@ import (
 
 // TestSoakLifecycle runs the chaos command as a process of its own, the way make chaos does,
 // and once its nodes are up checks, in order, that a cleanup spares it, that a node stops
-// within 2s of SIGTERM even when its server does not answer, and that after a SIGKILL of the soak its processes die by themselves
-// (Pdeathsig and the lifeline: no cleanup runs before that check) and `chaos -cleanup` then
-// removes its namespaces, links, routes, folder, lock file and Redis keys (those outlive any
-// process, so a cleanup is what removes them). Skipped with -short, and without Redis (the soak needs it).
+// within 2s of SIGTERM even when its server does not answer, and that after a SIGKILL of the
+// soak its processes die by themselves, a paused node included (Pdeathsig and the lifeline:
+// no cleanup runs before that check) and `chaos -cleanup` then removes its namespaces, links,
+// routes, folder, lock file and Redis keys (those outlive any process, so a cleanup is what
+// removes them). Skipped with -short, and without Redis (the soak needs it).
 func TestSoakLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a soak process: about 15s")
@@ -153,6 +154,18 @@ func TestSoakLifecycle(t *testing.T) {
 	})
 
 	t.Run("a killed soak leaves nothing behind", func(t *testing.T) {
+		// A node paused by the sigstop fault when the soak dies cannot read its lifeline's
+		// EOF: the kernel must end it (Pdeathsig, or the SIGHUP and SIGCONT that a stopped
+		// process of an orphaned process group gets). mongosim has no lifeline: Pdeathsig
+		// alone ends it.
+		for _, p := range runFrom(folder) {
+			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p)); filepath.Base(exe) == "chaosnode" {
+				if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+					t.Fatalf("SIGSTOP node %d: %v", p, err)
+				}
+				break
+			}
+		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatalf("SIGKILL the soak: %v", err)
 		}

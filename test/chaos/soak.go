@@ -52,7 +52,7 @@ type Options struct {
 	Seed     uint64        // the nemesis's and the load's seed; 0: a fresh one
 	Duration time.Duration // how long the nemesis runs; default 60s
 	Nodes    int           // default 3
-	Dir      string        // where histories and logs go; default a temporary directory, removed when clean
+	Dir      string        // where histories and logs go; default the soak's temporary folder (wtc<pid>-*), removed unless it found violations
 	Redis    string        // default $WATCHTREE_REDIS_ADDR, else 127.0.0.1:6379
 	Rate     float64       // writes a second; default 40
 	// Faults are the kinds the nemesis draws from; default FaultKinds(). An entry "-kind"
