@@ -154,6 +154,18 @@ func TestSoakLifecycle(t *testing.T) {
 	})
 
 	t.Run("a killed soak leaves nothing behind", func(t *testing.T) {
+		// The soak's addresses, for the routes check below: 10.<octet>. of its first link.
+		subnet := ""
+		if netns {
+			out, err := exec.Command("ip", "-o", "-4", "addr", "show", "dev", tag+"h1").Output()
+			if f := strings.Fields(string(out)); err != nil || len(f) < 4 {
+				t.Fatalf("ip -o -4 addr show dev %sh1: %v: %q", tag, err, out)
+			} else if a := strings.Split(f[3], "."); len(a) != 4 {
+				t.Fatalf("address of %sh1: %q", tag, f[3])
+			} else {
+				subnet = a[0] + "." + a[1] + "."
+			}
+		}
 		// A node paused by the sigstop fault when the soak dies cannot read its lifeline's
 		// EOF: the kernel must end it (Pdeathsig, or the SIGHUP and SIGCONT that a stopped
 		// process of an orphaned process group gets). mongosim has no lifeline: Pdeathsig
@@ -191,7 +203,6 @@ func TestSoakLifecycle(t *testing.T) {
 			t.Errorf("Redis keys left after the cleanup: %v", keys[pid])
 		}
 		if netns {
-			subnet := fmt.Sprintf("10.%d.", 200+pid%50)
 			if out, err := exec.Command("ip", "route", "show").Output(); err != nil {
 				t.Errorf("ip route show: %v", err)
 			} else {

@@ -332,19 +332,8 @@ func (s *soak) makeNodes() (string, error) {
 	var hosts []*netHost
 	var why error
 	if s.opts.Network != "proxy" {
-		for i := range s.opts.Nodes {
-			h, err := newNetHost(s.own, i+1)
-			if err != nil {
-				why = err
-				break
-			}
-			hosts = append(hosts, h)
-		}
+		hosts, why = newNetHosts(s.own, s.opts.Nodes)
 		if why != nil {
-			for _, h := range hosts {
-				h.close()
-			}
-			hosts = nil
 			if s.opts.Network == "netns" {
 				return "", fmt.Errorf("network namespaces: %w", why)
 			}
