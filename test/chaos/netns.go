@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // netHost is a node's network namespace: a veth pair whose host end carries the two
@@ -19,6 +21,7 @@ type netHost struct {
 	hostMongo, hostRedis       string // host-end addresses (the proxies' listen addresses)
 	nodeMongoSrc, nodeRedisSrc string // node-end addresses, the source of each link
 	blackholed                 map[string]bool
+	own                        *owner // records the host routes, for a cleanup after a crash
 }
 
 // ipCmd runs ip(8) with args; in names the namespace to run it in ("" for the host).
@@ -33,15 +36,64 @@ func ipCmd(in string, args ...string) error {
 	return nil
 }
 
-// newNetHost makes the namespace of node i (1-based) of this process's soak. Any failure
-// undoes what was made.
-func newNetHost(i int) (h *netHost, err error) {
+// newNetHosts makes the namespaces of own's n nodes, in 10.<octet>.<node>.0/29, with an
+// octet no host address uses yet (concurrent soaks on one host must not share addresses: a
+// route of one would take the other's packets). A lock file held from the choice until the
+// addresses are in place keeps two soaks starting at once from choosing the same octet.
+func newNetHosts(own *owner, n int) ([]*netHost, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("network namespaces need root")
 	}
-	tag := fmt.Sprintf("wtc%d", os.Getpid()%100000)
-	net := fmt.Sprintf("10.%d.%d", 200+os.Getpid()%50, i) // a /29 per node
-	h = &netHost{
+	path := filepath.Join(os.TempDir(), "wtc-net.lock")
+	lock, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("address lock: %w", err)
+	}
+	defer lock.Close() // and with it the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("address lock %s: flock: %w", path, err)
+	}
+	out, err := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	if err != nil {
+		return nil, fmt.Errorf("ip -o -4 addr show: %w", err)
+	}
+	used := map[int]bool{}
+	for _, f := range strings.Fields(string(out)) {
+		var a, b int
+		if _, err := fmt.Sscanf(f, "%d.%d.", &a, &b); err == nil && a == 10 {
+			used[b] = true
+		}
+	}
+	octet := -1
+	for k := range 50 { // from the pid's octet on, so that soaks spread out
+		if o := 200 + (own.pid+k)%50; !used[o] {
+			octet = o
+			break
+		}
+	}
+	if octet < 0 {
+		return nil, fmt.Errorf("no free address range: 10.200-249.0.0/16 are all in use")
+	}
+	var hosts []*netHost
+	for i := range n {
+		h, err := newNetHost(own, octet, i+1)
+		if err != nil {
+			for _, h := range hosts {
+				h.close()
+			}
+			return nil, err
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
+}
+
+// newNetHost makes the namespace of node i (1-based) of own's soak, named with its tag
+// (cleanup.go), in 10.<octet>.<i>.0/29. Any failure undoes what was made.
+func newNetHost(own *owner, octet, i int) (h *netHost, err error) {
+	tag := tagOf(own.pid)
+	net := fmt.Sprintf("10.%d.%d", octet, i) // a /29 per node
+	h = &netHost{own: own,
 		ns: fmt.Sprintf("%sn%d", tag, i), hostIf: fmt.Sprintf("%sh%d", tag, i), nodeIf: fmt.Sprintf("%sv%d", tag, i),
 		hostMongo: net + ".1", hostRedis: net + ".3", nodeMongoSrc: net + ".2", nodeRedisSrc: net + ".4",
 		blackholed: map[string]bool{},
@@ -86,6 +138,9 @@ func (h *netHost) cut(redis bool, d Direction) error {
 		h.blackholed["up"+host] = true
 	}
 	if d&Down != 0 && !h.blackholed["down"+src] {
+		if err := h.own.record("blackhole " + src + "/32"); err != nil {
+			return err
+		}
 		if err := ipCmd("", "route", "add", "blackhole", src+"/32"); err != nil {
 			return err
 		}

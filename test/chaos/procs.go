@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,7 +55,50 @@ type proc struct {
 	err  error
 }
 
-func startProc(name string, args []string, stdout *os.File, logf *os.File) (*proc, *bufio.Reader, error) {
+// spawner starts the soak's child processes, all from one goroutine locked to its OS thread.
+// Each child gets Pdeathsig SIGKILL, so that it dies with the soak however the soak dies
+// (SIGKILL included). The kernel ties Pdeathsig to the thread that forked the child, not to
+// the process: had the child been forked from any thread of the Go runtime, it would be
+// killed the day that thread exits (the runtime ends a thread whose goroutine exits while
+// locked to it, as netns code often does). The spawner's thread lives until close, after
+// every child has been stopped. Pdeathsig survives the exec of ip netns exec and of the node
+// it execs (neither is set-user-ID); the node also has a lifeline (startProc).
+type spawner struct {
+	reqs chan func()
+	done chan struct{}
+}
+
+func newSpawner() *spawner {
+	sp := &spawner{reqs: make(chan func()), done: make(chan struct{})}
+	go func() {
+		// Never unlocked: when the soak closes the spawner, the thread ends with the goroutine.
+		runtime.LockOSThread()
+		defer close(sp.done)
+		for f := range sp.reqs {
+			f()
+		}
+	}()
+	return sp
+}
+
+// run runs f on the spawner's thread.
+func (sp *spawner) run(f func()) {
+	ran := make(chan struct{})
+	sp.reqs <- func() { f(); close(ran) }
+	<-ran
+}
+
+// close ends the spawner's goroutine and thread; call it once its children are gone.
+func (sp *spawner) close() {
+	close(sp.reqs)
+	<-sp.done
+}
+
+// startProc starts name with args through sp. With stdout nil, the child's stdout is
+// returned as a reader. With lifeline, the child's stdin is a pipe whose write end only the
+// soak holds: the node reads it and exits at EOF, which comes when the soak dies, however it
+// dies (a second guard beside Pdeathsig, and one that needs no thread to stay alive).
+func startProc(sp *spawner, name string, args []string, stdout *os.File, logf *os.File, lifeline bool) (*proc, *bufio.Reader, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stderr = logf
 	var rd *bufio.Reader
@@ -67,14 +111,34 @@ func startProc(name string, args []string, stdout *os.File, logf *os.File) (*pro
 	} else {
 		cmd.Stdout = stdout
 	}
+	var lifeW *os.File
+	if lifeline {
+		r, w, err := os.Pipe() // close-on-exec: no other child inherits the write end
+		if err != nil {
+			return nil, nil, fmt.Errorf("lifeline pipe: %w", err)
+		}
+		defer r.Close() // the child's copy is enough
+		cmd.Stdin, lifeW = r, w
+	}
 	// Its own process group: a Ctrl-C of the soak reaches the soak alone, which then stops
 	// its children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var err error
+	sp.run(func() { err = cmd.Start() })
+	if err != nil {
+		if lifeW != nil {
+			lifeW.Close()
+		}
 		return nil, nil, err
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	go func() {
+		p.err = cmd.Wait()
+		if lifeW != nil {
+			lifeW.Close()
+		}
+		close(p.done)
+	}()
 	return p, rd, nil
 }
 

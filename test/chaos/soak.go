@@ -52,7 +52,7 @@ type Options struct {
 	Seed     uint64        // the nemesis's and the load's seed; 0: a fresh one
 	Duration time.Duration // how long the nemesis runs; default 60s
 	Nodes    int           // default 3
-	Dir      string        // where histories and logs go; default a temporary directory, removed when clean
+	Dir      string        // where histories and logs go; default the soak's temporary folder (wtc<pid>-*), removed unless it found violations
 	Redis    string        // default $WATCHTREE_REDIS_ADDR, else 127.0.0.1:6379
 	Rate     float64       // writes a second; default 40
 	// Faults are the kinds the nemesis draws from; default FaultKinds(). An entry "-kind"
@@ -128,7 +128,10 @@ type Report struct {
 
 type soak struct {
 	opts    Options
-	dir     string
+	dir     string   // histories and logs
+	work    string   // the soak's tagged temporary folder (its binaries; dir too by default)
+	own     *owner   // the soak's tag and lock (cleanup.go)
+	sp      *spawner // starts every child process (procs.go)
 	nodeBin string
 	mongo   *proc
 	uri     string
@@ -147,28 +150,45 @@ type soak struct {
 // never came up); violations are in the report.
 func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	opts.defaults()
-	s := &soak{opts: opts, prefix: fmt.Sprintf("watchtree-chaos-%d-%d:", opts.Seed, os.Getpid())}
+	// The Redis keys carry the soak's tag too (cleanup.go).
+	s := &soak{opts: opts, prefix: fmt.Sprintf("%s-%d:", tagOf(os.Getpid()), opts.Seed)}
 	rep = &Report{Seed: opts.Seed}
-	s.dir = opts.Dir
-	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "watchtree-chaos-"); err != nil {
-			return nil, err
-		}
-	} else if err = os.MkdirAll(s.dir, 0o755); err != nil {
+	// What an earlier soak left when it was killed goes first; then this soak's own tag.
+	if err := Cleanup(opts.Log, opts.Redis); err != nil {
+		fmt.Fprintf(opts.Log, "chaos: cleanup of dead soaks: %v\n", err)
+	}
+	if s.own, err = claim(); err != nil {
 		return nil, err
 	}
+	if s.work, err = os.MkdirTemp("", tagOf(s.own.pid)+"-"); err != nil {
+		s.own.release()
+		return nil, err
+	}
+	s.dir = opts.Dir
+	if s.dir == "" {
+		s.dir = s.work
+	} else if err = os.MkdirAll(s.dir, 0o755); err != nil {
+		_ = os.RemoveAll(s.work)
+		s.own.release()
+		return nil, err
+	}
+	s.sp = newSpawner()
 	rep.Dir, rep.Kinds = s.dir, opts.Faults
-	defer func() { // a clean run's temporary directory goes; a failed one's stays for the seed's analysis
-		if opts.Dir == "" && (err != nil || rep.Report == nil || !rep.Failed()) {
-			if err == nil || rep == nil {
-				_ = os.RemoveAll(s.dir)
-			}
+	defer func() {
+		s.cleanup()
+		s.sp.close()
+		// A failed run's temporary folder stays for the seed's analysis, marked so that no
+		// cleanup takes it; otherwise it goes.
+		if s.dir == s.work && err == nil && rep != nil && rep.Report != nil && rep.Failed() {
+			_ = os.WriteFile(filepath.Join(s.work, keptMarker), nil, 0o644)
+		} else {
+			_ = os.RemoveAll(s.work)
 		}
+		s.own.release()
 	}()
-	defer s.cleanup()
 	fmt.Fprintf(opts.Log, "chaos: seed %d, %v, histories in %s\n", opts.Seed, opts.Duration, s.dir)
 
-	mongosimBin, nodeBin, err := build(ctx, s.dir)
+	mongosimBin, nodeBin, err := build(ctx, s.work)
 	if err != nil {
 		return nil, err
 	}
@@ -312,19 +332,8 @@ func (s *soak) makeNodes() (string, error) {
 	var hosts []*netHost
 	var why error
 	if s.opts.Network != "proxy" {
-		for i := range s.opts.Nodes {
-			h, err := newNetHost(i + 1)
-			if err != nil {
-				why = err
-				break
-			}
-			hosts = append(hosts, h)
-		}
+		hosts, why = newNetHosts(s.own, s.opts.Nodes)
 		if why != nil {
-			for _, h := range hosts {
-				h.close()
-			}
-			hosts = nil
 			if s.opts.Network == "netns" {
 				return "", fmt.Errorf("network namespaces: %w", why)
 			}
@@ -376,7 +385,7 @@ func (s *soak) startServer(bin string) error {
 	if err != nil {
 		return err
 	}
-	p, rd, err := startProc(bin, []string{"--port", "0"}, nil, logf)
+	p, rd, err := startProc(s.sp, bin, []string{"--port", "0"}, nil, logf, false)
 	if err != nil {
 		return err
 	}
@@ -413,7 +422,7 @@ func (s *soak) startNode(n *node) error {
 	args := []string{"-name", n.name, "-mongo", "mongodb://" + n.mongo.Addr() + "/?directConnection=true",
 		"-redis", n.redis.Addr(), "-redis-prefix", s.prefix, "-db", s.opts.Database,
 		"-history", base + ".jsonl", "-log", base + ".zap.log", "-lease-ttl", s.opts.LeaseTTL.String(),
-		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String()}
+		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String(), "-lifeline"}
 	s.mu.Lock()
 	args = append(args, "-dynamic", fmt.Sprint(s.dynamic))
 	s.mu.Unlock()
@@ -422,7 +431,7 @@ func (s *soak) startNode(n *node) error {
 		args = append([]string{"netns", "exec", n.net.ns, bin}, args...)
 		bin = "ip"
 	}
-	p, rd, err := startProc(bin, args, nil, logf)
+	p, rd, err := startProc(s.sp, bin, args, nil, logf, true)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,18 @@
 // for CHAOS_SECONDS (default 600) with a fresh seed, or CHAOS_SEED to rerun one. It exits 1
 // when the checker found a violation, 2 when the soak could not run.
 //
+// -cleanup runs no soak: it removes what killed soaks left behind (their processes, network
+// namespaces, veth links, host routes, temporary folders and Redis keys (at
+// $WATCHTREE_REDIS_ADDR, default 127.0.0.1:6379, when it answers); live soaks are spared, see
+// chaos.Cleanup) and exits 0, or 1 when a removal failed. make test-go runs it first. Without
+// root it leaves the network alone and says so.
+//
 //	go run ./chaos/cmd/chaos -seconds 60 -seed 42
+//	go run ./chaos/cmd/chaos -cleanup
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -24,7 +32,16 @@ func main() {
 	dir := flag.String("dir", "", "where the histories and logs go (default a temporary directory)")
 	faults := flag.String("faults", "", "comma-separated fault kinds to draw from, or -kind entries to leave out (default all: "+strings.Join(chaos.FaultKinds(), ",")+")")
 	network := flag.String("network", "", `how partitions are made: "netns", "proxy", or "" (netns when it can be set up)`)
+	cleanup := flag.Bool("cleanup", false, "remove what killed soaks left behind, and exit")
 	flag.Parse()
+	if *cleanup {
+		redisAddr := cmp.Or(os.Getenv("WATCHTREE_REDIS_ADDR"), "127.0.0.1:6379")
+		if err := chaos.Cleanup(os.Stdout, redisAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos -cleanup:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := chaos.Options{Seed: *seed, Duration: time.Duration(*seconds) * time.Second, Dir: *dir, Log: os.Stdout, Network: *network}

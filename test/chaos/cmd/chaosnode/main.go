@@ -6,7 +6,10 @@
 //	chaosnode -name n1 -mongo mongodb://127.0.0.1:40001/?directConnection=true \
 //	    -redis 127.0.0.1:40002 -redis-prefix chaos-123: -history /tmp/n1-1.jsonl
 //
-// It prints "ready" once every stream is spawned, and stops gracefully on SIGTERM or SIGINT.
+// It prints "ready" once every stream is spawned, and stops gracefully on SIGTERM or SIGINT,
+// within -stop-timeout (1s; -slow-stop-timeout while its handlers are slow, see slow); a
+// second signal, or the timeout, makes it exit at once. With -lifeline it exits at once when
+// its stdin reaches EOF: the soak holds the pipe's other end, so the node dies with the soak.
 // The soak reaches MongoDB and Redis through its own proxies, so the addresses are theirs.
 package main
 
@@ -17,9 +20,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,10 +47,13 @@ type flags struct {
 	saveEvery, maxUnflushed                                                int
 	saveInterval                                                           time.Duration
 	dynamic                                                                int
+	stopTimeout, slowStopTimeout                                           time.Duration
+	lifeline                                                               bool
 }
 
 // slow makes every handler call take 100ms (SIGUSR1 toggles it), so that a backlog builds up
-// before a graceful stop and the drain outlasts the lease.
+// before a graceful stop and the drain outlasts the lease (the soak's stop-partitioned fault):
+// a slow node's stop is bounded by -slow-stop-timeout instead of -stop-timeout.
 var slow atomic.Bool
 
 func main() {
@@ -66,17 +74,69 @@ func main() {
 	flag.IntVar(&f.maxUnflushed, "max-unflushed", 100, "CheckpointPolicy.MaxUnflushed")
 	flag.DurationVar(&f.saveInterval, "save-interval", 500*time.Millisecond, "CheckpointPolicy.SaveInterval")
 	flag.IntVar(&f.dynamic, "dynamic", 0, "spawn the SingleLeader streams dyn-1 … dyn-N at start (the soak spawns more with SIGUSR2)")
+	flag.DurationVar(&f.stopTimeout, "stop-timeout", time.Second, "how long a graceful stop may take before the node exits at once")
+	flag.DurationVar(&f.slowStopTimeout, "slow-stop-timeout", 15*time.Second, "-stop-timeout while the handlers are slow (SIGUSR1): the drain is meant to outlast the lease")
+	flag.BoolVar(&f.lifeline, "lifeline", false, "exit at once when stdin reaches EOF (the soak's end of the pipe closed: the soak is gone)")
 	flag.Parse()
 	if f.name == "" || f.mongoURI == "" || f.redisAddr == "" || f.redisPrefix == "" || f.historyPath == "" {
 		fmt.Fprintln(os.Stderr, "chaosnode: -name, -mongo, -redis, -redis-prefix and -history are required")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	if f.lifeline {
+		go lifeline() // ends with the process
+	}
+	ctx, stopping := context.WithCancel(context.Background())
+	defer stopping()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	// The first signal begins the graceful stop (run returns, its deferred stops drain); the
+	// second, or the stop's deadline, ends the process there, so that a node asked to stop is
+	// gone within the deadline whatever its drain is waiting for (a cut link, a slow handler).
+	// The goroutine ends with the process.
+	go func() {
+		<-sigs
+		d := f.stopTimeout
+		if slow.Load() {
+			d = f.slowStopTimeout
+		}
+		stopBy.Store(time.Now().Add(d).UnixNano())
+		stopping()
+		t := time.NewTimer(d)
+		why := "the stop took longer than " + d.String()
+		select {
+		case <-t.C:
+		case s := <-sigs:
+			why = "a second " + s.String()
+		}
+		fmt.Fprintf(os.Stderr, "chaosnode: %s: exiting without finishing the stop\n", why)
+		os.Exit(1)
+	}()
 	if err := run(ctx, f); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosnode:", err)
 		os.Exit(1)
 	}
+}
+
+// stopBy is when the graceful stop must be over (Unix nanoseconds), set by the first signal;
+// the runtimes' stops take it as their deadline.
+var stopBy atomic.Int64
+
+// stopContext is the context of the graceful stop: until stopBy (or -stop-timeout from now
+// when the node stops for another reason, e.g. a Start that failed).
+func stopContext(f flags) (context.Context, context.CancelFunc) {
+	by := time.Unix(0, stopBy.Load())
+	if stopBy.Load() == 0 {
+		by = time.Now().Add(f.stopTimeout)
+	}
+	return context.WithDeadline(context.Background(), by)
+}
+
+// lifeline reads stdin until EOF (or an error), then exits: the soak that started the node
+// is gone, and nobody will stop it or read its history any more.
+func lifeline() {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	fmt.Fprintln(os.Stderr, "chaosnode: stdin closed (the soak is gone): exiting")
+	os.Exit(1)
 }
 
 // Streams are the soak's streams: name, mode, lanes, and which runtime runs them.
@@ -116,7 +176,11 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = client.Disconnect(context.Background()) }()
+	defer func() {
+		dctx, cancel := stopContext(f)
+		defer cancel()
+		_ = client.Disconnect(dctx)
+	}()
 	rdb := redis.NewClient(&redis.Options{Addr: f.redisAddr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 	defer rdb.Close()
 	leases, err := redisstore.New(rdb, redisstore.Options{Prefix: f.redisPrefix})
@@ -125,7 +189,27 @@ func run(ctx context.Context, f flags) error {
 	}
 
 	var rts []*watchtree.Runtime
+	var ids []string
 	var rts0ID string // the InstanceID of the runtime with MongoDB leases
+	// A graceful stop of both runtimes at once, as an operator's rollout would, within the
+	// stop's deadline.
+	defer func() {
+		sctx, cancel := stopContext(f)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i, rt := range rts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := rt.Stop(sctx); err != nil {
+					h.Add(history.Record{Type: history.Note, Node: f.name, Instance: ids[i], Detail: "stop: " + err.Error(), Start: time.Now()})
+				}
+				st := rt.ObserverStats()
+				h.Add(history.Record{Type: history.Note, Node: f.name, Instance: ids[i], Kind: "observer", Detail: fmt.Sprintf("delivered %d dropped %d", st.Delivered, st.Dropped), Start: time.Now()})
+			}()
+		}
+		wg.Wait()
+	}()
 	for _, kind := range []string{"m", "r"} {
 		id := instanceID(f.name, kind)
 		if kind == "m" {
@@ -147,16 +231,7 @@ func run(ctx context.Context, f flags) error {
 		if err := startWithin(ctx, rt, 30*time.Second); err != nil {
 			return err
 		}
-		rts = append(rts, rt)
-		defer func() { // graceful stop, as an operator's rollout would
-			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			if err := rt.Stop(sctx); err != nil {
-				h.Add(history.Record{Type: history.Note, Node: f.name, Instance: id, Detail: "stop: " + err.Error(), Start: time.Now()})
-			}
-			st := rt.ObserverStats()
-			h.Add(history.Record{Type: history.Note, Node: f.name, Instance: id, Kind: "observer", Detail: fmt.Sprintf("delivered %d dropped %d", st.Delivered, st.Dropped), Start: time.Now()})
-		}()
+		rts, ids = append(rts, rt), append(ids, id)
 		for _, s := range Streams {
 			if s.Redis != (kind == "r") {
 				continue
