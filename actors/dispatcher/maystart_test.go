@@ -23,7 +23,7 @@ func TestMayStartWithholdsCalls(t *testing.T) {
 	}}
 	h := newHarness(t, r, func(c *Config) {
 		c.Lanes = 1
-		c.MayStart = func(time.Time) bool { return allow.Load() }
+		c.MayStart = func(time.Duration) bool { return allow.Load() }
 	})
 	h.subscribe(1)
 	h.send(mkEvent(1, "k"), mkEvent(2, "k"), mkEvent(3, "k"), mkEvent(4, "k"), mkEvent(5, "k"))
