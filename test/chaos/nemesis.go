@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -33,16 +35,20 @@ const (
 	FaultStopPartitioned = "stop-partitioned"
 	// FaultSpawn spawns a new SingleLeader stream on every node under load.
 	FaultSpawn = "spawn-stream"
+	// FaultClockSkew steps a node's clock (its runtimes' Config.Clock) forward by more than
+	// the lease TTL, then backward by as much, then makes it drift, then back to the real time.
+	// Leases are judged by the store's clock, so it must change nothing.
+	FaultClockSkew = "clock-skew"
 )
 
-// FaultKinds lists the kinds the nemesis draws from. Clock skew is not among them: watchtree's
-// Config takes no clock, so a runtime's clock cannot be skewed from outside its process (Go
-// reads the kernel's clocks through the vDSO; a time namespace offsets only the monotonic
-// clock, and a process's own readings stay consistent).
+// FaultKinds lists the kinds the nemesis draws from. Clock skew reaches a node through its
+// -clock-file (the nemesis writes it, the node's clock re-reads it): a runtime's clock cannot be
+// skewed from outside its process otherwise (Go reads the kernel's clocks through the vDSO, and
+// a time namespace offsets only the monotonic clock).
 func FaultKinds() []string {
 	return []string{FaultKill, FaultPause, FaultPartMongo, FaultPartRedis, FaultPartBoth, FaultPartAsym,
 		FaultCursorKill, FaultStepDown, FaultCheckpointDown, FaultDeadLetterDown, FaultCorruptToken,
-		FaultStopPartitioned, FaultSpawn}
+		FaultStopPartitioned, FaultSpawn, FaultClockSkew}
 }
 
 // fault is one planned fault.
@@ -55,6 +61,8 @@ type fault struct {
 	redis  bool          // partition-asym: the Redis link (else MongoDB)
 	stream string        // corrupt-token: the stream
 	code   int           // cursor-kill: the error code (0: close the connection)
+	skew   time.Duration // clock-skew: the step, forward then backward
+	rate   float64       // clock-skew: the drift, seconds gained a second (negative: lost)
 }
 
 // The schedule's timing: the warm-up before the first fault, the pause between two faults
@@ -162,6 +170,13 @@ func planFault(rng *rand.Rand, kind string, opts Options) fault {
 		f.stream = []string{"sl-mongo", "sl-redis"}[rng.IntN(2)]
 	case FaultSpawn:
 		f.node = -1
+	case FaultClockSkew:
+		f.dur = between(3*time.Second, 9*time.Second)
+		f.skew = opts.LeaseTTL + between(time.Second, 4*time.Second)
+		f.rate = float64(between(200*time.Millisecond, 500*time.Millisecond)) / float64(time.Second)
+		if rng.IntN(2) == 0 {
+			f.rate = -f.rate
+		}
 	}
 	return f
 }
@@ -256,6 +271,18 @@ func (s *soak) apply(ctx context.Context, f fault) error {
 		rec.Node, err = s.corruptToken(ctx, f)
 	case FaultStopPartitioned:
 		rec.Node, err = s.stopPartitioned(ctx, f)
+	case FaultClockSkew:
+		n := s.nodes[f.node]
+		rec.Detail = fmt.Sprintf("+%v, -%v, drift %+.0f%%", f.skew, f.skew, 100*f.rate)
+		for _, step := range []string{f.skew.String() + " 0", (-f.skew).String() + " 0", fmt.Sprintf("0s %g", f.rate)} {
+			if err = s.setClock(n, step); err != nil {
+				break
+			}
+			sleep(ctx, f.dur/3)
+		}
+		if herr := s.setClock(n, ""); err == nil {
+			err = herr
+		}
 	case FaultSpawn:
 		s.mu.Lock()
 		s.dynamic++
@@ -420,6 +447,19 @@ func (n *node) cut(redis bool, d Direction) error {
 		n.mongo.Partition(d)
 	}
 	return nil
+}
+
+// clockFile is n's -clock-file.
+func (s *soak) clockFile(n *node) string { return filepath.Join(s.dir, n.name+".clock") }
+
+// setClock writes n's clock file ("<offset> <rate>"; "" is the real time), which its node
+// re-reads within 50ms; the rename makes the write whole for the reader.
+func (s *soak) setClock(n *node, skew string) error {
+	tmp := s.clockFile(n) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(skew+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.clockFile(n))
 }
 
 // heal undoes every cut of n's links.

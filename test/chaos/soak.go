@@ -419,7 +419,8 @@ func (s *soak) startNode(n *node) error {
 	args := []string{"-name", n.name, "-mongo", "mongodb://" + n.mongo.Addr() + "/?directConnection=true",
 		"-redis", n.redis.Addr(), "-redis-prefix", s.prefix, "-db", s.opts.Database,
 		"-history", base + ".jsonl", "-log", base + ".zap.log", "-lease-ttl", s.opts.LeaseTTL.String(),
-		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String()}
+		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String(),
+		"-clock-file", s.clockFile(n)}
 	s.mu.Lock()
 	args = append(args, "-dynamic", fmt.Sprint(s.dynamic))
 	s.mu.Unlock()
@@ -449,6 +450,7 @@ func (s *soak) healAll(ctx context.Context) {
 	s.waitPrimary(ctx, 30*time.Second)
 	for _, n := range s.nodes {
 		_ = n.heal()
+		_ = s.setClock(n, "")
 		n.resume()
 		n.mu.Lock()
 		dead := n.p == nil || n.p.exited()

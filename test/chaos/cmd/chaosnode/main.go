@@ -42,6 +42,7 @@ type flags struct {
 	saveEvery, maxUnflushed                                                int
 	saveInterval                                                           time.Duration
 	dynamic                                                                int
+	clockFile                                                              string
 }
 
 // slow makes every handler call take 100ms (SIGUSR1 toggles it), so that a backlog builds up
@@ -65,6 +66,7 @@ func main() {
 	flag.IntVar(&f.saveEvery, "save-every", 20, "CheckpointPolicy.SaveEvery")
 	flag.IntVar(&f.maxUnflushed, "max-unflushed", 100, "CheckpointPolicy.MaxUnflushed")
 	flag.DurationVar(&f.saveInterval, "save-interval", 500*time.Millisecond, "CheckpointPolicy.SaveInterval")
+	flag.StringVar(&f.clockFile, "clock-file", "", "the nemesis's clock skew: \"<offset> <rate>\", re-read every 50ms (default: the real clock)")
 	flag.IntVar(&f.dynamic, "dynamic", 0, "spawn the SingleLeader streams dyn-1 … dyn-N at start (the soak spawns more with SIGUSR2)")
 	flag.Parse()
 	if f.name == "" || f.mongoURI == "" || f.redisAddr == "" || f.redisPrefix == "" || f.historyPath == "" {
@@ -124,6 +126,16 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 
+	// The clock of both runtimes: the real one, or skewed as the nemesis's file says.
+	var clk *skewClock
+	if f.clockFile != "" {
+		clk = newSkewClock(f.clockFile)
+		cctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); clk.run(cctx) }()
+		defer func() { cancel(); <-done }() // after the runtimes' stops (deferred later)
+	}
+
 	var rts []*watchtree.Runtime
 	var rts0ID string // the InstanceID of the runtime with MongoDB leases
 	for _, kind := range []string{"m", "r"} {
@@ -131,7 +143,7 @@ func run(ctx context.Context, f flags) error {
 		if kind == "m" {
 			rts0ID = id
 		}
-		o := &observer{h: h, node: f.name, instance: id, epochs: map[string]int64{}}
+		o := &observer{h: h, node: f.name, instance: id, epochs: map[string]int64{}, clk: clk}
 		cfg := watchtree.Config{
 			Client: client, Database: f.db, Logger: log.With(zap.String("rt", kind)), Observer: o,
 			InstanceID: id, InstanceName: f.name, ShutdownTimeout: 10 * time.Second, ConnectTimeout: f.connectTimeout,
@@ -139,6 +151,9 @@ func run(ctx context.Context, f flags) error {
 		}
 		if kind == "r" {
 			cfg.Leases = leases
+		}
+		if clk != nil {
+			cfg.Clock = clk
 		}
 		rt, err := watchtree.New(cfg)
 		if err != nil {
@@ -301,11 +316,15 @@ type observer struct {
 	node     string
 	instance string
 	epochs   map[string]int64 // stream → the epoch last acquired
+	clk      *skewClock       // the runtime's clock when skewed (its event times are mapped back); nil: real
 }
 
 func (o *observer) OnEvent(ev observe.Event) {
 	m := ev.EventMeta()
 	r := history.Record{Node: o.node, Instance: o.instance, Stream: m.Stream, Start: m.Time}
+	if o.clk != nil {
+		r.Start = o.clk.unskew(m.Time) // the history's times are the real clock's
+	}
 	switch e := ev.(type) {
 	case observe.LeadershipChanged:
 		r.Type, r.Change, r.Epoch, r.Owner, r.Expires, r.Detail = history.Lease, string(e.Change), e.Epoch, e.Owner, e.ExpiresAt, e.Why
