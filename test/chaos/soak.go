@@ -3,9 +3,10 @@
 // mongosim server process, a keyed write load with transactions and poison documents, a seeded
 // nemesis that injects one fault after another (kills, pauses longer than the lease TTL,
 // partitions from the server or Redis, symmetric or not, cursor-killing fail points,
-// step-downs, checkpoint- and dead-letter-store outages, corrupt resume tokens), then heals
-// everything, waits for the streams to catch up and judges the recorded history (package
-// checker).
+// step-downs, checkpoint- and dead-letter-store outages, corrupt resume tokens, graceful stops
+// cut off, streams spawned under load, clock skew), in shuffled rounds of every kind (schedule),
+// then heals everything, waits for the streams to catch up and judges the recorded history
+// (package checker).
 //
 // Where it may (root, ip(8)), each node runs in a network namespace of the soak's own making,
 // joined to the host by a veth pair, and a partition is a blackhole route at one end of a link
