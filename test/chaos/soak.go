@@ -502,8 +502,11 @@ func (r *Report) Print(w io.Writer) {
 		fs = append(fs, fmt.Sprintf("%s %d", k, counts[k]))
 	}
 	fmt.Fprintf(w, "faults: %d (%s)\n", len(r.Faults), strings.Join(fs, ", "))
-	fmt.Fprintf(w, "coverage: %d full rounds planned; under %d: %s; under %d (a 600-s run's minimum): %s\n",
-		r.Rounds, r.Rounds, orNone(r.Undercovered(r.Rounds), counts), MinPerKind600, orNone(r.Undercovered(MinPerKind600), counts))
+	fmt.Fprintf(w, "coverage: %d full rounds planned; kinds under %d: %s", r.Rounds, r.Rounds, orNone(r.Undercovered(r.Rounds), counts))
+	if r.Duration >= 10*time.Minute-10*time.Second { // a 600-second run: issue 37's minimum
+		fmt.Fprintf(w, "; under %d: %s", MinPerKind600, orNone(r.Undercovered(MinPerKind600), counts))
+	}
+	fmt.Fprintln(w)
 	if under := r.Undercovered(r.Rounds); len(under) > 0 {
 		fmt.Fprintf(w, "  the nemesis stopped before its plan's end (cancelled or overran)\n")
 	}

@@ -24,7 +24,8 @@ const skewEvery = 50 * time.Millisecond
 // durations, and it has no Mono: the runtime measures a lease's term on the process's monotonic
 // clock. The file is re-read every skewEvery, so a skew takes effect without a restart.
 type skewClock struct {
-	path string
+	path     string
+	onChange func(raw string) // called with the file's content when it takes effect; optional
 
 	mu         sync.Mutex
 	raw        string    // the file's content in force
@@ -35,9 +36,9 @@ type skewClock struct {
 
 var _ watchtree.Clock = (*skewClock)(nil)
 
-func newSkewClock(path string) *skewClock {
+func newSkewClock(path string, onChange func(raw string)) *skewClock {
 	now := time.Now()
-	c := &skewClock{path: path, anchorReal: now, anchorWall: now.Round(0)}
+	c := &skewClock{path: path, onChange: onChange, anchorReal: now, anchorWall: now.Round(0)}
 	c.reload()
 	return c
 }
@@ -97,6 +98,9 @@ func (c *skewClock) reload() {
 	}
 	now := time.Now()
 	c.raw, c.anchorReal, c.anchorWall, c.rate = raw, now, now.Add(offset).Round(0), rate
+	if c.onChange != nil {
+		c.onChange(raw)
+	}
 }
 
 // parseSkew reads "<offset> <rate>" ("" is no skew); rate must be > -1 (a clock that runs).

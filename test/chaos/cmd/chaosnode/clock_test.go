@@ -10,7 +10,7 @@ import (
 // The file steps the clock and sets its drift; unskew maps its readings back to the real time.
 func TestSkewClockFollowsItsFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "n1.clock")
-	c := newSkewClock(path)
+	c := newSkewClock(path, nil)
 	if d := c.Now().Sub(time.Now()); d < -time.Second || d > time.Second {
 		t.Fatalf("no file: skew %v, want about 0", d)
 	}

@@ -20,6 +20,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -129,7 +130,9 @@ func run(ctx context.Context, f flags) error {
 	// The clock of both runtimes: the real one, or skewed as the nemesis's file says.
 	var clk *skewClock
 	if f.clockFile != "" {
-		clk = newSkewClock(f.clockFile)
+		clk = newSkewClock(f.clockFile, func(raw string) { // on the history, for the analysis
+			h.Add(history.Record{Type: history.Note, Kind: "clock", Node: f.name, Detail: "skew " + strconv.Quote(raw), Start: time.Now()})
+		})
 		cctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); clk.run(cctx) }()
