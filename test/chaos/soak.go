@@ -199,7 +199,8 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	loadDone := runLoad(loadCtx, s.client, coll, s.h, opts.Seed, 4, opts.Rate)
 	plan := schedule(opts)
 	rep.Rounds = rounds(plan, opts.Faults)
-	fmt.Fprintf(opts.Log, "chaos: %d faults planned, every kind at least %d times\n", len(plan), rep.Rounds)
+	fmt.Fprintf(opts.Log, "chaos: %d faults planned: %d full rounds of the %d kinds, and %d faults of one more\n",
+		len(plan), rep.Rounds, len(opts.Faults), len(plan)-rep.Rounds*len(opts.Faults))
 	start := time.Now()
 	for _, f := range plan {
 		// On time, or late when the faults before ran longer than estimated: then at once.
