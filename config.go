@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/policy"
@@ -135,7 +136,25 @@ type Config struct {
 
 	// Console turns on the remote console (see ConsoleConfig). Default off.
 	Console ConsoleConfig
+
+	// Clock is the runtime's time source, for tests: its Now stamps events, records and
+	// statuses, and its AfterFunc drives every timer of the stream trees (renewals, polls,
+	// flushes, retries, restart delays). Default nil: the real clock (time.Now and
+	// time.AfterFunc). Lease expiry is judged by the lease store's clock, never by this one, and
+	// the leader measures its term's validity on a monotonic clock (Mono() time.Duration when the
+	// Clock has that method, else the process's), so a Now that jumps or drifts changes no
+	// lease decision. A Clock whose time moves only when a test says so should have Mono too.
+	Clock Clock
 }
+
+// Clock is the time source of Config.Clock (for tests): Now and AfterFunc, safe for concurrent
+// use. AfterFunc(d, f) calls f once d has elapsed (d <= 0: at once) and returns a Timer that
+// cancels it.
+type Clock = clock.Clock
+
+// Timer is a pending Clock.AfterFunc call: Stop prevents it if it has not started, reporting
+// whether it did.
+type Timer = clock.Timer
 
 // Validate checks c without contacting any server. It returns nil, or the broken rules as
 // *ConfigError values joined with errors.Join, for example
@@ -211,7 +230,7 @@ func (c Config) engine() engine.Config {
 		InstanceID: c.InstanceID, InstanceName: c.InstanceName,
 		ShutdownTimeout: c.ShutdownTimeout, ConnectTimeout: c.ConnectTimeout,
 		Stores: engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases},
-		Lease:  c.Lease, Console: c.Console.config(),
+		Lease:  c.Lease, Console: c.Console.config(), Clock: c.Clock,
 	}
 }
 
@@ -242,6 +261,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = defaultConnectTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	return c
 }

@@ -118,12 +118,13 @@ type Config struct {
 	// never breaks a lane. Default observe.Nop.
 	Observer observe.Observer
 	// MayStart, when set, is asked before every handler attempt (on the lane goroutine, with
-	// Clock.Now()); false withholds the call as a cancelled context does: the event stays
+	// Clock's monotonic reading, clock.Mono(Clock): a lease's validity must not move when the
+	// wall time jumps); false withholds the call as a cancelled context does: the event stays
 	// unsettled, and the lane waits for the dispatcher's restart. A SingleLeader stream passes
 	// its lease's validity (leader.Config.OnValidUntil), so that a leader whose process was
 	// paused past its lease starts nothing before it notices. It must be cheap and safe for
 	// concurrent use. Optional: nil always allows.
-	MayStart func(now time.Time) bool
+	MayStart func(mono time.Duration) bool
 }
 
 // validate checks c. The error names the field and the rule ("dispatcher: Config.Lanes must be

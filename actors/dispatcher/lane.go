@@ -75,7 +75,7 @@ type laneShared struct {
 	dlTimeout time.Duration
 	retention time.Duration
 	settle    *settleBuf
-	mayStart  func(now time.Time) bool // Config.MayStart; nil allows
+	mayStart  func(mono time.Duration) bool // Config.MayStart; nil allows
 	// ctx ends the lanes (cancelled by the actor); wg counts the lane goroutines running.
 	ctx context.Context
 	wg  *sync.WaitGroup
@@ -261,7 +261,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			// cancelled context, even after a handler that ignored it returned.
 			return s, false
 		}
-		if sh.mayStart != nil && !sh.mayStart(sh.clk.Now()) {
+		if sh.mayStart != nil && !sh.mayStart(clock.Mono(sh.clk)) {
 			// The lease may be gone (its validity passed before the leader actor could say so):
 			// withhold the call; the lost lease restarts the dispatcher.
 			sh.log.Warn("handler call withheld: the lease's validity has passed", zap.Uint64("seq", ev.seq),

@@ -23,7 +23,7 @@ func TestMayStartWithholdsCalls(t *testing.T) {
 	}}
 	h := newHarness(t, r, func(c *Config) {
 		c.Lanes = 1
-		c.MayStart = func(time.Time) bool { return allow.Load() }
+		c.MayStart = func(time.Duration) bool { return allow.Load() }
 	})
 	h.subscribe(1)
 	h.send(mkEvent(1, "k"), mkEvent(2, "k"), mkEvent(3, "k"), mkEvent(4, "k"), mkEvent(5, "k"))
@@ -48,5 +48,28 @@ func TestMayStartWithholdsCalls(t *testing.T) {
 	}
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("%d handler calls, want 3: none may start once MayStart says no", n)
+	}
+}
+
+// MayStart is asked with the clock's monotonic reading, not Now: a step of the wall time, an
+// hour either way, withholds no call within the term. Asked with Now, a forward step withheld
+// every call, and the lane waited for a restart that came only with the next term (the chaos
+// soak's clock skew stalled a SingleLeader stream for 20 s).
+func TestMayStartIgnoresAWallClockStep(t *testing.T) {
+	var calls atomic.Int64
+	r := &fakeRouter{handle: func(context.Context, call) error { calls.Add(1); return nil }}
+	h := newHarness(t, r, func(c *Config) {
+		c.Lanes = 1
+		c.MayStart = func(mono time.Duration) bool { return mono < time.Minute } // the term
+	})
+	h.subscribe(1)
+	h.clk.Jump(time.Hour)
+	h.send(mkEvent(1, "k"))
+	h.waitSettled(1)
+	h.clk.Jump(-2 * time.Hour)
+	h.send(mkEvent(2, "k"))
+	h.waitSettled(1, 2)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d handler calls, want 2", n)
 	}
 }

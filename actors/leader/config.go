@@ -64,7 +64,8 @@ type Config struct {
 	Balancer Balancer
 	// IOTimeout bounds every lease store call. Default 10s, capped at the TTL.
 	IOTimeout time.Duration
-	// Clock times renewals, the demotion deadline, polls and expiry retries. Default clock.Real().
+	// Clock times renewals, the demotion deadline, polls and expiry retries; the term is
+	// measured on its monotonic reading (clock.Mono), never on Now. Default clock.Real().
 	Clock clock.Clock
 	// Logger, with the field stream=<Stream>. Default zap.NewNop().
 	Logger *zap.Logger
@@ -77,13 +78,15 @@ type Config struct {
 	// actor goroutine, before the supervisor hears of it: the stream's writes carry that epoch
 	// from then on (the fencing epoch). It must not block. Optional.
 	OnAcquired func(epoch int64)
-	// OnValidUntil, when set, is called on the actor goroutine with the Clock time until which
-	// this instance may act as the leader: lastRenewOk + TTL - Margin after the acquisition and
-	// after each renewal (the moment the actor demotes itself when no renewal succeeded), and the
-	// zero time once it stops leading (a loss, a release). The dispatcher checks it before every
-	// handler call, so that a leader whose timers are late (a process paused past its lease)
-	// starts nothing after it. It must not block. Optional.
-	OnValidUntil func(t time.Time)
+	// OnValidUntil, when set, is called on the actor goroutine with the monotonic reading of
+	// Clock (clock.Mono) until which this instance may act as the leader: lastRenewOk + TTL -
+	// Margin after the acquisition and after each renewal (the moment the actor demotes itself
+	// when no renewal succeeded), and 0 once it stops leading (a loss, a release). A monotonic
+	// reading, not a wall time: the wall time may jump (a skewed clock) and must move no
+	// deadline. The dispatcher checks it before every handler call, so that a leader whose
+	// timers are late (a process paused past its lease) starts nothing after it. It must not
+	// block. Optional.
+	OnValidUntil func(mono time.Duration)
 }
 
 // validate checks the configuration; errors name the field.

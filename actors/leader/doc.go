@@ -9,8 +9,10 @@
 //   - LeaseGranted{epoch, expires_at} (leader → supervisor): acquired; the stream runs under
 //     epoch, which Config.OnAcquired has already handed to the writers.
 //   - As leader it renews every RenewEvery. A refused renewal, or no successful renewal by
-//     lastRenewOk + TTL - Margin (lastRenewOk: when that renewal was sent), sends LeaseLost{why}
-//     and campaigns again: the stream has stopped before the store can give the lease away.
+//     lastRenewOk + TTL - Margin (lastRenewOk: when that renewal was sent, measured on the
+//     clock's monotonic reading, clock.Mono, so that a jump of its wall time moves no deadline),
+//     sends LeaseLost{why} and campaigns again: the stream has stopped before the store can give
+//     the lease away.
 //   - HandOver (leader → supervisor): above its fair share (Balancer), after a renewal.
 //   - Resign{campaign_again} (supervisor → leader, a request) → Resigned: release the lease,
 //     then go idle or, for a handover, back to standby after at least one renew period.

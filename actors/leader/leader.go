@@ -41,14 +41,17 @@ func (o op) String() string { return [...]string{"acquire", "renew", "release"}[
 
 // ioResult is a lease store call's outcome, sent by the I/O goroutine to the actor (plain Go:
 // it never leaves the actor). gen is the actor's generation when the call was made; sentAt
-// is the actor's clock then.
+// and sentMono are the actor's clock then, its wall time (for the record) and its monotonic
+// reading (clock.Mono: the term is measured on it, so that a jump of the wall time moves no
+// deadline).
 type ioResult struct {
-	op     op
-	gen    uint64
-	epoch  int64 // the epoch the call named (renew, release)
-	sentAt time.Time
-	lease  store.Lease
-	err    error
+	op       op
+	gen      uint64
+	epoch    int64 // the epoch the call named (renew, release)
+	sentAt   time.Time
+	sentMono time.Duration
+	lease    store.Lease
+	err      error
 }
 
 // tick is one of the actor's timers firing; a tick of an older generation is dropped.
@@ -75,6 +78,7 @@ type job struct {
 	gen   uint64
 	epoch int64
 	at    time.Time
+	mono  time.Duration // clock.Mono at submission
 }
 
 // leaderActor holds one stream's lease. Every lease store call runs on its I/O goroutine,
@@ -168,7 +172,7 @@ func (a *leaderActor) worker(ctx context.Context, jobs <-chan job, done chan<- s
 			return
 		case j := <-jobs:
 			cctx, cancel := context.WithTimeout(ctx, cfg.IOTimeout)
-			r := &ioResult{op: j.op, gen: j.gen, epoch: j.epoch, sentAt: j.at}
+			r := &ioResult{op: j.op, gen: j.gen, epoch: j.epoch, sentAt: j.at, sentMono: j.mono}
 			switch j.op {
 			case opAcquire:
 				r.lease, r.err = cfg.Store.Acquire(cctx, cfg.Stream, cfg.Owner, cfg.Policy.TTL)
@@ -187,7 +191,7 @@ func (a *leaderActor) worker(ctx context.Context, jobs <-chan job, done chan<- s
 }
 
 func (a *leaderActor) submit(o op, epoch int64) {
-	j := job{op: o, gen: a.gen, epoch: epoch, at: a.cfg.Clock.Now()}
+	j := job{op: o, gen: a.gen, epoch: epoch, at: a.cfg.Clock.Now(), mono: clock.Mono(a.cfg.Clock)}
 	select {
 	case a.jobs <- j:
 	default:
@@ -203,10 +207,11 @@ func (a *leaderActor) submit(o op, epoch int64) {
 	}
 }
 
-// validUntil reports how long this instance may act as the leader (Config.OnValidUntil).
-func (a *leaderActor) validUntil(t time.Time) {
+// validUntil reports until which clock.Mono reading this instance may act as the leader
+// (Config.OnValidUntil; 0: not leading).
+func (a *leaderActor) validUntil(mono time.Duration) {
 	if a.cfg.OnValidUntil != nil {
-		a.cfg.OnValidUntil(t)
+		a.cfg.OnValidUntil(mono)
 	}
 }
 
@@ -222,7 +227,7 @@ func (a *leaderActor) shutdown() {
 		a.cancel = nil
 	}
 	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER {
-		a.validUntil(time.Time{})
+		a.validUntil(0)
 		if a.cfg.Balancer != nil {
 			a.cfg.Balancer.Leading(a.cfg.Stream, false)
 		}
@@ -248,7 +253,7 @@ func (a *leaderActor) stopTimers() {
 // dropped), no timers, a LeaseState to the supervisor.
 func (a *leaderActor) become(role messages.LeaseRole, why string) {
 	if a.role == messages.LeaseRole_LEASE_ROLE_LEADER && role != messages.LeaseRole_LEASE_ROLE_LEADER {
-		a.validUntil(time.Time{})
+		a.validUntil(0)
 		if a.cfg.Balancer != nil {
 			a.cfg.Balancer.Leading(a.cfg.Stream, false)
 		}
@@ -438,7 +443,7 @@ func (a *leaderActor) onAcquired(r *ioResult) {
 	}
 	l := r.lease
 	a.seen, a.epoch, a.expiresAt, a.lastRenewOk = l, l.Epoch, l.ExpiresAt, r.sentAt
-	a.validUntil(r.sentAt.Add(a.cfg.Policy.TTL - a.cfg.Policy.Margin))
+	a.validUntil(r.sentMono + a.cfg.Policy.TTL - a.cfg.Policy.Margin)
 	a.deferUntil = time.Time{}
 	a.acquisitions++
 	if a.cfg.Balancer != nil {
@@ -450,17 +455,19 @@ func (a *leaderActor) onAcquired(r *ioResult) {
 	a.log.Info("leadership acquired", zap.Int64("epoch", l.Epoch), zap.Time("expires_at", l.ExpiresAt))
 	a.announce(observe.LeadershipAcquired, l.Epoch, "")
 	a.become(messages.LeaseRole_LEASE_ROLE_LEADER, fmt.Sprintf("leader (epoch %d)", l.Epoch))
-	a.armLeaderTimers(r.sentAt)
+	a.armLeaderTimers(r.sentMono)
 	a.root.Send(a.sup, &wire.LeaseGranted{Epoch: l.Epoch, ExpiresAt: timestamppb.New(l.ExpiresAt), Owner: a.cfg.Owner})
 }
 
-// armLeaderTimers schedules the next renewal RenewEvery after sentAt and the demotion at
-// sentAt + TTL - Margin.
-func (a *leaderActor) armLeaderTimers(sentAt time.Time) {
-	now := a.cfg.Clock.Now()
+// armLeaderTimers schedules the next renewal RenewEvery after the successful call sent at
+// sentMono and the demotion at sentMono + TTL - Margin, both measured on the monotonic reading
+// (clock.Mono): the wall time (Now) may have jumped since the call was sent, and a backward
+// jump measured on it would keep a leader past its lease.
+func (a *leaderActor) armLeaderTimers(sentMono time.Duration) {
+	now := clock.Mono(a.cfg.Clock)
 	p := a.cfg.Policy
-	a.arm(tickRenew, sentAt.Add(p.RenewEvery).Sub(now))
-	a.arm(tickDemote, sentAt.Add(p.TTL-p.Margin).Sub(now))
+	a.arm(tickRenew, sentMono+p.RenewEvery-now)
+	a.arm(tickDemote, sentMono+p.TTL-p.Margin-now)
 }
 
 func (a *leaderActor) onRenewed(r *ioResult) {
@@ -478,8 +485,8 @@ func (a *leaderActor) onRenewed(r *ioResult) {
 		return
 	}
 	a.lastRenewOk, a.expiresAt, a.seen = r.sentAt, r.lease.ExpiresAt, r.lease
-	a.validUntil(r.sentAt.Add(a.cfg.Policy.TTL - a.cfg.Policy.Margin))
-	a.armLeaderTimers(r.sentAt)
+	a.validUntil(r.sentMono + a.cfg.Policy.TTL - a.cfg.Policy.Margin)
+	a.armLeaderTimers(r.sentMono)
 	a.report() // the supervisor's LeaseState (Status().Lease, describe) shows the renewed expiry
 	if a.cfg.Balancer != nil && !a.handingOver && a.resign == nil && a.cfg.Balancer.ShouldHandOver(a.cfg.Stream) {
 		a.handingOver = true
@@ -529,7 +536,7 @@ func (a *leaderActor) onResign(ctx actor.Context, m *wire.Resign) {
 		return
 	}
 	// Stop renewing (new generation) and release; the answer goes out with the release's result.
-	a.validUntil(time.Time{})
+	a.validUntil(0)
 	a.gen++
 	a.stopTimers()
 	a.resign = pr

@@ -24,21 +24,28 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const waitLimit = 10 * time.Second
 
-// fakeStore is a lease store judged by the fake clock (its "server clock"); down makes every
-// call fail.
+// fakeStore is a lease store judged by its own "server clock": the fake clock's time as
+// Advance moves it, from its start, so that a Jump of the actor's wall time (Now) does not move
+// it. down makes every call fail; onRenew, when set, runs inside every Renew (a test's hook into
+// the call in flight).
 type fakeStore struct {
-	clk *clock.Fake
+	clk   *clock.Fake
+	start time.Time // the server clock at the fake's Mono 0
 
 	mu      sync.Mutex
 	lease   store.Lease
 	down    bool
 	renews  int
 	watches []chan struct{}
+	onRenew func()
 }
+
+// now is the server's clock.
+func (s *fakeStore) now() time.Time { return s.start.Add(s.clk.Mono()) }
 
 func (s *fakeStore) view() store.Lease {
 	l := s.lease
-	l.ServerNow = s.clk.Now()
+	l.ServerNow = s.now()
 	l.Remaining = 0
 	if rem := l.ExpiresAt.Sub(l.ServerNow); l.Owner != "" && rem > 0 {
 		l.Remaining = rem
@@ -57,7 +64,7 @@ func (s *fakeStore) Acquire(_ context.Context, name, owner string, ttl time.Dura
 	if v := s.view(); v.Held() && v.Owner != owner {
 		return v, fmt.Errorf("held by %s: %w", v.Owner, store.ErrLeaseHeld)
 	}
-	now := s.clk.Now()
+	now := s.now()
 	s.lease = store.Lease{Name: name, Owner: owner, Epoch: s.lease.Epoch + 1, AcquiredAt: now, ExpiresAt: now.Add(ttl)}
 	return s.view(), nil
 }
@@ -69,10 +76,13 @@ func (s *fakeStore) Renew(_ context.Context, _, owner string, epoch int64, ttl t
 		return store.Lease{}, errDown
 	}
 	s.renews++
+	if s.onRenew != nil {
+		s.onRenew()
+	}
 	if v := s.view(); !v.Held() || v.Owner != owner || v.Epoch != epoch {
 		return store.Lease{}, store.ErrLeaseLost
 	}
-	s.lease.ExpiresAt = s.clk.Now().Add(ttl)
+	s.lease.ExpiresAt = s.now().Add(ttl)
 	return s.view(), nil
 }
 
@@ -85,7 +95,7 @@ func (s *fakeStore) Release(_ context.Context, _, owner string, epoch int64) err
 	if s.lease.Owner != owner || s.lease.Epoch != epoch {
 		return store.ErrLeaseLost
 	}
-	s.lease.Owner, s.lease.ExpiresAt = "", s.clk.Now()
+	s.lease.Owner, s.lease.ExpiresAt = "", s.now()
 	return nil
 }
 
@@ -168,19 +178,19 @@ type harness struct {
 type recEvents struct {
 	mu       sync.Mutex
 	log      []string
-	validity []time.Time // every OnValidUntil
+	validity []time.Duration // every OnValidUntil
 }
 
-func (r *recEvents) validUntil(t time.Time) {
+func (r *recEvents) validUntil(t time.Duration) {
 	r.mu.Lock()
 	r.validity = append(r.validity, t)
 	r.mu.Unlock()
 }
 
-func (r *recEvents) validities() []time.Time {
+func (r *recEvents) validities() []time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]time.Time(nil), r.validity...)
+	return append([]time.Duration(nil), r.validity...)
 }
 
 // OnEvent records each LeadershipChanged as "<change> <epoch>", and the epoch OnAcquired got.
@@ -213,7 +223,7 @@ var testPolicy = policy.Lease{TTL: 10 * time.Second, RenewEvery: 2 * time.Second
 func newHarness(t *testing.T, prepare func(*fakeStore)) *harness {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	st := &fakeStore{clk: clk}
+	st := &fakeStore{clk: clk, start: clk.Now()}
 	if prepare != nil {
 		prepare(st)
 	}
@@ -454,34 +464,90 @@ func TestLeaseStateFollowsRenewals(t *testing.T) {
 	}
 }
 
-// OnValidUntil follows the term: lastRenewOk + TTL - Margin at the acquisition and after each
-// renewal (the demotion deadline), and the zero time once the lease is lost, so that the
-// dispatcher starts no handler call after it even when the actor's timers are late.
+// OnValidUntil follows the term on the clock's monotonic reading: lastRenewOk + TTL - Margin
+// at the acquisition and after each renewal (the demotion deadline), and 0 once the lease is
+// lost, so that the dispatcher starts no handler call after it even when the actor's timers
+// are late.
 func TestValidUntilFollowsTheTerm(t *testing.T) {
 	h := newHarness(t, nil)
 	h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
 	next[*wire.LeaseGranted](h)
-	acquiredAt := h.clk.Now()
+	acquiredAt := h.clk.Mono()
 	window := testPolicy.TTL - testPolicy.Margin
-	if v := h.events.validities(); len(v) != 1 || !v[0].Equal(acquiredAt.Add(window)) {
-		t.Fatalf("validity after the acquisition %v, want [%v]", v, acquiredAt.Add(window))
+	if v := h.events.validities(); len(v) != 1 || v[0] != acquiredAt+window {
+		t.Fatalf("validity after the acquisition %v, want [%v]", v, acquiredAt+window)
 	}
 	h.advance(2, testPolicy.RenewEvery)
-	deadline := time.Now().Add(waitLimit)
-	for len(h.events.validities()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no validity after the renewal")
-		}
-		time.Sleep(time.Millisecond) // polling tick
+	h.waitValidities(2)
+	if v := h.events.validities()[1]; v != acquiredAt+testPolicy.RenewEvery+window {
+		t.Fatalf("validity after the renewal %v, want %v", v, acquiredAt+testPolicy.RenewEvery+window)
 	}
-	if v := h.events.validities()[1]; !v.Equal(acquiredAt.Add(testPolicy.RenewEvery + window)) {
-		t.Fatalf("validity after the renewal %v, want %v", v, acquiredAt.Add(testPolicy.RenewEvery+window))
-	}
-	h.st.set(store.Lease{Name: "billing", Owner: "other", Epoch: 9, ExpiresAt: h.clk.Now().Add(time.Hour)})
+	h.st.set(store.Lease{Name: "billing", Owner: "other", Epoch: 9, ExpiresAt: h.st.now().Add(time.Hour)})
 	h.advance(2, testPolicy.RenewEvery)
 	next[*wire.LeaseLost](h)
 	v := h.events.validities()
-	if last := v[len(v)-1]; !last.IsZero() {
-		t.Fatalf("validity after the loss %v, want the zero time (not leading)", last)
+	if last := v[len(v)-1]; last != 0 {
+		t.Fatalf("validity after the loss %v, want 0 (not leading)", last)
+	}
+}
+
+// waitValidities polls until the leader has reported n validities.
+func (h *harness) waitValidities(n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for len(h.events.validities()) < n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d validities reported, want %d", len(h.events.validities()), n)
+		}
+		time.Sleep(time.Millisecond) // polling tick
+	}
+}
+
+// The wall time (Now) jumping by an hour while a renewal is in flight moves neither the term
+// nor the demotion: the leader measures both from the renewal's sending on the monotonic
+// reading. Measured on Now, a backward jump kept the leader (and its handler calls) an hour
+// past its lease, and a forward jump demoted it at once.
+func TestWallClockJumpMovesNoDeadline(t *testing.T) {
+	for _, jump := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run(fmt.Sprint(jump), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.sys.Root.Send(h.leader, &wire.Campaign{Reason: "test"})
+			next[*wire.LeaseGranted](h)
+			h.st.mu.Lock()
+			h.st.onRenew = func() { h.clk.Jump(jump); h.st.onRenew = nil } // the first renewal only
+			h.st.mu.Unlock()
+			h.advance(2, testPolicy.RenewEvery) // renew (sent at Mono 2s; the wall jumps meanwhile)
+			h.waitValidities(2)
+			window := testPolicy.TTL - testPolicy.Margin
+			if v := h.events.validities()[1]; v != testPolicy.RenewEvery+window {
+				t.Fatalf("validity after the renewal %v, want %v (Mono)", v, testPolicy.RenewEvery+window)
+			}
+			// The next renewal is due RenewEvery after the last, the demotion TTL - Margin
+			// after it: both timers at their monotonic deadlines, however the wall moved.
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			if err := h.clk.BlockUntil(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := h.clk.NextDeadline(); d != testPolicy.RenewEvery {
+				t.Fatalf("next timer in %v, want the renewal in %v", d, testPolicy.RenewEvery)
+			}
+			h.st.setDown(true)
+			lastOk := testPolicy.RenewEvery
+			for h.clk.Mono() < lastOk+window {
+				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+				_ = h.clk.BlockUntil(ctx, 2)
+				cancel()
+				d, _ := h.clk.NextDeadline()
+				h.clk.Advance(d)
+			}
+			next[*wire.LeaseLost](h)
+			if got := h.clk.Mono(); got != lastOk+window {
+				t.Fatalf("demoted at Mono %v, want lastRenewOk + TTL - Margin = %v", got, lastOk+window)
+			}
+			if exp := h.st.get().ExpiresAt; !h.st.now().Before(exp) {
+				t.Fatalf("demoted at server time %v, not before the store's expiry %v", h.st.now(), exp)
+			}
+		})
 	}
 }

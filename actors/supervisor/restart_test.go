@@ -165,3 +165,44 @@ func TestSingleLeaderRestartKeepsLease(t *testing.T) {
 	default:
 	}
 }
+
+// A step of the clock's wall time (Now) during a graceful stop leaves the drain its budget:
+// three quarters of the time left, measured on the monotonic reading. Measured on Now, a
+// forward step of an hour left the drain 1 ms.
+func TestStopDrainBudgetIgnoresAWallClockStep(t *testing.T) {
+	for _, jump := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(jump.String(), func(t *testing.T) {
+			h, asked := restartHarness(t, nil)
+			h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+			h.started()
+			h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
+			if r := h.request(&messages.Restart{Reason: "reload"}); r.GetState() != messages.SupervisorState_SUPERVISOR_STATE_STOPPING {
+				t.Fatalf("Restart answered %v, want stopping", r.GetState())
+			}
+			h.clk.Jump(jump) // after beginStop fixed the deadline, before the drain's budget
+			h.await(messages.SupervisorState_SUPERVISOR_STATE_STOPPING)
+			select {
+			case <-h.probe.stopping:
+			case <-time.After(waitFor):
+				t.Fatal("the stream actor was not stopped")
+			}
+			var st askedStep
+			select {
+			case st = <-asked:
+			case <-time.After(waitFor):
+				t.Fatal("the dispatcher was asked nothing")
+			}
+			d, ok := st.msg.(*wire.Drain)
+			if !ok || st.name != "dispatcher" {
+				t.Fatalf("%T to the %s, want a Drain to the dispatcher", st.msg, st.name)
+			}
+			if want := (defaultStopTimeout * 3 / 4).Milliseconds(); d.GetTimeoutMs() != want {
+				t.Fatalf("drain budget %d ms, want %d (3/4 of the stop's %v)", d.GetTimeoutMs(), want, defaultStopTimeout)
+			}
+			h.tell(h.pid, &wire.Drained{})
+			nextStep(t, asked, "checkpointer")
+			h.tell(h.pid, &wire.Flushed{})
+			h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
+		})
+	}
+}

@@ -45,7 +45,7 @@ type stopRun struct {
 	reason   string
 	phase    stopPhase
 	started  time.Time
-	deadline time.Time
+	deadline time.Duration // the stop's deadline, a clock.Mono reading (Now may step meanwhile)
 	timer    clock.Timer
 	waiters  []*actor.PID
 	report   *messages.StopReport
@@ -93,7 +93,7 @@ func (s *supervisorActor) beginStop(ctx actor.Context, m *messages.Stop, kind st
 	}
 	now := s.cfg.Clock.Now()
 	s.stopGen++
-	run := &stopRun{gen: s.stopGen, reason: m.GetReason(), started: now, deadline: now.Add(timeout),
+	run := &stopRun{gen: s.stopGen, reason: m.GetReason(), started: now, deadline: clock.Mono(s.cfg.Clock) + timeout,
 		report: &messages.StopReport{}, kind: kind}
 	if ctx.Sender() != nil && kind == stopOperator {
 		run.waiters = append(run.waiters, ctx.Sender())
@@ -192,8 +192,10 @@ func (s *supervisorActor) healthySibling(name string, run *stopRun) *actor.PID {
 }
 
 // drainBudgetMs gives the drain three quarters of the time left, so that the final flush fits.
+// The time left is measured on the monotonic reading: a step of Now would cut the drain short
+// (forward) or stretch it past the stop's own timer (backward).
 func (s *supervisorActor) drainBudgetMs(run *stopRun) int64 {
-	left := run.deadline.Sub(s.cfg.Clock.Now())
+	left := run.deadline - clock.Mono(s.cfg.Clock)
 	return max(left.Milliseconds()*3/4, 1)
 }
 

@@ -21,11 +21,35 @@ type Timer interface {
 	Stop() bool
 }
 
+// Monotonic is a Clock with a monotonic reading of its own: Mono is the time elapsed since an
+// arbitrary origin, on the same time base as AfterFunc, and no change of the wall time (Now
+// jumping or drifting) moves it.
+type Monotonic interface {
+	Mono() time.Duration
+}
+
+// Mono returns c's monotonic reading: c.Mono() when c implements Monotonic (Real, Fake), else
+// the process's monotonic clock. Whoever measures a deadline that must hold however Now jumps
+// (a lease's validity) reads it here, never by subtracting two Now readings: an injected
+// clock's Now may jump, and its readings carry no monotonic reading as time.Now's do.
+func Mono(c Clock) time.Duration {
+	if m, ok := c.(Monotonic); ok {
+		return m.Mono()
+	}
+	return time.Since(origin)
+}
+
+// origin is the process's monotonic origin of Mono.
+var origin = time.Now()
+
 // Real returns the wall clock: time.Now and time.AfterFunc.
 func Real() Clock { return realClock{} }
 
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
+
+// Mono reads the process's monotonic clock.
+func (realClock) Mono() time.Duration { return time.Since(origin) }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

@@ -148,3 +148,44 @@ func TestRealClock(t *testing.T) {
 		t.Fatal("Stop of a pending real timer = false")
 	}
 }
+
+// Jump moves Now only: no timer fires early or late, and Mono measures what Advance moved.
+func TestFakeJumpMovesNowNotTimersOrMono(t *testing.T) {
+	c := NewFake(time.Time{})
+	wall := c.Now()
+	fired := false
+	c.AfterFunc(10*time.Second, func() { fired = true })
+	c.Jump(time.Hour)
+	c.Advance(0)
+	if fired {
+		t.Fatal("a forward Jump fired a timer")
+	}
+	if got := c.Now().Sub(wall); got != time.Hour {
+		t.Fatalf("Now after Jump(1h) = +%v", got)
+	}
+	c.Jump(-2 * time.Hour)
+	c.Advance(10 * time.Second)
+	if !fired {
+		t.Fatal("a backward Jump held a timer back")
+	}
+	if got, want := c.Now().Sub(wall), -time.Hour+10*time.Second; got != want {
+		t.Fatalf("Now = +%v, want +%v", got, want)
+	}
+	if got := Mono(c); got != 10*time.Second {
+		t.Fatalf("Mono = %v, want 10s (Advance only)", got)
+	}
+}
+
+// Mono of a Clock without a monotonic reading of its own falls back to the process's.
+func TestMonoFallsBackToTheProcess(t *testing.T) {
+	a := Mono(wallOnly{})
+	b := Mono(Real())
+	if a <= 0 || b < a {
+		t.Fatalf("Mono readings %v then %v, want positive and not decreasing", a, b)
+	}
+}
+
+type wallOnly struct{}
+
+func (wallOnly) Now() time.Time                            { return time.Unix(0, 0) }
+func (wallOnly) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

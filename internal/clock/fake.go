@@ -14,8 +14,10 @@ import (
 // sleeping) until that code has armed its timers.
 type Fake struct {
 	mu      sync.Mutex
-	now     time.Time
-	seq     uint64 // creation order, breaks deadline ties
+	now     time.Time     // the time base of the timers and Mono: only Advance moves it
+	start   time.Time     // now at NewFake: Mono's origin
+	skew    time.Duration // Jump's offset of Now from now
+	seq     uint64        // creation order, breaks deadline ties
 	timers  []*fakeTimer
 	changed chan struct{} // closed and replaced whenever the set of pending timers changes
 }
@@ -26,7 +28,7 @@ func NewFake(start time.Time) *Fake {
 	if start.IsZero() {
 		start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	return &Fake{now: start, changed: make(chan struct{})}
+	return &Fake{now: start, start: start, changed: make(chan struct{})}
 }
 
 type fakeTimer struct {
@@ -36,11 +38,26 @@ type fakeTimer struct {
 	f        func()
 }
 
-// Now returns the fake time.
+// Now returns the fake wall time: the time Advance moved, plus every Jump.
 func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	return c.now.Add(c.skew)
+}
+
+// Mono returns the time Advance moved since NewFake; Jump does not move it.
+func (c *Fake) Mono() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now.Sub(c.start)
+}
+
+// Jump moves the wall time (Now) by d, forward or backward, as a step of the system clock
+// does: no timer fires and Mono does not move.
+func (c *Fake) Jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.skew += d
 }
 
 // AfterFunc registers f to run when the fake time reaches Now()+d. A timer with d ≤ 0 runs at
@@ -70,8 +87,8 @@ func (t *fakeTimer) Stop() bool {
 }
 
 // Advance moves the time forward by d (d < 0 is treated as 0). Every timer due by the new time
-// runs, earliest deadline first (ties in creation order), with Now() reading its deadline while
-// it runs; timers armed by those callbacks run too if they fall due within the window. Callbacks
+// runs, earliest deadline first (ties in creation order), with Now() reading its deadline (plus
+// any Jump) while it runs; timers armed by those callbacks run too if they fall due within the window. Callbacks
 // run on the caller's goroutine with no lock held, so they may use the clock. When Advance
 // returns, Now() reads the old time plus d.
 func (c *Fake) Advance(d time.Duration) {

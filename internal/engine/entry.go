@@ -47,9 +47,10 @@ type Entry struct {
 	// leader actor sets it before the stream starts, the checkpointer and the dead-letter guard
 	// read it for every write.
 	epoch atomic.Int64
-	// validUntil is how long the SingleLeader term under way may act (the leader actor's
-	// OnValidUntil; nil when not leading): no handler call starts after it (mayStart).
-	validUntil atomic.Pointer[time.Time]
+	// validUntil is the clock.Mono reading until which the SingleLeader term under way may act
+	// (the leader actor's OnValidUntil; 0 when not leading): no handler call starts after it
+	// (mayStart).
+	validUntil atomic.Int64
 
 	opMu sync.Mutex // serialises stop and shutdown
 
@@ -367,25 +368,19 @@ func stopActor(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) erro
 	}
 }
 
-// setValidUntil records the leader actor's OnValidUntil (zero: not leading).
-func (e *Entry) setValidUntil(t time.Time) {
-	if t.IsZero() {
-		e.validUntil.Store(nil)
-		return
-	}
-	e.validUntil.Store(&t)
-}
+// setValidUntil records the leader actor's OnValidUntil (0: not leading).
+func (e *Entry) setValidUntil(mono time.Duration) { e.validUntil.Store(int64(mono)) }
 
 // mayStart is the dispatcher's MayStart of a SingleLeader stream: a handler call starts only
-// before the term's validity ends (compared on the monotonic clock when the runtime's is real),
-// so that a leader paused past its lease starts nothing before its timers catch up. nil for an
-// AllInstances stream.
-func (e *Entry) mayStart() func(now time.Time) bool {
+// before the term's validity ends, both read on the runtime clock's monotonic reading
+// (clock.Mono), so that a leader paused past its lease starts nothing before its timers catch
+// up, and a jump of the clock's wall time extends no term. nil for an AllInstances stream.
+func (e *Entry) mayStart() func(mono time.Duration) bool {
 	if !e.spec.SingleLeader {
 		return nil
 	}
-	return func(now time.Time) bool {
+	return func(mono time.Duration) bool {
 		t := e.validUntil.Load()
-		return t != nil && now.Before(*t)
+		return t != 0 && int64(mono) < t
 	}
 }

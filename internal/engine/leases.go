@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/leader"
+	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"
 )
@@ -55,6 +57,7 @@ func (f fencedDeadLetters) PutDeadLetter(ctx context.Context, dl store.DeadLette
 // this instance's heartbeat in the lease store (every RenewEvery, for TTL) and counts the live
 // instances; the leader actors ask it before they take a free lease and after each renewal.
 type balancer struct {
+	clk     clock.Clock // times the heartbeats (Config.Clock)
 	leases  store.LeaseStore
 	policy  policy.Lease
 	id      string        // this instance (Config.InstanceID)
@@ -76,9 +79,9 @@ type balancer struct {
 
 // newBalancer starts the balancer of instance id (named name) on leases, with the runtime's
 // lease policy p (defaulted here) and each store call bounded by connect; Stop ends it.
-func newBalancer(leases store.LeaseStore, p policy.Lease, id, name string, connect time.Duration, log *zap.Logger) *balancer {
+func newBalancer(leases store.LeaseStore, p policy.Lease, id, name string, connect time.Duration, clk clock.Clock, log *zap.Logger) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &balancer{leases: leases, policy: policy.WithDefaults(p), id: id, name: name, connect: connect, log: log, streams: map[string]bool{},
+	b := &balancer{clk: clk, leases: leases, policy: policy.WithDefaults(p), id: id, name: name, connect: connect, log: log, streams: map[string]bool{},
 		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b
@@ -121,9 +124,7 @@ func (b *balancer) run(ctx context.Context) {
 					zap.String("instance_name", b.name), zap.Strings("same_name", dups))
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(b.policy.RenewEvery):
+		if treekit.Sleep(ctx, b.clk, b.policy.RenewEvery) {
 			continue
 		}
 		break

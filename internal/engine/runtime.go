@@ -49,6 +49,9 @@ type Config struct {
 	// Console configures the remote console; Addr "" is off. Its Logger and Clock are the
 	// runtime's.
 	Console consoleserver.Config
+	// Clock is the time source of every actor, timer and stamp of the runtime
+	// (watchtree.Config.Clock; clock.Real() by default).
+	Clock clock.Clock
 }
 
 // state is the lifecycle of a Runtime: new → started → stopping → stopped (final).
@@ -98,7 +101,7 @@ func New(cfg Config) *Runtime {
 		cfg:     cfg,
 		log:     log,
 		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
-		clk:     clock.Real(),
+		clk:     cfg.Clock,
 		streams: map[string]*Entry{},
 		stores:  newStoreSets(cfg.Client, cfg.Stores, log),
 	}
@@ -489,7 +492,7 @@ func (rt *Runtime) instanceWarnings() []string {
 func (rt *Runtime) balancerFor(leases store.LeaseStore, stream string) *balancer {
 	rt.mu.Lock()
 	if rt.bal == nil {
-		rt.bal = newBalancer(leases, rt.cfg.Lease, rt.cfg.InstanceID, rt.cfg.InstanceName, rt.cfg.ConnectTimeout, rt.log)
+		rt.bal = newBalancer(leases, rt.cfg.Lease, rt.cfg.InstanceID, rt.cfg.InstanceName, rt.cfg.ConnectTimeout, rt.clk, rt.log)
 	}
 	b := rt.bal
 	rt.mu.Unlock()

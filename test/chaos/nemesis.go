@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,38 +35,114 @@ const (
 	FaultStopPartitioned = "stop-partitioned"
 	// FaultSpawn spawns a new SingleLeader stream on every node under load.
 	FaultSpawn = "spawn-stream"
+	// FaultClockSkew steps a node's clock (its runtimes' Config.Clock) forward by more than
+	// the lease TTL, then backward by as much, then makes it drift, then back to the real time.
+	// Leases are judged by the store's clock, so it must change nothing.
+	FaultClockSkew = "clock-skew"
 )
 
-// FaultKinds lists the kinds the nemesis draws from. Clock skew is not among them: watchtree's
-// Config takes no clock, so a runtime's clock cannot be skewed from outside its process (Go
-// reads the kernel's clocks through the vDSO; a time namespace offsets only the monotonic
-// clock, and a process's own readings stay consistent).
+// FaultKinds lists the kinds the nemesis draws from. Clock skew reaches a node through its
+// -clock-file (the nemesis writes it, the node's clock re-reads it): a runtime's clock cannot be
+// skewed from outside its process otherwise (Go reads the kernel's clocks through the vDSO, and
+// a time namespace offsets only the monotonic clock).
 func FaultKinds() []string {
 	return []string{FaultKill, FaultPause, FaultPartMongo, FaultPartRedis, FaultPartBoth, FaultPartAsym,
 		FaultCursorKill, FaultStepDown, FaultCheckpointDown, FaultDeadLetterDown, FaultCorruptToken,
-		FaultStopPartitioned, FaultSpawn}
+		FaultStopPartitioned, FaultSpawn, FaultClockSkew}
 }
 
 // fault is one planned fault.
 type fault struct {
 	kind   string
+	at     time.Duration // planned start, counted from the nemesis's start
 	node   int           // target node; -1 for the server or every node
 	dur    time.Duration // how long until healed
 	dir    Direction     // partition-asym: the direction
 	redis  bool          // partition-asym: the Redis link (else MongoDB)
 	stream string        // corrupt-token: the stream
 	code   int           // cursor-kill: the error code (0: close the connection)
+	skew   time.Duration // clock-skew: the step, forward then backward
+	rate   float64       // clock-skew: the drift, seconds gained a second (negative: lost)
 }
 
-// plan draws the next fault from rng.
-func (s *soak) plan(rng *rand.Rand, kinds []string) fault {
-	f := fault{kind: kinds[rng.IntN(len(kinds))], node: rng.IntN(len(s.nodes))}
+// The schedule's timing: the warm-up before the first fault, the pause between two faults
+// (drawn between the bounds), and what a fault costs beyond its dur (a node's restart until it
+// is ready, a step-down's election, a graceful stop's slow start).
+const (
+	warmUp     = 2 * time.Second
+	minGap     = time.Second
+	maxGap     = 3 * time.Second
+	restartEst = 3 * time.Second
+)
+
+// schedule plans the whole nemesis of opts (defaulted), a pure function of its seed, Duration,
+// Faults, Nodes, LeaseTTL and Streams: shuffled rounds, each of which runs every kind of
+// opts.Faults once in an order drawn from the seed, one fault after another, each planned to
+// start at its at: the previous one's start, plus its estimated length (estimate), plus a pause
+// of 1-3 s. Faults are planned while their start falls within Duration, so every kind runs
+// either as often as the completed rounds or once more: a 600-second run of every kind plans
+// at least 6 rounds (TestScheduleCoversEveryKind), a shorter one fewer, still a balanced mix.
+// The nemesis runs the plan to its end whatever the real lengths, so the coverage holds even
+// when the faults run late.
+func schedule(opts Options) []fault {
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x6e656d65736973))
+	var out []fault
+	at := warmUp
+	for len(opts.Faults) > 0 {
+		round := slices.Clone(opts.Faults)
+		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		for _, kind := range round {
+			if at >= opts.Duration {
+				return out
+			}
+			f := planFault(rng, kind, opts)
+			f.at = at
+			out = append(out, f)
+			at += estimate(f, opts) + minGap + time.Duration(rng.Int64N(int64(maxGap-minGap)+1))
+		}
+	}
+	return out
+}
+
+// rounds reports how many full rounds of kinds plan holds: the fewest faults of any kind.
+func rounds(plan []fault, kinds []string) int {
+	n := map[string]int{}
+	for _, f := range plan {
+		n[f.kind]++
+	}
+	least := -1
+	for _, k := range kinds {
+		if least < 0 || n[k] < least {
+			least = n[k]
+		}
+	}
+	return max(least, 0)
+}
+
+// estimate is how long f is expected to take, from its start until it is healed.
+func estimate(f fault, opts Options) time.Duration {
+	switch f.kind {
+	case FaultKill, FaultCorruptToken:
+		return f.dur + restartEst
+	case FaultStepDown:
+		return f.dur + time.Second
+	case FaultStopPartitioned:
+		return 2200*time.Millisecond + f.dur + restartEst
+	case FaultSpawn:
+		return time.Second
+	}
+	return f.dur
+}
+
+// planFault draws the parameters of a fault of kind from rng.
+func planFault(rng *rand.Rand, kind string, opts Options) fault {
+	f := fault{kind: kind, node: rng.IntN(opts.Nodes)}
 	between := func(a, b time.Duration) time.Duration { return a + time.Duration(rng.Int64N(int64(b-a)+1)) }
 	switch f.kind {
 	case FaultKill:
 		f.dur = between(500*time.Millisecond, 2*time.Second)
 	case FaultPause:
-		f.dur = s.opts.LeaseTTL + between(time.Second, 2*time.Second)
+		f.dur = opts.LeaseTTL + between(time.Second, 2*time.Second)
 	case FaultPartMongo, FaultPartRedis, FaultPartBoth:
 		f.dur = between(2*time.Second, 8*time.Second)
 	case FaultPartAsym:
@@ -85,12 +164,19 @@ func (s *soak) plan(rng *rand.Rand, kinds []string) fault {
 		}
 	case FaultCorruptToken:
 		f.dur = between(500*time.Millisecond, 2*time.Second)
-		f.stream = s.opts.Streams[rng.IntN(len(s.opts.Streams))].Name
+		f.stream = opts.Streams[rng.IntN(len(opts.Streams))].Name
 	case FaultStopPartitioned:
-		f.dur = s.opts.LeaseTTL + between(time.Second, 3*time.Second)
+		f.dur = opts.LeaseTTL + between(time.Second, 3*time.Second)
 		f.stream = []string{"sl-mongo", "sl-redis"}[rng.IntN(2)]
 	case FaultSpawn:
 		f.node = -1
+	case FaultClockSkew:
+		f.dur = between(3*time.Second, 9*time.Second)
+		f.skew = opts.LeaseTTL + between(time.Second, 4*time.Second)
+		f.rate = float64(between(200*time.Millisecond, 500*time.Millisecond)) / float64(time.Second)
+		if rng.IntN(2) == 0 {
+			f.rate = -f.rate
+		}
 	}
 	return f
 }
@@ -185,6 +271,18 @@ func (s *soak) apply(ctx context.Context, f fault) error {
 		rec.Node, err = s.corruptToken(ctx, f)
 	case FaultStopPartitioned:
 		rec.Node, err = s.stopPartitioned(ctx, f)
+	case FaultClockSkew:
+		n := s.nodes[f.node]
+		rec.Detail = fmt.Sprintf("+%v, -%v, drift %+.0f%%", f.skew, f.skew, 100*f.rate)
+		for _, step := range []string{f.skew.String() + " 0", (-f.skew).String() + " 0", fmt.Sprintf("0s %g", f.rate)} {
+			if err = s.setClock(n, step); err != nil {
+				break
+			}
+			sleep(ctx, f.dur/3)
+		}
+		if herr := s.setClock(n, ""); err == nil {
+			err = herr
+		}
 	case FaultSpawn:
 		s.mu.Lock()
 		s.dynamic++
@@ -349,6 +447,19 @@ func (n *node) cut(redis bool, d Direction) error {
 		n.mongo.Partition(d)
 	}
 	return nil
+}
+
+// clockFile is n's -clock-file.
+func (s *soak) clockFile(n *node) string { return filepath.Join(s.dir, n.name+".clock") }
+
+// setClock writes n's clock file ("<offset> <rate>"; "" is the real time), which its node
+// re-reads within 50ms; the rename makes the write whole for the reader.
+func (s *soak) setClock(n *node, skew string) error {
+	tmp := s.clockFile(n) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(skew+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.clockFile(n))
 }
 
 // heal undoes every cut of n's links.

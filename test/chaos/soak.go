@@ -3,9 +3,10 @@
 // mongosim server process, a keyed write load with transactions and poison documents, a seeded
 // nemesis that injects one fault after another (kills, pauses longer than the lease TTL,
 // partitions from the server or Redis, symmetric or not, cursor-killing fail points,
-// step-downs, checkpoint- and dead-letter-store outages, corrupt resume tokens), then heals
-// everything, waits for the streams to catch up and judges the recorded history (package
-// checker).
+// step-downs, checkpoint- and dead-letter-store outages, corrupt resume tokens, graceful stops
+// cut off, streams spawned under load, clock skew), in shuffled rounds of every kind (schedule),
+// then heals everything, waits for the streams to catch up and judges the recorded history
+// (package checker).
 //
 // Where it may (root, ip(8)), each node runs in a network namespace of the soak's own making,
 // joined to the host by a veth pair, and a partition is a blackhole route at one end of a link
@@ -26,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +123,9 @@ type Report struct {
 	CaughtUp bool     // every committed write was handled within Options.CatchUp
 	Faults   []string // the faults applied, in order
 	Kinds    []string // the kinds the nemesis drew from
+	// Rounds is how many full rounds the schedule planned: every kind of Kinds at least
+	// Rounds times (see Undercovered).
+	Rounds int
 	*checker.Report
 }
 
@@ -214,11 +217,17 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	coll := s.client.Database(opts.Database).Collection("items")
 	loadDone := runLoad(loadCtx, s.client, coll, s.h, opts.Seed, 4, opts.Rate)
-	rng := rand.New(rand.NewPCG(opts.Seed, 0x6e656d65736973))
+	plan := schedule(opts)
+	rep.Rounds = rounds(plan, opts.Faults)
+	fmt.Fprintf(opts.Log, "chaos: %d faults planned: %d full rounds of the %d kinds, and %d faults of one more\n",
+		len(plan), rep.Rounds, len(opts.Faults), len(plan)-rep.Rounds*len(opts.Faults))
 	start := time.Now()
-	sleep(ctx, 2*time.Second)
-	for time.Since(start) < opts.Duration && ctx.Err() == nil {
-		f := s.plan(rng, opts.Faults)
+	for _, f := range plan {
+		// On time, or late when the faults before ran longer than estimated: then at once.
+		sleep(ctx, f.at-time.Since(start))
+		if ctx.Err() != nil {
+			break
+		}
 		fmt.Fprintf(opts.Log, "chaos: +%4.0fs %s %s %v\n", time.Since(start).Seconds(), f.kind, s.target(f), f.dur.Round(time.Millisecond))
 		if err := s.apply(ctx, f); err != nil {
 			fmt.Fprintf(opts.Log, "chaos: %s: %v\n", f.kind, err)
@@ -229,7 +238,6 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 			<-loadDone
 			return nil, fmt.Errorf("the nemesis overran its %v by 2 minutes (the last fault: %s)", opts.Duration, f.kind)
 		}
-		sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond)
 	}
 	// Heal: every link open, no fail point, every node running; the load goes on a little so
 	// that the streams are seen to work afterwards.
@@ -422,7 +430,8 @@ func (s *soak) startNode(n *node) error {
 	args := []string{"-name", n.name, "-mongo", "mongodb://" + n.mongo.Addr() + "/?directConnection=true",
 		"-redis", n.redis.Addr(), "-redis-prefix", s.prefix, "-db", s.opts.Database,
 		"-history", base + ".jsonl", "-log", base + ".zap.log", "-lease-ttl", s.opts.LeaseTTL.String(),
-		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String(), "-lifeline"}
+		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String(), "-lifeline",
+		"-clock-file", s.clockFile(n)}
 	s.mu.Lock()
 	args = append(args, "-dynamic", fmt.Sprint(s.dynamic))
 	s.mu.Unlock()
@@ -452,6 +461,7 @@ func (s *soak) healAll(ctx context.Context) {
 	s.waitPrimary(ctx, 30*time.Second)
 	for _, n := range s.nodes {
 		_ = n.heal()
+		_ = s.setClock(n, "")
 		n.resume()
 		n.mu.Lock()
 		dead := n.p == nil || n.p.exited()
@@ -496,16 +506,20 @@ func (s *soak) cleanup() {
 // Print writes the report: figures, faults by kind, and every violation with the seed.
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "chaos soak: seed %d, %v, network: %s\n", r.Seed, r.Duration.Round(time.Second), r.Network)
-	kinds := make([]string, 0, len(r.Report.Faults))
-	for k := range r.Report.Faults {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
+	counts := r.Counts()
 	var fs []string
-	for _, k := range kinds {
-		fs = append(fs, fmt.Sprintf("%s %d", k, r.Report.Faults[k]))
+	for _, k := range r.Kinds {
+		fs = append(fs, fmt.Sprintf("%s %d", k, counts[k]))
 	}
-	fmt.Fprintf(w, "faults: %d (%s); drawn from: %s; never: clock skew (Config takes no clock)\n", len(r.Faults), strings.Join(fs, ", "), strings.Join(r.Kinds, ","))
+	fmt.Fprintf(w, "faults: %d (%s)\n", len(r.Faults), strings.Join(fs, ", "))
+	fmt.Fprintf(w, "coverage: %d full rounds planned; kinds under %d: %s", r.Rounds, r.Rounds, orNone(r.Undercovered(r.Rounds), counts))
+	if r.Duration >= 10*time.Minute-10*time.Second { // a 600-second run: issue 37's minimum
+		fmt.Fprintf(w, "; under %d: %s", MinPerKind600, orNone(r.Undercovered(MinPerKind600), counts))
+	}
+	fmt.Fprintln(w)
+	if under := r.Undercovered(r.Rounds); len(under) > 0 {
+		fmt.Fprintf(w, "  the nemesis stopped before its plan's end (cancelled or overran)\n")
+	}
 	fmt.Fprintf(w, "writes: %d committed (%d poison), %d aborted on purpose, %d uncertain; handler calls: %d\n",
 		r.Writes[history.Committed], r.Poison, r.Writes[history.Aborted], r.Writes[history.Uncertain], r.Calls)
 	fmt.Fprintf(w, "duplicates: %d; worst failover: %v (%s); caught up after healing: %v\n",
@@ -520,14 +534,14 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "violations: 0\n")
 		return
 	}
-	counts := map[checker.Kind]int{}
+	vcounts := map[checker.Kind]int{}
 	for _, v := range r.Violations {
-		counts[v.Kind]++
+		vcounts[v.Kind]++
 	}
 	var cs []string
 	for _, k := range checker.Kinds() {
-		if counts[k] > 0 {
-			cs = append(cs, fmt.Sprintf("%s %d", k, counts[k]))
+		if vcounts[k] > 0 {
+			cs = append(cs, fmt.Sprintf("%s %d", k, vcounts[k]))
 		}
 	}
 	fmt.Fprintf(w, "violations: %d (%s) — rerun with CHAOS_SEED=%d; histories in %s\n", len(r.Violations), strings.Join(cs, ", "), r.Seed, r.Dir)
@@ -537,6 +551,45 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %v\n", v)
 		}
 	}
+}
+
+// MinPerKind600 is how many times, at least, a 600-second run applies each fault kind (every
+// kind enabled): issue 37's coverage, which schedule guarantees whatever the seed.
+const MinPerKind600 = 5
+
+// Counts returns how many faults of each kind ran, by kind (a kind of Kinds that never ran is
+// absent: zero).
+func (r *Report) Counts() map[string]int {
+	n := map[string]int{}
+	for _, k := range r.Faults {
+		n[k]++
+	}
+	return n
+}
+
+// Undercovered returns the kinds of Kinds that ran fewer than min times, in Kinds' order; none
+// when every kind ran at least min times.
+func (r *Report) Undercovered(min int) []string {
+	counts := r.Counts()
+	var out []string
+	for _, k := range r.Kinds {
+		if counts[k] < min {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// orNone lists kinds with their counts, or says none.
+func orNone(kinds []string, counts map[string]int) string {
+	if len(kinds) == 0 {
+		return "none"
+	}
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = fmt.Sprintf("%s %d", k, counts[k])
+	}
+	return strings.Join(out, ", ")
 }
 
 // Failed reports whether the soak found a violation.

@@ -24,6 +24,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,6 +50,7 @@ type flags struct {
 	dynamic                                                                int
 	stopTimeout, slowStopTimeout                                           time.Duration
 	lifeline                                                               bool
+	clockFile                                                              string
 }
 
 // slow makes every handler call take 100ms (SIGUSR1 toggles it), so that a backlog builds up
@@ -73,6 +75,7 @@ func main() {
 	flag.IntVar(&f.saveEvery, "save-every", 20, "CheckpointPolicy.SaveEvery")
 	flag.IntVar(&f.maxUnflushed, "max-unflushed", 100, "CheckpointPolicy.MaxUnflushed")
 	flag.DurationVar(&f.saveInterval, "save-interval", 500*time.Millisecond, "CheckpointPolicy.SaveInterval")
+	flag.StringVar(&f.clockFile, "clock-file", "", "the nemesis's clock skew: \"<offset> <rate>\", re-read every 50ms (default: the real clock)")
 	flag.IntVar(&f.dynamic, "dynamic", 0, "spawn the SingleLeader streams dyn-1 … dyn-N at start (the soak spawns more with SIGUSR2)")
 	flag.DurationVar(&f.stopTimeout, "stop-timeout", time.Second, "how long a graceful stop may take before the node exits at once")
 	flag.DurationVar(&f.slowStopTimeout, "slow-stop-timeout", 15*time.Second, "-stop-timeout while the handlers are slow (SIGUSR1): the drain is meant to outlast the lease")
@@ -188,6 +191,18 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 
+	// The clock of both runtimes: the real one, or skewed as the nemesis's file says.
+	var clk *skewClock
+	if f.clockFile != "" {
+		clk = newSkewClock(f.clockFile, func(raw string) { // on the history, for the analysis
+			h.Add(history.Record{Type: history.Note, Kind: "clock", Node: f.name, Detail: "skew " + strconv.Quote(raw), Start: time.Now()})
+		})
+		cctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); clk.run(cctx) }()
+		defer func() { cancel(); <-done }() // after the runtimes' stops (deferred later)
+	}
+
 	var rts []*watchtree.Runtime
 	var ids []string
 	var rts0ID string // the InstanceID of the runtime with MongoDB leases
@@ -215,7 +230,7 @@ func run(ctx context.Context, f flags) error {
 		if kind == "m" {
 			rts0ID = id
 		}
-		o := &observer{h: h, node: f.name, instance: id, epochs: map[string]int64{}}
+		o := &observer{h: h, node: f.name, instance: id, epochs: map[string]int64{}, clk: clk}
 		cfg := watchtree.Config{
 			Client: client, Database: f.db, Logger: log.With(zap.String("rt", kind)), Observer: o,
 			InstanceID: id, InstanceName: f.name, ShutdownTimeout: 10 * time.Second, ConnectTimeout: f.connectTimeout,
@@ -223,6 +238,9 @@ func run(ctx context.Context, f flags) error {
 		}
 		if kind == "r" {
 			cfg.Leases = leases
+		}
+		if clk != nil {
+			cfg.Clock = clk
 		}
 		rt, err := watchtree.New(cfg)
 		if err != nil {
@@ -376,11 +394,15 @@ type observer struct {
 	node     string
 	instance string
 	epochs   map[string]int64 // stream → the epoch last acquired
+	clk      *skewClock       // the runtime's clock when skewed (its event times are mapped back); nil: real
 }
 
 func (o *observer) OnEvent(ev observe.Event) {
 	m := ev.EventMeta()
 	r := history.Record{Node: o.node, Instance: o.instance, Stream: m.Stream, Start: m.Time}
+	if o.clk != nil {
+		r.Start = o.clk.unskew(m.Time) // the history's times are the real clock's
+	}
 	switch e := ev.(type) {
 	case observe.LeadershipChanged:
 		r.Type, r.Change, r.Epoch, r.Owner, r.Expires, r.Detail = history.Lease, string(e.Change), e.Epoch, e.Owner, e.ExpiresAt, e.Why
