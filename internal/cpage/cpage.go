@@ -121,11 +121,4 @@ func (t *Tracker) Age(r Reading, now time.Time) float64 {
 	return max(now.Sub(tr.pendingSince).Seconds(), 0)
 }
 
-// Forget drops what the tracker knows of a stream (it was removed from the runtime).
-func (t *Tracker) Forget(name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.streams, name)
-}
-
 func tsLess(a, b bson.Timestamp) bool { return a.T < b.T || (a.T == b.T && a.I < b.I) }
