@@ -99,7 +99,7 @@ type StreamStatus struct {
 	// Warnings are conditions the stream cannot see for itself, one line each; nil when none
 	// holds. A Collection stream whose collection does not exist carries "namespace db.coll does
 	// not exist ..." (checked at Spawn and every minute; observe.NamespaceMissing reports it too)
-	// until a check finds it.
+	// until a check finds it or the stream's first event settles.
 	Warnings []string
 	// Lease is the SingleLeader lease as this instance sees it; nil for AllInstances streams.
 	Lease *LeaseStatus

@@ -733,13 +733,14 @@ func TestRuntimeEmbeddedActorSystem(t *testing.T) {
 // fail with ChangeStreamFatalError (280) — the code it also uses for a resume token no longer
 // found. It is a configuration error: the stream crashes terminally at once, and OnHistoryLost
 // (here ResumeFromNow) must not treat it as lost history and skip events behind a gap record.
+// Spawn refuses such a stage (TestPipelineKeepsID); the test puts it past the check, into the
+// compiled spec, for the server's verdict on whatever the check cannot see.
 func TestRuntimePipelineRemovingIDIsTerminal(t *testing.T) {
 	e := newRTEnv(t)
 	rt, rec := e.newRuntime(t, nil)
-	h, err := rt.Spawn(testCtx(t), Stream[order]{
+	cs, err := compileSpec(Stream[order]{
 		Name:          "no-id",
 		Collection:    "orders",
-		Pipeline:      bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}},
 		OnHistoryLost: ResumeFromNow,
 		Restart:       RestartPolicy{InitialDelay: time.Millisecond},
 		OnInsert:      func(context.Context, *Event[order]) error { return nil },
@@ -747,6 +748,16 @@ func TestRuntimePipelineRemovingIDIsTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stage, err := bson.Marshal(bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Pipeline = []bson.Raw{stage}
+	eh, err := rt.e.Spawn(testCtx(t), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handle{e: eh}
 	waitState(t, h, StateRunning)
 	insertOrders(t, e, 0, 1)
 	st := waitState(t, h, StateCrashed)

@@ -59,7 +59,9 @@ type Stream[T any] struct {
 	// of documents, a []bson.M, or any slice whose elements marshal to BSON documents. Each stage
 	// must have exactly one field, a "$" operator other than $changeStream, $out and $merge. The
 	// stages must keep the event's _id (the resume token) unmodified, or the server fails the
-	// cursor with ChangeStreamFatalError 280. Filtering out drop, rename or invalidate events
+	// cursor with ChangeStreamFatalError 280: Spawn and Validate refuse a $project, $unset,
+	// $addFields/$set or $replaceRoot/$replaceWith stage that removes or changes _id (a new root
+	// keeps it when it ends with {_id: "$_id"}). Filtering out drop, rename or invalidate events
 	// hides them from OnInvalidate handling. The pipeline is marshalled once, when spawned.
 	// Default none.
 	Pipeline any
@@ -284,7 +286,8 @@ func splitOf(m SplitMode) engine.Split {
 type pipelineError struct{ field, rule string }
 
 // marshalPipeline turns a user pipeline into marshalled stages and checks each: a document with
-// exactly one field, a "$" operator other than $changeStream, $out and $merge.
+// exactly one field, a "$" operator other than $changeStream, $out and $merge, that keeps the
+// event's _id (idRule).
 func marshalPipeline(p any) ([]bson.Raw, *pipelineError) {
 	if p == nil {
 		return nil, nil
@@ -334,6 +337,9 @@ func marshalPipeline(p any) ([]bson.Raw, *pipelineError) {
 			return nil, &pipelineError{field, "must not be $changeStream; watchtree adds it"}
 		case op == "$out" || op == "$merge":
 			return nil, &pipelineError{field, fmt.Sprintf("must not be %s; a change stream cannot write", op)}
+		}
+		if rule := idRule(elems[0].Key(), elems[0].Value()); rule != "" {
+			return nil, &pipelineError{field, rule}
 		}
 		stages = append(stages, raw)
 	}

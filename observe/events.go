@@ -220,7 +220,8 @@ type SnapshotDone struct {
 // its change stream opens and stays silent (running, a healthy lag) until the collection is
 // created, so a wrong Collection or Database name looks like a quiet one. The runtime checks
 // at Spawn and then every minute while the stream is spawned, and reports it each time the
-// collection is still missing; StreamStatus.Warnings holds the same note until it exists.
+// collection is still missing; StreamStatus.Warnings holds the same note until a check finds
+// it or an event settles. The log, unlike this event, says it once per change.
 type NamespaceMissing struct {
 	Meta
 	// Namespace is "database.collection".

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/internal/cpage"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -110,7 +111,7 @@ func (in *instruments) make(meter metric.Meter, buckets []float64) error {
 	in.restartAttempt = gauge(metricRestartAttempt, "{attempt}", "Deaths since the last successful resubscription (0 when healthy).")
 	in.backlog = gauge(metricBacklog, "{event}", "Unexpired dead letters in the stream's store.")
 	in.lag = seconds(metricLag, "Now minus the cluster time of the newest position the stream has read.")
-	in.checkpointAge = seconds(metricCheckpointAge, "Time since the latest checkpoint write.")
+	in.checkpointAge = seconds(metricCheckpointAge, "How long the oldest settled event not yet in the stored checkpoint has waited for a write; 0 when the stored checkpoint covers every settled event.")
 	in.headroom = seconds(metricHeadroom, "The saved token's cluster time minus the oldest oplog entry's (when the oplog is readable); near 0 means history is about to be lost.")
 	return errors.Join(errs...)
 }
@@ -145,8 +146,10 @@ func (t *Telemetry) count(ev observe.Event) {
 			attribute.String("watchtree.stop.reason", e.Reason.String()), attrTerminal.Bool(e.Terminal)))
 	case observe.Checkpointed:
 		in.checkpoints.Add(ctx, 1, s)
+		t.cpAges.OnEvent(ev)
 	case observe.CheckpointFailed:
 		in.checkpointFailed.Add(ctx, 1, s)
+		t.cpAges.OnEvent(ev)
 	case observe.CheckpointRefused:
 		in.checkpointRefused.Add(ctx, 1, s)
 	case observe.HistoryLost:
@@ -201,7 +204,9 @@ func (t *Telemetry) collect(ctx context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.backlog, int64(c), metric.WithAttributes(n))
 		}
 		if !st.CheckpointAt.IsZero() {
-			o.ObserveFloat64(in.checkpointAge, max(now.Sub(st.CheckpointAt).Seconds(), 0), metric.WithAttributes(n))
+			age := t.cpAges.Age(cpage.Reading{Name: st.Name, Settled: st.Settled, SettledThrough: st.SettledThrough,
+				Checkpoint: st.Checkpoint, CheckpointAt: st.CheckpointAt}, now)
+			o.ObserveFloat64(in.checkpointAge, age, metric.WithAttributes(n))
 		}
 		if at, ok := watchtree.TokenClusterTime(st.Checkpoint); ok && oerr == nil {
 			o.ObserveFloat64(in.headroom, at.Sub(oldest).Seconds(), metric.WithAttributes(n))

@@ -47,6 +47,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/internal/cpage"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -96,6 +97,7 @@ type Telemetry struct {
 	field  []string // TraceparentField, split at the dots
 	inst   instruments
 	reg    metric.Registration
+	cpAges *cpage.Tracker // watchtree.checkpoint.age, defined once for both adapters
 
 	mu  sync.Mutex
 	src Source
@@ -140,6 +142,7 @@ func New(o Options) (*Telemetry, error) {
 		failed:    map[pendingKey]attemptEnd{},
 		restarts:  map[string]trace.Span{},
 		snapshots: map[string]map[string]*snapshotSpan{},
+		cpAges:    cpage.New(),
 	}
 	meter := o.MeterProvider.Meter(instrumentation, metric.WithInstrumentationVersion(version))
 	if err := t.inst.make(meter, o.Buckets); err != nil {

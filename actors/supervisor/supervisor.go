@@ -79,7 +79,8 @@ type supervisorActor struct {
 	// seconds<<32|increment, and settledCT the same as reported; 0 and nil before a report.
 	settledThrough uint64
 	settledCT      *messages.ClusterTime
-	// nsWarning is the latest NamespaceCheck's warning ("" once the collection exists).
+	// nsWarning is the latest NamespaceCheck's warning ("" once the collection exists, or once
+	// an event settled after it).
 	nsWarning string
 
 	settlements messages.SettlementCounts   // totals reported by the dispatcher
@@ -738,6 +739,10 @@ func (s *supervisorActor) refuseWhileStopping(verb, reason string) bool {
 
 func (s *supervisorActor) addSettlements(m *messages.SettlementCounts) {
 	t := &s.settlements
+	if m.GetSettled() > 0 {
+		// An event came: the watched collection exists (whatever the last minute's check found).
+		s.nsWarning = ""
+	}
 	t.Settled += m.GetSettled()
 	t.Handled += m.GetHandled()
 	t.Filtered += m.GetFiltered()

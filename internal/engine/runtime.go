@@ -92,6 +92,9 @@ type Runtime struct {
 	reads     *serverReads // the figures only MongoDB gives, from memory; nil outside started
 
 	bal *balancer // SingleLeader balance: started with the first such stream, stopped by Stop
+
+	nsLogOnce sync.Once
+	nsLog     *namespaceLog // the namespace-missing log, summarised across streams (namespace.go)
 }
 
 // New returns a runtime of cfg. It does no I/O.

@@ -3,12 +3,14 @@ package prometheus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
 	wtprom "github.com/watchtree/watchtree/metrics/prometheus"
@@ -177,14 +179,24 @@ func TestAttachMisuse(t *testing.T) {
 	}
 }
 
+// token is a resume token of the server's shape at cluster time (t, i).
+func token(t, i uint32) bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "_data", Value: fmt.Sprintf("82%08X%08X2B0229296E04", t, i)}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // TestCheckpointAgeOfAnIdleStream: an idle stream, whose checkpoint covers everything it
-// settled, has checkpoint_age_seconds 0 although its latest write is minutes old (the moved
-// post-batch resume token is written only every IdleInterval); settled events waiting for a
-// write, or a failed write, give the real age. Before, an idle healthy stream aged to 5 min.
+// settled, has checkpoint_age_seconds 0 although its latest write is minutes old and its
+// settled position moved on with post-batch resume tokens (written only every IdleInterval);
+// settled events waiting for a write, or a failed write, give their age. Before, an idle healthy
+// stream aged to 5 min.
 func TestCheckpointAgeOfAnIdleStream(t *testing.T) {
 	written := time.Now().Add(-4 * time.Minute)
 	src := &fakeSource{sts: []watchtree.StreamStatus{{Name: "quiet", State: watchtree.StateRunning, CheckpointAt: written,
-		CheckpointSource: "initial", ReadThrough: time.Now()}}}
+		CheckpointSource: "initial", Checkpoint: token(100, 1), SettledThrough: bson.Timestamp{T: 100, I: 1}, ReadThrough: time.Now()}}}
 	m, reg := attached(t, src)
 	age := func() float64 {
 		t.Helper()
@@ -197,16 +209,64 @@ func TestCheckpointAgeOfAnIdleStream(t *testing.T) {
 	if v := age(); v != 0 {
 		t.Errorf("idle since its checkpoint: age %v, want 0", v)
 	}
-	src.edit(func(st *watchtree.StreamStatus) { st.Settled, st.Handled = 3, 3 })
-	if v := age(); v < 200 {
-		t.Errorf("3 events settled since the write 4 min ago: age %v, want about 240", v)
+	src.edit(func(st *watchtree.StreamStatus) { st.SettledThrough = bson.Timestamp{T: 400, I: 1} }) // idle tokens
+	if v := age(); v != 0 {
+		t.Errorf("idle, its settled position moved by post-batch tokens: age %v, want 0", v)
 	}
-	src.edit(func(st *watchtree.StreamStatus) { st.CheckpointAt, st.CheckpointSource = time.Now(), "event" })
+	src.edit(func(st *watchtree.StreamStatus) {
+		st.Settled, st.Handled, st.SettledThrough = 3, 3, bson.Timestamp{T: 410, I: 3}
+	})
+	time.Sleep(20 * time.Millisecond) // the age to measure, not a wait for an outcome
+	if v := age(); v <= 0 || v > 60 {
+		t.Errorf("3 events settled since the last reading: age %v, want the little time since that reading", v)
+	}
+	m.OnEvent(observe.Checkpointed{Meta: observe.Meta{Stream: "quiet"}, Token: token(410, 3), Settled: 3})
+	src.edit(func(st *watchtree.StreamStatus) {
+		st.CheckpointAt, st.CheckpointSource, st.Checkpoint = time.Now(), "event", token(410, 3)
+	})
 	if v := age(); v != 0 {
 		t.Errorf("written after the settlements: age %v, want 0", v)
 	}
 	m.OnEvent(observe.CheckpointFailed{Meta: observe.Meta{Stream: "quiet"}, Err: errors.New("store down"), Unflushed: 0})
+	src.edit(func(st *watchtree.StreamStatus) {
+		st.Settled, st.Handled, st.SettledThrough = 4, 4, bson.Timestamp{T: 420, I: 1}
+	})
+	time.Sleep(20 * time.Millisecond)
 	if v := age(); v <= 0 {
-		t.Errorf("after a failed write: age %v, want the time since the latest successful one", v)
+		t.Errorf("after a failed write: age %v, want the time the unwritten settlement waited", v)
+	}
+}
+
+// TestCheckpointAgeAfterABurst: 20 events settle, a write covers them, and the age reads 0 at
+// every later scrape, also once the settled position moves on with idle post-batch tokens.
+// Before, the adapter dated the settlements from the scrape that first saw them, after the
+// write, and the age grew from then on (1.0, 3.1 … 31 s on an idle stream).
+func TestCheckpointAgeAfterABurst(t *testing.T) {
+	src := &fakeSource{sts: []watchtree.StreamStatus{{Name: "burst", State: watchtree.StateRunning, CheckpointAt: time.Now(),
+		CheckpointSource: "initial", Checkpoint: token(100, 1), SettledThrough: bson.Timestamp{T: 100, I: 1}, ReadThrough: time.Now()}}}
+	m, reg := attached(t, src)
+	age := func() float64 {
+		t.Helper()
+		v, ok := value(scrape(t, reg), "watchtree_checkpoint_age_seconds", map[string]string{"stream": "burst"})
+		if !ok {
+			t.Fatal("no checkpoint_age_seconds")
+		}
+		return v
+	}
+	if v := age(); v != 0 {
+		t.Fatalf("before the burst: %v", v)
+	}
+	// The burst settles and is written between two scrapes.
+	m.OnEvent(observe.Checkpointed{Meta: observe.Meta{Stream: "burst"}, Token: token(101, 20), Settled: 20})
+	src.edit(func(st *watchtree.StreamStatus) {
+		st.Settled, st.Handled, st.SettledThrough = 20, 20, bson.Timestamp{T: 101, I: 20}
+		st.Checkpoint, st.CheckpointAt, st.CheckpointSource = token(101, 20), time.Now(), "event"
+	})
+	time.Sleep(20 * time.Millisecond)
+	src.edit(func(st *watchtree.StreamStatus) { st.SettledThrough = bson.Timestamp{T: 111, I: 1} }) // a no-op's token
+	for i := range 3 {
+		if v := age(); v != 0 {
+			t.Errorf("scrape %d after the burst's write: age %v, want 0", i, v)
+		}
 	}
 }

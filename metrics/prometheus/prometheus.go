@@ -39,6 +39,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/internal/cpage"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -89,18 +90,10 @@ type Metrics struct {
 
 	version string // watchtree's module version, for build_info
 
-	mu    sync.Mutex
-	src   Source
-	known map[string]bool     // streams whose counters have their zero series
-	cp    map[string]*cpTrack // per stream: what checkpoint_age_seconds needs to know
-}
-
-// cpTrack is what the scrapes saw of a stream's settlements: its Settled count, and when a
-// scrape first saw it at that value (zero: the stream had settled nothing when first seen).
-type cpTrack struct {
-	settled uint64
-	since   time.Time
-	failed  bool // a checkpoint write failed after the latest successful one
+	mu     sync.Mutex
+	src    Source
+	known  map[string]bool // streams whose counters have their zero series
+	cpAges *cpage.Tracker  // checkpoint_age_seconds, defined once for both adapters
 }
 
 var (
@@ -149,7 +142,7 @@ func New(o Options) *Metrics {
 		opts:               o,
 		version:            moduleVersion(),
 		known:              map[string]bool{},
-		cp:                 map[string]*cpTrack{},
+		cpAges:             cpage.New(),
 		retries:            counter("retries_total", "Handler attempts that failed and were scheduled for a retry."),
 		deadLetters:        counter("dead_letters_total", "Events dead-lettered (record durably written)."),
 		dropped:            counter("events_dropped_total", "Events whose attempts ran out with dead letters disabled (lost)."),
@@ -170,7 +163,7 @@ func New(o Options) *Metrics {
 		inFlight:          desc("stream_in_flight", "Events accepted by the dispatcher and not settled."),
 		attempt:           desc("stream_restart_attempt", "Deaths since the last successful resubscription (0 when healthy)."),
 		backlog:           desc("dead_letter_backlog", "Unexpired dead letters in the stream's store, as last counted (left out while the count is not current, e.g. MongoDB unreachable)."),
-		cpAge:             desc("checkpoint_age_seconds", "Time since the latest checkpoint write while settled events may wait for one; 0 once a write followed the last settlement (an idle stream has nothing unsaved)."),
+		cpAge:             desc("checkpoint_age_seconds", "How long the oldest settled event not yet in the stored checkpoint has waited for a write; 0 when the stored checkpoint covers every settled event (an idle stream has nothing unsaved)."),
 		headroom:          desc("token_headroom_seconds", "The saved token's cluster time minus the oldest oplog entry's (when the oplog window is current); near 0 means history is about to be lost."),
 		leaseEpoch:        desc("lease_epoch", "A SingleLeader stream's lease epoch as this instance last saw it."),
 		leaseAcquisitions: desc("lease_acquisitions_total", "Leaderships this instance won, since the stream's tree spawned."),
@@ -261,27 +254,16 @@ func (m *Metrics) OnEvent(ev observe.Event) {
 		m.stops.WithLabelValues(s, e.Reason.String(), terminal).Inc()
 	case observe.Checkpointed:
 		m.checkpoints.WithLabelValues(s).Inc()
-		m.checkpointFailed(s, false)
+		m.cpAges.OnEvent(ev)
 	case observe.CheckpointFailed:
 		m.checkpointFailures.WithLabelValues(s).Inc()
-		m.checkpointFailed(s, true)
+		m.cpAges.OnEvent(ev)
 	case observe.CheckpointRefused:
 		m.checkpointRefusals.WithLabelValues(s).Inc()
 	case observe.HistoryLost:
 		m.historyLost.WithLabelValues(s).Inc()
 	case observe.GapRecorded:
 		m.gaps.WithLabelValues(s).Inc()
-	}
-}
-
-// checkpointFailed records whether stream's latest checkpoint write failed.
-func (m *Metrics) checkpointFailed(stream string, failed bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if t := m.cp[stream]; t != nil {
-		t.failed = failed
-	} else if failed {
-		m.cp[stream] = &cpTrack{failed: true, since: time.Now()}
 	}
 }
 
@@ -383,37 +365,13 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 			ch <- prom.MustNewConstMetric(m.backlog, prom.GaugeValue, float64(c.N), n)
 		}
 		if !st.CheckpointAt.IsZero() {
-			ch <- prom.MustNewConstMetric(m.cpAge, prom.GaugeValue, m.checkpointAge(st, now), n)
+			ch <- prom.MustNewConstMetric(m.cpAge, prom.GaugeValue, m.cpAges.Age(cpage.Reading{Name: n, Settled: st.Settled,
+				SettledThrough: st.SettledThrough, Checkpoint: st.Checkpoint, CheckpointAt: st.CheckpointAt}, now), n)
 		}
 		if at, ok := watchtree.TokenClusterTime(st.Checkpoint); ok && rd.Oplog.Unknown == "" && !rd.Oplog.Oldest.IsZero() {
 			ch <- prom.MustNewConstMetric(m.headroom, prom.GaugeValue, at.Sub(rd.Oplog.Oldest).Seconds(), n)
 		}
 	}
-}
-
-// checkpointAge is checkpoint_age_seconds of st: the time since the latest write, but 0 when
-// that write came after every settlement the scrapes saw, nothing is in flight and no write
-// failed since. An idle stream so reads 0, although it writes its moved post-batch resume token
-// only every IdleInterval (5 min): nothing it settled waits for a write. The first scrape of a
-// stream that had settled events counts them as just settled.
-func (m *Metrics) checkpointAge(st watchtree.StreamStatus, now time.Time) float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := m.cp[st.Name]
-	switch {
-	case t == nil:
-		t = &cpTrack{settled: st.Settled}
-		if st.Settled > 0 {
-			t.since = now
-		}
-		m.cp[st.Name] = t
-	case t.settled != st.Settled:
-		t.settled, t.since = st.Settled, now
-	}
-	if st.InFlight == 0 && !t.failed && !st.CheckpointAt.Before(t.since) {
-		return 0
-	}
-	return max(now.Sub(st.CheckpointAt).Seconds(), 0)
 }
 
 // roleOf is the stream's role: standby while it waits for the lease, else its mode's role.

@@ -46,3 +46,29 @@ func TestMissingCollectionWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingCollectionWarningClearsOnFirstEvent: the warning leaves the status with the
+// stream's first event (the collection exists then), not at the next minute's check. Before, it
+// stayed up to a minute after the collection appeared.
+func TestMissingCollectionWarningClearsOnFirstEvent(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRuntime(nil)
+	got := newHandled()
+	late := r.spawn(t, watchtree.Stream[Order]{Name: "late", Collection: "later", OnInsert: got.handler()})
+	status := func() watchtree.StreamStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		st, err := late.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := status(); len(st.Warnings) != 1 {
+		t.Fatalf("before the collection exists: warnings %q, want one", st.Warnings)
+	}
+	e.insertOrders("later", 1, 1)
+	waitFor(t, "the first event handled", func() bool { return got.distinct() == 1 })
+	waitFor(t, "the warning cleared", func() bool { return len(status().Warnings) == 0 },
+		func() string { return strings.Join(status().Warnings, "; ") })
+}

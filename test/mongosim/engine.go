@@ -52,6 +52,11 @@ func (e *engine) startBackground() {
 		defer e.s.wg.Done()
 		e.runTTLMonitor(e.stop)
 	}()
+	e.s.wg.Add(1)
+	go func() {
+		defer e.s.wg.Done()
+		e.runNoopWriter(e.stop)
+	}()
 }
 
 // shutdown ends the background monitors and wakes every waiting getMore.

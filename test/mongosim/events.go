@@ -40,7 +40,7 @@ type streamFilter struct {
 
 // visible reports whether en becomes an event of the stream (before the user's pipeline).
 func (f *streamFilter) visible(en *oplogEntry) bool {
-	if expandedOps[en.op] && !f.expanded {
+	if en.op == noopOp || (expandedOps[en.op] && !f.expanded) {
 		return false
 	}
 	switch f.scope {

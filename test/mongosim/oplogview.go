@@ -176,6 +176,8 @@ func oplogOp(en *oplogEntry) bson.D {
 		return cmd("dropIndexes", en.coll, en.opDesc)
 	case "modify":
 		return cmd("collMod", en.coll, en.opDesc)
+	case noopOp:
+		return bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: en.opDesc}}
 	}
 	return bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ns}, {Key: "o", Value: bson.D{{Key: "msg", Value: en.op}}}}
 }

@@ -29,6 +29,13 @@ type Options struct {
 	// TTLMonitorInterval is how often expired documents of TTL indexes are deleted.
 	// Default 60s, as on a real server.
 	TTLMonitorInterval time.Duration
+	// NoopInterval is how long the oplog may stay idle before the periodic no-op writer logs a
+	// no-op entry, as a replica set's writePeriodicNoops does: the cluster time then advances,
+	// and so does an idle change stream's postBatchResumeToken. It is measured on Options.Now
+	// (checked at least every second of real time), and a stepped-down node writes none. No
+	// change stream shows the entry; local.oplog.rs shows it as {op: "n", o: {msg: "periodic
+	// noop"}}. Default 0 means 10s, as on a server; negative turns the writer off.
+	NoopInterval time.Duration
 	// Now is the wall clock used for cluster times, $$NOW, wallTime and TTL expiry.
 	// Default time.Now. Tests inject a fake clock here.
 	Now func() time.Time
@@ -79,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.NoopInterval == 0 {
+		o.NoopInterval = 10 * time.Second
 	}
 	if o.DefaultAwaitTime == 0 {
 		o.DefaultAwaitTime = time.Second

@@ -775,6 +775,53 @@ func TestChangeStreamSpecWhenShowExpandedEventsIsTrueCreateEventsAreReported(t *
 	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "create"}})
 }
 
+func TestChangeStreamSpecWhenShowExpandedEventsIsTrueCreateEventsOnViewsAreReported(t *testing.T) {
+	s := newSpecEnv(t)
+	db := s.client.Database("database0")
+	_ = db.Collection("foo").Drop(s.ctx)
+	cs, err := db.Watch(s.ctx, mongo.Pipeline{}, options.ChangeStream().SetShowExpandedEvents(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	if err := db.CreateView(s.ctx, "foo", "testName", mongo.Pipeline{}); err != nil {
+		t.Fatal(err)
+	}
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "create"}, {Key: "ns", Value: bson.D{{Key: "db", Value: "database0"}, {Key: "coll", Value: "foo"}}}})
+}
+
+// A view's create event, as a 6.0+ server reports it: the view's source and pipeline in
+// operationDescription, no collectionUUID (a view has none), and nothing without
+// showExpandedEvents. The events after it are unaffected.
+func TestChangeStreamViewCreateEvent(t *testing.T) {
+	s := newSpecEnv(t)
+	db := s.client.Database("database0")
+	plain, err := db.Watch(s.ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close(context.Background())
+	cs, err := db.Watch(s.ctx, mongo.Pipeline{}, options.ChangeStream().SetShowExpandedEvents(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	pipeline := mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "status", Value: "open"}}}}}
+	if err := db.CreateView(s.ctx, "open", "orders", pipeline); err != nil {
+		t.Fatal(err)
+	}
+	s.insert(db.Collection("orders"), bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: "open"}})
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "create"},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "database0"}, {Key: "coll", Value: "open"}}},
+		{Key: "collectionUUID", Value: specAbsent{}},
+		{Key: "operationDescription", Value: bson.D{{Key: "viewOn", Value: "orders"},
+			{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "status", Value: "open"}}}}}}}}})
+	// The orders collection is created by the insert: its create event, then the insert.
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "create"}, {Key: "ns", Value: bson.D{{Key: "db", Value: "database0"}, {Key: "coll", Value: "orders"}}}})
+	s.expectEvent(cs, bson.D{{Key: "operationType", Value: "insert"}})
+	s.expectEvent(plain, bson.D{{Key: "operationType", Value: "insert"}, {Key: "documentKey", Value: bson.D{{Key: "_id", Value: int32(1)}}}})
+}
+
 func TestChangeStreamSpecWhenShowExpandedEventsIsTrueModifyEventsAreReported(t *testing.T) {
 	s := newSpecEnv(t)
 	if _, err := s.coll0().Indexes().CreateOne(s.ctx, mongo.IndexModel{Keys: bson.D{{Key: "x", Value: 1}}, Options: options.Index().SetName("x_2")}); err != nil {

@@ -51,7 +51,9 @@ func (e *engine) viewWriteErrorLocked(db, coll string) *cmdError {
 }
 
 // createView runs create with viewOn (and pipeline): the view is stored in the database's
-// catalog. Creating it logs no change event.
+// catalog and a "create" oplog entry is logged, shown to change streams with
+// showExpandedEvents as a server 6.0+ does ({operationType: "create", operationDescription:
+// {viewOn, pipeline}}).
 func (s *Server) createView(c *command, name string) (bson.D, error) {
 	if c.InTransaction() {
 		return nil, errorf(codeOperationNotSupportedInTransaction, "Cannot create a view in a multi-document transaction.")
@@ -126,6 +128,11 @@ func (s *Server) createView(c *command, name string) (bson.D, error) {
 		d.views = make(map[string]*userView)
 	}
 	d.views[name] = v
+	// A server logs the creation, and a change stream with showExpandedEvents reports it as a
+	// create event whose operationDescription holds the definition (no collectionUUID: a view
+	// has none). Without it a client waiting for that event waits forever.
+	e.logLocked(&oplogEntry{op: "create", db: c.DB, coll: name, ts: e.clock.tick(), opDesc: bson.D{
+		{Key: "viewOn", Value: v.viewOn}, {Key: "pipeline", Value: slices.Clone(v.pipeline)}}})
 	return bson.D{}, nil
 }
 
