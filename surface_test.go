@@ -25,10 +25,11 @@ import (
 // ServerReadings and Runtime.Readings (the console and /metrics answer from memory while MongoDB
 // is down) and the metrics adapter's Attach errors (ErrNotAttached, ErrAttached); 577 with
 // positions that never move backward (store.ErrBackward, ComparePositions, DescribePosition,
-// Checkpoint.Rewind, and the CheckpointRefused event and kind).
+// Checkpoint.Rewind, and the CheckpointRefused event and kind); 581 with shared cursors
+// (CursorMode, its String, Dedicated and Shared).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 577
+const maxPublicSurface = 581
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
