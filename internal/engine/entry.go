@@ -400,6 +400,10 @@ func (e *Entry) mayStart() func(now time.Time) bool {
 	}
 }
 
+// SharedWhy says why a Shared stream keeps a dedicated cursor ("" when it shares, or is
+// Dedicated).
+func (e *Entry) SharedWhy() string { return e.sharedWhy }
+
 // cursorMode names the stream's cursor: "dedicated", "shared", or "dedicated (<why>)" for a
 // Shared stream that cannot share.
 func (e *Entry) cursorMode() string {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -43,6 +44,10 @@ func cursorSplitsOf(cur stream.Cursor) bool {
 	sc, ok := cur.(interface{ SplitsEvents() bool })
 	return !ok || sc.SplitsEvents()
 }
+
+// errCatchUpClosed fails a member whose catch-up cursor the server closed without an error
+// (the stream restarts from its checkpoint, as a dedicated stream does).
+var errCatchUpClosed = errors.New("the server closed the catch-up cursor of a shared stream")
 
 // memberState is where a member reads from.
 type memberState uint8
@@ -282,10 +287,11 @@ func (m *member) TryNext(ctx context.Context) bool {
 					m.err = err
 					return false
 				}
-				waited = true
 				if serverClosed(m.cu) {
+					m.err = errCatchUpClosed
 					return false
 				}
+				waited = true
 				continue
 			}
 			raw := m.cu.Current()

@@ -3,6 +3,9 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,7 +187,12 @@ func TestSharedPipelineTypoFailsThatMemberAlone(t *testing.T) {
 	own := newHandled()
 	proj := sharedOrders("projected", "cc", own)
 	proj.Pipeline = mongo.Pipeline{{{Key: "$addFields", Value: bson.D{{Key: "extra", Value: 1}}}}}
-	r.spawn(t, proj)
+	hp := r.spawn(t, proj)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel2()
+	if st, err := hp.Status(ctx2); err != nil || len(st.Warnings) == 0 || !strings.Contains(st.Warnings[len(st.Warnings)-1], "dedicated cursor") {
+		t.Errorf("Status of a Shared stream with its own $addFields: %v, warnings %q, want one saying it reads on a dedicated cursor", err, st.Warnings)
+	}
 	e.insertOrders("ca", 1, 20)
 	e.insertOrders("cc", 1, 20)
 	waitFor(t, "the good member and the dedicated one run on", func() bool { return good.distinct() >= 20 && own.distinct() >= 20 })
@@ -217,8 +225,16 @@ func (c *connCounter) monitor() *event.PoolMonitor {
 // TestSharedManyStreamsFewConnections: 200 Shared streams over 20 collections on a default
 // client (maxPoolSize 100): every one running, each gets its collection's insert, and the
 // client never holds more than 20 connections. The hub's reopens are logged.
+//
+// WATCHTREE_TEST_SHARED_STREAMS=1000 runs it with that many streams (a tenth as many
+// collections), for the figures of the 1,000-stream target;
+// WATCHTREE_TEST_SHARED_PARALLEL sets how many Spawns run at a time (default 20).
 func TestSharedManyStreamsFewConnections(t *testing.T) {
-	const streams, colls = 200, 20
+	streams := 200
+	if n, err := strconv.Atoi(os.Getenv("WATCHTREE_TEST_SHARED_STREAMS")); err == nil && n >= 10 {
+		streams = n
+	}
+	colls := streams / 10
 	e := newEnv(t)
 	conns := &connCounter{}
 	cmds := &cmdCounter{}
@@ -236,7 +252,11 @@ func TestSharedManyStreamsFewConnections(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
-	sem := make(chan struct{}, 20) // 20 Spawns at a time
+	parallel := 20 // Spawns at a time; WATCHTREE_TEST_SHARED_PARALLEL=1 spawns one after another
+	if n, err := strconv.Atoi(os.Getenv("WATCHTREE_TEST_SHARED_PARALLEL")); err == nil && n >= 1 {
+		parallel = n
+	}
+	sem := make(chan struct{}, parallel)
 	for i := range streams {
 		gots[i] = newHandled()
 		wg.Add(1)
@@ -260,7 +280,7 @@ func TestSharedManyStreamsFewConnections(t *testing.T) {
 	for c := range colls {
 		e.insertOrders(fmt.Sprintf("c%02d", c), 1, 1)
 	}
-	waitFor(t, "every stream got its collection's insert", func() bool {
+	waitWithin(t, 2*waitLimit, "every stream got its collection's insert", func() bool {
 		for _, g := range gots {
 			if g.distinct() < 1 {
 				return false
