@@ -32,6 +32,7 @@ func (w sharedWatcher) Open(ctx context.Context, from stream.Position) (stream.C
 	if m.maxAwait <= 0 {
 		m.maxAwait = defaultMaxAwaitTime
 	}
+	m.start = from
 	if err := m.openCatchUp(ctx, from); err != nil {
 		return nil, err
 	}
@@ -77,8 +78,9 @@ type member struct {
 	posData     string
 	current     bson.Raw
 	err         error
-	afterDrop   bool      // its last event was a drop or rename: catch up from it (the invalidate follows)
-	parkedSince time.Time // when it parked
+	start       stream.Position // the first position, reopened while it has no token
+	afterDrop   bool            // its last event was a drop or rename: catch up from it (the invalidate follows)
+	parkedSince time.Time       // when it parked
 
 	mu         sync.Mutex
 	queue      []ringEvent // events handed by the hub, not read yet (from qhead)
@@ -265,6 +267,9 @@ func (m *member) TryNext(ctx context.Context) bool {
 		case catchingUp:
 			if m.cu == nil {
 				from := stream.Position{Kind: wire.StartKind_START_KIND_RESUME_AFTER, Token: m.pos, MaxAwaitTime: m.maxAwait, Comment: m.comment}
+				if len(m.pos) == 0 {
+					from = m.start // no token yet (a start at an operation time): where it started
+				}
 				if err := m.openCatchUp(ctx, from); err != nil {
 					if ctx.Err() == nil {
 						m.err = err
