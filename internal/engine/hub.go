@@ -386,18 +386,24 @@ func (h *hub) await() ([]string, bool) {
 
 // reset forgets the hub's position, ring and coverage, and detaches every member: they catch
 // up on cursors of their own, and the next open starts from the current position.
+// One hold of the lock: a member attaching in between would stay attached to the hub's new
+// position and skip what lies between.
 func (h *hub) reset() {
-	h.detachAll()
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.detachAllLocked()
 	h.pos, h.posData, h.ring, h.ringFloor = nil, "", nil, ""
 	h.since = map[string]string{}
 	h.due = true
-	h.mu.Unlock()
 }
 
 func (h *hub) detachAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.detachAllLocked()
+}
+
+func (h *hub) detachAllLocked() {
 	for c, ms := range h.attached {
 		for m := range ms {
 			m.detach()

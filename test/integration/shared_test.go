@@ -149,10 +149,12 @@ func TestSharedRestartCatchesUpThenAttaches(t *testing.T) {
 		t.Fatalf("Restart: %v", err)
 	}
 	waitFor(t, "b under way", func() bool { return b.distinct() > 100 })
-	// Every getMore of the runtime's client fails once with a non-resumable error: the hub
-	// resets, the members detach and catch up alone (or restart), then attach again.
+	// The next three getMores of the runtime's client fail with an error the driver does not
+	// resume and no restart policy calls terminal: a hub that meets one resets (its members
+	// detach and catch up alone), a catch-up cursor that meets one restarts its stream; either
+	// way each member catches up, then attaches again.
 	e.failPoint(bson.D{{Key: "times", Value: 3}}, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}},
-		{Key: "errorCode", Value: 2}, {Key: "appName", Value: r.app}})
+		{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: r.app}})
 	wg.Wait()
 	waitFor(t, "both members got every write", func() bool { return a.distinct() >= n && b.distinct() >= n },
 		func() string { return fmt.Sprintf("a %d, b %d", a.distinct(), b.distinct()) })
