@@ -99,7 +99,8 @@ type StreamStatus struct {
 	// Warnings are conditions the stream cannot see for itself, one line each; nil when none
 	// holds. A Collection stream whose collection does not exist carries "namespace db.coll does
 	// not exist ..." (checked at Spawn and every minute; observe.NamespaceMissing reports it too)
-	// until a check finds it or the stream's first event settles.
+	// until a check finds it or the stream's first event settles. A Shared stream that keeps a
+	// dedicated cursor carries "Cursor Shared: the stream reads on a dedicated cursor: <why>".
 	Warnings []string
 	// Lease is the SingleLeader lease as this instance sees it; nil for AllInstances streams.
 	Lease *LeaseStatus
@@ -175,6 +176,9 @@ func statusOf(e *engine.Entry, r *messages.StatusReply) StreamStatus {
 		Unhandled: s.Settled.Unhandled, Skipped: s.Settled.Skipped, DeadLettered: s.Settled.DeadLettered,
 		InFlight: s.InFlight, ReadThrough: s.ReadThrough, SettledThrough: s.SettledThrough,
 		Warnings: s.Warnings,
+	}
+	if why := e.SharedWhy(); why != "" {
+		st.Warnings = append(st.Warnings, "Cursor Shared: the stream reads on a dedicated cursor: "+why)
 	}
 	if cp := s.Checkpoint; cp != nil {
 		st.Checkpoint, st.CheckpointSource, st.CheckpointAt = cp.Token, cp.Source, cp.WrittenAt

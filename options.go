@@ -132,6 +132,39 @@ func (m SplitMode) String() string {
 	return fmt.Sprintf("SplitMode(%d)", int(m))
 }
 
+// CursorMode selects how a stream reads its change stream (Stream.Cursor).
+//
+// Shared is experimental and opt-in in this release: Dedicated, the zero value, is the
+// behaviour of earlier releases.
+type CursorMode int
+
+const (
+	// Dedicated (the zero value) gives the stream a change-stream cursor of its own: one server
+	// cursor, and one pooled connection held by its awaiting getMore.
+	Dedicated CursorMode = iota
+	// Shared reads the stream's events from a cursor the runtime shares among the Collection
+	// streams of the same client, database and option class (FullDocument,
+	// FullDocumentBeforeChange, SplitLargeEvents and Pipeline): one server cursor filtered on
+	// their collections. The stream keeps its own checkpoint, dead letters, restart policy,
+	// Observer events and console row. It joins by catching up on a cursor of its own, from its
+	// own position, then attaches to the shared one. Only Collection streams can be Shared (a
+	// database- or cluster-wide stream fails Validate); a stream whose Pipeline has a stage
+	// other than $match keeps a dedicated cursor, and its Spawn log line says why. See the
+	// README's Concepts, "Shared cursors".
+	Shared
+)
+
+// String returns "Dedicated" or "Shared".
+func (m CursorMode) String() string {
+	switch m {
+	case Dedicated:
+		return "Dedicated"
+	case Shared:
+		return "Shared"
+	}
+	return fmt.Sprintf("CursorMode(%d)", int(m))
+}
+
 // StartPosition is where a new stream starts: Resume, Latest or At (internal/policy.StartPosition).
 type StartPosition = policy.StartPosition
 

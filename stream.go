@@ -84,6 +84,10 @@ type Stream[T any] struct {
 	SplitLargeEvents SplitMode
 	// Mode is the deployment mode. Default AllInstances.
 	Mode Mode
+	// Cursor selects a cursor of the stream's own (Dedicated) or one shared with the runtime's
+	// other Collection streams on the same client, database and option class (Shared,
+	// experimental). Default Dedicated. Shared needs a Collection stream.
+	Cursor CursorMode
 	// Lanes is the number of events processed concurrently. Events of the same document key
 	// always go to the same lane, in order; different keys run in parallel. With 1 lane
 	// processing is strictly sequential. Default 1, at most 1024.
@@ -189,6 +193,12 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Mode != AllInstances && s.Mode != SingleLeader {
 		c.Add("Mode", "must be AllInstances or SingleLeader, got %v", s.Mode)
 	}
+	switch {
+	case s.Cursor != Dedicated && s.Cursor != Shared:
+		c.Add("Cursor", "must be Dedicated or Shared, got %v", s.Cursor)
+	case s.Cursor == Shared && s.Collection == "":
+		c.Add("Cursor", "Shared needs a Collection stream (a shared cursor serves collections of one database), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
+	}
 	if s.Lanes < 0 || s.Lanes > maxLanes {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
@@ -246,6 +256,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		PreImage:          string(s.FullDocumentBeforeChange),
 		Split:             splitOf(s.SplitLargeEvents),
 		SingleLeader:      s.Mode == SingleLeader,
+		Shared:            s.Cursor == Shared,
 		Lanes:             s.Lanes,
 		Start:             s.StartPosition,
 		Retry:             policy.WithDefaults(s.Retry),

@@ -58,6 +58,13 @@ func TestStreamValidate(t *testing.T) {
 			s.Filter = func(*Event[testOrder]) bool { return false }
 		}, nil},
 		{"database-wide", func(s *Stream[testOrder]) { s.Collection = ""; s.Database = "shop" }, nil},
+		{"shared collection stream", func(s *Stream[testOrder]) { s.Cursor = Shared }, nil},
+		{"shared database-wide", func(s *Stream[testOrder]) { s.Collection = ""; s.Database = "shop"; s.Cursor = Shared },
+			[]string{`watchtree: Stream "orders": Cursor Shared needs a Collection stream (a shared cursor serves collections of one database), got a database stream`}},
+		{"shared cluster-wide", func(s *Stream[testOrder]) { s.Collection = ""; s.Cursor = Shared },
+			[]string{`watchtree: Stream "orders": Cursor Shared needs a Collection stream (a shared cursor serves collections of one database), got a cluster stream`}},
+		{"unknown cursor mode", func(s *Stream[testOrder]) { s.Cursor = CursorMode(7) },
+			[]string{`watchtree: Stream "orders": Cursor must be Dedicated or Shared, got CursorMode(7)`}},
 		{"cluster-wide", func(s *Stream[testOrder]) { s.Collection = "" }, nil},
 		{"empty name", func(s *Stream[testOrder]) { s.Name = "" },
 			[]string{`watchtree: Stream "": Name must be 1-100 characters from [A-Za-z0-9._-], starting with a letter or digit, got ""`}},
@@ -556,6 +563,8 @@ func TestOptionStrings(t *testing.T) {
 		{Mode(5).String(), "Mode(5)"},
 		{InvalidateStop.String(), "InvalidateStop"},
 		{InvalidateRestart.String(), "InvalidateRestart"},
+		{Dedicated.String(), "Dedicated"},
+		{Shared.String(), "Shared"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -26,10 +26,11 @@ import (
 // is down) and the metrics adapter's Attach errors (ErrNotAttached, ErrAttached); 577 with
 // positions that never move backward (store.ErrBackward, ComparePositions, DescribePosition,
 // Checkpoint.Rewind, and the CheckpointRefused event and kind); 579 with Config.Clock's
-// types, Clock and Timer (aliases of internal/clock's, for tests that inject a clock).
+// types, Clock and Timer (aliases of internal/clock's, for tests that inject a clock); 583 with
+// shared cursors (CursorMode, its String, Dedicated and Shared).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 579
+const maxPublicSurface = 583
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/watchtree/watchtree/actors/checkpointer"
+	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
@@ -39,6 +41,10 @@ type Entry struct {
 	memSnapshots *memstore.Store
 	watcher      *driverWatcher
 	owned        bool // spawned by Spawn; false: Props (the user owns the supervisor actor)
+	// shared: the stream reads through its hub (Spec.Shared, and sharedReason found nothing);
+	// sharedWhy says why a Shared stream keeps a dedicated cursor.
+	shared    bool
+	sharedWhy string
 	// resumeSeed: Spawn saved the SingleLeader stream's start position (fixLeaderStart), so
 	// the tree resumes from it whatever the StartPosition; set before the tree is built.
 	resumeSeed bool
@@ -77,6 +83,10 @@ func newEntry(rt *Runtime, spec *Spec, st *storeSet, watchDB, storeDB string, ow
 		storeDB: storeDB,
 	}
 	e.watcher.excludeStores(storeDB, spec.DeadLetter.Collection)
+	if spec.Shared {
+		e.sharedWhy = sharedReason(spec)
+		e.shared = e.sharedWhy == "" && rt.hubs != nil
+	}
 	if spec.Checkpoint.Ephemeral && spec.Snapshots() {
 		e.memSnapshots = memstore.New(memstore.Options{})
 	}
@@ -383,4 +393,40 @@ func (e *Entry) mayStart() func(mono time.Duration) bool {
 		t := e.validUntil.Load()
 		return t != 0 && int64(mono) < t
 	}
+}
+
+// SharedWhy says why a Shared stream keeps a dedicated cursor ("" when it shares, or is
+// Dedicated).
+func (e *Entry) SharedWhy() string { return e.sharedWhy }
+
+// cursorMode names the stream's cursor: "dedicated", "shared", or "dedicated (<why>)" for a
+// Shared stream that cannot share.
+func (e *Entry) cursorMode() string {
+	switch {
+	case e.shared:
+		return "shared"
+	case e.sharedWhy != "":
+		return "dedicated (" + e.sharedWhy + ")"
+	}
+	return "dedicated"
+}
+
+// positions is the checkpointer's PositionSource: a Shared stream's captures take a catch-up
+// token (hub.go), so that many starting together stay within the connection budget.
+func (e *Entry) positions() checkpointer.PositionSource {
+	if e.shared {
+		return sharedPositions{w: e.watcher, set: e.rt.hubs}
+	}
+	return e.watcher
+}
+
+// streamWatcher is the stream actor's Watcher: the stream's bounded driver watcher, or, for a
+// Shared stream, its hub's members.
+func (e *Entry) streamWatcher() stream.Watcher {
+	w := e.watcher.bounded(e.rt.cfg.ConnectTimeout)
+	if !e.shared {
+		return w
+	}
+	return sharedWatcher{set: e.rt.hubs, key: keyOf(e.spec, e.watcher.Client, e.watcher.Database), coll: e.spec.Collection,
+		catchUp: w, log: e.log}
 }

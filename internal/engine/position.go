@@ -38,7 +38,7 @@ func (e *Entry) fixLeaderStart(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.rt.cfg.ConnectTimeout)
 	defer cancel()
-	tok, ts, err := e.watcher.Current(ctx)
+	tok, ts, err := e.positions().Current(ctx)
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: its change stream does not open: %w", e.name, err)
 	}

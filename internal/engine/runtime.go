@@ -95,6 +95,7 @@ type Runtime struct {
 
 	nsLogOnce sync.Once
 	nsLog     *namespaceLog // the namespace-missing log, summarised across streams (namespace.go)
+	hubs      *hubSet       // the shared cursors (hub.go): made by Start, stopped by Stop after the streams
 }
 
 // New returns a runtime of cfg. It does no I/O.
@@ -166,6 +167,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		rt.ownSystem = true
 	}
 	rt.startedAt = rt.clk.Now()
+	rt.hubs = newHubSet(rt.clk, rt.log, rt.cfg.ConnectTimeout)
 	if err := rt.startConsoleLocked(); err != nil {
 		if rt.ownSystem {
 			rt.sys.Shutdown()
@@ -232,9 +234,12 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	wg.Wait()
 
 	rt.mu.Lock()
-	sys, own, cons, bal := rt.sys, rt.ownSystem, rt.console, rt.bal
+	sys, own, cons, bal, hubs := rt.sys, rt.ownSystem, rt.console, rt.bal, rt.hubs
 	rt.state = rtStopped
 	rt.mu.Unlock()
+	if hubs != nil {
+		hubs.stop() // after the streams: their members left, and no goroutine of a hub outlives Stop
+	}
 	if bal != nil {
 		// After the trees released their leases: the heartbeat goes last. Its Leave gets half
 		// of what is left, the console and the Observer the rest.
@@ -378,7 +383,11 @@ func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 	}
 	e.startNamespaceWatch(ctx)
 	e.log.Info("stream spawned", zap.Stringer("scope", spec.Scope()), zap.String("database", e.watcher.Database),
-		zap.String("collection", spec.Collection), zap.Int("lanes", spec.Lanes), zap.String("mode", spec.Mode()))
+		zap.String("collection", spec.Collection), zap.Int("lanes", spec.Lanes), zap.String("mode", spec.Mode()),
+		zap.String("cursor", e.cursorMode()))
+	if e.sharedWhy != "" {
+		e.log.Warn("Cursor Shared: this stream keeps a dedicated cursor", zap.String("reason", e.sharedWhy))
+	}
 	return e, nil
 }
 

@@ -68,7 +68,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		Instance:      e.records.Instance,
 		Store:         e.store.checkpoints,
 		Gaps:          e.store.gaps,
-		Positions:     e.watcher,
+		Positions:     e.positions(),
 		StartPosition: start,
 		OnHistoryLost: cs.OnHistoryLost,
 		Snapshot:      cs.Snapshot,
@@ -221,7 +221,7 @@ func (e *Entry) onDemandProps() (*actor.Props, error) {
 func (e *Entry) streamProps() (*actor.Props, error) {
 	props, err := stream.New(stream.Config{
 		Stream:            e.spec.Name,
-		Watcher:           e.watcher.bounded(e.rt.cfg.ConnectTimeout),
+		Watcher:           e.streamWatcher(),
 		Checkpointer:      checkpointerName,
 		Dispatcher:        dispatcherName,
 		MaxAwaitTime:      e.watcher.MaxAwait,

@@ -39,8 +39,8 @@ func TestServerConfigurationErrorIsTerminal(t *testing.T) {
 			r := e.startRuntime(nil)
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
-			_, err := r.rt.Spawn(ctx, watchtree.Stream[Order]{Name: "bad-pipeline", Collection: "orders", Pipeline: tc.pipeline,
-				StartPosition: tc.start, Restart: fastRestart, OnInsert: newHandled().handler()})
+			_, err := r.rt.Spawn(ctx, withCursor(watchtree.Stream[Order]{Name: "bad-pipeline", Collection: "orders", Pipeline: tc.pipeline,
+				StartPosition: tc.start, Restart: fastRestart, OnInsert: newHandled().handler()}))
 			if err == nil {
 				t.Fatal("Spawn succeeded with a pipeline the server refuses")
 			}

@@ -74,8 +74,8 @@ func TestCorruptSavedTokenTakesTheHistoryPolicy(t *testing.T) {
 			r := e.startRuntime(nil)
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
-			_, err := r.rt.Spawn(ctx, watchtree.Stream[Order]{Name: "ct", Collection: "orders", Restart: fastRestart,
-				OnInsert: got.handler()})
+			_, err := r.rt.Spawn(ctx, withCursor(watchtree.Stream[Order]{Name: "ct", Collection: "orders", Restart: fastRestart,
+				OnInsert: got.handler()}))
 			if !errors.Is(err, watchtree.ErrHistoryLost) {
 				t.Fatalf("Spawn: %v, want an error matching ErrHistoryLost", err)
 			}

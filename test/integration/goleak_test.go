@@ -46,7 +46,7 @@ func TestNoGoroutineSurvivesStop(t *testing.T) {
 		got := map[string]*handled{"a": newHandled(), "b": newHandled(), "c": newHandled()}
 		held := make(chan struct{})
 		for i, name := range []string{"a", "b", "c"} {
-			_, err := rt.Spawn(ctx, watchtree.Stream[Order]{Name: "leak-" + name, Collection: "orders", Lanes: 1 + 3*i,
+			_, err := rt.Spawn(ctx, withCursor(watchtree.Stream[Order]{Name: "leak-" + name, Collection: "orders", Lanes: 1 + 3*i,
 				Retry: quickRetry,
 				OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 					switch {
@@ -59,7 +59,7 @@ func TestNoGoroutineSurvivesStop(t *testing.T) {
 					}
 					got[name].record(ev)
 					return nil
-				}})
+				}}))
 			if err != nil {
 				t.Fatal(err)
 			}

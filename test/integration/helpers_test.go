@@ -206,12 +206,37 @@ func (r *rtEnv) stop(t *testing.T) {
 	}
 }
 
-// spawn spawns spec and fails the test on error.
+// envCursor, set to "shared", makes the tests' Collection streams Shared (withCursor): the
+// existing scenarios then run on shared cursors (make test runs them on dedicated ones).
+const envCursor = "WATCHTREE_TEST_CURSOR"
+
+// withCursor returns spec with Cursor Shared when envCursor says so and spec is a Collection
+// stream of a type the tests use; any other spec as it is.
+func withCursor(spec watchtree.Spec) watchtree.Spec {
+	if os.Getenv(envCursor) != "shared" {
+		return spec
+	}
+	switch s := spec.(type) {
+	case watchtree.Stream[Order]:
+		if s.Collection != "" {
+			s.Cursor = watchtree.Shared
+		}
+		return s
+	case watchtree.Stream[bson.Raw]:
+		if s.Collection != "" {
+			s.Cursor = watchtree.Shared
+		}
+		return s
+	}
+	return spec
+}
+
+// spawn spawns spec (Shared under envCursor, withCursor) and fails the test on error.
 func (r *rtEnv) spawn(t *testing.T, spec watchtree.Spec) *watchtree.Handle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	h, err := r.rt.Spawn(ctx, spec)
+	h, err := r.rt.Spawn(ctx, withCursor(spec))
 	if err != nil {
 		t.Fatalf("Spawn(%s): %v", spec.StreamName(), err)
 	}

@@ -49,7 +49,7 @@ func TestHistoryLostFail(t *testing.T) {
 	spec := watchtree.Stream[Order]{Name: "hl", Collection: "orders", Restart: fastRestart, OnInsert: got.handler()}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if _, err := r.rt.Spawn(ctx, spec); !errors.Is(err, watchtree.ErrHistoryLost) {
+	if _, err := r.rt.Spawn(ctx, withCursor(spec)); !errors.Is(err, watchtree.ErrHistoryLost) {
 		t.Fatalf("Spawn: %v, want an error matching ErrHistoryLost", err)
 	}
 	if _, err := r.rt.Handle("hl"); !errors.Is(err, watchtree.ErrUnknownStream) {

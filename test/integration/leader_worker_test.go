@@ -97,7 +97,7 @@ func leaderWorkerMain() int {
 		return fail("Start: %v", err)
 	}
 	deliveries := cl.Database(db).Collection("deliveries")
-	_, err = rt.Spawn(sctx, watchtree.Stream[Order]{
+	_, err = rt.Spawn(sctx, withCursor(watchtree.Stream[Order]{
 		Name: leaderWorkerStream, Collection: "orders", Mode: watchtree.SingleLeader, Lanes: 1,
 		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: 10, SaveInterval: 100 * time.Millisecond, MaxUnflushed: leaderMaxUnflushed},
 		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
@@ -105,7 +105,7 @@ func leaderWorkerMain() int {
 				{Key: "at", Value: time.Now()}})
 			return err
 		},
-	})
+	}))
 	if err != nil {
 		return fail("Spawn: %v", err)
 	}

@@ -590,8 +590,8 @@ func TestSnapshotMixedIDTypes(t *testing.T) {
 	defer cancel()
 	// The plan may fail before or after Spawn saw the position fixed: either Spawn fails with
 	// the terminal cause, or the stream crashes right after it returned.
-	h, err := r.rt.Spawn(ctx, watchtree.Stream[Order]{Name: "mixed", Collection: "orders", Restart: fastRestart,
-		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial}, OnChange: tg.handler()})
+	h, err := r.rt.Spawn(ctx, withCursor(watchtree.Stream[Order]{Name: "mixed", Collection: "orders", Restart: fastRestart,
+		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial}, OnChange: tg.handler()}))
 	if err != nil {
 		if !errors.Is(err, watchtree.ErrSnapshotMixedIDs) {
 			t.Fatalf("Spawn: %v, want ErrSnapshotMixedIDs", err)
@@ -624,9 +624,9 @@ func TestSnapshotBadFilterIsTerminal(t *testing.T) {
 	defer cancel()
 	// The plan may fail before or after Spawn saw the position fixed: either Spawn fails with
 	// the server's error, or the stream crashes right after it returned.
-	h, err := r.rt.Spawn(ctx, watchtree.Stream[Order]{Name: "badfilter", Collection: "orders", Restart: fastRestart,
+	h, err := r.rt.Spawn(ctx, withCursor(watchtree.Stream[Order]{Name: "badfilter", Collection: "orders", Restart: fastRestart,
 		Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Filter: bson.D{{Key: "v", Value: bson.D{{Key: "$bogus", Value: 1}}}}},
-		OnChange: newTarget().handler()})
+		OnChange: newTarget().handler()}))
 	if err != nil {
 		if !strings.Contains(err.Error(), "$bogus") || !strings.Contains(err.Error(), "crashed") {
 			t.Fatalf("Spawn: %v, want the stream crashed with the server's error naming $bogus", err)

@@ -43,7 +43,7 @@ func TestPipelineTypoFailsSpawnInEveryRole(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
-			_, err := r.rt.Spawn(ctx, spec)
+			_, err := r.rt.Spawn(ctx, withCursor(spec))
 			if err == nil {
 				t.Fatal("Spawn with a pipeline typo returned nil")
 			}

@@ -84,14 +84,14 @@ func workerMain() int {
 	}
 	deliveries := cl.Database(db).Collection("deliveries")
 	if os.Getenv(envWorkerMode) == "snapshot" {
-		_, err = rt.Spawn(sctx, watchtree.Stream[Order]{
+		_, err = rt.Spawn(sctx, withCursor(watchtree.Stream[Order]{
 			Name: snapWorkerStream, Collection: "orders", Lanes: 4,
 			Snapshot: watchtree.SnapshotPolicy{Mode: watchtree.SnapshotInitial, Partitions: snapWorkerParts, BatchSize: snapWorkerBatch},
 			OnSnapshot: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 				_, err := deliveries.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "doc", Value: ev.FullDocument.ID}, {Key: "run", Value: run}})
 				return err
 			},
-		})
+		}))
 		if err != nil {
 			return fail("Spawn: %v", err)
 		}
@@ -106,14 +106,14 @@ func workerMain() int {
 		}
 		return 0
 	}
-	_, err = rt.Spawn(ctx, watchtree.Stream[Order]{
+	_, err = rt.Spawn(ctx, withCursor(watchtree.Stream[Order]{
 		Name: workerStream, Collection: "orders", Lanes: 1,
 		Checkpoint: watchtree.CheckpointPolicy{SaveEvery: workerSaveEvery, SaveInterval: 200 * time.Millisecond},
 		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
 			_, err := deliveries.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "doc", Value: ev.FullDocument.ID}, {Key: "run", Value: run}})
 			return err
 		},
-	})
+	}))
 	if err != nil {
 		return fail("Spawn: %v", err)
 	}
