@@ -34,9 +34,9 @@ func TestCursorKillsWhileWritingReplayNothing(t *testing.T) {
 			data = append(data, bson.E{Key: "closeConnection", Value: true})
 		}
 		e.failPoint("alwaysOn", data)
-		pause(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // how long the fault stands, not a wait for an outcome
 		e.failPointOff()
-		pause(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the pause between two faults
 	}
 	wg.Wait()
 	waitOrders(t, got, n)
@@ -54,7 +54,3 @@ func TestCursorKillsWhileWritingReplayNothing(t *testing.T) {
 		t.Fatalf("%d events delivered twice without a restart, e.g. %v; order %v", len(twice), twice[:min(3, len(twice))], got.order)
 	}
 }
-
-// pause lets the fault stand for d while writes go on (the test shapes the fault's duration;
-// nothing waits for a condition here).
-func pause(d time.Duration) { <-time.After(d) }
