@@ -177,13 +177,20 @@ type hub struct {
 	cancel context.CancelFunc
 	kick   chan struct{} // wakes run: a reopen is due, or the hub may retire
 
-	mu         sync.Mutex
-	colls      map[string]int                  // the members' collections, with their member counts
-	since      map[string]string               // the collections the cursor reads, each from a position
-	members    map[*member]struct{}            // every registered member
-	attached   map[string]map[*member]struct{} // the attached members, by collection
-	pos        bson.Raw                        // the hub's position: its last event's token or PBRT; nil: none yet
-	posData    string
+	mu       sync.Mutex
+	colls    map[string]int                  // the members' collections, with their member counts
+	since    map[string]string               // the collections the cursor reads, each from a position
+	members  map[*member]struct{}            // every registered member
+	attached map[string]map[*member]struct{} // the attached members, by collection
+	pos      bson.Raw                        // the hub's position: its last event's token or PBRT; nil: none yet
+	posData  string
+	// follow is the latest post-batch token that is not an event's token (a high-water mark):
+	// the one position of the hub that every member may hold. A collection change stream
+	// resumed from the token of another collection's event fails on a real server ("the resume
+	// token was not found"), so a member never takes the hub's event tokens.
+	follow     bson.Raw
+	followData string
+	lastEv     string      // the token of the last event routed
 	ring       []ringEvent // the recent events, oldest first
 	ringFloor  string      // the ring holds every event after this position ("": none)
 	debounce   clock.Timer // armed while a reopen is pending
@@ -191,6 +198,7 @@ type hub struct {
 	due        bool        // a reopen is due (the debounce fired)
 	readCancel context.CancelFunc
 	retired    bool
+	broken     bool // the cursor failed and has not opened since: members catch up, never park
 }
 
 func newHub(hs *hubSet, key hubKey) *hub {
@@ -314,11 +322,11 @@ func (h *hub) run() {
 	defer h.detachAll()
 	var backoff time.Duration
 	for {
-		colls, ok := h.await()
+		colls, rctx, ok := h.await()
 		if !ok {
 			return
 		}
-		err := h.read(colls)
+		err := h.read(rctx, colls)
 		if h.ctx.Err() != nil {
 			return
 		}
@@ -349,9 +357,11 @@ func (h *hub) sleep(d time.Duration) bool {
 	}
 }
 
-// await waits until a reopen is due and returns the collections to read; false: stop, or the
-// hub retired (no member left: it leaves the set).
-func (h *hub) await() ([]string, bool) {
+// await waits until a reopen is due and returns the collections to read, with the read's
+// context: made in the same hold of h.mu that consumes due, so that a change made after the
+// collections were taken cancels this very read (fire), never an earlier one. false: stop, or
+// the hub retired (no member left: it leaves the set).
+func (h *hub) await() ([]string, context.Context, bool) {
 	for {
 		h.set.mu.Lock()
 		h.mu.Lock()
@@ -362,7 +372,7 @@ func (h *hub) await() ([]string, bool) {
 			}
 			h.mu.Unlock()
 			h.set.mu.Unlock()
-			return nil, false
+			return nil, nil, false
 		}
 		if h.due {
 			h.due = false
@@ -370,16 +380,18 @@ func (h *hub) await() ([]string, bool) {
 			for c := range h.colls {
 				colls = append(colls, c)
 			}
+			rctx, cancel := context.WithCancel(h.ctx)
+			h.readCancel = cancel
 			h.mu.Unlock()
 			h.set.mu.Unlock()
-			return colls, true
+			return colls, rctx, true
 		}
 		h.mu.Unlock()
 		h.set.mu.Unlock()
 		select {
 		case <-h.kick:
 		case <-h.ctx.Done():
-			return nil, false
+			return nil, nil, false
 		}
 	}
 }
@@ -393,6 +405,8 @@ func (h *hub) reset() {
 	defer h.mu.Unlock()
 	h.detachAllLocked()
 	h.pos, h.posData, h.ring, h.ringFloor = nil, "", nil, ""
+	h.follow, h.followData, h.lastEv = nil, "", ""
+	h.broken = true
 	h.since = map[string]string{}
 	h.due = true
 }
@@ -429,12 +443,10 @@ func nsMatch(colls []string) bson.Raw {
 }
 
 // read opens the cursor from the hub's position (the current one when it has none) on colls,
-// and reads it until a reopen is due, stop, or an error.
-func (h *hub) read(colls []string) error {
-	rctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
+// and reads it until a reopen is due, stop, or an error. rctx is await's; read cancels it.
+func (h *hub) read(rctx context.Context, colls []string) error {
+	defer h.readCancelOf(rctx)()
 	h.mu.Lock()
-	h.readCancel = cancel
 	from := stream.Position{Kind: wire.StartKind_START_KIND_UNSPECIFIED, MaxAwaitTime: h.set.maxAwait, Comment: "watchtree:hub:" + h.key.db}
 	if h.pos != nil {
 		from.Kind, from.Token = wire.StartKind_START_KIND_RESUME_AFTER, h.pos
@@ -454,12 +466,32 @@ func (h *hub) read(colls []string) error {
 		ccancel()
 	}()
 	n := h.set.opens.Add(1)
+	var floor bson.Raw // where a fresh cursor starts: it reads every event after it
+	if from.Token == nil {
+		if floor = cur.ResumeToken(); len(floor) == 0 {
+			// The first batch holds events, and the driver knows no token before them: the
+			// first event's token is the floor (it is left to the members' own cursors, as is
+			// everything before it). Without a floor, members would attach from positions older
+			// than the cursor's start, and lose what lies between.
+			if !cur.TryNext(rctx) {
+				if err := cur.Err(); err != nil {
+					return err
+				}
+				return errors.New("the shared cursor's first batch had neither events nor a post-batch token")
+			}
+			if _, _, op := envelopeOf(cur.Current()); op == "invalidate" {
+				return errors.New("the shared cursor was invalidated (dropDatabase)")
+			}
+			floor = cur.ResumeToken()
+		}
+	}
 	h.mu.Lock()
+	h.broken = false
 	start := h.posData
-	if h.pos == nil {
-		h.pos = cloneRaw(cur.ResumeToken())
-		h.posData = tokenData(h.pos)
+	if from.Token == nil {
+		h.pos, h.posData = cloneRaw(floor), tokenData(floor)
 		h.ringFloor, start = h.posData, h.posData
+		h.lastEv = ""
 	}
 	for _, c := range colls {
 		if _, ok := h.since[c]; !ok {
@@ -502,6 +534,20 @@ func (h *hub) read(colls []string) error {
 	}
 }
 
+// readCancelOf returns the cancel of rctx's read, and forgets it (a later fire has nothing to
+// interrupt).
+func (h *hub) readCancelOf(context.Context) context.CancelFunc {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cancel := h.readCancel
+	return func() {
+		h.mu.Lock()
+		h.readCancel = nil
+		h.mu.Unlock()
+		cancel()
+	}
+}
+
 // serverClosed reports whether the server closed cur (id 0).
 func serverClosed(cur stream.Cursor) bool {
 	ic, ok := cur.(interface{ ID() int64 })
@@ -522,7 +568,7 @@ func (h *hub) route(ev ringEvent) {
 		h.ringFloor = h.ring[drop-1].tok
 		h.ring = append(h.ring[:0:0], h.ring[drop:]...)
 	}
-	h.pos, h.posData = ev.id, ev.tok
+	h.pos, h.posData, h.lastEv = ev.id, ev.tok, ev.tok
 	for m := range h.attached[ev.coll] {
 		if !m.push(ev) {
 			delete(h.attached[ev.coll], m)
@@ -531,19 +577,26 @@ func (h *hub) route(ev ringEvent) {
 	}
 }
 
-// advance moves the hub's position to its cursor's post-batch token; the attached members
-// follow it while they have nothing buffered.
+// advance moves the hub's position to its cursor's post-batch token. The attached members
+// follow it while they have nothing buffered, unless it is the token of the last event routed
+// (a batch ending with an event of another collection): they follow high-water marks only.
 func (h *hub) advance(pbrt bson.Raw) {
 	d := tokenData(pbrt)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if d == "" || d <= h.posData {
+	if d == "" || d < h.posData {
 		return
 	}
-	h.pos, h.posData = cloneRaw(pbrt), d
+	if d > h.posData {
+		h.pos, h.posData = cloneRaw(pbrt), d
+	}
+	if d == h.lastEv || d <= h.followData {
+		return
+	}
+	h.follow, h.followData = h.pos, d
 	for _, ms := range h.attached {
 		for m := range ms {
-			m.follow(h.pos, d)
+			m.follow(h.follow, d)
 		}
 	}
 }
@@ -563,7 +616,17 @@ func (h *hub) attach(m *member, posData string) attachResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s, ok := h.since[m.coll]
+	if h.broken {
+		// A member waiting for a failing hub would wait without a cursor, and never meet
+		// the error its stream's RestartPolicy is there for: it reads its own cursor.
+		return behind
+	}
 	if !ok || h.retired {
+		if !h.retired && h.debounce == nil && !h.due {
+			// Every change that needs a reopen arms one, but a member never waits on a
+			// promise alone: a collection not read and no reopen pending asks for one.
+			h.changedLocked()
+		}
 		return notCovered
 	}
 	if posData == "" || posData < s || posData < h.ringFloor {
@@ -575,7 +638,7 @@ func (h *hub) attach(m *member, posData string) attachResult {
 			q = append(q, ev)
 		}
 	}
-	m.attachWith(q, h.pos, h.posData)
+	m.attachWith(q, h.follow, h.followData)
 	as := h.attached[m.coll]
 	if as == nil {
 		as = map[*member]struct{}{}

@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/watchtree/watchtree/internal/clock"
 )
 
 func marshalStage(t *testing.T, d bson.D) bson.Raw {
@@ -48,5 +53,85 @@ func TestSharedReason(t *testing.T) {
 	got := splitPipeline(keyOf(&Spec{Pipeline: []bson.Raw{match, add}}, nil, "d").pipeline)
 	if len(got) != 2 || string(got[0]) != string(match) || string(got[1]) != string(add) {
 		t.Errorf("splitPipeline: %v", got)
+	}
+}
+
+// testHub is a hub with no cursor: the tests drive route and advance as its goroutine would.
+func testHub(t *testing.T) *hub {
+	t.Helper()
+	hs := newHubSet(clock.NewFake(time.Unix(1e9, 0)), zap.NewNop(), time.Second)
+	h := newHub(hs, hubKey{db: "d"})
+	t.Cleanup(h.cancel)
+	return h
+}
+
+// testMember registers a member of coll with h, at position pos, catching up.
+func testMember(h *hub, coll, pos string) *member {
+	m := &member{set: h.set, hub: h, coll: coll, log: zap.NewNop(), maxAwait: time.Millisecond, wake: make(chan struct{}, 1)}
+	m.setPos(tokenOf(pos))
+	h.members[m] = struct{}{}
+	h.colls[coll]++
+	return m
+}
+
+func tokenOf(data string) bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "_data", Value: data}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestHubMembersFollowHighWaterMarksOnly: a batch that ends with another collection's event
+// has that event's token as its post-batch token; a member never takes it (a collection
+// stream resumed from another collection's event fails on a server), only the high-water
+// marks that follow. Its own events reach it through its queue.
+func TestHubMembersFollowHighWaterMarksOnly(t *testing.T) {
+	h := testHub(t)
+	h.since["ca"], h.since["cb"] = "A", "A"
+	m := testMember(h, "ca", "A1")
+	if got := h.attach(m, m.posData); got != attachedNow {
+		t.Fatalf("attach = %v, want attachedNow", got)
+	}
+	m.state = attachedTo
+
+	h.route(ringEvent{coll: "cb", tok: "B2", id: tokenOf("B2")})
+	h.advance(tokenOf("B2")) // the batch ended with cb's event: its token is the PBRT
+	if got := tokenData(m.ResumeToken()); got != "A1" {
+		t.Fatalf("after a batch ending with another collection's event: position %q, want A1 (its own)", got)
+	}
+	h.advance(tokenOf("B3")) // an empty getMore: a high-water mark
+	if got := tokenData(m.ResumeToken()); got != "B3" {
+		t.Fatalf("after a high-water mark: position %q, want B3", got)
+	}
+
+	h.route(ringEvent{coll: "ca", tok: "B4", id: tokenOf("B4"), raw: tokenOf("B4")})
+	h.advance(tokenOf("B4"))
+	if got := tokenData(m.ResumeToken()); got != "B3" {
+		t.Fatalf("with its event queued: position %q, want B3 (nothing queued is skipped)", got)
+	}
+	ctx := context.Background()
+	if !m.TryNext(ctx) || tokenData(m.ResumeToken()) != "B4" {
+		t.Fatalf("its own event: TryNext then position %q, want B4", tokenData(m.ResumeToken()))
+	}
+}
+
+// TestHubNotCoveredAsksForReopen: a member that finds its collection not read, with no reopen
+// pending, arms one; a broken hub (its cursor failed, not reopened yet) never parks a member.
+func TestHubNotCoveredAsksForReopen(t *testing.T) {
+	h := testHub(t)
+	m := testMember(h, "ca", "A1")
+	if got := h.attach(m, m.posData); got != notCovered {
+		t.Fatalf("attach = %v, want notCovered", got)
+	}
+	h.mu.Lock()
+	armed := h.debounce != nil
+	h.mu.Unlock()
+	if !armed {
+		t.Fatal("a member found its collection not read and no reopen pending, and none was armed")
+	}
+	h.reset()
+	if got := h.attach(m, m.posData); got != behind {
+		t.Fatalf("attach to a broken hub = %v, want behind (catch up on its own cursor)", got)
 	}
 }

@@ -81,6 +81,7 @@ type member struct {
 	start       stream.Position // the first position, reopened while it has no token
 	afterDrop   bool            // its last event was a drop or rename: catch up from it (the invalidate follows)
 	parkedSince time.Time       // when it parked
+	parkExpired bool            // it waited parkLimit parked: it catches up until it attaches
 
 	mu         sync.Mutex
 	queue      []ringEvent // events handed by the hub, not read yet (from qhead)
@@ -209,9 +210,9 @@ func (m *member) tryAttach() {
 	switch m.hub.attach(m, m.posData) {
 	case attachedNow:
 		m.closeCatchUp()
-		m.state = attachedTo
+		m.state, m.parkExpired = attachedTo, false
 	case notCovered:
-		if m.state == catchingUp {
+		if m.state == catchingUp && !m.parkExpired {
 			m.closeCatchUp()
 			m.state, m.parkedSince = parked, m.set.clk.Now()
 		}
@@ -256,7 +257,9 @@ func (m *member) TryNext(ctx context.Context) bool {
 				continue
 			}
 			if m.set.clk.Now().Sub(m.parkedSince) > parkLimit {
-				m.state = catchingUp
+				// It reads its own cursor until it attaches: parking again at once would
+				// open and close a cursor every parkLimit and read nothing.
+				m.state, m.parkExpired = catchingUp, true
 				continue
 			}
 			if waited {

@@ -210,10 +210,13 @@ func (r *rtEnv) stop(t *testing.T) {
 // existing scenarios then run on shared cursors (make test runs them on dedicated ones).
 const envCursor = "WATCHTREE_TEST_CURSOR"
 
+// sharedCursors reports whether envCursor makes the tests' Collection streams Shared.
+func sharedCursors() bool { return os.Getenv(envCursor) == "shared" }
+
 // withCursor returns spec with Cursor Shared when envCursor says so and spec is a Collection
 // stream of a type the tests use; any other spec as it is.
 func withCursor(spec watchtree.Spec) watchtree.Spec {
-	if os.Getenv(envCursor) != "shared" {
+	if !sharedCursors() {
 		return spec
 	}
 	switch s := spec.(type) {

@@ -23,17 +23,6 @@ import (
 // events, joins keep Spawn's promise, restarts catch up and attach again, and many streams stay
 // within a small connection budget.
 
-// knownStall skips a test of members under concurrent writes unless
-// WATCHTREE_TEST_SHARED_STRESS=1: in about 1 run in 25 under -race, both members of a hub stop
-// receiving events part-way (an open bug of slice 1, behind the Shared opt-in), so make test
-// leaves them out until it is fixed.
-func knownStall(t *testing.T) {
-	t.Helper()
-	if os.Getenv("WATCHTREE_TEST_SHARED_STRESS") == "" {
-		t.Skip("shared cursors: members sometimes stall under concurrent writes (open bug); WATCHTREE_TEST_SHARED_STRESS=1 runs this test")
-	}
-}
-
 // hubComment is the comment of the shared cursors of database db.
 func hubComment(db string) string { return "watchtree:hub:" + db }
 
@@ -65,7 +54,6 @@ func exactly(t *testing.T, name string, got *handled, from, to int64) {
 // member gets exactly its collection's events, none twice, none lost, and one hub cursor serves
 // both.
 func TestSharedMembersGetTheirCollectionOnly(t *testing.T) {
-	knownStall(t)
 	e := newEnv(t)
 	r := e.startRuntime(nil)
 	a, b := newHandled(), newHandled()
@@ -98,7 +86,6 @@ func TestSharedMembersGetTheirCollectionOnly(t *testing.T) {
 // flowing): every write committed after its Spawn returns is delivered, the first one right
 // after Spawn, before the member could attach.
 func TestSharedJoinKeepsSpawnPromise(t *testing.T) {
-	knownStall(t)
 	e := newEnv(t)
 	r := e.startRuntime(nil)
 	a := newHandled()
@@ -140,7 +127,6 @@ func TestSharedJoinKeepsSpawnPromise(t *testing.T) {
 // whose cursors a fail point kills, while writes flow: each resumes from its own position,
 // catches up and attaches again, without losing an event. The other member is not disturbed.
 func TestSharedRestartCatchesUpThenAttaches(t *testing.T) {
-	knownStall(t)
 	e := newEnv(t)
 	e.needSim("failCommand")
 	r := e.startRuntime(nil)

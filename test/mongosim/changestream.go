@@ -191,6 +191,7 @@ type changeStream struct {
 	minTS             bson.Timestamp // entries before this cluster time are skipped (start point)
 	pbrt              resumeToken    // the last postBatchResumeToken; never moves backwards
 	pendingInvalidate *oplogEntry    // an invalidating entry whose invalidate is not yet returned
+	tokenUnseen       *resumeToken   // a resume token of an event outside the stream's namespace: the next event fails the stream
 	done              bool           // the invalidate was returned
 
 	// split is set by a final $changeStreamSplitLargeEvent stage: events over 16 MiB are
@@ -379,6 +380,9 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 			if full() {
 				cs.afterSeq = it.en.seq - 1
 				return out, nil
+			}
+			if cs.tokenUnseen != nil && (it.visible || it.invalidate) {
+				return out, errorf(codeChangeStreamFatalError, "cannot resume stream; the resume token was not found. {_data: \"%s\"}", cs.tokenUnseen.hex())
 			}
 			if it.visible {
 				ev, err := buildEvent(it.en, &cs.opts, it.current)
@@ -850,6 +854,11 @@ func (cs *changeStream) position(tok *resumeToken, startAt *bson.Timestamp) *cmd
 		if !tok.fromInvalidate && cs.filter.invalidates(en) {
 			// Resuming after the event that invalidated the stream yields the invalidate again.
 			cs.pendingInvalidate = en
+		}
+		if !tok.fromInvalidate && !cs.filter.inNamespace(en) && !cs.filter.invalidates(en) {
+			// The token is another namespace's event: the server looks for it among this
+			// stream's events, and fails once it meets a later one (not at the open).
+			cs.tokenUnseen = tok
 		}
 	}
 	e.hub.registerLocked(cs)

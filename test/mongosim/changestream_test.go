@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -1763,5 +1764,44 @@ func TestChangeStreamEngineAggregateFields(t *testing.T) {
 		{Key: "comment", Value: "x"}, {Key: "maxTimeMS", Value: int64(5)}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}}}
 	if _, err := cmdAggregateChangeStream(h.srv, h.command("db", ok)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestChangeStreamResumeFromAnotherNamespacesEvent: a collection stream resumed from the token
+// of another collection's event never finds it among its own events. As on a server, the open
+// succeeds and the stream fails (280, NonResumableChangeStreamError) once it meets its next
+// event; a high-water mark of the same time resumes, and so does a database stream that holds
+// the event.
+func TestChangeStreamResumeFromAnotherNamespacesEvent(t *testing.T) {
+	h := newCSHarness(t, Options{})
+	es := h.log(csIns("db", "other", 1))
+	foreign := eventToken(es[0]).doc()
+	cur, batch, _, err := h.open("db", "c", bson.D{{Key: "resumeAfter", Value: foreign}})
+	if err != nil || len(batch) != 0 {
+		t.Fatalf("open from another collection's event: batch %v, err %v; want an empty batch and no error yet", batch, err)
+	}
+	if got, _, _, err := cur.getMore(0, 0); err != nil || len(got) != 0 {
+		t.Fatalf("getMore with no event of its own: %v %v, want nothing and no error", got, err)
+	}
+	h.log(csIns("db", "other", 2)) // another collection's: still nothing to compare
+	if got, _, _, err := cur.getMore(0, 0); err != nil || len(got) != 0 {
+		t.Fatalf("getMore after another collection's write: %v %v", got, err)
+	}
+	h.log(csIns("db", "c", 3))
+	_, _, _, err = cur.getMore(0, 0)
+	csWantCode(t, err, codeChangeStreamFatalError)
+	if err != nil && !strings.Contains(err.Error(), "resume token was not found") {
+		t.Errorf("error %q does not say the token was not found", err)
+	}
+
+	// The high-water mark at the event's time resumes, and returns the later event.
+	_, batch, _, err = h.open("db", "c", bson.D{{Key: "resumeAfter", Value: hwmToken(es[0].ts).doc()}})
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("resume from a high-water mark: batch %v, err %v; want the one event of c", batch, err)
+	}
+	// A database stream holds the other collection's event: its token resumes it.
+	_, batch, _, err = h.open("db", int32(1), bson.D{{Key: "resumeAfter", Value: foreign}})
+	if err != nil || len(batch) != 2 {
+		t.Fatalf("database stream from the event: batch %v, err %v; want the two later events", batch, err)
 	}
 }

@@ -60,6 +60,19 @@ func (f *streamFilter) visible(en *oplogEntry) bool {
 	}
 }
 
+// inNamespace reports whether en's namespace is one the stream watches, whatever its kind:
+// a token of an event outside it is never found by the stream.
+func (f *streamFilter) inNamespace(en *oplogEntry) bool {
+	switch f.scope {
+	case scopeCollection:
+		return en.db == f.db && en.coll == f.coll
+	case scopeDatabase:
+		return en.db == f.db
+	default:
+		return true
+	}
+}
+
 // invalidates reports whether en ends the stream with an invalidate event: a drop or rename
 // of a watched collection, or dropping a watched database. Cluster streams are never
 // invalidated.
