@@ -360,6 +360,10 @@ type cmdCounter struct {
 	mu       sync.Mutex
 	byName   map[string]int
 	comments map[string]int // aggregate comment -> count
+	// positioned counts, by comment, the aggregates opening a change stream at a position
+	// (resumeAfter, startAfter or startAtOperationTime): a cursor resuming from a stream's
+	// position, not the capture of the current position (a bare $changeStream, closed at once).
+	positioned map[string]int
 }
 
 func (c *cmdCounter) monitor() *event.CommandMonitor {
@@ -367,13 +371,16 @@ func (c *cmdCounter) monitor() *event.CommandMonitor {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.byName == nil {
-			c.byName, c.comments = map[string]int{}, map[string]int{}
+			c.byName, c.comments, c.positioned = map[string]int{}, map[string]int{}, map[string]int{}
 		}
 		c.byName[e.CommandName]++
 		if e.CommandName == "aggregate" {
 			if v, err := e.Command.LookupErr("comment"); err == nil {
 				if s, ok := v.StringValueOK(); ok {
 					c.comments[s]++
+					if changeStreamAt(e.Command) {
+						c.positioned[s]++
+					}
 				}
 			}
 		}
@@ -392,6 +399,41 @@ func (c *cmdCounter) aggregates(comment string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.comments[comment]
+}
+
+// positionedAggregates returns how many aggregates carrying comment opened a change stream at a
+// position (resumeAfter, startAfter, startAtOperationTime).
+func (c *cmdCounter) positionedAggregates(comment string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.positioned[comment]
+}
+
+// changeStreamAt reports whether the aggregate cmd's first stage is a $changeStream with a start
+// position.
+func changeStreamAt(cmd bson.Raw) bool {
+	stages, ok := cmd.Lookup("pipeline").ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, err := stages.Values()
+	if err != nil || len(vals) == 0 {
+		return false
+	}
+	stage, ok := vals[0].DocumentOK()
+	if !ok {
+		return false
+	}
+	cs, ok := stage.Lookup("$changeStream").DocumentOK()
+	if !ok {
+		return false
+	}
+	for _, k := range []string{"resumeAfter", "startAfter", "startAtOperationTime"} {
+		if _, err := cs.LookupErr(k); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // handled records what handlers saw: every delivery by event ID, in order.

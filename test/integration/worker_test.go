@@ -25,7 +25,8 @@ const (
 	envWorkerRun = "WATCHTREE_IT_WORKER_RUN"
 	// envWorkerMode "snapshot" runs the stream snapWorkerStream with an initial snapshot of
 	// <db>.orders instead (TestSnapshotResumeSIGKILL); it reports ready once Spawn returned.
-	// "leader" runs the SingleLeader worker (leaderWorkerMain).
+	// "leader" runs the SingleLeader worker (leaderWorkerMain); "shared50" the 50 Shared
+	// members of TestSharedSIGKILLDrill50 (shared50WorkerMain).
 	envWorkerMode    = "WATCHTREE_IT_WORKER_MODE"
 	snapWorkerStream = "snapkill"
 	snapWorkerParts  = 4
@@ -43,8 +44,11 @@ func workerMain() int {
 		fmt.Fprintf(os.Stderr, "worker: "+format+"\n", args...)
 		return 2
 	}
-	if os.Getenv(envWorkerMode) == "leader" {
+	switch os.Getenv(envWorkerMode) {
+	case "leader":
 		return leaderWorkerMain()
+	case "shared50":
+		return shared50WorkerMain()
 	}
 	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
 	run, err := strconv.Atoi(os.Getenv(envWorkerRun))
