@@ -44,6 +44,11 @@ type StreamStatus struct {
 	// Name is the stream's Name; Mode its deployment mode.
 	Name string
 	Mode Mode
+	// Cursor is where the stream reads its events: "dedicated"; "shared (attached)" (the hub's
+	// cursor) or "shared (catching up)" (a cursor of its own, from its own position) for a
+	// Shared stream; "dedicated (<why>)" for a Shared stream that cannot share.
+	// observe.CursorChanged reports each move.
+	Cursor string
 	// State is the lifecycle state; Why the one-line reason of the latest transition; Since when
 	// it was entered.
 	State StreamState
@@ -169,7 +174,7 @@ func statusOf(e *engine.Entry, r *messages.StatusReply) StreamStatus {
 	}
 	s := streamstatus.Read(r)
 	st := StreamStatus{
-		Name: s.Stream, Mode: modeOf(e.Spec()), State: StreamState(s.State), Why: s.Why, Since: s.Since,
+		Name: s.Stream, Mode: modeOf(e.Spec()), Cursor: e.CursorMode(), State: StreamState(s.State), Why: s.Why, Since: s.Since,
 		Attempt: s.Attempt, MaxAttempts: s.MaxAttempts, NextRetryAt: s.NextRetryAt, LastCause: s.LastCause,
 		Incarnation: s.Incarnation, Deaths: s.Deaths, Restarts: s.Restarts,
 		Settled: s.Settled.Settled, Handled: s.Settled.Handled, Filtered: s.Settled.Filtered,

@@ -429,6 +429,10 @@ type StreamRow struct {
 	DeadLettersUnknown string `protobuf:"bytes,33,opt,name=dead_letters_unknown,json=deadLettersUnknown,proto3" json:"dead_letters_unknown,omitempty"`
 	// dead_letters_at is when dead_letters was counted (unset: never).
 	DeadLettersAt *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=dead_letters_at,json=deadLettersAt,proto3" json:"dead_letters_at,omitempty"`
+	// cursor is where the stream reads its events (watchtree.StreamStatus.Cursor): "dedicated",
+	// "shared (attached)", "shared (catching up)", or "dedicated (<why>)" for a Shared stream
+	// that cannot share.
+	Cursor        string `protobuf:"bytes,35,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,6 +696,13 @@ func (x *StreamRow) GetDeadLettersAt() *timestamppb.Timestamp {
 		return x.DeadLettersAt
 	}
 	return nil
+}
+
+func (x *StreamRow) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
 }
 
 type SnapshotReply struct {
@@ -2061,7 +2072,7 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\x13mongodb_unreachable\x18\x0e \x01(\tR\x12mongodbUnreachable\x12>\n" +
 	"\vsubscribers\x18( \x03(\v2\x1c.watchtree.v1.SubscriberInfoR\vsubscribers\x12\x12\n" +
 	"\x04name\x182 \x01(\tR\x04name\x12\x1a\n" +
-	"\bwarnings\x183 \x03(\tR\bwarnings\"\xb9\n" +
+	"\bwarnings\x183 \x03(\tR\bwarnings\"\xd1\n" +
 	"\n" +
 	"\tStreamRow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -2100,7 +2111,8 @@ const file_watchtree_v1_console_proto_rawDesc = "" +
 	"\vincarnation\x18\x1f \x01(\x04R\vincarnation\x12\x12\n" +
 	"\x04note\x18  \x01(\tR\x04note\x120\n" +
 	"\x14dead_letters_unknown\x18! \x01(\tR\x12deadLettersUnknown\x12B\n" +
-	"\x0fdead_letters_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\rdeadLettersAtJ\x04\b\x1a\x10\x1b\"\xbc\x01\n" +
+	"\x0fdead_letters_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\rdeadLettersAt\x12\x16\n" +
+	"\x06cursor\x18# \x01(\tR\x06cursorJ\x04\b\x1a\x10\x1b\"\xbc\x01\n" +
 	"\rSnapshotReply\x126\n" +
 	"\binstance\x18\x01 \x01(\v2\x1a.watchtree.v1.InstanceInfoR\binstance\x121\n" +
 	"\astreams\x18\x02 \x03(\v2\x17.watchtree.v1.StreamRowR\astreams\x12\x14\n" +

@@ -55,6 +55,7 @@ const (
 	KindSnapshotDone
 	KindNamespaceMissing
 	KindCheckpointRefused
+	KindCursorChanged
 	kindEnd // one past the last kind
 )
 
@@ -78,13 +79,14 @@ var kindNames = [kindEnd]string{
 	KindSnapshotDone:      "snapshot-done",
 	KindNamespaceMissing:  "namespace-missing",
 	KindCheckpointRefused: "checkpoint-refused",
+	KindCursorChanged:     "cursor",
 }
 
 // String returns the kind's name: "started", "stopped", "restarted", "retry", "skipped",
 // "dead-lettered", "dead-letter-failed", "checkpointed", "checkpoint-failed", "history-lost",
 // "gap", "invalidated", "leadership", "snapshot-started", "snapshot-resumed",
-// "snapshot-progress", "snapshot-done", "namespace-missing" or "checkpoint-refused"; "Kind(n)"
-// for a value that is none of them.
+// "snapshot-progress", "snapshot-done", "namespace-missing", "checkpoint-refused" or "cursor";
+// "Kind(n)" for a value that is none of them.
 func (k Kind) String() string {
 	if k > 0 && k < kindEnd {
 		return kindNames[k]

@@ -230,6 +230,22 @@ type NamespaceMissing struct {
 	Since time.Time
 }
 
+// CursorChanged reports a Shared stream (watchtree.Stream.Cursor Shared) moving between the
+// hub's cursor and a cursor of its own. Attached: it caught up from its own position and now
+// reads the events the hub routes to it. Detached: it reads a cursor of its own again, from its
+// own position, until it is level with the hub (its buffer of routed events filled up because
+// it read too slowly, the hub's cursor failed, or its collection was dropped or renamed). Its
+// position, checkpoint and delivery are the same either way; only the cursor differs. The
+// stream's reader reports it, once per change.
+type CursorChanged struct {
+	Meta
+	// Attached is true when the stream now reads from the hub's cursor.
+	Attached bool
+	// Why says what moved it, in a few words ("level with the shared cursor", "its buffer of
+	// 8192 events is full", ...).
+	Why string
+}
+
 // The sealing methods: only the types below are Events (embedding Meta is not enough).
 func (Started) event()           {}
 func (Stopped) event()           {}
@@ -250,6 +266,7 @@ func (SnapshotResumed) event()   {}
 func (SnapshotProgress) event()  {}
 func (SnapshotDone) event()      {}
 func (NamespaceMissing) event()  {}
+func (CursorChanged) event()     {}
 
 // Kind returns KindStarted.
 func (Started) Kind() Kind { return KindStarted }
@@ -307,6 +324,9 @@ func (SnapshotDone) Kind() Kind { return KindSnapshotDone }
 
 // Kind returns KindNamespaceMissing.
 func (NamespaceMissing) Kind() Kind { return KindNamespaceMissing }
+
+// Kind returns KindCursorChanged.
+func (CursorChanged) Kind() Kind { return KindCursorChanged }
 
 // String describes the event in one line, as the runtime logs it.
 func (e Started) String() string {
@@ -428,6 +448,14 @@ func (e SnapshotProgress) String() string {
 func (e SnapshotDone) String() string {
 	return fmt.Sprintf("stream %s snapshot %s done (%d documents, %d dead-lettered)", e.Stream, e.Snapshot.ID,
 		e.Snapshot.Documents, e.Snapshot.DeadLettered)
+}
+
+// String describes the event in one line, as the runtime logs it.
+func (e CursorChanged) String() string {
+	if e.Attached {
+		return fmt.Sprintf("stream %s attached to the shared cursor: %s", e.Stream, e.Why)
+	}
+	return fmt.Sprintf("stream %s detached from the shared cursor, catching up on its own: %s", e.Stream, e.Why)
 }
 
 // String describes the event in one line, as the runtime logs it.

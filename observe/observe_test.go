@@ -62,6 +62,10 @@ func samples() []sample {
 		{observe.SnapshotDone{Meta: m, Snapshot: snap}, "stream s snapshot snap-1 done (10 documents, 2 dead-lettered)"},
 		{observe.NamespaceMissing{Meta: m, Namespace: "shop.orderz", Since: time.Unix(1700000000, 0)},
 			"stream s: namespace shop.orderz does not exist (since 2023-11-14T22:13:20Z): the stream sees no events until it is created"},
+		{observe.CursorChanged{Meta: m, Attached: true, Why: "level with the shared cursor"},
+			"stream s attached to the shared cursor: level with the shared cursor"},
+		{observe.CursorChanged{Meta: m, Why: "its buffer of 8192 events is full"},
+			"stream s detached from the shared cursor, catching up on its own: its buffer of 8192 events is full"},
 	}
 }
 

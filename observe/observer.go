@@ -1,7 +1,7 @@
 // Package observe defines what a watchtree runtime reports about its streams: the Observer
 // interface and the events it receives (Started, Stopped, Restarted, RetryScheduled, Skipped,
 // DeadLettered, DeadLetterFailed, Checkpointed, CheckpointFailed, CheckpointRefused, HistoryLost, GapRecorded,
-// Invalidated, LeadershipChanged, the Snapshot* events and NamespaceMissing), each with its Kind.
+// Invalidated, LeadershipChanged, the Snapshot* events, NamespaceMissing and CursorChanged), each with its Kind.
 //
 // The events are built once, by the actors of a stream's tree where the thing happens, and
 // reach Config.Observer as they are: the console's live feed, the Prometheus adapter

@@ -35,6 +35,7 @@ func samples() map[observe.Kind]observe.Event {
 		observe.SnapshotProgress{Meta: m, Snapshot: snap},
 		observe.SnapshotDone{Meta: m, Snapshot: snap},
 		observe.NamespaceMissing{Meta: m, Namespace: "db.orderz", Since: m.Time},
+		observe.CursorChanged{Meta: m, Why: "its buffer of 8192 events is full"},
 	}
 	out := make(map[observe.Kind]observe.Event, len(evs))
 	for _, ev := range evs {

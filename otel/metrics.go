@@ -33,6 +33,7 @@ const (
 	metricHistoryLost       = "watchtree.history_lost"             // history_lost_total
 	metricGaps              = "watchtree.gaps"                     // gaps_total
 	metricLeadership        = "watchtree.leadership.changes"       // (none: Prometheus has the role gauge only)
+	metricCursorChanges     = "watchtree.cursor.changes"           // cursor_changes_total
 	metricState             = "watchtree.stream.state"             // stream_state
 	metricRole              = "watchtree.stream.role"              // stream_role
 	metricLag               = "watchtree.stream.lag"               // stream_lag_seconds
@@ -49,7 +50,7 @@ type instruments struct {
 	process                                                                        metric.Float64Histogram
 	retries, deadLetters, dropped, deadLetterFailed, skipped                       metric.Int64Counter
 	restarts, stops, checkpoints, checkpointFailed, checkpointRefused, historyLost metric.Int64Counter
-	gaps, leadership                                                               metric.Int64Counter
+	gaps, leadership, cursorChanges                                                metric.Int64Counter
 	consumed, observerDropped                                                      metric.Int64ObservableCounter
 	state, role, inFlight, restartAttempt, backlog                                 metric.Int64ObservableGauge
 	lag, checkpointAge, headroom                                                   metric.Float64ObservableGauge
@@ -99,6 +100,7 @@ func (in *instruments) make(meter metric.Meter, buckets []float64) error {
 	in.historyLost = counter(metricHistoryLost, "{event}", "Saved positions no longer in the oplog.")
 	in.gaps = counter(metricGaps, "{gap}", "Gap records written (history skipped on purpose).")
 	in.leadership = counter(metricLeadership, "{change}", "Leadership changes of a SingleLeader stream on this instance, by watchtree.lease.change.")
+	in.cursorChanges = counter(metricCursorChanges, "{change}", "Moves of a Shared stream to the shared cursor (watchtree.cursor.to=attached) or off it, to catch up on a cursor of its own (detached).")
 	in.consumed, err = meter.Int64ObservableCounter(metricConsumed, metric.WithUnit("{message}"),
 		metric.WithDescription("Events settled since the stream's tree spawned, by watchtree.outcome (handled, filtered, unhandled, skipped, dead_lettered)."))
 	errs = append(errs, err)
@@ -158,6 +160,12 @@ func (t *Telemetry) count(ev observe.Event) {
 		in.gaps.Add(ctx, 1, s)
 	case observe.LeadershipChanged:
 		in.leadership.Add(ctx, 1, metric.WithAttributes(attrStream.String(e.Stream), attrChange.String(string(e.Change))))
+	case observe.CursorChanged:
+		to := "detached"
+		if e.Attached {
+			to = "attached"
+		}
+		in.cursorChanges.Add(ctx, 1, metric.WithAttributes(attrStream.String(e.Stream), attribute.String("watchtree.cursor.to", to)))
 	}
 }
 

@@ -36,9 +36,9 @@ var now = time.Now
 func printStreams(w io.Writer, s *messages.SnapshotReply) error {
 	printInstance(w, s.GetInstance())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tROLE\tSTATE\tRESTART\tEV/S\tIN FLIGHT\tLAG\tCHECKPOINT\tDEAD\tWHY")
+	fmt.Fprintln(tw, "STREAM\tROLE\tCURSOR\tSTATE\tRESTART\tEV/S\tIN FLIGHT\tLAG\tCHECKPOINT\tDEAD\tWHY")
 	for _, r := range s.GetStreams() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\n", r.GetName(), badge(r), r.GetState(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\n", r.GetName(), badge(r), cursorCell(r), r.GetState(),
 			restartCell(r), r.GetEventsPerSec(), r.GetInFlight(), dur(r.GetLag()), age(r.GetCheckpointAt()),
 			deadCell(r), oneLine(r.GetWhy(), 60))
 	}
@@ -76,6 +76,24 @@ func badge(r *messages.StreamRow) string {
 		return "-"
 	}
 	return r.GetRole()
+}
+
+// cursorCell is the cursor column: "dedicated", "shared" (reading the hub's cursor),
+// "catching-up" (a Shared stream on a cursor of its own), "dedicated*" (a Shared stream that
+// cannot share: describe says why), "-" from a runtime that does not report it.
+func cursorCell(r *messages.StreamRow) string {
+	switch c := r.GetCursor(); {
+	case c == "":
+		return "-"
+	case c == "shared (attached)":
+		return "shared"
+	case c == "shared (catching up)":
+		return "catching-up"
+	case strings.HasPrefix(c, "dedicated ("):
+		return "dedicated*"
+	default:
+		return c
+	}
 }
 
 // restartCell is "attempt/max next 12s" during backoff, the restart count otherwise.
@@ -142,6 +160,9 @@ func printDescribe(w io.Writer, d *messages.DescribeReply) error {
 	row("stream", r.GetName())
 	row("namespace", r.GetNamespace())
 	row("mode", r.GetMode())
+	if r.GetCursor() != "" {
+		row("cursor", r.GetCursor())
+	}
 	row("role", badge(r))
 	if r.GetLeaseOwner() != "" {
 		row("lease", fmt.Sprintf("owner %s epoch %d expires %s", r.GetLeaseOwner(), r.GetLeaseEpoch(), r.GetLeaseExpiresAt().AsTime().Format(time.RFC3339)))

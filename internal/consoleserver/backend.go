@@ -53,6 +53,8 @@ type StreamRef struct {
 	Namespace string
 	// Mode is "AllInstances" or "SingleLeader" (ModeSingleLeader).
 	Mode string
+	// Cursor is where it reads (watchtree.StreamStatus.Cursor, StreamRow.cursor).
+	Cursor string
 	// Supervisor is the stream's supervisor, nil while its tree is not running.
 	Supervisor *actor.PID
 }

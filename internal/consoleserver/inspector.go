@@ -359,7 +359,7 @@ func (in *inspector) instance(rd readings.Readings, now time.Time) *messages.Ins
 
 // row builds one stream's row from its supervisor's status and the console's memory.
 func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl readings.Count, oplog readings.Oplog, now time.Time) *messages.StreamRow {
-	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode,
+	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode, Cursor: r.Cursor,
 		DeadLetters: uint64(max(dl.N, 0)), DeadLettersUnknown: dl.Unknown, DeadLettersAt: timestamp(dl.At)}
 	if r.Supervisor == nil {
 		row.State, row.Why = "stopped", "the stream's supervisor is not running"

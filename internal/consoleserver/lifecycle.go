@@ -63,6 +63,8 @@ func lifecycleEventOf(ev observe.Event) *messages.LifecycleEvent {
 		out.Cause = snapshotCause(e.Snapshot)
 	case observe.NamespaceMissing:
 		out.Cause = "namespace " + e.Namespace + " does not exist"
+	case observe.CursorChanged:
+		out.Cause = e.Why
 	}
 	return out
 }

@@ -34,6 +34,7 @@ func lifecycleSamples(at time.Time) map[observe.Kind]observe.Event {
 		observe.SnapshotProgress{Meta: m, Snapshot: observe.SnapshotStatus{ID: "snap-1", AtRisk: true, Warning: "boom"}},
 		observe.SnapshotDone{Meta: m, Snapshot: observe.SnapshotStatus{ID: "snap-1", Done: true, Error: "boom"}},
 		observe.NamespaceMissing{Meta: m, Namespace: "shop.orderz", Since: at},
+		observe.CursorChanged{Meta: m, Why: "boom"},
 	}
 	out := make(map[observe.Kind]observe.Event, len(evs))
 	for _, ev := range evs {

@@ -83,7 +83,8 @@ func (b consoleBackend) Streams() []consoleserver.StreamRef {
 		if e.spec.SingleLeader {
 			mode = consoleserver.ModeSingleLeader
 		}
-		out = append(out, consoleserver.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Supervisor: e.SupervisorPID()})
+		out = append(out, consoleserver.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Cursor: e.CursorMode(),
+			Supervisor: e.SupervisorPID()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

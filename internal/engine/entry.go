@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -45,6 +46,9 @@ type Entry struct {
 	// sharedWhy says why a Shared stream keeps a dedicated cursor.
 	shared    bool
 	sharedWhy string
+	// attached: a Shared stream's current incarnation reads from the hub's cursor (its last
+	// CursorChanged); false while it catches up on a cursor of its own.
+	attached atomic.Bool
 	// resumeSeed: Spawn saved the SingleLeader stream's start position (fixLeaderStart), so
 	// the tree resumes from it whatever the StartPosition; set before the tree is built.
 	resumeSeed bool
@@ -399,12 +403,15 @@ func (e *Entry) mayStart() func(mono time.Duration) bool {
 // Dedicated).
 func (e *Entry) SharedWhy() string { return e.sharedWhy }
 
-// cursorMode names the stream's cursor: "dedicated", "shared", or "dedicated (<why>)" for a
-// Shared stream that cannot share.
-func (e *Entry) cursorMode() string {
+// CursorMode names the stream's cursor: "dedicated", "shared (attached)" or "shared (catching
+// up)", or "dedicated (<why>)" for a Shared stream that cannot share (StreamStatus.Cursor, the
+// console's streams).
+func (e *Entry) CursorMode() string {
 	switch {
+	case e.shared && e.attached.Load():
+		return "shared (attached)"
 	case e.shared:
-		return "shared"
+		return "shared (catching up)"
 	case e.sharedWhy != "":
 		return "dedicated (" + e.sharedWhy + ")"
 	}
@@ -428,5 +435,22 @@ func (e *Entry) streamWatcher() stream.Watcher {
 		return w
 	}
 	return sharedWatcher{set: e.rt.hubs, key: keyOf(e.spec, e.watcher.Client, e.watcher.Database), coll: e.spec.Collection,
-		catchUp: w, log: e.log}
+		catchUp: w, log: e.log, report: e.cursorChanged}
+}
+
+// cursorChanged records and reports a Shared stream's move to or from the hub's cursor
+// (observe.CursorChanged); the member calls it on the stream's reader goroutine. With no why it
+// only records: a new incarnation's member starts catching up, which is no change to report.
+func (e *Entry) cursorChanged(attached bool, why string) {
+	e.attached.Store(attached)
+	if why == "" {
+		return
+	}
+	ev := observe.CursorChanged{Meta: observe.Meta{Stream: e.name, Time: e.rt.clk.Now()}, Attached: attached, Why: why}
+	if attached {
+		e.log.Debug(ev.String())
+	} else {
+		e.log.Info(ev.String())
+	}
+	e.rt.obs.OnEvent(ev)
 }

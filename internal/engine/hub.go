@@ -41,9 +41,11 @@ const (
 	catchUpCursors = 4
 	// hubRing is the number of recent events a hub keeps for members that attach.
 	hubRing = 4096
-	// memberQueue is the most events a member may have buffered; a member that falls that far
-	// behind is detached and catches up alone.
-	memberQueue = 8192
+	// memberQueue and memberQueueBytes bound the events a member may have buffered, in number
+	// and in bytes (the events are slices of the hub's driver replies, which they keep alive);
+	// a member that falls that far behind is detached and catches up alone.
+	memberQueue      = 8192
+	memberQueueBytes = 16 << 20
 	// hubQuiet and hubMaxDelay batch membership changes: a hub reopens hubQuiet after the last
 	// change that needs it, and at most hubMaxDelay after the first.
 	hubQuiet    = 100 * time.Millisecond
@@ -319,7 +321,7 @@ func (h *hub) reopenNeededLocked() bool {
 // next one, an error (the hub resets, after a backoff) or stop.
 func (h *hub) run() {
 	defer h.set.wg.Done()
-	defer h.detachAll()
+	defer h.detachAll("the shared cursor stopped")
 	var backoff time.Duration
 	for {
 		colls, rctx, ok := h.await()
@@ -337,7 +339,7 @@ func (h *hub) run() {
 		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 		h.log.Warn("shared cursor failed; its members catch up on cursors of their own, and it reopens from the current position",
 			zap.Error(err), zap.Duration("backoff", backoff))
-		h.reset()
+		h.reset("the shared cursor failed: " + err.Error())
 		if !h.sleep(backoff) {
 			return
 		}
@@ -400,10 +402,10 @@ func (h *hub) await() ([]string, context.Context, bool) {
 // up on cursors of their own, and the next open starts from the current position.
 // One hold of the lock: a member attaching in between would stay attached to the hub's new
 // position and skip what lies between.
-func (h *hub) reset() {
+func (h *hub) reset(why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.detachAllLocked()
+	h.detachAllLocked(why)
 	h.pos, h.posData, h.ring, h.ringFloor = nil, "", nil, ""
 	h.follow, h.followData, h.lastEv = nil, "", ""
 	h.broken = true
@@ -411,16 +413,16 @@ func (h *hub) reset() {
 	h.due = true
 }
 
-func (h *hub) detachAll() {
+func (h *hub) detachAll(why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.detachAllLocked()
+	h.detachAllLocked(why)
 }
 
-func (h *hub) detachAllLocked() {
+func (h *hub) detachAllLocked(why string) {
 	for c, ms := range h.attached {
 		for m := range ms {
-			m.detach()
+			m.detach(why)
 		}
 		delete(h.attached, c)
 	}
@@ -570,9 +572,9 @@ func (h *hub) route(ev ringEvent) {
 	}
 	h.pos, h.posData, h.lastEv = ev.id, ev.tok, ev.tok
 	for m := range h.attached[ev.coll] {
-		if !m.push(ev) {
+		if why := m.push(ev); why != "" {
 			delete(h.attached[ev.coll], m)
-			m.detach()
+			m.detach(why)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func TestHubNotCoveredAsksForReopen(t *testing.T) {
 	if !armed {
 		t.Fatal("a member found its collection not read and no reopen pending, and none was armed")
 	}
-	h.reset()
+	h.reset("test")
 	if got := h.attach(m, m.posData); got != behind {
 		t.Fatalf("attach to a broken hub = %v, want behind (catch up on its own cursor)", got)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,13 +23,14 @@ type sharedWatcher struct {
 	coll    string
 	catchUp stream.Watcher // the stream's own (bounded) watcher
 	log     *zap.Logger
+	report  func(attached bool, why string) // the stream's CursorChanged (nil: none)
 }
 
 // Open opens the member's catch-up cursor at from (taking one of the catch-up tokens) and
 // registers it with the hub.
 func (w sharedWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
 	m := &member{set: w.set, coll: w.coll, catchUp: w.catchUp, log: w.log, maxAwait: from.MaxAwaitTime,
-		comment: from.Comment, wake: make(chan struct{}, 1)}
+		comment: from.Comment, wake: make(chan struct{}, 1), report: w.report}
 	if m.maxAwait <= 0 {
 		m.maxAwait = defaultMaxAwaitTime
 	}
@@ -37,6 +39,7 @@ func (w sharedWatcher) Open(ctx context.Context, from stream.Position) (stream.C
 		return nil, err
 	}
 	m.splits = cursorSplitsOf(m.cu)
+	m.reportCursor(false, "") // a new incarnation catches up first
 	m.hub = w.set.join(w.key, m)
 	return m, nil
 }
@@ -67,6 +70,7 @@ type member struct {
 	coll     string
 	catchUp  stream.Watcher
 	log      *zap.Logger
+	report   func(attached bool, why string)
 	maxAwait time.Duration
 	comment  string
 	splits   bool
@@ -86,6 +90,8 @@ type member struct {
 	mu         sync.Mutex
 	queue      []ringEvent // events handed by the hub, not read yet (from qhead)
 	qhead      int
+	qbytes     int    // the bytes of the events queued (from qhead)
+	detachWhy  string // why the hub let it go (detached)
 	hubPos     bson.Raw // the hub's post-batch token (followed when the queue is empty)
 	hubPosData string
 	detached   bool          // the hub let it go (a full queue, a hub reset): catch up alone
@@ -135,16 +141,20 @@ func (m *member) setPos(tok bson.Raw) {
 	}
 }
 
-// push queues ev (hub goroutine, hub.mu held); false when the queue is full.
-func (m *member) push(ev ringEvent) bool {
+// push queues ev (hub goroutine, hub.mu held); when the queue is full it returns why instead.
+func (m *member) push(ev ringEvent) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.queue)-m.qhead >= memberQueue {
-		return false
+		return fmt.Sprintf("its buffer of %d events is full (it reads slower than its collection is written)", memberQueue)
+	}
+	if m.qbytes+len(ev.raw) > memberQueueBytes && len(m.queue) > m.qhead {
+		return fmt.Sprintf("its buffer of %d MiB is full (it reads slower than its collection is written)", memberQueueBytes>>20)
 	}
 	m.queue = append(m.queue, ev)
+	m.qbytes += len(ev.raw)
 	signal(m.wake)
-	return true
+	return ""
 }
 
 // follow records the hub's post-batch token (hub goroutine, hub.mu held).
@@ -155,11 +165,12 @@ func (m *member) follow(tok bson.Raw, d string) {
 	signal(m.wake)
 }
 
-// detach lets the member go (hub.mu held): it drops its queue and catches up alone.
-func (m *member) detach() {
+// detach lets the member go (hub.mu held): it drops its queue and catches up alone; why is
+// what its CursorChanged event says.
+func (m *member) detach(why string) {
 	m.mu.Lock()
-	m.detached = true
-	m.queue, m.qhead = nil, 0
+	m.detached, m.detachWhy = true, why
+	m.queue, m.qhead, m.qbytes = nil, 0, 0
 	m.mu.Unlock()
 	signal(m.wake)
 }
@@ -167,7 +178,10 @@ func (m *member) detach() {
 // attachWith starts the queue with the ring's events (hub.mu held).
 func (m *member) attachWith(q []ringEvent, hubPos bson.Raw, d string) {
 	m.mu.Lock()
-	m.queue, m.qhead, m.detached = q, 0, false
+	m.queue, m.qhead, m.detached, m.qbytes = q, 0, false, 0
+	for _, ev := range q {
+		m.qbytes += len(ev.raw)
+	}
 	m.hubPos, m.hubPosData = hubPos, d
 	m.mu.Unlock()
 }
@@ -183,11 +197,12 @@ func (m *member) pop() (ev ringEvent, ok, detached bool) {
 		ev = m.queue[m.qhead]
 		m.queue[m.qhead] = ringEvent{}
 		m.qhead++
+		m.qbytes -= len(ev.raw)
 		if ev.tok > m.posData {
 			return ev, true, false
 		}
 	}
-	m.queue, m.qhead = m.queue[:0], 0
+	m.queue, m.qhead, m.qbytes = m.queue[:0], 0, 0
 	return ev, false, false
 }
 
@@ -211,6 +226,7 @@ func (m *member) tryAttach() {
 	case attachedNow:
 		m.closeCatchUp()
 		m.state, m.parkExpired = attachedTo, false
+		m.reportCursor(true, "level with the shared cursor")
 	case notCovered:
 		if m.state == catchingUp && !m.parkExpired {
 			m.closeCatchUp()
@@ -235,6 +251,7 @@ func (m *member) TryNext(ctx context.Context) bool {
 				// rename: read it from the member's own cursor.
 				m.hub.unattach(m)
 				m.state = catchingUp
+				m.reportCursor(false, "its collection was dropped or renamed: the invalidate is read on its own cursor")
 				continue
 			}
 			ev, ok, detached := m.pop()
@@ -242,8 +259,11 @@ func (m *member) TryNext(ctx context.Context) bool {
 				return m.deliver(ev.raw, ev.id)
 			}
 			if detached {
-				m.log.Debug("detached from the shared cursor; catching up alone")
+				m.mu.Lock()
+				why := m.detachWhy
+				m.mu.Unlock()
 				m.state = catchingUp
+				m.reportCursor(false, why)
 				continue
 			}
 			if waited {
@@ -311,6 +331,14 @@ func (m *member) TryNext(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// reportCursor tells the stream's Observer (CursorChanged) and the stream's Status where the
+// member reads now; reader goroutine.
+func (m *member) reportCursor(attached bool, why string) {
+	if m.report != nil {
+		m.report(attached, why)
+	}
 }
 
 // deliver makes raw the current event and its token the position.

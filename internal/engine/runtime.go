@@ -384,7 +384,7 @@ func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 	e.startNamespaceWatch(ctx)
 	e.log.Info("stream spawned", zap.Stringer("scope", spec.Scope()), zap.String("database", e.watcher.Database),
 		zap.String("collection", spec.Collection), zap.Int("lanes", spec.Lanes), zap.String("mode", spec.Mode()),
-		zap.String("cursor", e.cursorMode()))
+		zap.String("cursor", e.CursorMode()))
 	if e.sharedWhy != "" {
 		e.log.Warn("Cursor Shared: this stream keeps a dedicated cursor", zap.String("reason", e.sharedWhy))
 	}

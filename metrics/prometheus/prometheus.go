@@ -82,7 +82,7 @@ type Metrics struct {
 
 	retries, deadLetters, dropped, checkpoints, checkpointFailures, checkpointRefusals *prom.CounterVec
 	historyLost, gaps, deadLetterFailures                                              *prom.CounterVec
-	stops                                                                              *prom.CounterVec
+	stops, cursorChanges                                                               *prom.CounterVec
 	handler                                                                            *prom.HistogramVec
 
 	events, restarts, state, role, lag, inFlight, attempt, backlog, cpAge, headroom, observerDropped *prom.Desc
@@ -153,6 +153,7 @@ func New(o Options) *Metrics {
 		checkpointRefusals: counter("checkpoint_refused_total", "Checkpoint writes the store refused because their position sorts before the stored one (the stored one stands)."),
 		historyLost:        counter("history_lost_total", "Saved positions no longer in the oplog."),
 		gaps:               counter("gaps_total", "Gap records written (history skipped on purpose)."),
+		cursorChanges:      counter("cursor_changes_total", "Moves of a Shared stream to the shared cursor (to=attached) or off it, to catch up on a cursor of its own (to=detached).", "to"),
 		handler: prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: "handler_duration_seconds",
 			Help: "Duration of each handler call (every attempt), by result (ok, error).", Buckets: o.Buckets}, []string{"stream", "result"}),
 		events:            desc("events_total", "Events settled since the stream's tree spawned, by outcome (handled, filtered, unhandled, skipped, dead_lettered).", "outcome"),
@@ -227,6 +228,8 @@ func (m *Metrics) zero(stream string) {
 	m.stops.WithLabelValues(stream, observe.Crashed.String(), "true")
 	m.handler.WithLabelValues(stream, "ok")
 	m.handler.WithLabelValues(stream, "error")
+	m.cursorChanges.WithLabelValues(stream, "attached")
+	m.cursorChanges.WithLabelValues(stream, "detached")
 }
 
 // OnEvent implements observe.Observer: it counts the event, unless its kind is in notCounted.
@@ -264,6 +267,12 @@ func (m *Metrics) OnEvent(ev observe.Event) {
 		m.historyLost.WithLabelValues(s).Inc()
 	case observe.GapRecorded:
 		m.gaps.WithLabelValues(s).Inc()
+	case observe.CursorChanged:
+		to := "detached"
+		if e.Attached {
+			to = "attached"
+		}
+		m.cursorChanges.WithLabelValues(s, to).Inc()
 	}
 }
 
@@ -278,7 +287,7 @@ func (m *Metrics) ObserveHandler(stream string, took time.Duration, err error) {
 
 func (m *Metrics) vecs() []prom.Collector {
 	return []prom.Collector{m.retries, m.deadLetters, m.dropped, m.deadLetterFailures,
-		m.stops, m.checkpoints, m.checkpointFailures, m.checkpointRefusals, m.historyLost, m.gaps, m.handler}
+		m.stops, m.checkpoints, m.checkpointFailures, m.checkpointRefusals, m.historyLost, m.gaps, m.handler, m.cursorChanges}
 }
 
 func (m *Metrics) descs() []*prom.Desc {

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // Shared cursors (Stream.Cursor Shared): members of one hub get exactly their collection's
@@ -326,4 +327,59 @@ func TestSharedManyStreamsFewConnections(t *testing.T) {
 	if reopens > 10 {
 		t.Errorf("the hub opened its cursor %d times for %d Spawns, want a handful", reopens, streams)
 	}
+}
+
+// TestSharedCursorChangesReported: a member reports each move to or off the shared cursor
+// (observe.CursorChanged) and its Status says where it reads. It attaches once level; the
+// hub's getMore failing detaches it, with the failure as the reason, and it attaches again
+// after catching up, with nothing lost.
+func TestSharedCursorChangesReported(t *testing.T) {
+	e := newEnv(t)
+	e.needSim("failCommand")
+	r := e.startRuntime(nil)
+	a := newHandled()
+	h := r.spawn(t, sharedOrders("a", "ca", a))
+	changes := func(attached bool) []observe.Event {
+		return r.obs.find(func(ev observe.Event) bool {
+			c, ok := ev.(observe.CursorChanged)
+			return ok && c.Stream == "a" && c.Attached == attached
+		})
+	}
+	r.obs.wait(t, "CursorChanged attached", func(ev observe.Event) bool {
+		c, ok := ev.(observe.CursorChanged)
+		return ok && c.Stream == "a" && c.Attached
+	})
+	waitFor(t, "Status.Cursor shared (attached)", func() bool { return status(t, h).Cursor == "shared (attached)" })
+	e.insertOrders("ca", 1, 20)
+	waitFor(t, "the first writes", func() bool { return a.distinct() >= 20 })
+
+	// The hub's next getMore fails with an error the driver does not resume: it resets, and its
+	// member detaches.
+	e.failPoint(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}},
+		{Key: "errorCode", Value: 6}, {Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: r.app}})
+	ev := r.obs.wait(t, "CursorChanged detached", func(ev observe.Event) bool {
+		c, ok := ev.(observe.CursorChanged)
+		return ok && c.Stream == "a" && !c.Attached
+	}).(observe.CursorChanged)
+	if !strings.Contains(ev.Why, "shared cursor failed") {
+		t.Errorf("detached because %q, want the shared cursor's failure", ev.Why)
+	}
+	e.insertOrders("ca", 21, 40)
+	waitFor(t, "attached again", func() bool { return len(changes(true)) >= 2 },
+		func() string { return r.obs.dump() })
+	waitFor(t, "every write", func() bool { return a.distinct() >= 40 })
+	exactly(t, "a", a, 1, 40)
+	waitFor(t, "Status.Cursor shared (attached) again", func() bool { return status(t, h).Cursor == "shared (attached)" })
+}
+
+// status reads h's Status, failing the test on error.
+func status(t *testing.T, h *watchtree.Handle) watchtree.StreamStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	st, err := h.Status(ctx)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	return st
 }
