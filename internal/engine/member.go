@@ -90,8 +90,8 @@ type member struct {
 	mu         sync.Mutex
 	queue      []ringEvent // events handed by the hub, not read yet (from qhead)
 	qhead      int
-	qbytes     int    // the bytes of the events queued (from qhead)
-	detachWhy  string // why the hub let it go (detached)
+	qbytes     int      // the bytes of the events queued (from qhead)
+	detachWhy  string   // why the hub let it go (detached)
 	hubPos     bson.Raw // the hub's post-batch token (followed when the queue is empty)
 	hubPosData string
 	detached   bool          // the hub let it go (a full queue, a hub reset): catch up alone
