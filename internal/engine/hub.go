@@ -35,9 +35,10 @@ import (
 // position, and while nothing is buffered its position follows the hub's post-batch token.
 
 const (
-	// catchUpCursors bounds the catch-up cursors, and the position captures of Shared streams
-	// (checkpointer PositionSource, Spawn's SingleLeader check), open at once in a runtime: with
-	// the hubs' own cursors, the connections the Shared streams hold.
+	// catchUpCursors bounds the commands of catch-up cursors (an open, a getMore) and the
+	// position captures of Shared streams (checkpointer PositionSource, Spawn's SingleLeader
+	// check) that run at once in a runtime: with the hubs' own cursors, the connections the
+	// Shared streams hold. A token is held for one command, never across a stall of the stream.
 	catchUpCursors = 4
 	// hubRing is the number of recent events a hub keeps for members that attach.
 	hubRing = 4096

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/internal/clock"
 )
 
@@ -133,5 +134,49 @@ func TestHubNotCoveredAsksForReopen(t *testing.T) {
 	h.reset("test")
 	if got := h.attach(m, m.posData); got != behind {
 		t.Fatalf("attach to a broken hub = %v, want behind (catch up on its own cursor)", got)
+	}
+}
+
+// idleCursor is a catch-up cursor with nothing to read: each TryNext is an empty getMore.
+type idleCursor struct{ tok bson.Raw }
+
+func (c *idleCursor) TryNext(context.Context) bool { return false }
+func (c *idleCursor) Current() bson.Raw            { return nil }
+func (c *idleCursor) ResumeToken() bson.Raw        { return c.tok }
+func (c *idleCursor) RemainingBatchLength() int    { return 0 }
+func (c *idleCursor) Err() error                   { return nil }
+func (c *idleCursor) Close(context.Context) error  { return nil }
+func (c *idleCursor) CurrentIsStable() bool        { return true }
+func (c *idleCursor) SplitsEvents() bool           { return false }
+
+type idleWatcher struct{}
+
+func (idleWatcher) Open(_ context.Context, from stream.Position) (stream.Cursor, error) {
+	return &idleCursor{tok: tokenOf("A1")}, nil
+}
+
+// TestCatchUpTokensHeldPerCommandOnly: more members than catch-up tokens open their catch-up
+// cursors and read them, and none keeps a token in between: a member whose stream stops
+// reading (a stalled handler) never holds back the others, nor the next Spawn.
+func TestCatchUpTokensHeldPerCommandOnly(t *testing.T) {
+	h := testHub(t)
+	h.since["c"] = "B" // read from after the members' position: they stay catching up
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range 3 * catchUpCursors {
+		m := &member{set: h.set, hub: h, coll: "c", catchUp: idleWatcher{}, log: zap.NewNop(), maxAwait: time.Millisecond,
+			wake: make(chan struct{}, 1)}
+		if err := m.openCatchUp(ctx, stream.Position{MaxAwaitTime: time.Millisecond}); err != nil {
+			t.Fatalf("member %d: open: %v (the catch-up tokens are held between commands)", i, err)
+		}
+		if m.TryNext(ctx) || m.err != nil {
+			t.Fatalf("member %d: TryNext true or err %v on an idle cursor", i, m.err)
+		}
+		if m.state != catchingUp {
+			t.Fatalf("member %d: state %v, want catching up", i, m.state)
+		}
+		if n := len(h.set.sem); n != 0 {
+			t.Fatalf("member %d: %d catch-up tokens held after its commands returned, want 0", i, n)
+		}
 	}
 }

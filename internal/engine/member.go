@@ -26,8 +26,8 @@ type sharedWatcher struct {
 	report  func(attached bool, why string) // the stream's CursorChanged (nil: none)
 }
 
-// Open opens the member's catch-up cursor at from (taking one of the catch-up tokens) and
-// registers it with the hub.
+// Open opens the member's catch-up cursor at from (with one of the catch-up tokens for the
+// open) and registers it with the hub.
 func (w sharedWatcher) Open(ctx context.Context, from stream.Position) (stream.Cursor, error) {
 	m := &member{set: w.set, coll: w.coll, catchUp: w.catchUp, log: w.log, maxAwait: from.MaxAwaitTime,
 		comment: from.Comment, wake: make(chan struct{}, 1), report: w.report}
@@ -57,7 +57,7 @@ var errCatchUpClosed = errors.New("the server closed the catch-up cursor of a sh
 type memberState uint8
 
 const (
-	catchingUp memberState = iota // its own cursor (cu), holding a catch-up token
+	catchingUp memberState = iota // its own cursor (cu); each of its commands takes a catch-up token
 	parked                        // no cursor: waiting for the hub to read its collection
 	attachedTo                    // the hub's events, through its queue
 )
@@ -98,17 +98,22 @@ type member struct {
 	wake       chan struct{} // one slot: the hub has something for it
 }
 
-// openCatchUp opens the catch-up cursor at from, taking a catch-up token.
+// openCatchUp opens the catch-up cursor at from, with a catch-up token for the open.
+//
+// A token is held for each command of a catch-up cursor (its open, and each getMore), never
+// in between: a connection is busy only while a command runs, and a member whose stream reads
+// nothing for a while (its handler slow, its dead-letter store down) must not keep the other
+// members, or the next Spawn, from catching up.
 func (m *member) openCatchUp(ctx context.Context, from stream.Position) error {
 	if err := m.set.acquire(ctx); err != nil {
 		return err
 	}
 	// A catch-up cursor's empty getMore means it is level: it waits briefly, so that the
-	// member attaches (and gives its token back) soon after.
+	// member attaches soon after.
 	from.MaxAwaitTime = min(from.MaxAwaitTime, catchUpAwait)
 	cu, err := m.catchUp.Open(ctx, from)
+	m.set.release()
 	if err != nil {
-		m.set.release()
 		return err
 	}
 	m.cu, m.state = cu, catchingUp
@@ -120,7 +125,8 @@ func (m *member) openCatchUp(ctx context.Context, from stream.Position) error {
 	return nil
 }
 
-// closeCatchUp closes the catch-up cursor and gives its token back.
+// closeCatchUp closes the catch-up cursor (its killCursors takes no token: it is short, and
+// it frees a server cursor).
 func (m *member) closeCatchUp() {
 	if m.cu == nil {
 		return
@@ -131,7 +137,22 @@ func (m *member) closeCatchUp() {
 	}
 	cancel()
 	m.cu = nil
-	m.set.release()
+}
+
+// nextCatchUp is the catch-up cursor's TryNext, with a catch-up token while it runs a getMore
+// (its batch used up); false with m.err set when no token came (ctx ended).
+func (m *member) nextCatchUp(ctx context.Context) bool {
+	if m.cu.RemainingBatchLength() > 0 {
+		return m.cu.TryNext(ctx)
+	}
+	if err := m.set.acquire(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.err = err
+		}
+		return false
+	}
+	defer m.set.release()
+	return m.cu.TryNext(ctx)
 }
 
 // setPos moves the position forward (never back).
@@ -310,7 +331,10 @@ func (m *member) TryNext(ctx context.Context) bool {
 			if waited {
 				return false
 			}
-			if !m.cu.TryNext(ctx) {
+			if !m.nextCatchUp(ctx) {
+				if m.err != nil {
+					return false
+				}
 				if err := m.cu.Err(); err != nil {
 					m.err = err
 					return false
