@@ -6,6 +6,7 @@ package console
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -112,6 +113,13 @@ func (c *Client) wrap(err error) error {
 	switch st.Code() {
 	case codes.Unavailable:
 		msg := st.Message()
+		if atPreface(msg) && c.probeMongoDB() {
+			// A MongoDB server closes a connection whose first bytes are not its wire
+			// protocol (gRPC's HTTP/2 preface, or a TLS ClientHello) without a word, as a TLS
+			// server does to a plaintext client: ask it in its own protocol before hinting at TLS.
+			return fmt.Errorf("%w at %s: this is a MongoDB server, not a watchtree console: "+
+				"use the address of the runtime's console (its Config.Console.Addr) (%s)", ErrUnreachable, c.addr, msg)
+		}
 		if c.tls != nil && tlsHint(msg, false) == "" {
 			// With TLS 1.3 the server judges the client's certificate after the client's side
 			// of the handshake is done: gRPC may see only the broken connection. A handshake
@@ -166,6 +174,43 @@ func (c *Client) probeTLS() string {
 		return err.Error()
 	}
 	return ""
+}
+
+// atPreface reports whether gRPC's message says the connection ended before the server's
+// HTTP/2 preface or during the TLS handshake: the server hung up on what the client sent first.
+func atPreface(msg string) bool {
+	return strings.Contains(msg, "error reading server preface") ||
+		(strings.Contains(msg, "authentication handshake failed") && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset by peer")))
+}
+
+// probeMongoDB reports whether a MongoDB server answers at the client's address: it sends a
+// hello in the MongoDB wire protocol (OP_MSG, in plaintext) and reads the reply's header, within
+// 2s.
+func (c *Client) probeMongoDB() bool {
+	conn, err := net.DialTimeout("tcp", c.addr, 2*time.Second)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	// {hello: 1, $db: "admin"}
+	doc := []byte{0, 0, 0, 0, 0x10, 'h', 'e', 'l', 'l', 'o', 0, 1, 0, 0, 0, 0x02, '$', 'd', 'b', 0, 6, 0, 0, 0, 'a', 'd', 'm', 'i', 'n', 0, 0}
+	binary.LittleEndian.PutUint32(doc, uint32(len(doc)))
+	const requestID = 0x77747265 // "wtre"
+	msg := make([]byte, 16+4+1, 16+4+1+len(doc))
+	msg = append(msg, doc...)
+	binary.LittleEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.LittleEndian.PutUint32(msg[4:], requestID)
+	binary.LittleEndian.PutUint32(msg[12:], 2013) // OP_MSG; flags 0, section kind 0 follow
+	if _, err := conn.Write(msg); err != nil {
+		return false
+	}
+	var hdr [16]byte
+	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+		return false
+	}
+	opCode := binary.LittleEndian.Uint32(hdr[12:])
+	return binary.LittleEndian.Uint32(hdr[8:]) == requestID && (opCode == 2013 || opCode == 1)
 }
 
 // closedAtPreface reports whether gRPC's message says the server closed the connection before

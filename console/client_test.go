@@ -1,12 +1,18 @@
 package console
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 // TestPlaintextClientOfATLSConsoleIsToldSo: a TLS server closes a plaintext client's connection
@@ -27,5 +33,32 @@ func TestPlaintextClientOfATLSConsoleIsToldSo(t *testing.T) {
 	err := c.wrap(status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`))
 	if !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "TLS") {
 		t.Errorf("connection refused: %v, want ErrUnreachable without a hint at TLS", err)
+	}
+}
+
+// TestMongoDBIsNotAConsole: a client pointed at a MongoDB server (a mongosim), in plaintext or
+// with TLS, is told it is a MongoDB server, not a watchtree console, and gets no hint at TLS.
+func TestMongoDBIsNotAConsole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	srv, err := mongosim.Start(ctx, mongosim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for name, o := range map[string]ClientOptions{
+		"plaintext": {Timeout: 5 * time.Second},
+		"TLS":       {Timeout: 5 * time.Second, TLS: &tls.Config{InsecureSkipVerify: true}},
+	} {
+		c, err := Dial(srv.Addr(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Snapshot(ctx, &messages.SnapshotRequest{})
+		_ = c.Close()
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "this is a MongoDB server, not a watchtree console") ||
+			strings.Contains(err.Error(), "--tls") || errors.Is(err, ErrTLS) {
+			t.Errorf("%s: %v, want ErrUnreachable naming MongoDB, without a hint at TLS", name, err)
+		}
 	}
 }

@@ -55,7 +55,9 @@ func TestCheckpointAgeAfterABurst(t *testing.T) {
 	src := &statusSource{st: watchtree.StreamStatus{Name: "burst", State: watchtree.StateRunning,
 		CheckpointAt: time.Now().Add(-30 * time.Second), CheckpointSource: "initial", Checkpoint: cpToken(100, 1),
 		SettledThrough: bson.Timestamp{T: 100, I: 1}}}
-	h.tel.Attach(src)
+	if err := h.tel.Attach(src); err != nil {
+		t.Fatal(err)
+	}
 	age := func() float64 {
 		t.Helper()
 		v, ok := value(h.collect(t), metricCheckpointAge, "watchtree.stream", "burst")

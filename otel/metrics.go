@@ -123,9 +123,41 @@ func (in *instruments) observables() []metric.Observable {
 		in.backlog, in.lag, in.checkpointAge, in.headroom}
 }
 
+// zero gives every counter of stream its points at 0, once: the counters the Prometheus adapter
+// gives series at 0 (retries, dead letters, dropped events, dead-letter failures, checkpoints,
+// checkpoint failures and refusals, history lost, gaps, and the stops by reason and terminal),
+// and skipped and restarts, which are counters here (Prometheus reads them from the status).
+// Leadership changes, which have no Prometheus counter, and the handler histogram (a point
+// needs a call) appear with their first event.
+func (t *Telemetry) zero(stream string) {
+	t.mu.Lock()
+	seen := t.known[stream]
+	t.known[stream] = true
+	t.mu.Unlock()
+	if seen {
+		return
+	}
+	ctx := context.Background()
+	in := &t.inst
+	n := attrStream.String(stream)
+	for _, c := range []metric.Int64Counter{in.retries, in.deadLetters, in.dropped, in.deadLetterFailed, in.skipped,
+		in.restarts, in.checkpoints, in.checkpointFailed, in.checkpointRefused, in.historyLost, in.gaps} {
+		c.Add(ctx, 0, metric.WithAttributes(n))
+	}
+	for _, s := range []struct {
+		reason   observe.StopReason
+		terminal bool
+	}{{observe.Graceful, false}, {observe.Crashed, false}, {observe.Crashed, true}} {
+		in.stops.Add(ctx, 0, metric.WithAttributes(n, attribute.String("watchtree.stop.reason", s.reason.String()), attrTerminal.Bool(s.terminal)))
+	}
+}
+
 // count adds ev to its counter, if it has one.
 func (t *Telemetry) count(ev observe.Event) {
 	ctx := context.Background()
+	if stream := ev.EventMeta().Stream; stream != "" {
+		t.zero(stream)
+	}
 	s := metric.WithAttributes(attrStream.String(ev.EventMeta().Stream))
 	in := &t.inst
 	switch e := ev.(type) {
@@ -190,6 +222,7 @@ func (t *Telemetry) collect(ctx context.Context, o metric.Observer) error {
 	oldest, _, oerr := src.OplogWindow(ctx)
 	now := time.Now()
 	for _, st := range sts {
+		t.zero(st.Name) // a stream spawned after Attach, with no event yet (the SDK reads the counters after the callbacks)
 		n := attrStream.String(st.Name)
 		for outcome, v := range map[string]uint64{"handled": st.Handled, "filtered": st.Filtered, "unhandled": st.Unhandled,
 			"skipped": st.Skipped, "dead_lettered": st.DeadLettered} {

@@ -8,7 +8,9 @@
 //
 //	tel, err := otel.New(otel.Options{TracerProvider: tp, MeterProvider: mp, TraceparentField: "traceparent"})
 //	rt, _ := watchtree.New(watchtree.Config{..., Observer: tel})
-//	tel.Attach(rt) // the gauges read the runtime's state at each collection
+//	if err := tel.Attach(rt); err != nil { // the gauges read the runtime's state at each collection
+//		return err
+//	}
 //	defer tel.Close()
 //
 // Spans (every span has watchtree.stream):
@@ -101,6 +103,8 @@ type Telemetry struct {
 
 	mu  sync.Mutex
 	src Source
+	// known are the streams whose counters have their points at 0 (zero).
+	known map[string]bool
 	// failed is the last failed attempt of each event not yet settled (key stream, event ID),
 	// oldest first in order.
 	failed map[pendingKey]attemptEnd
@@ -143,6 +147,7 @@ func New(o Options) (*Telemetry, error) {
 		restarts:  map[string]trace.Span{},
 		snapshots: map[string]map[string]*snapshotSpan{},
 		cpAges:    cpage.New(),
+		known:     map[string]bool{},
 	}
 	meter := o.MeterProvider.Meter(instrumentation, metric.WithInstrumentationVersion(version))
 	if err := t.inst.make(meter, o.Buckets); err != nil {
@@ -159,11 +164,32 @@ func New(o Options) (*Telemetry, error) {
 // version is the instrumentation scope's version.
 const version = "0.1.0"
 
-// Attach sets the runtime the metric collections read.
-func (t *Telemetry) Attach(src Source) {
+// errAttached is Attach's error when the Telemetry already reads a runtime.
+var errAttached = errors.New("watchtree/otel: Attach: a runtime is already attached")
+
+// Attach sets the runtime the metric collections read, and gives the counters of each of its
+// streams their points at 0 (as the Prometheus adapter's series exist at 0), so a rate or an
+// alert on them has a series before the first event; a stream spawned later gets them at its
+// first event or the next collection, whichever comes first. It returns an error for a nil
+// src, and when t already reads one (as the Prometheus adapter's Attach does).
+func (t *Telemetry) Attach(src Source) error {
+	if src == nil {
+		return errors.New("watchtree/otel: Attach(nil): give the runtime to read")
+	}
 	t.mu.Lock()
+	if t.src != nil {
+		t.mu.Unlock()
+		return errAttached
+	}
 	t.src = src
 	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.CollectTimeout)
+	defer cancel()
+	sts, _ := src.Streams(ctx) // a runtime not started yet has none: its streams get theirs later
+	for _, st := range sts {
+		t.zero(st.Name)
+	}
+	return nil
 }
 
 // Close unregisters the collection callback and ends the spans still open (restarts and

@@ -105,7 +105,9 @@ func TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange(t *testin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	h.tel.Attach(rt)
+	if err := h.tel.Attach(rt); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = h.tel.Close() })
 	hd, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
 		Retry:   watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 5 * time.Millisecond},

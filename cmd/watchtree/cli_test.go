@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 func TestStreamsJSON(t *testing.T) {
@@ -381,5 +383,44 @@ func TestSnapshotVerb(t *testing.T) {
 	})
 	if od := status(t, "spare").OnDemand; od.Documents != 3 {
 		t.Errorf("on-demand snapshot %+v: want the 3 documents with _id >= 900", od)
+	}
+}
+
+// TestAddrPointsAtMongoDB: --addr at a MongoDB server (a mongosim here) is told that it is a
+// MongoDB server, not a watchtree console, without a hint at TLS.
+func TestAddrPointsAtMongoDB(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	srv, err := mongosim.Start(ctx, mongosim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var o, e strings.Builder
+	code := run(t.Context(), []string{"--addr", srv.Addr(), "streams"}, &o, &e)
+	errs := e.String()
+	if code != 1 || !strings.Contains(errs, "this is a MongoDB server, not a watchtree console") ||
+		strings.Contains(errs, "TLS") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("--addr %s (MongoDB): exit %d, stderr %q; want exit 1 naming MongoDB, no TLS hint", srv.Addr(), code, errs)
+	}
+}
+
+// TestAddrBarePort: --addr 8090 means 127.0.0.1:8090; an address that is neither host:port nor
+// a port is a usage error naming the flag and the form it wants.
+func TestAddrBarePort(t *testing.T) {
+	_, port, err := net.SplitHostPort(live.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o, e strings.Builder
+	if code := run(t.Context(), []string{"--addr", port, "streams", "-o", "json"}, &o, &e); code != 0 || !strings.Contains(o.String(), "orders") {
+		t.Errorf("--addr %s: exit %d, stdout %q, stderr %q; want the console at 127.0.0.1:%s", port, code, o.String(), e.String(), port)
+	}
+	o.Reset()
+	e.Reset()
+	code := run(t.Context(), []string{"--addr", "consolehost", "streams"}, &o, &e)
+	if code != 2 || !strings.Contains(e.String(), "--addr") || !strings.Contains(e.String(), "host:port") ||
+		strings.Contains(e.String(), "zero addresses") {
+		t.Errorf("--addr consolehost: exit %d, stderr %q; want a usage error naming --addr and host:port", code, e.String())
 	}
 }

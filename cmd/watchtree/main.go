@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,12 +89,21 @@ func newRoot(o *opts) *cobra.Command {
 			if (o.tlsCert == "") != (o.tlsKey == "") {
 				return usageError{errors.New("--tls-cert and --tls-key go together")}
 			}
+			addrs := strings.Split(o.addr, ",") // top takes several
+			for i, a := range addrs {
+				addr, err := consoleAddr(strings.TrimSpace(a))
+				if err != nil {
+					return usageError{err}
+				}
+				addrs[i] = addr
+			}
+			o.addr = strings.Join(addrs, ",")
 			return nil
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&o.addr, "addr", envOr("WATCHTREE_CONSOLE", "127.0.0.1:8090"), "console address (host:port; env WATCHTREE_CONSOLE)")
+	pf.StringVar(&o.addr, "addr", envOr("WATCHTREE_CONSOLE", "127.0.0.1:8090"), "console address (host:port, or a port on 127.0.0.1; env WATCHTREE_CONSOLE)")
 	pf.StringVar(&o.token, "token", os.Getenv("WATCHTREE_TOKEN"), "console token for mutating commands (env WATCHTREE_TOKEN)")
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound of each request (a stop or restart gets at least 30s)")
@@ -109,6 +120,21 @@ func newRoot(o *opts) *cobra.Command {
 		deadLetterCmd(o, "purge", "Delete a stream's dead letters (all, or --id)", messages.ControlAction_CONTROL_ACTION_PURGE),
 		snapshotCmd(o), leaseCmd(o), topCmd(o))
 	return root
+}
+
+// consoleAddr checks --addr: host:port as it is, a bare port as 127.0.0.1:port, and a gRPC
+// target with a scheme (dns:///host:port, unix:/path) as it is.
+func consoleAddr(addr string) (string, error) {
+	if strings.Contains(addr, ":/") || strings.HasPrefix(addr, "unix:") {
+		return addr, nil
+	}
+	if p, err := strconv.ParseUint(addr, 10, 16); err == nil && p > 0 {
+		return net.JoinHostPort("127.0.0.1", addr), nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return "", fmt.Errorf("--addr (or $WATCHTREE_CONSOLE) %q: want the console's host:port, such as 127.0.0.1:8090, or a port", addr)
+	}
+	return addr, nil
 }
 
 func envOr(k, def string) string {

@@ -250,8 +250,8 @@ func instanceCard(snap *messages.SnapshotReply) string {
 		}
 	}
 	lines := []string{
-		titleStyle.Render(in.GetId()),
-		fmt.Sprintf("name %s · host %s · %s · up %s", in.GetName(), in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
+		titleStyle.Render(instanceLabel(in)),
+		fmt.Sprintf("id %s · host %s · %s · up %s", in.GetId(), in.GetHost(), in.GetVersion(), dur(in.GetUptime())),
 		fmt.Sprintf("streams %d · up %d · not up %d · leader %d · standby %d", len(snap.GetStreams()), up, down, leaders, standbys),
 	}
 	if in.GetOplogNewest() != nil {
@@ -301,7 +301,7 @@ func (m *topModel) table() string {
 		base := lipgloss.NewStyle().Reverse(sel)
 		var out []string
 		if multi {
-			out = append(out, base.Render(cell(m.snaps[row.inst].GetInstance().GetId(), instWidth)))
+			out = append(out, base.Render(cell(instanceLabel(m.snaps[row.inst].GetInstance()), instWidth)))
 		}
 		for j, c := range cells {
 			style := base
@@ -320,6 +320,15 @@ func (m *topModel) table() string {
 	return b.String()
 }
 
+// instanceLabel names an instance in the view: its InstanceName, which an operator chose, or
+// its InstanceID when it has none (an ID is often a generated one, cut short in the column).
+func instanceLabel(in *messages.InstanceInfo) string {
+	if n := in.GetName(); n != "" {
+		return n
+	}
+	return in.GetId()
+}
+
 // instWidth is the INSTANCE column's width (several instances).
 const instWidth = 16
 
@@ -330,7 +339,7 @@ func (m *topModel) detailPane() string {
 	}
 	r, name := row.r, row.r.GetName()
 	lines := []string{
-		titleStyle.Render(name) + " " + dimStyle.Render(r.GetNamespace()+" · "+r.GetMode()+" · "+m.snaps[row.inst].GetInstance().GetId()),
+		titleStyle.Render(name) + " " + dimStyle.Render(r.GetNamespace()+" · "+r.GetMode()+" · "+instanceLabel(m.snaps[row.inst].GetInstance())),
 		"why:        " + oneLine(r.GetWhy(), 90),
 		fmt.Sprintf("restart:    %s · deaths %d · restarts %d", restartCell(r), r.GetDeaths(), r.GetRestarts()),
 		fmt.Sprintf("flow:       %.1f ev/s · settled %d · in flight %d · lag %s", r.GetEventsPerSec(), r.GetSettled(), r.GetInFlight(), dur(r.GetLag())),

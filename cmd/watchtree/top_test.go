@@ -188,7 +188,7 @@ func TestInstanceWarningsShown(t *testing.T) {
 	m := newTopModel([]source{fakeSource{snap}}, time.Millisecond, time.Second)
 	step(m, tea.WindowSizeMsg{Width: 160, Height: 40})
 	step(m, tickMsg(time.Now()))
-	if view := m.View(); !strings.Contains(view, `WARNING: InstanceName "api-1"`) || !strings.Contains(view, "name api-1") {
+	if view := m.View(); !strings.Contains(view, `WARNING: InstanceName "api-1"`) || !strings.Contains(view, "│ api-1 ") || !strings.Contains(view, "id api-1-17-ffffff") {
 		t.Errorf("top card:\n%s", view)
 	}
 	var b strings.Builder
@@ -261,5 +261,35 @@ func runAll(cmd tea.Cmd) []tea.Msg {
 		return nil
 	default:
 		return []tea.Msg{out}
+	}
+}
+
+// TestTopNamesInstances: with several instances, top shows each one's InstanceName (its
+// InstanceID, often a long generated one, only when it has no name) in the INSTANCE column, the
+// detail pane and the card's title.
+func TestTopNamesInstances(t *testing.T) {
+	inst := func(id, name, role, state string) fakeSource {
+		return fakeSource{&messages.SnapshotReply{
+			Instance: &messages.InstanceInfo{Id: id, Name: name, Host: "h", Version: "v1", Uptime: durationpb.New(time.Minute)},
+			Streams:  []*messages.StreamRow{{Name: "billing", Mode: "SingleLeader", Role: role, State: state}},
+		}}
+	}
+	const idA, idB = "5f0c2d9e-8b1a-4c3e-9d7f-0a1b2c3d4e5f", "noname-1"
+	m := newTopModel([]source{inst(idA, "billing-a", "leader", "running"), inst(idB, "", "standby", "standby")}, time.Millisecond, time.Second)
+	step(m, tickMsg(time.Now()))
+	view := m.View()
+	var named, fallback bool
+	for _, l := range strings.Split(view, "\n") {
+		named = named || (strings.Contains(l, "billing-a") && strings.Contains(l, "leader"))
+		fallback = fallback || (strings.Contains(l, idB) && strings.Contains(l, "standby") && strings.Contains(l, "billing"))
+		if strings.Contains(l, "5f0c2d9e-8b1a-4c…") {
+			t.Errorf("a truncated InstanceID in the view: %q", l)
+		}
+	}
+	if !named || !fallback {
+		t.Errorf("want billing-a's row by name and noname-1's by id:\n%s", view)
+	}
+	if !strings.Contains(view, "SingleLeader · billing-a") {
+		t.Errorf("detail pane of billing-a's stream without its name:\n%s", view)
 	}
 }

@@ -102,9 +102,12 @@ var terminalCodes = map[int]string{
 // classifyFailure is the supervisors' Classifier: it classifies the failure (classifyError) and
 // reports it as it is, so that the cause reads as the error that failed (the server's own words
 // for a server error).
+//
+// A failure that waited for a connection from the client's own pool is reported as such, with
+// the remedy (explainPool): the driver's text alone reads like a slow server.
 func classifyFailure(reason any) (bool, error) {
 	cause := treekit.AsError(reason)
-	return classifyError(cause) == terminal, cause
+	return classifyError(cause) == terminal, explainPool(cause)
 }
 
 // classifyError classifies a stream's failure, in this order:

@@ -243,8 +243,12 @@ func (e *Entry) awaitRunning(ctx context.Context) error {
 		if st != nil && streamstatus.StateName(st.GetState()) == streamstatus.Backoff {
 			detail += fmt.Sprintf(" (restart attempt %d pending)", st.GetAttempt())
 		}
-		return fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
+		err = fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
 			time.Since(start).Round(time.Millisecond), detail, err)
+		if errors.Is(cause, ErrPoolExhausted) || (cause == nil && st != nil && poolWait(errors.New(st.GetLastCause()))) {
+			err = &alsoError{err: err, also: ErrPoolExhausted}
+		}
+		return err
 	}
 	if streamstatus.StateName(r.GetState()) == streamstatus.Crashed {
 		e.mu.Lock()

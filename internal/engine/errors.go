@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -46,3 +48,60 @@ func (e *unreachableError) Error() string {
 }
 
 func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
+// ErrPoolExhausted: an operation of a stream waited for a connection from the client's own
+// connection pool (every connection was in use, up to maxPoolSize) until its bound ran out; the
+// server itself was never asked.
+var ErrPoolExhausted = errors.New("watchtree: the client's connection pool is exhausted")
+
+// poolCheckoutRE matches how the driver's pool reports a checkout that ran out of time
+// (topology.WaitQueueTimeoutError), with the pool's size then. It is matched in the text,
+// because a failure reported across the tree's messages (errdetail) keeps only the text of a
+// client-side error, and the driver's error keeps the numbers unexported.
+var poolCheckoutRE = regexp.MustCompile(`while checking out a connection from connection pool.*; total connections: (\d+), maxPoolSize: (\d+)`)
+
+// poolRemedy says what to do about an exhausted pool.
+const poolRemedy = "raise the client's maxPoolSize (options.Client().SetMaxPoolSize, or maxPoolSize in the URI), " +
+	"or set Stream.Cursor: watchtree.Shared, which keeps many streams on few connections"
+
+// poolWait reports whether err reports the driver's timeout of a pool checkout while every
+// connection of the pool was in use (total connections at maxPoolSize). A checkout that failed
+// with room left in the pool is not the pool's fault: its context had already ended (a getMore
+// that ran out of its bound, on a frozen server, leaves the driver's resume such a context).
+func poolWait(err error) bool {
+	if err == nil {
+		return false
+	}
+	m := poolCheckoutRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return false
+	}
+	total, err1 := strconv.ParseUint(m[1], 10, 64)
+	limit, err2 := strconv.ParseUint(m[2], 10, 64)
+	return err1 == nil && err2 == nil && limit > 0 && total >= limit
+}
+
+// poolError is a failure that waited for a connection from the client's own pool: it says so
+// and what to do, keeps the original text, and matches ErrPoolExhausted and the original error.
+type poolError struct{ err error }
+
+func (e *poolError) Error() string {
+	return "waited for a connection from the client's connection pool, not for the server (" + poolRemedy + "): " + e.err.Error()
+}
+
+func (e *poolError) Unwrap() []error { return []error{ErrPoolExhausted, e.err} }
+
+// explainPool returns err as a poolError when it is a pool checkout's timeout (and not one
+// already), else err itself.
+func explainPool(err error) error {
+	if errors.Is(err, ErrPoolExhausted) || !poolWait(err) {
+		return err
+	}
+	return &poolError{err: err}
+}
+
+// alsoError is err that matches also too (errors.Is), with err's text.
+type alsoError struct{ err, also error }
+
+func (e *alsoError) Error() string   { return e.err.Error() }
+func (e *alsoError) Unwrap() []error { return []error{e.err, e.also} }

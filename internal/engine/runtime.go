@@ -143,6 +143,8 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		switch {
 		case ctx.Err() == context.Canceled:
 			return fmt.Errorf("watchtree: start: cancelled while reaching MongoDB: %w", err)
+		case poolWait(err):
+			return fmt.Errorf("watchtree: start: %s: %w", what, explainPool(err))
 		case cctx.Err() != nil || mongo.IsNetworkError(err):
 			return &unreachableError{within: within, err: err}
 		}

@@ -156,7 +156,7 @@ func (b boundedWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	bound.disarm()
 	if err != nil {
 		bound.release()
-		if timedOut {
+		if timedOut && !poolWait(err) { // the pool's wait is the client's, not the server's
 			return nil, fmt.Errorf("cannot reach MongoDB within %v: %w", b.connect, err)
 		}
 		return nil, err
@@ -223,7 +223,7 @@ func (c *opCursor) SplitsEvents() bool { return c.splits }
 // Err returns the cursor's error, naming the bound when a getMore ran out of it.
 func (c *opCursor) Err() error {
 	err := c.Cursor.Err()
-	if err != nil && c.timedOut {
+	if err != nil && c.timedOut && !poolWait(err) { // the pool's wait is the client's, not the server's
 		return fmt.Errorf("cannot reach MongoDB within %v (MaxAwaitTime %v + ConnectTimeout %v): %w",
 			c.getMore, c.maxAwait, c.getMore-c.maxAwait, err)
 	}
