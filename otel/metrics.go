@@ -150,6 +150,9 @@ func (t *Telemetry) zero(stream string) {
 	}{{observe.Graceful, false}, {observe.Crashed, false}, {observe.Crashed, true}} {
 		in.stops.Add(ctx, 0, metric.WithAttributes(n, attribute.String("watchtree.stop.reason", s.reason.String()), attrTerminal.Bool(s.terminal)))
 	}
+	for _, to := range []string{"attached", "detached"} {
+		in.cursorChanges.Add(ctx, 0, metric.WithAttributes(n, attribute.String("watchtree.cursor.to", to)))
+	}
 }
 
 // count adds ev to its counter, if it has one.
