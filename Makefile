@@ -54,13 +54,14 @@ test-mongosh:
 ## nemesis for CHAOS_SECONDS (default 600), then the checker's report; a fresh seed is drawn and
 ## printed, CHAOS_SEED=<seed> reruns one. CHAOS_DIR keeps the histories there; CHAOS_FAULTS
 ## picks fault kinds (e.g. CHAOS_FAULTS=-corrupt-token leaves one out); CHAOS_NETWORK=proxy
-## keeps the nodes on loopback instead of network namespaces. Exit 1 on a
+## keeps the nodes on loopback instead of network namespaces; CHAOS_CURSOR=shared (or dedicated)
+## sets the nodes' Stream.Cursor. Exit 1 on a
 ## violation. make test runs a 60-second seeded soak (TestSoak). A killed soak's processes die
 ## with it; its namespaces, links, routes, folder and Redis keys go with the next soak's start
 ## or with `cd test && go run ./chaos/cmd/chaos -cleanup` (which test-go runs first).
 CHAOS_SECONDS ?= 600
 chaos:
-	cd test && $(GO) run ./chaos/cmd/chaos -seconds $(CHAOS_SECONDS) -seed $${CHAOS_SEED:-0} $${CHAOS_DIR:+-dir $$CHAOS_DIR} $${CHAOS_FAULTS:+-faults=$$CHAOS_FAULTS} $${CHAOS_NETWORK:+-network=$$CHAOS_NETWORK}
+	cd test && $(GO) run ./chaos/cmd/chaos -seconds $(CHAOS_SECONDS) -seed $${CHAOS_SEED:-0} $${CHAOS_DIR:+-dir $$CHAOS_DIR} $${CHAOS_FAULTS:+-faults=$$CHAOS_FAULTS} $${CHAOS_NETWORK:+-network=$$CHAOS_NETWORK} $${CHAOS_CURSOR:+-cursor=$$CHAOS_CURSOR}
 
 ## demo: the end-to-end demo on the embedded mongosim (or MONGODB_URI when set); DEMO_FLAGS
 ## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).

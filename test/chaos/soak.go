@@ -67,6 +67,9 @@ type Options struct {
 	// by blackhole routes; needs root), "proxy" (loopback, the proxies stall the bytes), or
 	// "" (the default): netns when it can be set up, else proxy.
 	Network string
+	// Cursor is the nodes' Stream.Cursor: "dedicated", "shared", or "" (the library's
+	// default). With "shared" every node's streams of the watched collection share one cursor.
+	Cursor string
 	// Streams are the nodes' streams (chaosnode's table); set by Run.
 	Streams []StreamSpec
 	Log     io.Writer // progress lines; default none
@@ -432,6 +435,9 @@ func (s *soak) startNode(n *node) error {
 		"-history", base + ".jsonl", "-log", base + ".zap.log", "-lease-ttl", s.opts.LeaseTTL.String(),
 		"-max-unflushed", fmt.Sprint(maxUnflushed), "-save-interval", saveInterval.String(), "-lifeline",
 		"-clock-file", s.clockFile(n)}
+	if s.opts.Cursor != "" {
+		args = append(args, "-cursor", s.opts.Cursor)
+	}
 	s.mu.Lock()
 	args = append(args, "-dynamic", fmt.Sprint(s.dynamic))
 	s.mu.Unlock()

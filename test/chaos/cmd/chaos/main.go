@@ -33,6 +33,7 @@ func main() {
 	faults := flag.String("faults", "", "comma-separated fault kinds to draw from, or -kind entries to leave out (default all: "+strings.Join(chaos.FaultKinds(), ",")+")")
 	network := flag.String("network", "", `how partitions are made: "netns", "proxy", or "" (netns when it can be set up)`)
 	cleanup := flag.Bool("cleanup", false, "remove what killed soaks left behind, and exit")
+	cursor := flag.String("cursor", "", `the nodes' Stream.Cursor: "dedicated", "shared", or "" (the library's default)`)
 	flag.Parse()
 	if *cleanup {
 		redisAddr := cmp.Or(os.Getenv("WATCHTREE_REDIS_ADDR"), "127.0.0.1:6379")
@@ -44,7 +45,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := chaos.Options{Seed: *seed, Duration: time.Duration(*seconds) * time.Second, Dir: *dir, Log: os.Stdout, Network: *network}
+	switch *cursor {
+	case "", "dedicated", "shared":
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -cursor %q: want dedicated or shared\n", *cursor)
+		os.Exit(2)
+	}
+	opts := chaos.Options{Seed: *seed, Duration: time.Duration(*seconds) * time.Second, Dir: *dir, Log: os.Stdout, Network: *network,
+		Cursor: *cursor}
 	if *faults != "" {
 		opts.Faults = strings.Split(*faults, ",")
 		if err := chaos.CheckFaults(opts.Faults); err != nil {

@@ -50,6 +50,7 @@ type flags struct {
 	dynamic                                                                int
 	stopTimeout, slowStopTimeout                                           time.Duration
 	lifeline                                                               bool
+	cursor                                                                 string
 	clockFile                                                              string
 }
 
@@ -79,6 +80,7 @@ func main() {
 	flag.IntVar(&f.dynamic, "dynamic", 0, "spawn the SingleLeader streams dyn-1 … dyn-N at start (the soak spawns more with SIGUSR2)")
 	flag.DurationVar(&f.stopTimeout, "stop-timeout", time.Second, "how long a graceful stop may take before the node exits at once")
 	flag.DurationVar(&f.slowStopTimeout, "slow-stop-timeout", 15*time.Second, "-stop-timeout while the handlers are slow (SIGUSR1): the drain is meant to outlast the lease")
+	flag.StringVar(&f.cursor, "cursor", "", `Stream.Cursor: "dedicated", "shared", or "" (the library's default)`)
 	flag.BoolVar(&f.lifeline, "lifeline", false, "exit at once when stdin reaches EOF (the soak's end of the pipe closed: the soak is gone)")
 	flag.Parse()
 	if f.name == "" || f.mongoURI == "" || f.redisAddr == "" || f.redisPrefix == "" || f.historyPath == "" {
@@ -377,8 +379,15 @@ func stream(f flags, name string, single bool, lanes int, h *history.Writer, ins
 		h.Add(rec)
 		return err
 	}
+	var cursor watchtree.CursorMode // the library's default
+	switch f.cursor {
+	case "shared":
+		cursor = watchtree.Shared
+	case "dedicated":
+		cursor = watchtree.Dedicated
+	}
 	return watchtree.Stream[bson.Raw]{
-		Name: name, Database: f.db, Collection: f.coll, Mode: mode, Lanes: lanes,
+		Name: name, Database: f.db, Collection: f.coll, Mode: mode, Lanes: lanes, Cursor: cursor,
 		Checkpoint:    watchtree.CheckpointPolicy{SaveEvery: f.saveEvery, SaveInterval: f.saveInterval, MaxUnflushed: f.maxUnflushed},
 		Retry:         watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
 		Restart:       watchtree.RestartPolicy{InitialDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second},
