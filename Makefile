@@ -8,12 +8,12 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test test-go test-shared test-clients test-mongosh chaos demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt tidy modules mongosim tools
+.PHONY: all test test-go test-dedicated test-clients test-mongosh chaos demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt tidy modules mongosim tools
 
 all: lint test
 
 ## test: the whole test suite with the race detector, then the Node.js client suite (what CI runs).
-test: test-go test-shared test-clients
+test: test-go test-dedicated test-clients
 
 # in_modules runs the shell command $(1) in each of MODULES, every one even after a failure, and
 # fails naming the modules it failed in.
@@ -28,11 +28,12 @@ test-go:
 	@cd test && $(GO) run ./chaos/cmd/chaos -cleanup || echo "test-go: chaos -cleanup failed (above); the tests run anyway"
 	@$(call in_modules,$(GO) test -race -count=1 -timeout 15m $(PKGS))
 
-## test-shared: the integration tests again, with every Collection stream they spawn Shared
-## (WATCHTREE_TEST_CURSOR=shared): delivery, restarts, SIGKILL, lost history, Spawn and
-## SingleLeader failover on shared cursors. The second run reuses test-go's compiled binary.
-test-shared:
-	cd test && WATCHTREE_TEST_CURSOR=shared $(GO) test -race -count=1 -timeout 15m ./integration/
+## test-dedicated: the integration tests again, with every Collection stream they spawn
+## without choosing a cursor Dedicated (WATCHTREE_TEST_CURSOR=dedicated; by default such a
+## stream is Shared): delivery, restarts, SIGKILL, lost history, Spawn and SingleLeader
+## failover on the opt-out too. The second run reuses test-go's compiled binary.
+test-dedicated:
+	cd test && WATCHTREE_TEST_CURSOR=dedicated $(GO) test -race -count=1 -timeout 15m ./integration/
 
 ## test-clients: the official Node.js driver (test/mongosim/clients, pinned in its package-lock.json)
 ## against a standalone test/mongosim/cmd/mongosim on a free port; `npm ci` first when node_modules is missing.

@@ -132,16 +132,21 @@ func (m SplitMode) String() string {
 	return fmt.Sprintf("SplitMode(%d)", int(m))
 }
 
-// CursorMode selects how a stream reads its change stream (Stream.Cursor).
-//
-// Shared is experimental and opt-in in this release: Dedicated, the zero value, is the
-// behaviour of earlier releases.
+// CursorMode selects how a stream reads its change stream (Stream.Cursor). The zero value,
+// CursorDefault, shares wherever a stream can share; Dedicated is the opt-out.
 type CursorMode int
 
 const (
-	// Dedicated (the zero value) gives the stream a change-stream cursor of its own: one server
-	// cursor, and one pooled connection held by its awaiting getMore.
-	Dedicated CursorMode = iota
+	// CursorDefault (the zero value) is Shared for a Collection stream and Dedicated for a
+	// database- or cluster-wide one. A Collection stream whose Pipeline has a stage other than
+	// $match reads on a dedicated cursor too (StreamStatus.Cursor says why, the Spawn log line
+	// at Info).
+	CursorDefault CursorMode = iota
+	// Dedicated gives the stream a change-stream cursor of its own: one server cursor, and one
+	// pooled connection held by its awaiting getMore (the behaviour of releases before shared
+	// cursors). Choose it to keep a stream's reads apart from the others' (its own getMore,
+	// its own server-side scan).
+	Dedicated
 	// Shared reads the stream's events from a cursor the runtime shares among the Collection
 	// streams of the same client, database and option class (FullDocument,
 	// FullDocumentBeforeChange, SplitLargeEvents and Pipeline): one server cursor filtered on
@@ -149,14 +154,16 @@ const (
 	// Observer events and console row. It joins by catching up on a cursor of its own, from its
 	// own position, then attaches to the shared one. Only Collection streams can be Shared (a
 	// database- or cluster-wide stream fails Validate); a stream whose Pipeline has a stage
-	// other than $match keeps a dedicated cursor, and its Spawn log line says why. See the
-	// README's Concepts, "Shared cursors".
+	// other than $match keeps a dedicated cursor, and its Status warnings and Spawn log line
+	// say why. See the README's Concepts, "Shared cursors".
 	Shared
 )
 
-// String returns "Dedicated" or "Shared".
+// String returns "Default", "Dedicated" or "Shared".
 func (m CursorMode) String() string {
 	switch m {
+	case CursorDefault:
+		return "Default"
 	case Dedicated:
 		return "Dedicated"
 	case Shared:

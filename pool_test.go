@@ -15,7 +15,7 @@ import (
 
 // TestSpawnPoolExhausted: a stream that cannot open because every connection of the client's
 // own pool is busy (maxPoolSize 1, held by a slow command) fails with an error that names the
-// client's connection pool and the remedy (raise maxPoolSize, or Stream.Cursor: Shared), not
+// client's connection pool and the remedy (raise maxPoolSize, or share a cursor), not
 // one that blames the server ("cannot reach MongoDB"); its Status says the same.
 func TestSpawnPoolExhausted(t *testing.T) {
 	e := newRTEnv(t)
@@ -103,7 +103,7 @@ func TestSpawnPoolExhausted(t *testing.T) {
 // does not blame the server.
 func checkPoolMessage(t *testing.T, what, msg string) {
 	t.Helper()
-	for _, want := range []string{"client's connection pool", "maxPoolSize", "Shared"} {
+	for _, want := range []string{"client's connection pool", "maxPoolSize", "share a cursor"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%s %q: want it to name %q", what, msg, want)
 		}

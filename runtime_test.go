@@ -335,7 +335,11 @@ func TestRuntimeRestartsAfterCursorDeath(t *testing.T) {
 	e.needSim(t)
 	rt, rec := e.newRuntime(t, nil)
 	s := newSeen()
-	h, err := rt.Spawn(testCtx(t), ordersStream("dies", s))
+	// A dedicated cursor: its death is the stream's (a shared cursor's death detaches its
+	// members instead, test/integration TestSharedCursorChangesReported).
+	spec := ordersStream("dies", s)
+	spec.Cursor = Dedicated
+	h, err := rt.Spawn(testCtx(t), spec)
 	if err != nil {
 		t.Fatal(err)
 	}

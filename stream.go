@@ -84,9 +84,10 @@ type Stream[T any] struct {
 	SplitLargeEvents SplitMode
 	// Mode is the deployment mode. Default AllInstances.
 	Mode Mode
-	// Cursor selects a cursor of the stream's own (Dedicated) or one shared with the runtime's
-	// other Collection streams on the same client, database and option class (Shared,
-	// experimental). Default Dedicated. Shared needs a Collection stream.
+	// Cursor selects a cursor shared with the runtime's other Collection streams on the same
+	// client, database and option class (Shared) or one of the stream's own (Dedicated).
+	// Default (CursorDefault): Shared for a Collection stream, Dedicated otherwise. Shared needs
+	// a Collection stream.
 	Cursor CursorMode
 	// Lanes is the number of events processed concurrently. Events of the same document key
 	// always go to the same lane, in order; different keys run in parallel. With 1 lane
@@ -194,8 +195,8 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 		c.Add("Mode", "must be AllInstances or SingleLeader, got %v", s.Mode)
 	}
 	switch {
-	case s.Cursor != Dedicated && s.Cursor != Shared:
-		c.Add("Cursor", "must be Dedicated or Shared, got %v", s.Cursor)
+	case s.Cursor != CursorDefault && s.Cursor != Dedicated && s.Cursor != Shared:
+		c.Add("Cursor", "must be CursorDefault, Dedicated or Shared, got %v", s.Cursor)
 	case s.Cursor == Shared && s.Collection == "":
 		c.Add("Cursor", "Shared needs a Collection stream (a shared cursor serves collections of one database), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 	}
@@ -256,7 +257,8 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		PreImage:          string(s.FullDocumentBeforeChange),
 		Split:             splitOf(s.SplitLargeEvents),
 		SingleLeader:      s.Mode == SingleLeader,
-		Shared:            s.Cursor == Shared,
+		Shared:            s.Cursor == Shared || (s.Cursor == CursorDefault && s.Collection != ""),
+		SharedAsked:       s.Cursor == Shared,
 		Lanes:             s.Lanes,
 		Start:             s.StartPosition,
 		Retry:             policy.WithDefaults(s.Retry),

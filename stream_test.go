@@ -64,7 +64,7 @@ func TestStreamValidate(t *testing.T) {
 		{"shared cluster-wide", func(s *Stream[testOrder]) { s.Collection = ""; s.Cursor = Shared },
 			[]string{`watchtree: Stream "orders": Cursor Shared needs a Collection stream (a shared cursor serves collections of one database), got a cluster stream`}},
 		{"unknown cursor mode", func(s *Stream[testOrder]) { s.Cursor = CursorMode(7) },
-			[]string{`watchtree: Stream "orders": Cursor must be Dedicated or Shared, got CursorMode(7)`}},
+			[]string{`watchtree: Stream "orders": Cursor must be CursorDefault, Dedicated or Shared, got CursorMode(7)`}},
 		{"cluster-wide", func(s *Stream[testOrder]) { s.Collection = "" }, nil},
 		{"empty name", func(s *Stream[testOrder]) { s.Name = "" },
 			[]string{`watchtree: Stream "": Name must be 1-100 characters from [A-Za-z0-9._-], starting with a letter or digit, got ""`}},

@@ -28,10 +28,11 @@ import (
 // Checkpoint.Rewind, and the CheckpointRefused event and kind); 579 with Config.Clock's
 // types, Clock and Timer (aliases of internal/clock's, for tests that inject a clock); 583 with
 // shared cursors (CursorMode, its String, Dedicated and Shared); 587 with the CursorChanged
-// event (the event, its kind) and StreamStatus.Cursor.
+// event (the event, its kind) and StreamStatus.Cursor; 588 with CursorDefault (shared cursors
+// by default, Dedicated the opt-out).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 587
+const maxPublicSurface = 588
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -23,7 +23,7 @@ func TestClassifyPoolWait(t *testing.T) {
 			t.Errorf("%s: terminal", name)
 		}
 		if !errors.Is(cause, ErrPoolExhausted) || !strings.Contains(cause.Error(), "client's connection pool") ||
-			!strings.Contains(cause.Error(), "maxPoolSize") || !strings.Contains(cause.Error(), "Shared") ||
+			!strings.Contains(cause.Error(), "maxPoolSize") || !strings.Contains(cause.Error(), "share a cursor") ||
 			!strings.Contains(cause.Error(), full) {
 			t.Errorf("%s: cause %q: want the pool, the remedy and the driver's text", name, cause)
 		}

@@ -403,9 +403,14 @@ func (e *Entry) mayStart() func(mono time.Duration) bool {
 	}
 }
 
-// SharedWhy says why a Shared stream keeps a dedicated cursor ("" when it shares, or is
-// Dedicated).
-func (e *Entry) SharedWhy() string { return e.sharedWhy }
+// SharedWhy says why a stream that asked for Cursor Shared keeps a dedicated cursor ("" when
+// it shares, is Dedicated, or keeps one by default: CursorMode says why then).
+func (e *Entry) SharedWhy() string {
+	if !e.spec.SharedAsked {
+		return ""
+	}
+	return e.sharedWhy
+}
 
 // CursorMode names the stream's cursor: "dedicated", "shared (attached)" or "shared (catching
 // up)", or "dedicated (<why>)" for a Shared stream that cannot share (StreamStatus.Cursor, the

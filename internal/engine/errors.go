@@ -62,7 +62,7 @@ var poolCheckoutRE = regexp.MustCompile(`while checking out a connection from co
 
 // poolRemedy says what to do about an exhausted pool.
 const poolRemedy = "raise the client's maxPoolSize (options.Client().SetMaxPoolSize, or maxPoolSize in the URI), " +
-	"or set Stream.Cursor: watchtree.Shared, which keeps many streams on few connections"
+	"or let Collection streams share a cursor (Stream.Cursor at its default, not Dedicated), which keeps many streams on few connections"
 
 // poolWait reports whether err reports the driver's timeout of a pool checkout while every
 // connection of the pool was in use (total connections at maxPoolSize). A checkout that failed

@@ -18,7 +18,7 @@ import (
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
-// Shared cursors (watchtree.Shared, experimental): a hub per (client, database, option class)
+// Shared cursors (watchtree.Shared, the default of Collection streams): a hub per (client, database, option class)
 // owns one change stream on the database, filtered with {"ns.coll": {$in: [...]}} over its
 // members' collections, and feeds each member (a Shared Collection stream) the events of its
 // collection. A member is the stream actor's stream.Cursor: the stream tree (checkpointer,

@@ -387,8 +387,11 @@ func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 	e.log.Info("stream spawned", zap.Stringer("scope", spec.Scope()), zap.String("database", e.watcher.Database),
 		zap.String("collection", spec.Collection), zap.Int("lanes", spec.Lanes), zap.String("mode", spec.Mode()),
 		zap.String("cursor", e.CursorMode()))
-	if e.sharedWhy != "" {
+	switch {
+	case e.SharedWhy() != "":
 		e.log.Warn("Cursor Shared: this stream keeps a dedicated cursor", zap.String("reason", e.sharedWhy))
+	case e.sharedWhy != "":
+		e.log.Info("this stream reads on a dedicated cursor", zap.String("reason", e.sharedWhy))
 	}
 	return e, nil
 }

@@ -34,9 +34,11 @@ type Spec struct {
 	// SingleLeader is true for a SingleLeader stream (one instance at a time, under a lease);
 	// false for AllInstances.
 	SingleLeader bool
-	// Shared asks for a shared cursor (watchtree.Shared): the runtime's hub of the stream's
-	// client, database and option class feeds it (hub.go); false: a dedicated cursor.
-	Shared bool
+	// Shared asks for a shared cursor (watchtree.Shared, or the default of a Collection
+	// stream): the runtime's hub of the stream's client, database and option class feeds it
+	// (hub.go); false: a dedicated cursor. SharedAsked: the user set Shared, so a stream that
+	// cannot share is warned about (Status), not only logged.
+	Shared, SharedAsked bool
 	// Lanes is the number of dispatcher lanes (>= 1).
 	Lanes int
 	// Start is the position of the first start after the tree is spawned.

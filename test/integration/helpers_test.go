@@ -206,35 +206,43 @@ func (r *rtEnv) stop(t *testing.T) {
 	}
 }
 
-// envCursor, set to "shared", makes the tests' Collection streams Shared (withCursor): the
-// existing scenarios then run on shared cursors (make test runs them on dedicated ones).
+// envCursor, set to "dedicated", makes the tests' Collection streams Dedicated (withCursor):
+// the existing scenarios then run on dedicated cursors too (make test runs them both ways; by
+// default a Collection stream is Shared). "shared" sets Shared. Either applies to the streams
+// that leave Cursor at its default only: a test that chooses a cursor keeps it.
 const envCursor = "WATCHTREE_TEST_CURSOR"
 
-// sharedCursors reports whether envCursor makes the tests' Collection streams Shared.
-func sharedCursors() bool { return os.Getenv(envCursor) == "shared" }
+// sharedCursors reports whether the tests' Collection streams read on shared cursors.
+func sharedCursors() bool { return os.Getenv(envCursor) != "dedicated" }
 
-// withCursor returns spec with Cursor Shared when envCursor says so and spec is a Collection
-// stream of a type the tests use; any other spec as it is.
+// withCursor returns spec with the Cursor envCursor asks for when spec is a Collection stream
+// of a type the tests use and leaves Cursor at its default; any other spec as it is.
 func withCursor(spec watchtree.Spec) watchtree.Spec {
-	if !sharedCursors() {
+	var mode watchtree.CursorMode
+	switch os.Getenv(envCursor) {
+	case "dedicated":
+		mode = watchtree.Dedicated
+	case "shared":
+		mode = watchtree.Shared
+	default:
 		return spec
 	}
 	switch s := spec.(type) {
 	case watchtree.Stream[Order]:
-		if s.Collection != "" {
-			s.Cursor = watchtree.Shared
+		if s.Collection != "" && s.Cursor == watchtree.CursorDefault {
+			s.Cursor = mode
 		}
 		return s
 	case watchtree.Stream[bson.Raw]:
-		if s.Collection != "" {
-			s.Cursor = watchtree.Shared
+		if s.Collection != "" && s.Cursor == watchtree.CursorDefault {
+			s.Cursor = mode
 		}
 		return s
 	}
 	return spec
 }
 
-// spawn spawns spec (Shared under envCursor, withCursor) and fails the test on error.
+// spawn spawns spec (with envCursor's Cursor, withCursor) and fails the test on error.
 func (r *rtEnv) spawn(t *testing.T, spec watchtree.Spec) *watchtree.Handle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
