@@ -110,6 +110,9 @@ func TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange(t *testin
 	}
 	t.Cleanup(func() { _ = h.tel.Close() })
 	hd, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
+		// A cursor of its own: the test kills it to see a restart (a shared cursor's death
+		// detaches the stream instead, with no restart).
+		Cursor:  watchtree.Dedicated,
 		Retry:   watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 5 * time.Millisecond},
 		Restart: watchtree.RestartPolicy{InitialDelay: 10 * time.Millisecond},
 		OnInsert: func(ctx context.Context, ev *watchtree.Event[Pay]) error {

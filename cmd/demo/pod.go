@@ -248,6 +248,10 @@ func startPod(ctx context.Context, cfg podConfig, rep *reporter) (*pod, error) {
 		Name:       ordersStream,
 		Collection: "orders",
 		Client:     orders, // its own client, so that the fail point can single out this cursor
+		// A cursor of its own (the opt-out of shared cursors): the demo kills it to show the
+		// supervisor's restart. A shared cursor's death would detach the stream instead, to
+		// catch up on a cursor of its own, with no restart; products shares (the default).
+		Cursor:     watchtree.Dedicated,
 		Mode:       watchtree.SingleLeader,
 		Lanes:      cfg.Lanes,
 		Retry:      watchtree.RetryPolicy{MaxAttempts: chargeAttempts, InitialDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},

@@ -40,6 +40,10 @@ const (
 	// check) that run at once in a runtime: with the hubs' own cursors, the connections the
 	// Shared streams hold. A token is held for one command, never across a stall of the stream.
 	catchUpCursors = 4
+	// startSlots bounds the Spawns of Shared streams under way at once in a runtime (their
+	// checkpoint reads and writes, position capture and namespace check): with catchUpCursors
+	// and the hubs' cursors, what keeps many Spawns at once within a few connections.
+	startSlots = 8
 	// hubRing is the number of recent events a hub keeps for members that attach.
 	hubRing = 4096
 	// memberQueue and memberQueueBytes bound the events a member may have buffered, in number
@@ -69,6 +73,15 @@ func sharedReason(spec *Spec) string {
 	}
 	if spec.Scope() != ScopeCollection {
 		return "only Collection streams share a cursor"
+	}
+	// A required image fails the whole change stream at the first change without one: on a
+	// shared cursor, a change of any collection of the database (the stores' own, another
+	// tenant's) whose images are not recorded would fail every member.
+	if spec.FullDocument == "required" {
+		return "FullDocument Required: a shared cursor would fail on another collection's change without a post-image"
+	}
+	if spec.PreImage == "required" {
+		return "FullDocumentBeforeChange Required: a shared cursor would fail on another collection's change without a pre-image"
 	}
 	for i, st := range spec.Pipeline {
 		elems, err := st.Elements()
@@ -103,7 +116,8 @@ type hubSet struct {
 	log      *zap.Logger
 	connect  time.Duration
 	maxAwait time.Duration
-	sem      chan struct{} // the catch-up pool: a token per open catch-up cursor or capture
+	sem      chan struct{} // the catch-up pool: a token per catch-up command or capture under way
+	starts   chan struct{} // a token per Spawn of a Shared stream under way
 
 	mu      sync.Mutex
 	hubs    map[hubKey]*hub
@@ -115,8 +129,20 @@ type hubSet struct {
 
 func newHubSet(clk clock.Clock, log *zap.Logger, connect time.Duration) *hubSet {
 	return &hubSet{clk: clk, log: log.Named("hub"), connect: connect, maxAwait: defaultMaxAwaitTime,
-		sem: make(chan struct{}, catchUpCursors), hubs: map[hubKey]*hub{}}
+		sem: make(chan struct{}, catchUpCursors), starts: make(chan struct{}, startSlots), hubs: map[hubKey]*hub{}}
 }
+
+// startSlot takes a token for a Spawn of a Shared stream, bounded by ctx; endStart gives it back.
+func (hs *hubSet) startSlot(ctx context.Context) error {
+	select {
+	case hs.starts <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for one of the %d starts of shared streams at once: %w", startSlots, ctx.Err())
+	}
+}
+
+func (hs *hubSet) endStart() { <-hs.starts }
 
 // acquire takes a catch-up token, bounded by ctx.
 func (hs *hubSet) acquire(ctx context.Context) error {

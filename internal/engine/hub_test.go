@@ -36,6 +36,9 @@ func TestSharedReason(t *testing.T) {
 		{"$match only", Spec{Collection: "c", Shared: true, Pipeline: []bson.Raw{match, match}}, true},
 		{"$addFields", Spec{Collection: "c", Shared: true, Pipeline: []bson.Raw{match, add}}, false},
 		{"database-wide", Spec{Database: "d", Shared: true}, false},
+		{"pre-image required", Spec{Collection: "c", Shared: true, PreImage: "required"}, false},
+		{"post-image required", Spec{Collection: "c", Shared: true, FullDocument: "required"}, false},
+		{"pre-image when available", Spec{Collection: "c", Shared: true, PreImage: "whenAvailable"}, true},
 	}
 	for _, tt := range tests {
 		if got := sharedReason(&tt.spec) == ""; got != tt.want {

@@ -371,6 +371,16 @@ func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.shared {
+		// Shared streams start a few at a time (each start reads and writes its checkpoint,
+		// captures a position and checks its namespace): a thousand Spawns at once then stay
+		// within the connection budget of shared cursors.
+		if err := rt.hubs.startSlot(ctx); err != nil {
+			rt.unregister(e)
+			return nil, err
+		}
+		defer rt.hubs.endStart()
+	}
 	if err := e.fixLeaderStart(ctx); err != nil {
 		rt.unregister(e)
 		return nil, err

@@ -137,6 +137,9 @@ func TestScrapeAfterARetryADeadLetterAndARestart(t *testing.T) {
 	reg := prom.NewRegistry()
 	reg.MustRegister(m)
 	h, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
+		// A cursor of its own: the test kills it to see a restart (a shared cursor's death
+		// detaches the stream instead, with no restart).
+		Cursor:  watchtree.Dedicated,
 		Retry:   watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 5 * time.Millisecond},
 		Restart: watchtree.RestartPolicy{InitialDelay: 10 * time.Millisecond},
 		OnInsert: func(_ context.Context, ev *watchtree.Event[Pay]) error {
