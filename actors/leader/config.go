@@ -24,6 +24,9 @@ type Store interface {
 	Renew(ctx context.Context, name, owner string, epoch int64, ttl time.Duration) (store.Lease, error)
 	// Release: see store.LeaseStore.Release.
 	Release(ctx context.Context, name, owner string, epoch int64) error
+	// GetLease: see store.LeaseStore.GetLease. Read during a release window only, to tell
+	// whether another instance took the lease.
+	GetLease(ctx context.Context, name string) (store.Lease, bool, error)
 	// WatchLease: see store.LeaseStore.WatchLease.
 	WatchLease(ctx context.Context, name string) <-chan struct{}
 }

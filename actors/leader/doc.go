@@ -14,8 +14,12 @@
 //     sends LeaseLost{why} and campaigns again: the stream has stopped before the store can give
 //     the lease away.
 //   - HandOver (leader → supervisor): above its fair share (Balancer), after a renewal.
-//   - Resign{campaign_again} (supervisor → leader, a request) → Resigned: release the lease,
-//     then go idle or, for a handover, back to standby after at least one renew period.
+//   - Resign{campaign_again, cooldown_ms} (supervisor → leader, a request) → Resigned: release
+//     the lease, then go idle or back to standby. After a balance handover the standby leaves
+//     the lease to the others for at least one renew period, after an operator's release for
+//     cooldown_ms (the release window): a change notice meanwhile makes it read the lease
+//     (GetLease), and an epoch above the released one (another instance took it) ends the
+//     window; at its end it competes again, and leads again when nobody took the lease.
 //   - Fenced (supervisor → leader): a write of the term was refused by a newer epoch.
 //   - LeaseState (leader → supervisor) on every change of role, holder, epoch or expiry.
 //

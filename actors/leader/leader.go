@@ -35,9 +35,10 @@ const (
 	opAcquire op = iota
 	opRenew
 	opRelease
+	opProbe // a read of the lease (GetLease) during a release window
 )
 
-func (o op) String() string { return [...]string{"acquire", "renew", "release"}[o] }
+func (o op) String() string { return [...]string{"acquire", "renew", "release", "probe"}[o] }
 
 // ioResult is a lease store call's outcome, sent by the I/O goroutine to the actor (plain Go:
 // it never leaves the actor). gen is the actor's generation when the call was made; sentAt
@@ -101,6 +102,12 @@ type leaderActor struct {
 	lastRenewOk time.Time   // when the latest successful renewal (or the acquisition) was sent
 	handingOver bool
 	deferUntil  time.Time // no acquisition before (balance, cooldown after a handover)
+	// yielded is the epoch this instance released while its release window runs (deferUntil):
+	// it leaves the lease to the others until then, unless it sees that another instance took
+	// it (an epoch above yielded), which ends the window. 0: no window.
+	yielded int64
+	probing bool // a probe (GetLease) of the release window is in flight
+	reprobe bool // a change notice came while probing: probe again after that answer
 
 	acquiring, renewing bool
 	// answered: the lease store answered an acquisition attempt of this campaign (reported as
@@ -145,6 +152,10 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		a.onTick(m)
 	case *watchFired:
 		if a.role == messages.LeaseRole_LEASE_ROLE_STANDBY {
+			if a.inWindow() {
+				a.probe()
+				return
+			}
 			a.attempt("the lease changed")
 		}
 	}
@@ -180,6 +191,8 @@ func (a *leaderActor) worker(ctx context.Context, jobs <-chan job, done chan<- s
 				r.lease, r.err = cfg.Store.Renew(cctx, cfg.Stream, cfg.Owner, j.epoch, cfg.Policy.TTL)
 			case opRelease:
 				r.err = cfg.Store.Release(cctx, cfg.Stream, cfg.Owner, j.epoch)
+			case opProbe:
+				r.lease, _, r.err = cfg.Store.GetLease(cctx, cfg.Stream)
 			}
 			cancel()
 			if ctx.Err() != nil {
@@ -203,6 +216,8 @@ func (a *leaderActor) submit(o op, epoch int64) {
 			a.acquiring = false
 		case opRenew:
 			a.renewing = false
+		case opProbe:
+			a.probing, a.reprobe = false, false
 		}
 	}
 }
@@ -260,7 +275,7 @@ func (a *leaderActor) become(role messages.LeaseRole, why string) {
 	}
 	a.gen++
 	a.stopTimers()
-	a.acquiring, a.renewing, a.handingOver = false, false, false
+	a.acquiring, a.renewing, a.handingOver, a.probing, a.reprobe = false, false, false, false, false
 	a.role, a.why = role, why
 	a.log.Info("lease role "+roleName(role), zap.String("why", why), zap.Int64("epoch", a.epoch))
 	a.report()
@@ -359,6 +374,7 @@ func (a *leaderActor) attempt(why string) {
 		a.arm(tickDeferred, a.deferUntil.Sub(now))
 		return
 	}
+	a.yielded = 0 // a release window, if any, is over
 	a.acquiring = true
 	a.log.Debug("acquiring the lease", zap.String("trigger", why))
 	a.submit(opAcquire, 0)
@@ -415,7 +431,67 @@ func (a *leaderActor) onResult(r *ioResult) {
 		if a.resign != nil && r.epoch == a.resign.epoch {
 			a.onReleased(r)
 		}
+	case opProbe:
+		if r.gen != a.gen {
+			return
+		}
+		a.probing = false
+		a.onProbed(r)
+		if a.reprobe && a.inWindow() {
+			a.probe()
+		}
 	}
+}
+
+// inWindow reports whether a release window runs: this standby released the lease and leaves
+// it to the others until deferUntil.
+func (a *leaderActor) inWindow() bool {
+	return a.yielded != 0 && a.cfg.Clock.Now().Before(a.deferUntil)
+}
+
+// probe reads the lease (on the I/O goroutine) during a release window, on a change notice: it
+// tells whether another instance took the lease, which ends the window.
+func (a *leaderActor) probe() {
+	if a.probing {
+		// The answer under way may predate this change: read again once it is in.
+		a.reprobe = true
+		return
+	}
+	a.probing, a.reprobe = true, false
+	a.submit(opProbe, a.yielded)
+}
+
+// onProbed ends the release window once another instance acquired the lease after this one
+// released it (an epoch above the released one): the handover happened, so this instance is a
+// plain standby from now on. If the new holder holds it, the standby retries when that lease
+// expires (and at once on the next change notice, its release); if the lease is free again
+// (the new holder left already), it competes at once. While nobody took it, the window runs
+// on, and the instance competes at its end.
+func (a *leaderActor) onProbed(r *ioResult) {
+	if r.err != nil {
+		a.log.Debug("lease probe failed; the release window runs on", zap.Error(r.err))
+		return
+	}
+	if !a.inWindow() || r.lease.Epoch <= a.yielded {
+		return
+	}
+	l := r.lease
+	a.log.Info("the released lease was taken over; release window ended",
+		zap.String("holder", l.Owner), zap.Int64("epoch", l.Epoch))
+	a.yielded, a.deferUntil = 0, time.Time{}
+	if t := a.timers[tickDeferred]; t != nil {
+		t.Stop()
+		delete(a.timers, tickDeferred)
+	}
+	if !l.Held() {
+		a.attempt("the lease was taken over and freed again")
+		return
+	}
+	a.seen = l
+	a.arm(tickExpiry, l.Remaining+time.Millisecond)
+	a.arm(tickPoll, a.cfg.Policy.StandbyPoll)
+	a.why = fmt.Sprintf("standby: %s leads (epoch %d)", l.Owner, l.Epoch)
+	a.report()
 }
 
 func (a *leaderActor) onAcquired(r *ioResult) {
@@ -501,6 +577,9 @@ func (a *leaderActor) lose(why string) {
 	a.losses++
 	a.log.Warn("leadership lost", zap.Int64("epoch", a.epoch), zap.String("why", why))
 	a.announce(observe.LeadershipLost, a.epoch, why)
+	// No handler call starts from now on, even before the supervisor hears of the loss (and a
+	// test that heard of it sees the term ended).
+	a.validUntil(0)
 	a.root.Send(a.sup, &wire.LeaseLost{Epoch: a.epoch, Why: why})
 	a.standby("lost the lease: " + why)
 }
@@ -567,10 +646,18 @@ func (a *leaderActor) finishResign(pr *pendingResign, ans *wire.Resigned, why st
 		a.root.Send(to, ans)
 	}
 	if pr.again {
-		a.deferUntil = time.Time{}
-		if pr.handover || pr.cooldown > 0 {
-			// A handover: leave the lease to the others for at least one renew period.
+		a.deferUntil, a.yielded = time.Time{}, 0
+		switch {
+		case pr.handover:
+			// A balance handover: leave the lease to the others for at least one renew period.
 			a.deferUntil = a.cfg.Clock.Now().Add(max(pr.cooldown, a.cfg.Policy.RenewEvery))
+		case pr.cooldown > 0:
+			// An operator's release: leave the lease to the others for the cooldown (the
+			// release window), unless one of them is seen to take it first.
+			a.deferUntil = a.cfg.Clock.Now().Add(pr.cooldown)
+		}
+		if !a.deferUntil.IsZero() {
+			a.yielded = pr.epoch
 		}
 		a.standby("handed over: " + why)
 		return

@@ -96,7 +96,29 @@ func (s *fakeStore) Release(_ context.Context, _, owner string, epoch int64) err
 		return store.ErrLeaseLost
 	}
 	s.lease.Owner, s.lease.ExpiresAt = "", s.now()
+	ws := append([]chan struct{}(nil), s.watches...)
+	s.mu.Unlock()
+	notify(ws) // as the real stores' feeds do: every watcher hears of a release, its own too
+	s.mu.Lock()
 	return nil
+}
+
+func (s *fakeStore) GetLease(_ context.Context, _ string) (store.Lease, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return store.Lease{}, false, errDown
+	}
+	return s.view(), s.lease.Name != "", nil
+}
+
+func notify(ws []chan struct{}) {
+	for _, w := range ws {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (s *fakeStore) WatchLease(ctx context.Context, _ string) <-chan struct{} {
@@ -129,12 +151,7 @@ func (s *fakeStore) set(l store.Lease) {
 	s.lease = l
 	ws := append([]chan struct{}(nil), s.watches...)
 	s.mu.Unlock()
-	for _, w := range ws {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-	}
+	notify(ws)
 }
 
 func (s *fakeStore) setDown(d bool) {

@@ -104,8 +104,9 @@ type Config struct {
 	// it may take it again. Default 0 (the leader actor's own balance rule applies).
 	HandOverCooldown time.Duration
 	// ReleaseCooldown is how long a stream whose lease an operator released (ReleaseLease)
-	// waits before it may take it again, so that a standby takes over. Default 0: none (this
-	// instance may win the lease back at once).
+	// waits before it may take it again, so that a standby takes over (the release window;
+	// the runtime gives min(RenewEvery, StandbyPoll), and the leader actor ends it once another
+	// instance took the lease). Default 0: none (this instance may win the lease back at once).
 	ReleaseCooldown time.Duration
 }
 

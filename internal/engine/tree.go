@@ -157,9 +157,12 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		Stream: cs.Name,
 		Child:  child,
 		Leader: leaderProps,
-		// An operator's lease release lets a standby take over: this instance waits a standby
-		// poll period (the standbys act on the store's change notice at once, or at their poll).
-		ReleaseCooldown:  policy.WithDefaults(rt.cfg.Lease).StandbyPoll,
+		// An operator's lease release lets a standby take over: this instance leaves the lease
+		// to the others for the release window, min(RenewEvery, StandbyPoll) (a standby acts on
+		// the store's change notice at once), and competes again at its end when nobody took
+		// it. The window ends as soon as another instance is seen to hold it (the leader actor),
+		// so that the releasing instance is a plain standby behind the new leader.
+		ReleaseCooldown:  releaseWindow(policy.WithDefaults(rt.cfg.Lease)),
 		Siblings:         siblings,
 		OnDemand:         onDemandName,
 		Policy:           cs.Restart,
@@ -319,3 +322,8 @@ func (e *Entry) routerFor() dispatcher.Router {
 	}
 	return r
 }
+
+// releaseWindow is how long an instance that released a lease on an operator's request
+// (ReleaseLease) leaves it to the others before it competes again: one renew period, and never
+// longer than a standby poll, the longest a watching standby needs to notice the release.
+func releaseWindow(p policy.Lease) time.Duration { return min(p.RenewEvery, p.StandbyPoll) }
