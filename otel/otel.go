@@ -141,7 +141,7 @@ func New(o Options) (*Telemetry, error) {
 	}
 	t := &Telemetry{
 		opts:      o,
-		tracer:    o.TracerProvider.Tracer(instrumentation, trace.WithInstrumentationVersion(version)),
+		tracer:    o.TracerProvider.Tracer(instrumentation, trace.WithInstrumentationVersion(watchtree.Version())),
 		field:     splitField(o.TraceparentField),
 		failed:    map[pendingKey]attemptEnd{},
 		restarts:  map[string]trace.Span{},
@@ -149,7 +149,7 @@ func New(o Options) (*Telemetry, error) {
 		cpAges:    cpage.New(),
 		known:     map[string]bool{},
 	}
-	meter := o.MeterProvider.Meter(instrumentation, metric.WithInstrumentationVersion(version))
+	meter := o.MeterProvider.Meter(instrumentation, metric.WithInstrumentationVersion(watchtree.Version()))
 	if err := t.inst.make(meter, o.Buckets); err != nil {
 		return nil, fmt.Errorf("watchtree/otel: %w", err)
 	}
@@ -160,9 +160,6 @@ func New(o Options) (*Telemetry, error) {
 	t.reg = reg
 	return t, nil
 }
-
-// version is the instrumentation scope's version.
-const version = "0.1.0"
 
 // errAttached is Attach's error when the Telemetry already reads a runtime.
 var errAttached = errors.New("watchtree/otel: Attach: a runtime is already attached")

@@ -1,9 +1,13 @@
 package otel
 
 import (
+	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // TestCountersZeroAtAttach: as the Prometheus adapter's series, the counters of every stream of
@@ -42,4 +46,23 @@ func TestCountersZeroAtAttach(t *testing.T) {
 	check("quiet")
 	src.edit(func(st *watchtree.StreamStatus) { st.Name = "later" })
 	check("later")
+}
+
+// TestScopeVersionIsWatchtreeVersion: the instrumentation scope of the spans and the metrics
+// carries watchtree.Version(), the version the console and Prometheus's build_info report.
+func TestScopeVersionIsWatchtreeVersion(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.tel.OnEvent(observe.Checkpointed{Meta: observe.Meta{Stream: "s"}})
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) == 0 {
+		t.Fatal("no scope metrics collected")
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Version != watchtree.Version() || sm.Scope.Version == "" {
+			t.Errorf("scope %q version %q, want %q (watchtree.Version)", sm.Scope.Name, sm.Scope.Version, watchtree.Version())
+		}
+	}
 }

@@ -48,12 +48,12 @@ type consoleBackend struct{ rt *Runtime }
 
 func (b consoleBackend) Instance() consoleserver.Instance {
 	host, _ := os.Hostname()
-	return consoleserver.Instance{ID: b.rt.cfg.InstanceID, Name: b.rt.cfg.InstanceName, Host: host, Version: moduleVersion(),
+	return consoleserver.Instance{ID: b.rt.cfg.InstanceID, Name: b.rt.cfg.InstanceName, Host: host, Version: ModuleVersion(),
 		StartedAt: b.rt.startedAt, Warnings: b.rt.instanceWarnings()}
 }
 
-// moduleVersion is watchtree's version as built into the binary.
-func moduleVersion() string {
+// ModuleVersion is watchtree's version as built into the binary (watchtree.Version).
+func ModuleVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

@@ -150,8 +150,8 @@ func TestLeaseMetricsAndBuildInfo(t *testing.T) {
 	for _, l := range bi.GetMetric()[0].GetLabel() {
 		labels[l.GetName()] = l.GetValue()
 	}
-	if labels["version"] == "" || !strings.HasPrefix(labels["go_version"], "go") {
-		t.Errorf("build_info labels %v", labels)
+	if labels["version"] != watchtree.Version() || labels["version"] == "" || !strings.HasPrefix(labels["go_version"], "go") {
+		t.Errorf("build_info labels %v, want version %q (watchtree.Version)", labels, watchtree.Version())
 	}
 }
 

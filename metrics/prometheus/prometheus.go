@@ -32,7 +32,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -140,7 +139,7 @@ func New(o Options) *Metrics {
 	}
 	return &Metrics{
 		opts:               o,
-		version:            moduleVersion(),
+		version:            watchtree.Version(),
 		known:              map[string]bool{},
 		cpAges:             cpage.New(),
 		retries:            counter("retries_total", "Handler attempts that failed and were scheduled for a retry."),
@@ -175,24 +174,6 @@ func New(o Options) *Metrics {
 		reachable:         prom.NewDesc(prom.BuildFQName(ns, "", "mongodb_reachable"), "1 while MongoDB answers the runtime's reads, 0 while it does not (the figures that need it are then left out).", nil, nil),
 		buildInfo:         prom.NewDesc(prom.BuildFQName(ns, "", "build_info"), "1, labelled with watchtree's module version and the Go version of the binary.", []string{"version", "go_version"}, nil),
 	}
-}
-
-// moduleVersion is watchtree's module version as built into the binary ("unknown" without
-// build information, "(devel)" in a checkout).
-func moduleVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	if bi.Main.Path == "github.com/watchtree/watchtree" {
-		return bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == "github.com/watchtree/watchtree" {
-			return d.Version
-		}
-	}
-	return "unknown"
 }
 
 // Attach sets the runtime the scrapes read. It returns an error for a nil src, and ErrAttached
