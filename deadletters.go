@@ -80,9 +80,9 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 }
 
 // CountDeadLetters returns the number of the stream's unexpired dead letters (its dead-letter
-// backlog; on an AllInstances stream this instance's), as DeadLetters would list them. A store
-// that implements store.DeadLetterCounter counts without reading the records; any other store
-// is listed in full. Errors as DeadLetters.
+// backlog; on an AllInstances stream this instance's), as DeadLetters would list them, with the
+// store's CountDeadLetters (store/mongostore and store/memstore count without reading the
+// records). Errors as DeadLetters.
 func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, error) {
 	return rt.e.CountDeadLetters(ctx, stream)
 }

@@ -103,13 +103,11 @@ type DeadLetterStore interface {
 	// MarkReplayed increments the record's ReplayCount and sets its LastReplayAt to at; an
 	// error matching ErrNotFound when there is none (or it has expired).
 	MarkReplayed(ctx context.Context, scope Scope, id string, at time.Time) error
-}
-
-// DeadLetterCounter is an optional method of a DeadLetterStore: it counts scope's unexpired
-// dead letters without reading them, as ListDeadLetters(ctx, scope, 0) would list them.
-// Runtime.CountDeadLetters uses it when the store has it (store/memstore and store/mongostore
-// do), and lists in full otherwise; store/storetest checks that the two agree.
-type DeadLetterCounter interface {
-	// CountDeadLetters returns the number of scope's unexpired dead letters.
+	// CountDeadLetters returns the number of scope's unexpired dead letters, as
+	// ListDeadLetters(ctx, scope, 0) would list them, preferably without reading them (a
+	// store that cannot count may list and count). Runtime.CountDeadLetters, the console's
+	// DEAD column and the metrics' backlog read it; store/storetest checks it agrees with the
+	// list. It is part of the interface, not an optional method, so that a store that wraps
+	// another (the runtime's own lease-fenced one) never silently loses it.
 	CountDeadLetters(ctx context.Context, scope Scope) (int64, error)
 }

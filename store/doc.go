@@ -8,8 +8,7 @@
 // shared scope (no instance) is a SingleLeader stream's.
 //
 // The package also defines each store contract once, as one interface with what each method
-// guarantees and the errors it returns: CheckpointStore, DeadLetterStore (and its optional
-// DeadLetterCounter), GapStore, SnapshotStore and LeaseStore. The root package's Config takes
+// guarantees and the errors it returns: CheckpointStore, DeadLetterStore, GapStore, SnapshotStore and LeaseStore. The root package's Config takes
 // them (one field each), store/storetest's contract suites test them, and each actor either
 // takes one or declares the subset of its methods it calls (a subset every implementation of
 // the store interface satisfies). store/memstore (in memory, for tests and benchmarks),

@@ -27,25 +27,18 @@ func (rt *Runtime) DeadLetters(ctx context.Context, stream string, limit int) ([
 	return list, nil
 }
 
-// CountDeadLetters counts the stream's unexpired dead letters as DeadLetters lists them: with
-// the store's store.DeadLetterCounter when it has one, else by listing them all.
+// CountDeadLetters counts the stream's unexpired dead letters as DeadLetters lists them
+// (store.DeadLetterStore.CountDeadLetters).
 func (rt *Runtime) CountDeadLetters(ctx context.Context, stream string) (int, error) {
 	e, err := rt.deadLetterEntry(stream)
 	if err != nil {
 		return 0, err
 	}
-	if c, ok := e.store.deadLetters.(store.DeadLetterCounter); ok {
-		n, err := c.CountDeadLetters(ctx, e.records)
-		if err != nil {
-			return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
-		}
-		return int(n), nil
-	}
-	list, err := e.store.deadLetters.ListDeadLetters(ctx, e.records, 0)
+	n, err := e.store.deadLetters.CountDeadLetters(ctx, e.records)
 	if err != nil {
 		return 0, fmt.Errorf("watchtree: stream %q: count dead letters: %w", stream, err)
 	}
-	return len(list), nil
+	return int(n), nil
 }
 
 // Purge deletes the stream's dead letter id (the console's purge); store.ErrNotFound when

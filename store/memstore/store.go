@@ -57,7 +57,6 @@ type Stats struct {
 var (
 	_ store.CheckpointStore   = (*Store)(nil)
 	_ store.DeadLetterStore   = (*Store)(nil)
-	_ store.DeadLetterCounter = (*Store)(nil)
 	_ store.GapStore          = (*Store)(nil)
 	_ store.SnapshotStore     = (*Store)(nil)
 	_ store.LeaseStore        = (*Leases)(nil)

@@ -122,7 +122,6 @@ func (o Options) withDefaults() Options {
 var (
 	_ store.CheckpointStore   = (*Store)(nil)
 	_ store.DeadLetterStore   = (*Store)(nil)
-	_ store.DeadLetterCounter = (*Store)(nil)
 	_ store.GapStore          = (*Store)(nil)
 	_ store.SnapshotStore     = (*Store)(nil)
 	_ store.LeaseStore        = (*Store)(nil)
