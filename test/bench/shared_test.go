@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // The shared-cursor benchmarks (issue 38, slice 3): many Collection streams on one runtime
@@ -742,18 +743,28 @@ func BenchmarkSharedThroughput(b *testing.B) {
 // orders spread over the collections (mongosim in a child process). The others' throughput is
 // their events over the time from the first insert until each of them had all of its own.
 // Reported: undisturbed-events/s and stalled-others-events/s (the 99 others, medians),
-// stall-ratio = stalled / undisturbed (median, target ≥ 0.9), and stalled-member-ms, how long
-// the stalled member took to handle all of its events (median).
+// stall-ratio = stalled / undisturbed (median, target ≥ 0.9), stalled-member-ms, how long
+// the stalled member took to handle all of its events (median), and detaches, the members moved
+// off the hub's cursor during the phases (observe.CursorChanged).
+// detaching is set while BenchmarkSharedStall's phases run: its Observer counts the detaches.
+var detaching atomic.Bool
+
 func BenchmarkSharedStall(b *testing.B) {
 	events := envInt("WATCHTREE_BENCH_SHARED_EVENTS", sharedEvents)
 	server := startMongosimChild(b)
 	writer := connect(b, server.uri, nil)
 	cl := connect(b, server.uri, nil)
-	rt := newRuntime(b, cl, nil)
+	var detaches atomic.Int64 // members moved off the hub's cursor (CursorChanged, not attached)
+	rt := newRuntime(b, cl, observe.Func(func(ev observe.Event) {
+		if c, ok := ev.(observe.CursorChanged); ok && !c.Attached && c.Why != "" && detaching.Load() {
+			detaches.Add(1)
+		}
+	}))
 	for i := 0; i < b.N; i++ {
 		colls := collNames(fmt.Sprintf("stall-%d", i), sharedColls)
 		f := spawnFleet(b, rt, "st-", colls, watchtree.Shared)
 		var ratios, calm, stalled, member []float64
+		detaching.Store(true)
 		for round := range sharedRounds {
 			var u, s sharedPhase
 			undisturbed := func() { u = runPhase(b, server, writer, f, colls, events, 0) }
@@ -778,7 +789,9 @@ func BenchmarkSharedStall(b *testing.B) {
 			ratios = append(ratios, sr/ur)
 			member = append(member, float64(s.elapsed.Milliseconds()))
 		}
+		detaching.Store(false)
 		f.stop(b)
+		b.ReportMetric(float64(detaches.Load()), "detaches")
 		m, _, _ := ratioStats(calm)
 		b.ReportMetric(m, "undisturbed-events/s")
 		m, _, _ = ratioStats(stalled)

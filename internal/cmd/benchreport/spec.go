@@ -163,4 +163,5 @@ var rows = []row{
 	{Group: "shared cursors", Label: "99 members' events/s while the 100th is stalled 1 s by its handler (baseline: undisturbed; median of rounds)", Bench: "BenchmarkSharedStall",
 		Metric: "stalled-others-events/s", BaseMetric: "undisturbed-events/s", Ratio: "stall-ratio", Target: "ratio ≥ 0.9"},
 	{Group: "shared cursors", Label: "the stalled member's phase, until it handled all its events, ms", Bench: "BenchmarkSharedStall", Metric: "stalled-member-ms"},
+	{Group: "shared cursors", Label: "members moved off the hub's cursor during the stall rounds", Bench: "BenchmarkSharedStall", Metric: "detaches", Target: "0"},
 }
