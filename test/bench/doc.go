@@ -41,6 +41,19 @@
 //     measured at the default policy scaled down tenfold; on MongoDB and Redis.
 //   - BenchmarkLeaderBalance30: 3 instances × 30 SingleLeader streams started together, to
 //     10 leaderships each.
+//   - BenchmarkSharedManyStreams: 10,000 Collection streams (shared cursors, the default) over
+//     100 collections on one runtime with a default client, mongosim in a child process: time
+//     until every stream runs (target ≤ 60 s), hub cursors open at once (≤ 1), the client's
+//     connections from its pool events (≤ 20), heap, goroutines and stacks per idle stream, the
+//     hub side of a member from the sampled heap profile (≤ 4 KB), and one insert per collection
+//     delivered to every stream. Run it alone with
+//     `go test -run '^$' -bench BenchmarkSharedManyStreams -benchtime 1x ./bench/` (about 2 min).
+//   - BenchmarkSharedThroughput: the same total write load read by 100 members on 100
+//     collections, one dedicated stream and 100 dedicated streams, in alternating rounds:
+//     throughput ratio members / one stream (target ≥ 0.9) and mongosim's CPU per event (child
+//     process, /proc; target ≤ 1.2× one stream's), the 100 dedicated streams' beside them.
+//   - BenchmarkSharedStall: 100 members; one member's handler blocks 1 s, the 99 others'
+//     throughput against an undisturbed phase (target ≥ 0.9×).
 //
 // Ratios compare figures measured in the same run, so that the load of a shared machine
 // affects both sides alike: baseline phases run before and after (or alternate with) the
