@@ -96,18 +96,20 @@ type Runtime struct {
 	nsLogOnce sync.Once
 	nsLog     *namespaceLog // the namespace-missing log, summarised across streams (namespace.go)
 	hubs      *hubSet       // the shared cursors (hub.go): made by Start, stopped by Stop after the streams
+	nsChecks  chan struct{} // a token per namespace check under way (namespace.go: namespaceChecks)
 }
 
 // New returns a runtime of cfg. It does no I/O.
 func New(cfg Config) *Runtime {
 	log := cfg.Logger.With(zap.String("instance", cfg.InstanceID)) // every line names the instance
 	return &Runtime{
-		cfg:     cfg,
-		log:     log,
-		prefix:  fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
-		clk:     cfg.Clock,
-		streams: map[string]*Entry{},
-		stores:  newStoreSets(cfg.Client, cfg.Stores, log),
+		cfg:      cfg,
+		log:      log,
+		prefix:   fmt.Sprintf("watchtree-%d", runtimeSeq.Add(1)),
+		clk:      cfg.Clock,
+		streams:  map[string]*Entry{},
+		stores:   newStoreSets(cfg.Client, cfg.Stores, log),
+		nsChecks: make(chan struct{}, namespaceChecks),
 	}
 }
 
