@@ -474,7 +474,7 @@ func nsMatch(colls []string) bson.Raw {
 // read opens the cursor from the hub's position (the current one when it has none) on colls,
 // and reads it until a reopen is due, stop, or an error. rctx is await's; read cancels it.
 func (h *hub) read(rctx context.Context, colls []string) error {
-	defer h.readCancelOf(rctx)()
+	defer h.endRead()
 	h.mu.Lock()
 	from := stream.Position{Kind: wire.StartKind_START_KIND_UNSPECIFIED, MaxAwaitTime: h.set.maxAwait, Comment: "watchtree:hub:" + h.key.db}
 	if h.pos != nil {
@@ -563,16 +563,14 @@ func (h *hub) read(rctx context.Context, colls []string) error {
 	}
 }
 
-// readCancelOf returns the cancel of rctx's read, and forgets it (a later fire has nothing to
-// interrupt).
-func (h *hub) readCancelOf(context.Context) context.CancelFunc {
+// endRead cancels the read's context (await made it) and forgets its cancel: a later fire has
+// nothing to interrupt.
+func (h *hub) endRead() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	cancel := h.readCancel
-	return func() {
-		h.mu.Lock()
-		h.readCancel = nil
-		h.mu.Unlock()
+	h.readCancel = nil
+	h.mu.Unlock()
+	if cancel != nil {
 		cancel()
 	}
 }
