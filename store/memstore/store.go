@@ -55,11 +55,11 @@ type Stats struct {
 
 // Store implements the record stores of package store; Leases the lease store.
 var (
-	_ store.CheckpointStore   = (*Store)(nil)
-	_ store.DeadLetterStore   = (*Store)(nil)
-	_ store.GapStore          = (*Store)(nil)
-	_ store.SnapshotStore     = (*Store)(nil)
-	_ store.LeaseStore        = (*Leases)(nil)
+	_ store.CheckpointStore = (*Store)(nil)
+	_ store.DeadLetterStore = (*Store)(nil)
+	_ store.GapStore        = (*Store)(nil)
+	_ store.SnapshotStore   = (*Store)(nil)
+	_ store.LeaseStore      = (*Leases)(nil)
 )
 
 // Store is the in-memory store. Create it with New.

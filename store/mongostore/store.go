@@ -120,11 +120,11 @@ func (o Options) withDefaults() Options {
 
 // Store implements every store interface of package store.
 var (
-	_ store.CheckpointStore   = (*Store)(nil)
-	_ store.DeadLetterStore   = (*Store)(nil)
-	_ store.GapStore          = (*Store)(nil)
-	_ store.SnapshotStore     = (*Store)(nil)
-	_ store.LeaseStore        = (*Store)(nil)
+	_ store.CheckpointStore = (*Store)(nil)
+	_ store.DeadLetterStore = (*Store)(nil)
+	_ store.GapStore        = (*Store)(nil)
+	_ store.SnapshotStore   = (*Store)(nil)
+	_ store.LeaseStore      = (*Store)(nil)
 )
 
 // Store implements the checkpoint, gap, dead-letter, snapshot and lease stores on one database. It is safe for
