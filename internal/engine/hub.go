@@ -116,8 +116,8 @@ type hubSet struct {
 	log      *zap.Logger
 	connect  time.Duration
 	maxAwait time.Duration
-	sem      chan struct{} // the catch-up pool: a token per catch-up command or capture under way
-	starts   chan struct{} // a token per Spawn of a Shared stream under way
+	catchUps tokens // a token per catch-up command or position capture under way
+	starts   tokens // a token per Spawn of a Shared stream under way
 
 	mu      sync.Mutex
 	hubs    map[hubKey]*hub
@@ -129,32 +129,9 @@ type hubSet struct {
 
 func newHubSet(clk clock.Clock, log *zap.Logger, connect time.Duration) *hubSet {
 	return &hubSet{clk: clk, log: log.Named("hub"), connect: connect, maxAwait: defaultMaxAwaitTime,
-		sem: make(chan struct{}, catchUpCursors), starts: make(chan struct{}, startSlots), hubs: map[hubKey]*hub{}}
+		catchUps: newTokens(catchUpCursors, "catch-up cursors of shared streams"),
+		starts:   newTokens(startSlots, "starts of shared streams at once"), hubs: map[hubKey]*hub{}}
 }
-
-// startSlot takes a token for a Spawn of a Shared stream, bounded by ctx; endStart gives it back.
-func (hs *hubSet) startSlot(ctx context.Context) error {
-	select {
-	case hs.starts <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for one of the %d starts of shared streams at once: %w", startSlots, ctx.Err())
-	}
-}
-
-func (hs *hubSet) endStart() { <-hs.starts }
-
-// acquire takes a catch-up token, bounded by ctx.
-func (hs *hubSet) acquire(ctx context.Context) error {
-	select {
-	case hs.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for one of the %d catch-up cursors of shared streams: %w", catchUpCursors, ctx.Err())
-	}
-}
-
-func (hs *hubSet) release() { <-hs.sem }
 
 // stop cancels every hub and waits for their goroutines.
 func (hs *hubSet) stop() {

@@ -178,7 +178,7 @@ func TestCatchUpTokensHeldPerCommandOnly(t *testing.T) {
 		if m.state != catchingUp {
 			t.Fatalf("member %d: state %v, want catching up", i, m.state)
 		}
-		if n := len(h.set.sem); n != 0 {
+		if n := h.set.catchUps.inUse(); n != 0 {
 			t.Fatalf("member %d: %d catch-up tokens held after its commands returned, want 0", i, n)
 		}
 	}

@@ -105,14 +105,14 @@ type member struct {
 // nothing for a while (its handler slow, its dead-letter store down) must not keep the other
 // members, or the next Spawn, from catching up.
 func (m *member) openCatchUp(ctx context.Context, from stream.Position) error {
-	if err := m.set.acquire(ctx); err != nil {
+	if err := m.set.catchUps.take(ctx); err != nil {
 		return err
 	}
 	// A catch-up cursor's empty getMore means it is level: it waits briefly, so that the
 	// member attaches soon after.
 	from.MaxAwaitTime = min(from.MaxAwaitTime, catchUpAwait)
 	cu, err := m.catchUp.Open(ctx, from)
-	m.set.release()
+	m.set.catchUps.give()
 	if err != nil {
 		return err
 	}
@@ -145,13 +145,13 @@ func (m *member) nextCatchUp(ctx context.Context) bool {
 	if m.cu.RemainingBatchLength() > 0 {
 		return m.cu.TryNext(ctx)
 	}
-	if err := m.set.acquire(ctx); err != nil {
+	if err := m.set.catchUps.take(ctx); err != nil {
 		if ctx.Err() == nil {
 			m.err = err
 		}
 		return false
 	}
-	defer m.set.release()
+	defer m.set.catchUps.give()
 	return m.cu.TryNext(ctx)
 }
 
@@ -439,9 +439,9 @@ type sharedPositions struct {
 
 // Current captures the current position with one of the catch-up tokens.
 func (p sharedPositions) Current(ctx context.Context) (bson.Raw, bson.Timestamp, error) {
-	if err := p.set.acquire(ctx); err != nil {
+	if err := p.set.catchUps.take(ctx); err != nil {
 		return nil, bson.Timestamp{}, err
 	}
-	defer p.set.release()
+	defer p.set.catchUps.give()
 	return p.w.Current(ctx)
 }

@@ -127,12 +127,10 @@ func (e *Entry) startNamespaceWatch(ctx context.Context) {
 	ns := e.watcher.Database + "." + e.spec.Collection
 	db := e.watcher.Client.Database(e.watcher.Database)
 	exists := func(ctx context.Context) (bool, error) {
-		select {
-		case e.rt.nsChecks <- struct{}{}:
-		case <-ctx.Done():
-			return false, ctx.Err()
+		if err := e.rt.nsChecks.take(ctx); err != nil {
+			return false, err
 		}
-		defer func() { <-e.rt.nsChecks }()
+		defer e.rt.nsChecks.give()
 		names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: e.spec.Collection}})
 		return len(names) > 0, err
 	}

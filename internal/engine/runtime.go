@@ -96,7 +96,7 @@ type Runtime struct {
 	nsLogOnce sync.Once
 	nsLog     *namespaceLog // the namespace-missing log, summarised across streams (namespace.go)
 	hubs      *hubSet       // the shared cursors (hub.go): made by Start, stopped by Stop after the streams
-	nsChecks  chan struct{} // a token per namespace check under way (namespace.go: namespaceChecks)
+	nsChecks  tokens        // a token per namespace check under way (namespace.go: namespaceChecks)
 }
 
 // New returns a runtime of cfg. It does no I/O.
@@ -109,7 +109,7 @@ func New(cfg Config) *Runtime {
 		clk:      cfg.Clock,
 		streams:  map[string]*Entry{},
 		stores:   newStoreSets(cfg.Client, cfg.Stores, log),
-		nsChecks: make(chan struct{}, namespaceChecks),
+		nsChecks: newTokens(namespaceChecks, "namespace checks"),
 	}
 }
 
@@ -377,11 +377,11 @@ func (rt *Runtime) Spawn(ctx context.Context, spec *Spec) (*Entry, error) {
 		// Shared streams start a few at a time (each start reads and writes its checkpoint,
 		// captures a position and checks its namespace): a thousand Spawns at once then stay
 		// within the connection budget of shared cursors.
-		if err := rt.hubs.startSlot(ctx); err != nil {
+		if err := rt.hubs.starts.take(ctx); err != nil {
 			rt.unregister(e)
 			return nil, err
 		}
-		defer rt.hubs.endStart()
+		defer rt.hubs.starts.give()
 	}
 	if err := e.fixLeaderStart(ctx); err != nil {
 		rt.unregister(e)
