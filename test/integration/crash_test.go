@@ -109,12 +109,7 @@ func TestCrashResumeSIGKILL(t *testing.T) {
 		func() string {
 			return fmt.Sprintf("%d of %d\nworker 2 stderr:\n%s", e.distinctDocs(), total, w2.stderr.String())
 		})
-	if err := w2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	if err := w2.wait(t); err != nil {
-		t.Errorf("worker 2 did not stop cleanly: %v\nstderr:\n%s", err, w2.stderr.String())
-	}
+	w2.terminate(t)
 
 	// Analyse the deliveries.
 	type delivery struct {
@@ -122,14 +117,7 @@ func TestCrashResumeSIGKILL(t *testing.T) {
 		Doc   int64  `bson:"doc"`
 		Run   int    `bson:"run"`
 	}
-	var all []delivery
-	e.must(func(ctx context.Context) error {
-		cur, err := e.db.Collection("deliveries").Find(ctx, bson.D{})
-		if err != nil {
-			return err
-		}
-		return cur.All(ctx, &all)
-	})
+	all := deliveries[delivery](e)
 	runs := map[string][2]int{} // event -> deliveries in run 1, run 2
 	docs := map[int64]bool{}
 	for _, d := range all {
@@ -174,6 +162,32 @@ type worker struct {
 	stderr *syncBuffer
 	done   chan struct{} // closed when the process has exited and been reaped
 	err    error         // the exit status, once done is closed
+}
+
+// terminate stops the worker with SIGTERM, as an orchestrator does, and fails the test unless
+// it exits cleanly (bounded by waitLimit).
+func (w *worker) terminate(t *testing.T) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	if err := w.wait(t); err != nil {
+		t.Errorf("worker did not stop cleanly: %v\nstderr:\n%s", err, w.stderr.String())
+	}
+}
+
+// deliveries reads every record the workers' handlers wrote into the deliveries collection, as
+// T (each drill records its own fields).
+func deliveries[T any](e *env) []T {
+	var all []T
+	e.must(func(ctx context.Context) error {
+		cur, err := e.db.Collection("deliveries").Find(ctx, bson.D{})
+		if err != nil {
+			return err
+		}
+		return cur.All(ctx, &all)
+	})
+	return all
 }
 
 // wait waits for the worker to exit (bounded by waitLimit) and returns its exit status.

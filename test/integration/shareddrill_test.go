@@ -246,12 +246,7 @@ func TestSharedSIGKILLDrill50(t *testing.T) {
 			return fmt.Sprintf("%d of %d (member, key, seq) handled\nworker 2 stderr:\n%s", lastDistinct, want, w2.stderr.String())
 		})
 	caughtUp := time.Since(resumed)
-	if err := w2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	if err := w2.wait(t); err != nil {
-		t.Errorf("worker 2 did not stop cleanly: %v\nstderr:\n%s", err, w2.stderr.String())
-	}
+	w2.terminate(t)
 
 	type delivery struct {
 		Stream string `bson:"stream"`
@@ -261,14 +256,7 @@ func TestSharedSIGKILLDrill50(t *testing.T) {
 		Run    int    `bson:"run"`
 		N      int64  `bson:"n"`
 	}
-	var all []delivery
-	e.must(func(ctx context.Context) error {
-		cur, err := e.db.Collection("deliveries").Find(ctx, bson.D{})
-		if err != nil {
-			return err
-		}
-		return cur.All(ctx, &all)
-	})
+	all := deliveries[delivery](e)
 	byMember := map[string][]delivery{}
 	for _, d := range all {
 		byMember[d.Stream] = append(byMember[d.Stream], d)

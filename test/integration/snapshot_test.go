@@ -323,12 +323,7 @@ func TestSnapshotResumeSIGKILL(t *testing.T) {
 			return fmt.Sprintf("%d of %d\nworker 2 stderr:\n%s", e.distinctDocs(), total, w2.stderr.String())
 		})
 	waitFor(t, "the snapshot done", func() bool { r, _ := e.snapshotRecord(snapWorkerStream); return r.State == "done" })
-	if err := w2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	if err := w2.wait(t); err != nil {
-		t.Errorf("worker 2 did not stop cleanly: %v\nstderr:\n%s", err, w2.stderr.String())
-	}
+	w2.terminate(t)
 	if cpAtKill.Source != "snapshot" || tokenData(cpAtKill.Token) == "" {
 		t.Errorf("checkpoint left by the killed worker: source %q, token %q; want the snapshot's handoff position",
 			cpAtKill.Source, tokenData(cpAtKill.Token))
@@ -339,14 +334,7 @@ func TestSnapshotResumeSIGKILL(t *testing.T) {
 		Doc   int64  `bson:"doc"`
 		Run   int    `bson:"run"`
 	}
-	var all []delivery
-	e.must(func(ctx context.Context) error {
-		cur, err := e.db.Collection("deliveries").Find(ctx, bson.D{})
-		if err != nil {
-			return err
-		}
-		return cur.All(ctx, &all)
-	})
+	all := deliveries[delivery](e)
 	byDoc := map[int64][2]int{}
 	eventOf := map[int64]string{}
 	for _, d := range all {
