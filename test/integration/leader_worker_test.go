@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"sort"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -39,23 +37,11 @@ func leaderWorkerMain() int {
 		fmt.Fprintf(os.Stderr, "leader worker: "+format+"\n", args...)
 		return 2
 	}
-	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
-	run, err := strconv.Atoi(os.Getenv(envWorkerRun))
-	if uri == "" || db == "" || err != nil {
-		return fail("needs %s, %s and %s", envWorkerURI, envWorkerDB, envWorkerRun)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(fmt.Sprintf("wt-it-leader-worker-%d", run)).
-		SetHeartbeatInterval(500 * time.Millisecond))
+	ctx, cl, db, run, done, err := workerSetup("wt-it-leader-worker")
 	if err != nil {
-		return fail("connect: %v", err)
+		return fail("%v", err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cl.Disconnect(dctx)
-	}()
+	defer done()
 	roles := cl.Database(db).Collection("roles")
 	setRole := func(role string) {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/observe"
@@ -51,23 +47,11 @@ func shared50WorkerMain() int {
 		fmt.Fprintf(os.Stderr, "shared50 worker: "+format+"\n", args...)
 		return 2
 	}
-	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
-	run, err := strconv.Atoi(os.Getenv(envWorkerRun))
-	if uri == "" || db == "" || err != nil {
-		return fail("needs %s, %s and %s", envWorkerURI, envWorkerDB, envWorkerRun)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(fmt.Sprintf("wt-it-shared50-%d", run)).
-		SetHeartbeatInterval(500 * time.Millisecond))
+	ctx, cl, db, run, done, err := workerSetup("wt-it-shared50")
 	if err != nil {
-		return fail("connect: %v", err)
+		return fail("%v", err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cl.Disconnect(dctx)
-	}()
+	defer done()
 	var mu sync.Mutex
 	started := map[string]bool{}
 	allStarted := make(chan struct{})

@@ -35,6 +35,31 @@ const (
 	workerSaveEvery  = 25
 )
 
+// workerSetup is what every worker process starts with: its run and database from the
+// environment (envWorkerURI, envWorkerDB, envWorkerRun), a context cancelled by SIGTERM or
+// SIGINT, and a client named "<app>-<run>". done disconnects the client and stops the signal
+// handling.
+func workerSetup(app string) (ctx context.Context, cl *mongo.Client, db string, run int, done func(), err error) {
+	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
+	run, err = strconv.Atoi(os.Getenv(envWorkerRun))
+	if uri == "" || db == "" || err != nil {
+		return nil, nil, "", 0, nil, fmt.Errorf("needs %s, %s and %s", envWorkerURI, envWorkerDB, envWorkerRun)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	cl, err = mongo.Connect(options.Client().ApplyURI(uri).SetAppName(fmt.Sprintf("%s-%d", app, run)).
+		SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		stop()
+		return nil, nil, "", 0, nil, fmt.Errorf("connect: %w", err)
+	}
+	return ctx, cl, db, run, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cl.Disconnect(dctx)
+		stop()
+	}, nil
+}
+
 // workerMain runs one watchtree runtime with the stream "killme" on <db>.orders. Its handler
 // records every delivery in <db>.deliveries as {event: ID, doc: order id, run: N}. Once the
 // stream is open it writes {_id: N} to <db>.workers, so the parent knows it is consuming. On
@@ -50,24 +75,11 @@ func workerMain() int {
 	case "shared50":
 		return shared50WorkerMain()
 	}
-	uri, db := os.Getenv(envWorkerURI), os.Getenv(envWorkerDB)
-	run, err := strconv.Atoi(os.Getenv(envWorkerRun))
-	if uri == "" || db == "" || err != nil {
-		return fail("needs %s, %s and %s", envWorkerURI, envWorkerDB, envWorkerRun)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(fmt.Sprintf("wt-it-worker-%d", run)).
-		SetHeartbeatInterval(500 * time.Millisecond))
+	ctx, cl, db, run, done, err := workerSetup("wt-it-worker")
 	if err != nil {
-		return fail("connect: %v", err)
+		return fail("%v", err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cl.Disconnect(dctx)
-	}()
+	defer done()
 	started := make(chan struct{}, 1)
 	obs := observe.Func(func(ev observe.Event) {
 		if _, ok := ev.(observe.Started); ok {
