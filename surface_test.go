@@ -30,10 +30,13 @@ import (
 // shared cursors (CursorMode, its String, Dedicated and Shared); 587 with the CursorChanged
 // event (the event, its kind) and StreamStatus.Cursor; 588 with CursorDefault (shared cursors
 // by default, Dedicated the opt-out); 589 with Version (one module version for the console and
-// both metric adapters); 588 with store.DeadLetterCounter folded into DeadLetterStore.
+// both metric adapters); 588 with store.DeadLetterCounter folded into DeadLetterStore; 601 with
+// the broker sinks (issue 41): sink's contract (Handler, Publisher, Message, Options,
+// DefaultSubject, ErrTooLarge), its suite sinktest (Run, Broker, Received) and the JetStream
+// sink (natssink.New, Publisher and its Publish, KeyHeader).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 588
+const maxPublicSurface = 601
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
