@@ -125,6 +125,18 @@ func TestUnreachableServerIsRetryable(t *testing.T) {
 	}
 }
 
+// TestInvalidSubjectIsPermanent: a collection name with a space makes no NATS subject: a
+// permanent error naming the subject (retrying cannot fix it).
+func TestInvalidSubjectIsPermanent(t *testing.T) {
+	_, js := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err := publishOne(t, ctx, publisher(t, js), "wtnats bad", 0)
+	if !watchtree.IsPermanent(err) || !errors.Is(err, nats.ErrBadSubject) || !strings.Contains(err.Error(), `"wtnats bad.c.insert"`) {
+		t.Fatalf("an invalid subject gave %v, want a permanent nats.ErrBadSubject naming the subject", err)
+	}
+}
+
 func TestNewRefusesNil(t *testing.T) {
 	if _, err := natssink.New(nil); !errors.Is(err, watchtree.ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v, want a ConfigError", err)

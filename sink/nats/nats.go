@@ -24,7 +24,9 @@
 // has none), the JetStream's default timeout (jetstream.WithDefaultTimeout, 5 s); a timeout,
 // a lost connection or a refusal is a retryable error. A message over the server's max_payload
 // (1 MiB by default) or the stream's MaxMsgSize is a watchtree.Permanent error wrapping
-// sink.ErrTooLarge with the reason.
+// sink.ErrTooLarge with the reason. A subject that is not a valid NATS subject (from a
+// namespace with a space, '*' or '>') is a watchtree.Permanent error too: the event is
+// dead-lettered; choose a template without that part of the namespace for such collections.
 //
 // JetStream keeps one order per stream: a key's events, published one after the other by its
 // lane, are stored in that order. A pull consumer shared by several workers hands messages out
@@ -79,6 +81,10 @@ func (p *Publisher) Publish(ctx context.Context, m *sink.Message) error {
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return watchtree.Permanent(fmt.Errorf("%w: natssink: %d bytes of payload and headers to %q: %v (the server's max_payload is %d bytes)",
 			sink.ErrTooLarge, len(m.Payload), m.Subject, err, p.js.Conn().MaxPayload()))
+	}
+	if errors.Is(err, nats.ErrBadSubject) {
+		return watchtree.Permanent(fmt.Errorf("natssink: event %s: %q is not a valid NATS subject (a namespace with a space, '*' or '>' in sink.Options.Subject?): %w",
+			m.ID, m.Subject, err))
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
