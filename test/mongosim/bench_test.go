@@ -284,3 +284,128 @@ func BenchmarkFindIDRange(b *testing.B) {
 	b.ReportMetric(float64(b.N)/scanned.Seconds(), "scanned-chunks/s")
 	b.ReportMetric(scanned.Seconds()/indexed.Seconds(), "index-speedup")
 }
+
+// BenchmarkChangeStreamNamespaceMatch reads b.N events with a database stream whose pipeline
+// is watchtree's shared-cursor hub, {$match: {"ns.coll": {$in: [100 names]}}}, with and without
+// the namespace pushdown (nspushdown.go). The events are written before the timer starts
+// (InsertMany into 100 collections, and one write in 10 to a collection outside the list, as a
+// checkpoint store's), so the time is the server's reading and the client's decoding. It reports
+// events/s and the events mongosim built per event delivered.
+func BenchmarkChangeStreamNamespaceMatch(b *testing.B) {
+	for _, pushdown := range []bool{true, false} {
+		b.Run(fmt.Sprintf("pushdown=%v", pushdown), func(b *testing.B) {
+			srv, cl := startServer(b, Options{NoopInterval: -1})
+			ctx := context.Background()
+			db := cl.Database("bench")
+			names := make(bson.A, 100)
+			for i := range names {
+				names[i] = fmt.Sprintf("c%03d", i)
+			}
+			start := srv.eng.clock.last()
+			const batch = 100
+			for i := 0; i < b.N; i += batch {
+				n := min(batch, b.N-i)
+				docs := make([]any, n)
+				for j := range docs {
+					docs[j] = benchDoc(i + j)
+				}
+				if _, err := db.Collection(names[(i/batch)%len(names)].(string)).InsertMany(ctx, docs); err != nil {
+					b.Fatal(err)
+				}
+				others := make([]any, max(n/10, 1))
+				for j := range others {
+					others[j] = benchDoc(i + j)
+				}
+				if _, err := db.Collection("checkpoints").InsertMany(ctx, others); err != nil {
+					b.Fatal(err)
+				}
+			}
+			srv.eng.noNSPushdown.Store(!pushdown)
+			hub := bson.D{{Key: "$match", Value: bson.D{{Key: "ns.coll", Value: bson.D{{Key: "$in", Value: names}}}}}}
+			b.ResetTimer()
+			built0 := srv.eng.eventsBuilt.Load()
+			t0 := time.Now()
+			cs, err := db.Watch(ctx, mongo.Pipeline{hub}, options.ChangeStream().SetStartAtOperationTime(&start))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close(ctx)
+			for n := 0; n < b.N; n++ {
+				if !cs.Next(ctx) {
+					b.Fatalf("after %d events: %v", n, cs.Err())
+				}
+			}
+			elapsed := time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(srv.eng.eventsBuilt.Load()-built0)/float64(b.N), "built/event")
+		})
+	}
+}
+
+// BenchmarkChangeStreamNamespaceMatchServer is the server's side of
+// BenchmarkChangeStreamNamespaceMatch alone: the same hub stream reads entries logged by hand
+// through the aggregate and getMore handlers, with no driver and no socket, so ns/op is
+// mongosim's CPU per event delivered (one entry in 11 is outside the $in list).
+func BenchmarkChangeStreamNamespaceMatchServer(b *testing.B) {
+	for _, pushdown := range []bool{true, false} {
+		b.Run(fmt.Sprintf("pushdown=%v", pushdown), func(b *testing.B) {
+			srv, err := Start(context.Background(), Options{NoopInterval: -1, OplogCapacity: 2*b.N + 1000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			ctx := context.Background()
+			names := make(bson.A, 100)
+			for i := range names {
+				names[i] = fmt.Sprintf("c%03d", i)
+			}
+			e := srv.eng
+			start := e.clock.last()
+			e.mu.Lock()
+			for i := 0; i < b.N; i++ {
+				for _, coll := range []string{names[(i/100)%len(names)].(string), "checkpoints"} {
+					if coll == "checkpoints" && i%10 != 0 {
+						continue
+					}
+					en := csIns("bench", coll, int64(i))
+					en.doc = append(en.doc, benchDoc(i)...)
+					en.ts = e.clock.tick()
+					e.logLocked(en)
+				}
+			}
+			e.mu.Unlock()
+			e.noNSPushdown.Store(!pushdown)
+			cmd := func(body bson.D) *command {
+				body = append(body, bson.E{Key: "$db", Value: "bench"})
+				return &command{Name: body[0].Key, DB: "bench", Body: body, ctx: ctx}
+			}
+			hub := bson.D{{Key: "$match", Value: bson.D{{Key: "ns.coll", Value: bson.D{{Key: "$in", Value: names}}}}}}
+			b.ResetTimer()
+			built0 := e.eventsBuilt.Load()
+			reply, err := cmdAggregateChangeStream(srv, cmd(bson.D{{Key: "aggregate", Value: int32(1)},
+				{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "startAtOperationTime", Value: start}}}}, hub}},
+				{Key: "cursor", Value: bson.D{}}}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cur, _ := lookupD(reply, "cursor")
+			id, _ := lookupD(cur.(bson.D), "id")
+			got := 101
+			for got < b.N {
+				reply, err := cmdGetMore(srv, cmd(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "$cmd.aggregate"}, {Key: "maxTimeMS", Value: int64(1)}}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cur, _ := lookupD(reply, "cursor")
+				batch, _ := lookupD(cur.(bson.D), "nextBatch")
+				if len(batch.(bson.A)) == 0 {
+					b.Fatalf("%d events of %d", got, b.N)
+				}
+				got += len(batch.(bson.A))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(e.eventsBuilt.Load()-built0)/float64(b.N), "built/event")
+		})
+	}
+}

@@ -182,6 +182,7 @@ type changeStream struct {
 	filter   streamFilter
 	opts     eventOptions
 	pipeline userPipeline // nil when the pipeline has no stages after $changeStream
+	nsp      *nsPushdown  // the leading $match's namespace condition, checked in scan; nil if none
 
 	wake      chan struct{} // one slot; signalled by the hub on relevant writes
 	killed    chan struct{} // closed by close()
@@ -280,6 +281,7 @@ type scanItem struct {
 	en         *oplogEntry
 	visible    bool   // becomes an event
 	invalidate bool   // ends the stream after its event
+	rejected   bool   // visible, but the leading $match drops its event (nsPushdown): not built
 	current    bson.D // updateLookup: the document at read time (nil if gone)
 }
 
@@ -354,9 +356,13 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 		return true, nil
 	}
 	finishInvalidate := func(en *oplogEntry) (bool, error) {
-		ok, err := emit(buildInvalidate(en), invalidateToken(en), en.ts)
-		if err != nil || !ok {
-			return ok, err
+		// An invalidate has no ns: the leading $match (covered, hence maybe no longer in the
+		// pipeline) decides on the missing field, as it did when it ran on the event.
+		if cs.nsp == nil || cs.nsp.admits("", "", false, false) {
+			ok, err := emit(buildInvalidate(en), invalidateToken(en), en.ts)
+			if err != nil || !ok {
+				return ok, err
+			}
 		}
 		cs.pendingInvalidate = nil
 		cs.done = true
@@ -384,18 +390,21 @@ func (cs *changeStream) fill(n int) ([]any, error) {
 			if cs.tokenUnseen != nil && (it.visible || it.invalidate) {
 				return out, errorf(codeChangeStreamFatalError, "cannot resume stream; the resume token was not found. {_data: \"%s\"}", cs.tokenUnseen.hex())
 			}
-			if it.visible {
+			if it.visible && (!it.rejected || mayFailToBuild(it.en, &cs.opts)) {
 				ev, err := buildEvent(it.en, &cs.opts, it.current)
+				cs.e.eventsBuilt.Add(1)
 				if err != nil {
 					return out, err
 				}
-				ok, err := emitEvent(ev, it.en)
-				if err != nil {
-					return out, err
-				}
-				if !ok {
-					cs.afterSeq = it.en.seq - 1
-					return out, nil
+				if !it.rejected {
+					ok, err := emitEvent(ev, it.en)
+					if err != nil {
+						return out, err
+					}
+					if !ok {
+						cs.afterSeq = it.en.seq - 1
+						return out, nil
+					}
 				}
 			}
 			cs.afterSeq = it.en.seq
@@ -448,8 +457,10 @@ func (cs *changeStream) scan(want int) (items []scanItem, scannedTo uint64, caug
 		if !vis && !inv {
 			continue
 		}
-		it := scanItem{en: en, visible: vis, invalidate: inv}
-		if vis && en.op == "update" && (cs.opts.fullDocument == fullDocUpdateLookup ||
+		// A rejected entry stays an item, so that batch limits, positions, tokens and the
+		// unseen-token check step over it exactly as when its event was built and dropped.
+		it := scanItem{en: en, visible: vis, invalidate: inv, rejected: vis && cs.nsp != nil && !cs.nsp.admitsEntry(en)}
+		if vis && (!it.rejected || mayFailToBuild(en, &cs.opts)) && en.op == "update" && (cs.opts.fullDocument == fullDocUpdateLookup ||
 			(cs.opts.expanded && en.post == nil && hasAmbiguousPath(en.updateDesc))) {
 			it.current = lookupCurrent(e, en)
 		}
@@ -768,6 +779,17 @@ func cmdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 	if cerr != nil {
 		return nil, cerr
 	}
+	var nsp *nsPushdown
+	if !s.eng.noNSPushdown.Load() {
+		nsp = parseNSPushdown(stages[1:])
+	}
+	if nsp != nil && nsp.covered {
+		// The scan applies the whole $match: the rest of the pipeline runs without it (none
+		// at all when it was the only stage).
+		if pipe, _, cerr = compileUserStages(stages[2:]); cerr != nil {
+			return nil, cerr
+		}
+	}
 
 	// Resume token (decoded before taking the lock).
 	var tok *resumeToken
@@ -791,7 +813,7 @@ func cmdAggregateChangeStream(s *Server, c *command) (bson.D, error) {
 	}
 
 	cs := &changeStream{
-		e: s.eng, ns: ns, filter: f, pipeline: pipe, split: split,
+		e: s.eng, ns: ns, filter: f, pipeline: pipe, nsp: nsp, split: split,
 		opts:   eventOptions{fullDocument: sp.fullDocument, fullDocBeforeChange: sp.fullDocBeforeChange, expanded: sp.expanded},
 		wake:   make(chan struct{}, 1),
 		killed: make(chan struct{}),

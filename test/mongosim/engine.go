@@ -27,6 +27,13 @@ type engine struct {
 	// collationsUsed is set once any collection has a default collation: until then reads
 	// need not look up the collection's collation (collation.go).
 	collationsUsed atomic.Bool
+
+	// eventsBuilt counts the change events built from oplog entries (tests compare it with and
+	// without the namespace pushdown, nspushdown.go).
+	eventsBuilt atomic.Int64
+	// noNSPushdown turns the namespace pushdown off for the streams opened while it is set
+	// (tests compare the two on one oplog).
+	noNSPushdown atomic.Bool
 }
 
 func newEngine(s *Server) *engine {
