@@ -22,7 +22,7 @@ const wait = 20 * time.Second
 // connect returns a JetStream on the test server, closed when t ends. With WATCHTREE_NATS_URL
 // unset and nothing answering on 127.0.0.1:4222 the test is skipped with the reason; with it
 // set, a server that does not answer fails the test.
-func connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+func connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	url := os.Getenv(urlEnv)
 	if url == "" {
@@ -47,7 +47,7 @@ func connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 
 // newStream creates a file-storage JetStream stream named root taking root.>, with max
 // message size maxMsg (0: the server's limit), deleted when t ends.
-func newStream(t *testing.T, js jetstream.JetStream, root string, maxMsg int32) jetstream.Stream {
+func newStream(t testing.TB, js jetstream.JetStream, root string, maxMsg int32) jetstream.Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()

@@ -86,6 +86,12 @@ var rows = []row{
 	{Group: "end to end", Label: "checkpoint writes per 100,000 events, default policy", Bench: "BenchmarkCheckpointWrites",
 		Metric: "writes/100k-events", Target: "not one per event"},
 
+	// sinks
+	{Group: "sinks", Label: "events/s into JetStream through sink.Handler, 8 publishers (baseline: a hand-written loop publishing the raw BSON event with Nats-Msg-Id, PubAck awaited)",
+		Bench: "BenchmarkJetStreamSink", Metric: "sink-events/s", BaseMetric: "loop-events/s", Ratio: "ratio", Target: "ratio ≥ 0.8"},
+	{Group: "sinks", Label: "the same, as a ratio to a hand-written loop publishing the sink's payload (canonical Extended JSON)",
+		Bench: "BenchmarkJetStreamSink", Metric: "ratio-same-payload"},
+
 	// lanes
 	{Group: "lanes", Label: "1 ms handler, 8 lanes, events/s (baseline: 1 lane), order checked", Bench: "BenchmarkLanes",
 		Metric: "lanes8-events/s", BaseMetric: "lanes1-events/s", Ratio: "speedup", Target: "≥ 7×"},
