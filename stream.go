@@ -113,6 +113,27 @@ type Stream[T any] struct {
 	OnHistoryLost HistoryLostPolicy
 	// OnInvalidate is applied after an invalidate event. Default InvalidateStop.
 	OnInvalidate InvalidatePolicy
+	// Transactional makes the handlers' writes into MongoDB exactly once. Each handler call runs
+	// in a multi-document transaction on Config.Client; its ctx carries the session, so every
+	// operation the handler makes through Config.Client with that ctx (or one derived from it)
+	// joins the transaction. The transaction also inserts the event's applied record (collection
+	// "_wt_applied" in the records' database) and, for a SingleLeader stream, checks the lane's
+	// fence document ("_wt_fences") against the lease's epoch, then commits with write concern
+	// majority. An event whose record exists settles as skipped ("already applied") without a
+	// handler call's effect: a redelivery after a crash, a restart or a takeover. A deposed
+	// leader's transaction never commits. A dead letter commits with the event's record.
+	//
+	// Any error aborts the transaction and is retried by Retry, like any handler error:
+	// TransientTransactionError and UnknownTransactionCommitResult count as failed attempts
+	// (bounded by Retry, not by the driver's 120 s), each attempt is a new transaction, and
+	// Permanent and Skip keep their meaning (nothing the attempt wrote commits). A write through
+	// another client fails with mongo.ErrWrongClient, and the event is dead-lettered at once.
+	//
+	// Not exactly once, and not detectable: writes made with a context that does not carry the
+	// handler's session (context.Background), writes to another cluster through a client of
+	// its own, and side effects outside MongoDB (an e-mail, an HTTP call): they happen once per
+	// attempt. Needs a replica set or a sharded cluster (transactions). Default false.
+	Transactional bool
 	// Snapshot copies the collection's existing documents through the handlers before the
 	// change stream (the initial load; also the rebuild of RebuildFromSnapshot). Default
 	// SnapshotNever. It needs a Collection stream.
@@ -211,6 +232,9 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
+	if s.Transactional && s.Checkpoint.Ephemeral {
+		c.Add("Transactional", "requires a stored checkpoint: an Ephemeral stream starts from now after a restart, so its applied records would protect nothing and never be purged, got Checkpoint.Ephemeral true")
+	}
 	s.DeadLetter.validateInto(c, "DeadLetter")
 	policy.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost)
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
@@ -269,6 +293,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
 		Snapshot:          policy.WithDefaults(s.Snapshot),
 		Router:            newRouter(s),
+		Transactional:     s.Transactional,
 	}
 	cs.SnapshotFilter, _ = policy.MarshalFilter(s.Snapshot) // validated by check
 	if cs.Snapshot.Mode == SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {

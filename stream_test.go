@@ -142,6 +142,9 @@ func TestStreamValidate(t *testing.T) {
 			s.StartPosition = At(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 		},
 			[]string{`watchtree: Stream "orders": StartPosition must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got At(2026-03-01T00:00:00Z)`}},
+		{"transactional ephemeral", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Transactional = true },
+			[]string{`watchtree: Stream "orders": Transactional requires a stored checkpoint: an Ephemeral stream starts from now after a restart, so its applied records would protect nothing and never be purged, got Checkpoint.Ephemeral true`}},
+		{"transactional", func(s *Stream[testOrder]) { s.Transactional = true; s.Mode = SingleLeader; s.Lanes = 8 }, nil},
 		{"ephemeral single leader", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Mode = SingleLeader },
 			[]string{`watchtree: Stream "orders": Checkpoint.Ephemeral requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader`}},
 		{"ephemeral with a save interval", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Checkpoint.SaveInterval = time.Second },

@@ -33,10 +33,12 @@ import (
 // both metric adapters); 588 with store.DeadLetterCounter folded into DeadLetterStore; 601 with
 // the broker sinks (issue 41): sink's contract (Handler, Publisher, Message, Options,
 // DefaultSubject, ErrTooLarge), its suite sinktest (Run, Broker, Received) and the JetStream
-// sink (natssink.New, Publisher and its Publish, KeyHeader).
+// sink (natssink.New, Publisher and its Publish, KeyHeader); 603 with dispatcher.LaneOf and
+// dispatcher.EventID (the exactly-once fences and applied records key on the dispatcher's own
+// lane and event ID).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 601
+const maxPublicSurface = 603
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

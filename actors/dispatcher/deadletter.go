@@ -28,6 +28,10 @@ type DeadLetterWriter interface {
 // The dead-letter store satisfies the subset.
 var _ DeadLetterWriter = store.DeadLetterStore(nil)
 
+// EventID returns the stable identity of the raw change event, as its dead letter and its
+// exactly-once record carry it: see eventID.
+func EventID(raw []byte) string { return eventID(tokenOf(raw), raw) }
+
 // eventID returns the event's stable identity: the resume token's _data. It falls back to the
 // raw event's _id._data, then to a hash of the raw event (stable across redeliveries of the
 // same bytes), so even an event with a broken token gets a deterministic dead-letter ID.

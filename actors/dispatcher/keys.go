@@ -17,6 +17,18 @@ func laneKey(raw []byte) (key []byte, ok bool) {
 	return el.Value, true
 }
 
+// LaneOf returns the lane (0 to lanes-1) the dispatcher runs the raw change event on, by the
+// rule of Config.Lanes: FNV-1a of its documentKey, modulo lanes. An event without a documentKey
+// (a barrier, which runs alone) is given lane 0. Callers that keep per-lane state beside the
+// dispatcher (the exactly-once fences) use it so that their lanes are the dispatcher's.
+func LaneOf(raw []byte, lanes int) int {
+	key, ok := laneKey(raw)
+	if !ok || lanes <= 1 {
+		return 0
+	}
+	return laneOf(key, lanes)
+}
+
 // laneOf hashes key with 64-bit FNV-1a (deterministic, allocation-free) onto one of n lanes.
 func laneOf(key []byte, n int) int {
 	h := uint64(14695981039346656037)

@@ -65,6 +65,8 @@ type Entry struct {
 	opMu sync.Mutex // serialises stop and shutdown
 
 	storeDB string // the records' database ("" with the user's own stores)
+	// txn keeps the applied records and fences of a Transactional stream; nil otherwise.
+	txn *txnRecords
 
 	mu        sync.Mutex
 	pid       *actor.PID      // the supervisor, nil while the tree is not running
@@ -90,6 +92,14 @@ func newEntry(rt *Runtime, spec *Spec, st *storeSet, watchDB, storeDB string, ow
 	if spec.Shared {
 		e.sharedWhy = sharedReason(spec)
 		e.shared = e.sharedWhy == "" && rt.hubs != nil
+	}
+	if spec.Transactional {
+		db := rt.cfg.Client.Database(storeDB)
+		e.txn = &txnRecords{
+			client: rt.cfg.Client, applied: db.Collection(AppliedCollection), fences: db.Collection(FenceCollection),
+			scope: e.records, lanes: spec.Lanes, leader: spec.SingleLeader, epoch: e.epoch.Load, fence: e.fence,
+			ttl: spec.DeadLetter.Retention, timeout: rt.cfg.ConnectTimeout, clk: rt.clk, log: e.log,
+		}
 	}
 	if spec.Checkpoint.Ephemeral && spec.Snapshots() {
 		e.memSnapshots = memstore.New(memstore.Options{})
@@ -281,6 +291,9 @@ func (e *Entry) abandon() {
 			e.log.Warn("abandoned stream tree did not stop", zap.Error(err))
 		}
 	}
+	if e.txn != nil {
+		e.txn.close(context.Background())
+	}
 	e.rt.unregister(e)
 }
 
@@ -355,6 +368,9 @@ func (e *Entry) shutdown(ctx context.Context, why string) error {
 	e.closed = true
 	pid := e.pid
 	e.mu.Unlock()
+	if e.txn != nil {
+		defer e.txn.close(context.WithoutCancel(ctx)) // once the tree is gone: its lanes used them
+	}
 	if pid == nil {
 		return nil
 	}

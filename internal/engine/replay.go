@@ -49,7 +49,7 @@ func (rt *Runtime) Replay(ctx context.Context, stream, id string, o ReplayOption
 			return fmt.Errorf("watchtree: stream %q: replay %s: %w", stream, id, err)
 		}
 	}
-	router := e.routerFor()
+	router := e.router(true)
 	herr := replayOnce(ctx, router, raw)
 	now := rt.clk.Now()
 	if class, _ := router.Classify(herr); herr == nil || class == dispatcher.Skipped {

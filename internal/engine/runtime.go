@@ -493,6 +493,10 @@ func (rt *Runtime) databases(spec *Spec) (watchDB, storeDB string, err error) {
 	if storeDB == "" {
 		storeDB = watchDB
 	}
+	if spec.Transactional && storeDB == "" {
+		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "Database",
+			Rule: "must be set when Config.Database is empty (a Transactional cluster-wide stream's applied records need a database)"}
+	}
 	if field := rt.cfg.Stores.needsDatabase(spec); storeDB == "" && field != "" {
 		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "Database",
 			Rule: fmt.Sprintf("must be set when Config.Database is empty (a cluster-wide stream's default stores need a database: Config.%s is nil)", field)}

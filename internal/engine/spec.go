@@ -60,6 +60,9 @@ type Spec struct {
 	SnapshotFilter bson.Raw
 	// Router decodes the raw events and calls the user's handlers.
 	Router dispatcher.Router
+	// Transactional runs each handler call in a transaction with the event's applied record
+	// and, for SingleLeader, its lane's fence (exactly.go).
+	Transactional bool
 }
 
 // DeadLetter is the stream's dead-letter policy (watchtree.DeadLetterPolicy, defaulted).

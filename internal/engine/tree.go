@@ -63,10 +63,14 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 	if cs.SingleLeader {
 		leases = e.store.leases // set: databases made sure the default has a database
 	}
+	cps := e.store.checkpoints
+	if e.txn != nil {
+		cps = purgingCheckpoints{CheckpointStore: cps, rec: e.txn}
+	}
 	cpProps, err := checkpointer.New(checkpointer.Config{
 		Stream:        cs.Name,
 		Instance:      e.records.Instance,
-		Store:         e.store.checkpoints,
+		Store:         cps,
 		Gaps:          e.store.gaps,
 		Positions:     e.positions(),
 		StartPosition: start,
@@ -87,7 +91,11 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 	var dl dispatcher.DeadLetterWriter
 	if !cs.DeadLetter.Disabled {
 		dl = e.store.deadLetters
-		if leases != nil {
+		switch {
+		case e.txn != nil:
+			// The transaction's fence guards the write; the default store joins the transaction.
+			dl = txnDeadLetters{DeadLetterWriter: dl, rec: e.txn, inTxn: rt.cfg.Stores.DeadLetters == nil}
+		case leases != nil:
 			dl = fencedDeadLetters{DeadLetterStore: e.store.deadLetters, Leases: leases, Stream: e.name,
 				Owner: rt.cfg.InstanceID, Epoch: e.epoch.Load, Fence: e.fence}
 		}
@@ -312,8 +320,15 @@ func (r timedRouter) observe(took time.Duration, err error) {
 // observe.HandlerObserver and traced when it is an observe.HandlerTracer (observe.Multi is one
 // exactly when a member is). The tracer is outermost, so the time it measures includes the
 // HandlerObserver's.
-func (e *Entry) routerFor() dispatcher.Router {
+func (e *Entry) routerFor() dispatcher.Router { return e.router(false) }
+
+// router is the stream's router with the engine's wrappers; replay: for Runtime.Replay (a
+// Transactional stream's replay claims the dead letter's applied record).
+func (e *Entry) router(replay bool) dispatcher.Router {
 	r := e.spec.Router
+	if e.txn != nil {
+		r = txnRouter{Router: r, rec: e.txn, replay: replay}
+	}
 	if ho, ok := e.rt.cfg.Observer.(observe.HandlerObserver); ok {
 		r = timedRouter{Router: r, stream: e.name, obs: ho, log: e.log, now: time.Now}
 	}

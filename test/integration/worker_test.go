@@ -74,6 +74,8 @@ func workerMain() int {
 		return leaderWorkerMain()
 	case "shared50":
 		return shared50WorkerMain()
+	case "txn":
+		return txnWorkerMain()
 	}
 	ctx, cl, db, run, done, err := workerSetup("wt-it-worker")
 	if err != nil {
