@@ -28,6 +28,12 @@ var rows = []row{
 	{Group: "mongosim", Label: "insert-to-event latency p99, ms (baseline: p50)", Bench: "BenchmarkChangeStreamLatency", Metric: "p99-ms", BaseMetric: "p50-ms"},
 	{Group: "mongosim", Label: "inserts/s with 100 idle change streams (baseline: none open)", Bench: "BenchmarkInsertWithIdleWatchers",
 		Metric: "inserts/s-100-watchers", BaseMetric: "inserts/s-0-watchers", Ratio: "ratio", Target: "ratio ≈ 1"},
+	{Group: "mongosim", Label: "events/s of a database stream with the shared-cursor hub's $match on ns.coll, pushed down into the oplog scan (baseline: not pushed down)",
+		Bench: "BenchmarkChangeStreamNamespaceMatch/pushdown=true", Metric: "events/s", BaseBench: "BenchmarkChangeStreamNamespaceMatch/pushdown=false", BaseMetric: "events/s"},
+	{Group: "mongosim", Label: "events built per event delivered by that stream, pushed down (baseline: not pushed down)",
+		Bench: "BenchmarkChangeStreamNamespaceMatch/pushdown=true", Metric: "built/event", BaseBench: "BenchmarkChangeStreamNamespaceMatch/pushdown=false", BaseMetric: "built/event"},
+	{Group: "mongosim", Label: "mongosim's ns per event of that stream, server side alone, pushed down (baseline: not pushed down)",
+		Bench: "BenchmarkChangeStreamNamespaceMatchServer/pushdown=true", Metric: "ns/op", BaseBench: "BenchmarkChangeStreamNamespaceMatchServer/pushdown=false", BaseMetric: "ns/op"},
 	{Group: "mongosim", Label: "snapshot chunk queries/s through the _id index (baseline: the same query scanned and sorted)", Bench: "BenchmarkFindIDRange",
 		Metric: "indexed-chunks/s", BaseMetric: "scanned-chunks/s", Ratio: "index-speedup", Target: "> 1"},
 
