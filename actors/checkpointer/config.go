@@ -121,6 +121,12 @@ type Config struct {
 	// unreachable server holds the checkpointer for the MongoDB driver's server selection
 	// timeout (30s by default) per call. Default 10s. Must be >= 0 (0 = default).
 	IOTimeout time.Duration
+	// Admit, when set, is called before each call to Store (Load and Save), with the context of
+	// the worker (cancelled when the checkpointer stops or restarts), and release once the call
+	// returned: a runtime bounds the store calls of all its checkpointers with it. IOTimeout
+	// starts after admission, so a queue of final writes at shutdown waits its turn instead of
+	// timing out in the queue. An error (the context ended) fails the call. Nil: no bound.
+	Admit func(ctx context.Context) (release func(), err error)
 	// Epoch returns the fencing epoch written with every checkpoint (SingleLeader: the lease
 	// epoch). It is called on the actor goroutine for each write and must not block. Default: 0.
 	Epoch func() int64

@@ -2,6 +2,7 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -64,5 +66,51 @@ func TestIOTimeoutBoundsTheStartCascade(t *testing.T) {
 				t.Fatalf("the FAIL took %v with IOTimeout %v", took, ioTimeout)
 			}
 		})
+	}
+}
+
+// deadlineStore records the deadline of each Save's context.
+type deadlineStore struct {
+	Store
+	deadline time.Time
+}
+
+func (d *deadlineStore) Save(ctx context.Context, _ store.Checkpoint) error {
+	d.deadline, _ = ctx.Deadline()
+	return nil
+}
+
+// TestAdmitBeforeIOTimeout: a store call waits for Admit before its IOTimeout starts, so a call
+// that queued for admission still gets the whole IOTimeout; release follows the call; a failed
+// admission fails the call without reaching the store.
+func TestAdmitBeforeIOTimeout(t *testing.T) {
+	const ioTimeout = time.Minute
+	ds := &deadlineStore{}
+	var admitted time.Time
+	released := 0
+	c := Config{Store: ds, IOTimeout: ioTimeout, Admit: func(ctx context.Context) (func(), error) {
+		// A queue of other calls ahead of this one.
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		admitted = time.Now()
+		return func() { released++ }, nil
+	}}.boundIO()
+	if err := c.Store.Save(context.Background(), store.Checkpoint{}); err != nil {
+		t.Fatal(err)
+	}
+	if ds.deadline.Before(admitted.Add(ioTimeout)) {
+		t.Fatalf("the call's deadline %v is before admission (%v) + IOTimeout: the wait for admission counted against it", ds.deadline, admitted)
+	}
+	if released != 1 {
+		t.Fatalf("released %d times, want 1", released)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ds.deadline = time.Time{}
+	if _, _, err := c.Store.Load(ctx, store.Scope{}); !errors.Is(err, context.Canceled) || released != 1 {
+		t.Fatalf("Load with its context ended while waiting for admission: %v (released %d), want context.Canceled and no release", err, released)
 	}
 }

@@ -90,7 +90,7 @@ func sender(sys *actor.ActorSystem, pid *actor.PID) func(any) {
 // c.IOTimeout: a server that does not answer fails the call instead of holding the worker.
 func (c Config) boundIO() Config {
 	d := c.IOTimeout
-	c.Store = boundedStore{c.Store, d}
+	c.Store = boundedStore{c.Store, d, c.Admit}
 	if c.Gaps != nil {
 		c.Gaps = boundedGaps{c.Gaps, d}
 	}
@@ -116,17 +116,30 @@ func (s boundedSnapshots) SaveSnapshot(ctx context.Context, sn store.Snapshot) e
 }
 
 type boundedStore struct {
-	next Store
-	d    time.Duration
+	next  Store
+	d     time.Duration
+	admit func(context.Context) (func(), error) // Config.Admit; nil: none
+}
+
+// call runs one store call: admitted first (outside the IOTimeout), then bounded by it.
+func (s boundedStore) call(ctx context.Context, call func(context.Context) error) error {
+	if s.admit != nil {
+		release, err := s.admit(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	return treekit.Bounded(ctx, s.d, call)
 }
 
 func (s boundedStore) Load(ctx context.Context, scope store.Scope) (cp store.Checkpoint, ok bool, err error) {
-	err = treekit.Bounded(ctx, s.d, func(ctx context.Context) error { cp, ok, err = s.next.Load(ctx, scope); return err })
+	err = s.call(ctx, func(ctx context.Context) error { cp, ok, err = s.next.Load(ctx, scope); return err })
 	return cp, ok, err
 }
 
 func (s boundedStore) Save(ctx context.Context, cp store.Checkpoint) error {
-	return treekit.Bounded(ctx, s.d, func(ctx context.Context) error { return s.next.Save(ctx, cp) })
+	return s.call(ctx, func(ctx context.Context) error { return s.next.Save(ctx, cp) })
 }
 
 type boundedGaps struct {

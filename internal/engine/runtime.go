@@ -97,6 +97,7 @@ type Runtime struct {
 	nsLog     *namespaceLog // the namespace-missing log, summarised across streams (namespace.go)
 	hubs      *hubSet       // the shared cursors (hub.go): made by Start, stopped by Stop after the streams
 	nsChecks  tokens        // a token per namespace check under way (namespace.go: namespaceChecks)
+	cpWrites  tokens        // a token per checkpointer store call under way (cpwrites.go: CheckpointWrites)
 }
 
 // New returns a runtime of cfg. It does no I/O.
@@ -110,6 +111,7 @@ func New(cfg Config) *Runtime {
 		streams:  map[string]*Entry{},
 		stores:   newStoreSets(cfg.Client, cfg.Stores, log),
 		nsChecks: newTokens(namespaceChecks, "namespace checks"),
+		cpWrites: newTokens(CheckpointWrites, "checkpoint store calls"),
 	}
 }
 

@@ -6,8 +6,8 @@ import (
 )
 
 // tokens bounds how many of one kind of work run at once in a runtime: the catch-up commands
-// of shared streams, their Spawns, the namespace checks. A token is taken for one piece of work
-// and given back when it ends.
+// of shared streams, their Spawns, the namespace checks, the checkpointers' store calls. A
+// token is taken for one piece of work and given back when it ends.
 type tokens struct {
 	ch   chan struct{}
 	what string // what a token is for, in the error of a wait that ran out ("catch-up cursors")

@@ -71,6 +71,7 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		Stream:        cs.Name,
 		Instance:      e.records.Instance,
 		Store:         cps,
+		Admit:         rt.cpWrites.admit,
 		Gaps:          e.store.gaps,
 		Positions:     e.positions(),
 		StartPosition: start,
