@@ -8,7 +8,7 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test test-go test-dedicated test-clients test-mongosh chaos demo bench bench-mongosim bench-snapshot snapshot-50k proto lint vet fmt tidy modules mongosim tools
+.PHONY: all test test-go test-dedicated test-clients test-mongosh chaos demo bench bench-mongosim bench-snapshot snapshot-50k drill-exactly proto lint vet fmt tidy modules mongosim tools
 
 all: lint test
 
@@ -86,6 +86,12 @@ bench-snapshot:
 ## snapshot-50k: the snapshot-then-stream integration test with 50,000 existing documents.
 snapshot-50k:
 	cd test && WATCHTREE_IT_SNAPSHOT_DOCS=50000 $(GO) test -race -count=1 -timeout 20m -run 'TestSnapshotThenStream$$' -v ./integration/
+
+## drill-exactly: the exactly-once crash drill (TestTransactionalCrashDrill) at 10 times its size:
+## 600 orders, 200 events per term before each of its 4 SIGKILLs and its SIGSTOP, and the load
+## kept up to 24,000 writes. About 2 min.
+drill-exactly:
+	cd test && WATCHTREE_IT_TXN_DRILL_SCALE=10 $(GO) test -count=1 -timeout 20m -run 'TestTransactionalCrashDrill$$' -v ./integration/
 
 ## bench-mongosim: the simulator's benchmarks only.
 bench-mongosim:

@@ -134,6 +134,9 @@ type Stream[T any] struct {
 	// its own, and side effects outside MongoDB (an e-mail, an HTTP call): they happen once per
 	// attempt. Needs a replica set or a sharded cluster (transactions). Default false.
 	Transactional bool
+	// TxBatch lets several consecutive events of one lane of a Transactional stream share a
+	// transaction, bounded in events, bytes and time. Default: one event per transaction.
+	TxBatch TxBatchPolicy
 	// Snapshot copies the collection's existing documents through the handlers before the
 	// change stream (the initial load; also the rebuild of RebuildFromSnapshot). Default
 	// SnapshotNever. It needs a Collection stream.
@@ -235,6 +238,7 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Transactional && s.Checkpoint.Ephemeral {
 		c.Add("Transactional", "requires a stored checkpoint: an Ephemeral stream starts from now after a restart, so its applied records would protect nothing and never be purged, got Checkpoint.Ephemeral true")
 	}
+	s.TxBatch.validateInto(c, "TxBatch", s.Transactional)
 	s.DeadLetter.validateInto(c, "DeadLetter")
 	policy.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost)
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
@@ -294,6 +298,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		Snapshot:          policy.WithDefaults(s.Snapshot),
 		Router:            newRouter(s),
 		Transactional:     s.Transactional,
+		TxBatch:           s.TxBatch.compile(),
 	}
 	cs.SnapshotFilter, _ = policy.MarshalFilter(s.Snapshot) // validated by check
 	if cs.Snapshot.Mode == SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {

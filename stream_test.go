@@ -145,6 +145,17 @@ func TestStreamValidate(t *testing.T) {
 		{"transactional ephemeral", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Transactional = true },
 			[]string{`watchtree: Stream "orders": Transactional requires a stored checkpoint: an Ephemeral stream starts from now after a restart, so its applied records would protect nothing and never be purged, got Checkpoint.Ephemeral true`}},
 		{"transactional", func(s *Stream[testOrder]) { s.Transactional = true; s.Mode = SingleLeader; s.Lanes = 8 }, nil},
+		{"transactional batches", func(s *Stream[testOrder]) { s.Transactional = true; s.TxBatch = TxBatchPolicy{MaxEvents: 100} }, nil},
+		{"batches without transactions", func(s *Stream[testOrder]) { s.TxBatch.MaxEvents = 100 },
+			[]string{`watchtree: Stream "orders": TxBatch needs Transactional (it batches the events of a Transactional stream's transactions), got Transactional false`}},
+		{"bad batches", func(s *Stream[testOrder]) {
+			s.Transactional = true
+			s.TxBatch = TxBatchPolicy{MaxEvents: 10_001, MaxBytes: -1, MaxDuration: -time.Second}
+		}, []string{
+			`watchtree: Stream "orders": TxBatch.MaxEvents must be between 1 and 10000 (0 means the default 1), got 10001`,
+			`watchtree: Stream "orders": TxBatch.MaxBytes must be >= 0 (0 means the default 1 MiB), got -1`,
+			`watchtree: Stream "orders": TxBatch.MaxDuration must be >= 0 (0 means the default 1s), got -1s`,
+		}},
 		{"ephemeral single leader", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Mode = SingleLeader },
 			[]string{`watchtree: Stream "orders": Checkpoint.Ephemeral requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader`}},
 		{"ephemeral with a save interval", func(s *Stream[testOrder]) { s.Checkpoint.Ephemeral = true; s.Checkpoint.SaveInterval = time.Second },

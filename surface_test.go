@@ -35,10 +35,11 @@ import (
 // DefaultSubject, ErrTooLarge), its suite sinktest (Run, Broker, Received) and the JetStream
 // sink (natssink.New, Publisher and its Publish, KeyHeader); 603 with dispatcher.LaneOf and
 // dispatcher.EventID (the exactly-once fences and applied records key on the dispatcher's own
-// lane and event ID).
+// lane and event ID); 606 with TxBatchPolicy and the dispatcher's Batcher and BatchOutcome (a
+// Transactional stream's batches).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 603
+const maxPublicSurface = 606
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

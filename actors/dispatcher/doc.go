@@ -78,6 +78,13 @@
 // FirstAttemptAt and LastAttemptAt are the clock readings when the first and last failed attempts
 // ended.
 //
+// # Batches
+//
+// A Router that is also a Batcher (a Transactional stream with TxBatch) gets the events queued
+// on a lane, from the current one, as one unit, within its BatchLimits; events it does not hand
+// an Invocation end a batch. A failed batch is split in halves (Batcher said so) or its events
+// run alone; see batch.go.
+//
 // # Settlements
 //
 // Lanes append each settlement to a buffer shared with the actor (one lock per event) and wake

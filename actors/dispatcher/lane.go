@@ -106,6 +106,8 @@ type lane struct {
 	cur []item
 	pos int
 	st  attemptState // of cur[pos]
+	// batch is the batching state (batch.go), used when the router is a Batcher.
+	batch batchState
 }
 
 func newLane(id int, sh *laneShared) *lane {
@@ -209,6 +211,17 @@ func (l *lane) run() {
 				l.sh.settle.publish(settlement{seq: it.ev.seq, incarnation: it.incarnation, superseded: true})
 				continue
 			}
+			if b, maxEvents, maxBytes := l.batcher(); b != nil {
+				n, ok := l.tryBatch(ctx, b, maxEvents, maxBytes)
+				if !ok {
+					returned = true
+					return
+				}
+				if n > 0 {
+					l.pos += n - 1
+					continue
+				}
+			}
 			s, ok := l.process(ctx, &l.cur[l.pos])
 			if !ok {
 				returned = true
@@ -218,7 +231,7 @@ func (l *lane) run() {
 			l.sh.settle.publish(s)
 		}
 		batch := l.cur
-		l.cur, l.pos = nil, 0
+		l.cur, l.pos, l.batch.single = nil, 0, 0
 		clear(batch) // drop the event references for the GC
 		l.mu.Lock()
 		l.sp = batch[:0]

@@ -98,7 +98,7 @@ func newEntry(rt *Runtime, spec *Spec, st *storeSet, watchDB, storeDB string, ow
 		e.txn = &txnRecords{
 			client: rt.cfg.Client, applied: db.Collection(AppliedCollection), fences: db.Collection(FenceCollection),
 			scope: e.records, lanes: spec.Lanes, leader: spec.SingleLeader, epoch: e.epoch.Load, fence: e.fence,
-			ttl: spec.DeadLetter.Retention, timeout: rt.cfg.ConnectTimeout, clk: rt.clk, log: e.log,
+			ttl: spec.DeadLetter.Retention, timeout: rt.cfg.ConnectTimeout, clk: rt.clk, log: e.log, batch: spec.TxBatch,
 		}
 	}
 	if spec.Checkpoint.Ephemeral && spec.Snapshots() {

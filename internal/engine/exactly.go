@@ -87,6 +87,7 @@ type txnRecords struct {
 	timeout time.Duration      // bounds each operation outside the handler (Config.ConnectTimeout)
 	clk     clock.Clock
 	log     *zap.Logger
+	batch   TxBatch // defaulted; MaxEvents 1: a transaction per event
 
 	// sessions holds one session per lane, made by prepare, each used by its lane's
 	// transactions one after the other (under its mutex: a lane of a stopping dispatcher may
@@ -277,16 +278,102 @@ func (r *txnRecords) eventOf(raw []byte) txnEvent {
 	return ev
 }
 
-// run runs body in a transaction with the event's applied record and, for a SingleLeader
-// stream, its lane's fence, and commits. body gets the context bound to the session.
-// Errors: errAlreadyApplied, errTxnFenced (wrapped), the driver's transaction errors (with
-// their labels), body's error as returned.
+// run runs body in a transaction with the event's applied record (claim) and, for a
+// SingleLeader stream, its lane's fence, and commits. body gets the context bound to the
+// session. Errors: errAlreadyApplied, errTxnFenced (wrapped), the driver's transaction errors
+// (with their labels), body's error as returned.
 func (r *txnRecords) run(ctx context.Context, ev txnEvent, body func(ctx context.Context) error) error {
+	return r.inTxn(ctx, ev.lane, r.leader && !ev.replay, ev.id, func(sctx context.Context) error {
+		if err := r.claim(sctx, ev); err != nil {
+			return err
+		}
+		return body(sctx)
+	})
+}
+
+// runBatch runs evs, consecutive events of one lane, in one transaction: the events whose
+// applied records exist settle skipped (out), each other one claims its record and runs
+// call(sctx, i), in order, until the batch's time bound (TxBatch.MaxDuration, checked before
+// each event but the first) closes it early. It returns how many of evs completed (all of them
+// committed), or an error: none did.
+func (r *txnRecords) runBatch(ctx context.Context, evs []txnEvent, call func(sctx context.Context, i int) error,
+	out []dispatcher.BatchOutcome) (int, error) {
+	n := 0
+	err := r.inTxn(ctx, evs[0].lane, r.leader, evs[len(evs)-1].id, func(sctx context.Context) error {
+		// The records that exist, read first: a duplicate key inside a transaction aborts it.
+		keys := make(bson.A, len(evs))
+		for i, ev := range evs {
+			keys[i] = appliedKey{Stream: r.scope.Stream, Instance: r.scope.Instance, ID: ev.id}
+		}
+		cur, err := r.applied.Find(sctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
+			options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return fmt.Errorf("read the applied records: %w", err)
+		}
+		var found []struct {
+			ID appliedKey `bson:"_id"`
+		}
+		if err := cur.All(sctx, &found); err != nil {
+			return fmt.Errorf("read the applied records: %w", err)
+		}
+		applied := make(map[string]bool, len(found))
+		for _, f := range found {
+			applied[f.ID.ID] = true
+		}
+		// The records of the events to run, in one statement (a round trip per event would be
+		// most of a batch's cost); those of events a closed batch did not reach are deleted
+		// again before the commit.
+		now := r.clk.Now().UTC()
+		var recs []any
+		for i, ev := range evs {
+			if !applied[ev.id] {
+				recs = append(recs, r.record(ev, keys[i].(appliedKey), now))
+			}
+		}
+		if len(recs) > 0 {
+			if _, err := r.applied.InsertMany(sctx, recs); err != nil {
+				return fmt.Errorf("insert the applied records: %w", err)
+			}
+		}
+		start := clock.Mono(r.clk)
+		for i, ev := range evs {
+			if i > 0 && clock.Mono(r.clk)-start >= r.batch.MaxDuration {
+				break
+			}
+			out[i] = dispatcher.BatchOutcome{}
+			if applied[ev.id] {
+				out[i] = dispatcher.BatchOutcome{Skipped: true, Detail: alreadyAppliedDetail}
+			} else if err := call(sctx, i); err != nil {
+				return err
+			}
+			n = i + 1
+		}
+		var unreached bson.A
+		for i := n; i < len(evs); i++ {
+			if !applied[evs[i].id] {
+				unreached = append(unreached, keys[i])
+			}
+		}
+		if len(unreached) > 0 {
+			if _, err := r.applied.DeleteMany(sctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: unreached}}}}); err != nil {
+				return fmt.Errorf("delete the records of the events the batch did not reach: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// inTxn runs body in a transaction on the lane's session, after the lane's fence when fenced
+// (SingleLeader; last is recorded in it), and commits with write concern majority.
+func (r *txnRecords) inTxn(ctx context.Context, lane int, fenced bool, last string, body func(sctx context.Context) error) error {
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
 	var epoch int64
-	fenced := r.leader && !ev.replay
 	if fenced {
 		epoch = r.epoch()
 		if err := r.raiseFences(ctx, epoch); err != nil {
@@ -294,11 +381,11 @@ func (r *txnRecords) run(ctx context.Context, ev txnEvent, body func(ctx context
 		}
 	}
 	r.mu.Lock()
-	if r.closed || ev.lane >= len(r.sessions) {
+	if r.closed || lane >= len(r.sessions) {
 		r.mu.Unlock()
 		return errors.New("the stream is shutting down")
 	}
-	ls := &r.sessions[ev.lane]
+	ls := &r.sessions[lane]
 	r.mu.Unlock()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -318,17 +405,14 @@ func (r *txnRecords) run(ctx context.Context, ev txnEvent, body func(ctx context
 			cancel()
 		}
 	}()
-	if err := r.claim(sctx, ev); err != nil {
-		return err
-	}
 	if fenced {
-		res, err := r.fences.UpdateOne(sctx, bson.D{{Key: "_id", Value: r.fenceID(ev.lane)}, {Key: "epoch", Value: epoch}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "last", Value: ev.id}}}})
+		res, err := r.fences.UpdateOne(sctx, bson.D{{Key: "_id", Value: r.fenceID(lane)}, {Key: "epoch", Value: epoch}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "last", Value: last}}}})
 		if err != nil {
-			return fmt.Errorf("check the fence of lane %d: %w", ev.lane, err)
+			return fmt.Errorf("check the fence of lane %d: %w", lane, err)
 		}
 		if res.MatchedCount == 0 {
-			why := fmt.Sprintf("transaction under epoch %d refused: the fence of lane %d is at a newer epoch", epoch, ev.lane)
+			why := fmt.Sprintf("transaction under epoch %d refused: the fence of lane %d is at a newer epoch", epoch, lane)
 			r.fence(&wire.Fenced{Epoch: epoch, Why: why})
 			return fmt.Errorf("%s: %w: %w", why, errTxnFenced, store.ErrFenced)
 		}
@@ -352,6 +436,13 @@ func (r *txnRecords) run(ctx context.Context, ev txnEvent, body func(ctx context
 	return nil
 }
 
+// tooLarge reports whether err says the transaction was too large: TransactionTooLargeForCache
+// (313), TransactionTooLarge (334) or BSONObjectTooLarge (10334). A batch then splits.
+func tooLarge(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && (se.HasErrorCode(313) || se.HasErrorCode(334) || se.HasErrorCode(10334))
+}
+
 // claim writes the event's applied record in the transaction of sctx: errAlreadyApplied when
 // it exists (for a replay: exists and is not a dead letter's).
 func (r *txnRecords) claim(sctx context.Context, ev txnEvent) error {
@@ -367,6 +458,17 @@ func (r *txnRecords) claim(sctx context.Context, ev txnEvent) error {
 			return nil
 		}
 	}
+	if _, err := r.applied.InsertOne(sctx, r.record(ev, key, now)); err != nil {
+		if mongo.IsDuplicateKeyError(err) {
+			return errAlreadyApplied
+		}
+		return fmt.Errorf("insert the applied record: %w", err)
+	}
+	return nil
+}
+
+// record is the applied record of ev.
+func (r *txnRecords) record(ev txnEvent, key appliedKey, now time.Time) bson.D {
 	rec := bson.D{{Key: "_id", Value: key}, {Key: "ts", Value: ev.ts}, {Key: "at", Value: now}}
 	if ev.deadLetter {
 		rec = append(rec, bson.E{Key: "dl", Value: true})
@@ -374,13 +476,7 @@ func (r *txnRecords) claim(sctx context.Context, ev txnEvent) error {
 	if ev.ts.IsZero() {
 		rec = append(rec, bson.E{Key: "expireAt", Value: now.Add(r.ttl)})
 	}
-	if _, err := r.applied.InsertOne(sctx, rec); err != nil {
-		if mongo.IsDuplicateKeyError(err) {
-			return errAlreadyApplied
-		}
-		return fmt.Errorf("insert the applied record: %w", err)
-	}
-	return nil
+	return rec
 }
 
 // hasLabel reports whether err carries the server's or the driver's error label.
@@ -451,6 +547,33 @@ func (t txnRouter) Classify(err error) (dispatcher.ErrorClass, string) {
 		return dispatcher.Permanent, ""
 	}
 	return t.Router.Classify(err)
+}
+
+// BatchLimits implements dispatcher.Batcher: TxBatch's bounds (MaxEvents 1: off).
+func (t txnRouter) BatchLimits() (int, int) {
+	if t.replay {
+		return 1, 0
+	}
+	return t.rec.batch.MaxEvents, t.rec.batch.MaxBytes
+}
+
+// CallBatch implements dispatcher.Batcher: runBatch of the invocations' events. A transaction
+// too large splits.
+func (t txnRouter) CallBatch(ctx context.Context, invs []dispatcher.Invocation, out []dispatcher.BatchOutcome) (int, bool, error) {
+	evs := make([]txnEvent, len(invs))
+	inner := make([]dispatcher.Invocation, len(invs))
+	for i, inv := range invs {
+		ti, ok := inv.(*txnInvocation)
+		if !ok { // unreachable: the dispatcher batches what this router's Route returned
+			return 0, false, fmt.Errorf("watchtree: batch of a foreign invocation %T", inv)
+		}
+		evs[i], inner[i] = ti.ev, ti.inv
+	}
+	n, err := t.rec.runBatch(ctx, evs, func(sctx context.Context, i int) error { return inner[i].Call(sctx, 1) }, out)
+	if errors.Is(err, mongo.ErrWrongClient) {
+		err = fmt.Errorf("watchtree: Transactional stream %q: the handler wrote through a client other than Config.Client: %w", t.rec.scope.Stream, err)
+	}
+	return n, tooLarge(err), err
 }
 
 type txnInvocation struct {

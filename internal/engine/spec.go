@@ -61,8 +61,22 @@ type Spec struct {
 	// Router decodes the raw events and calls the user's handlers.
 	Router dispatcher.Router
 	// Transactional runs each handler call in a transaction with the event's applied record
-	// and, for SingleLeader, its lane's fence (exactly.go).
+	// and, for SingleLeader, its lane's fence (exactly.go); TxBatch (defaulted) lets several
+	// consecutive events of a lane share one.
 	Transactional bool
+	TxBatch       TxBatch
+}
+
+// TxBatch bounds the batches of a Transactional stream (watchtree.TxBatchPolicy, defaulted).
+type TxBatch struct {
+	// MaxEvents is the most events of one transaction (1: one event per transaction).
+	MaxEvents int
+	// MaxBytes is the most bytes of raw change events of one transaction (its first event is
+	// taken whatever its size).
+	MaxBytes int
+	// MaxDuration closes a batch early: no event starts in it once its first started this long
+	// ago.
+	MaxDuration time.Duration
 }
 
 // DeadLetter is the stream's dead-letter policy (watchtree.DeadLetterPolicy, defaulted).

@@ -327,14 +327,16 @@ func (e *Entry) routerFor() dispatcher.Router { return e.router(false) }
 // Transactional stream's replay claims the dead letter's applied record).
 func (e *Entry) router(replay bool) dispatcher.Router {
 	r := e.spec.Router
-	if e.txn != nil {
-		r = txnRouter{Router: r, rec: e.txn, replay: replay}
-	}
 	if ho, ok := e.rt.cfg.Observer.(observe.HandlerObserver); ok {
 		r = timedRouter{Router: r, stream: e.name, obs: ho, log: e.log, now: time.Now}
 	}
 	if ht, ok := e.rt.cfg.Observer.(observe.HandlerTracer); ok {
 		r = tracedRouter{Router: r, stream: e.name, tr: ht, log: e.log}
+	}
+	if e.txn != nil {
+		// Outermost, so that the dispatcher finds its dispatcher.Batcher; the timings and spans
+		// are the handler's own, inside the transaction.
+		r = txnRouter{Router: r, rec: e.txn, replay: replay}
 	}
 	return r
 }

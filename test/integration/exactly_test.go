@@ -307,6 +307,10 @@ func (w *orderWriter) finish() (map[int64]int, int) {
 	return w.writes, w.total
 }
 
+// envTxnDrillScale multiplies TestTransactionalCrashDrill's size: its orders and the events
+// each term handles before its fault (make drill-exactly runs it at 10).
+const envTxnDrillScale = "WATCHTREE_IT_TXN_DRILL_SCALE"
+
 // TestTransactionalCrashDrill is the exactly-once drill: worker processes share a SingleLeader
 // Transactional stream whose handler $incs a per-order counter and appends to a log, under a
 // steady load of inserts and updates. The leader is SIGKILLed four times (each replaced by a
@@ -324,12 +328,21 @@ func TestTransactionalCrashDrill(t *testing.T) {
 		alive[next] = true
 		next++
 	}
+	scale := int64(1)
+	if v := os.Getenv(envTxnDrillScale); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive integer", envTxnDrillScale, v)
+		}
+		scale = n
+	}
 	start(4)
 	start(4)
 	e.waitProcLeader(alive)
-	w := startOrderWriter(e, 60)
+	w := startOrderWriter(e, 60*scale)
 	progress := func(what string, run int, more int64) {
 		t.Helper()
+		more *= scale
 		base := e.collCount("log", bson.D{{Key: "run", Value: run}})
 		waitFor(t, what, func() bool { return e.collCount("log", bson.D{{Key: "run", Value: run}}) >= base+more }, workers[run].stderr.String)
 	}
@@ -368,6 +381,15 @@ func TestTransactionalCrashDrill(t *testing.T) {
 		t.Fatalf("SIGCONT: %v", err)
 	}
 	progress("the new leader after the thaw", other, 20)
+	if scale > 1 {
+		// At scale, the load goes on past the faults to scale × the drill's usual ~2,400 writes.
+		want := int(2400 * scale)
+		waitWithin(t, time.Duration(scale)*time.Minute, fmt.Sprintf("%d writes", want), func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.total >= want
+		})
+	}
 	writes, total := w.finish()
 	t.Logf("%d writes over %d orders; 4 SIGKILLs, 1 SIGSTOP past the lease, lanes 4 then 2", total, len(writes))
 	// The backlog after the last fault may take longer than waitLimit (under -race): wait while
@@ -409,5 +431,75 @@ func TestTransactionalCrashDrill(t *testing.T) {
 	t.Logf("counters: %d lost, %d duplicated; log: %d entries for %d writes, %d duplicates", lost, dup, entries, total, dups)
 	if entries != total || dups != 0 {
 		t.Errorf("log: %d entries, %d duplicates; want %d and 0", entries, dups, total)
+	}
+}
+
+// TestTransactionalBatches: with TxBatch, the events queued on a lane share transactions (far
+// fewer commits than events). The orders are written while the stream is stopped, so
+// after its restart its first batch is full: refused as too large (313, by a fail point on the
+// first two commits), it is split in halves, and no event fails an attempt for it. A poison
+// order aborts its batch, whose events then run one at a time, so the poison order alone is
+// dead-lettered. Every other order is counted once.
+func TestTransactionalBatches(t *testing.T) {
+	e := newEnv(t)
+	const orders, poison = 400, int64(377)
+	// The handler's collections exist: transactions that create one conflict with each other.
+	e.createColl("counters", false)
+	e.createColl("log", false)
+	var db *mongo.Database
+	spec := watchtree.Stream[Order]{Name: "batches", Collection: "orders", Transactional: true,
+		TxBatch: watchtree.TxBatchPolicy{MaxEvents: 50}, Retry: quickRetry,
+		OnInsert: func(ctx context.Context, ev *watchtree.Event[Order]) error {
+			if err := incCounter(ctx, db, ev.FullDocument.ID, ev.ID(), 0); err != nil {
+				return err
+			}
+			if ev.FullDocument.ID == poison {
+				return watchtree.Permanent(errors.New("poison order"))
+			}
+			return nil
+		}}
+	e.must(func(ctx context.Context) error {
+		_, err := e.db.Collection("orders").InsertOne(ctx, Order{ID: 0})
+		return err
+	})
+	first := e.startRuntime(nil)
+	first.waitRunning(t, first.spawn(t, spec))
+	first.stop(t) // the position is saved: the next runtime resumes from it
+	r := e.startRuntime(nil)
+	db = r.client.Database(e.dbName)
+	docs := make([]any, 0, orders)
+	for i := int64(1); i <= orders; i++ {
+		docs = append(docs, Order{ID: i})
+	}
+	// The stream's first change-stream batch after the restart holds one event: an update,
+	// which has no handler (settled without a transaction), so the inserts come in full batches.
+	e.must(func(ctx context.Context) error {
+		_, err := e.db.Collection("orders").UpdateOne(ctx, bson.D{{Key: "_id", Value: int64(0)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}})
+		return err
+	})
+	e.must(func(ctx context.Context) error { _, err := e.db.Collection("orders").InsertMany(ctx, docs); return err })
+	if !e.real() {
+		e.failPoint(bson.D{{Key: "times", Value: 2}}, bson.D{{Key: "failCommands", Value: bson.A{"commitTransaction"}},
+			{Key: "errorCode", Value: 313}, {Key: "appName", Value: r.app}})
+	}
+	commits0 := r.cmds.count("commitTransaction")
+	r.waitRunning(t, r.spawn(t, spec))
+	waitFor(t, "every good order counted", func() bool { return len(e.counters()) == orders-1 }, r.obs.dump)
+	waitFor(t, "the poison order dead-lettered", func() bool { return len(r.obs.find(ofType[observe.DeadLettered])) == 1 }, r.obs.dump)
+	for id, n := range e.counters() {
+		if n != 1 || id == poison {
+			t.Errorf("order %d counted %d times", id, n)
+		}
+	}
+	if n, dups := e.logStats(); n != orders-1 || dups != 0 {
+		t.Errorf("log: %d entries, %d duplicates; want %d and 0", n, dups, orders-1)
+	}
+	if retries := r.obs.find(ofType[observe.RetryScheduled]); len(retries) != 0 {
+		t.Errorf("%d failed attempts, want none (a batch too large splits): %v", len(retries), retries)
+	}
+	commits := r.cmds.count("commitTransaction") - commits0
+	t.Logf("%d orders in %d commits", orders, commits)
+	if commits > orders/4 {
+		t.Errorf("%d commits for %d orders: the events did not share transactions", commits, orders)
 	}
 }

@@ -288,6 +288,9 @@ func (coll *collection) indexKeysOf(doc bson.D) ([][]indexKey, *cmdError) {
 
 func (coll *collection) addKeys(keys [][]indexKey, idKey string) {
 	for i, ks := range keys {
+		if len(ks) > 0 {
+			coll.indexes[i].own()
+		}
 		for _, k := range ks {
 			coll.indexes[i].entries[k.hash] = idKey
 		}
@@ -300,6 +303,9 @@ func (coll *collection) removeKeys(keys [][]indexKey, idKey string) {
 			break
 		}
 		ix := coll.indexes[i]
+		if len(ks) > 0 {
+			ix.own()
+		}
 		for _, k := range ks {
 			if ix.entries[k.hash] == idKey {
 				delete(ix.entries, k.hash)

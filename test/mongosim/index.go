@@ -44,6 +44,9 @@ type index struct {
 	// entries maps a key (indexKey.hash) to the _id hash of the document holding it;
 	// maintained for unique indexes only.
 	entries map[string]string
+	// shared: entries may be shared with a clone's (or the clone's original's); own copies
+	// them before a write.
+	shared bool
 }
 
 // indexKey is one key of a document in an index: one value per key-pattern field.
@@ -63,15 +66,32 @@ func newIDIndex() *index {
 	}
 }
 
+// clone returns a copy that shares ix's entries copy-on-write: both are marked shared, and
+// whichever writes first copies them (own). A transaction's view of a collection with
+// secondary indexes then costs no index copy until it writes. Caller holds e.mu, as for every
+// index access.
 func (ix *index) clone() *index {
 	cp := *ix
 	if ix.entries != nil {
-		cp.entries = make(map[string]string, len(ix.entries))
-		for k, v := range ix.entries {
-			cp.entries[k] = v
-		}
+		ix.shared, cp.shared = true, true
 	}
 	return &cp
+}
+
+// own makes ix's entries its own before a write (see clone).
+func (ix *index) own() {
+	if !ix.shared {
+		return
+	}
+	ix.shared = false
+	if ix.entries == nil {
+		return
+	}
+	m := make(map[string]string, len(ix.entries))
+	for k, v := range ix.entries {
+		m[k] = v
+	}
+	ix.entries = m
 }
 
 // keysFor returns the distinct keys doc has in ix: nil when the index skips the document
@@ -498,6 +518,7 @@ func (coll *collection) buildIndex(ix *index) *cmdError {
 				err = coll.dupKeyError(ix, k.vals)
 				return false
 			}
+			ix.own()
 			ix.entries[k.hash] = s.key
 		}
 		return true

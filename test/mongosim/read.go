@@ -177,6 +177,25 @@ func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bso
 		}
 		return nil, true, nil
 	}
+	if ids, ok := rdIDSet(filter); ok {
+		// {_id: {$in: [...]}}: point lookups in the _id index instead of a scan, returned in
+		// natural order as the scan would return them (the caller still applies the filter).
+		pos := make([]int, 0, len(ids))
+		for _, id := range ids {
+			if i, ok := col.byID[query.HashKey(id)]; ok {
+				pos = append(pos, i)
+			}
+		}
+		slices.Sort(pos)
+		pos = slices.Compact(pos)
+		docs := make([]bson.D, 0, len(pos))
+		for _, i := range pos {
+			if s := col.docs[i]; s != nil {
+				docs = append(docs, s.doc)
+			}
+		}
+		return docs, true, nil
+	}
 	docs := make([]bson.D, 0, col.count())
 	col.scan(func(d bson.D) bool {
 		docs = append(docs, d)
@@ -265,6 +284,28 @@ func rdIDEquality(filter bson.D) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// rdIDSet returns the values of a filter {_id: {$in: [v, ...]}} whose values can each be
+// looked up by equality in the _id index (no regex, array, null or operator document).
+func rdIDSet(filter bson.D) ([]any, bool) {
+	if len(filter) != 1 || filter[0].Key != "_id" {
+		return nil, false
+	}
+	d, ok := filter[0].Value.(bson.D)
+	if !ok || len(d) != 1 || d[0].Key != "$in" {
+		return nil, false
+	}
+	vals, ok := d[0].Value.(bson.A)
+	if !ok {
+		return nil, false
+	}
+	for _, v := range vals {
+		if _, ok := rdIDEquality(bson.D{{Key: "_id", Value: v}}); !ok {
+			return nil, false
+		}
+	}
+	return vals, true
 }
 
 // rdReverseNaturalHint reports whether the command hints {$natural: -1}: the one hint that

@@ -99,6 +99,10 @@ var rows = []row{
 		Bench: "BenchmarkJetStreamSink", Metric: "ratio-same-payload"},
 
 	// lanes
+	{Group: "exactly once", Label: "Transactional, TxBatch 100, events/s (baseline: the same handler without a transaction)", Bench: "BenchmarkTransactional",
+		Metric: "batch100-events/s", BaseMetric: "plain-events/s", Ratio: "ratio", Target: "ratio ≥ 0.5"},
+	{Group: "exactly once", Label: "Transactional, a transaction per event, events/s (baseline: without a transaction)", Bench: "BenchmarkTransactional",
+		Metric: "txn-events/s", BaseMetric: "plain-events/s", Ratio: "ratio"},
 	{Group: "lanes", Label: "1 ms handler, 8 lanes, events/s (baseline: 1 lane), order checked", Bench: "BenchmarkLanes",
 		Metric: "lanes8-events/s", BaseMetric: "lanes1-events/s", Ratio: "speedup", Target: "≥ 7×"},
 
