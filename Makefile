@@ -89,7 +89,7 @@ snapshot-50k:
 
 ## drill-exactly: the exactly-once crash drill (TestTransactionalCrashDrill) at 10 times its size:
 ## 600 orders, 200 events per term before each of its 4 SIGKILLs and its SIGSTOP, and the load
-## kept up to 24,000 writes. About 2 min.
+## kept up to 24,000 writes. About 5 min (270 s here: 24,000 writes, 0 lost, 0 duplicates).
 drill-exactly:
 	cd test && WATCHTREE_IT_TXN_DRILL_SCALE=10 $(GO) test -count=1 -timeout 20m -run 'TestTransactionalCrashDrill$$' -v ./integration/
 
