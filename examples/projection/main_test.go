@@ -19,7 +19,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestProjection: the orders that existed before the stream and every later change end up in
-// order_views, document for document and version for version, and the program prints them.
+// order_views, document for document and version for version; the transactional stream counts
+// each status entered once; and the program prints them.
 func TestProjection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -36,7 +37,7 @@ func TestProjection(t *testing.T) {
 	if err := run(ctx, uri, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	want := "order 1: shipped (v3)\norder 3: new (v1)\norder 4: new (v1)\n"
+	want := "order 1: shipped (v3)\norder 3: new (v1)\norder 4: new (v1)\nentered new: 1\nentered paid: 1\nentered shipped: 1\n"
 	if out.String() != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
