@@ -9,6 +9,7 @@ require (
 	github.com/watchtree/watchtree v0.1.0
 	github.com/watchtree/watchtree/test/mongosim v0.1.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
