@@ -36,10 +36,12 @@ import (
 // sink (natssink.New, Publisher and its Publish, KeyHeader); 603 with dispatcher.LaneOf and
 // dispatcher.EventID (the exactly-once fences and applied records key on the dispatcher's own
 // lane and event ID); 606 with TxBatchPolicy and the dispatcher's Batcher and BatchOutcome (a
-// Transactional stream's batches).
+// Transactional stream's batches); 613 with the Kafka sink (issue 41, slice 4: kafkasink.New,
+// its Options, Publisher and its Publish and Close, EventIDHeader, and ValidTopic, which says
+// whether a subject is a valid Kafka topic name).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 606
+const maxPublicSurface = 613
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
