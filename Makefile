@@ -2,7 +2,7 @@
 GO       ?= go
 # MODULES are the repository's Go modules, each a directory with its own go.mod (README,
 # "Modules"); test-go, vet, lint, tidy and bench run in every one, PKGS within each.
-MODULES  ?= . test/mongosim cmd/watchtree metrics/prometheus otel store/redisstore sink/nats sink/kafka examples/relay test
+MODULES  ?= . test/mongosim cmd/watchtree metrics/prometheus otel store/redisstore sink/nats sink/kafka sink/rabbitmq examples/relay test
 PKGS     ?= ./...
 GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12

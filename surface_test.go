@@ -38,10 +38,12 @@ import (
 // lane and event ID); 606 with TxBatchPolicy and the dispatcher's Batcher and BatchOutcome (a
 // Transactional stream's batches); 613 with the Kafka sink (issue 41, slice 4: kafkasink.New,
 // its Options, Publisher and its Publish and Close, EventIDHeader, and ValidTopic, which says
-// whether a subject is a valid Kafka topic name).
+// whether a subject is a valid Kafka topic name); 621 with the RabbitMQ sink (issue 41, slice 3:
+// rabbitmqsink.New, Options, Publisher and its Publish and Close, KeyHeader,
+// DefaultMaxMessageSize, ErrUnroutable).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 613
+const maxPublicSurface = 621
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
