@@ -135,16 +135,37 @@ func TestBrokerRefusesOverMaxMessageSize(t *testing.T) {
 	p := newPublisher(t, rabbitmqsink.Options{URL: url, Exchange: root, MaxMessageSize: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Other lanes publish small events meanwhile: the broker's channel close nacks whatever of
+	// theirs is outstanding, which must come back retryable (only the oversized event is too
+	// large), and they go on once the publisher reconnected.
+	others, stopOthers := context.WithCancel(ctx)
+	otherErr := make(chan error, 1)
+	go func() {
+		defer close(otherErr)
+		for others.Err() == nil {
+			if err := publishOne(t, ctx, p, root, 0); err != nil && watchtree.IsPermanent(err) {
+				otherErr <- err
+				return
+			}
+		}
+	}()
 	err := publishOne(t, ctx, p, root, rabbitmqsink.DefaultMaxMessageSize+1)
+	stopOthers()
+	if oe := <-otherErr; oe != nil {
+		t.Fatalf("a small event published beside the oversized one failed permanently: %v", oe)
+	}
 	if !watchtree.IsPermanent(err) || !errors.Is(err, sink.ErrTooLarge) || !strings.Contains(err.Error(), "max size") {
 		t.Fatalf("a payload over max_message_size gave %v, want a permanent sink.ErrTooLarge with the broker's reason", err)
 	}
 	t.Logf("broker refused: %v", err)
+	if _, err := ch.QueuePurge(q, false); err != nil { // the small events published meanwhile
+		t.Fatal(err)
+	}
 	if err := publishOne(t, ctx, p, root, 0); err != nil {
 		t.Fatalf("the event after: %v", err)
 	}
-	if got := readAll(t, ch, q); len(got) != 1 {
-		t.Fatalf("the queue holds %d messages, want only the event after", len(got))
+	if got := readAll(t, ch, q); len(got) != 1 || len(got[0].Payload) > 1<<20 {
+		t.Fatalf("the queue holds %d messages, want only the (small) event after", len(got))
 	}
 }
 
