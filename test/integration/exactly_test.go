@@ -203,19 +203,7 @@ func txnWorkerMain() int {
 	if err != nil {
 		return fail("%s: %v", envWorkerLanes, err)
 	}
-	roles := cl.Database(db).Collection("roles")
-	obs := observe.Func(func(ev observe.Event) {
-		if lc, ok := ev.(observe.LeadershipChanged); ok {
-			role := "standby"
-			if lc.Change == observe.LeadershipAcquired {
-				role = "leader"
-			}
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, _ = roles.UpdateOne(rctx, bson.D{{Key: "_id", Value: run}}, bson.D{{Key: "$set", Value: bson.D{{Key: "role", Value: role}}}},
-				options.UpdateOne().SetUpsert(true))
-		}
-	})
+	obs := roleRecorder(cl.Database(db), run)
 	cfg := watchtree.Config{Client: cl, Database: db, Observer: obs, InstanceID: fmt.Sprintf("proc-%d", run), Lease: testLease}
 	if os.Getenv(envLog) != "" {
 		cfg.Logger, _ = zap.NewDevelopment()

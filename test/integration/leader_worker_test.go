@@ -42,23 +42,7 @@ func leaderWorkerMain() int {
 		return fail("%v", err)
 	}
 	defer done()
-	roles := cl.Database(db).Collection("roles")
-	setRole := func(role string) {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = roles.UpdateOne(rctx, bson.D{{Key: "_id", Value: run}}, bson.D{{Key: "$set", Value: bson.D{{Key: "role", Value: role}}}},
-			options.UpdateOne().SetUpsert(true))
-	}
-	// The role is written on the Observer's goroutine, in order, as the runtime reports it.
-	obs := observe.Func(func(ev observe.Event) {
-		if lc, ok := ev.(observe.LeadershipChanged); ok {
-			if lc.Change == observe.LeadershipAcquired {
-				setRole("leader")
-			} else {
-				setRole("standby")
-			}
-		}
-	})
+	obs := roleRecorder(cl.Database(db), run)
 	cfg := watchtree.Config{Client: cl, Database: db, Observer: obs, InstanceID: fmt.Sprintf("proc-%d", run), Lease: testLease}
 	if prefix := os.Getenv(envWorkerRedisPrefix); prefix != "" {
 		addr := os.Getenv("WATCHTREE_REDIS_ADDR")
@@ -105,6 +89,26 @@ func leaderWorkerMain() int {
 		return fail("Stop: %v", err)
 	}
 	return 0
+}
+
+// roleRecorder is a worker's Observer that keeps its role (leader or standby) in <db>.roles
+// {_id: run, role}, written on the Observer's goroutine, in order, as the runtime reports it.
+func roleRecorder(db *mongo.Database, run int) observe.Observer {
+	roles := db.Collection("roles")
+	return observe.Func(func(ev observe.Event) {
+		lc, ok := ev.(observe.LeadershipChanged)
+		if !ok {
+			return
+		}
+		role := "standby"
+		if lc.Change == observe.LeadershipAcquired {
+			role = "leader"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = roles.UpdateOne(ctx, bson.D{{Key: "_id", Value: run}}, bson.D{{Key: "$set", Value: bson.D{{Key: "role", Value: role}}}},
+			options.UpdateOne().SetUpsert(true))
+	})
 }
 
 // startLeaderWorker starts leader worker run n (leases in Redis under redisPrefix when set) and
