@@ -28,12 +28,12 @@ import (
 // A transactional stream runs each handler call in a transaction on Config.Client, whose
 // context carries the session: the driver's operations made with that context join it. The
 // transaction, in order:
-//  1. inserts the event's applied record into AppliedCollection, keyed by the stream's records
-//     scope and the event ID. A duplicate key means an earlier transaction committed the event:
-//     the transaction is aborted and the event settles as skipped ("already applied").
-//  2. for a SingleLeader stream, updates the lane's fence document on the condition that its
+//  1. for a SingleLeader stream, updates the lane's fence document on the condition that its
 //     epoch is this term's. No match means a newer leader raised the fences: the transaction
 //     is aborted, the supervisor is told (wire.Fenced) and the event stays unsettled.
+//  2. inserts the event's applied record into AppliedCollection, keyed by the stream's records
+//     scope and the event ID. A duplicate key means an earlier transaction committed the event:
+//     the transaction is aborted and the event settles as skipped ("already applied").
 //  3. runs the handler;
 //  4. commits, with write concern majority.
 // A new leader raises every fence document of the stream to its epoch before its first
@@ -42,6 +42,8 @@ import (
 // new leader's applied-record insert. So the handler's writes land once whatever the crash
 // point, the lane count, or a change of it between terms (fences are per lane, so lanes never
 // conflict with each other; the raise covers every lane document the stream ever had).
+// A batch (TxBatch, runBatch) is one such transaction for several events of a lane: it reads
+// which records exist, inserts the others' at once, and runs their handlers in order.
 //
 // A dead letter is written the same way: the applied record, the fence and the dead letter
 // (with the default MongoDB dead-letter store, in the same transaction; with a store of the
@@ -64,7 +66,7 @@ const (
 	commitRetries = 2
 )
 
-// ErrAlreadyApplied is the error of a transactional handler call whose event an earlier
+// errAlreadyApplied is the error of a transactional handler call whose event an earlier
 // transaction committed: the event settles as skipped with the detail alreadyAppliedDetail.
 var errAlreadyApplied = errors.New("watchtree: the event was applied already (its applied record exists)")
 
