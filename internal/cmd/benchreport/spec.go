@@ -97,6 +97,14 @@ var rows = []row{
 		Bench: "BenchmarkJetStreamSink", Metric: "sink-events/s", BaseMetric: "loop-events/s", Ratio: "ratio", Target: "ratio ≥ 0.8"},
 	{Group: "sinks", Label: "the same, as a ratio to a hand-written loop publishing the sink's payload (canonical Extended JSON)",
 		Bench: "BenchmarkJetStreamSink", Metric: "ratio-same-payload"},
+	{Group: "sinks", Label: "events/s into RabbitMQ through sink.Handler, 8 publishers (baseline: a hand-written loop publishing the raw BSON event with message-id, confirm awaited)",
+		Bench: "BenchmarkRabbitMQSink", Metric: "sink-events/s", BaseMetric: "loop-events/s", Ratio: "ratio", Target: "ratio ≥ 0.8"},
+	{Group: "sinks", Label: "RabbitMQ sink against the same loop publishing the same Extended JSON payload (ratio)",
+		Bench: "BenchmarkRabbitMQSink", Metric: "ratio-same-payload"},
+	{Group: "sinks", Label: "events/s into Kafka (kfake) through sink.Handler, 8 publishers (baseline: a hand-written ProduceSync loop of the raw BSON event, idempotent producer, acks=all)",
+		Bench: "BenchmarkKafkaSink", Metric: "sink-events/s", BaseMetric: "loop-events/s", Ratio: "ratio", Target: "ratio ≥ 0.8"},
+	{Group: "sinks", Label: "Kafka sink against the same loop producing the same Extended JSON payload (ratio)",
+		Bench: "BenchmarkKafkaSink", Metric: "ratio-same-payload"},
 
 	// lanes
 	{Group: "exactly once", Label: "Transactional, TxBatch 100, events/s (baseline: the same handler without a transaction)", Bench: "BenchmarkTransactional",
