@@ -572,10 +572,17 @@ func (t txnRouter) CallBatch(ctx context.Context, invs []dispatcher.Invocation, 
 		evs[i], inner[i] = ti.ev, ti.inv
 	}
 	n, err := t.rec.runBatch(ctx, evs, func(sctx context.Context, i int) error { return inner[i].Call(sctx, 1) }, out)
-	if errors.Is(err, mongo.ErrWrongClient) {
-		err = fmt.Errorf("watchtree: Transactional stream %q: the handler wrote through a client other than Config.Client: %w", t.rec.scope.Stream, err)
-	}
+	err = t.rec.explainWrongClient(err)
 	return n, tooLarge(err), err
+}
+
+// explainWrongClient names the rule a handler broke when the driver refused the transaction's
+// session (a write through a client other than Config.Client); other errors pass unchanged.
+func (r *txnRecords) explainWrongClient(err error) error {
+	if !errors.Is(err, mongo.ErrWrongClient) {
+		return err
+	}
+	return fmt.Errorf("watchtree: Transactional stream %q: the handler wrote through a client other than Config.Client, outside the event's transaction (use Config.Client and the handler's ctx): %w", r.scope.Stream, err)
 }
 
 type txnInvocation struct {
@@ -591,11 +598,7 @@ func (t *txnInvocation) Release() {
 }
 
 func (t *txnInvocation) Call(ctx context.Context, attempt int) error {
-	err := t.rec.run(ctx, t.ev, func(sctx context.Context) error { return t.inv.Call(sctx, attempt) })
-	if errors.Is(err, mongo.ErrWrongClient) {
-		return fmt.Errorf("watchtree: Transactional stream %q: the handler wrote through a client other than Config.Client, outside the event's transaction (use Config.Client and the handler's ctx): %w", t.rec.scope.Stream, err)
-	}
-	return err
+	return t.rec.explainWrongClient(t.rec.run(ctx, t.ev, func(sctx context.Context) error { return t.inv.Call(sctx, attempt) }))
 }
 
 // txnDeadLetters writes a transactional stream's dead letters with their applied records.
