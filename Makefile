@@ -8,7 +8,7 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 STATICCHECK_VERSION   ?= v0.8.2
 
-.PHONY: all test test-go test-dedicated test-clients test-mongosh chaos demo bench bench-mongosim bench-snapshot snapshot-50k drill-exactly proto lint vet fmt tidy modules mongosim tools
+.PHONY: all test test-go test-dedicated test-clients test-mongosh chaos demo dashboard-png bench bench-mongosim bench-snapshot snapshot-50k drill-exactly proto lint vet fmt tidy modules mongosim tools
 
 all: lint test
 
@@ -68,6 +68,16 @@ chaos:
 ## passes flags, e.g. DEMO_FLAGS='--db mydemo' (go run ./cmd/demo --help lists them).
 demo:
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
+
+## dashboard-png: docs/dashboard.png, dashboards/watchtree.json rendered from a real run
+## (metrics/prometheus/internal/cmd/dashrender): mongosim, two instances with the Prometheus
+## adapter driven through retries, dead letters, lag, restarts and leader changes for
+## DASHBOARD_SECONDS (default 150), a Prometheus server of its own evaluating every panel's
+## PromQL, headless chromium for the screenshot. Needs Debian's prometheus and chromium (this
+## target only; not part of make test). About 3 minutes.
+DASHBOARD_SECONDS ?= 150
+dashboard-png:
+	cd metrics/prometheus && $(GO) run ./internal/cmd/dashrender -duration $(DASHBOARD_SECONDS)s -out ../../docs/dashboard.png
 
 ## bench: every benchmark of every module, BENCH_COUNT times each (default 3), written to docs/benchmarks.md:
 ## each figure with the baseline measured in the same run, the ratio, the range over the runs,
