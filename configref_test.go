@@ -45,18 +45,18 @@ func configReference() []refType {
 				}
 				return Stream[bson.Raw]{Lanes: cs.Lanes} // the one scalar compile defaults; policies have tables of their own
 			}},
-		{heading: "`watchtree.RetryPolicy`", file: "internal/policy/backoff.go", name: "Retry", zero: RetryPolicy{},
-			defaults: func() any { return policy.WithDefaults(RetryPolicy{}) }},
-		{heading: "`watchtree.RestartPolicy`", file: "internal/policy/backoff.go", name: "Restart", zero: RestartPolicy{},
-			defaults: func() any { return policy.WithDefaults(RestartPolicy{}) }},
-		{heading: "`watchtree.CheckpointPolicy`", file: "internal/policy/checkpoint.go", name: "Checkpoint", zero: CheckpointPolicy{},
-			defaults: func() any { return policy.WithDefaults(CheckpointPolicy{}) }},
+		{heading: "`watchtree.RetryPolicy`", file: "policy.go", name: "RetryPolicy", zero: RetryPolicy{},
+			defaults: func() any { return policy.WithDefaults(policy.Retry{}) }}, // the same field order
+		{heading: "`watchtree.RestartPolicy`", file: "policy.go", name: "RestartPolicy", zero: RestartPolicy{},
+			defaults: func() any { return policy.WithDefaults(policy.Restart{}) }}, // the same field order
+		{heading: "`watchtree.CheckpointPolicy`", file: "policy.go", name: "CheckpointPolicy", zero: CheckpointPolicy{},
+			defaults: func() any { return policy.WithDefaults(policy.Checkpoint{}) }}, // the same field order
 		{heading: "`watchtree.DeadLetterPolicy`", file: "policy.go", name: "DeadLetterPolicy", zero: DeadLetterPolicy{},
 			defaults: func() any { return DeadLetterPolicy{}.withDefaults() }},
-		{heading: "`watchtree.LeasePolicy`", file: "internal/policy/lease.go", name: "Lease", zero: LeasePolicy{},
-			defaults: func() any { return policy.WithDefaults(LeasePolicy{}) }},
-		{heading: "`watchtree.SnapshotPolicy`", file: "internal/policy/snapshot.go", name: "Snapshot", zero: SnapshotPolicy{},
-			defaults: func() any { return policy.WithDefaults(SnapshotPolicy{}) }},
+		{heading: "`watchtree.LeasePolicy`", file: "leases.go", name: "LeasePolicy", zero: LeasePolicy{},
+			defaults: func() any { return policy.WithDefaults(policy.Lease{}) }}, // the same field order
+		{heading: "`watchtree.SnapshotPolicy`", file: "snapshot.go", name: "SnapshotPolicy", zero: SnapshotPolicy{},
+			defaults: func() any { return policy.WithDefaults(policy.Snapshot{}) }}, // the same field order
 	}
 }
 

@@ -104,16 +104,16 @@ func TestDeadLetterPolicyValidate(t *testing.T) {
 	})
 }
 
-// TestOneDefinitionPerPolicy: the policy types the actors take in their Config are the root's
-// types themselves, not look-alike copies: the assignments below compile only for identical
-// types (two distinct named types are never assignable to each other). ConfigError and
-// ErrInvalidConfig are likewise the policy package's, so a policy validated anywhere matches
-// the root's sentinel.
+// TestOneDefinitionPerPolicy: the policy types the actors take in their Config have the very
+// field lists of the root's types: the conversions below compile only for structs with identical
+// fields (names, types and order), so a field added on one side only fails the build. ConfigError
+// and ErrInvalidConfig are the policy package's, so a policy validated anywhere matches the
+// root's sentinel.
 func TestOneDefinitionPerPolicy(t *testing.T) {
 	var (
-		_ RetryPolicy         = dispatcher.Config{}.Retry
-		_ RestartPolicy       = supervisor.Config{}.Policy
-		_ CheckpointPolicy    = checkpointer.Config{}.Checkpoint
+		_                     = RetryPolicy(dispatcher.Config{}.Retry)
+		_                     = RestartPolicy(supervisor.Config{}.Policy)
+		_                     = CheckpointPolicy(checkpointer.Config{}.Checkpoint)
 		_ StartPosition       = checkpointer.Config{}.StartPosition
 		_ HistoryLostPolicy   = checkpointer.Config{}.OnHistoryLost
 		_ *policy.ConfigError = (*ConfigError)(nil)
@@ -122,7 +122,7 @@ func TestOneDefinitionPerPolicy(t *testing.T) {
 		t.Fatal("ErrInvalidConfig is not policy.ErrInvalidConfig")
 	}
 	// An actor's own validation of a policy yields the root's error type and sentinel.
-	_, err := dispatcher.New(dispatcher.Config{Stream: "s", Router: stubRouter{}, Retry: RetryPolicy{Multiplier: 0.5}})
+	_, err := dispatcher.New(dispatcher.Config{Stream: "s", Router: stubRouter{}, Retry: policy.Retry(RetryPolicy{Multiplier: 0.5})})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Config.Retry.Multiplier" || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("dispatcher.New with an invalid Retry = %v, want a *watchtree.ConfigError on Config.Retry.Multiplier", err)

@@ -228,10 +228,10 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
 	policy.ValidateInto(c, "StartPosition", s.StartPosition)
-	policy.ValidateInto(c, "Retry", s.Retry)
-	policy.ValidateInto(c, "Restart", s.Restart)
-	policy.ValidateInto(c, "Checkpoint", s.Checkpoint)
-	policy.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition)
+	policy.ValidateInto(c, "Retry", policy.Retry(s.Retry))
+	policy.ValidateInto(c, "Restart", policy.Restart(s.Restart))
+	policy.ValidateInto(c, "Checkpoint", policy.Checkpoint(s.Checkpoint))
+	policy.ValidateStartInto(c, "StartPosition", policy.Checkpoint(s.Checkpoint), s.StartPosition)
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
@@ -244,16 +244,17 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
-	policy.ValidateInto(c, "Snapshot", s.Snapshot)
-	if policy.SnapshotEnabled(s.Snapshot) || policy.HistoryLostKindOf(s.OnHistoryLost) == policy.HistoryRebuildFromSnapshot {
+	snap := s.Snapshot.internal()
+	policy.ValidateInto(c, "Snapshot", snap)
+	if policy.SnapshotEnabled(snap) || policy.HistoryLostKindOf(s.OnHistoryLost) == policy.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
-		if !policy.SnapshotEnabled(s.Snapshot) {
+		if !policy.SnapshotEnabled(snap) {
 			field = "OnHistoryLost"
 		}
 		if s.Collection == "" {
 			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 		}
-		if policy.StartKindOf(s.StartPosition) == policy.StartAt && policy.SnapshotEnabled(s.Snapshot) {
+		if policy.StartKindOf(s.StartPosition) == policy.StartAt && policy.SnapshotEnabled(snap) {
 			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
 		}
 	}
@@ -289,19 +290,19 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		SharedAsked:       s.Cursor == Shared,
 		Lanes:             s.Lanes,
 		Start:             s.StartPosition,
-		Retry:             policy.WithDefaults(s.Retry),
-		Restart:           policy.WithDefaults(s.Restart),
-		Checkpoint:        s.Checkpoint, // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
+		Retry:             policy.WithDefaults(policy.Retry(s.Retry)),
+		Restart:           policy.WithDefaults(policy.Restart(s.Restart)),
+		Checkpoint:        policy.Checkpoint(s.Checkpoint), // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
 		OnHistoryLost:     s.OnHistoryLost,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
-		Snapshot:          policy.WithDefaults(s.Snapshot),
+		Snapshot:          policy.WithDefaults(s.Snapshot.internal()),
 		Router:            newRouter(s),
 		Transactional:     s.Transactional,
 		TxBatch:           s.TxBatch.compile(),
 	}
-	cs.SnapshotFilter, _ = policy.MarshalFilter(s.Snapshot) // validated by check
-	if cs.Snapshot.Mode == SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
+	cs.SnapshotFilter, _ = policy.MarshalFilter(cs.Snapshot) // validated by check
+	if cs.Snapshot.Mode == policy.SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
 		cs.OnHistoryLost = RebuildFromSnapshot
 	}
 	if cs.Checkpoint.Ephemeral && !policy.HistoryLostSet(cs.OnHistoryLost) {

@@ -254,13 +254,13 @@ func TestStreamCompile(t *testing.T) {
 		t.Errorf("defaults: lanes %d single leader %v start %v onHistoryLost %v invalidate restart %v split %v", cs.Lanes,
 			cs.SingleLeader, cs.Start, cs.OnHistoryLost, cs.InvalidateRestart, cs.Split)
 	}
-	if cs.Retry != policy.WithDefaults(RetryPolicy{}) || cs.Restart != policy.WithDefaults(RestartPolicy{}) ||
+	if cs.Retry != policy.WithDefaults(policy.Retry{}) || cs.Restart != policy.WithDefaults(policy.Restart{}) ||
 		cs.DeadLetter != engine.DeadLetter((DeadLetterPolicy{}).withDefaults()) {
 		t.Errorf("policies not defaulted: %+v %+v %+v", cs.Retry, cs.Restart, cs.DeadLetter)
 	}
 	// The checkpoint policy is passed as given: the checkpointer defaults it, and checks the
 	// fields the user set (an Ephemeral stream must leave the write settings 0).
-	if cs.Checkpoint != (CheckpointPolicy{}) {
+	if cs.Checkpoint != (policy.Checkpoint{}) {
 		t.Errorf("checkpoint policy %+v, want the stream's own (zero)", cs.Checkpoint)
 	}
 	if len(cs.Pipeline) != 1 || cs.Pipeline[0].Lookup("$match", "operationType").StringValue() != "insert" {

@@ -102,8 +102,8 @@ type Config struct {
 	// Snapshots keeps the snapshot records. Required when Snapshot.Mode is not SnapshotNever
 	// or OnHistoryLost is RebuildFromSnapshot.
 	Snapshots store.SnapshotStore
-	// Checkpoint says when the position is written (the stream's watchtree.CheckpointPolicy, as
-	// it is); policy.Checkpoint gives the fields and their defaults. MaxUnflushed bounds the
+	// Checkpoint says when the position is written (the stream's watchtree.CheckpointPolicy,
+	// converted); watchtree.CheckpointPolicy documents the fields and their defaults. MaxUnflushed bounds the
 	// settlements not covered by a successful write, the events still in flight in the
 	// dispatcher included: the checkpointer's FlowControl.settle_limit lets the dispatcher take
 	// and grant only so many events (see the package documentation).

@@ -51,7 +51,7 @@
 //
 // # Writes
 //
-// Config.Checkpoint (policy.Checkpoint, defaults there) says when. A position change is written
+// Config.Checkpoint (watchtree.CheckpointPolicy documents the defaults) says when. A position change is written
 // when SaveEvery settlements accumulated since the last write issued, when SaveInterval passed
 // since the first change not covered by a write issued, or IdleInterval when no event settled
 // since then and only the PBRT moved (an idle stream's token is written at most once per

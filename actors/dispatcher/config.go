@@ -59,8 +59,8 @@ type Config struct {
 	// replies (16 MiB each at most) with the cursor's batches of 1024.
 	Capacity int
 	// Retry governs handler retries and the spacing of dead-letter write retries: the stream's
-	// watchtree.RetryPolicy, as it is. See policy.Retry for the fields, defaults and formula; the
-	// jitter draws from Rand.
+	// watchtree.RetryPolicy, converted. See watchtree.RetryPolicy for the fields, defaults and
+	// formula; the jitter draws from Rand.
 	Retry policy.Retry
 	// DeadLetters stores events whose attempts ran out or whose error is permanent. The event
 	// settles (OUTCOME_DEAD_LETTERED) only after PutDeadLetter succeeded; a failing write is

@@ -54,9 +54,9 @@ type Config struct {
 	// protoactor stops children in reverse spawn order, so the stream actor stops first when the
 	// supervisor stops.
 	Siblings []Sibling
-	// Policy is the stream's RestartPolicy (watchtree.RestartPolicy, as it is): the delay before
-	// each restart and the attempt limit. See policy.Restart for the fields, defaults and
-	// formula; the jitter draws from Rand. It is validated by New.
+	// Policy is the stream's RestartPolicy (watchtree.RestartPolicy, converted): the delay
+	// before each restart and the attempt limit. See watchtree.RestartPolicy for the fields,
+	// defaults and formula; the jitter draws from Rand. It is validated by New.
 	Policy policy.Restart
 	// Classify decides whether a failure is terminal. Default treekit.TerminalOn() (everything is
 	// transient).

@@ -30,39 +30,13 @@ const (
 	MinJitteredDelay = backoff.MinJittered
 )
 
-// Retry decides how often a failing handler is called again for the same event, and how long the
-// event's lane waits between calls; the dispatcher actor applies it. Retrying blocks only the
-// event's lane; other lanes go on. The root package calls it watchtree.RetryPolicy. The zero
-// value is the default policy: 3 attempts, 500ms, 1s, jitter on.
-//
-// After the n-th failed attempt (n = 1, 2, ...) the lane waits
-//
-//	delay(n) = min(InitialDelay × Multiplier^(n-1), MaxDelay) × U(0.8, 1.2)
-//
-// where the jitter factor U(0.8, 1.2) is uniform and applies unless DisableJitter is set; a
-// jittered delay is floored at 1ms (so it may exceed MaxDelay by up to 20%). Without jitter the
-// defaults give 500ms, 1s, 2s, 4s, 8s, 16s and then 30s. The same formula spaces the retries of
-// a failing dead-letter write (n = the n-th failed write; those retries never stop).
-//
-// An error marked with watchtree.Permanent, a *watchtree.DecodeError, or any error with a
-// `Permanent() bool` method returning true skips the remaining attempts. An error made by
-// watchtree.Skip settles the event without a dead letter. When the attempts run out, the event is
-// dead-lettered (see watchtree.DeadLetterPolicy).
+// Retry is the field list of watchtree.RetryPolicy, which documents the fields, their defaults
+// and the delay formula; the dispatcher actor applies it.
 type Retry struct {
-	// MaxAttempts is the number of handler calls per event, including the first. Default 3.
-	// 1 means no retry. Must be >= 0; 0 means the default.
-	MaxAttempts int
-	// InitialDelay is the delay after the first failed attempt. Default 500ms. Must be >= 0;
-	// 0 means the default.
-	InitialDelay time.Duration
-	// MaxDelay caps the delay before jitter. Default 30s. Must be >= 0 (0 means the default)
-	// and, once defaulted, >= InitialDelay.
-	MaxDelay time.Duration
-	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite and
-	// >= 1 (1 gives a constant delay); 0 means the default.
-	Multiplier float64
-	// DisableJitter turns the ±20% jitter off. Jitter is on by default so that many lanes or
-	// instances failing together do not retry in lockstep.
+	MaxAttempts   int
+	InitialDelay  time.Duration
+	MaxDelay      time.Duration
+	Multiplier    float64
 	DisableJitter bool
 }
 
@@ -100,42 +74,14 @@ func (p Retry) nthDelay(attempt int, rnd func() float64) time.Duration {
 	return delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt, !p.DisableJitter, rnd)
 }
 
-// Restart decides when a crashed stream is started again by its supervisor actor. It counts
-// deaths of the stream (cursor errors after the driver's own resume, stepdowns that surface as
-// errors, failed starts), not handler failures. The root package calls it
-// watchtree.RestartPolicy. The zero value is the default policy: unlimited attempts, 1s, 2s, 4s,
-// ... capped at 60s, no jitter.
-//
-// Before the attempt-th restart (attempt = 1, 2, ...) the supervisor waits
-//
-//	delay(attempt) = min(InitialDelay × Multiplier^(attempt-1), MaxDelay)
-//
-// multiplied by a uniform U(0.8, 1.2) and floored at 1ms when Jitter is set (so a jittered delay
-// may exceed MaxDelay by up to 20%). The default cadence is 1s, 2s, 4s, 8s, 16s, 32s, then 60s;
-// MaxAttempts 30 is about 25 minutes.
-//
-// Every death consumes one attempt, including a death right after a restart. The counter resets
-// to zero on the first successful resubscription (the cursor is open again). When MaxAttempts is
-// set and exhausted, the give-up is immediate (no further delay) and terminal: the stream is
-// reported Stopped{Crashed} with watchtree.ErrGaveUp, its lease is released, and it stays down
-// until an operator starts it. An operator start during the backoff wins over the pending
-// attempt.
+// Restart is the field list of watchtree.RestartPolicy, which documents the fields, their
+// defaults and the delay formula; the supervisor actor applies it.
 type Restart struct {
-	// MaxAttempts is the number of consecutive restarts before giving up. Default 0, which means
-	// unlimited. Must be >= 0.
-	MaxAttempts int
-	// InitialDelay is the delay before the first restart. Default 1s. Must be >= 0; 0 means the
-	// default.
+	MaxAttempts  int
 	InitialDelay time.Duration
-	// MaxDelay caps the delay before jitter. Default 60s. Must be >= 0 (0 means the default)
-	// and, once defaulted, >= InitialDelay.
-	MaxDelay time.Duration
-	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite and
-	// >= 1 (1 gives a constant delay); 0 means the default.
-	Multiplier float64
-	// Jitter multiplies every delay by U(0.8, 1.2) (±20%), floored at 1ms, so streams that died
-	// together do not restart in lockstep. Default false.
-	Jitter bool
+	MaxDelay     time.Duration
+	Multiplier   float64
+	Jitter       bool
 }
 
 // withDefaults returns p with every zero field replaced by its default. MaxAttempts stays 0

@@ -3,8 +3,8 @@ package policy
 import "time"
 
 // The tree's plumbing over the policies is package-level functions, not methods: the root
-// re-exports the policy types with aliases, so every exported method would be public API through
-// them. Only what a user calls (Validate, String) is a method.
+// re-exports StartPosition, HistoryLost and Invalidate with aliases, so every exported method of
+// theirs would be public API. Only what a user calls (Validate, String) is a method.
 
 // defaulted is a policy that fills its zero fields in: Retry, Restart, Checkpoint, Lease and
 // Snapshot.

@@ -14,14 +14,12 @@ const (
 	DefaultMarginDivisor = 10
 )
 
-// Balance says whether the SingleLeader streams' leaderships are shared out over the instances.
+// Balance is watchtree.Balance in the form the leader actor takes (its values are the same).
 type Balance uint8
 
+// The values of watchtree.BalanceOn and watchtree.BalanceOff.
 const (
-	// BalanceOn (the default, the zero value): each instance leads about its fair share,
-	// ⌈M/N⌉ of the M streams over N live instances, and hands its excess over gracefully.
 	BalanceOn Balance = iota
-	// BalanceOff: whoever acquires a lease first keeps it until it stops or loses it.
 	BalanceOff
 )
 
@@ -33,33 +31,14 @@ func (b Balance) String() string {
 	return "on"
 }
 
-// Lease governs a SingleLeader stream's lease; the leader actor applies it. The root package
-// calls it watchtree.LeasePolicy.
-//
-// The leader acquires the lease for TTL and renews it every RenewEvery. Expiry is judged by the
-// lease store's clock (MongoDB's $$NOW, Redis's key TTL). A leader whose renewal fails or is late
-// stops processing at lastRenewOk + TTL - Margin by its own clock, where lastRenewOk is the time it
-// sent the latest successful renewal, so it has stopped before the store can give the lease to
-// anyone else. A standby tries to acquire every StandbyPoll, at the exact moment the lease it saw
-// expires, and at once when the lease store reports a change (a release), so a graceful handover
-// takes well under a second and a crash failover about TTL.
+// Lease is the field list of watchtree.LeasePolicy, which documents the fields, their defaults
+// and the timing rules; the leader actor applies it.
 type Lease struct {
-	// TTL is how long an acquisition or renewal holds the lease. Default 60s. Must be >= 0 (0
-	// means the default) and leave room for two renewals: 2 × RenewEvery <= TTL - Margin.
-	TTL time.Duration
-	// RenewEvery is the renewal period of the leader (and of the instance heartbeat used by
-	// Balance). Default 15s. Must be >= 0 (0 means the default).
-	RenewEvery time.Duration
-	// StandbyPoll is the period of a standby's acquisition attempts. Default 20s. Must be >= 0 (0
-	// means the default).
+	TTL         time.Duration
+	RenewEvery  time.Duration
 	StandbyPoll time.Duration
-	// Margin is how long before the lease can expire on the server a leader that could not
-	// renew stops processing: it covers clock drift and the time to stop. Default TTL / 10
-	// (6s with the default TTL). Must
-	// be >= 0 (0 means the default) and < TTL.
-	Margin time.Duration
-	// Balance shares the leaderships out over the instances. Default BalanceOn.
-	Balance Balance
+	Margin      time.Duration
+	Balance     Balance
 }
 
 // withDefaults returns p with every zero field replaced by its default.

@@ -21,21 +21,13 @@ const (
 	MaxSnapshotBatchSize = 100_000
 )
 
-// SnapshotMode says when a stream copies the documents that already exist in its collection
-// through its handlers before it streams changes. The root package calls it
-// watchtree.SnapshotMode.
+// SnapshotMode is watchtree.SnapshotMode in the form the tree takes (its values are the same).
 type SnapshotMode uint8
 
+// The values of watchtree.SnapshotNever, SnapshotInitial and SnapshotWhenNeeded.
 const (
-	// SnapshotNever (the default) never copies existing documents: the stream starts from its
-	// start position.
 	SnapshotNever SnapshotMode = iota
-	// SnapshotInitial copies the existing documents on the first start of the stream, the one
-	// that finds no checkpoint, then streams the changes made since the copy began.
 	SnapshotInitial
-	// SnapshotWhenNeeded is SnapshotInitial, and also the repair when the stream's position has
-	// left the oplog: the stream then applies RebuildFromSnapshot (OnHistoryLost must be left
-	// at its default or set to RebuildFromSnapshot).
 	SnapshotWhenNeeded
 )
 
@@ -52,36 +44,13 @@ func (m SnapshotMode) String() string {
 	return fmt.Sprintf("SnapshotMode(%d)", m)
 }
 
-// Snapshot configures the copy of a collection's existing documents (the initial load, and the
-// rebuild of RebuildFromSnapshot). The root package calls it watchtree.SnapshotPolicy.
-//
-// The copy is taken without a gap: the stream's position is captured and persisted before the
-// first document is read, the documents are read in _id order in Partitions parallel ranges of
-// BatchSize chunks, each document goes through the stream's handlers (OnSnapshot, else
-// OnChange) with the same retries and dead letters as a change event, and once every range is
-// done the stream streams from the captured position. A change made during the copy is
-// therefore delivered after it, possibly to a document the copy already showed in its newer
-// state: targets must be idempotent (see the README). Progress is persisted per range, so a
-// stopped or crashed copy resumes where each range was; a finished copy never runs again.
+// Snapshot is the field list of watchtree.SnapshotPolicy, which documents the fields, their
+// defaults and how the copy runs; the snapshot actor applies it.
 type Snapshot struct {
-	// Mode says when the copy runs. Default SnapshotNever.
-	Mode SnapshotMode
-	// Filter is a server-side query document (a bson.D, bson.M, bson.Raw or any value that
-	// marshals to a document): only the documents it matches are copied. Default: all. It is
-	// marshalled once, when the stream is spawned.
-	Filter any
-	// Partitions is the number of _id ranges read in parallel. Default 4, at most 256.
-	Partitions int
-	// BatchSize is the number of documents read per chunk (one find), and the unit of progress:
-	// after a crash at most one chunk per range is read and handled again. Default 1000, at
-	// most 100000.
-	BatchSize int
-	// HandoffRefresh is how often, at most, the handoff position moves forward while the copy
-	// runs: an idle change stream from the handoff position (the stream's own pipeline) that has
-	// returned no event up to its post-batch resume token proves that starting there skips
-	// nothing, so the position is persisted there, and a long copy of a quiet collection on a
-	// busy cluster does not lose its position when the oplog rolls over. Once the collection
-	// changes, the position stays where it is (the change must be delivered). Default 1 minute.
+	Mode           SnapshotMode
+	Filter         any
+	Partitions     int
+	BatchSize      int
 	HandoffRefresh time.Duration
 }
 

@@ -16,7 +16,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/redisstore"
 )
@@ -268,13 +267,17 @@ func BenchmarkLeaderCrashFailover(b *testing.B) {
 			}
 			b.StopTimer()
 			f := float64(total.Milliseconds()) / float64(b.N)
-			p := policy.WithDefaults(pol)
+			p := pol
+			p.StandbyPoll = defaultLease.StandbyPoll
 			b.ReportMetric(f, "failover-ms")
 			b.ReportMetric(float64((p.TTL + p.StandbyPoll).Milliseconds()), "polling-formula-ms")
 			b.ReportMetric(f/float64((p.TTL+500*time.Millisecond).Milliseconds()), "failover/target")
 		})
 	}
 }
+
+// defaultLease is the zero LeasePolicy with the defaults its fields' godoc states.
+var defaultLease = watchtree.LeasePolicy{TTL: 60 * time.Second, RenewEvery: 15 * time.Second, StandbyPoll: 20 * time.Second}
 
 // BenchmarkLeaseWriteLoad counts the lease store calls of one stream's leader and standby over a
 // window, with the default LeasePolicy scaled down tenfold (TTL 6s, RenewEvery 1.5s,
@@ -283,7 +286,7 @@ func BenchmarkLeaderCrashFailover(b *testing.B) {
 // expiry it saw (each a conditional write that changes nothing while the lease is held).
 func BenchmarkLeaseWriteLoad(b *testing.B) {
 	const scale = 10
-	def := policy.WithDefaults(watchtree.LeasePolicy{})
+	def := defaultLease
 	pol := watchtree.LeasePolicy{TTL: def.TTL / scale, RenewEvery: def.RenewEvery / scale, StandbyPoll: def.StandbyPoll / scale}
 	for _, backend := range []string{"mongo", "redis"} {
 		b.Run(backend, func(b *testing.B) {

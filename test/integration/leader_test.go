@@ -17,7 +17,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
@@ -586,7 +585,7 @@ func TestSingleLeaderStoreOutage(t *testing.T) {
 				}
 				return false
 			})
-			if d := lostAt.Sub(downAt); d > testLease.TTL-policy.WithDefaults(testLease).Margin+testLease.RenewEvery {
+			if d := lostAt.Sub(downAt); d > testLease.TTL-testLease.Margin+testLease.RenewEvery {
 				t.Errorf("the leader demoted itself %v after the outage began, want by TTL - Margin after its last renewal", d)
 			}
 			// Past the lease's expiry, still down: nobody may acquire.
