@@ -114,8 +114,6 @@ func TestOneDefinitionPerPolicy(t *testing.T) {
 		_                     = RetryPolicy(dispatcher.Config{}.Retry)
 		_                     = RestartPolicy(supervisor.Config{}.Policy)
 		_                     = CheckpointPolicy(checkpointer.Config{}.Checkpoint)
-		_ StartPosition       = checkpointer.Config{}.StartPosition
-		_ HistoryLostPolicy   = checkpointer.Config{}.OnHistoryLost
 		_ *policy.ConfigError = (*ConfigError)(nil)
 	)
 	if ErrInvalidConfig != policy.ErrInvalidConfig {

@@ -77,4 +77,4 @@ func (m SnapshotMode) String() string { return policy.SnapshotMode(m).String() }
 // Partitions and BatchSize; resumable like an initial copy), then streams from the captured
 // position, so nothing written during the copy is missed. It is the built-in rebuild: the
 // handlers see the copied documents as snapshot events (OnSnapshot, else OnChange).
-var RebuildFromSnapshot = policy.RebuildFromSnapshot
+var RebuildFromSnapshot = HistoryLostPolicy{policy.RebuildFromSnapshot}

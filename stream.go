@@ -227,11 +227,11 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Lanes < 0 || s.Lanes > maxLanes {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
-	policy.ValidateInto(c, "StartPosition", s.StartPosition)
+	policy.ValidateInto(c, "StartPosition", s.StartPosition.p)
 	policy.ValidateInto(c, "Retry", policy.Retry(s.Retry))
 	policy.ValidateInto(c, "Restart", policy.Restart(s.Restart))
 	policy.ValidateInto(c, "Checkpoint", policy.Checkpoint(s.Checkpoint))
-	policy.ValidateStartInto(c, "StartPosition", policy.Checkpoint(s.Checkpoint), s.StartPosition)
+	policy.ValidateStartInto(c, "StartPosition", policy.Checkpoint(s.Checkpoint), s.StartPosition.p)
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
@@ -240,13 +240,13 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	}
 	s.TxBatch.validateInto(c, "TxBatch", s.Transactional)
 	s.DeadLetter.validateInto(c, "DeadLetter")
-	policy.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost)
+	policy.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost.p)
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
 	snap := s.Snapshot.internal()
 	policy.ValidateInto(c, "Snapshot", snap)
-	if policy.SnapshotEnabled(snap) || policy.HistoryLostKindOf(s.OnHistoryLost) == policy.HistoryRebuildFromSnapshot {
+	if policy.SnapshotEnabled(snap) || policy.HistoryLostKindOf(s.OnHistoryLost.p) == policy.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
 		if !policy.SnapshotEnabled(snap) {
 			field = "OnHistoryLost"
@@ -254,12 +254,12 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 		if s.Collection == "" {
 			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 		}
-		if policy.StartKindOf(s.StartPosition) == policy.StartAt && policy.SnapshotEnabled(snap) {
+		if policy.StartKindOf(s.StartPosition.p) == policy.StartAt && policy.SnapshotEnabled(snap) {
 			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
 		}
 	}
 	if s.Snapshot.Mode == SnapshotWhenNeeded {
-		if k := policy.HistoryLostKindOf(s.OnHistoryLost); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
+		if k := policy.HistoryLostKindOf(s.OnHistoryLost.p); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
 			c.Add("OnHistoryLost", "must be left at its default or be RebuildFromSnapshot with Snapshot.Mode SnapshotWhenNeeded, got %v", s.OnHistoryLost)
 		}
 	}
@@ -289,12 +289,12 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		Shared:            s.Cursor == Shared || (s.Cursor == CursorDefault && s.Collection != ""),
 		SharedAsked:       s.Cursor == Shared,
 		Lanes:             s.Lanes,
-		Start:             s.StartPosition,
+		Start:             s.StartPosition.p,
 		Retry:             policy.WithDefaults(policy.Retry(s.Retry)),
 		Restart:           policy.WithDefaults(policy.Restart(s.Restart)),
 		Checkpoint:        policy.Checkpoint(s.Checkpoint), // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
-		OnHistoryLost:     s.OnHistoryLost,
+		OnHistoryLost:     s.OnHistoryLost.p,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
 		Snapshot:          policy.WithDefaults(s.Snapshot.internal()),
 		Router:            newRouter(s),
@@ -303,11 +303,11 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 	}
 	cs.SnapshotFilter, _ = policy.MarshalFilter(cs.Snapshot) // validated by check
 	if cs.Snapshot.Mode == policy.SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
-		cs.OnHistoryLost = RebuildFromSnapshot
+		cs.OnHistoryLost = policy.RebuildFromSnapshot
 	}
 	if cs.Checkpoint.Ephemeral && !policy.HistoryLostSet(cs.OnHistoryLost) {
 		// In-memory state that stopped following the collection would go stale unnoticed.
-		cs.OnHistoryLost = ResumeFromNow
+		cs.OnHistoryLost = policy.ResumeFromNow
 	}
 	if cs.Lanes == 0 {
 		cs.Lanes = 1

@@ -249,7 +249,7 @@ func TestStreamCompile(t *testing.T) {
 	if cs.Name != "orders" || cs.Client != client || cs.Scope() != engine.ScopeCollection || cs.Database != "shop" || cs.Collection != "orders" {
 		t.Errorf("identity = %+v", cs)
 	}
-	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != Resume || policy.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryFail || cs.InvalidateRestart ||
+	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != policy.Resume || policy.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryFail || cs.InvalidateRestart ||
 		cs.Split != engine.SplitAuto {
 		t.Errorf("defaults: lanes %d single leader %v start %v onHistoryLost %v invalidate restart %v split %v", cs.Lanes,
 			cs.SingleLeader, cs.Start, cs.OnHistoryLost, cs.InvalidateRestart, cs.Split)

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/watchtree/watchtree/internal/policy"
 )
 
 // Started reports that the stream's cursor is open and events flow. The stream actor reports
@@ -138,7 +136,11 @@ type CheckpointRefused struct {
 // OnHistoryLost policy applies. The checkpointer reports it.
 type HistoryLost struct {
 	Meta
-	Policy policy.HistoryLost // the OnHistoryLost policy that applies (watchtree.HistoryLostPolicy)
+	// Policy names the OnHistoryLost policy that applies: "Fail", "ResumeFromNow", "Rebuild" or
+	// "RebuildFromSnapshot" (watchtree.HistoryLostPolicy's String). It is the name, not the
+	// policy, because an event is for logs, metrics and alerts, which need the name, and because
+	// this package cannot name the root's types (the root imports it).
+	Policy string
 	// Err is the server's error (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280 or
 	// CappedPositionLost 136), matching watchtree.ErrHistoryLost.
 	Err error
@@ -150,7 +152,8 @@ type GapRecorded struct {
 	Meta
 	// From is the last position known good (the lost token); To is the new start position.
 	From, To bson.Raw
-	Policy   policy.HistoryLost // the OnHistoryLost policy that wrote the gap
+	// Policy names the OnHistoryLost policy that wrote the gap, as HistoryLost.Policy does.
+	Policy string
 }
 
 // Invalidated reports an invalidate event and the path taken. The stream actor reports it.
@@ -159,9 +162,10 @@ type Invalidated struct {
 	// Cause is the operation that invalidated the stream: "drop", "rename" or "dropDatabase"
 	// (empty when the server sent the invalidate alone).
 	Cause string
-	// Action is the stream's OnInvalidate policy (watchtree.InvalidatePolicy): the stream
-	// reopens after the invalidate, or stops terminally.
-	Action policy.Invalidate
+	// Action names the stream's OnInvalidate policy, what the stream does next:
+	// "InvalidateRestart" (it reopens after the invalidate) or "InvalidateStop" (it stops
+	// terminally), watchtree.InvalidatePolicy's String; a name, as HistoryLost.Policy is.
+	Action string
 }
 
 // LeadershipChanged reports a change of a SingleLeader stream's leadership on this instance:

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -48,10 +47,10 @@ func samples() []sample {
 			"stream s: checkpoint write failed (250 unflushed), will retry: cause"},
 		{observe.CheckpointRefused{Meta: m, Err: cause},
 			"stream s: checkpoint write refused, the stored position stands: cause"},
-		{observe.HistoryLost{Meta: m, Policy: policy.ResumeFromNow, Err: cause},
+		{observe.HistoryLost{Meta: m, Policy: "ResumeFromNow", Err: cause},
 			"stream s: change stream history lost, applying ResumeFromNow: cause"},
-		{observe.GapRecorded{Meta: m, Policy: policy.ResumeFromNow}, "stream s: gap recorded (ResumeFromNow)"},
-		{observe.Invalidated{Meta: m, Cause: "drop", Action: policy.InvalidateStop}, `stream s invalidated by "drop", InvalidateStop`},
+		{observe.GapRecorded{Meta: m, Policy: "ResumeFromNow"}, "stream s: gap recorded (ResumeFromNow)"},
+		{observe.Invalidated{Meta: m, Cause: "drop", Action: "InvalidateStop"}, `stream s invalidated by "drop", InvalidateStop`},
 		{observe.LeadershipChanged{Meta: m, Leader: true, Change: observe.LeadershipAcquired, Epoch: 4}, "stream s: leader (epoch 4)"},
 		{observe.LeadershipChanged{Meta: m, Change: observe.LeadershipLost, Epoch: 4, Why: "renewal refused"},
 			"stream s: leadership lost (epoch 4): renewal refused"},

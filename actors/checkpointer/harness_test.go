@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -113,7 +112,7 @@ func (r *recorder) OnEvent(ev observe.Event) {
 	case observe.GapRecorded:
 		gaps, err := r.h.ms.ListGaps(context.Background(), scope)
 		if err != nil || len(gaps) == 0 || !bytes.Equal(gaps[len(gaps)-1].FromToken, e.From) ||
-			!bytes.Equal(gaps[len(gaps)-1].ToToken, e.To) || policy.HistoryLostKindOf(e.Policy) != policy.HistoryLostKindOf(r.h.cfg.OnHistoryLost) {
+			!bytes.Equal(gaps[len(gaps)-1].ToToken, e.To) || e.Policy != r.h.cfg.OnHistoryLost.String() {
 			r.ch <- mismatch{fmt.Sprintf("GapRecorded %+v, stored %+v (%v)", e, gaps, err)}
 			return
 		}

@@ -365,7 +365,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 	reason := lossReason(m.GetCode(), m.GetMessage())
 	c.log.Warn("change stream history lost", zap.Int32("code", m.GetCode()), zap.String("message", m.GetMessage()),
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
-	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl,
+	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl.String(),
 		Err: historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())})
 	if policy.HistoryLostKindOf(hl) == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
@@ -505,7 +505,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.gap != nil {
 		g := *r.gap
 		c.log.Info("gap recorded", zap.String("id", g.ID), zap.String("policy", g.Policy), zap.String("reason", g.Reason))
-		c.report(observe.GapRecorded{Meta: c.meta(), From: g.FromToken, To: g.ToToken, Policy: c.cfg.OnHistoryLost})
+		c.report(observe.GapRecorded{Meta: c.meta(), From: g.FromToken, To: g.ToToken, Policy: c.cfg.OnHistoryLost.String()})
 	}
 	if r.fenced != nil {
 		c.fence(ctx, r.fenced)

@@ -213,7 +213,7 @@ func TestHistoryLostFail(t *testing.T) {
 	}
 	hl := event[observe.HistoryLost](h)
 	if !errors.Is(hl.Err, treekit.ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
-		policy.HistoryLostKindOf(hl.Policy) != policy.HistoryFail {
+		hl.Policy != policy.Fail.String() {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	err := h.failure()
@@ -239,7 +239,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-9", sf)
 	}
 	hl := event[observe.HistoryLost](h)
-	if policy.HistoryLostKindOf(hl.Policy) != policy.HistoryResumeFromNow || !strings.Contains(hl.Err.Error(), "server error 286: gone") {
+	if hl.Policy != policy.ResumeFromNow.String() || !strings.Contains(hl.Err.Error(), "server error 286: gone") {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	g := event[store.Gap](h)

@@ -341,7 +341,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 	if restart {
 		action = policy.InvalidateRestart
 	}
-	s.report(observe.Invalidated{Meta: s.meta(), Cause: m.GetInvalidateCause(), Action: action})
+	s.report(observe.Invalidated{Meta: s.meta(), Cause: m.GetInvalidateCause(), Action: action.String()})
 	if restart {
 		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", seq))
 		s.startSource = "invalidate"

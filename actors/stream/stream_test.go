@@ -319,7 +319,7 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 		t.Fatalf("events after the reopen are of documents %d, %d", docID(evs[3].GetRaw()), docID(evs[4].GetRaw()))
 	}
 	_, inv := h.ev.snapshot()
-	if len(inv) != 1 || inv[0].Action != policy.InvalidateRestart || inv[0].Cause != "drop" || inv[0].Stream != "orders" {
+	if len(inv) != 1 || inv[0].Action != policy.InvalidateRestart.String() || inv[0].Cause != "drop" || inv[0].Stream != "orders" {
 		t.Fatalf("Invalidated events %+v", inv)
 	}
 	if opened, _ := h.ev.snapshot(); len(opened) != 2 || opened[1].Position != "after-invalidate" {
@@ -354,7 +354,7 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 		t.Fatalf("%d events delivered before the crash, want insert, rename, invalidate", len(evs))
 	}
 	_, inv := h.ev.snapshot()
-	if len(inv) != 1 || inv[0].Action != policy.InvalidateStop || inv[0].Cause != "rename" {
+	if len(inv) != 1 || inv[0].Action != policy.InvalidateStop.String() || inv[0].Cause != "rename" {
 		t.Fatalf("Invalidated events %+v", inv)
 	}
 	eventually(t, "the reader ended", func() bool { return liveReaders.Load() == 0 })

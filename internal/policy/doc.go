@@ -8,9 +8,11 @@
 // field lists of Retry, Restart, Checkpoint, Lease and Snapshot, and the root converts them where
 // a Stream or Config is validated and compiled (a struct conversion where the field types are
 // identical, so that a field added on one side only does not compile). The field docs live on
-// the root's types only; the types here point there. StartPosition, HistoryLost and Invalidate
-// are still re-exported by the root with type aliases, with the constructors Resume, Latest, At,
-// Fail, ResumeFromNow, Rebuild and RebuildFromSnapshot.
+// the root's types only; the types here point there. The root's StartPosition and
+// HistoryLostPolicy hold a StartPosition and a HistoryLost (their constructors Resume, Latest, At,
+// Fail, ResumeFromNow, Rebuild and RebuildFromSnapshot wrap the ones here), and its
+// InvalidatePolicy, Balance and SnapshotMode have the values of Invalidate, Balance and
+// SnapshotMode. The Observer's events name a HistoryLost or an Invalidate by its String.
 //
 // The methods of these types are only Validate and String, the ones the root's types delegate
 // to. What the tree needs is package-level functions: WithDefaults fills the defaults in (the

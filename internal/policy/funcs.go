@@ -2,9 +2,8 @@ package policy
 
 import "time"
 
-// The tree's plumbing over the policies is package-level functions, not methods: the root
-// re-exports StartPosition, HistoryLost and Invalidate with aliases, so every exported method of
-// theirs would be public API. Only what a user calls (Validate, String) is a method.
+// The tree's plumbing over the policies is package-level functions, not methods, so that the
+// methods are only what the root's types delegate to (Validate, String).
 
 // defaulted is a policy that fills its zero fields in: Retry, Restart, Checkpoint, Lease and
 // Snapshot.

@@ -2,18 +2,13 @@ package policy
 
 import "fmt"
 
-// Invalidate says what a collection or database stream does after an invalidate event (the
-// watched collection was dropped or renamed, or its database dropped); the stream actor applies
-// it. The root package calls it watchtree.InvalidatePolicy. The zero value is InvalidateStop.
+// Invalidate is watchtree.InvalidatePolicy in the form the stream actor takes (its values are
+// the same); the root documents it.
 type Invalidate int
 
+// The values of watchtree.InvalidateStop and InvalidateRestart.
 const (
-	// InvalidateStop (the default) stops the stream terminally with watchtree.ErrInvalidated,
-	// reported as Stopped{Crashed}. It stays down until an operator starts it (which resumes after
-	// the invalidate).
 	InvalidateStop Invalidate = iota
-	// InvalidateRestart opens a new change stream right after the invalidate (startAfter), so
-	// the stream follows a re-created collection of the same name.
 	InvalidateRestart
 )
 

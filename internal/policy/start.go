@@ -9,15 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// StartPosition says where a newly spawned stream starts reading; the checkpointer actor applies
-// it. Build it with Resume (the zero value), Latest or At. The root package calls it
-// watchtree.StartPosition.
-//
-// Latest and At apply to the first start after Spawn only, until one start of the stream tree
-// succeeded (a position was resolved and persisted): every later start of the same tree (a
-// supervisor restart, an operator restart, a restart of the checkpointer itself) resumes from the
-// checkpoint written since, so a restart never skips events. A saved checkpoint that Latest or At
-// discards is logged at WARN.
+// StartPosition is the value inside watchtree.StartPosition, which documents it.
 type StartPosition struct {
 	kind StartKind
 	at   time.Time
@@ -35,20 +27,13 @@ const (
 	StartAt
 )
 
-// Resume (the default) resumes after the saved checkpoint; with no checkpoint it captures the
-// current position and persists it before consuming anything. See HistoryLost for a saved
-// position that is no longer in the oplog.
-var Resume = StartPosition{}
+// Resume and Latest are watchtree.Resume and Latest.
+var (
+	Resume = StartPosition{}
+	Latest = StartPosition{kind: StartLatest}
+)
 
-// Latest ignores any saved checkpoint and starts from the current position, persisted before
-// anything is consumed.
-var Latest = StartPosition{kind: StartLatest}
-
-// At ignores any saved checkpoint and starts at the first event with a cluster time at or after
-// t rounded down to the second (startAtOperationTime has second precision, so a few events of
-// that second before t may be delivered too). The position is persisted (a checkpoint with no
-// token and cluster time t) before anything is consumed. t must be a non-zero time between 1970
-// and 2106, and must still be in the oplog, otherwise the HistoryLost policy applies.
+// At is watchtree.At.
 func At(t time.Time) StartPosition { return StartPosition{kind: StartAt, at: t} }
 
 // StartKindOf returns the kind of p: StartResume, StartLatest or StartAt.
@@ -95,15 +80,8 @@ func (p StartPosition) validateInto(c *Errors, field string) {
 	}
 }
 
-// HistoryLost says what a stream does when its saved resume position is no longer in the oplog
-// (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280, CappedPositionLost 136); the
-// checkpointer actor applies it. Build it with Fail, ResumeFromNow, Rebuild or
-// RebuildFromSnapshot. The zero value is the default: Fail, except for a stream with
-// Checkpoint.Ephemeral, where it is ResumeFromNow (an in-memory consumer that stopped for good
-// would go stale unnoticed; see HistoryLostSet). Fail given explicitly is Fail for every stream.
-// The root package calls it watchtree.HistoryLostPolicy. Every choice other than Fail writes a
-// durable gap record (stream, from, to, policy, time) to "_wt_gaps", retried until it is
-// written, and reports GapRecorded to the Observer: a gap is never silent.
+// HistoryLost is the value inside watchtree.HistoryLostPolicy, which documents it and its
+// default (see HistoryLostSet).
 type HistoryLost struct {
 	kind    HistoryLostKind
 	set     bool // made by Fail, ResumeFromNow, Rebuild or RebuildFromSnapshot, not the zero value
@@ -124,27 +102,14 @@ const (
 	HistoryRebuildFromSnapshot
 )
 
-// Fail (the default but for Ephemeral streams) stops the stream terminally with
-// watchtree.ErrHistoryLost and reports it. It stays down until an operator acts (for example
-// deletes the checkpoint or changes the policy).
-var Fail = HistoryLost{set: true}
+// Fail, ResumeFromNow and RebuildFromSnapshot are watchtree's, which document them.
+var (
+	Fail                = HistoryLost{set: true}
+	ResumeFromNow       = HistoryLost{kind: HistoryResumeFromNow, set: true}
+	RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot, set: true}
+)
 
-// ResumeFromNow records the gap and starts from the current position. Use it for rebuildable
-// projections (search indexes, caches), and reconcile the gap afterwards.
-var ResumeFromNow = HistoryLost{kind: HistoryResumeFromNow, set: true}
-
-// RebuildFromSnapshot records the gap, captures and persists the current position, copies the
-// collection's documents again through the stream's handlers (the stream's Snapshot policy:
-// Filter, Partitions, BatchSize; resumable like an initial copy), then streams from the captured
-// position, so nothing written during the copy is missed. It is the built-in rebuild: the
-// handlers see the copied documents as snapshot events (OnSnapshot, else OnChange).
-var RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot, set: true}
-
-// Rebuild records the gap, captures the current operation time T, runs fn (the user's full
-// rebuild, for example a re-scan of the collection), then starts at T, so nothing written during
-// the rebuild is missed. fn runs on the checkpointer's own I/O goroutine; ctx is cancelled when
-// the stream stops. If fn returns an error the start fails and the Restart policy applies (fn
-// runs again on the next attempt). fn must not be nil.
+// Rebuild is watchtree.Rebuild.
 func Rebuild(fn func(ctx context.Context) error) HistoryLost {
 	return HistoryLost{kind: HistoryRebuild, set: true, rebuild: fn}
 }

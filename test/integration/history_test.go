@@ -63,7 +63,7 @@ func TestHistoryLostFail(t *testing.T) {
 		t.Errorf("Stopped{%v, %v}, want crashed with ErrHistoryLost", stopped.Reason, stopped.Cause)
 	}
 	hl := r.obs.wait(t, "HistoryLost", ofType[observe.HistoryLost]).(observe.HistoryLost)
-	if hl.Policy.String() != "Fail" || hl.Err == nil {
+	if hl.Policy != "Fail" || hl.Err == nil {
 		t.Errorf("HistoryLost{%v, %v}, want policy Fail with the server error", hl.Policy, hl.Err)
 	}
 	if g := e.gaps("hl"); len(g) != 0 {
@@ -189,7 +189,7 @@ func TestInvalidate(t *testing.T) {
 					t.Errorf("OnChange saw %s, %s; want %s, invalidate", list[0].op, list[1].op, how)
 				}
 				inv := r.obs.wait(t, "Invalidated", ofType[observe.Invalidated]).(observe.Invalidated)
-				if string(inv.Cause) != how || inv.Action != policy {
+				if string(inv.Cause) != how || inv.Action != policy.String() {
 					t.Errorf("Invalidated{Cause %q, Action %v}, want %q, %v", inv.Cause, inv.Action, how, policy)
 				}
 				if policy == watchtree.InvalidateStop {
@@ -251,7 +251,7 @@ func TestHistoryLostEphemeralDefault(t *testing.T) {
 		t.Fatalf("Start after lost history: %v (an Ephemeral stream must record the gap and go on)", err)
 	}
 	hl := r.obs.wait(t, "HistoryLost", ofType[observe.HistoryLost]).(observe.HistoryLost)
-	if hl.Policy.String() != "ResumeFromNow" {
+	if hl.Policy != "ResumeFromNow" {
 		t.Errorf("HistoryLost under policy %v, want ResumeFromNow (the Ephemeral default)", hl.Policy)
 	}
 	gr := r.obs.wait(t, "GapRecorded", ofType[observe.GapRecorded]).(observe.GapRecorded)
