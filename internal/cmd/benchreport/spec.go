@@ -105,6 +105,8 @@ var rows = []row{
 		Bench: "BenchmarkKafkaSink", Metric: "sink-events/s", BaseMetric: "loop-events/s", Ratio: "ratio", Target: "ratio ≥ 0.8"},
 	{Group: "sinks", Label: "Kafka sink against the same loop producing the same Extended JSON payload (ratio)",
 		Bench: "BenchmarkKafkaSink", Metric: "ratio-same-payload"},
+	{Group: "sinks", Label: "the sinks' default payload: a change event as canonical Extended JSON, ns (baseline: bson.MarshalExtJSON, byte-identical output, same run)",
+		Bench: "BenchmarkExtJSON", Metric: "ns/op", BaseMetric: "driver-ns/op"},
 
 	// lanes
 	{Group: "exactly once", Label: "Transactional, TxBatch 100, events/s (baseline: the same handler without a transaction)", Bench: "BenchmarkTransactional",
