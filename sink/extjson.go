@@ -357,9 +357,7 @@ func (r *bsonReader) value(dst []byte, t byte) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, `{"$date":{"$numberLong":"`...)
-		dst = strconv.AppendInt(dst, int64(u), 10)
-		return append(dst, `"}}`...), nil
+		return appendWrappedInt(dst, `{"$date":{"$numberLong":"`, int64(u), `"}}`), nil
 	case 0x0A:
 		return append(dst, "null"...), nil
 	case 0x0B:
@@ -396,9 +394,7 @@ func (r *bsonReader) value(dst []byte, t byte) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, `{"$numberInt":"`...)
-		dst = strconv.AppendInt(dst, int64(n), 10)
-		return append(dst, `"}`...), nil
+		return appendWrappedInt(dst, `{"$numberInt":"`, int64(n), `"}`), nil
 	case 0x11:
 		u, err := r.u64("timestamp")
 		if err != nil {
@@ -415,9 +411,7 @@ func (r *bsonReader) value(dst []byte, t byte) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, `{"$numberLong":"`...)
-		dst = strconv.AppendInt(dst, int64(u), 10)
-		return append(dst, `"}`...), nil
+		return appendWrappedInt(dst, `{"$numberLong":"`, int64(u), `"}`), nil
 	case 0x13:
 		s, err := r.take(16, "decimal128")
 		if err != nil {
@@ -434,6 +428,13 @@ func (r *bsonReader) value(dst []byte, t byte) ([]byte, error) {
 		return append(dst, `{"$minKey":1}`...), nil
 	}
 	return dst, malformedBSON(r.base+r.p, "unknown BSON type 0x%02x", t)
+}
+
+// appendWrappedInt appends n in decimal between open and closing.
+func appendWrappedInt(dst []byte, open string, n int64, closing string) []byte {
+	dst = append(dst, open...)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, closing...)
 }
 
 // binary appends a binary value. Like the driver, subtype 0x02 (the old binary) with a length
