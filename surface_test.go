@@ -41,10 +41,12 @@ import (
 // its Options, Publisher and its Publish and Close, EventIDHeader, and ValidTopic, which says
 // whether a subject is a valid Kafka topic name); 621 with the RabbitMQ sink (issue 41, slice 3:
 // rabbitmqsink.New, Options, Publisher and its Publish and Close, KeyHeader,
-// DefaultMaxMessageSize, ErrUnroutable).
+// DefaultMaxMessageSize, ErrUnroutable); 624 with ServerReadings declared in the root with its
+// own Reading, DeadLetterCount and OplogReading (issue 40: an internal/readings alias before,
+// whose nested types users could not name; the policies moved to the root at no cost).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 621
+const maxPublicSurface = 624
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
@@ -222,10 +224,9 @@ func internalAliases(f *ast.File, found func(ts *ast.TypeSpec, path, name string
 // declaration of its own leaves it, and TestNoExportedAliasOfInternal fails for a new alias and
 // for a listed name that is no longer one.
 var internalAliasesLeft = map[string]string{
-	"ConfigError":    "created inside internal/policy, which the actors' validators use; errors.As must keep matching it",
-	"Clock":          "internal/clock's interface, which the actors take and the tests' fake clocks implement",
-	"Timer":          "internal/clock's, returned by Clock.AfterFunc",
-	"ServerReadings": "internal/readings', the memory of the server the console and the metrics answer from",
+	"ConfigError": "created inside internal/policy, which the actors' validators use; errors.As must keep matching it",
+	"Clock":       "internal/clock's interface, which the actors take and the tests' fake clocks implement",
+	"Timer":       "internal/clock's, returned by Clock.AfterFunc",
 }
 
 // TestNoExportedAliasOfInternal walks the root package's source: an exported type declared as an

@@ -29,7 +29,7 @@ const (
 )
 
 type (
-	// Readings are readings.Readings (the root package re-exports them).
+	// Readings are readings.Readings (the root converts them to watchtree.ServerReadings).
 	Readings     = readings.Readings
 	CountReading = readings.Count
 	OplogReading = readings.Oplog

@@ -1,7 +1,7 @@
 // Package readings holds the shapes of the figures only MongoDB can give (each stream's
 // dead-letter count, the oplog window) as the runtime keeps them in memory, and the one wording
-// of a server that does not answer. The engine fills them; the console and the root package
-// read them.
+// of a server that does not answer. The engine fills them; the console reads them, and the root
+// package converts them to watchtree.ServerReadings, which documents the fields.
 package readings
 
 import (

@@ -19,7 +19,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -45,8 +44,8 @@ func registeredFamilies(t *testing.T) map[string]dto.MetricType {
 				Lease: &watchtree.LeaseStatus{Role: watchtree.RoleLeader, Epoch: 1}},
 		},
 		rd: watchtree.ServerReadings{
-			DeadLetters: map[string]readings.Count{"pay": {N: 2}, "bill": {N: 0}},
-			Oplog:       readings.Oplog{Oldest: now.Add(-24 * time.Hour), Newest: now},
+			DeadLetters: map[string]watchtree.DeadLetterCount{"pay": {N: 2}, "bill": {N: 0}},
+			Oplog:       watchtree.OplogReading{Oldest: now.Add(-24 * time.Hour), Newest: now},
 		},
 	}
 	m, reg := attached(t, src)
