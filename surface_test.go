@@ -43,10 +43,12 @@ import (
 // rabbitmqsink.New, Options, Publisher and its Publish and Close, KeyHeader,
 // DefaultMaxMessageSize, ErrUnroutable); 624 with ServerReadings declared in the root with its
 // own Reading, DeadLetterCount and OplogReading (issue 40: an internal/readings alias before,
-// whose nested types users could not name; the policies moved to the root at no cost).
+// whose nested types users could not name; the policies moved to the root at no cost); 633 with
+// the tests every sink module runs, once in sinktest (Drill and its Run, DrillWorker, Relay and
+// its Run, Throughput and its Run, ReplicaSet, PublishOne).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 624
+const maxPublicSurface = 633
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kafkasink "github.com/watchtree/watchtree/sink/kafka"
+	"github.com/watchtree/watchtree/sink/sinktest"
+	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 // brokersEnv names a real Kafka cluster (comma-separated host:port seed brokers) the tests
@@ -139,4 +141,15 @@ func header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// received is r as the sink tests' harnesses read it.
+func received(r *kgo.Record) sinktest.Received {
+	return sinktest.Received{ID: header(r, kafkasink.EventIDHeader), Key: string(r.Key), Subject: r.Topic, Payload: r.Value,
+		Partition: r.Partition, Offset: r.Offset}
+}
+
+// replicaSet starts a mongosim replica set for sinktest's Drill and Relay.
+func replicaSet(ctx context.Context) (sinktest.ReplicaSet, error) {
+	return mongosim.Start(ctx, mongosim.Options{})
 }

@@ -3,7 +3,6 @@ package natssink_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/sink"
 	natssink "github.com/watchtree/watchtree/sink/nats"
+	"github.com/watchtree/watchtree/sink/sinktest"
 )
 
 // BenchmarkJetStreamSink measures events/s into one JetStream stream (file storage) through
@@ -38,88 +38,16 @@ func BenchmarkJetStreamSink(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	events := func() [][]*watchtree.Event[bson.Raw] {
-		out := make([][]*watchtree.Event[bson.Raw], publishers)
-		for w := range out {
-			for i := range perPublisher {
-				doc, err := bson.Marshal(bson.D{{Key: "_id", Value: w*perPublisher + i}, {Key: "customer", Value: "c-1842"},
-					{Key: "amount", Value: 129.5}, {Key: "status", Value: "new"}, {Key: "items", Value: bson.A{"sku-1", "sku-2", "sku-3"}}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				raw := bson.Raw(doc)
-				ev, err := watchtree.TestEvent[bson.Raw]{Namespace: watchtree.Namespace{DB: root, Coll: "orders"}, FullDocument: &raw}.Build()
-				if err != nil {
-					b.Fatal(err)
-				}
-				out[w] = append(out[w], ev)
-			}
-		}
-		return out
-	}
-	run := func(evs [][]*watchtree.Event[bson.Raw], publish func(*watchtree.Event[bson.Raw]) error) time.Duration {
-		var wg sync.WaitGroup
-		errs := make(chan error, publishers)
-		start := time.Now()
-		for _, mine := range evs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for _, ev := range mine {
-					if err := publish(ev); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		d := time.Since(start)
-		close(errs)
-		for err := range errs {
-			b.Fatal(err)
-		}
-		return d
-	}
-	loop := func(ev *watchtree.Event[bson.Raw]) error {
+	publish := func(ev *watchtree.Event[bson.Raw], payload []byte) error {
 		ns := ev.Namespace()
-		msg := &nats.Msg{Subject: ns.DB + "." + ns.Coll + "." + string(ev.OperationType()), Data: ev.Raw(), Header: nats.Header{}}
+		msg := &nats.Msg{Subject: ns.DB + "." + ns.Coll + "." + string(ev.OperationType()), Data: payload, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 		_, err := js.PublishMsg(ctx, msg)
 		return err
 	}
-	loopJSON := func(ev *watchtree.Event[bson.Raw]) error {
-		ns := ev.Namespace()
-		payload, err := bson.MarshalExtJSON(ev.Raw(), true, false)
-		if err != nil {
-			return err
-		}
-		msg := &nats.Msg{Subject: ns.DB + "." + ns.Coll + "." + string(ev.OperationType()), Data: payload, Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
-		_, err = js.PublishMsg(ctx, msg)
-		return err
-	}
-	viaSink := func(ev *watchtree.Event[bson.Raw]) error { return h(ctx, ev) }
-	kinds := []func(*watchtree.Event[bson.Raw]) error{viaSink, loop, loopJSON}
-	took := make([]time.Duration, len(kinds))
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
-		evs := make([][][]*watchtree.Event[bson.Raw], len(kinds))
-		for k := range kinds {
-			evs[k] = events()
-		}
-		b.StartTimer()
-		for j := range kinds {
-			k := (i + j) % len(kinds) // rotate which goes first
-			took[k] += run(evs[k], kinds[k])
-		}
-	}
-	n := float64(b.N * publishers * perPublisher)
-	sinkRate, loopRate, jsonRate := n/took[0].Seconds(), n/took[1].Seconds(), n/took[2].Seconds()
-	b.ReportMetric(sinkRate, "sink-events/s")
-	b.ReportMetric(loopRate, "loop-events/s")
-	b.ReportMetric(jsonRate, "loopjson-events/s")
-	b.ReportMetric(sinkRate/loopRate, "ratio")
-	b.ReportMetric(sinkRate/jsonRate, "ratio-same-payload")
+	sinktest.Throughput{
+		Namespace: watchtree.Namespace{DB: root, Coll: "orders"},
+		Sink:      h,
+		Publish:   publish,
+	}.Run(b)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/sink"
@@ -49,24 +48,6 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// publishOne makes the handler for p and publishes one insert into db.coll.
-func publishOne(t *testing.T, ctx context.Context, p sink.Publisher, db string, payload int) error {
-	t.Helper()
-	o := sink.Options{}
-	if payload > 0 {
-		o.Encode = func(bson.Raw) ([]byte, error) { return make([]byte, payload), nil }
-	}
-	h, err := sink.Handler[bson.Raw](p, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := watchtree.TestEvent[bson.Raw]{Namespace: watchtree.Namespace{DB: db, Coll: "c"}, DocumentKey: bson.D{{Key: "_id", Value: 1}}}.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h(ctx, ev)
-}
-
 // TestOverMaxPayloadIsPermanent: a payload over the server's max_payload (refused by the client
 // before it is sent) is permanent too, and names the limit.
 func TestOverMaxPayloadIsPermanent(t *testing.T) {
@@ -75,7 +56,7 @@ func TestOverMaxPayloadIsPermanent(t *testing.T) {
 	newStream(t, js, root, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	err := publishOne(t, ctx, publisher(t, js), root, int(nc.MaxPayload())+1)
+	err := sinktest.PublishOne(t, ctx, publisher(t, js), root, int(nc.MaxPayload())+1)
 	if !watchtree.IsPermanent(err) || !errors.Is(err, sink.ErrTooLarge) || !strings.Contains(err.Error(), "max_payload") {
 		t.Fatalf("a payload over max_payload gave %v, want a permanent sink.ErrTooLarge naming max_payload", err)
 	}
@@ -87,7 +68,7 @@ func TestNoStreamIsRetryable(t *testing.T) {
 	_, js := connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	err := publishOne(t, ctx, publisher(t, js), "wtnatsnostream", 0)
+	err := sinktest.PublishOne(t, ctx, publisher(t, js), "wtnatsnostream", 0)
 	if err == nil || watchtree.IsPermanent(err) || !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Fatalf("publishing to a subject no stream takes gave %v, want a retryable jetstream.ErrNoStreamResponse", err)
 	}
@@ -115,7 +96,7 @@ func TestUnreachableServerIsRetryable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = publishOne(t, ctx, publisher(t, js), "wtnatsdown", 0)
+	err = sinktest.PublishOne(t, ctx, publisher(t, js), "wtnatsdown", 0)
 	if err == nil || watchtree.IsPermanent(err) {
 		t.Fatalf("publishing with the server down gave %v, want a retryable error", err)
 	}
@@ -131,7 +112,7 @@ func TestInvalidSubjectIsPermanent(t *testing.T) {
 	_, js := connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	err := publishOne(t, ctx, publisher(t, js), "wtnats bad", 0)
+	err := sinktest.PublishOne(t, ctx, publisher(t, js), "wtnats bad", 0)
 	if !watchtree.IsPermanent(err) || !errors.Is(err, nats.ErrBadSubject) || !strings.Contains(err.Error(), `"wtnats bad.c.insert"`) {
 		t.Fatalf("an invalid subject gave %v, want a permanent nats.ErrBadSubject naming the subject", err)
 	}

@@ -10,7 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	natssink "github.com/watchtree/watchtree/sink/nats"
 	"github.com/watchtree/watchtree/sink/sinktest"
+	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 // urlEnv overrides the NATS server the tests use (default nats://127.0.0.1:4222, which the
@@ -68,8 +70,8 @@ func newStream(t testing.TB, js jetstream.JetStream, root string, maxMsg int32) 
 	return s
 }
 
-// readAll returns every message the stream holds, in stream order.
-func readAll(t *testing.T, s jetstream.Stream) []sinktest.Received {
+// streamInfo returns the stream's state now.
+func streamInfo(t *testing.T, s jetstream.Stream) *jetstream.StreamInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -77,21 +79,40 @@ func readAll(t *testing.T, s jetstream.Stream) []sinktest.Received {
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
-	var out []sinktest.Received
+	return info
+}
+
+// readAll returns every message the stream holds, in stream order.
+func readAll(t *testing.T, s jetstream.Stream) []sinktest.Received { return readFrom(t, s, 1) }
+
+// readFrom returns the messages the stream holds from sequence from on, in stream order, each
+// with its sequence as Offset.
+func readFrom(t *testing.T, s jetstream.Stream, from uint64) []sinktest.Received {
+	t.Helper()
+	info := streamInfo(t, s)
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out []sinktest.Received
+	for seq := max(from, info.State.FirstSeq); seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatalf("get message %d: %v", seq, err)
 		}
 		out = append(out, sinktest.Received{
 			ID:      m.Header.Get(jetstream.MsgIDHeader),
-			Key:     m.Header.Get("Watchtree-Key"),
+			Key:     m.Header.Get(natssink.KeyHeader),
 			Subject: m.Subject,
 			Payload: m.Data,
+			Offset:  int64(seq),
 		})
 	}
 	return out
+}
+
+// replicaSet starts a mongosim replica set for sinktest's Drill and Relay.
+func replicaSet(ctx context.Context) (sinktest.ReplicaSet, error) {
+	return mongosim.Start(ctx, mongosim.Options{})
 }

@@ -2,7 +2,6 @@ package rabbitmqsink_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/sink"
 	rabbitmqsink "github.com/watchtree/watchtree/sink/rabbitmq"
+	"github.com/watchtree/watchtree/sink/sinktest"
 )
 
 // BenchmarkRabbitMQSink measures events/s into one durable queue (through a topic exchange)
@@ -47,50 +47,7 @@ func BenchmarkRabbitMQSink(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	events := func() [][]*watchtree.Event[bson.Raw] {
-		out := make([][]*watchtree.Event[bson.Raw], publishers)
-		for w := range out {
-			for i := range perPublisher {
-				doc, err := bson.Marshal(bson.D{{Key: "_id", Value: w*perPublisher + i}, {Key: "customer", Value: "c-1842"},
-					{Key: "amount", Value: 129.5}, {Key: "status", Value: "new"}, {Key: "items", Value: bson.A{"sku-1", "sku-2", "sku-3"}}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				raw := bson.Raw(doc)
-				ev, err := watchtree.TestEvent[bson.Raw]{Namespace: watchtree.Namespace{DB: root, Coll: "orders"}, FullDocument: &raw}.Build()
-				if err != nil {
-					b.Fatal(err)
-				}
-				out[w] = append(out[w], ev)
-			}
-		}
-		return out
-	}
-	run := func(evs [][]*watchtree.Event[bson.Raw], publish func(*watchtree.Event[bson.Raw]) error) time.Duration {
-		var wg sync.WaitGroup
-		errs := make(chan error, publishers)
-		start := time.Now()
-		for _, mine := range evs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for _, ev := range mine {
-					if err := publish(ev); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		d := time.Since(start)
-		close(errs)
-		for err := range errs {
-			b.Fatal(err)
-		}
-		return d
-	}
-	loopPublish := func(ev *watchtree.Event[bson.Raw], body []byte) error {
+	publish := func(ev *watchtree.Event[bson.Raw], body []byte) error {
 		ns := ev.Namespace()
 		dc, err := lch.PublishWithDeferredConfirmWithContext(ctx, root, ns.DB+"."+ns.Coll+"."+string(ev.OperationType()), false, false,
 			amqp.Publishing{MessageId: ev.ID(), DeliveryMode: amqp.Persistent, Body: body})
@@ -102,40 +59,14 @@ func BenchmarkRabbitMQSink(b *testing.B) {
 		}
 		return nil
 	}
-	loop := func(ev *watchtree.Event[bson.Raw]) error { return loopPublish(ev, ev.Raw()) }
-	loopJSON := func(ev *watchtree.Event[bson.Raw]) error {
-		payload, err := bson.MarshalExtJSON(ev.Raw(), true, false)
-		if err != nil {
-			return err
-		}
-		return loopPublish(ev, payload)
-	}
-	viaSink := func(ev *watchtree.Event[bson.Raw]) error { return h(ctx, ev) }
-	kinds := []func(*watchtree.Event[bson.Raw]) error{viaSink, loop, loopJSON}
-	took := make([]time.Duration, len(kinds))
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
-		evs := make([][][]*watchtree.Event[bson.Raw], len(kinds))
-		for k := range kinds {
-			evs[k] = events()
-		}
-		b.StartTimer()
-		for j := range kinds {
-			k := (i + j) % len(kinds) // rotate which goes first
-			took[k] += run(evs[k], kinds[k])
-			b.StopTimer()
+	sinktest.Throughput{
+		Namespace: watchtree.Namespace{DB: root, Coll: "orders"},
+		Sink:      h,
+		Publish:   publish,
+		AfterRun: func(b *testing.B) {
 			if _, err := ach.QueuePurge(q, false); err != nil {
 				b.Fatal(err)
 			}
-			b.StartTimer()
-		}
-	}
-	n := float64(b.N * publishers * perPublisher)
-	sinkRate, loopRate, jsonRate := n/took[0].Seconds(), n/took[1].Seconds(), n/took[2].Seconds()
-	b.ReportMetric(sinkRate, "sink-events/s")
-	b.ReportMetric(loopRate, "loop-events/s")
-	b.ReportMetric(jsonRate, "loopjson-events/s")
-	b.ReportMetric(sinkRate/loopRate, "ratio")
-	b.ReportMetric(sinkRate/jsonRate, "ratio-same-payload")
+		},
+	}.Run(b)
 }

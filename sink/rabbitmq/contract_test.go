@@ -9,7 +9,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree"
 	"github.com/watchtree/watchtree/sink"
@@ -68,25 +67,6 @@ func viaProxy(t testing.TB, url string, px *proxy) string {
 	return strings.Replace(url, fmt.Sprintf("%s:%d", u.Host, u.Port), px.addr(), 1)
 }
 
-// publishOne makes the handler for p and publishes one insert into db.c (routing key
-// db.c.insert) with a payload of the given size (0: the event as Extended JSON).
-func publishOne(t testing.TB, ctx context.Context, p sink.Publisher, db string, payload int) error {
-	t.Helper()
-	o := sink.Options{}
-	if payload > 0 {
-		o.Encode = func(bson.Raw) ([]byte, error) { return make([]byte, payload), nil }
-	}
-	h, err := sink.Handler[bson.Raw](p, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := watchtree.TestEvent[bson.Raw]{Namespace: watchtree.Namespace{DB: db, Coll: "c"}, DocumentKey: bson.D{{Key: "_id", Value: 1}}}.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h(ctx, ev)
-}
-
 func uniqueRoot(prefix string) string { return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12) }
 
 // TestUnroutableIsRetryable: a routing key no queue is bound for comes back (mandatory): a
@@ -103,7 +83,7 @@ func TestUnroutableIsRetryable(t *testing.T) {
 	p := newPublisher(t, rabbitmqsink.Options{URL: url, Exchange: root})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	err := publishOne(t, ctx, p, root, 0)
+	err := sinktest.PublishOne(t, ctx, p, root, 0)
 	if err == nil || watchtree.IsPermanent(err) || !errors.Is(err, rabbitmqsink.ErrUnroutable) || !strings.Contains(err.Error(), root+".c.insert") {
 		t.Fatalf("an unroutable publish gave %v, want a retryable ErrUnroutable naming the routing key", err)
 	}
@@ -112,7 +92,7 @@ func TestUnroutableIsRetryable(t *testing.T) {
 	if err := ch.QueueBind(q, root+".#", root, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := publishOne(t, ctx, p, root, 0); err != nil {
+	if err := sinktest.PublishOne(t, ctx, p, root, 0); err != nil {
 		t.Fatalf("after a queue was bound: %v", err)
 	}
 	if got := readAll(t, ch, q); len(got) != 1 {
@@ -143,13 +123,13 @@ func TestBrokerRefusesOverMaxMessageSize(t *testing.T) {
 	go func() {
 		defer close(otherErr)
 		for others.Err() == nil {
-			if err := publishOne(t, ctx, p, root, 0); err != nil && watchtree.IsPermanent(err) {
+			if err := sinktest.PublishOne(t, ctx, p, root, 0); err != nil && watchtree.IsPermanent(err) {
 				otherErr <- err
 				return
 			}
 		}
 	}()
-	err := publishOne(t, ctx, p, root, rabbitmqsink.DefaultMaxMessageSize+1)
+	err := sinktest.PublishOne(t, ctx, p, root, rabbitmqsink.DefaultMaxMessageSize+1)
 	stopOthers()
 	if oe := <-otherErr; oe != nil {
 		t.Fatalf("a small event published beside the oversized one failed permanently: %v", oe)
@@ -161,7 +141,7 @@ func TestBrokerRefusesOverMaxMessageSize(t *testing.T) {
 	if _, err := ch.QueuePurge(q, false); err != nil { // the small events published meanwhile
 		t.Fatal(err)
 	}
-	if err := publishOne(t, ctx, p, root, 0); err != nil {
+	if err := sinktest.PublishOne(t, ctx, p, root, 0); err != nil {
 		t.Fatalf("the event after: %v", err)
 	}
 	if got := readAll(t, ch, q); len(got) != 1 || len(got[0].Payload) > 1<<20 {
@@ -181,14 +161,14 @@ func TestReconnectsAfterConnectionLoss(t *testing.T) {
 	p := newPublisher(t, rabbitmqsink.Options{URL: viaProxy(t, url, px), Exchange: root, ConfirmTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := publishOne(t, ctx, p, root, 0); err != nil {
+	if err := sinktest.PublishOne(t, ctx, p, root, 0); err != nil {
 		t.Fatal(err)
 	}
 	px.Cut()
 	var failures int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := publishOne(t, ctx, p, root, 0)
+		err := sinktest.PublishOne(t, ctx, p, root, 0)
 		if err == nil {
 			break
 		}

@@ -14,6 +14,7 @@ import (
 
 	rabbitmqsink "github.com/watchtree/watchtree/sink/rabbitmq"
 	"github.com/watchtree/watchtree/sink/sinktest"
+	"github.com/watchtree/watchtree/test/mongosim"
 )
 
 // urlEnv overrides the RabbitMQ the tests use (default amqp://guest:guest@127.0.0.1:5672/, which
@@ -92,6 +93,11 @@ func readAll(t *testing.T, ch *amqp.Channel, q string) []sinktest.Received {
 		key, _ := d.Headers[rabbitmqsink.KeyHeader].(string)
 		out = append(out, sinktest.Received{ID: d.MessageId, Key: key, Subject: d.RoutingKey, Payload: d.Body})
 	}
+}
+
+// replicaSet starts a mongosim replica set for sinktest's Drill and Relay.
+func replicaSet(ctx context.Context) (sinktest.ReplicaSet, error) {
+	return mongosim.Start(ctx, mongosim.Options{})
 }
 
 func newPublisher(t testing.TB, o rabbitmqsink.Options) *rabbitmqsink.Publisher {

@@ -11,6 +11,13 @@
 // Every case bounds its context (20 s), so a broker that hangs fails the case instead of the
 // whole test binary. Nothing waits by sleeping: a broker's acknowledgement means the message is
 // stored, so it is read back at once.
+//
+// Beyond the contract, the package holds the tests every sink module runs against its broker
+// and a replica set, each given only what differs between brokers: Drill, the SIGKILL drill (its
+// workers are the test binary itself, see DrillWorker); Relay, a stream relaying writes to the
+// broker, read back by a consumer group; and Throughput, the sink's benchmark row against
+// hand-written publish loops. They take the replica set's URI from the caller: the sink modules
+// start mongosim, a module of its own that the library does not import.
 package sinktest
 
 import (
@@ -59,6 +66,20 @@ type Received struct {
 	Key     string // the message key (the document key)
 	Subject string // the subject, topic or routing key
 	Payload []byte
+	// Partition and Offset are the message's position where the broker keeps one (Kafka: its
+	// partition and offset; JetStream: partition 0 and the stream sequence); 0 and 0 where it
+	// keeps none (a RabbitMQ queue). Drill checks that a key stays in one partition; Relay,
+	// given Relay.Stored, matches what the group received to what the broker stored by it.
+	Partition int32
+	Offset    int64
+}
+
+// where names r's position for a failure message.
+func (r Received) where() string {
+	if r.Partition == 0 && r.Offset == 0 {
+		return r.Subject
+	}
+	return fmt.Sprintf("%s[%d]@%d", r.Subject, r.Partition, r.Offset)
 }
 
 // Run runs the contract's cases as subtests of t; New is called once per subtest.
@@ -74,6 +95,28 @@ func Run(t *testing.T, b Broker) {
 	t.Run("Encoder", func(t *testing.T) { encoder(t, b) })
 	t.Run("TooLargeIsPermanent", func(t *testing.T) { tooLarge(t, b) })
 	t.Run("BrokerDownIsRetryable", func(t *testing.T) { brokerDown(t, b) })
+}
+
+// PublishOne publishes one insert of {_id: 1} into db.c (subject db.c.insert by the default
+// template) through the handler sink.Handler makes over p, with a payload of payload zero bytes
+// (0: the default payload, the event as canonical Extended JSON), and returns the handler's
+// error. A sink's own failure tests use it: a broker's size limit, a missing destination, a
+// broker that went away.
+func PublishOne(t testing.TB, ctx context.Context, p sink.Publisher, db string, payload int) error {
+	t.Helper()
+	o := sink.Options{}
+	if payload > 0 {
+		o.Encode = func(bson.Raw) ([]byte, error) { return make([]byte, payload), nil }
+	}
+	h, err := sink.Handler[bson.Raw](p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := watchtree.TestEvent[bson.Raw]{Namespace: watchtree.Namespace{DB: db, Coll: "c"}, DocumentKey: bson.D{{Key: "_id", Value: 1}}}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h(ctx, ev)
 }
 
 // doc is the suite's document: V is its version, counted per key.
