@@ -45,10 +45,15 @@ import (
 // own Reading, DeadLetterCount and OplogReading (issue 40: an internal/readings alias before,
 // whose nested types users could not name; the policies moved to the root at no cost); 633 with
 // the tests every sink module runs, once in sinktest (Drill and its Run, DrillWorker, Relay and
-// its Run, Throughput and its Run, ReplicaSet, PublishOne).
+// its Run, Throughput and its Run, ReplicaSet, PublishOne); 649 once no module imports another's
+// internal/ packages (issue 40): store/leasewatch (Hub, its Watch and Notify, Feed: how a lease
+// store implements WatchLease, for the Redis store too), the root's CheckpointAges
+// (NewCheckpointAges, OnEvent, Age: the metric adapters' one checkpoint-age definition) and
+// observe/observetest (Samples, EveryKind, Run with its Options, Order and Scenario, WaitFor,
+// Wait: the exporters' shared test scenario).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 633
+const maxPublicSurface = 649
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -46,7 +46,7 @@ func cpToken(t, i uint32) bson.Raw {
 }
 
 // TestCheckpointAgeAfterABurst: watchtree.checkpoint.age has the Prometheus adapter's meaning
-// (one definition, internal/cpage): 0 once a write covers every settled event, also while the
+// (one definition, watchtree.CheckpointAges): 0 once a write covers every settled event, also while the
 // settled position moves on with idle post-batch tokens and the write grows old; the age of the
 // unwritten settlements otherwise. Before, it was the time since the latest write (26.3 s where
 // Prometheus read 0).

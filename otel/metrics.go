@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/cpage"
+
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -248,8 +248,7 @@ func (t *Telemetry) collect(ctx context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.backlog, int64(c), metric.WithAttributes(n))
 		}
 		if !st.CheckpointAt.IsZero() {
-			age := t.cpAges.Age(cpage.Reading{Name: st.Name, Settled: st.Settled, SettledThrough: st.SettledThrough,
-				Checkpoint: st.Checkpoint, CheckpointAt: st.CheckpointAt}, now)
+			age := t.cpAges.Age(st, now)
 			o.ObserveFloat64(in.checkpointAge, age, metric.WithAttributes(n))
 		}
 		if at, ok := watchtree.TokenClusterTime(st.Checkpoint); ok && oerr == nil {

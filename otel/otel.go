@@ -49,7 +49,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/cpage"
+
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -99,7 +99,7 @@ type Telemetry struct {
 	field  []string // TraceparentField, split at the dots
 	inst   instruments
 	reg    metric.Registration
-	cpAges *cpage.Tracker // watchtree.checkpoint.age, defined once for both adapters
+	cpAges *watchtree.CheckpointAges // watchtree.checkpoint.age, defined once for both adapters
 
 	mu  sync.Mutex
 	src Source
@@ -146,7 +146,7 @@ func New(o Options) (*Telemetry, error) {
 		failed:    map[pendingKey]attemptEnd{},
 		restarts:  map[string]trace.Span{},
 		snapshots: map[string]map[string]*snapshotSpan{},
-		cpAges:    cpage.New(),
+		cpAges:    watchtree.NewCheckpointAges(),
 		known:     map[string]bool{},
 	}
 	meter := o.MeterProvider.Meter(instrumentation, metric.WithInstrumentationVersion(watchtree.Version()))

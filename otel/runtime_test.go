@@ -2,69 +2,18 @@ package otel
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
-	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/test/mongosim"
+	"github.com/watchtree/watchtree/observe/observetest"
 )
-
-const wait = 20 * time.Second
-
-// Pay is the test's document; Traceparent is the writer's trace context.
-type Pay struct {
-	ID          int64  `bson:"_id"`
-	Traceparent string `bson:"traceparent,omitempty"`
-}
-
-// connect returns a client on mongosim (or WATCHTREE_MONGODB_URI) and a database of the test.
-func connect(t *testing.T, app string) (*mongo.Client, *mongo.Database) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	uri := os.Getenv("WATCHTREE_MONGODB_URI")
-	if uri == "" {
-		srv, err := mongosim.Start(ctx, mongosim.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		uri = srv.URI()
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(app))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := client.Database(fmt.Sprintf("wt_otel_%d", time.Now().UnixNano()%1e9))
-	t.Cleanup(func() {
-		_ = db.Drop(context.Background())
-		_ = client.Disconnect(context.Background())
-	})
-	return client, db
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // ended returns the ended spans named name.
 func (h *harness) ended(name string) []sdktrace.ReadOnlySpan {
@@ -77,88 +26,35 @@ func (h *harness) ended(name string) []sdktrace.ReadOnlySpan {
 	return out
 }
 
-// TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange runs a real runtime on
-// mongosim with the adapter: order 1 (written inside a traced request) fails once, order 2
-// always fails and is dead-lettered, a getMore fails so that the stream restarts, and a
-// SingleLeader stream acquires and then releases its lease. It checks the spans (names,
-// attributes, parents, links) and the metrics.
+// TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange runs observetest's scenario
+// with the adapter: order 1 (written inside a traced request) fails once, order 2 always fails
+// and is dead-lettered, a getMore fails so that the stream restarts, and a SingleLeader stream
+// acquires and then releases its lease. It checks the spans (names, attributes, parents, links)
+// and the metrics.
 func TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange(t *testing.T) {
-	client, db := connect(t, "wt-otel-test")
 	h := newHarness(t, Options{TraceparentField: "traceparent"})
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
 
 	// The writer's request span, and its traceparent as the document carries it.
-	wctx, writer := h.tel.opts.TracerProvider.Tracer("writer").Start(ctx, "POST /pay")
+	wctx, writer := h.tel.opts.TracerProvider.Tracer("writer").Start(context.Background(), "POST /pay")
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(wctx, carrier)
 	writer.End()
 
 	var mu sync.Mutex
-	calls := map[int64]int{}
 	handlerSpans := map[string]trace.SpanID{} // "id#attempt": the span in the handler's context
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: db.Name(), Observer: h.tel, InstanceID: "otel-test-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	if err := h.tel.Attach(rt); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.tel.Close() })
-	hd, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
-		// A cursor of its own: the test kills it to see a restart (a shared cursor's death
-		// detaches the stream instead, with no restart).
-		Cursor:  watchtree.Dedicated,
-		Retry:   watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 5 * time.Millisecond},
-		Restart: watchtree.RestartPolicy{InitialDelay: 10 * time.Millisecond},
-		OnInsert: func(ctx context.Context, ev *watchtree.Event[Pay]) error {
+	sc := observetest.Run(t, observetest.Options{Observer: h.tel, InstanceID: "otel-test-1",
+		Traceparent: carrier.Get("traceparent"),
+		Attach: func(rt *watchtree.Runtime) error {
+			t.Cleanup(func() { _ = h.tel.Close() })
+			return h.tel.Attach(rt)
+		},
+		OnHandle: func(ctx context.Context, ev *watchtree.Event[observetest.Order]) {
 			mu.Lock()
 			defer mu.Unlock()
-			id := ev.FullDocument.ID
-			calls[id]++
-			handlerSpans[fmt.Sprintf("%d#%d", id, ev.Attempt())] = trace.SpanContextFromContext(ctx).SpanID()
-			if id == 2 || (id == 1 && calls[1] == 1) {
-				return errors.New("payment refused")
-			}
-			return nil
+			handlerSpans[fmt.Sprintf("%d#%d", ev.FullDocument.ID, ev.Attempt())] = trace.SpanContextFromContext(ctx).SpanID()
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []Pay{{ID: 1, Traceparent: carrier.Get("traceparent")}, {ID: 2}} {
-		if _, err := db.Collection("pay").InsertOne(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "one handled, one dead-lettered", func() bool {
-		st, err := hd.Status(ctx)
-		return err == nil && st.Handled == 1 && st.DeadLettered == 1
-	})
-	// A getMore of the runtime's client fails with HostUnreachable without labels: the cursor
-	// dies, the supervisor restarts it.
-	fp := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
-		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 6},
-			{Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: "wt-otel-test"}}}}
-	if err := client.Database("admin").RunCommand(ctx, fp).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the restart span", func() bool { return len(h.ended("restart pay")) == 1 })
-
-	// A SingleLeader stream: its lease is acquired, then released by a graceful stop.
-	lead, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "lead", Collection: "lead", Mode: watchtree.SingleLeader,
-		OnInsert: func(context.Context, *watchtree.Event[Pay]) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the lease acquired", func() bool { return len(h.ended("lease lead")) == 1 })
-	if err := lead.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the lease released", func() bool { return len(h.ended("lease lead")) == 2 })
+	observetest.WaitFor(t, "the restart span", func() bool { return len(h.ended("restart pay")) == 1 })
+	observetest.WaitFor(t, "the lease acquired and released", func() bool { return len(h.ended("lease lead")) == 2 })
 
 	// Process spans, by event and attempt.
 	writerSC := writer.SpanContext()
@@ -171,7 +67,7 @@ func TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange(t *testin
 	for _, s := range h.ended("process pay") {
 		a := attrsOf(s.Attributes())
 		if s.SpanKind() != trace.SpanKindConsumer || a["messaging.system"] != "mongodb" || a["messaging.operation.type"] != "process" ||
-			a["messaging.destination.name"] != db.Name()+".pay" || a["watchtree.stream"] != "pay" ||
+			a["messaging.destination.name"] != sc.Database+".pay" || a["watchtree.stream"] != "pay" ||
 			a["watchtree.operation_type"] != "insert" || a["messaging.message.id"] == "" {
 			t.Errorf("process span attributes %v (kind %v)", a, s.SpanKind())
 		}
@@ -290,7 +186,7 @@ func TestSpansAndMetricsAfterARetryADeadLetterARestartAndALeaderChange(t *testin
 			t.Errorf("%s = %v (present %v)", name, v, ok)
 		}
 	}
-	_, _, oerr := rt.OplogWindow(ctx)
+	_, _, oerr := sc.Runtime.OplogWindow(context.Background())
 	if _, ok := value(ps, metricHeadroom, "watchtree.stream", "pay"); ok != (oerr == nil) {
 		t.Errorf("token headroom present %v, but the oplog window read returned %v", ok, oerr)
 	}

@@ -38,7 +38,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/cpage"
+
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -91,8 +91,8 @@ type Metrics struct {
 
 	mu     sync.Mutex
 	src    Source
-	known  map[string]bool // streams whose counters have their zero series
-	cpAges *cpage.Tracker  // checkpoint_age_seconds, defined once for both adapters
+	known  map[string]bool           // streams whose counters have their zero series
+	cpAges *watchtree.CheckpointAges // checkpoint_age_seconds, defined once for both adapters
 }
 
 var (
@@ -141,7 +141,7 @@ func New(o Options) *Metrics {
 		opts:               o,
 		version:            watchtree.Version(),
 		known:              map[string]bool{},
-		cpAges:             cpage.New(),
+		cpAges:             watchtree.NewCheckpointAges(),
 		retries:            counter("retries_total", "Handler attempts that failed and were scheduled for a retry."),
 		deadLetters:        counter("dead_letters_total", "Events dead-lettered (record durably written)."),
 		dropped:            counter("events_dropped_total", "Events whose attempts ran out with dead letters disabled (lost)."),
@@ -355,8 +355,7 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 			ch <- prom.MustNewConstMetric(m.backlog, prom.GaugeValue, float64(c.N), n)
 		}
 		if !st.CheckpointAt.IsZero() {
-			ch <- prom.MustNewConstMetric(m.cpAge, prom.GaugeValue, m.cpAges.Age(cpage.Reading{Name: n, Settled: st.Settled,
-				SettledThrough: st.SettledThrough, Checkpoint: st.Checkpoint, CheckpointAt: st.CheckpointAt}, now), n)
+			ch <- prom.MustNewConstMetric(m.cpAge, prom.GaugeValue, m.cpAges.Age(st, now), n)
 		}
 		if at, ok := watchtree.TokenClusterTime(st.Checkpoint); ok && rd.Oplog.Unknown == "" && !rd.Oplog.Oldest.IsZero() {
 			ch <- prom.MustNewConstMetric(m.headroom, prom.GaugeValue, at.Sub(rd.Oplog.Oldest).Seconds(), n)

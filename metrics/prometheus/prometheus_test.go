@@ -2,11 +2,8 @@ package prometheus_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,56 +11,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
 	wtprom "github.com/watchtree/watchtree/metrics/prometheus"
+	"github.com/watchtree/watchtree/observe/observetest"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
-const wait = 20 * time.Second
-
+// Pay is the outage test's document.
 type Pay struct {
 	ID int64 `bson:"_id"`
-}
-
-// connect returns a client on mongosim (or WATCHTREE_MONGODB_URI) and a database of the test.
-func connect(t *testing.T, app string) (*mongo.Client, *mongo.Database) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	uri := os.Getenv("WATCHTREE_MONGODB_URI")
-	if uri == "" {
-		srv, err := mongosim.Start(ctx, mongosim.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		uri = srv.URI()
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName(app))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := client.Database(fmt.Sprintf("wt_prom_%d", time.Now().UnixNano()%1e9))
-	t.Cleanup(func() {
-		_ = db.Drop(context.Background())
-		_ = client.Disconnect(context.Background())
-	})
-	return client, db
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // scrape serves the registry over HTTP and parses the text exposition.
@@ -113,70 +72,33 @@ next:
 	return 0, false
 }
 
-// TestScrapeAfterARetryADeadLetterAndARestart scripts a retry (order 1 fails once), a dead
-// letter (order 2 always fails) and a restart (a getMore fails with a non-resumable error),
-// then checks names, labels and values of the exposition.
-func TestScrapeAfterARetryADeadLetterAndARestart(t *testing.T) {
-	client, db := connect(t, "wt-prom-test")
+// TestScrapeAfterARetryADeadLetterARestartAndALeaderChange runs observetest's scenario with the
+// adapter: a retry (order 1 fails once), a dead letter (order 2 always fails), a restart (a
+// getMore fails with a non-resumable error) and a SingleLeader stream that acquires its lease
+// and stops. It checks names, labels and values of the exposition, the lease series while the
+// stream leads.
+func TestScrapeAfterARetryADeadLetterARestartAndALeaderChange(t *testing.T) {
 	m := wtprom.New(wtprom.Options{})
-	var mu sync.Mutex
-	calls := map[int64]int{}
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: db.Name(), Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	if err := m.Attach(rt); err != nil {
-		t.Fatal(err)
-	}
 	reg := prom.NewRegistry()
 	reg.MustRegister(m)
-	h, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
-		// A cursor of its own: the test kills it to see a restart (a shared cursor's death
-		// detaches the stream instead, with no restart).
-		Cursor:  watchtree.Dedicated,
-		Retry:   watchtree.RetryPolicy{MaxAttempts: 2, InitialDelay: 5 * time.Millisecond},
-		Restart: watchtree.RestartPolicy{InitialDelay: 10 * time.Millisecond},
-		OnInsert: func(_ context.Context, ev *watchtree.Event[Pay]) error {
-			mu.Lock()
-			defer mu.Unlock()
-			calls[ev.FullDocument.ID]++
-			if ev.FullDocument.ID == 2 || (ev.FullDocument.ID == 1 && calls[1] == 1) {
-				return errors.New("payment refused")
-			}
-			return nil
+	var leading map[string]*dto.MetricFamily
+	sc := observetest.Run(t, observetest.Options{Observer: m, Attach: func(rt *watchtree.Runtime) error { return m.Attach(rt) },
+		WhileLeading: func() {
+			observetest.WaitFor(t, "the leader's series", func() bool {
+				leading = scrape(t, reg)
+				v, _ := value(leading, "watchtree_stream_role", map[string]string{"stream": "lead", "role": "leader"})
+				return v == 1
+			})
 		}})
-	if err != nil {
-		t.Fatal(err)
+	lead := map[string]string{"stream": "lead"}
+	if v, ok := value(leading, "watchtree_lease_acquisitions_total", lead); !ok || v != 1 {
+		t.Errorf("watchtree_lease_acquisitions_total{stream=lead} = %v (present %v) while it leads, want 1", v, ok)
 	}
-	for _, id := range []int64{1, 2} {
-		if _, err := db.Collection("pay").InsertOne(ctx, Pay{ID: id}); err != nil {
-			t.Fatal(err)
-		}
+	if v, ok := value(leading, "watchtree_lease_epoch", lead); !ok || v < 1 {
+		t.Errorf("watchtree_lease_epoch{stream=lead} = %v (present %v) while it leads, want at least 1", v, ok)
 	}
-	waitFor(t, "one handled, one dead-lettered", func() bool {
-		st, err := h.Status(ctx)
-		return err == nil && st.Handled == 1 && st.DeadLettered == 1
-	})
-	// A getMore of the runtime's client fails with HostUnreachable without labels: the cursor
-	// dies, the supervisor restarts it.
-	fp := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
-		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 6},
-			{Key: "errorLabels", Value: bson.A{}}, {Key: "appName", Value: "wt-prom-test"}}}}
-	if err := client.Database("admin").RunCommand(ctx, fp).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the restart", func() bool {
-		st, err := h.Status(ctx)
-		return err == nil && st.Restarts == 1 && st.State == watchtree.StateRunning
-	})
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, "the observer's restart", func() bool {
+	observetest.WaitFor(t, "the observer's restart", func() bool {
 		fams = scrape(t, reg)
 		v, _ := value(fams, "watchtree_restarts_total", map[string]string{"stream": "pay"})
 		return v == 1
@@ -223,7 +145,7 @@ func TestScrapeAfterARetryADeadLetterAndARestart(t *testing.T) {
 	if f := fams["watchtree_handler_duration_seconds"]; f.GetType() != dto.MetricType_HISTOGRAM {
 		t.Errorf("handler duration type %v", f.GetType())
 	}
-	rd := rt.Readings(ctx)
+	rd := sc.Runtime.Readings(context.Background())
 	if _, ok := value(fams, "watchtree_token_headroom_seconds", pay()); ok != (rd.Oplog.Unknown == "") {
 		t.Errorf("token headroom present %v, but the oplog window reads %q", ok, rd.Oplog.Unknown)
 	}
@@ -237,7 +159,7 @@ func TestScrapeDuringAnOutage(t *testing.T) {
 	if os.Getenv("WATCHTREE_MONGODB_URI") != "" {
 		t.Skip("freezes mongosim")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), observetest.Wait)
 	defer cancel()
 	srv, err := mongosim.Start(ctx, mongosim.Options{})
 	if err != nil {
@@ -268,14 +190,14 @@ func TestScrapeDuringAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	pay := map[string]string{"stream": "pay"}
-	waitFor(t, "the backlog counted", func() bool {
+	observetest.WaitFor(t, "the backlog counted", func() bool {
 		_, ok := value(scrape(t, reg), "watchtree_dead_letter_backlog", pay)
 		return ok
 	})
 	srv.Pause()
 	t.Cleanup(srv.Resume)
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, "mongodb_reachable 0", func() bool {
+	observetest.WaitFor(t, "mongodb_reachable 0", func() bool {
 		start := time.Now()
 		fams = scrape(t, reg)
 		if took := time.Since(start); took > 2*time.Second {

@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/watchtree/watchtree/internal/leasewatch"
 	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/leasewatch"
 )
 
 // Default collection names.

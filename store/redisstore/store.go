@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/watchtree/watchtree/internal/leasewatch"
 	"github.com/watchtree/watchtree/store"
+	"github.com/watchtree/watchtree/store/leasewatch"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.

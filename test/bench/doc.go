@@ -6,11 +6,13 @@
 //
 // The benchmarks and their targets (on the 2-core CI machine):
 //
-//   - BenchmarkPipelineOverhead: a synthetic stream actor feeds the real tree (stream
-//     supervisor, checkpointer with memstore, dispatcher with a no-op Router). Reports events/s
-//     (target ≥ 1,000,000), exact allocs/event, checkpoint writes per 100,000 events, and the
-//     ratio to a messaging floor measured in the same run (the same batches sent to an actor
-//     that only grants credit back).
+//   - BenchmarkPipelineOverhead lives in the root module (actors/supervisor), since it drives
+//     the tree's private actor messages: `go test -run '^$' -bench PipelineOverhead
+//     ./actors/supervisor/`. A synthetic stream actor feeds the real tree (stream supervisor,
+//     checkpointer with memstore, dispatcher with a no-op Router). Reports events/s (target ≥
+//     1,000,000), exact allocs/event, checkpoint writes per 100,000 events, and the ratio to a
+//     messaging floor measured in the same run (the same batches sent to an actor that only
+//     grants credit back).
 //   - BenchmarkEndToEnd: orders already in the oplog of a mongosim running in a child process,
 //     read by watchtree streams (decode into Event[T] + handler + checkpointing) and by a raw
 //     driver loop (ChangeStream.Next + the fullDocument decoded into T), in alternating phases of

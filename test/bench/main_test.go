@@ -16,6 +16,10 @@ import (
 	"github.com/watchtree/watchtree/test/mongosim"
 )
 
+// stallAfter bounds every wait of a benchmark: a run that makes no progress for this long fails
+// the benchmark instead of hanging it.
+const stallAfter = 2 * time.Minute
+
 // childEnv, set to "1", makes the test binary serve mongosim instead of running benchmarks: it
 // prints the server's URI on a line of its own, serves until its stdin closes, then exits.
 // BenchmarkIdleStreamMemory uses it so that the server's memory is not in the process measured.

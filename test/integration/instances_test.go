@@ -15,8 +15,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
-	"github.com/watchtree/watchtree/internal/clock"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/test/mongosim"
@@ -151,7 +149,7 @@ func TestAllInstancesEachResumesFromItsOwnPosition(t *testing.T) {
 	}
 	for _, cp := range listed {
 		if cp.Stream != "cache" || len(cp.Token) == 0 || cp.UpdatedAt.IsZero() || cp.Age < 0 ||
-			!cp.ExpiresAt.Equal(cp.UpdatedAt.Add(policy.DefaultRetention)) {
+			!cp.ExpiresAt.Equal(cp.UpdatedAt.Add(defaultRetention)) {
 			t.Errorf("listed checkpoint %+v", cp)
 		}
 	}
@@ -317,6 +315,17 @@ func TestEphemeralStreamWritesNoCheckpoint(t *testing.T) {
 	}
 }
 
+// defaultRetention is CheckpointPolicy.Retention's documented default (30 days): a per-instance
+// checkpoint expires that long after its latest write.
+const defaultRetention = 30 * 24 * time.Hour
+
+// movedClock is the server's wall clock for a test that moves it on: the real time plus what
+// Advance added. Safe for concurrent use.
+type movedClock struct{ ahead atomic.Int64 }
+
+func (c *movedClock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *movedClock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
 // TestPerInstanceCheckpointExpires: an instance's checkpoint not written for its retention
 // (30 days) is removed by the server's TTL monitor, and Checkpoints no longer lists it; the
 // shared checkpoint never expires. The server's clock is mongosim's, moved 31 days on.
@@ -324,7 +333,7 @@ func TestPerInstanceCheckpointExpires(t *testing.T) {
 	if testingReal() {
 		t.Skipf("needs mongosim's settable clock (Options.Now) to move the TTL monitor 31 days on, which a real replica set (%s) does not have", envURI)
 	}
-	clk := clock.NewFake(time.Now())
+	clk := &movedClock{}
 	e := newEnvWith(t, mongosim.Options{Now: clk.Now, TTLMonitorInterval: 10 * time.Millisecond})
 	seen := newSeenDocs()
 	gone := e.startRuntime(named("pod-gone"))

@@ -1,6 +1,10 @@
 // Package leasewatch multiplexes the lease watches of one lease store over one feed (a change
 // stream, a pub/sub subscription), so that a runtime holds one connection for all its
-// SingleLeader streams' watches instead of one per stream.
+// SingleLeader streams' watches instead of one per stream. It is how a store.LeaseStore
+// implements WatchLease: store/mongostore feeds it from a change stream of its lease
+// collection, store/redisstore from a pattern subscription, and a store of another database
+// can do the same. The store owns the Hub; its WatchLease calls Watch with the store's Feed,
+// and the Feed calls Notify for each lease it sees change.
 package leasewatch
 
 import (
@@ -9,8 +13,8 @@ import (
 	"time"
 )
 
-// RetryDelay is the wait before a Feed that ended (its connection failed) runs again.
-const RetryDelay = time.Second
+// retryDelay is the wait before a Feed that ended (its connection failed) runs again.
+const retryDelay = time.Second
 
 // Feed reads one connection of a store's change feed (a change stream, a subscription) until it
 // fails or ctx ends, calling Hub.Notify for each changed lease. It calls opened once the
@@ -19,7 +23,7 @@ const RetryDelay = time.Second
 type Feed func(ctx context.Context, opened func())
 
 // Hub is the watches of one store. The zero value is ready. The feed runs while at least one
-// watch is open: the first Watch starts it (and runs it again RetryDelay after each failure),
+// watch is open: the first Watch starts it (and runs it again 1s after each failure),
 // the end of the last watch cancels it.
 type Hub struct {
 	mu     sync.Mutex
@@ -72,17 +76,17 @@ func (h *Hub) end(name string, w *watch) {
 	}
 }
 
-// run runs feed until ctx ends, again RetryDelay after each end.
+// run runs feed until ctx ends, again retryDelay after each end.
 func (h *Hub) run(ctx context.Context, feed Feed) {
 	for first := true; ctx.Err() == nil; first = false {
 		feed(ctx, func() {
 			if !first {
-				h.NotifyAll()
+				h.notifyAll()
 			}
 		})
 		select {
 		case <-ctx.Done():
-		case <-time.After(RetryDelay):
+		case <-time.After(retryDelay):
 		}
 	}
 }
@@ -96,8 +100,8 @@ func (h *Hub) Notify(name string) {
 	}
 }
 
-// NotifyAll wakes every watch.
-func (h *Hub) NotifyAll() {
+// notifyAll wakes every watch (after a reconnection: what changed while the feed was down is unknown).
+func (h *Hub) notifyAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ws := range h.subs {

@@ -1,4 +1,4 @@
-package bench
+package supervisor_test
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 // pipelineBatch is the number of events per EventBatch, the stream actor's default MaxBatch.
 const pipelineBatch = 256
 
-// stallAfter bounds every wait of a benchmark: a pipeline that makes no progress for this long
+// stallAfter bounds every wait of the benchmark: a pipeline that makes no progress for this long
 // fails the benchmark instead of hanging it.
 const stallAfter = 2 * time.Minute
 

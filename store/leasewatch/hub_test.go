@@ -85,12 +85,12 @@ func TestHubSharesOneFeed(t *testing.T) {
 		t.Fatal("a change of lease a woke the watch of b")
 	default:
 	}
-	h.NotifyAll()
+	h.notifyAll()
 	for _, ch := range []<-chan struct{}{a1, a2, b} {
 		select {
 		case <-ch:
 		default:
-			t.Fatal("NotifyAll missed a watch")
+			t.Fatal("notifyAll missed a watch")
 		}
 	}
 
@@ -140,7 +140,7 @@ func TestHubWatchOfEndedContext(t *testing.T) {
 	}
 }
 
-// A feed that ends runs again after RetryDelay, and its reconnection wakes every watch (what
+// A feed that ends runs again after retryDelay, and its reconnection wakes every watch (what
 // changed meanwhile is unknown); its first connection wakes none.
 func TestHubReconnectWakesEveryWatch(t *testing.T) {
 	var h Hub
@@ -167,7 +167,7 @@ func TestHubReconnectWakesEveryWatch(t *testing.T) {
 	}
 	select {
 	case <-runs:
-	case <-time.After(RetryDelay + waitFor):
+	case <-time.After(retryDelay + waitFor):
 		t.Fatal("the feed did not run again after it ended")
 	}
 	select {
