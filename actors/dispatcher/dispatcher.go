@@ -60,7 +60,8 @@ type dispatcher struct {
 	inFlight    int        // accepted and not settled
 	inLanes     int        // pushed to lanes (or staged) and not settled
 	superseded  uint64     // change events of older incarnations the lanes skipped unhandled
-	// readThrough is the cluster time of the newest batch's post-batch resume token, and
+	// readThrough is the cluster time of the newest batch's post-batch resume token (or its
+	// read-through token, when later: a shared member), and
 	// readReported the one last sent to the supervisor (reportCounts).
 	readThrough, readReported time.Time
 	paused                    bool
@@ -311,6 +312,11 @@ func (d *dispatcher) onBatch(ctx actor.Context, b *wire.EventBatch) {
 	d.inFlight += n
 	d.stats.Accepted += uint64(n)
 	if at, _, ok := tokentime.Of(b.PostBatchResumeToken); ok && at.After(d.readThrough) {
+		d.readThrough = at
+	}
+	// A shared member's read-through point may be past its PBRT (the hub read on through
+	// another collection's events): lag only, never a position, so it goes nowhere else.
+	if at, _, ok := tokentime.Of(b.ReadThroughToken); ok && at.After(d.readThrough) {
 		d.readThrough = at
 	}
 	if d.checkpointer != nil {

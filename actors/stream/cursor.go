@@ -30,6 +30,12 @@ func (c changeStream) CurrentIsStable() bool { return true }
 // A cursor whose id is 0 is closed on the server: TryNext would return false forever.
 type idCursor interface{ ID() int64 }
 
+// readThroughCursor is implemented by cursors that can have read past their resume position
+// (a shared stream's member, through its hub's cursor): ReadThroughToken is the newest point
+// read through, a token to measure lag by, never to resume from. The reader sends it beside
+// the PBRT (EventBatch.ReadThroughToken) when it is later.
+type readThroughCursor interface{ ReadThroughToken() bson.Raw }
+
 // stableCursor is implemented by cursors whose Current stays valid and unchanged after later
 // calls of TryNext (ChangeStreamCursor). The reader then hands Current on as it is; for any
 // other cursor it copies every event.

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/errdetail"
+	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/internal/wire"
 )
 
@@ -143,6 +144,22 @@ func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 	r.root.Send(r.self, &wire.ReaderOpened{Incarnation: r.inc, Generation: r.gen})
 
 	last := []byte(r.pos.Token) // the position the actor last reported; PBRT batches only when it moves
+	rtc, _ := cur.(readThroughCursor)
+	var lastRead string // tokenData of the read-through point last reported (readThroughCursor)
+	// readThrough is the cursor's read-through point when later than pbrt and than the one last
+	// reported, else nil.
+	readThrough := func(pbrt []byte) []byte {
+		if rtc == nil {
+			return nil
+		}
+		rt := rtc.ReadThroughToken()
+		d := tokentime.Data(rt)
+		if d == "" || d <= tokentime.Data(pbrt) || d <= lastRead {
+			return nil
+		}
+		lastRead = d
+		return bytes.Clone(rt)
+	}
 	gotEvent := false
 	var lastOp []byte  // the latest drop, rename or dropDatabase (a sub-slice of its event): an invalidate's cause
 	var asm reassembly // the fragments of a split event read so far (one per getMore)
@@ -236,8 +253,12 @@ func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 				last = pbrt
 				r.stats.setPBRT(pbrt)
 			}
+			var rt []byte
+			if invalidate == nil && !asm.pending() {
+				rt = readThrough(pbrt)
+			}
 			r.send(&wire.EventBatch{Incarnation: r.inc, Raw: events, PostBatchResumeToken: pbrt,
-				ThroughSeq: r.seq - 1, EndsWithInvalidate: invalidate != nil})
+				ThroughSeq: r.seq - 1, EndsWithInvalidate: invalidate != nil, ReadThroughToken: rt})
 			if invalidate != nil {
 				return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_INVALIDATED,
 					InvalidateToken: invalidate, InvalidateCause: string(lastOp)}
@@ -252,12 +273,19 @@ func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 		if serverClosed(cur) {
 			return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_CURSOR_CLOSED, Error: errCursorClosed.Error()}
 		}
-		// An empty round (one getMore that found nothing): report the PBRT when it moved.
-		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !bytes.Equal(pbrt, last) && !asm.pending() {
-			last = bytes.Clone(pbrt)
-			r.stats.pbrtBatches.Add(1)
-			r.stats.setPBRT(last)
-			r.send(&wire.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1})
+		// An empty round (one getMore that found nothing): report the PBRT when it moved, or
+		// the read-through point when it did (a shared member beside a busy collection).
+		if pbrt := cur.ResumeToken(); len(pbrt) > 0 && !asm.pending() {
+			moved := !bytes.Equal(pbrt, last)
+			if moved {
+				last = bytes.Clone(pbrt)
+				r.stats.setPBRT(last)
+			}
+			if rt := readThrough(last); moved || rt != nil {
+				r.stats.pbrtBatches.Add(1)
+				r.send(&wire.EventBatch{Incarnation: r.inc, PostBatchResumeToken: last, ThroughSeq: r.seq - 1,
+					ReadThroughToken: rt})
+			}
 		}
 	}
 }

@@ -583,7 +583,8 @@ func (h *hub) route(ev ringEvent) {
 
 // advance moves the hub's position to its cursor's post-batch token. The attached members
 // follow it while they have nothing buffered, unless it is the token of the last event routed
-// (a batch ending with an event of another collection): they follow high-water marks only.
+// (a batch ending with an event of another collection): they follow high-water marks only,
+// and only note such a token as read through (lag), since it is no position of theirs.
 func (h *hub) advance(pbrt bson.Raw) {
 	d := tokenData(pbrt)
 	h.mu.Lock()
@@ -594,7 +595,15 @@ func (h *hub) advance(pbrt bson.Raw) {
 	if d > h.posData {
 		h.pos, h.posData = cloneRaw(pbrt), d
 	}
-	if d == h.lastEv || d <= h.followData {
+	if d == h.lastEv {
+		for _, ms := range h.attached {
+			for m := range ms {
+				m.saw(h.pos, d)
+			}
+		}
+		return
+	}
+	if d <= h.followData {
 		return
 	}
 	h.follow, h.followData = h.pos, d

@@ -104,6 +104,9 @@ func TestHubMembersFollowHighWaterMarksOnly(t *testing.T) {
 	if got := tokenData(m.ResumeToken()); got != "A1" {
 		t.Fatalf("after a batch ending with another collection's event: position %q, want A1 (its own)", got)
 	}
+	if got := tokenData(m.ReadThroughToken()); got != "B2" {
+		t.Fatalf("after a batch ending with another collection's event: read through %q, want B2 (lag only)", got)
+	}
 	h.advance(tokenOf("B3")) // an empty getMore: a high-water mark
 	if got := tokenData(m.ResumeToken()); got != "B3" {
 		t.Fatalf("after a high-water mark: position %q, want B3", got)
@@ -114,9 +117,17 @@ func TestHubMembersFollowHighWaterMarksOnly(t *testing.T) {
 	if got := tokenData(m.ResumeToken()); got != "B3" {
 		t.Fatalf("with its event queued: position %q, want B3 (nothing queued is skipped)", got)
 	}
+	h.route(ringEvent{coll: "cb", tok: "B5", id: tokenOf("B5")})
+	h.advance(tokenOf("B5"))
+	if got := tokenData(m.ReadThroughToken()); got != "B3" {
+		t.Fatalf("with its event B4 queued: read through %q, want B3 (not past an event it has not read)", got)
+	}
 	ctx := context.Background()
 	if !m.TryNext(ctx) || tokenData(m.ResumeToken()) != "B4" {
 		t.Fatalf("its own event: TryNext then position %q, want B4", tokenData(m.ResumeToken()))
+	}
+	if got := tokenData(m.ReadThroughToken()); got != "B5" {
+		t.Fatalf("its queue read: read through %q, want B5", got)
 	}
 }
 

@@ -94,8 +94,14 @@ type member struct {
 	detachWhy  string   // why the hub let it go (detached)
 	hubPos     bson.Raw // the hub's post-batch token (followed when the queue is empty)
 	hubPosData string
-	detached   bool          // the hub let it go (a full queue, a hub reset): catch up alone
-	wake       chan struct{} // one slot: the hub has something for it
+	// seen is the hub's newest post-batch token even when it is another collection's event
+	// (which hubPos never is): the hub routed every event of the member's collection up to
+	// it, so a member with nothing queued has read through it. It measures lag only: a
+	// collection stream cannot resume from another collection's event.
+	seen     bson.Raw
+	seenData string
+	detached bool          // the hub let it go (a full queue, a hub reset): catch up alone
+	wake     chan struct{} // one slot: the hub has something for it
 }
 
 // openCatchUp opens the catch-up cursor at from, with a catch-up token for the open.
@@ -184,6 +190,17 @@ func (m *member) follow(tok bson.Raw, d string) {
 	m.hubPos, m.hubPosData = tok, d
 	m.mu.Unlock()
 	signal(m.wake)
+}
+
+// saw records the hub's post-batch token when it is the token of the last event routed, of
+// another collection (hub goroutine, hub.mu held). The member is not woken: it has nothing to
+// read, and its next wait (at most MaxAwaitTime) reports the point read through.
+func (m *member) saw(tok bson.Raw, d string) {
+	m.mu.Lock()
+	if d > m.seenData {
+		m.seen, m.seenData = tok, d
+	}
+	m.mu.Unlock()
 }
 
 // detach lets the member go (hub.mu held): it drops its queue and catches up alone; why is
@@ -395,6 +412,23 @@ func (m *member) ResumeToken() bson.Raw {
 		m.mu.Unlock()
 	}
 	return m.pos
+}
+
+// ReadThroughToken is the newest point the member has read through: its position or, attached
+// with nothing queued, the hub's newest post-batch token when later, though it may be another
+// collection's event (see member.seen). The stream actor reports it for lag only (reader
+// goroutine).
+func (m *member) ReadThroughToken() bson.Raw {
+	pos := m.ResumeToken()
+	if m.state != attachedTo || m.afterDrop {
+		return pos
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.qhead >= len(m.queue) && !m.detached && m.seenData > m.posData {
+		return m.seen
+	}
+	return pos
 }
 
 // RemainingBatchLength implements stream.Cursor.

@@ -184,9 +184,16 @@ type EventBatch struct {
 	// through_seq is the seq of the last event read so far, including this batch (for an empty
 	// batch: the last seq of an earlier batch, or next_seq-1 of the incarnation when none). The
 	// PBRT is a valid resume position once every event with seq <= through_seq has settled.
-	ThroughSeq    uint64 `protobuf:"varint,4,opt,name=through_seq,json=throughSeq,proto3" json:"through_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ThroughSeq uint64 `protobuf:"varint,4,opt,name=through_seq,json=throughSeq,proto3" json:"through_seq,omitempty"`
+	// read_through_token is, when later than post_batch_resume_token, the token of the newest
+	// point the cursor has read through: a shared stream's member reads the hub's cursor, which
+	// may have read past the member's collection up to another collection's event. It is that
+	// event's token, so never a resume position for the member's collection stream (the server
+	// would not find it), but every event of the member's collection up to it was in this or an
+	// earlier batch: it measures lag only. Empty when the PBRT is the newest point.
+	ReadThroughToken []byte `protobuf:"bytes,7,opt,name=read_through_token,json=readThroughToken,proto3" json:"read_through_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *EventBatch) Reset() {
@@ -252,6 +259,13 @@ func (x *EventBatch) GetThroughSeq() uint64 {
 		return x.ThroughSeq
 	}
 	return 0
+}
+
+func (x *EventBatch) GetReadThroughToken() []byte {
+	if x != nil {
+		return x.ReadThroughToken
+	}
+	return nil
 }
 
 // Subscribe is sent by a (re)started stream actor to the dispatcher before its first batch;
@@ -638,7 +652,7 @@ const file_watchtree_internal_v1_stream_proto_rawDesc = "" +
 	"\fresume_token\x18\x03 \x01(\fR\vresumeToken\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"\xd0\x01\n" +
+	"invalidate\"\xfe\x01\n" +
 	"\n" +
 	"EventBatch\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x10\n" +
@@ -646,7 +660,8 @@ const file_watchtree_internal_v1_stream_proto_rawDesc = "" +
 	"\x14ends_with_invalidate\x18\x06 \x01(\bR\x12endsWithInvalidate\x125\n" +
 	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\x12\x1f\n" +
 	"\vthrough_seq\x18\x04 \x01(\x04R\n" +
-	"throughSeqJ\x04\b\x02\x10\x03\"-\n" +
+	"throughSeq\x12,\n" +
+	"\x12read_through_token\x18\a \x01(\fR\x10readThroughTokenJ\x04\b\x02\x10\x03\"-\n" +
 	"\tSubscribe\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\"B\n" +
 	"\x06Demand\x12 \n" +
