@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/status"
 )
 
 // Runtime runs stream trees: one supervisor per stream, with its checkpointer, dispatcher and
@@ -82,7 +83,7 @@ func (rt *Runtime) Streams(ctx context.Context) ([]StreamStatus, error) {
 	sts, err := rt.e.Streams(ctx)
 	out := make([]StreamStatus, len(sts))
 	for i, st := range sts {
-		out[i] = statusOf(st.Entry, st.Reply)
+		out[i] = status.Read(st.Reply, st.Entry.Local())
 	}
 	return out, err
 }

@@ -50,10 +50,14 @@ import (
 // store implements WatchLease, for the Redis store too), the root's CheckpointAges
 // (NewCheckpointAges, OnEvent, Age: the metric adapters' one checkpoint-age definition) and
 // observe/observetest (Samples, EveryKind, Run with its Options, Order and Scenario, WaitFor,
-// Wait: the exporters' shared test scenario).
+// Wait: the exporters' shared test scenario); 678 with package status (issue 40: the one
+// status type, Stream, Lease and Stop with their methods, the state, role and mode names, Local,
+// Read, StateOf, RoleOf, SnapshotOf, NotRunningWhy and Row), which the root's StreamStatus,
+// StreamState, LeaseStatus, StopReport and state and role names now alias; the internal reading
+// it replaces was not counted.
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 649
+const maxPublicSurface = 678
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

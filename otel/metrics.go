@@ -262,9 +262,9 @@ func (t *Telemetry) collect(ctx context.Context, o metric.Observer) error {
 func roleOf(st watchtree.StreamStatus) string {
 	switch {
 	case st.State == watchtree.StateStandby:
-		return "standby"
-	case st.Mode == watchtree.SingleLeader:
-		return "leader"
+		return watchtree.RoleStandby
+	case st.Mode == watchtree.SingleLeader.String():
+		return watchtree.RoleLeader
 	}
 	return "all-instances"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/status"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -281,16 +282,13 @@ func (a *leaderActor) become(role messages.LeaseRole, why string) {
 	a.report()
 }
 
+// roleName is r's name in the logs: package status's names, and "unspecified" for the zero
+// value the actor starts from.
 func roleName(r messages.LeaseRole) string {
-	switch r {
-	case messages.LeaseRole_LEASE_ROLE_LEADER:
-		return "leader"
-	case messages.LeaseRole_LEASE_ROLE_STANDBY:
-		return "standby"
-	case messages.LeaseRole_LEASE_ROLE_IDLE:
-		return "idle"
+	if r == messages.LeaseRole_LEASE_ROLE_UNSPECIFIED {
+		return "unspecified"
 	}
-	return "unspecified"
+	return status.RoleOf(r)
 }
 
 func (a *leaderActor) report() {

@@ -1,8 +1,8 @@
 package supervisor
 
 import (
-	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/status"
 )
 
 // A stream's lifecycle state is the protobuf enum messages.SupervisorState, the value
@@ -26,13 +26,13 @@ import (
 const numStates = int(messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING) + 1
 
 // stateName returns the lower-case name of s used in logs, in Resign reasons and as the keys of
-// StatusReply.transitions: internal/streamstatus's names, which read them back, and
+// StatusReply.transitions: package status's names, which read them back, and
 // "unspecified" for the zero value a supervisor starts from.
 func stateName(s messages.SupervisorState) string {
 	if s == messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED {
 		return "unspecified"
 	}
-	return streamstatus.StateName(s)
+	return string(status.StateOf(s))
 }
 
 // stateUp reports whether the stream actor is supposed to be running and alive in s.

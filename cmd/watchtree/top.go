@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/watchtree/watchtree/messages"
+	wtstatus "github.com/watchtree/watchtree/status"
 )
 
 func topCmd(o *opts) *cobra.Command {
@@ -237,13 +238,13 @@ func instanceCard(snap *messages.SnapshotReply) string {
 	var leaders, standbys, up, down int
 	for _, r := range snap.GetStreams() {
 		switch r.GetRole() {
-		case "leader":
+		case wtstatus.RoleLeader:
 			leaders++
-		case "standby":
+		case wtstatus.RoleStandby:
 			standbys++
 		}
-		switch r.GetState() {
-		case "running", "standby":
+		switch wtstatus.State(r.GetState()) {
+		case wtstatus.Running, wtstatus.Standby:
 			up++
 		default:
 			down++
@@ -306,11 +307,11 @@ func (m *topModel) table() string {
 		for j, c := range cells {
 			style := base
 			switch {
-			case j == 1 && c == "leader":
+			case j == 1 && c == wtstatus.RoleLeader:
 				style = leaderStyle.Reverse(sel)
-			case j == 1 && c == "standby":
+			case j == 1 && c == wtstatus.RoleStandby:
 				style = standbyStyle.Reverse(sel)
-			case j == 2 && (r.GetState() == "crashed" || r.GetState() == "backoff"):
+			case j == 2 && (r.GetState() == string(wtstatus.Crashed) || r.GetState() == string(wtstatus.Backoff)):
 				style = badStyle.Reverse(sel)
 			}
 			out = append(out, style.Render(cell(c, topColumns[j].width)))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/status"
 )
 
 // Backend is what the console needs from the runtime it inspects. The runtime implements it; the
@@ -51,19 +52,21 @@ type StreamRef struct {
 	Name string
 	// Namespace is "db.collection", "db", or "" for a cluster-wide stream.
 	Namespace string
-	// Mode is "AllInstances" or "SingleLeader" (ModeSingleLeader).
+	// Mode is status.ModeAllInstances or status.ModeSingleLeader.
 	Mode string
-	// Cursor is where it reads (watchtree.StreamStatus.Cursor, StreamRow.cursor).
+	// Cursor is where it reads (status.Stream.Cursor, StreamRow.cursor).
 	Cursor string
+	// Warnings are the instance's own warnings about the stream (status.Local.Warnings), shown
+	// after its supervisor's in the row's note.
+	Warnings []string
 	// Supervisor is the stream's supervisor, nil while its tree is not running.
 	Supervisor *actor.PID
 }
 
-// ModeSingleLeader and ModeAllInstances are StreamRef.Mode's values, watchtree.Mode's names.
-const (
-	ModeSingleLeader = "SingleLeader"
-	ModeAllInstances = "AllInstances"
-)
+// local is what the instance knows of the stream besides its supervisor's status.
+func (r StreamRef) local() status.Local {
+	return status.Local{Name: r.Name, Mode: r.Mode, Cursor: r.Cursor, Warnings: r.Warnings}
+}
 
 // ErrNotFound is what a Backend returns (wrapped) for an unknown stream or dead letter.
 var ErrNotFound = errors.New("console: not found")

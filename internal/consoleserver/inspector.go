@@ -19,11 +19,10 @@ import (
 
 	"github.com/watchtree/watchtree/internal/clock"
 	"github.com/watchtree/watchtree/internal/readings"
-	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
-	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/status"
 )
 
 // The inspector is the console actor. Its mailbox goroutine only keeps the console's memory
@@ -222,7 +221,7 @@ func (in *inspector) sample(ctx actor.Context) {
 				continue
 			}
 			if st, err := in.sc.Within(min(in.cfg.SampleInterval, time.Second)).Status(in.work, r.Supervisor); err == nil {
-				out.settled[r.Name] = streamstatus.Read(st).Settled.Settled
+				out.settled[r.Name] = st.GetSettlements().GetSettled()
 			}
 		}
 		out.at = in.clk.Now()
@@ -357,21 +356,22 @@ func (in *inspector) instance(rd readings.Readings, now time.Time) *messages.Ins
 	return ii
 }
 
-// row builds one stream's row from its supervisor's status and the console's memory.
+// row builds one stream's row: status.Row of its status, with what only the console knows
+// (the namespace, the dead-letter backlog, the rate, the distances to the oplog).
 func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl readings.Count, oplog readings.Oplog, now time.Time) *messages.StreamRow {
-	row := &messages.StreamRow{Name: r.Name, Namespace: r.Namespace, Mode: r.Mode, Cursor: r.Cursor,
-		DeadLetters: uint64(max(dl.N, 0)), DeadLettersUnknown: dl.Unknown, DeadLettersAt: timestamp(dl.At)}
+	var st status.Stream
+	note := ""
 	if r.Supervisor == nil {
-		row.State, row.Why = "stopped", "the stream's supervisor is not running"
-		return row
+		st = status.Read(nil, r.local())
+	} else if reply, err := in.sc.Within(in.cfg.RequestTimeout).Status(ctx, r.Supervisor); err != nil {
+		st = status.Stream{Name: r.Name, Mode: r.Mode, Cursor: r.Cursor, State: status.Unknown}
+		note = "status: " + err.Error()
+	} else {
+		st = status.Read(reply, r.local())
 	}
-	reply, err := in.sc.Within(in.cfg.RequestTimeout).Status(ctx, r.Supervisor)
-	if err != nil {
-		row.State, row.Note = streamstatus.Unknown, joinNote(row.Note, "status: "+err.Error())
-		return row
-	}
-	st := streamstatus.Read(reply)
-	fillRow(row, st, now)
+	row := status.Row(st, now)
+	row.Namespace, row.Note = r.Namespace, joinNote(row.Note, note)
+	row.DeadLetters, row.DeadLettersUnknown, row.DeadLettersAt = uint64(max(dl.N, 0)), dl.Unknown, timestamp(dl.At)
 	if len(samples) > 0 {
 		first := samples[0]
 		if dt := now.Sub(first.at).Seconds(); dt >= 0.5 && row.Settled >= first.settled {
@@ -393,44 +393,13 @@ func joinNote(a, b string) string {
 	if a == "" {
 		return b
 	}
+	if b == "" {
+		return a
+	}
 	return a + "; " + b
 }
 
-// fillRow copies the supervisor's status, as internal/streamstatus reads it, into row.
-func fillRow(row *messages.StreamRow, st streamstatus.Status, now time.Time) {
-	row.State, row.Why, row.Since = st.State, st.Why, timestamp(st.Since)
-	row.Attempt, row.MaxAttempts, row.NextRetryAt = st.Attempt, st.MaxAttempts, timestamp(st.NextRetryAt)
-	row.LastError = st.LastCause
-	row.InFlight = st.InFlight
-	if lag, ok := st.Lag(now); ok {
-		row.LastEventAt, row.Lag = timestamp(st.ReadThrough), durationpb.New(lag)
-	}
-	if cp := st.Checkpoint; cp != nil {
-		row.CheckpointAt, row.CheckpointSource = timestamp(cp.WrittenAt), cp.Source
-		row.CheckpointToken = tokentime.Data(cp.Token)
-		if at, _, ok := tokentime.Of(cp.Token); ok {
-			row.CheckpointTime = timestamppb.New(at)
-		}
-	}
-	row.Settled, row.DeadLettered = st.Settled.Settled, st.Settled.DeadLettered
-	row.Deaths, row.Restarts, row.Incarnation = st.Deaths, st.Restarts, st.Incarnation
-	for _, w := range st.Warnings {
-		row.Note = joinNote(row.Note, w)
-	}
-	fillLease(row, st.Lease)
-}
-
-// fillLease copies a SingleLeader stream's lease into row: the role (leader, standby, idle),
-// the holder, epoch and expiry. A stream without a lease keeps no role.
-func fillLease(row *messages.StreamRow, l *streamstatus.Lease) {
-	if l == nil {
-		return
-	}
-	row.Role = l.Role
-	row.LeaseOwner, row.LeaseEpoch, row.LeaseExpiresAt = l.Holder, l.Epoch, timestamp(l.ExpiresAt)
-}
-
-// timestamp is t as a protobuf timestamp, nil for the zero time (a time the status left unset).
+// timestamp is t as a protobuf timestamp, nil for the zero time (never read).
 func timestamp(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
@@ -625,7 +594,7 @@ func (in *inspector) run(ctx context.Context, req *messages.ControlRequest, who 
 	case messages.ControlAction_CONTROL_ACTION_STOP:
 		return in.supervise(ctx, ref, in.commands().GracefulStop(ctx, reason), false)
 	case messages.ControlAction_CONTROL_ACTION_RELEASE_LEASE:
-		if ref.Mode != ModeSingleLeader {
+		if ref.Mode != status.ModeSingleLeader {
 			return &messages.ControlReply{Code: "unsupported", Error: fmt.Sprintf("stream %q is not a SingleLeader stream (mode %s): it holds no lease", ref.Name, ref.Mode)}
 		}
 		return in.releaseLease(ctx, ref, reason)
@@ -659,8 +628,8 @@ func (in *inspector) supervise(ctx context.Context, ref StreamRef, msg proto.Mes
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
 	}
-	st := streamstatus.Read(reply)
-	out := &messages.ControlReply{Ok: true, Status: reply, Detail: "state " + st.State}
+	st := status.Read(reply, ref.local())
+	out := &messages.ControlReply{Ok: true, Status: reply, Detail: "state " + string(st.State)}
 	if ls := st.LastStop; !await && ls != nil {
 		out.Detail = fmt.Sprintf("stopped: %d settled, %d unsettled, drained %v, flushed %v", ls.Settled, ls.Unsettled, ls.Drained, ls.Flushed)
 		if ls.Failed() {
@@ -670,7 +639,7 @@ func (in *inspector) supervise(ctx context.Context, ref StreamRef, msg proto.Mes
 			}
 		}
 	}
-	if await && st.State == streamstatus.Crashed {
+	if await && st.State == status.Crashed {
 		out.Ok, out.Code, out.Error = false, "failed", "crashed while starting: "+st.LastCause
 	}
 	return out
@@ -686,11 +655,11 @@ func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason str
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
 	}
-	before := streamstatus.Read(reply)
+	before := status.Read(reply, ref.local())
 	if !before.Leads() {
 		holder := "nobody"
-		if before.Lease != nil && before.Lease.Holder != "" {
-			holder = before.Lease.Holder
+		if before.Lease != nil && before.Lease.Owner != "" {
+			holder = before.Lease.Owner
 		}
 		return &messages.ControlReply{Code: "failed", Status: reply,
 			Error: fmt.Sprintf("stream %q: this instance does not hold the lease (held by %s): release it on the leader", ref.Name, holder)}
@@ -698,7 +667,7 @@ func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason str
 	out := in.supervise(ctx, ref, &messages.ReleaseLease{Reason: reason}, false)
 	if out.GetOk() {
 		out.Detail = fmt.Sprintf("lease released (epoch %d): %s", before.Lease.Epoch, out.GetDetail())
-		if ls := streamstatus.Read(out.GetStatus()).LastStop; ls != nil && !ls.Released {
+		if ls := status.Read(out.GetStatus(), ref.local()).LastStop; ls != nil && !ls.Released {
 			out.Ok, out.Code, out.Error = false, "failed", fmt.Sprintf("stream %q: the lease was not released (it lapses at its expiry): %s", ref.Name, ls.Error)
 		}
 	}

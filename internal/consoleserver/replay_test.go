@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/status"
 )
 
 // letterBackend is a runtime with one stream and a fixed outcome per dead letter.
@@ -20,7 +21,7 @@ type letterBackend struct {
 }
 
 func (b *letterBackend) Streams() []StreamRef {
-	return []StreamRef{{Name: "s", Mode: ModeAllInstances}}
+	return []StreamRef{{Name: "s", Mode: status.ModeAllInstances}}
 }
 
 func (b *letterBackend) DeadLetters(context.Context, string, int) ([]*messages.DeadLetterInfo, error) {

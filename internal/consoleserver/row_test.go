@@ -40,7 +40,8 @@ func TestRowFigures(t *testing.T) {
 	in.sys, in.sc, in.work, in.clk, in.log = sys, superclient.New(sys), context.Background(), clock.Real(), zap.NewNop()
 	samples := []sample{{at: now.Add(-10 * time.Second), settled: 50}}
 	oplog := readings.Oplog{Oldest: now.Add(-2 * time.Hour), Newest: now.Add(-1 * time.Second)}
-	r := in.row(context.Background(), StreamRef{Name: "s", Namespace: "db.c", Mode: "AllInstances", Supervisor: sup},
+	r := in.row(context.Background(), StreamRef{Name: "s", Namespace: "db.c", Mode: "AllInstances", Cursor: "dedicated",
+		Warnings: []string{"instance warning"}, Supervisor: sup},
 		samples, readings.Count{N: 9}, oplog, now)
 	checks := []struct {
 		what string
@@ -56,6 +57,8 @@ func TestRowFigures(t *testing.T) {
 		{"in flight", r.GetInFlight() == 7},
 		{"dead letters", r.GetDeadLetters() == 9 && r.GetDeadLettered() == 3},
 		{"an AllInstances stream has no role", r.GetRole() == ""},
+		{"the instance's view: namespace, mode, cursor, warnings", r.GetNamespace() == "db.c" && r.GetMode() == "AllInstances" &&
+			r.GetCursor() == "dedicated" && r.GetNote() == "instance warning"},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -6,9 +6,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/status"
 )
 
 // AwaitCaughtUp is Handle.AwaitCaughtUp: it reads the server's cluster time now (ClusterTime),
@@ -41,8 +41,8 @@ func (e *Entry) AwaitCaughtUp(ctx context.Context) error {
 	if r.GetCaughtUp() {
 		return nil
 	}
-	st := streamstatus.Read(r.GetStatus())
-	if st.State == streamstatus.Standby {
+	st := status.Read(r.GetStatus(), e.Local())
+	if st.State == status.Standby {
 		return fmt.Errorf("watchtree: stream %q: in standby here (%s), so this instance settles nothing: %w: %w",
 			e.name, st.Why, ErrStandby, ErrStreamNotRunning)
 	}

@@ -79,12 +79,9 @@ func (b consoleBackend) Streams() []consoleserver.StreamRef {
 		if e.spec.Collection != "" {
 			ns += "." + e.spec.Collection
 		}
-		mode := consoleserver.ModeAllInstances
-		if e.spec.SingleLeader {
-			mode = consoleserver.ModeSingleLeader
-		}
-		out = append(out, consoleserver.StreamRef{Name: e.name, Namespace: ns, Mode: mode, Cursor: e.CursorMode(),
-			Supervisor: e.SupervisorPID()})
+		l := e.Local()
+		out = append(out, consoleserver.StreamRef{Name: l.Name, Namespace: ns, Mode: l.Mode, Cursor: l.Cursor,
+			Warnings: l.Warnings, Supervisor: e.SupervisorPID()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

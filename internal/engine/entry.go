@@ -15,10 +15,10 @@ import (
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
-	"github.com/watchtree/watchtree/internal/streamstatus"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/status"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -250,7 +250,7 @@ func (e *Entry) awaitRunning(ctx context.Context) error {
 		if cause != nil {
 			detail += ": " + cause.Error()
 		}
-		if st != nil && streamstatus.StateName(st.GetState()) == streamstatus.Backoff {
+		if st != nil && status.StateOf(st.GetState()) == status.Backoff {
 			detail += fmt.Sprintf(" (restart attempt %d pending)", st.GetAttempt())
 		}
 		err = fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
@@ -260,7 +260,7 @@ func (e *Entry) awaitRunning(ctx context.Context) error {
 		}
 		return err
 	}
-	if streamstatus.StateName(r.GetState()) == streamstatus.Crashed {
+	if status.StateOf(r.GetState()) == status.Crashed {
 		e.mu.Lock()
 		cause := e.lastCause
 		e.mu.Unlock()
@@ -345,7 +345,7 @@ func (e *Entry) gracefulStop(ctx context.Context, why string) error {
 		}
 		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
 	}
-	ls := streamstatus.Read(r).LastStop
+	ls := status.Read(r, e.Local()).LastStop
 	switch {
 	case !ls.Failed():
 		return nil
@@ -426,6 +426,17 @@ func (e *Entry) SharedWhy() string {
 		return ""
 	}
 	return e.sharedWhy
+}
+
+// Local is what this instance knows of the stream besides its supervisor's status, for
+// status.Read: the Handle's and the console's status read it alike. A Shared stream that keeps
+// a dedicated cursor carries a warning saying why.
+func (e *Entry) Local() status.Local {
+	l := status.Local{Name: e.name, Mode: e.spec.Mode(), Cursor: e.CursorMode()}
+	if why := e.SharedWhy(); why != "" {
+		l.Warnings = []string{"Cursor Shared: the stream reads on a dedicated cursor: " + why}
+	}
+	return l
 }
 
 // CursorMode names the stream's cursor: "dedicated", "shared (attached)" or "shared (catching

@@ -10,6 +10,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/status"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -138,12 +139,12 @@ func (s *Spec) Scope() Scope {
 	return ScopeCluster
 }
 
-// Mode returns "AllInstances" or "SingleLeader" (watchtree.Mode's String).
+// Mode returns status.ModeAllInstances or status.ModeSingleLeader (watchtree.Mode's String).
 func (s *Spec) Mode() string {
 	if s.SingleLeader {
-		return "SingleLeader"
+		return status.ModeSingleLeader
 	}
-	return "AllInstances"
+	return status.ModeAllInstances
 }
 
 // Records is the key of the stream's checkpoint, dead letters and gap records on the instance

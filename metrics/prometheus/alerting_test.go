@@ -86,9 +86,9 @@ func TestEveryCounterHasASeriesFromTheStart(t *testing.T) {
 func TestStandbyHasNoLag(t *testing.T) {
 	long := time.Now().Add(-time.Hour)
 	src := &fakeSource{sts: []watchtree.StreamStatus{
-		{Name: "standby", Mode: watchtree.SingleLeader, State: watchtree.StateStandby, ReadThrough: long,
+		{Name: "standby", Mode: watchtree.SingleLeader.String(), State: watchtree.StateStandby, ReadThrough: long,
 			Lease: &watchtree.LeaseStatus{Role: watchtree.RoleStandby, Epoch: 3}},
-		{Name: "leader", Mode: watchtree.SingleLeader, State: watchtree.StateRunning, ReadThrough: time.Now(),
+		{Name: "leader", Mode: watchtree.SingleLeader.String(), State: watchtree.StateRunning, ReadThrough: time.Now(),
 			Lease: &watchtree.LeaseStatus{Role: watchtree.RoleLeader, Epoch: 4}},
 	}}
 	_, reg := attached(t, src)
@@ -131,7 +131,7 @@ func TestOneCounterPerFact(t *testing.T) {
 // TestLeaseMetricsAndBuildInfo: a SingleLeader stream exports its lease epoch and counts;
 // build_info carries the versions.
 func TestLeaseMetricsAndBuildInfo(t *testing.T) {
-	src := &fakeSource{sts: []watchtree.StreamStatus{{Name: "bill", Mode: watchtree.SingleLeader, State: watchtree.StateRunning,
+	src := &fakeSource{sts: []watchtree.StreamStatus{{Name: "bill", Mode: watchtree.SingleLeader.String(), State: watchtree.StateRunning,
 		Lease: &watchtree.LeaseStatus{Role: watchtree.RoleLeader, Epoch: 7, Acquisitions: 2, Losses: 1, HandOvers: 1, Fenced: 3}}}}
 	_, reg := attached(t, src)
 	fams := scrape(t, reg)

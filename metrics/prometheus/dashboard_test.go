@@ -40,7 +40,7 @@ func registeredFamilies(t *testing.T) map[string]dto.MetricType {
 		sts: []watchtree.StreamStatus{
 			{Name: "pay", State: watchtree.StateRunning, ReadThrough: now.Add(-time.Second),
 				Checkpoint: token(uint32(now.Unix()), 1), CheckpointAt: now.Add(-time.Second)},
-			{Name: "bill", Mode: watchtree.SingleLeader, State: watchtree.StateRunning, ReadThrough: now,
+			{Name: "bill", Mode: watchtree.SingleLeader.String(), State: watchtree.StateRunning, ReadThrough: now,
 				Lease: &watchtree.LeaseStatus{Role: watchtree.RoleLeader, Epoch: 1}},
 		},
 		rd: watchtree.ServerReadings{

@@ -367,9 +367,9 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 func roleOf(st watchtree.StreamStatus) string {
 	switch {
 	case st.State == watchtree.StateStandby:
-		return "standby"
-	case st.Mode == watchtree.SingleLeader:
-		return "leader"
+		return watchtree.RoleStandby
+	case st.Mode == watchtree.SingleLeader.String():
+		return watchtree.RoleLeader
 	}
 	return "all-instances"
 }

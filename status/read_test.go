@@ -1,6 +1,7 @@
-package streamstatus
+package status
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 func TestStateNames(t *testing.T) {
-	want := map[messages.SupervisorState]string{
+	want := map[messages.SupervisorState]State{
 		messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED:  Unknown,
 		messages.SupervisorState_SUPERVISOR_STATE_STARTING:     "starting",
 		messages.SupervisorState_SUPERVISOR_STATE_STANDBY:      "standby",
@@ -25,13 +26,13 @@ func TestStateNames(t *testing.T) {
 		messages.SupervisorState(99):                           Unknown,
 	}
 	for s, n := range want {
-		if got := StateName(s); got != n {
-			t.Errorf("StateName(%v) = %q, want %q", s, got, n)
+		if got := StateOf(s); got != n {
+			t.Errorf("StateOf(%v) = %q, want %q", s, got, n)
 		}
 	}
 	// Every value of the enum has a name: a state added to the protocol must be named here.
 	for v := range messages.SupervisorState_name {
-		if s := messages.SupervisorState(v); s != messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED && StateName(s) == Unknown {
+		if s := messages.SupervisorState(v); s != messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED && StateOf(s) == Unknown {
 			t.Errorf("%v has no name", s)
 		}
 	}
@@ -46,23 +47,28 @@ func TestRead(t *testing.T) {
 		Incarnation: 3, Deaths: 2, Restarts: 2, InFlight: 4, ReadThrough: timestamppb.New(now.Add(-2 * time.Second)),
 		Settlements: &messages.SettlementCounts{Settled: 20, Handled: 10, Filtered: 3, Unhandled: 2, Skipped: 1, DeadLettered: 3, Dropped: 1},
 		Checkpoint:  &messages.CheckpointWritten{Token: token, Source: "event", WrittenAt: timestamppb.New(now)},
-		Lease: &messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_LEADER, Owner: "a", Holder: "a", Epoch: 7,
+		Warnings:    []string{"namespace missing"},
+		Snapshot:    &messages.SnapshotStatus{SnapshotId: "s1", Done: true}, OnDemand: &messages.SnapshotStatus{SnapshotId: "o1", Running: true},
+		Lease: &messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_LEADER, Owner: "a", Holder: "b", Epoch: 7,
 			ExpiresAt: timestamppb.New(now.Add(time.Second)), Why: "leader (epoch 7)", Acquisitions: 1, Fenced: 2},
 		LastStop: &messages.StopReport{Settled: 9, Unsettled: 1, Drained: true, Released: true, Error: "drain: timeout",
 			HeldUpBy: "drain", Took: durationpb.New(3 * time.Second)},
 	}
-	st := Read(r)
+	st := Read(r, Local{Name: "ignored", Mode: ModeSingleLeader, Cursor: "dedicated", Warnings: []string{"local"}})
 	token[0] = 0 // the reading keeps a copy
 	checks := []struct {
 		what string
 		ok   bool
 	}{
-		{"state", st.Stream == "orders" && st.State == Running && st.Why == "cursor open" && st.Since.Equal(now.Add(-time.Minute))},
+		{"local", st.Name == "orders" && st.Mode == ModeSingleLeader && st.Cursor == "dedicated"},
+		{"state", st.Name == "orders" && st.State == Running && st.Why == "cursor open" && st.Since.Equal(now.Add(-time.Minute))},
 		{"restarts", st.Attempt == 1 && st.MaxAttempts == 5 && st.NextRetryAt.IsZero() && st.LastCause == "boom"},
 		{"counters", st.Incarnation == 3 && st.Deaths == 2 && st.Restarts == 2 && st.InFlight == 4},
-		{"dead-lettered includes dropped", st.Settled == Settlements{20, 10, 3, 2, 1, 4}},
-		{"checkpoint", st.Checkpoint != nil && st.Checkpoint.Token[0] == 5 && st.Checkpoint.Source == "event" && st.Checkpoint.WrittenAt.Equal(now)},
-		{"lease", st.Leads() && st.Lease.Instance == "a" && st.Lease.Holder == "a" && st.Lease.Epoch == 7 &&
+		{"dead-lettered includes dropped", st.Settled == 20 && st.Handled == 10 && st.Filtered == 3 && st.Unhandled == 2 && st.Skipped == 1 && st.DeadLettered == 4},
+		{"checkpoint", st.Checkpoint[0] == 5 && st.CheckpointSource == "event" && st.CheckpointAt.Equal(now)},
+		{"snapshots", st.Snapshot != nil && st.Snapshot.ID == "s1" && st.Snapshot.Done && st.OnDemand != nil && st.OnDemand.ID == "o1" && st.OnDemand.Running},
+		{"warnings, the supervisor's first", slices.Equal(st.Warnings, []string{"namespace missing", "local"})},
+		{"lease", st.Leads() && st.Lease.Instance == "a" && st.Lease.Owner == "b" && st.Lease.Epoch == 7 &&
 			st.Lease.ExpiresAt.Equal(now.Add(time.Second)) && st.Lease.Acquisitions == 1 && st.Lease.Fenced == 2},
 		{"stop", st.LastStop.Failed() && st.LastStop.TimedOut() && st.LastStop.Released && st.LastStop.Took == 3*time.Second},
 	}
@@ -79,15 +85,18 @@ func TestRead(t *testing.T) {
 	}
 
 	// What a reply leaves unset reads as nothing: zero times, no lease, no stop, no lag.
-	empty := Read(&messages.StatusReply{Checkpoint: &messages.CheckpointWritten{Source: "initial"}})
-	if empty.State != Unknown || !empty.Since.IsZero() || empty.Lease != nil || empty.LastStop != nil ||
-		empty.Checkpoint.Token != nil || !empty.Checkpoint.WrittenAt.IsZero() || empty.Leads() {
+	empty := Read(&messages.StatusReply{Checkpoint: &messages.CheckpointWritten{Source: "initial"}}, Local{Name: "s"})
+	if empty.Name != "s" || empty.State != Unknown || !empty.Since.IsZero() || empty.Lease != nil || empty.LastStop != nil ||
+		empty.Checkpoint != nil || empty.CheckpointSource != "initial" || !empty.CheckpointAt.IsZero() || empty.Leads() ||
+		empty.Warnings != nil || empty.Snapshot != nil || empty.OnDemand != nil {
 		t.Errorf("empty reply: %+v", empty)
 	}
 	if _, ok := empty.Lag(now); ok {
 		t.Error("an unset read_through has a lag")
 	}
-	if st := Read(nil); st.State != Unknown {
+	// No reply: the supervisor is not running, so the stream is stopped, with the one reason.
+	if st := Read(nil, Local{Name: "s", Mode: ModeAllInstances, Warnings: []string{"w"}}); st.Name != "s" || st.State != Stopped ||
+		st.Why != NotRunningWhy || st.Mode != ModeAllInstances || !slices.Equal(st.Warnings, []string{"w"}) {
 		t.Errorf("nil reply: %+v", st)
 	}
 	var none *Stop
@@ -106,7 +115,7 @@ func TestLeaseRoles(t *testing.T) {
 		messages.LeaseRole_LEASE_ROLE_STANDBY:     RoleStandby,
 		messages.LeaseRole_LEASE_ROLE_LEADER:      RoleLeader,
 	} {
-		st := Read(&messages.StatusReply{Lease: &messages.LeaseState{Role: role}})
+		st := Read(&messages.StatusReply{Lease: &messages.LeaseState{Role: role}}, Local{})
 		if st.Lease.Role != want || st.Leads() != (want == RoleLeader) {
 			t.Errorf("%v: role %q, leads %v", role, st.Lease.Role, st.Leads())
 		}
