@@ -54,10 +54,11 @@ import (
 // status type, Stream, Lease and Stop with their methods, the state, role and mode names, Local,
 // Read, StateOf, RoleOf, SnapshotOf, NotRunningWhy and Row), which the root's StreamStatus,
 // StreamState, LeaseStatus, StopReport and state and role names now alias; the internal reading
-// it replaces was not counted.
+// it replaces was not counted; 680 with Stream.Role and RoleAllInstances (the metric adapters'
+// one role label, which never calls a SingleLeader copy that is down a leader).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 678
+const maxPublicSurface = 680
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

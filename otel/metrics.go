@@ -108,7 +108,7 @@ func (in *instruments) make(meter metric.Meter, buckets []float64) error {
 		metric.WithDescription("Observer events dropped because the Observer fell behind."))
 	errs = append(errs, err)
 	in.state = gauge(metricState, "1", "1 for the stream's current watchtree.state, 0 for the others.")
-	in.role = gauge(metricRole, "1", "1 for the stream's watchtree.role: leader, standby, or all-instances.")
+	in.role = gauge(metricRole, "1", "1 for the stream's watchtree.role on this instance: leader, standby, idle (a SingleLeader stream down here), or all-instances.")
 	in.inFlight = gauge(metricInFlight, "{event}", "Events accepted by the dispatcher and not settled.")
 	in.restartAttempt = gauge(metricRestartAttempt, "{attempt}", "Deaths since the last successful resubscription (0 when healthy).")
 	in.backlog = gauge(metricBacklog, "{event}", "Unexpired dead letters in the stream's store.")
@@ -238,7 +238,7 @@ func (t *Telemetry) collect(ctx context.Context, o metric.Observer) error {
 			}
 			o.ObserveInt64(in.state, v, metric.WithAttributes(n, attribute.String("watchtree.state", string(s))))
 		}
-		o.ObserveInt64(in.role, 1, metric.WithAttributes(n, attribute.String("watchtree.role", roleOf(st))))
+		o.ObserveInt64(in.role, 1, metric.WithAttributes(n, attribute.String("watchtree.role", st.Role())))
 		if !st.ReadThrough.IsZero() {
 			o.ObserveFloat64(in.lag, max(now.Sub(st.ReadThrough).Seconds(), 0), metric.WithAttributes(n))
 		}
@@ -256,15 +256,4 @@ func (t *Telemetry) collect(ctx context.Context, o metric.Observer) error {
 		}
 	}
 	return nil
-}
-
-// roleOf is the stream's role: standby while it waits for the lease, else its mode's role.
-func roleOf(st watchtree.StreamStatus) string {
-	switch {
-	case st.State == watchtree.StateStandby:
-		return watchtree.RoleStandby
-	case st.Mode == watchtree.SingleLeader.String():
-		return watchtree.RoleLeader
-	}
-	return "all-instances"
 }

@@ -193,3 +193,26 @@ func (s Stream) Lag(now time.Time) (lag time.Duration, ok bool) {
 
 // Leads reports whether this instance holds the stream's lease (false for a stream without one).
 func (s Stream) Leads() bool { return s.Lease != nil && s.Lease.Role == RoleLeader }
+
+// RoleAllInstances is Role's name for an AllInstances stream, which has no lease.
+const RoleAllInstances = "all-instances"
+
+// Role is the stream's role on this instance, the one the metric adapters label it with:
+// RoleAllInstances for an AllInstances stream; for a SingleLeader stream RoleStandby while it
+// waits for the lease, else its lease's role (RoleLeader, RoleStandby or RoleIdle) and, when no
+// lease is reported, RoleIdle if it is stopped or crashed here and RoleLeader otherwise. So an
+// instance whose copy of the stream is down never counts as a leader (the no-leader alert sums
+// the leader role over the instances).
+func (s Stream) Role() string {
+	switch {
+	case s.Mode != ModeSingleLeader:
+		return RoleAllInstances
+	case s.State == Standby:
+		return RoleStandby
+	case s.Lease != nil && s.Lease.Role != "":
+		return s.Lease.Role
+	case s.State == Stopped || s.State == Crashed:
+		return RoleIdle
+	}
+	return RoleLeader
+}

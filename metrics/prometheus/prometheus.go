@@ -158,7 +158,7 @@ func New(o Options) *Metrics {
 		events:            desc("events_total", "Events settled since the stream's tree spawned, by outcome (handled, filtered, unhandled, skipped, dead_lettered).", "outcome"),
 		restarts:          desc("restarts_total", "Restarts of the stream by its RestartPolicy since its tree spawned: every one, also those of a crash loop that did not come up."),
 		state:             desc("stream_state", "1 for the stream's current state, 0 for the others.", "state"),
-		role:              desc("stream_role", "1 for the stream's role: leader, standby, or all-instances.", "role"),
+		role:              desc("stream_role", "1 for the stream's role on this instance: leader, standby, idle (a SingleLeader stream down here), or all-instances.", "role"),
 		lag:               desc("stream_lag_seconds", "Now minus the cluster time of the newest position the stream has read; not exported for a standby, which reads nothing."),
 		inFlight:          desc("stream_in_flight", "Events accepted by the dispatcher and not settled."),
 		attempt:           desc("stream_restart_attempt", "Deaths since the last successful resubscription (0 when healthy)."),
@@ -336,7 +336,7 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 			}
 			ch <- prom.MustNewConstMetric(m.state, prom.GaugeValue, v, n, string(s))
 		}
-		role := roleOf(st)
+		role := st.Role()
 		ch <- prom.MustNewConstMetric(m.role, prom.GaugeValue, 1, n, role)
 		standby := role == "standby" || (st.Lease != nil && st.Lease.Role == watchtree.RoleStandby)
 		if !st.ReadThrough.IsZero() && !standby { // a standby reads nothing: its position is its last term's
@@ -361,15 +361,4 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 			ch <- prom.MustNewConstMetric(m.headroom, prom.GaugeValue, at.Sub(rd.Oplog.Oldest).Seconds(), n)
 		}
 	}
-}
-
-// roleOf is the stream's role: standby while it waits for the lease, else its mode's role.
-func roleOf(st watchtree.StreamStatus) string {
-	switch {
-	case st.State == watchtree.StateStandby:
-		return watchtree.RoleStandby
-	case st.Mode == watchtree.SingleLeader.String():
-		return watchtree.RoleLeader
-	}
-	return "all-instances"
 }

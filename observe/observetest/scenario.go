@@ -25,11 +25,12 @@ const Wait = 20 * time.Second
 // appName is the scenario client's application name, which its fail point targets.
 const appName = "watchtree-observetest"
 
-// Order is the scenario's document: ID its _id; Traceparent the W3C trace context of the
-// request that wrote it ("" for none), for a tracer that links the handler's span to the
-// writer's.
+// Order is the scenario's document.
 type Order struct {
-	ID          int64  `bson:"_id"`
+	// ID is the document's _id; the scenario numbers its orders from 1.
+	ID int64 `bson:"_id"`
+	// Traceparent is the W3C trace context of the request that wrote the order ("" for none),
+	// for a tracer that links the handler's span to the writer's.
 	Traceparent string `bson:"traceparent,omitempty"`
 }
 
