@@ -45,6 +45,7 @@ func (c *genCursor) Close(context.Context) error { c.closedOnce.Store(true); ret
 // Subscribe and gives credit back for every batch (as the dispatcher's Demand would once events
 // settle), and closes done when want events arrived.
 type sink struct {
+	token  bson.Raw // the start position it answers with: a resume token the reader can read
 	want   uint64
 	got    uint64
 	done   chan struct{}
@@ -56,7 +57,7 @@ func (s *sink) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *wire.ResolveStart:
 		ctx.Respond(&wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
-			Token: bson.Raw{5, 0, 0, 0, 0}, NextSeq: 1})
+			Token: s.token, NextSeq: 1})
 	case *wire.Subscribe:
 		s.stream, s.inc = ctx.Sender(), m.GetIncarnation()
 		ctx.Respond(&wire.Demand{Incarnation: m.GetIncarnation(), Credit: 1024})
@@ -94,7 +95,7 @@ func BenchmarkStreamReader(b *testing.B) {
 
 	cur := &genCursor{raw: raw, id: id.Value, total: b.N, batch: 1000}
 	done := make(chan struct{})
-	sk := &sink{want: uint64(b.N), done: done}
+	sk := &sink{token: id.Value, want: uint64(b.N), done: done}
 	sinkPID := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sk }))
 	props, err := New(Config{Stream: "bench", CheckpointerPID: sinkPID, DispatcherPID: sinkPID,
 		Watcher: watcherFunc(func(context.Context, Position) (Cursor, error) { return cur, nil })})
