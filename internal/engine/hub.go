@@ -196,6 +196,10 @@ type hub struct {
 	// token was not found"), so a member never takes the hub's event tokens.
 	follow     bson.Raw
 	followData string
+	// seen is the latest post-batch token that was the last routed event's: no member's
+	// position, but the point every member with nothing queued has read through (its lag).
+	seen       bson.Raw
+	seenData   string
 	lastEv     string      // the token of the last event routed
 	ring       []ringEvent // the recent events, oldest first
 	ringFloor  string      // the ring holds every event after this position ("": none)
@@ -583,8 +587,8 @@ func (h *hub) route(ev ringEvent) {
 
 // advance moves the hub's position to its cursor's post-batch token. The attached members
 // follow it while they have nothing buffered, unless it is the token of the last event routed
-// (a batch ending with an event of another collection): they follow high-water marks only,
-// and only note such a token as read through (lag), since it is no position of theirs.
+// (a batch ending with an event of another collection): they follow high-water marks only.
+// Such a token is kept as seen instead: the point read through (lag), no position of theirs.
 func (h *hub) advance(pbrt bson.Raw) {
 	d := tokenData(pbrt)
 	h.mu.Lock()
@@ -596,11 +600,7 @@ func (h *hub) advance(pbrt bson.Raw) {
 		h.pos, h.posData = cloneRaw(pbrt), d
 	}
 	if d == h.lastEv {
-		for _, ms := range h.attached {
-			for m := range ms {
-				m.saw(h.pos, d)
-			}
-		}
+		h.seen, h.seenData = h.pos, d
 		return
 	}
 	if d <= h.followData {
@@ -612,6 +612,14 @@ func (h *hub) advance(pbrt bson.Raw) {
 			m.follow(h.follow, d)
 		}
 	}
+}
+
+// readThrough is the hub's newest post-batch token that was the last routed event's (seen):
+// every event of every member's collection up to it was routed. Lag only (member.ReadThroughToken).
+func (h *hub) readThrough() (bson.Raw, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen, h.seenData
 }
 
 // attachResult is what attach found.

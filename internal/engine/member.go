@@ -94,14 +94,8 @@ type member struct {
 	detachWhy  string   // why the hub let it go (detached)
 	hubPos     bson.Raw // the hub's post-batch token (followed when the queue is empty)
 	hubPosData string
-	// seen is the hub's newest post-batch token even when it is another collection's event
-	// (which hubPos never is): the hub routed every event of the member's collection up to
-	// it, so a member with nothing queued has read through it. It measures lag only: a
-	// collection stream cannot resume from another collection's event.
-	seen     bson.Raw
-	seenData string
-	detached bool          // the hub let it go (a full queue, a hub reset): catch up alone
-	wake     chan struct{} // one slot: the hub has something for it
+	detached   bool          // the hub let it go (a full queue, a hub reset): catch up alone
+	wake       chan struct{} // one slot: the hub has something for it
 }
 
 // openCatchUp opens the catch-up cursor at from, with a catch-up token for the open.
@@ -190,17 +184,6 @@ func (m *member) follow(tok bson.Raw, d string) {
 	m.hubPos, m.hubPosData = tok, d
 	m.mu.Unlock()
 	signal(m.wake)
-}
-
-// saw records the hub's post-batch token when it is the token of the last event routed, of
-// another collection (hub goroutine, hub.mu held). The member is not woken: it has nothing to
-// read, and its next wait (at most MaxAwaitTime) reports the point read through.
-func (m *member) saw(tok bson.Raw, d string) {
-	m.mu.Lock()
-	if d > m.seenData {
-		m.seen, m.seenData = tok, d
-	}
-	m.mu.Unlock()
 }
 
 // detach lets the member go (hub.mu held): it drops its queue and catches up alone; why is
@@ -416,17 +399,20 @@ func (m *member) ResumeToken() bson.Raw {
 
 // ReadThroughToken is the newest point the member has read through: its position or, attached
 // with nothing queued, the hub's newest post-batch token when later, though it may be another
-// collection's event (see member.seen). The stream actor reports it for lag only (reader
-// goroutine).
+// collection's event (hub.seen). The stream actor reports it for lag only (reader goroutine).
+//
+// The hub's token is read before the queue: an event the hub routed before that token is
+// then in the queue (or was read), and one routed after it is later than the token.
 func (m *member) ReadThroughToken() bson.Raw {
 	pos := m.ResumeToken()
-	if m.state != attachedTo || m.afterDrop {
+	if m.state != attachedTo || m.afterDrop || m.hub == nil {
 		return pos
 	}
+	seen, seenData := m.hub.readThrough()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.qhead >= len(m.queue) && !m.detached && m.seenData > m.posData {
-		return m.seen
+	if m.qhead >= len(m.queue) && !m.detached && seenData > m.posData {
+		return seen
 	}
 	return pos
 }
