@@ -171,20 +171,7 @@ func TestScrapeDuringAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	m := wtprom.New(wtprom.Options{})
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: "wt_prom_outage", Observer: m, ShutdownTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	if err := m.Attach(rt); err != nil {
-		t.Fatal(err)
-	}
-	reg := prom.NewRegistry()
-	reg.MustRegister(m)
+	rt, reg := startAttached(t, ctx, watchtree.Config{Client: client, Database: "wt_prom_outage", ShutdownTimeout: time.Second})
 	if _, err := rt.Spawn(ctx, watchtree.Stream[Pay]{Name: "pay", Collection: "pay",
 		OnInsert: func(context.Context, *watchtree.Event[Pay]) error { return nil }}); err != nil {
 		t.Fatal(err)
@@ -212,4 +199,26 @@ func TestScrapeDuringAnOutage(t *testing.T) {
 	if v, ok := value(fams, "watchtree_stream_state", map[string]string{"stream": "pay", "state": "running"}); !ok || v != 1 {
 		t.Errorf("stream_state{running} = %v (present %v): the states are in memory", v, ok)
 	}
+}
+
+// startAttached starts a runtime of cfg with a new Metrics as its Observer, attached to it and
+// registered in the registry it returns; the runtime stops when the test ends.
+func startAttached(t *testing.T, ctx context.Context, cfg watchtree.Config) (*watchtree.Runtime, *prom.Registry) {
+	t.Helper()
+	m := wtprom.New(wtprom.Options{})
+	cfg.Observer = m
+	rt, err := watchtree.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
+	if err := m.Attach(rt); err != nil {
+		t.Fatal(err)
+	}
+	reg := prom.NewRegistry()
+	reg.MustRegister(m)
+	return rt, reg
 }

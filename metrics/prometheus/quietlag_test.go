@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	prom "github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree"
-	wtprom "github.com/watchtree/watchtree/metrics/prometheus"
 	"github.com/watchtree/watchtree/observe/observetest"
 	"github.com/watchtree/watchtree/test/mongosim"
 )
@@ -45,20 +43,7 @@ func TestQuietStreamLagAndHeadroom(t *testing.T) {
 		_ = client.Database(db).Drop(context.Background())
 		_ = client.Disconnect(context.Background())
 	})
-	m := wtprom.New(wtprom.Options{})
-	rt, err := watchtree.New(watchtree.Config{Client: client, Database: db, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	if err := m.Attach(rt); err != nil {
-		t.Fatal(err)
-	}
-	reg := prom.NewRegistry()
-	reg.MustRegister(m)
+	rt, reg := startAttached(t, ctx, watchtree.Config{Client: client, Database: db})
 	var mu sync.Mutex
 	busyHandled := 0
 	writeErr := make(chan error, 1) // the busy writer's failure
