@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/stream"
@@ -32,7 +33,8 @@ import (
 // events. Otherwise it keeps catching up (the hub covers the collection but the ring no longer
 // reaches back) or parks without a cursor (the hub does not cover the collection yet: it will
 // at its next reopen, from its own position). A member drops every event at or before its
-// position, and while nothing is buffered its position follows the hub's post-batch token.
+// position, and while nothing is buffered its position follows the hub's high-water marks (its
+// cursor's, or a probe's while the cursor yields none: probe).
 
 const (
 	// catchUpCursors bounds the commands of catch-up cursors (an open, a getMore) and the
@@ -63,6 +65,14 @@ const (
 	catchUpAwait = 100 * time.Millisecond
 	// hubCloseTimeout bounds the close (killCursors) of hub and catch-up cursors.
 	hubCloseTimeout = 5 * time.Second
+	// hubProbeEvery is how long a hub's cursor may go without a high-water mark before the hub
+	// probes for one of its own (probe): while a collection of the database is written faster
+	// than MaxAwaitTime, every batch ends with an event, and the positions of the quiet members
+	// would not move until the load stops. Oplog windows are hours; a few seconds behind is
+	// plenty, and a probe is two short commands.
+	hubProbeEvery = 5 * time.Second
+	// hubProbeTimeout bounds a probe (its aggregate and killCursors).
+	hubProbeTimeout = 5 * time.Second
 )
 
 // sharedReason says why a Shared stream keeps a dedicated cursor; "" when it can share. The
@@ -198,8 +208,14 @@ type hub struct {
 	followData string
 	// seen is the latest post-batch token that was the last routed event's: no member's
 	// position, but the point every member with nothing queued has read through (its lag).
-	seen       bson.Raw
-	seenData   string
+	seen     bson.Raw
+	seenData string
+	// probed is a probe's high-water mark, followed once the hub's position passes it;
+	// followAt is when follow last moved (or the cursor opened): a probe is due hubProbeEvery
+	// after it, while none is pending.
+	probed     bson.Raw
+	probedData string
+	followAt   time.Time
 	lastEv     string      // the token of the last event routed
 	ring       []ringEvent // the recent events, oldest first
 	ringFloor  string      // the ring holds every event after this position ("": none)
@@ -207,6 +223,7 @@ type hub struct {
 	firstDue   time.Time   // when the first pending change was made
 	due        bool        // a reopen is due (the debounce fired)
 	readCancel context.CancelFunc
+	probes     int // probes that answered (tests)
 	retired    bool
 	broken     bool // the cursor failed and has not opened since: members catch up, never park
 }
@@ -416,6 +433,7 @@ func (h *hub) reset(why string) {
 	h.detachAllLocked(why)
 	h.pos, h.posData, h.ring, h.ringFloor = nil, "", nil, ""
 	h.follow, h.followData, h.lastEv = nil, "", ""
+	h.seen, h.seenData, h.probed, h.probedData = nil, "", nil, ""
 	h.broken = true
 	h.since = map[string]string{}
 	h.due = true
@@ -497,6 +515,7 @@ func (h *hub) read(rctx context.Context, colls []string) error {
 	}
 	h.mu.Lock()
 	h.broken = false
+	h.followAt = h.set.clk.Now()
 	start := h.posData
 	if from.Token == nil {
 		h.pos, h.posData = cloneRaw(floor), tokenData(floor)
@@ -540,6 +559,102 @@ func (h *hub) read(rctx context.Context, colls []string) error {
 		h.route(ringEvent{coll: coll, tok: tokenData(id), id: id, raw: raw})
 		if cur.RemainingBatchLength() == 0 {
 			h.advance(cur.ResumeToken())
+			if h.probeDue() {
+				h.probe(rctx)
+			}
+		}
+	}
+}
+
+// probeDue reports whether the hub has gone hubProbeEvery without a high-water mark, with no
+// probe's mark pending.
+func (h *hub) probeDue() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.probedData == "" && h.set.clk.Now().Sub(h.followAt) >= hubProbeEvery
+}
+
+// probeStage matches no change event: a probe reads post-batch tokens only.
+var probeStage = func() bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$exists", Value: false}}}}}})
+	if err != nil { // unreachable
+		panic(err)
+	}
+	return b
+}()
+
+// probe gives the hub a high-water mark of its own when its cursor yields none. It opens a
+// change stream on the database that matches no event, at the current time, and keeps the
+// initial post-batch token, a high-water mark: it sorts before every event at or after its
+// cluster time, and so after every event before it. Once the hub's position passes it, every
+// event of every member's collection before it was routed, so a member with nothing queued may
+// take it as its position (advance). A failed probe is retried hubProbeEvery later: the
+// members' positions wait, nothing is lost. It runs on the hub's goroutine, between batches.
+func (h *hub) probe(rctx context.Context) {
+	ctx, cancel := context.WithTimeout(rctx, hubProbeTimeout)
+	defer cancel()
+	tok, err := h.probeToken(ctx)
+	if err != nil && rctx.Err() != nil {
+		return // a reopen or stop interrupted it
+	}
+	h.probeAnswered(tok, err)
+}
+
+// probeAnswered keeps a probe's mark as pending, or, when it failed, waits hubProbeEvery
+// before the next.
+func (h *hub) probeAnswered(tok bson.Raw, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		h.followAt = h.set.clk.Now()
+		h.log.Debug("probing for a high-water mark failed; the next probe is in "+hubProbeEvery.String(), zap.Error(err))
+		return
+	}
+	h.probes++
+	if d := tokenData(tok); d > h.followData {
+		h.probed, h.probedData = tok, d
+		h.followProbedLocked()
+	} else {
+		h.followAt = h.set.clk.Now()
+	}
+}
+
+// probeToken is the probe's command pair: the aggregate and its killCursors.
+func (h *hub) probeToken(ctx context.Context) (bson.Raw, error) {
+	cs, err := h.w.Client.Database(h.key.db).Watch(ctx, []bson.Raw{probeStage},
+		options.ChangeStream().SetComment("watchtree:hub-probe:"+h.key.db))
+	if err != nil {
+		return nil, err
+	}
+	tok := cloneRaw(cs.ResumeToken())
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hubCloseTimeout)
+	_ = cs.Close(cctx) // a cursor left open times out on the server by itself
+	cancel()
+	if tokenData(tok) == "" {
+		return nil, errors.New("the probe's reply had no post-batch resume token")
+	}
+	return tok, nil
+}
+
+// followProbedLocked makes a pending probe's mark the hub's follow once the hub's position
+// has passed it, and drops it once follow has (h.mu held).
+func (h *hub) followProbedLocked() {
+	switch {
+	case h.probedData == "":
+	case h.probedData <= h.followData:
+		h.probed, h.probedData = nil, ""
+	case h.probedData <= h.posData:
+		h.setFollowLocked(h.probed, h.probedData)
+		h.probed, h.probedData = nil, ""
+	}
+}
+
+// setFollowLocked moves follow and hands it to the attached members (h.mu held).
+func (h *hub) setFollowLocked(tok bson.Raw, d string) {
+	h.follow, h.followData, h.followAt = tok, d, h.set.clk.Now()
+	for _, ms := range h.attached {
+		for m := range ms {
+			m.follow(h.follow, d)
 		}
 	}
 }
@@ -589,6 +704,7 @@ func (h *hub) route(ev ringEvent) {
 // follow it while they have nothing buffered, unless it is the token of the last event routed
 // (a batch ending with an event of another collection): they follow high-water marks only.
 // Such a token is kept as seen instead: the point read through (lag), no position of theirs.
+// A probe's high-water mark (probe) is followed once the position passes it.
 func (h *hub) advance(pbrt bson.Raw) {
 	d := tokenData(pbrt)
 	h.mu.Lock()
@@ -601,17 +717,10 @@ func (h *hub) advance(pbrt bson.Raw) {
 	}
 	if d == h.lastEv {
 		h.seen, h.seenData = h.pos, d
-		return
+	} else if d > h.followData {
+		h.setFollowLocked(h.pos, d)
 	}
-	if d <= h.followData {
-		return
-	}
-	h.follow, h.followData = h.pos, d
-	for _, ms := range h.attached {
-		for m := range ms {
-			m.follow(h.follow, d)
-		}
-	}
+	h.followProbedLocked()
 }
 
 // readThrough is the hub's newest post-batch token that was the last routed event's (seen):

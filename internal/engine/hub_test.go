@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -192,5 +193,86 @@ func TestCatchUpTokensHeldPerCommandOnly(t *testing.T) {
 		if n := h.set.catchUps.inUse(); n != 0 {
 			t.Fatalf("member %d: %d catch-up tokens held after its commands returned, want 0", i, n)
 		}
+	}
+}
+
+// TestHubProbeMarkFollowedOncePassed: a hub whose every batch ends with an event probes for a
+// high-water mark hubProbeEvery after its last one; a member takes the probe's mark as its
+// position only once the hub's position has passed it (every event of its collection before
+// the mark was then routed), and never while an event of its own is queued.
+func TestHubProbeMarkFollowedOncePassed(t *testing.T) {
+	h := testHub(t)
+	fake := h.set.clk.(*clock.Fake)
+	h.since["ca"], h.since["cb"] = "A", "A"
+	h.followAt = fake.Now()
+	m := testMember(h, "ca", "A1")
+	if got := h.attach(m, m.posData); got != attachedNow {
+		t.Fatalf("attach = %v, want attachedNow", got)
+	}
+	m.state = attachedTo
+	busy := func(tok string) { // a batch ending with cb's event: no high-water mark
+		h.route(ringEvent{coll: "cb", tok: tok, id: tokenOf(tok)})
+		h.advance(tokenOf(tok))
+	}
+	busy("B1")
+	if h.probeDue() {
+		t.Fatal("a probe was due before hubProbeEvery without a high-water mark")
+	}
+	fake.Advance(hubProbeEvery)
+	if !h.probeDue() {
+		t.Fatalf("no probe due after %v without a high-water mark", hubProbeEvery)
+	}
+	h.probeAnswered(nil, errors.New("server down"))
+	if h.probeDue() {
+		t.Fatal("a failed probe was due again at once (it waits hubProbeEvery)")
+	}
+	fake.Advance(hubProbeEvery)
+	h.probeAnswered(tokenOf("B5"), nil) // the server's current time: past the hub's position
+	if h.probeDue() {
+		t.Fatal("a probe was due with one's mark pending")
+	}
+	if got := tokenData(m.ResumeToken()); got != "A1" {
+		t.Fatalf("before the hub read through the probe's mark: position %q, want A1", got)
+	}
+	busy("B4")
+	if got := tokenData(m.ResumeToken()); got != "A1" {
+		t.Fatalf("hub at B4, probe's mark B5: position %q, want A1 (events before B5 may be unread)", got)
+	}
+	h.route(ringEvent{coll: "ca", tok: "B6", id: tokenOf("B6"), raw: tokenOf("B6")})
+	busy("B7")
+	if got := tokenData(m.ResumeToken()); got != "A1" {
+		t.Fatalf("its event B6 queued: position %q, want A1 (nothing queued is passed)", got)
+	}
+	if !m.TryNext(context.Background()) || tokenData(m.ResumeToken()) != "B6" {
+		t.Fatalf("its own event: TryNext then position %q, want B6", tokenData(m.ResumeToken()))
+	}
+	// B5 was followed when the hub passed it, but the member's own B6 is later: never back.
+	if got := tokenData(m.ResumeToken()); got != "B6" {
+		t.Fatalf("after its event: position %q, want B6", got)
+	}
+
+	// Another round: the mark is followed by a member with nothing queued.
+	fake.Advance(hubProbeEvery)
+	if !h.probeDue() {
+		t.Fatal("no probe due after the mark was followed and hubProbeEvery passed")
+	}
+	h.probeAnswered(tokenOf("B9"), nil)
+	busy("B8")
+	if got := tokenData(m.ResumeToken()); got != "B6" {
+		t.Fatalf("hub at B8, mark B9: position %q, want B6", got)
+	}
+	busy("C1")
+	if got := tokenData(m.ResumeToken()); got != "B9" {
+		t.Fatalf("hub past the probe's mark B9 with nothing queued: position %q, want B9", got)
+	}
+	// A high-water mark of the cursor's own past a pending mark drops it.
+	fake.Advance(hubProbeEvery)
+	h.probeAnswered(tokenOf("D1"), nil)
+	h.advance(tokenOf("D2"))
+	h.mu.Lock()
+	pending := h.probedData
+	h.mu.Unlock()
+	if pending != "" || tokenData(m.ResumeToken()) != "D2" {
+		t.Fatalf("an empty getMore's mark D2 past the probe's D1: pending %q, position %q; want none, D2", pending, tokenData(m.ResumeToken()))
 	}
 }

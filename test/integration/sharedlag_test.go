@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,10 @@ func TestSharedQuietMemberLagBesideABusyOne(t *testing.T) {
 	r := e.startRuntime(nil)
 	busy, quiet := newHandled(), newHandled()
 	hb := r.spawn(t, sharedOrders("busy", "lagbusy", busy))
-	hq := r.spawn(t, sharedOrders("quiet", "lagquiet", quiet))
+	qs := sharedOrders("quiet", "lagquiet", quiet)
+	// Its idle tokens are written at once, so that the checkpoint shows where its position is.
+	qs.Checkpoint.IdleInterval = 50 * time.Millisecond
+	hq := r.spawn(t, qs)
 	r.waitRunning(t, hb)
 	r.waitRunning(t, hq)
 	for _, h := range []*watchtree.Handle{hb, hq} {
@@ -78,6 +82,28 @@ func TestSharedQuietMemberLagBesideABusyOne(t *testing.T) {
 	if st.Cursor != "shared (attached)" {
 		t.Fatalf("quiet: Cursor %q, want shared (attached): the check is about a member the hub feeds", st.Cursor)
 	}
+
+	// Its position moves too, and so its checkpoint: the hub probes for a high-water mark of
+	// its own every few seconds while its cursor yields none, and the member takes it once the
+	// hub has read past it. Without that, the quiet checkpoint would stay at the last
+	// high-water mark before the load until the load stops, and age out of the oplog under a
+	// load longer than the oplog window.
+	mark := status(t, hb).Checkpoint // a busy event's token, written during the load
+	if tokenData(mark) == "" {
+		t.Fatal("busy: no checkpoint written during the load")
+	}
+	waitFor(t, "the quiet checkpoint past a busy event's position, with the load going on", func() bool {
+		select {
+		case err := <-writeErr:
+			t.Fatalf("busy writer: %v", err)
+		default:
+		}
+		return tokenData(status(t, hq).Checkpoint) > tokenData(mark)
+	}, func() string {
+		st := status(t, hq)
+		return fmt.Sprintf("quiet checkpoint %s (%s, written %v), busy mark %s", tokenData(st.Checkpoint),
+			st.CheckpointSource, st.CheckpointAt.Format(time.TimeOnly), tokenData(mark))
+	})
 	if d := quiet.distinct(); d != 0 {
 		t.Errorf("quiet: %d events handled from a collection nobody wrote", d)
 	}
