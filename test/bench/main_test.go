@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +34,23 @@ func TestMain(m *testing.M) {
 }
 
 func serveMongosim() int {
+	// WATCHTREE_BENCH_MONGOSIM_CPUPROFILE names a file for a CPU profile of the child (the
+	// server's side of a benchmark), written when it exits.
+	if path := os.Getenv("WATCHTREE_BENCH_MONGOSIM_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mongosim cpu profile:", err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "mongosim cpu profile:", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	srv, err := mongosim.Start(context.Background(), mongosim.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mongosim:", err)

@@ -155,11 +155,12 @@ func readCollName(c *command) (string, error) {
 // (inside a transaction: with the transaction's own writes), and whether the collection
 // exists. Only the slice is built under e.mu: documents are immutable, so the caller filters,
 // sorts and projects them after the lock is released. When filter is an equality on _id
-// alone, only that document is returned (the caller still matches it). A read in a
+// (beside other conditions or alone: rdIDPinned), only that document is returned (the caller
+// still matches the whole filter). A read in a
 // transaction that is unknown, aborted or committed fails as the transaction code says (251,
 // 225, 256); startTransaction on a read starts the transaction.
 func (e *engine) readSnapshot(c *command, db, coll string, filter bson.D) ([]bson.D, bool, error) {
-	id, byID := rdIDEquality(filter)
+	id, byID := rdIDPinned(filter)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	col, oplog, isOplog, err := e.readViewLocked(c, db, coll)
@@ -284,6 +285,23 @@ func rdIDEquality(filter bson.D) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// rdIDPinned returns the _id value that filter pins by equality at its top level, alone or
+// beside other conditions ({_id: v, expiresAt: {$gt: t}}): a server fetches that one document
+// through the _id index and applies the rest of the filter to it, instead of scanning the
+// collection. A filter with _id twice at the top level is left to the scan.
+func rdIDPinned(filter bson.D) (any, bool) {
+	var pin bson.D
+	for _, e := range filter {
+		if e.Key == "_id" {
+			pin = append(pin, e)
+		}
+	}
+	if len(pin) != 1 {
+		return nil, false
+	}
+	return rdIDEquality(pin)
 }
 
 // rdIDSet returns the values of a filter {_id: {$in: [v, ...]}} whose values can each be

@@ -616,6 +616,38 @@ func TestReadIDEqualityFastPath(t *testing.T) {
 	}
 }
 
+// TestReadIDPinnedBesideOtherConditions: a filter that pins _id by equality beside other
+// conditions reads that one document (no scan), and the other conditions still apply.
+func TestReadIDPinnedBesideOtherConditions(t *testing.T) {
+	for _, tc := range []struct {
+		filter bson.D
+		want   any
+		ok     bool
+	}{
+		{bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: 1}}, int32(1), true},
+		{bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: bson.D{{Key: "$eq", Value: "x"}}}}, "x", true},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: 1}}}, {Key: "a", Value: 1}}, nil, false},
+		{bson.D{{Key: "_id", Value: 1}, {Key: "_id", Value: 2}}, nil, false},
+		{bson.D{{Key: "_id", Value: nil}, {Key: "a", Value: 1}}, nil, false},
+		{bson.D{{Key: "a", Value: 1}}, nil, false},
+	} {
+		got, ok := rdIDPinned(tc.filter)
+		if ok != tc.ok || (ok && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("rdIDPinned(%v) = %v, %v; want %v, %v", tc.filter, got, ok, tc.want, tc.ok)
+		}
+	}
+	_, cl := startServer(t, Options{})
+	c := rdSeed(t, cl, "pinned", 10)
+	rdWantIDs(t, "_id 3 and a 3", rdFindIDs(t, c, bson.D{{Key: "_id", Value: int32(3)}, {Key: "a", Value: int32(3)}}), 3)
+	rdWantIDs(t, "_id 3 and a 4", rdFindIDs(t, c, bson.D{{Key: "_id", Value: int32(3)}, {Key: "a", Value: int32(4)}}))
+	rdWantIDs(t, "a above 2 and _id 5", rdFindIDs(t, c, bson.D{{Key: "a", Value: bson.D{{Key: "$gt", Value: 2}}}, {Key: "_id", Value: int32(5)}}), 5)
+	rdWantIDs(t, "_id 42 (none) and a 3", rdFindIDs(t, c, bson.D{{Key: "_id", Value: int32(42)}, {Key: "a", Value: int32(3)}}))
+	n, err := c.CountDocuments(testCtx(t), bson.D{{Key: "_id", Value: int32(7)}, {Key: "g", Value: int32(1)}})
+	if err != nil || n != 1 {
+		t.Fatalf("count of _id 7 and g 1 = %d, %v; want 1", n, err)
+	}
+}
+
 func TestReadDistinctPathValues(t *testing.T) {
 	doc := bson.D{
 		{Key: "a", Value: bson.A{
