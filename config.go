@@ -230,7 +230,7 @@ func (c Config) engine() engine.Config {
 		InstanceID: c.InstanceID, InstanceName: c.InstanceName,
 		ShutdownTimeout: c.ShutdownTimeout, ConnectTimeout: c.ConnectTimeout,
 		Stores: engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases},
-		Lease:  c.Lease.internal(), Console: c.Console.config(), Clock: c.Clock,
+		Lease:  policy.WithDefaults(c.Lease.internal()), Console: c.Console.config(), Clock: c.Clock,
 	}
 }
 

@@ -9,12 +9,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/policy"
 )
 
-// maxLanes is the largest Stream.Lanes accepted.
-const maxLanes = 1024
+// maxLanes is the largest Stream.Lanes accepted: the dispatcher's bound.
+const maxLanes = dispatcher.MaxLanes
 
 // Handler handles one change event. Returning nil settles the event. Any other error is retried
 // following the stream's RetryPolicy, unless it is marked with Permanent (dead letter at once) or
@@ -269,8 +270,17 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	return pipeline, c.Err()
 }
 
-// compile validates s and returns its compiled form, with every policy defaulted but Checkpoint,
-// which the checkpointer defaults (it checks the values the user set).
+// compile validates s and returns its compiled form, the engine's Spec, with every default
+// resolved here, once: the zero value of a field becomes the value its godoc states, taken from
+// the one source of that value (internal/policy's Default* constants for the policies,
+// DeadLetterPolicy's for dead letters, actors/dispatcher for Lanes). The engine builds its actor
+// configurations from the Spec and from each actor's DefaultConfig (internal/engine/tree.go)
+// and the actors fill in nothing the Spec holds. TestCompiledDefaults compares the result of a
+// zero Stream with the documented defaults, so a default changed in one place only fails it.
+//
+// One exception: an Ephemeral Checkpoint stays as given, its fields 0, because an ephemeral
+// stream writes no checkpoint and its policy must not name a write schedule (the checkpointer
+// refuses set fields with Ephemeral; it bounds the in-flight events by MaxUnflushed's default).
 func (s Stream[T]) compile() (*engine.Spec, error) {
 	pipeline, err := s.check()
 	if err != nil {
@@ -292,7 +302,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		Start:             s.StartPosition.p,
 		Retry:             policy.WithDefaults(policy.Retry(s.Retry)),
 		Restart:           policy.WithDefaults(policy.Restart(s.Restart)),
-		Checkpoint:        policy.Checkpoint(s.Checkpoint), // as given: the checkpointer defaults it, and checks what the user set (Ephemeral)
+		Checkpoint:        compileCheckpoint(policy.Checkpoint(s.Checkpoint)),
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
 		OnHistoryLost:     s.OnHistoryLost.p,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
@@ -310,9 +320,18 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		cs.OnHistoryLost = policy.ResumeFromNow
 	}
 	if cs.Lanes == 0 {
-		cs.Lanes = 1
+		cs.Lanes = dispatcher.DefaultLanes
 	}
 	return cs, nil
+}
+
+// compileCheckpoint is p with its defaults resolved, but for an Ephemeral p, which stays as
+// given (see compile).
+func compileCheckpoint(p policy.Checkpoint) policy.Checkpoint {
+	if p.Ephemeral {
+		return p
+	}
+	return policy.WithDefaults(p)
 }
 
 // splitOf is the engine's form of m (validated by check).

@@ -19,15 +19,34 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// Defaults of the zero Config fields (those of Config.Checkpoint are policy.Checkpoint's).
+// Defaults of the zero Config fields; DefaultConfig is their one source (those of
+// Config.Checkpoint are policy.Checkpoint's).
 const (
 	// defaultRetryInitialDelay is the default Config.RetryInitialDelay.
 	defaultRetryInitialDelay = 100 * time.Millisecond
 	// defaultRetryMaxDelay is the default Config.RetryMaxDelay.
 	defaultRetryMaxDelay = 30 * time.Second
 	// defaultIOTimeout is the default Config.IOTimeout.
-	defaultIOTimeout = 10 * time.Second
+	defaultIOTimeout = treekit.DefaultIOTimeout
 )
+
+// DefaultConfig returns the defaults of every Config field that has a value default: the one
+// source of them. New fills each zero field of the Config it is given from it (a partly set
+// Checkpoint field by field, from the same policy defaults), and the runtime builds its
+// checkpointers from it, so that no other layer holds a default of its own that could silently
+// override this one (TestActorDefaults checks that New's filling equals DefaultConfig). Two
+// defaults depend on other fields and are applied by New alone: RetryMaxDelay is at least
+// RetryInitialDelay, and with Snapshot.Mode SnapshotWhenNeeded OnHistoryLost Fail means
+// RebuildFromSnapshot. The dependencies (Epoch, Clock, Logger, Observer) are not values: nil
+// means epoch 0, the real clock, no log and no events, as their docs say.
+func DefaultConfig() Config {
+	return Config{
+		Checkpoint:        policy.WithDefaults(policy.Checkpoint{}),
+		RetryInitialDelay: defaultRetryInitialDelay,
+		RetryMaxDelay:     defaultRetryMaxDelay,
+		IOTimeout:         defaultIOTimeout,
+	}
+}
 
 // Store is the part of store.CheckpointStore the checkpointer calls (see there for the
 // guarantees). Calls run on the checkpointer's own I/O goroutine, one at a time, with a context
@@ -196,21 +215,16 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults fills the zero fields.
+// withDefaults fills the zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	c.Checkpoint = policy.WithDefaults(c.Checkpoint)
 	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && policy.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryFail {
 		c.OnHistoryLost = policy.RebuildFromSnapshot
 	}
-	if c.RetryInitialDelay == 0 {
-		c.RetryInitialDelay = defaultRetryInitialDelay
-	}
-	if c.RetryMaxDelay == 0 {
-		c.RetryMaxDelay = max(defaultRetryMaxDelay, c.RetryInitialDelay)
-	}
-	if c.IOTimeout == 0 {
-		c.IOTimeout = defaultIOTimeout
-	}
+	d := DefaultConfig()
+	treekit.Fill(&c.RetryInitialDelay, d.RetryInitialDelay)
+	treekit.Fill(&c.RetryMaxDelay, max(d.RetryMaxDelay, c.RetryInitialDelay))
+	treekit.Fill(&c.IOTimeout, d.IOTimeout)
 	if c.Epoch == nil {
 		c.Epoch = func() int64 { return 0 }
 	}

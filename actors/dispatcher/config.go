@@ -16,22 +16,45 @@ import (
 	"github.com/watchtree/watchtree/observe"
 )
 
-// Defaults of Config.
+// Defaults of Config: DefaultConfig is their one source (see there); the constants name the
+// values other packages need at compile time.
 const (
-	defaultLanes               = 1
+	// DefaultLanes is the default Config.Lanes (watchtree's Stream.Lanes default too).
+	DefaultLanes = 1
+	// DefaultCapacity is the default Config.Capacity.
 	DefaultCapacity            = 4096
 	defaultSettleBatch         = 1024
 	defaultSettleFlushInterval = 50 * time.Millisecond
 	defaultDrainTimeout        = 30 * time.Second
 	defaultStopTimeout         = 10 * time.Second
 	defaultDeadLetterTimeout   = 30 * time.Second
-	defaultCheckpointerName    = "checkpointer"
 
-	// maxLanes is the largest Config.Lanes accepted.
-	maxLanes = 1024
+	// MaxLanes is the largest Config.Lanes accepted (watchtree's Stream.Lanes bound too).
+	MaxLanes = 1024
 	// maxCapacity is the largest Config.Capacity accepted (credit travels as uint32).
 	maxCapacity = 1 << 24
 )
+
+// DefaultConfig returns the defaults of every Config field that has a value default: the one
+// source of them. New fills each zero field of the Config it is given from it (so a zero field
+// means exactly this value, and the field docs state it), and the runtime builds its
+// dispatchers from it, so that no other layer holds a default of its own that could silently
+// override this one (TestActorDefaults checks that New's filling equals DefaultConfig). The
+// dependencies (Clock, Rand, Logger, Observer) are not values: nil means the real clock,
+// math/rand/v2, no log and no events, as their docs say.
+func DefaultConfig() Config {
+	return Config{
+		Lanes:               DefaultLanes,
+		Capacity:            DefaultCapacity,
+		Retry:               policy.WithDefaults(policy.Retry{}),
+		DeadLetterTimeout:   defaultDeadLetterTimeout,
+		CheckpointerName:    treekit.CheckpointerName,
+		SettleBatch:         defaultSettleBatch,
+		SettleFlushInterval: defaultSettleFlushInterval,
+		DrainTimeout:        defaultDrainTimeout,
+		StopTimeout:         defaultStopTimeout,
+	}
+}
 
 // Config configures one dispatcher. Stream and Router are required; every other zero field
 // means its documented default.
@@ -141,8 +164,8 @@ func (c Config) validate() error {
 	if c.Router == nil {
 		bad("Router", "must not be nil")
 	}
-	if c.Lanes < 0 || c.Lanes > maxLanes {
-		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", maxLanes, defaultLanes, c.Lanes)
+	if c.Lanes < 0 || c.Lanes > MaxLanes {
+		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", MaxLanes, DefaultLanes, c.Lanes)
 	}
 	if c.Capacity < 0 || c.Capacity > maxCapacity {
 		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", maxCapacity, DefaultCapacity, c.Capacity)
@@ -170,33 +193,20 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults returns c with every zero field replaced by its default.
+// withDefaults returns c with every zero field replaced by its default: DefaultConfig's value
+// (a partly set Retry is filled field by field, from the same policy defaults DefaultConfig
+// uses).
 func (c Config) withDefaults() Config {
-	if c.Lanes == 0 {
-		c.Lanes = defaultLanes
-	}
-	if c.Capacity == 0 {
-		c.Capacity = DefaultCapacity
-	}
+	d := DefaultConfig()
+	treekit.Fill(&c.Lanes, d.Lanes)
+	treekit.Fill(&c.Capacity, d.Capacity)
 	c.Retry = policy.WithDefaults(c.Retry)
-	if c.DeadLetterTimeout == 0 {
-		c.DeadLetterTimeout = defaultDeadLetterTimeout
-	}
-	if c.CheckpointerName == "" {
-		c.CheckpointerName = defaultCheckpointerName
-	}
-	if c.SettleBatch == 0 {
-		c.SettleBatch = defaultSettleBatch
-	}
-	if c.SettleFlushInterval == 0 {
-		c.SettleFlushInterval = defaultSettleFlushInterval
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = defaultDrainTimeout
-	}
-	if c.StopTimeout == 0 {
-		c.StopTimeout = defaultStopTimeout
-	}
+	treekit.Fill(&c.DeadLetterTimeout, d.DeadLetterTimeout)
+	treekit.Fill(&c.CheckpointerName, d.CheckpointerName)
+	treekit.Fill(&c.SettleBatch, d.SettleBatch)
+	treekit.Fill(&c.SettleFlushInterval, d.SettleFlushInterval)
+	treekit.Fill(&c.DrainTimeout, d.DrainTimeout)
+	treekit.Fill(&c.StopTimeout, d.StopTimeout)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}

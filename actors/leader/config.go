@@ -50,8 +50,19 @@ type Balancer interface {
 	ShouldHandOver(stream string) bool
 }
 
-// defaultIOTimeout bounds each lease store call when Config.IOTimeout is 0.
-const defaultIOTimeout = 10 * time.Second
+// DefaultConfig returns the defaults of every Config field that has a value default: the one
+// source of them. New fills each zero field of the Config it is given from it (a partly set
+// Policy field by field, from the same policy defaults), and the runtime builds its leader
+// actors from it, so that no other layer holds a default of its own that could silently
+// override this one (TestActorDefaults checks that New's filling equals DefaultConfig). New
+// also caps IOTimeout at Policy.TTL. The dependencies (Clock, Logger, Observer) are not
+// values: nil means the real clock, no log and no events.
+func DefaultConfig() Config {
+	return Config{
+		Policy:    policy.WithDefaults(policy.Lease{}),
+		IOTimeout: treekit.DefaultIOTimeout,
+	}
+}
 
 // Config configures one stream's leader actor. Stream, Owner and Store are required.
 type Config struct {
@@ -118,9 +129,7 @@ func (c Config) withDefaults() Config {
 	if c.Policy.Balance == policy.BalanceOff {
 		c.Balancer = nil
 	}
-	if c.IOTimeout == 0 {
-		c.IOTimeout = defaultIOTimeout
-	}
+	treekit.Fill(&c.IOTimeout, DefaultConfig().IOTimeout)
 	c.IOTimeout = min(c.IOTimeout, c.Policy.TTL)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
 	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})

@@ -18,16 +18,32 @@ import (
 	"github.com/watchtree/watchtree/store"
 )
 
-// Defaults of Config.
+// Defaults of Config; DefaultConfig is their one source.
 const (
 	defaultProgressInterval = time.Second
-	defaultIOTimeout        = 10 * time.Second
-	defaultDispatcherName   = "dispatcher"
-	defaultCheckpointerName = "checkpointer"
+	defaultIOTimeout        = treekit.DefaultIOTimeout
 	// defaultWindowCheckEvery is how many progress intervals pass between two reads of the
 	// oplog window.
 	defaultWindowCheckEvery = 30
 )
+
+// DefaultConfig returns the defaults of every Config field that has a value default: the one
+// source of them. New fills each zero field of the Config it is given from it (a partly set
+// Policy field by field, from the same policy defaults), and the runtime builds its snapshot
+// actors from it, so that no other layer holds a default of its own that could silently
+// override this one (TestActorDefaults checks that New's filling equals DefaultConfig). The
+// dependencies (Clock, Logger, Observer) are not values: nil means the real clock, no log and
+// no events.
+func DefaultConfig() Config {
+	return Config{
+		Policy:           policy.WithDefaults(policy.Snapshot{}),
+		Dispatcher:       treekit.DispatcherName,
+		Checkpointer:     treekit.CheckpointerName,
+		ProgressInterval: defaultProgressInterval,
+		WindowCheckEvery: defaultWindowCheckEvery,
+		IOTimeout:        defaultIOTimeout,
+	}
+}
 
 // Source reads the watched collection. The root implements it with the driver, applying the
 // snapshot's Filter to every call. Its methods are called from the actor's worker and range
@@ -146,21 +162,12 @@ func (c Config) validate() error {
 
 func (c Config) withDefaults() Config {
 	c.Policy = policy.WithDefaults(c.Policy)
-	if c.Dispatcher == "" {
-		c.Dispatcher = defaultDispatcherName
-	}
-	if c.Checkpointer == "" {
-		c.Checkpointer = defaultCheckpointerName
-	}
-	if c.ProgressInterval == 0 {
-		c.ProgressInterval = defaultProgressInterval
-	}
-	if c.WindowCheckEvery == 0 {
-		c.WindowCheckEvery = defaultWindowCheckEvery
-	}
-	if c.IOTimeout == 0 {
-		c.IOTimeout = defaultIOTimeout
-	}
+	d := DefaultConfig()
+	treekit.Fill(&c.Dispatcher, d.Dispatcher)
+	treekit.Fill(&c.Checkpointer, d.Checkpointer)
+	treekit.Fill(&c.ProgressInterval, d.ProgressInterval)
+	treekit.Fill(&c.WindowCheckEvery, d.WindowCheckEvery)
+	treekit.Fill(&c.IOTimeout, d.IOTimeout)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
 	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
 	return c

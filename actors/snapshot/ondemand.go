@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
@@ -67,6 +68,29 @@ type OnDemandConfig struct {
 	Observer observe.Observer
 }
 
+// DefaultOnDemandConfig returns the defaults of every OnDemandConfig field that has a value
+// default: the one source of them (BatchSize is the snapshot policy's). NewOnDemand fills each
+// zero field from it, and the runtime builds its on-demand actors from it. The dependencies
+// (Clock, Logger, Observer) are not values: nil means the real clock, no log and no events.
+func DefaultOnDemandConfig() OnDemandConfig {
+	return OnDemandConfig{
+		BatchSize:  policy.DefaultSnapshotBatchSize,
+		Dispatcher: treekit.DispatcherName,
+		IOTimeout:  treekit.DefaultIOTimeout,
+	}
+}
+
+// withDefaults returns cfg with every zero field replaced by DefaultOnDemandConfig's value.
+func (cfg OnDemandConfig) withDefaults() OnDemandConfig {
+	d := DefaultOnDemandConfig()
+	treekit.Fill(&cfg.BatchSize, d.BatchSize)
+	treekit.Fill(&cfg.Dispatcher, d.Dispatcher)
+	treekit.Fill(&cfg.IOTimeout, d.IOTimeout)
+	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger)
+	cfg.Observer = cmp.Or[observe.Observer](cfg.Observer, observe.Nop{})
+	return cfg
+}
+
 // NewOnDemand validates cfg and returns the props of the on-demand snapshot actor.
 func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 	var errs []error
@@ -80,22 +104,12 @@ func NewOnDemand(cfg OnDemandConfig) (*actor.Props, error) {
 		errs = append(errs, errors.New("snapshot: OnDemandConfig.Source must not be nil"))
 	}
 	if cfg.BatchSize < 0 {
-		errs = append(errs, fmt.Errorf("snapshot: OnDemandConfig.BatchSize must be >= 0 (0 means 1000), got %d", cfg.BatchSize))
+		errs = append(errs, fmt.Errorf("snapshot: OnDemandConfig.BatchSize must be >= 0 (0 means %d), got %d", DefaultOnDemandConfig().BatchSize, cfg.BatchSize))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 1000
-	}
-	if cfg.Dispatcher == "" {
-		cfg.Dispatcher = defaultDispatcherName
-	}
-	if cfg.IOTimeout == 0 {
-		cfg.IOTimeout = defaultIOTimeout
-	}
-	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger)
-	cfg.Observer = cmp.Or[observe.Observer](cfg.Observer, observe.Nop{})
+	cfg = cfg.withDefaults()
 	return treekit.Props(func() actor.Actor { return &onDemandActor{cfg: &cfg} }), nil
 }
 

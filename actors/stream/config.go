@@ -17,26 +17,37 @@ import (
 	"github.com/watchtree/watchtree/observe"
 )
 
-// Defaults of the zero Config fields.
+// Defaults of the zero Config fields; DefaultConfig is their one source.
 const (
 	// defaultMaxBatch is the default Config.MaxBatch (events per EventBatch).
 	defaultMaxBatch = 1024
-	// defaultMaxAwaitTime is the default Config.MaxAwaitTime.
-	defaultMaxAwaitTime = time.Second
+	// DefaultMaxAwaitTime is the default Config.MaxAwaitTime (the runtime's getMores wait as
+	// long).
+	DefaultMaxAwaitTime = time.Second
 	// defaultCloseTimeout is the default Config.CloseTimeout.
 	defaultCloseTimeout = 5 * time.Second
-	// defaultCheckpointerName and DefaultDispatcherName are the sibling names the stream actor
-	// resolves under its parent (the stream supervisor) when no PID is configured.
-	defaultCheckpointerName = "checkpointer"
-	defaultDispatcherName   = "dispatcher"
-	defaultSnapshotName     = "snapshot"
 	// commentPrefix prefixes the stream name in the change stream's comment.
 	commentPrefix = "watchtree:"
 )
 
-// defaultHistoryLostCodes are the server error codes that mean the start position is no longer
-// in the oplog: ChangeStreamHistoryLost (286), ChangeStreamFatalError (280) and
-// CappedPositionLost (136).
+// DefaultConfig returns the defaults of every Config field that has a value default: the one
+// source of them. New fills each zero field of the Config it is given from it, and the runtime
+// builds its stream actors from it, so that no other layer holds a default of its own that
+// could silently override this one (TestActorDefaults checks that New's filling equals
+// DefaultConfig). The dependencies (Clock, Logger, Observer) are not values: nil means the real
+// clock, no log and no events.
+func DefaultConfig() Config {
+	return Config{
+		Checkpointer:     treekit.CheckpointerName,
+		Dispatcher:       treekit.DispatcherName,
+		Snapshot:         treekit.SnapshotName,
+		MaxBatch:         defaultMaxBatch,
+		MaxAwaitTime:     DefaultMaxAwaitTime,
+		CloseTimeout:     defaultCloseTimeout,
+		HistoryLostCodes: append([]int32(nil), defaultHistoryLostCodes...),
+	}
+}
+
 var defaultHistoryLostCodes = []int32{286, 280, 136}
 
 // Watcher opens the change stream at a position. The root implements it with the driver
@@ -168,7 +179,7 @@ func (c Config) validate() error {
 		bad("MaxBatch must be >= 1 (0 means the default %d), got %d", defaultMaxBatch, c.MaxBatch)
 	}
 	if c.MaxAwaitTime < 0 {
-		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", defaultMaxAwaitTime, c.MaxAwaitTime)
+		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", DefaultMaxAwaitTime, c.MaxAwaitTime)
 	}
 	if c.CloseTimeout < 0 {
 		bad("CloseTimeout must be > 0 (0 means the default %v), got %v", defaultCloseTimeout, c.CloseTimeout)
@@ -184,27 +195,17 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// withDefaults returns c with every zero field replaced by DefaultConfig's value.
 func (c Config) withDefaults() Config {
-	if c.Checkpointer == "" {
-		c.Checkpointer = defaultCheckpointerName
-	}
-	if c.Dispatcher == "" {
-		c.Dispatcher = defaultDispatcherName
-	}
-	if c.Snapshot == "" {
-		c.Snapshot = defaultSnapshotName
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = defaultMaxBatch
-	}
-	if c.MaxAwaitTime == 0 {
-		c.MaxAwaitTime = defaultMaxAwaitTime
-	}
-	if c.CloseTimeout == 0 {
-		c.CloseTimeout = defaultCloseTimeout
-	}
+	d := DefaultConfig()
+	treekit.Fill(&c.Checkpointer, d.Checkpointer)
+	treekit.Fill(&c.Dispatcher, d.Dispatcher)
+	treekit.Fill(&c.Snapshot, d.Snapshot)
+	treekit.Fill(&c.MaxBatch, d.MaxBatch)
+	treekit.Fill(&c.MaxAwaitTime, d.MaxAwaitTime)
+	treekit.Fill(&c.CloseTimeout, d.CloseTimeout)
 	if len(c.HistoryLostCodes) == 0 {
-		c.HistoryLostCodes = defaultHistoryLostCodes
+		c.HistoryLostCodes = d.HistoryLostCodes
 	}
 	c.HistoryLostCodes = append([]int32(nil), c.HistoryLostCodes...)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)

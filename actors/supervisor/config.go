@@ -17,9 +17,24 @@ import (
 	"github.com/watchtree/watchtree/observe"
 )
 
-// defaultChildName is the actor name of the stream actor under its supervisor: the stream actor
-// of the supervisor "order-stream" has the PID id "<parent>/order-stream/stream".
-const defaultChildName = "stream"
+// DefaultConfig returns the defaults of every Config field that has a value default: the one
+// source of them. New fills each zero field of the Config it is given from it (a partly set
+// Policy field by field, from the same policy defaults), and the runtime builds its supervisors
+// from it, so that no other layer holds a default of its own that could silently override this
+// one (TestActorDefaults checks that New's filling equals DefaultConfig). The stream actor of
+// the supervisor "order-stream" has the PID id "<parent>/order-stream/stream". The dependencies
+// (Classify, Clock, Rand, Logger, Observer) are not values: nil means everything is transient,
+// the real clock, math/rand/v2, no log and no events, as their docs say.
+func DefaultConfig() Config {
+	return Config{
+		ChildName:    treekit.StreamName,
+		Policy:       policy.WithDefaults(policy.Restart{}),
+		Dispatcher:   treekit.DispatcherName,
+		Checkpointer: treekit.CheckpointerName,
+		OnDemand:     treekit.OnDemandName,
+		LeaderName:   treekit.LeaderName,
+	}
+}
 
 // Sibling is an actor the supervisor spawns once, next to the stream actor, and does not restart
 // when the stream actor restarts: the checkpointer and the dispatcher keep their
@@ -167,26 +182,18 @@ func (c Config) validate() error {
 }
 
 func (c Config) childName() string {
-	if c.ChildName == "" {
-		return defaultChildName
-	}
+	treekit.Fill(&c.ChildName, DefaultConfig().ChildName)
 	return c.ChildName
 }
 
+// withDefaults returns c with every zero field replaced by DefaultConfig's value.
 func (c Config) withDefaults() Config {
-	c.ChildName = c.childName()
-	if c.Dispatcher == "" {
-		c.Dispatcher = "dispatcher"
-	}
-	if c.OnDemand == "" {
-		c.OnDemand = "ondemand"
-	}
-	if c.Checkpointer == "" {
-		c.Checkpointer = "checkpointer"
-	}
-	if c.LeaderName == "" {
-		c.LeaderName = "leader"
-	}
+	d := DefaultConfig()
+	treekit.Fill(&c.ChildName, d.ChildName)
+	treekit.Fill(&c.Dispatcher, d.Dispatcher)
+	treekit.Fill(&c.OnDemand, d.OnDemand)
+	treekit.Fill(&c.Checkpointer, d.Checkpointer)
+	treekit.Fill(&c.LeaderName, d.LeaderName)
 	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Classify == nil {
 		c.Classify = treekit.TerminalOn()

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/testenv"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/test/mongosim"
@@ -69,5 +70,6 @@ func stage(t *testing.T, d bson.D) bson.Raw {
 // obs as its Observer.
 func testConfig(e *env, obs observe.Observer) Config {
 	return Config{Client: e.client, Database: e.db, Logger: zap.NewNop(), Observer: obs, InstanceID: "engine-test-1",
-		InstanceName: "engine-test", ShutdownTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second, Clock: clock.Real()}
+		InstanceName: "engine-test", ShutdownTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second, Clock: clock.Real(),
+		Lease: policy.WithDefaults(policy.Lease{})}
 }

@@ -78,10 +78,10 @@ type balancer struct {
 }
 
 // newBalancer starts the balancer of instance id (named name) on leases, with the runtime's
-// lease policy p (defaulted here) and each store call bounded by connect; Stop ends it.
+// lease policy p (resolved by the root, Config.Lease) and each store call bounded by connect; Stop ends it.
 func newBalancer(leases store.LeaseStore, p policy.Lease, id, name string, connect time.Duration, clk clock.Clock, log *zap.Logger) *balancer {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &balancer{clk: clk, leases: leases, policy: policy.WithDefaults(p), id: id, name: name, connect: connect, log: log, streams: map[string]bool{},
+	b := &balancer{clk: clk, leases: leases, policy: p, id: id, name: name, connect: connect, log: log, streams: map[string]bool{},
 		handing: map[string]bool{}, instances: 1, cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b

@@ -44,7 +44,7 @@ type Config struct {
 	ShutdownTimeout, ConnectTimeout time.Duration
 	// Stores are Config's store fields.
 	Stores Stores
-	// Lease is the lease policy of every SingleLeader stream (defaulted where used).
+	// Lease is the lease policy of every SingleLeader stream, every default resolved by the root.
 	Lease policy.Lease
 	// Console configures the remote console; Addr "" is off. Its Logger and Clock are the
 	// runtime's.

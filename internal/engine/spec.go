@@ -44,8 +44,8 @@ type Spec struct {
 	Lanes int
 	// Start is the position of the first start after the tree is spawned.
 	Start policy.StartPosition
-	// Retry, Restart and Checkpoint are the stream's policies: Retry and Restart defaulted,
-	// Checkpoint as the user gave it (the checkpointer defaults it and checks what was set).
+	// Retry, Restart and Checkpoint are the stream's policies, every default resolved by the
+	// root's compile (an Ephemeral Checkpoint stays as given: its fields are 0).
 	Retry      policy.Retry
 	Restart    policy.Restart
 	Checkpoint policy.Checkpoint

@@ -16,6 +16,7 @@ import (
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
@@ -25,10 +26,10 @@ import (
 // is "watchtree-<n>/orders"; its children are ".../orders/checkpointer", ".../orders/dispatcher"
 // and ".../orders/stream".
 const (
-	checkpointerName = "checkpointer"
-	dispatcherName   = "dispatcher"
-	snapshotName     = "snapshot"
-	onDemandName     = "ondemand" // the on-demand snapshot actor, spawned at its first request
+	checkpointerName = treekit.CheckpointerName
+	dispatcherName   = treekit.DispatcherName
+	snapshotName     = treekit.SnapshotName
+	onDemandName     = treekit.OnDemandName // the on-demand snapshot actor, spawned at its first request
 )
 
 // snapshotReadTimeout is the least time a snapshot's store and read calls get (a chunk of
@@ -50,44 +51,75 @@ func (e *Entry) snapshotStore() store.SnapshotStore {
 	return e.store.snapshots
 }
 
-// treeProps builds the props of the stream's supervisor and its tree. The StartPosition (Latest,
-// At) applies to the first start of the tree only: the checkpointer's instances share that
-// memory, so later starts, and a tree rebuilt by a user's parent, resume from the checkpoint.
-func (e *Entry) treeProps() (*actor.Props, error) {
+// TreeConfigs are the configurations of a stream tree's actors, as treeProps passes them to
+// each actor's New. Each starts from the actor's DefaultConfig, the one source of its defaults,
+// and takes the compiled Spec's values (resolved by the root's compile, once) and the runtime's:
+// every value field holds its value, none is left for the actor to fill in. The root's defaults
+// test compares them with the documented defaults.
+type TreeConfigs struct {
+	Checkpointer checkpointer.Config
+	Dispatcher   dispatcher.Config
+	Stream       stream.Config
+	// Snapshot is set for a stream that copies its collection (Spec.Snapshots).
+	Snapshot *snapshot.Config
+	// OnDemand is set for a collection stream (its on-demand snapshot actor, spawned lazily).
+	OnDemand *snapshot.OnDemandConfig
+	// Leader is set for a SingleLeader stream; its Balancer is left out.
+	Leader *leader.Config
+	// Supervisor lacks Child, Siblings and Leader: they are the props of the others.
+	Supervisor supervisor.Config
+}
+
+// TreeConfigs returns the configurations the stream's tree is built from (see TreeConfigs).
+func (e *Entry) TreeConfigs() TreeConfigs {
+	c := e.treeConfigs()
+	if e.spec.Collection != "" {
+		od := e.onDemandConfig()
+		c.OnDemand = &od
+	}
+	if c.Leader != nil {
+		c.Leader.Balancer = nil
+	}
+	return c
+}
+
+// treeConfigs builds the actor configurations of treeProps. The StartPosition (Latest, At)
+// applies to the first start of the tree only: the checkpointer's instances share that memory,
+// so later starts, and a tree rebuilt by a user's parent, resume from the checkpoint.
+func (e *Entry) treeConfigs() TreeConfigs {
 	cs, rt := e.spec, e.rt
 	start := cs.Start
 	if e.resumeSeed {
 		start = policy.Resume
 	}
-	var leases store.LeaseStore
-	if cs.SingleLeader {
-		leases = e.store.leases // set: databases made sure the default has a database
-	}
 	cps := e.store.checkpoints
 	if e.txn != nil {
 		cps = purgingCheckpoints{CheckpointStore: cps, rec: e.txn}
 	}
-	cpProps, err := checkpointer.New(checkpointer.Config{
-		Stream:        cs.Name,
-		Instance:      e.records.Instance,
-		Store:         cps,
-		Admit:         rt.cpWrites.admit,
-		Gaps:          e.store.gaps,
-		Positions:     e.positions(),
-		StartPosition: start,
-		OnHistoryLost: cs.OnHistoryLost,
-		Snapshot:      cs.Snapshot,
-		Snapshots:     e.snapshotStore(),
-		Checkpoint:    cs.Checkpoint,
-		IOTimeout:     rt.cfg.ConnectTimeout,
-		Owner:         rt.cfg.InstanceID,
-		Epoch:         e.epoch.Load,
-		Clock:         rt.clk,
-		Logger:        rt.log,
-		Observer:      rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.Name, err)
+	var tc TreeConfigs
+	cp := checkpointer.DefaultConfig()
+	cp.Stream = cs.Name
+	cp.Instance = e.records.Instance
+	cp.Store = cps
+	cp.Admit = rt.cpWrites.admit
+	cp.Gaps = e.store.gaps
+	cp.Positions = e.positions()
+	cp.StartPosition = start
+	cp.OnHistoryLost = cs.OnHistoryLost
+	cp.Snapshot = cs.Snapshot
+	cp.Snapshots = e.snapshotStore()
+	// An Ephemeral policy stays as compiled: its fields must be 0 (it writes no checkpoint) and
+	// the checkpointer fills them from the same policy defaults.
+	cp.Checkpoint = cs.Checkpoint
+	cp.IOTimeout = rt.cfg.ConnectTimeout
+	cp.Owner = rt.cfg.InstanceID
+	cp.Epoch = e.epoch.Load
+	cp.Clock, cp.Logger, cp.Observer = rt.clk, rt.log, rt.obs
+	tc.Checkpointer = cp
+
+	var leases store.LeaseStore
+	if cs.SingleLeader {
+		leases = e.store.leases // set: databases made sure the default has a database
 	}
 	var dl dispatcher.DeadLetterWriter
 	if !cs.DeadLetter.Disabled {
@@ -101,27 +133,82 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 				Owner: rt.cfg.InstanceID, Epoch: e.epoch.Load, Fence: e.fence}
 		}
 	}
-	dProps, err := dispatcher.New(dispatcher.Config{
-		Stream:              cs.Name,
-		Instance:            e.records.Instance,
-		Router:              e.routerFor(),
-		Lanes:               cs.Lanes,
-		Retry:               cs.Retry,
-		DeadLetters:         dl,
-		DeadLetterRetention: cs.DeadLetter.Retention,
-		AwaitSettleLimit:    true, // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
-		CheckpointerName:    checkpointerName,
-		MayStart:            e.mayStart(),
-		Clock:               rt.clk,
-		Logger:              rt.log,
-		Observer:            rt.obs,
-	})
+	d := dispatcher.DefaultConfig()
+	d.Stream = cs.Name
+	d.Instance = e.records.Instance
+	d.Router = e.routerFor()
+	d.Lanes = cs.Lanes
+	d.Retry = cs.Retry
+	d.DeadLetters = dl
+	d.DeadLetterRetention = cs.DeadLetter.Retention
+	d.AwaitSettleLimit = true // the checkpointer's settle limit bounds the unwritten settlements (MaxUnflushed)
+	d.CheckpointerName = checkpointerName
+	d.MayStart = e.mayStart()
+	d.Clock, d.Logger, d.Observer = rt.clk, rt.log, rt.obs
+	tc.Dispatcher = d
+
+	st := stream.DefaultConfig()
+	st.Stream = cs.Name
+	st.Watcher = e.streamWatcher()
+	st.Checkpointer, st.Dispatcher, st.Snapshot = checkpointerName, dispatcherName, snapshotName
+	st.MaxAwaitTime = e.watcher.MaxAwait
+	st.InvalidateRestart = cs.InvalidateRestart
+	st.Clock, st.Logger, st.Observer = rt.clk, rt.log, rt.obs
+	tc.Stream = st
+
+	if cs.Snapshots() {
+		sc := snapshot.DefaultConfig()
+		sc.Stream = cs.Name
+		sc.Instance = e.records.Instance
+		sc.Database = e.watcher.Database
+		sc.Collection = cs.Collection
+		sc.Store = e.snapshotStore()
+		sc.Source = newSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
+			e.watcher.bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":snapshot", "")
+		sc.Policy = cs.Snapshot
+		sc.Dispatcher, sc.Checkpointer = dispatcherName, checkpointerName
+		sc.IOTimeout = max(rt.cfg.ConnectTimeout, snapshotReadTimeout)
+		sc.Clock, sc.Logger, sc.Observer = rt.clk, rt.log, rt.obs
+		tc.Snapshot = &sc
+	}
+	if leases != nil {
+		lc := e.leaderConfig(leases)
+		tc.Leader = &lc
+	}
+
+	sup := supervisor.DefaultConfig()
+	sup.Stream = cs.Name
+	// An operator's lease release lets a standby take over: this instance leaves the lease to
+	// the others for the release window, min(RenewEvery, StandbyPoll) (a standby acts on the
+	// store's change notice at once), and competes again at its end when nobody took it. The
+	// window ends as soon as another instance is seen to hold it (the leader actor), so that
+	// the releasing instance is a plain standby behind the new leader.
+	sup.ReleaseCooldown = releaseWindow(rt.cfg.Lease)
+	sup.Dispatcher, sup.Checkpointer, sup.OnDemand = dispatcherName, checkpointerName, onDemandName
+	sup.Policy = cs.Restart
+	sup.Classify = classifyFailure
+	sup.SenderMiddleware = rt.treeSenderMW
+	sup.Clock, sup.Logger, sup.Observer = rt.clk, rt.log, rt.obs
+	sup.OnTransition = e.onTransition
+	tc.Supervisor = sup
+	return tc
+}
+
+// treeProps builds the props of the stream's supervisor and its tree from treeConfigs.
+func (e *Entry) treeProps() (*actor.Props, error) {
+	cs, rt := e.spec, e.rt
+	tc := e.treeConfigs()
+	cpProps, err := checkpointer.New(tc.Checkpointer)
+	if err != nil {
+		return nil, fmt.Errorf("watchtree: stream %q: checkpointer: %w", cs.Name, err)
+	}
+	dProps, err := dispatcher.New(tc.Dispatcher)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: dispatcher: %w", cs.Name, err)
 	}
-	child, err := e.streamProps()
+	child, err := stream.New(tc.Stream)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("watchtree: stream %q: stream actor: %w", cs.Name, err)
 	}
 	// The checkpointer first: the dispatcher resolves it by name, and the reverse stop order
 	// lets the dispatcher's last SettledBatch reach it. The snapshot actor last: it stops first.
@@ -129,23 +216,8 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		{Name: checkpointerName, Props: cpProps},
 		{Name: dispatcherName, Props: dProps},
 	}
-	if cs.Snapshots() {
-		sProps, err := snapshot.New(snapshot.Config{
-			Stream:     cs.Name,
-			Instance:   e.records.Instance,
-			Database:   e.watcher.Database,
-			Collection: cs.Collection,
-			Store:      e.snapshotStore(),
-			Source: newSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
-				e.watcher.bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":snapshot", ""),
-			Policy:       cs.Snapshot,
-			Dispatcher:   dispatcherName,
-			Checkpointer: checkpointerName,
-			IOTimeout:    max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
-			Clock:        rt.clk,
-			Logger:       rt.log,
-			Observer:     rt.obs,
-		})
+	if tc.Snapshot != nil {
+		sProps, err := snapshot.New(*tc.Snapshot)
 		if err != nil {
 			return nil, fmt.Errorf("watchtree: stream %q: snapshot actor: %w", cs.Name, err)
 		}
@@ -157,31 +229,14 @@ func (e *Entry) treeProps() (*actor.Props, error) {
 		siblings = append(siblings, supervisor.Sibling{Name: onDemandName, Lazy: true, NewProps: e.onDemandProps})
 	}
 	var leaderProps *actor.Props
-	if leases != nil {
-		if leaderProps, err = e.leaderProps(leases); err != nil {
+	if tc.Leader != nil {
+		if leaderProps, err = leader.New(*tc.Leader); err != nil {
 			return nil, fmt.Errorf("watchtree: stream %q: leader: %w", cs.Name, err)
 		}
 	}
-	props, err := supervisor.New(supervisor.Config{
-		Stream: cs.Name,
-		Child:  child,
-		Leader: leaderProps,
-		// An operator's lease release lets a standby take over: this instance leaves the lease
-		// to the others for the release window, min(RenewEvery, StandbyPoll) (a standby acts on
-		// the store's change notice at once), and competes again at its end when nobody took
-		// it. The window ends as soon as another instance is seen to hold it (the leader actor),
-		// so that the releasing instance is a plain standby behind the new leader.
-		ReleaseCooldown:  releaseWindow(policy.WithDefaults(rt.cfg.Lease)),
-		Siblings:         siblings,
-		OnDemand:         onDemandName,
-		Policy:           cs.Restart,
-		Classify:         classifyFailure,
-		SenderMiddleware: rt.treeSenderMW,
-		Clock:            rt.clk,
-		Logger:           rt.log,
-		Observer:         rt.obs,
-		OnTransition:     e.onTransition,
-	})
+	sup := tc.Supervisor
+	sup.Child, sup.Leader, sup.Siblings = child, leaderProps, siblings
+	props, err := supervisor.New(sup)
 	if err != nil {
 		return nil, fmt.Errorf("watchtree: stream %q: supervisor: %w", cs.Name, err)
 	}
@@ -199,76 +254,55 @@ func (e *Entry) fence(f *wire.Fenced) {
 }
 
 // onDemandProps makes the props of the stream's on-demand snapshot actor (a collection stream's
-// Lazy sibling, see treeProps), on the supervisor's goroutine; its watermarks go to the
-// records' database, which database-wide streams skip. Its configuration is the compiled
+// Lazy sibling, see treeProps), on the supervisor's goroutine. Its configuration is the compiled
 // stream's, validated by Spawn: the error is not expected.
 func (e *Entry) onDemandProps() (*actor.Props, error) {
+	props, err := snapshot.NewOnDemand(e.onDemandConfig())
+	if err != nil {
+		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", e.spec.Name, err)
+	}
+	return props, nil
+}
+
+// onDemandConfig is the on-demand snapshot actor's configuration; its watermarks go to the
+// records' database, which database-wide streams skip.
+func (e *Entry) onDemandConfig() snapshot.OnDemandConfig {
 	cs, rt := e.spec, e.rt
 	signalsDB := e.storeDB
 	if signalsDB == "" {
 		signalsDB = e.watcher.Database
 	}
-	src := newSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
+	c := snapshot.DefaultOnDemandConfig()
+	c.Stream = cs.Name
+	c.Instance = e.records.Instance
+	c.Database = e.watcher.Database
+	c.Collection = cs.Collection
+	c.Source = newSnapshotSource(e.watcher.Client, e.watcher.Database, cs.Collection, cs.SnapshotFilter,
 		e.watcher.bounded(rt.cfg.ConnectTimeout), cs.CursorComment()+":ondemand", signalsDB)
-	props, err := snapshot.NewOnDemand(snapshot.OnDemandConfig{
-		Stream:     cs.Name,
-		Instance:   e.records.Instance,
-		Database:   e.watcher.Database,
-		Collection: cs.Collection,
-		Source:     src,
-		BatchSize:  policy.WithDefaults(cs.Snapshot).BatchSize,
-		Dispatcher: dispatcherName,
-		IOTimeout:  max(rt.cfg.ConnectTimeout, snapshotReadTimeout),
-		Clock:      rt.clk,
-		Logger:     rt.log,
-		Observer:   rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: on-demand snapshot actor: %w", cs.Name, err)
-	}
-	return props, nil
+	c.BatchSize = cs.Snapshot.BatchSize
+	c.Dispatcher = dispatcherName
+	c.IOTimeout = max(rt.cfg.ConnectTimeout, snapshotReadTimeout)
+	c.Clock, c.Logger, c.Observer = rt.clk, rt.log, rt.obs
+	return c
 }
 
-// streamProps builds the stream actor's props (the supervisor's restartable child).
-func (e *Entry) streamProps() (*actor.Props, error) {
-	props, err := stream.New(stream.Config{
-		Stream:            e.spec.Name,
-		Watcher:           e.streamWatcher(),
-		Checkpointer:      checkpointerName,
-		Dispatcher:        dispatcherName,
-		MaxAwaitTime:      e.watcher.MaxAwait,
-		InvalidateRestart: e.spec.InvalidateRestart,
-		Clock:             e.rt.clk,
-		Logger:            e.rt.log,
-		Observer:          e.rt.obs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watchtree: stream %q: stream actor: %w", e.spec.Name, err)
-	}
-	return props, nil
-}
-
-// leaderProps builds the leader actor of a SingleLeader stream.
-func (e *Entry) leaderProps(leases store.LeaseStore) (*actor.Props, error) {
+// leaderConfig is the leader actor's configuration of a SingleLeader stream.
+func (e *Entry) leaderConfig(leases store.LeaseStore) leader.Config {
 	rt := e.rt
-	var bal leader.Balancer
+	c := leader.DefaultConfig()
+	c.Stream = e.name
+	c.Owner = rt.cfg.InstanceID
+	c.Store = leases
+	c.Policy = rt.cfg.Lease
 	if rt.cfg.Lease.Balance == policy.BalanceOn {
-		bal = rt.balancerFor(leases, e.name)
+		c.Balancer = rt.balancerFor(leases, e.name)
 	}
-	return leader.New(leader.Config{
-		Stream:    e.name,
-		Owner:     rt.cfg.InstanceID,
-		Store:     leases,
-		Policy:    rt.cfg.Lease,
-		Balancer:  bal,
-		IOTimeout: rt.cfg.ConnectTimeout,
-		Clock:     rt.clk,
-		Logger:    rt.log,
-		Observer:  rt.obs,
-		// Before the supervisor hears of the lease: every write of the term carries its epoch.
-		OnAcquired:   e.epoch.Store,
-		OnValidUntil: e.setValidUntil,
-	})
+	c.IOTimeout = rt.cfg.ConnectTimeout
+	c.Clock, c.Logger, c.Observer = rt.clk, rt.log, rt.obs
+	// Before the supervisor hears of the lease: every write of the term carries its epoch.
+	c.OnAcquired = e.epoch.Store
+	c.OnValidUntil = e.setValidUntil
+	return c
 }
 
 // timedRouter times each handler call of the router it wraps for a HandlerObserver.

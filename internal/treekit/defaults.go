@@ -1,6 +1,8 @@
 package treekit
 
 import (
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/clock"
@@ -19,4 +21,30 @@ func Defaults(stream string, clk *clock.Clock, log **zap.Logger) {
 		*log = zap.NewNop()
 	}
 	*log = logx.With(*log, zap.String("stream", stream))
+}
+
+// The names of a stream tree's actors under its supervisor, and the bound of one store or
+// source call of an actor, as every actor's DefaultConfig and the engine's tree use them. They
+// are defaults shared by several actors (the supervisor, the stream actor and the snapshot
+// actor all find the dispatcher by name), so they live here once rather than in each actor.
+const (
+	CheckpointerName = "checkpointer"
+	DispatcherName   = "dispatcher"
+	StreamName       = "stream"
+	SnapshotName     = "snapshot"
+	OnDemandName     = "ondemand"
+	LeaderName       = "leader"
+	// DefaultIOTimeout is the default IOTimeout of the checkpointer, leader and snapshot
+	// actors (the runtime passes Config.ConnectTimeout instead).
+	DefaultIOTimeout = 10 * time.Second
+)
+
+// Fill sets *p to d when *p is the zero value: an actor's New fills the zero fields of its
+// Config from its DefaultConfig with it, field by field, so that the value of each default is
+// written once, in DefaultConfig.
+func Fill[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
 }
