@@ -208,10 +208,10 @@ func TestCompiledDefaults(t *testing.T) {
 		"Spec.Pipeline": "the user's stages", "Spec.SnapshotFilter": "the user's filter",
 		"Checkpointer.Stream": "the name", "Checkpointer.Instance": "the mode's scope", "Checkpointer.Owner": "the instance",
 		"Dispatcher.Stream": "the name", "Dispatcher.Instance": "the mode's scope",
-		"Stream.Stream": "the name",
+		"Stream.Stream":   "the name",
 		"OnDemand.Stream": "the name", "OnDemand.Instance": "the mode's scope", "OnDemand.Database": "the namespace", "OnDemand.Collection": "the namespace",
 		"Supervisor.Stream": "the name",
-		"Leader.Stream": "the name", "Leader.Owner": "the instance",
+		"Leader.Stream":     "the name", "Leader.Owner": "the instance",
 	}
 	covered := map[string]bool{}
 	for _, r := range rows {
