@@ -12,10 +12,11 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/internal/treekit"
 )
 
 // maxLanes is the largest Stream.Lanes accepted: the dispatcher's bound.
-const maxLanes = dispatcher.MaxLanes
+const maxLanes = treekit.MaxLanes
 
 // Handler handles one change event. Returning nil settles the event. Any other error is retried
 // following the stream's RetryPolicy, unless it is marked with Permanent (dead letter at once) or
@@ -273,7 +274,7 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 // compile validates s and returns its compiled form, the engine's Spec, with every default
 // resolved here, once: the zero value of a field becomes the value its godoc states, taken from
 // the one source of that value (internal/policy's Default* constants for the policies,
-// DeadLetterPolicy's for dead letters, actors/dispatcher for Lanes). The engine builds its actor
+// DeadLetterPolicy's for dead letters, dispatcher.DefaultConfig for Lanes). The engine builds its actor
 // configurations from the Spec and from each actor's DefaultConfig (internal/engine/tree.go)
 // and the actors fill in nothing the Spec holds. TestCompiledDefaults compares the result of a
 // zero Stream with the documented defaults, so a default changed in one place only fails it.
@@ -320,7 +321,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		cs.OnHistoryLost = policy.ResumeFromNow
 	}
 	if cs.Lanes == 0 {
-		cs.Lanes = dispatcher.DefaultLanes
+		cs.Lanes = dispatcher.DefaultConfig().Lanes
 	}
 	return cs, nil
 }

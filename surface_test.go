@@ -55,10 +55,13 @@ import (
 // Read, StateOf, RoleOf, SnapshotOf, NotRunningWhy and Row), which the root's StreamStatus,
 // StreamState, LeaseStatus, StopReport and state and role names now alias; the internal reading
 // it replaces was not counted; 680 with Stream.Role and RoleAllInstances (the metric adapters'
-// one role label, which never calls a SingleLeader copy that is down a leader).
+// one role label, which never calls a SingleLeader copy that is down a leader); 687 with the
+// actors' DefaultConfig (six) and snapshot.DefaultOnDemandConfig (issue 40, defaults in one
+// place: each is the one source of its actor's default values, which the engine builds the
+// tree's configs from and the actor's New fills zero fields from).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 680
+const maxPublicSurface = 687
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

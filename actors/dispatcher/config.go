@@ -19,8 +19,7 @@ import (
 // Defaults of Config: DefaultConfig is their one source (see there); the constants name the
 // values other packages need at compile time.
 const (
-	// DefaultLanes is the default Config.Lanes (watchtree's Stream.Lanes default too).
-	DefaultLanes = 1
+	defaultLanes = 1
 	// DefaultCapacity is the default Config.Capacity.
 	DefaultCapacity            = 4096
 	defaultSettleBatch         = 1024
@@ -29,8 +28,8 @@ const (
 	defaultStopTimeout         = 10 * time.Second
 	defaultDeadLetterTimeout   = 30 * time.Second
 
-	// MaxLanes is the largest Config.Lanes accepted (watchtree's Stream.Lanes bound too).
-	MaxLanes = 1024
+	// maxLanes is the largest Config.Lanes accepted (watchtree's Stream.Lanes bound too).
+	maxLanes = treekit.MaxLanes
 	// maxCapacity is the largest Config.Capacity accepted (credit travels as uint32).
 	maxCapacity = 1 << 24
 )
@@ -44,7 +43,7 @@ const (
 // math/rand/v2, no log and no events, as their docs say.
 func DefaultConfig() Config {
 	return Config{
-		Lanes:               DefaultLanes,
+		Lanes:               defaultLanes,
 		Capacity:            DefaultCapacity,
 		Retry:               policy.WithDefaults(policy.Retry{}),
 		DeadLetterTimeout:   defaultDeadLetterTimeout,
@@ -164,8 +163,8 @@ func (c Config) validate() error {
 	if c.Router == nil {
 		bad("Router", "must not be nil")
 	}
-	if c.Lanes < 0 || c.Lanes > MaxLanes {
-		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", MaxLanes, DefaultLanes, c.Lanes)
+	if c.Lanes < 0 || c.Lanes > maxLanes {
+		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", maxLanes, defaultLanes, c.Lanes)
 	}
 	if c.Capacity < 0 || c.Capacity > maxCapacity {
 		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", maxCapacity, DefaultCapacity, c.Capacity)

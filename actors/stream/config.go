@@ -21,9 +21,9 @@ import (
 const (
 	// defaultMaxBatch is the default Config.MaxBatch (events per EventBatch).
 	defaultMaxBatch = 1024
-	// DefaultMaxAwaitTime is the default Config.MaxAwaitTime (the runtime's getMores wait as
-	// long).
-	DefaultMaxAwaitTime = time.Second
+	// defaultMaxAwaitTime is the default Config.MaxAwaitTime (the runtime's getMores wait as
+	// long: it takes DefaultConfig's).
+	defaultMaxAwaitTime = time.Second
 	// defaultCloseTimeout is the default Config.CloseTimeout.
 	defaultCloseTimeout = 5 * time.Second
 	// commentPrefix prefixes the stream name in the change stream's comment.
@@ -42,7 +42,7 @@ func DefaultConfig() Config {
 		Dispatcher:       treekit.DispatcherName,
 		Snapshot:         treekit.SnapshotName,
 		MaxBatch:         defaultMaxBatch,
-		MaxAwaitTime:     DefaultMaxAwaitTime,
+		MaxAwaitTime:     defaultMaxAwaitTime,
 		CloseTimeout:     defaultCloseTimeout,
 		HistoryLostCodes: append([]int32(nil), defaultHistoryLostCodes...),
 	}
@@ -179,7 +179,7 @@ func (c Config) validate() error {
 		bad("MaxBatch must be >= 1 (0 means the default %d), got %d", defaultMaxBatch, c.MaxBatch)
 	}
 	if c.MaxAwaitTime < 0 {
-		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", DefaultMaxAwaitTime, c.MaxAwaitTime)
+		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", defaultMaxAwaitTime, c.MaxAwaitTime)
 	}
 	if c.CloseTimeout < 0 {
 		bad("CloseTimeout must be > 0 (0 means the default %v), got %v", defaultCloseTimeout, c.CloseTimeout)

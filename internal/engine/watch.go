@@ -20,7 +20,7 @@ import (
 // defaultMaxAwaitTime is how long a change-stream getMore waits for events on the server before
 // it returns an empty batch (with a fresh post-batch resume token): the stream actor's default,
 // its one source.
-const defaultMaxAwaitTime = stream.DefaultMaxAwaitTime
+var defaultMaxAwaitTime = stream.DefaultConfig().MaxAwaitTime
 
 // driverWatcher opens a stream's change stream with the MongoDB driver: Collection.Watch,
 // Database.Watch or Client.Watch by the compiled scope, with the user's pipeline, the

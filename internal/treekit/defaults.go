@@ -34,6 +34,9 @@ const (
 	SnapshotName     = "snapshot"
 	OnDemandName     = "ondemand"
 	LeaderName       = "leader"
+	// MaxLanes is the most lanes a dispatcher runs (dispatcher.Config.Lanes and
+	// watchtree.Stream.Lanes).
+	MaxLanes = 1024
 	// DefaultIOTimeout is the default IOTimeout of the checkpointer, leader and snapshot
 	// actors (the runtime passes Config.ConnectTimeout instead).
 	DefaultIOTimeout = 10 * time.Second
