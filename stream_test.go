@@ -258,10 +258,17 @@ func TestStreamCompile(t *testing.T) {
 		cs.DeadLetter != engine.DeadLetter((DeadLetterPolicy{}).withDefaults()) {
 		t.Errorf("policies not defaulted: %+v %+v %+v", cs.Retry, cs.Restart, cs.DeadLetter)
 	}
-	// The checkpoint policy is passed as given: the checkpointer defaults it, and checks the
-	// fields the user set (an Ephemeral stream must leave the write settings 0).
-	if cs.Checkpoint != (policy.Checkpoint{}) {
-		t.Errorf("checkpoint policy %+v, want the stream's own (zero)", cs.Checkpoint)
+	// The checkpoint policy is resolved here too (defaults in one place), but for an Ephemeral
+	// one, which stays as given: its write settings must be 0 (the checkpointer checks them).
+	if cs.Checkpoint != policy.WithDefaults(policy.Checkpoint{}) {
+		t.Errorf("checkpoint policy %+v, want the defaults", cs.Checkpoint)
+	}
+	eph := s
+	eph.Checkpoint = CheckpointPolicy{Ephemeral: true}
+	if ecs, err := eph.compile(); err != nil {
+		t.Errorf("ephemeral compile: %v", err)
+	} else if ecs.Checkpoint != (policy.Checkpoint{Ephemeral: true}) {
+		t.Errorf("ephemeral checkpoint policy %+v, want it as given", ecs.Checkpoint)
 	}
 	if len(cs.Pipeline) != 1 || cs.Pipeline[0].Lookup("$match", "operationType").StringValue() != "insert" {
 		t.Errorf("pipeline = %v", cs.Pipeline)
