@@ -15,7 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/policy"
@@ -149,7 +149,8 @@ type Config struct {
 
 // Clock is the time source of Config.Clock (for tests): Now and AfterFunc, safe for concurrent
 // use. AfterFunc(d, f) calls f once d has elapsed (d <= 0: at once) and returns a Timer that
-// cancels it.
+// cancels it. It is package clock's, where clock.Real (the default) and clock.NewFake (a clock
+// a test advances by hand) are.
 type Clock = clock.Clock
 
 // Timer is a pending Clock.AfterFunc call: Stop prevents it if it has not started, reporting

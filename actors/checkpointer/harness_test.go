@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"

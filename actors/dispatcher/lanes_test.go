@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/observe"

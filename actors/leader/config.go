@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"

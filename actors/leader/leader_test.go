@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"

@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 )
 
 // Config configures the console. The zero value of each field but Addr means its default.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/internal/treekit"

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/readings"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"

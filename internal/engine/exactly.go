@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/rawbson"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/store"

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/wire"
 )
 

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 )
 
 func marshalStage(t *testing.T, d bson.D) bson.Raw {

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/leader"
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 )
 
 // nsReports records a namespaceWatch's reports.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 )
 
 // TestReadingsMarkWhatIsNotCurrent: the readings say, in the one wording, when MongoDB does not

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/watchtree/watchtree/internal/clock"
+	"github.com/watchtree/watchtree/clock"
 )
 
 // StopTimer stops *t, if any, and clears it, so that the field tells whether a timer is armed.

@@ -1,6 +1,9 @@
-// Package clock is the time source of the actors. Production code uses Real; tests use a Fake
-// whose time only moves when the test calls Advance, so restart delays, flush intervals and lease
-// timers can be asserted exactly and without sleeping.
+// Package clock is the time source of watchtree's runtime and actors: watchtree.Config.Clock
+// (and each actor's Config.Clock) takes a Clock. Production code uses Real, the default. Tests,
+// the library's and its users', use a Fake, whose time only moves when the test calls Advance,
+// so restart delays, flush intervals, retries and lease timers can be asserted exactly and
+// without sleeping. A lease's validity is measured on Mono, a monotonic reading that a jump of
+// the wall time (Fake.Jump) does not move.
 package clock
 
 import "time"
@@ -25,6 +28,7 @@ type Timer interface {
 // arbitrary origin, on the same time base as AfterFunc, and no change of the wall time (Now
 // jumping or drifting) moves it.
 type Monotonic interface {
+	// Mono returns the time elapsed since the clock's origin; it never decreases.
 	Mono() time.Duration
 }
 
