@@ -3,8 +3,8 @@ package watchtree
 import (
 	"errors"
 
+	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
@@ -15,8 +15,9 @@ import (
 // raise, so errors.Is matches them without any translation.
 var (
 	// ErrInvalidConfig is matched by every *ConfigError: a Config, Stream or policy value broke a
-	// rule. It is the very value internal/policy's validators use.
-	ErrInvalidConfig = policy.ErrInvalidConfig
+	// rule. It is configerr.ErrInvalid, the very value the policies' and the actors' validators
+	// use.
+	ErrInvalidConfig = configerr.ErrInvalid
 
 	// ErrDuplicateStream means a stream with the same Name is already spawned on the runtime.
 	// Names identify checkpoint, lease and dead-letter records, so they must be unique.
@@ -77,13 +78,15 @@ var (
 	ErrSnapshotMixedIDs = treekit.ErrMixedIDTypes
 )
 
-// ConfigError reports one broken configuration rule: Field names the field (for example
-// "Retry.Multiplier" inside a Stream), Rule the rule and the rejected value. Every Validate
-// method of this package returns *ConfigError values (joined with errors.Join when several rules
-// are broken); find one with errors.As. It matches ErrInvalidConfig with errors.Is, and also its
-// Err when set (ErrNoHandler, ErrDuplicateStream). It is internal/policy.ConfigError, which the
-// policies' validators return too.
-type ConfigError = policy.ConfigError
+// ConfigError reports one broken configuration rule: Stream names the stream (empty outside
+// one), Field the field (for example "Retry.Multiplier" inside a Stream, "Config.ShutdownTimeout"
+// outside), Rule the rule and the rejected value, and Err an optional sentinel (ErrNoHandler,
+// ErrDuplicateStream). Every Validate method of this package returns *ConfigError values (joined
+// with errors.Join when several rules are broken); find one with errors.As. It matches
+// ErrInvalidConfig with errors.Is, and also its Err when set. It is declared in package
+// configerr (its fields are documented there), which the policies' and the actors' validators
+// use too, so errors.As finds it whichever layer checked the value.
+type ConfigError = configerr.Error
 
 // Permanent marks err as permanent: the event's remaining retries are skipped and it is
 // dead-lettered at once. The mark survives wrapping (fmt.Errorf("...: %w", Permanent(err)) is

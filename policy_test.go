@@ -9,6 +9,7 @@ import (
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/policy"
 )
 
@@ -107,17 +108,17 @@ func TestDeadLetterPolicyValidate(t *testing.T) {
 // TestOneDefinitionPerPolicy: the policy types the actors take in their Config have the very
 // field lists of the root's types: the conversions below compile only for structs with identical
 // fields (names, types and order), so a field added on one side only fails the build. ConfigError
-// and ErrInvalidConfig are the policy package's, so a policy validated anywhere matches the
-// root's sentinel.
+// and ErrInvalidConfig are package configerr's, which the policies' validators use, so a policy
+// validated anywhere matches the root's type and sentinel.
 func TestOneDefinitionPerPolicy(t *testing.T) {
 	var (
-		_                     = RetryPolicy(dispatcher.Config{}.Retry)
-		_                     = RestartPolicy(supervisor.Config{}.Policy)
-		_                     = CheckpointPolicy(checkpointer.Config{}.Checkpoint)
-		_ *policy.ConfigError = (*ConfigError)(nil)
+		_                  = RetryPolicy(dispatcher.Config{}.Retry)
+		_                  = RestartPolicy(supervisor.Config{}.Policy)
+		_                  = CheckpointPolicy(checkpointer.Config{}.Checkpoint)
+		_ *configerr.Error = (*ConfigError)(nil)
 	)
-	if ErrInvalidConfig != policy.ErrInvalidConfig {
-		t.Fatal("ErrInvalidConfig is not policy.ErrInvalidConfig")
+	if ErrInvalidConfig != configerr.ErrInvalid {
+		t.Fatal("ErrInvalidConfig is not configerr.ErrInvalid")
 	}
 	// An actor's own validation of a policy yields the root's error type and sentinel.
 	_, err := dispatcher.New(dispatcher.Config{Stream: "s", Router: stubRouter{}, Retry: policy.Retry(RetryPolicy{Multiplier: 0.5})})

@@ -61,10 +61,14 @@ import (
 // tree's configs from and the actor's New fills zero fields from); 702 with package clock
 // (issue 40: internal/clock made public, so that Config.Clock's and the actors' Clock is
 // documented and users' tests can drive the Fake: Clock, Timer, Monotonic, Mono, Real, Fake,
-// NewFake and the Fake's eight methods), which the root's Clock and Timer now alias.
+// NewFake and the Fake's eight methods), which the root's Clock and Timer now alias; 705 with
+// package configerr (issue 40: ConfigError declared in a public leaf that internal/policy's
+// validators, the actors' and the root's all create; its methods counted before, under
+// internal/policy; new are Error, ErrInvalid, which the root's ErrInvalidConfig is, and
+// InStream, the constructor of a stream's error whose name may be empty).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 702
+const maxPublicSurface = 705
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The
@@ -237,18 +241,11 @@ func internalAliases(f *ast.File, found func(ts *ast.TypeSpec, path, name string
 	}
 }
 
-// internalAliasesLeft are the exported root types still declared as aliases of an internal/
-// package's type, each with why it has not moved yet. The list only shrinks: a type moved to a
-// declaration of its own leaves it, and TestNoExportedAliasOfInternal fails for a new alias and
-// for a listed name that is no longer one.
-var internalAliasesLeft = map[string]string{
-	"ConfigError": "created inside internal/policy, which the actors' validators use; errors.As must keep matching it",
-}
-
 // TestNoExportedAliasOfInternal walks the root package's source: an exported type declared as an
 // alias of a type of an internal/ package shows users `type X = internalpkg.Y` in go doc and
 // nothing of its fields or values, which they cannot look up either. What users fill in is
-// declared in the root, with its docs.
+// declared in the root, or in a public leaf package the root aliases (clock, configerr, status),
+// with its docs. No exception is left.
 func TestNoExportedAliasOfInternal(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -273,15 +270,8 @@ func TestNoExportedAliasOfInternal(t *testing.T) {
 	if parsed < 10 {
 		t.Fatalf("only %d files parsed: the walk is broken", parsed)
 	}
-	for name, where := range found {
-		if internalAliasesLeft[name] == "" {
-			t.Errorf("%s: declare the type in the root with its fields documented, not as an alias of an internal type", where)
-		}
-	}
-	for name := range internalAliasesLeft {
-		if found[name] == "" {
-			t.Errorf("internalAliasesLeft lists %s, which is no longer an alias of an internal type: remove it from the list", name)
-		}
+	for _, where := range found {
+		t.Errorf("%s: declare the type in the root (or a public leaf package it aliases) with its fields documented, not as an alias of an internal type", where)
 	}
 }
 

@@ -167,7 +167,7 @@ type Config struct {
 
 // validate checks the configuration. The error names the field (Config.<Field>; the rules of
 // StartPosition, OnHistoryLost and Checkpoint are the policies' own, reported as
-// *policy.ConfigError); several broken rules are joined.
+// *configerr.Error); several broken rules are joined.
 func (c Config) validate() error {
 	var errs []error
 	add := func(field, format string, args ...any) {

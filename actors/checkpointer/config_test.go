@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -81,9 +82,9 @@ func TestConfigValidatePoliciesUseTheirValidators(t *testing.T) {
 			c := validConfig()
 			tc.edit(&c)
 			err := c.validate()
-			var ce *policy.ConfigError
-			if !errors.As(err, &ce) || ce.Error() != tc.want || !errors.Is(err, policy.ErrInvalidConfig) {
-				t.Fatalf("Validate() = %v, want the policy.ConfigError %q", err, tc.want)
+			var ce *configerr.Error
+			if !errors.As(err, &ce) || ce.Error() != tc.want || !errors.Is(err, configerr.ErrInvalid) {
+				t.Fatalf("Validate() = %v, want the configerr.Error %q", err, tc.want)
 			}
 			if _, err := New(c); err == nil {
 				t.Fatal("New accepted an invalid config")

@@ -150,7 +150,7 @@ type Config struct {
 }
 
 // validate checks c. The error names the field and the rule ("dispatcher: Config.Lanes must be
-// ..."; the Retry rules are policy.ConfigError values on "Config.Retry.<Field>"); several broken
+// ..."; the Retry rules are configerr.Error values on "Config.Retry.<Field>"); several broken
 // rules are joined with errors.Join.
 func (c Config) validate() error {
 	var errs []error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
@@ -616,9 +617,9 @@ func TestConfigValidateRetryUsesThePolicy(t *testing.T) {
 			}
 			return
 		}
-		ce, ok := e.(*policy.ConfigError)
+		ce, ok := e.(*configerr.Error)
 		if !ok {
-			t.Fatalf("Retry error %v is a %T, not a *policy.ConfigError", e, e)
+			t.Fatalf("Retry error %v is a %T, not a *configerr.Error", e, e)
 		}
 		fields = append(fields, ce.Field)
 	}
@@ -626,8 +627,8 @@ func TestConfigValidateRetryUsesThePolicy(t *testing.T) {
 	if fmt.Sprint(fields) != "[Config.Retry.MaxAttempts Config.Retry.Multiplier]" {
 		t.Fatalf("fields %v (error %v)", fields, err)
 	}
-	if !errors.Is(err, policy.ErrInvalidConfig) {
-		t.Error("a Retry rule must match policy.ErrInvalidConfig")
+	if !errors.Is(err, configerr.ErrInvalid) {
+		t.Error("a Retry rule must match configerr.ErrInvalid")
 	}
 	if _, err := New(c); err == nil {
 		t.Error("New accepted an invalid Retry")

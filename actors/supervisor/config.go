@@ -149,7 +149,7 @@ type Transition struct {
 }
 
 // validate checks the configuration. The error names the field (Config.Stream, Config.Child,
-// Config.Siblings[i].Name, and Config.Policy.<Field> as a policy.ConfigError); several broken
+// Config.Siblings[i].Name, and Config.Policy.<Field> as a configerr.Error); several broken
 // rules are joined.
 func (c Config) validate() error {
 	var errs []error

@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/internal/treekit"
 )
@@ -21,7 +21,7 @@ var ondemandIDs atomic.Uint64
 
 // Snapshot asks the supervisor for an on-demand snapshot of the documents filter matches (nil:
 // every document) and returns its id (Handle.Snapshot; the stream is a collection stream). A
-// filter the server refuses fails with a *policy.ConfigError naming SnapshotRequest.Filter;
+// filter the server refuses fails with a *configerr.Error naming SnapshotRequest.Filter;
 // ErrSnapshotRunning while one runs, ErrStreamNotRunning unless the stream runs here.
 func (e *Entry) Snapshot(ctx context.Context, filter bson.Raw) (string, error) {
 	if _, err := e.rt.system(); err != nil {
@@ -32,7 +32,7 @@ func (e *Entry) Snapshot(ctx context.Context, filter bson.Raw) (string, error) {
 		coll := e.watcher.Client.Database(e.watcher.Database).Collection(e.spec.Collection)
 		if err := coll.FindOne(ctx, filter, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err(); err != nil &&
 			!errors.Is(err, mongo.ErrNoDocuments) {
-			return "", &policy.ConfigError{Stream: e.name, Field: "SnapshotRequest.Filter",
+			return "", &configerr.Error{Stream: e.name, Field: "SnapshotRequest.Filter",
 				Rule: fmt.Sprintf("the server refused the query %s: %v", filter.String(), err)}
 		}
 	}

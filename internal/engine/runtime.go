@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/clock"
+	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/messages"
@@ -426,7 +427,7 @@ func (rt *Runtime) Props(spec *Spec) (*actor.Props, error) {
 }
 
 // register resolves spec's databases and stores, and adds it to the registry. The errors are
-// *policy.ConfigError values naming the field, ErrNotStarted and ErrStopped.
+// *configerr.Error values naming the field, ErrNotStarted and ErrStopped.
 func (rt *Runtime) register(spec *Spec, owned bool) (*Entry, error) {
 	watchDB, storeDB, err := rt.databases(spec)
 	if err != nil {
@@ -443,7 +444,7 @@ func (rt *Runtime) register(spec *Spec, owned bool) (*Entry, error) {
 	}
 	if _, dup := rt.streams[spec.Name]; dup {
 		rt.mu.Unlock()
-		return nil, &policy.ConfigError{Stream: spec.Name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
+		return nil, &configerr.Error{Stream: spec.Name, Field: "Name", Rule: "is already spawned on this runtime (stream names must be unique)",
 			Err: ErrDuplicateStream}
 	}
 	st, err := rt.stores.get(storeDB, spec.DeadLetter.Collection)
@@ -453,7 +454,7 @@ func (rt *Runtime) register(spec *Spec, owned bool) (*Entry, error) {
 	}
 	if spec.Snapshots() && !spec.Checkpoint.Ephemeral && st.snapshots == nil {
 		rt.mu.Unlock()
-		return nil, &policy.ConfigError{Stream: spec.Name, Field: "Config.Snapshots",
+		return nil, &configerr.Error{Stream: spec.Name, Field: "Config.Snapshots",
 			Rule: "must be set for a stream that snapshots (Snapshot.Mode, or OnHistoryLost RebuildFromSnapshot) when Config.Checkpoints is set: the snapshot records go with the checkpoints, so the default MongoDB store serves only the default checkpoints"}
 	}
 	e := newEntry(rt, spec, st, watchDB, storeDB, owned)
@@ -483,12 +484,12 @@ func (rt *Runtime) databases(spec *Spec) (watchDB, storeDB string, err error) {
 		watchDB = rt.cfg.Database
 	}
 	if spec.Scope() == ScopeCollection && watchDB == "" {
-		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "Database",
+		return "", "", &configerr.Error{Stream: spec.Name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (the watched collection needs a database)"}
 	}
 	if rt.cfg.Stores.DeadLetters != nil && spec.DeadLetter.Collection != mongostore.DefaultDeadLetterCollection {
 		// The collection would be silently ignored: Config.DeadLetters serves every stream.
-		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "DeadLetter.Collection",
+		return "", "", &configerr.Error{Stream: spec.Name, Field: "DeadLetter.Collection",
 			Rule: fmt.Sprintf("must be empty when Config.DeadLetters is set, got %q", spec.DeadLetter.Collection)}
 	}
 	storeDB = rt.cfg.Database
@@ -496,11 +497,11 @@ func (rt *Runtime) databases(spec *Spec) (watchDB, storeDB string, err error) {
 		storeDB = watchDB
 	}
 	if spec.Transactional && storeDB == "" {
-		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "Database",
+		return "", "", &configerr.Error{Stream: spec.Name, Field: "Database",
 			Rule: "must be set when Config.Database is empty (a Transactional cluster-wide stream's applied records need a database)"}
 	}
 	if field := rt.cfg.Stores.needsDatabase(spec); storeDB == "" && field != "" {
-		return "", "", &policy.ConfigError{Stream: spec.Name, Field: "Database",
+		return "", "", &configerr.Error{Stream: spec.Name, Field: "Database",
 			Rule: fmt.Sprintf("must be set when Config.Database is empty (a cluster-wide stream's default stores need a database: Config.%s is nil)", field)}
 	}
 	return watchDB, storeDB, nil

@@ -50,8 +50,8 @@ func (p Retry) withDefaults() Retry {
 }
 
 // Validate checks p. The error names the field and the rule ("RetryPolicy.Multiplier must be
-// finite and >= 1, got 0.5"); it is a *ConfigError (several are joined with errors.Join) and
-// matches ErrInvalidConfig.
+// finite and >= 1, got 0.5"); it is a *configerr.Error (several are joined with errors.Join) and
+// matches configerr.ErrInvalid.
 func (p Retry) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "RetryPolicy")
@@ -92,8 +92,8 @@ func (p Restart) withDefaults() Restart {
 }
 
 // Validate checks p. The error names the field and the rule ("RestartPolicy.MaxAttempts must be
-// >= 0 ..."); it is a *ConfigError (several are joined with errors.Join) and matches
-// ErrInvalidConfig.
+// >= 0 ..."); it is a *configerr.Error (several are joined with errors.Join) and matches
+// configerr.ErrInvalid.
 func (p Restart) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "RestartPolicy")

@@ -63,8 +63,8 @@ func (p Checkpoint) withDefaults() Checkpoint {
 }
 
 // Validate checks p. The error names the field and the rule ("CheckpointPolicy.SaveEvery must be
-// >= 1 ..."); it is a *ConfigError (several are joined with errors.Join) and matches
-// ErrInvalidConfig.
+// >= 1 ..."); it is a *configerr.Error (several are joined with errors.Join) and matches
+// configerr.ErrInvalid.
 func (p Checkpoint) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "CheckpointPolicy")

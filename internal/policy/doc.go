@@ -21,7 +21,7 @@
 // `Stream "orders": Retry.Multiplier ...`), ValidateStartInto ties a Checkpoint to its
 // StartPosition, Delay is the backoff formula of Retry and Restart, and StartKindOf,
 // HistoryLostKindOf, StartTime, OperationTime, RebuildFunc, SnapshotEnabled and MarshalFilter
-// read what the unexported fields hold. Validate returns the broken rules as *ConfigError values
+// read what the unexported fields hold. Validate returns the broken rules as *configerr.Error values
 // (joined with errors.Join) that name the field with the root package's type name, e.g.
-// "RetryPolicy.Multiplier", and match ErrInvalidConfig.
+// "RetryPolicy.Multiplier", and match configerr.ErrInvalid.
 package policy

@@ -59,7 +59,7 @@ func (p Lease) withDefaults() Lease {
 }
 
 // Validate checks p. The error names the field and the rule ("LeasePolicy.RenewEvery must ...");
-// it is a *ConfigError (several are joined) and matches ErrInvalidConfig.
+// it is a *configerr.Error (several are joined) and matches configerr.ErrInvalid.
 func (p Lease) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "LeasePolicy")

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/watchtree/watchtree/configerr"
 )
 
 func constRand(v float64) func() float64 { return func() float64 { return v } }
@@ -196,16 +198,16 @@ func checkValidation(t *testing.T, tests []validationCase) {
 					t.Errorf("error %d = %q, want %q", i, ce.Error(), tt.want[i])
 				}
 			}
-			if tt.err != nil && !errors.Is(tt.err, ErrInvalidConfig) {
-				t.Errorf("error does not match ErrInvalidConfig")
+			if tt.err != nil && !errors.Is(tt.err, configerr.ErrInvalid) {
+				t.Errorf("error does not match configerr.ErrInvalid")
 			}
 		})
 	}
 }
 
-// configErrorsOf flattens a joined validation error into its *ConfigError values, failing the
+// configErrorsOf flattens a joined validation error into its *configerr.Error values, failing the
 // test on anything else.
-func configErrorsOf(t *testing.T, err error) []*ConfigError {
+func configErrorsOf(t *testing.T, err error) []*configerr.Error {
 	t.Helper()
 	if err == nil {
 		return nil
@@ -214,11 +216,11 @@ func configErrorsOf(t *testing.T, err error) []*ConfigError {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
 	}
-	out := make([]*ConfigError, 0, len(errs))
+	out := make([]*configerr.Error, 0, len(errs))
 	for _, e := range errs {
-		ce, ok := e.(*ConfigError)
+		ce, ok := e.(*configerr.Error)
 		if !ok {
-			t.Fatalf("not a *ConfigError: %T %v", e, e)
+			t.Fatalf("not a *configerr.Error: %T %v", e, e)
 		}
 		out = append(out, ce)
 	}
@@ -391,31 +393,6 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 	}
 }
 
-func TestConfigError(t *testing.T) {
-	tests := []struct {
-		name string
-		err  *ConfigError
-		want string
-	}{
-		{"stream field", &ConfigError{Stream: "orders", Field: "Retry.Multiplier", Rule: "must be finite and >= 1, got NaN"},
-			`watchtree: Stream "orders": Retry.Multiplier must be finite and >= 1, got NaN`},
-		{"config field", &ConfigError{Field: "Config.Client", Rule: "is required, got nil"},
-			"watchtree: Config.Client is required, got nil"},
-		{"empty stream name in a stream", &ConfigError{Field: "Name", Rule: "must be set", inStream: true},
-			`watchtree: Stream "": Name must be set`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.err.Error(); got != tt.want {
-				t.Errorf("Error() = %q, want %q", got, tt.want)
-			}
-			if !errors.Is(tt.err, ErrInvalidConfig) {
-				t.Error("must match ErrInvalidConfig")
-			}
-		})
-	}
-}
-
 // TestErrors: the collector names fields with its prefix or stream, keeps the order, carries
 // sentinels, and returns nil when nothing broke.
 func TestErrors(t *testing.T) {
@@ -466,9 +443,9 @@ func TestLeaseDefaultsAndValidate(t *testing.T) {
 		{Lease{Balance: 7}, "LeasePolicy.Balance"},
 	} {
 		err := c.p.Validate()
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("%+v: Validate() = %v, want a ConfigError on %s", c.p, err, c.field)
+		var ce *configerr.Error
+		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, configerr.ErrInvalid) {
+			t.Errorf("%+v: Validate() = %v, want a configerr.Error on %s", c.p, err, c.field)
 		}
 	}
 }

@@ -74,8 +74,8 @@ func SnapshotEnabled(p Snapshot) bool {
 	return p.Mode == SnapshotInitial || p.Mode == SnapshotWhenNeeded
 }
 
-// Validate checks p. The error is a *ConfigError on field "SnapshotPolicy.<Field>" and matches
-// ErrInvalidConfig.
+// Validate checks p. The error is a *configerr.Error on field "SnapshotPolicy.<Field>" and matches
+// configerr.ErrInvalid.
 func (p Snapshot) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "SnapshotPolicy")

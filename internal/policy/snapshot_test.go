@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/configerr"
 )
 
 func TestSnapshotDefaultsAndValidate(t *testing.T) {
@@ -35,9 +37,9 @@ func TestSnapshotDefaultsAndValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := c.p.Validate()
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("%+v: error %v, want a ConfigError on %s", c.p, err, c.field)
+		var ce *configerr.Error
+		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, configerr.ErrInvalid) {
+			t.Errorf("%+v: error %v, want a configerr.Error on %s", c.p, err, c.field)
 		}
 	}
 	raw, err := MarshalFilter(Snapshot{Filter: bson.M{"status": "open"}})

@@ -62,7 +62,7 @@ func (p StartPosition) String() string {
 }
 
 // Validate checks p: the time of an At position must be non-zero and between 1970 and 2106. The
-// error is a *ConfigError on field "StartPosition" and matches ErrInvalidConfig.
+// error is a *configerr.Error on field "StartPosition" and matches configerr.ErrInvalid.
 func (p StartPosition) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "StartPosition")
@@ -142,8 +142,8 @@ func (p HistoryLost) String() string {
 	return fmt.Sprintf("HistoryLostPolicy(%d)", p.kind)
 }
 
-// Validate checks p: Rebuild needs a non-nil function. The error is a *ConfigError on field
-// "HistoryLostPolicy" and matches ErrInvalidConfig.
+// Validate checks p: Rebuild needs a non-nil function. The error is a *configerr.Error on field
+// "HistoryLostPolicy" and matches configerr.ErrInvalid.
 func (p HistoryLost) Validate() error {
 	c := NewErrors("")
 	p.validateInto(c, "HistoryLostPolicy")
