@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"strconv"
@@ -203,7 +204,9 @@ func (s *Server) explain(c *command, verbosity string) (bson.D, error) {
 }
 
 // scanPlan is the access stage mongosim uses for filter: the _id lookup for an equality on
-// _id, else a collection scan (backward for a {$natural: -1} hint or sort).
+// _id alone; for one beside other conditions (find, count and distinct: readSnapshot's
+// rdIDPinned), a FETCH of the _id index's one key with the other conditions as its filter, as
+// a server's plan; else a collection scan (backward for a {$natural: -1} hint or sort).
 func (s *Server) scanPlan(filter bson.D, c *command) (bson.D, bool) {
 	if _, ok := rdIDEquality(filter); ok {
 		stage := "EXPRESS_IXSCAN"
@@ -211,6 +214,18 @@ func (s *Server) scanPlan(filter bson.D, c *command) (bson.D, bool) {
 			stage = "IDHACK"
 		}
 		return bson.D{{Key: "stage", Value: stage}, {Key: "keyPattern", Value: "{ _id: 1 }"}, {Key: "indexName", Value: "_id_"}}, true
+	}
+	if id, ok := rdIDPinned(filter); ok && c.Name != "aggregate" {
+		var others bson.D
+		for _, e := range filter {
+			if e.Key != "_id" {
+				others = append(others, e)
+			}
+		}
+		ix := bson.D{{Key: "stage", Value: "IXSCAN"}, {Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}},
+			{Key: "indexName", Value: "_id_"}, {Key: "isUnique", Value: true}, {Key: "direction", Value: "forward"},
+			{Key: "indexBounds", Value: bson.D{{Key: "_id", Value: bson.A{fmt.Sprintf("[%v, %v]", id, id)}}}}}
+		return bson.D{{Key: "stage", Value: "FETCH"}, {Key: "filter", Value: others}, {Key: "inputStage", Value: ix}}, true
 	}
 	d := bson.D{{Key: "stage", Value: "COLLSCAN"}}
 	if len(filter) > 0 {

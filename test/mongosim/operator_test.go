@@ -285,6 +285,13 @@ func TestOperatorExplain(t *testing.T) {
 	if st := ex.Lookup("queryPlanner", "winningPlan", "stage").StringValue(); st != "EXPRESS_IXSCAN" || ex.Lookup("executionStats", "totalDocsExamined").Int64() != 1 {
 		t.Fatalf("_id explain = %s", ex)
 	}
+	// _id beside another condition: the _id index's one key, fetched, the rest as its filter.
+	ex = wRun(t, db, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: 1}}}}}})
+	if st := ex.Lookup("queryPlanner", "winningPlan", "stage").StringValue(); st != "FETCH" ||
+		ex.Lookup("queryPlanner", "winningPlan", "inputStage", "indexName").StringValue() != "_id_" ||
+		ex.Lookup("executionStats", "totalDocsExamined").Int64() > 1 {
+		t.Fatalf("_id and a explain = %s", ex)
+	}
 	ex = wRun(t, db, bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: "a", Value: 0}}}},
 		bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$a"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}}}},
