@@ -120,7 +120,7 @@ func IsPermanent(err error) bool {
 }
 
 // Skip returns an error that settles the event on purpose: no retry, no dead letter. The event
-// counts as skipped (wire.Outcome SKIPPED), is logged with reason and reported to the Observer
+// counts as skipped (messages.Outcome SKIPPED), is logged with reason and reported to the Observer
 // as a Skipped event. The mark survives wrapping; detect it with IsSkip.
 func Skip(reason string) error { return &skipError{reason: reason} }
 

@@ -7,7 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // router is the dispatcher.Router of a Stream[T]: the one place where the dispatcher's raw
@@ -67,7 +67,7 @@ func (r *router[T]) handlerFor(op OperationType) Handler[T] {
 // Route implements dispatcher.Router: decode the event in one walk, which stops at the
 // operation type when no handler takes it (unhandled, nothing else decoded), then filter.
 // Panics of the Filter propagate to the dispatcher.
-func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
 	inv, _ := r.pool.Get().(*invocation[T])
 	if inv == nil {
 		inv = &invocation[T]{pool: &r.pool}
@@ -75,20 +75,20 @@ func (r *router[T]) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, er
 	if err := fillEvent(&inv.ev, raw, r.stream, 0, &r.ns, r.handles); err != nil {
 		inv.Release()
 		if err == errNotWanted {
-			return nil, wire.Outcome_OUTCOME_UNHANDLED, nil
+			return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 		}
-		return nil, wire.Outcome_OUTCOME_UNSPECIFIED, err
+		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, err
 	}
 	inv.handler = r.handlerFor(inv.ev.op)
 	if inv.handler == nil { // unreachable: fillEvent found the same operationType
 		inv.Release()
-		return nil, wire.Outcome_OUTCOME_UNHANDLED, nil
+		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 	}
 	if r.filter != nil && !r.filter(&inv.ev) {
 		inv.Release()
-		return nil, wire.Outcome_OUTCOME_FILTERED, nil
+		return nil, messages.Outcome_OUTCOME_FILTERED, nil
 	}
-	return inv, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+	return inv, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 // Classify implements dispatcher.Router: Skip wins over Permanent, which wins over Retryable.

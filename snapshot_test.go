@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/policy"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 func TestStreamSnapshotValidate(t *testing.T) {
@@ -112,7 +112,7 @@ func TestRouterSnapshotEvents(t *testing.T) {
 		}
 	}
 	if inv, outcome, _ := newRouter(Stream[testOrder]{Name: "s", OnInsert: nopHandler}).Route(raw); inv != nil ||
-		outcome != wire.Outcome_OUTCOME_UNHANDLED {
+		outcome != messages.Outcome_OUTCOME_UNHANDLED {
 		t.Fatalf("a snapshot event without OnSnapshot or OnChange: %v, want unhandled", outcome)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/internal/policy"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 func nopHandler(context.Context, *Event[testOrder]) error { return nil }
@@ -397,27 +397,27 @@ func TestRouter(t *testing.T) {
 		stream  func(r *recorder) Stream[testOrder]
 		filter  func(*Event[testOrder]) bool
 		raw     bson.Raw
-		outcome wire.Outcome
+		outcome messages.Outcome
 		call    string // the recorded call after Call(ctx, 2); "" = no invocation
 		decode  bool   // a decode error is expected
 	}{
-		{"typed insert", all, nil, ev("insert", doc), wire.Outcome_OUTCOME_UNSPECIFIED, "insert:insert:82insert:2", false},
-		{"typed update", all, nil, ev("update"), wire.Outcome_OUTCOME_UNSPECIFIED, "update:update:82update:2", false},
-		{"typed replace", all, nil, ev("replace", doc), wire.Outcome_OUTCOME_UNSPECIFIED, "replace:replace:82replace:2", false},
-		{"typed delete", all, nil, ev("delete"), wire.Outcome_OUTCOME_UNSPECIFIED, "delete:delete:82delete:2", false},
-		{"drop reaches OnChange", all, nil, ev("drop"), wire.Outcome_OUTCOME_UNSPECIFIED, "change:drop:82drop:2", false},
-		{"invalidate reaches OnChange", all, nil, changeEvent(t, "invalidate", "82inv"), wire.Outcome_OUTCOME_UNSPECIFIED, "change:invalidate:82inv:2", false},
-		{"expanded event reaches OnChange", all, nil, ev("createIndexes"), wire.Outcome_OUTCOME_UNSPECIFIED, "change:createIndexes:82createIndexes:2", false},
-		{"fallback to OnChange", onlyChange, nil, ev("update"), wire.Outcome_OUTCOME_UNSPECIFIED, "change:update:82update:2", false},
-		{"no handler: unhandled", onlyInsert, nil, ev("delete"), wire.Outcome_OUTCOME_UNHANDLED, "", false},
-		{"no handler: an undecodable document does not matter", onlyInsert, nil, ev("replace", badDoc), wire.Outcome_OUTCOME_UNHANDLED, "", false},
-		{"filter rejects", all, func(e *Event[testOrder]) bool { return e.FullDocument.Total > 10 }, ev("insert", doc), wire.Outcome_OUTCOME_FILTERED, "", false},
-		{"filter accepts", all, func(e *Event[testOrder]) bool { return e.FullDocument.Total == 5 }, ev("insert", doc), wire.Outcome_OUTCOME_UNSPECIFIED, "insert:insert:82insert:2", false},
-		{"undecodable document with a handler", all, nil, ev("insert", badDoc), wire.Outcome_OUTCOME_UNSPECIFIED, "", true},
+		{"typed insert", all, nil, ev("insert", doc), messages.Outcome_OUTCOME_UNSPECIFIED, "insert:insert:82insert:2", false},
+		{"typed update", all, nil, ev("update"), messages.Outcome_OUTCOME_UNSPECIFIED, "update:update:82update:2", false},
+		{"typed replace", all, nil, ev("replace", doc), messages.Outcome_OUTCOME_UNSPECIFIED, "replace:replace:82replace:2", false},
+		{"typed delete", all, nil, ev("delete"), messages.Outcome_OUTCOME_UNSPECIFIED, "delete:delete:82delete:2", false},
+		{"drop reaches OnChange", all, nil, ev("drop"), messages.Outcome_OUTCOME_UNSPECIFIED, "change:drop:82drop:2", false},
+		{"invalidate reaches OnChange", all, nil, changeEvent(t, "invalidate", "82inv"), messages.Outcome_OUTCOME_UNSPECIFIED, "change:invalidate:82inv:2", false},
+		{"expanded event reaches OnChange", all, nil, ev("createIndexes"), messages.Outcome_OUTCOME_UNSPECIFIED, "change:createIndexes:82createIndexes:2", false},
+		{"fallback to OnChange", onlyChange, nil, ev("update"), messages.Outcome_OUTCOME_UNSPECIFIED, "change:update:82update:2", false},
+		{"no handler: unhandled", onlyInsert, nil, ev("delete"), messages.Outcome_OUTCOME_UNHANDLED, "", false},
+		{"no handler: an undecodable document does not matter", onlyInsert, nil, ev("replace", badDoc), messages.Outcome_OUTCOME_UNHANDLED, "", false},
+		{"filter rejects", all, func(e *Event[testOrder]) bool { return e.FullDocument.Total > 10 }, ev("insert", doc), messages.Outcome_OUTCOME_FILTERED, "", false},
+		{"filter accepts", all, func(e *Event[testOrder]) bool { return e.FullDocument.Total == 5 }, ev("insert", doc), messages.Outcome_OUTCOME_UNSPECIFIED, "insert:insert:82insert:2", false},
+		{"undecodable document with a handler", all, nil, ev("insert", badDoc), messages.Outcome_OUTCOME_UNSPECIFIED, "", true},
 		{"missing operationType", all, nil, func() bson.Raw {
 			b, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}})
 			return b
-		}(), wire.Outcome_OUTCOME_UNSPECIFIED, "", true},
+		}(), messages.Outcome_OUTCOME_UNSPECIFIED, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,7 +460,7 @@ func TestRouter(t *testing.T) {
 				if inv != nil {
 					t.Fatal("want no invocation")
 				}
-				if tt.outcome == wire.Outcome_OUTCOME_UNHANDLED && filterCalls != 0 {
+				if tt.outcome == messages.Outcome_OUTCOME_UNHANDLED && filterCalls != 0 {
 					t.Error("filter called for an unhandled event")
 				}
 				return

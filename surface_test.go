@@ -65,10 +65,14 @@ import (
 // package configerr (issue 40: ConfigError declared in a public leaf that internal/policy's
 // validators, the actors' and the root's all create; its methods counted before, under
 // internal/policy; new are Error, ErrInvalid, which the root's ErrInvalidConfig is, and
-// InStream, the constructor of a stream's error whose name may be empty).
+// InStream, the constructor of a stream's error whose name may be empty); 723 with messages'
+// Outcome and StartKind (issue 40: the enums dispatcher.Router.Route returns and
+// stream.Position.Kind holds, moved from the tree's private protocol so that outside code can
+// implement a Router or a Watcher: two types, eleven values, their name and value maps and the
+// file descriptor).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 705
+const maxPublicSurface = 723
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

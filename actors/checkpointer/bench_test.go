@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkActorSettle(b *testing.B) {
 	for i := 0; i < b.N; i += 256 {
 		sys.Root.Send(pid, &wire.Progress{Incarnation: 1, ThroughSeq: seq + 256, PostBatchResumeToken: tokens[0]})
 		batch := &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{
-			{FirstSeq: seq + 1, Count: 256, LastToken: tokens[255], Outcome: wire.Outcome_OUTCOME_HANDLED}}}
+			{FirstSeq: seq + 1, Count: 256, LastToken: tokens[255], Outcome: messages.Outcome_OUTCOME_HANDLED}}}
 		sys.Root.Send(pid, batch)
 		seq += 256
 	}

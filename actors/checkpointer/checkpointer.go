@@ -260,7 +260,7 @@ func (c *checkpointer) shutdown(ctx actor.Context, why string) {
 	c.waiters = nil
 	if p := c.resolving; p != nil {
 		c.resolving = nil
-		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: wire.StartKind_START_KIND_FAIL,
+		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Reason: why})
 	}
 }
@@ -400,7 +400,7 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 	c.waiters = nil
 	if p := c.resolving; p != nil {
 		c.resolving = nil
-		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: wire.StartKind_START_KIND_FAIL,
+		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 	}
 	treekit.Fail(ctx, terr)

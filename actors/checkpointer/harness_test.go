@@ -315,7 +315,7 @@ func (h *harness) settle(inc uint64, seqs ...uint64) {
 func singleRuns(seqs ...uint64) []*wire.SettledRun {
 	runs := make([]*wire.SettledRun, 0, len(seqs))
 	for _, s := range seqs {
-		runs = append(runs, &wire.SettledRun{FirstSeq: s, Count: 1, LastToken: evTok(s), Outcome: wire.Outcome_OUTCOME_HANDLED})
+		runs = append(runs, &wire.SettledRun{FirstSeq: s, Count: 1, LastToken: evTok(s), Outcome: messages.Outcome_OUTCOME_HANDLED})
 	}
 	return runs
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
@@ -54,7 +55,7 @@ func TestInstanceResumesFromItsOwnCheckpoint(t *testing.T) {
 	h.save(store.Checkpoint{Stream: "orders", Instance: "pod-b", Token: tok("b-99"), Source: store.SourceEvent})
 
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "b-99" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "b-99" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER b-99 (pod-b's own)", sf)
 	}
 	h.progress(1, 3, nil)
@@ -113,7 +114,7 @@ func TestInstanceMigratesTheSharedCheckpointOnce(t *testing.T) {
 	h.save(legacy)
 
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "legacy-100" ||
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "legacy-100" ||
 		sf.GetSource() != store.SourceMigrated {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER legacy-100 (migrated)", sf)
 	}
@@ -158,11 +159,11 @@ func TestInstanceIgnoresASharedCheckpointPastRetention(t *testing.T) {
 func TestInstanceMigrationKeepsAnInvalidateStartAfter(t *testing.T) {
 	h := newHarness(t, onInstance)
 	h.save(store.Checkpoint{Stream: "orders", Token: tok("inv"), Source: sourceInvalidate, UpdatedAt: h.clk.Now()})
-	if sf := h.resolve(1); sf.GetKind() != wire.StartKind_START_KIND_START_AFTER {
+	if sf := h.resolve(1); sf.GetKind() != messages.StartKind_START_KIND_START_AFTER {
 		t.Fatalf("StartFrom %v, want START_AFTER", sf)
 	}
 	h.restartCheckpointer()
-	if sf := h.resolve(2); sf.GetKind() != wire.StartKind_START_KIND_START_AFTER || tokData(sf.GetToken()) != "inv" {
+	if sf := h.resolve(2); sf.GetKind() != messages.StartKind_START_KIND_START_AFTER || tokData(sf.GetToken()) != "inv" {
 		t.Fatalf("after a restart %v, want START_AFTER inv from pod-b's own", sf)
 	}
 }
@@ -202,7 +203,7 @@ func TestEphemeralWritesNothing(t *testing.T) {
 	base := h.ms.Stats()
 
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != sourceLatest {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != sourceLatest {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER the current now-1 (latest)", sf)
 	}
 	// More settlements than MaxUnflushed (10,000 by default): the settle limit keeps growing.

@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
 )
@@ -56,7 +56,7 @@ func TestIOTimeoutBoundsTheStartCascade(t *testing.T) {
 			start := time.Now()
 			sf := h.resolve(1)
 			took := time.Since(start)
-			if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+			if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
 				t.Fatalf("StartFrom %v, want a transient FAIL", sf)
 			}
 			if r := sf.GetReason(); !strings.HasPrefix(r, tc.wantStage) || !strings.Contains(r, "deadline exceeded") {

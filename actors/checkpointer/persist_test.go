@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -521,7 +522,7 @@ func TestFencedInitialWriteFailsStartTerminally(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
 	if err := h.failure(); !errors.Is(err, store.ErrFenced) {
@@ -586,7 +587,7 @@ func TestResumedAfterTerminalFailureStillAnswers(t *testing.T) {
 		if fl := h.flush(); !fl.GetFenced() {
 			t.Fatalf("Flushed after resume %v", fl)
 		}
-		if sf := h.resolve(2); sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
+		if sf := h.resolve(2); sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() {
 			t.Fatalf("StartFrom after fencing %v", sf)
 		}
 	})
@@ -601,7 +602,7 @@ func TestSettledRunsMoveTheLowWaterMarkWhole(t *testing.T) {
 	h.progress(1, 300, pbrtTok(300))
 	run := func(first uint64, n uint32) *wire.SettledRun {
 		return &wire.SettledRun{FirstSeq: first, Count: n, LastToken: evTok(first + uint64(n) - 1),
-			Outcome: wire.Outcome_OUTCOME_HANDLED}
+			Outcome: messages.Outcome_OUTCOME_HANDLED}
 	}
 	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{
 		run(1, 100), run(102, 99), // 1-100, then 102-200 behind the gap at 101

@@ -16,6 +16,7 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
@@ -88,7 +89,7 @@ func (c *checkpointer) admitStart(ctx actor.Context, what string, inc uint64) (t
 		return nil, false
 	}
 	if c.fenced {
-		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
+		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: store.ErrFenced.Error()})
 		return nil, false
 	}
@@ -370,7 +371,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 	if policy.HistoryLostKindOf(hl) == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
-		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_FAIL,
+		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 		c.log.Error("history lost under OnHistoryLost Fail: the stream fails terminally", zap.Error(terr))
 		treekit.Fail(ctx, terr)
@@ -520,7 +521,7 @@ func (c *checkpointer) onResolveResult(ctx actor.Context, r *resolveResult) {
 	if r.fail != "" {
 		c.resolving = nil
 		c.log.Warn("start position not resolved", zap.String("reason", r.fail))
-		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: wire.StartKind_START_KIND_FAIL, Reason: r.fail,
+		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL, Reason: r.fail,
 			Cause: errdetail.Of(r.failErr)})
 		return
 	}
@@ -570,14 +571,14 @@ func (c *checkpointer) replyStart(ctx actor.Context, p position, source string) 
 	sf := &wire.StartFrom{Incarnation: pend.inc, NextSeq: c.t.nextSeq(), Source: source, SnapshotId: c.snapPending}
 	switch {
 	case p.token != nil && p.startAfter:
-		sf.Kind, sf.Token = wire.StartKind_START_KIND_START_AFTER, p.token
+		sf.Kind, sf.Token = messages.StartKind_START_KIND_START_AFTER, p.token
 	case p.token != nil:
-		sf.Kind, sf.Token = wire.StartKind_START_KIND_RESUME_AFTER, p.token
+		sf.Kind, sf.Token = messages.StartKind_START_KIND_RESUME_AFTER, p.token
 	case !p.opTime.IsZero():
-		sf.Kind = wire.StartKind_START_KIND_START_AT_OPERATION_TIME
+		sf.Kind = messages.StartKind_START_KIND_START_AT_OPERATION_TIME
 		sf.OperationTime = &wire.OperationTime{Seconds: p.opTime.T, Increment: p.opTime.I}
 	default:
-		sf.Kind, sf.Reason = wire.StartKind_START_KIND_FAIL, "no start position"
+		sf.Kind, sf.Reason = messages.StartKind_START_KIND_FAIL, "no start position"
 		ctx.Send(pend.to, sf)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -26,7 +27,7 @@ func TestCascadeSavedToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER saved", sf)
 	}
 	if sf.GetNextSeq() != 1 || sf.GetSource() != store.SourceEvent {
@@ -49,7 +50,7 @@ func TestCascadeNoCheckpointCapturesAndPersistsBeforeReplying(t *testing.T) {
 		return nil
 	})
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-1", sf)
 	}
 	if !savedBeforeReply.Load() {
@@ -70,7 +71,7 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 	h := newHarness(t, nil)
 	h.pos.set(nil, bson.Timestamp{}, errors.New("no primary"))
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "no primary") {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "no primary") {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	// Persist failure: also transient, and nothing adopted in memory.
@@ -82,12 +83,12 @@ func TestCascadeInitialCaptureFailureIsTransient(t *testing.T) {
 		return nil
 	})
 	sf = h.resolve(2)
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "disk full") {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "disk full") {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	h.ms.SetFault(nil)
 	sf = h.resolve(3)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-2" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-2" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-2", sf)
 	}
 	if _, ok := h.stored(); !ok {
@@ -101,7 +102,7 @@ func TestCascadeLatestIgnoresSavedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != "latest" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-1" || sf.GetSource() != "latest" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-1 (latest)", sf)
 	}
 	if cp, _ := h.stored(); tokData(cp.Token) != "0now-1" {
@@ -123,7 +124,7 @@ func TestStartFailureCarriesTheServerError(t *testing.T) {
 	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
 	h.pos.set(nil, bson.Timestamp{}, refused)
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want a non-terminal FAIL", sf)
 	}
 	cause := errdetail.Err(sf.GetCause())
@@ -141,7 +142,7 @@ func TestCascadeAtTime(t *testing.T) {
 	h := newHarness(t, func(_ *harness, c *Config) { c.StartPosition = policy.At(at) })
 	sf := h.resolve(1)
 	want := &wire.OperationTime{Seconds: uint32(at.Unix())}
-	if sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME ||
+	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME ||
 		sf.GetOperationTime().GetSeconds() != want.Seconds || sf.GetOperationTime().GetIncrement() != 0 {
 		t.Fatalf("StartFrom %v, want START_AT %d", sf, want.Seconds)
 	}
@@ -154,7 +155,7 @@ func TestCascadeAtTime(t *testing.T) {
 	}
 	// Restart of the tree before any event: still START_AT from memory.
 	sf = h.resolve(2)
-	if sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetSource() != sourceMemory {
+	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetSource() != sourceMemory {
 		t.Fatalf("restart %v", sf)
 	}
 }
@@ -208,7 +209,7 @@ func TestHistoryLostFail(t *testing.T) {
 	}
 	h.resolve(1)
 	sf := h.historyLost(1, 286, "resume point no longer in the oplog")
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || !sf.GetTerminal() || !strings.Contains(sf.GetReason(), "286") {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || !sf.GetTerminal() || !strings.Contains(sf.GetReason(), "286") {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
 	hl := event[observe.HistoryLost](h)
@@ -234,7 +235,7 @@ func TestHistoryLostResumeFromNowRecordsGap(t *testing.T) {
 	h.resolve(1)
 	h.pos.set(tok("0now-9"), bson.Timestamp{T: 9000, I: 3}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-9" ||
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-9" ||
 		sf.GetSource() != store.SourceResumeFromNow {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER now-9", sf)
 	}
@@ -294,7 +295,7 @@ func TestHistoryLostGapWriteRetriedUntilSuccess(t *testing.T) {
 		h.clk.Advance(want)
 	}
 	sf := next[*wire.StartFrom](h)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("StartFrom %v", sf)
 	}
 	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 1 || gaps[0].Reason != "code 136: capped" {
@@ -321,7 +322,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 
 	// Error path: transient FAIL, no gap, nothing persisted, fn called once.
 	sf := h.historyLost(1, 280, "fatal")
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "rescan failed") {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() || !strings.Contains(sf.GetReason(), "rescan failed") {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	if calls.Load() != 1 {
@@ -338,7 +339,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 	}
 	fail.Store(false)
 	sf = h.historyLost(2, 280, "fatal")
-	if sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME ||
+	if sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME ||
 		sf.GetOperationTime().GetSeconds() != 5000 || sf.GetOperationTime().GetIncrement() != 7 {
 		t.Fatalf("StartFrom %v, want START_AT 5000/7", sf)
 	}
@@ -356,7 +357,7 @@ func TestHistoryLostRebuild(t *testing.T) {
 		t.Fatalf("stored %+v", cp)
 	}
 	// A restart starts at T again, from memory.
-	if sf := h.resolve(3); sf.GetKind() != wire.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetOperationTime().GetSeconds() != 5000 {
+	if sf := h.resolve(3); sf.GetKind() != messages.StartKind_START_KIND_START_AT_OPERATION_TIME || sf.GetOperationTime().GetSeconds() != 5000 {
 		t.Fatalf("restart %v", sf)
 	}
 }
@@ -417,7 +418,7 @@ func TestRestartCancelsRunningJob(t *testing.T) {
 		t.Fatal("the rebuild's context was not cancelled by the restart")
 	}
 	sf := next[*wire.StartFrom](h)
-	if sf.GetKind() != wire.StartKind_START_KIND_FAIL || sf.GetTerminal() {
+	if sf.GetKind() != messages.StartKind_START_KIND_FAIL || sf.GetTerminal() {
 		t.Fatalf("StartFrom %v, want transient FAIL", sf)
 	}
 	// The new instance has no memory: it loads the stored (initial) position.
@@ -446,7 +447,7 @@ func TestHistoryLostPersistFailureStillResumes(t *testing.T) {
 	})
 	h.pos.set(tok("0now-3"), bson.Timestamp{T: 3000}, nil)
 	sf := h.historyLost(1, 286, "gone")
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-3" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "0now-3" {
 		t.Fatalf("StartFrom %v", sf)
 	}
 	event[observe.HistoryLost](h)
@@ -477,7 +478,7 @@ func TestCascadeClaimsTheCheckpointUnderANewEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := h.resolve(1)
-	if sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
+	if sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "saved" {
 		t.Fatalf("StartFrom %v, want RESUME_AFTER saved", sf)
 	}
 	cp, ok := h.stored()

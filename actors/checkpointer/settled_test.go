@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // serverTok is a resume token of the server's shape at cluster time (t, i), tagged n.
@@ -53,7 +54,7 @@ func TestSettledThroughReports(t *testing.T) {
 	// first, and that move is within 50ms of the last report, so it waits.
 	h.progress(1, 2, serverTok(100, 9, 0))
 	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{
-		{FirstSeq: 1, Count: 1, Outcome: wire.Outcome_OUTCOME_HANDLED, LastToken: serverTok(100, 4, 1)}}})
+		{FirstSeq: 1, Count: 1, Outcome: messages.Outcome_OUTCOME_HANDLED, LastToken: serverTok(100, 4, 1)}}})
 	noSettled(h)
 	h.clk.Advance(settledReportEvery)
 	if ts := nextSettled(h); ts != (bson.Timestamp{T: 100, I: 4}) {
@@ -61,7 +62,7 @@ func TestSettledThroughReports(t *testing.T) {
 	}
 	// The second settles: the position is the PBRT, held back until Flush sends it at once.
 	h.sys.Root.Send(h.cp, &wire.SettledBatch{Incarnation: 1, Runs: []*wire.SettledRun{
-		{FirstSeq: 2, Count: 1, Outcome: wire.Outcome_OUTCOME_HANDLED, LastToken: serverTok(100, 6, 2)}}})
+		{FirstSeq: 2, Count: 1, Outcome: messages.Outcome_OUTCOME_HANDLED, LastToken: serverTok(100, 6, 2)}}})
 	noSettled(h)
 	h.flush()
 	if ts := nextSettled(h); ts != (bson.Timestamp{T: 100, I: 9}) {

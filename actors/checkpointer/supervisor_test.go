@@ -37,9 +37,9 @@ func (s *streamStub) Receive(ctx actor.Context) {
 	case *wire.StartFrom:
 		s.starts <- m
 		switch {
-		case m.GetKind() == wire.StartKind_START_KIND_FAIL && m.GetTerminal():
+		case m.GetKind() == messages.StartKind_START_KIND_FAIL && m.GetTerminal():
 			// Wait to be stopped by the supervisor.
-		case m.GetKind() == wire.StartKind_START_KIND_FAIL:
+		case m.GetKind() == messages.StartKind_START_KIND_FAIL:
 			treekit.Fail(ctx, errors.New("stub: transient start failure: "+m.GetReason()))
 		case s.lost && tokData(m.GetToken()) == "old":
 			ctx.Request(s.sibling, &wire.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
@@ -85,7 +85,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		sys.Shutdown()
 		goleak.VerifyNone(t)
 	}()
-	if sf := recv(t, starts); sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER {
+	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("first start %v", sf)
 	}
 	// The terminal FAIL may or may not reach the stub: the supervisor stops it (dropping its
@@ -153,7 +153,7 @@ func TestUnderSupervisorResumeFromNow(t *testing.T) {
 		goleak.VerifyNone(t)
 	}()
 	recv(t, starts)
-	if sf := recv(t, starts); sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now" {
+	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER || tokData(sf.GetToken()) != "now" {
 		t.Fatalf("after history lost %v", sf)
 	}
 	gaps, err := ms.ListGaps(context.Background(), store.Scope{Stream: "orders"})
@@ -206,7 +206,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		sys.Shutdown()
 		goleak.VerifyNone(t)
 	}()
-	if sf := recv(t, starts); sf.GetKind() != wire.StartKind_START_KIND_RESUME_AFTER {
+	if sf := recv(t, starts); sf.GetKind() != messages.StartKind_START_KIND_RESUME_AFTER {
 		t.Fatalf("start %v", sf)
 	}
 	// A newer owner (epoch 2) writes; our next write is fenced.

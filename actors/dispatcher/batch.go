@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -154,9 +154,9 @@ func (l *lane) tryBatchOnce(ctx context.Context, b Batcher, maxEvents, maxBytes 
 		it := &l.cur[l.pos+i]
 		ev := &it.ev
 		s := settlement{seq: ev.seq, incarnation: it.incarnation, token: ev.token, raw: ev.raw, invalidate: ev.invalidate,
-			snap: it.snap, outcome: wire.Outcome_OUTCOME_HANDLED}
+			snap: it.snap, outcome: messages.Outcome_OUTCOME_HANDLED}
 		if out[i].Skipped {
-			s.outcome = wire.Outcome_OUTCOME_SKIPPED
+			s.outcome = messages.Outcome_OUTCOME_SKIPPED
 			id, detail := eventID(ev.token, ev.raw), out[i].Detail
 			sh.log.Info("event skipped", zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),
 				zap.String("reason", detail))

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // batchRouter is a fakeRouter that is a Batcher: CallBatch records each batch's seqs and runs
@@ -74,9 +74,9 @@ func TestBatchesOfOneLane(t *testing.T) {
 	h.send(evs...)
 	got := h.waitSettled(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 	for seq, o := range got {
-		want := wire.Outcome_OUTCOME_HANDLED
+		want := messages.Outcome_OUTCOME_HANDLED
 		if seq == 6 {
-			want = wire.Outcome_OUTCOME_SKIPPED
+			want = messages.Outcome_OUTCOME_SKIPPED
 		}
 		if o != want {
 			t.Errorf("seq %d settled %v, want %v", seq, o, want)
@@ -114,9 +114,9 @@ func TestBatchHandlerErrorRunsEventsAlone(t *testing.T) {
 	h.send(mkEvent(1, "a"), mkEvent(2, "a"), mkEvent(3, "a"), mkEvent(4, "a"), mkEvent(5, "a"))
 	got := h.waitSettled(1, 2, 3, 4, 5)
 	for seq, o := range got {
-		want := wire.Outcome_OUTCOME_HANDLED
+		want := messages.Outcome_OUTCOME_HANDLED
 		if seq == 3 {
-			want = wire.Outcome_OUTCOME_DEAD_LETTERED
+			want = messages.Outcome_OUTCOME_DEAD_LETTERED
 		}
 		if o != want {
 			t.Errorf("seq %d settled %v, want %v", seq, o, want)
@@ -148,7 +148,7 @@ func TestBatchSplitsInHalves(t *testing.T) {
 	}
 	h.send(evs...)
 	for seq, o := range h.waitSettled(1, 2, 3, 4, 5, 6, 7, 8) {
-		if o != wire.Outcome_OUTCOME_HANDLED {
+		if o != messages.Outcome_OUTCOME_HANDLED {
 			t.Errorf("seq %d settled %v", seq, o)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // noopRouter routes every event to a handler that does nothing, without allocating.
@@ -18,8 +19,8 @@ type noopRouter struct{}
 
 type noopInv struct{}
 
-func (noopRouter) Route(bson.Raw) (Invocation, wire.Outcome, error) {
-	return noopInv{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+func (noopRouter) Route(bson.Raw) (Invocation, messages.Outcome, error) {
+	return noopInv{}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 func (noopRouter) Classify(error) (ErrorClass, string) { return Retryable, "" }
 func (noopInv) Call(context.Context, int) error        { return nil }
@@ -123,8 +124,8 @@ type sleepRouter struct{ noopRouter }
 
 type sleepInv struct{}
 
-func (sleepRouter) Route(bson.Raw) (Invocation, wire.Outcome, error) {
-	return sleepInv{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+func (sleepRouter) Route(bson.Raw) (Invocation, messages.Outcome, error) {
+	return sleepInv{}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 func (sleepInv) Call(context.Context, int) error { time.Sleep(time.Millisecond); return nil }
 

@@ -581,15 +581,15 @@ func (d *dispatcher) count(s *settlement) {
 	c := &d.counts
 	c.Settled++
 	switch s.outcome {
-	case wire.Outcome_OUTCOME_HANDLED:
+	case messages.Outcome_OUTCOME_HANDLED:
 		c.Handled++
-	case wire.Outcome_OUTCOME_FILTERED:
+	case messages.Outcome_OUTCOME_FILTERED:
 		c.Filtered++
-	case wire.Outcome_OUTCOME_UNHANDLED:
+	case messages.Outcome_OUTCOME_UNHANDLED:
 		c.Unhandled++
-	case wire.Outcome_OUTCOME_SKIPPED:
+	case messages.Outcome_OUTCOME_SKIPPED:
 		c.Skipped++
-	case wire.Outcome_OUTCOME_DEAD_LETTERED:
+	case messages.Outcome_OUTCOME_DEAD_LETTERED:
 		if s.dropped {
 			c.Dropped++
 		} else {

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/policy"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -50,7 +50,7 @@ func TestRetryDelaysAreExactOnTheFakeClock(t *testing.T) {
 		}
 		h.clk.Advance(time.Nanosecond)
 	}
-	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_HANDLED {
+	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcome %v", got)
 	}
 	mu.Lock()
@@ -74,7 +74,7 @@ func TestPermanentErrorSkipsRetries(t *testing.T) {
 	h := newHarness(t, r, func(c *Config) { c.DeadLetterRetention = 24 * time.Hour })
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"))
-	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_DEAD_LETTERED {
+	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
 	if calls.Load() != 1 {
@@ -111,7 +111,7 @@ func TestExhaustedAttemptsDeadLetter(t *testing.T) {
 		t.Fatalf("delay %v", d)
 	}
 	h.clk.Advance(500 * time.Millisecond)
-	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_DEAD_LETTERED {
+	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
 	r.checkReleased(t) // once, after both attempts (Call after Release fails the attempt)
@@ -142,7 +142,7 @@ func TestHandlerPanicBecomesDeadLetterWithStack(t *testing.T) {
 	h.armed(1) // the retry of seq 2; seq 3 waits behind it in the single lane
 	h.clk.Advance(time.Second)
 	got := h.waitSettled(1, 2, 3)
-	if got[1] != wire.Outcome_OUTCOME_HANDLED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
+	if got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	dl, err := h.dlStore.GetDeadLetter(context.Background(), store.Scope{Stream: "orders"}, "T00000002")
@@ -160,7 +160,7 @@ func TestHandlerPanicBecomesDeadLetterWithStack(t *testing.T) {
 	}
 	// The stream keeps going.
 	h.send(mkEvent(4, "poison2"))
-	if got := h.waitSettled(4)[4]; got != wire.Outcome_OUTCOME_HANDLED {
+	if got := h.waitSettled(4)[4]; got != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("after the panic: %v", got)
 	}
 }
@@ -202,7 +202,7 @@ func TestDeadLetterStoreDownKeepsEventUnsettled(t *testing.T) {
 	down.Store(false)
 	h.clk.Advance(800 * time.Millisecond)
 	got := h.waitSettled(2, 3)
-	if got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
+	if got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if h.order[1] != 2 || h.order[2] != 3 {
@@ -227,7 +227,7 @@ func TestUndecodableEventIsDeadLetteredWithTheDecodeError(t *testing.T) {
 	h.subscribe(1)
 	h.send(tev{seq: 1, key: "a", undec: true}, mkEvent(2, "a"))
 	got := h.waitSettled(1, 2)
-	if got[1] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[2] != wire.Outcome_OUTCOME_HANDLED {
+	if got[1] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[2] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if calls.Load() != 1 {
@@ -254,7 +254,7 @@ func TestDeadLettersDisabledDropsAndSettles(t *testing.T) {
 	h := newHarness(t, r, func(c *Config) { c.DeadLetters = nil })
 	h.subscribe(1)
 	h.send(mkEvent(1, "a"))
-	if got := h.waitSettled(1)[1]; got != wire.Outcome_OUTCOME_DEAD_LETTERED {
+	if got := h.waitSettled(1)[1]; got != messages.Outcome_OUTCOME_DEAD_LETTERED {
 		t.Fatalf("outcome %v", got)
 	}
 	if st := h.stats(); st.Dropped != 1 || st.DeadLettered != 0 {
@@ -301,7 +301,7 @@ func TestPanickingEventsNeverBreakTheDispatcher(t *testing.T) {
 	h.subscribe(1)
 	h.send(mkEvent(1, "skip"), mkEvent(2, "perm"), mkEvent(3, "ok"))
 	got := h.waitSettled(1, 2, 3)
-	if got[1] != wire.Outcome_OUTCOME_SKIPPED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED || got[3] != wire.Outcome_OUTCOME_HANDLED {
+	if got[1] != messages.Outcome_OUTCOME_SKIPPED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED || got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if h.logs.FilterMessage("dispatcher Observer panicked").Len() == 0 {
@@ -337,8 +337,8 @@ func TestHandlerGoexitDoesNotStallTheLane(t *testing.T) {
 	h.armed(1) // the retry of seq 2
 	h.clk.Advance(time.Second)
 	got := h.waitSettled(1, 2, 3)
-	if got[1] != wire.Outcome_OUTCOME_HANDLED || got[2] != wire.Outcome_OUTCOME_DEAD_LETTERED ||
-		got[3] != wire.Outcome_OUTCOME_HANDLED {
+	if got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_DEAD_LETTERED ||
+		got[3] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v: want handled (2nd attempt), dead-lettered, handled", got)
 	}
 	r.checkReleased(t) // an attempt that ended in Goexit releases its invocation as it unwinds

@@ -124,15 +124,15 @@ func (r *fakeRouter) checkReleased(t *testing.T) {
 	}
 }
 
-func (r *fakeRouter) Route(raw bson.Raw) (Invocation, wire.Outcome, error) {
+func (r *fakeRouter) Route(raw bson.Raw) (Invocation, messages.Outcome, error) {
 	switch raw.Lookup("operationType").StringValue() {
 	case "unhandled":
-		return nil, wire.Outcome_OUTCOME_UNHANDLED, nil
+		return nil, messages.Outcome_OUTCOME_UNHANDLED, nil
 	case "filtered":
-		return nil, wire.Outcome_OUTCOME_FILTERED, nil
+		return nil, messages.Outcome_OUTCOME_FILTERED, nil
 	}
 	if _, err := raw.LookupErr("undecodable"); err == nil {
-		return nil, wire.Outcome_OUTCOME_UNSPECIFIED, errDecode
+		return nil, messages.Outcome_OUTCOME_UNSPECIFIED, errDecode
 	}
 	r.mu.Lock()
 	if r.routed == nil {
@@ -140,7 +140,7 @@ func (r *fakeRouter) Route(raw bson.Raw) (Invocation, wire.Outcome, error) {
 	}
 	r.routed[parseCall(raw, 0).seq]++
 	r.mu.Unlock()
-	return &fakeInv{r: r, raw: raw}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+	return &fakeInv{r: r, raw: raw}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 func (r *fakeRouter) Classify(err error) (ErrorClass, string) {
@@ -443,7 +443,7 @@ func (h *harness) sendInc(inc uint64, evs ...tev) {
 
 // waitSettled consumes checkpointer messages until every seq in seqs has settled, checking
 // that each Settled follows a Progress covering it. It returns the outcomes by seq.
-func (h *harness) waitSettled(seqs ...uint64) map[uint64]wire.Outcome {
+func (h *harness) waitSettled(seqs ...uint64) map[uint64]messages.Outcome {
 	h.t.Helper()
 	deadline := time.After(waitFor)
 	for {
@@ -463,7 +463,7 @@ func (h *harness) waitSettled(seqs ...uint64) map[uint64]wire.Outcome {
 			h.t.Fatalf("seqs %v: %d not settled within %v (settled so far: %v)", seqs, missing, waitFor, h.order)
 		}
 	}
-	out := map[uint64]wire.Outcome{}
+	out := map[uint64]messages.Outcome{}
 	for _, s := range seqs {
 		out[s] = h.settled[s].Outcome
 	}

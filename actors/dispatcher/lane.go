@@ -14,6 +14,7 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
@@ -288,13 +289,13 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			st.goexit = false
 			err = ErrHandlerGoexit
 		} else if inv == nil {
-			var outcome wire.Outcome
+			var outcome messages.Outcome
 			inv, outcome, err = l.route(ev.raw)
 			switch {
 			case err != nil:
 				var pe *panicError
 				routeErr = !errors.As(err, &pe) // a decode error, not a panic of the Filter
-			case inv == nil && (outcome == wire.Outcome_OUTCOME_UNHANDLED || outcome == wire.Outcome_OUTCOME_FILTERED):
+			case inv == nil && (outcome == messages.Outcome_OUTCOME_UNHANDLED || outcome == messages.Outcome_OUTCOME_FILTERED):
 				s.outcome = outcome
 				return s, true
 			case inv == nil:
@@ -304,7 +305,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 		st.attempt = attempt
 		if err == nil {
 			if err = callHandler(ctx, inv, attempt); err == nil {
-				s.outcome = wire.Outcome_OUTCOME_HANDLED
+				s.outcome = messages.Outcome_OUTCOME_HANDLED
 				return s, true
 			}
 		}
@@ -340,7 +341,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			sh.report(func(m observe.Meta) observe.Event {
 				return observe.Skipped{Meta: m, EventID: id, Reason: observe.SkipByHandler, Detail: detail}
 			})
-			s.outcome = wire.Outcome_OUTCOME_SKIPPED
+			s.outcome = messages.Outcome_OUTCOME_SKIPPED
 			return s, true
 		case class == Retryable && attempt < sh.retry.MaxAttempts:
 			delay := policy.Delay(sh.retry, attempt, sh.rnd)
@@ -362,10 +363,10 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 }
 
 // route calls Router.Route, recovering a panic (of the Filter) into a *panicError.
-func (l *lane) route(raw []byte) (inv Invocation, outcome wire.Outcome, err error) {
+func (l *lane) route(raw []byte) (inv Invocation, outcome messages.Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			inv, outcome, err = nil, wire.Outcome_OUTCOME_UNSPECIFIED, newPanicError(r)
+			inv, outcome, err = nil, messages.Outcome_OUTCOME_UNSPECIFIED, newPanicError(r)
 		}
 	}()
 	return l.sh.router.Route(bson.Raw(raw))
@@ -395,7 +396,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 	id := eventID(ev.token, ev.raw)
 	fields := []zap.Field{zap.Uint64("seq", ev.seq), zap.String("id", id), zap.Int("lane", l.id),
 		zap.Int("attempts", f.attempts), zap.Bool("permanent", f.permanent), zap.Error(f.err)}
-	s.outcome = wire.Outcome_OUTCOME_DEAD_LETTERED
+	s.outcome = messages.Outcome_OUTCOME_DEAD_LETTERED
 	if sh.dl == nil {
 		sh.log.Error("event dropped: its attempts ran out and dead letters are disabled", fields...)
 		sh.report(func(m observe.Meta) observe.Event {

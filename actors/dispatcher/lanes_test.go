@@ -15,7 +15,7 @@ import (
 
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/policy"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
@@ -38,12 +38,12 @@ func TestRoutingOutcomes(t *testing.T) {
 	)
 	got := h.waitSettled(1, 2, 3, 4, 5)
 	r.checkReleased(t) // 1, 4 and 5: the events with an invocation
-	want := map[uint64]wire.Outcome{
-		1: wire.Outcome_OUTCOME_HANDLED,
-		2: wire.Outcome_OUTCOME_UNHANDLED,
-		3: wire.Outcome_OUTCOME_FILTERED,
-		4: wire.Outcome_OUTCOME_SKIPPED,
-		5: wire.Outcome_OUTCOME_HANDLED,
+	want := map[uint64]messages.Outcome{
+		1: messages.Outcome_OUTCOME_HANDLED,
+		2: messages.Outcome_OUTCOME_UNHANDLED,
+		3: messages.Outcome_OUTCOME_FILTERED,
+		4: messages.Outcome_OUTCOME_SKIPPED,
+		5: messages.Outcome_OUTCOME_HANDLED,
 	}
 	for s, o := range want {
 		if got[s] != o {
@@ -216,7 +216,7 @@ func TestLanesRunKeysInParallel(t *testing.T) {
 	h := newHarness(t, r, func(c *Config) { c.Lanes = 2 })
 	h.subscribe(1)
 	h.send(mkEvent(1, k1), mkEvent(2, k2))
-	if got := h.waitSettled(1, 2); got[1] != wire.Outcome_OUTCOME_HANDLED || got[2] != wire.Outcome_OUTCOME_HANDLED {
+	if got := h.waitSettled(1, 2); got[1] != messages.Outcome_OUTCOME_HANDLED || got[2] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcomes %v", got)
 	}
 	if h.ev.snapshot().retries != nil {
@@ -328,7 +328,7 @@ func TestIdleLanesHoldNoGoroutine(t *testing.T) {
 	h.send(mkEvent(5, "block"))
 	waitGoroutinesIn(t, laneRun, 1) // the lane whose handler is running
 	close(release)
-	if got := h.waitSettled(5); got[5] != wire.Outcome_OUTCOME_HANDLED {
+	if got := h.waitSettled(5); got[5] != messages.Outcome_OUTCOME_HANDLED {
 		t.Fatalf("outcome after the lanes idled: %v", got[5])
 	}
 	waitGoroutinesIn(t, laneRun, 0)

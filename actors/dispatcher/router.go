@@ -6,7 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // Router turns one raw change event into a call of the user's typed handler. The root package
@@ -30,7 +30,7 @@ type Router interface {
 	//
 	// Route does not recover panics (a Filter may panic): the dispatcher recovers them, with the
 	// stack, as an error of the event.
-	Route(raw bson.Raw) (Invocation, wire.Outcome, error)
+	Route(raw bson.Raw) (Invocation, messages.Outcome, error)
 
 	// Classify tells how a non-nil error returned by Route or Invocation.Call is treated: retry,
 	// permanent (dead letter now) or skip (settle on purpose, no dead letter). For Skipped,

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // settlement is one finished event, as a lane hands it back to the actor.
@@ -18,7 +19,7 @@ type settlement struct {
 	// per run whose token is sent.
 	token      []byte
 	raw        []byte
-	outcome    wire.Outcome
+	outcome    messages.Outcome
 	dropped    bool // dead letters disabled: settled without a record
 	invalidate bool // an invalidate event: its token is a startAfter position only
 	snap       bool // a snapshot event (incarnation is its run)

@@ -6,14 +6,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // TestSettledRuns checks the encoding of settlements as runs: sorted by seq, split at a gap, an
 // outcome change, an invalidate and a repeated seq, each with its last event's token only.
 func TestSettledRuns(t *testing.T) {
-	handled, filtered := wire.Outcome_OUTCOME_HANDLED, wire.Outcome_OUTCOME_FILTERED
-	st := func(seq uint64, o wire.Outcome) settlement {
+	handled, filtered := messages.Outcome_OUTCOME_HANDLED, messages.Outcome_OUTCOME_FILTERED
+	st := func(seq uint64, o messages.Outcome) settlement {
 		return settlement{seq: seq, outcome: o, token: []byte{byte(seq)}}
 	}
 	inv := st(9, handled)
@@ -25,7 +25,7 @@ func TestSettledRuns(t *testing.T) {
 	type run struct {
 		first      uint64
 		count      uint32
-		outcome    wire.Outcome
+		outcome    messages.Outcome
 		token      byte
 		invalidate bool
 	}
@@ -86,7 +86,7 @@ func BenchmarkSettledRuns(b *testing.B) {
 		ss := make([]settlement, 256)
 		for i := range ss {
 			seq := uint64(order(i) + 1)
-			ss[i] = settlement{seq: seq, outcome: wire.Outcome_OUTCOME_HANDLED, token: []byte{byte(seq)}}
+			ss[i] = settlement{seq: seq, outcome: messages.Outcome_OUTCOME_HANDLED, token: []byte{byte(seq)}}
 		}
 		return ss
 	}

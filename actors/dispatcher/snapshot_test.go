@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // snapProbe is the snapshot source of a test: its SnapshotDemand and SnapshotSettled messages.
@@ -63,7 +64,7 @@ func TestSnapshotSource(t *testing.T) {
 	// A drain waits for the snapshot events.
 	drained := h.sys.Root.RequestFuture(h.disp, &wire.Drain{}, waitFor)
 	g.open(1 << 10)
-	settled := map[uint64]wire.Outcome{}
+	settled := map[uint64]messages.Outcome{}
 	for len(settled) < 3 {
 		switch m := sp.next(t).(type) {
 		case *wire.SnapshotSettled:
@@ -79,7 +80,7 @@ func TestSnapshotSource(t *testing.T) {
 		}
 	}
 	for seq, o := range settled {
-		if o != wire.Outcome_OUTCOME_HANDLED || seq < 1 || seq > 3 {
+		if o != messages.Outcome_OUTCOME_HANDLED || seq < 1 || seq > 3 {
 			t.Fatalf("settlements %v", settled)
 		}
 	}

@@ -517,7 +517,7 @@ func (a *snapshotActor) onSettled(ctx actor.Context, m *wire.SnapshotSettled) {
 				continue
 			}
 			c.settled[s.GetSeq()-c.firstSeq] = true
-			if s.GetOutcome() == wire.Outcome_OUTCOME_DEAD_LETTERED {
+			if s.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED {
 				r.deadLettered++
 			}
 			touched[st] = true

@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -152,7 +153,7 @@ func (d *fakeDispatcher) settle(ctx actor.Context, m *wire.SnapshotBatch) {
 			id := raw.Lookup("documentKey", "_id").Int64()
 			d.settled[id]++
 			d.ids[id] = raw.Lookup("_id", "_data").StringValue()
-			out = append(out, &wire.Settled{Seq: ev.GetSeq(), Outcome: wire.Outcome_OUTCOME_HANDLED})
+			out = append(out, &wire.Settled{Seq: ev.GetSeq(), Outcome: messages.Outcome_OUTCOME_HANDLED})
 		}
 		d.mu.Unlock()
 		ctx.Send(d.src, &wire.SnapshotSettled{Run: m.GetRun(), Settled: out})

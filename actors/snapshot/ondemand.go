@@ -185,7 +185,7 @@ func (a *onDemandActor) Receive(ctx actor.Context) {
 				}
 				r.settled++
 				r.st.Documents++
-				if s.GetOutcome() == wire.Outcome_OUTCOME_DEAD_LETTERED {
+				if s.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED {
 					r.st.DeadLettered++
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
@@ -50,7 +51,7 @@ type streamActor struct {
 	startedDue  bool
 	opens       uint32
 	invalidated uint32
-	startKind   wire.StartKind
+	startKind   messages.StartKind
 	startSource string
 	nextSeq     uint64
 	snapshotID  string // the snapshot this incarnation waits for (phase SNAPSHOTTING)
@@ -135,7 +136,7 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *wire.StartFrom) {
 	}
 	pos := Position{Kind: m.GetKind(), Token: bson.Raw(m.GetToken())}
 	switch m.GetKind() {
-	case wire.StartKind_START_KIND_FAIL:
+	case messages.StartKind_START_KIND_FAIL:
 		if m.GetTerminal() {
 			// The checkpointer has escalated the terminal failure itself; failing here too could
 			// race it and turn it into a transient restart. Wait to be stopped.
@@ -152,12 +153,12 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *wire.StartFrom) {
 		}
 		treekit.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed, Detail: detail, Cause: cause})
 		return
-	case wire.StartKind_START_KIND_RESUME_AFTER, wire.StartKind_START_KIND_START_AFTER:
+	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {
 			panic(&actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 				Detail: fmt.Sprintf("StartFrom %v without a token", m.GetKind())})
 		}
-	case wire.StartKind_START_KIND_START_AT_OPERATION_TIME:
+	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
 		ot := m.GetOperationTime()
 		pos.OperationTime = bson.Timestamp{T: ot.GetSeconds(), I: ot.GetIncrement()}
 	default:
@@ -345,7 +346,7 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 	if restart {
 		s.log.Info("change stream invalidated; reopening after the invalidate (startAfter)", zap.Uint64("seq", seq))
 		s.startSource = "invalidate"
-		s.launch(ctx, Position{Kind: wire.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
+		s.launch(ctx, Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
 	err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: treekit.ErrInvalidated,

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // genCursor serves total copies of one change event, in driver batches of batch events.
@@ -56,7 +57,7 @@ type sink struct {
 func (s *sink) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *wire.ResolveStart:
-		ctx.Respond(&wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
+		ctx.Respond(&wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: messages.StartKind_START_KIND_RESUME_AFTER,
 			Token: s.token, NextSeq: 1})
 	case *wire.Subscribe:
 		s.stream, s.inc = ctx.Sender(), m.GetIncarnation()

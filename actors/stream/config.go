@@ -13,7 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -76,9 +76,9 @@ func (f watcherFunc) Open(ctx context.Context, from Position) (Cursor, error) { 
 //	MaxAwaitTime                  SetMaxAwaitTime(MaxAwaitTime) (always > 0)
 //	Comment                       SetComment(Comment) ("watchtree:<stream>")
 type Position struct {
-	Kind          wire.StartKind // which start option, per the table above
-	Token         bson.Raw       // the resume token of RESUME_AFTER and START_AFTER
-	OperationTime bson.Timestamp // the cluster time of AT_OPERATION_TIME
+	Kind          messages.StartKind // which start option, per the table above
+	Token         bson.Raw           // the resume token of RESUME_AFTER and START_AFTER
+	OperationTime bson.Timestamp     // the cluster time of AT_OPERATION_TIME
 	// MaxAwaitTime is Config.MaxAwaitTime (defaulted): how long an empty getMore waits on the
 	// server, hence how often an idle stream sees a fresh post-batch resume token.
 	MaxAwaitTime time.Duration

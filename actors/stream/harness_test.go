@@ -59,11 +59,11 @@ func (w *testWatcher) Open(ctx context.Context, from Position) (Cursor, error) {
 	w.mu.Unlock()
 	o := options.ChangeStream().SetMaxAwaitTime(from.MaxAwaitTime).SetComment(from.Comment)
 	switch from.Kind {
-	case wire.StartKind_START_KIND_RESUME_AFTER:
+	case messages.StartKind_START_KIND_RESUME_AFTER:
 		o.SetResumeAfter(from.Token)
-	case wire.StartKind_START_KIND_START_AFTER:
+	case messages.StartKind_START_KIND_START_AFTER:
 		o.SetStartAfter(from.Token)
-	case wire.StartKind_START_KIND_START_AT_OPERATION_TIME:
+	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
 		ts := from.OperationTime
 		o.SetStartAtOperationTime(&ts)
 	}
@@ -118,10 +118,10 @@ func (w *world) lastEventLocked() *wire.Event {
 // with everything settled would), else after startToken.
 func (w *world) defaultAnswerLocked(inc uint64) *wire.StartFrom {
 	if ev := w.lastEventLocked(); ev != nil {
-		return &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_RESUME_AFTER,
+		return &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_RESUME_AFTER,
 			Token: ev.ResumeToken, NextSeq: ev.Seq + 1, Source: "memory"}
 	}
-	return &wire.StartFrom{Incarnation: inc, Kind: wire.StartKind_START_KIND_RESUME_AFTER,
+	return &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_RESUME_AFTER,
 		Token: w.startToken, NextSeq: 1, Source: "initial"}
 }
 

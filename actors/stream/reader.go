@@ -17,6 +17,7 @@ import (
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // errCursorClosed is the cause of a READER_END_CURSOR_CLOSED failure: the server closed the
@@ -63,10 +64,10 @@ type reader struct {
 	cancel     context.CancelFunc
 
 	mu   sync.Mutex
-	kind wire.StartKind // how the cursor was opened; read by the actor after ReaderOpened
+	kind messages.StartKind // how the cursor was opened; read by the actor after ReaderOpened
 }
 
-func (r *reader) openedKind() wire.StartKind {
+func (r *reader) openedKind() messages.StartKind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.kind
@@ -110,12 +111,12 @@ func (r *reader) read(ctx context.Context) *wire.ReaderEnded {
 		return &wire.ReaderEnded{End: wire.ReaderEnd_READER_END_HISTORY_LOST, Error: why}
 	}
 	cur, err := r.cfg.Watcher.Open(ctx, pos)
-	if err != nil && pos.Kind == wire.StartKind_START_KIND_RESUME_AFTER && hasCode(err, codeInvalidResumeToken) {
+	if err != nil && pos.Kind == messages.StartKind_START_KIND_RESUME_AFTER && hasCode(err, codeInvalidResumeToken) {
 		// The position is an invalidate's token, which the server accepts only with startAfter
 		// (a checkpointer that cannot tell invalidate settlements apart saved it for resumeAfter).
 		// Both continue after the token; reopen with startAfter.
 		r.log.Warn("resumeAfter refused for an invalidate token; reopening with startAfter", zap.Error(err))
-		pos.Kind = wire.StartKind_START_KIND_START_AFTER
+		pos.Kind = messages.StartKind_START_KIND_START_AFTER
 		cur, err = r.cfg.Watcher.Open(ctx, pos)
 	}
 	if err != nil {

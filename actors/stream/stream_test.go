@@ -102,7 +102,7 @@ func TestStreamBatchesWithinCredit(t *testing.T) {
 		t.Fatalf("no aggregate with comment watchtree:orders among %d aggregates", len(aggs))
 	}
 	pos := h.watcher.positions()
-	if len(pos) != 1 || pos[0].Kind != wire.StartKind_START_KIND_RESUME_AFTER || !bytes.Equal(pos[0].Token, h.w.startToken) ||
+	if len(pos) != 1 || pos[0].Kind != messages.StartKind_START_KIND_RESUME_AFTER || !bytes.Equal(pos[0].Token, h.w.startToken) ||
 		pos[0].MaxAwaitTime != 50*time.Millisecond || pos[0].Comment != "watchtree:orders" {
 		t.Fatalf("opened at %+v", pos)
 	}
@@ -255,10 +255,10 @@ func TestStreamHistoryLostAsksCheckpointer(t *testing.T) {
 		h.w.answer = func(w *world, m proto.Message) *wire.StartFrom {
 			switch m := m.(type) {
 			case *wire.ResolveStart:
-				return &wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
+				return &wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: messages.StartKind_START_KIND_RESUME_AFTER,
 					Token: w.startToken, NextSeq: 7, Source: "event"}
 			case *wire.HistoryLost:
-				return &wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: wire.StartKind_START_KIND_RESUME_AFTER,
+				return &wire.StartFrom{Incarnation: m.GetIncarnation(), Kind: messages.StartKind_START_KIND_RESUME_AFTER,
 					Token: fresh, NextSeq: 7, Source: "resumeFromNow"}
 			}
 			return nil
@@ -309,7 +309,7 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 	}
 	eventually(t, "reopened with startAfter", func() bool { return len(h.watcher.positions()) == 2 })
 	pos := h.watcher.positions()[1]
-	if pos.Kind != wire.StartKind_START_KIND_START_AFTER || !bytes.Equal(pos.Token, evs[2].GetResumeToken()) {
+	if pos.Kind != messages.StartKind_START_KIND_START_AFTER || !bytes.Equal(pos.Token, evs[2].GetResumeToken()) {
 		t.Fatalf("reopened at %+v, want START_AFTER the invalidate token", pos)
 	}
 	h.insert(10, 12)
@@ -366,7 +366,7 @@ func TestStreamStartFromFail(t *testing.T) {
 	terminal := false
 	h := newHarness(t, harnessOpts{before: func(h *harness) {
 		h.w.answer = func(w *world, m proto.Message) *wire.StartFrom {
-			return &wire.StartFrom{Incarnation: incOf(m), Kind: wire.StartKind_START_KIND_FAIL,
+			return &wire.StartFrom{Incarnation: incOf(m), Kind: messages.StartKind_START_KIND_FAIL,
 				Reason: "capture the current position: boom", Terminal: terminal}
 		}
 	}})
@@ -399,7 +399,7 @@ func TestStreamStartFromFailKeepsTheServerError(t *testing.T) {
 	refused := mongo.CommandError{Code: 40324, Name: "Location40324", Message: "Unrecognized pipeline stage name: '$matchh'"}
 	h := newHarness(t, harnessOpts{before: func(h *harness) {
 		h.w.answer = func(w *world, m proto.Message) *wire.StartFrom {
-			return &wire.StartFrom{Incarnation: incOf(m), Kind: wire.StartKind_START_KIND_FAIL,
+			return &wire.StartFrom{Incarnation: incOf(m), Kind: messages.StartKind_START_KIND_FAIL,
 				Reason: "capture the current position: " + refused.Error(), Cause: errdetail.Of(refused)}
 		}
 	}})

@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/watchtree/watchtree/internal/tokentime"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // unusableToken says why pos's resume token cannot be resumed from ("" when it can, or pos has
@@ -17,7 +17,7 @@ import (
 // the event's cluster time (the type byte 0x82 and 8 bytes); a saved token without that shape
 // was damaged in storage, written by hand, or is not a resume token at all.
 func unusableToken(pos Position) string {
-	if pos.Kind != wire.StartKind_START_KIND_RESUME_AFTER && pos.Kind != wire.StartKind_START_KIND_START_AFTER {
+	if pos.Kind != messages.StartKind_START_KIND_RESUME_AFTER && pos.Kind != messages.StartKind_START_KIND_START_AFTER {
 		return ""
 	}
 	if _, _, ok := tokentime.Of(pos.Token); ok {
@@ -49,7 +49,7 @@ var badTokenCodes = []int{2, 9, 14, 40647, 50811, 50818}
 
 // tokenRefused reports whether err is the server refusing pos's resume token itself.
 func tokenRefused(pos Position, err error) bool {
-	if pos.Kind != wire.StartKind_START_KIND_RESUME_AFTER && pos.Kind != wire.StartKind_START_KIND_START_AFTER {
+	if pos.Kind != messages.StartKind_START_KIND_RESUME_AFTER && pos.Kind != messages.StartKind_START_KIND_START_AFTER {
 		return false
 	}
 	var se mongo.ServerError

@@ -7,7 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 func rawToken(t *testing.T, d bson.D) bson.Raw {
@@ -23,7 +23,9 @@ func rawToken(t *testing.T, d bson.D) bson.Raw {
 // token counts only when the message names the token, since the same codes mean other mistakes.
 func TestUnusableAndRefusedTokens(t *testing.T) {
 	good := rawToken(t, bson.D{{Key: "_data", Value: "8265A1B2C3000000012B022C0100296E5A1004"}})
-	resume := func(tok bson.Raw) Position { return Position{Kind: wire.StartKind_START_KIND_RESUME_AFTER, Token: tok} }
+	resume := func(tok bson.Raw) Position {
+		return Position{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: tok}
+	}
 	for _, c := range []struct {
 		name     string
 		pos      Position
@@ -33,8 +35,8 @@ func TestUnusableAndRefusedTokens(t *testing.T) {
 		{"not hex", resume(rawToken(t, bson.D{{Key: "_data", Value: "zz"}})), true},
 		{"wrong type", resume(rawToken(t, bson.D{{Key: "_data", Value: int32(1)}})), true},
 		{"no _data", resume(rawToken(t, bson.D{{Key: "x", Value: "y"}})), true},
-		{"startAfter", Position{Kind: wire.StartKind_START_KIND_START_AFTER, Token: rawToken(t, bson.D{{Key: "_data", Value: "00"}})}, true},
-		{"operation time", Position{Kind: wire.StartKind_START_KIND_START_AT_OPERATION_TIME}, false},
+		{"startAfter", Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: rawToken(t, bson.D{{Key: "_data", Value: "00"}})}, true},
+		{"operation time", Position{Kind: messages.StartKind_START_KIND_START_AT_OPERATION_TIME}, false},
 	} {
 		if got := unusableToken(c.pos) != ""; got != c.unusable {
 			t.Errorf("%s: unusable %v, want %v (%q)", c.name, got, c.unusable, unusableToken(c.pos))
@@ -48,7 +50,7 @@ func TestUnusableAndRefusedTokens(t *testing.T) {
 	if tokenRefused(resume(good), pipelineTypo) {
 		t.Error("a BadValue about the pipeline taken as a refused token")
 	}
-	if tokenRefused(Position{Kind: wire.StartKind_START_KIND_START_AT_OPERATION_TIME}, refused) {
+	if tokenRefused(Position{Kind: messages.StartKind_START_KIND_START_AT_OPERATION_TIME}, refused) {
 		t.Error("a start at an operation time has no token to refuse")
 	}
 	if tokenRefused(resume(good), errors.New("resume token")) {

@@ -32,8 +32,8 @@ type recRouter struct {
 	ops     map[string]int
 }
 
-func (r *recRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
-	return recCall{r: r, raw: raw}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+func (r *recRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
+	return recCall{r: r, raw: raw}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 func (r *recRouter) Classify(error) (dispatcher.ErrorClass, string) { return dispatcher.Retryable, "" }
@@ -125,7 +125,7 @@ func TestStreamWithRealCheckpointerAndDispatcher(t *testing.T) {
 	eventually(t, "the invalidate handled", func() bool { return router.op("invalidate") == 1 })
 	eventually(t, "reopened after the invalidate", func() bool {
 		pos := h.watcher.positions()
-		return pos[len(pos)-1].Kind == wire.StartKind_START_KIND_START_AFTER
+		return pos[len(pos)-1].Kind == messages.StartKind_START_KIND_START_AFTER
 	})
 	h.insert(100, 105)
 	eventually(t, "inserts after the invalidate handled", func() bool { return router.all(100, 105) })
@@ -150,8 +150,8 @@ func TestStreamResumeAfterInvalidateTokenReopensWithStartAfter(t *testing.T) {
 	h.clk.Advance(time.Second)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	pos := h.watcher.positions()
-	if len(pos) != 4 || pos[2].Kind != wire.StartKind_START_KIND_RESUME_AFTER ||
-		pos[3].Kind != wire.StartKind_START_KIND_START_AFTER || string(pos[3].Token) != string(evs[2].GetResumeToken()) {
+	if len(pos) != 4 || pos[2].Kind != messages.StartKind_START_KIND_RESUME_AFTER ||
+		pos[3].Kind != messages.StartKind_START_KIND_START_AFTER || string(pos[3].Token) != string(evs[2].GetResumeToken()) {
 		t.Fatalf("opens %+v, want resumeAfter then startAfter the invalidate token", pos)
 	}
 	h.insert(10, 11)

@@ -19,6 +19,7 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 
@@ -72,8 +73,8 @@ type noopRouter struct{}
 
 type noopCall struct{}
 
-func (noopRouter) Route(bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
-	return noopCall{}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+func (noopRouter) Route(bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
+	return noopCall{}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 func (noopRouter) Classify(error) (dispatcher.ErrorClass, string) { return dispatcher.Retryable, "" }
 func (noopCall) Call(context.Context, int) error                  { return nil }
@@ -96,8 +97,8 @@ type handledCounter struct {
 	done chan struct{}
 }
 
-func (c *handledCounter) Route(bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
-	return countedCall{c}, wire.Outcome_OUTCOME_UNSPECIFIED, nil
+func (c *handledCounter) Route(bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
+	return countedCall{c}, messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 type countedCall struct{ c *handledCounter }
@@ -139,7 +140,7 @@ func (f *feeder) Receive(ctx actor.Context) {
 		p := ctx.Parent()
 		ctx.Request(actor.NewPID(p.Address, p.Id+"/checkpointer"), &wire.ResolveStart{Incarnation: f.incarnation})
 	case *wire.StartFrom:
-		if m.Kind == wire.StartKind_START_KIND_FAIL {
+		if m.Kind == messages.StartKind_START_KIND_FAIL {
 			panic(fmt.Sprintf("feeder: start failed: %s", m.Reason))
 		}
 		f.next = m.NextSeq

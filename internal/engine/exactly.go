@@ -20,6 +20,7 @@ import (
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/rawbson"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -528,7 +529,7 @@ type txnRouter struct {
 	replay bool // the router of Runtime.Replay
 }
 
-func (t txnRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+func (t txnRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
 	inv, outcome, err := t.Router.Route(raw)
 	if inv == nil || err != nil {
 		return inv, outcome, err

@@ -16,7 +16,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // Shared cursors (watchtree.Shared, the default of Collection streams): a hub per (client, database, option class)
@@ -475,9 +475,9 @@ func nsMatch(colls []string) bson.Raw {
 func (h *hub) read(rctx context.Context, colls []string) error {
 	defer h.endRead()
 	h.mu.Lock()
-	from := stream.Position{Kind: wire.StartKind_START_KIND_UNSPECIFIED, MaxAwaitTime: h.set.maxAwait, Comment: "watchtree:hub:" + h.key.db}
+	from := stream.Position{Kind: messages.StartKind_START_KIND_UNSPECIFIED, MaxAwaitTime: h.set.maxAwait, Comment: "watchtree:hub:" + h.key.db}
 	if h.pos != nil {
-		from.Kind, from.Token = wire.StartKind_START_KIND_RESUME_AFTER, h.pos
+		from.Kind, from.Token = messages.StartKind_START_KIND_RESUME_AFTER, h.pos
 	}
 	h.mu.Unlock()
 	h.w.pipeline = append([]bson.Raw{nsMatch(colls)}, h.w.spec.WatchPipeline()...)

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // sharedWatcher is the stream actor's Watcher of a Shared stream: each Open makes a member of
@@ -310,7 +310,7 @@ func (m *member) TryNext(ctx context.Context) bool {
 			waited = true
 		case catchingUp:
 			if m.cu == nil {
-				from := stream.Position{Kind: wire.StartKind_START_KIND_RESUME_AFTER, Token: m.pos, MaxAwaitTime: m.maxAwait, Comment: m.comment}
+				from := stream.Position{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: m.pos, MaxAwaitTime: m.maxAwait, Comment: m.comment}
 				if len(m.pos) == 0 {
 					from = m.start // no token yet (a start at an operation time): where it started
 				}

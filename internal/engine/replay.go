@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -146,7 +146,7 @@ func (rt *Runtime) ReplayCheck(stream string, dl store.DeadLetter) (ok bool, not
 
 // routeOnce routes raw without calling the handler, recovering a Filter's panic, and releases
 // the invocation: the error is the decode error, if any.
-func routeOnce(router dispatcher.Router, raw bson.Raw) (outcome wire.Outcome, err error) {
+func routeOnce(router dispatcher.Router, raw bson.Raw) (outcome messages.Outcome, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &ReplayPanic{Value: p, Stack: debug.Stack()}
@@ -170,7 +170,7 @@ func replayOnce(ctx context.Context, router dispatcher.Router, raw bson.Raw) (er
 	if err != nil {
 		return err
 	}
-	if inv == nil || outcome != wire.Outcome_OUTCOME_UNSPECIFIED {
+	if inv == nil || outcome != messages.Outcome_OUTCOME_UNSPECIFIED {
 		return nil // filtered or unhandled: settles, as in the stream
 	}
 	if r, ok := inv.(dispatcher.Releaser); ok {

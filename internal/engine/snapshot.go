@@ -15,7 +15,7 @@ import (
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/internal/treekit"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // snapshotSource reads a stream's collection for its snapshot with the driver: primary reads,
@@ -47,7 +47,7 @@ func (s *snapshotSource) collection() *mongo.Collection {
 // Watch implements snapshot.Source with the stream's own watcher (its pipeline and namespace),
 // resuming after token.
 func (s *snapshotSource) Watch(ctx context.Context, token bson.Raw) (snapshot.IdleCursor, error) {
-	return s.watcher.Open(ctx, stream.Position{Kind: wire.StartKind_START_KIND_RESUME_AFTER, Token: token,
+	return s.watcher.Open(ctx, stream.Position{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: token,
 		MaxAwaitTime: defaultMaxAwaitTime, Comment: s.comment})
 }
 

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -21,7 +21,7 @@ type tracedRouter struct {
 	log    *zap.Logger
 }
 
-func (r tracedRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+func (r tracedRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
 	inv, outcome, err := r.Router.Route(raw)
 	if inv == nil || err != nil {
 		return inv, outcome, err

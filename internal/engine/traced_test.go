@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -24,8 +24,8 @@ type fakeRouter struct {
 	call func(ctx context.Context, attempt int) error
 }
 
-func (r fakeRouter) Route(bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
-	return fakeInvocation(r.call), wire.Outcome_OUTCOME_UNSPECIFIED, nil
+func (r fakeRouter) Route(bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
+	return fakeInvocation(r.call), messages.Outcome_OUTCOME_UNSPECIFIED, nil
 }
 
 func (fakeRouter) Classify(error) (dispatcher.ErrorClass, string) { return dispatcher.Retryable, "" }

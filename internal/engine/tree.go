@@ -18,6 +18,7 @@ import (
 	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 	"github.com/watchtree/watchtree/store"
 )
@@ -314,7 +315,7 @@ type timedRouter struct {
 	now    func() time.Time
 }
 
-func (r timedRouter) Route(raw bson.Raw) (dispatcher.Invocation, wire.Outcome, error) {
+func (r timedRouter) Route(raw bson.Raw) (dispatcher.Invocation, messages.Outcome, error) {
 	inv, outcome, err := r.Router.Route(raw)
 	if inv == nil || err != nil {
 		return inv, outcome, err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/mongostore"
 )
 
@@ -112,14 +112,14 @@ func (w *driverWatcher) Open(ctx context.Context, from stream.Position) (stream.
 	// with 1024).
 	o.SetBatchSize(watchBatchSize)
 	switch from.Kind {
-	case wire.StartKind_START_KIND_RESUME_AFTER:
+	case messages.StartKind_START_KIND_RESUME_AFTER:
 		o.SetResumeAfter(from.Token)
-	case wire.StartKind_START_KIND_START_AFTER:
+	case messages.StartKind_START_KIND_START_AFTER:
 		o.SetStartAfter(from.Token)
-	case wire.StartKind_START_KIND_START_AT_OPERATION_TIME:
+	case messages.StartKind_START_KIND_START_AT_OPERATION_TIME:
 		ts := from.OperationTime
 		o.SetStartAtOperationTime(&ts)
-	case wire.StartKind_START_KIND_UNSPECIFIED:
+	case messages.StartKind_START_KIND_UNSPECIFIED:
 	default:
 		return nil, fmt.Errorf("watchtree: stream %q: cannot open a change stream at start kind %v", w.spec.Name, from.Kind)
 	}

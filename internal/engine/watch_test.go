@@ -7,7 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/messages"
 )
 
 // nextEvent reads the next event from c with TryNext, polling up to testWait.
@@ -54,8 +54,8 @@ func TestDriverWatcherPositions(t *testing.T) {
 			}
 			insertOrders(t, e, base, base+1)
 			for _, pos := range []stream.Position{
-				{Kind: wire.StartKind_START_KIND_RESUME_AFTER, Token: tok},
-				{Kind: wire.StartKind_START_KIND_START_AT_OPERATION_TIME, OperationTime: bson.Timestamp{T: ts.T, I: ts.I + 1}},
+				{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: tok},
+				{Kind: messages.StartKind_START_KIND_START_AT_OPERATION_TIME, OperationTime: bson.Timestamp{T: ts.T, I: ts.I + 1}},
 			} {
 				c, err := w.Open(ctx, pos)
 				if err != nil {

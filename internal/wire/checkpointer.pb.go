@@ -12,6 +12,7 @@
 package wire
 
 import (
+	messages "github.com/watchtree/watchtree/messages"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -25,67 +26,6 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
-
-// StartKind says how the stream actor opens its change stream.
-type StartKind int32
-
-const (
-	StartKind_START_KIND_UNSPECIFIED StartKind = 0
-	// Open with resumeAfter: token.
-	StartKind_START_KIND_RESUME_AFTER StartKind = 1
-	// Open with startAfter: token (the position after an invalidate event).
-	StartKind_START_KIND_START_AFTER StartKind = 2
-	// Open with startAtOperationTime: operation_time.
-	StartKind_START_KIND_START_AT_OPERATION_TIME StartKind = 3
-	// Do not open: the start failed. reason says why; terminal says whether the stream must stay
-	// down (see StartFrom.terminal).
-	StartKind_START_KIND_FAIL StartKind = 4
-)
-
-// Enum value maps for StartKind.
-var (
-	StartKind_name = map[int32]string{
-		0: "START_KIND_UNSPECIFIED",
-		1: "START_KIND_RESUME_AFTER",
-		2: "START_KIND_START_AFTER",
-		3: "START_KIND_START_AT_OPERATION_TIME",
-		4: "START_KIND_FAIL",
-	}
-	StartKind_value = map[string]int32{
-		"START_KIND_UNSPECIFIED":             0,
-		"START_KIND_RESUME_AFTER":            1,
-		"START_KIND_START_AFTER":             2,
-		"START_KIND_START_AT_OPERATION_TIME": 3,
-		"START_KIND_FAIL":                    4,
-	}
-)
-
-func (x StartKind) Enum() *StartKind {
-	p := new(StartKind)
-	*p = x
-	return p
-}
-
-func (x StartKind) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (StartKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_internal_v1_checkpointer_proto_enumTypes[0].Descriptor()
-}
-
-func (StartKind) Type() protoreflect.EnumType {
-	return &file_watchtree_internal_v1_checkpointer_proto_enumTypes[0]
-}
-
-func (x StartKind) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use StartKind.Descriptor instead.
-func (StartKind) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP(), []int{0}
-}
 
 // ResolveStart is sent by a (re)started stream actor to the checkpointer before it opens its
 // cursor. Send it as a request (ctx.Request(checkpointer, msg)): the StartFrom for the same
@@ -204,7 +144,7 @@ func (x *OperationTime) GetIncrement() uint32 {
 type StartFrom struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Kind        StartKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=watchtree.internal.v1.StartKind" json:"kind,omitempty"`
+	Kind        messages.StartKind     `protobuf:"varint,2,opt,name=kind,proto3,enum=watchtree.v1.StartKind" json:"kind,omitempty"`
 	// token is the resume token document (BSON) for RESUME_AFTER and START_AFTER.
 	Token []byte `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	// operation_time is the startAtOperationTime for START_AT_OPERATION_TIME.
@@ -276,11 +216,11 @@ func (x *StartFrom) GetIncarnation() uint64 {
 	return 0
 }
 
-func (x *StartFrom) GetKind() StartKind {
+func (x *StartFrom) GetKind() messages.StartKind {
 	if x != nil {
 		return x.Kind
 	}
-	return StartKind_START_KIND_UNSPECIFIED
+	return messages.StartKind(0)
 }
 
 func (x *StartFrom) GetToken() []byte {
@@ -723,16 +663,16 @@ var File_watchtree_internal_v1_checkpointer_proto protoreflect.FileDescriptor
 
 const file_watchtree_internal_v1_checkpointer_proto_rawDesc = "" +
 	"\n" +
-	"(watchtree/internal/v1/checkpointer.proto\x12\x15watchtree.internal.v1\x1a!watchtree/internal/v1/error.proto\"U\n" +
+	"(watchtree/internal/v1/checkpointer.proto\x12\x15watchtree.internal.v1\x1a\x19watchtree/v1/actors.proto\x1a!watchtree/internal/v1/error.proto\"U\n" +
 	"\fResolveStart\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12#\n" +
 	"\rsnapshot_done\x18\x02 \x01(\tR\fsnapshotDone\"G\n" +
 	"\rOperationTime\x12\x18\n" +
 	"\aseconds\x18\x01 \x01(\rR\aseconds\x12\x1c\n" +
-	"\tincrement\x18\x02 \x01(\rR\tincrement\"\x88\x03\n" +
+	"\tincrement\x18\x02 \x01(\rR\tincrement\"\xff\x02\n" +
 	"\tStartFrom\x12 \n" +
-	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x124\n" +
-	"\x04kind\x18\x02 \x01(\x0e2 .watchtree.internal.v1.StartKindR\x04kind\x12\x14\n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12+\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x17.watchtree.v1.StartKindR\x04kind\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\fR\x05token\x12K\n" +
 	"\x0eoperation_time\x18\x04 \x01(\v2$.watchtree.internal.v1.OperationTimeR\roperationTime\x12\x19\n" +
 	"\bnext_seq\x18\x05 \x01(\x04R\anextSeq\x12\x16\n" +
@@ -765,13 +705,7 @@ const file_watchtree_internal_v1_checkpointer_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
 	"\x06attach\x18\x03 \x01(\x04R\x06attach\"Y\n" +
 	"\x0eSettledThrough\x12G\n" +
-	"\fcluster_time\x18\x01 \x01(\v2$.watchtree.internal.v1.OperationTimeR\vclusterTime*\x9d\x01\n" +
-	"\tStartKind\x12\x1a\n" +
-	"\x16START_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
-	"\x17START_KIND_RESUME_AFTER\x10\x01\x12\x1a\n" +
-	"\x16START_KIND_START_AFTER\x10\x02\x12&\n" +
-	"\"START_KIND_START_AT_OPERATION_TIME\x10\x03\x12\x13\n" +
-	"\x0fSTART_KIND_FAIL\x10\x04B3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
+	"\fcluster_time\x18\x01 \x01(\v2$.watchtree.internal.v1.OperationTimeR\vclusterTimeB3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
 	file_watchtree_internal_v1_checkpointer_proto_rawDescOnce sync.Once
@@ -785,26 +719,25 @@ func file_watchtree_internal_v1_checkpointer_proto_rawDescGZIP() []byte {
 	return file_watchtree_internal_v1_checkpointer_proto_rawDescData
 }
 
-var file_watchtree_internal_v1_checkpointer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_watchtree_internal_v1_checkpointer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_watchtree_internal_v1_checkpointer_proto_goTypes = []any{
-	(StartKind)(0),           // 0: watchtree.internal.v1.StartKind
-	(*ResolveStart)(nil),     // 1: watchtree.internal.v1.ResolveStart
-	(*OperationTime)(nil),    // 2: watchtree.internal.v1.OperationTime
-	(*StartFrom)(nil),        // 3: watchtree.internal.v1.StartFrom
-	(*HistoryLost)(nil),      // 4: watchtree.internal.v1.HistoryLost
-	(*Flush)(nil),            // 5: watchtree.internal.v1.Flush
-	(*Flushed)(nil),          // 6: watchtree.internal.v1.Flushed
-	(*FlowControl)(nil),      // 7: watchtree.internal.v1.FlowControl
-	(*AttachDispatcher)(nil), // 8: watchtree.internal.v1.AttachDispatcher
-	(*SettledThrough)(nil),   // 9: watchtree.internal.v1.SettledThrough
+	(*ResolveStart)(nil),     // 0: watchtree.internal.v1.ResolveStart
+	(*OperationTime)(nil),    // 1: watchtree.internal.v1.OperationTime
+	(*StartFrom)(nil),        // 2: watchtree.internal.v1.StartFrom
+	(*HistoryLost)(nil),      // 3: watchtree.internal.v1.HistoryLost
+	(*Flush)(nil),            // 4: watchtree.internal.v1.Flush
+	(*Flushed)(nil),          // 5: watchtree.internal.v1.Flushed
+	(*FlowControl)(nil),      // 6: watchtree.internal.v1.FlowControl
+	(*AttachDispatcher)(nil), // 7: watchtree.internal.v1.AttachDispatcher
+	(*SettledThrough)(nil),   // 8: watchtree.internal.v1.SettledThrough
+	(messages.StartKind)(0),  // 9: watchtree.v1.StartKind
 	(*ErrorDetail)(nil),      // 10: watchtree.internal.v1.ErrorDetail
 }
 var file_watchtree_internal_v1_checkpointer_proto_depIdxs = []int32{
-	0,  // 0: watchtree.internal.v1.StartFrom.kind:type_name -> watchtree.internal.v1.StartKind
-	2,  // 1: watchtree.internal.v1.StartFrom.operation_time:type_name -> watchtree.internal.v1.OperationTime
+	9,  // 0: watchtree.internal.v1.StartFrom.kind:type_name -> watchtree.v1.StartKind
+	1,  // 1: watchtree.internal.v1.StartFrom.operation_time:type_name -> watchtree.internal.v1.OperationTime
 	10, // 2: watchtree.internal.v1.StartFrom.cause:type_name -> watchtree.internal.v1.ErrorDetail
-	2,  // 3: watchtree.internal.v1.SettledThrough.cluster_time:type_name -> watchtree.internal.v1.OperationTime
+	1,  // 3: watchtree.internal.v1.SettledThrough.cluster_time:type_name -> watchtree.internal.v1.OperationTime
 	4,  // [4:4] is the sub-list for method output_type
 	4,  // [4:4] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
@@ -824,14 +757,13 @@ func file_watchtree_internal_v1_checkpointer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_checkpointer_proto_rawDesc), len(file_watchtree_internal_v1_checkpointer_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      0,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_watchtree_internal_v1_checkpointer_proto_goTypes,
 		DependencyIndexes: file_watchtree_internal_v1_checkpointer_proto_depIdxs,
-		EnumInfos:         file_watchtree_internal_v1_checkpointer_proto_enumTypes,
 		MessageInfos:      file_watchtree_internal_v1_checkpointer_proto_msgTypes,
 	}.Build()
 	File_watchtree_internal_v1_checkpointer_proto = out.File

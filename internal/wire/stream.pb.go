@@ -11,6 +11,7 @@
 package wire
 
 import (
+	messages "github.com/watchtree/watchtree/messages"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -24,70 +25,6 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
-
-// Outcome is how an event settled.
-type Outcome int32
-
-const (
-	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
-	// The handler returned nil.
-	Outcome_OUTCOME_HANDLED Outcome = 1
-	// The in-process filter rejected the event.
-	Outcome_OUTCOME_FILTERED Outcome = 2
-	// No handler matched the operation type.
-	Outcome_OUTCOME_UNHANDLED Outcome = 3
-	// Attempts ran out and the dead letter was durably written.
-	Outcome_OUTCOME_DEAD_LETTERED Outcome = 4
-	// The handler returned watchtree.Skip.
-	Outcome_OUTCOME_SKIPPED Outcome = 5
-)
-
-// Enum value maps for Outcome.
-var (
-	Outcome_name = map[int32]string{
-		0: "OUTCOME_UNSPECIFIED",
-		1: "OUTCOME_HANDLED",
-		2: "OUTCOME_FILTERED",
-		3: "OUTCOME_UNHANDLED",
-		4: "OUTCOME_DEAD_LETTERED",
-		5: "OUTCOME_SKIPPED",
-	}
-	Outcome_value = map[string]int32{
-		"OUTCOME_UNSPECIFIED":   0,
-		"OUTCOME_HANDLED":       1,
-		"OUTCOME_FILTERED":      2,
-		"OUTCOME_UNHANDLED":     3,
-		"OUTCOME_DEAD_LETTERED": 4,
-		"OUTCOME_SKIPPED":       5,
-	}
-)
-
-func (x Outcome) Enum() *Outcome {
-	p := new(Outcome)
-	*p = x
-	return p
-}
-
-func (x Outcome) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_watchtree_internal_v1_stream_proto_enumTypes[0].Descriptor()
-}
-
-func (Outcome) Type() protoreflect.EnumType {
-	return &file_watchtree_internal_v1_stream_proto_enumTypes[0]
-}
-
-func (x Outcome) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use Outcome.Descriptor instead.
-func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_watchtree_internal_v1_stream_proto_rawDescGZIP(), []int{0}
-}
 
 // Event is one snapshot event (SnapshotBatch, WindowChunk). Decoding to the user's type happens
 // once, in the dispatcher; until then the event travels as raw BSON. Change events travel in
@@ -437,7 +374,7 @@ type Settled struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	ResumeToken []byte                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
-	Outcome     Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.internal.v1.Outcome" json:"outcome,omitempty"`
+	Outcome     messages.Outcome       `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
 	// invalidate is copied from Event.invalidate: the checkpointer makes the token a startAfter
 	// position, never a resumeAfter one.
 	Invalidate    bool `protobuf:"varint,4,opt,name=invalidate,proto3" json:"invalidate,omitempty"`
@@ -489,11 +426,11 @@ func (x *Settled) GetResumeToken() []byte {
 	return nil
 }
 
-func (x *Settled) GetOutcome() Outcome {
+func (x *Settled) GetOutcome() messages.Outcome {
 	if x != nil {
 		return x.Outcome
 	}
-	return Outcome_OUTCOME_UNSPECIFIED
+	return messages.Outcome(0)
 }
 
 func (x *Settled) GetInvalidate() bool {
@@ -510,8 +447,8 @@ type SettledRun struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	FirstSeq uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	// count is the number of seqs in the run, at least 1.
-	Count   uint32  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Outcome Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.internal.v1.Outcome" json:"outcome,omitempty"`
+	Count   uint32           `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Outcome messages.Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=watchtree.v1.Outcome" json:"outcome,omitempty"`
 	// last_token is the resume token (the _id document, BSON) of the run's last event.
 	LastToken []byte `protobuf:"bytes,4,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
 	// invalidate: the run's last event is an invalidate (its token is a startAfter position
@@ -565,11 +502,11 @@ func (x *SettledRun) GetCount() uint32 {
 	return 0
 }
 
-func (x *SettledRun) GetOutcome() Outcome {
+func (x *SettledRun) GetOutcome() messages.Outcome {
 	if x != nil {
 		return x.Outcome
 	}
-	return Outcome_OUTCOME_UNSPECIFIED
+	return messages.Outcome(0)
 }
 
 func (x *SettledRun) GetLastToken() []byte {
@@ -645,7 +582,7 @@ var File_watchtree_internal_v1_stream_proto protoreflect.FileDescriptor
 
 const file_watchtree_internal_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\"watchtree/internal/v1/stream.proto\x12\x15watchtree.internal.v1\"n\n" +
+	"\"watchtree/internal/v1/stream.proto\x12\x15watchtree.internal.v1\x1a\x19watchtree/v1/actors.proto\"n\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03raw\x18\x02 \x01(\fR\x03raw\x12!\n" +
@@ -671,19 +608,19 @@ const file_watchtree_internal_v1_stream_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1f\n" +
 	"\vthrough_seq\x18\x02 \x01(\x04R\n" +
 	"throughSeq\x125\n" +
-	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"\x98\x01\n" +
+	"\x17post_batch_resume_token\x18\x03 \x01(\fR\x14postBatchResumeToken\"\x8f\x01\n" +
 	"\aSettled\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\fR\vresumeToken\x128\n" +
-	"\aoutcome\x18\x03 \x01(\x0e2\x1e.watchtree.internal.v1.OutcomeR\aoutcome\x12\x1e\n" +
+	"\fresume_token\x18\x02 \x01(\fR\vresumeToken\x12/\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1e\n" +
 	"\n" +
 	"invalidate\x18\x04 \x01(\bR\n" +
-	"invalidate\"\xb8\x01\n" +
+	"invalidate\"\xaf\x01\n" +
 	"\n" +
 	"SettledRun\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\x128\n" +
-	"\aoutcome\x18\x03 \x01(\x0e2\x1e.watchtree.internal.v1.OutcomeR\aoutcome\x12\x1d\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12/\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x15.watchtree.v1.OutcomeR\aoutcome\x12\x1d\n" +
 	"\n" +
 	"last_token\x18\x04 \x01(\fR\tlastToken\x12\x1e\n" +
 	"\n" +
@@ -691,14 +628,7 @@ const file_watchtree_internal_v1_stream_proto_rawDesc = "" +
 	"invalidate\"m\n" +
 	"\fSettledBatch\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x125\n" +
-	"\x04runs\x18\x03 \x03(\v2!.watchtree.internal.v1.SettledRunR\x04runsJ\x04\b\x02\x10\x03*\x94\x01\n" +
-	"\aOutcome\x12\x17\n" +
-	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
-	"\x0fOUTCOME_HANDLED\x10\x01\x12\x14\n" +
-	"\x10OUTCOME_FILTERED\x10\x02\x12\x15\n" +
-	"\x11OUTCOME_UNHANDLED\x10\x03\x12\x19\n" +
-	"\x15OUTCOME_DEAD_LETTERED\x10\x04\x12\x13\n" +
-	"\x0fOUTCOME_SKIPPED\x10\x05B3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
+	"\x04runs\x18\x03 \x03(\v2!.watchtree.internal.v1.SettledRunR\x04runsJ\x04\b\x02\x10\x03B3Z1github.com/watchtree/watchtree/internal/wire;wireb\x06proto3"
 
 var (
 	file_watchtree_internal_v1_stream_proto_rawDescOnce sync.Once
@@ -712,23 +642,22 @@ func file_watchtree_internal_v1_stream_proto_rawDescGZIP() []byte {
 	return file_watchtree_internal_v1_stream_proto_rawDescData
 }
 
-var file_watchtree_internal_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_watchtree_internal_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_watchtree_internal_v1_stream_proto_goTypes = []any{
-	(Outcome)(0),         // 0: watchtree.internal.v1.Outcome
-	(*Event)(nil),        // 1: watchtree.internal.v1.Event
-	(*EventBatch)(nil),   // 2: watchtree.internal.v1.EventBatch
-	(*Subscribe)(nil),    // 3: watchtree.internal.v1.Subscribe
-	(*Demand)(nil),       // 4: watchtree.internal.v1.Demand
-	(*Progress)(nil),     // 5: watchtree.internal.v1.Progress
-	(*Settled)(nil),      // 6: watchtree.internal.v1.Settled
-	(*SettledRun)(nil),   // 7: watchtree.internal.v1.SettledRun
-	(*SettledBatch)(nil), // 8: watchtree.internal.v1.SettledBatch
+	(*Event)(nil),         // 0: watchtree.internal.v1.Event
+	(*EventBatch)(nil),    // 1: watchtree.internal.v1.EventBatch
+	(*Subscribe)(nil),     // 2: watchtree.internal.v1.Subscribe
+	(*Demand)(nil),        // 3: watchtree.internal.v1.Demand
+	(*Progress)(nil),      // 4: watchtree.internal.v1.Progress
+	(*Settled)(nil),       // 5: watchtree.internal.v1.Settled
+	(*SettledRun)(nil),    // 6: watchtree.internal.v1.SettledRun
+	(*SettledBatch)(nil),  // 7: watchtree.internal.v1.SettledBatch
+	(messages.Outcome)(0), // 8: watchtree.v1.Outcome
 }
 var file_watchtree_internal_v1_stream_proto_depIdxs = []int32{
-	0, // 0: watchtree.internal.v1.Settled.outcome:type_name -> watchtree.internal.v1.Outcome
-	0, // 1: watchtree.internal.v1.SettledRun.outcome:type_name -> watchtree.internal.v1.Outcome
-	7, // 2: watchtree.internal.v1.SettledBatch.runs:type_name -> watchtree.internal.v1.SettledRun
+	8, // 0: watchtree.internal.v1.Settled.outcome:type_name -> watchtree.v1.Outcome
+	8, // 1: watchtree.internal.v1.SettledRun.outcome:type_name -> watchtree.v1.Outcome
+	6, // 2: watchtree.internal.v1.SettledBatch.runs:type_name -> watchtree.internal.v1.SettledRun
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -746,14 +675,13 @@ func file_watchtree_internal_v1_stream_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watchtree_internal_v1_stream_proto_rawDesc), len(file_watchtree_internal_v1_stream_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      0,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_watchtree_internal_v1_stream_proto_goTypes,
 		DependencyIndexes: file_watchtree_internal_v1_stream_proto_depIdxs,
-		EnumInfos:         file_watchtree_internal_v1_stream_proto_enumTypes,
 		MessageInfos:      file_watchtree_internal_v1_stream_proto_msgTypes,
 	}.Build()
 	File_watchtree_internal_v1_stream_proto = out.File

@@ -14,6 +14,7 @@
 package wire
 
 import (
+	messages "github.com/watchtree/watchtree/messages"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -395,8 +396,8 @@ type StreamStats struct {
 	// last_pbrt is the latest post-batch resume token sent (BSON).
 	LastPbrt []byte `protobuf:"bytes,11,opt,name=last_pbrt,json=lastPbrt,proto3" json:"last_pbrt,omitempty"`
 	// start_kind and start_source describe the latest StartFrom the cursor was opened from.
-	StartKind     StartKind `protobuf:"varint,12,opt,name=start_kind,json=startKind,proto3,enum=watchtree.internal.v1.StartKind" json:"start_kind,omitempty"`
-	StartSource   string    `protobuf:"bytes,13,opt,name=start_source,json=startSource,proto3" json:"start_source,omitempty"`
+	StartKind     messages.StartKind `protobuf:"varint,12,opt,name=start_kind,json=startKind,proto3,enum=watchtree.v1.StartKind" json:"start_kind,omitempty"`
+	StartSource   string             `protobuf:"bytes,13,opt,name=start_source,json=startSource,proto3" json:"start_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,11 +509,11 @@ func (x *StreamStats) GetLastPbrt() []byte {
 	return nil
 }
 
-func (x *StreamStats) GetStartKind() StartKind {
+func (x *StreamStats) GetStartKind() messages.StartKind {
 	if x != nil {
 		return x.StartKind
 	}
-	return StartKind_START_KIND_UNSPECIFIED
+	return messages.StartKind(0)
 }
 
 func (x *StreamStats) GetStartSource() string {
@@ -526,7 +527,7 @@ var File_watchtree_internal_v1_streamactor_proto protoreflect.FileDescriptor
 
 const file_watchtree_internal_v1_streamactor_proto_rawDesc = "" +
 	"\n" +
-	"'watchtree/internal/v1/streamactor.proto\x12\x15watchtree.internal.v1\x1a(watchtree/internal/v1/checkpointer.proto\x1a!watchtree/internal/v1/error.proto\"P\n" +
+	"'watchtree/internal/v1/streamactor.proto\x12\x15watchtree.internal.v1\x1a\x19watchtree/v1/actors.proto\x1a!watchtree/internal/v1/error.proto\"P\n" +
 	"\fReaderOpened\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
 	"\n" +
@@ -544,7 +545,7 @@ const file_watchtree_internal_v1_streamactor_proto_rawDesc = "" +
 	"\bnext_seq\x18\a \x01(\x04R\anextSeq\x12)\n" +
 	"\x10invalidate_cause\x18\b \x01(\tR\x0finvalidateCause\x128\n" +
 	"\x05cause\x18\t \x01(\v2\".watchtree.internal.v1.ErrorDetailR\x05cause\"\x14\n" +
-	"\x12StreamStatsRequest\"\xc6\x03\n" +
+	"\x12StreamStatsRequest\"\xbd\x03\n" +
 	"\vStreamStats\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x128\n" +
@@ -557,9 +558,9 @@ const file_watchtree_internal_v1_streamactor_proto_rawDesc = "" +
 	"\x05opens\x18\t \x01(\rR\x05opens\x12$\n" +
 	"\rinvalidations\x18\n" +
 	" \x01(\rR\rinvalidations\x12\x1b\n" +
-	"\tlast_pbrt\x18\v \x01(\fR\blastPbrt\x12?\n" +
+	"\tlast_pbrt\x18\v \x01(\fR\blastPbrt\x126\n" +
 	"\n" +
-	"start_kind\x18\f \x01(\x0e2 .watchtree.internal.v1.StartKindR\tstartKind\x12!\n" +
+	"start_kind\x18\f \x01(\x0e2\x17.watchtree.v1.StartKindR\tstartKind\x12!\n" +
 	"\fstart_source\x18\r \x01(\tR\vstartSource*\xb8\x01\n" +
 	"\tReaderEnd\x12\x1a\n" +
 	"\x16READER_END_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -599,13 +600,13 @@ var file_watchtree_internal_v1_streamactor_proto_goTypes = []any{
 	(*StreamStatsRequest)(nil), // 4: watchtree.internal.v1.StreamStatsRequest
 	(*StreamStats)(nil),        // 5: watchtree.internal.v1.StreamStats
 	(*ErrorDetail)(nil),        // 6: watchtree.internal.v1.ErrorDetail
-	(StartKind)(0),             // 7: watchtree.internal.v1.StartKind
+	(messages.StartKind)(0),    // 7: watchtree.v1.StartKind
 }
 var file_watchtree_internal_v1_streamactor_proto_depIdxs = []int32{
 	0, // 0: watchtree.internal.v1.ReaderEnded.end:type_name -> watchtree.internal.v1.ReaderEnd
 	6, // 1: watchtree.internal.v1.ReaderEnded.cause:type_name -> watchtree.internal.v1.ErrorDetail
 	1, // 2: watchtree.internal.v1.StreamStats.phase:type_name -> watchtree.internal.v1.StreamPhase
-	7, // 3: watchtree.internal.v1.StreamStats.start_kind:type_name -> watchtree.internal.v1.StartKind
+	7, // 3: watchtree.internal.v1.StreamStats.start_kind:type_name -> watchtree.v1.StartKind
 	4, // [4:4] is the sub-list for method output_type
 	4, // [4:4] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
@@ -618,7 +619,6 @@ func file_watchtree_internal_v1_streamactor_proto_init() {
 	if File_watchtree_internal_v1_streamactor_proto != nil {
 		return
 	}
-	file_watchtree_internal_v1_checkpointer_proto_init()
 	file_watchtree_internal_v1_error_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
