@@ -10,19 +10,6 @@ import (
 	"testing"
 )
 
-// actorInternalTypesLeft are the internal/ types that the actor packages' exported API still
-// names, each with why it has not moved yet. The list only shrinks: TestActorsAPIUsesPublicTypes
-// fails for an internal type not listed and for a listed one no longer used.
-var actorInternalTypesLeft = map[string]string{
-	"policy.Checkpoint":    "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-	"policy.HistoryLost":   "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-	"policy.Lease":         "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-	"policy.Restart":       "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-	"policy.Retry":         "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-	"policy.Snapshot":      "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-	"policy.StartPosition": "the policies' actor form (internal/policy): to move with its defaults, validators and delay formula to a public package the root aliases",
-}
-
 // TestActorsAPIUsesPublicTypes walks the source of every actors/* package: the actor packages
 // are public by design (outside code may build an actor's Config, implement dispatcher.Router),
 // so every type named in an exported declaration — an exported function's or method's
@@ -65,15 +52,8 @@ func TestActorsAPIUsesPublicTypes(t *testing.T) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if actorInternalTypesLeft[k] == "" {
-			t.Errorf("%s, an internal type, is in the actors' exported API at %s: move it to a public package or unexport its use",
-				k, strings.Join(found[k], ", "))
-		}
-	}
-	for k := range actorInternalTypesLeft {
-		if found[k] == nil {
-			t.Errorf("actorInternalTypesLeft lists %s, which the actors' exported API no longer uses: remove it from the list", k)
-		}
+		t.Errorf("%s, an internal type, is in the actors' exported API at %s: move it to a public package or unexport its use",
+			k, strings.Join(found[k], ", "))
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/internal/defaultcheck"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // A defaultRow is one resolved default: the value the compile step or the engine produced

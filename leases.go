@@ -3,7 +3,7 @@ package watchtree
 import (
 	"time"
 
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // LeasePolicy (Config.Lease) governs the leases of the runtime's SingleLeader streams; the

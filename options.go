@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // Mode is the deployment mode of a stream.

@@ -3,10 +3,10 @@ package watchtree
 import (
 	"time"
 
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
-// The stream policies are declared here, with their fields' docs; internal/policy declares the
+// The stream policies are declared here, with their fields' docs; package policy declares the
 // same field lists for the actors that apply them, with the defaults, validators and the delay
 // formula. The root converts with a struct conversion (policy.Retry(p)) where a Stream or a
 // Config is validated and compiled, so a field added on one side only does not compile.

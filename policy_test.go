@@ -10,7 +10,7 @@ import (
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/configerr"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // The retry, restart and checkpoint policies, StartPosition and HistoryLostPolicy are defined,

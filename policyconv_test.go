@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // TestPolicyConversionsKeepEveryField: LeasePolicy and SnapshotPolicy convert to the actors' form

@@ -3,7 +3,7 @@ package watchtree
 import (
 	"time"
 
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // SnapshotPolicy (Stream.Snapshot) configures the copy of a collection's existing documents (the

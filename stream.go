@@ -11,8 +11,8 @@ import (
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // maxLanes is the largest Stream.Lanes accepted: the dispatcher's bound.
@@ -273,7 +273,7 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 
 // compile validates s and returns its compiled form, the engine's Spec, with every default
 // resolved here, once: the zero value of a field becomes the value its godoc states, taken from
-// the one source of that value (internal/policy's Default* constants for the policies,
+// the one source of that value (package policy's default constants for the policies,
 // DeadLetterPolicy's for dead letters, dispatcher.DefaultConfig for Lanes). The engine builds its actor
 // configurations from the Spec and from each actor's DefaultConfig (internal/engine/tree.go)
 // and the actors fill in nothing the Spec holds. TestCompiledDefaults compares the result of a

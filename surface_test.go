@@ -69,10 +69,15 @@ import (
 // Outcome and StartKind (issue 40: the enums dispatcher.Router.Route returns and
 // stream.Position.Kind holds, moved from the tree's private protocol so that outside code can
 // implement a Router or a Watcher: two types, eleven values, their name and value maps and the
-// file descriptor).
+// file descriptor); 787 with package policy (issue 40: the policies in the actors' form, moved
+// from internal/policy so that outside code can build an actor's Config: Retry, Restart,
+// Checkpoint, Lease, Snapshot, StartPosition, HistoryLost, Invalidate with their enums,
+// constructors, Validate and String, the Errors collector, and the functions the engine and the
+// actors read the opaque values with; the default constants no other package names were
+// unexported first).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 723
+const maxPublicSurface = 787
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

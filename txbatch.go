@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // The TxBatchPolicy bounds.

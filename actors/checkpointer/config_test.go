@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/watchtree/watchtree/configerr"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 

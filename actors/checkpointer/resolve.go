@@ -13,11 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 

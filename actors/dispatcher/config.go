@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // Defaults of Config: DefaultConfig is their one source (see there); the constants name the

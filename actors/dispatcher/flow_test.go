@@ -13,9 +13,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/watchtree/watchtree/configerr"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // gate is a handler that blocks every call until released (or its context ends), counting the

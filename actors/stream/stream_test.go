@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // checkSeqs asserts that events carry seqs from..from+len-1 in order, each with a copied raw

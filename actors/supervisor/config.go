@@ -11,10 +11,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/policy"
 )
 
 // DefaultConfig returns the defaults of every Config field that has a value default: the one

@@ -13,9 +13,9 @@ import (
 
 	"github.com/watchtree/watchtree/actors/leader"
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 

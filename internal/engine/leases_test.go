@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store/memstore"
 )
 

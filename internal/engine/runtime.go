@@ -18,9 +18,9 @@ import (
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/consoleserver"
-	"github.com/watchtree/watchtree/internal/policy"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 	"github.com/watchtree/watchtree/store/mongostore"
 )

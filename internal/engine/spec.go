@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/policy"
+	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/status"
 	"github.com/watchtree/watchtree/store"
 )

@@ -10,40 +10,52 @@ import (
 
 // Defaults of Retry and Restart: the zero value of a field means the default below.
 const (
-	// DefaultRetryMaxAttempts is the default Retry.MaxAttempts (handler calls per event).
-	DefaultRetryMaxAttempts = 3
-	// DefaultRetryInitialDelay is the default Retry.InitialDelay.
-	DefaultRetryInitialDelay = 500 * time.Millisecond
-	// DefaultRetryMaxDelay is the default Retry.MaxDelay.
-	DefaultRetryMaxDelay = 30 * time.Second
-	// DefaultRetryMultiplier is the default Retry.Multiplier.
-	DefaultRetryMultiplier = 2.0
+	// defaultRetryMaxAttempts is the default Retry.MaxAttempts (handler calls per event).
+	defaultRetryMaxAttempts = 3
+	// defaultRetryInitialDelay is the default Retry.InitialDelay.
+	defaultRetryInitialDelay = 500 * time.Millisecond
+	// defaultRetryMaxDelay is the default Retry.MaxDelay.
+	defaultRetryMaxDelay = 30 * time.Second
+	// defaultRetryMultiplier is the default Retry.Multiplier.
+	defaultRetryMultiplier = 2.0
 
-	// DefaultRestartInitialDelay is the default Restart.InitialDelay.
-	DefaultRestartInitialDelay = time.Second
-	// DefaultRestartMaxDelay is the default Restart.MaxDelay.
-	DefaultRestartMaxDelay = 60 * time.Second
-	// DefaultRestartMultiplier is the default Restart.Multiplier.
-	DefaultRestartMultiplier = 2.0
+	// defaultRestartInitialDelay is the default Restart.InitialDelay.
+	defaultRestartInitialDelay = time.Second
+	// defaultRestartMaxDelay is the default Restart.MaxDelay.
+	defaultRestartMaxDelay = 60 * time.Second
+	// defaultRestartMultiplier is the default Restart.Multiplier.
+	defaultRestartMultiplier = 2.0
 
-	// MinJitteredDelay is the floor of a jittered delay of Retry and Restart.
-	MinJitteredDelay = backoff.MinJittered
+	// minJitteredDelay is the floor of a jittered delay of Retry and Restart.
+	minJitteredDelay = backoff.MinJittered
 )
 
-// Retry is the field list of watchtree.RetryPolicy, which documents the fields, their defaults
-// and the delay formula; the dispatcher actor applies it.
+// Retry is the dispatcher's form of watchtree.RetryPolicy (dispatcher.Config.Retry): the same
+// fields, converted with Retry(p). After the n-th failed attempt of an event its lane waits
+// Delay(p, n) = min(InitialDelay × Multiplier^(n-1), MaxDelay), jittered by U(0.8, 1.2) and
+// floored at 1ms unless DisableJitter is set. watchtree.RetryPolicy documents which
+// errors skip the remaining attempts and what happens when they run out.
 type Retry struct {
-	MaxAttempts   int
-	InitialDelay  time.Duration
-	MaxDelay      time.Duration
-	Multiplier    float64
+	// MaxAttempts is the number of handler calls per event, including the first. Default 3;
+	// 1 means no retry. Must be >= 0; 0 means the default.
+	MaxAttempts int
+	// InitialDelay is the delay after the first failed attempt. Default 500ms. Must be >= 0;
+	// 0 means the default.
+	InitialDelay time.Duration
+	// MaxDelay caps the delay before jitter. Default 30s. Must be >= 0 (0 means the default)
+	// and, once defaulted, >= InitialDelay.
+	MaxDelay time.Duration
+	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite
+	// and >= 1; 0 means the default.
+	Multiplier float64
+	// DisableJitter turns the ±20% jitter off. Default false: jitter on.
 	DisableJitter bool
 }
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Retry) withDefaults() Retry {
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultRetryMaxAttempts
+		p.MaxAttempts = defaultRetryMaxAttempts
 	}
 	retryCurve.fill(&p.InitialDelay, &p.MaxDelay, &p.Multiplier)
 	return p
@@ -62,7 +74,7 @@ func (p Retry) Validate() error {
 // "Retry.MaxAttempts" for field "Retry".
 func (p Retry) validateInto(c *Errors, field string) {
 	if p.MaxAttempts < 0 {
-		c.Add(field+".MaxAttempts", "must be >= 1 (0 means the default %d), got %d", DefaultRetryMaxAttempts, p.MaxAttempts)
+		c.Add(field+".MaxAttempts", "must be >= 1 (0 means the default %d), got %d", defaultRetryMaxAttempts, p.MaxAttempts)
 	}
 	retryCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
@@ -74,14 +86,26 @@ func (p Retry) nthDelay(attempt int, rnd func() float64) time.Duration {
 	return delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt, !p.DisableJitter, rnd)
 }
 
-// Restart is the field list of watchtree.RestartPolicy, which documents the fields, their
-// defaults and the delay formula; the supervisor actor applies it.
+// Restart is the supervisor's form of watchtree.RestartPolicy (supervisor.Config.Policy): the
+// same fields, converted with Restart(p). Before the attempt-th restart of a stream the
+// supervisor waits Delay(p, attempt) = min(InitialDelay × Multiplier^(attempt-1), MaxDelay),
+// jittered by U(0.8, 1.2) and floored at 1ms when Jitter is set.
+// watchtree.RestartPolicy documents what counts as a death and what giving up does.
 type Restart struct {
-	MaxAttempts  int
+	// MaxAttempts is the number of consecutive restarts before giving up. Default 0: unlimited.
+	// Must be >= 0.
+	MaxAttempts int
+	// InitialDelay is the delay before the first restart. Default 1s. Must be >= 0; 0 means the
+	// default.
 	InitialDelay time.Duration
-	MaxDelay     time.Duration
-	Multiplier   float64
-	Jitter       bool
+	// MaxDelay caps the delay before jitter. Default 60s. Must be >= 0 (0 means the default)
+	// and, once defaulted, >= InitialDelay.
+	MaxDelay time.Duration
+	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite
+	// and >= 1; 0 means the default.
+	Multiplier float64
+	// Jitter multiplies every delay by U(0.8, 1.2) (±20%). Default false.
+	Jitter bool
 }
 
 // withDefaults returns p with every zero field replaced by its default. MaxAttempts stays 0
@@ -125,8 +149,8 @@ type curve struct {
 }
 
 var (
-	retryCurve   = curve{DefaultRetryInitialDelay, DefaultRetryMaxDelay, DefaultRetryMultiplier}
-	restartCurve = curve{DefaultRestartInitialDelay, DefaultRestartMaxDelay, DefaultRestartMultiplier}
+	retryCurve   = curve{defaultRetryInitialDelay, defaultRetryMaxDelay, defaultRetryMultiplier}
+	restartCurve = curve{defaultRestartInitialDelay, defaultRestartMaxDelay, defaultRestartMultiplier}
 )
 
 // fill replaces the zero fields by the curve's defaults.
@@ -173,7 +197,7 @@ func (d curve) validate(c *Errors, field string, initial, maxDelay time.Duration
 
 // delay is the formula of Retry and Restart on defaulted fields: internal/backoff's
 // min(initial × mult^(attempt-1), maxDelay), then, with jitter, its U(0.8, 1.2) factor floored
-// at MinJitteredDelay.
+// at minJitteredDelay.
 func delay(initial, maxDelay time.Duration, mult float64, attempt int, jitter bool, rnd func() float64) time.Duration {
 	d := backoff.Delay(initial, maxDelay, mult, attempt)
 	if !jitter {

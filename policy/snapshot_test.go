@@ -12,8 +12,8 @@ import (
 
 func TestSnapshotDefaultsAndValidate(t *testing.T) {
 	d := WithDefaults(Snapshot{})
-	if d.Partitions != DefaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever ||
-		d.HandoffRefresh != DefaultSnapshotHandoffRefresh {
+	if d.Partitions != defaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever ||
+		d.HandoffRefresh != defaultSnapshotHandoffRefresh {
 		t.Fatalf("defaults: %+v", d)
 	}
 	if SnapshotEnabled(Snapshot{}) || !SnapshotEnabled(Snapshot{Mode: SnapshotInitial}) || !SnapshotEnabled(Snapshot{Mode: SnapshotWhenNeeded}) {
@@ -28,9 +28,9 @@ func TestSnapshotDefaultsAndValidate(t *testing.T) {
 	}{
 		{Snapshot{Mode: 7}, "SnapshotPolicy.Mode"},
 		{Snapshot{Partitions: -1}, "SnapshotPolicy.Partitions"},
-		{Snapshot{Partitions: MaxSnapshotPartitions + 1}, "SnapshotPolicy.Partitions"},
+		{Snapshot{Partitions: maxSnapshotPartitions + 1}, "SnapshotPolicy.Partitions"},
 		{Snapshot{BatchSize: -5}, "SnapshotPolicy.BatchSize"},
-		{Snapshot{BatchSize: MaxSnapshotBatchSize + 1}, "SnapshotPolicy.BatchSize"},
+		{Snapshot{BatchSize: maxSnapshotBatchSize + 1}, "SnapshotPolicy.BatchSize"},
 		{Snapshot{Filter: 42}, "SnapshotPolicy.Filter"},
 		{Snapshot{HandoffRefresh: -1}, "SnapshotPolicy.HandoffRefresh"},
 		{Snapshot{Filter: bson.Raw{1, 2}}, "SnapshotPolicy.Filter"},

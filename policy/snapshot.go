@@ -9,16 +9,16 @@ import (
 
 // Defaults of Snapshot.
 const (
-	// DefaultSnapshotPartitions is the default Snapshot.Partitions.
-	DefaultSnapshotPartitions = 4
+	// defaultSnapshotPartitions is the default Snapshot.Partitions.
+	defaultSnapshotPartitions = 4
 	// DefaultSnapshotBatchSize is the default Snapshot.BatchSize.
 	DefaultSnapshotBatchSize = 1000
-	// DefaultSnapshotHandoffRefresh is the default Snapshot.HandoffRefresh.
-	DefaultSnapshotHandoffRefresh = time.Minute
-	// MaxSnapshotPartitions is the largest Snapshot.Partitions accepted.
-	MaxSnapshotPartitions = 256
-	// MaxSnapshotBatchSize is the largest Snapshot.BatchSize accepted.
-	MaxSnapshotBatchSize = 100_000
+	// defaultSnapshotHandoffRefresh is the default Snapshot.HandoffRefresh.
+	defaultSnapshotHandoffRefresh = time.Minute
+	// maxSnapshotPartitions is the largest Snapshot.Partitions accepted.
+	maxSnapshotPartitions = 256
+	// maxSnapshotBatchSize is the largest Snapshot.BatchSize accepted.
+	maxSnapshotBatchSize = 100_000
 )
 
 // SnapshotMode is watchtree.SnapshotMode in the form the tree takes (its values are the same).
@@ -44,26 +44,35 @@ func (m SnapshotMode) String() string {
 	return fmt.Sprintf("SnapshotMode(%d)", m)
 }
 
-// Snapshot is the field list of watchtree.SnapshotPolicy, which documents the fields, their
-// defaults and how the copy runs; the snapshot actor applies it.
+// Snapshot is the snapshot actor's form of watchtree.SnapshotPolicy (snapshot.Config.Policy,
+// checkpointer.Config.Snapshot): the same fields, Mode as this package's SnapshotMode.
+// watchtree.SnapshotPolicy documents how the copy runs.
 type Snapshot struct {
-	Mode           SnapshotMode
-	Filter         any
-	Partitions     int
-	BatchSize      int
+	// Mode says when the copy runs. Default SnapshotNever.
+	Mode SnapshotMode
+	// Filter is a server-side query document (bson.D, bson.M, bson.Raw or any value that
+	// marshals to a document): only the documents it matches are copied. Default nil: all.
+	Filter any
+	// Partitions is the number of _id ranges read in parallel. Default 4, at most 256.
+	Partitions int
+	// BatchSize is the number of documents read per chunk (one find), the unit of progress.
+	// Default 1000, at most 100000.
+	BatchSize int
+	// HandoffRefresh is how often, at most, the handoff position moves forward while the copy
+	// runs on a quiet collection. Default 1 minute.
 	HandoffRefresh time.Duration
 }
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Snapshot) withDefaults() Snapshot {
 	if p.Partitions == 0 {
-		p.Partitions = DefaultSnapshotPartitions
+		p.Partitions = defaultSnapshotPartitions
 	}
 	if p.BatchSize == 0 {
 		p.BatchSize = DefaultSnapshotBatchSize
 	}
 	if p.HandoffRefresh == 0 {
-		p.HandoffRefresh = DefaultSnapshotHandoffRefresh
+		p.HandoffRefresh = defaultSnapshotHandoffRefresh
 	}
 	return p
 }
@@ -87,16 +96,16 @@ func (p Snapshot) validateInto(c *Errors, field string) {
 	if p.Mode > SnapshotWhenNeeded {
 		c.Add(field+".Mode", "must be SnapshotNever, SnapshotInitial or SnapshotWhenNeeded, got %v", p.Mode)
 	}
-	if p.Partitions < 0 || p.Partitions > MaxSnapshotPartitions {
+	if p.Partitions < 0 || p.Partitions > maxSnapshotPartitions {
 		c.Add(field+".Partitions", "must be between 1 and %d (0 means the default %d), got %d",
-			MaxSnapshotPartitions, DefaultSnapshotPartitions, p.Partitions)
+			maxSnapshotPartitions, defaultSnapshotPartitions, p.Partitions)
 	}
-	if p.BatchSize < 0 || p.BatchSize > MaxSnapshotBatchSize {
+	if p.BatchSize < 0 || p.BatchSize > maxSnapshotBatchSize {
 		c.Add(field+".BatchSize", "must be between 1 and %d (0 means the default %d), got %d",
-			MaxSnapshotBatchSize, DefaultSnapshotBatchSize, p.BatchSize)
+			maxSnapshotBatchSize, DefaultSnapshotBatchSize, p.BatchSize)
 	}
 	if p.HandoffRefresh < 0 {
-		c.Add(field+".HandoffRefresh", "must be > 0 (0 means the default %v), got %v", DefaultSnapshotHandoffRefresh, p.HandoffRefresh)
+		c.Add(field+".HandoffRefresh", "must be > 0 (0 means the default %v), got %v", defaultSnapshotHandoffRefresh, p.HandoffRefresh)
 	}
 	if _, err := MarshalFilter(p); err != nil {
 		c.Add(field+".Filter", "%v", err)

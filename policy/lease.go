@@ -4,14 +4,14 @@ import "time"
 
 // Defaults of Lease: the zero value of a field means the default below.
 const (
-	// DefaultLeaseTTL is the default Lease.TTL.
-	DefaultLeaseTTL = 60 * time.Second
-	// DefaultRenewEvery is the default Lease.RenewEvery.
-	DefaultRenewEvery = 15 * time.Second
-	// DefaultStandbyPoll is the default Lease.StandbyPoll.
-	DefaultStandbyPoll = 20 * time.Second
-	// DefaultMarginDivisor gives the default Lease.Margin: TTL / DefaultMarginDivisor.
-	DefaultMarginDivisor = 10
+	// defaultLeaseTTL is the default Lease.TTL.
+	defaultLeaseTTL = 60 * time.Second
+	// defaultRenewEvery is the default Lease.RenewEvery.
+	defaultRenewEvery = 15 * time.Second
+	// defaultStandbyPoll is the default Lease.StandbyPoll.
+	defaultStandbyPoll = 20 * time.Second
+	// defaultMarginDivisor gives the default Lease.Margin: TTL / defaultMarginDivisor.
+	defaultMarginDivisor = 10
 )
 
 // Balance is watchtree.Balance in the form the leader actor takes (its values are the same).
@@ -31,29 +31,38 @@ func (b Balance) String() string {
 	return "on"
 }
 
-// Lease is the field list of watchtree.LeasePolicy, which documents the fields, their defaults
-// and the timing rules; the leader actor applies it.
+// Lease is the leader actor's form of watchtree.LeasePolicy (leader.Config.Policy): the same
+// fields, Balance as this package's Balance. watchtree.LeasePolicy documents the timing rules.
 type Lease struct {
-	TTL         time.Duration
-	RenewEvery  time.Duration
+	// TTL is how long an acquisition or renewal holds the lease. Default 60s. Must be >= 0 (0
+	// means the default) and leave room for two renewals: 2 × RenewEvery <= TTL - Margin.
+	TTL time.Duration
+	// RenewEvery is the renewal period of the leader (and of the instance heartbeat used by
+	// Balance). Default 15s. Must be >= 0 (0 means the default).
+	RenewEvery time.Duration
+	// StandbyPoll is the period of a standby's acquisition attempts. Default 20s. Must be >= 0
+	// (0 means the default).
 	StandbyPoll time.Duration
-	Margin      time.Duration
-	Balance     Balance
+	// Margin is how long before the lease can expire a leader that could not renew stops
+	// processing. Default TTL / 10. Must be >= 0 (0 means the default) and < TTL.
+	Margin time.Duration
+	// Balance shares the leaderships out over the instances. Default BalanceOn.
+	Balance Balance
 }
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Lease) withDefaults() Lease {
 	if p.TTL == 0 {
-		p.TTL = DefaultLeaseTTL
+		p.TTL = defaultLeaseTTL
 	}
 	if p.RenewEvery == 0 {
-		p.RenewEvery = DefaultRenewEvery
+		p.RenewEvery = defaultRenewEvery
 	}
 	if p.StandbyPoll == 0 {
-		p.StandbyPoll = DefaultStandbyPoll
+		p.StandbyPoll = defaultStandbyPoll
 	}
 	if p.Margin == 0 {
-		p.Margin = p.TTL / DefaultMarginDivisor
+		p.Margin = p.TTL / defaultMarginDivisor
 	}
 	return p
 }
@@ -73,9 +82,9 @@ func (p Lease) validateInto(c *Errors, field string) {
 		name string
 		v, d time.Duration
 	}{
-		{"TTL", p.TTL, DefaultLeaseTTL},
-		{"RenewEvery", p.RenewEvery, DefaultRenewEvery},
-		{"StandbyPoll", p.StandbyPoll, DefaultStandbyPoll},
+		{"TTL", p.TTL, defaultLeaseTTL},
+		{"RenewEvery", p.RenewEvery, defaultRenewEvery},
+		{"StandbyPoll", p.StandbyPoll, defaultStandbyPoll},
 	} {
 		if f.v < 0 {
 			c.Add(field+"."+f.name, "must be > 0 (0 means the default %v), got %v", f.d, f.v)
@@ -83,7 +92,7 @@ func (p Lease) validateInto(c *Errors, field string) {
 		}
 	}
 	if p.Margin < 0 {
-		c.Add(field+".Margin", "must be > 0 (0 means the default TTL / %d), got %v", DefaultMarginDivisor, p.Margin)
+		c.Add(field+".Margin", "must be > 0 (0 means the default TTL / %d), got %v", defaultMarginDivisor, p.Margin)
 		ok = false
 	}
 	if p.Balance > BalanceOff {
