@@ -3,9 +3,9 @@ package watchtree
 import (
 	"errors"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -42,17 +42,17 @@ var (
 	// (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280 or CappedPositionLost 136) and the
 	// stream's OnHistoryLost policy is Fail. It is terminal: the stream stays crashed until an
 	// operator acts. The checkpointer raises it; this is the same value.
-	ErrHistoryLost = treekit.ErrHistoryLost
+	ErrHistoryLost = streamtree.ErrHistoryLost
 
 	// ErrGaveUp means the RestartPolicy ran out of attempts. It is terminal: the stream stays
 	// crashed until an operator starts it. The supervisor raises it around the latest death's
 	// cause; this is the same value.
-	ErrGaveUp = treekit.ErrGaveUp
+	ErrGaveUp = streamtree.ErrGaveUp
 
 	// ErrInvalidated means the change stream was invalidated (drop, rename or dropDatabase of the
 	// watched namespace) and the stream's OnInvalidate policy is InvalidateStop. It is terminal.
 	// The stream actor raises it; this is the same value.
-	ErrInvalidated = treekit.ErrInvalidated
+	ErrInvalidated = streamtree.ErrInvalidated
 
 	// ErrUnreachable means no MongoDB server answered within Config.ConnectTimeout (or the
 	// context's earlier deadline), or the connection failed: Start could not ping the primary
@@ -75,7 +75,7 @@ var (
 	// the _id values mix BSON types (numbers and strings, say): a range query on _id compares
 	// values of one type only, so some documents would be skipped. The snapshot fails instead.
 	// The snapshot actor raises it; this is the same value. It is terminal.
-	ErrSnapshotMixedIDs = treekit.ErrMixedIDTypes
+	ErrSnapshotMixedIDs = streamtree.ErrMixedIDTypes
 )
 
 // ConfigError reports one broken configuration rule: Stream names the stream (empty outside

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/watchtree/watchtree/actors/dispatcher"
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -145,8 +145,8 @@ func TestTerminalSentinelsAreTheRaisersOwn(t *testing.T) {
 		name        string
 		root, raise error
 	}{
-		{"ErrHistoryLost", ErrHistoryLost, treekit.ErrHistoryLost},
-		{"ErrInvalidated", ErrInvalidated, treekit.ErrInvalidated},
+		{"ErrHistoryLost", ErrHistoryLost, streamtree.ErrHistoryLost},
+		{"ErrInvalidated", ErrInvalidated, streamtree.ErrInvalidated},
 		{"ErrFenced", ErrFenced, store.ErrFenced},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,10 +74,14 @@ import (
 // Checkpoint, Lease, Snapshot, StartPosition, HistoryLost, Invalidate with their enums,
 // constructors, Validate and String, the Errors collector, and the functions the engine and the
 // actors read the opaque values with; the default constants no other package names were
-// unexported first).
+// unexported first); 805 with actors/streamtree (issue 40: the supervisor's contract with the
+// actors it supervises, moved from internal/treekit so that outside code can implement or
+// supervise a tree's actor and classify its failures: Incarnation, SetIncarnation,
+// NotifyResubscribed, Fail, Failure and PanicError with their Error and Unwrap, AsError,
+// TerminalOn, and the six sentinels the tree's actors fail with).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 787
+const maxPublicSurface = 805
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
@@ -403,7 +404,7 @@ func (c *checkpointer) fence(ctx actor.Context, err error) {
 		ctx.Send(p.to, &wire.StartFrom{Incarnation: p.inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 	}
-	treekit.Fail(ctx, terr)
+	streamtree.Fail(ctx, terr)
 }
 
 // isInvalidate reports whether a settlement is an invalidate event (flagged by the stream

@@ -106,7 +106,7 @@ type Config struct {
 	StartPosition policy.StartPosition
 	// OnHistoryLost is the policy for a start position that is no longer in the oplog (the
 	// stream's watchtree.HistoryLostPolicy, as it is). Default Fail. Fail answers StartFrom{FAIL,
-	// terminal} and escalates a terminal failure wrapping treekit.ErrHistoryLost and TerminalErr;
+	// terminal} and escalates a terminal failure wrapping streamtree.ErrHistoryLost and TerminalErr;
 	// ResumeFromNow and Rebuild record the gap (retried until written) and persist the new
 	// position before answering; a failing Rebuild function answers a transient FAIL.
 	OnHistoryLost policy.HistoryLost

@@ -15,7 +15,7 @@
 //     A newer incarnation rebases the tracker: seqs continue at StartFrom.next_seq, and Progress
 //     and SettledBatch of older incarnations are dropped (the new cursor re-reads their events).
 //   - HistoryLost{incarnation, code, message} (a request) → StartFrom. Fail: a terminal FAIL,
-//     and the checkpointer escalates a failure wrapping treekit.ErrHistoryLost, so the supervisor
+//     and the checkpointer escalates a failure wrapping streamtree.ErrHistoryLost, so the supervisor
 //     gives up; the stream actor must not fail by itself on a
 //     terminal FAIL. ResumeFromNow: capture, gap record (retried until written), persist,
 //     RESUME_AFTER. Rebuild(fn): capture T, fn, gap record, persist T, START_AT_OPERATION_TIME T.

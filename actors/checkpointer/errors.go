@@ -3,17 +3,17 @@ package checkpointer
 import (
 	"fmt"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 )
 
 // historyLostError is the terminal failure of history lost under Fail: it matches
-// treekit.ErrHistoryLost (watchtree.ErrHistoryLost). A fenced write escalates a failure wrapping
+// streamtree.ErrHistoryLost (watchtree.ErrHistoryLost). A fenced write escalates a failure wrapping
 // the store's error, which matches store.ErrFenced (watchtree.ErrFenced).
 func historyLostError(stream string, code int32, message string) error {
 	if code == 0 {
-		return fmt.Errorf("%w (stream %q): %s", treekit.ErrHistoryLost, stream, message)
+		return fmt.Errorf("%w (stream %q): %s", streamtree.ErrHistoryLost, stream, message)
 	}
-	return fmt.Errorf("%w (stream %q): server error %d: %s", treekit.ErrHistoryLost, stream, code, message)
+	return fmt.Errorf("%w (stream %q): server error %d: %s", streamtree.ErrHistoryLost, stream, code, message)
 }
 
 // lossReason is a gap record's reason: the server's error code and message, or (code 0) the

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
@@ -374,7 +375,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
 			Terminal: true, Reason: terr.Error()})
 		c.log.Error("history lost under OnHistoryLost Fail: the stream fails terminally", zap.Error(terr))
-		treekit.Fail(ctx, terr)
+		streamtree.Fail(ctx, terr)
 		return
 	}
 	c.reqSeq++

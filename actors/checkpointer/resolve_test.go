@@ -11,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -213,13 +213,13 @@ func TestHistoryLostFail(t *testing.T) {
 		t.Fatalf("StartFrom %v, want terminal FAIL", sf)
 	}
 	hl := event[observe.HistoryLost](h)
-	if !errors.Is(hl.Err, treekit.ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
+	if !errors.Is(hl.Err, streamtree.ErrHistoryLost) || !strings.Contains(hl.Err.Error(), "server error 286: resume point no longer in the oplog") ||
 		hl.Policy != policy.Fail.String() {
 		t.Fatalf("HistoryLost %+v", hl)
 	}
 	err := h.failure()
-	if !errors.Is(err, treekit.ErrHistoryLost) || !strings.Contains(err.Error(), "resume point no longer in the oplog") {
-		t.Fatalf("escalated %v, want treekit.ErrHistoryLost with the server's message", err)
+	if !errors.Is(err, streamtree.ErrHistoryLost) || !strings.Contains(err.Error(), "resume point no longer in the oplog") {
+		t.Fatalf("escalated %v, want streamtree.ErrHistoryLost with the server's message", err)
 	}
 	if gaps, _ := h.ms.ListGaps(context.Background(), store.Scope{Stream: "orders"}); len(gaps) != 0 {
 		t.Fatalf("gap recorded under Fail: %+v", gaps)

@@ -11,9 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/goleak"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
@@ -33,18 +33,18 @@ func (s *streamStub) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.sibling = actor.NewPID(ctx.Self().Address, ctx.Parent().Id+"/checkpointer")
-		ctx.Request(s.sibling, &wire.ResolveStart{Incarnation: treekit.Incarnation(ctx)})
+		ctx.Request(s.sibling, &wire.ResolveStart{Incarnation: streamtree.Incarnation(ctx)})
 	case *wire.StartFrom:
 		s.starts <- m
 		switch {
 		case m.GetKind() == messages.StartKind_START_KIND_FAIL && m.GetTerminal():
 			// Wait to be stopped by the supervisor.
 		case m.GetKind() == messages.StartKind_START_KIND_FAIL:
-			treekit.Fail(ctx, errors.New("stub: transient start failure: "+m.GetReason()))
+			streamtree.Fail(ctx, errors.New("stub: transient start failure: "+m.GetReason()))
 		case s.lost && tokData(m.GetToken()) == "old":
 			ctx.Request(s.sibling, &wire.HistoryLost{Incarnation: m.GetIncarnation(), Code: 286, Message: "gone"})
 		default:
-			treekit.NotifyResubscribed(ctx)
+			streamtree.NotifyResubscribed(ctx)
 		}
 	}
 }
@@ -69,7 +69,7 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{lost: true, starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     treekit.TerminalOn(treekit.ErrHistoryLost, store.ErrFenced),
+		Classify:     streamtree.TerminalOn(streamtree.ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -100,9 +100,9 @@ func TestUnderSupervisorHistoryLostFailGivesUp(t *testing.T) {
 			if tr.To != messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 				continue
 			}
-			var pe *treekit.PanicError
-			if !errors.Is(tr.Cause, treekit.ErrHistoryLost) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
-				t.Fatalf("crashed with %v, want treekit.ErrHistoryLost, not a panic", tr.Cause)
+			var pe *streamtree.PanicError
+			if !errors.Is(tr.Cause, streamtree.ErrHistoryLost) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
+				t.Fatalf("crashed with %v, want streamtree.ErrHistoryLost, not a panic", tr.Cause)
 			}
 			// Stopping the crashed tree (the failed checkpointer is still suspended) is prompt.
 			start := time.Now()
@@ -190,7 +190,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 		Stream:       "orders",
 		Child:        actor.PropsFromProducer(func() actor.Actor { return &streamStub{starts: starts} }),
 		Siblings:     []supervisor.Sibling{{Name: "checkpointer", Props: cpProps}},
-		Classify:     treekit.TerminalOn(treekit.ErrHistoryLost, store.ErrFenced),
+		Classify:     streamtree.TerminalOn(streamtree.ErrHistoryLost, store.ErrFenced),
 		Clock:        clk,
 		OnTransition: func(tr supervisor.Transition) { transitions <- tr },
 	})
@@ -227,7 +227,7 @@ func TestUnderSupervisorFencedGivesUp(t *testing.T) {
 			if tr.To != messages.SupervisorState_SUPERVISOR_STATE_CRASHED {
 				continue
 			}
-			var pe *treekit.PanicError
+			var pe *streamtree.PanicError
 			if !errors.Is(tr.Cause, store.ErrFenced) || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
 				t.Fatalf("crashed with %v, want store.ErrFenced, not a panic", tr.Cause)
 			}

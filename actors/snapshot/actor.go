@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/backoff"
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/treekit"
@@ -649,12 +650,12 @@ func (a *snapshotActor) fail(ctx actor.Context, err error) {
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, st)
 	}
-	terminal := errors.Is(err, treekit.ErrMixedIDTypes)
+	terminal := errors.Is(err, streamtree.ErrMixedIDTypes)
 	ctx.Send(r.to, &wire.SnapshotFinished{Incarnation: r.inc, SnapshotId: r.id, Error: err.Error(), Cause: errdetail.Of(err),
 		Terminal: terminal})
 	a.stopRun("")
 	if terminal {
-		treekit.Fail(ctx, err)
+		streamtree.Fail(ctx, err)
 	}
 }
 

@@ -52,7 +52,7 @@ type Source interface {
 	// Plan returns the number of matching documents and at most parts-1 split points, each a
 	// document {_id: value}, strictly ascending: the ranges are [nil, s1), [s1, s2), ...,
 	// [sk, nil). An empty collection has no split points. A collection whose _id values mix
-	// BSON types fails with an error wrapping treekit.ErrMixedIDTypes (a range query on _id
+	// BSON types fails with an error wrapping streamtree.ErrMixedIDTypes (a range query on _id
 	// compares values of one type only): the actor escalates it as a terminal failure.
 	Plan(ctx context.Context, parts int) (total uint64, splits []bson.Raw, err error)
 	// Read returns up to limit matching documents with min <= _id < max and _id > after, in

@@ -10,9 +10,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/logx"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -21,7 +21,7 @@ import (
 )
 
 // unsupervised numbers the incarnations of stream actors that do not run under a stream
-// supervisor (treekit.Incarnation is 0 for them). It is process-wide and only grows, so a new
+// supervisor (streamtree.Incarnation is 0 for them). It is process-wide and only grows, so a new
 // instance always has a higher incarnation than the previous one, as the checkpointer and the
 // dispatcher require.
 var unsupervised atomic.Uint64
@@ -96,7 +96,7 @@ func (s *streamActor) Receive(ctx actor.Context) {
 
 func (s *streamActor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
-	s.inc = treekit.Incarnation(ctx)
+	s.inc = streamtree.Incarnation(ctx)
 	if s.inc == 0 {
 		s.inc = unsupervised.Add(1)
 	}
@@ -151,7 +151,7 @@ func (s *streamActor) onStartFrom(ctx actor.Context, m *wire.StartFrom) {
 		if cause != nil {
 			detail = strings.TrimSuffix(detail, ": "+cause.Error())
 		}
-		treekit.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed, Detail: detail, Cause: cause})
+		streamtree.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed, Detail: detail, Cause: cause})
 		return
 	case messages.StartKind_START_KIND_RESUME_AFTER, messages.StartKind_START_KIND_START_AFTER:
 		if len(pos.Token) == 0 {
@@ -209,7 +209,7 @@ func (s *streamActor) onSnapshotFinished(ctx actor.Context, m *wire.SnapshotFini
 		if cause == nil {
 			cause = errors.New(m.GetError())
 		}
-		treekit.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
+		streamtree.Fail(ctx, &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: errStartFailed,
 			Detail: "snapshot " + id + " failed", Cause: cause})
 		return
 	}
@@ -258,7 +258,7 @@ func (s *streamActor) onOpened(ctx actor.Context, m *wire.ReaderOpened) {
 	kind := s.rd.openedKind()
 	s.log.Info("change stream open", zap.Stringer("kind", kind), zap.String("source", s.startSource),
 		zap.Uint64("next_seq", s.nextSeq), zap.Bool("reopen", reopen))
-	treekit.NotifyResubscribed(ctx)
+	streamtree.NotifyResubscribed(ctx)
 	if !s.subscribed {
 		s.subscribed, s.startedDue = true, true
 		ctx.Request(s.dispatcher, &wire.Subscribe{Incarnation: s.inc})
@@ -327,7 +327,7 @@ func (s *streamActor) onEnded(ctx actor.Context, m *wire.ReaderEnded) {
 		// The supervisor classifies the failure and logs what follows (a restart, or the terminal
 		// crash): a line here claiming either would be wrong half the time.
 		s.log.Debug("change stream failed; reported to the supervisor", zap.Error(err), zap.Int32("code", m.GetCode()))
-		treekit.Fail(ctx, err)
+		streamtree.Fail(ctx, err)
 	}
 }
 
@@ -349,10 +349,10 @@ func (s *streamActor) onInvalidated(ctx actor.Context, m *wire.ReaderEnded) {
 		s.launch(ctx, Position{Kind: messages.StartKind_START_KIND_START_AFTER, Token: tok}, m.GetNextSeq())
 		return
 	}
-	err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: treekit.ErrInvalidated,
+	err := &actorError{Stream: s.cfg.Stream, Incarnation: s.inc, Sentinel: streamtree.ErrInvalidated,
 		Detail: fmt.Sprintf("invalidate event delivered as seq %d; InvalidateRestart is false", seq)}
 	s.log.Error("change stream invalidated; the stream stops (terminal)", zap.Error(err))
-	treekit.Fail(ctx, err)
+	streamtree.Fail(ctx, err)
 }
 
 func (s *streamActor) stopReader(why string) {

@@ -142,7 +142,7 @@ type Config struct {
 	// InvalidateRestart decides what follows an invalidate event (drop, rename, dropDatabase),
 	// which is always delivered to the dispatcher as an event first: true reopens the change
 	// stream with startAfter the invalidate's token in the same incarnation (seqs continue);
-	// false (the default) fails terminally with an error wrapping treekit.ErrInvalidated, so the
+	// false (the default) fails terminally with an error wrapping streamtree.ErrInvalidated, so the
 	// supervisor gives up. Both are reported (observe.Invalidated).
 	InvalidateRestart bool
 	// HistoryLostCodes are the server error codes that mean the start position was lost. An open

@@ -19,7 +19,7 @@
 //	reader        → dispatcher    EventBatch{incarnation, raw[], ends_with_invalidate, post_batch_resume_token, through_seq}
 //	anyone        → StreamStatsRequest → StreamStats
 //
-// The incarnation is treekit.Incarnation(ctx); an actor running without a stream supervisor
+// The incarnation is streamtree.Incarnation(ctx); an actor running without a stream supervisor
 // numbers itself from a process-wide counter. Seqs start at StartFrom.next_seq and grow by one
 // per event, without gaps, within the incarnation (across reopens after an invalidate too).
 //
@@ -74,7 +74,7 @@
 // invalidate token, which must never become a resumeAfter position). The reader then closes the
 // cursor and ends. With Config.InvalidateRestart the actor reopens, in the same incarnation, with
 // startAfter the invalidate's token (seqs continue); otherwise it fails with an *actorError wrapping
-// treekit.ErrInvalidated, which the supervisor's classifier treats as terminal.
+// streamtree.ErrInvalidated, which the supervisor's classifier treats as terminal.
 // Both are reported (observe.Invalidated, with the operationType read right before the
 // invalidate as its cause). Every cursor open is reported as observe.Started: a reopen at once, the first open
 // of an incarnation when the dispatcher's Demand answers its Subscribe, so that no handler call of

@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// Sentinels of the failures the stream actor reports to its supervisor, with treekit.ErrInvalidated
-// (the terminal one): it fails with treekit.Fail and an *actorError matching one of them, which
-// reaches the supervisor as a *treekit.Failure unwrapping to it. Panics are kept for bugs (a
+// Sentinels of the failures the stream actor reports to its supervisor, with streamtree.ErrInvalidated
+// (the terminal one): it fails with streamtree.Fail and an *actorError matching one of them, which
+// reaches the supervisor as a *streamtree.Failure unwrapping to it. Panics are kept for bugs (a
 // StartFrom that breaks the protocol, an actor with nobody to talk to).
 var (
 	// errCursor: the cursor died after the driver's own resume attempt (or opening it failed).
@@ -23,11 +23,11 @@ var (
 )
 
 // actorError is the failure the stream actor reports. It matches its sentinel
-// (treekit.ErrInvalidated, errCursor, errStartFailed) and the cause.
+// (streamtree.ErrInvalidated, errCursor, errStartFailed) and the cause.
 type actorError struct {
 	Stream      string // the stream's name
 	Incarnation uint64 // the incarnation of the stream actor that failed, from 1
-	// Sentinel is treekit.ErrInvalidated, errCursor or errStartFailed.
+	// Sentinel is streamtree.ErrInvalidated, errCursor or errStartFailed.
 	Sentinel error
 	// Cause is the driver's error, when there is one.
 	Cause error

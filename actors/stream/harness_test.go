@@ -17,9 +17,9 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -362,7 +362,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 func (h *harness) spawn(cfg supervisor.Config) {
 	t := h.t
 	t.Helper()
-	cfg.Classify = treekit.TerminalOn(treekit.ErrInvalidated)
+	cfg.Classify = streamtree.TerminalOn(streamtree.ErrInvalidated)
 	cfg.Clock = h.clk
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	cfg.OnTransition = func(tr supervisor.Transition) { h.trans <- tr }

@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
@@ -181,8 +181,8 @@ func TestStreamCursorDeathFailsAndRestarts(t *testing.T) {
 	if !errors.Is(tr.Cause, errCursor) || !errors.As(tr.Cause, &ce) || ce.Code != 6 {
 		t.Fatalf("death cause %v, want errCursor with the server's code 6", tr.Cause)
 	}
-	var f *treekit.Failure
-	var pe *treekit.PanicError
+	var f *streamtree.Failure
+	var pe *streamtree.PanicError
 	if !errors.As(tr.Cause, &f) || f.Incarnation != 1 || errors.As(tr.Cause, &pe) || strings.Contains(tr.Cause.Error(), "panic") {
 		t.Fatalf("cause %T %v, want a Failure (not a panic) of incarnation 1", tr.Cause, tr.Cause)
 	}
@@ -335,7 +335,7 @@ func TestStreamInvalidateRestartsWithStartAfter(t *testing.T) {
 }
 
 // Without InvalidateRestart, the invalidate (a rename here) is delivered, then the stream fails
-// terminally: the supervisor gives up (crashed) with a cause matching treekit.ErrInvalidated.
+// terminally: the supervisor gives up (crashed) with a cause matching streamtree.ErrInvalidated.
 func TestStreamInvalidateStopsTerminally(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
@@ -346,8 +346,8 @@ func TestStreamInvalidateStopsTerminally(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
-	if !errors.Is(tr.Cause, treekit.ErrInvalidated) {
-		t.Fatalf("crash cause %v, want treekit.ErrInvalidated", tr.Cause)
+	if !errors.Is(tr.Cause, streamtree.ErrInvalidated) {
+		t.Fatalf("crash cause %v, want streamtree.ErrInvalidated", tr.Cause)
 	}
 	evs := h.waitEvents(3) // sent before the failure; the dispatcher's mailbox may lag the supervisor's
 	if len(evs) != 3 || opType(evs[1].GetRaw()) != "rename" || opType(evs[2].GetRaw()) != "invalidate" {

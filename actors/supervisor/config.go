@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
@@ -73,7 +74,7 @@ type Config struct {
 	// before each restart and the attempt limit. See watchtree.RestartPolicy for the fields,
 	// defaults and formula; the jitter draws from Rand. It is validated by New.
 	Policy policy.Restart
-	// Classify decides whether a failure is terminal. Default treekit.TerminalOn() (everything is
+	// Classify decides whether a failure is terminal. Default streamtree.TerminalOn() (everything is
 	// transient).
 	Classify Classifier
 	// Clock schedules restarts. Default clock.Real().
@@ -196,7 +197,7 @@ func (c Config) withDefaults() Config {
 	treekit.Fill(&c.LeaderName, d.LeaderName)
 	c.Policy = policy.WithDefaults(c.Policy)
 	if c.Classify == nil {
-		c.Classify = treekit.TerminalOn()
+		c.Classify = streamtree.TerminalOn()
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64

@@ -7,7 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
 )
@@ -39,15 +39,15 @@ func TestConfigValidate(t *testing.T) {
 
 func TestTerminalOnClassifier(t *testing.T) {
 	errTerminal := errors.New("terminal")
-	classify := treekit.TerminalOn(errTerminal, nil)
+	classify := streamtree.TerminalOn(errTerminal, nil)
 	cases := []struct {
 		reason   any
 		terminal bool
 		msg      string
 	}{
 		{errors.New("network"), false, "network"},
-		{&treekit.PanicError{Value: errors.Join(errors.New("x"), errTerminal)}, true, "panic: x\nterminal"},
-		{&treekit.PanicError{Value: "plain string"}, false, "panic: plain string"},
+		{&streamtree.PanicError{Value: errors.Join(errors.New("x"), errTerminal)}, true, "panic: x\nterminal"},
+		{&streamtree.PanicError{Value: "plain string"}, false, "panic: plain string"},
 		{"a string", false, "a string"},
 		{nil, false, "supervisor: failure with a nil reason"},
 		{&siblingError{name: "checkpointer", reason: errTerminal}, true, "supervisor: sibling failed checkpointer: terminal"},
@@ -65,7 +65,7 @@ func TestIncarnationOutsideSupervisor(t *testing.T) {
 	got := make(chan uint64, 1)
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
-			got <- treekit.Incarnation(ctx)
+			got <- streamtree.Incarnation(ctx)
 		}
 	}))
 	if n := <-got; n != 0 {

@@ -28,14 +28,14 @@
 // (from the runtime) sets or clears the warning StatusReply.warnings carries.
 //
 // What the stream actor must do:
-//   - call treekit.NotifyResubscribed(ctx) once its change stream is open;
-//   - fail with treekit.Fail(ctx, err) when its cursor dies or its start fails, with an error the
+//   - call streamtree.NotifyResubscribed(ctx) once its change stream is open;
+//   - fail with streamtree.Fail(ctx, err) when its cursor dies or its start fails, with an error the
 //     Classifier can recognise as terminal when it is (a panic is for bugs: it is reported as
 //     one, "panic: ..." with the stack);
 //   - cancel its cursor goroutine on both *actor.Restarting and *actor.Stopping.
 //
-// A failure reaches the Classifier as a *treekit.Failure (from treekit.Fail, carrying the error and
-// the incarnation) or as a *treekit.PanicError: panics in a supervised actor are recovered by a
+// A failure reaches the Classifier as a *streamtree.Failure (from streamtree.Fail, carrying the error and
+// the incarnation) or as a *streamtree.PanicError: panics in a supervised actor are recovered by a
 // receiver middleware the supervisor adds to its children and carry the stack. Panics while
 // handling *actor.Restarting, *actor.Stopping or *actor.Stopped are logged and dropped instead:
 // failing there would wedge protoactor's stop protocol.

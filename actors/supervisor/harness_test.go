@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/clock"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -40,7 +40,7 @@ type (
 	panicCmd    struct{ err error }
 	escalateCmd struct{ err error }
 	failCmd     struct{ err error }
-	// escalateAsCmd escalates a *treekit.Failure claiming incarnation inc (a failure racing a
+	// escalateAsCmd escalates a *streamtree.Failure claiming incarnation inc (a failure racing a
 	// restart).
 	escalateAsCmd struct {
 		err error
@@ -91,22 +91,22 @@ type fakeStream struct{ p *probe }
 func (f *fakeStream) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		inc := treekit.Incarnation(ctx)
+		inc := streamtree.Incarnation(ctx)
 		f.p.started <- startedEvent{pid: ctx.Self(), incarnation: inc}
 		switch f.p.action(inc) {
 		case actResubscribe, actPanicOnStopping:
-			treekit.NotifyResubscribed(ctx)
+			streamtree.NotifyResubscribed(ctx)
 		case actSnapshotting:
 			ctx.Send(ctx.Parent(), &wire.Snapshotting{Incarnation: inc, SnapshotId: "snap-1"})
 		case actPanic:
 			panic(fmt.Errorf("fake stream: cursor died in incarnation %d", inc))
 		case actResubscribePanic:
-			treekit.NotifyResubscribed(ctx)
+			streamtree.NotifyResubscribed(ctx)
 			panic(fmt.Errorf("fake stream: died right after resubscribing (incarnation %d)", inc))
 		}
 	case *actor.Stopping:
 		f.p.stopping <- ctx.Self()
-		if f.p.action(treekit.Incarnation(ctx)) == actPanicOnStopping {
+		if f.p.action(streamtree.Incarnation(ctx)) == actPanicOnStopping {
 			panic("fake stream: panic while stopping")
 		}
 	case panicCmd:
@@ -114,13 +114,13 @@ func (f *fakeStream) Receive(ctx actor.Context) {
 	case escalateCmd:
 		ctx.(actor.Supervisor).EscalateFailure(m.err, m)
 	case failCmd:
-		treekit.Fail(ctx, m.err)
+		streamtree.Fail(ctx, m.err)
 	case escalateAsCmd:
-		ctx.(actor.Supervisor).EscalateFailure(&treekit.Failure{Err: m.err, Incarnation: m.inc}, m)
+		ctx.(actor.Supervisor).EscalateFailure(&streamtree.Failure{Err: m.err, Incarnation: m.inc}, m)
 	case stopSelfCmd:
 		ctx.Stop(ctx.Self())
 	case openCmd:
-		treekit.NotifyResubscribed(ctx)
+		streamtree.NotifyResubscribed(ctx)
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 )
@@ -191,10 +191,10 @@ func (s *supervisorActor) resignLease(why string) {
 // onLeaderFailure restarts a failed leader actor. Its lease is no longer renewed, so the stream
 // stops as if the lease were lost, and the new leader actor campaigns again.
 func (s *supervisorActor) onLeaderFailure(ctx actor.Context, f failure) {
-	s.log.Error("leader actor failed; restarting it", zap.Error(treekit.AsError(f.reason)))
+	s.log.Error("leader actor failed; restarting it", zap.Error(streamtree.AsError(f.reason)))
 	s.sup.RestartChildren(f.who)
 	s.lease = nil
-	s.onLeaseLost(ctx, "the leader actor failed: "+treekit.AsError(f.reason).Error())
+	s.onLeaseLost(ctx, "the leader actor failed: "+streamtree.AsError(f.reason).Error())
 	if s.state == messages.SupervisorState_SUPERVISOR_STATE_STANDBY || s.state == messages.SupervisorState_SUPERVISOR_STATE_STARTING {
 		s.root.Send(s.leader, &wire.Campaign{Reason: "leader actor restarted"})
 	}

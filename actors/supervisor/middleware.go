@@ -7,7 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 )
 
 // incarnations is the FIFO of incarnation numbers handed from the supervisor to one spawned
@@ -37,7 +37,7 @@ func (q *incarnations) pop() (uint64, bool) {
 }
 
 // childMiddleware numbers incarnations (when q is not nil) and turns panics into
-// *treekit.PanicError carrying the stack and the incarnation; a *treekit.Failure (treekit.Fail
+// *streamtree.PanicError carrying the stack and the incarnation; a *streamtree.Failure (streamtree.Fail
 // without EscalateFailure) is no panic of the actor's and passes unchanged.
 func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
@@ -45,7 +45,7 @@ func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 			if q != nil {
 				if _, ok := env.Message.(*actor.Started); ok {
 					if n, ok := q.pop(); ok {
-						treekit.SetIncarnation(ctx, n)
+						streamtree.SetIncarnation(ctx, n)
 					}
 				}
 			}
@@ -54,12 +54,12 @@ func childMiddleware(q *incarnations) actor.ReceiverMiddleware {
 				if r == nil {
 					return
 				}
-				if f, ok := r.(*treekit.Failure); ok {
+				if f, ok := r.(*streamtree.Failure); ok {
 					panic(f)
 				}
-				pe, ok := r.(*treekit.PanicError) // already wrapped by an inner layer
+				pe, ok := r.(*streamtree.PanicError) // already wrapped by an inner layer
 				if !ok {
-					pe = &treekit.PanicError{Value: r, Stack: debug.Stack(), Incarnation: treekit.Incarnation(ctx)}
+					pe = &streamtree.PanicError{Value: r, Stack: debug.Stack(), Incarnation: streamtree.Incarnation(ctx)}
 				}
 				switch env.Message.(type) {
 				case *actor.Restarting, *actor.Stopping, *actor.Stopped:

@@ -6,27 +6,27 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
 
-// gaveUpError is the cause of a give-up: treekit.ErrGaveUp around the latest death's cause.
+// gaveUpError is the cause of a give-up: streamtree.ErrGaveUp around the latest death's cause.
 type gaveUpError struct{ cause error }
 
 func (e *gaveUpError) Error() string {
 	msg := e.cause.Error()
-	if strings.Contains(msg, treekit.ErrGaveUp.Error()) {
+	if strings.Contains(msg, streamtree.ErrGaveUp.Error()) {
 		return msg
 	}
-	return treekit.ErrGaveUp.Error() + ": " + msg
+	return streamtree.ErrGaveUp.Error() + ": " + msg
 }
 
-func (e *gaveUpError) Unwrap() []error { return []error{treekit.ErrGaveUp, e.cause} }
+func (e *gaveUpError) Unwrap() []error { return []error{streamtree.ErrGaveUp, e.cause} }
 
-// gaveUp wraps cause with treekit.ErrGaveUp unless it already matches it.
+// gaveUp wraps cause with streamtree.ErrGaveUp unless it already matches it.
 func gaveUp(cause error) error {
-	if cause == nil || errors.Is(cause, treekit.ErrGaveUp) {
+	if cause == nil || errors.Is(cause, streamtree.ErrGaveUp) {
 		return cause
 	}
 	return &gaveUpError{cause: cause}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
@@ -49,7 +49,7 @@ func TestLifecycleEvents(t *testing.T) {
 		case observe.Stopped:
 			s := fmt.Sprintf("stopped %v terminal=%v", ev.Reason, ev.Terminal)
 			switch {
-			case errors.Is(ev.Cause, treekit.ErrGaveUp) && errors.Is(ev.Cause, cause):
+			case errors.Is(ev.Cause, streamtree.ErrGaveUp) && errors.Is(ev.Cause, cause):
 				s += " gave-up"
 			case errors.Is(ev.Cause, historyLost):
 				s += " history-lost"
@@ -72,12 +72,12 @@ func TestLifecycleEvents(t *testing.T) {
 	}
 }
 
-// TestGaveUpError: the give-up cause matches treekit.ErrGaveUp and the death's cause, reads as the
+// TestGaveUpError: the give-up cause matches streamtree.ErrGaveUp and the death's cause, reads as the
 // sentinel then the cause, and is not wrapped twice.
 func TestGaveUpError(t *testing.T) {
 	cause := errors.New("cursor died")
 	err := gaveUp(cause)
-	if !errors.Is(err, treekit.ErrGaveUp) || !errors.Is(err, cause) || err.Error() != "watchtree: restart attempts exhausted: cursor died" {
+	if !errors.Is(err, streamtree.ErrGaveUp) || !errors.Is(err, cause) || err.Error() != "watchtree: restart attempts exhausted: cursor died" {
 		t.Fatalf("gaveUp = %v", err)
 	}
 	if again := gaveUp(err); again != err {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/actors/supervisor"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/store/memstore"
@@ -131,7 +131,7 @@ type feeder struct {
 func (f *feeder) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		f.incarnation = max(treekit.Incarnation(ctx), 1)
+		f.incarnation = max(streamtree.Incarnation(ctx), 1)
 		if f.target != nil { // floor: no tree around it
 			f.next = 1
 			ctx.Request(f.target, &wire.Subscribe{Incarnation: f.incarnation})
@@ -144,7 +144,7 @@ func (f *feeder) Receive(ctx actor.Context) {
 			panic(fmt.Sprintf("feeder: start failed: %s", m.Reason))
 		}
 		f.next = m.NextSeq
-		treekit.NotifyResubscribed(ctx)
+		streamtree.NotifyResubscribed(ctx)
 		p := ctx.Parent()
 		f.target = actor.NewPID(p.Address, p.Id+"/dispatcher")
 		ctx.Request(f.target, &wire.Subscribe{Incarnation: f.incarnation})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
@@ -239,9 +240,9 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 func (s *supervisorActor) HandleFailure(_ *actor.ActorSystem, _ actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	var inc uint64
 	switch r := reason.(type) {
-	case *treekit.PanicError:
+	case *streamtree.PanicError:
 		inc = r.Incarnation
-	case *treekit.Failure:
+	case *streamtree.Failure:
 		inc = r.Incarnation
 	default:
 		if s.child != nil && child.Equal(s.child) {
@@ -394,7 +395,7 @@ func (s *supervisorActor) onTerminated(ctx actor.Context, who *actor.PID) {
 			return
 		}
 		if stateUp(s.state) {
-			s.death(treekit.ErrChildStopped)
+			s.death(streamtree.ErrChildStopped)
 		}
 		return
 	}
@@ -449,7 +450,7 @@ func (s *supervisorActor) onSiblingFailure(name string, f failure) {
 		s.siblingsDown = map[string]*actor.PID{}
 	}
 	s.siblingsDown[f.who.Id] = f.who
-	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(treekit.AsError(f.reason)))
+	s.log.Error("sibling failed", zap.String("sibling", name), zap.Error(streamtree.AsError(f.reason)))
 	if !stateUp(s.state) {
 		if s.state == messages.SupervisorState_SUPERVISOR_STATE_CRASHED || s.state == messages.SupervisorState_SUPERVISOR_STATE_STOPPED {
 			s.resumeFailedSiblings()
@@ -461,7 +462,7 @@ func (s *supervisorActor) onSiblingFailure(name string, f failure) {
 }
 
 // siblingError is the reason of a death caused by a sibling's failure. It matches
-// treekit.ErrSiblingFailed and unwraps to the sibling's own cause, so a terminal sentinel raised by
+// streamtree.ErrSiblingFailed and unwraps to the sibling's own cause, so a terminal sentinel raised by
 // a sibling (e.g. history lost in the checkpointer) stays terminal.
 type siblingError struct {
 	name   string
@@ -469,18 +470,18 @@ type siblingError struct {
 }
 
 func (e *siblingError) Error() string {
-	return fmt.Sprintf("%v %s: %v", treekit.ErrSiblingFailed, e.name, treekit.AsError(e.reason))
+	return fmt.Sprintf("%v %s: %v", streamtree.ErrSiblingFailed, e.name, streamtree.AsError(e.reason))
 }
 
 func (e *siblingError) Unwrap() []error {
-	return []error{treekit.ErrSiblingFailed, treekit.AsError(e.reason)}
+	return []error{streamtree.ErrSiblingFailed, streamtree.AsError(e.reason)}
 }
 
 // death applies the RestartPolicy to one death of the stream actor.
 func (s *supervisorActor) death(reason any) {
-	if s.leader != nil && errors.Is(treekit.AsError(reason), store.ErrFenced) {
+	if s.leader != nil && errors.Is(streamtree.AsError(reason), store.ErrFenced) {
 		s.deaths++
-		s.lastCause = treekit.AsError(reason)
+		s.lastCause = streamtree.AsError(reason)
 		s.fenced(s.lastCause)
 		return
 	}
@@ -507,18 +508,18 @@ func (s *supervisorActor) classify(reason any) (terminal bool, cause error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("classifier panicked; treating the failure as transient", zap.Any("panic", r))
-			terminal, cause = false, treekit.AsError(reason)
+			terminal, cause = false, streamtree.AsError(reason)
 		}
 	}()
 	terminal, cause = s.cfg.Classify(reason)
 	if cause == nil {
-		cause = treekit.AsError(reason)
+		cause = streamtree.AsError(reason)
 	}
 	return terminal, cause
 }
 
 // giveUp is terminal: the stream actor is stopped and the stream stays crashed until an operator
-// Start. cause is the transition's: the latest death's, wrapped with treekit.ErrGaveUp when the
+// Start. cause is the transition's: the latest death's, wrapped with streamtree.ErrGaveUp when the
 // attempts ran out.
 func (s *supervisorActor) giveUp(why string, cause error) {
 	s.cancelTimer()

@@ -13,7 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/policy"
@@ -130,10 +130,10 @@ func TestGiveUpAfterMaxAttempts(t *testing.T) {
 	}
 	h.started()
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_CRASHED)
-	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") || !errors.Is(tr.Cause, treekit.ErrGaveUp) {
-		t.Fatalf("give-up cause = %v, want treekit.ErrGaveUp around the last death", tr.Cause)
+	if tr.Cause == nil || !strings.Contains(tr.Cause.Error(), "cursor died in incarnation 4") || !errors.Is(tr.Cause, streamtree.ErrGaveUp) {
+		t.Fatalf("give-up cause = %v, want streamtree.ErrGaveUp around the last death", tr.Cause)
 	}
-	var pe *treekit.PanicError
+	var pe *streamtree.PanicError
 	if !errors.As(tr.Cause, &pe) || !strings.Contains(string(pe.Stack), "fakeStream") {
 		t.Fatalf("give-up cause carries no panic stack: %#v", tr.Cause)
 	}
@@ -353,7 +353,7 @@ func TestStopThenStartImmediately(t *testing.T) {
 // the attempts left.
 func TestTerminalErrorGivesUpImmediately(t *testing.T) {
 	errHistoryLost := errors.New("history lost")
-	h := newHarness(t, func(c *Config) { c.Classify = treekit.TerminalOn(errHistoryLost) })
+	h := newHarness(t, func(c *Config) { c.Classify = streamtree.TerminalOn(errHistoryLost) })
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 	child := h.started().pid
@@ -393,10 +393,10 @@ func TestFailIsNotAPanic(t *testing.T) {
 	child := h.started().pid
 	h.tell(child, failCmd{errBoom})
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
-	var pe *treekit.PanicError
-	var f *treekit.Failure
+	var pe *streamtree.PanicError
+	var f *streamtree.Failure
 	if !errors.Is(tr.Cause, errBoom) || errors.As(tr.Cause, &pe) || !errors.As(tr.Cause, &f) || f.Incarnation != 1 {
-		t.Fatalf("cause %T %v, want a *treekit.Failure of incarnation 1 wrapping errBoom, not a panic", tr.Cause, tr.Cause)
+		t.Fatalf("cause %T %v, want a *streamtree.Failure of incarnation 1 wrapping errBoom, not a panic", tr.Cause, tr.Cause)
 	}
 	if tr.Cause.Error() != errBoom.Error() {
 		t.Fatalf("cause text %q, want the error's own %q", tr.Cause.Error(), errBoom.Error())
@@ -410,7 +410,7 @@ func TestFailIsNotAPanic(t *testing.T) {
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)
 }
 
-// TestStaleFailureDropped: a *treekit.Failure of an incarnation the supervisor already replaced (it
+// TestStaleFailureDropped: a *streamtree.Failure of an incarnation the supervisor already replaced (it
 // raced an operator Restart) is dropped, not counted as a death of the new instance.
 func TestStaleFailureDropped(t *testing.T) {
 	h := newHarness(t, nil)
@@ -436,7 +436,7 @@ func TestStaleFailureDropped(t *testing.T) {
 }
 
 // TestChildStoppingItselfIsADeath: a stream actor that stops by itself is respawned through the
-// policy with treekit.ErrChildStopped.
+// policy with streamtree.ErrChildStopped.
 func TestChildStoppingItselfIsADeath(t *testing.T) {
 	h := newHarness(t, nil)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
@@ -444,7 +444,7 @@ func TestChildStoppingItselfIsADeath(t *testing.T) {
 	child := h.started().pid
 	h.tell(child, stopSelfCmd{})
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
-	if !errors.Is(tr.Cause, treekit.ErrChildStopped) {
+	if !errors.Is(tr.Cause, streamtree.ErrChildStopped) {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
 	h.fireRestart(time.Second)
@@ -503,7 +503,7 @@ func TestSiblingFailureRestartsTree(t *testing.T) {
 	dp := actor.NewPID(h.sys.Address(), h.pid.Id+"/dispatcher")
 	h.tell(dp, panicCmd{errBoom})
 	tr := h.await(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF)
-	if !errors.Is(tr.Cause, treekit.ErrSiblingFailed) || !errors.Is(tr.Cause, errBoom) ||
+	if !errors.Is(tr.Cause, streamtree.ErrSiblingFailed) || !errors.Is(tr.Cause, errBoom) ||
 		!strings.Contains(tr.Cause.Error(), "dispatcher") {
 		t.Fatalf("cause = %v", tr.Cause)
 	}
@@ -529,7 +529,7 @@ func TestCrashedTreeSiblingStillAnswers(t *testing.T) {
 	errHistoryLost := errors.New("history lost")
 	h := newHarnessH(t, func(h *harness, c *Config) {
 		c.Siblings = []Sibling{h.siblingProps("checkpointer")}
-		c.Classify = treekit.TerminalOn(errHistoryLost)
+		c.Classify = streamtree.TerminalOn(errHistoryLost)
 	})
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_STARTING)
 	h.await(messages.SupervisorState_SUPERVISOR_STATE_RUNNING)

@@ -9,8 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -35,7 +35,7 @@ func (c failureClass) String() string {
 
 // terminalSentinels are the terminal failures raised inside a stream tree (watchtree.ErrHistoryLost,
 // ErrInvalidated, ErrFenced and ErrSnapshotMixedIDs are these values).
-var terminalSentinels = []error{treekit.ErrHistoryLost, treekit.ErrInvalidated, store.ErrFenced, treekit.ErrMixedIDTypes}
+var terminalSentinels = []error{streamtree.ErrHistoryLost, streamtree.ErrInvalidated, store.ErrFenced, streamtree.ErrMixedIDTypes}
 
 // transientLabels are the driver's and the server's labels of an error worth retrying.
 var transientLabels = []string{
@@ -106,7 +106,7 @@ var terminalCodes = map[int]string{
 // A failure that waited for a connection from the client's own pool is reported as such, with
 // the remedy (explainPool): the driver's text alone reads like a slow server.
 func classifyFailure(reason any) (bool, error) {
-	cause := treekit.AsError(reason)
+	cause := streamtree.AsError(reason)
 	return classifyError(cause) == terminal, explainPool(cause)
 }
 

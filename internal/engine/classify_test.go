@@ -11,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -55,7 +55,7 @@ func TestClassifyError(t *testing.T) {
 	unknownStage := serverErr(40324, "Location40324", "Unrecognized pipeline stage name: '$matchh'")
 	// The start failure of the finding: the capture refused by the server, carried to the stream
 	// actor in a StartFrom FAIL and failed with by Fail.
-	startFailed := &treekit.Failure{Incarnation: 2, Err: &actorErr{sentinel: errStartFailed,
+	startFailed := &streamtree.Failure{Incarnation: 2, Err: &actorErr{sentinel: errStartFailed,
 		cause: fmt.Errorf("capture the current position: %w", errdetail.Err(errdetail.Of(unknownStage)))}}
 	for _, tc := range []struct {
 		name string
@@ -63,12 +63,12 @@ func TestClassifyError(t *testing.T) {
 		want failureClass
 	}{
 		// Terminal sentinels, however they are wrapped.
-		{"history lost", wrapped(treekit.ErrHistoryLost), terminal},
-		{"history lost via a sibling", fmt.Errorf("%w: %w", treekit.ErrSiblingFailed, treekit.ErrHistoryLost), terminal},
+		{"history lost", wrapped(streamtree.ErrHistoryLost), terminal},
+		{"history lost via a sibling", fmt.Errorf("%w: %w", streamtree.ErrSiblingFailed, streamtree.ErrHistoryLost), terminal},
 		{"fenced store write", fmt.Errorf("memstore: save: %w", store.ErrFenced), terminal},
-		{"invalidated", &actorErr{sentinel: treekit.ErrInvalidated}, terminal},
-		{"invalidated in a Failure", &treekit.Failure{Err: &actorErr{sentinel: treekit.ErrInvalidated}}, terminal},
-		{"invalidated in a panic", &treekit.PanicError{Value: wrapped(treekit.ErrInvalidated)}, terminal},
+		{"invalidated", &actorErr{sentinel: streamtree.ErrInvalidated}, terminal},
+		{"invalidated in a Failure", &streamtree.Failure{Err: &actorErr{sentinel: streamtree.ErrInvalidated}}, terminal},
+		{"invalidated in a panic", &streamtree.PanicError{Value: wrapped(streamtree.ErrInvalidated)}, terminal},
 		{"pipeline removed _id", cursor(serverErr(280, "ChangeStreamFatalError",
 			"Encountered an event whose _id field, which contains the resume token, was modified by the pipeline.")), terminal},
 
@@ -95,14 +95,14 @@ func TestClassifyError(t *testing.T) {
 		{"write concern not primary", mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 10107, Name: "NotWritablePrimary"}}, transient},
 		{"a labelled error wins over its code", serverErr(2, "BadValue", "x", "TransientTransactionError"), transient},
 		{"history lost after events", cursor(serverErr(286, "ChangeStreamHistoryLost", "resume point gone")), transient},
-		{"rebuilt from a message", &treekit.Failure{Err: cursor(errdetail.Err(errdetail.Of(serverErr(91, "ShutdownInProgress", "shutting down"))))}, transient},
+		{"rebuilt from a message", &streamtree.Failure{Err: cursor(errdetail.Err(errdetail.Of(serverErr(91, "ShutdownInProgress", "shutting down"))))}, transient},
 
 		// Unknown: transient, the RestartPolicy bounds it.
 		{"unknown server code", cursor(serverErr(8, "UnknownError", "?")), transient},
 		{"cursor closed by the server", cursor(errCursorClosed), transient},
-		{"stream actor stopped", treekit.ErrChildStopped, transient},
+		{"stream actor stopped", streamtree.ErrChildStopped, transient},
 		{"store fault", wrapped(errors.New("disk full")), transient},
-		{"a real panic", &treekit.PanicError{Value: "index out of range"}, transient},
+		{"a real panic", &streamtree.PanicError{Value: "index out of range"}, transient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := classifyError(tc.err); got != tc.want {
@@ -130,7 +130,7 @@ func TestClassifyError(t *testing.T) {
 // with errors.Is, and is no panic.
 func TestClassifyFailureReportsTheCauseAsItIs(t *testing.T) {
 	unknownStage := serverErr(40324, "Location40324", "Unrecognized pipeline stage name: '$matchh'")
-	reason := &treekit.Failure{Incarnation: 1, Err: &actorErr{sentinel: errCursor, cause: unknownStage}}
+	reason := &streamtree.Failure{Incarnation: 1, Err: &actorErr{sentinel: errCursor, cause: unknownStage}}
 	isTerminal, cause := classifyFailure(reason)
 	if !isTerminal || cause != error(reason) {
 		t.Fatalf("classifyFailure = %v, %v; want terminal with the reason itself", isTerminal, cause)
@@ -138,8 +138,8 @@ func TestClassifyFailureReportsTheCauseAsItIs(t *testing.T) {
 	if msg := cause.Error(); !strings.Contains(msg, "Unrecognized pipeline stage name: '$matchh'") || strings.Contains(msg, "panic") {
 		t.Fatalf("cause %q, want the server's message and no panic", msg)
 	}
-	isTerminal, cause = classifyFailure(&treekit.Failure{Err: &actorErr{sentinel: treekit.ErrInvalidated}})
-	if !isTerminal || !errors.Is(cause, treekit.ErrInvalidated) {
+	isTerminal, cause = classifyFailure(&streamtree.Failure{Err: &actorErr{sentinel: streamtree.ErrInvalidated}})
+	if !isTerminal || !errors.Is(cause, streamtree.ErrInvalidated) {
 		t.Fatalf("invalidate-stop: %v, %v; want terminal matching ErrInvalidated", isTerminal, cause)
 	}
 	if isTerminal, cause := classifyFailure("boom"); isTerminal || cause == nil || cause.Error() != "boom" {

@@ -8,18 +8,18 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/actors/supervisor"
-	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 )
 
 // TestTransitionKeepsTheCause: a death's cause is kept for Spawn's error, the give-up's with
-// treekit.ErrGaveUp as the supervisor wrapped it. (The supervisor reports the Observer events
+// streamtree.ErrGaveUp as the supervisor wrapped it. (The supervisor reports the Observer events
 // itself.)
 func TestTransitionKeepsTheCause(t *testing.T) {
 	e := &Entry{name: "s", log: zap.NewNop()}
 	at := time.Unix(1700000000, 0)
-	cause := fmt.Errorf("cursor died: %w", treekit.ErrGaveUp)
+	cause := fmt.Errorf("cursor died: %w", streamtree.ErrGaveUp)
 	for _, tr := range []supervisor.Transition{
 		{To: messages.SupervisorState_SUPERVISOR_STATE_STARTING, At: at, Incarnation: 1},
 		{To: messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, At: at, Attempt: 1, Delay: time.Second, Cause: errors.New("first"), Incarnation: 1},
@@ -29,7 +29,7 @@ func TestTransitionKeepsTheCause(t *testing.T) {
 	} {
 		e.onTransition(tr)
 	}
-	if !errors.Is(e.lastCause, treekit.ErrGaveUp) || e.lastCause != cause {
+	if !errors.Is(e.lastCause, streamtree.ErrGaveUp) || e.lastCause != cause {
 		t.Fatalf("lastCause = %v, want the give-up cause kept for Spawn's error", e.lastCause)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/stream"
-	"github.com/watchtree/watchtree/internal/treekit"
+	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -97,7 +97,7 @@ func (s *snapshotSource) Plan(ctx context.Context, parts int) (uint64, []bson.Ra
 	}
 	if a, b := typeClass(first), typeClass(last); a != b {
 		return 0, nil, fmt.Errorf("%w: the collection's _id values mix BSON types (%s first, %s last); a snapshot reads _id ranges of one type",
-			treekit.ErrMixedIDTypes, bsonType(first), bsonType(last))
+			streamtree.ErrMixedIDTypes, bsonType(first), bsonType(last))
 	}
 	var splits []bson.Raw
 	for i := 1; i < parts; i++ {

@@ -1,4 +1,4 @@
-package treekit
+package streamtree
 
 import "errors"
 
