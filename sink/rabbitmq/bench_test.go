@@ -3,7 +3,6 @@ package rabbitmqsink_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -78,10 +77,6 @@ func BenchmarkRabbitMQSink(b *testing.B) {
 	}.Run(b)
 }
 
-// factorsEnv turns BenchmarkRabbitMQSinkFactors on (it takes about a minute, and make bench
-// leaves it out).
-const factorsEnv = "WATCHTREE_BENCH_FACTORS"
-
 // loopPublisher is a hand-written publisher behind sink.Handler, so that its events are encoded
 // and routed exactly as the sink's are: it publishes m on the next of chs (round robin), with
 // message-id, delivery mode persistent unless transient, and, with props, the sink's other
@@ -120,9 +115,8 @@ func (l *loopPublisher) Publish(ctx context.Context, m *sink.Message) error {
 	return nil
 }
 
-// BenchmarkRabbitMQSinkFactors takes BenchmarkRabbitMQSink's gap apart: with
-// WATCHTREE_BENCH_FACTORS set (it is skipped otherwise) it runs, in rotating turns within each
-// round of the same run, 8 concurrent publishers of 250 new events each through sink.Handler
+// BenchmarkRabbitMQSinkFactors takes BenchmarkRabbitMQSink's gap apart: it runs, in rotating
+// turns within each round of the same run, 8 concurrent publishers of 250 new events each through sink.Handler
 // over six publishers, and reports each one's events/s and its ratio to "loop":
 //   - loop: a loopPublisher of the raw BSON event on one channel (BenchmarkRabbitMQSink's
 //     baseline);
@@ -134,9 +128,6 @@ func (l *loopPublisher) Publish(ctx context.Context, m *sink.Message) error {
 //   - transient: loop with delivery mode 1, not a fair baseline (the broker then confirms
 //     without writing to disk): what persistence costs.
 func BenchmarkRabbitMQSinkFactors(b *testing.B) {
-	if os.Getenv(factorsEnv) == "" {
-		b.Skipf("set %s=1 to run it (about a minute)", factorsEnv)
-	}
 	const publishers, perPublisher = 8, 250
 	url := brokerURL(b)
 	ach := admin(b, url)
