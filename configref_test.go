@@ -45,11 +45,11 @@ func configReference() []refType {
 				}
 				return Stream[bson.Raw]{Lanes: cs.Lanes} // the one scalar compile defaults; policies have tables of their own
 			}},
-		{heading: "`watchtree.RetryPolicy`", file: "policy.go", name: "RetryPolicy", zero: RetryPolicy{},
+		{heading: "`watchtree.RetryPolicy`", file: "policy/backoff.go", name: "Retry", zero: RetryPolicy{},
 			defaults: func() any { return policy.WithDefaults(policy.Retry{}) }}, // the same field order
-		{heading: "`watchtree.RestartPolicy`", file: "policy.go", name: "RestartPolicy", zero: RestartPolicy{},
+		{heading: "`watchtree.RestartPolicy`", file: "policy/backoff.go", name: "Restart", zero: RestartPolicy{},
 			defaults: func() any { return policy.WithDefaults(policy.Restart{}) }}, // the same field order
-		{heading: "`watchtree.CheckpointPolicy`", file: "policy.go", name: "CheckpointPolicy", zero: CheckpointPolicy{},
+		{heading: "`watchtree.CheckpointPolicy`", file: "policy/checkpoint.go", name: "Checkpoint", zero: CheckpointPolicy{},
 			defaults: func() any { return policy.WithDefaults(policy.Checkpoint{}) }}, // the same field order
 		{heading: "`watchtree.DeadLetterPolicy`", file: "policy.go", name: "DeadLetterPolicy", zero: DeadLetterPolicy{},
 			defaults: func() any { return DeadLetterPolicy{}.withDefaults() }},

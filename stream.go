@@ -230,10 +230,10 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
 	policy.ValidateInto(c, "StartPosition", s.StartPosition.p)
-	policy.ValidateInto(c, "Retry", policy.Retry(s.Retry))
-	policy.ValidateInto(c, "Restart", policy.Restart(s.Restart))
-	policy.ValidateInto(c, "Checkpoint", policy.Checkpoint(s.Checkpoint))
-	policy.ValidateStartInto(c, "StartPosition", policy.Checkpoint(s.Checkpoint), s.StartPosition.p)
+	policy.ValidateInto(c, "Retry", s.Retry)
+	policy.ValidateInto(c, "Restart", s.Restart)
+	policy.ValidateInto(c, "Checkpoint", s.Checkpoint)
+	policy.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition.p)
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
@@ -301,9 +301,9 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		SharedAsked:       s.Cursor == Shared,
 		Lanes:             s.Lanes,
 		Start:             s.StartPosition.p,
-		Retry:             policy.WithDefaults(policy.Retry(s.Retry)),
-		Restart:           policy.WithDefaults(policy.Restart(s.Restart)),
-		Checkpoint:        compileCheckpoint(policy.Checkpoint(s.Checkpoint)),
+		Retry:             policy.WithDefaults(s.Retry),
+		Restart:           policy.WithDefaults(s.Restart),
+		Checkpoint:        compileCheckpoint(s.Checkpoint),
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
 		OnHistoryLost:     s.OnHistoryLost.p,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,

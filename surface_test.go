@@ -78,10 +78,13 @@ import (
 // actors it supervises, moved from internal/treekit so that outside code can implement or
 // supervise a tree's actor and classify its failures: Incarnation, SetIncarnation,
 // NotifyResubscribed, Fail, Failure and PanicError with their Error and Unwrap, AsError,
-// TerminalOn, and the six sentinels the tree's actors fail with).
+// TerminalOn, and the six sentinels the tree's actors fail with); 802 once RetryPolicy,
+// RestartPolicy and CheckpointPolicy are aliases of policy.Retry, Restart and Checkpoint (issue
+// 40: one declaration each, documented in package policy; the root's three Validate wrappers
+// went).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 805
+const maxPublicSurface = 802
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

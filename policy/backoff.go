@@ -30,13 +30,26 @@ const (
 	minJitteredDelay = backoff.MinJittered
 )
 
-// Retry is the dispatcher's form of watchtree.RetryPolicy (dispatcher.Config.Retry): the same
-// fields, converted with Retry(p). After the n-th failed attempt of an event its lane waits
-// Delay(p, n) = min(InitialDelay × Multiplier^(n-1), MaxDelay), jittered by U(0.8, 1.2) and
-// floored at 1ms unless DisableJitter is set. watchtree.RetryPolicy documents which
-// errors skip the remaining attempts and what happens when they run out.
+// Retry (watchtree.RetryPolicy, Stream.Retry; dispatcher.Config.Retry) decides how often a failing
+// handler is called again for the same event, and how long the event's lane waits between calls;
+// the dispatcher actor applies it. Retrying blocks only the event's lane; other lanes go on. The
+// zero value is the default policy: 3 attempts, waiting 500ms then 1s, jitter on.
+//
+// After the n-th failed attempt (n = 1, 2, ...) the lane waits
+//
+//	delay(n) = min(InitialDelay × Multiplier^(n-1), MaxDelay) × U(0.8, 1.2)
+//
+// where the jitter factor U(0.8, 1.2) is uniform and applies unless DisableJitter is set; a
+// jittered delay is floored at 1ms (so it may exceed MaxDelay by up to 20%). Without jitter the
+// defaults give 500ms, 1s, 2s, 4s, 8s, 16s and then 30s. The same formula spaces the retries of
+// a failing dead-letter write (n = the n-th failed write; those retries never stop).
+//
+// An error marked with watchtree.Permanent, a *watchtree.DecodeError, or any error with a
+// `Permanent() bool` method returning true skips the remaining attempts. An error made by
+// watchtree.Skip settles the event without a dead letter. When the attempts run out, the event is
+// dead-lettered (see watchtree.DeadLetterPolicy).
 type Retry struct {
-	// MaxAttempts is the number of handler calls per event, including the first. Default 3;
+	// MaxAttempts is the number of handler calls per event, including the first. Default 3.
 	// 1 means no retry. Must be >= 0; 0 means the default.
 	MaxAttempts int
 	// InitialDelay is the delay after the first failed attempt. Default 500ms. Must be >= 0;
@@ -45,10 +58,11 @@ type Retry struct {
 	// MaxDelay caps the delay before jitter. Default 30s. Must be >= 0 (0 means the default)
 	// and, once defaulted, >= InitialDelay.
 	MaxDelay time.Duration
-	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite
-	// and >= 1; 0 means the default.
+	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite and
+	// >= 1 (1 gives a constant delay); 0 means the default.
 	Multiplier float64
-	// DisableJitter turns the ±20% jitter off. Default false: jitter on.
+	// DisableJitter turns the ±20% jitter off. Jitter is on by default so that many lanes or
+	// instances failing together do not retry in lockstep.
 	DisableJitter bool
 }
 
@@ -86,14 +100,29 @@ func (p Retry) nthDelay(attempt int, rnd func() float64) time.Duration {
 	return delay(p.InitialDelay, p.MaxDelay, p.Multiplier, attempt, !p.DisableJitter, rnd)
 }
 
-// Restart is the supervisor's form of watchtree.RestartPolicy (supervisor.Config.Policy): the
-// same fields, converted with Restart(p). Before the attempt-th restart of a stream the
-// supervisor waits Delay(p, attempt) = min(InitialDelay × Multiplier^(attempt-1), MaxDelay),
-// jittered by U(0.8, 1.2) and floored at 1ms when Jitter is set.
-// watchtree.RestartPolicy documents what counts as a death and what giving up does.
+// Restart (watchtree.RestartPolicy, Stream.Restart; supervisor.Config.Policy) decides when a
+// crashed stream is started again by its supervisor actor. It counts deaths of the stream (cursor
+// errors after the driver's own resume, stepdowns that surface as errors, failed starts), not
+// handler failures. The zero value is the default policy: unlimited attempts, 1s, 2s, 4s, ...
+// capped at 60s, no jitter.
+//
+// Before the attempt-th restart (attempt = 1, 2, ...) the supervisor waits
+//
+//	delay(attempt) = min(InitialDelay × Multiplier^(attempt-1), MaxDelay)
+//
+// multiplied by a uniform U(0.8, 1.2) and floored at 1ms when Jitter is set (so a jittered delay
+// may exceed MaxDelay by up to 20%). The default cadence is 1s, 2s, 4s, 8s, 16s, 32s, then 60s;
+// MaxAttempts 30 is about 25 minutes.
+//
+// Every death consumes one attempt, including a death right after a restart. The counter resets
+// to zero on the first successful resubscription (the cursor is open again). When MaxAttempts is
+// set and exhausted, the give-up is immediate (no further delay) and terminal: the stream is
+// reported Stopped{Crashed} with watchtree.ErrGaveUp, its lease is released, and it stays down
+// until an operator starts it. An operator start during the backoff wins over the pending
+// attempt.
 type Restart struct {
-	// MaxAttempts is the number of consecutive restarts before giving up. Default 0: unlimited.
-	// Must be >= 0.
+	// MaxAttempts is the number of consecutive restarts before giving up. Default 0, which means
+	// unlimited. Must be >= 0.
 	MaxAttempts int
 	// InitialDelay is the delay before the first restart. Default 1s. Must be >= 0; 0 means the
 	// default.
@@ -101,10 +130,11 @@ type Restart struct {
 	// MaxDelay caps the delay before jitter. Default 60s. Must be >= 0 (0 means the default)
 	// and, once defaulted, >= InitialDelay.
 	MaxDelay time.Duration
-	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite
-	// and >= 1; 0 means the default.
+	// Multiplier is the growth factor between consecutive delays. Default 2.0. Must be finite and
+	// >= 1 (1 gives a constant delay); 0 means the default.
 	Multiplier float64
-	// Jitter multiplies every delay by U(0.8, 1.2) (±20%). Default false.
+	// Jitter multiplies every delay by U(0.8, 1.2) (±20%), floored at 1ms, so streams that died
+	// together do not restart in lockstep. Default false.
 	Jitter bool
 }
 

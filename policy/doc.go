@@ -3,14 +3,13 @@
 // (dispatcher.Config.Retry), Restart (supervisor.Config.Policy), Checkpoint, StartPosition and
 // HistoryLost (checkpointer.Config), Lease (leader.Config.Policy), Snapshot (snapshot.Config.Policy)
 // and Invalidate (the stream actor). It is public so that code outside the module can build an
-// actor's Config; a watchtree user fills in the root package's types instead.
+// actor's Config; a watchtree user fills in the root package's names for them.
 //
-// Users fill in the root package's types, which are declared there with every field documented:
-// watchtree.RetryPolicy, RestartPolicy, CheckpointPolicy, LeasePolicy and SnapshotPolicy have the
-// field lists of Retry, Restart, Checkpoint, Lease and Snapshot, and the root converts them where
-// a Stream or Config is validated and compiled (a struct conversion where the field types are
-// identical, so that a field added on one side only does not compile). The full rules live on
-// the root's types; the fields here carry their units, defaults and bounds. The root's StartPosition and
+// watchtree.RetryPolicy, RestartPolicy and CheckpointPolicy are Retry, Restart and Checkpoint
+// (aliases), documented here. watchtree.LeasePolicy and SnapshotPolicy have the field lists of
+// Lease and Snapshot with the root's enums, and the root converts them field by field where a
+// Config or Stream is validated and compiled; their full rules live on the root's types, the
+// fields here carry their units, defaults and bounds. The root's StartPosition and
 // HistoryLostPolicy hold a StartPosition and a HistoryLost (their constructors Resume, Latest, At,
 // Fail, ResumeFromNow, Rebuild and RebuildFromSnapshot wrap the ones here), and its
 // InvalidatePolicy, Balance and SnapshotMode have the values of Invalidate, Balance and
