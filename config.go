@@ -188,7 +188,7 @@ func (c Config) Validate() error {
 			ce.Add(f.name, "must be nil (the default store) or a usable store, got a nil %T", f.value)
 		}
 	}
-	policy.ValidateInto(ce, "Lease", c.Lease.internal())
+	policy.ValidateInto(ce, "Lease", c.Lease)
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}
@@ -231,7 +231,7 @@ func (c Config) engine() engine.Config {
 		InstanceID: c.InstanceID, InstanceName: c.InstanceName,
 		ShutdownTimeout: c.ShutdownTimeout, ConnectTimeout: c.ConnectTimeout,
 		Stores: engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases},
-		Lease:  policy.WithDefaults(c.Lease.internal()), Console: c.Console.config(), Clock: c.Clock,
+		Lease:  policy.WithDefaults(c.Lease), Console: c.Console.config(), Clock: c.Clock,
 	}
 }
 

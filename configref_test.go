@@ -53,9 +53,9 @@ func configReference() []refType {
 			defaults: func() any { return policy.WithDefaults(policy.Checkpoint{}) }}, // the same field order
 		{heading: "`watchtree.DeadLetterPolicy`", file: "policy.go", name: "DeadLetterPolicy", zero: DeadLetterPolicy{},
 			defaults: func() any { return DeadLetterPolicy{}.withDefaults() }},
-		{heading: "`watchtree.LeasePolicy`", file: "leases.go", name: "LeasePolicy", zero: LeasePolicy{},
+		{heading: "`watchtree.LeasePolicy`", file: "policy/lease.go", name: "Lease", zero: LeasePolicy{},
 			defaults: func() any { return policy.WithDefaults(policy.Lease{}) }}, // the same field order
-		{heading: "`watchtree.SnapshotPolicy`", file: "snapshot.go", name: "SnapshotPolicy", zero: SnapshotPolicy{},
+		{heading: "`watchtree.SnapshotPolicy`", file: "policy/snapshot.go", name: "Snapshot", zero: SnapshotPolicy{},
 			defaults: func() any { return policy.WithDefaults(policy.Snapshot{}) }}, // the same field order
 	}
 }

@@ -104,9 +104,9 @@ func TestCompiledDefaults(t *testing.T) {
 		{"Spec.OnHistoryLost", policy.HistoryLostKindOf(cs.OnHistoryLost), policy.HistoryFail, "stream.go:Stream.OnHistoryLost", "Default Fail"},
 		{"Spec.InvalidateRestart", cs.InvalidateRestart, false, "stream.go:Stream.OnInvalidate", "Default InvalidateStop"},
 		{"Spec.Snapshot", cs.Snapshot, policy.Snapshot{Partitions: 4, BatchSize: 1000, HandoffRefresh: time.Minute}, "stream.go:Stream.Snapshot", "Default SnapshotNever"},
-		{"Spec.Snapshot.Partitions", cs.Snapshot.Partitions, 4, "snapshot.go:SnapshotPolicy.Partitions", ""},
-		{"Spec.Snapshot.BatchSize", cs.Snapshot.BatchSize, 1000, "snapshot.go:SnapshotPolicy.BatchSize", ""},
-		{"Spec.Snapshot.HandoffRefresh", cs.Snapshot.HandoffRefresh, time.Minute, "snapshot.go:SnapshotPolicy.HandoffRefresh", ""},
+		{"Spec.Snapshot.Partitions", cs.Snapshot.Partitions, 4, "policy/snapshot.go:Snapshot.Partitions", ""},
+		{"Spec.Snapshot.BatchSize", cs.Snapshot.BatchSize, 1000, "policy/snapshot.go:Snapshot.BatchSize", ""},
+		{"Spec.Snapshot.HandoffRefresh", cs.Snapshot.HandoffRefresh, time.Minute, "policy/snapshot.go:Snapshot.HandoffRefresh", ""},
 		{"Spec.Transactional", cs.Transactional, false, "stream.go:Stream.Transactional", "Default false"},
 		{"Spec.TxBatch", cs.TxBatch, engine.TxBatch{MaxEvents: 1, MaxBytes: mib, MaxDuration: time.Second}, "stream.go:Stream.TxBatch", "Default: one event per transaction"},
 		{"Spec.TxBatch.MaxEvents", cs.TxBatch.MaxEvents, 1, "txbatch.go:TxBatchPolicy.MaxEvents", ""},
@@ -146,7 +146,7 @@ func TestCompiledDefaults(t *testing.T) {
 		{"Stream.HistoryLostCodes", tc.Stream.HistoryLostCodes, []int32{286, 280, 136}, "actors/stream/config.go:Config.HistoryLostCodes", "286, 280 and 136"},
 
 		// The on-demand snapshot actor (built at the first Handle.Snapshot).
-		{"OnDemand.BatchSize", tc.OnDemand.BatchSize, 1000, "snapshot.go:SnapshotPolicy.BatchSize", ""},
+		{"OnDemand.BatchSize", tc.OnDemand.BatchSize, 1000, "policy/snapshot.go:Snapshot.BatchSize", ""},
 		{"OnDemand.Dispatcher", tc.OnDemand.Dispatcher, "dispatcher", "", ""},
 		{"OnDemand.IOTimeout", tc.OnDemand.IOTimeout, time.Minute, "", ""}, // max(ConnectTimeout, the engine's snapshot read bound)
 
@@ -163,11 +163,11 @@ func TestCompiledDefaults(t *testing.T) {
 		{"Supervisor.ReleaseCooldown", tc.Supervisor.ReleaseCooldown, 15 * time.Second, "actors/supervisor/config.go:Config.ReleaseCooldown", "min(RenewEvery, StandbyPoll)"},
 
 		// The leader actor of a SingleLeader stream: the runtime's LeasePolicy.
-		{"Leader.Policy.TTL", ltc.Leader.Policy.TTL, 60 * time.Second, "leases.go:LeasePolicy.TTL", ""},
-		{"Leader.Policy.RenewEvery", ltc.Leader.Policy.RenewEvery, 15 * time.Second, "leases.go:LeasePolicy.RenewEvery", ""},
-		{"Leader.Policy.StandbyPoll", ltc.Leader.Policy.StandbyPoll, 20 * time.Second, "leases.go:LeasePolicy.StandbyPoll", ""},
-		{"Leader.Policy.Margin", ltc.Leader.Policy.Margin, 6 * time.Second, "leases.go:LeasePolicy.Margin", ""},
-		{"Leader.Policy.Balance", ltc.Leader.Policy.Balance, policy.BalanceOn, "leases.go:LeasePolicy.Balance", "Default BalanceOn"},
+		{"Leader.Policy.TTL", ltc.Leader.Policy.TTL, 60 * time.Second, "policy/lease.go:Lease.TTL", ""},
+		{"Leader.Policy.RenewEvery", ltc.Leader.Policy.RenewEvery, 15 * time.Second, "policy/lease.go:Lease.RenewEvery", ""},
+		{"Leader.Policy.StandbyPoll", ltc.Leader.Policy.StandbyPoll, 20 * time.Second, "policy/lease.go:Lease.StandbyPoll", ""},
+		{"Leader.Policy.Margin", ltc.Leader.Policy.Margin, 6 * time.Second, "policy/lease.go:Lease.Margin", ""},
+		{"Leader.Policy.Balance", ltc.Leader.Policy.Balance, policy.BalanceOn, "policy/lease.go:Lease.Balance", "Default BalanceOn"},
 		{"Leader.IOTimeout", ltc.Leader.IOTimeout, 10 * time.Second, "config.go:Config.ConnectTimeout", "Default 10s"},
 	}
 

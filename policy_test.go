@@ -8,6 +8,8 @@ import (
 
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/dispatcher"
+	"github.com/watchtree/watchtree/actors/leader"
+	"github.com/watchtree/watchtree/actors/snapshot"
 	"github.com/watchtree/watchtree/actors/supervisor"
 	"github.com/watchtree/watchtree/configerr"
 )
@@ -104,10 +106,8 @@ func TestDeadLetterPolicyValidate(t *testing.T) {
 	})
 }
 
-// TestOneDefinitionPerPolicy: the retry, restart and checkpoint policies the actors take in their
-// Config are the root's types (aliases of package policy's), so the assignments below compile
-// only while that holds; LeasePolicy and SnapshotPolicy are converted field by field
-// (policyconv_test.go). ConfigError
+// TestOneDefinitionPerPolicy: the policies the actors take in their Config are the root's types
+// (aliases of package policy's), so the assignments below compile only while that holds. ConfigError
 // and ErrInvalidConfig are package configerr's, which the policies' validators use, so a policy
 // validated anywhere matches the root's type and sentinel.
 func TestOneDefinitionPerPolicy(t *testing.T) {
@@ -115,6 +115,9 @@ func TestOneDefinitionPerPolicy(t *testing.T) {
 		_ RetryPolicy      = dispatcher.Config{}.Retry
 		_ RestartPolicy    = supervisor.Config{}.Policy
 		_ CheckpointPolicy = checkpointer.Config{}.Checkpoint
+		_ LeasePolicy      = leader.Config{}.Policy
+		_ SnapshotPolicy   = snapshot.Config{}.Policy
+		_ SnapshotPolicy   = checkpointer.Config{}.Snapshot
 		_ *configerr.Error = (*ConfigError)(nil)
 	)
 	if ErrInvalidConfig != configerr.ErrInvalid {

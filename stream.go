@@ -246,7 +246,7 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
-	snap := s.Snapshot.internal()
+	snap := s.Snapshot
 	policy.ValidateInto(c, "Snapshot", snap)
 	if policy.SnapshotEnabled(snap) || policy.HistoryLostKindOf(s.OnHistoryLost.p) == policy.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
@@ -307,7 +307,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
 		OnHistoryLost:     s.OnHistoryLost.p,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
-		Snapshot:          policy.WithDefaults(s.Snapshot.internal()),
+		Snapshot:          policy.WithDefaults(s.Snapshot),
 		Router:            newRouter(s),
 		Transactional:     s.Transactional,
 		TxBatch:           s.TxBatch.compile(),

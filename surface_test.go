@@ -81,10 +81,11 @@ import (
 // TerminalOn, and the six sentinels the tree's actors fail with); 802 once RetryPolicy,
 // RestartPolicy and CheckpointPolicy are aliases of policy.Retry, Restart and Checkpoint (issue
 // 40: one declaration each, documented in package policy; the root's three Validate wrappers
-// went).
+// went); 798 once LeasePolicy, SnapshotPolicy, Balance and SnapshotMode are aliases of package
+// policy's too (their Validate and String wrappers went).
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 802
+const maxPublicSurface = 798
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

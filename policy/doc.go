@@ -5,15 +5,12 @@
 // and Invalidate (the stream actor). It is public so that code outside the module can build an
 // actor's Config; a watchtree user fills in the root package's names for them.
 //
-// watchtree.RetryPolicy, RestartPolicy and CheckpointPolicy are Retry, Restart and Checkpoint
-// (aliases), documented here. watchtree.LeasePolicy and SnapshotPolicy have the field lists of
-// Lease and Snapshot with the root's enums, and the root converts them field by field where a
-// Config or Stream is validated and compiled; their full rules live on the root's types, the
-// fields here carry their units, defaults and bounds. The root's StartPosition and
+// watchtree.RetryPolicy, RestartPolicy, CheckpointPolicy, LeasePolicy and SnapshotPolicy are
+// Retry, Restart, Checkpoint, Lease and Snapshot (aliases), and watchtree.Balance and
+// SnapshotMode are Balance and SnapshotMode, declared and documented here once. The root's StartPosition and
 // HistoryLostPolicy hold a StartPosition and a HistoryLost (their constructors Resume, Latest, At,
 // Fail, ResumeFromNow, Rebuild and RebuildFromSnapshot wrap the ones here), and its
-// InvalidatePolicy, Balance and SnapshotMode have the values of Invalidate, Balance and
-// SnapshotMode. The Observer's events name a HistoryLost or an Invalidate by its String.
+// InvalidatePolicy has the values of Invalidate. The Observer's events name a HistoryLost or an Invalidate by its String.
 //
 // The methods of these types are only Validate and String, the ones the root's types delegate
 // to. What the tree needs is package-level functions: WithDefaults fills the defaults in (the

@@ -21,13 +21,20 @@ const (
 	maxSnapshotBatchSize = 100_000
 )
 
-// SnapshotMode is watchtree.SnapshotMode in the form the tree takes (its values are the same).
+// SnapshotMode (Snapshot.Mode, watchtree.SnapshotMode) says when a stream copies the documents that
+// already exist in its collection through its handlers before it streams changes.
 type SnapshotMode uint8
 
-// The values of watchtree.SnapshotNever, SnapshotInitial and SnapshotWhenNeeded.
 const (
+	// SnapshotNever (the default) never copies existing documents: the stream starts from its
+	// start position.
 	SnapshotNever SnapshotMode = iota
+	// SnapshotInitial copies the existing documents on the first start of the stream, the one
+	// that finds no checkpoint, then streams the changes made since the copy began.
 	SnapshotInitial
+	// SnapshotWhenNeeded is SnapshotInitial, and also the repair when the stream's position has
+	// left the oplog: the stream then applies RebuildFromSnapshot (watchtree.Stream.OnHistoryLost
+	// must be left at its default or set to RebuildFromSnapshot).
 	SnapshotWhenNeeded
 )
 
@@ -44,22 +51,37 @@ func (m SnapshotMode) String() string {
 	return fmt.Sprintf("SnapshotMode(%d)", m)
 }
 
-// Snapshot is the snapshot actor's form of watchtree.SnapshotPolicy (snapshot.Config.Policy,
-// checkpointer.Config.Snapshot): the same fields, Mode as this package's SnapshotMode.
-// watchtree.SnapshotPolicy documents how the copy runs.
+// Snapshot (watchtree.SnapshotPolicy, Stream.Snapshot; snapshot.Config.Policy) configures the copy
+// of a collection's existing documents (the initial load, and the rebuild of RebuildFromSnapshot);
+// the snapshot actor applies it. The zero value never copies.
+//
+// The copy is taken without a gap: the stream's position is captured and persisted before the
+// first document is read, the documents are read in _id order in Partitions parallel ranges of
+// BatchSize chunks, each document goes through the stream's handlers (OnSnapshot, else
+// OnChange) with the same retries and dead letters as a change event, and once every range is
+// done the stream streams from the captured position. A change made during the copy is
+// therefore delivered after it, possibly to a document the copy already showed in its newer
+// state: targets must be idempotent (see the README). Progress is persisted per range, so a
+// stopped or crashed copy resumes where each range was; a finished copy never runs again.
 type Snapshot struct {
 	// Mode says when the copy runs. Default SnapshotNever.
 	Mode SnapshotMode
-	// Filter is a server-side query document (bson.D, bson.M, bson.Raw or any value that
-	// marshals to a document): only the documents it matches are copied. Default nil: all.
+	// Filter is a server-side query document (a bson.D, bson.M, bson.Raw or any value that
+	// marshals to a document): only the documents it matches are copied. Default: all. It is
+	// marshalled once, when the stream is spawned.
 	Filter any
 	// Partitions is the number of _id ranges read in parallel. Default 4, at most 256.
 	Partitions int
-	// BatchSize is the number of documents read per chunk (one find), the unit of progress.
-	// Default 1000, at most 100000.
+	// BatchSize is the number of documents read per chunk (one find), and the unit of progress:
+	// after a crash at most one chunk per range is read and handled again. Default 1000, at
+	// most 100000.
 	BatchSize int
 	// HandoffRefresh is how often, at most, the handoff position moves forward while the copy
-	// runs on a quiet collection. Default 1 minute.
+	// runs: an idle change stream from the handoff position (the stream's own pipeline) that has
+	// returned no event up to its post-batch resume token proves that starting there skips
+	// nothing, so the position is persisted there, and a long copy of a quiet collection on a
+	// busy cluster does not lose its position when the oplog rolls over. Once the collection
+	// changes, the position stays where it is (the change must be delivered). Default 1 minute.
 	HandoffRefresh time.Duration
 }
 
