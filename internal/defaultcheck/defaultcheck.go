@@ -11,6 +11,8 @@ package defaultcheck
 import (
 	"fmt"
 	"reflect"
+	"strings"
+	"testing"
 )
 
 // Mismatches returns the value fields of filled that differ from want, as
@@ -66,4 +68,19 @@ func ValueFields(v any) []string {
 	var out []string
 	each(v, v, func(name string, _, _ reflect.Value) { out = append(out, name) })
 	return out
+}
+
+// Check is an actor's TestActorDefaults: fill is the actor's withDefaults (what New does to the
+// Config it is given) and defaults its DefaultConfig. The actor applies no default of its own
+// when filling a zero Config gives exactly defaults, and DefaultConfig holds resolved values
+// only when filling it again changes nothing. A default added to withDefaults alone fails it.
+func Check[C any](t testing.TB, fill func(C) C, defaults C) {
+	t.Helper()
+	var zero C
+	if d := Mismatches(fill(zero), defaults); len(d) > 0 {
+		t.Errorf("New fills a zero %T with values its DefaultConfig does not hold:\n%s", zero, strings.Join(d, "\n"))
+	}
+	if d := Mismatches(fill(defaults), defaults); len(d) > 0 {
+		t.Errorf("New changes the values of its DefaultConfig (%T):\n%s", zero, strings.Join(d, "\n"))
+	}
 }
