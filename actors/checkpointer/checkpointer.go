@@ -33,13 +33,9 @@ type shared struct {
 // builds a fresh instance: its in-memory position is lost and the next ResolveStart loads the
 // stored checkpoint; StartPosition Latest/At is not applied again once a start succeeded.
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	cfg = cfg.boundIO()
 	sh := &shared{}
-	return treekit.Props(func() actor.Actor { return newCheckpointer(&cfg, sh) }), nil
+	return treekit.New(cfg, Config.validate, func(c Config) Config { return c.withDefaults().boundIO() },
+		func(c *Config) actor.Actor { return newCheckpointer(c, sh) })
 }
 
 // Internal messages: results of the worker goroutine and timer ticks. They never leave the

@@ -1,7 +1,6 @@
 package checkpointer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -228,8 +227,7 @@ func (c Config) withDefaults() Config {
 	if c.Epoch == nil {
 		c.Epoch = func() int64 { return 0 }
 	}
-	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
-	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }
 

@@ -1,10 +1,8 @@
 package dispatcher
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -206,11 +204,8 @@ func (c Config) withDefaults() Config {
 	treekit.Fill(&c.SettleFlushInterval, d.SettleFlushInterval)
 	treekit.Fill(&c.DrainTimeout, d.DrainTimeout)
 	treekit.Fill(&c.StopTimeout, d.StopTimeout)
-	if c.Rand == nil {
-		c.Rand = rand.Float64
-	}
-	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
-	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
+	treekit.FillRand(&c.Rand)
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }
 
@@ -219,9 +214,5 @@ func (c Config) withDefaults() Config {
 // its own lanes; a restarted instance starts afresh (its unsettled events are redelivered by the
 // stream's next incarnation).
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	return treekit.Props(func() actor.Actor { return newDispatcher(&cfg) }), nil
+	return treekit.New(cfg, Config.validate, Config.withDefaults, newDispatcher)
 }

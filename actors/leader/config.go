@@ -1,7 +1,6 @@
 package leader
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -131,7 +130,6 @@ func (c Config) withDefaults() Config {
 	}
 	treekit.Fill(&c.IOTimeout, DefaultConfig().IOTimeout)
 	c.IOTimeout = min(c.IOTimeout, c.Policy.TTL)
-	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
-	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }

@@ -22,11 +22,9 @@ import (
 // New validates cfg and returns the props of the leader actor. Spawn it as a child of the
 // stream's supervisor: it reports to its parent.
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	return treekit.Props(func() actor.Actor { return &leaderActor{cfg: cfg, log: cfg.Logger} }), nil
+	return treekit.New(cfg, Config.validate, Config.withDefaults, func(c *Config) actor.Actor {
+		return &leaderActor{cfg: *c, log: c.Logger}
+	})
 }
 
 // op is a lease store call.

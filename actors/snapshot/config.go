@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,17 +167,12 @@ func (c Config) withDefaults() Config {
 	treekit.Fill(&c.ProgressInterval, d.ProgressInterval)
 	treekit.Fill(&c.WindowCheckEvery, d.WindowCheckEvery)
 	treekit.Fill(&c.IOTimeout, d.IOTimeout)
-	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
-	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }
 
 // New validates cfg and returns the props of the snapshot actor; the supervisor spawns it as a
 // sibling named "snapshot".
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	return treekit.Props(func() actor.Actor { return newActor(cfg) }), nil
+	return treekit.New(cfg, Config.validate, Config.withDefaults, func(c *Config) actor.Actor { return newActor(*c) })
 }

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,8 +85,7 @@ func (cfg OnDemandConfig) withDefaults() OnDemandConfig {
 	treekit.Fill(&cfg.BatchSize, d.BatchSize)
 	treekit.Fill(&cfg.Dispatcher, d.Dispatcher)
 	treekit.Fill(&cfg.IOTimeout, d.IOTimeout)
-	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger)
-	cfg.Observer = cmp.Or[observe.Observer](cfg.Observer, observe.Nop{})
+	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger, &cfg.Observer)
 	return cfg
 }
 

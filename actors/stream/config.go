@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -208,8 +207,7 @@ func (c Config) withDefaults() Config {
 		c.HistoryLostCodes = d.HistoryLostCodes
 	}
 	c.HistoryLostCodes = append([]int32(nil), c.HistoryLostCodes...)
-	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
-	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }
 
@@ -217,9 +215,5 @@ func (c Config) withDefaults() Config {
 // stream supervisor's Child (supervisor.Config.Child), next to the siblings "checkpointer" and
 // "dispatcher".
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	return treekit.Props(func() actor.Actor { return newStreamActor(&cfg) }), nil
+	return treekit.New(cfg, Config.validate, Config.withDefaults, newStreamActor)
 }

@@ -1,10 +1,8 @@
 package supervisor
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -199,11 +197,8 @@ func (c Config) withDefaults() Config {
 	if c.Classify == nil {
 		c.Classify = streamtree.TerminalOn()
 	}
-	if c.Rand == nil {
-		c.Rand = rand.Float64
-	}
-	treekit.Defaults(c.Stream, &c.Clock, &c.Logger)
-	c.Observer = cmp.Or[observe.Observer](c.Observer, observe.Nop{})
+	treekit.FillRand(&c.Rand)
+	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }
 
@@ -212,25 +207,25 @@ func (c Config) withDefaults() Config {
 // supervisor instance owns its state: if the supervisor itself is restarted by its parent, the
 // tree starts afresh.
 func New(cfg Config) (*actor.Props, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	// The siblings and the leader run under the child middleware. Their props are wrapped once
-	// here, not on every start, and the caller's are dropped: a tree then keeps one Props per
-	// actor instead of two (the caller's Sibling slice and props are not changed).
-	sibs := make([]Sibling, len(cfg.Siblings))
-	for i, sib := range cfg.Siblings {
+	return treekit.New(cfg, Config.validate, func(c Config) Config { return c.withDefaults().wrapped() }, newSupervisor)
+}
+
+// wrapped returns c with its siblings and leader under the child middleware. Their props are
+// wrapped once, in New, not on every start, and the caller's are dropped: a tree then keeps one
+// Props per actor instead of two (the caller's Sibling slice and props are not changed).
+func (c Config) wrapped() Config {
+	sibs := make([]Sibling, len(c.Siblings))
+	for i, sib := range c.Siblings {
 		if sib.Props != nil {
-			sib.Props = cfg.underMiddleware(sib.Props, nil)
+			sib.Props = c.underMiddleware(sib.Props, nil)
 		}
 		sibs[i] = sib
 	}
-	cfg.Siblings = sibs
-	if cfg.Leader != nil {
-		cfg.Leader = cfg.underMiddleware(cfg.Leader, nil)
+	c.Siblings = sibs
+	if c.Leader != nil {
+		c.Leader = c.underMiddleware(c.Leader, nil)
 	}
-	return treekit.Props(func() actor.Actor { return newSupervisor(&cfg) }), nil
+	return c
 }
 
 // underMiddleware returns a copy of props with the child middleware (numbering incarnations

@@ -1,19 +1,22 @@
 package treekit
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/observe"
 )
 
 // Defaults fills the fields every actor config of a stream tree defaults alike: a nil clock
-// reads the real time, a nil logger discards, and the logger names the stream on every line
-// (logx.With keeps the no-op logger as it is). The configs differ in everything else, so they
-// pass their own fields rather than share a struct that would change their exported API.
-func Defaults(stream string, clk *clock.Clock, log **zap.Logger) {
+// reads the real time, a nil logger discards, the logger names the stream on every line
+// (logx.With keeps the no-op logger as it is), and a nil observer is observe.Nop. The configs
+// differ in everything else, so they pass their own fields rather than share a struct that
+// would change their exported API.
+func Defaults(stream string, clk *clock.Clock, log **zap.Logger, obs *observe.Observer) {
 	if *clk == nil {
 		*clk = clock.Real()
 	}
@@ -21,6 +24,17 @@ func Defaults(stream string, clk *clock.Clock, log **zap.Logger) {
 		*log = zap.NewNop()
 	}
 	*log = logx.With(*log, zap.String("stream", stream))
+	if *obs == nil {
+		*obs = observe.Nop{}
+	}
+}
+
+// FillRand sets a nil jitter source to math/rand/v2's Float64 (uniform in [0, 1), safe for
+// concurrent use), the default Rand of the configs that draw retry jitter.
+func FillRand(f *func() float64) {
+	if *f == nil {
+		*f = rand.Float64
+	}
 }
 
 // The names of a stream tree's actors under its supervisor, and the bound of one store or

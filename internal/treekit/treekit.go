@@ -22,3 +22,14 @@ func Props(producer actor.Producer) *actor.Props {
 
 // lockfreeMailbox is the mailbox producer of Props; one for every tree.
 var lockfreeMailbox = actor.UnboundedLockfree()
+
+// New is every actor's New: it validates cfg as the caller gave it (so that an error names what
+// the caller wrote, not a default), fills its defaults, and returns Props whose instances are
+// made by newActor from that one filled config (a restarted instance sees the same config).
+func New[C any, A actor.Actor](cfg C, validate func(C) error, withDefaults func(C) C, newActor func(*C) A) (*actor.Props, error) {
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	cfg = withDefaults(cfg)
+	return Props(func() actor.Actor { return newActor(&cfg) }), nil
+}
