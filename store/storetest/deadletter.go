@@ -101,7 +101,7 @@ func mustGet(t *testing.T, s store.DeadLetterStore, scope store.Scope, id string
 
 func wantDeadLetter(t *testing.T, s store.DeadLetterStore, want store.DeadLetter) {
 	t.Helper()
-	if d := diffDeadLetter(want, mustGet(t, s, want.Scope(), want.ID)); d != "" {
+	if d := diffRecord(want, mustGet(t, s, want.Scope(), want.ID)); d != "" {
 		t.Fatalf("GetDeadLetter(%s, %q): %s", want.Scope(), want.ID, d)
 	}
 }
@@ -129,7 +129,7 @@ func wantList(t *testing.T, s store.DeadLetterStore, scope store.Scope, limit in
 		t.Fatalf("ListDeadLetters(%s, %d): %v, want %v", scope, limit, dlIDs(got), dlIDs(want))
 	}
 	for i := range want {
-		if d := diffDeadLetter(want[i], got[i]); d != "" {
+		if d := diffRecord(want[i], got[i]); d != "" {
 			t.Fatalf("ListDeadLetters(%s, %d)[%d]: %s (order %v)", scope, limit, i, d, dlIDs(got))
 		}
 	}

@@ -63,7 +63,7 @@ func wantGaps(t *testing.T, s store.GapStore, scope store.Scope, want ...store.G
 		t.Fatalf("ListGaps(%s): %d gaps %v, want %d", scope, len(got), gapIDs(got), len(want))
 	}
 	for i := range want {
-		if d := diffGap(want[i], got[i]); d != "" {
+		if d := diffRecord(want[i], got[i]); d != "" {
 			t.Fatalf("ListGaps(%s)[%d]: %s (order %v)", scope, i, d, gapIDs(got))
 		}
 	}

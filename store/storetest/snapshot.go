@@ -122,14 +122,7 @@ func diffSnapshot(want, got store.Snapshot) string {
 	}{{"StartedAt", want.StartedAt, got.StartedAt}, {"UpdatedAt", want.UpdatedAt, got.UpdatedAt}, {"DoneAt", want.DoneAt, got.DoneAt}} {
 		d.num(tm.name+" (ms)", tm.want.UnixMilli(), tm.got.UnixMilli())
 	}
-	if len(d.diffs) == 0 {
-		return ""
-	}
-	out := d.diffs[0]
-	for _, x := range d.diffs[1:] {
-		out += "; " + x
-	}
-	return out
+	return d.String()
 }
 
 func boolStr(b bool) string {
