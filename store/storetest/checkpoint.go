@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -283,14 +282,7 @@ func cpCopies(t *testing.T, s store.CheckpointStore) {
 }
 
 func cpDoneContext(t *testing.T, s store.CheckpointStore) {
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		want error
-	}{
-		{"cancelled", cancelledCtx(), context.Canceled},
-		{"deadline", expiredCtx(t), context.DeadlineExceeded},
-	} {
+	for _, c := range doneContexts(t) {
 		err := promptly(t, "Save", func() error { return s.Save(c.ctx, sampleCheckpoint("orders", 1, 1)) })
 		if !errors.Is(err, c.want) {
 			t.Errorf("Save on a %s context: err = %v, want %v", c.name, err, c.want)
@@ -366,22 +358,8 @@ func mustListCheckpoints(t *testing.T, s store.CheckpointStore, stream string) [
 
 func wantListCheckpoints(t *testing.T, s store.CheckpointStore, stream string, want ...store.Checkpoint) {
 	t.Helper()
-	got := mustListCheckpoints(t, s, stream)
-	scopes := func(cps []store.Checkpoint) []string {
-		out := make([]string, len(cps))
-		for i, cp := range cps {
-			out[i] = cp.Scope().String()
-		}
-		return out
-	}
-	if len(got) != len(want) {
-		t.Fatalf("ListCheckpoints(%q): %v, want %v", stream, scopes(got), scopes(want))
-	}
-	for i := range want {
-		if d := diffCheckpoint(want[i], got[i]); d != "" {
-			t.Fatalf("ListCheckpoints(%q)[%d]: %s (order %v)", stream, i, d, scopes(got))
-		}
-	}
+	wantRecords(t, fmt.Sprintf("ListCheckpoints(%q)", stream), mustListCheckpoints(t, s, stream), want,
+		func(cp store.Checkpoint) string { return cp.Scope().String() }, notStored...)
 }
 
 // cpList: a stream's checkpoints are listed, every scope, the shared one first and then by

@@ -1,8 +1,8 @@
 package storetest
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -125,14 +125,8 @@ func mustList(t *testing.T, s store.DeadLetterStore, scope store.Scope, limit in
 func wantList(t *testing.T, s store.DeadLetterStore, scope store.Scope, limit int, want ...store.DeadLetter) {
 	t.Helper()
 	got := mustList(t, s, scope, limit)
-	if len(got) != len(want) {
-		t.Fatalf("ListDeadLetters(%s, %d): %v, want %v", scope, limit, dlIDs(got), dlIDs(want))
-	}
-	for i := range want {
-		if d := diffRecord(want[i], got[i]); d != "" {
-			t.Fatalf("ListDeadLetters(%s, %d)[%d]: %s (order %v)", scope, limit, i, d, dlIDs(got))
-		}
-	}
+	wantRecords(t, fmt.Sprintf("ListDeadLetters(%s, %d)", scope, limit), got, want,
+		func(d store.DeadLetter) string { return d.ID })
 	// CountDeadLetters counts what a full listing lists.
 	if limit <= 0 {
 		n, err := s.CountDeadLetters(testCtx(t), scope)
@@ -428,14 +422,7 @@ func dlCopies(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 
 func dlDoneContext(t *testing.T, s store.DeadLetterStore, clk *clock.Fake) {
 	dl := sampleDeadLetter("orders", "d", clk.Now(), 0)
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		want error
-	}{
-		{"cancelled", cancelledCtx(), context.Canceled},
-		{"deadline", expiredCtx(t), context.DeadlineExceeded},
-	} {
+	for _, c := range doneContexts(t) {
 		calls := []struct {
 			name string
 			call func() error

@@ -1,8 +1,8 @@
 package storetest
 
 import (
-	"context"
 	"errors"
+	"fmt"
 
 	"testing"
 
@@ -16,10 +16,7 @@ import (
 // listing by stream and by instance (each Scope on its own), idempotence by ID, defensive copies and done contexts.
 func TestGapStore(t *testing.T, newStore func(t *testing.T) store.GapStore) {
 	t.Helper()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s store.GapStore)
-	}{
+	runSuite(t, newStore, []suiteCase[store.GapStore]{
 		{"ListEmpty", gapListEmpty},
 		{"RecordAndListInOrder", gapRecordAndList},
 		{"EmptyFrom", gapEmptyFrom},
@@ -27,10 +24,7 @@ func TestGapStore(t *testing.T, newStore func(t *testing.T) store.GapStore) {
 		{"IdempotentByID", gapIdempotent},
 		{"CopiesTokens", gapCopies},
 		{"DoneContext", gapDoneContext},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
-	}
+	})
 }
 
 func sampleGap(stream, id string, atMs int) store.Gap {
@@ -58,15 +52,8 @@ func mustListGaps(t *testing.T, s store.GapStore, scope store.Scope) []store.Gap
 
 func wantGaps(t *testing.T, s store.GapStore, scope store.Scope, want ...store.Gap) {
 	t.Helper()
-	got := mustListGaps(t, s, scope)
-	if len(got) != len(want) {
-		t.Fatalf("ListGaps(%s): %d gaps %v, want %d", scope, len(got), gapIDs(got), len(want))
-	}
-	for i := range want {
-		if d := diffRecord(want[i], got[i]); d != "" {
-			t.Fatalf("ListGaps(%s)[%d]: %s (order %v)", scope, i, d, gapIDs(got))
-		}
-	}
+	wantRecords(t, fmt.Sprintf("ListGaps(%s)", scope), mustListGaps(t, s, scope), want,
+		func(g store.Gap) string { return g.ID })
 }
 
 func gapIDs(gs []store.Gap) []string {
@@ -152,14 +139,7 @@ func gapCopies(t *testing.T, s store.GapStore) {
 }
 
 func gapDoneContext(t *testing.T, s store.GapStore) {
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		want error
-	}{
-		{"cancelled", cancelledCtx(), context.Canceled},
-		{"deadline", expiredCtx(t), context.DeadlineExceeded},
-	} {
+	for _, c := range doneContexts(t) {
 		err := promptly(t, "RecordGap", func() error { return s.RecordGap(c.ctx, sampleGap("orders", "g", 1)) })
 		if !errors.Is(err, c.want) {
 			t.Errorf("RecordGap on a %s context: err = %v, want %v", c.name, err, c.want)

@@ -126,8 +126,65 @@ func diffRecord[R any](want, got R, skip ...string) string {
 	return d.String()
 }
 
-// diffCheckpoint diffs two checkpoints; Rewind is a flag of the save, never stored.
-func diffCheckpoint(want, got store.Checkpoint) string { return diffRecord(want, got, "Rewind") }
+// notStored lists the Checkpoint fields a checkpoint diff leaves out: Rewind is a flag of the
+// save, never stored.
+var notStored = []string{"Rewind"}
+
+// diffCheckpoint diffs two checkpoints but for what is not stored.
+func diffCheckpoint(want, got store.Checkpoint) string { return diffRecord(want, got, notStored...) }
+
+// wantRecords fails the test unless got holds want's records in want's order, exactly as
+// diffRecord compares them (leaving out the fields in skip). what names the listing call in
+// the message, and key names a record in the order printed with it.
+func wantRecords[R any](t *testing.T, what string, got, want []R, key func(R) string, skip ...string) {
+	t.Helper()
+	keys := func(rs []R) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = key(r)
+		}
+		return out
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %v, want %v", what, keys(got), keys(want))
+	}
+	for i := range want {
+		if d := diffRecord(want[i], got[i], skip...); d != "" {
+			t.Fatalf("%s[%d]: %s (order %v)", what, i, d, keys(got))
+		}
+	}
+}
+
+// doneContexts returns the two done contexts every suite's DoneContext case calls each store
+// method with, by name, with the error the call must return (errors.Is).
+func doneContexts(t *testing.T) []struct {
+	name string
+	ctx  context.Context
+	want error
+} {
+	return []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"cancelled", cancelledCtx(), context.Canceled},
+		{"deadline", expiredCtx(t), context.DeadlineExceeded},
+	}
+}
+
+// suiteCase is one named case of a contract suite, run on a fresh store S.
+type suiteCase[S any] struct {
+	name string
+	run  func(t *testing.T, s S)
+}
+
+// runSuite runs each case as a subtest on a store of its own from newStore.
+func runSuite[S any](t *testing.T, newStore func(t *testing.T) S, cases []suiteCase[S]) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
+	}
+}
 
 // cancelledCtx returns an already-cancelled context.
 func cancelledCtx() context.Context {

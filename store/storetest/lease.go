@@ -22,10 +22,7 @@ const trials = 100
 // short TTLs, polling with a deadline.
 func TestLeaseStore(t *testing.T, newStore func(t *testing.T) store.LeaseStore) {
 	t.Helper()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s store.LeaseStore)
-	}{
+	runSuite(t, newStore, []suiteCase[store.LeaseStore]{
 		{"AcquireFree", leaseAcquireFree},
 		{"AcquireHeld", leaseAcquireHeld},
 		{"AcquireExpired", leaseAcquireExpired},
@@ -42,10 +39,7 @@ func TestLeaseStore(t *testing.T, newStore func(t *testing.T) store.LeaseStore) 
 		{"ManyWatches", leaseManyWatches},
 		{"Instances", leaseInstances},
 		{"DoneContext", leaseDoneContext},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
-	}
+	})
 }
 
 const longTTL = time.Minute

@@ -18,10 +18,7 @@ import (
 // and done contexts.
 func TestSnapshotStore(t *testing.T, newStore func(t *testing.T) store.SnapshotStore) {
 	t.Helper()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s store.SnapshotStore)
-	}{
+	runSuite(t, newStore, []suiteCase[store.SnapshotStore]{
 		{"LoadMissing", snLoadMissing},
 		{"RoundTrip", snRoundTrip},
 		{"RoundTripUnplanned", snRoundTripUnplanned},
@@ -30,10 +27,7 @@ func TestSnapshotStore(t *testing.T, newStore func(t *testing.T) store.SnapshotS
 		{"ScopesAreIndependent", snScopesIndependent},
 		{"Copies", snCopies},
 		{"DoneContext", snDoneContext},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
-	}
+	})
 }
 
 func idDoc(v any) bson.Raw { return doc(bson.D{{Key: "_id", Value: v}}) }
