@@ -82,41 +82,32 @@ func (s *Store) ListDeadLetters(ctx context.Context, scope store.Scope, limit in
 // GetDeadLetter returns a copy of scope's dead letter with that ID; store.ErrNotFound if
 // there is none or it has expired.
 func (s *Store) GetDeadLetter(ctx context.Context, scope store.Scope, id string) (store.DeadLetter, error) {
-	if err := s.enter(ctx, OpGetDeadLetter); err != nil {
-		return store.DeadLetter{}, err
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dl, ok := s.deadLetters[dlKey{scope, id}]
-	if !ok || expired(dl, now) {
-		return store.DeadLetter{}, notFound(scope, id)
-	}
-	return dl.Clone(), nil
+	var out store.DeadLetter
+	err := s.onDeadLetter(ctx, OpGetDeadLetter, scope, id, func(_ dlKey, dl store.DeadLetter) { out = dl.Clone() })
+	return out, err
 }
 
 // DeleteDeadLetter removes scope's dead letter with that ID; store.ErrNotFound if there is
 // none or it has expired.
 func (s *Store) DeleteDeadLetter(ctx context.Context, scope store.Scope, id string) error {
-	if err := s.enter(ctx, OpDeleteDeadLetter); err != nil {
-		return err
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := dlKey{scope, id}
-	dl, ok := s.deadLetters[k]
-	if !ok || expired(dl, now) {
-		return notFound(scope, id)
-	}
-	delete(s.deadLetters, k)
-	return nil
+	return s.onDeadLetter(ctx, OpDeleteDeadLetter, scope, id, func(k dlKey, _ store.DeadLetter) { delete(s.deadLetters, k) })
 }
 
 // MarkReplayed increments the ReplayCount of scope's dead letter with that ID and sets its
 // LastReplayAt to at; store.ErrNotFound if there is none or it has expired.
 func (s *Store) MarkReplayed(ctx context.Context, scope store.Scope, id string, at time.Time) error {
-	if err := s.enter(ctx, OpMarkReplayed); err != nil {
+	return s.onDeadLetter(ctx, OpMarkReplayed, scope, id, func(k dlKey, dl store.DeadLetter) {
+		dl.ReplayCount++
+		dl.LastReplayAt = at
+		s.deadLetters[k] = dl
+	})
+}
+
+// onDeadLetter is the one-record calls' common part: it enters op and, under the lock, calls f
+// with the key and value of scope's dead letter with that ID; store.ErrNotFound (f not called)
+// if there is none or it has expired.
+func (s *Store) onDeadLetter(ctx context.Context, op Op, scope store.Scope, id string, f func(k dlKey, dl store.DeadLetter)) error {
+	if err := s.enter(ctx, op); err != nil {
 		return err
 	}
 	now := s.now()
@@ -127,9 +118,7 @@ func (s *Store) MarkReplayed(ctx context.Context, scope store.Scope, id string, 
 	if !ok || expired(dl, now) {
 		return notFound(scope, id)
 	}
-	dl.ReplayCount++
-	dl.LastReplayAt = at
-	s.deadLetters[k] = dl
+	f(k, dl)
 	return nil
 }
 
