@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -68,9 +69,7 @@ type Retry struct {
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Retry) withDefaults() Retry {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = defaultRetryMaxAttempts
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, defaultRetryMaxAttempts)
 	retryCurve.fill(&p.InitialDelay, &p.MaxDelay, &p.Multiplier)
 	return p
 }
@@ -79,9 +78,7 @@ func (p Retry) withDefaults() Retry {
 // finite and >= 1, got 0.5"); it is a *configerr.Error (several are joined with errors.Join) and
 // matches configerr.ErrInvalid.
 func (p Retry) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "RetryPolicy")
-	return c.Err()
+	return validate(p, "RetryPolicy")
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
@@ -149,9 +146,7 @@ func (p Restart) withDefaults() Restart {
 // >= 0 ..."); it is a *configerr.Error (several are joined with errors.Join) and matches
 // configerr.ErrInvalid.
 func (p Restart) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "RestartPolicy")
-	return c.Err()
+	return validate(p, "RestartPolicy")
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.

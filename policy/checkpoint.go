@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"math"
 	"time"
 )
@@ -106,18 +107,10 @@ type Checkpoint struct {
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Checkpoint) withDefaults() Checkpoint {
-	if p.SaveEvery == 0 {
-		p.SaveEvery = defaultSaveEvery
-	}
-	if p.SaveInterval == 0 {
-		p.SaveInterval = defaultSaveInterval
-	}
-	if p.IdleInterval == 0 {
-		p.IdleInterval = defaultIdleInterval
-	}
-	if p.Retention == 0 {
-		p.Retention = defaultRetention
-	}
+	p.SaveEvery = cmp.Or(p.SaveEvery, defaultSaveEvery)
+	p.SaveInterval = cmp.Or(p.SaveInterval, defaultSaveInterval)
+	p.IdleInterval = cmp.Or(p.IdleInterval, defaultIdleInterval)
+	p.Retention = cmp.Or(p.Retention, defaultRetention)
 	if p.MaxUnflushed == 0 {
 		if p.SaveEvery > math.MaxInt/defaultMaxUnflushedFactor {
 			p.MaxUnflushed = math.MaxInt
@@ -132,9 +125,7 @@ func (p Checkpoint) withDefaults() Checkpoint {
 // >= 1 ..."); it is a *configerr.Error (several are joined with errors.Join) and matches
 // configerr.ErrInvalid.
 func (p Checkpoint) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "CheckpointPolicy")
-	return c.Err()
+	return validate(p, "CheckpointPolicy")
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.

@@ -28,6 +28,14 @@ type validated interface {
 // collector.
 func ValidateInto(c *Errors, field string, p validated) { p.validateInto(c, field) }
 
+// validate is every policy's Validate: p's broken rules on a fresh collector, each field named
+// name.<Name> (name is the root package's type name, "RetryPolicy"), joined, or nil.
+func validate(p validated, name string) error {
+	c := NewErrors("")
+	p.validateInto(c, name)
+	return c.Err()
+}
+
 // backoffPolicy is a policy with a delay formula: Retry or Restart.
 type backoffPolicy interface {
 	Retry | Restart

@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Defaults of Lease: the zero value of a field means the default below.
 const (
@@ -67,27 +70,17 @@ type Lease struct {
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Lease) withDefaults() Lease {
-	if p.TTL == 0 {
-		p.TTL = defaultLeaseTTL
-	}
-	if p.RenewEvery == 0 {
-		p.RenewEvery = defaultRenewEvery
-	}
-	if p.StandbyPoll == 0 {
-		p.StandbyPoll = defaultStandbyPoll
-	}
-	if p.Margin == 0 {
-		p.Margin = p.TTL / defaultMarginDivisor
-	}
+	p.TTL = cmp.Or(p.TTL, defaultLeaseTTL)
+	p.RenewEvery = cmp.Or(p.RenewEvery, defaultRenewEvery)
+	p.StandbyPoll = cmp.Or(p.StandbyPoll, defaultStandbyPoll)
+	p.Margin = cmp.Or(p.Margin, p.TTL/defaultMarginDivisor)
 	return p
 }
 
 // Validate checks p. The error names the field and the rule ("LeasePolicy.RenewEvery must ...");
 // it is a *configerr.Error (several are joined) and matches configerr.ErrInvalid.
 func (p Lease) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "LeasePolicy")
-	return c.Err()
+	return validate(p, "LeasePolicy")
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>.

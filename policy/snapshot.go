@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -87,15 +88,9 @@ type Snapshot struct {
 
 // withDefaults returns p with every zero field replaced by its default.
 func (p Snapshot) withDefaults() Snapshot {
-	if p.Partitions == 0 {
-		p.Partitions = defaultSnapshotPartitions
-	}
-	if p.BatchSize == 0 {
-		p.BatchSize = DefaultSnapshotBatchSize
-	}
-	if p.HandoffRefresh == 0 {
-		p.HandoffRefresh = defaultSnapshotHandoffRefresh
-	}
+	p.Partitions = cmp.Or(p.Partitions, defaultSnapshotPartitions)
+	p.BatchSize = cmp.Or(p.BatchSize, DefaultSnapshotBatchSize)
+	p.HandoffRefresh = cmp.Or(p.HandoffRefresh, defaultSnapshotHandoffRefresh)
 	return p
 }
 
@@ -108,9 +103,7 @@ func SnapshotEnabled(p Snapshot) bool {
 // Validate checks p. The error is a *configerr.Error on field "SnapshotPolicy.<Field>" and matches
 // configerr.ErrInvalid.
 func (p Snapshot) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "SnapshotPolicy")
-	return c.Err()
+	return validate(p, "SnapshotPolicy")
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>.

@@ -64,9 +64,7 @@ func (p StartPosition) String() string {
 // Validate checks p: the time of an At position must be non-zero and between 1970 and 2106. The
 // error is a *configerr.Error on field "StartPosition" and matches configerr.ErrInvalid.
 func (p StartPosition) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "StartPosition")
-	return c.Err()
+	return validate(p, "StartPosition")
 }
 
 // validateInto adds the broken rule of p, if any, to c under the name field.
@@ -145,9 +143,7 @@ func (p HistoryLost) String() string {
 // Validate checks p: Rebuild needs a non-nil function. The error is a *configerr.Error on field
 // "HistoryLostPolicy" and matches configerr.ErrInvalid.
 func (p HistoryLost) Validate() error {
-	c := NewErrors("")
-	p.validateInto(c, "HistoryLostPolicy")
-	return c.Err()
+	return validate(p, "HistoryLostPolicy")
 }
 
 // validateInto adds the broken rule of p, if any, to c under the name field.
