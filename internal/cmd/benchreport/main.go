@@ -143,69 +143,67 @@ func commandLine(dirs, goArgs []string) string {
 // that -in renders it as it was measured. go test's own output never has such lines.
 const headerPrefix = "benchreport-"
 
+// headerField is one header line of a recorded run: its key, its value as written, and how a
+// value read back is stored (one that does not parse is left as it was).
+type headerField struct {
+	key   string
+	value func() string
+	read  func(v string)
+}
+
+// headerFields lists the header lines, in the order header writes them, over m, count and
+// filter: header and readHeader both go through it, so a key is spelled once.
+func headerFields(m *machine, count *int, filter *string) []headerField {
+	str := func(k string, p *string) headerField {
+		return headerField{k, func() string { return *p }, func(v string) { *p = v }}
+	}
+	num := func(k string, p *int) headerField {
+		return headerField{k, func() string { return strconv.Itoa(*p) }, func(v string) {
+			if n, err := strconv.Atoi(v); err == nil {
+				*p = n
+			}
+		}}
+	}
+	at := func(k string, p *time.Time) headerField {
+		return headerField{k, func() string { return p.UTC().Format(time.RFC3339) }, func(v string) {
+			if t, err := time.Parse(time.RFC3339, v); err == nil {
+				*p = t
+			}
+		}}
+	}
+	load := headerField{"load-max1", func() string { return strconv.FormatFloat(m.LoadMax1, 'f', 2, 64) }, func(v string) {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			m.LoadMax1 = f
+		}
+	}}
+	return []headerField{at("start", &m.Start), at("end", &m.End), str("cpu", &m.CPU), num("cores", &m.Cores),
+		str("load-start", &m.LoadStart), str("load-end", &m.LoadEnd), load, str("go", &m.GoVersion),
+		str("commit", &m.Commit), str("command", &m.Command), num("count", count), str("filter", filter)}
+}
+
 // header is the recorded run's first lines, "benchreport-<key>: <value>" (the "key: value" form
 // of the benchmark format's configuration lines).
 func header(m machine, count int, filter string) []byte {
 	var b bytes.Buffer
-	kv := func(k, v string) { fmt.Fprintf(&b, "%s%s: %s\n", headerPrefix, k, v) }
-	kv("start", m.Start.UTC().Format(time.RFC3339))
-	kv("end", m.End.UTC().Format(time.RFC3339))
-	kv("cpu", m.CPU)
-	kv("cores", strconv.Itoa(m.Cores))
-	kv("load-start", m.LoadStart)
-	kv("load-end", m.LoadEnd)
-	kv("load-max1", strconv.FormatFloat(m.LoadMax1, 'f', 2, 64))
-	kv("go", m.GoVersion)
-	kv("commit", m.Commit)
-	kv("command", m.Command)
-	kv("count", strconv.Itoa(count))
-	kv("filter", filter)
+	for _, f := range headerFields(&m, &count, &filter) {
+		fmt.Fprintf(&b, "%s%s: %s\n", headerPrefix, f.key, f.value())
+	}
 	return b.Bytes()
 }
 
 // readHeader fills m, count and filter from a recorded run's header lines; a value that does not
 // parse is left as it was.
 func readHeader(raw []byte, m *machine, count *int, filter *string) {
+	fields := headerFields(m, count, filter)
 	for _, line := range strings.Split(string(raw), "\n") {
 		k, v, ok := strings.Cut(strings.TrimPrefix(line, headerPrefix), ": ")
 		if !ok || !strings.HasPrefix(line, headerPrefix) {
 			continue
 		}
-		switch k {
-		case "start", "end":
-			if t, err := time.Parse(time.RFC3339, v); err == nil {
-				if k == "start" {
-					m.Start = t
-				} else {
-					m.End = t
-				}
+		for _, f := range fields {
+			if f.key == k {
+				f.read(v)
 			}
-		case "cpu":
-			m.CPU = v
-		case "cores":
-			if n, err := strconv.Atoi(v); err == nil {
-				m.Cores = n
-			}
-		case "load-start":
-			m.LoadStart = v
-		case "load-end":
-			m.LoadEnd = v
-		case "load-max1":
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				m.LoadMax1 = f
-			}
-		case "go":
-			m.GoVersion = v
-		case "commit":
-			m.Commit = v
-		case "command":
-			m.Command = v
-		case "count":
-			if n, err := strconv.Atoi(v); err == nil {
-				*count = n
-			}
-		case "filter":
-			*filter = v
 		}
 	}
 }
