@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,13 +42,13 @@ const (
 	OpSnapshot OperationType = "snapshot"
 )
 
+// knownOps are the Op constants: Known checks against them, and readOperationType returns them
+// (not a new string) for the types it reads.
+var knownOps = [...]OperationType{OpInsert, OpUpdate, OpReplace, OpDelete, OpDrop, OpRename, OpDropDatabase, OpInvalidate, OpSnapshot}
+
 // Known reports whether op is one of the Op constants.
 func (op OperationType) Known() bool {
-	switch op {
-	case OpInsert, OpUpdate, OpReplace, OpDelete, OpDrop, OpRename, OpDropDatabase, OpInvalidate, OpSnapshot:
-		return true
-	}
-	return false
+	return slices.Contains(knownOps[:], op)
 }
 
 // Namespace is a database and collection name. Coll is empty for a dropDatabase event.
@@ -514,25 +515,10 @@ func readOperationType(val bsoncore.Value) (OperationType, bool) {
 	if !ok {
 		return "", false
 	}
-	switch string(b) {
-	case string(OpInsert):
-		return OpInsert, true
-	case string(OpUpdate):
-		return OpUpdate, true
-	case string(OpReplace):
-		return OpReplace, true
-	case string(OpDelete):
-		return OpDelete, true
-	case string(OpDrop):
-		return OpDrop, true
-	case string(OpRename):
-		return OpRename, true
-	case string(OpDropDatabase):
-		return OpDropDatabase, true
-	case string(OpInvalidate):
-		return OpInvalidate, true
-	case string(OpSnapshot):
-		return OpSnapshot, true
+	for _, op := range knownOps {
+		if string(b) == string(op) { // compared without a copy of b
+			return op, true
+		}
 	}
 	return OperationType(b), true
 }
