@@ -232,11 +232,9 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			errs[i] = e.shutdown(sctx, "runtime stop")
-		}()
+		})
 	}
 	wg.Wait()
 
@@ -322,12 +320,10 @@ func (rt *Runtime) Streams(ctx context.Context) ([]StreamStatus, error) {
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sts[i].Entry = e
 			sts[i].Reply, errs[i] = e.Status(ctx)
-		}()
+		})
 	}
 	wg.Wait()
 	out := make([]StreamStatus, 0, len(entries))

@@ -105,14 +105,12 @@ func (s *serverReads) refresh(ctx context.Context) {
 	results := make([]result, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c, cancel := context.WithTimeout(ctx, s.bound)
 			defer cancel()
 			n, err := s.rt.CountDeadLetters(c, e.name)
 			results[i] = result{e.name, n, err}
-		}()
+		})
 	}
 	c, cancel := context.WithTimeout(ctx, s.bound)
 	oldest, newest, oerr := oplogWindow(c, s.rt.cfg.Client, s.bound)

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,24 +92,12 @@ func validCollectionName(name string) error {
 }
 
 func (o Options) withDefaults() Options {
-	if o.CheckpointCollection == "" {
-		o.CheckpointCollection = DefaultCheckpointCollection
-	}
-	if o.DeadLetterCollection == "" {
-		o.DeadLetterCollection = DefaultDeadLetterCollection
-	}
-	if o.GapCollection == "" {
-		o.GapCollection = DefaultGapCollection
-	}
-	if o.SnapshotCollection == "" {
-		o.SnapshotCollection = DefaultSnapshotCollection
-	}
-	if o.LeaseCollection == "" {
-		o.LeaseCollection = DefaultLeaseCollection
-	}
-	if o.InstanceCollection == "" {
-		o.InstanceCollection = DefaultInstanceCollection
-	}
+	o.CheckpointCollection = cmp.Or(o.CheckpointCollection, DefaultCheckpointCollection)
+	o.DeadLetterCollection = cmp.Or(o.DeadLetterCollection, DefaultDeadLetterCollection)
+	o.GapCollection = cmp.Or(o.GapCollection, DefaultGapCollection)
+	o.SnapshotCollection = cmp.Or(o.SnapshotCollection, DefaultSnapshotCollection)
+	o.LeaseCollection = cmp.Or(o.LeaseCollection, DefaultLeaseCollection)
+	o.InstanceCollection = cmp.Or(o.InstanceCollection, DefaultInstanceCollection)
 	if o.WriteConcern == nil {
 		o.WriteConcern = writeconcern.Majority()
 	}
