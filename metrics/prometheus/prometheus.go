@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -231,11 +232,7 @@ func (m *Metrics) OnEvent(ev observe.Event) {
 	case observe.DeadLetterFailed:
 		m.deadLetterFailures.WithLabelValues(s).Inc()
 	case observe.Stopped:
-		terminal := "false"
-		if e.Terminal {
-			terminal = "true"
-		}
-		m.stops.WithLabelValues(s, e.Reason.String(), terminal).Inc()
+		m.stops.WithLabelValues(s, e.Reason.String(), strconv.FormatBool(e.Terminal)).Inc()
 	case observe.Checkpointed:
 		m.checkpoints.WithLabelValues(s).Inc()
 		m.cpAges.OnEvent(ev)
