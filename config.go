@@ -168,21 +168,9 @@ func (c Config) Validate() error {
 	case c.Client == nil:
 		ce.Add("Client", "is required, got nil")
 	}
-	if c.Database != "" {
-		if rule := databaseNameRule(c.Database); rule != "" {
-			ce.Add("Database", "%s, got %q", rule, c.Database)
-		}
-	}
-	if c.InstanceID != "" {
-		if rule := instanceIDRule(c.InstanceID); rule != "" {
-			ce.Add("InstanceID", "%s, got %q", rule, c.InstanceID)
-		}
-	}
-	if c.InstanceName != "" {
-		if rule := streamNameRule(c.InstanceName); rule != "" {
-			ce.Add("InstanceName", "%s, got %q", rule, c.InstanceName)
-		}
-	}
+	optionalName(ce, "Database", c.Database, databaseNameRule)
+	optionalName(ce, "InstanceID", c.InstanceID, instanceIDRule)
+	optionalName(ce, "InstanceName", c.InstanceName, streamNameRule)
 	for _, f := range c.storeFields() {
 		if isNilPointer(f.value) {
 			ce.Add(f.name, "must be nil (the default store) or a usable store, got a nil %T", f.value)

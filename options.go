@@ -262,6 +262,17 @@ const (
 // event carries.
 func (p InvalidatePolicy) String() string { return policy.Invalidate(p).String() }
 
+// optionalName adds to c the rule that value, the name in field, breaks (rule's answer), if
+// any; an empty value is not checked, since it means the default for every name but a stream's.
+func optionalName(c *policy.Errors, field, value string, rule func(string) string) {
+	if value == "" {
+		return
+	}
+	if r := rule(value); r != "" {
+		c.Add(field, "%s, got %q", r, value)
+	}
+}
+
 // maxStreamName is the longest stream name accepted.
 const maxStreamName = 100
 

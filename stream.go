@@ -194,16 +194,8 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if rule := streamNameRule(s.Name); rule != "" {
 		c.Add("Name", "%s, got %q", rule, s.Name)
 	}
-	if s.Database != "" {
-		if rule := databaseNameRule(s.Database); rule != "" {
-			c.Add("Database", "%s, got %q", rule, s.Database)
-		}
-	}
-	if s.Collection != "" {
-		if rule := collectionNameRule(s.Collection); rule != "" {
-			c.Add("Collection", "%s, got %q", rule, s.Collection)
-		}
-	}
+	optionalName(c, "Database", s.Database, databaseNameRule)
+	optionalName(c, "Collection", s.Collection, collectionNameRule)
 	pipeline, perr := marshalPipeline(s.Pipeline)
 	if perr != nil {
 		c.Add(perr.field, "%s", perr.rule)
