@@ -151,9 +151,7 @@ func (in *inspector) answer(ctx actor.Context, timeout time.Duration, f func(con
 	if sender == nil {
 		return
 	}
-	in.wg.Add(1)
-	go func() {
-		defer in.wg.Done()
+	in.wg.Go(func() {
 		c, cancel := context.WithTimeout(in.work, timeout)
 		defer cancel()
 		reply := f(c)
@@ -161,7 +159,7 @@ func (in *inspector) answer(ctx actor.Context, timeout time.Duration, f func(con
 			return // the console stops: the requester's own timeout answers it
 		}
 		in.sys.Root.Send(sender, reply)
-	}()
+	})
 }
 
 // publish numbers ev, keeps it and sends it to the subscribers.
@@ -212,9 +210,7 @@ func (in *inspector) sample(ctx actor.Context) {
 	in.sampling = true
 	self := ctx.Self()
 	refs := in.b.Streams()
-	in.wg.Add(1)
-	go func() {
-		defer in.wg.Done()
+	in.wg.Go(func() {
 		out := sampled{settled: map[string]uint64{}}
 		for _, r := range refs {
 			if r.Supervisor == nil {
@@ -228,7 +224,7 @@ func (in *inspector) sample(ctx actor.Context) {
 		if in.work.Err() == nil {
 			in.sys.Root.Send(self, out)
 		}
-	}()
+	})
 }
 
 func (in *inspector) addSamples(m sampled) {
@@ -290,11 +286,9 @@ func (in *inspector) snapshotWith(ctx context.Context, req *messages.SnapshotReq
 	rows = rows[:len(keep)]
 	var wg sync.WaitGroup
 	for i, r := range keep {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rows[i] = in.row(ctx, r, v.samples[r.Name], rd.DeadLetters[r.Name], rd.Oplog, now)
-		}()
+		})
 	}
 	wg.Wait()
 	if st := req.GetState(); st != "" {

@@ -365,9 +365,7 @@ func writeUntilStopped(ctx context.Context, t *testing.T, coll *mongo.Collection
 	var wg sync.WaitGroup
 	werr := make(chan error, drillWriters)
 	for i := range drillWriters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			pace := time.NewTicker(5 * time.Millisecond) // load, not a wait: a write per tick
 			defer pace.Stop()
 			for v := int64(1); ; v++ {
@@ -384,7 +382,7 @@ func writeUntilStopped(ctx context.Context, t *testing.T, coll *mongo.Collection
 					lastV[doc] = v // doc is this writer's alone; read after wg.Wait
 				}
 			}
-		}()
+		})
 	}
 	var once sync.Once
 	return lastV, func() {

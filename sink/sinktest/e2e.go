@@ -155,9 +155,7 @@ func (r Relay) Run(t *testing.T) {
 	werr := make(chan error, relayWriters)
 	start := time.Now()
 	for w := range relayWriters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for v := int64(1); v <= relayVersions; v++ {
 				for doc := w; doc < relayDocs; doc += relayWriters {
 					if err := writeVersion(ctx, coll, doc, v); err != nil {
@@ -166,7 +164,7 @@ func (r Relay) Run(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(werr)

@@ -301,16 +301,14 @@ func perKeyOrder(t *testing.T, b Broker) {
 	var wg sync.WaitGroup
 	errs := make(chan error, lanes)
 	for l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for _, ev := range perLane[l] {
 				if err := h(ctx, ev); err != nil {
 					errs <- fmt.Errorf("lane %d: %w", l, err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

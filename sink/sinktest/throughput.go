@@ -136,16 +136,14 @@ func benchRun(b *testing.B, evs [][]*watchtree.Event[bson.Raw], publish publishF
 	errs := make(chan error, len(evs))
 	start := time.Now()
 	for _, mine := range evs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for _, ev := range mine {
 				if err := publish(ev); err != nil {
 					errs <- err
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	d := time.Since(start)

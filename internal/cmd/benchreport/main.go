@@ -223,9 +223,7 @@ func startLoadSampler(m *machine) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
@@ -240,7 +238,7 @@ func startLoadSampler(m *machine) (stop func()) {
 				}
 			}
 		}
-	}()
+	})
 	return func() {
 		close(done)
 		wg.Wait()
