@@ -268,15 +268,7 @@ func keyIsDocumentKey(t *testing.T, b Broker) {
 			t.Fatal(err)
 		}
 	}
-	got := read(t)
-	if len(got) != len(want) {
-		t.Fatalf("the broker holds %d messages, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i].Key != want[i] {
-			t.Errorf("message %d: key %q, want the document key %q", i, got[i].Key, want[i])
-		}
-	}
+	wantEach(t, read(t), "key", func(r Received) string { return r.Key }, want)
 }
 
 // perKeyOrder: 8 lanes publish concurrently, each the events of its keys in order (as a
@@ -353,12 +345,19 @@ func subjectTemplate(t *testing.T, b Broker) {
 	}
 	got := read(t)
 	want := []string{root + ".coll.insert", root + ".cdc.sinktest.people.delete"}
+	wantEach(t, got, "subject", func(r Received) string { return r.Subject }, want)
+}
+
+// wantEach fails t unless got holds len(want) messages whose field (named what) is want's, in
+// order; it names each message that differs.
+func wantEach(t *testing.T, got []Received, what string, field func(Received) string, want []string) {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("the broker holds %d messages, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if got[i].Subject != want[i] {
-			t.Errorf("message %d: subject %q, want %q", i, got[i].Subject, want[i])
+		if f := field(got[i]); f != want[i] {
+			t.Errorf("message %d: %s %q, want %q", i, what, f, want[i])
 		}
 	}
 }
