@@ -116,21 +116,13 @@ func (s *supervisorActor) stopAdvance(ctx actor.Context) {
 	switch run.phase {
 	case phaseStream:
 		run.phase = phaseDrain
-		if run.leaseLost {
-			s.skipStep(run, "drain (the lease was lost)")
-		} else if pid := s.healthySibling(s.cfg.Dispatcher, run); pid != nil {
-			s.why = run.verb() + ": draining the dispatcher"
-			ctx.Request(pid, &wire.Drain{TimeoutMs: s.drainBudgetMs(run)})
+		if s.askSibling(ctx, run, "drain", s.cfg.Dispatcher, "draining the dispatcher", &wire.Drain{TimeoutMs: s.drainBudgetMs(run)}) {
 			return
 		}
 		fallthrough
 	case phaseDrain:
 		run.phase = phaseFlush
-		if run.leaseLost {
-			s.skipStep(run, "checkpoint flush (the lease was lost)")
-		} else if pid := s.healthySibling(s.cfg.Checkpointer, run); pid != nil {
-			s.why = run.verb() + ": writing the final checkpoint"
-			ctx.Request(pid, &wire.Flush{})
+		if s.askSibling(ctx, run, "checkpoint flush", s.cfg.Checkpointer, "writing the final checkpoint", &wire.Flush{}) {
 			return
 		}
 		fallthrough
@@ -171,6 +163,23 @@ func (s *supervisorActor) skipStep(run *stopRun, note string) {
 		note = run.report.Skipped + ", " + note
 	}
 	run.report.Skipped = note
+}
+
+// askSibling sends msg, the stop's step, to the sibling name and records why the stop waits,
+// and reports whether it did. It skips the step (noted in the stop's report) when the lease
+// was lost, since what the step writes would be refused, or when the sibling is not healthy.
+func (s *supervisorActor) askSibling(ctx actor.Context, run *stopRun, step, name, why string, msg any) bool {
+	if run.leaseLost {
+		s.skipStep(run, step+" (the lease was lost)")
+		return false
+	}
+	pid := s.healthySibling(name, run)
+	if pid == nil {
+		return false
+	}
+	s.why = run.verb() + ": " + why
+	ctx.Request(pid, msg)
+	return true
 }
 
 // healthySibling returns the PID of the named sibling, or nil (noting the skipped step) when it
