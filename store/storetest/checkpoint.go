@@ -25,43 +25,28 @@ import (
 // TestDeadLetterStore's does, and only moves when a case advances it.
 func TestCheckpointStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) store.CheckpointStore) {
 	t.Helper()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s store.CheckpointStore)
-		clk  func(t *testing.T, s store.CheckpointStore, clk *clock.Fake)
-	}{
-		{"LoadMissing", cpLoadMissing, nil},
-		{"RoundTrip", cpRoundTrip, nil},
-		{"RoundTripWithoutToken", cpRoundTripWithoutToken, nil},
-		{"Overwrite", cpOverwrite, nil},
-		{"StreamsAreIndependent", cpStreamsIndependent, nil},
-		{"FencedByHigherEpoch", cpFenced, nil},
-		{"FencingFromEpochZero", cpFencingFromZero, nil},
-		{"ConcurrentEpochs", cpConcurrentEpochs, nil},
-		{"ConcurrentFirstSave", cpConcurrentFirstSave, nil},
-		{"CopiesToken", cpCopies, nil},
-		{"DoneContext", cpDoneContext, nil},
-		{"ScopesAreIndependent", cpScopesIndependent, nil},
-		{"List", cpList, nil},
-		{"BackwardRefused", cpBackwardRefused, nil},
-		{"BackwardByClusterTime", cpBackwardByClusterTime, nil},
-		{"BackwardPerScope", cpBackwardPerScope, nil},
-		{"Rewind", cpRewind, nil},
-		{"ConcurrentPositions", cpConcurrentPositions, nil},
-		{"Retention", nil, cpRetention},
-		{"BackwardAfterExpiry", nil, cpBackwardAfterExpiry},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
-			s := newStore(t, clk.Now)
-			if c.clk != nil {
-				c.clk(t, s, clk)
-				return
-			}
-			c.run(t, s)
-		})
-	}
+	runClockedSuite(t, newStore, []clockedCase[store.CheckpointStore]{
+		{"LoadMissing", unclocked(cpLoadMissing)},
+		{"RoundTrip", unclocked(cpRoundTrip)},
+		{"RoundTripWithoutToken", unclocked(cpRoundTripWithoutToken)},
+		{"Overwrite", unclocked(cpOverwrite)},
+		{"StreamsAreIndependent", unclocked(cpStreamsIndependent)},
+		{"FencedByHigherEpoch", unclocked(cpFenced)},
+		{"FencingFromEpochZero", unclocked(cpFencingFromZero)},
+		{"ConcurrentEpochs", unclocked(cpConcurrentEpochs)},
+		{"ConcurrentFirstSave", unclocked(cpConcurrentFirstSave)},
+		{"CopiesToken", unclocked(cpCopies)},
+		{"DoneContext", unclocked(cpDoneContext)},
+		{"ScopesAreIndependent", unclocked(cpScopesIndependent)},
+		{"List", unclocked(cpList)},
+		{"BackwardRefused", unclocked(cpBackwardRefused)},
+		{"BackwardByClusterTime", unclocked(cpBackwardByClusterTime)},
+		{"BackwardPerScope", unclocked(cpBackwardPerScope)},
+		{"Rewind", unclocked(cpRewind)},
+		{"ConcurrentPositions", unclocked(cpConcurrentPositions)},
+		{"Retention", cpRetention},
+		{"BackwardAfterExpiry", cpBackwardAfterExpiry},
+	})
 }
 
 func sampleCheckpoint(stream string, epoch int64, n uint64) store.Checkpoint {

@@ -26,10 +26,7 @@ import (
 // retention, defensive copies and done contexts.
 func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() time.Time) store.DeadLetterStore) {
 	t.Helper()
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s store.DeadLetterStore, clk *clock.Fake)
-	}{
+	runClockedSuite(t, newStore, []clockedCase[store.DeadLetterStore]{
 		{"Missing", dlMissing},
 		{"RoundTrip", dlRoundTrip},
 		{"RoundTripMinimal", dlRoundTripMinimal},
@@ -43,13 +40,7 @@ func TestDeadLetterStore(t *testing.T, newStore func(t *testing.T, now func() ti
 		{"Retention", dlRetention},
 		{"CopiesBytes", dlCopies},
 		{"DoneContext", dlDoneContext},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
-			c.run(t, newStore(t, clk.Now), clk)
-		})
-	}
+	})
 }
 
 // sampleDeadLetter returns a complete dead letter created createdMs after base.

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -184,6 +185,32 @@ func runSuite[S any](t *testing.T, newStore func(t *testing.T) S, cases []suiteC
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
 	}
+}
+
+// clockedCase is one named case of a suite whose store reads the suite's clock: the case may
+// move it.
+type clockedCase[S any] struct {
+	name string
+	run  func(t *testing.T, s S, clk *clock.Fake)
+}
+
+// runClockedSuite runs each case as a subtest on a store of its own from newStore, whose clock
+// is a fake one that starts at the wall-clock time (so that a real server's TTL monitor, which
+// uses its own clock, does not delete records while a case runs) and only moves when the case
+// advances it.
+func runClockedSuite[S any](t *testing.T, newStore func(t *testing.T, now func() time.Time) S, cases []clockedCase[S]) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
+			c.run(t, newStore(t, clk.Now), clk)
+		})
+	}
+}
+
+// unclocked adapts a case that leaves the clock alone to a clockedCase's run.
+func unclocked[S any](run func(t *testing.T, s S)) func(t *testing.T, s S, clk *clock.Fake) {
+	return func(t *testing.T, s S, _ *clock.Fake) { run(t, s) }
 }
 
 // cancelledCtx returns an already-cancelled context.
