@@ -139,17 +139,12 @@ func (s *Store) ListCheckpoints(ctx context.Context, stream string) ([]store.Che
 			bson.D{unexpired(s.now())},
 		}},
 	}
-	cur, err := s.checkpoints.Find(ctx, filter)
+	all, err := findRecords[store.Checkpoint, checkpointDoc](ctx, s.checkpoints, fmt.Sprintf("list checkpoints of stream %q", stream), filter)
 	if err != nil {
-		return nil, wrap(ctx, err, "list checkpoints of stream %q", stream)
+		return nil, err
 	}
-	var docs []checkpointDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(ctx, err, "list checkpoints of stream %q", stream)
-	}
-	out := make([]store.Checkpoint, 0, len(docs))
-	for _, d := range docs {
-		cp := d.record()
+	out := all[:0]
+	for _, cp := range all {
 		if cp.Stream != stream { // a shared checkpoint of another stream cannot match, but be strict
 			continue
 		}

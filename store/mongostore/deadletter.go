@@ -82,19 +82,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, scope store.Scope, limit in
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
 	}
-	cur, err := s.deadLetters.Find(ctx, append(scopeFilter(scope), unexpired(s.now())), opts)
-	if err != nil {
-		return nil, wrap(ctx, err, "list dead letters of %s", scope)
-	}
-	var docs []deadLetterDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(ctx, err, "list dead letters of %s", scope)
-	}
-	out := make([]store.DeadLetter, len(docs))
-	for i, d := range docs {
-		out[i] = d.record()
-	}
-	return out, nil
+	return findRecords[store.DeadLetter, deadLetterDoc](ctx, s.deadLetters, fmt.Sprintf("list dead letters of %s", scope),
+		append(scopeFilter(scope), unexpired(s.now())), opts)
 }
 
 // CountDeadLetters returns the number of scope's unexpired dead letters, counted by the server

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -26,18 +27,6 @@ func (s *Store) ListGaps(ctx context.Context, scope store.Scope) ([]store.Gap, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cur, err := s.gaps.Find(ctx, scopeFilter(scope),
+	return findRecords[store.Gap, gapDoc](ctx, s.gaps, fmt.Sprintf("list gaps of %s", scope), scopeFilter(scope),
 		options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, wrap(ctx, err, "list gaps of %s", scope)
-	}
-	var docs []gapDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(ctx, err, "list gaps of %s", scope)
-	}
-	out := make([]store.Gap, len(docs))
-	for i, d := range docs {
-		out[i] = d.record()
-	}
-	return out, nil
 }

@@ -207,6 +207,27 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 
 // wrap describes a failed operation. If ctx is done, the result matches ctx.Err() even when the
 // driver's error does not say so.
+// recordDoc is a stored document that converts to its record of package store.
+type recordDoc[R any] interface{ record() R }
+
+// findRecords returns the records of the documents of coll that filter matches, in the order
+// opts sort them; what names the call in the error ("list gaps of orders").
+func findRecords[R any, D recordDoc[R]](ctx context.Context, coll *mongo.Collection, what string, filter any, opts ...options.Lister[options.FindOptions]) ([]R, error) {
+	cur, err := coll.Find(ctx, filter, opts...)
+	if err != nil {
+		return nil, wrap(ctx, err, "%s", what)
+	}
+	var docs []D
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(ctx, err, "%s", what)
+	}
+	out := make([]R, len(docs))
+	for i, d := range docs {
+		out[i] = d.record()
+	}
+	return out, nil
+}
+
 func wrap(ctx context.Context, err error, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
