@@ -63,14 +63,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, stream string) ([]store.Che
 		return nil, err
 	}
 	now := s.now()
-	s.mu.Lock()
-	var out []store.Checkpoint
-	for k, cp := range s.checkpoints {
-		if k.Stream == stream && !cp.Expired(now) {
-			out = append(out, cp.Clone())
-		}
-	}
-	s.mu.Unlock()
+	out := matching(s, s.checkpoints, func(k store.Scope, cp store.Checkpoint) bool { return k.Stream == stream && !cp.Expired(now) })
 	slices.SortFunc(out, func(a, b store.Checkpoint) int { return cmp.Compare(a.Instance, b.Instance) })
 	return out, nil
 }

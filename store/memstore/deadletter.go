@@ -59,22 +59,12 @@ func (s *Store) ListDeadLetters(ctx context.Context, scope store.Scope, limit in
 		return nil, err
 	}
 	now := s.now()
-	s.mu.Lock()
-	var out []store.DeadLetter
-	for _, dl := range s.deadLetters {
-		if dl.Scope() == scope && !expired(dl, now) {
-			out = append(out, dl)
-		}
-	}
-	s.mu.Unlock()
+	out := matching(s, s.deadLetters, func(_ dlKey, dl store.DeadLetter) bool { return dl.Scope() == scope && !expired(dl, now) })
 	slices.SortFunc(out, func(a, b store.DeadLetter) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
-	}
-	for i := range out {
-		out[i] = out[i].Clone()
 	}
 	return out, nil
 }

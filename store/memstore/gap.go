@@ -26,14 +26,7 @@ func (s *Store) ListGaps(ctx context.Context, scope store.Scope) ([]store.Gap, e
 	if err := s.enter(ctx, OpListGaps); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	var out []store.Gap
-	for _, g := range s.gapRecs {
-		if g.Scope() == scope {
-			out = append(out, g.Clone())
-		}
-	}
-	s.mu.Unlock()
+	out := matching(s, s.gapRecs, func(_ string, g store.Gap) bool { return g.Scope() == scope })
 	slices.SortFunc(out, func(a, b store.Gap) int {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
 	})

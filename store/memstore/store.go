@@ -108,6 +108,25 @@ func (s *Store) Stats() Stats {
 }
 
 // enter checks ctx and runs the fault, if any.
+// matching returns copies of the records of m (one of s's maps, set once by New) that keep
+// accepts, read under s's lock, in no particular order.
+func matching[K comparable, R interface{ Clone() R }](s *Store, m map[K]R, keep func(K, R) bool) []R {
+	s.mu.Lock()
+	var out []R
+	for k, r := range m {
+		if keep(k, r) {
+			out = append(out, r)
+		}
+	}
+	s.mu.Unlock()
+	// The records are cloned outside the lock: a stored record's bytes are never changed in
+	// place (a write stores a new copy), so reading them needs no lock.
+	for i := range out {
+		out[i] = out[i].Clone()
+	}
+	return out
+}
+
 func (s *Store) enter(ctx context.Context, op Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
