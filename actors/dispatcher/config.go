@@ -194,16 +194,8 @@ func (c Config) validate() error {
 // (a partly set Retry is filled field by field, from the same policy defaults DefaultConfig
 // uses).
 func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	treekit.Fill(&c.Lanes, d.Lanes)
-	treekit.Fill(&c.Capacity, d.Capacity)
 	c.Retry = policy.WithDefaults(c.Retry)
-	treekit.Fill(&c.DeadLetterTimeout, d.DeadLetterTimeout)
-	treekit.Fill(&c.CheckpointerName, d.CheckpointerName)
-	treekit.Fill(&c.SettleBatch, d.SettleBatch)
-	treekit.Fill(&c.SettleFlushInterval, d.SettleFlushInterval)
-	treekit.Fill(&c.DrainTimeout, d.DrainTimeout)
-	treekit.Fill(&c.StopTimeout, d.StopTimeout)
+	treekit.FillZero(&c, DefaultConfig())
 	treekit.FillRand(&c.Rand)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c

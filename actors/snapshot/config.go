@@ -161,12 +161,7 @@ func (c Config) validate() error {
 
 func (c Config) withDefaults() Config {
 	c.Policy = policy.WithDefaults(c.Policy)
-	d := DefaultConfig()
-	treekit.Fill(&c.Dispatcher, d.Dispatcher)
-	treekit.Fill(&c.Checkpointer, d.Checkpointer)
-	treekit.Fill(&c.ProgressInterval, d.ProgressInterval)
-	treekit.Fill(&c.WindowCheckEvery, d.WindowCheckEvery)
-	treekit.Fill(&c.IOTimeout, d.IOTimeout)
+	treekit.FillZero(&c, DefaultConfig())
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }

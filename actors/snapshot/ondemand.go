@@ -81,10 +81,7 @@ func DefaultOnDemandConfig() OnDemandConfig {
 
 // withDefaults returns cfg with every zero field replaced by DefaultOnDemandConfig's value.
 func (cfg OnDemandConfig) withDefaults() OnDemandConfig {
-	d := DefaultOnDemandConfig()
-	treekit.Fill(&cfg.BatchSize, d.BatchSize)
-	treekit.Fill(&cfg.Dispatcher, d.Dispatcher)
-	treekit.Fill(&cfg.IOTimeout, d.IOTimeout)
+	treekit.FillZero(&cfg, DefaultOnDemandConfig())
 	treekit.Defaults(cfg.Stream, &cfg.Clock, &cfg.Logger, &cfg.Observer)
 	return cfg
 }

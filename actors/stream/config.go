@@ -197,16 +197,13 @@ func (c Config) validate() error {
 // withDefaults returns c with every zero field replaced by DefaultConfig's value.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	treekit.Fill(&c.Checkpointer, d.Checkpointer)
-	treekit.Fill(&c.Dispatcher, d.Dispatcher)
-	treekit.Fill(&c.Snapshot, d.Snapshot)
-	treekit.Fill(&c.MaxBatch, d.MaxBatch)
-	treekit.Fill(&c.MaxAwaitTime, d.MaxAwaitTime)
-	treekit.Fill(&c.CloseTimeout, d.CloseTimeout)
+	// An empty (not only nil) code list means the default; a set one is copied, so that the
+	// caller's slice is not shared.
 	if len(c.HistoryLostCodes) == 0 {
 		c.HistoryLostCodes = d.HistoryLostCodes
 	}
 	c.HistoryLostCodes = append([]int32(nil), c.HistoryLostCodes...)
+	treekit.FillZero(&c, d)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c
 }

@@ -187,13 +187,8 @@ func (c Config) childName() string {
 
 // withDefaults returns c with every zero field replaced by DefaultConfig's value.
 func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	treekit.Fill(&c.ChildName, d.ChildName)
-	treekit.Fill(&c.Dispatcher, d.Dispatcher)
-	treekit.Fill(&c.OnDemand, d.OnDemand)
-	treekit.Fill(&c.Checkpointer, d.Checkpointer)
-	treekit.Fill(&c.LeaderName, d.LeaderName)
 	c.Policy = policy.WithDefaults(c.Policy)
+	treekit.FillZero(&c, DefaultConfig())
 	if c.Classify == nil {
 		c.Classify = streamtree.TerminalOn()
 	}

@@ -2,6 +2,7 @@ package treekit
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,6 +56,21 @@ const (
 	// actors (the runtime passes Config.ConnectTimeout instead).
 	DefaultIOTimeout = 10 * time.Second
 )
+
+// FillZero sets every zero exported field of *c to d's value of that field: an actor's
+// withDefaults calls it with its DefaultConfig, so that the value of each default is written
+// once, there, and a default added to DefaultConfig is applied without another line. Fields
+// that need more than "zero means the default" (a policy filled field by field, a bound that
+// depends on another field) are settled by the caller first; they are then no longer zero.
+// C must be a struct type.
+func FillZero[C any](c *C, d C) {
+	cv, dv := reflect.ValueOf(c).Elem(), reflect.ValueOf(d)
+	for i := range cv.NumField() {
+		if f := cv.Field(i); f.CanSet() && f.IsZero() {
+			f.Set(dv.Field(i))
+		}
+	}
+}
 
 // Fill sets *p to d when *p is the zero value: an actor's New fills the zero fields of its
 // Config from its DefaultConfig with it, field by field, so that the value of each default is
