@@ -223,7 +223,6 @@ type hub struct {
 	firstDue   time.Time   // when the first pending change was made
 	due        bool        // a reopen is due (the debounce fired)
 	readCancel context.CancelFunc
-	probes     int // probes that answered (tests)
 	retired    bool
 	broken     bool // the cursor failed and has not opened since: members catch up, never park
 }
@@ -610,7 +609,6 @@ func (h *hub) probeAnswered(tok bson.Raw, err error) {
 		h.log.Debug("probing for a high-water mark failed; the next probe is in "+hubProbeEvery.String(), zap.Error(err))
 		return
 	}
-	h.probes++
 	if d := tokenData(tok); d > h.followData {
 		h.probed, h.probedData = tok, d
 		h.followProbedLocked()
