@@ -62,6 +62,16 @@ func awaitRole(t *testing.T, h *Handle, want string, limit time.Duration) time.T
 	}
 }
 
+// roleWithin polls h until its lease role is want (true) or limit passes (false).
+func roleWithin(h *Handle, want string, limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) { // polling tick
+		if roleOf(h) == want {
+			return true
+		}
+	}
+	return false
+}
+
 // operatorRelease sends the stream's supervisor ReleaseLease, as the console's `lease release`
 // does, and returns once the release ended.
 func operatorRelease(t *testing.T, rt *Runtime) {
@@ -129,8 +139,20 @@ func TestLeaseReleaseWindow(t *testing.T) {
 		awaitRole(t, ha, RoleLeader, rtWait)
 		b, hb := releaseRuntime(t, e, "instance-b")
 		awaitRole(t, hb, RoleStandby, rtWait)
-		operatorRelease(t, a)
-		awaitRole(t, hb, RoleLeader, rtWait)
+		// b takes the released lease on the store's notice; on a loaded host that notice can come
+		// after a's release window (400 ms), and a, having seen nobody take it, leads again:
+		// right, but not this case's setup, so the release is asked for again (at most 5 times).
+		for try := 1; ; try++ {
+			operatorRelease(t, a)
+			if roleWithin(hb, RoleLeader, 5*time.Second) {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("b took none of %d released leases within 5 s (role %q)", try, roleOf(hb))
+			}
+			t.Logf("release %d: b did not take the lease within 5 s (a leads again: %q); asking again", try, roleOf(ha))
+			awaitRole(t, ha, RoleLeader, rtWait)
+		}
 		stopAt := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), rtWait)
 		defer cancel()
