@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"os"
 	"reflect"
 	"strconv"
@@ -19,7 +21,6 @@ import (
 	"github.com/watchtree/watchtree/internal/consoleserver"
 	"github.com/watchtree/watchtree/internal/engine"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -161,7 +162,7 @@ type Timer = clock.Timer
 // *ConfigError values joined with errors.Join, for example
 // `watchtree: Config.ShutdownTimeout must be > 0 (0 means the default 30s), got -1s`.
 func (c Config) Validate() error {
-	ce := policy.NewErrors("Config.")
+	ce := configcheck.NewErrors("Config.")
 	switch {
 	case c.Client == nil && len(c.storeFields()) > 0:
 		ce.Add("Client", "is required even when stores are set (streams watch through it), got nil")
@@ -176,7 +177,7 @@ func (c Config) Validate() error {
 			ce.Add(f.name, "must be nil (the default store) or a usable store, got a nil %T", f.value)
 		}
 	}
-	policy.ValidateInto(ce, "Lease", c.Lease)
+	policyx.ValidateInto(ce, "Lease", c.Lease)
 	if c.ShutdownTimeout < 0 {
 		ce.Add("ShutdownTimeout", "must be > 0 (0 means the default %v), got %v", defaultShutdownTimeout, c.ShutdownTimeout)
 	}
@@ -219,7 +220,7 @@ func (c Config) engine() engine.Config {
 		InstanceID: c.InstanceID, InstanceName: c.InstanceName,
 		ShutdownTimeout: c.ShutdownTimeout, ConnectTimeout: c.ConnectTimeout,
 		Stores: engine.Stores{Checkpoints: c.Checkpoints, DeadLetters: c.DeadLetters, Gaps: c.Gaps, Snapshots: c.Snapshots, Leases: c.Leases},
-		Lease:  policy.WithDefaults(c.Lease), Console: c.Console.config(), Clock: c.Clock,
+		Lease:  policyx.WithDefaults(c.Lease), Console: c.Console.config(), Clock: c.Clock,
 	}
 }
 

@@ -3,6 +3,7 @@ package watchtree
 import (
 	"context"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -46,17 +47,17 @@ func configReference() []refType {
 				return Stream[bson.Raw]{Lanes: cs.Lanes} // the one scalar compile defaults; policies have tables of their own
 			}},
 		{heading: "`watchtree.RetryPolicy`", file: "policy/backoff.go", name: "Retry", zero: RetryPolicy{},
-			defaults: func() any { return policy.WithDefaults(policy.Retry{}) }}, // the same field order
+			defaults: func() any { return policyx.WithDefaults(policy.Retry{}) }}, // the same field order
 		{heading: "`watchtree.RestartPolicy`", file: "policy/backoff.go", name: "Restart", zero: RestartPolicy{},
-			defaults: func() any { return policy.WithDefaults(policy.Restart{}) }}, // the same field order
+			defaults: func() any { return policyx.WithDefaults(policy.Restart{}) }}, // the same field order
 		{heading: "`watchtree.CheckpointPolicy`", file: "policy/checkpoint.go", name: "Checkpoint", zero: CheckpointPolicy{},
-			defaults: func() any { return policy.WithDefaults(policy.Checkpoint{}) }}, // the same field order
+			defaults: func() any { return policyx.WithDefaults(policy.Checkpoint{}) }}, // the same field order
 		{heading: "`watchtree.DeadLetterPolicy`", file: "policy.go", name: "DeadLetterPolicy", zero: DeadLetterPolicy{},
 			defaults: func() any { return DeadLetterPolicy{}.withDefaults() }},
 		{heading: "`watchtree.LeasePolicy`", file: "policy/lease.go", name: "Lease", zero: LeasePolicy{},
-			defaults: func() any { return policy.WithDefaults(policy.Lease{}) }}, // the same field order
+			defaults: func() any { return policyx.WithDefaults(policy.Lease{}) }}, // the same field order
 		{heading: "`watchtree.SnapshotPolicy`", file: "policy/snapshot.go", name: "Snapshot", zero: SnapshotPolicy{},
-			defaults: func() any { return policy.WithDefaults(policy.Snapshot{}) }}, // the same field order
+			defaults: func() any { return policyx.WithDefaults(policy.Snapshot{}) }}, // the same field order
 	}
 }
 

@@ -3,6 +3,7 @@ package watchtree
 import (
 	"context"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"strings"
 	"time"
 
@@ -264,7 +265,7 @@ func (p InvalidatePolicy) String() string { return policy.Invalidate(p).String()
 
 // optionalName adds to c the rule that value, the name in field, breaks (rule's answer), if
 // any; an empty value is not checked, since it means the default for every name but a stream's.
-func optionalName(c *policy.Errors, field, value string, rule func(string) string) {
+func optionalName(c *configcheck.Errors, field, value string, rule func(string) string) {
 	if value == "" {
 		return
 	}

@@ -1,6 +1,7 @@
 package watchtree
 
 import (
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"time"
 
 	"github.com/watchtree/watchtree/policy"
@@ -74,13 +75,13 @@ func (p DeadLetterPolicy) withDefaults() DeadLetterPolicy {
 // Validate checks p. The error names the field and the rule; it is a *ConfigError (several are
 // joined with errors.Join) and matches ErrInvalidConfig.
 func (p DeadLetterPolicy) Validate() error {
-	c := policy.NewErrors("")
+	c := configcheck.NewErrors("")
 	p.validateInto(c, "DeadLetterPolicy")
 	return c.Err()
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>.
-func (p DeadLetterPolicy) validateInto(c *policy.Errors, field string) {
+func (p DeadLetterPolicy) validateInto(c *configcheck.Errors, field string) {
 	if p.Collection != "" {
 		if rule := collectionNameRule(p.Collection); rule != "" {
 			c.Add(field+".Collection", "%s, got %q", rule, p.Collection)

@@ -3,6 +3,7 @@ package watchtree
 import (
 	"context"
 	"errors"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestStreamSnapshotCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if policy.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryRebuildFromSnapshot || !cs.Snapshots() {
+	if policyx.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryRebuildFromSnapshot || !cs.Snapshots() {
 		t.Errorf("SnapshotWhenNeeded compiles OnHistoryLost to %v, want RebuildFromSnapshot", cs.OnHistoryLost)
 	}
 	if cs.Snapshot.Partitions != 4 || cs.Snapshot.BatchSize != 1000 || cs.SnapshotFilter == nil {

@@ -3,6 +3,8 @@ package watchtree
 import (
 	"context"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"reflect"
 	"strings"
 
@@ -190,7 +192,7 @@ func (s Stream[T]) Validate() error {
 
 // check validates s and returns the marshalled pipeline.
 func (s Stream[T]) check() ([]bson.Raw, error) {
-	c := policy.StreamErrors(s.Name)
+	c := configcheck.StreamErrors(s.Name)
 	if rule := streamNameRule(s.Name); rule != "" {
 		c.Add("Name", "%s, got %q", rule, s.Name)
 	}
@@ -221,11 +223,11 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Lanes < 0 || s.Lanes > maxLanes {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
-	policy.ValidateInto(c, "StartPosition", s.StartPosition.p)
-	policy.ValidateInto(c, "Retry", s.Retry)
-	policy.ValidateInto(c, "Restart", s.Restart)
-	policy.ValidateInto(c, "Checkpoint", s.Checkpoint)
-	policy.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition.p)
+	policyx.ValidateInto(c, "StartPosition", s.StartPosition.p)
+	policyx.ValidateInto(c, "Retry", s.Retry)
+	policyx.ValidateInto(c, "Restart", s.Restart)
+	policyx.ValidateInto(c, "Checkpoint", s.Checkpoint)
+	policyx.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition.p)
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
@@ -234,26 +236,26 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	}
 	s.TxBatch.validateInto(c, "TxBatch", s.Transactional)
 	s.DeadLetter.validateInto(c, "DeadLetter")
-	policy.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost.p)
+	policyx.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost.p)
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
 	snap := s.Snapshot
-	policy.ValidateInto(c, "Snapshot", snap)
-	if policy.SnapshotEnabled(snap) || policy.HistoryLostKindOf(s.OnHistoryLost.p) == policy.HistoryRebuildFromSnapshot {
+	policyx.ValidateInto(c, "Snapshot", snap)
+	if policyx.SnapshotEnabled(snap) || policyx.HistoryLostKindOf(s.OnHistoryLost.p) == policy.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
-		if !policy.SnapshotEnabled(snap) {
+		if !policyx.SnapshotEnabled(snap) {
 			field = "OnHistoryLost"
 		}
 		if s.Collection == "" {
 			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 		}
-		if policy.StartKindOf(s.StartPosition.p) == policy.StartAt && policy.SnapshotEnabled(snap) {
+		if policyx.StartKindOf(s.StartPosition.p) == policy.StartAt && policyx.SnapshotEnabled(snap) {
 			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
 		}
 	}
 	if s.Snapshot.Mode == SnapshotWhenNeeded {
-		if k := policy.HistoryLostKindOf(s.OnHistoryLost.p); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
+		if k := policyx.HistoryLostKindOf(s.OnHistoryLost.p); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
 			c.Add("OnHistoryLost", "must be left at its default or be RebuildFromSnapshot with Snapshot.Mode SnapshotWhenNeeded, got %v", s.OnHistoryLost)
 		}
 	}
@@ -293,22 +295,22 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		SharedAsked:       s.Cursor == Shared,
 		Lanes:             s.Lanes,
 		Start:             s.StartPosition.p,
-		Retry:             policy.WithDefaults(s.Retry),
-		Restart:           policy.WithDefaults(s.Restart),
+		Retry:             policyx.WithDefaults(s.Retry),
+		Restart:           policyx.WithDefaults(s.Restart),
 		Checkpoint:        compileCheckpoint(s.Checkpoint),
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
 		OnHistoryLost:     s.OnHistoryLost.p,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
-		Snapshot:          policy.WithDefaults(s.Snapshot),
+		Snapshot:          policyx.WithDefaults(s.Snapshot),
 		Router:            newRouter(s),
 		Transactional:     s.Transactional,
 		TxBatch:           s.TxBatch.compile(),
 	}
-	cs.SnapshotFilter, _ = policy.MarshalFilter(cs.Snapshot) // validated by check
-	if cs.Snapshot.Mode == policy.SnapshotWhenNeeded && policy.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
+	cs.SnapshotFilter, _ = policyx.MarshalFilter(cs.Snapshot) // validated by check
+	if cs.Snapshot.Mode == policy.SnapshotWhenNeeded && policyx.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
 		cs.OnHistoryLost = policy.RebuildFromSnapshot
 	}
-	if cs.Checkpoint.Ephemeral && !policy.HistoryLostSet(cs.OnHistoryLost) {
+	if cs.Checkpoint.Ephemeral && !policyx.HistoryLostSet(cs.OnHistoryLost) {
 		// In-memory state that stopped following the collection would go stale unnoticed.
 		cs.OnHistoryLost = policy.ResumeFromNow
 	}
@@ -324,7 +326,7 @@ func compileCheckpoint(p policy.Checkpoint) policy.Checkpoint {
 	if p.Ephemeral {
 		return p
 	}
-	return policy.WithDefaults(p)
+	return policyx.WithDefaults(p)
 }
 
 // splitOf is the engine's form of m (validated by check).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"math"
 	"strings"
 	"sync"
@@ -249,18 +250,18 @@ func TestStreamCompile(t *testing.T) {
 	if cs.Name != "orders" || cs.Client != client || cs.Scope() != engine.ScopeCollection || cs.Database != "shop" || cs.Collection != "orders" {
 		t.Errorf("identity = %+v", cs)
 	}
-	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != policy.Resume || policy.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryFail || cs.InvalidateRestart ||
+	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != policy.Resume || policyx.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryFail || cs.InvalidateRestart ||
 		cs.Split != engine.SplitAuto {
 		t.Errorf("defaults: lanes %d single leader %v start %v onHistoryLost %v invalidate restart %v split %v", cs.Lanes,
 			cs.SingleLeader, cs.Start, cs.OnHistoryLost, cs.InvalidateRestart, cs.Split)
 	}
-	if cs.Retry != policy.WithDefaults(policy.Retry{}) || cs.Restart != policy.WithDefaults(policy.Restart{}) ||
+	if cs.Retry != policyx.WithDefaults(policy.Retry{}) || cs.Restart != policyx.WithDefaults(policy.Restart{}) ||
 		cs.DeadLetter != engine.DeadLetter((DeadLetterPolicy{}).withDefaults()) {
 		t.Errorf("policies not defaulted: %+v %+v %+v", cs.Retry, cs.Restart, cs.DeadLetter)
 	}
 	// The checkpoint policy is resolved here too (defaults in one place), but for an Ephemeral
 	// one, which stays as given: its write settings must be 0 (the checkpointer checks them).
-	if cs.Checkpoint != policy.WithDefaults(policy.Checkpoint{}) {
+	if cs.Checkpoint != policyx.WithDefaults(policy.Checkpoint{}) {
 		t.Errorf("checkpoint policy %+v, want the defaults", cs.Checkpoint)
 	}
 	eph := s
@@ -723,7 +724,7 @@ func TestEphemeralHistoryLostDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return policy.HistoryLostKindOf(cs.OnHistoryLost)
+		return policyx.HistoryLostKindOf(cs.OnHistoryLost)
 	}
 	eph := validStream()
 	eph.Checkpoint = CheckpointPolicy{Ephemeral: true}

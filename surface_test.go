@@ -82,10 +82,11 @@ import (
 // RestartPolicy and CheckpointPolicy are aliases of policy.Retry, Restart and Checkpoint (issue
 // 40: one declaration each, documented in package policy; the root's three Validate wrappers
 // went); 798 once LeasePolicy, SnapshotPolicy, Balance and SnapshotMode are aliases of package
-// policy's too (their Validate and String wrappers went).
+// policy's too (their Validate and String wrappers went); 779 once policy's plumbing (the Errors
+// collector, WithDefaults, ValidateInto, Delay and the readers of the opaque values) went internal.
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 798
+const maxPublicSurface = 779
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

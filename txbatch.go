@@ -1,10 +1,10 @@
 package watchtree
 
 import (
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"time"
 
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/policy"
 )
 
 // The TxBatchPolicy bounds.
@@ -41,7 +41,7 @@ type TxBatchPolicy struct {
 }
 
 // validateInto adds b's broken rules to c, under field.
-func (b TxBatchPolicy) validateInto(c *policy.Errors, field string, transactional bool) {
+func (b TxBatchPolicy) validateInto(c *configcheck.Errors, field string, transactional bool) {
 	if b.MaxEvents < 0 || b.MaxEvents > maxTxBatchEvents {
 		c.Add(field+".MaxEvents", "must be between 1 and %d (0 means the default 1), got %d", maxTxBatchEvents, b.MaxEvents)
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -83,14 +84,14 @@ func (p Retry) Validate() error {
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
 // "Retry.MaxAttempts" for field "Retry".
-func (p Retry) validateInto(c *Errors, field string) {
+func (p Retry) validateInto(c *configcheck.Errors, field string) {
 	if p.MaxAttempts < 0 {
 		c.Add(field+".MaxAttempts", "must be >= 1 (0 means the default %d), got %d", defaultRetryMaxAttempts, p.MaxAttempts)
 	}
 	retryCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
 
-// nthDelay is Delay of a Retry: the delay after the attempt-th failed attempt, jittered unless
+// nthDelay is delayOf of a Retry: the delay after the attempt-th failed attempt, jittered unless
 // DisableJitter is set.
 func (p Retry) nthDelay(attempt int, rnd func() float64) time.Duration {
 	p = p.withDefaults()
@@ -151,14 +152,14 @@ func (p Restart) Validate() error {
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
 // "Restart.Multiplier" for field "Restart".
-func (p Restart) validateInto(c *Errors, field string) {
+func (p Restart) validateInto(c *configcheck.Errors, field string) {
 	if p.MaxAttempts < 0 {
 		c.Add(field+".MaxAttempts", "must be >= 0 (0 means unlimited), got %d", p.MaxAttempts)
 	}
 	restartCurve.validate(c, field, p.InitialDelay, p.MaxDelay, p.Multiplier)
 }
 
-// nthDelay is Delay of a Restart: the delay before the attempt-th restart, jittered only when
+// nthDelay is delayOf of a Restart: the delay before the attempt-th restart, jittered only when
 // Jitter is set.
 func (p Restart) nthDelay(attempt int, rnd func() float64) time.Duration {
 	p = p.withDefaults()
@@ -193,7 +194,7 @@ func (d curve) fill(initial, maxDelay *time.Duration, mult *float64) {
 
 // validate checks the delay and multiplier fields. The cross-field rule MaxDelay >=
 // InitialDelay is checked on defaulted values, and only when both delays are themselves valid.
-func (d curve) validate(c *Errors, field string, initial, maxDelay time.Duration, mult float64) {
+func (d curve) validate(c *configcheck.Errors, field string, initial, maxDelay time.Duration, mult float64) {
 	ok := true
 	if initial < 0 {
 		c.Add(field+".InitialDelay", "must be > 0 (0 means the default %v), got %v", d.initial, initial)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"math"
 	"time"
 )
@@ -130,7 +131,7 @@ func (p Checkpoint) Validate() error {
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>, e.g.
 // "Checkpoint.SaveEvery" for field "Checkpoint".
-func (p Checkpoint) validateInto(c *Errors, field string) {
+func (p Checkpoint) validateInto(c *configcheck.Errors, field string) {
 	ok := true
 	if p.SaveEvery < 0 {
 		c.Add(field+".SaveEvery", "must be >= 1 (0 means the default %d), got %d", defaultSaveEvery, p.SaveEvery)
@@ -179,10 +180,10 @@ func (p Checkpoint) validateInto(c *Errors, field string) {
 	}
 }
 
-// ValidateStartInto adds to c the rule that ties p to the stream's start position: an Ephemeral
+// validateStartInto adds to c the rule that ties p to the stream's start position: an Ephemeral
 // stream starts at the current position on every start, so start (field startField) must be
 // Resume or Latest; an At position would be applied again at every start, long after t.
-func ValidateStartInto(c *Errors, startField string, p Checkpoint, start StartPosition) {
+func validateStartInto(c *configcheck.Errors, startField string, p Checkpoint, start StartPosition) {
 	if p.Ephemeral && start.kind == StartAt {
 		c.Add(startField, "must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got %v", start)
 	}

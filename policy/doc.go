@@ -13,13 +13,10 @@
 // InvalidatePolicy has the values of Invalidate. The Observer's events name a HistoryLost or an Invalidate by its String.
 //
 // The methods of these types are only Validate and String, the ones the root's types delegate
-// to. What the tree needs is package-level functions: WithDefaults fills the defaults in (the
-// zero value of every field means its documented default), ValidateInto adds a policy's broken
-// rules to an Errors collector under a path of the caller's choosing (a watchtree.Stream reports
-// `Stream "orders": Retry.Multiplier ...`), ValidateStartInto ties a Checkpoint to its
-// StartPosition, Delay is the backoff formula of Retry and Restart, and StartKindOf,
-// HistoryLostKindOf, StartTime, OperationTime, RebuildFunc, SnapshotEnabled and MarshalFilter
-// read what the unexported fields hold. Validate returns the broken rules as *configerr.Error values
-// (joined with errors.Join) that name the field with the root package's type name, e.g.
-// "RetryPolicy.Multiplier", and match configerr.ErrInvalid.
+// to. Validate returns the broken rules as *configerr.Error values (joined with errors.Join) that
+// name the field with the root package's type name, e.g. "RetryPolicy.Multiplier", and match
+// configerr.ErrInvalid. What the tree needs besides (the defaults filled in, the broken rules
+// reported under a path of the caller's choosing, the backoff formula of Retry and Restart, and
+// what the unexported fields of StartPosition and HistoryLost hold) is unexported here and
+// reached through the module's internal/policyx: a user never calls it.
 package policy

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"time"
 )
 
@@ -84,7 +85,7 @@ func (p Lease) Validate() error {
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>.
-func (p Lease) validateInto(c *Errors, field string) {
+func (p Lease) validateInto(c *configcheck.Errors, field string) {
 	ok := true
 	for _, f := range []struct {
 		name string

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -50,8 +51,8 @@ func TestRetryDelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Delay(tt.p, tt.attempt, tt.rnd); got != tt.want {
-				t.Fatalf("Delay(%d) = %v, want %v", tt.attempt, got, tt.want)
+			if got := delayOf(tt.p, tt.attempt, tt.rnd); got != tt.want {
+				t.Fatalf("delayOf(%d) = %v, want %v", tt.attempt, got, tt.want)
 			}
 		})
 	}
@@ -91,15 +92,15 @@ func TestRestartDelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Delay(tt.p, tt.attempt, tt.rnd); got != tt.want {
-				t.Fatalf("Delay(%d) = %v, want %v", tt.attempt, got, tt.want)
+			if got := delayOf(tt.p, tt.attempt, tt.rnd); got != tt.want {
+				t.Fatalf("delayOf(%d) = %v, want %v", tt.attempt, got, tt.want)
 			}
 		})
 	}
 	// rnd is not called without jitter: the supervisor may pass a source that must not be
 	// consumed for nothing.
 	called := false
-	Delay(Restart{}, 1, func() float64 { called = true; return 0 })
+	delayOf(Restart{}, 1, func() float64 { called = true; return 0 })
 	if called {
 		t.Error("Restart.Delay called rnd without Jitter")
 	}
@@ -114,14 +115,14 @@ func TestJitterBounds(t *testing.T) {
 		delay func(n int) time.Duration
 		base  func(n int) time.Duration
 	}{
-		{"retry", func(n int) time.Duration { return Delay(Retry{}, n, r.Float64) },
-			func(n int) time.Duration { return Delay(Retry{DisableJitter: true}, n, nil) }},
-		{"restart", func(n int) time.Duration { return Delay(Restart{Jitter: true}, n, r.Float64) },
-			func(n int) time.Duration { return Delay(Restart{}, n, nil) }},
-		{"retry, global source", func(n int) time.Duration { return Delay(Retry{}, n, nil) },
-			func(n int) time.Duration { return Delay(Retry{DisableJitter: true}, n, nil) }},
-		{"restart, global source", func(n int) time.Duration { return Delay(Restart{Jitter: true}, n, nil) },
-			func(n int) time.Duration { return Delay(Restart{}, n, nil) }},
+		{"retry", func(n int) time.Duration { return delayOf(Retry{}, n, r.Float64) },
+			func(n int) time.Duration { return delayOf(Retry{DisableJitter: true}, n, nil) }},
+		{"restart", func(n int) time.Duration { return delayOf(Restart{Jitter: true}, n, r.Float64) },
+			func(n int) time.Duration { return delayOf(Restart{}, n, nil) }},
+		{"retry, global source", func(n int) time.Duration { return delayOf(Retry{}, n, nil) },
+			func(n int) time.Duration { return delayOf(Retry{DisableJitter: true}, n, nil) }},
+		{"restart, global source", func(n int) time.Duration { return delayOf(Restart{Jitter: true}, n, nil) },
+			func(n int) time.Duration { return delayOf(Restart{}, n, nil) }},
 	}
 	for _, p := range policies {
 		t.Run(p.name, func(t *testing.T) {
@@ -144,36 +145,36 @@ func TestJitterBounds(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
-	if got, want := WithDefaults(Retry{}), (Retry{MaxAttempts: 3, InitialDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second, Multiplier: 2}); got != want {
+	if got, want := withDefaultsOf(Retry{}), (Retry{MaxAttempts: 3, InitialDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("Retry defaults = %+v, want %+v", got, want)
 	}
-	if got, want := WithDefaults(Restart{}), (Restart{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
+	if got, want := withDefaultsOf(Restart{}), (Restart{MaxAttempts: 0, InitialDelay: time.Second, MaxDelay: 60 * time.Second, Multiplier: 2}); got != want {
 		t.Errorf("Restart defaults = %+v, want %+v", got, want)
 	}
-	if got, want := WithDefaults(Checkpoint{}), (Checkpoint{SaveEvery: 1000, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
+	if got, want := withDefaultsOf(Checkpoint{}), (Checkpoint{SaveEvery: 1000, SaveInterval: time.Second, IdleInterval: 5 * time.Minute, MaxUnflushed: 10000, Retention: 30 * 24 * time.Hour}); got != want {
 		t.Errorf("Checkpoint defaults = %+v, want %+v", got, want)
 	}
-	if got, want := WithDefaults(Checkpoint{SaveEvery: 7}).MaxUnflushed, 10000; got != want {
+	if got, want := withDefaultsOf(Checkpoint{SaveEvery: 7}).MaxUnflushed, 10000; got != want {
 		t.Errorf("MaxUnflushed default for SaveEvery 7 = %d, want %d", got, want)
 	}
-	if got, want := WithDefaults(Checkpoint{SaveEvery: 5000}).MaxUnflushed, 50000; got != want {
+	if got, want := withDefaultsOf(Checkpoint{SaveEvery: 5000}).MaxUnflushed, 50000; got != want {
 		t.Errorf("MaxUnflushed default for SaveEvery 5000 = %d, want %d", got, want)
 	}
-	if got := WithDefaults(Checkpoint{SaveEvery: math.MaxInt / 2}).MaxUnflushed; got != math.MaxInt {
+	if got := withDefaultsOf(Checkpoint{SaveEvery: math.MaxInt / 2}).MaxUnflushed; got != math.MaxInt {
 		t.Errorf("MaxUnflushed default must saturate, got %d", got)
 	}
 	// Set fields are kept.
 	retry := Retry{MaxAttempts: 1, InitialDelay: 1, MaxDelay: 2, Multiplier: 1.5, DisableJitter: true}
-	if got := WithDefaults(retry); got != retry {
-		t.Errorf("Retry.WithDefaults changed set fields: %+v", got)
+	if got := withDefaultsOf(retry); got != retry {
+		t.Errorf("Retry.withDefaultsOf changed set fields: %+v", got)
 	}
 	restart := Restart{MaxAttempts: 4, InitialDelay: 1, MaxDelay: 2, Multiplier: 1.5, Jitter: true}
-	if got := WithDefaults(restart); got != restart {
-		t.Errorf("Restart.WithDefaults changed set fields: %+v", got)
+	if got := withDefaultsOf(restart); got != restart {
+		t.Errorf("Restart.withDefaultsOf changed set fields: %+v", got)
 	}
 	cp := Checkpoint{SaveEvery: 1, SaveInterval: 2, IdleInterval: 3, MaxUnflushed: 4, Retention: 5, Ephemeral: true}
-	if got := WithDefaults(cp); got != cp {
-		t.Errorf("Checkpoint.WithDefaults changed set fields: %+v", got)
+	if got := withDefaultsOf(cp); got != cp {
+		t.Errorf("Checkpoint.withDefaultsOf changed set fields: %+v", got)
 	}
 }
 
@@ -279,10 +280,10 @@ func TestRestartValidate(t *testing.T) {
 	})
 }
 
-// startRule returns the error of p.ValidateStartInto for start.
+// startRule returns the error of p.validateStartInto for start.
 func startRule(p Checkpoint, start StartPosition) error {
-	c := NewErrors("")
-	ValidateStartInto(c, "StartPosition", p, start)
+	c := configcheck.NewErrors("")
+	validateStartInto(c, "StartPosition", p, start)
 	return c.Err()
 }
 
@@ -362,18 +363,18 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 		}
 	}
 
-	if StartKindOf(Resume) != StartResume || StartKindOf(Latest) != StartLatest || StartKindOf(At(time.Now())) != StartAt {
+	if startKindOf(Resume) != StartResume || startKindOf(Latest) != StartLatest || startKindOf(At(time.Now())) != StartAt {
 		t.Error("StartPosition kinds")
 	}
-	if _, ok := StartTime(Resume); ok {
+	if _, ok := startTime(Resume); ok {
 		t.Error("Resume has no time")
 	}
 	at := time.Unix(1700000000, 999e6)
-	if got, ok := StartTime(At(at)); !ok || !got.Equal(at) {
+	if got, ok := startTime(At(at)); !ok || !got.Equal(at) {
 		t.Error("At lost its time")
 	}
-	if ts := OperationTime(At(at)); ts.T != 1700000000 || ts.I != 0 {
-		t.Errorf("OperationTime = %+v, want {1700000000 0}: rounded down to the second", ts)
+	if ts := operationTime(At(at)); ts.T != 1700000000 || ts.I != 0 {
+		t.Errorf("operationTime = %+v, want {1700000000 0}: rounded down to the second", ts)
 	}
 	var zero StartPosition
 	if zero != Resume {
@@ -381,14 +382,14 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 	}
 
 	var zeroHL HistoryLost
-	if HistoryLostKindOf(zeroHL) != HistoryFail || HistoryLostKindOf(ResumeFromNow) != HistoryResumeFromNow || HistoryLostKindOf(Rebuild(nil)) != HistoryRebuild {
+	if historyLostKindOf(zeroHL) != HistoryFail || historyLostKindOf(ResumeFromNow) != HistoryResumeFromNow || historyLostKindOf(Rebuild(nil)) != HistoryRebuild {
 		t.Error("HistoryLost kinds")
 	}
 	ran := false
-	if fn := RebuildFunc(Rebuild(func(context.Context) error { ran = true; return nil })); fn == nil || fn(context.Background()) != nil || !ran {
-		t.Error("RebuildFunc must return the function given to Rebuild")
+	if fn := rebuildFunc(Rebuild(func(context.Context) error { ran = true; return nil })); fn == nil || fn(context.Background()) != nil || !ran {
+		t.Error("rebuildFunc must return the function given to Rebuild")
 	}
-	if RebuildFunc(Fail) != nil || RebuildFunc(ResumeFromNow) != nil {
+	if rebuildFunc(Fail) != nil || rebuildFunc(ResumeFromNow) != nil {
 		t.Error("only Rebuild has a function")
 	}
 }
@@ -396,12 +397,12 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 // TestErrors: the collector names fields with its prefix or stream, keeps the order, carries
 // sentinels, and returns nil when nothing broke.
 func TestErrors(t *testing.T) {
-	if err := NewErrors("Config.").Err(); err != nil {
+	if err := configcheck.NewErrors("Config.").Err(); err != nil {
 		t.Fatalf("empty collector: %v", err)
 	}
 	sentinel := errors.New("sentinel")
-	c := StreamErrors("")
-	ValidateInto(c, "Retry", Retry{Multiplier: 0.5})
+	c := configcheck.StreamErrors("")
+	validateIntoOf(c, "Retry", Retry{Multiplier: 0.5})
 	c.AddErr("OnChange", sentinel, "must be set")
 	checkValidation(t, []validationCase{{"stream", c.Err(), []string{
 		`watchtree: Stream "": Retry.Multiplier must be finite and >= 1, got 0.5`,
@@ -410,18 +411,18 @@ func TestErrors(t *testing.T) {
 	if !errors.Is(c.Err(), sentinel) {
 		t.Error("AddErr's sentinel is not matched")
 	}
-	c = NewErrors("Config.")
-	ValidateInto(c, "Checkpoint", Checkpoint{SaveEvery: -1})
+	c = configcheck.NewErrors("Config.")
+	validateIntoOf(c, "Checkpoint", Checkpoint{SaveEvery: -1})
 	checkValidation(t, []validationCase{{"prefix", c.Err(), []string{
 		"watchtree: Config.Checkpoint.SaveEvery must be >= 1 (0 means the default 1000), got -1",
 	}}})
 }
 
 func TestLeaseDefaultsAndValidate(t *testing.T) {
-	d := WithDefaults(Lease{})
+	d := withDefaultsOf(Lease{})
 	if d.TTL != 60*time.Second || d.RenewEvery != 15*time.Second || d.StandbyPoll != 20*time.Second ||
 		d.Margin != 6*time.Second || d.Balance != BalanceOn {
-		t.Fatalf("WithDefaults(Lease{}) = %+v", d)
+		t.Fatalf("withDefaultsOf(Lease{}) = %+v", d)
 	}
 	if err := (Lease{}).Validate(); err != nil {
 		t.Fatalf("zero Lease: %v", err)
@@ -454,11 +455,11 @@ func TestLeaseDefaultsAndValidate(t *testing.T) {
 // named policy is chosen, Fail included, and the zero value is still of the Fail kind.
 func TestHistoryLostSet(t *testing.T) {
 	var zero HistoryLost
-	if HistoryLostSet(zero) || HistoryLostKindOf(zero) != HistoryFail {
-		t.Errorf("zero value: set %v, kind %v; want unset, of the Fail kind", HistoryLostSet(zero), HistoryLostKindOf(zero))
+	if historyLostSet(zero) || historyLostKindOf(zero) != HistoryFail {
+		t.Errorf("zero value: set %v, kind %v; want unset, of the Fail kind", historyLostSet(zero), historyLostKindOf(zero))
 	}
 	for _, p := range []HistoryLost{Fail, ResumeFromNow, RebuildFromSnapshot, Rebuild(func(context.Context) error { return nil })} {
-		if !HistoryLostSet(p) {
+		if !historyLostSet(p) {
 			t.Errorf("%v: not set", p)
 		}
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -12,8 +13,8 @@ import (
 const (
 	// defaultSnapshotPartitions is the default Snapshot.Partitions.
 	defaultSnapshotPartitions = 4
-	// DefaultSnapshotBatchSize is the default Snapshot.BatchSize.
-	DefaultSnapshotBatchSize = 1000
+	// defaultSnapshotBatchSize is the default Snapshot.BatchSize.
+	defaultSnapshotBatchSize = 1000
 	// defaultSnapshotHandoffRefresh is the default Snapshot.HandoffRefresh.
 	defaultSnapshotHandoffRefresh = time.Minute
 	// maxSnapshotPartitions is the largest Snapshot.Partitions accepted.
@@ -89,14 +90,14 @@ type Snapshot struct {
 // withDefaults returns p with every zero field replaced by its default.
 func (p Snapshot) withDefaults() Snapshot {
 	p.Partitions = cmp.Or(p.Partitions, defaultSnapshotPartitions)
-	p.BatchSize = cmp.Or(p.BatchSize, DefaultSnapshotBatchSize)
+	p.BatchSize = cmp.Or(p.BatchSize, defaultSnapshotBatchSize)
 	p.HandoffRefresh = cmp.Or(p.HandoffRefresh, defaultSnapshotHandoffRefresh)
 	return p
 }
 
-// SnapshotEnabled reports whether p copies the existing documents on the first start (Mode
+// snapshotEnabled reports whether p copies the existing documents on the first start (Mode
 // SnapshotInitial or SnapshotWhenNeeded).
-func SnapshotEnabled(p Snapshot) bool {
+func snapshotEnabled(p Snapshot) bool {
 	return p.Mode == SnapshotInitial || p.Mode == SnapshotWhenNeeded
 }
 
@@ -107,7 +108,7 @@ func (p Snapshot) Validate() error {
 }
 
 // validateInto adds the broken rules of p to c, naming each field field.<Name>.
-func (p Snapshot) validateInto(c *Errors, field string) {
+func (p Snapshot) validateInto(c *configcheck.Errors, field string) {
 	if p.Mode > SnapshotWhenNeeded {
 		c.Add(field+".Mode", "must be SnapshotNever, SnapshotInitial or SnapshotWhenNeeded, got %v", p.Mode)
 	}
@@ -117,19 +118,19 @@ func (p Snapshot) validateInto(c *Errors, field string) {
 	}
 	if p.BatchSize < 0 || p.BatchSize > maxSnapshotBatchSize {
 		c.Add(field+".BatchSize", "must be between 1 and %d (0 means the default %d), got %d",
-			maxSnapshotBatchSize, DefaultSnapshotBatchSize, p.BatchSize)
+			maxSnapshotBatchSize, defaultSnapshotBatchSize, p.BatchSize)
 	}
 	if p.HandoffRefresh < 0 {
 		c.Add(field+".HandoffRefresh", "must be > 0 (0 means the default %v), got %v", defaultSnapshotHandoffRefresh, p.HandoffRefresh)
 	}
-	if _, err := MarshalFilter(p); err != nil {
+	if _, err := marshalFilter(p); err != nil {
 		c.Add(field+".Filter", "%v", err)
 	}
 }
 
-// MarshalFilter returns p.Filter as a BSON document (a copy of a bson.Raw); nil when Filter is
+// marshalFilter returns p.Filter as a BSON document (a copy of a bson.Raw); nil when Filter is
 // nil. The error says why Filter is not a document; Validate reports it on SnapshotPolicy.Filter.
-func MarshalFilter(p Snapshot) (bson.Raw, error) {
+func marshalFilter(p Snapshot) (bson.Raw, error) {
 	switch f := p.Filter.(type) {
 	case nil:
 		return nil, nil

@@ -11,12 +11,12 @@ import (
 )
 
 func TestSnapshotDefaultsAndValidate(t *testing.T) {
-	d := WithDefaults(Snapshot{})
-	if d.Partitions != defaultSnapshotPartitions || d.BatchSize != DefaultSnapshotBatchSize || d.Mode != SnapshotNever ||
+	d := withDefaultsOf(Snapshot{})
+	if d.Partitions != defaultSnapshotPartitions || d.BatchSize != defaultSnapshotBatchSize || d.Mode != SnapshotNever ||
 		d.HandoffRefresh != defaultSnapshotHandoffRefresh {
 		t.Fatalf("defaults: %+v", d)
 	}
-	if SnapshotEnabled(Snapshot{}) || !SnapshotEnabled(Snapshot{Mode: SnapshotInitial}) || !SnapshotEnabled(Snapshot{Mode: SnapshotWhenNeeded}) {
+	if snapshotEnabled(Snapshot{}) || !snapshotEnabled(Snapshot{Mode: SnapshotInitial}) || !snapshotEnabled(Snapshot{Mode: SnapshotWhenNeeded}) {
 		t.Fatal("Enabled: wrong for the modes")
 	}
 	if err := (Snapshot{Mode: SnapshotInitial, Filter: bson.D{{Key: "a", Value: 1}}, Partitions: 8, BatchSize: 50}).Validate(); err != nil {
@@ -42,23 +42,23 @@ func TestSnapshotDefaultsAndValidate(t *testing.T) {
 			t.Errorf("%+v: error %v, want a configerr.Error on %s", c.p, err, c.field)
 		}
 	}
-	raw, err := MarshalFilter(Snapshot{Filter: bson.M{"status": "open"}})
+	raw, err := marshalFilter(Snapshot{Filter: bson.M{"status": "open"}})
 	if err != nil || !strings.Contains(raw.String(), "open") {
-		t.Fatalf("MarshalFilter: %v %v", raw, err)
+		t.Fatalf("marshalFilter: %v %v", raw, err)
 	}
-	if raw, err := MarshalFilter(Snapshot{}); raw != nil || err != nil {
-		t.Fatalf("MarshalFilter of nil: %v %v", raw, err)
+	if raw, err := marshalFilter(Snapshot{}); raw != nil || err != nil {
+		t.Fatalf("marshalFilter of nil: %v %v", raw, err)
 	}
 }
 
 func TestRebuildFromSnapshotKind(t *testing.T) {
-	if HistoryLostKindOf(RebuildFromSnapshot) != HistoryRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
-		t.Fatalf("RebuildFromSnapshot: kind %v, %q", HistoryLostKindOf(RebuildFromSnapshot), RebuildFromSnapshot.String())
+	if historyLostKindOf(RebuildFromSnapshot) != HistoryRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
+		t.Fatalf("RebuildFromSnapshot: kind %v, %q", historyLostKindOf(RebuildFromSnapshot), RebuildFromSnapshot.String())
 	}
 	if err := RebuildFromSnapshot.Validate(); err != nil {
 		t.Fatalf("RebuildFromSnapshot.Validate: %v", err)
 	}
-	if RebuildFunc(RebuildFromSnapshot) != nil {
+	if rebuildFunc(RebuildFromSnapshot) != nil {
 		t.Fatal("RebuildFromSnapshot has a user function")
 	}
 	for m, want := range map[SnapshotMode]string{SnapshotNever: "Never", SnapshotInitial: "Initial", SnapshotWhenNeeded: "WhenNeeded", 9: "SnapshotMode(9)"} {

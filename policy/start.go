@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"math"
 	"time"
 
@@ -36,15 +37,15 @@ var (
 // At is watchtree.At.
 func At(t time.Time) StartPosition { return StartPosition{kind: StartAt, at: t} }
 
-// StartKindOf returns the kind of p: StartResume, StartLatest or StartAt.
-func StartKindOf(p StartPosition) StartKind { return p.kind }
+// startKindOf returns the kind of p: StartResume, StartLatest or StartAt.
+func startKindOf(p StartPosition) StartKind { return p.kind }
 
-// StartTime returns the time given to At, and false for Resume and Latest.
-func StartTime(p StartPosition) (time.Time, bool) { return p.at, p.kind == StartAt }
+// startTime returns the time given to At, and false for Resume and Latest.
+func startTime(p StartPosition) (time.Time, bool) { return p.at, p.kind == StartAt }
 
-// OperationTime returns the startAtOperationTime of an At position: its time rounded down to the
+// operationTime returns the startAtOperationTime of an At position: its time rounded down to the
 // second, increment 0. It is meaningful only for a valid At position.
-func OperationTime(p StartPosition) bson.Timestamp {
+func operationTime(p StartPosition) bson.Timestamp {
 	return bson.Timestamp{T: uint32(p.at.Unix())}
 }
 
@@ -68,7 +69,7 @@ func (p StartPosition) Validate() error {
 }
 
 // validateInto adds the broken rule of p, if any, to c under the name field.
-func (p StartPosition) validateInto(c *Errors, field string) {
+func (p StartPosition) validateInto(c *configcheck.Errors, field string) {
 	switch {
 	case p.kind != StartAt:
 	case p.at.IsZero():
@@ -79,7 +80,7 @@ func (p StartPosition) validateInto(c *Errors, field string) {
 }
 
 // HistoryLost is the value inside watchtree.HistoryLostPolicy, which documents it and its
-// default (see HistoryLostSet).
+// default (see historyLostSet).
 type HistoryLost struct {
 	kind    HistoryLostKind
 	set     bool // made by Fail, ResumeFromNow, Rebuild or RebuildFromSnapshot, not the zero value
@@ -112,17 +113,17 @@ func Rebuild(fn func(ctx context.Context) error) HistoryLost {
 	return HistoryLost{kind: HistoryRebuild, set: true, rebuild: fn}
 }
 
-// HistoryLostKindOf returns the kind of p: HistoryFail, HistoryResumeFromNow, HistoryRebuild or
+// historyLostKindOf returns the kind of p: HistoryFail, HistoryResumeFromNow, HistoryRebuild or
 // HistoryRebuildFromSnapshot.
-func HistoryLostKindOf(p HistoryLost) HistoryLostKind { return p.kind }
+func historyLostKindOf(p HistoryLost) HistoryLostKind { return p.kind }
 
-// HistoryLostSet reports whether p was chosen (Fail, ResumeFromNow, Rebuild, RebuildFromSnapshot)
+// historyLostSet reports whether p was chosen (Fail, ResumeFromNow, Rebuild, RebuildFromSnapshot)
 // rather than left at the zero value, whose meaning depends on the stream (Fail, or
 // ResumeFromNow for an Ephemeral stream).
-func HistoryLostSet(p HistoryLost) bool { return p.set }
+func historyLostSet(p HistoryLost) bool { return p.set }
 
-// RebuildFunc returns the function given to Rebuild, and nil for the other kinds.
-func RebuildFunc(p HistoryLost) func(ctx context.Context) error { return p.rebuild }
+// rebuildFunc returns the function given to Rebuild, and nil for the other kinds.
+func rebuildFunc(p HistoryLost) func(ctx context.Context) error { return p.rebuild }
 
 // String returns "Fail", "ResumeFromNow", "Rebuild" or "RebuildFromSnapshot"; gap records store
 // it.
@@ -147,7 +148,7 @@ func (p HistoryLost) Validate() error {
 }
 
 // validateInto adds the broken rule of p, if any, to c under the name field.
-func (p HistoryLost) validateInto(c *Errors, field string) {
+func (p HistoryLost) validateInto(c *configcheck.Errors, field string) {
 	if p.kind == HistoryRebuild && p.rebuild == nil {
 		c.Add(field, "Rebuild needs a non-nil function")
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -40,7 +42,7 @@ const (
 // means epoch 0, the real clock, no log and no events, as their docs say.
 func DefaultConfig() Config {
 	return Config{
-		Checkpoint:        policy.WithDefaults(policy.Checkpoint{}),
+		Checkpoint:        policyx.WithDefaults(policy.Checkpoint{}),
 		RetryInitialDelay: defaultRetryInitialDelay,
 		RetryMaxDelay:     defaultRetryMaxDelay,
 		IOTimeout:         defaultIOTimeout,
@@ -181,17 +183,17 @@ func (c Config) validate() error {
 	if c.Positions == nil {
 		add("Positions", "must not be nil")
 	}
-	if c.Gaps == nil && (policy.HistoryLostKindOf(c.OnHistoryLost) != policy.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
+	if c.Gaps == nil && (policyx.HistoryLostKindOf(c.OnHistoryLost) != policy.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
 		add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
 	}
-	if c.Snapshots == nil && (policy.SnapshotEnabled(c.Snapshot) || policy.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryRebuildFromSnapshot) {
+	if c.Snapshots == nil && (policyx.SnapshotEnabled(c.Snapshot) || policyx.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryRebuildFromSnapshot) {
 		add("Snapshots", "must not be nil when Snapshot.Mode is %v or OnHistoryLost is %v", c.Snapshot.Mode, c.OnHistoryLost)
 	}
-	pe := policy.NewErrors("Config.")
-	policy.ValidateInto(pe, "StartPosition", c.StartPosition)
-	policy.ValidateInto(pe, "OnHistoryLost", c.OnHistoryLost)
-	policy.ValidateInto(pe, "Checkpoint", c.Checkpoint)
-	policy.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
+	pe := configcheck.NewErrors("Config.")
+	policyx.ValidateInto(pe, "StartPosition", c.StartPosition)
+	policyx.ValidateInto(pe, "OnHistoryLost", c.OnHistoryLost)
+	policyx.ValidateInto(pe, "Checkpoint", c.Checkpoint)
+	policyx.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
 	errs = append(errs, pe.Err())
 	if c.IOTimeout < 0 {
 		add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
@@ -216,8 +218,8 @@ func (c Config) validate() error {
 
 // withDefaults fills the zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
-	c.Checkpoint = policy.WithDefaults(c.Checkpoint)
-	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && policy.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryFail {
+	c.Checkpoint = policyx.WithDefaults(c.Checkpoint)
+	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && policyx.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryFail {
 		c.OnHistoryLost = policy.RebuildFromSnapshot
 	}
 	d := DefaultConfig()

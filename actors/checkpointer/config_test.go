@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"errors"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func TestConfigValidatePoliciesUseTheirValidators(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	d := validConfig().withDefaults()
-	if d.Checkpoint != policy.WithDefaults(policy.Checkpoint{}) ||
+	if d.Checkpoint != policyx.WithDefaults(policy.Checkpoint{}) ||
 		d.RetryInitialDelay != 100*time.Millisecond || d.RetryMaxDelay != 30*time.Second || d.IOTimeout != 10*time.Second ||
 		d.Epoch() != 0 || d.Clock == nil || d.Logger == nil || d.Observer == nil {
 		t.Fatalf("defaults %+v", d)

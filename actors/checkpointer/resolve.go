@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"strconv"
 	"time"
 
@@ -61,7 +62,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 			c.replyStart(ctx, c.t.pos, sourceMemory)
 			return
 		}
-		if policy.SnapshotEnabled(c.cfg.Snapshot) && c.cfg.Snapshots != nil {
+		if policyx.SnapshotEnabled(c.cfg.Snapshot) && c.cfg.Snapshots != nil {
 			c.w.submit(c.ephemeralSnapshotJob(c.reqSeq))
 			return
 		}
@@ -72,7 +73,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 	if c.sh.firstDone.Load() {
 		mode = policy.Resume
 	}
-	if policy.StartKindOf(mode) == policy.StartResume && !c.t.pos.empty() {
+	if policyx.StartKindOf(mode) == policy.StartResume && !c.t.pos.empty() {
 		c.replyStart(ctx, c.t.pos, sourceMemory)
 		return
 	}
@@ -256,11 +257,11 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			p := position{token: snap.HandoffToken, opTime: snap.HandoffTime, source: store.SourceSnapshot}
 			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, false)
 		}
-		if !found && cfg.Instance != "" && policy.StartKindOf(mode) == policy.StartResume && cfg.migrate(ctx, r, base) {
+		if !found && cfg.Instance != "" && policyx.StartKindOf(mode) == policy.StartResume && cfg.migrate(ctx, r, base) {
 			return r
 		}
 		if found {
-			if policy.StartKindOf(mode) == policy.StartResume {
+			if policyx.StartKindOf(mode) == policy.StartResume {
 				if base.Epoch > 0 && cp.Epoch > base.Epoch {
 					// A newer term wrote it: this one is deposed before it starts.
 					r.fenced = fmt.Errorf("checkpointer: stream %q: start under epoch %d, stored epoch %d: %w",
@@ -284,19 +285,19 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			}
 			r.discarded = &cp
 		}
-		if !found && policy.SnapshotEnabled(cfg.Snapshot) && policy.StartKindOf(mode) != policy.StartAt {
+		if !found && policyx.SnapshotEnabled(cfg.Snapshot) && policyx.StartKindOf(mode) != policy.StartAt {
 			// The first start: capture the handoff position, record the snapshot, then persist
 			// the position, so that a crash in between never skips the snapshot.
 			p, ok := cfg.beginSnapshot(ctx, r)
 			if !ok {
 				return r
 			}
-			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, policy.StartKindOf(mode) != policy.StartResume)
+			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, policyx.StartKindOf(mode) != policy.StartResume)
 		}
 		var p position
-		switch policy.StartKindOf(mode) {
+		switch policyx.StartKindOf(mode) {
 		case policy.StartAt:
-			p = position{opTime: policy.OperationTime(mode), source: store.SourceInitial}
+			p = position{opTime: policyx.OperationTime(mode), source: store.SourceInitial}
 			r.source = sourceAt
 		default:
 			tok, ts, ok := cfg.capture(ctx, r, "capture the current position")
@@ -305,11 +306,11 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			}
 			p = position{token: tok, opTime: ts, source: store.SourceInitial}
 			r.source = store.SourceInitial
-			if policy.StartKindOf(mode) == policy.StartLatest {
+			if policyx.StartKindOf(mode) == policy.StartLatest {
 				r.source = sourceLatest
 			}
 		}
-		return persistStart(ctx, *cfg, r, p, base, r.source, policy.StartKindOf(mode) != policy.StartResume)
+		return persistStart(ctx, *cfg, r, p, base, r.source, policyx.StartKindOf(mode) != policy.StartResume)
 	}
 }
 
@@ -369,7 +370,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
 	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl.String(),
 		Err: historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())})
-	if policy.HistoryLostKindOf(hl) == policy.HistoryFail {
+	if policyx.HistoryLostKindOf(hl) == policy.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
 		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
@@ -404,7 +405,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		var p position
 		var snap *store.Snapshot
 		gapPolicy := store.GapResumeFromNow
-		switch policy.HistoryLostKindOf(hl) {
+		switch policyx.HistoryLostKindOf(hl) {
 		case policy.HistoryRebuildFromSnapshot:
 			if len(tok) == 0 {
 				r.fail = "capture the current position after history lost: empty resume token"
@@ -419,7 +420,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 				r.fail = "capture the current position after history lost: no operation time"
 				return r
 			}
-			if err := policy.RebuildFunc(hl)(ctx); err != nil {
+			if err := policyx.RebuildFunc(hl)(ctx); err != nil {
 				r.failWith("rebuild", err)
 				return r
 			}

@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -43,7 +45,7 @@ func DefaultConfig() Config {
 	return Config{
 		Lanes:               defaultLanes,
 		Capacity:            DefaultCapacity,
-		Retry:               policy.WithDefaults(policy.Retry{}),
+		Retry:               policyx.WithDefaults(policy.Retry{}),
 		DeadLetterTimeout:   defaultDeadLetterTimeout,
 		CheckpointerName:    treekit.CheckpointerName,
 		SettleBatch:         defaultSettleBatch,
@@ -167,8 +169,8 @@ func (c Config) validate() error {
 	if c.Capacity < 0 || c.Capacity > maxCapacity {
 		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", maxCapacity, DefaultCapacity, c.Capacity)
 	}
-	retry := policy.NewErrors("Config.")
-	policy.ValidateInto(retry, "Retry", c.Retry)
+	retry := configcheck.NewErrors("Config.")
+	policyx.ValidateInto(retry, "Retry", c.Retry)
 	errs = append(errs, retry.Err())
 	for _, d := range []struct {
 		field string
@@ -194,7 +196,7 @@ func (c Config) validate() error {
 // (a partly set Retry is filled field by field, from the same policy defaults DefaultConfig
 // uses).
 func (c Config) withDefaults() Config {
-	c.Retry = policy.WithDefaults(c.Retry)
+	c.Retry = policyx.WithDefaults(c.Retry)
 	treekit.FillZero(&c, DefaultConfig())
 	treekit.FillRand(&c.Rand)
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)

@@ -62,8 +62,9 @@
 // ErrHandlerGoexit (retryable), and the lane continues from the same event in a new goroutine.
 // An error is classified by Router.Classify, except that a non-panic Route error (a
 // decode error) is always Permanent:
-//   - Retryable: after attempt n the lane waits policy.Delay(Config.Retry, n) on Config.Clock, blocking
-//     only that lane, then calls again; after MaxAttempts attempts the event is dead-lettered;
+//   - Retryable: after attempt n the lane waits the n-th delay of Config.Retry (policy.Retry
+//     states the formula) on Config.Clock, blocking only that lane, then calls again; after
+//     MaxAttempts attempts the event is dead-lettered;
 //   - Permanent: dead-lettered at once;
 //   - Skipped: settles OUTCOME_SKIPPED without a dead letter; logged at INFO and reported.
 //

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,7 +345,7 @@ func (l *lane) process(ctx context.Context, it *item) (s settlement, ok bool) {
 			s.outcome = messages.Outcome_OUTCOME_SKIPPED
 			return s, true
 		case class == Retryable && attempt < sh.retry.MaxAttempts:
-			delay := policy.Delay(sh.retry, attempt, sh.rnd)
+			delay := policyx.Delay(sh.retry, attempt, sh.rnd)
 			id := eventID(ev.token, ev.raw)
 			sh.log.Info("handler failed; retrying", zap.Uint64("seq", ev.seq), zap.String("id", id),
 				zap.Int("lane", l.id), zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
@@ -420,7 +421,7 @@ func (l *lane) deadLetter(ctx context.Context, s settlement, ev *event, f failur
 		if ctx.Err() != nil {
 			return s, false
 		}
-		delay := policy.Delay(sh.retry, write, sh.rnd)
+		delay := policyx.Delay(sh.retry, write, sh.rnd)
 		sh.log.Error("dead-letter write failed; the event stays unsettled and the write is retried",
 			append(fields[:len(fields):len(fields)], zap.Int("write", write), zap.Duration("delay", delay),
 				zap.NamedError("writeError", err))...)

@@ -3,6 +3,8 @@ package leader
 import (
 	"context"
 	"errors"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,7 +60,7 @@ type Balancer interface {
 // values: nil means the real clock, no log and no events.
 func DefaultConfig() Config {
 	return Config{
-		Policy:    policy.WithDefaults(policy.Lease{}),
+		Policy:    policyx.WithDefaults(policy.Lease{}),
 		IOTimeout: treekit.DefaultIOTimeout,
 	}
 }
@@ -117,14 +119,14 @@ func (c Config) validate() error {
 	if c.IOTimeout < 0 {
 		errs = append(errs, errors.New("leader: Config.IOTimeout must be >= 0"))
 	}
-	pe := policy.NewErrors("Config.")
-	policy.ValidateInto(pe, "Policy", c.Policy)
+	pe := configcheck.NewErrors("Config.")
+	policyx.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
-	c.Policy = policy.WithDefaults(c.Policy)
+	c.Policy = policyx.WithDefaults(c.Policy)
 	if c.Policy.Balance == policy.BalanceOff {
 		c.Balancer = nil
 	}

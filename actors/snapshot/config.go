@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,7 +37,7 @@ const (
 // no events.
 func DefaultConfig() Config {
 	return Config{
-		Policy:           policy.WithDefaults(policy.Snapshot{}),
+		Policy:           policyx.WithDefaults(policy.Snapshot{}),
 		Dispatcher:       treekit.DispatcherName,
 		Checkpointer:     treekit.CheckpointerName,
 		ProgressInterval: defaultProgressInterval,
@@ -144,8 +146,8 @@ func (c Config) validate() error {
 	if c.Source == nil {
 		bad("Source", "must not be nil")
 	}
-	pe := policy.NewErrors("Config.")
-	policy.ValidateInto(pe, "Policy", c.Policy)
+	pe := configcheck.NewErrors("Config.")
+	policyx.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	if c.ProgressInterval < 0 {
 		bad("ProgressInterval", "must be >= 0 (0 means %v), got %v", defaultProgressInterval, c.ProgressInterval)
@@ -160,7 +162,7 @@ func (c Config) validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	c.Policy = policy.WithDefaults(c.Policy)
+	c.Policy = policyx.WithDefaults(c.Policy)
 	treekit.FillZero(&c, DefaultConfig())
 	treekit.Defaults(c.Stream, &c.Clock, &c.Logger, &c.Observer)
 	return c

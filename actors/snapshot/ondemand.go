@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"sync"
 	"time"
 
@@ -73,7 +74,7 @@ type OnDemandConfig struct {
 // (Clock, Logger, Observer) are not values: nil means the real clock, no log and no events.
 func DefaultOnDemandConfig() OnDemandConfig {
 	return OnDemandConfig{
-		BatchSize:  policy.DefaultSnapshotBatchSize,
+		BatchSize:  policyx.WithDefaults(policy.Snapshot{}).BatchSize,
 		Dispatcher: treekit.DispatcherName,
 		IOTimeout:  treekit.DefaultIOTimeout,
 	}

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,7 +29,7 @@ import (
 func DefaultConfig() Config {
 	return Config{
 		ChildName:    treekit.StreamName,
-		Policy:       policy.WithDefaults(policy.Restart{}),
+		Policy:       policyx.WithDefaults(policy.Restart{}),
 		Dispatcher:   treekit.DispatcherName,
 		Checkpointer: treekit.CheckpointerName,
 		OnDemand:     treekit.OnDemandName,
@@ -174,8 +176,8 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d]: Props and NewProps are exclusive", i))
 		}
 	}
-	pe := policy.NewErrors("Config.")
-	policy.ValidateInto(pe, "Policy", c.Policy)
+	pe := configcheck.NewErrors("Config.")
+	policyx.ValidateInto(pe, "Policy", c.Policy)
 	errs = append(errs, pe.Err())
 	return errors.Join(errs...)
 }
@@ -187,7 +189,7 @@ func (c Config) childName() string {
 
 // withDefaults returns c with every zero field replaced by DefaultConfig's value.
 func (c Config) withDefaults() Config {
-	c.Policy = policy.WithDefaults(c.Policy)
+	c.Policy = policyx.WithDefaults(c.Policy)
 	treekit.FillZero(&c, DefaultConfig())
 	if c.Classify == nil {
 		c.Classify = streamtree.TerminalOn()

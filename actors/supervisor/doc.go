@@ -9,7 +9,7 @@
 //	└── stream                  the restartable stream actor (owns the cursor goroutine)
 //
 // The stream actor is restarted in place (same PID, new instance) after a death, after the
-// delay policy.Delay(Config.Policy, n) of the n-th attempt (watchtree.RestartPolicy documents the
+// delay of the n-th attempt under Config.Policy (watchtree.RestartPolicy documents the
 // formula and its defaults). The attempt counter n resets when the new instance reports its cursor
 // open with NotifyResubscribed; every death consumes one attempt; the death that would need attempt
 // MaxAttempts+1, or any death classified terminal, gives up at once (crashed, stream actor

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,6 @@ import (
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -498,7 +498,7 @@ func (s *supervisorActor) death(reason any) {
 		s.giveUp(fmt.Sprintf("gave up after %d restart attempts: %v", maxA, cause), gaveUp(cause))
 		return
 	}
-	delay := policy.Delay(s.cfg.Policy, s.attempt, s.cfg.Rand)
+	delay := policyx.Delay(s.cfg.Policy, s.attempt, s.cfg.Rand)
 	s.armTimer(delay)
 	s.transition(messages.SupervisorState_SUPERVISOR_STATE_BACKOFF, fmt.Sprintf("restart attempt %d/%s in %v after: %v",
 		s.attempt, s.maxString(), delay, cause), cause)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"testing"
 	"time"
 
@@ -71,5 +72,5 @@ func stage(t *testing.T, d bson.D) bson.Raw {
 func testConfig(e *env, obs observe.Observer) Config {
 	return Config{Client: e.client, Database: e.db, Logger: zap.NewNop(), Observer: obs, InstanceID: "engine-test-1",
 		InstanceName: "engine-test", ShutdownTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second, Clock: clock.Real(),
-		Lease: policy.WithDefaults(policy.Lease{})}
+		Lease: policyx.WithDefaults(policy.Lease{})}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/watchtree/watchtree/internal/policyx"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestBalancerWarnsOfASameNamedInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := newBalancer(leases, policy.WithDefaults(policy.Lease{TTL: time.Minute, RenewEvery: 20 * time.Millisecond}), "api-1-17-ffffff", "api-1", time.Second, clock.Real(), zap.New(core))
+	b := newBalancer(leases, policyx.WithDefaults(policy.Lease{TTL: time.Minute, RenewEvery: 20 * time.Millisecond}), "api-1-17-ffffff", "api-1", time.Second, clock.Real(), zap.New(core))
 	defer b.stop(context.Background())
 	deadline := time.Now().Add(testWait)
 	for len(b.duplicates()) == 0 {

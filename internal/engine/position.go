@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/watchtree/watchtree/internal/policyx"
 
 	"go.uber.org/zap"
 
@@ -42,7 +43,7 @@ func (e *Entry) fixLeaderStart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watchtree: stream %q: its change stream does not open: %w", e.name, err)
 	}
-	kind := policy.StartKindOf(spec.Start)
+	kind := policyx.StartKindOf(spec.Start)
 	if spec.Checkpoint.Ephemeral || spec.Snapshots() || kind == policy.StartAt {
 		return nil
 	}

@@ -1,4 +1,9 @@
-package policy
+// Package configcheck collects the broken rules of a configuration value as *configerr.Error
+// values: the policies' validators, the actors' Config validators and the root's Config and
+// Stream validators all report into one Errors, so that a Stream's error lists every broken rule,
+// its own and its policies'. It is internal because no user or outside implementer of an actor's
+// Config calls it: they call Validate, which returns the joined errors.
+package configcheck
 
 import (
 	"errors"
