@@ -83,7 +83,7 @@ func TestCompiledDefaults(t *testing.T) {
 		{"Spec.Shared", cs.Shared, true, "stream.go:Stream.Cursor", "Shared for a Collection stream"},
 		{"Spec.SharedAsked", cs.SharedAsked, false, "", ""},
 		{"Spec.Lanes", cs.Lanes, 1, "stream.go:Stream.Lanes", "Default 1"},
-		{"Spec.Start", policyx.StartKindOf(cs.Start), policy.StartResume, "stream.go:Stream.StartPosition", "Default Resume"},
+		{"Spec.Start", policyx.StartKindOf(cs.Start), policyx.StartResume, "stream.go:Stream.StartPosition", "Default Resume"},
 		{"Spec.Retry", cs.Retry, policy.Retry{MaxAttempts: 3, InitialDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second, Multiplier: 2}, "stream.go:Stream.Retry", "Default 3 attempts, 500ms × 2^(n-1) capped at 30s, ±20%"},
 		{"Spec.Retry.MaxAttempts", cs.Retry.MaxAttempts, 3, "policy/backoff.go:Retry.MaxAttempts", ""},
 		{"Spec.Retry.InitialDelay", cs.Retry.InitialDelay, 500 * time.Millisecond, "policy/backoff.go:Retry.InitialDelay", ""},
@@ -102,7 +102,7 @@ func TestCompiledDefaults(t *testing.T) {
 		{"Spec.DeadLetter", cs.DeadLetter, engine.DeadLetter{Collection: "_wt_dead_letters", Retention: 14 * day}, "stream.go:Stream.DeadLetter", `Default on, "_wt_dead_letters", 14 days`},
 		{"Spec.DeadLetter.Collection", cs.DeadLetter.Collection, "_wt_dead_letters", "policy.go:DeadLetterPolicy.Collection", ""},
 		{"Spec.DeadLetter.Retention", cs.DeadLetter.Retention, 14 * day, "policy.go:DeadLetterPolicy.Retention", ""},
-		{"Spec.OnHistoryLost", policyx.HistoryLostKindOf(cs.OnHistoryLost), policy.HistoryFail, "stream.go:Stream.OnHistoryLost", "Default Fail"},
+		{"Spec.OnHistoryLost", policyx.HistoryLostKindOf(cs.OnHistoryLost), policyx.HistoryFail, "stream.go:Stream.OnHistoryLost", "Default Fail"},
 		{"Spec.InvalidateRestart", cs.InvalidateRestart, false, "stream.go:Stream.OnInvalidate", "Default InvalidateStop"},
 		{"Spec.Snapshot", cs.Snapshot, policy.Snapshot{Partitions: 4, BatchSize: 1000, HandoffRefresh: time.Minute}, "stream.go:Stream.Snapshot", "Default SnapshotNever"},
 		{"Spec.Snapshot.Partitions", cs.Snapshot.Partitions, 4, "policy/snapshot.go:Snapshot.Partitions", ""},
@@ -115,8 +115,8 @@ func TestCompiledDefaults(t *testing.T) {
 		{"Spec.TxBatch.MaxDuration", cs.TxBatch.MaxDuration, time.Second, "txbatch.go:TxBatchPolicy.MaxDuration", ""},
 
 		// The checkpointer (tree.go): the Spec's policy, the runtime's ConnectTimeout.
-		{"Checkpointer.StartPosition", policyx.StartKindOf(tc.Checkpointer.StartPosition), policy.StartResume, "", ""},
-		{"Checkpointer.OnHistoryLost", policyx.HistoryLostKindOf(tc.Checkpointer.OnHistoryLost), policy.HistoryFail, "", ""},
+		{"Checkpointer.StartPosition", policyx.StartKindOf(tc.Checkpointer.StartPosition), policyx.StartResume, "", ""},
+		{"Checkpointer.OnHistoryLost", policyx.HistoryLostKindOf(tc.Checkpointer.OnHistoryLost), policyx.HistoryFail, "", ""},
 		{"Checkpointer.Snapshot", tc.Checkpointer.Snapshot, cs.Snapshot, "", ""},
 		{"Checkpointer.Checkpoint", tc.Checkpointer.Checkpoint, cs.Checkpoint, "", ""},
 		{"Checkpointer.RetryInitialDelay", tc.Checkpointer.RetryInitialDelay, 100 * time.Millisecond, "actors/checkpointer/config.go:Config.RetryInitialDelay", "Defaults 100ms and 30s"},

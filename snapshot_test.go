@@ -11,7 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/watchtree/watchtree/messages"
-	"github.com/watchtree/watchtree/policy"
 )
 
 func TestStreamSnapshotValidate(t *testing.T) {
@@ -68,7 +67,7 @@ func TestStreamSnapshotCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if policyx.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryRebuildFromSnapshot || !cs.Snapshots() {
+	if policyx.HistoryLostKindOf(cs.OnHistoryLost) != policyx.HistoryRebuildFromSnapshot || !cs.Snapshots() {
 		t.Errorf("SnapshotWhenNeeded compiles OnHistoryLost to %v, want RebuildFromSnapshot", cs.OnHistoryLost)
 	}
 	if cs.Snapshot.Partitions != 4 || cs.Snapshot.BatchSize != 1000 || cs.SnapshotFilter == nil {

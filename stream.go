@@ -242,7 +242,7 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	}
 	snap := s.Snapshot
 	policyx.ValidateInto(c, "Snapshot", snap)
-	if policyx.SnapshotEnabled(snap) || policyx.HistoryLostKindOf(s.OnHistoryLost.p) == policy.HistoryRebuildFromSnapshot {
+	if policyx.SnapshotEnabled(snap) || policyx.HistoryLostKindOf(s.OnHistoryLost.p) == policyx.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
 		if !policyx.SnapshotEnabled(snap) {
 			field = "OnHistoryLost"
@@ -250,12 +250,12 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 		if s.Collection == "" {
 			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 		}
-		if policyx.StartKindOf(s.StartPosition.p) == policy.StartAt && policyx.SnapshotEnabled(snap) {
+		if policyx.StartKindOf(s.StartPosition.p) == policyx.StartAt && policyx.SnapshotEnabled(snap) {
 			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
 		}
 	}
 	if s.Snapshot.Mode == SnapshotWhenNeeded {
-		if k := policyx.HistoryLostKindOf(s.OnHistoryLost.p); k != policy.HistoryFail && k != policy.HistoryRebuildFromSnapshot {
+		if k := policyx.HistoryLostKindOf(s.OnHistoryLost.p); k != policyx.HistoryFail && k != policyx.HistoryRebuildFromSnapshot {
 			c.Add("OnHistoryLost", "must be left at its default or be RebuildFromSnapshot with Snapshot.Mode SnapshotWhenNeeded, got %v", s.OnHistoryLost)
 		}
 	}
@@ -307,7 +307,7 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		TxBatch:           s.TxBatch.compile(),
 	}
 	cs.SnapshotFilter, _ = policyx.MarshalFilter(cs.Snapshot) // validated by check
-	if cs.Snapshot.Mode == policy.SnapshotWhenNeeded && policyx.HistoryLostKindOf(cs.OnHistoryLost) == policy.HistoryFail {
+	if cs.Snapshot.Mode == policy.SnapshotWhenNeeded && policyx.HistoryLostKindOf(cs.OnHistoryLost) == policyx.HistoryFail {
 		cs.OnHistoryLost = policy.RebuildFromSnapshot
 	}
 	if cs.Checkpoint.Ephemeral && !policyx.HistoryLostSet(cs.OnHistoryLost) {

@@ -250,7 +250,7 @@ func TestStreamCompile(t *testing.T) {
 	if cs.Name != "orders" || cs.Client != client || cs.Scope() != engine.ScopeCollection || cs.Database != "shop" || cs.Collection != "orders" {
 		t.Errorf("identity = %+v", cs)
 	}
-	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != policy.Resume || policyx.HistoryLostKindOf(cs.OnHistoryLost) != policy.HistoryFail || cs.InvalidateRestart ||
+	if cs.Lanes != 1 || cs.SingleLeader || cs.Start != policy.Resume || policyx.HistoryLostKindOf(cs.OnHistoryLost) != policyx.HistoryFail || cs.InvalidateRestart ||
 		cs.Split != engine.SplitAuto {
 		t.Errorf("defaults: lanes %d single leader %v start %v onHistoryLost %v invalidate restart %v split %v", cs.Lanes,
 			cs.SingleLeader, cs.Start, cs.OnHistoryLost, cs.InvalidateRestart, cs.Split)
@@ -718,7 +718,7 @@ func TestRouterKeptDocumentsSurviveReuse(t *testing.T) {
 // TestEphemeralHistoryLostDefault: an Ephemeral stream's zero OnHistoryLost compiles to
 // ResumeFromNow; Fail set explicitly, or any other stream's zero value, stays Fail.
 func TestEphemeralHistoryLostDefault(t *testing.T) {
-	kind := func(s Stream[testOrder]) policy.HistoryLostKind {
+	kind := func(s Stream[testOrder]) policyx.HistoryLostKind {
 		t.Helper()
 		cs, err := s.compile()
 		if err != nil {
@@ -728,14 +728,14 @@ func TestEphemeralHistoryLostDefault(t *testing.T) {
 	}
 	eph := validStream()
 	eph.Checkpoint = CheckpointPolicy{Ephemeral: true}
-	if k := kind(eph); k != policy.HistoryResumeFromNow {
+	if k := kind(eph); k != policyx.HistoryResumeFromNow {
 		t.Errorf("Ephemeral, OnHistoryLost unset: kind %v, want ResumeFromNow", k)
 	}
 	eph.OnHistoryLost = Fail
-	if k := kind(eph); k != policy.HistoryFail {
+	if k := kind(eph); k != policyx.HistoryFail {
 		t.Errorf("Ephemeral, OnHistoryLost Fail: kind %v, want Fail", k)
 	}
-	if k := kind(validStream()); k != policy.HistoryFail {
+	if k := kind(validStream()); k != policyx.HistoryFail {
 		t.Errorf("durable stream, OnHistoryLost unset: kind %v, want Fail", k)
 	}
 }

@@ -83,10 +83,11 @@ import (
 // 40: one declaration each, documented in package policy; the root's three Validate wrappers
 // went); 798 once LeasePolicy, SnapshotPolicy, Balance and SnapshotMode are aliases of package
 // policy's too (their Validate and String wrappers went); 779 once policy's plumbing (the Errors
-// collector, WithDefaults, ValidateInto, Delay and the readers of the opaque values) went internal.
+// collector, WithDefaults, ValidateInto, Delay and the readers of the opaque values) went internal;
+// 770 once the kinds those readers return (StartKind, HistoryLostKind) followed them.
 // A change that grows the public API past the bound has to raise it here, on purpose and in
 // review; a change that shrinks it lowers it.
-const maxPublicSurface = 779
+const maxPublicSurface = 770
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -184,7 +184,7 @@ func (p Checkpoint) validateInto(c *configcheck.Errors, field string) {
 // stream starts at the current position on every start, so start (field startField) must be
 // Resume or Latest; an At position would be applied again at every start, long after t.
 func validateStartInto(c *configcheck.Errors, startField string, p Checkpoint, start StartPosition) {
-	if p.Ephemeral && start.kind == StartAt {
+	if p.Ephemeral && start.kind == startAt {
 		c.Add(startField, "must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got %v", start)
 	}
 }

@@ -72,10 +72,10 @@ func init() {
 		Delay             func(p any, attempt int, rnd func() float64) time.Duration
 		SnapshotEnabled   func(p Snapshot) bool
 		MarshalFilter     func(p Snapshot) (bson.Raw, error)
-		StartKindOf       func(p StartPosition) StartKind
+		StartKindOf       func(p StartPosition) uint8
 		StartTime         func(p StartPosition) (time.Time, bool)
 		OperationTime     func(p StartPosition) bson.Timestamp
-		HistoryLostKindOf func(p HistoryLost) HistoryLostKind
+		HistoryLostKindOf func(p HistoryLost) uint8
 		HistoryLostSet    func(p HistoryLost) bool
 		RebuildFunc       func(p HistoryLost) func(ctx context.Context) error
 	}{
@@ -109,10 +109,10 @@ func init() {
 		},
 		SnapshotEnabled:   snapshotEnabled,
 		MarshalFilter:     marshalFilter,
-		StartKindOf:       startKindOf,
+		StartKindOf:       func(p StartPosition) uint8 { return uint8(p.kind) },
 		StartTime:         startTime,
 		OperationTime:     operationTime,
-		HistoryLostKindOf: historyLostKindOf,
+		HistoryLostKindOf: func(p HistoryLost) uint8 { return uint8(p.kind) },
 		HistoryLostSet:    historyLostSet,
 		RebuildFunc:       rebuildFunc,
 	}

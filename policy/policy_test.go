@@ -363,7 +363,7 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 		}
 	}
 
-	if startKindOf(Resume) != StartResume || startKindOf(Latest) != StartLatest || startKindOf(At(time.Now())) != StartAt {
+	if startKindOf(Resume) != startResume || startKindOf(Latest) != startLatest || startKindOf(At(time.Now())) != startAt {
 		t.Error("StartPosition kinds")
 	}
 	if _, ok := startTime(Resume); ok {
@@ -382,7 +382,7 @@ func TestStartPositionAndHistoryLost(t *testing.T) {
 	}
 
 	var zeroHL HistoryLost
-	if historyLostKindOf(zeroHL) != HistoryFail || historyLostKindOf(ResumeFromNow) != HistoryResumeFromNow || historyLostKindOf(Rebuild(nil)) != HistoryRebuild {
+	if historyLostKindOf(zeroHL) != historyFail || historyLostKindOf(ResumeFromNow) != historyResumeFromNow || historyLostKindOf(Rebuild(nil)) != historyRebuild {
 		t.Error("HistoryLost kinds")
 	}
 	ran := false
@@ -455,7 +455,7 @@ func TestLeaseDefaultsAndValidate(t *testing.T) {
 // named policy is chosen, Fail included, and the zero value is still of the Fail kind.
 func TestHistoryLostSet(t *testing.T) {
 	var zero HistoryLost
-	if historyLostSet(zero) || historyLostKindOf(zero) != HistoryFail {
+	if historyLostSet(zero) || historyLostKindOf(zero) != historyFail {
 		t.Errorf("zero value: set %v, kind %v; want unset, of the Fail kind", historyLostSet(zero), historyLostKindOf(zero))
 	}
 	for _, p := range []HistoryLost{Fail, ResumeFromNow, RebuildFromSnapshot, Rebuild(func(context.Context) error { return nil })} {

@@ -52,7 +52,7 @@ func TestSnapshotDefaultsAndValidate(t *testing.T) {
 }
 
 func TestRebuildFromSnapshotKind(t *testing.T) {
-	if historyLostKindOf(RebuildFromSnapshot) != HistoryRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
+	if historyLostKindOf(RebuildFromSnapshot) != historyRebuildFromSnapshot || RebuildFromSnapshot.String() != "RebuildFromSnapshot" {
 		t.Fatalf("RebuildFromSnapshot: kind %v, %q", historyLostKindOf(RebuildFromSnapshot), RebuildFromSnapshot.String())
 	}
 	if err := RebuildFromSnapshot.Validate(); err != nil {

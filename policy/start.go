@@ -12,36 +12,36 @@ import (
 
 // StartPosition is the value inside watchtree.StartPosition, which documents it.
 type StartPosition struct {
-	kind StartKind
+	kind startKind
 	at   time.Time
 }
 
-// StartKind tells the three kinds of StartPosition apart.
-type StartKind uint8
+// startKind tells the three kinds of StartPosition apart.
+type startKind uint8
 
 const (
-	// StartResume is the kind of Resume.
-	StartResume StartKind = iota
-	// StartLatest is the kind of Latest.
-	StartLatest
-	// StartAt is the kind of a position made by At.
-	StartAt
+	// startResume is the kind of Resume.
+	startResume startKind = iota
+	// startLatest is the kind of Latest.
+	startLatest
+	// startAt is the kind of a position made by At.
+	startAt
 )
 
 // Resume and Latest are watchtree.Resume and Latest.
 var (
 	Resume = StartPosition{}
-	Latest = StartPosition{kind: StartLatest}
+	Latest = StartPosition{kind: startLatest}
 )
 
 // At is watchtree.At.
-func At(t time.Time) StartPosition { return StartPosition{kind: StartAt, at: t} }
+func At(t time.Time) StartPosition { return StartPosition{kind: startAt, at: t} }
 
-// startKindOf returns the kind of p: StartResume, StartLatest or StartAt.
-func startKindOf(p StartPosition) StartKind { return p.kind }
+// startKindOf returns the kind of p: startResume, startLatest or startAt.
+func startKindOf(p StartPosition) startKind { return p.kind }
 
 // startTime returns the time given to At, and false for Resume and Latest.
-func startTime(p StartPosition) (time.Time, bool) { return p.at, p.kind == StartAt }
+func startTime(p StartPosition) (time.Time, bool) { return p.at, p.kind == startAt }
 
 // operationTime returns the startAtOperationTime of an At position: its time rounded down to the
 // second, increment 0. It is meaningful only for a valid At position.
@@ -52,11 +52,11 @@ func operationTime(p StartPosition) bson.Timestamp {
 // String returns "Resume", "Latest" or "At(<RFC 3339 time>)".
 func (p StartPosition) String() string {
 	switch p.kind {
-	case StartResume:
+	case startResume:
 		return "Resume"
-	case StartLatest:
+	case startLatest:
 		return "Latest"
-	case StartAt:
+	case startAt:
 		return "At(" + p.at.UTC().Format(time.RFC3339Nano) + ")"
 	}
 	return fmt.Sprintf("StartPosition(%d)", p.kind)
@@ -71,7 +71,7 @@ func (p StartPosition) Validate() error {
 // validateInto adds the broken rule of p, if any, to c under the name field.
 func (p StartPosition) validateInto(c *configcheck.Errors, field string) {
 	switch {
-	case p.kind != StartAt:
+	case p.kind != startAt:
 	case p.at.IsZero():
 		c.Add(field, "At needs a non-zero time")
 	case p.at.Unix() < 0 || p.at.Unix() > math.MaxUint32:
@@ -82,40 +82,40 @@ func (p StartPosition) validateInto(c *configcheck.Errors, field string) {
 // HistoryLost is the value inside watchtree.HistoryLostPolicy, which documents it and its
 // default (see historyLostSet).
 type HistoryLost struct {
-	kind    HistoryLostKind
+	kind    historyLostKind
 	set     bool // made by Fail, ResumeFromNow, Rebuild or RebuildFromSnapshot, not the zero value
 	rebuild func(ctx context.Context) error
 }
 
-// HistoryLostKind tells the four kinds of HistoryLost apart.
-type HistoryLostKind uint8
+// historyLostKind tells the four kinds of HistoryLost apart.
+type historyLostKind uint8
 
 const (
-	// HistoryFail is the kind of Fail and of the zero value.
-	HistoryFail HistoryLostKind = iota
-	// HistoryResumeFromNow is the kind of ResumeFromNow.
-	HistoryResumeFromNow
-	// HistoryRebuild is the kind of a policy made by Rebuild.
-	HistoryRebuild
-	// HistoryRebuildFromSnapshot is the kind of RebuildFromSnapshot.
-	HistoryRebuildFromSnapshot
+	// historyFail is the kind of Fail and of the zero value.
+	historyFail historyLostKind = iota
+	// historyResumeFromNow is the kind of ResumeFromNow.
+	historyResumeFromNow
+	// historyRebuild is the kind of a policy made by Rebuild.
+	historyRebuild
+	// historyRebuildFromSnapshot is the kind of RebuildFromSnapshot.
+	historyRebuildFromSnapshot
 )
 
 // Fail, ResumeFromNow and RebuildFromSnapshot are watchtree's, which document them.
 var (
 	Fail                = HistoryLost{set: true}
-	ResumeFromNow       = HistoryLost{kind: HistoryResumeFromNow, set: true}
-	RebuildFromSnapshot = HistoryLost{kind: HistoryRebuildFromSnapshot, set: true}
+	ResumeFromNow       = HistoryLost{kind: historyResumeFromNow, set: true}
+	RebuildFromSnapshot = HistoryLost{kind: historyRebuildFromSnapshot, set: true}
 )
 
 // Rebuild is watchtree.Rebuild.
 func Rebuild(fn func(ctx context.Context) error) HistoryLost {
-	return HistoryLost{kind: HistoryRebuild, set: true, rebuild: fn}
+	return HistoryLost{kind: historyRebuild, set: true, rebuild: fn}
 }
 
-// historyLostKindOf returns the kind of p: HistoryFail, HistoryResumeFromNow, HistoryRebuild or
-// HistoryRebuildFromSnapshot.
-func historyLostKindOf(p HistoryLost) HistoryLostKind { return p.kind }
+// historyLostKindOf returns the kind of p: historyFail, historyResumeFromNow, historyRebuild or
+// historyRebuildFromSnapshot.
+func historyLostKindOf(p HistoryLost) historyLostKind { return p.kind }
 
 // historyLostSet reports whether p was chosen (Fail, ResumeFromNow, Rebuild, RebuildFromSnapshot)
 // rather than left at the zero value, whose meaning depends on the stream (Fail, or
@@ -129,13 +129,13 @@ func rebuildFunc(p HistoryLost) func(ctx context.Context) error { return p.rebui
 // it.
 func (p HistoryLost) String() string {
 	switch p.kind {
-	case HistoryFail:
+	case historyFail:
 		return "Fail"
-	case HistoryResumeFromNow:
+	case historyResumeFromNow:
 		return "ResumeFromNow"
-	case HistoryRebuild:
+	case historyRebuild:
 		return "Rebuild"
-	case HistoryRebuildFromSnapshot:
+	case historyRebuildFromSnapshot:
 		return "RebuildFromSnapshot"
 	}
 	return fmt.Sprintf("HistoryLostPolicy(%d)", p.kind)
@@ -149,7 +149,7 @@ func (p HistoryLost) Validate() error {
 
 // validateInto adds the broken rule of p, if any, to c under the name field.
 func (p HistoryLost) validateInto(c *configcheck.Errors, field string) {
-	if p.kind == HistoryRebuild && p.rebuild == nil {
+	if p.kind == historyRebuild && p.rebuild == nil {
 		c.Add(field, "Rebuild needs a non-nil function")
 	}
 }

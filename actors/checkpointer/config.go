@@ -183,10 +183,10 @@ func (c Config) validate() error {
 	if c.Positions == nil {
 		add("Positions", "must not be nil")
 	}
-	if c.Gaps == nil && (policyx.HistoryLostKindOf(c.OnHistoryLost) != policy.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
+	if c.Gaps == nil && (policyx.HistoryLostKindOf(c.OnHistoryLost) != policyx.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
 		add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
 	}
-	if c.Snapshots == nil && (policyx.SnapshotEnabled(c.Snapshot) || policyx.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryRebuildFromSnapshot) {
+	if c.Snapshots == nil && (policyx.SnapshotEnabled(c.Snapshot) || policyx.HistoryLostKindOf(c.OnHistoryLost) == policyx.HistoryRebuildFromSnapshot) {
 		add("Snapshots", "must not be nil when Snapshot.Mode is %v or OnHistoryLost is %v", c.Snapshot.Mode, c.OnHistoryLost)
 	}
 	pe := configcheck.NewErrors("Config.")
@@ -219,7 +219,7 @@ func (c Config) validate() error {
 // withDefaults fills the zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	c.Checkpoint = policyx.WithDefaults(c.Checkpoint)
-	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && policyx.HistoryLostKindOf(c.OnHistoryLost) == policy.HistoryFail {
+	if c.Snapshot.Mode == policy.SnapshotWhenNeeded && policyx.HistoryLostKindOf(c.OnHistoryLost) == policyx.HistoryFail {
 		c.OnHistoryLost = policy.RebuildFromSnapshot
 	}
 	d := DefaultConfig()

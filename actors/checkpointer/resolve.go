@@ -73,7 +73,7 @@ func (c *checkpointer) onResolveStart(ctx actor.Context, m *wire.ResolveStart) {
 	if c.sh.firstDone.Load() {
 		mode = policy.Resume
 	}
-	if policyx.StartKindOf(mode) == policy.StartResume && !c.t.pos.empty() {
+	if policyx.StartKindOf(mode) == policyx.StartResume && !c.t.pos.empty() {
 		c.replyStart(ctx, c.t.pos, sourceMemory)
 		return
 	}
@@ -257,11 +257,11 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			p := position{token: snap.HandoffToken, opTime: snap.HandoffTime, source: store.SourceSnapshot}
 			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, false)
 		}
-		if !found && cfg.Instance != "" && policyx.StartKindOf(mode) == policy.StartResume && cfg.migrate(ctx, r, base) {
+		if !found && cfg.Instance != "" && policyx.StartKindOf(mode) == policyx.StartResume && cfg.migrate(ctx, r, base) {
 			return r
 		}
 		if found {
-			if policyx.StartKindOf(mode) == policy.StartResume {
+			if policyx.StartKindOf(mode) == policyx.StartResume {
 				if base.Epoch > 0 && cp.Epoch > base.Epoch {
 					// A newer term wrote it: this one is deposed before it starts.
 					r.fenced = fmt.Errorf("checkpointer: stream %q: start under epoch %d, stored epoch %d: %w",
@@ -285,18 +285,18 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			}
 			r.discarded = &cp
 		}
-		if !found && policyx.SnapshotEnabled(cfg.Snapshot) && policyx.StartKindOf(mode) != policy.StartAt {
+		if !found && policyx.SnapshotEnabled(cfg.Snapshot) && policyx.StartKindOf(mode) != policyx.StartAt {
 			// The first start: capture the handoff position, record the snapshot, then persist
 			// the position, so that a crash in between never skips the snapshot.
 			p, ok := cfg.beginSnapshot(ctx, r)
 			if !ok {
 				return r
 			}
-			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, policyx.StartKindOf(mode) != policy.StartResume)
+			return persistStart(ctx, *cfg, r, p, base, store.SourceSnapshot, policyx.StartKindOf(mode) != policyx.StartResume)
 		}
 		var p position
 		switch policyx.StartKindOf(mode) {
-		case policy.StartAt:
+		case policyx.StartAt:
 			p = position{opTime: policyx.OperationTime(mode), source: store.SourceInitial}
 			r.source = sourceAt
 		default:
@@ -306,11 +306,11 @@ func (c *checkpointer) resolveJob(req uint64, mode policy.StartPosition, base st
 			}
 			p = position{token: tok, opTime: ts, source: store.SourceInitial}
 			r.source = store.SourceInitial
-			if policyx.StartKindOf(mode) == policy.StartLatest {
+			if policyx.StartKindOf(mode) == policyx.StartLatest {
 				r.source = sourceLatest
 			}
 		}
-		return persistStart(ctx, *cfg, r, p, base, r.source, policyx.StartKindOf(mode) != policy.StartResume)
+		return persistStart(ctx, *cfg, r, p, base, r.source, policyx.StartKindOf(mode) != policyx.StartResume)
 	}
 }
 
@@ -370,7 +370,7 @@ func (c *checkpointer) onHistoryLost(ctx actor.Context, m *wire.HistoryLost) {
 		zap.Stringer("policy", hl), zap.String("from_source", from.source))
 	c.report(observe.HistoryLost{Meta: c.meta(), Policy: hl.String(),
 		Err: historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())})
-	if policyx.HistoryLostKindOf(hl) == policy.HistoryFail {
+	if policyx.HistoryLostKindOf(hl) == policyx.HistoryFail {
 		terr := historyLostError(c.cfg.Stream, m.GetCode(), m.GetMessage())
 		c.resolving = nil
 		ctx.Send(to, &wire.StartFrom{Incarnation: inc, Kind: messages.StartKind_START_KIND_FAIL,
@@ -406,7 +406,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 		var snap *store.Snapshot
 		gapPolicy := store.GapResumeFromNow
 		switch policyx.HistoryLostKindOf(hl) {
-		case policy.HistoryRebuildFromSnapshot:
+		case policyx.HistoryRebuildFromSnapshot:
 			if len(tok) == 0 {
 				r.fail = "capture the current position after history lost: empty resume token"
 				return r
@@ -415,7 +415,7 @@ func (c *checkpointer) historyJob(req, inc uint64, hl policy.HistoryLost, from p
 			gapPolicy = store.GapRebuildFromSnapshot
 			sn := newSnapshotRecord(*cfg, tok, ts, store.SnapshotReasonRebuild)
 			snap = &sn
-		case policy.HistoryRebuild:
+		case policyx.HistoryRebuild:
 			if ts.IsZero() {
 				r.fail = "capture the current position after history lost: no operation time"
 				return r

@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/watchtree/watchtree/policy"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -44,7 +43,7 @@ func (e *Entry) fixLeaderStart(ctx context.Context) error {
 		return fmt.Errorf("watchtree: stream %q: its change stream does not open: %w", e.name, err)
 	}
 	kind := policyx.StartKindOf(spec.Start)
-	if spec.Checkpoint.Ephemeral || spec.Snapshots() || kind == policy.StartAt {
+	if spec.Checkpoint.Ephemeral || spec.Snapshots() || kind == policyx.StartAt {
 		return nil
 	}
 	scope := store.Scope{Stream: e.name}

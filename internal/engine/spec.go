@@ -162,7 +162,7 @@ func (s *Spec) Records(instance string) store.Scope {
 // Snapshots reports whether the stream can run a snapshot (a snapshot mode, or the
 // RebuildFromSnapshot repair).
 func (s *Spec) Snapshots() bool {
-	return policyx.SnapshotEnabled(s.Snapshot) || policyx.HistoryLostKindOf(s.OnHistoryLost) == policy.HistoryRebuildFromSnapshot
+	return policyx.SnapshotEnabled(s.Snapshot) || policyx.HistoryLostKindOf(s.OnHistoryLost) == policyx.HistoryRebuildFromSnapshot
 }
 
 // CursorComment is the comment every cursor of the stream carries, so operators can find it in

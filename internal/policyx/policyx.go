@@ -25,10 +25,10 @@ type funcs = struct {
 	Delay             func(p any, attempt int, rnd func() float64) time.Duration
 	SnapshotEnabled   func(p policy.Snapshot) bool
 	MarshalFilter     func(p policy.Snapshot) (bson.Raw, error)
-	StartKindOf       func(p policy.StartPosition) policy.StartKind
+	StartKindOf       func(p policy.StartPosition) uint8
 	StartTime         func(p policy.StartPosition) (time.Time, bool)
 	OperationTime     func(p policy.StartPosition) bson.Timestamp
-	HistoryLostKindOf func(p policy.HistoryLost) policy.HistoryLostKind
+	HistoryLostKindOf func(p policy.HistoryLost) uint8
 	HistoryLostSet    func(p policy.HistoryLost) bool
 	RebuildFunc       func(p policy.HistoryLost) func(ctx context.Context) error
 }
@@ -84,8 +84,21 @@ func SnapshotEnabled(p policy.Snapshot) bool { return fn.SnapshotEnabled(p) }
 // nil. The error says why Filter is not a document; Validate reports it on SnapshotPolicy.Filter.
 func MarshalFilter(p policy.Snapshot) (bson.Raw, error) { return fn.MarshalFilter(p) }
 
+// StartKind tells the three kinds of StartPosition apart. The values are policy's own (its
+// unexported startKind), in the same order.
+type StartKind uint8
+
+const (
+	// StartResume is the kind of Resume.
+	StartResume StartKind = iota
+	// StartLatest is the kind of Latest.
+	StartLatest
+	// StartAt is the kind of a position made by At.
+	StartAt
+)
+
 // StartKindOf returns the kind of p: StartResume, StartLatest or StartAt.
-func StartKindOf(p policy.StartPosition) policy.StartKind { return fn.StartKindOf(p) }
+func StartKindOf(p policy.StartPosition) StartKind { return StartKind(fn.StartKindOf(p)) }
 
 // StartTime returns the time given to At, and false for Resume and Latest.
 func StartTime(p policy.StartPosition) (time.Time, bool) { return fn.StartTime(p) }
@@ -94,9 +107,26 @@ func StartTime(p policy.StartPosition) (time.Time, bool) { return fn.StartTime(p
 // second, increment 0. It is meaningful only for a valid At position.
 func OperationTime(p policy.StartPosition) bson.Timestamp { return fn.OperationTime(p) }
 
+// HistoryLostKind tells the four kinds of HistoryLost apart. The values are policy's own (its
+// unexported historyLostKind), in the same order.
+type HistoryLostKind uint8
+
+const (
+	// HistoryFail is the kind of Fail and of the zero value.
+	HistoryFail HistoryLostKind = iota
+	// HistoryResumeFromNow is the kind of ResumeFromNow.
+	HistoryResumeFromNow
+	// HistoryRebuild is the kind of a policy made by Rebuild.
+	HistoryRebuild
+	// HistoryRebuildFromSnapshot is the kind of RebuildFromSnapshot.
+	HistoryRebuildFromSnapshot
+)
+
 // HistoryLostKindOf returns the kind of p: HistoryFail, HistoryResumeFromNow, HistoryRebuild or
 // HistoryRebuildFromSnapshot.
-func HistoryLostKindOf(p policy.HistoryLost) policy.HistoryLostKind { return fn.HistoryLostKindOf(p) }
+func HistoryLostKindOf(p policy.HistoryLost) HistoryLostKind {
+	return HistoryLostKind(fn.HistoryLostKindOf(p))
+}
 
 // HistoryLostSet reports whether p was chosen (Fail, ResumeFromNow, Rebuild, RebuildFromSnapshot)
 // rather than left at the zero value, whose meaning depends on the stream (Fail, or

@@ -29,7 +29,7 @@ func TestHook(t *testing.T) {
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	p := policy.At(at)
-	if k := policyx.StartKindOf(p); k != policy.StartAt {
+	if k := policyx.StartKindOf(p); k != policyx.StartAt {
 		t.Errorf("StartKindOf(At) = %v", k)
 	}
 	if got, ok := policyx.StartTime(p); !ok || !got.Equal(at) {
@@ -43,7 +43,7 @@ func TestHook(t *testing.T) {
 	}
 	rebuilt := errors.New("rebuilt")
 	h := policy.Rebuild(func(context.Context) error { return rebuilt })
-	if policyx.HistoryLostKindOf(h) != policy.HistoryRebuild || !policyx.HistoryLostSet(h) ||
+	if policyx.HistoryLostKindOf(h) != policyx.HistoryRebuild || !policyx.HistoryLostSet(h) ||
 		policyx.HistoryLostSet(policy.HistoryLost{}) {
 		t.Errorf("Rebuild reads as kind %v, set %v", policyx.HistoryLostKindOf(h), policyx.HistoryLostSet(h))
 	}
@@ -63,5 +63,34 @@ func TestHook(t *testing.T) {
 		"watchtree: Config.Start must be Resume or Latest when Checkpoint.Ephemeral is set (an ephemeral stream starts at the current position on every start), got At(2026-01-02T03:04:05.000000006Z)"
 	if err := c.Err(); err == nil || err.Error() != want {
 		t.Errorf("collector:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// TestKinds: policyx's kinds mirror policy's unexported ones value for value, so that every
+// constructor reads as its own kind.
+func TestKinds(t *testing.T) {
+	starts := []struct {
+		p    policy.StartPosition
+		want policyx.StartKind
+	}{{policy.Resume, policyx.StartResume}, {policy.Latest, policyx.StartLatest}, {policy.At(time.Unix(1, 0)), policyx.StartAt}}
+	for _, s := range starts {
+		if got := policyx.StartKindOf(s.p); got != s.want {
+			t.Errorf("StartKindOf(%v) = %d, want %d", s.p, got, s.want)
+		}
+	}
+	losts := []struct {
+		p    policy.HistoryLost
+		want policyx.HistoryLostKind
+	}{
+		{policy.HistoryLost{}, policyx.HistoryFail},
+		{policy.Fail, policyx.HistoryFail},
+		{policy.ResumeFromNow, policyx.HistoryResumeFromNow},
+		{policy.Rebuild(func(context.Context) error { return nil }), policyx.HistoryRebuild},
+		{policy.RebuildFromSnapshot, policyx.HistoryRebuildFromSnapshot},
+	}
+	for _, l := range losts {
+		if got := policyx.HistoryLostKindOf(l.p); got != l.want {
+			t.Errorf("HistoryLostKindOf(%v) = %d, want %d", l.p, got, l.want)
+		}
 	}
 }
