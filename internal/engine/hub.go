@@ -620,7 +620,7 @@ func (h *hub) probeAnswered(tok bson.Raw, err error) {
 // probeToken is the probe's command pair: the aggregate and its killCursors.
 func (h *hub) probeToken(ctx context.Context) (bson.Raw, error) {
 	cs, err := h.w.Client.Database(h.key.db).Watch(ctx, []bson.Raw{probeStage},
-		options.ChangeStream().SetComment("watchtree:hub-probe:"+h.key.db))
+		options.ChangeStream().SetComment("watchtree:hub-probe:"+h.key.db).SetBatchSize(0))
 	if err != nil {
 		return nil, err
 	}

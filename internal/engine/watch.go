@@ -312,7 +312,10 @@ func (w *driverWatcher) Current(ctx context.Context) (bson.Raw, bson.Timestamp, 
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	sctx := mongo.NewSessionContext(ctx, sess)
-	cs, _, err := w.watch(sctx, w.spec.ChangeStreamOptions().SetMaxAwaitTime(w.MaxAwait))
+	// batchSize 0: the first batch is empty, so its post-batch resume token is the position. A
+	// first batch with events (written between the server's start point and its reply) has no
+	// token the driver hands out before they are read, and the capture would fail.
+	cs, _, err := w.watch(sctx, w.spec.ChangeStreamOptions().SetMaxAwaitTime(w.MaxAwait).SetBatchSize(0))
 	if err != nil {
 		return nil, bson.Timestamp{}, err
 	}

@@ -170,3 +170,27 @@ func TestDriverWatcherSplitsEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestDriverWatcherCaptureAsksForAnEmptyFirstBatch: Current's aggregate carries batchSize 0, so
+// the server's reply holds no event and its post-batch resume token is the position. Without
+// it, a write between the server's start point and its reply lands in the first batch, the
+// driver has no token to hand out before that event is read, and the capture fails with "the
+// server sent no post-batch resume token" (seen in the crash drill under a steady writer).
+func TestDriverWatcherCaptureAsksForAnEmptyFirstBatch(t *testing.T) {
+	e := newEnv(t)
+	e.needSim(t)
+	w := newDriverWatcher(&Spec{Name: "capture", Collection: "orders"}, e.client, e.db)
+	ctx := testCtx(t)
+	e.srv.ResetCommands()
+	if _, _, err := w.Current(ctx); err != nil {
+		t.Fatalf("Current: %v", err)
+	}
+	aggs := e.srv.CommandsNamed("aggregate")
+	if len(aggs) != 1 {
+		t.Fatalf("%d aggregates, want 1", len(aggs))
+	}
+	body, _ := bson.Marshal(aggs[0].Body)
+	if got, ok := bson.Raw(body).Lookup("cursor", "batchSize").AsInt64OK(); !ok || got != 0 {
+		t.Fatalf("capture's cursor.batchSize %v, want 0", bson.Raw(body).Lookup("cursor"))
+	}
+}

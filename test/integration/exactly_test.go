@@ -253,11 +253,15 @@ type orderWriter struct {
 	writes map[int64]int
 	total  int
 	stop   chan struct{}
+	halt   sync.Once
 	done   chan struct{}
 }
 
 func startOrderWriter(e *env, docs int64) *orderWriter {
 	w := &orderWriter{writes: map[int64]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	// A test that fails before finish stops the writer too, before the environment goes: its
+	// writes report failures through the test, which must still be running.
+	e.t.Cleanup(func() { w.halt.Do(func() { close(w.stop) }); <-w.done })
 	coll := e.db.Collection("orders")
 	go func() {
 		defer close(w.done)
@@ -288,7 +292,7 @@ func startOrderWriter(e *env, docs int64) *orderWriter {
 
 // finish stops the writer and returns the writes per order and their total.
 func (w *orderWriter) finish() (map[int64]int, int) {
-	close(w.stop)
+	w.halt.Do(func() { close(w.stop) })
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
