@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/status"
 )
@@ -49,15 +50,16 @@ type Handle struct{ e *engine.Entry }
 func (h *Handle) Name() string { return h.e.Name() }
 
 // Status asks the stream's supervisor for its current status (one actor round trip, bounded
-// by ctx; 5s when ctx has no deadline), read by status.Read. Once the runtime has stopped, it
-// returns the last status the supervisor reported; a stream whose supervisor never answered is
-// stopped, with the reason status.NotRunningWhy.
+// by ctx; 5s when ctx has no deadline), read from the supervisor's reply by the one reader the
+// console uses too. Once the runtime has stopped, it returns the last status the supervisor
+// reported; a stream whose supervisor never answered is stopped, with the reason "the stream's
+// supervisor is not running".
 func (h *Handle) Status(ctx context.Context) (StreamStatus, error) {
 	r, err := h.e.Status(ctx)
 	if err != nil {
 		return StreamStatus{}, err
 	}
-	return status.Read(r, h.e.Local()), nil
+	return statusx.Read(r, h.e.Local()), nil
 }
 
 // Stop stops the stream gracefully and waits for it, bounded by ctx and Config.ShutdownTimeout

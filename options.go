@@ -173,95 +173,58 @@ func (m CursorMode) String() string {
 	return fmt.Sprintf("CursorMode(%d)", int(m))
 }
 
-// StartPosition (Stream.StartPosition) says where a newly spawned stream starts reading; the
-// checkpointer actor applies it. Build it with Resume (the zero value), Latest or At.
-//
-// Latest and At apply to the first start after Spawn only, until one start of the stream tree
-// succeeded (a position was resolved and persisted): every later start of the same tree (a
-// supervisor restart, an operator restart, a restart of the checkpointer itself) resumes from the
-// checkpoint written since, so a restart never skips events. A saved checkpoint that Latest or At
-// discards is logged at WARN.
-type StartPosition struct{ p policy.StartPosition }
+// StartPosition (Stream.StartPosition) says where a newly spawned stream starts reading: Resume
+// (the default, the zero value), Latest or At. It is policy.StartPosition, which documents the
+// three and how a restart of the tree treats them (it resumes from the checkpoint written since).
+type StartPosition = policy.StartPosition
 
 // Resume (the default) resumes after the saved checkpoint; with no checkpoint it captures the
-// current position and persists it before consuming anything. See HistoryLostPolicy for a saved
-// position that is no longer in the oplog.
-var Resume = StartPosition{policy.Resume}
+// current position and persists it before consuming anything (policy.Resume).
+var Resume = policy.Resume
 
 // Latest ignores any saved checkpoint and starts from the current position, persisted before
-// anything is consumed.
-var Latest = StartPosition{policy.Latest}
+// anything is consumed, on the first start after Spawn only (policy.Latest).
+var Latest = policy.Latest
 
 // At ignores any saved checkpoint and starts at the first event with a cluster time at or after
-// t rounded down to the second (startAtOperationTime has second precision, so a few events of
-// that second before t may be delivered too). The position is persisted (a checkpoint with no
-// token and cluster time t) before anything is consumed. t must be a non-zero time between 1970
-// and 2106 and still in the oplog (otherwise Stream.OnHistoryLost applies); Validate reports a
-// time out of range.
-func At(t time.Time) StartPosition { return StartPosition{policy.At(t)} }
-
-// String returns "Resume", "Latest" or "At(<RFC 3339 time>)".
-func (p StartPosition) String() string { return p.p.String() }
-
-// Validate checks p: the time of an At position must be non-zero and between 1970 and 2106. The
-// error is a *ConfigError on field "StartPosition" and matches ErrInvalidConfig.
-func (p StartPosition) Validate() error { return p.p.Validate() }
+// t rounded down to the second, on the first start after Spawn only; t must be a non-zero time
+// between 1970 and 2106 and still in the oplog (policy.At documents it).
+func At(t time.Time) StartPosition { return policy.At(t) }
 
 // HistoryLostPolicy (Stream.OnHistoryLost) says what a stream does when its saved resume
-// position is no longer in the oplog (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280,
-// CappedPositionLost 136); the checkpointer actor applies it. Build it with Fail, ResumeFromNow,
-// Rebuild or RebuildFromSnapshot. The zero value is the default: Fail, except for a stream with
-// CheckpointPolicy.Ephemeral, where it is ResumeFromNow (an in-memory consumer that stopped for
-// good would go stale unnoticed); Fail given explicitly is Fail for every stream. Every choice
-// other than Fail writes a durable gap record (stream, from, to, policy, time) to "_wt_gaps",
-// retried until it is written, and reports GapRecorded to the Observer: a gap is never silent.
-type HistoryLostPolicy struct{ p policy.HistoryLost }
+// position is no longer in the oplog: Fail, ResumeFromNow, Rebuild or RebuildFromSnapshot. The
+// zero value is Fail, except for a stream with CheckpointPolicy.Ephemeral, where it is
+// ResumeFromNow. Every choice other than Fail writes a durable gap record and reports
+// GapRecorded: a gap is never silent. It is policy.HistoryLost, which documents it.
+type HistoryLostPolicy = policy.HistoryLost
 
 // Fail (the default, except for Ephemeral streams) stops the stream terminally with
-// ErrHistoryLost and reports it; it stays down until an operator acts (for example deletes the
-// checkpoint or changes the policy). Set explicitly, it applies to an Ephemeral stream too.
-var Fail = HistoryLostPolicy{policy.Fail}
+// ErrHistoryLost until an operator acts (policy.Fail).
+var Fail = policy.Fail
 
-// ResumeFromNow records the gap (a gap record, HistoryLost and GapRecorded events) and starts
-// from the current position. It is the default of an Ephemeral stream. Use it for rebuildable
-// projections (search indexes, caches), and reconcile the gap afterwards.
-var ResumeFromNow = HistoryLostPolicy{policy.ResumeFromNow}
+// ResumeFromNow records the gap and starts from the current position; the default of an
+// Ephemeral stream (policy.ResumeFromNow).
+var ResumeFromNow = policy.ResumeFromNow
 
 // Rebuild records the gap, captures the current operation time T, runs fn (the user's full
-// rebuild, for example a re-scan of the collection), then starts at T, so nothing written during
-// the rebuild is missed. fn runs on the checkpointer's own I/O goroutine; ctx is cancelled when
-// the stream stops. fn must not be nil (Validate reports it); if it fails, the start fails and the
-// RestartPolicy applies (fn runs again on the next attempt).
-func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy {
-	return HistoryLostPolicy{policy.Rebuild(fn)}
-}
-
-// String returns "Fail", "ResumeFromNow", "Rebuild" or "RebuildFromSnapshot", the names the
-// Observer's HistoryLost and GapRecorded events carry.
-func (p HistoryLostPolicy) String() string { return p.p.String() }
-
-// Validate checks p: Rebuild needs a non-nil function. The error is a *ConfigError on field
-// "HistoryLostPolicy" and matches ErrInvalidConfig.
-func (p HistoryLostPolicy) Validate() error { return p.p.Validate() }
+// rebuild), then starts at T, so nothing written during the rebuild is missed. fn must not be nil
+// (policy.Rebuild documents where it runs and what a failure does).
+func Rebuild(fn func(ctx context.Context) error) HistoryLostPolicy { return policy.Rebuild(fn) }
 
 // InvalidatePolicy (Stream.OnInvalidate) says what a collection or database stream does after an
 // invalidate event (the watched collection was dropped or renamed, or its database dropped); the
-// stream actor applies it. The zero value is InvalidateStop.
-type InvalidatePolicy int
+// stream actor applies it. The zero value is InvalidateStop. It is policy.Invalidate.
+type InvalidatePolicy = policy.Invalidate
 
 const (
 	// InvalidateStop (the default) stops the stream terminally with ErrInvalidated, reported as
 	// Stopped{Crashed}. It stays down until an operator starts it (which resumes after the
 	// invalidate).
-	InvalidateStop = InvalidatePolicy(policy.InvalidateStop)
+	InvalidateStop = policy.InvalidateStop
 	// InvalidateRestart opens a new change stream right after the invalidate (startAfter), so
 	// the stream follows a re-created collection of the same name.
-	InvalidateRestart = InvalidatePolicy(policy.InvalidateRestart)
+	InvalidateRestart = policy.InvalidateRestart
 )
-
-// String returns "InvalidateStop" or "InvalidateRestart", the names the Observer's Invalidated
-// event carries.
-func (p InvalidatePolicy) String() string { return policy.Invalidate(p).String() }
 
 // optionalName adds to c the rule that value, the name in field, breaks (rule's answer), if
 // any; an empty value is not checked, since it means the default for every name but a stream's.

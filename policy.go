@@ -16,6 +16,13 @@ import (
 // policy: 3 attempts, waiting 500ms then 1s, jitter on. It is package policy's Retry, where its
 // fields (units, defaults, bounds), the delay formula and Validate are documented; the
 // dispatcher actor takes the same type.
+//
+// Its fields, each documented on policy.Retry:
+//   - MaxAttempts int: the handler calls per event, the first included (default 3; 1: no retry)
+//   - InitialDelay time.Duration: the wait after the first failed call (default 500ms)
+//   - MaxDelay time.Duration: the cap of a wait, before jitter (default 30s)
+//   - Multiplier float64: the growth between consecutive waits, >= 1 (default 2.0)
+//   - DisableJitter bool: turns the ±20% jitter off (default false: jitter on)
 type RetryPolicy = policy.Retry
 
 // RestartPolicy (Stream.Restart) decides when a crashed stream is started again by its
@@ -23,6 +30,13 @@ type RetryPolicy = policy.Retry
 // capped at 60s, no jitter. It is package policy's Restart, where its fields (units, defaults,
 // bounds), the delay formula, what counts as a death and Validate are documented; the
 // supervisor actor takes the same type.
+//
+// Its fields, each documented on policy.Restart:
+//   - MaxAttempts int: consecutive restarts before giving up (default 0: unlimited)
+//   - InitialDelay time.Duration: the wait before the first restart (default 1s)
+//   - MaxDelay time.Duration: the cap of a wait, before jitter (default 60s)
+//   - Multiplier float64: the growth between consecutive waits, >= 1 (default 2.0)
+//   - Jitter bool: multiplies every wait by U(0.8, 1.2) (default false)
 type RestartPolicy = policy.Restart
 
 // CheckpointPolicy (Stream.Checkpoint) decides when the stream's resume position is persisted.
@@ -30,6 +44,17 @@ type RestartPolicy = policy.Restart
 // every 5 minutes. It is package policy's Checkpoint, where its fields (units, defaults,
 // bounds), when a write happens, the bound of unflushed progress and Validate are documented;
 // the checkpointer actor takes the same type.
+//
+// Its fields, each documented on policy.Checkpoint:
+//   - SaveEvery int: the settlements that trigger a write (default 1,000)
+//   - SaveInterval time.Duration: the longest unwritten progress waits (default 1s)
+//   - IdleInterval time.Duration: how often a moved idle token is written (default 5m)
+//   - MaxUnflushed int: the most settled events not yet written; the stream waits there
+//     (default the larger of 10,000 and 10 × SaveEvery)
+//   - Retention time.Duration: how long an instance's own checkpoint outlives its last write
+//     (default 30 days)
+//   - Ephemeral bool: no checkpoint is loaded or written, for state rebuilt at every start
+//     (default false)
 type CheckpointPolicy = policy.Checkpoint
 
 // Defaults of DeadLetterPolicy.

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/watchtree/watchtree/internal/engine"
-	"github.com/watchtree/watchtree/status"
+	"github.com/watchtree/watchtree/internal/statusx"
 )
 
 // Runtime runs stream trees: one supervisor per stream, with its checkpointer, dispatcher and
@@ -83,7 +83,7 @@ func (rt *Runtime) Streams(ctx context.Context) ([]StreamStatus, error) {
 	sts, err := rt.e.Streams(ctx)
 	out := make([]StreamStatus, len(sts))
 	for i, st := range sts {
-		out[i] = status.Read(st.Reply, st.Entry.Local())
+		out[i] = statusx.Read(st.Reply, st.Entry.Local())
 	}
 	return out, err
 }

@@ -223,11 +223,11 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	if s.Lanes < 0 || s.Lanes > maxLanes {
 		c.Add("Lanes", "must be between 1 and %d (0 means the default 1), got %d", maxLanes, s.Lanes)
 	}
-	policyx.ValidateInto(c, "StartPosition", s.StartPosition.p)
+	policyx.ValidateInto(c, "StartPosition", s.StartPosition)
 	policyx.ValidateInto(c, "Retry", s.Retry)
 	policyx.ValidateInto(c, "Restart", s.Restart)
 	policyx.ValidateInto(c, "Checkpoint", s.Checkpoint)
-	policyx.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition.p)
+	policyx.ValidateStartInto(c, "StartPosition", s.Checkpoint, s.StartPosition)
 	if s.Checkpoint.Ephemeral && s.Mode == SingleLeader {
 		c.Add("Checkpoint.Ephemeral", "requires Mode AllInstances: a SingleLeader stream's one shared position is what the next leader resumes from, got Mode SingleLeader")
 	}
@@ -236,13 +236,13 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 	}
 	s.TxBatch.validateInto(c, "TxBatch", s.Transactional)
 	s.DeadLetter.validateInto(c, "DeadLetter")
-	policyx.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost.p)
+	policyx.ValidateInto(c, "OnHistoryLost", s.OnHistoryLost)
 	if s.OnInvalidate != InvalidateStop && s.OnInvalidate != InvalidateRestart {
 		c.Add("OnInvalidate", "must be InvalidateStop or InvalidateRestart, got %v", s.OnInvalidate)
 	}
 	snap := s.Snapshot
 	policyx.ValidateInto(c, "Snapshot", snap)
-	if policyx.SnapshotEnabled(snap) || policyx.HistoryLostKindOf(s.OnHistoryLost.p) == policyx.HistoryRebuildFromSnapshot {
+	if policyx.SnapshotEnabled(snap) || policyx.HistoryLostKindOf(s.OnHistoryLost) == policyx.HistoryRebuildFromSnapshot {
 		field := "Snapshot.Mode"
 		if !policyx.SnapshotEnabled(snap) {
 			field = "OnHistoryLost"
@@ -250,12 +250,12 @@ func (s Stream[T]) check() ([]bson.Raw, error) {
 		if s.Collection == "" {
 			c.Add(field, "needs a Collection stream (a snapshot copies one collection), got a %s stream", map[bool]string{true: "database", false: "cluster"}[s.Database != ""])
 		}
-		if policyx.StartKindOf(s.StartPosition.p) == policyx.StartAt && policyx.SnapshotEnabled(snap) {
+		if policyx.StartKindOf(s.StartPosition) == policyx.StartAt && policyx.SnapshotEnabled(snap) {
 			c.Add("Snapshot.Mode", "cannot be combined with StartPosition At (a snapshot starts from the current position)")
 		}
 	}
 	if s.Snapshot.Mode == SnapshotWhenNeeded {
-		if k := policyx.HistoryLostKindOf(s.OnHistoryLost.p); k != policyx.HistoryFail && k != policyx.HistoryRebuildFromSnapshot {
+		if k := policyx.HistoryLostKindOf(s.OnHistoryLost); k != policyx.HistoryFail && k != policyx.HistoryRebuildFromSnapshot {
 			c.Add("OnHistoryLost", "must be left at its default or be RebuildFromSnapshot with Snapshot.Mode SnapshotWhenNeeded, got %v", s.OnHistoryLost)
 		}
 	}
@@ -294,12 +294,12 @@ func (s Stream[T]) compile() (*engine.Spec, error) {
 		Shared:            s.Cursor == Shared || (s.Cursor == CursorDefault && s.Collection != ""),
 		SharedAsked:       s.Cursor == Shared,
 		Lanes:             s.Lanes,
-		Start:             s.StartPosition.p,
+		Start:             s.StartPosition,
 		Retry:             policyx.WithDefaults(s.Retry),
 		Restart:           policyx.WithDefaults(s.Restart),
 		Checkpoint:        compileCheckpoint(s.Checkpoint),
 		DeadLetter:        engine.DeadLetter(s.DeadLetter.withDefaults()),
-		OnHistoryLost:     s.OnHistoryLost.p,
+		OnHistoryLost:     s.OnHistoryLost,
 		InvalidateRestart: s.OnInvalidate == InvalidateRestart,
 		Snapshot:          policyx.WithDefaults(s.Snapshot),
 		Router:            newRouter(s),

@@ -14,80 +14,23 @@ import (
 )
 
 // maxPublicSurface bounds the exported identifiers of the library's importable packages (see
-// publicSurface for what counts). It was 843 before the engine, the policies, the console's server
-// side and the tree's private messages moved behind internal/; 567 after; 543 once the failure
-// reasons and sentinels of the tree (internal/treekit), the on-demand reply codes, the snapshot
-// status reading (internal/streamstatus) and mongostore's index names left the public packages;
-// 546 with Runtime.ReplayWith, ReplayOptions and console.Client.Replay (a replay that re-reads
-// the document); 555 with Handle.AwaitCaughtUp (its request, reply and cluster time,
-// ErrStandby) and the NamespaceMissing warning (its event, kind and StatusReply.warnings); 566 with
-// the OpenTelemetry adapter (its Options, Source, Telemetry and their functions) and the
-// observe.HandlerTracer it needs (the interface, HandlerCall, ErrHandlerAborted); 570 with
-// ServerReadings and Runtime.Readings (the console and /metrics answer from memory while MongoDB
-// is down) and the metrics adapter's Attach errors (ErrNotAttached, ErrAttached); 577 with
-// positions that never move backward (store.ErrBackward, ComparePositions, DescribePosition,
-// Checkpoint.Rewind, and the CheckpointRefused event and kind); 579 with Config.Clock's
-// types, Clock and Timer (for tests that inject a clock); 583 with
-// shared cursors (CursorMode, its String, Dedicated and Shared); 587 with the CursorChanged
-// event (the event, its kind) and StreamStatus.Cursor; 588 with CursorDefault (shared cursors
-// by default, Dedicated the opt-out); 589 with Version (one module version for the console and
-// both metric adapters); 588 with store.DeadLetterCounter folded into DeadLetterStore; 601 with
-// the broker sinks (issue 41): sink's contract (Handler, Publisher, Message, Options,
-// DefaultSubject, ErrTooLarge), its suite sinktest (Run, Broker, Received) and the JetStream
-// sink (natssink.New, Publisher and its Publish, KeyHeader); 603 with dispatcher.LaneOf and
-// dispatcher.EventID (the exactly-once fences and applied records key on the dispatcher's own
-// lane and event ID); 606 with TxBatchPolicy and the dispatcher's Batcher and BatchOutcome (a
-// Transactional stream's batches); 613 with the Kafka sink (issue 41, slice 4: kafkasink.New,
-// its Options, Publisher and its Publish and Close, EventIDHeader, and ValidTopic, which says
-// whether a subject is a valid Kafka topic name); 621 with the RabbitMQ sink (issue 41, slice 3:
-// rabbitmqsink.New, Options, Publisher and its Publish and Close, KeyHeader,
-// DefaultMaxMessageSize, ErrUnroutable); 624 with ServerReadings declared in the root with its
-// own Reading, DeadLetterCount and OplogReading (issue 40: an internal/readings alias before,
-// whose nested types users could not name; the policies moved to the root at no cost); 633 with
-// the tests every sink module runs, once in sinktest (Drill and its Run, DrillWorker, Relay and
-// its Run, Throughput and its Run, ReplicaSet, PublishOne); 649 once no module imports another's
-// internal/ packages (issue 40): store/leasewatch (Hub, its Watch and Notify, Feed: how a lease
-// store implements WatchLease, for the Redis store too), the root's CheckpointAges
-// (NewCheckpointAges, OnEvent, Age: the metric adapters' one checkpoint-age definition) and
-// observe/observetest (Samples, EveryKind, Run with its Options, Order and Scenario, WaitFor,
-// Wait: the exporters' shared test scenario); 678 with package status (issue 40: the one
-// status type, Stream, Lease and Stop with their methods, the state, role and mode names, Local,
-// Read, StateOf, RoleOf, SnapshotOf, NotRunningWhy and Row), which the root's StreamStatus,
-// StreamState, LeaseStatus, StopReport and state and role names now alias; the internal reading
-// it replaces was not counted; 680 with Stream.Role and RoleAllInstances (the metric adapters'
-// one role label, which never calls a SingleLeader copy that is down a leader); 687 with the
-// actors' DefaultConfig (six) and snapshot.DefaultOnDemandConfig (issue 40, defaults in one
-// place: each is the one source of its actor's default values, which the engine builds the
-// tree's configs from and the actor's New fills zero fields from); 702 with package clock
-// (issue 40: internal/clock made public, so that Config.Clock's and the actors' Clock is
-// documented and users' tests can drive the Fake: Clock, Timer, Monotonic, Mono, Real, Fake,
-// NewFake and the Fake's eight methods), which the root's Clock and Timer now alias; 705 with
-// package configerr (issue 40: ConfigError declared in a public leaf that internal/policy's
-// validators, the actors' and the root's all create; its methods counted before, under
-// internal/policy; new are Error, ErrInvalid, which the root's ErrInvalidConfig is, and
-// InStream, the constructor of a stream's error whose name may be empty); 723 with messages'
-// Outcome and StartKind (issue 40: the enums dispatcher.Router.Route returns and
-// stream.Position.Kind holds, moved from the tree's private protocol so that outside code can
-// implement a Router or a Watcher: two types, eleven values, their name and value maps and the
-// file descriptor); 787 with package policy (issue 40: the policies in the actors' form, moved
-// from internal/policy so that outside code can build an actor's Config: Retry, Restart,
-// Checkpoint, Lease, Snapshot, StartPosition, HistoryLost, Invalidate with their enums,
-// constructors, Validate and String, the Errors collector, and the functions the engine and the
-// actors read the opaque values with; the default constants no other package names were
-// unexported first); 805 with actors/streamtree (issue 40: the supervisor's contract with the
-// actors it supervises, moved from internal/treekit so that outside code can implement or
-// supervise a tree's actor and classify its failures: Incarnation, SetIncarnation,
-// NotifyResubscribed, Fail, Failure and PanicError with their Error and Unwrap, AsError,
-// TerminalOn, and the six sentinels the tree's actors fail with); 802 once RetryPolicy,
-// RestartPolicy and CheckpointPolicy are aliases of policy.Retry, Restart and Checkpoint (issue
-// 40: one declaration each, documented in package policy; the root's three Validate wrappers
-// went); 798 once LeasePolicy, SnapshotPolicy, Balance and SnapshotMode are aliases of package
-// policy's too (their Validate and String wrappers went); 779 once policy's plumbing (the Errors
-// collector, WithDefaults, ValidateInto, Delay and the readers of the opaque values) went internal;
-// 770 once the kinds those readers return (StartKind, HistoryLostKind) followed them.
-// A change that grows the public API past the bound has to raise it here, on purpose and in
-// review; a change that shrinks it lowers it.
-const maxPublicSurface = 770
+// publicSurface for what counts). A change that grows the public API past the bound has to raise
+// it here, on purpose and in review, saying what it added; a change that shrinks it lowers it.
+// Each step's reason is in this file's history (git log -p surface_test.go).
+//
+// Where the 758 are (go test -v -run TestPublicSurface): the root's user API, 178, with the
+// aliases it keeps so that code written against it needs one import (the policies, the status
+// type and its state and role names, Clock, ConfigError); observe's events, 110 (each event's
+// Kind and String methods count); the console protocol and the actors' messages, 88 (protobuf
+// types and enums; the methods protoc generates do not count); the stores' contract and three
+// implementations, 47 + 43 + 32 + 15 (an implementation's methods are its contract's); policy,
+// 36, and status, 24, the leaves the root aliases, which the public actors need; the actors and
+// the tree's contract (actors/streamtree), about 70; the sinks and the suites every adapter
+// module runs (sinktest, storetest, observetest), about 50; clock, configerr, console, health,
+// the metric adapters and store/leasewatch, the rest. Plumbing that only the module calls is
+// behind internal/ (the policies' defaults, validators and readers in internal/policyx, the
+// status reader and the console row in internal/statusx).
+const maxPublicSurface = 758
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -5,18 +5,18 @@
 // and Invalidate (the stream actor). It is public so that code outside the module can build an
 // actor's Config; a watchtree user fills in the root package's names for them.
 //
-// watchtree.RetryPolicy, RestartPolicy, CheckpointPolicy, LeasePolicy and SnapshotPolicy are
-// Retry, Restart, Checkpoint, Lease and Snapshot (aliases), and watchtree.Balance and
-// SnapshotMode are Balance and SnapshotMode, declared and documented here once. The root's StartPosition and
-// HistoryLostPolicy hold a StartPosition and a HistoryLost (their constructors Resume, Latest, At,
-// Fail, ResumeFromNow, Rebuild and RebuildFromSnapshot wrap the ones here), and its
-// InvalidatePolicy has the values of Invalidate. The Observer's events name a HistoryLost or an Invalidate by its String.
+// The root package's RetryPolicy, RestartPolicy, CheckpointPolicy, LeasePolicy, SnapshotPolicy,
+// Balance, SnapshotMode, StartPosition, HistoryLostPolicy and InvalidatePolicy are aliases of
+// Retry, Restart, Checkpoint, Lease, Snapshot, Balance, SnapshotMode, StartPosition, HistoryLost
+// and Invalidate, and its values (Resume, Latest, At, Fail, ResumeFromNow, Rebuild,
+// RebuildFromSnapshot, InvalidateStop, ...) are the ones here: each is declared and documented
+// once, here. The Observer's events name a HistoryLost or an Invalidate by its String.
 //
-// The methods of these types are only Validate and String, the ones the root's types delegate
-// to. Validate returns the broken rules as *configerr.Error values (joined with errors.Join) that
-// name the field with the root package's type name, e.g. "RetryPolicy.Multiplier", and match
-// configerr.ErrInvalid. What the tree needs besides (the defaults filled in, the broken rules
-// reported under a path of the caller's choosing, the backoff formula of Retry and Restart, and
-// what the unexported fields of StartPosition and HistoryLost hold) is unexported here and
-// reached through the module's internal/policyx: a user never calls it.
+// The methods of these types are only Validate and String. Validate returns the broken rules as
+// *configerr.Error values (joined with errors.Join) that name the field with the root package's
+// type name, e.g. "RetryPolicy.Multiplier", and match configerr.ErrInvalid. What the tree needs
+// besides (the defaults filled in, the broken rules reported under a path of the caller's
+// choosing, the backoff formula of Retry and Restart, and what the unexported fields of
+// StartPosition and HistoryLost hold) is unexported here and reached through the module's
+// internal/policyx: a user never calls it.
 package policy

@@ -2,17 +2,24 @@ package policy
 
 import "fmt"
 
-// Invalidate is watchtree.InvalidatePolicy in the form the stream actor takes (its values are
-// the same); the root documents it.
+// Invalidate (watchtree.InvalidatePolicy, Stream.OnInvalidate) says what a collection or database
+// stream does after an invalidate event (the watched collection was dropped or renamed, or its
+// database dropped); the stream actor applies it (its Config.InvalidateRestart is true for
+// InvalidateRestart). The zero value is InvalidateStop.
 type Invalidate int
 
-// The values of watchtree.InvalidateStop and InvalidateRestart.
 const (
+	// InvalidateStop (the default) stops the stream terminally with ErrInvalidated, reported as
+	// Stopped{Crashed}. It stays down until an operator starts it (which resumes after the
+	// invalidate).
 	InvalidateStop Invalidate = iota
+	// InvalidateRestart opens a new change stream right after the invalidate (startAfter), so
+	// the stream follows a re-created collection of the same name.
 	InvalidateRestart
 )
 
-// String returns "InvalidateStop" or "InvalidateRestart".
+// String returns "InvalidateStop" or "InvalidateRestart", the names the Observer's Invalidated
+// event carries.
 func (p Invalidate) String() string {
 	switch p {
 	case InvalidateStop:

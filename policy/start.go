@@ -10,7 +10,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// StartPosition is the value inside watchtree.StartPosition, which documents it.
+// StartPosition (watchtree.StartPosition, Stream.StartPosition, checkpointer.Config.StartPosition) says
+// where a newly spawned stream starts reading; the checkpointer actor applies it. Build it with
+// Resume (the zero value), Latest or At.
+//
+// Latest and At apply to the first start after Spawn only, until one start of the stream tree
+// succeeded (a position was resolved and persisted): every later start of the same tree (a
+// supervisor restart, an operator restart, a restart of the checkpointer itself) resumes from the
+// checkpoint written since, so a restart never skips events. A saved checkpoint that Latest or At
+// discards is logged at WARN.
 type StartPosition struct {
 	kind startKind
 	at   time.Time
@@ -28,13 +36,22 @@ const (
 	startAt
 )
 
-// Resume and Latest are watchtree.Resume and Latest.
 var (
+	// Resume (the default) resumes after the saved checkpoint; with no checkpoint it captures
+	// the current position and persists it before consuming anything. See HistoryLost for a
+	// saved position that is no longer in the oplog.
 	Resume = StartPosition{}
+	// Latest ignores any saved checkpoint and starts from the current position, persisted
+	// before anything is consumed.
 	Latest = StartPosition{kind: startLatest}
 )
 
-// At is watchtree.At.
+// At ignores any saved checkpoint and starts at the first event with a cluster time at or after
+// t rounded down to the second (startAtOperationTime has second precision, so a few events of
+// that second before t may be delivered too). The position is persisted (a checkpoint with no
+// token and cluster time t) before anything is consumed. t must be a non-zero time between 1970
+// and 2106 and still in the oplog (otherwise the stream's HistoryLost applies); Validate reports
+// a time out of range.
 func At(t time.Time) StartPosition { return StartPosition{kind: startAt, at: t} }
 
 // startKindOf returns the kind of p: startResume, startLatest or startAt.
@@ -79,8 +96,15 @@ func (p StartPosition) validateInto(c *configcheck.Errors, field string) {
 	}
 }
 
-// HistoryLost is the value inside watchtree.HistoryLostPolicy, which documents it and its
-// default (see historyLostSet).
+// HistoryLost (watchtree.HistoryLostPolicy, Stream.OnHistoryLost, checkpointer.Config.OnHistoryLost)
+// says what a stream does when its saved resume position is no longer in the oplog
+// (ChangeStreamHistoryLost 286, ChangeStreamFatalError 280, CappedPositionLost 136); the
+// checkpointer actor applies it. Build it with Fail, ResumeFromNow, Rebuild or
+// RebuildFromSnapshot. The zero value is the default: Fail, except for a stream with
+// Checkpoint.Ephemeral, where it is ResumeFromNow (an in-memory consumer that stopped for good
+// would go stale unnoticed); Fail given explicitly is Fail for every stream. Every choice other
+// than Fail writes a durable gap record (stream, from, to, policy, time) to "_wt_gaps", retried
+// until it is written, and reports GapRecorded to the Observer: a gap is never silent.
 type HistoryLost struct {
 	kind    historyLostKind
 	set     bool // made by Fail, ResumeFromNow, Rebuild or RebuildFromSnapshot, not the zero value
@@ -101,14 +125,29 @@ const (
 	historyRebuildFromSnapshot
 )
 
-// Fail, ResumeFromNow and RebuildFromSnapshot are watchtree's, which document them.
 var (
-	Fail                = HistoryLost{set: true}
-	ResumeFromNow       = HistoryLost{kind: historyResumeFromNow, set: true}
+	// Fail (the default, except for Ephemeral streams) stops the stream terminally with
+	// ErrHistoryLost and reports it; it stays down until an operator acts (for example deletes
+	// the checkpoint or changes the policy). Set explicitly, it applies to an Ephemeral stream
+	// too.
+	Fail = HistoryLost{set: true}
+	// ResumeFromNow records the gap (a gap record, HistoryLost and GapRecorded events) and
+	// starts from the current position. It is the default of an Ephemeral stream. Use it for
+	// rebuildable projections (search indexes, caches), and reconcile the gap afterwards.
+	ResumeFromNow = HistoryLost{kind: historyResumeFromNow, set: true}
+	// RebuildFromSnapshot records the gap, captures and persists the current position, copies
+	// the collection's documents again through the stream's handlers (the stream's Snapshot
+	// Filter, Partitions and BatchSize; resumable like an initial copy), then streams from the
+	// captured position, so nothing written during the copy is missed. It needs Snapshot.Mode
+	// SnapshotWhenNeeded, whose default it is.
 	RebuildFromSnapshot = HistoryLost{kind: historyRebuildFromSnapshot, set: true}
 )
 
-// Rebuild is watchtree.Rebuild.
+// Rebuild records the gap, captures the current operation time T, runs fn (the user's full
+// rebuild, for example a re-scan of the collection), then starts at T, so nothing written during
+// the rebuild is missed. fn runs on the checkpointer's own I/O goroutine; ctx is cancelled when
+// the stream stops. fn must not be nil (Validate reports it); if it fails, the start fails and the
+// Restart policy applies (fn runs again on the next attempt).
 func Rebuild(fn func(ctx context.Context) error) HistoryLost {
 	return HistoryLost{kind: historyRebuild, set: true, rebuild: fn}
 }
@@ -125,8 +164,8 @@ func historyLostSet(p HistoryLost) bool { return p.set }
 // rebuildFunc returns the function given to Rebuild, and nil for the other kinds.
 func rebuildFunc(p HistoryLost) func(ctx context.Context) error { return p.rebuild }
 
-// String returns "Fail", "ResumeFromNow", "Rebuild" or "RebuildFromSnapshot"; gap records store
-// it.
+// String returns "Fail", "ResumeFromNow", "Rebuild" or "RebuildFromSnapshot", the names gap
+// records and the Observer's HistoryLost and GapRecorded events carry.
 func (p HistoryLost) String() string {
 	switch p.kind {
 	case historyFail:

@@ -23,7 +23,7 @@ const (
 	// Backoff: the stream died; a restart is scheduled (Stream.NextRetryAt).
 	Backoff State = "backoff"
 	// Stopped: stopped by an operator (Handle.Stop, the console) or by Runtime.Stop; also the
-	// state of a stream whose supervisor is not running (Read of a nil reply, NotRunningWhy).
+	// state of a stream whose supervisor is not running (its Why says so).
 	Stopped State = "stopped"
 	// Crashed: terminal failure or restart attempts exhausted; down until started again.
 	Crashed State = "crashed"

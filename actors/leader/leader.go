@@ -11,11 +11,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/clock"
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/status"
 	"github.com/watchtree/watchtree/store"
 )
 
@@ -286,7 +286,7 @@ func roleName(r messages.LeaseRole) string {
 	if r == messages.LeaseRole_LEASE_ROLE_UNSPECIFIED {
 		return "unspecified"
 	}
-	return status.RoleOf(r)
+	return statusx.RoleOf(r)
 }
 
 func (a *leaderActor) report() {

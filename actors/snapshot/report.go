@@ -3,9 +3,9 @@ package snapshot
 import (
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
-	"github.com/watchtree/watchtree/status"
 )
 
 // milestone says which observe event a status report is.
@@ -28,7 +28,7 @@ const (
 
 // eventOf is the observe event of milestone m with the status st.
 func eventOf(m milestone, meta observe.Meta, st *messages.SnapshotStatus) observe.Event {
-	s := status.SnapshotOf(st)
+	s := statusx.SnapshotOf(st)
 	switch m {
 	case started:
 		return observe.SnapshotStarted{Meta: meta, Snapshot: s}

@@ -1,8 +1,8 @@
 package supervisor
 
 import (
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/messages"
-	"github.com/watchtree/watchtree/status"
 )
 
 // A stream's lifecycle state is the protobuf enum messages.SupervisorState, the value
@@ -32,7 +32,7 @@ func stateName(s messages.SupervisorState) string {
 	if s == messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED {
 		return "unspecified"
 	}
-	return string(status.StateOf(s))
+	return string(statusx.StateOf(s))
 }
 
 // stateUp reports whether the stream actor is supposed to be running and alive in s.

@@ -8,8 +8,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/watchtree/watchtree/internal/readings"
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/messages"
-	"github.com/watchtree/watchtree/status"
 )
 
 // Backend is what the console needs from the runtime it inspects. The runtime implements it; the
@@ -56,7 +56,7 @@ type StreamRef struct {
 	Mode string
 	// Cursor is where it reads (status.Stream.Cursor, StreamRow.cursor).
 	Cursor string
-	// Warnings are the instance's own warnings about the stream (status.Local.Warnings), shown
+	// Warnings are the instance's own warnings about the stream (statusx.Local.Warnings), shown
 	// after its supervisor's in the row's note.
 	Warnings []string
 	// Supervisor is the stream's supervisor, nil while its tree is not running.
@@ -64,8 +64,8 @@ type StreamRef struct {
 }
 
 // local is what the instance knows of the stream besides its supervisor's status.
-func (r StreamRef) local() status.Local {
-	return status.Local{Name: r.Name, Mode: r.Mode, Cursor: r.Cursor, Warnings: r.Warnings}
+func (r StreamRef) local() statusx.Local {
+	return statusx.Local{Name: r.Name, Mode: r.Mode, Cursor: r.Cursor, Warnings: r.Warnings}
 }
 
 // ErrNotFound is what a Backend returns (wrapped) for an unknown stream or dead letter.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/watchtree/watchtree/clock"
 	"github.com/watchtree/watchtree/internal/readings"
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
@@ -350,20 +351,20 @@ func (in *inspector) instance(rd readings.Readings, now time.Time) *messages.Ins
 	return ii
 }
 
-// row builds one stream's row: status.Row of its status, with what only the console knows
+// row builds one stream's row: statusx.Row of its status, with what only the console knows
 // (the namespace, the dead-letter backlog, the rate, the distances to the oplog).
 func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl readings.Count, oplog readings.Oplog, now time.Time) *messages.StreamRow {
 	var st status.Stream
 	note := ""
 	if r.Supervisor == nil {
-		st = status.Read(nil, r.local())
+		st = statusx.Read(nil, r.local())
 	} else if reply, err := in.sc.Within(in.cfg.RequestTimeout).Status(ctx, r.Supervisor); err != nil {
 		st = status.Stream{Name: r.Name, Mode: r.Mode, Cursor: r.Cursor, State: status.Unknown}
 		note = "status: " + err.Error()
 	} else {
-		st = status.Read(reply, r.local())
+		st = statusx.Read(reply, r.local())
 	}
-	row := status.Row(st, now)
+	row := statusx.Row(st, now)
 	row.Namespace, row.Note = r.Namespace, joinNote(row.Note, note)
 	row.DeadLetters, row.DeadLettersUnknown, row.DeadLettersAt = uint64(max(dl.N, 0)), dl.Unknown, timestamp(dl.At)
 	if len(samples) > 0 {
@@ -622,7 +623,7 @@ func (in *inspector) supervise(ctx context.Context, ref StreamRef, msg proto.Mes
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
 	}
-	st := status.Read(reply, ref.local())
+	st := statusx.Read(reply, ref.local())
 	out := &messages.ControlReply{Ok: true, Status: reply, Detail: "state " + string(st.State)}
 	if ls := st.LastStop; !await && ls != nil {
 		out.Detail = fmt.Sprintf("stopped: %d settled, %d unsettled, drained %v, flushed %v", ls.Settled, ls.Unsettled, ls.Drained, ls.Flushed)
@@ -649,7 +650,7 @@ func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason str
 	if err != nil {
 		return &messages.ControlReply{Code: codeOf(err), Error: fmt.Sprintf("stream %q: %v", ref.Name, err)}
 	}
-	before := status.Read(reply, ref.local())
+	before := statusx.Read(reply, ref.local())
 	if !before.Leads() {
 		holder := "nobody"
 		if before.Lease != nil && before.Lease.Owner != "" {
@@ -661,7 +662,7 @@ func (in *inspector) releaseLease(ctx context.Context, ref StreamRef, reason str
 	out := in.supervise(ctx, ref, &messages.ReleaseLease{Reason: reason}, false)
 	if out.GetOk() {
 		out.Detail = fmt.Sprintf("lease released (epoch %d): %s", before.Lease.Epoch, out.GetDetail())
-		if ls := status.Read(out.GetStatus(), ref.local()).LastStop; ls != nil && !ls.Released {
+		if ls := statusx.Read(out.GetStatus(), ref.local()).LastStop; ls != nil && !ls.Released {
 			out.Ok, out.Code, out.Error = false, "failed", fmt.Sprintf("stream %q: the lease was not released (it lapses at its expiry): %s", ref.Name, ls.Error)
 		}
 	}

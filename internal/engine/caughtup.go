@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/status"
@@ -41,7 +42,7 @@ func (e *Entry) AwaitCaughtUp(ctx context.Context) error {
 	if r.GetCaughtUp() {
 		return nil
 	}
-	st := status.Read(r.GetStatus(), e.Local())
+	st := statusx.Read(r.GetStatus(), e.Local())
 	if st.State == status.Standby {
 		return fmt.Errorf("watchtree: stream %q: in standby here (%s), so this instance settles nothing: %w: %w",
 			e.name, st.Why, ErrStandby, ErrStreamNotRunning)

@@ -15,6 +15,7 @@ import (
 	"github.com/watchtree/watchtree/actors/checkpointer"
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/actors/supervisor"
+	"github.com/watchtree/watchtree/internal/statusx"
 	"github.com/watchtree/watchtree/internal/superclient"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -250,7 +251,7 @@ func (e *Entry) awaitRunning(ctx context.Context) error {
 		if cause != nil {
 			detail += ": " + cause.Error()
 		}
-		if st != nil && status.StateOf(st.GetState()) == status.Backoff {
+		if st != nil && statusx.StateOf(st.GetState()) == status.Backoff {
 			detail += fmt.Sprintf(" (restart attempt %d pending)", st.GetAttempt())
 		}
 		err = fmt.Errorf("watchtree: stream %q: not running after %v: %s: %w", e.name,
@@ -260,7 +261,7 @@ func (e *Entry) awaitRunning(ctx context.Context) error {
 		}
 		return err
 	}
-	if status.StateOf(r.GetState()) == status.Crashed {
+	if statusx.StateOf(r.GetState()) == status.Crashed {
 		e.mu.Lock()
 		cause := e.lastCause
 		e.mu.Unlock()
@@ -345,7 +346,7 @@ func (e *Entry) gracefulStop(ctx context.Context, why string) error {
 		}
 		return fmt.Errorf("watchtree: stream %q: stop: %w", e.name, err)
 	}
-	ls := status.Read(r, e.Local()).LastStop
+	ls := statusx.Read(r, e.Local()).LastStop
 	switch {
 	case !ls.Failed():
 		return nil
@@ -429,10 +430,10 @@ func (e *Entry) SharedWhy() string {
 }
 
 // Local is what this instance knows of the stream besides its supervisor's status, for
-// status.Read: the Handle's and the console's status read it alike. A Shared stream that keeps
+// statusx.Read: the Handle's and the console's status read it alike. A Shared stream that keeps
 // a dedicated cursor carries a warning saying why.
-func (e *Entry) Local() status.Local {
-	l := status.Local{Name: e.name, Mode: e.spec.Mode(), Cursor: e.CursorMode()}
+func (e *Entry) Local() statusx.Local {
+	l := statusx.Local{Name: e.name, Mode: e.spec.Mode(), Cursor: e.CursorMode()}
 	if why := e.SharedWhy(); why != "" {
 		l.Warnings = []string{"Cursor Shared: the stream reads on a dedicated cursor: " + why}
 	}

@@ -1,4 +1,4 @@
-package status
+package statusx
 
 import (
 	"slices"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/status"
 )
 
 // Local is what this instance knows of a stream beyond its supervisor's reply: the Handle and
@@ -28,34 +29,34 @@ type Local struct {
 // started or has stopped with the runtime): its state is Stopped.
 const NotRunningWhy = "the stream's supervisor is not running"
 
-var stateNames = map[messages.SupervisorState]State{
-	messages.SupervisorState_SUPERVISOR_STATE_STARTING:     Starting,
-	messages.SupervisorState_SUPERVISOR_STATE_STANDBY:      Standby,
-	messages.SupervisorState_SUPERVISOR_STATE_RUNNING:      Running,
-	messages.SupervisorState_SUPERVISOR_STATE_BACKOFF:      Backoff,
-	messages.SupervisorState_SUPERVISOR_STATE_STOPPED:      Stopped,
-	messages.SupervisorState_SUPERVISOR_STATE_CRASHED:      Crashed,
-	messages.SupervisorState_SUPERVISOR_STATE_STOPPING:     Stopping,
-	messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING: Snapshotting,
+var stateNames = map[messages.SupervisorState]status.State{
+	messages.SupervisorState_SUPERVISOR_STATE_STARTING:     status.Starting,
+	messages.SupervisorState_SUPERVISOR_STATE_STANDBY:      status.Standby,
+	messages.SupervisorState_SUPERVISOR_STATE_RUNNING:      status.Running,
+	messages.SupervisorState_SUPERVISOR_STATE_BACKOFF:      status.Backoff,
+	messages.SupervisorState_SUPERVISOR_STATE_STOPPED:      status.Stopped,
+	messages.SupervisorState_SUPERVISOR_STATE_CRASHED:      status.Crashed,
+	messages.SupervisorState_SUPERVISOR_STATE_STOPPING:     status.Stopping,
+	messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING: status.Snapshotting,
 }
 
 // StateOf returns the name of s (Unknown for an unset or unknown value).
-func StateOf(s messages.SupervisorState) State {
+func StateOf(s messages.SupervisorState) status.State {
 	if n, ok := stateNames[s]; ok {
 		return n
 	}
-	return Unknown
+	return status.Unknown
 }
 
 // Read reads a supervisor's reply r into a Stream, with l's mode and cursor and l's warnings
 // after the reply's. A nil r (the supervisor is not running) reads as a Stopped stream named
 // l.Name with the reason NotRunningWhy.
-func Read(r *messages.StatusReply, l Local) Stream {
+func Read(r *messages.StatusReply, l Local) status.Stream {
 	if r == nil {
-		return Stream{Name: l.Name, Mode: l.Mode, Cursor: l.Cursor, State: Stopped, Why: NotRunningWhy,
+		return status.Stream{Name: l.Name, Mode: l.Mode, Cursor: l.Cursor, State: status.Stopped, Why: NotRunningWhy,
 			Warnings: slices.Clone(l.Warnings)}
 	}
-	st := Stream{
+	st := status.Stream{
 		Name: r.GetStream(), Mode: l.Mode, Cursor: l.Cursor,
 		State: StateOf(r.GetState()), Why: r.GetWhy(), Since: timeOf(r.GetSince()),
 		Attempt: r.GetAttempt(), MaxAttempts: r.GetMaxAttempts(), NextRetryAt: timeOf(r.GetNextRetryAt()),
@@ -84,12 +85,12 @@ func Read(r *messages.StatusReply, l Local) Stream {
 	if l := r.GetLease(); l != nil {
 		// The reply's owner is this instance and its holder the lease's holder: the status
 		// calls them Instance and Owner, as the console row's lease_owner does.
-		st.Lease = &Lease{Role: RoleOf(l.GetRole()), Instance: l.GetOwner(), Owner: l.GetHolder(), Epoch: l.GetEpoch(),
+		st.Lease = &status.Lease{Role: RoleOf(l.GetRole()), Instance: l.GetOwner(), Owner: l.GetHolder(), Epoch: l.GetEpoch(),
 			ExpiresAt: timeOf(l.GetExpiresAt()), Why: l.GetWhy(),
 			Acquisitions: l.GetAcquisitions(), Losses: l.GetLosses(), HandOvers: l.GetHandovers(), Fenced: l.GetFenced()}
 	}
 	if ls := r.GetLastStop(); ls != nil {
-		st.LastStop = &Stop{Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
+		st.LastStop = &status.Stop{Settled: ls.GetSettled(), Unsettled: ls.GetUnsettled(), LowWaterMark: ls.GetLowWaterMark(),
 			Drained: ls.GetDrained(), Flushed: ls.GetFlushed(), Fenced: ls.GetFenced(), Released: ls.GetReleased(), LeaseLost: ls.GetLeaseLost(),
 			HeldUpBy: ls.GetHeldUpBy(), Skipped: ls.GetSkipped(), Error: ls.GetError(), Took: ls.GetTook().AsDuration()}
 	}
@@ -109,11 +110,11 @@ func Read(r *messages.StatusReply, l Local) Stream {
 func RoleOf(r messages.LeaseRole) string {
 	switch r {
 	case messages.LeaseRole_LEASE_ROLE_LEADER:
-		return RoleLeader
+		return status.RoleLeader
 	case messages.LeaseRole_LEASE_ROLE_STANDBY:
-		return RoleStandby
+		return status.RoleStandby
 	}
-	return RoleIdle
+	return status.RoleIdle
 }
 
 // timeOf is ts as a time, the zero time when unset.

@@ -1,4 +1,4 @@
-package status
+package statusx
 
 import (
 	"slices"
@@ -10,11 +10,12 @@ import (
 
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
+	"github.com/watchtree/watchtree/status"
 )
 
 func TestStateNames(t *testing.T) {
-	want := map[messages.SupervisorState]State{
-		messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED:  Unknown,
+	want := map[messages.SupervisorState]status.State{
+		messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED:  status.Unknown,
 		messages.SupervisorState_SUPERVISOR_STATE_STARTING:     "starting",
 		messages.SupervisorState_SUPERVISOR_STATE_STANDBY:      "standby",
 		messages.SupervisorState_SUPERVISOR_STATE_RUNNING:      "running",
@@ -23,7 +24,7 @@ func TestStateNames(t *testing.T) {
 		messages.SupervisorState_SUPERVISOR_STATE_CRASHED:      "crashed",
 		messages.SupervisorState_SUPERVISOR_STATE_STOPPING:     "stopping",
 		messages.SupervisorState_SUPERVISOR_STATE_SNAPSHOTTING: "snapshotting",
-		messages.SupervisorState(99):                           Unknown,
+		messages.SupervisorState(99):                           status.Unknown,
 	}
 	for s, n := range want {
 		if got := StateOf(s); got != n {
@@ -32,7 +33,7 @@ func TestStateNames(t *testing.T) {
 	}
 	// Every value of the enum has a name: a state added to the protocol must be named here.
 	for v := range messages.SupervisorState_name {
-		if s := messages.SupervisorState(v); s != messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED && StateOf(s) == Unknown {
+		if s := messages.SupervisorState(v); s != messages.SupervisorState_SUPERVISOR_STATE_UNSPECIFIED && StateOf(s) == status.Unknown {
 			t.Errorf("%v has no name", s)
 		}
 	}
@@ -54,14 +55,14 @@ func TestRead(t *testing.T) {
 		LastStop: &messages.StopReport{Settled: 9, Unsettled: 1, Drained: true, Released: true, Error: "drain: timeout",
 			HeldUpBy: "drain", Took: durationpb.New(3 * time.Second)},
 	}
-	st := Read(r, Local{Name: "ignored", Mode: ModeSingleLeader, Cursor: "dedicated", Warnings: []string{"local"}})
+	st := Read(r, Local{Name: "ignored", Mode: status.ModeSingleLeader, Cursor: "dedicated", Warnings: []string{"local"}})
 	token[0] = 0 // the reading keeps a copy
 	checks := []struct {
 		what string
 		ok   bool
 	}{
-		{"local", st.Name == "orders" && st.Mode == ModeSingleLeader && st.Cursor == "dedicated"},
-		{"state", st.Name == "orders" && st.State == Running && st.Why == "cursor open" && st.Since.Equal(now.Add(-time.Minute))},
+		{"local", st.Name == "orders" && st.Mode == status.ModeSingleLeader && st.Cursor == "dedicated"},
+		{"state", st.Name == "orders" && st.State == status.Running && st.Why == "cursor open" && st.Since.Equal(now.Add(-time.Minute))},
 		{"restarts", st.Attempt == 1 && st.MaxAttempts == 5 && st.NextRetryAt.IsZero() && st.LastCause == "boom"},
 		{"counters", st.Incarnation == 3 && st.Deaths == 2 && st.Restarts == 2 && st.InFlight == 4},
 		{"dead-lettered includes dropped", st.Settled == 20 && st.Handled == 10 && st.Filtered == 3 && st.Unhandled == 2 && st.Skipped == 1 && st.DeadLettered == 4},
@@ -86,7 +87,7 @@ func TestRead(t *testing.T) {
 
 	// What a reply leaves unset reads as nothing: zero times, no lease, no stop, no lag.
 	empty := Read(&messages.StatusReply{Checkpoint: &messages.CheckpointWritten{Source: "initial"}}, Local{Name: "s"})
-	if empty.Name != "s" || empty.State != Unknown || !empty.Since.IsZero() || empty.Lease != nil || empty.LastStop != nil ||
+	if empty.Name != "s" || empty.State != status.Unknown || !empty.Since.IsZero() || empty.Lease != nil || empty.LastStop != nil ||
 		empty.Checkpoint != nil || empty.CheckpointSource != "initial" || !empty.CheckpointAt.IsZero() || empty.Leads() ||
 		empty.Warnings != nil || empty.Snapshot != nil || empty.OnDemand != nil {
 		t.Errorf("empty reply: %+v", empty)
@@ -95,28 +96,28 @@ func TestRead(t *testing.T) {
 		t.Error("an unset read_through has a lag")
 	}
 	// No reply: the supervisor is not running, so the stream is stopped, with the one reason.
-	if st := Read(nil, Local{Name: "s", Mode: ModeAllInstances, Warnings: []string{"w"}}); st.Name != "s" || st.State != Stopped ||
-		st.Why != NotRunningWhy || st.Mode != ModeAllInstances || !slices.Equal(st.Warnings, []string{"w"}) {
+	if st := Read(nil, Local{Name: "s", Mode: status.ModeAllInstances, Warnings: []string{"w"}}); st.Name != "s" || st.State != status.Stopped ||
+		st.Why != NotRunningWhy || st.Mode != status.ModeAllInstances || !slices.Equal(st.Warnings, []string{"w"}) {
 		t.Errorf("nil reply: %+v", st)
 	}
-	var none *Stop
+	var none *status.Stop
 	if none.Failed() || none.TimedOut() {
 		t.Error("no stop report failed")
 	}
-	if s := (&Stop{Error: "flush: refused"}); !s.Failed() || s.TimedOut() {
+	if s := (&status.Stop{Error: "flush: refused"}); !s.Failed() || s.TimedOut() {
 		t.Errorf("an error without a held-up step: failed %v, timed out %v", s.Failed(), s.TimedOut())
 	}
 }
 
 func TestLeaseRoles(t *testing.T) {
 	for role, want := range map[messages.LeaseRole]string{
-		messages.LeaseRole_LEASE_ROLE_UNSPECIFIED: RoleIdle,
-		messages.LeaseRole_LEASE_ROLE_IDLE:        RoleIdle,
-		messages.LeaseRole_LEASE_ROLE_STANDBY:     RoleStandby,
-		messages.LeaseRole_LEASE_ROLE_LEADER:      RoleLeader,
+		messages.LeaseRole_LEASE_ROLE_UNSPECIFIED: status.RoleIdle,
+		messages.LeaseRole_LEASE_ROLE_IDLE:        status.RoleIdle,
+		messages.LeaseRole_LEASE_ROLE_STANDBY:     status.RoleStandby,
+		messages.LeaseRole_LEASE_ROLE_LEADER:      status.RoleLeader,
 	} {
 		st := Read(&messages.StatusReply{Lease: &messages.LeaseState{Role: role}}, Local{})
-		if st.Lease.Role != want || st.Leads() != (want == RoleLeader) {
+		if st.Lease.Role != want || st.Leads() != (want == status.RoleLeader) {
 			t.Errorf("%v: role %q, leads %v", role, st.Lease.Role, st.Leads())
 		}
 	}

@@ -1,4 +1,4 @@
-package status
+package statusx
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/watchtree/watchtree/messages"
+	"github.com/watchtree/watchtree/status"
 )
 
 // TestRowReadsTheLease: a status with a lease, as the leader actor reports it, fills the row's
@@ -20,20 +21,20 @@ func TestRowReadsTheLease(t *testing.T) {
 	row := func(mode string, l *messages.LeaseState) *messages.StreamRow {
 		return Row(Read(&messages.StatusReply{Stream: "s", Lease: l}, Local{Mode: mode}), now)
 	}
-	r := row(ModeSingleLeader, lease)
-	if r.GetMode() != ModeSingleLeader || r.GetRole() != RoleLeader || r.GetLeaseOwner() != "node-a" || r.GetLeaseEpoch() != 42 ||
+	r := row(status.ModeSingleLeader, lease)
+	if r.GetMode() != status.ModeSingleLeader || r.GetRole() != status.RoleLeader || r.GetLeaseOwner() != "node-a" || r.GetLeaseEpoch() != 42 ||
 		!r.GetLeaseExpiresAt().AsTime().Equal(expires) {
 		t.Errorf("leader: row = %v", r)
 	}
 	lease.Role, lease.Holder = messages.LeaseRole_LEASE_ROLE_STANDBY, "node-b"
-	if r := row(ModeSingleLeader, lease); r.GetRole() != RoleStandby || r.GetLeaseOwner() != "node-b" {
+	if r := row(status.ModeSingleLeader, lease); r.GetRole() != status.RoleStandby || r.GetLeaseOwner() != "node-b" {
 		t.Errorf("standby: row = %v", r)
 	}
 	lease.Role = messages.LeaseRole_LEASE_ROLE_IDLE
-	if r := row(ModeSingleLeader, lease); r.GetRole() != RoleIdle {
+	if r := row(status.ModeSingleLeader, lease); r.GetRole() != status.RoleIdle {
 		t.Errorf("idle: role = %q, want idle", r.GetRole())
 	}
-	if r := row(ModeAllInstances, nil); r.GetRole() != "" || r.GetLeaseOwner() != "" || r.GetLeaseExpiresAt() != nil {
+	if r := row(status.ModeAllInstances, nil); r.GetRole() != "" || r.GetLeaseOwner() != "" || r.GetLeaseExpiresAt() != nil {
 		t.Errorf("no lease: %v", r)
 	}
 }
@@ -55,9 +56,9 @@ func TestRowNoteCarriesWarnings(t *testing.T) {
 // TestRowOfAStreamNotRunning: a stream whose supervisor is not running is a stopped row with
 // the one reason, the same the Handle reports.
 func TestRowOfAStreamNotRunning(t *testing.T) {
-	row := Row(Read(nil, Local{Name: "s", Mode: ModeAllInstances, Cursor: "dedicated"}), time.Now())
-	if row.GetName() != "s" || row.GetState() != string(Stopped) || row.GetWhy() != NotRunningWhy ||
-		row.GetMode() != ModeAllInstances || row.GetCursor() != "dedicated" || row.GetLag() != nil || row.GetSince() != nil {
+	row := Row(Read(nil, Local{Name: "s", Mode: status.ModeAllInstances, Cursor: "dedicated"}), time.Now())
+	if row.GetName() != "s" || row.GetState() != string(status.Stopped) || row.GetWhy() != NotRunningWhy ||
+		row.GetMode() != status.ModeAllInstances || row.GetCursor() != "dedicated" || row.GetLag() != nil || row.GetSince() != nil {
 		t.Fatalf("row = %v", row)
 	}
 }
