@@ -332,12 +332,7 @@ func (c *checkpointer) meta() observe.Meta {
 // report hands ev to the Observer, recovering (and logging) a panic: it never breaks the
 // checkpointer.
 func (c *checkpointer) report(ev observe.Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.Error("checkpointer Observer panicked", zap.Stringer("event", ev.Kind()), zap.Any("panic", r))
-		}
-	}()
-	c.cfg.Observer.OnEvent(ev)
+	treekit.Report(c.cfg.Observer, c.log, "checkpointer", ev)
 }
 
 // writeReportEvery is the shortest time between two CheckpointWritten reports to the

@@ -1,8 +1,7 @@
 package dispatcher
 
 import (
-	"go.uber.org/zap"
-
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/observe"
 )
 
@@ -21,10 +20,5 @@ type outcomeCounts struct {
 // report hands ev to the Observer with the stream and the clock's time in its Meta
 // (build fills the rest), recovering and logging a panic of the Observer: it never breaks a lane.
 func (sh *laneShared) report(build func(m observe.Meta) observe.Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			sh.log.Error("dispatcher Observer panicked", zap.Any("panic", r))
-		}
-	}()
-	sh.obs.OnEvent(build(observe.Meta{Stream: sh.stream, Time: sh.clk.Now()}))
+	treekit.Report(sh.obs, sh.log, "dispatcher", build(observe.Meta{Stream: sh.stream, Time: sh.clk.Now()}))
 }

@@ -313,12 +313,7 @@ func (a *leaderActor) announce(change observe.LeadershipChange, epoch int64, why
 	ev := observe.LeadershipChanged{Meta: observe.Meta{Stream: a.cfg.Stream, Time: a.cfg.Clock.Now()},
 		Leader: change == observe.LeadershipAcquired, Change: change, Instance: a.cfg.Owner, Owner: owner,
 		Epoch: epoch, ExpiresAt: a.expiresAt, Why: why}
-	defer func() {
-		if r := recover(); r != nil {
-			a.log.Error("leader Observer panicked; ignored", zap.Any("panic", r))
-		}
-	}()
-	a.cfg.Observer.OnEvent(ev)
+	treekit.Report(a.cfg.Observer, a.log, "leader", ev)
 }
 
 func (a *leaderActor) watch() {

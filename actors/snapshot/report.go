@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree/internal/statusx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
@@ -43,10 +44,5 @@ func eventOf(m milestone, meta observe.Meta, st *messages.SnapshotStatus) observ
 // announce hands obs the event of milestone m, recovering (and logging) a panic of obs: it
 // never breaks the actor.
 func announce(obs observe.Observer, log *zap.Logger, m milestone, meta observe.Meta, st *messages.SnapshotStatus) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			log.Error("snapshot Observer panicked", zap.Any("panic", rec))
-		}
-	}()
-	obs.OnEvent(eventOf(m, meta, st))
+	treekit.Report(obs, log, "snapshot", eventOf(m, meta, st))
 }

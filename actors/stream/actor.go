@@ -13,6 +13,7 @@ import (
 	"github.com/watchtree/watchtree/actors/streamtree"
 	"github.com/watchtree/watchtree/internal/errdetail"
 	"github.com/watchtree/watchtree/internal/logx"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/internal/wire"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
@@ -380,10 +381,5 @@ func (s *streamActor) meta() observe.Meta {
 
 // report hands ev to the Observer, recovering a panic: it never breaks the actor.
 func (s *streamActor) report(ev observe.Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("stream Observer panicked; ignored", zap.Stringer("event", ev.Kind()), zap.Any("panic", r))
-		}
-	}()
-	s.cfg.Observer.OnEvent(ev)
+	treekit.Report(s.cfg.Observer, s.log, "stream", ev)
 }

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"strings"
 
-	"go.uber.org/zap"
-
 	"github.com/watchtree/watchtree/actors/streamtree"
+	"github.com/watchtree/watchtree/internal/treekit"
 	"github.com/watchtree/watchtree/messages"
 	"github.com/watchtree/watchtree/observe"
 )
@@ -69,10 +68,5 @@ func (s *supervisorActor) announce(t Transition) {
 	if ev == nil {
 		return
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("supervisor Observer panicked; ignored", zap.Any("panic", r))
-		}
-	}()
-	s.cfg.Observer.OnEvent(ev)
+	treekit.Report(s.cfg.Observer, s.log, "supervisor", ev)
 }
