@@ -2,8 +2,6 @@ package checkpointer
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"github.com/watchtree/watchtree/internal/configcheck"
 	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
@@ -170,50 +168,44 @@ type Config struct {
 // StartPosition, OnHistoryLost and Checkpoint are the policies' own, reported as
 // *configerr.Error); several broken rules are joined.
 func (c Config) validate() error {
-	var errs []error
-	add := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("checkpointer: Config.%s %s", field, fmt.Sprintf(format, args...)))
-	}
-	if c.Stream == "" {
-		add("Stream", "must not be empty")
-	}
+	e := treekit.NewConfigErrors("checkpointer", c.Stream)
 	if c.Store == nil {
-		add("Store", "must not be nil")
+		e.Add("Store", "must not be nil")
 	}
 	if c.Positions == nil {
-		add("Positions", "must not be nil")
+		e.Add("Positions", "must not be nil")
 	}
 	if c.Gaps == nil && (policyx.HistoryLostKindOf(c.OnHistoryLost) != policyx.HistoryFail || c.Snapshot.Mode == policy.SnapshotWhenNeeded) {
-		add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
+		e.Add("Gaps", "must not be nil when OnHistoryLost is %v", c.OnHistoryLost)
 	}
 	if c.Snapshots == nil && (policyx.SnapshotEnabled(c.Snapshot) || policyx.HistoryLostKindOf(c.OnHistoryLost) == policyx.HistoryRebuildFromSnapshot) {
-		add("Snapshots", "must not be nil when Snapshot.Mode is %v or OnHistoryLost is %v", c.Snapshot.Mode, c.OnHistoryLost)
+		e.Add("Snapshots", "must not be nil when Snapshot.Mode is %v or OnHistoryLost is %v", c.Snapshot.Mode, c.OnHistoryLost)
 	}
-	pe := configcheck.NewErrors("Config.")
-	policyx.ValidateInto(pe, "StartPosition", c.StartPosition)
-	policyx.ValidateInto(pe, "OnHistoryLost", c.OnHistoryLost)
-	policyx.ValidateInto(pe, "Checkpoint", c.Checkpoint)
-	policyx.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
-	errs = append(errs, pe.Err())
+	e.Policies(func(pe *configcheck.Errors) {
+		policyx.ValidateInto(pe, "StartPosition", c.StartPosition)
+		policyx.ValidateInto(pe, "OnHistoryLost", c.OnHistoryLost)
+		policyx.ValidateInto(pe, "Checkpoint", c.Checkpoint)
+		policyx.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
+	})
 	if c.IOTimeout < 0 {
-		add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
+		e.Add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
 	}
 	delaysOK := true
 	if c.RetryInitialDelay < 0 {
-		add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", defaultRetryInitialDelay, c.RetryInitialDelay)
+		e.Add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", defaultRetryInitialDelay, c.RetryInitialDelay)
 		delaysOK = false
 	}
 	if c.RetryMaxDelay < 0 {
-		add("RetryMaxDelay", "must be >= 0 (0 means %v), got %v", defaultRetryMaxDelay, c.RetryMaxDelay)
+		e.Add("RetryMaxDelay", "must be >= 0 (0 means %v), got %v", defaultRetryMaxDelay, c.RetryMaxDelay)
 		delaysOK = false
 	}
 	if delaysOK {
 		d := c.withDefaults()
 		if d.RetryMaxDelay < d.RetryInitialDelay {
-			add("RetryMaxDelay", "must be >= RetryInitialDelay (%v), got %v", d.RetryInitialDelay, d.RetryMaxDelay)
+			e.Add("RetryMaxDelay", "must be >= RetryInitialDelay (%v), got %v", d.RetryInitialDelay, d.RetryMaxDelay)
 		}
 	}
-	return errors.Join(errs...)
+	return e.Err()
 }
 
 // withDefaults fills the zero fields from DefaultConfig.

@@ -1,8 +1,6 @@
 package dispatcher
 
 import (
-	"errors"
-	"fmt"
 	"github.com/watchtree/watchtree/internal/configcheck"
 	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
@@ -153,25 +151,17 @@ type Config struct {
 // ..."; the Retry rules are configerr.Error values on "Config.Retry.<Field>"); several broken
 // rules are joined with errors.Join.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("dispatcher: Config.%s "+format, append([]any{field}, args...)...))
-	}
-	if c.Stream == "" {
-		bad("Stream", "must not be empty")
-	}
+	e := treekit.NewConfigErrors("dispatcher", c.Stream)
 	if c.Router == nil {
-		bad("Router", "must not be nil")
+		e.Add("Router", "must not be nil")
 	}
 	if c.Lanes < 0 || c.Lanes > maxLanes {
-		bad("Lanes", "must be between 1 and %d (0 means the default %d), got %d", maxLanes, defaultLanes, c.Lanes)
+		e.Add("Lanes", "must be between 1 and %d (0 means the default %d), got %d", maxLanes, defaultLanes, c.Lanes)
 	}
 	if c.Capacity < 0 || c.Capacity > maxCapacity {
-		bad("Capacity", "must be between 1 and %d (0 means the default %d), got %d", maxCapacity, DefaultCapacity, c.Capacity)
+		e.Add("Capacity", "must be between 1 and %d (0 means the default %d), got %d", maxCapacity, DefaultCapacity, c.Capacity)
 	}
-	retry := configcheck.NewErrors("Config.")
-	policyx.ValidateInto(retry, "Retry", c.Retry)
-	errs = append(errs, retry.Err())
+	e.Policies(func(pe *configcheck.Errors) { policyx.ValidateInto(pe, "Retry", c.Retry) })
 	for _, d := range []struct {
 		field string
 		v     time.Duration
@@ -183,13 +173,13 @@ func (c Config) validate() error {
 		{"StopTimeout", c.StopTimeout},
 	} {
 		if d.v < 0 {
-			bad(d.field, "must be >= 0 (0 means the default), got %v", d.v)
+			e.Add(d.field, "must be >= 0 (0 means the default), got %v", d.v)
 		}
 	}
 	if c.SettleBatch < 0 {
-		bad("SettleBatch", "must be >= 1 (0 means the default %d), got %d", defaultSettleBatch, c.SettleBatch)
+		e.Add("SettleBatch", "must be >= 1 (0 means the default %d), got %d", defaultSettleBatch, c.SettleBatch)
 	}
-	return errors.Join(errs...)
+	return e.Err()
 }
 
 // withDefaults returns c with every zero field replaced by its default: DefaultConfig's value

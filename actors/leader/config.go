@@ -2,7 +2,6 @@ package leader
 
 import (
 	"context"
-	"errors"
 	"github.com/watchtree/watchtree/internal/configcheck"
 	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
@@ -106,23 +105,18 @@ type Config struct {
 
 // validate checks the configuration; errors name the field.
 func (c Config) validate() error {
-	var errs []error
-	if c.Stream == "" {
-		errs = append(errs, errors.New("leader: Config.Stream must not be empty"))
-	}
+	e := treekit.NewConfigErrors("leader", c.Stream)
 	if c.Owner == "" {
-		errs = append(errs, errors.New("leader: Config.Owner must not be empty"))
+		e.Add("Owner", "must not be empty")
 	}
 	if c.Store == nil {
-		errs = append(errs, errors.New("leader: Config.Store must not be nil"))
+		e.Add("Store", "must not be nil")
 	}
 	if c.IOTimeout < 0 {
-		errs = append(errs, errors.New("leader: Config.IOTimeout must be >= 0"))
+		e.Add("IOTimeout", "must be >= 0")
 	}
-	pe := configcheck.NewErrors("Config.")
-	policyx.ValidateInto(pe, "Policy", c.Policy)
-	errs = append(errs, pe.Err())
-	return errors.Join(errs...)
+	e.Policies(func(pe *configcheck.Errors) { policyx.ValidateInto(pe, "Policy", c.Policy) })
+	return e.Err()
 }
 
 func (c Config) withDefaults() Config {

@@ -2,8 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"github.com/watchtree/watchtree/internal/configcheck"
 	"github.com/watchtree/watchtree/internal/policyx"
 	"time"
@@ -130,35 +128,27 @@ type Config struct {
 
 // validate checks c; the error names each broken field.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("snapshot: Config.%s "+format, append([]any{field}, args...)...))
-	}
-	if c.Stream == "" {
-		bad("Stream", "must not be empty")
-	}
+	e := treekit.NewConfigErrors("snapshot", c.Stream)
 	if c.Database == "" || c.Collection == "" {
-		bad("Collection", "and Database must not be empty (a snapshot reads one collection)")
+		e.Add("Collection", "and Database must not be empty (a snapshot reads one collection)")
 	}
 	if c.Store == nil {
-		bad("Store", "must not be nil")
+		e.Add("Store", "must not be nil")
 	}
 	if c.Source == nil {
-		bad("Source", "must not be nil")
+		e.Add("Source", "must not be nil")
 	}
-	pe := configcheck.NewErrors("Config.")
-	policyx.ValidateInto(pe, "Policy", c.Policy)
-	errs = append(errs, pe.Err())
+	e.Policies(func(pe *configcheck.Errors) { policyx.ValidateInto(pe, "Policy", c.Policy) })
 	if c.ProgressInterval < 0 {
-		bad("ProgressInterval", "must be >= 0 (0 means %v), got %v", defaultProgressInterval, c.ProgressInterval)
+		e.Add("ProgressInterval", "must be >= 0 (0 means %v), got %v", defaultProgressInterval, c.ProgressInterval)
 	}
 	if c.WindowCheckEvery < 0 {
-		bad("WindowCheckEvery", "must be >= 0 (0 means %d), got %d", defaultWindowCheckEvery, c.WindowCheckEvery)
+		e.Add("WindowCheckEvery", "must be >= 0 (0 means %d), got %d", defaultWindowCheckEvery, c.WindowCheckEvery)
 	}
 	if c.IOTimeout < 0 {
-		bad("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
+		e.Add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
 	}
-	return errors.Join(errs...)
+	return e.Err()
 }
 
 func (c Config) withDefaults() Config {

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -164,34 +163,28 @@ type Config struct {
 // validate checks the configuration. The error names the field and the rule; several broken
 // rules are joined.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("stream: Config."+format, args...))
-	}
-	if c.Stream == "" {
-		bad("Stream must not be empty")
-	}
+	e := treekit.NewConfigErrors("stream", c.Stream)
 	if c.Watcher == nil {
-		bad("Watcher must not be nil")
+		e.Add("Watcher", "must not be nil")
 	}
 	if c.MaxBatch < 0 {
-		bad("MaxBatch must be >= 1 (0 means the default %d), got %d", defaultMaxBatch, c.MaxBatch)
+		e.Add("MaxBatch", "must be >= 1 (0 means the default %d), got %d", defaultMaxBatch, c.MaxBatch)
 	}
 	if c.MaxAwaitTime < 0 {
-		bad("MaxAwaitTime must be > 0 (0 means the default %v), got %v", defaultMaxAwaitTime, c.MaxAwaitTime)
+		e.Add("MaxAwaitTime", "must be > 0 (0 means the default %v), got %v", defaultMaxAwaitTime, c.MaxAwaitTime)
 	}
 	if c.CloseTimeout < 0 {
-		bad("CloseTimeout must be > 0 (0 means the default %v), got %v", defaultCloseTimeout, c.CloseTimeout)
+		e.Add("CloseTimeout", "must be > 0 (0 means the default %v), got %v", defaultCloseTimeout, c.CloseTimeout)
 	}
 	for i, code := range c.HistoryLostCodes {
 		if code <= 0 {
-			bad("HistoryLostCodes[%d] must be > 0, got %d", i, code)
+			e.Add(fmt.Sprintf("HistoryLostCodes[%d]", i), "must be > 0, got %d", code)
 		}
 	}
 	if c.Checkpointer != "" && c.Checkpointer == c.Dispatcher && c.CheckpointerPID == nil && c.DispatcherPID == nil {
-		bad("Dispatcher must differ from Checkpointer, both are %q", c.Checkpointer)
+		e.Add("Dispatcher", "must differ from Checkpointer, both are %q", c.Checkpointer)
 	}
-	return errors.Join(errs...)
+	return e.Err()
 }
 
 // withDefaults returns c with every zero field replaced by DefaultConfig's value.

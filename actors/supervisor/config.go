@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
 	"github.com/watchtree/watchtree/internal/configcheck"
 	"github.com/watchtree/watchtree/internal/policyx"
@@ -153,33 +152,29 @@ type Transition struct {
 // Config.Siblings[i].Name, and Config.Policy.<Field> as a configerr.Error); several broken
 // rules are joined.
 func (c Config) validate() error {
-	var errs []error
-	if c.Stream == "" {
-		errs = append(errs, errors.New("supervisor: Config.Stream must not be empty"))
-	}
+	e := treekit.NewConfigErrors("supervisor", c.Stream)
 	if c.Child == nil {
-		errs = append(errs, errors.New("supervisor: Config.Child must not be nil"))
+		e.Add("Child", "must not be nil")
 	}
 	names := map[string]bool{c.childName(): true}
 	for i, s := range c.Siblings {
+		sib := fmt.Sprintf("Siblings[%d]", i)
 		switch {
 		case s.Name == "":
-			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Name must not be empty", i))
+			e.Add(sib+".Name", "must not be empty")
 		case names[s.Name]:
-			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Name %q is already used", i, s.Name))
+			e.Add(sib+".Name", "%q is already used", s.Name)
 		}
 		names[s.Name] = true
 		switch {
 		case s.Props == nil && (!s.Lazy || s.NewProps == nil):
-			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d].Props must not be nil (NewProps stands in for it only for a Lazy sibling)", i))
+			e.Add(sib+".Props", "must not be nil (NewProps stands in for it only for a Lazy sibling)")
 		case s.Props != nil && s.NewProps != nil:
-			errs = append(errs, fmt.Errorf("supervisor: Config.Siblings[%d]: Props and NewProps are exclusive", i))
+			e.Add(sib+":", "Props and NewProps are exclusive")
 		}
 	}
-	pe := configcheck.NewErrors("Config.")
-	policyx.ValidateInto(pe, "Policy", c.Policy)
-	errs = append(errs, pe.Err())
-	return errors.Join(errs...)
+	e.Policies(func(pe *configcheck.Errors) { policyx.ValidateInto(pe, "Policy", c.Policy) })
+	return e.Err()
 }
 
 func (c Config) childName() string {
