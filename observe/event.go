@@ -1,8 +1,9 @@
 package observe
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/watchtree/watchtree/internal/enumstr"
 )
 
 // Event is one of the event types of this package, listed by Kinds. Every event carries the
@@ -87,12 +88,7 @@ var kindNames = [kindEnd]string{
 // "gap", "invalidated", "leadership", "snapshot-started", "snapshot-resumed",
 // "snapshot-progress", "snapshot-done", "namespace-missing", "checkpoint-refused" or "cursor";
 // "Kind(n)" for a value that is none of them.
-func (k Kind) String() string {
-	if k > 0 && k < kindEnd {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
+func (k Kind) String() string { return enumstr.Of(kindNames[:], k, "Kind") }
 
 // Kinds returns every Kind, in declaration order (a new slice on each call). A consumer that
 // maps events, such as the console feed or a metrics adapter, tests that it handles each.
@@ -115,16 +111,10 @@ const (
 	Crashed
 )
 
-// String returns "graceful" or "crashed".
-func (r StopReason) String() string {
-	switch r {
-	case Graceful:
-		return "graceful"
-	case Crashed:
-		return "crashed"
-	}
-	return fmt.Sprintf("StopReason(%d)", int(r))
-}
+// String returns "graceful" or "crashed", or "StopReason(n)" for a value that is neither.
+func (r StopReason) String() string { return enumstr.Of(stopReasonNames, r, "StopReason") }
+
+var stopReasonNames = []string{Graceful: "graceful", Crashed: "crashed"}
 
 // SkipReason says which rule settled an event on purpose (Skipped.Reason). The dispatcher sets
 // it where it decides the skip; the detail the rule gave is Skipped.Detail.
@@ -137,12 +127,9 @@ const (
 )
 
 // String returns "handler", or "SkipReason(n)" for a value that is no rule.
-func (r SkipReason) String() string {
-	if r == SkipByHandler {
-		return "handler"
-	}
-	return fmt.Sprintf("SkipReason(%d)", uint8(r))
-}
+func (r SkipReason) String() string { return enumstr.Of(skipReasonNames, r, "SkipReason") }
+
+var skipReasonNames = []string{SkipByHandler: "handler"}
 
 // LeadershipChange says what happened to a SingleLeader stream's leadership on this instance.
 type LeadershipChange string

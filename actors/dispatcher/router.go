@@ -2,10 +2,10 @@ package dispatcher
 
 import (
 	"context"
-	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/watchtree/watchtree/internal/enumstr"
 	"github.com/watchtree/watchtree/messages"
 )
 
@@ -75,14 +75,6 @@ const (
 )
 
 // String returns "Retryable", "Permanent" or "Skipped".
-func (c ErrorClass) String() string {
-	switch c {
-	case Retryable:
-		return "Retryable"
-	case Permanent:
-		return "Permanent"
-	case Skipped:
-		return "Skipped"
-	}
-	return fmt.Sprintf("ErrorClass(%d)", int(c))
-}
+func (c ErrorClass) String() string { return enumstr.Of(errorClassNames, c, "ErrorClass") }
+
+var errorClassNames = []string{Retryable: "Retryable", Permanent: "Permanent", Skipped: "Skipped"}
