@@ -25,15 +25,11 @@ func idRule(op string, v bson.RawValue) string {
 		if !ok {
 			return ""
 		}
-		for _, key := range idKeys(doc) {
-			if key == "_id" && keepsID(doc.Lookup("_id"), true) {
-				continue
-			}
+		if key, ok := idChange(doc, true); ok {
 			touched = fmt.Sprintf("projects %q", key)
 			if key == "_id" && isFalse(doc.Lookup("_id")) {
 				touched = "excludes _id"
 			}
-			break
 		}
 	case "$unset":
 		var fields []string
@@ -58,12 +54,8 @@ func idRule(op string, v bson.RawValue) string {
 		if !ok {
 			return ""
 		}
-		for _, key := range idKeys(doc) {
-			if key == "_id" && keepsID(doc.Lookup("_id"), false) {
-				continue
-			}
+		if key, ok := idChange(doc, false); ok {
 			touched = fmt.Sprintf("sets %q", key)
-			break
 		}
 	case "$replaceRoot", "$replaceWith":
 		root := v
@@ -84,16 +76,19 @@ func idRule(op string, v bson.RawValue) string {
 	return fmt.Sprintf("must keep the event's _id unchanged: it is the resume token, which the server checks on every event (ChangeStreamFatalError 280 otherwise); this %s stage %s", op, touched)
 }
 
-// idKeys returns the keys of doc that name _id or a path inside it, in order.
-func idKeys(doc bson.Raw) []string {
+// idChange returns the first key of doc, the document of a $project (inclusion true) or of an
+// $addFields/$set, that changes _id: a path inside _id, or _id itself set to anything but what
+// keepsID accepts. ok is false when no key touches _id.
+func idChange(doc bson.Raw, inclusion bool) (key string, ok bool) {
 	elems, _ := doc.Elements()
-	var keys []string
 	for _, e := range elems {
-		if isIDPath(e.Key()) {
-			keys = append(keys, e.Key())
+		k := e.Key()
+		if !isIDPath(k) || k == "_id" && keepsID(e.Value(), inclusion) {
+			continue
 		}
+		return k, true
 	}
-	return keys
+	return "", false
 }
 
 // isIDPath reports whether path is _id or a field inside it.
