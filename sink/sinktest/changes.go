@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // ReplicaSet is the MongoDB replica set a Drill or Relay runs on: *mongosim.Server is one.
@@ -18,8 +19,9 @@ type ReplicaSet interface {
 	Close() error // stops it; called once the test is done with it
 }
 
-// startReplicaSet starts the replica set with start, closed when t ends, and returns its URI.
-func startReplicaSet(t *testing.T, what string, start func(context.Context) (ReplicaSet, error)) string {
+// startReplicaSet starts the replica set with start and connects a client to it, both closed
+// when t ends, and returns its URI and the client.
+func startReplicaSet(t *testing.T, what string, start func(context.Context) (ReplicaSet, error)) (string, *mongo.Client) {
 	t.Helper()
 	if start == nil {
 		t.Fatalf("sinktest.%s.Start is required", what)
@@ -31,7 +33,12 @@ func startReplicaSet(t *testing.T, what string, start func(context.Context) (Rep
 		t.Fatalf("start the replica set: %v", err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
-	return rs.URI()
+	client, err := mongo.Connect(options.Client().ApplyURI(rs.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return rs.URI(), client
 }
 
 // The drill and the relay test write documents {_id: n, v: version} (n an int32) and read each

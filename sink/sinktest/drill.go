@@ -189,14 +189,9 @@ func (d Drill) Run(t *testing.T) {
 	if d.Count == nil || d.Read == nil {
 		t.Fatal("sinktest.Drill: Count and Read are required")
 	}
-	uri := startReplicaSet(t, "Drill", d.Start)
+	uri, client := startReplicaSet(t, "Drill", d.Start)
 	ctx, cancel := context.WithTimeout(context.Background(), drillTimeout)
 	defer cancel()
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
 	db := client.Database(d.Root)
 	acks := t.TempDir() + "/acks"
 

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/watchtree/watchtree"
@@ -79,15 +77,10 @@ func (r Relay) Run(t *testing.T) {
 	if r.Root == "" || r.Publisher == nil || r.Consume == nil {
 		t.Fatal("sinktest.Relay: Root, Publisher and Consume are required")
 	}
-	uri := startReplicaSet(t, "Relay", r.Start)
+	_, client := startReplicaSet(t, "Relay", r.Start)
 	const total = relayDocs * relayVersions
 	ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
 	defer cancel()
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
 
 	// The group.
 	var mu sync.Mutex
