@@ -187,19 +187,10 @@ func (c Config) validate() error {
 		policyx.ValidateInto(pe, "Checkpoint", c.Checkpoint)
 		policyx.ValidateStartInto(pe, "StartPosition", c.Checkpoint, c.StartPosition)
 	})
-	if c.IOTimeout < 0 {
-		e.Add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
-	}
-	delaysOK := true
-	if c.RetryInitialDelay < 0 {
-		e.Add("RetryInitialDelay", "must be >= 0 (0 means %v), got %v", defaultRetryInitialDelay, c.RetryInitialDelay)
-		delaysOK = false
-	}
-	if c.RetryMaxDelay < 0 {
-		e.Add("RetryMaxDelay", "must be >= 0 (0 means %v), got %v", defaultRetryMaxDelay, c.RetryMaxDelay)
-		delaysOK = false
-	}
-	if delaysOK {
+	treekit.NotNegative(e, "IOTimeout", c.IOTimeout, defaultIOTimeout)
+	initialOK := treekit.NotNegative(e, "RetryInitialDelay", c.RetryInitialDelay, defaultRetryInitialDelay)
+	maxOK := treekit.NotNegative(e, "RetryMaxDelay", c.RetryMaxDelay, defaultRetryMaxDelay)
+	if initialOK && maxOK {
 		d := c.withDefaults()
 		if d.RetryMaxDelay < d.RetryInitialDelay {
 			e.Add("RetryMaxDelay", "must be >= RetryInitialDelay (%v), got %v", d.RetryInitialDelay, d.RetryMaxDelay)

@@ -139,15 +139,9 @@ func (c Config) validate() error {
 		e.Add("Source", "must not be nil")
 	}
 	e.Policies(func(pe *configcheck.Errors) { policyx.ValidateInto(pe, "Policy", c.Policy) })
-	if c.ProgressInterval < 0 {
-		e.Add("ProgressInterval", "must be >= 0 (0 means %v), got %v", defaultProgressInterval, c.ProgressInterval)
-	}
-	if c.WindowCheckEvery < 0 {
-		e.Add("WindowCheckEvery", "must be >= 0 (0 means %d), got %d", defaultWindowCheckEvery, c.WindowCheckEvery)
-	}
-	if c.IOTimeout < 0 {
-		e.Add("IOTimeout", "must be >= 0 (0 means %v), got %v", defaultIOTimeout, c.IOTimeout)
-	}
+	treekit.NotNegative(e, "ProgressInterval", c.ProgressInterval, defaultProgressInterval)
+	treekit.NotNegative(e, "WindowCheckEvery", c.WindowCheckEvery, defaultWindowCheckEvery)
+	treekit.NotNegative(e, "IOTimeout", c.IOTimeout, defaultIOTimeout)
 	return e.Err()
 }
 

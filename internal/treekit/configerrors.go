@@ -44,5 +44,15 @@ func (e *ConfigErrors) Policies(validate func(pe *configcheck.Errors)) {
 	}
 }
 
+// NotNegative records that field must be >= 0 when v, a count or a duration whose zero value
+// stands for the default def, is negative; it reports whether v passed.
+func NotNegative[T ~int | ~int64](e *ConfigErrors, field string, v, def T) bool {
+	if v < 0 {
+		e.Add(field, "must be >= 0 (0 means %v), got %v", def, v)
+		return false
+	}
+	return true
+}
+
 // Err returns the recorded errors joined with errors.Join, or nil when there are none.
 func (e *ConfigErrors) Err() error { return errors.Join(e.errs...) }

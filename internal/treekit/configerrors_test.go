@@ -3,6 +3,7 @@ package treekit
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/watchtree/watchtree/configerr"
 	"github.com/watchtree/watchtree/internal/configcheck"
@@ -30,5 +31,21 @@ func TestConfigErrors(t *testing.T) {
 	ok.Policies(func(*configcheck.Errors) {})
 	if err := ok.Err(); err != nil {
 		t.Errorf("Err() of a valid Config = %v, want nil", err)
+	}
+}
+
+// TestNotNegative: a negative count or duration is recorded with its default, and reported
+// false; zero and positive values pass.
+func TestNotNegative(t *testing.T) {
+	e := NewConfigErrors("snapshot", "orders")
+	if NotNegative(e, "IOTimeout", -time.Second, 10*time.Second) {
+		t.Error("NotNegative(-1s) = true, want false")
+	}
+	if !NotNegative(e, "WindowCheckEvery", 0, 30) || !NotNegative(e, "IOTimeout", time.Second, 10*time.Second) {
+		t.Error("NotNegative(0 or 1s) = false, want true")
+	}
+	want := "snapshot: Config.IOTimeout must be >= 0 (0 means 10s), got -1s"
+	if err := e.Err(); err == nil || err.Error() != want {
+		t.Errorf("Err() = %v, want %q", err, want)
 	}
 }
