@@ -1,7 +1,8 @@
 // Package treekit holds the engine-side kit the actors of one stream tree share without importing
 // each other: the mailboxes and the goroutine pool, the actors' names, the lane bound, timers
-// and bounded calls. What outside code implementing or supervising a tree's actor needs (the
-// incarnation, the failure reasons, the terminal sentinels) is in the public actors/streamtree.
+// and bounded calls, the Observer reporting (Report) and the Config checks (ConfigErrors). What
+// outside code implementing or supervising a tree's actor needs (the incarnation, the failure
+// reasons, the terminal sentinels) is in the public actors/streamtree.
 package treekit
 
 import (
