@@ -18,19 +18,20 @@ import (
 // it here, on purpose and in review, saying what it added; a change that shrinks it lowers it.
 // Each step's reason is in this file's history (git log -p surface_test.go).
 //
-// Where the 758 are (go test -v -run TestPublicSurface): the root's user API, 178, with the
+// Where the 759 are (go test -v -run TestPublicSurface): the root's user API, 178, with the
 // aliases it keeps so that code written against it needs one import (the policies, the status
 // type and its state and role names, Clock, ConfigError); observe's events, 110 (each event's
 // Kind and String methods count); the console protocol and the actors' messages, 88 (protobuf
 // types and enums; the methods protoc generates do not count); the stores' contract and three
 // implementations, 47 + 43 + 32 + 15 (an implementation's methods are its contract's); policy,
-// 36, and status, 24, the leaves the root aliases, which the public actors need; the actors and
+// 36, and status, 25 (with Row, the console row the CLI's module tests its JSON against), the
+// leaves the root aliases, which the public actors need; the actors and
 // the tree's contract (actors/streamtree), about 70; the sinks and the suites every adapter
 // module runs (sinktest, storetest, observetest), about 50; clock, configerr, console, health,
 // the metric adapters and store/leasewatch, the rest. Plumbing that only the module calls is
 // behind internal/ (the policies' defaults, validators and readers in internal/policyx, the
-// status reader and the console row in internal/statusx).
-const maxPublicSurface = 758
+// reader of a supervisor's status reply in internal/statusx).
+const maxPublicSurface = 759
 
 // TestPublicSurface keeps the public API small: it counts the exported identifiers of every
 // importable package of the library and its adapters and fails above maxPublicSurface. The

@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/watchtree/watchtree/internal/statusx"
 	wtstatus "github.com/watchtree/watchtree/status"
 )
 
@@ -38,7 +37,7 @@ var notInRow = map[string]string{
 
 // TestStatusFieldsReachTheRowAndTheJSON walks every field of status.Stream by reflection (into
 // the structs its pointers point to), gives each a distinct non-zero value, and checks that
-// each one reaches the console row (statusx.Row) and the CLI's JSON of it (marshalJSON): with
+// each one reaches the console row (status.Row) and the CLI's JSON of it (marshalJSON): with
 // the field zeroed, both change. So a field added to the status later cannot be forgotten by
 // the console or the CLI without being listed in notInRow with a reason.
 func TestStatusFieldsReachTheRowAndTheJSON(t *testing.T) {
@@ -46,7 +45,7 @@ func TestStatusFieldsReachTheRowAndTheJSON(t *testing.T) {
 	var st wtstatus.Stream
 	n := 0
 	leaves := fill(t, reflect.ValueOf(&st).Elem(), "", now, &n)
-	row := statusx.Row(st, now)
+	row := wtstatus.Row(st, now)
 	js, err := marshalJSON(row, false)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +56,7 @@ func TestStatusFieldsReachTheRowAndTheJSON(t *testing.T) {
 		old := reflect.New(l.v.Type()).Elem()
 		old.Set(l.v)
 		l.v.SetZero()
-		without := statusx.Row(st, now)
+		without := wtstatus.Row(st, now)
 		jsWithout, err := marshalJSON(without, false)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +68,7 @@ func TestStatusFieldsReachTheRowAndTheJSON(t *testing.T) {
 		case exempt && (inRow || inJSON):
 			t.Errorf("%s reaches the row now: take it out of notInRow (%q)", l.path, why)
 		case !exempt && !inRow:
-			t.Errorf("%s does not reach the console row (statusx.Row): map it there, or list it in notInRow with the reason", l.path)
+			t.Errorf("%s does not reach the console row (status.Row): map it there, or list it in notInRow with the reason", l.path)
 		case !exempt && !inJSON:
 			t.Errorf("%s reaches the row but not the CLI's JSON", l.path)
 		}

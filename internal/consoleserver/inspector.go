@@ -351,7 +351,7 @@ func (in *inspector) instance(rd readings.Readings, now time.Time) *messages.Ins
 	return ii
 }
 
-// row builds one stream's row: statusx.Row of its status, with what only the console knows
+// row builds one stream's row: status.Row of its status, with what only the console knows
 // (the namespace, the dead-letter backlog, the rate, the distances to the oplog).
 func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl readings.Count, oplog readings.Oplog, now time.Time) *messages.StreamRow {
 	var st status.Stream
@@ -364,7 +364,7 @@ func (in *inspector) row(ctx context.Context, r StreamRef, samples []sample, dl 
 	} else {
 		st = statusx.Read(reply, r.local())
 	}
-	row := statusx.Row(st, now)
+	row := status.Row(st, now)
 	row.Namespace, row.Note = r.Namespace, joinNote(row.Note, note)
 	row.DeadLetters, row.DeadLettersUnknown, row.DeadLettersAt = uint64(max(dl.N, 0)), dl.Unknown, timestamp(dl.At)
 	if len(samples) > 0 {

@@ -19,7 +19,7 @@ func TestRowReadsTheLease(t *testing.T) {
 	lease := &messages.LeaseState{Role: messages.LeaseRole_LEASE_ROLE_LEADER, Owner: "node-a", Holder: "node-a",
 		Epoch: 42, ExpiresAt: timestamppb.New(expires)}
 	row := func(mode string, l *messages.LeaseState) *messages.StreamRow {
-		return Row(Read(&messages.StatusReply{Stream: "s", Lease: l}, Local{Mode: mode}), now)
+		return status.Row(Read(&messages.StatusReply{Stream: "s", Lease: l}, Local{Mode: mode}), now)
 	}
 	r := row(status.ModeSingleLeader, lease)
 	if r.GetMode() != status.ModeSingleLeader || r.GetRole() != status.RoleLeader || r.GetLeaseOwner() != "node-a" || r.GetLeaseEpoch() != 42 ||
@@ -44,11 +44,11 @@ func TestRowReadsTheLease(t *testing.T) {
 // a stream without warnings has no note.
 func TestRowNoteCarriesWarnings(t *testing.T) {
 	r := &messages.StatusReply{Stream: "s", Warnings: []string{"namespace db.ordrs does not exist"}}
-	row := Row(Read(r, Local{Warnings: []string{"Cursor Shared: the stream reads on a dedicated cursor: x"}}), time.Now())
+	row := status.Row(Read(r, Local{Warnings: []string{"Cursor Shared: the stream reads on a dedicated cursor: x"}}), time.Now())
 	if want := "namespace db.ordrs does not exist; Cursor Shared: the stream reads on a dedicated cursor: x"; row.GetNote() != want {
 		t.Fatalf("note %q, want %q", row.GetNote(), want)
 	}
-	if quiet := Row(Read(&messages.StatusReply{Stream: "s"}, Local{}), time.Now()); quiet.GetNote() != "" {
+	if quiet := status.Row(Read(&messages.StatusReply{Stream: "s"}, Local{}), time.Now()); quiet.GetNote() != "" {
 		t.Fatalf("note %q without warnings", quiet.GetNote())
 	}
 }
@@ -56,7 +56,7 @@ func TestRowNoteCarriesWarnings(t *testing.T) {
 // TestRowOfAStreamNotRunning: a stream whose supervisor is not running is a stopped row with
 // the one reason, the same the Handle reports.
 func TestRowOfAStreamNotRunning(t *testing.T) {
-	row := Row(Read(nil, Local{Name: "s", Mode: status.ModeAllInstances, Cursor: "dedicated"}), time.Now())
+	row := status.Row(Read(nil, Local{Name: "s", Mode: status.ModeAllInstances, Cursor: "dedicated"}), time.Now())
 	if row.GetName() != "s" || row.GetState() != string(status.Stopped) || row.GetWhy() != NotRunningWhy ||
 		row.GetMode() != status.ModeAllInstances || row.GetCursor() != "dedicated" || row.GetLag() != nil || row.GetSince() != nil {
 		t.Fatalf("row = %v", row)

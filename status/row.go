@@ -1,4 +1,4 @@
-package statusx
+package status
 
 import (
 	"strings"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/watchtree/watchtree/internal/tokentime"
 	"github.com/watchtree/watchtree/messages"
-	"github.com/watchtree/watchtree/status"
 )
 
 // Row is the console's row of st at now (the lag is now minus ReadThrough): the one mapping
@@ -22,7 +21,7 @@ import (
 //
 // The console adds what only it knows: the namespace, the dead-letter backlog, the rate, and
 // the distances to the oplog (OplogBehind, TokenHeadroom).
-func Row(st status.Stream, now time.Time) *messages.StreamRow {
+func Row(st Stream, now time.Time) *messages.StreamRow {
 	row := &messages.StreamRow{Name: st.Name, Mode: st.Mode, Cursor: st.Cursor,
 		State: string(st.State), Why: st.Why, Since: timestamp(st.Since),
 		Attempt: st.Attempt, MaxAttempts: st.MaxAttempts, NextRetryAt: timestamp(st.NextRetryAt),
