@@ -734,8 +734,8 @@ type attachResult int
 
 const (
 	attachedNow attachResult = iota // attached: the ring's events after the position are queued
-	notCovered                      // the hub does not read the collection yet: park
-	behind                          // it does, but not from as far back as the position: catch up
+	notCovered                      // the hub does not read the collection yet (it may park)
+	behind                          // the hub does not read it from as far back as the position, nor will it: catch up
 )
 
 // attach attaches m at its position pos when the hub covers its collection from at or before
@@ -754,6 +754,13 @@ func (h *hub) attach(m *member, posData string) attachResult {
 			// Every change that needs a reopen arms one, but a member never waits on a
 			// promise alone: a collection not read and no reopen pending asks for one.
 			h.changedLocked()
+		}
+		if !h.retired && posData != "" && posData < h.posData {
+			// The reopen will read the collection from the hub's own position, after the
+			// member's: what lies between is the member's to read, on its own cursor.
+			// Parking would close it, wait for the reopen, find the member behind and open it
+			// again.
+			return behind
 		}
 		return notCovered
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/watchtree/watchtree/actors/stream"
 	"github.com/watchtree/watchtree/clock"
+	"github.com/watchtree/watchtree/messages"
 )
 
 func marshalStage(t *testing.T, d bson.D) bson.Raw {
@@ -133,9 +134,12 @@ func TestHubMembersFollowHighWaterMarksOnly(t *testing.T) {
 }
 
 // TestHubNotCoveredAsksForReopen: a member that finds its collection not read, with no reopen
-// pending, arms one; a broken hub (its cursor failed, not reopened yet) never parks a member.
+// pending, arms one; a member before the hub's position is behind (the reopen, from the hub's
+// own position, will not read what lies between); a broken hub (its cursor failed, not reopened
+// yet) never parks a member.
 func TestHubNotCoveredAsksForReopen(t *testing.T) {
 	h := testHub(t)
+	h.pos, h.posData = tokenOf("A0"), "A0"
 	m := testMember(h, "ca", "A1")
 	if got := h.attach(m, m.posData); got != notCovered {
 		t.Fatalf("attach = %v, want notCovered", got)
@@ -146,6 +150,15 @@ func TestHubNotCoveredAsksForReopen(t *testing.T) {
 	if !armed {
 		t.Fatal("a member found its collection not read and no reopen pending, and none was armed")
 	}
+	early := testMember(h, "cb", "0")
+	if got := h.attach(early, early.posData); got != behind {
+		t.Fatalf("attach of a member before the hub's position = %v, want behind (its backlog is its own to read)", got)
+	}
+	h.pos, h.posData = nil, ""
+	if got := h.attach(m, m.posData); got != notCovered {
+		t.Fatalf("attach to a hub with no position yet = %v, want notCovered (the member decides whether to park)", got)
+	}
+	h.pos, h.posData = tokenOf("A0"), "A0"
 	h.reset("test")
 	if got := h.attach(m, m.posData); got != behind {
 		t.Fatalf("attach to a broken hub = %v, want behind (catch up on its own cursor)", got)
@@ -274,5 +287,131 @@ func TestHubProbeMarkFollowedOncePassed(t *testing.T) {
 	h.mu.Unlock()
 	if pending != "" || tokenData(m.ResumeToken()) != "D2" {
 		t.Fatalf("an empty getMore's mark D2 past the probe's D1: pending %q, position %q; want none, D2", pending, tokenData(m.ResumeToken()))
+	}
+}
+
+// batchCursor is a catch-up cursor with a backlog, read as the driver reads a change stream: its
+// first batch is loaded by the first TryNext (RemainingBatchLength is 0 before it), each later
+// batch by a TryNext at the end of the previous one, and an empty read follows the last.
+type batchCursor struct {
+	batches [][]bson.Raw // the batches still to load
+	batch   []bson.Raw   // the loaded batch's events not read yet
+	current bson.Raw
+	opens   *int
+}
+
+func (c *batchCursor) TryNext(context.Context) bool {
+	if len(c.batch) == 0 {
+		if len(c.batches) == 0 {
+			return false
+		}
+		c.batch, c.batches = c.batches[0], c.batches[1:]
+	}
+	c.current, c.batch = c.batch[0], c.batch[1:]
+	return true
+}
+func (c *batchCursor) Current() bson.Raw { return c.current }
+func (c *batchCursor) ResumeToken() bson.Raw {
+	if c.current == nil {
+		return nil // a start at an operation time whose first batch holds events: no token yet
+	}
+	id, _, _ := envelopeOf(c.current)
+	return id
+}
+func (c *batchCursor) RemainingBatchLength() int   { return len(c.batch) }
+func (c *batchCursor) Err() error                  { return nil }
+func (c *batchCursor) Close(context.Context) error { return nil }
+func (c *batchCursor) CurrentIsStable() bool       { return true }
+func (c *batchCursor) SplitsEvents() bool          { return false }
+
+// backlogWatcher opens batchCursors over the same backlog, counting the opens.
+type backlogWatcher struct {
+	batches [][]bson.Raw
+	opens   *int
+}
+
+func (w backlogWatcher) Open(_ context.Context, from stream.Position) (stream.Cursor, error) {
+	*w.opens++
+	var left [][]bson.Raw
+	for _, b := range w.batches {
+		var keep []bson.Raw
+		for _, ev := range b {
+			id, _, _ := envelopeOf(ev)
+			if len(from.Token) == 0 || tokenData(id) > tokenData(from.Token) {
+				keep = append(keep, ev)
+			}
+		}
+		if len(keep) > 0 {
+			left = append(left, keep)
+		}
+	}
+	return &batchCursor{batches: left, opens: w.opens}, nil
+}
+
+// TestMemberReadsItsBacklogBeforeTheHubCoversIt: a member that starts at an operation time with
+// a backlog, on a hub that does not read its collection yet, reads its first batch at once and
+// every batch after it on the one cursor it opened: it does not park before its first read (the
+// driver loads the first batch there, so the cursor only looks empty) nor at the end of a batch
+// of events. Parking there dropped the cursor, waited for the hub's reopen and opened it again:
+// a backlog's first event came about 110 ms late. Once its cursor comes back empty (level) it
+// parks, as a member starting at a token does before its first read.
+func TestMemberReadsItsBacklogBeforeTheHubCoversIt(t *testing.T) {
+	h := testHub(t)
+	h.pos, h.posData = tokenOf("A0"), "A0"
+	ev := func(tok string) bson.Raw {
+		b, err := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: tok}}},
+			{Key: "operationType", Value: "insert"}, {Key: "ns", Value: bson.D{{Key: "db", Value: "d"}, {Key: "coll", Value: "c"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	opens := 0
+	w := backlogWatcher{batches: [][]bson.Raw{{ev("B1"), ev("B2")}, {ev("B3"), ev("B4")}}, opens: &opens}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m := &member{set: h.set, coll: "c", catchUp: w, log: zap.NewNop(), maxAwait: time.Millisecond, wake: make(chan struct{}, 1)}
+	m.start = stream.Position{Kind: messages.StartKind_START_KIND_START_AT_OPERATION_TIME, MaxAwaitTime: time.Millisecond}
+	if err := m.openCatchUp(ctx, m.start); err != nil {
+		t.Fatal(err)
+	}
+	m.hub = h
+	h.mu.Lock()
+	h.members[m] = struct{}{}
+	h.colls["c"]++
+	h.mu.Unlock()
+	for _, want := range []string{"B1", "B2", "B3", "B4"} {
+		if !m.TryNext(ctx) {
+			t.Fatalf("TryNext false before %s (state %v, err %v): the member parked on its backlog", want, m.state, m.err)
+		}
+		if got := tokenData(m.ResumeToken()); got != want {
+			t.Fatalf("event %q, want %q", got, want)
+		}
+		if m.state != catchingUp {
+			t.Fatalf("after %s: state %v, want catching up (a batch of events is no sign of being level)", want, m.state)
+		}
+	}
+	if opens != 1 {
+		t.Fatalf("%d opens of the catch-up cursor for one backlog, want 1", opens)
+	}
+	// Past the backlog the member waits (for the hub, on the test's fake clock): bounded here.
+	waitBriefly := func(m *member) bool {
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer wcancel()
+		return m.TryNext(wctx)
+	}
+	if waitBriefly(m) || waitBriefly(m) {
+		t.Fatal("TryNext true past the backlog")
+	}
+	if m.state != parked {
+		t.Fatalf("level with its collection, the hub not reading it: state %v, want parked", m.state)
+	}
+
+	fresh := &member{set: h.set, hub: h, coll: "c", catchUp: idleWatcher{}, log: zap.NewNop(), maxAwait: time.Millisecond, wake: make(chan struct{}, 1)}
+	if err := fresh.openCatchUp(ctx, stream.Position{Kind: messages.StartKind_START_KIND_RESUME_AFTER, Token: tokenOf("A1"), MaxAwaitTime: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if waitBriefly(fresh); fresh.state != parked {
+		t.Fatalf("a member starting at a token, before its first read: state %v, want parked (no getMore for an idle Spawn)", fresh.state)
 	}
 }
