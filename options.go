@@ -2,12 +2,12 @@ package watchtree
 
 import (
 	"context"
-	"fmt"
-	"github.com/watchtree/watchtree/internal/configcheck"
 	"strings"
 	"time"
 
+	"github.com/watchtree/watchtree/internal/configcheck"
 	"github.com/watchtree/watchtree/internal/engine"
+	"github.com/watchtree/watchtree/internal/enumstr"
 	"github.com/watchtree/watchtree/policy"
 )
 
@@ -41,15 +41,9 @@ func modeOf(cs *engine.Spec) Mode {
 }
 
 // String returns "AllInstances" or "SingleLeader".
-func (m Mode) String() string {
-	switch m {
-	case AllInstances:
-		return "AllInstances"
-	case SingleLeader:
-		return "SingleLeader"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
+func (m Mode) String() string { return enumstr.Of(modeNames, m, "Mode") }
+
+var modeNames = []string{AllInstances: "AllInstances", SingleLeader: "SingleLeader"}
 
 // FullDocumentMode is the change stream's fullDocument option: what Event.FullDocument holds on
 // update events. Insert and replace events always carry the document. The value is the server
@@ -121,17 +115,9 @@ const (
 )
 
 // String returns "SplitAuto", "SplitOn" or "SplitOff".
-func (m SplitMode) String() string {
-	switch m {
-	case SplitAuto:
-		return "SplitAuto"
-	case SplitOn:
-		return "SplitOn"
-	case SplitOff:
-		return "SplitOff"
-	}
-	return fmt.Sprintf("SplitMode(%d)", int(m))
-}
+func (m SplitMode) String() string { return enumstr.Of(splitModeNames, m, "SplitMode") }
+
+var splitModeNames = []string{SplitAuto: "SplitAuto", SplitOn: "SplitOn", SplitOff: "SplitOff"}
 
 // CursorMode selects how a stream reads its change stream (Stream.Cursor). The zero value,
 // CursorDefault, shares wherever a stream can share; Dedicated is the opt-out.
@@ -161,17 +147,9 @@ const (
 )
 
 // String returns "Default", "Dedicated" or "Shared".
-func (m CursorMode) String() string {
-	switch m {
-	case CursorDefault:
-		return "Default"
-	case Dedicated:
-		return "Dedicated"
-	case Shared:
-		return "Shared"
-	}
-	return fmt.Sprintf("CursorMode(%d)", int(m))
-}
+func (m CursorMode) String() string { return enumstr.Of(cursorModeNames, m, "CursorMode") }
+
+var cursorModeNames = []string{CursorDefault: "Default", Dedicated: "Dedicated", Shared: "Shared"}
 
 // StartPosition (Stream.StartPosition) says where a newly spawned stream starts reading: Resume
 // (the default, the zero value), Latest or At. It is policy.StartPosition, which documents the

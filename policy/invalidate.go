@@ -1,6 +1,6 @@
 package policy
 
-import "fmt"
+import "github.com/watchtree/watchtree/internal/enumstr"
 
 // Invalidate (watchtree.InvalidatePolicy, Stream.OnInvalidate) says what a collection or database
 // stream does after an invalidate event (the watched collection was dropped or renamed, or its
@@ -20,12 +20,6 @@ const (
 
 // String returns "InvalidateStop" or "InvalidateRestart", the names the Observer's Invalidated
 // event carries.
-func (p Invalidate) String() string {
-	switch p {
-	case InvalidateStop:
-		return "InvalidateStop"
-	case InvalidateRestart:
-		return "InvalidateRestart"
-	}
-	return fmt.Sprintf("InvalidatePolicy(%d)", int(p))
-}
+func (p Invalidate) String() string { return enumstr.Of(invalidateNames, p, "InvalidatePolicy") }
+
+var invalidateNames = []string{InvalidateStop: "InvalidateStop", InvalidateRestart: "InvalidateRestart"}

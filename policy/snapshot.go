@@ -3,10 +3,12 @@ package policy
 import (
 	"cmp"
 	"fmt"
-	"github.com/watchtree/watchtree/internal/configcheck"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/watchtree/watchtree/internal/configcheck"
+	"github.com/watchtree/watchtree/internal/enumstr"
 )
 
 // Defaults of Snapshot.
@@ -41,17 +43,9 @@ const (
 )
 
 // String returns "Never", "Initial" or "WhenNeeded".
-func (m SnapshotMode) String() string {
-	switch m {
-	case SnapshotNever:
-		return "Never"
-	case SnapshotInitial:
-		return "Initial"
-	case SnapshotWhenNeeded:
-		return "WhenNeeded"
-	}
-	return fmt.Sprintf("SnapshotMode(%d)", m)
-}
+func (m SnapshotMode) String() string { return enumstr.Of(snapshotModeNames, m, "SnapshotMode") }
+
+var snapshotModeNames = []string{SnapshotNever: "Never", SnapshotInitial: "Initial", SnapshotWhenNeeded: "WhenNeeded"}
 
 // Snapshot (watchtree.SnapshotPolicy, Stream.Snapshot; snapshot.Config.Policy) configures the copy
 // of a collection's existing documents (the initial load, and the rebuild of RebuildFromSnapshot);
