@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/watchtree/watchtree/internal/policyx"
 
 	"go.uber.org/zap"
 
+	"github.com/watchtree/watchtree/internal/policyx"
 	"github.com/watchtree/watchtree/store"
 )
+
+// maxSeedAttempts bounds fixLeaderStart's rounds of read and save when other instances' seeds
+// land between them (one per instance spawning the stream at once, in practice).
+const maxSeedAttempts = 5
 
 // fixLeaderStart runs before a SingleLeader stream's tree is spawned (Spawn only; a tree built
 // with Props is the user's to spawn). It does two things an AllInstances stream gets from its
@@ -47,27 +51,38 @@ func (e *Entry) fixLeaderStart(ctx context.Context) error {
 		return nil
 	}
 	scope := store.Scope{Stream: e.name}
-	cp, found, err := e.store.checkpoints.Load(ctx, scope)
-	if err != nil {
-		return fmt.Errorf("watchtree: stream %q: read its checkpoint to fix the start position: %w", e.name, err)
-	}
-	if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
-		earlierSeed := cp.Epoch == 0 && cp.Source == store.SourceInitial && !cp.ClusterTime.IsZero() &&
-			!ts.IsZero() && ts.Before(cp.ClusterTime)
-		if !earlierSeed {
-			return nil
+	// Two instances spawning at once may each read no checkpoint, then save: the later
+	// capture's save lands first, and the earlier one is refused as backward (store.ErrBackward)
+	// though it is the one to keep. So a refused save reads the checkpoint again and decides
+	// again, with the other instance's seed in view (a Rewind over a later seed, or nothing to do
+	// over a leader's checkpoint). Each round sees a later stored position, so a few suffice.
+	for attempt := 1; ; attempt++ {
+		cp, found, err := e.store.checkpoints.Load(ctx, scope)
+		if err != nil {
+			return fmt.Errorf("watchtree: stream %q: read its checkpoint to fix the start position: %w", e.name, err)
 		}
-	}
-	// Over an earlier seed, this one moves the position back on purpose: a Rewind, so that
-	// what is committed after this Spawn returns is delivered too.
-	seed := store.Checkpoint{Stream: e.name, Token: tok, ClusterTime: ts, Source: store.SourceInitial,
-		Owner: e.rt.cfg.InstanceID, UpdatedAt: e.rt.clk.Now(), Rewind: found}
-	switch err := e.store.checkpoints.Save(ctx, seed); {
-	case errors.Is(err, store.ErrFenced):
-		// A leader claimed a position meanwhile: that one is fixed.
-		return nil
-	case err != nil:
-		return fmt.Errorf("watchtree: stream %q: save its start position: %w", e.name, err)
+		if found && (cp.Token != nil || !cp.ClusterTime.IsZero()) {
+			earlierSeed := cp.Epoch == 0 && cp.Source == store.SourceInitial && !cp.ClusterTime.IsZero() &&
+				!ts.IsZero() && ts.Before(cp.ClusterTime)
+			if !earlierSeed {
+				return nil
+			}
+		}
+		// Over an earlier seed, this one moves the position back on purpose: a Rewind, so that
+		// what is committed after this Spawn returns is delivered too.
+		seed := store.Checkpoint{Stream: e.name, Token: tok, ClusterTime: ts, Source: store.SourceInitial,
+			Owner: e.rt.cfg.InstanceID, UpdatedAt: e.rt.clk.Now(), Rewind: found}
+		err = e.store.checkpoints.Save(ctx, seed)
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			// A leader claimed a position meanwhile: that one is fixed.
+			return nil
+		case errors.Is(err, store.ErrBackward) && attempt < maxSeedAttempts:
+			continue
+		case err != nil:
+			return fmt.Errorf("watchtree: stream %q: save its start position: %w", e.name, err)
+		}
+		break
 	}
 	// The tree resumes from the position saved here: Latest was just applied.
 	e.resumeSeed = true

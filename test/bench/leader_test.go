@@ -342,6 +342,11 @@ func BenchmarkLeaderBalance30(b *testing.B) {
 			wg.Go(func() { nodes[k] = lb.node(fmt.Sprintf("n%d", k), watchtree.SingleLeader, names...) })
 		}
 		wg.Wait()
+		for k, n := range nodes {
+			if n == nil { // its Spawn failed on its goroutine (logged there)
+				b.Fatalf("node n%d did not start", k)
+			}
+		}
 		await(b, "balance", func() bool {
 			counts := make([]int, 3)
 			for _, s := range names {
