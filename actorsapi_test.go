@@ -27,18 +27,7 @@ func TestActorsAPIUsesPublicTypes(t *testing.T) {
 	fset := token.NewFileSet()
 	parsed := 0
 	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range files {
-			if strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, f := range parseDir(t, fset, dir, parser.SkipObjectResolution) {
 			parsed++
 			exportedInternalTypes(f, func(n ast.Node, path, typ string) {
 				key := path[strings.LastIndex(path, "/")+1:] + "." + typ

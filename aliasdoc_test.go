@@ -4,7 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"path/filepath"
+	"go/types"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,18 +22,7 @@ var aliasFieldLine = regexp.MustCompile(`^\s+- (\w+) ([\w.\[\]*]+): \S`)
 func TestPolicyAliasesListTheirFields(t *testing.T) {
 	fset := token.NewFileSet()
 	structs := map[string]map[string]string{} // policy type → field → type
-	policyFiles, err := filepath.Glob(filepath.Join("policy", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range policyFiles {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseDir(t, fset, "policy", parser.SkipObjectResolution) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			ts, ok := n.(*ast.TypeSpec)
 			if !ok || !ts.Name.IsExported() {
@@ -47,7 +36,7 @@ func TestPolicyAliasesListTheirFields(t *testing.T) {
 			for _, fl := range st.Fields.List {
 				for _, id := range fl.Names {
 					if id.IsExported() {
-						fields[id.Name] = types(fl.Type)
+						fields[id.Name] = types.ExprString(fl.Type)
 					}
 				}
 			}
@@ -57,19 +46,8 @@ func TestPolicyAliasesListTheirFields(t *testing.T) {
 			return false
 		})
 	}
-	rootFiles, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	checked := 0
-	for _, name := range rootFiles {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseDir(t, fset, ".", parser.ParseComments|parser.SkipObjectResolution) {
 		for _, decl := range f.Decls {
 			gen, ok := decl.(*ast.GenDecl)
 			if !ok || gen.Tok != token.TYPE {
@@ -123,21 +101,4 @@ func TestPolicyAliasesListTheirFields(t *testing.T) {
 	if checked < 5 {
 		t.Fatalf("only %d aliases of policy structs found (RetryPolicy, RestartPolicy, CheckpointPolicy, LeasePolicy, SnapshotPolicy at least): the walk is broken", checked)
 	}
-}
-
-// types renders a field's type as its source spells it (time.Duration, Balance, any).
-func types(e ast.Expr) string {
-	switch x := e.(type) {
-	case *ast.Ident:
-		return x.Name
-	case *ast.SelectorExpr:
-		return types(x.X) + "." + x.Sel.Name
-	case *ast.StarExpr:
-		return "*" + types(x.X)
-	case *ast.ArrayType:
-		return "[]" + types(x.Elt)
-	case *ast.InterfaceType:
-		return "any"
-	}
-	return "?"
 }

@@ -210,22 +210,11 @@ func internalAliases(f *ast.File, found func(ts *ast.TypeSpec, path, name string
 // declared in the root, or in a public leaf package the root aliases (clock, configerr, status),
 // with its docs. No exception is left.
 func TestNoExportedAliasOfInternal(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	found := map[string]string{}
 	fset := token.NewFileSet()
-	parsed := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parsed++
+	files := parseDir(t, fset, ".", parser.SkipObjectResolution)
+	parsed := len(files)
+	for _, f := range files {
 		internalAliases(f, func(ts *ast.TypeSpec, path, name string) {
 			found[ts.Name.Name] = fmt.Sprintf("%s: type %s = %s.%s", fset.Position(ts.Pos()), ts.Name.Name, path, name)
 		})
@@ -258,3 +247,24 @@ func receiverName(t ast.Expr) string {
 
 // exportedReceiver reports whether a method's receiver type is exported.
 func exportedReceiver(t ast.Expr) bool { return ast.IsExported(receiverName(t)) }
+
+// parseDir parses the non-test .go files of dir with mode, on fset, failing t on any error.
+func parseDir(t *testing.T, fset *token.FileSet, dir string, mode parser.Mode) []*ast.File {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
